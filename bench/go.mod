@@ -1,0 +1,3 @@
+module github.com/clawguard/clawguard/bench
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/clawguard/clawguard/cli
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/clawguard/clawguard/migrations
+
+go 1.26

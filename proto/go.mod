@@ -1,0 +1,3 @@
+module github.com/clawguard/clawguard/proto
+
+go 1.26

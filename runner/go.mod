@@ -1,0 +1,3 @@
+module github.com/clawguard/clawguard/runner
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/clawguard/clawguard/server
+
+go 1.26
