@@ -1,0 +1,195 @@
+// Package metrics holds every Prometheus metric the control plane exports.
+//
+// Names follow clawguard_<subsystem>_<name>_{total,seconds}; labels come from
+// small fixed sets (action, effect, outcome) and never carry ids, so series
+// counts stay bounded however many agents, holds or runners there are.
+// deploy/ (recording rules, alerts, the Grafana dashboard) names these metrics;
+// a test there fails if any name it uses is not registered here.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Effects are the values of the effect label on decision metrics.
+var Effects = []string{"allow", "hold", "deny"}
+
+// Outcomes are the values of the outcome label on resolved holds.
+var Outcomes = []string{"approve", "reject", "expire", "sweep"}
+
+// HoldKinds are the values of the action label on approval metrics: the hold
+// kind a grant must carry (a catalog entry's approval_action), plus the kinds
+// that come in through Approvals.Request.
+var HoldKinds = []string{
+	"cli_command",
+	"create_agent",
+	"install_packages",
+	"add_mcp_server",
+	"a2a_message_gate",
+	"sender_admit",
+	"channel_registration",
+	"onecli_credential",
+}
+
+// Metrics is the server's metric set; one per process, built by NewMetrics.
+type Metrics struct {
+	// Guard.
+	DecisionsTotal  *prometheus.CounterVec   // {action, effect}
+	DecisionSeconds *prometheus.HistogramVec // {effect}
+
+	// Approvals; the action label is the hold kind (see HoldKinds).
+	HoldsCreatedTotal        *prometheus.CounterVec   // {action}
+	HoldsResolvedTotal       *prometheus.CounterVec   // {action, outcome}
+	HoldsPending             *prometheus.GaugeVec     // {action}
+	OldestPendingHoldSeconds prometheus.Gauge         //
+	TimeToResolveSeconds     *prometheus.HistogramVec // {action}
+	WebhookFailuresTotal     prometheus.Counter
+
+	// Registry.
+	ConformanceRefusalsTotal prometheus.Counter
+	RunnersLive              prometheus.Gauge
+	LeaseExpirationsTotal    prometheus.Counter
+	PushesPending            prometheus.Gauge
+
+	// Server.
+	PanicsTotal prometheus.Counter
+}
+
+// decisionBuckets are fine-grained below 10ms: the decision target is p99 ≤ 2ms,
+// so the buckets around it must be narrow enough for histogram_quantile to mean something.
+var decisionBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075,
+	0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+}
+
+// resolveBuckets run from one second (a human clicking at once) to seven days.
+var resolveBuckets = []float64{
+	1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200,
+	86400, 172800, 345600, 604800,
+}
+
+// NewMetrics builds the server's metrics and registers them on reg.
+// It panics if a name is already registered there, like prometheus.MustRegister:
+// that is a wiring bug, found at start-up.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		DecisionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "decisions_total",
+			Help: "Guard decisions by catalog action and effect (allow, hold, deny).",
+		}, []string{"action", "effect"}),
+		DecisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "decision_seconds",
+			Help:    "Time to reach a guard decision, including database reads and hold creation.",
+			Buckets: decisionBuckets,
+		}, []string{"effect"}),
+		HoldsCreatedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "holds_created_total",
+			Help: "Holds created, by hold kind.",
+		}, []string{"action"}),
+		HoldsResolvedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "holds_resolved_total",
+			Help: "Holds resolved, by hold kind and outcome (approve, reject, expire, sweep).",
+		}, []string{"action", "outcome"}),
+		HoldsPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "holds_pending",
+			Help: "Holds waiting for a human, by hold kind (read from the database, so every replica reports the same).",
+		}, []string{"action"}),
+		OldestPendingHoldSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "oldest_pending_hold_seconds",
+			Help: "Age of the oldest pending hold in seconds; 0 when none is pending.",
+		}),
+		TimeToResolveSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "time_to_resolve_seconds",
+			Help:    "Time from hold creation to resolution, by hold kind.",
+			Buckets: resolveBuckets,
+		}, []string{"action"}),
+		WebhookFailuresTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "webhook_failures_total",
+			Help: "Approval lifecycle webhook deliveries that failed.",
+		}),
+		ConformanceRefusalsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "registry", Name: "conformance_refusals_total",
+			Help: "Runner registrations refused because the manifest did not conform to the catalog.",
+		}),
+		RunnersLive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "registry", Name: "runners_live",
+			Help: "Runners holding an unexpired lease.",
+		}),
+		LeaseExpirationsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "registry", Name: "lease_expirations_total",
+			Help: "Runner leases that expired (their sessions were reassigned).",
+		}),
+		PushesPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "registry", Name: "pushes_pending",
+			Help: "Pushes to runners queued and not yet acknowledged.",
+		}),
+		PanicsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "server", Name: "panics_total",
+			Help: "Panics recovered in gRPC handlers (each became an Internal error).",
+		}),
+	}
+	reg.MustRegister(
+		m.DecisionsTotal, m.DecisionSeconds,
+		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,
+		m.TimeToResolveSeconds, m.WebhookFailuresTotal,
+		m.ConformanceRefusalsTotal, m.RunnersLive, m.LeaseExpirationsTotal, m.PushesPending,
+		m.PanicsTotal,
+	)
+	return m
+}
+
+// PreInit creates every label combination at zero so rate() and the dashboard
+// show a value from the first scrape instead of "no data" until the first event.
+// actions are the catalog action names (the action label of decision metrics);
+// hold metrics are initialised for every entry of HoldKinds.
+func (m *Metrics) PreInit(actions []string) {
+	for _, a := range actions {
+		for _, e := range Effects {
+			m.DecisionsTotal.WithLabelValues(a, e)
+		}
+	}
+	for _, e := range Effects {
+		m.DecisionSeconds.WithLabelValues(e)
+	}
+	for _, k := range HoldKinds {
+		m.HoldsCreatedTotal.WithLabelValues(k)
+		m.HoldsPending.WithLabelValues(k)
+		m.TimeToResolveSeconds.WithLabelValues(k)
+		for _, o := range Outcomes {
+			m.HoldsResolvedTotal.WithLabelValues(k, o)
+		}
+	}
+}
+
+// ObserveDecision counts one decision and its latency.
+func (m *Metrics) ObserveDecision(action, effect string, took time.Duration) {
+	m.DecisionsTotal.WithLabelValues(action, effect).Inc()
+	m.DecisionSeconds.WithLabelValues(effect).Observe(took.Seconds())
+}
+
+// ObserveResolved counts one resolved hold and how long it waited.
+func (m *Metrics) ObserveResolved(kind, outcome string, waited time.Duration) {
+	m.HoldsResolvedTotal.WithLabelValues(kind, outcome).Inc()
+	m.TimeToResolveSeconds.WithLabelValues(kind).Observe(waited.Seconds())
+}
+
+// NewRegistry returns a registry with the Go runtime and process collectors,
+// ready for NewMetrics and NewGRPCServerMetrics.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// Handler serves reg in the Prometheus exposition format (mount it at /metrics).
+func Handler(reg prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
