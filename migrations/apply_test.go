@@ -1,0 +1,152 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/clawguard/clawguard/migrations"
+	"github.com/clawguard/clawguard/migrations/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func pool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestApplyTwiceIsNoop(t *testing.T) {
+	ctx := context.Background()
+	db := pool(t, pgtest.NewEmptyDB(t))
+	first, err := migrations.Apply(ctx, db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.From != 0 || first.To != migrations.Latest() || len(first.Applied) == 0 {
+		t.Fatalf("first apply = %+v", first)
+	}
+	second, err := migrations.Apply(ctx, db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Applied) != 0 || second.From != migrations.Latest() {
+		t.Fatalf("second apply should be a no-op, got %+v", second)
+	}
+}
+
+func TestConcurrentReplicasApplyOnce(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewEmptyDB(t)
+	const replicas = 4
+	var wg sync.WaitGroup
+	results := make([]migrations.Result, replicas)
+	errs := make([]error, replicas)
+	for i := range replicas {
+		p := pool(t, url)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = migrations.Apply(ctx, p, 0)
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for i := range replicas {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		applied += len(results[i].Applied)
+	}
+	all, _ := migrations.All()
+	if applied != len(all) {
+		t.Fatalf("migrations applied %d times in total, want exactly %d", applied, len(all))
+	}
+	var rows int
+	if err := pool(t, url).QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(all) {
+		t.Fatalf("schema_migrations has %d rows, want %d", rows, len(all))
+	}
+}
+
+func TestRefusesNewerDatabase(t *testing.T) {
+	ctx := context.Background()
+	db := pool(t, pgtest.NewDB(t))
+	if _, err := db.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (9999, 'from_the_future')`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := migrations.Apply(ctx, db, 0)
+	if !errors.Is(err, migrations.ErrDatabaseNewer) {
+		t.Fatalf("want ErrDatabaseNewer, got %v", err)
+	}
+}
+
+// The seed's migration-019 upgrade test: holds written by the pre-contract
+// schema come out of 0002 with the approver rule the old click-auth gave them.
+func TestHoldApproverRuleBackfill(t *testing.T) {
+	ctx := context.Background()
+	db := pool(t, pgtest.NewEmptyDB(t))
+	if _, err := migrations.Apply(ctx, db, 1); err != nil {
+		t.Fatal(err)
+	}
+	seed := []string{
+		`INSERT INTO agent_groups (id, name) VALUES ('ag-1', 'One')`,
+		`INSERT INTO sessions (id, agent_group_id) VALUES ('sess-1', 'ag-1')`,
+		// Legacy a2a hold: a named approver means it was exclusive.
+		`INSERT INTO holds (id, kind, session_id, approver_user_id) VALUES ('appr-a2a', 'a2a_message_gate', 'sess-1', 'tg:dana')`,
+		// Legacy cli hold: no approver, no anchor; click-auth fell back to the session's group.
+		`INSERT INTO holds (id, kind, session_id) VALUES ('appr-cli', 'cli_command', 'sess-1')`,
+		// Legacy credential hold: sessionless, anchor already stamped.
+		`INSERT INTO holds (id, kind, agent_group_id) VALUES ('oa-1', 'onecli_credential', 'ag-1')`,
+	}
+	for _, q := range seed {
+		if _, err := db.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := migrations.Apply(ctx, db, 0); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		rule, scope, group string
+		swept              bool
+	}
+	got := map[string]row{}
+	rows, err := db.Query(ctx, `SELECT id, approver_rule, approver_scope, COALESCE(agent_group_id, ''), swept_on_restart FROM holds`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var r row
+		if err := rows.Scan(&id, &r.rule, &r.scope, &r.group, &r.swept); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = r
+	}
+	want := map[string]row{
+		"appr-a2a": {"exclusive", "group", "ag-1", false},
+		"appr-cli": {"admins-of-scope", "group", "ag-1", false},
+		"oa-1":     {"admins-of-scope", "group", "ag-1", true},
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("hold %s = %+v, want %+v", id, got[id], w)
+		}
+	}
+	// The contract's new invariant holds for carried rows: one live hold per dedup key.
+	if _, err := db.Exec(ctx, `UPDATE holds SET dedup_key = 'k' WHERE id IN ('appr-a2a', 'appr-cli')`); err == nil {
+		t.Fatal("two live holds with one dedup key must be refused")
+	}
+}
