@@ -1,0 +1,39 @@
+// Command listnames prints, one per line, the name and type of every metric family the
+// server exports once its metrics are built, pre-initialised and the gRPC
+// metrics know a method. deploy/'s tests run it to check that every metric a
+// rule, alert or dashboard names really exists (deploy cannot import an
+// internal package, but it can run one).
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	"github.com/clawguard/clawguard/server/internal/metrics"
+)
+
+// oneMethod stands in for the gRPC server so every grpc_server_* family shows.
+type oneMethod struct{}
+
+func (oneMethod) GetServiceInfo() map[string]grpc.ServiceInfo {
+	return map[string]grpc.ServiceInfo{
+		"clawguard.guard.v1.Guard": {Methods: []grpc.MethodInfo{{Name: "Decide"}}},
+	}
+}
+
+func main() {
+	reg := metrics.NewRegistry()
+	metrics.NewMetrics(reg).PreInit([]string{"a2a.send"})
+	metrics.NewGRPCServerMetrics(reg).InitializeMetrics(oneMethod{})
+	mfs, err := reg.Gather()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gather:", err)
+		os.Exit(1)
+	}
+	for _, mf := range mfs {
+		fmt.Println(mf.GetName(), strings.ToLower(mf.GetType().String()))
+	}
+}
