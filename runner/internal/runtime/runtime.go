@@ -1,0 +1,199 @@
+// Package runtime defines how the runner runs one agent session: the
+// contract between the runner (gateway, delivery, connect) and the thing that
+// actually executes agents.
+//
+// Two implementations exist:
+//
+//   - runtime/docker: one locked-down container per session (cap-drop ALL,
+//     no-new-privileges, pids limit, read-only root, no network, non-root
+//     user), the session directory mounted at /workspace and the agent
+//     gateway socket at /run/clawguard/gateway.sock. One image per agent
+//     group, rebuilt when the group's packages change.
+//   - runtime/process: the agent binary as a plain child process. NO
+//     isolation; for laptops without Docker and for tests.
+//
+// Lifecycle as the runner uses it:
+//
+//	rt.RemoveOrphans(ctx)               // once, before anything else
+//	rt.Start(ctx, spec)                 // on first message / on a push to a stopped session
+//	rt.StopIdle(ctx, idle, lastActive)  // periodically
+//	img, _ := rt.BuildGroupImage(ctx, g) // after an approved install_packages
+//	spec.Image = img; rt.Restart(ctx, spec)
+//
+// The install (runner id) is fixed when a runtime is constructed; every
+// container it creates carries that install's label, which is what
+// RemoveOrphans and Running select on.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// Paths and variables every agent can rely on, whatever the runtime.
+const (
+	// ContainerWorkspace is where the session directory appears in a container.
+	ContainerWorkspace = "/workspace"
+	// ContainerGatewaySocket is where the gateway socket appears in a container.
+	ContainerGatewaySocket = "/run/clawguard/gateway.sock"
+
+	// EnvGatewaySocket names the agent gateway's unix socket path.
+	EnvGatewaySocket = "CLAWGUARD_GATEWAY_SOCKET"
+	// EnvWorkspace names the agent's working directory.
+	EnvWorkspace = "CLAWGUARD_WORKSPACE"
+	// EnvSessionID and EnvGroupID tell the agent who it is.
+	EnvSessionID = "CLAWGUARD_SESSION_ID"
+	EnvGroupID   = "CLAWGUARD_GROUP_ID"
+)
+
+// Labels put on every container and group image.
+const (
+	LabelInstall       = "dev.clawguard.install"
+	LabelSession       = "dev.clawguard.session"
+	LabelGroup         = "dev.clawguard.group"
+	LabelConfigVersion = "dev.clawguard.config-version"
+	LabelPackagesHash  = "dev.clawguard.packages-sha256"
+)
+
+// DefaultPidsLimit applies when SessionSpec.PidsLimit is zero.
+const DefaultPidsLimit int64 = 256
+
+// SessionSpec is everything needed to run one session's agent.
+type SessionSpec struct {
+	SessionID     string
+	AgentGroupID  string
+	Image         string            // docker: image ref of the group; process: path of the agent binary
+	Command       []string          // arguments (docker: appended to the image's entrypoint)
+	Env           map[string]string // extra environment; the CLAWGUARD_* variables above are always set
+	SessionDir    string            // host directory; the agent's /workspace (docker) or working dir (process)
+	GatewaySocket string            // host path of the agent gateway's unix socket; must exist before Start
+	CPUs          string            // "" → no CPU limit at all; e.g. "0.5", "2"
+	Memory        string            // "" → no memory limit at all; e.g. "256m", "1g"
+	PidsLimit     int64             // 0 → DefaultPidsLimit
+}
+
+// MCPServer is one MCP server in a group's config.
+type MCPServer struct {
+	Name    string            `json:"name"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// GroupImageSpec describes the image of one agent group at one config version.
+type GroupImageSpec struct {
+	GroupID       string
+	ConfigVersion int64
+	BaseImage     string // the group's base (docker: image ref; process: agent binary path)
+	AptPackages   []string
+	NpmPackages   []string
+	MCPServers    []MCPServer
+}
+
+// Handle identifies a started session.
+type Handle struct {
+	SessionID string
+	ID        string // container id (docker) or pid (process)
+	Reused    bool   // true when Start found the session already running
+}
+
+// Runtime runs agent sessions. Implementations are safe for concurrent use;
+// operations on the same session are serialised.
+type Runtime interface {
+	// Name is "docker" or "process".
+	Name() string
+	// Start runs the session, or returns the already running one (Reused).
+	Start(ctx context.Context, spec SessionSpec) (Handle, error)
+	// Stop stops the session's agent (SIGTERM, then SIGKILL after a grace
+	// period) and forgets it. Stopping an unknown session is not an error.
+	Stop(ctx context.Context, sessionID string) error
+	// Restart stops and starts the session, picking up a new image or config.
+	Restart(ctx context.Context, spec SessionSpec) (Handle, error)
+	// Running lists the ids of sessions whose agent is running.
+	Running(ctx context.Context) ([]string, error)
+	// RemoveOrphans removes everything left behind by an earlier run of this
+	// install. Call once at start, before any Start.
+	RemoveOrphans(ctx context.Context) (int, error)
+	// StopIdle stops sessions with no activity for idleFor. lastActive may
+	// return the zero time; the agent's start time is used as a floor.
+	StopIdle(ctx context.Context, idleFor time.Duration, lastActive func(sessionID string) time.Time) (int, error)
+	// BuildGroupImage makes the image for the group's config and returns the
+	// value to put in SessionSpec.Image. Building an existing identical image
+	// is a no-op.
+	BuildGroupImage(ctx context.Context, spec GroupImageSpec) (string, error)
+}
+
+// ErrInvalidSpec marks a spec refused before anything was started.
+var ErrInvalidSpec = errors.New("invalid session spec")
+
+// idPattern is what ids must look like to be safe in container names,
+// labels, image tags and file names.
+var idPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+
+// ValidID reports whether id can name an install, session or group.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// Validate checks a spec at the edge: ids, paths and limits. It does not
+// touch the file system.
+func (s SessionSpec) Validate() error {
+	if !ValidID(s.SessionID) {
+		return fmt.Errorf("%w: session id %q", ErrInvalidSpec, s.SessionID)
+	}
+	if !ValidID(s.AgentGroupID) {
+		return fmt.Errorf("%w: agent group id %q", ErrInvalidSpec, s.AgentGroupID)
+	}
+	if s.Image == "" {
+		return fmt.Errorf("%w: image is empty", ErrInvalidSpec)
+	}
+	if !filepath.IsAbs(s.SessionDir) {
+		return fmt.Errorf("%w: session dir %q is not absolute", ErrInvalidSpec, s.SessionDir)
+	}
+	if !filepath.IsAbs(s.GatewaySocket) {
+		return fmt.Errorf("%w: gateway socket %q is not absolute", ErrInvalidSpec, s.GatewaySocket)
+	}
+	if s.PidsLimit < 0 {
+		return fmt.Errorf("%w: pids limit %d", ErrInvalidSpec, s.PidsLimit)
+	}
+	if _, err := ParseCPUs(s.CPUs); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSpec, err)
+	}
+	if _, err := ParseMemory(s.Memory); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSpec, err)
+	}
+	return nil
+}
+
+// EffectivePidsLimit is the pids limit to apply.
+func (s SessionSpec) EffectivePidsLimit() int64 {
+	if s.PidsLimit == 0 {
+		return DefaultPidsLimit
+	}
+	return s.PidsLimit
+}
+
+// CheckGatewaySocket fails unless path is an existing unix socket, so an
+// agent is never started without its only way out.
+func CheckGatewaySocket(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("gateway socket: %w", err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("gateway socket %s is not a unix socket (mode %s)", path, fi.Mode())
+	}
+	return nil
+}
+
+// IdleSince is when a session last did something: lastActive, or its start
+// when it has not been active since.
+func IdleSince(lastActive, started time.Time) time.Time {
+	if lastActive.After(started) {
+		return lastActive
+	}
+	return started
+}
