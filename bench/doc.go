@@ -1,0 +1,2 @@
+// Package bench holds the load generators (see BENCHMARKS.md).
+package bench

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# A throwaway local Postgres for `make run` and `make test`.
+#   pg.sh start DIR   → starts (initialising if needed) a cluster in DIR, prints its URL
+#   pg.sh stop DIR    → stops it
+# Uses the machine's own Postgres binaries (PATH, pg_config, /usr/lib/postgresql/*/bin).
+# As root the server runs as the "postgres" user (initdb and postgres refuse root).
+# Without binaries it falls back to a `postgres` container when Docker is reachable.
+set -euo pipefail
+
+cmd=${1:?usage: pg.sh start|stop DIR}
+dir=${2:?usage: pg.sh start|stop DIR}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+
+find_bindir() {
+  if command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
+    dirname "$(command -v initdb)"; return
+  fi
+  if command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; then
+    pg_config --bindir; return
+  fi
+  local d
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    [ -x "$d/initdb" ] && { echo "$d"; return; }
+  done
+}
+
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 55432
+}
+
+bindir=$(find_bindir || true)
+
+case "$cmd" in
+start)
+  if [ -z "$bindir" ]; then
+    if docker info >/dev/null 2>&1 && docker image inspect postgres:15 >/dev/null 2>&1; then
+      port=$(free_port)
+      docker rm -f clawguard-pg >/dev/null 2>&1 || true
+      docker run -d --name clawguard-pg -e POSTGRES_HOST_AUTH_METHOD=trust -p 127.0.0.1:$port:5432 postgres:15 >/dev/null
+      echo "docker" > "$dir/mode"; echo "$port" > "$dir/port"
+      for _ in $(seq 1 60); do docker exec clawguard-pg pg_isready -U postgres >/dev/null 2>&1 && break; sleep 0.5; done
+      echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"; exit 0
+    fi
+    echo "no Postgres found: install it with 'apt-get install postgresql' (or make a postgres:15 image available to Docker)" >&2
+    exit 1
+  fi
+  if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; chmod 700 "$dir"; fi
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    as_pg "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
+      || { cat "$dir/initdb.log" >&2; exit 1; }
+  fi
+  if as_pg "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    port=$(cat "$dir/port")
+  else
+    port=$(free_port)
+    as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500" \
+      start >/dev/null || { tail -20 "$dir/postgres.log" >&2; exit 1; }
+    echo "$port" > "$dir/port"
+  fi
+  echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+  ;;
+stop)
+  if [ -f "$dir/mode" ] && [ "$(cat "$dir/mode")" = docker ]; then
+    docker rm -f clawguard-pg >/dev/null 2>&1 || true
+  elif [ -n "$bindir" ] && [ -f "$dir/data/PG_VERSION" ]; then
+    as_pg "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+  ;;
+*) echo "usage: pg.sh start|stop DIR" >&2; exit 2 ;;
+esac

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `make test`: lint, proto check, and every Go test against one throwaway
+# Postgres (the machine's own binaries) and the local Docker daemon.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+
+pgdir="$root/.data/test-pg"
+if [ -z "${CLAWGUARD_TEST_DATABASE_URL:-}" ]; then
+  deploy/local/pg.sh stop "$pgdir" 2>/dev/null || true
+  rm -rf "$pgdir"
+  export CLAWGUARD_TEST_DATABASE_URL=$(deploy/local/pg.sh start "$pgdir")
+  trap 'deploy/local/pg.sh stop "$pgdir"' EXIT
+fi
+echo "postgres for tests: $CLAWGUARD_TEST_DATABASE_URL"
+
+if ! docker info >/dev/null 2>&1; then
+  echo "WARNING: no Docker daemon reachable; the runner's docker tests will fail" >&2
+fi
+
+make --no-print-directory lint
+make --no-print-directory proto-check
+make --no-print-directory build
+
+# Packages run in parallel processes, each with its own template database.
+go test -count=1 -timeout 20m -p 2 ./proto/... ./migrations/... ./server/... ./runner/... ./cli/... ./bench/... 2>&1 | tee "$root/.data/go-test.log"
+status=${PIPESTATUS[0]}
+
+if [ -x deploy/test.sh ]; then
+  deploy/test.sh || status=1
+fi
+exit $status

@@ -1,0 +1,135 @@
+// Command clawguard-server is the Clawguard control plane: Guard, Approvals
+// and Registry over gRPC, backed by Postgres. main only wires.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/clawguard/clawguard/migrations"
+	"github.com/clawguard/clawguard/server/internal/app"
+	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/store"
+)
+
+const usage = `usage: clawguard-server <command> [flags]
+
+commands:
+  serve     serve the Guard, Approvals and Registry gRPC services
+  migrate   apply database migrations and exit
+  version   print the version
+
+Every flag has a CLAWGUARD_* environment twin (--database-url → CLAWGUARD_DATABASE_URL).
+Run "clawguard-server <command> --help" for a command's flags.
+`
+
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "migrate":
+		return migrate(ctx, args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, version)
+		return 0
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "clawguard-server: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg := config.Default()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
+		return 2
+	}
+	log := newLogger(cfg.LogLevel)
+	log.Info("starting clawguard-server", "version", version, "config", fmt.Sprintf("%+v", cfg.Redacted()))
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	srv, err := app.New(startCtx, cfg, log)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
+		return 1
+	}
+	log.Info("serving", "grpc", srv.Addr(), "metrics", srv.MetricsAddr())
+	if err := srv.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := config.Default()
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.BindDatabase(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := config.ValidateDatabaseURL(cfg.DatabaseURL); err != nil {
+		fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
+		return 2
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
+		return 1
+	}
+	defer st.Close()
+	res, err := migrations.Apply(ctx, st.Pool, 0)
+	if err != nil {
+		if errors.Is(err, migrations.ErrDatabaseNewer) {
+			fmt.Fprintf(stderr, "clawguard-server: %v (upgrade this binary)\n", err)
+		} else {
+			fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
+		}
+		return 1
+	}
+	if len(res.Applied) == 0 {
+		fmt.Fprintf(stdout, "schema is current (version %d); nothing to do\n", res.To)
+		return 0
+	}
+	for _, m := range res.Applied {
+		fmt.Fprintf(stdout, "applied %04d_%s\n", m.Version, m.Name)
+	}
+	fmt.Fprintf(stdout, "schema migrated from version %d to %d\n", res.From, res.To)
+	return 0
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,24 @@
+// Package api holds the gRPC handlers: thin, one file per service area, each
+// RPC validating its input, checking the caller and calling into the domain
+// packages (guard, approvals, registry, resources).
+package api
+
+import (
+	"log/slog"
+
+	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/metrics"
+	"github.com/clawguard/clawguard/server/internal/store"
+)
+
+// Deps is what the handlers share. Domain services are added as fields by
+// the packages that own them.
+type Deps struct {
+	Store     *store.Store
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+	Config    config.Config
+	Auth      *authn.Authenticator
+	ReplicaID string
+}

@@ -1,0 +1,268 @@
+// Package app wires the server: store, services, interceptors, health,
+// reflection, metrics, and the lifecycle (serve until the context ends, then
+// NOT_SERVING, GracefulStop with a deadline, Stop, close the pool).
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/clawguard/clawguard/migrations"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/metrics"
+	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/store"
+)
+
+// Server is a running control-plane replica.
+type Server struct {
+	cfg        config.Config
+	log        *slog.Logger
+	deps       *api.Deps
+	grpc       *grpc.Server
+	health     *health.Server
+	metricsReg interface{ Unregister() }
+	lis        net.Listener
+	metricsLis net.Listener
+	background []func(ctx context.Context) error
+	shutdown   []func()
+}
+
+// Addr is the gRPC listen address (useful with port 0 in tests).
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// MetricsAddr is the metrics listen address ("" when off).
+func (s *Server) MetricsAddr() string {
+	if s.metricsLis == nil {
+		return ""
+	}
+	return s.metricsLis.Addr().String()
+}
+
+// Deps exposes the shared dependencies (tests).
+func (s *Server) Deps() *api.Deps { return s.deps }
+
+// New opens the database, checks (or applies) the schema, binds the
+// listeners and registers every service. Errors are one clear line.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
+	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.MaxConns)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			st.Close()
+		}
+	}()
+	if cfg.AutoMigrate {
+		res, err := migrations.Apply(ctx, st.Pool, 0)
+		if err != nil {
+			return nil, fmt.Errorf("auto-migrate: %w", err)
+		}
+		if len(res.Applied) > 0 {
+			log.Info("schema migrated", "from", res.From, "to", res.To)
+		}
+	}
+	if cfg.OperatorTokenFile != "" {
+		if v, err := migrations.Version(ctx, st.Pool); err == nil && v >= 1 {
+			if err := authn.EnsureOperatorToken(ctx, st.Pool, cfg.OperatorTokenFile); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, errors.Unwrap(err))
+	}
+	var metricsLis net.Listener
+	if cfg.MetricsListen != "" {
+		metricsLis, err = net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			lis.Close()
+			return nil, fmt.Errorf("listen on %s (metrics): %w", cfg.MetricsListen, errors.Unwrap(err))
+		}
+	}
+
+	reg := metrics.NewRegistry()
+	m := metrics.NewMetrics(reg)
+	grpcMetrics := metrics.NewGRPCServerMetrics(reg)
+	d := &api.Deps{
+		Store:     st,
+		Metrics:   m,
+		Log:       log,
+		Config:    cfg,
+		Auth:      authn.NewAuthenticator(st.Pool),
+		ReplicaID: replicaID(),
+	}
+	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer()}
+
+	services, err := buildServices(ctx, d)
+	if err != nil {
+		lis.Close()
+		if metricsLis != nil {
+			metricsLis.Close()
+		}
+		return nil, err
+	}
+	chain := buildChain(d, grpcMetrics, services.chain)
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(chain.Unary...),
+		grpc.ChainStreamInterceptor(chain.Stream...),
+		grpc.MaxRecvMsgSize(1 << 20),
+	}
+	if cfg.TLSCert != "" {
+		creds, err := serverTLS(cfg)
+		if err != nil {
+			lis.Close()
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	guardv1.RegisterGuardServer(s.grpc, services.guard)
+	guardv1.RegisterApprovalsServer(s.grpc, services.approvals)
+	guardv1.RegisterRegistryServer(s.grpc, services.registry)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	grpcMetrics.InitializeMetrics(s.grpc)
+
+	// Boot check: declaration is registration. A method without its rule
+	// would be unguarded; refuse to start.
+	if missing := rules.Check(s.grpc); len(missing) > 0 {
+		lis.Close()
+		return nil, fmt.Errorf("refusing to start: RPCs without a (guard.v1.rule) declaration: %s", strings.Join(missing, "; "))
+	}
+	s.background = services.background
+	s.shutdown = append(services.shutdown, st.Close)
+	if metricsLis != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler(reg))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		s.background = append(s.background, func(ctx context.Context) error {
+			go func() { <-ctx.Done(); _ = srv.Close() }()
+			if err := srv.Serve(metricsLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("metrics server: %w", err)
+			}
+			return nil
+		})
+	}
+	ok = true
+	return s, nil
+}
+
+// Run serves until ctx ends, then shuts down gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	// NOT_SERVING until the schema is current (an older or unmigrated
+	// database must not take traffic).
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	g.Go(func() error { return s.watchSchema(gctx) })
+	for _, fn := range s.background {
+		g.Go(func() error { return fn(gctx) })
+	}
+	g.Go(func() error {
+		if err := s.grpc.Serve(s.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("grpc serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		s.health.Shutdown()
+		done := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(s.cfg.ShutdownTimeout):
+			s.log.Warn("graceful stop timed out; stopping", "timeout", s.cfg.ShutdownTimeout)
+			s.grpc.Stop()
+		}
+		return nil
+	})
+	err := g.Wait()
+	for i := len(s.shutdown) - 1; i >= 0; i-- {
+		s.shutdown[i]()
+	}
+	return err
+}
+
+// watchSchema flips health to SERVING once the schema is at the version
+// this binary needs, and back to NOT_SERVING if it ever is not.
+func (s *Server) watchSchema(ctx context.Context) error {
+	want := migrations.Latest()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	last := healthpb.HealthCheckResponse_UNKNOWN
+	for {
+		v, err := migrations.Version(ctx, s.deps.Store.Pool)
+		st := healthpb.HealthCheckResponse_SERVING
+		if err != nil || v != want {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+			if st != last {
+				s.log.Warn("schema not current; NOT_SERVING", "have", v, "want", want, "err", err)
+			}
+		}
+		if st != last {
+			for _, svc := range []string{"", "guard.v1.Guard", "guard.v1.Approvals", "guard.v1.Registry"} {
+				s.health.SetServingStatus(svc, st)
+			}
+			last = st
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func serverTLS(cfg config.Config) (credentials.TransportCredentials, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS key pair: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("read client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("client CA file holds no PEM certificate")
+		}
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(tc), nil
+}
+
+func replicaID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}

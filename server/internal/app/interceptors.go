@@ -1,0 +1,150 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/rules"
+)
+
+// Chain is the interceptor order of STYLE.md: request id → metrics → logging
+// → auth (health/reflection skipped) → principal check → domain interceptors
+// (the guard) → recovery. Recovery sits innermost so a panicking handler
+// becomes Internal and is still logged and counted by the outer layers.
+type Chain struct {
+	Unary  []grpc.UnaryServerInterceptor
+	Stream []grpc.StreamServerInterceptor
+}
+
+func buildChain(d *api.Deps, grpcMetrics *grpcprom.ServerMetrics, extra Chain) Chain {
+	logger := interceptorLogger(d.Log)
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(func(c codes.Code) logging.Level {
+			switch c {
+			case codes.OK, codes.Canceled, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition,
+				codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
+				return logging.LevelDebug
+			case codes.Internal, codes.Unknown, codes.DataLoss:
+				return logging.LevelError
+			}
+			return logging.LevelWarn
+		}),
+	}
+	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !rules.Exempt(c.FullMethod()) })
+	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		d.Metrics.PanicsTotal.Inc()
+		d.Log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
+	})
+
+	c := Chain{
+		Unary: []grpc.UnaryServerInterceptor{
+			requestIDUnary,
+			grpcMetrics.UnaryServerInterceptor(),
+			logging.UnaryServerInterceptor(logger, logOpts...),
+			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(d.Auth.Authenticate), needsAuth),
+			selector.UnaryServerInterceptor(principalUnary, needsAuth),
+		},
+		Stream: []grpc.StreamServerInterceptor{
+			requestIDStream,
+			grpcMetrics.StreamServerInterceptor(),
+			logging.StreamServerInterceptor(logger, logOpts...),
+			selector.StreamServerInterceptor(auth.StreamServerInterceptor(d.Auth.Authenticate), needsAuth),
+			selector.StreamServerInterceptor(principalStream, needsAuth),
+		},
+	}
+	c.Unary = append(c.Unary, extra.Unary...)
+	c.Stream = append(c.Stream, extra.Stream...)
+	c.Unary = append(c.Unary, recovery.UnaryServerInterceptor(recoveryOpt))
+	c.Stream = append(c.Stream, recovery.StreamServerInterceptor(recoveryOpt))
+	return c
+}
+
+// principalUnary refuses principals the method's rule does not list.
+func principalUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := checkPrincipal(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func principalStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := checkPrincipal(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+func checkPrincipal(ctx context.Context, fullMethod string) error {
+	r := rules.For(fullMethod)
+	if r == nil {
+		// Fail closed: an undeclared method is never callable (the boot
+		// check refuses to start with one, this is the second fence).
+		return status.Errorf(codes.Unimplemented, "%s declares no rule", fullMethod)
+	}
+	caller, ok := authn.FromContext(ctx)
+	if !ok {
+		return status.Error(codes.Unauthenticated, "unauthenticated")
+	}
+	if !rules.Allows(r, caller.Principal.Kind) {
+		return status.Errorf(codes.PermissionDenied, "%s tokens may not call %s", authn.KindString(caller.Principal.Kind), r.GetAction())
+	}
+	return nil
+}
+
+type requestIDKey struct{}
+
+func withRequestID(ctx context.Context) context.Context {
+	id := ""
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("x-request-id"); len(v) > 0 && len(v[0]) <= 64 {
+			id = v[0]
+		}
+	}
+	if id == "" {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		id = hex.EncodeToString(b)
+	}
+	ctx = context.WithValue(ctx, requestIDKey{}, id)
+	return logging.InjectFields(ctx, logging.Fields{"request_id", id})
+}
+
+func requestIDUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	return h(withRequestID(ctx), req)
+}
+
+func requestIDStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, &wrappedStream{ServerStream: ss, ctx: withRequestID(ss.Context())})
+}
+
+type wrappedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *wrappedStream) Context() context.Context { return w.ctx }
+
+func interceptorLogger(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}

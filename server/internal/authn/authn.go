@@ -1,0 +1,306 @@
+// Package authn turns a bearer token into a principal: operator, runner,
+// bridge or user. Tokens are stored as SHA-256 hashes. A runner may further
+// assert an agent by naming a session it hosts in the x-clawguard-session
+// header; the server checks the runner really hosts it.
+package authn
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// SessionHeader is the metadata key a runner uses to act for an agent.
+const SessionHeader = "x-clawguard-session"
+
+// TokenPrefix marks Clawguard secrets so they are recognisable in leaks.
+const TokenPrefix = "cgt_"
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Kind     guardv1.Principal
+	TokenID  string
+	RunnerID string // runner tokens: the one runner id they may act as
+	UserID   string // user tokens: the user they act as
+}
+
+// Agent is an agent asserted by a runner.
+type Agent struct {
+	GroupID   string
+	SessionID string
+}
+
+// Caller is who is calling: a principal and, for runners acting for an
+// agent, the agent.
+type Caller struct {
+	Principal Principal
+	Agent     *Agent
+}
+
+// Actor is the guard actor of the caller: operator → host, runner with an
+// agent → agent, user → human. Bridges and bare runners act as the system
+// until they name a user or an agent.
+func (c Caller) Actor() *guardv1.Actor {
+	switch {
+	case c.Principal.Kind == guardv1.Principal_PRINCIPAL_OPERATOR:
+		return &guardv1.Actor{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}}
+	case c.Agent != nil:
+		return &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: c.Agent.GroupID, SessionId: c.Agent.SessionID}}}
+	case c.Principal.Kind == guardv1.Principal_PRINCIPAL_USER:
+		return &guardv1.Actor{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{UserId: c.Principal.UserID}}}
+	default:
+		return &guardv1.Actor{Kind: &guardv1.Actor_System{System: &guardv1.SystemActor{}}}
+	}
+}
+
+type callerKey struct{}
+
+// WithCaller stores the caller in a context.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// FromContext returns the authenticated caller; ok is false for
+// unauthenticated contexts (health, reflection).
+func FromContext(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+// Hash is how tokens are stored.
+func Hash(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// NewSecret makes a random token secret.
+func NewSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("read random: %w", err)
+	}
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// Authenticator resolves tokens against the tokens table, with a short cache
+// so the hot path (Decide) costs no extra round trip; a revocation takes
+// effect within cacheTTL on every replica.
+type Authenticator struct {
+	pool     *pgxpool.Pool
+	cacheTTL time.Duration
+	mu       sync.Mutex
+	cache    map[string]cached
+}
+
+type cached struct {
+	p       Principal
+	err     error
+	expires time.Time
+}
+
+// NewAuthenticator builds an Authenticator.
+func NewAuthenticator(pool *pgxpool.Pool) *Authenticator {
+	return &Authenticator{pool: pool, cacheTTL: 2 * time.Second, cache: map[string]cached{}}
+}
+
+// Authenticate is the go-grpc-middleware auth function: it reads the bearer
+// token and, for runners, the asserted session.
+func (a *Authenticator) Authenticate(ctx context.Context) (context.Context, error) {
+	token, err := bearer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.principal(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	caller := Caller{Principal: p}
+	if sess := metadataValue(ctx, SessionHeader); sess != "" {
+		if p.Kind != guardv1.Principal_PRINCIPAL_RUNNER {
+			return nil, status.Error(codes.PermissionDenied, "only runners may act for an agent session")
+		}
+		agent, err := a.agentFor(ctx, p.RunnerID, sess)
+		if err != nil {
+			return nil, err
+		}
+		caller.Agent = agent
+	}
+	return WithCaller(ctx, caller), nil
+}
+
+// AgentFor checks that runnerID hosts sessionID and returns the agent.
+func (a *Authenticator) agentFor(ctx context.Context, runnerID, sessionID string) (*Agent, error) {
+	var group, owner string
+	err := a.pool.QueryRow(ctx, `SELECT agent_group_id, COALESCE(runner_id, '') FROM sessions WHERE id = $1`, sessionID).Scan(&group, &owner)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != runnerID) {
+		// One answer for "no such session" and "another runner's session":
+		// no existence oracle across runners.
+		return nil, status.Errorf(codes.PermissionDenied, "runner %q does not host session %q", runnerID, sessionID)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "check session owner: %v", err)
+	}
+	return &Agent{GroupID: group, SessionID: sessionID}, nil
+}
+
+func (a *Authenticator) principal(ctx context.Context, token string) (Principal, error) {
+	now := time.Now()
+	a.mu.Lock()
+	if c, ok := a.cache[token]; ok && now.Before(c.expires) {
+		a.mu.Unlock()
+		return c.p, c.err
+	}
+	a.mu.Unlock()
+
+	var (
+		p                Principal
+		kind             string
+		runnerID, userID *string
+		revoked          *time.Time
+	)
+	err := a.pool.QueryRow(ctx,
+		`SELECT id, kind, runner_id, user_id, revoked_at FROM tokens WHERE hash = $1`, Hash(token),
+	).Scan(&p.TokenID, &kind, &runnerID, &userID, &revoked)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		err = status.Error(codes.Unauthenticated, "unknown token")
+	case err != nil:
+		// Fail closed, and don't cache an outage.
+		return Principal{}, status.Errorf(codes.Unavailable, "authenticate: %v", err)
+	case revoked != nil:
+		err = status.Error(codes.Unauthenticated, "token revoked")
+	default:
+		p.Kind = KindFromString(kind)
+		if runnerID != nil {
+			p.RunnerID = *runnerID
+		}
+		if userID != nil {
+			p.UserID = *userID
+		}
+	}
+	a.mu.Lock()
+	if len(a.cache) > 10000 {
+		a.cache = map[string]cached{}
+	}
+	a.cache[token] = cached{p: p, err: err, expires: now.Add(a.cacheTTL)}
+	a.mu.Unlock()
+	return p, err
+}
+
+// KindFromString maps the tokens.kind column to a principal kind.
+func KindFromString(s string) guardv1.Principal {
+	switch s {
+	case "operator":
+		return guardv1.Principal_PRINCIPAL_OPERATOR
+	case "runner":
+		return guardv1.Principal_PRINCIPAL_RUNNER
+	case "bridge":
+		return guardv1.Principal_PRINCIPAL_BRIDGE
+	case "user":
+		return guardv1.Principal_PRINCIPAL_USER
+	}
+	return guardv1.Principal_PRINCIPAL_UNSPECIFIED
+}
+
+// KindString is the tokens.kind column value of a principal kind.
+func KindString(p guardv1.Principal) string {
+	switch p {
+	case guardv1.Principal_PRINCIPAL_OPERATOR:
+		return "operator"
+	case guardv1.Principal_PRINCIPAL_RUNNER:
+		return "runner"
+	case guardv1.Principal_PRINCIPAL_BRIDGE:
+		return "bridge"
+	case guardv1.Principal_PRINCIPAL_USER:
+		return "user"
+	}
+	return ""
+}
+
+func bearer(ctx context.Context) (string, error) {
+	v := metadataValue(ctx, "authorization")
+	if v == "" {
+		return "", status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
+	}
+	scheme, token, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+		return "", status.Error(codes.Unauthenticated, "malformed authorization header, want \"Bearer <token>\"")
+	}
+	return strings.TrimSpace(token), nil
+}
+
+func metadataValue(ctx context.Context, key string) string {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return ""
+	}
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// EnsureOperatorToken makes the token in file an operator token: created
+// (0600) with a fresh secret on first start, registered idempotently.
+func EnsureOperatorToken(ctx context.Context, pool *pgxpool.Pool, file string) error {
+	secret, err := readOrCreateSecret(file)
+	if err != nil {
+		return err
+	}
+	return RegisterToken(ctx, pool, "operator-file", "operator", "operator token file "+filepath.Base(file), secret, "", "")
+}
+
+// RegisterToken stores a token's hash (idempotent on the hash).
+func RegisterToken(ctx context.Context, pool *pgxpool.Pool, id, kind, name, secret, runnerID, userID string) error {
+	_, err := pool.Exec(ctx, `
+		INSERT INTO tokens (id, kind, name, hash, runner_id, user_id)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''))
+		ON CONFLICT (id) DO UPDATE SET hash = EXCLUDED.hash, revoked_at = NULL
+		  WHERE tokens.kind = EXCLUDED.kind`,
+		id, kind, name, Hash(secret), runnerID, userID)
+	if err != nil {
+		return fmt.Errorf("register %s token: %w", kind, err)
+	}
+	return nil
+}
+
+func readOrCreateSecret(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err == nil {
+		s := strings.TrimSpace(string(b))
+		if s == "" {
+			return "", fmt.Errorf("operator token file %s is empty", file)
+		}
+		return s, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read operator token file: %w", err)
+	}
+	secret, err := NewSecret()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", fmt.Errorf("create token dir: %w", err)
+	}
+	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write operator token file: %w", err)
+	}
+	return secret, nil
+}

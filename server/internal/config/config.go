@@ -1,0 +1,215 @@
+// Package config is the server's one config struct: defaults, flags with
+// CLAWGUARD_* env twins, and validation. Bad config is one clear line.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything `clawguard-server serve` can be told.
+type Config struct {
+	DatabaseURL       string
+	Listen            string
+	MetricsListen     string
+	AutoMigrate       bool
+	OperatorTokenFile string
+	TLSCert           string
+	TLSKey            string
+	TLSClientCA       string
+	// DefaultHoldTTL applies to holds created without an expiry; 0 = never.
+	DefaultHoldTTL time.Duration
+	// LeaseTTL is how long a runner's lease lasts without a heartbeat.
+	LeaseTTL time.Duration
+	// CitationWindow is how old an ALLOW decision may be when a runner cites it.
+	CitationWindow time.Duration
+	// WebhookURL receives every hold lifecycle event, signed with WebhookSecretFile's secret.
+	WebhookURL        string
+	WebhookSecretFile string
+	ShutdownTimeout   time.Duration
+	LogLevel          string
+	// MaxConns bounds the database pool.
+	MaxConns int
+}
+
+// Default is the config before flags and env.
+func Default() Config {
+	return Config{
+		Listen:          "127.0.0.1:7443",
+		MetricsListen:   "127.0.0.1:9464",
+		DefaultHoldTTL:  72 * time.Hour,
+		LeaseTTL:        15 * time.Second,
+		CitationWindow:  2 * time.Minute,
+		ShutdownTimeout: 10 * time.Second,
+		LogLevel:        "info",
+		MaxConns:        32,
+	}
+}
+
+// Bind registers the serve flags on fs, each defaulting to its env twin.
+func (c *Config) Bind(fs *flag.FlagSet) {
+	str(fs, &c.DatabaseURL, "database-url", "Postgres URL")
+	str(fs, &c.Listen, "listen", "gRPC listen address")
+	str(fs, &c.MetricsListen, "metrics-listen", "Prometheus /metrics listen address (empty = off)")
+	boolean(fs, &c.AutoMigrate, "auto-migrate", "apply migrations before serving")
+	str(fs, &c.OperatorTokenFile, "operator-token-file", "file holding the operator token (created on first start)")
+	str(fs, &c.TLSCert, "tls-cert", "TLS certificate file")
+	str(fs, &c.TLSKey, "tls-key", "TLS key file")
+	str(fs, &c.TLSClientCA, "tls-client-ca", "CA file for client certificates (mTLS)")
+	dur(fs, &c.DefaultHoldTTL, "default-hold-ttl", "expiry of holds created without one (0 = never)")
+	dur(fs, &c.LeaseTTL, "lease-ttl", "runner lease duration")
+	dur(fs, &c.CitationWindow, "citation-window", "max age of a cited ALLOW decision")
+	str(fs, &c.WebhookURL, "webhook-url", "URL receiving signed hold lifecycle events")
+	str(fs, &c.WebhookSecretFile, "webhook-secret-file", "file holding the webhook HMAC secret")
+	dur(fs, &c.ShutdownTimeout, "shutdown-timeout", "graceful shutdown deadline")
+	str(fs, &c.LogLevel, "log-level", "debug, info, warn or error")
+	integer(fs, &c.MaxConns, "max-conns", "database pool size")
+}
+
+// BindDatabase registers only --database-url (for `migrate`).
+func (c *Config) BindDatabase(fs *flag.FlagSet) {
+	str(fs, &c.DatabaseURL, "database-url", "Postgres URL")
+}
+
+// EnvName is the CLAWGUARD_* twin of a flag.
+func EnvName(flagName string) string {
+	return "CLAWGUARD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Validate checks the config; the error is one line naming the setting.
+func (c Config) Validate() error {
+	if len(envErrors) > 0 {
+		return errors.New(envErrors[0])
+	}
+	if err := ValidateDatabaseURL(c.DatabaseURL); err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q: %v", c.Listen, err)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen %q: %v", c.MetricsListen, err)
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	if c.DefaultHoldTTL < 0 || c.LeaseTTL <= 0 || c.CitationWindow <= 0 || c.ShutdownTimeout <= 0 {
+		return errors.New("durations must be positive (--default-hold-ttl may be 0 for never)")
+	}
+	if c.WebhookURL != "" {
+		if u, err := url.Parse(c.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return fmt.Errorf("--webhook-url %q: want an http(s) URL", c.WebhookURL)
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.MaxConns < 2 {
+		return errors.New("--max-conns must be at least 2")
+	}
+	return nil
+}
+
+// ValidateDatabaseURL checks a Postgres URL without connecting.
+func ValidateDatabaseURL(raw string) error {
+	if raw == "" {
+		return fmt.Errorf("--database-url (or %s) is required", EnvName("database-url"))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("--database-url: malformed URL: %v", stripSecret(err.Error(), raw))
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("--database-url: scheme %q, want postgres://", u.Scheme)
+	}
+	if u.Host == "" && u.Query().Get("host") == "" {
+		return errors.New("--database-url: no host")
+	}
+	return nil
+}
+
+// Redacted is the config with secrets removed, for the start-up log line.
+func (c Config) Redacted() Config {
+	r := c
+	r.DatabaseURL = RedactURL(c.DatabaseURL)
+	return r
+}
+
+// RedactURL hides a URL's password.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparseable>"
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	return u.String()
+}
+
+func stripSecret(msg, raw string) string {
+	return strings.ReplaceAll(msg, raw, RedactURL(raw))
+}
+
+// envErrors collects env twins that did not parse; Validate reports them.
+var envErrors []string
+
+func envErr(name, v string) {
+	envErrors = append(envErrors, fmt.Sprintf("%s=%q: not a valid value for --%s", EnvName(name), v, name))
+}
+
+func str(fs *flag.FlagSet, p *string, name, usage string) {
+	if v, ok := os.LookupEnv(EnvName(name)); ok {
+		*p = v
+	}
+	fs.StringVar(p, name, *p, usage+" ["+EnvName(name)+"]")
+}
+
+func boolean(fs *flag.FlagSet, p *bool, name, usage string) {
+	if v, ok := os.LookupEnv(EnvName(name)); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			envErr(name, v)
+		}
+		*p = b
+	}
+	fs.BoolVar(p, name, *p, usage+" ["+EnvName(name)+"]")
+}
+
+func dur(fs *flag.FlagSet, p *time.Duration, name, usage string) {
+	if v, ok := os.LookupEnv(EnvName(name)); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			envErr(name, v)
+		}
+		*p = d
+	}
+	fs.DurationVar(p, name, *p, usage+" ["+EnvName(name)+"]")
+}
+
+func integer(fs *flag.FlagSet, p *int, name, usage string) {
+	if v, ok := os.LookupEnv(EnvName(name)); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			envErr(name, v)
+		}
+		*p = n
+	}
+	fs.IntVar(p, name, *p, usage+" ["+EnvName(name)+"]")
+}

@@ -1,0 +1,45 @@
+package config
+
+import (
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestEnvTwinsAndValidation(t *testing.T) {
+	t.Setenv("CLAWGUARD_DATABASE_URL", "postgres://u:secret@127.0.0.1:5432/db")
+	t.Setenv("CLAWGUARD_LISTEN", "127.0.0.1:9999")
+	c := Default()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Bind(fs)
+	if err := fs.Parse([]string{"--auto-migrate"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9999" || !c.AutoMigrate {
+		t.Fatalf("env/flags not applied: %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(c.Redacted().DatabaseURL, "secret") {
+		t.Fatal("redacted config leaks the password")
+	}
+}
+
+func TestValidateNamesTheSetting(t *testing.T) {
+	cases := map[string]func(*Config){
+		"--database-url": func(c *Config) { c.DatabaseURL = "mysql://x" },
+		"--listen":       func(c *Config) { c.Listen = "nope" },
+		"--tls-cert":     func(c *Config) { c.TLSCert = "a" },
+		"--log-level":    func(c *Config) { c.LogLevel = "loud" },
+	}
+	for want, mutate := range cases {
+		c := Default()
+		c.DatabaseURL = "postgres://127.0.0.1/db"
+		mutate(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v", want, err)
+		}
+	}
+}

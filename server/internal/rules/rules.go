@@ -1,0 +1,141 @@
+// Package rules reads the guard.v1.rule method option every RPC declares:
+// its catalog action, access level and allowed principals. "Declaration is
+// registration": the catalog and the interceptors are derived from it, and
+// a method without it fails Check at boot.
+package rules
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Exempt services carry no rule: health and reflection skip auth.
+var exemptPrefixes = []string{"/grpc.health.v1.", "/grpc.reflection."}
+
+// Exempt reports whether a full method name ("/pkg.Service/Method") is
+// outside the rule system (health, reflection).
+func Exempt(fullMethod string) bool {
+	for _, p := range exemptPrefixes {
+		if strings.HasPrefix(fullMethod, p) {
+			return true
+		}
+	}
+	return false
+}
+
+var cache sync.Map // full method → *guardv1.Rule (nil when absent)
+
+// For returns the rule of a full method name, or nil when it has none.
+func For(fullMethod string) *guardv1.Rule {
+	if v, ok := cache.Load(fullMethod); ok {
+		r, _ := v.(*guardv1.Rule)
+		return r
+	}
+	r := lookup(fullMethod)
+	cache.Store(fullMethod, r)
+	return r
+}
+
+func lookup(fullMethod string) *guardv1.Rule {
+	name := strings.TrimPrefix(fullMethod, "/")
+	name = strings.Replace(name, "/", ".", 1)
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
+	if err != nil {
+		return nil
+	}
+	md, ok := d.(protoreflect.MethodDescriptor)
+	if !ok {
+		return nil
+	}
+	r, _ := proto.GetExtension(md.Options(), guardv1.E_Rule).(*guardv1.Rule)
+	if r == nil || r.GetAction() == "" {
+		return nil
+	}
+	return r
+}
+
+// Check walks every method of every service registered on srv and lists the
+// ones without a complete rule (action, access, principals).
+func Check(srv *grpc.Server) []string {
+	var missing []string
+	for svc, info := range srv.GetServiceInfo() {
+		for _, m := range info.Methods {
+			full := "/" + svc + "/" + m.Name
+			if Exempt(full) {
+				continue
+			}
+			missing = append(missing, Problems(full)...)
+		}
+	}
+	sort.Strings(missing)
+	return missing
+}
+
+// Problems lists what is wrong with one method's declaration.
+func Problems(fullMethod string) []string {
+	r := For(fullMethod)
+	switch {
+	case r == nil:
+		return []string{fmt.Sprintf("%s has no (guard.v1.rule) option", fullMethod)}
+	case r.GetAccess() == guardv1.Access_ACCESS_UNSPECIFIED:
+		return []string{fmt.Sprintf("%s declares no access level", fullMethod)}
+	case len(r.GetPrincipals()) == 0:
+		return []string{fmt.Sprintf("%s declares no principals", fullMethod)}
+	case r.GetAdmin() && r.GetResource() == "":
+		return []string{fmt.Sprintf("%s is an admin RPC without a resource", fullMethod)}
+	}
+	return nil
+}
+
+// Allows reports whether a principal kind may call the method at all.
+func Allows(r *guardv1.Rule, p guardv1.Principal) bool {
+	for _, allowed := range r.GetPrincipals() {
+		if allowed == p {
+			return true
+		}
+	}
+	return false
+}
+
+// AdminMethods lists the full method names and rules of every admin RPC in
+// the given services (by full service name), sorted by action.
+func AdminMethods(services ...protoreflect.FullName) []Method {
+	var out []Method
+	for _, svcName := range services {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(svcName)
+		if err != nil {
+			continue
+		}
+		sd, ok := d.(protoreflect.ServiceDescriptor)
+		if !ok {
+			continue
+		}
+		for i := 0; i < sd.Methods().Len(); i++ {
+			md := sd.Methods().Get(i)
+			full := "/" + string(svcName) + "/" + string(md.Name())
+			if r := For(full); r != nil && r.GetAdmin() {
+				out = append(out, Method{FullMethod: full, Rule: r})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rule.GetAction() < out[j].Rule.GetAction() })
+	return out
+}
+
+// Method is one declared RPC.
+type Method struct {
+	FullMethod string
+	Rule       *guardv1.Rule
+}
+
+// Services are the control plane's services, by full name.
+var Services = []protoreflect.FullName{"guard.v1.Guard", "guard.v1.Approvals", "guard.v1.Registry"}

@@ -1,0 +1,98 @@
+// Package store is the server's Postgres access: one pool, one transaction
+// helper, and the mapping of database errors to what they mean. Queries live
+// in the package that owns them, next to the code that uses them.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store wraps the pool.
+type Store struct {
+	Pool *pgxpool.Pool
+}
+
+// Open connects and pings; a malformed URL or an unreachable database is an
+// error that names the problem without leaking the password.
+func Open(ctx context.Context, url string, maxConns int) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, errors.New("database URL does not parse (check --database-url)")
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = int32(maxConns)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %s:%d unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, unwrapConnect(err))
+	}
+	return &Store{Pool: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.Pool.Close() }
+
+// InTx runs fn in a transaction, committing when it returns nil and rolling
+// back otherwise.
+func (s *Store) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, fn)
+}
+
+// InTx is the same helper for callers holding only a pool.
+func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, pool, fn)
+}
+
+// Postgres error codes the API maps to statuses.
+const (
+	codeUniqueViolation     = "23505"
+	codeForeignKeyViolation = "23503"
+	codeCheckViolation      = "23514"
+	codeNotNullViolation    = "23502"
+)
+
+// IsUniqueViolation reports a duplicate key (→ AlreadyExists).
+func IsUniqueViolation(err error) bool { return hasCode(err, codeUniqueViolation) }
+
+// IsForeignKeyViolation reports a reference to a missing row (→ NotFound or FailedPrecondition).
+func IsForeignKeyViolation(err error) bool { return hasCode(err, codeForeignKeyViolation) }
+
+// IsCheckViolation reports a value the schema refuses (→ InvalidArgument).
+func IsCheckViolation(err error) bool {
+	return hasCode(err, codeCheckViolation) || hasCode(err, codeNotNullViolation)
+}
+
+// ConstraintName is the violated constraint, for error messages.
+func ConstraintName(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.ConstraintName
+	}
+	return ""
+}
+
+// IsNoRows reports an empty single-row result (→ NotFound).
+func IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+func hasCode(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code
+}
+
+// unwrapConnect keeps one line of pgx's connect error (it repeats the
+// cause once per address tried).
+func unwrapConnect(err error) error {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	return errors.New(strings.TrimSpace(lines[len(lines)-1]))
+}
