@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -116,41 +115,30 @@ func (h *harness) spec(session string) rt.SessionSpec {
 	}
 }
 
-type report struct {
-	UID      int               `json:"uid"`
-	Args     []string          `json:"args"`
-	Env      map[string]string `json:"env"`
-	Packages string            `json:"packages"`
-	Gateway  string            `json:"gateway"`
-	RootRW   bool              `json:"root_writable"`
-	Cwd      string            `json:"cwd"`
-}
+func readReport(t *testing.T, dir string) runtimetest.Report { return runtimetest.ReadReport(t, dir) }
 
-func readReport(t *testing.T, dir string) report {
-	t.Helper()
-	var rep report
-	b := runtimetest.ReadFileEventually(t, 20*time.Second, filepath.Join(dir, "started.json"))
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("started.json: %v: %s", err, b)
+func TestRuntimeSuite(t *testing.T) {
+	if dockerErr != nil {
+		t.Skipf("no Docker daemon (set CI=true to make this fail): %v", dockerErr)
 	}
-	return rep
+	runtimetest.RunSuite(t, runtimetest.Target{
+		New:   func(t *testing.T) rt.Runtime { return newRuntime(t) },
+		Image: baseImage,
+		AgentView: func(rt.SessionSpec) (string, string) {
+			return rt.ContainerWorkspace, rt.ContainerGatewaySocket
+		},
+	})
 }
 
-func TestStartIsLockedDownAndStopIsGraceful(t *testing.T) {
+func TestContainerIsLockedDown(t *testing.T) {
+	h := newHarness(t) // before the runtime: its cleanup must run after the containers are gone
 	r := newRuntime(t)
-	h := newHarness(t)
 	ctx := context.Background()
 	spec := h.spec("s1")
-
-	first, err := r.Start(ctx, spec)
-	if err != nil {
+	if _, err := r.Start(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	if first.Reused {
-		t.Error("first start reported Reused")
-	}
 	rep := readReport(t, spec.SessionDir)
-
 	if rep.UID != 65534 {
 		t.Errorf("agent uid = %d, want 65534", rep.UID)
 	}
@@ -159,24 +147,6 @@ func TestStartIsLockedDownAndStopIsGraceful(t *testing.T) {
 	}
 	if rep.Gateway != "ok" {
 		t.Errorf("agent could not reach the gateway socket: %s", rep.Gateway)
-	}
-	runtimetest.Eventually(t, 5*time.Second, "gateway hello", func() bool {
-		return slices.Contains(h.gw.Lines(), "hello s1")
-	})
-	wantEnv := map[string]string{
-		"CLAWGUARD_GATEWAY_SOCKET": "/run/clawguard/gateway.sock",
-		"CLAWGUARD_WORKSPACE":      "/workspace",
-		"CLAWGUARD_SESSION_ID":     "s1",
-		"CLAWGUARD_GROUP_ID":       "grp1",
-		"EXTRA":                    "x=y",
-	}
-	for k, v := range wantEnv {
-		if rep.Env[k] != v {
-			t.Errorf("env %s = %q, want %q", k, rep.Env[k], v)
-		}
-	}
-	if !slices.Equal(rep.Args, []string{"arg1"}) || rep.Cwd != "/workspace" {
-		t.Errorf("args %v cwd %q", rep.Args, rep.Cwd)
 	}
 
 	info, err := r.cli.ContainerInspect(ctx, "clawguard-"+r.cfg.InstallID+"-s1")
@@ -199,6 +169,9 @@ func TestStartIsLockedDownAndStopIsGraceful(t *testing.T) {
 	if !hc.ReadonlyRootfs || hc.NetworkMode != "none" || hc.Privileged || hc.RestartPolicy.Name != "no" {
 		t.Errorf("ReadonlyRootfs=%v NetworkMode=%q Privileged=%v Restart=%q", hc.ReadonlyRootfs, hc.NetworkMode, hc.Privileged, hc.RestartPolicy.Name)
 	}
+	if info.Config.User != "65534:65534" {
+		t.Errorf("User = %q", info.Config.User)
+	}
 	wantLabels := map[string]string{rt.LabelInstall: r.cfg.InstallID, rt.LabelSession: "s1", rt.LabelGroup: "grp1"}
 	for k, v := range wantLabels {
 		if info.Config.Labels[k] != v {
@@ -213,56 +186,17 @@ func TestStartIsLockedDownAndStopIsGraceful(t *testing.T) {
 		t.Errorf("mounts = %v", mounts)
 	}
 
-	again, err := r.Start(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !again.Reused || again.ID != first.ID {
-		t.Errorf("second start = %+v, want reuse of %s", again, first.ID)
-	}
-	// Concurrent pushes to one session share its container.
-	var wg sync.WaitGroup
-	ids := make([]string, 4)
-	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if h, err := r.Start(ctx, spec); err == nil {
-				ids[i] = h.ID
-			}
-		}()
-	}
-	wg.Wait()
-	for _, id := range ids {
-		if id != first.ID {
-			t.Errorf("concurrent starts gave %v, want all %s", ids, first.ID)
-			break
-		}
-	}
-	if running, _ := r.Running(ctx); !slices.Equal(running, []string{"s1"}) {
-		t.Errorf("Running = %v", running)
-	}
-
 	if err := r.Stop(ctx, "s1"); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(spec.SessionDir, "stopped")); err != nil {
-		t.Errorf("agent did not get SIGTERM before removal: %v", err)
 	}
 	if _, err := r.cli.ContainerInspect(ctx, info.ID); !errdefs.IsNotFound(err) {
 		t.Errorf("container still there after Stop: %v", err)
 	}
-	if running, _ := r.Running(ctx); len(running) != 0 {
-		t.Errorf("Running after stop = %v", running)
-	}
-	if err := r.Stop(ctx, "s1"); err != nil {
-		t.Errorf("stopping a stopped session: %v", err)
-	}
 }
 
 func TestLimitsAppearOnlyWhenConfigured(t *testing.T) {
+	h := newHarness(t) // before the runtime: its cleanup must run after the containers are gone
 	r := newRuntime(t)
-	h := newHarness(t)
 	ctx := context.Background()
 	spec := h.spec("lim")
 	spec.CPUs, spec.Memory, spec.PidsLimit = "0.5", "256m", 64
@@ -280,14 +214,13 @@ func TestLimitsAppearOnlyWhenConfigured(t *testing.T) {
 }
 
 func TestBadSpecsCreateNoContainer(t *testing.T) {
+	h := newHarness(t) // before the runtime: its cleanup must run after the containers are gone
 	r := newRuntime(t)
-	h := newHarness(t)
 	ctx := context.Background()
 	cases := map[string]func(*rt.SessionSpec){
-		"cpus":           func(s *rt.SessionSpec) { s.CPUs = "lots" },
-		"memory":         func(s *rt.SessionSpec) { s.Memory = "1x" },
-		"no socket":      func(s *rt.SessionSpec) { s.GatewaySocket = filepath.Join(h.root, "missing.sock") },
-		"socket is file": func(s *rt.SessionSpec) { s.GatewaySocket = writeFile(t, h.root, "plain") },
+		"cpus":      func(s *rt.SessionSpec) { s.CPUs = "lots" },
+		"memory":    func(s *rt.SessionSpec) { s.Memory = "1x" },
+		"no socket": func(s *rt.SessionSpec) { s.GatewaySocket = filepath.Join(h.root, "missing.sock") },
 	}
 	for name, mutate := range cases {
 		spec := h.spec("bad")
@@ -303,14 +236,6 @@ func TestBadSpecsCreateNoContainer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cpus") {
 		t.Errorf("error does not name the bad limit: %v", err)
 	}
-}
-
-func writeFile(t *testing.T, dir, name string) string {
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func TestRemoveOrphansTakesOnlyThisInstall(t *testing.T) {
@@ -350,40 +275,9 @@ func TestRemoveOrphansTakesOnlyThisInstall(t *testing.T) {
 	}
 }
 
-func TestStopIdle(t *testing.T) {
-	r := newRuntime(t)
-	h := newHarness(t)
-	ctx := context.Background()
-	for _, s := range []string{"busy", "quiet"} {
-		if _, err := r.Start(ctx, h.spec(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	never := func(string) time.Time { return time.Time{} }
-	if n, err := r.StopIdle(ctx, time.Hour, never); err != nil || n != 0 {
-		t.Fatalf("fresh containers stopped: %d, %v", n, err)
-	}
-	lastActive := func(s string) time.Time {
-		if s == "busy" {
-			return time.Now().Add(time.Minute)
-		}
-		return time.Time{}
-	}
-	if n, err := r.StopIdle(ctx, time.Nanosecond, lastActive); err != nil || n != 1 {
-		t.Fatalf("StopIdle = %d, %v; want 1", n, err)
-	}
-	if running, _ := r.Running(ctx); !slices.Equal(running, []string{"busy"}) {
-		t.Errorf("Running = %v, want [busy]", running)
-	}
-	// A push to the stopped session wakes it.
-	if hd, err := r.Start(ctx, h.spec("quiet")); err != nil || hd.Reused {
-		t.Errorf("waking a stopped session: %+v, %v", hd, err)
-	}
-}
-
 func TestBuildGroupImageAndRestart(t *testing.T) {
+	h := newHarness(t) // before the runtime: its cleanup must run after the containers are gone
 	r := newRuntime(t)
-	h := newHarness(t)
 	ctx := context.Background()
 	group := "g" + randomID()
 	gspec := rt.GroupImageSpec{

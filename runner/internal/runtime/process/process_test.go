@@ -3,7 +3,6 @@ package process
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -85,86 +84,47 @@ func newRuntime(t *testing.T, grace time.Duration) (*Runtime, *syncBuffer) {
 func spec(t *testing.T, gw *runtimetest.Gateway, session string, args ...string) rt.SessionSpec {
 	return rt.SessionSpec{
 		SessionID: session, AgentGroupID: "grp1", Image: sleeper(t), Command: args,
-		Env: map[string]string{"EXTRA": "x"}, SessionDir: filepath.Join(t.TempDir(), session), GatewaySocket: gw.Path,
+		SessionDir: filepath.Join(t.TempDir(), session), GatewaySocket: gw.Path,
 	}
 }
 
-type report struct {
-	Args    []string          `json:"args"`
-	Env     map[string]string `json:"env"`
-	Gateway string            `json:"gateway"`
-	Cwd     string            `json:"cwd"`
+func TestRuntimeSuite(t *testing.T) {
+	runtimetest.RunSuite(t, runtimetest.Target{
+		New: func(t *testing.T) rt.Runtime {
+			r, _ := newRuntime(t, 5*time.Second)
+			return r
+		},
+		Image: sleeper(t),
+		AgentView: func(s rt.SessionSpec) (string, string) {
+			return s.SessionDir, s.GatewaySocket
+		},
+	})
 }
 
-func TestStartWarnsRunsAndStopsGracefully(t *testing.T) {
-	t.Setenv("HOME", "/root") // must not reach the agent
+func TestWarnsLoudlyAndKeepsTheRunnerEnvironment(t *testing.T) {
+	t.Setenv("HOME", "/root")
+	s := spec(t, runtimetest.NewGateway(t), "env") // dirs before the runtime, so agents stop first
 	r, logs := newRuntime(t, 5*time.Second)
 	if !strings.Contains(logs.String(), "NO ISOLATION") || !strings.Contains(logs.String(), "level=WARN") {
 		t.Errorf("no loud warning at construction: %q", logs.String())
 	}
-	gw := runtimetest.NewGateway(t)
-	s := spec(t, gw, "s1", "arg1")
-	ctx := context.Background()
-
-	first, err := r.Start(ctx, s)
-	if err != nil {
+	if _, err := r.Start(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	var rep report
-	if err := json.Unmarshal(runtimetest.ReadFileEventually(t, 10*time.Second, filepath.Join(s.SessionDir, "started.json")), &rep); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"CLAWGUARD_GATEWAY_SOCKET": gw.Path, "CLAWGUARD_WORKSPACE": s.SessionDir,
-		"CLAWGUARD_SESSION_ID": "s1", "CLAWGUARD_GROUP_ID": "grp1", "EXTRA": "x"}
-	for k, v := range want {
-		if rep.Env[k] != v {
-			t.Errorf("env %s = %q, want %q", k, rep.Env[k], v)
-		}
-	}
-	if _, leaked := rep.Env["HOME"]; leaked {
-		t.Error("runner environment leaked into the agent")
-	}
-	if rep.Cwd != s.SessionDir || !slices.Equal(rep.Args, []string{"arg1"}) || rep.Gateway != "ok" {
-		t.Errorf("cwd %q args %v gateway %q", rep.Cwd, rep.Args, rep.Gateway)
-	}
-	runtimetest.Eventually(t, 5*time.Second, "gateway hello", func() bool { return slices.Contains(gw.Lines(), "hello s1") })
-
-	again, err := r.Start(ctx, s)
-	if err != nil || !again.Reused || again.ID != first.ID {
-		t.Errorf("second start = %+v, %v; want reuse of pid %s", again, err, first.ID)
-	}
-	if ids, _ := r.Running(ctx); !slices.Equal(ids, []string{"s1"}) {
-		t.Errorf("Running = %v", ids)
-	}
-
-	if err := r.Stop(ctx, "s1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(s.SessionDir, "stopped")); err != nil {
-		t.Errorf("agent did not get SIGTERM: %v", err)
-	}
-	pid, _ := strconv.Atoi(first.ID)
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("agent pid %d still exists: %v", pid, err)
-	}
-	if ids, _ := r.Running(ctx); len(ids) != 0 {
-		t.Errorf("Running after stop = %v", ids)
-	}
-	if err := r.Stop(ctx, "s1"); err != nil {
-		t.Errorf("stopping twice: %v", err)
+	if rep := runtimetest.ReadReport(t, s.SessionDir); rep.Env["HOME"] != "" {
+		t.Errorf("runner environment leaked into the agent: HOME=%q", rep.Env["HOME"])
 	}
 }
 
 func TestStopKillsAnAgentIgnoringSIGTERM(t *testing.T) {
 	grace := 300 * time.Millisecond
+	s := spec(t, runtimetest.NewGateway(t), "stubborn", "ignore-term")
 	r, _ := newRuntime(t, grace)
-	gw := runtimetest.NewGateway(t)
-	s := spec(t, gw, "stubborn", "ignore-term")
 	h, err := r.Start(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runtimetest.ReadFileEventually(t, 10*time.Second, filepath.Join(s.SessionDir, "started.json"))
+	runtimetest.ReadReport(t, s.SessionDir)
 	if ids, _ := r.Running(context.Background()); !slices.Equal(ids, []string{"stubborn"}) {
 		t.Fatalf("stubborn agent not running before Stop: %v", ids)
 	}
@@ -184,66 +144,16 @@ func TestStopKillsAnAgentIgnoringSIGTERM(t *testing.T) {
 	}
 }
 
-func TestExitedAgentIsNotRunningAndRestarts(t *testing.T) {
+func TestNoImagesNoOrphans(t *testing.T) {
 	r, _ := newRuntime(t, time.Second)
-	gw := runtimetest.NewGateway(t)
-	s := spec(t, gw, "short")
-	s.Image = "/bin/true"
-	first, err := r.Start(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runtimetest.Eventually(t, 5*time.Second, "agent exit", func() bool {
-		ids, _ := r.Running(context.Background())
-		return len(ids) == 0
-	})
-	second, err := r.Start(context.Background(), s)
-	if err != nil || second.Reused || second.ID == first.ID {
-		t.Errorf("start after exit = %+v, %v", second, err)
-	}
-}
-
-func TestStopIdleAndRefusals(t *testing.T) {
-	r, _ := newRuntime(t, 5*time.Second)
-	gw := runtimetest.NewGateway(t)
 	ctx := context.Background()
-	for _, id := range []string{"busy", "quiet"} {
-		if _, err := r.Start(ctx, spec(t, gw, id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n, err := r.StopIdle(ctx, time.Hour, func(string) time.Time { return time.Time{} }); err != nil || n != 0 {
-		t.Fatalf("fresh agents stopped: %d, %v", n, err)
-	}
-	lastActive := func(id string) time.Time {
-		if id == "busy" {
-			return time.Now().Add(time.Minute)
-		}
-		return time.Time{}
-	}
-	if n, err := r.StopIdle(ctx, time.Nanosecond, lastActive); err != nil || n != 1 {
-		t.Fatalf("StopIdle = %d, %v; want 1", n, err)
-	}
-	if ids, _ := r.Running(ctx); !slices.Equal(ids, []string{"busy"}) {
-		t.Errorf("Running = %v", ids)
-	}
-
-	before, _ := r.Start(ctx, spec(t, gw, "busy"))
-	after, err := r.Restart(ctx, spec(t, gw, "busy"))
-	if err != nil || after.Reused || after.ID == before.ID {
-		t.Errorf("Restart = %+v, %v; was pid %s", after, err, before.ID)
-	}
-
-	bad := spec(t, gw, "nosock")
-	bad.GatewaySocket = filepath.Join(t.TempDir(), "missing.sock")
-	if _, err := r.Start(ctx, bad); err == nil {
-		t.Error("started without a gateway socket")
-	}
-	bad = spec(t, gw, "../escape")
-	if _, err := r.Start(ctx, bad); !errors.Is(err, rt.ErrInvalidSpec) {
-		t.Errorf("bad session id: %v", err)
-	}
 	if img, err := r.BuildGroupImage(ctx, rt.GroupImageSpec{GroupID: "g", BaseImage: "/bin/agent"}); err != nil || img != "/bin/agent" {
 		t.Errorf("BuildGroupImage = %q, %v", img, err)
+	}
+	if _, err := r.BuildGroupImage(ctx, rt.GroupImageSpec{GroupID: "g"}); err == nil {
+		t.Error("BuildGroupImage without a binary succeeded")
+	}
+	if n, err := r.RemoveOrphans(ctx); n != 0 || err != nil {
+		t.Errorf("RemoveOrphans = %d, %v", n, err)
 	}
 }

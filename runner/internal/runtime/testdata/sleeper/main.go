@@ -2,7 +2,7 @@
 // sees (identity, environment, packages manifest, gateway reachability) in
 // $CLAWGUARD_WORKSPACE/started.json, then waits for SIGTERM and writes
 // stopped. With the argument "ignore-term" it ignores SIGTERM, so the SIGKILL
-// escalation can be tested.
+// escalation can be tested; with "exit" it exits right after the report.
 package main
 
 import (
@@ -62,6 +62,9 @@ func main() {
 	b, _ := json.Marshal(rep)
 	write(filepath.Join(ws, "started.json"), b)
 
+	if len(os.Args) > 1 && os.Args[1] == "exit" {
+		return
+	}
 	if ignoreTerm {
 		for {
 			time.Sleep(time.Hour) // a bare select{} would be a deadlock panic, not a wait
