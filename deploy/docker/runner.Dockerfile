@@ -1,0 +1,15 @@
+# clawguard-runner from its static binary (CGO_ENABLED=0, `make build`).
+# Nothing is pulled: FROM scratch. Build context is the bin/ directory:
+#   docker build -f deploy/docker/runner.Dockerfile -t clawguard-runner bin/
+#
+# The runner talks to the host's Docker daemon through the mounted socket, so
+# it runs as root by default; to drop that, run it with --user 65532 and
+# --group-add <gid of /var/run/docker.sock>. Its --data-dir must be
+# bind-mounted at the same path on the host: agent containers mount session
+# directories and the gateway socket from there, and the daemon resolves those
+# paths on the host.
+FROM scratch
+COPY clawguard-runner /clawguard-runner
+# /metrics (--metrics-listen).
+EXPOSE 9465
+ENTRYPOINT ["/clawguard-runner"]
