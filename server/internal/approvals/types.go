@@ -1,0 +1,60 @@
+// Package approvals is the one hold contract: creating holds (approver
+// picking, delivery target, dedup), mayResolve, resolving, expiry and sweep,
+// and the lifecycle events every replica streams.
+package approvals
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Hold kinds (the approval action a grant must carry).
+const (
+	KindCLICommand          = "cli_command"
+	KindCreateAgent         = "create_agent"
+	KindInstallPackages     = "install_packages"
+	KindAddMCPServer        = "add_mcp_server"
+	KindA2AMessageGate      = "a2a_message_gate"
+	KindSenderAdmit         = "sender_admit"
+	KindChannelRegistration = "channel_registration"
+	KindOneCLICredential    = "onecli_credential"
+)
+
+// CreateRequest is everything needed to create a hold. It is created in the
+// caller's transaction (Decide creates the hold in the same transaction as
+// its decision).
+type CreateRequest struct {
+	Kind          string // hold kind, e.g. KindCLICommand
+	CatalogAction string // the catalog action whose decision held ("" for Request-made holds)
+	Payload       *structpb.Struct
+	SessionID     string // "" for sessionless holds
+	AgentGroupID  string // anchor; derived from the session when empty and a session is set
+	Requester     *guardv1.Actor
+	Rule          *guardv1.ApproverRule
+	Scope         guardv1.ApproverScope
+	Title         string
+	Question      string
+	Options       []*guardv1.HoldOption
+	DedupKey      string
+	ExpiresAt     time.Time // zero: the configured default TTL
+	OriginChannel string
+	// RecordDeliveredTo stamps the delivered-to approver on an
+	// admins-of-scope hold so they may resolve it too.
+	RecordDeliveredTo bool
+	DeliveryAction    string // runner delivery action to replay on approval
+	SweptOnRestart    bool
+}
+
+// CreateResult says what happened.
+type CreateResult struct {
+	Hold        *guardv1.Hold // nil when NoApprover
+	Created     bool          // false: an existing live hold with the dedup key was returned
+	Undelivered bool          // eligible approvers exist but none has a known DM
+	// NoApprover is set when no eligible approver exists: no row was
+	// created, and Reason says why (the requester is told).
+	NoApprover bool
+	Reason     string
+}

@@ -1,0 +1,75 @@
+// Package pushes is the durable outbox from the server to runners: work is
+// stored in runner_pushes (in the caller's transaction, so it commits with
+// the change that caused it), NOTIFY wakes whichever replica holds the
+// runner's stream, and a push stays until the runner acknowledges it.
+package pushes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// ErrNoSession is returned when the target session does not exist.
+var ErrNoSession = errors.New("push target session not found")
+
+// NewID makes a push id.
+func NewID() string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return "push_" + hex.EncodeToString(b)
+}
+
+// EnqueueTx stores a push for the runner that owns sessionID (which may be
+// none right now: the push waits and follows the session when it is
+// reassigned). p.Id, p.SessionId and p.AgentGroupId are filled in.
+func EnqueueTx(ctx context.Context, tx pgx.Tx, sessionID string, p *guardv1.Push) (string, error) {
+	var runnerID *string
+	var groupID string
+	err := tx.QueryRow(ctx, `SELECT runner_id, agent_group_id FROM sessions WHERE id = $1`, sessionID).Scan(&runnerID, &groupID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("%w: %s", ErrNoSession, sessionID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up session %s: %w", sessionID, err)
+	}
+	if p.GetId() == "" {
+		p.Id = NewID()
+	}
+	p.SessionId = sessionID
+	p.AgentGroupId = groupID
+	body, err := proto.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("encode push: %w", err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO runner_pushes (id, runner_id, session_id, kind, body) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (id) DO NOTHING`, p.Id, runnerID, sessionID, Kind(p), body)
+	if err != nil {
+		return "", fmt.Errorf("store push: %w", err)
+	}
+	return p.Id, nil
+}
+
+// Kind is the runner_pushes.kind of a push.
+func Kind(p *guardv1.Push) string {
+	switch p.GetBody().(type) {
+	case *guardv1.Push_Replay:
+		return "replay"
+	case *guardv1.Push_Deliver:
+		return "deliver"
+	case *guardv1.Push_Restart:
+		return "restart"
+	case *guardv1.Push_Notify:
+		return "notify"
+	case *guardv1.Push_Start:
+		return "start"
+	}
+	return "notify"
+}
