@@ -61,6 +61,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.User == "" {
 		cfg.User = DefaultUser
 	}
+	if _, _, err := parseUser(cfg.User); err != nil {
+		return nil, fmt.Errorf("docker runtime: %w", err) // never run agents as root
+	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 10 * time.Second
 	}

@@ -368,3 +368,31 @@ func TestBuildGroupImageAndRestart(t *testing.T) {
 		}
 	}
 }
+
+func TestBaseImageNeedsAStaticBinary(t *testing.T) {
+	r := newRuntime(t)
+	for _, bin := range []string{"/etc/passwd", "/bin/ls"} { // not ELF; dynamically linked
+		if err := r.BuildBaseImage(context.Background(), bin, "clawguard-test-never:1"); err == nil {
+			t.Errorf("BuildBaseImage(%s) succeeded", bin)
+			r.cli.ImageRemove(context.Background(), "clawguard-test-never:1", image.RemoveOptions{Force: true})
+		}
+	}
+}
+
+func TestNewRefusesRootOrBadConfig(t *testing.T) {
+	if dockerErr != nil {
+		t.Skipf("no Docker daemon: %v", dockerErr)
+	}
+	for _, cfg := range []Config{
+		{InstallID: "ok", User: "0"},
+		{InstallID: "ok", User: "0:0"},
+		{InstallID: "ok", User: "root"},
+		{InstallID: "bad/install"},
+		{InstallID: ""},
+	} {
+		if r, err := New(context.Background(), cfg); err == nil {
+			r.Close()
+			t.Errorf("New(%+v) succeeded", cfg)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -157,8 +158,8 @@ func (r *Runtime) BuildBaseImage(ctx context.Context, binaryPath, tag string) er
 	if err != nil {
 		return fmt.Errorf("base image: %w", err)
 	}
-	if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
-		return fmt.Errorf("base image: %s is not an ELF binary", binaryPath)
+	if err := checkStatic(bin); err != nil {
+		return fmt.Errorf("base image: %s: %w", binaryPath, err)
 	}
 	dockerfile := "FROM scratch\n" +
 		"COPY agent " + AgentBinaryPath + "\n" +
@@ -175,6 +176,22 @@ func (r *Runtime) BuildBaseImage(ctx context.Context, binaryPath, tag string) er
 		return fmt.Errorf("build base image %s: %w", tag, err)
 	}
 	r.log.Info("base image built", "image", tag, "binary", binaryPath)
+	return nil
+}
+
+// checkStatic refuses what cannot run in a FROM scratch image: anything not
+// ELF, or an ELF needing a dynamic loader.
+func checkStatic(bin []byte) error {
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		return fmt.Errorf("not an ELF binary: %w", err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return errors.New("dynamically linked; build it with CGO_ENABLED=0")
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,39 @@
+// Command buildbase builds a FROM scratch agent image from a static binary
+// through the Docker API (the same code path the runner and its tests use),
+// for the Makefile:
+//
+//	go run ./internal/runtime/docker/buildbase -binary ../bin/demo-agent -tag clawguard-agent-demo:latest
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
+)
+
+func main() {
+	binary := flag.String("binary", "", "static agent binary to put at /agent")
+	tag := flag.String("tag", "", "image tag to build, e.g. clawguard-agent-demo:latest")
+	flag.Parse()
+	if *binary == "" || *tag == "" || flag.NArg() > 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r, err := docker.New(ctx, docker.Config{InstallID: "buildbase"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "buildbase:", err)
+		os.Exit(1)
+	}
+	defer r.Close()
+	if err := r.BuildBaseImage(ctx, *binary, *tag); err != nil {
+		fmt.Fprintln(os.Stderr, "buildbase:", err)
+		os.Exit(1)
+	}
+	fmt.Println(*tag)
+}
