@@ -232,6 +232,20 @@ func TestServerDeploymentIsHighlyAvailableAndProbedOverGRPC(t *testing.T) {
 	if !dbFromSecret {
 		t.Error("server does not read CLAWGUARD_DATABASE_URL from a Secret")
 	}
+	// The server runs as a non-root user: its secret files must be group-readable by its fsGroup.
+	if get(d, "spec", "template", "spec", "securityContext", "runAsNonRoot") != true {
+		t.Error("server pods may run as root")
+	}
+	fsGroup := get(d, "spec", "template", "spec", "securityContext", "fsGroup")
+	for _, v := range list(d, "spec", "template", "spec", "volumes") {
+		if get(v, "secret") == nil {
+			continue
+		}
+		mode, _ := get(v, "secret", "defaultMode").(int)
+		if mode&0o040 == 0 || fsGroup == nil {
+			t.Errorf("secret volume %s (mode %o, fsGroup %v) is unreadable by the non-root server", str(v, "name"), mode, fsGroup)
+		}
+	}
 	tokenFile := flag(a, "--operator-token-file")
 	if !mountedUnder(c, tokenFile) {
 		t.Errorf("--operator-token-file %q is not under any volume mount", tokenFile)
