@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `make run`: a throwaway Postgres under .data/, the server (auto-migrated),
+# a demo set-up (an owner, two agent groups, a destination under a message
+# policy), a runner and the demo agent. Ctrl-C stops everything it started.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+data="$root/.data/run"
+mkdir -p "$data"
+export CLAWGUARD_SERVER=127.0.0.1:${CLAWGUARD_RUN_PORT:-7443}
+metrics_port=${CLAWGUARD_RUN_METRICS_PORT:-9464}
+
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  echo; echo "stopping..."
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  deploy/local/pg.sh stop "$data/pg" || true
+  echo "stopped."
+}
+trap cleanup INT TERM EXIT
+
+pg_admin=$(deploy/local/pg.sh start "$data/pg")
+db_url=${pg_admin/\/postgres\?/\/clawguard?}
+psql "$pg_admin" -qtAc "SELECT 1 FROM pg_database WHERE datname='clawguard'" | grep -q 1 \
+  || psql "$pg_admin" -qc "CREATE DATABASE clawguard" >/dev/null
+echo "postgres:  $db_url"
+
+bin/clawguard-server serve --database-url "$db_url" --auto-migrate \
+  --listen "$CLAWGUARD_SERVER" --metrics-listen "127.0.0.1:$metrics_port" \
+  --operator-token-file "$data/operator.token" --log-level warn &
+pids+=($!)
+export CLAWGUARD_TOKEN_FILE="$data/operator.token"
+
+for _ in $(seq 1 100); do
+  bin/ncl catalog list -q >/dev/null 2>&1 && break
+  sleep 0.2
+done
+bin/ncl catalog list -q >/dev/null || { echo "server did not come up" >&2; exit 1; }
+echo "server:    $CLAWGUARD_SERVER (metrics http://127.0.0.1:$metrics_port/metrics)"
+
+# Demo set-up (idempotent across runs: existing rows are kept).
+owner=local:operator
+bin/ncl users create --id "$owner" --display-name "Local operator" >/dev/null 2>&1 || true
+bin/ncl roles grant --user "$owner" --role owner --scope global >/dev/null 2>&1 || true
+bin/ncl user-dms set --user "$owner" --channel-type local --address console >/dev/null 2>&1 || true
+demo=$(bin/ncl groups get demo -q 2>/dev/null || bin/ncl groups create --name demo --cli-scope group -q)
+helper=$(bin/ncl groups get helper -q 2>/dev/null || bin/ncl groups create --name helper --cli-scope group -q)
+bin/ncl destinations add --group "$demo" --name helper --target-group "$helper" >/dev/null 2>&1 || true
+bin/ncl policies set --from "$demo" --to "$helper" --approver "$owner" >/dev/null 2>&1 || true
+[ -s "$data/runner.token" ] || bin/ncl tokens create --kind runner --runner local-1 --name "make run" --secret-only > "$data/runner.token"
+
+runtime=process
+if docker info >/dev/null 2>&1; then
+  (cd runner && go run ./internal/runtime/docker/buildbase -binary "$root/bin/demo-agent" -tag clawguard-agent-demo:latest) >/dev/null \
+    && runtime=docker
+fi
+bin/clawguard-runner --server "$CLAWGUARD_SERVER" --token-file "$data/runner.token" --id local-1 \
+  --runtime "$runtime" --data-dir "$data/runner" --metrics-listen 127.0.0.1:$((metrics_port + 1)) \
+  --agent-image clawguard-agent-demo:latest --agent-binary "$root/bin/demo-agent" \
+  --group "$demo" --group "$helper" &
+pids+=($!)
+
+cat <<MSG
+
+Clawguard is running (runner runtime: $runtime). In another terminal:
+
+  export CLAWGUARD_SERVER=$CLAWGUARD_SERVER
+  export CLAWGUARD_TOKEN_FILE=$data/operator.token
+  bin/ncl approvals watch                 # live hold events
+  bin/ncl approvals list                  # the demo agent's holds
+  bin/ncl approvals approve <hold-id> --as $owner
+  bin/ncl decisions list                  # the decision log
+
+Ctrl-C stops everything.
+MSG
+wait -n "${pids[@]}" || true
