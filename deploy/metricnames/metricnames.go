@@ -8,6 +8,12 @@
 // each label_values(...) / query_result(...) template query. Expressions are
 // parsed with Prometheus's own PromQL parser, so a dashboard expression that
 // does not parse is an error, not a silent skip.
+//
+// A live check reads as:
+//
+//	refs, _ := metricnames.Referenced("deploy")        // or Scan for recording rules too
+//	exported, _ := metricnames.ParseExposition(scrape) // server and runner /metrics bodies, merged
+//	missing := metricnames.Missing(refs, exported)
 package metricnames
 
 import (

@@ -107,3 +107,32 @@ func TestMissingAcceptsHistogramSeriesAndSyntheticNames(t *testing.T) {
 		t.Errorf("Missing = %v, want %v", got, want)
 	}
 }
+
+func TestParseExpositionReadsTypesAndUntypedSamples(t *testing.T) {
+	body := `# HELP app_latency_seconds Latency.
+# TYPE app_latency_seconds histogram
+app_latency_seconds_bucket{le="0.1"} 1
+app_latency_seconds_bucket{le="+Inf"} 2
+app_latency_seconds_sum 0.3
+app_latency_seconds_count 2
+# TYPE app_decisions_total counter
+app_decisions_total{action="a",effect="allow"} 0
+legacy_thing 4
+`
+	got, err := ParseExposition(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Exported{"app_latency_seconds": "histogram", "app_decisions_total": "counter", "legacy_thing": "untyped"}
+	if len(got) != len(want) {
+		t.Fatalf("ParseExposition = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: type %q, want %q", k, got[k], v)
+		}
+	}
+	if _, err := ParseExposition(strings.NewReader("# TYPE broken\n")); err == nil {
+		t.Error("a malformed TYPE line was accepted")
+	}
+}

@@ -1,7 +1,6 @@
 package metricnames
 
 import (
-	"bufio"
 	"bytes"
 	"os/exec"
 	"slices"
@@ -13,7 +12,7 @@ import (
 const repoRoot = "../.."
 
 // exportedBy runs one of the listnames commands (they live beside the metrics
-// packages, which are internal to their modules) and reads "name type" lines.
+// packages, which are internal to their modules) and reads the exposition it prints.
 func exportedBy(t *testing.T, pkg string, into Exported) {
 	t.Helper()
 	cmd := exec.Command("go", "run", pkg)
@@ -24,13 +23,12 @@ func exportedBy(t *testing.T, pkg string, into Exported) {
 	if err != nil {
 		t.Fatalf("go run %s: %v\n%s", pkg, err, stderr.String())
 	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
+	got, err := ParseExposition(bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("go run %s: %v", pkg, err)
+	}
 	n := 0
-	for sc.Scan() {
-		name, typ, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			t.Fatalf("go run %s: unexpected line %q", pkg, sc.Text())
-		}
+	for name, typ := range got {
 		into[name] = typ
 		n++
 	}
@@ -47,16 +45,10 @@ func TestEveryReferencedMetricIsExported(t *testing.T) {
 	exportedBy(t, "github.com/clawguard/clawguard/server/internal/metrics/listnames", exported)
 	exportedBy(t, "github.com/clawguard/clawguard/runner/internal/metrics/listnames", exported)
 
-	var all Refs
-	for _, dir := range []string{"../prometheus", "../grafana"} {
-		refs, err := Scan(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all.Metrics = append(all.Metrics, refs.Metrics...)
-		all.RecordingUsed = append(all.RecordingUsed, refs.RecordingUsed...)
-		all.RecordingDefined = append(all.RecordingDefined, refs.RecordingDefined...)
-		all.Exprs += refs.Exprs
+	// The whole of deploy/: rule files and dashboards wherever they are.
+	all, err := Scan("..")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if all.Exprs < 40 {
 		t.Fatalf("parsed only %d expressions under deploy/; are the rule files and dashboard where this test looks?", all.Exprs)

@@ -1,4 +1,4 @@
-// Command listnames prints, one per line, the name and type of every metric family the
+// Command listnames prints, in the Prometheus text format, every metric family the
 // runner exports once its metrics are built and pre-initialised. deploy/'s
 // tests run it to check that every metric a rule, alert or dashboard names
 // really exists (deploy cannot import an internal package, but it can run one).
@@ -6,8 +6,9 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
-	"strings"
 
 	"github.com/clawguard/clawguard/runner/internal/metrics"
 )
@@ -15,12 +16,11 @@ import (
 func main() {
 	reg := metrics.NewRegistry()
 	metrics.NewMetrics(reg).PreInit([]string{"send_message"})
-	mfs, err := reg.Gather()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "gather:", err)
+	rec := httptest.NewRecorder()
+	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		fmt.Fprintf(os.Stderr, "gather: %d %s\n", rec.Code, rec.Body)
 		os.Exit(1)
 	}
-	for _, mf := range mfs {
-		fmt.Println(mf.GetName(), strings.ToLower(mf.GetType().String()))
-	}
+	os.Stdout.Write(rec.Body.Bytes())
 }

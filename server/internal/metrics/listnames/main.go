@@ -1,4 +1,4 @@
-// Command listnames prints, one per line, the name and type of every metric family the
+// Command listnames prints, in the Prometheus text format, every metric family the
 // server exports once its metrics are built, pre-initialised and the gRPC
 // metrics know a method. deploy/'s tests run it to check that every metric a
 // rule, alert or dashboard names really exists (deploy cannot import an
@@ -7,8 +7,9 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
-	"strings"
 
 	"google.golang.org/grpc"
 
@@ -28,12 +29,11 @@ func main() {
 	reg := metrics.NewRegistry()
 	metrics.NewMetrics(reg).PreInit([]string{"a2a.send"})
 	metrics.NewGRPCServerMetrics(reg).InitializeMetrics(oneMethod{})
-	mfs, err := reg.Gather()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "gather:", err)
+	rec := httptest.NewRecorder()
+	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		fmt.Fprintf(os.Stderr, "gather: %d %s\n", rec.Code, rec.Body)
 		os.Exit(1)
 	}
-	for _, mf := range mfs {
-		fmt.Println(mf.GetName(), strings.ToLower(mf.GetType().String()))
-	}
+	os.Stdout.Write(rec.Body.Bytes())
 }
