@@ -624,7 +624,10 @@ type RegisterRunnerRequest struct {
 	Capabilities    []string              `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	DeliveryActions []*DeliveryActionDecl `protobuf:"bytes,5,rep,name=delivery_actions,json=deliveryActions,proto3" json:"delivery_actions,omitempty"`
 	// Host labels groups may be pinned to.
-	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Random per runner process: a second process claiming a live runner id
+	// is refused (AlreadyExists); after the lease expires it may take over.
+	InstanceId    string `protobuf:"bytes,7,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -699,6 +702,13 @@ func (x *RegisterRunnerRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *RegisterRunnerRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 // RegisterRunnerResponse grants the lease.
@@ -864,8 +874,10 @@ func (*ConnectRequest_Heartbeat) isConnectRequest_Frame() {}
 
 // ConnectHello opens the stream (first frame).
 type ConnectHello struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunnerId      string                 `protobuf:"bytes,1,opt,name=runner_id,json=runnerId,proto3" json:"runner_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RunnerId string                 `protobuf:"bytes,1,opt,name=runner_id,json=runnerId,proto3" json:"runner_id,omitempty"`
+	// The instance_id the runner registered with (its lease).
+	InstanceId    string `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -903,6 +915,13 @@ func (*ConnectHello) Descriptor() ([]byte, []int) {
 func (x *ConnectHello) GetRunnerId() string {
 	if x != nil {
 		return x.RunnerId
+	}
+	return ""
+}
+
+func (x *ConnectHello) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
 	}
 	return ""
 }
@@ -8109,14 +8128,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"violations\"O\n" +
 	"\x12DeliveryActionDecl\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
-	"\x0ecatalog_action\x18\x02 \x01(\tR\rcatalogAction\"\xcf\x02\n" +
+	"\x0ecatalog_action\x18\x02 \x01(\tR\rcatalogAction\"\xf0\x02\n" +
 	"\x15RegisterRunnerRequest\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\"\n" +
 	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x12G\n" +
 	"\x10delivery_actions\x18\x05 \x03(\v2\x1c.guard.v1.DeliveryActionDeclR\x0fdeliveryActions\x12C\n" +
-	"\x06labels\x18\x06 \x03(\v2+.guard.v1.RegisterRunnerRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x06 \x03(\v2+.guard.v1.RegisterRunnerRequest.LabelsEntryR\x06labels\x12\x1f\n" +
+	"\vinstance_id\x18\a \x01(\tR\n" +
+	"instanceId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcf\x01\n" +
@@ -8128,9 +8149,11 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\v2\x16.guard.v1.ConnectHelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.guard.v1.PushAckH\x00R\x03ack\x123\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x13.guard.v1.HeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05frame\"+\n" +
+	"\x05frame\"L\n" +
 	"\fConnectHello\x12\x1b\n" +
-	"\trunner_id\x18\x01 \x01(\tR\brunnerId\"H\n" +
+	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\"H\n" +
 	"\aPushAck\x12\x17\n" +
 	"\apush_id\x18\x01 \x01(\tR\x06pushId\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
