@@ -9,6 +9,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/config"
 	"github.com/clawguard/clawguard/server/internal/metrics"
+	"github.com/clawguard/clawguard/server/internal/resources"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -21,4 +22,5 @@ type Deps struct {
 	Config    config.Config
 	Auth      *authn.Authenticator
 	ReplicaID string
+	Resources *resources.Service // admin resources (registry_<resource>.go)
 }

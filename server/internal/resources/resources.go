@@ -1,0 +1,112 @@
+// Package resources implements the admin resources of the Registry (groups,
+// sessions, destinations, members, roles, users, wirings, messaging groups,
+// message policies, user DMs, tokens, runners, catalog, decisions): one file
+// per resource, its SQL next to the code that uses it.
+//
+// Methods return gRPC status errors for bad input, missing rows and refused
+// reads, and database errors unwrapped so the api layer maps them
+// (api.DBError: unique → AlreadyExists, foreign key → NotFound, ...).
+// Authorization of writes is the guard interceptor's job, before the handler
+// runs; what a caller may READ is decided here (see scope.go).
+package resources
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
+)
+
+// Catalog is what the catalog resource needs from the guard's catalog. A
+// catalog that also has ExemptDeliveryActions() []string reports the
+// server's exemption list too.
+type Catalog interface {
+	List() []*guardv1.CatalogEntry
+}
+
+// Service serves the admin resources over one pool.
+type Service struct {
+	pool    *pgxpool.Pool
+	catalog Catalog
+}
+
+// New builds the service; catalog may be nil until the guard's catalog is
+// wired (ListCatalog then answers Unavailable).
+func New(pool *pgxpool.Pool, catalog Catalog) *Service {
+	return &Service{pool: pool, catalog: catalog}
+}
+
+// SetCatalog wires the guard's catalog once it exists.
+func (s *Service) SetCatalog(c Catalog) { s.catalog = c }
+
+// querier is a pool or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// newID makes a short random server-side id with a readable prefix.
+func newID(prefix string) string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// invalid is InvalidArgument naming the field.
+func invalid(field, format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// required refuses an empty required field.
+func required(field, v string) error {
+	if v == "" {
+		return invalid(field, "required")
+	}
+	return nil
+}
+
+func notFound(format string, args ...any) error {
+	return status.Errorf(codes.NotFound, format, args...)
+}
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func tsPtr(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
+	}
+	return timestamppb.New(*t)
+}
+
+// inTx runs fn in one transaction.
+func (s *Service) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return store.InTx(ctx, s.pool, fn)
+}
+
+// affected turns "no row changed" into NotFound.
+func affected(tag pgconn.CommandTag, err error, format string, args ...any) error {
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound(format, args...)
+	}
+	return nil
+}
