@@ -1,0 +1,189 @@
+// Package decide is the runner's client of Guard.DecideStream: one stream
+// per runner with many decisions in flight, matched by correlation id.
+//
+// When the stream breaks, every decision still waiting is sent again on the
+// next stream (the server answers a repeated request_id with the same
+// decision and creates nothing twice). While the server is unreachable a
+// caller waits up to its context's deadline and then gets an error: the
+// caller fails closed, it never runs the action unchecked.
+package decide
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Client multiplexes decisions over one DecideStream.
+type Client struct {
+	guard guardv1.GuardClient
+	log   *slog.Logger
+	// OnConnected is called with true when a stream is up, false when it breaks.
+	OnConnected func(up bool)
+	// OnReconnect is called each time a stream is re-established.
+	OnReconnect func()
+	// MinBackoff and MaxBackoff bound the reconnect delay (defaults 100ms, 5s).
+	MinBackoff, MaxBackoff time.Duration
+
+	seq atomic.Uint64
+
+	mu      sync.Mutex
+	pending map[string]*call
+	stream  grpc.BidiStreamingClient[guardv1.DecideStreamRequest, guardv1.DecideStreamResponse]
+	sendMu  sync.Mutex // SendMsg is not safe for concurrent use
+}
+
+type call struct {
+	frame *guardv1.DecideStreamRequest
+	done  chan result
+}
+
+type result struct {
+	resp *guardv1.DecideResponse
+	err  error
+}
+
+// New returns a client; call Run to connect.
+func New(guard guardv1.GuardClient, log *slog.Logger) *Client {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Client{guard: guard, log: log.With("component", "decide"), pending: map[string]*call{}}
+}
+
+// Decide asks the guard and waits for the answer or ctx's end.
+func (c *Client) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+	id := strconv.FormatUint(c.seq.Add(1), 10)
+	cl := &call{frame: &guardv1.DecideStreamRequest{CorrelationId: id, Request: req}, done: make(chan result, 1)}
+	c.mu.Lock()
+	c.pending[id] = cl
+	st := c.stream
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+	if st != nil {
+		// A failed send leaves the call pending; the next stream re-sends it.
+		_ = c.send(st, cl.frame)
+	}
+	select {
+	case r := <-cl.done:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+func (c *Client) send(st grpc.BidiStreamingClient[guardv1.DecideStreamRequest, guardv1.DecideStreamResponse], f *guardv1.DecideStreamRequest) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return st.Send(f)
+}
+
+// Run keeps a stream up until ctx ends, reconnecting with back-off.
+func (c *Client) Run(ctx context.Context) error {
+	minB, maxB := c.MinBackoff, c.MaxBackoff
+	if minB <= 0 {
+		minB = 100 * time.Millisecond
+	}
+	if maxB <= 0 {
+		maxB = 5 * time.Second
+	}
+	backoff := minB
+	first := true
+	for ctx.Err() == nil {
+		healthy, err := c.once(ctx, first)
+		first = false
+		if ctx.Err() != nil {
+			break
+		}
+		if healthy {
+			backoff = minB
+		}
+		c.log.Warn("decide stream down; reconnecting", "err", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, maxB)
+	}
+	return ctx.Err()
+}
+
+// once runs one stream; healthy reports whether it ever got an answer.
+func (c *Client) once(ctx context.Context, first bool) (healthy bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := c.guard.DecideStream(sctx)
+	if err != nil {
+		return false, fmt.Errorf("open stream: %w", err)
+	}
+	c.mu.Lock()
+	c.stream = st
+	resend := make([]*guardv1.DecideStreamRequest, 0, len(c.pending))
+	for _, cl := range c.pending {
+		resend = append(resend, cl.frame)
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.stream == st {
+			c.stream = nil
+		}
+		c.mu.Unlock()
+		if c.OnConnected != nil {
+			c.OnConnected(false)
+		}
+	}()
+	if c.OnConnected != nil {
+		c.OnConnected(true)
+	}
+	if !first && c.OnReconnect != nil {
+		c.OnReconnect()
+	}
+	for _, f := range resend {
+		if err := c.send(st, f); err != nil {
+			break // Recv reports the stream's error
+		}
+	}
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			return healthy, err
+		}
+		healthy = true
+		c.mu.Lock()
+		cl := c.pending[resp.GetCorrelationId()]
+		c.mu.Unlock()
+		if cl == nil {
+			continue // answered already (a re-sent duplicate) or the caller gave up
+		}
+		var r result
+		if se := resp.GetError(); se != nil {
+			r.err = status.Error(codes.Code(se.GetCode()), se.GetMessage())
+		} else if resp.GetResponse() == nil {
+			r.err = errors.New("decide stream: frame with neither response nor error")
+		} else {
+			r.resp = resp.GetResponse()
+		}
+		select {
+		case cl.done <- r:
+		default:
+		}
+	}
+}

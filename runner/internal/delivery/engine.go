@@ -1,0 +1,275 @@
+package delivery
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/runner/internal/metrics"
+)
+
+// Decider asks the guard (Guard.DecideStream in production).
+type Decider interface {
+	Decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error)
+}
+
+// Notifier puts a notice into a session's inbox.
+type Notifier interface {
+	Notify(sessionID string, n *agentv1.Notice)
+}
+
+// Engine runs delivery actions through the guard. Nothing reaches a handler
+// of a guarded action without an ALLOW; an unreachable guard fails closed.
+type Engine struct {
+	Registry *Registry
+	Decider  Decider
+	Notifier Notifier
+	Metrics  *metrics.Metrics // optional
+	Log      *slog.Logger
+	// DecideWait bounds how long an action waits for the guard (the stream
+	// may be reconnecting) before it fails closed. Default 30s.
+	DecideWait time.Duration
+}
+
+func (e *Engine) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.Default()
+	}
+	return e.Log
+}
+
+// Submit runs one action sent by a session's agent and tells the agent the
+// outcome (as a notice, and as the return value for the Send answer).
+func (e *Engine) Submit(ctx context.Context, s Session, requestID, name string, payload *structpb.Struct) Outcome {
+	out := e.submit(ctx, s, requestID, name, payload)
+	e.notify(s, requestID, name, out)
+	return out
+}
+
+func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, payload *structpb.Struct) Outcome {
+	a, ok := e.Registry.Get(name)
+	if !ok {
+		return Failed("unknown action %q", name)
+	}
+	if payload == nil {
+		payload = &structpb.Struct{}
+	}
+	if a.Precheck != nil {
+		if err := a.Precheck(s, payload); err != nil {
+			return Failed("%v", err)
+		}
+	}
+	var resource map[string]string
+	if a.Resource != nil {
+		resource = a.Resource(s, payload)
+	}
+	if a.CatalogAction == "" {
+		// Exempt (cli_request): its inner command is guarded by the server.
+		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource})
+	}
+
+	req := &guardv1.DecideRequest{
+		Action:    a.CatalogAction,
+		Actor:     agentActor(s),
+		Resource:  resource,
+		Payload:   payload,
+		RequestId: DecisionRequestID(s, requestID, name, payload),
+		Card:      e.card(a, s, requestID, payload),
+	}
+	resp, err := e.decide(ctx, req)
+	if err != nil {
+		e.count(name, "error")
+		e.log().Warn("delivery action failed closed: no guard answer", "action", name, "session", s.ID, "err", err)
+		return Failed("%s not run: the guard could not be reached (%s); nothing was changed, retry later", name, reason(err))
+	}
+	switch eff := resp.GetDecision().GetEffect(); eff {
+	case guardv1.Effect_EFFECT_ALLOW:
+		e.count(name, "allow")
+		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId()})
+	case guardv1.Effect_EFFECT_HOLD:
+		e.count(name, "hold")
+		if resp.GetHoldId() == "" {
+			msg := resp.GetHoldError()
+			if msg == "" {
+				msg = "no hold could be created"
+			}
+			return Failed("%s needs approval, but %s", name, msg)
+		}
+		r := resp.GetDecision().GetReason()
+		if resp.GetUndelivered() {
+			r += " (no approver DM is known; an approver will see it in ncl approvals list)"
+		}
+		return Held(resp.GetHoldId(), r)
+	case guardv1.Effect_EFFECT_DENY:
+		e.count(name, "deny")
+		return Denied(resp.GetDecision().GetReason())
+	default:
+		e.count(name, "error")
+		return Failed("%s not run: the guard gave no effect (%v)", name, eff)
+	}
+}
+
+// Replay re-runs an approved hold's delivery action with the grant; the
+// guard re-checks the baseline live (approve-then-revoke never runs — D3).
+func (e *Engine) Replay(ctx context.Context, s Session, r *guardv1.ReplayAction) Outcome {
+	out := e.replay(ctx, s, r)
+	if out.HoldID == "" {
+		out.HoldID = r.GetHoldId()
+	}
+	e.notify(s, "", r.GetDeliveryAction(), out)
+	return out
+}
+
+func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction) Outcome {
+	name := r.GetDeliveryAction()
+	a, ok := e.Registry.Get(name)
+	if !ok {
+		return Failed("approved %s cannot run: this runner has no such action", name)
+	}
+	if a.CatalogAction == "" {
+		return Failed("approved %s cannot run: the action is not guarded, nothing to replay", name)
+	}
+	if r.GetCatalogAction() != "" && r.GetCatalogAction() != a.CatalogAction {
+		return Failed("approved %s cannot run: hold is for %s, the action maps to %s", name, r.GetCatalogAction(), a.CatalogAction)
+	}
+	payload := r.GetPayload()
+	if payload == nil {
+		payload = &structpb.Struct{}
+	}
+	if a.Precheck != nil {
+		if err := a.Precheck(s, payload); err != nil {
+			return Failed("%v", err)
+		}
+	}
+	resource := r.GetResource()
+	if a.Resource != nil {
+		resource = a.Resource(s, payload) // the same resource the hold was decided on
+	}
+	resp, err := e.decide(ctx, &guardv1.DecideRequest{
+		Action:    a.CatalogAction,
+		Actor:     agentActor(s),
+		Resource:  resource,
+		Payload:   payload,
+		Grant:     r.GetHoldId(),
+		RequestId: "replay:" + r.GetHoldId(),
+	})
+	if err != nil {
+		e.count(name, "error")
+		return Failed("approved %s not run: the guard could not be reached (%s)", name, reason(err))
+	}
+	switch resp.GetDecision().GetEffect() {
+	case guardv1.Effect_EFFECT_ALLOW:
+		e.count(name, "allow")
+		e.Notifier.Notify(s.ID, &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_APPROVED, HoldId: r.GetHoldId(),
+			Text: name + " approved; running it now", At: timestamppb.Now()})
+		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId(), Replay: true})
+	case guardv1.Effect_EFFECT_DENY:
+		e.count(name, "deny")
+		return Denied(resp.GetDecision().GetReason())
+	default:
+		// A grant never produces a second card.
+		e.count(name, "error")
+		return Failed("approved %s not run: the guard answered %v to the replay", name, resp.GetDecision().GetEffect())
+	}
+}
+
+func (e *Engine) decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+	wait := e.DecideWait
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	resp, err := e.Decider.Decide(ctx, req)
+	if err == nil && resp.GetDecision() == nil {
+		err = errors.New("empty guard answer")
+	}
+	return resp, err
+}
+
+func (e *Engine) card(a Action, s Session, requestID string, payload *structpb.Struct) *guardv1.HoldCard {
+	title, question := a.Name, fmt.Sprintf("Agent group %s asks to run %s.", s.GroupID, a.Name)
+	if a.Card != nil {
+		title, question = a.Card(s, payload)
+	}
+	return &guardv1.HoldCard{
+		Title:          title,
+		Question:       question,
+		Kind:           a.ApprovalKind,
+		DeliveryAction: a.Name,
+		Payload:        payload,
+		// A retried send finds its live hold instead of making a second one.
+		DedupKey: a.Name + ":" + s.ID + ":" + fingerprint(requestID, a.Name, payload),
+	}
+}
+
+func (e *Engine) notify(s Session, requestID, name string, out Outcome) {
+	kind := map[agentv1.SendStatus]agentv1.NoticeKind{
+		agentv1.SendStatus_SEND_STATUS_DONE:   agentv1.NoticeKind_NOTICE_KIND_RESULT,
+		agentv1.SendStatus_SEND_STATUS_HELD:   agentv1.NoticeKind_NOTICE_KIND_HELD,
+		agentv1.SendStatus_SEND_STATUS_DENIED: agentv1.NoticeKind_NOTICE_KIND_DENIED,
+		agentv1.SendStatus_SEND_STATUS_FAILED: agentv1.NoticeKind_NOTICE_KIND_FAILED,
+	}[out.Status]
+	text := NoticeText(name, out)
+	e.Notifier.Notify(s.ID, &agentv1.Notice{Kind: kind, Text: text, HoldId: out.HoldID, RequestId: requestID, At: timestamppb.Now()})
+}
+
+// NoticeText is the human line an agent gets for an outcome.
+func NoticeText(name string, out Outcome) string {
+	switch out.Status {
+	case agentv1.SendStatus_SEND_STATUS_DONE:
+		if out.Reason != "" {
+			return name + ": " + out.Reason
+		}
+		return name + " done"
+	case agentv1.SendStatus_SEND_STATUS_HELD:
+		return fmt.Sprintf("%s is waiting for approval (hold %s): %s", name, out.HoldID, out.Reason)
+	case agentv1.SendStatus_SEND_STATUS_DENIED:
+		return fmt.Sprintf("%s denied: %s", name, out.Reason)
+	default:
+		return out.Reason
+	}
+}
+
+func (e *Engine) count(action, effect string) {
+	if e.Metrics != nil {
+		e.Metrics.DeliveryActionsTotal.WithLabelValues(action, effect).Inc()
+	}
+}
+
+func agentActor(s Session) *guardv1.Actor {
+	return &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: s.GroupID, SessionId: s.ID}}}
+}
+
+// DecisionRequestID is the guard's idempotency key for a fresh action: the
+// same send retried (same session, request id, action and payload) gets the
+// same answer; an agent reusing a request id for something else does not.
+func DecisionRequestID(s Session, requestID, action string, payload *structpb.Struct) string {
+	return s.ID + ":" + fingerprint(requestID, action, payload)
+}
+
+func fingerprint(requestID, action string, payload *structpb.Struct) string {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(payload)
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s|%d:%s|", len(requestID), requestID, len(action), action)
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+func reason(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String() + ": " + st.Message()
+	}
+	return err.Error()
+}

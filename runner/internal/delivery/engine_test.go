@@ -1,0 +1,187 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+type fakeDecider struct {
+	mu   sync.Mutex
+	reqs []*guardv1.DecideRequest
+	resp *guardv1.DecideResponse
+	err  error
+	wait bool // block until ctx ends
+}
+
+func (f *fakeDecider) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+	f.mu.Lock()
+	f.reqs = append(f.reqs, req)
+	f.mu.Unlock()
+	if f.wait {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return f.resp, f.err
+}
+
+type notices struct {
+	mu sync.Mutex
+	ns []*agentv1.Notice
+}
+
+func (n *notices) Notify(_ string, x *agentv1.Notice) { n.mu.Lock(); n.ns = append(n.ns, x); n.mu.Unlock() }
+func (n *notices) kinds() []agentv1.NoticeKind {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []agentv1.NoticeKind
+	for _, x := range n.ns {
+		out = append(out, x.GetKind())
+	}
+	return out
+}
+
+func decision(effect guardv1.Effect, reason string) *guardv1.DecideResponse {
+	return &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: effect, Reason: reason}, DecisionId: "dec_1"}
+}
+
+func newEngine(d Decider, ran *[]Call) (*Engine, *notices) {
+	r := NewRegistry(nil)
+	r.MustRegister(Action{
+		Name: "install_packages", CatalogAction: "self_mod.install_packages", ApprovalKind: "install_packages",
+		Precheck: func(_ Session, p *structpb.Struct) error { return CheckInstallPackages(p) },
+		Card:     func(Session, *structpb.Struct) (string, string) { return "Install packages", "ok?" },
+		Run: func(_ context.Context, c Call) Outcome {
+			*ran = append(*ran, c)
+			return Done(nil, "installed")
+		},
+	})
+	n := &notices{}
+	return &Engine{Registry: r, Decider: d, Notifier: n, DecideWait: 200 * time.Millisecond}, n
+}
+
+var sess = Session{ID: "s1", GroupID: "g1"}
+
+func pkgs(t *testing.T) *structpb.Struct { return mustStruct(t, map[string]any{"apt": []any{"cowsay"}}) }
+
+func TestEngineHoldCreatesCardAndNotifiesHeld(t *testing.T) {
+	d := &fakeDecider{resp: &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_HOLD, Reason: "needs admin"}, HoldId: "hold_9"}}
+	var ran []Call
+	e, n := newEngine(d, &ran)
+	out := e.Submit(context.Background(), sess, "r1", "install_packages", pkgs(t))
+	if out.Status != agentv1.SendStatus_SEND_STATUS_HELD || out.HoldID != "hold_9" || len(ran) != 0 {
+		t.Fatalf("out = %+v ran = %d", out, len(ran))
+	}
+	req := d.reqs[0]
+	if req.GetAction() != "self_mod.install_packages" || req.GetActor().GetAgent().GetAgentGroupId() != "g1" ||
+		req.GetActor().GetAgent().GetSessionId() != "s1" || req.GetRequestId() == "" {
+		t.Fatalf("decide request = %v", req)
+	}
+	c := req.GetCard()
+	if c.GetKind() != "install_packages" || c.GetDeliveryAction() != "install_packages" || c.GetTitle() != "Install packages" ||
+		c.GetPayload().GetFields()["apt"] == nil || c.GetDedupKey() == "" {
+		t.Fatalf("card = %v", c)
+	}
+	if k := n.kinds(); len(k) != 1 || k[0] != agentv1.NoticeKind_NOTICE_KIND_HELD || n.ns[0].GetHoldId() != "hold_9" {
+		t.Fatalf("notices = %v", n.ns)
+	}
+}
+
+func TestEnginePrecheckAnswersBeforeAnyDecision(t *testing.T) {
+	d := &fakeDecider{}
+	var ran []Call
+	e, n := newEngine(d, &ran)
+	out := e.Submit(context.Background(), sess, "r1", "install_packages", mustStruct(t, map[string]any{"apt": []any{"BAD NAME"}}))
+	if out.Status != agentv1.SendStatus_SEND_STATUS_FAILED || len(d.reqs) != 0 || len(ran) != 0 {
+		t.Fatalf("out = %+v, decisions = %d", out, len(d.reqs))
+	}
+	if k := n.kinds(); len(k) != 1 || k[0] != agentv1.NoticeKind_NOTICE_KIND_FAILED {
+		t.Fatalf("notices = %v", n.ns)
+	}
+}
+
+func TestEngineDenyAndAllow(t *testing.T) {
+	d := &fakeDecider{resp: decision(guardv1.Effect_EFFECT_DENY, "nope")}
+	var ran []Call
+	e, n := newEngine(d, &ran)
+	if out := e.Submit(context.Background(), sess, "r1", "install_packages", pkgs(t)); out.Status != agentv1.SendStatus_SEND_STATUS_DENIED || out.Reason != "nope" || len(ran) != 0 {
+		t.Fatalf("deny: %+v", out)
+	}
+	d.resp = decision(guardv1.Effect_EFFECT_ALLOW, "ok")
+	if out := e.Submit(context.Background(), sess, "r2", "install_packages", pkgs(t)); out.Status != agentv1.SendStatus_SEND_STATUS_DONE || len(ran) != 1 || ran[0].DecisionID != "dec_1" {
+		t.Fatalf("allow: %+v ran=%v", out, ran)
+	}
+	if k := n.kinds(); len(k) != 2 || k[0] != agentv1.NoticeKind_NOTICE_KIND_DENIED || k[1] != agentv1.NoticeKind_NOTICE_KIND_RESULT {
+		t.Fatalf("notices = %v", k)
+	}
+}
+
+func TestEngineFailsClosedWhenTheGuardIsUnreachable(t *testing.T) {
+	for name, d := range map[string]*fakeDecider{
+		"waits then fails": {wait: true},
+		"error":            {err: errors.New("unavailable")},
+		"empty answer":     {resp: &guardv1.DecideResponse{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var ran []Call
+			e, n := newEngine(d, &ran)
+			out := e.Submit(context.Background(), sess, "r1", "install_packages", pkgs(t))
+			if out.Status != agentv1.SendStatus_SEND_STATUS_FAILED || len(ran) != 0 {
+				t.Fatalf("out = %+v ran = %d", out, len(ran))
+			}
+			if k := n.kinds(); len(k) != 1 || k[0] != agentv1.NoticeKind_NOTICE_KIND_FAILED {
+				t.Fatalf("notices = %v", k)
+			}
+		})
+	}
+}
+
+func TestEngineReplayCarriesTheGrant(t *testing.T) {
+	d := &fakeDecider{resp: decision(guardv1.Effect_EFFECT_ALLOW, "grant")}
+	var ran []Call
+	e, n := newEngine(d, &ran)
+	out := e.Replay(context.Background(), sess, &guardv1.ReplayAction{HoldId: "hold_9", DeliveryAction: "install_packages", Payload: pkgs(t)})
+	if out.Status != agentv1.SendStatus_SEND_STATUS_DONE || len(ran) != 1 || !ran[0].Replay {
+		t.Fatalf("out = %+v", out)
+	}
+	if req := d.reqs[0]; req.GetGrant() != "hold_9" || req.GetCard() != nil || req.GetRequestId() != "replay:hold_9" {
+		t.Fatalf("replay request = %v", req)
+	}
+	if k := n.kinds(); len(k) != 2 || k[0] != agentv1.NoticeKind_NOTICE_KIND_APPROVED || k[1] != agentv1.NoticeKind_NOTICE_KIND_RESULT {
+		t.Fatalf("notices = %v", k)
+	}
+
+	// Revoked between hold and approve: the live re-check denies; nothing runs (D3).
+	d.resp = decision(guardv1.Effect_EFFECT_DENY, "no destination")
+	ran = nil
+	out = e.Replay(context.Background(), sess, &guardv1.ReplayAction{HoldId: "hold_10", DeliveryAction: "install_packages", Payload: pkgs(t)})
+	if out.Status != agentv1.SendStatus_SEND_STATUS_DENIED || len(ran) != 0 || out.HoldID != "hold_10" {
+		t.Fatalf("revoked replay: %+v ran=%d", out, len(ran))
+	}
+	// A replay never makes a second card: HOLD is a failure.
+	d.resp = decision(guardv1.Effect_EFFECT_HOLD, "again")
+	if out := e.Replay(context.Background(), sess, &guardv1.ReplayAction{HoldId: "h", DeliveryAction: "install_packages", Payload: pkgs(t)}); out.Status != agentv1.SendStatus_SEND_STATUS_FAILED || len(ran) != 0 {
+		t.Fatalf("held replay: %+v", out)
+	}
+	// A replay for an action this runner doesn't have fails.
+	if out := e.Replay(context.Background(), sess, &guardv1.ReplayAction{HoldId: "h", DeliveryAction: "nope"}); out.Status != agentv1.SendStatus_SEND_STATUS_FAILED {
+		t.Fatalf("unknown replay: %+v", out)
+	}
+}
+
+func TestDecisionRequestIDIsStablePerSend(t *testing.T) {
+	a := DecisionRequestID(sess, "r1", "install_packages", pkgs(t))
+	if b := DecisionRequestID(sess, "r1", "install_packages", pkgs(t)); a != b {
+		t.Fatal("same send, different ids")
+	}
+	if b := DecisionRequestID(sess, "r1", "install_packages", mustStruct(t, map[string]any{"apt": []any{"vim"}})); a == b {
+		t.Fatal("reused request id with other payload maps to the same decision")
+	}
+}

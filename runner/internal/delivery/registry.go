@@ -1,0 +1,170 @@
+// Package delivery is the runner's delivery-action registry and the one path
+// every action a container asks for takes: precheck → Guard decision →
+// hold / deny / run the handler, with a notice back to the agent either way.
+//
+// Each action is registered with the catalog action it maps to; the
+// RegisterRunner manifest is derived from the registry, so what the server
+// checks for conformance is exactly what runs. Re-registering a guarded
+// action without a mapping is an error: it would disarm the guard while the
+// manifest still says the action is guarded (the seed's registerDeliveryAction).
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Session is the agent an action comes from: the guard actor is
+// agent{GroupID, ID}.
+type Session struct {
+	ID      string
+	GroupID string
+}
+
+// Call is one authorized run of a handler.
+type Call struct {
+	Session  Session
+	Payload  *structpb.Struct
+	Resource map[string]string
+	// DecisionID is the ALLOW decision that authorized the run; handlers cite
+	// it in Registry.ApplyAction. Empty for unmapped (exempt) actions.
+	DecisionID string
+	// Replay is true when the call is an approved hold's replay.
+	Replay bool
+}
+
+// Outcome is what happened to one action, as the agent is told.
+type Outcome struct {
+	Status agentv1.SendStatus
+	Reason string
+	HoldID string
+	Result *structpb.Struct
+}
+
+// Done, Failed and Held build outcomes.
+func Done(result *structpb.Struct, text string) Outcome {
+	return Outcome{Status: agentv1.SendStatus_SEND_STATUS_DONE, Reason: text, Result: result}
+}
+func Failed(format string, args ...any) Outcome {
+	return Outcome{Status: agentv1.SendStatus_SEND_STATUS_FAILED, Reason: fmt.Sprintf(format, args...)}
+}
+func Held(holdID, reason string) Outcome {
+	return Outcome{Status: agentv1.SendStatus_SEND_STATUS_HELD, HoldID: holdID, Reason: reason}
+}
+func Denied(reason string) Outcome {
+	return Outcome{Status: agentv1.SendStatus_SEND_STATUS_DENIED, Reason: reason}
+}
+
+// Action is one delivery action.
+type Action struct {
+	// Name is what containers send, e.g. "install_packages".
+	Name string
+	// CatalogAction is the guard catalog action consulted before Run;
+	// "" = unmapped, which the server accepts only for its declared exemptions
+	// (cli_request: its inner commands are guarded server-side).
+	CatalogAction string
+	// ApprovalKind is the hold kind a HOLD creates (the catalog entry's
+	// approval action, e.g. "install_packages", "a2a_message_gate").
+	ApprovalKind string
+	// Precheck validates the payload before any decision; its error is told
+	// to the agent and no hold is ever created for a malformed request.
+	Precheck func(s Session, p *structpb.Struct) error
+	// Resource gives the decision's resource map (e.g. {"to": group}).
+	Resource func(s Session, p *structpb.Struct) map[string]string
+	// Card gives the hold card's title and question.
+	Card func(s Session, p *structpb.Struct) (title, question string)
+	// Run performs the action once authorized.
+	Run func(ctx context.Context, c Call) Outcome
+}
+
+// Registry holds the delivery actions. Safe for concurrent use.
+type Registry struct {
+	mu      sync.RWMutex
+	actions map[string]Action
+	log     *slog.Logger
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(log *slog.Logger) *Registry {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Registry{actions: map[string]Action{}, log: log}
+}
+
+// Register adds or replaces an action. Replacing a guarded action with an
+// unmapped one is refused: it would disarm the guard.
+func (r *Registry) Register(a Action) error {
+	if a.Name == "" || a.Run == nil {
+		return fmt.Errorf("delivery action %q: name and Run are required", a.Name)
+	}
+	if a.CatalogAction != "" && a.ApprovalKind == "" {
+		return fmt.Errorf("delivery action %q: a guarded action needs its approval kind", a.Name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.actions[a.Name]; ok {
+		if old.CatalogAction != "" && a.CatalogAction == "" {
+			return fmt.Errorf("delivery action %q is guarded (%s); re-registering it without a catalog mapping would disarm the guard",
+				a.Name, old.CatalogAction)
+		}
+		r.log.Warn("delivery action handler replaced", "action", a.Name, "catalog_action", a.CatalogAction)
+	}
+	r.actions[a.Name] = a
+	return nil
+}
+
+// MustRegister is Register for start-up wiring, where an error is a bug.
+func (r *Registry) MustRegister(a Action) {
+	if err := r.Register(a); err != nil {
+		panic(err)
+	}
+}
+
+// Get looks an action up.
+func (r *Registry) Get(name string) (Action, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	a, ok := r.actions[name]
+	return a, ok
+}
+
+// Names lists the registered actions, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.actions))
+	for n := range r.actions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Manifest is the RegisterRunner declaration of every action, sorted.
+func (r *Registry) Manifest() []*guardv1.DeliveryActionDecl {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*guardv1.DeliveryActionDecl, 0, len(r.actions))
+	for _, n := range r.namesLocked() {
+		out = append(out, &guardv1.DeliveryActionDecl{Name: n, CatalogAction: r.actions[n].CatalogAction})
+	}
+	return out
+}
+
+func (r *Registry) namesLocked() []string {
+	names := make([]string, 0, len(r.actions))
+	for n := range r.actions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,301 @@
+// Package gateway is the agent gateway: a gRPC service (agent.v1.AgentGateway)
+// on a unix socket per session, mounted into the session's container.
+//
+// Everything a container says is untrusted. Send validates at the edge
+// (request id, known action, payload size), rate-limits per session and
+// bounds the actions in flight, so a flooding or garbage-sending container
+// gets FAILED answers and notices, never a stalled or crashed runner.
+// Actions run on a context detached from the agent's call: an agent that
+// hangs up mid-decision still gets the outcome as a notice in its inbox.
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/net/netutil"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
+	"github.com/clawguard/clawguard/runner/internal/delivery"
+)
+
+// MaxPayload is the largest delivery-action payload accepted (encoded).
+const MaxPayload = 256 << 10
+
+// Submitter runs a validated action (delivery.Engine in production).
+type Submitter interface {
+	Submit(ctx context.Context, s delivery.Session, requestID, action string, payload *structpb.Struct) delivery.Outcome
+}
+
+// Options tune one session's gateway.
+type Options struct {
+	Known       func(action string) bool // required: is the action registered
+	Rate        float64                  // sends per second (default 20)
+	Burst       int                      // default 40
+	MaxInFlight int                      // concurrent actions (default 8)
+	MaxConns    int                      // concurrent connections (default 16)
+	ActionTime  time.Duration            // upper bound for one action (default 2m)
+	OnActivity  func()                   // called on every send and inbox delivery
+	Log         *slog.Logger
+}
+
+// Gateway serves one session.
+type Gateway struct {
+	agentv1.UnimplementedAgentGatewayServer
+	sess     delivery.Session
+	sub      Submitter
+	opts     Options
+	inbox    *Inbox
+	limiter  *rate.Limiter
+	inflight chan struct{}
+	log      *slog.Logger
+	srv      *grpc.Server
+	ln       net.Listener
+	path     string
+
+	mu          sync.Mutex
+	cache       map[string]*sent // request id → outcome (or in flight)
+	order       []string
+	lastLimited time.Time
+}
+
+type sent struct {
+	fp   string
+	done chan struct{}
+	resp *agentv1.SendResponse
+}
+
+const cacheSize = 1024
+
+// Listen serves the session's gateway on a fresh unix socket at path
+// (a stale file is replaced), connectable by any local user so a container's
+// non-root agent can reach it. The inbox is the session's and outlives the
+// gateway.
+func Listen(path string, s delivery.Session, sub Submitter, inbox *Inbox, o Options) (*Gateway, error) {
+	if o.Known == nil {
+		return nil, errors.New("gateway: Options.Known is required")
+	}
+	if o.Rate <= 0 {
+		o.Rate = 20
+	}
+	if o.Burst <= 0 {
+		o.Burst = 40
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 8
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 16
+	}
+	if o.ActionTime <= 0 {
+		o.ActionTime = 2 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if len(path) > 100 {
+		return nil, fmt.Errorf("gateway socket path %q is too long for a unix socket (max ~100 bytes); use a shorter --data-dir", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("gateway socket dir: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale gateway socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("gateway listen %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("gateway socket mode: %w", err)
+	}
+	g := &Gateway{
+		sess: s, sub: sub, opts: o, inbox: inbox,
+		limiter:  rate.NewLimiter(rate.Limit(o.Rate), o.Burst),
+		inflight: make(chan struct{}, o.MaxInFlight),
+		log:      o.Log.With("component", "gateway", "session", s.ID),
+		ln:       netutil.LimitListener(ln, o.MaxConns),
+		path:     path,
+		cache:    map[string]*sent{},
+	}
+	g.srv = grpc.NewServer(
+		grpc.MaxRecvMsgSize(1<<20),
+		grpc.MaxConcurrentStreams(32),
+		grpc.ConnectionTimeout(5*time.Second),
+	)
+	agentv1.RegisterAgentGatewayServer(g.srv, g)
+	go func() {
+		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			g.log.Warn("gateway stopped serving", "err", err)
+		}
+	}()
+	return g, nil
+}
+
+// Path is the socket's host path.
+func (g *Gateway) Path() string { return g.path }
+
+// Close stops serving and removes the socket (call only once the session's
+// container is gone: a container keeps the socket file it was started with).
+func (g *Gateway) Close() {
+	g.srv.Stop()
+	_ = os.Remove(g.path)
+}
+
+// Send validates and runs one delivery action.
+func (g *Gateway) Send(ctx context.Context, req *agentv1.SendRequest) (*agentv1.SendResponse, error) {
+	g.activity()
+	if !g.limiter.Allow() {
+		g.rateLimited(req.GetRequestId())
+		return &agentv1.SendResponse{Status: agentv1.SendStatus_SEND_STATUS_FAILED, Reason: "rate limited: too many actions; slow down"}, nil
+	}
+	if msg := g.validate(req); msg != "" {
+		g.inbox.Notice(&agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_FAILED, Text: msg, RequestId: clip(req.GetRequestId(), 128), At: timestamppb.Now()})
+		return &agentv1.SendResponse{Status: agentv1.SendStatus_SEND_STATUS_FAILED, Reason: msg}, nil
+	}
+
+	fp := fingerprint(req)
+	g.mu.Lock()
+	if prev, ok := g.cache[req.GetRequestId()]; ok {
+		g.mu.Unlock()
+		if prev.fp != fp {
+			msg := fmt.Sprintf("request_id %q was already used for a different action", req.GetRequestId())
+			return &agentv1.SendResponse{Status: agentv1.SendStatus_SEND_STATUS_FAILED, Reason: msg}, nil
+		}
+		select { // a retry: the first send's answer, nothing runs twice
+		case <-prev.done:
+			return prev.resp, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	select {
+	case g.inflight <- struct{}{}:
+	default:
+		g.mu.Unlock()
+		return &agentv1.SendResponse{Status: agentv1.SendStatus_SEND_STATUS_FAILED, Reason: "too many actions in flight; wait for earlier ones"}, nil
+	}
+	entry := &sent{fp: fp, done: make(chan struct{})}
+	g.remember(req.GetRequestId(), entry)
+	g.mu.Unlock()
+
+	go func() {
+		defer func() { <-g.inflight }()
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ActionTime)
+		defer cancel()
+		out := g.sub.Submit(actx, g.sess, req.GetRequestId(), req.GetAction(), req.GetPayload())
+		entry.resp = &agentv1.SendResponse{Status: out.Status, Reason: out.Reason, HoldId: out.HoldID, Result: out.Result}
+		close(entry.done)
+	}()
+	select {
+	case <-entry.done:
+		return entry.resp, nil
+	case <-ctx.Done():
+		return nil, ctx.Err() // the outcome still reaches the inbox as a notice
+	}
+}
+
+func (g *Gateway) validate(req *agentv1.SendRequest) string {
+	switch {
+	case req.GetRequestId() == "":
+		return "request_id is required"
+	case len(req.GetRequestId()) > 128:
+		return "request_id longer than 128 bytes"
+	case req.GetAction() == "":
+		return "action is required"
+	case len(req.GetAction()) > 64 || !g.opts.Known(req.GetAction()):
+		return fmt.Sprintf("unknown action %q", clip(req.GetAction(), 64))
+	case proto.Size(req.GetPayload()) > MaxPayload:
+		return fmt.Sprintf("%s failed: payload larger than %d KiB", req.GetAction(), MaxPayload>>10)
+	}
+	return ""
+}
+
+// rateLimited tells the agent, at most once a second, that sends are refused.
+func (g *Gateway) rateLimited(requestID string) {
+	g.mu.Lock()
+	now := time.Now()
+	tell := now.Sub(g.lastLimited) >= time.Second
+	if tell {
+		g.lastLimited = now
+	}
+	g.mu.Unlock()
+	if tell {
+		g.log.Warn("agent rate limited")
+		g.inbox.Notice(&agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_FAILED, RequestId: clip(requestID, 128),
+			Text: "rate limited: actions are being refused; slow down", At: timestamppb.Now()})
+	}
+}
+
+func (g *Gateway) remember(id string, e *sent) {
+	g.cache[id] = e
+	g.order = append(g.order, id)
+	for len(g.order) > cacheSize {
+		old := g.order[0]
+		g.order = g.order[1:]
+		if c := g.cache[old]; c != nil {
+			select {
+			case <-c.done:
+				delete(g.cache, old)
+			default:
+				g.order = append(g.order, old) // still running: keep it
+				return
+			}
+		}
+	}
+}
+
+// Inbox streams the session's messages and notices; a newer Inbox call
+// replaces an older one.
+func (g *Gateway) Inbox(_ *agentv1.InboxRequest, stream grpc.ServerStreamingServer[agentv1.InboxResponse]) error {
+	ctx, detach := g.inbox.attach(stream.Context())
+	defer detach()
+	for {
+		it, err := g.inbox.next(ctx)
+		if err != nil {
+			return nil
+		}
+		if err := stream.Send(it); err != nil {
+			g.inbox.unread(it)
+			return err
+		}
+		g.activity()
+	}
+}
+
+func (g *Gateway) activity() {
+	if g.opts.OnActivity != nil {
+		g.opts.OnActivity()
+	}
+}
+
+func fingerprint(req *agentv1.SendRequest) string {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req.GetPayload())
+	h := sha256.New()
+	h.Write([]byte(req.GetAction()))
+	h.Write([]byte{0})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

@@ -1,0 +1,207 @@
+// Package handlers registers the runner's delivery actions: each with its
+// catalog mapping, precheck, hold card and handler body. The bodies run only
+// after the guard's ALLOW (delivery.Engine) and perform the central mutation
+// through Registry.ApplyAction, citing that ALLOW's decision id; the server
+// refuses a missing, stale, reused or mismatched citation.
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/runner/internal/delivery"
+)
+
+// Delivery action names, as containers send them.
+const (
+	CreateAgent     = "create_agent"
+	InstallPackages = "install_packages"
+	AddMCPServer    = "add_mcp_server"
+	SendMessage     = "send_message"
+	CLIRequest      = "cli_request"
+)
+
+// Deps is what the handler bodies need.
+type Deps struct {
+	// Conn reaches the server with the runner's token.
+	Conn grpc.ClientConnInterface
+	// Restart restarts a session's container, rebuilding its group's image
+	// first when rebuild is set (after a config change).
+	Restart func(ctx context.Context, s delivery.Session, rebuild bool) error
+	Log     *slog.Logger
+}
+
+// Register adds every action to reg.
+func Register(reg *delivery.Registry, d Deps) error {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	h := &handlers{d: d, reg: guardv1.NewRegistryClient(d.Conn)}
+	for _, a := range []delivery.Action{
+		{
+			Name: CreateAgent, CatalogAction: "agents.create", ApprovalKind: "create_agent",
+			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return delivery.CheckCreateAgent(p) },
+			Card:     createAgentCard,
+			Run:      h.createAgent,
+		},
+		{
+			Name: InstallPackages, CatalogAction: "self_mod.install_packages", ApprovalKind: "install_packages",
+			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return delivery.CheckInstallPackages(p) },
+			Card:     installPackagesCard,
+			Run:      h.installPackages,
+		},
+		{
+			Name: AddMCPServer, CatalogAction: "self_mod.add_mcp_server", ApprovalKind: "add_mcp_server",
+			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return delivery.CheckAddMCPServer(p) },
+			Card:     addMCPServerCard,
+			Run:      h.addMCPServer,
+		},
+		{
+			Name: SendMessage, CatalogAction: "a2a.send", ApprovalKind: "a2a_message_gate",
+			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return delivery.CheckSendMessage(p) },
+			Resource: func(s delivery.Session, p *structpb.Struct) map[string]string {
+				return map[string]string{"from": s.GroupID, "to": delivery.String(p, "to")}
+			},
+			Card: sendMessageCard,
+			Run:  h.sendMessage,
+		},
+		{
+			// Unmapped on purpose: the server's declared exemption. Every inner
+			// command is an admin RPC the server guards at dispatch.
+			Name:     CLIRequest,
+			Precheck: func(_ delivery.Session, p *structpb.Struct) error { _, err := resolveMethod(p); return err },
+			Run:      h.cliRequest,
+		},
+	} {
+		if err := reg.Register(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type handlers struct {
+	d   Deps
+	reg guardv1.RegistryClient
+}
+
+// apply performs the central mutation, citing the ALLOW.
+func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*guardv1.ApplyActionResponse, error) {
+	return h.reg.ApplyAction(ctx, &guardv1.ApplyActionRequest{
+		DecisionId: c.DecisionID,
+		SessionId:  c.Session.ID,
+		Action:     action,
+		Payload:    c.Payload,
+		Resource:   c.Resource,
+	})
+}
+
+func (h *handlers) createAgent(ctx context.Context, c delivery.Call) delivery.Outcome {
+	res, err := h.apply(ctx, c, "agents.create")
+	if err != nil {
+		return delivery.Failed("create_agent allowed but not applied: %v", errText(err))
+	}
+	return delivery.Done(res.GetResult(), orText(res.GetMessage(), fmt.Sprintf("created agent %q", delivery.String(c.Payload, "name"))))
+}
+
+func (h *handlers) installPackages(ctx context.Context, c delivery.Call) delivery.Outcome {
+	res, err := h.apply(ctx, c, "self_mod.install_packages")
+	if err != nil {
+		return delivery.Failed("install_packages approved but not applied: %v", errText(err))
+	}
+	pkgs := packageList(c.Payload)
+	if err := h.d.Restart(ctx, c.Session, true); err != nil {
+		h.d.Log.Error("rebuild after install_packages failed", "session", c.Session.ID, "err", err)
+		return delivery.Failed("packages added to config (%s) but the image rebuild failed: %v; an admin must retry or inspect the build", pkgs, err)
+	}
+	return delivery.Done(res.GetResult(), fmt.Sprintf("installed %s; image rebuilt and container restarted", pkgs))
+}
+
+func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.Outcome {
+	res, err := h.apply(ctx, c, "self_mod.add_mcp_server")
+	if err != nil {
+		return delivery.Failed("add_mcp_server approved but not applied: %v", errText(err))
+	}
+	name := delivery.String(c.Payload, "name")
+	if err := h.d.Restart(ctx, c.Session, true); err != nil {
+		return delivery.Failed("MCP server %q added to config but the restart failed: %v", name, err)
+	}
+	return delivery.Done(res.GetResult(), fmt.Sprintf("MCP server %q added; container restarted", name))
+}
+
+func (h *handlers) sendMessage(ctx context.Context, c delivery.Call) delivery.Outcome {
+	if delivery.String(c.Payload, "message_id") == "" {
+		// Stable across retries of the same authorized send.
+		p := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		for k, v := range c.Payload.GetFields() {
+			p.Fields[k] = v
+		}
+		p.Fields["message_id"] = structpb.NewStringValue("m_" + c.DecisionID)
+		c.Payload = p
+	}
+	res, err := h.apply(ctx, c, "a2a.send")
+	if err != nil {
+		return delivery.Failed("send_message allowed but not delivered: %v", errText(err))
+	}
+	return delivery.Done(res.GetResult(), orText(res.GetMessage(), "message sent to "+delivery.String(c.Payload, "to")))
+}
+
+func createAgentCard(s delivery.Session, p *structpb.Struct) (string, string) {
+	q := fmt.Sprintf("Agent group %s wants to create a new agent named %q.", s.GroupID, delivery.String(p, "name"))
+	if ins := delivery.String(p, "instructions"); ins != "" {
+		q += "\n\nInstructions:\n" + clip(ins, 1500)
+	}
+	return "Create agent", q
+}
+
+func installPackagesCard(s delivery.Session, p *structpb.Struct) (string, string) {
+	q := fmt.Sprintf("Agent group %s wants to install packages: %s.", s.GroupID, packageList(p))
+	if r := delivery.String(p, "reason"); r != "" {
+		q += "\n\nReason: " + clip(r, 500)
+	}
+	return "Install packages", q
+}
+
+func addMCPServerCard(s delivery.Session, p *structpb.Struct) (string, string) {
+	args, _ := delivery.StringList(p, "args")
+	cmd := strings.TrimSpace(delivery.String(p, "command") + " " + strings.Join(args, " "))
+	return "Add MCP server", fmt.Sprintf("Agent group %s wants to add MCP server %q: %s", s.GroupID, delivery.String(p, "name"), clip(cmd, 500))
+}
+
+func sendMessageCard(s delivery.Session, p *structpb.Struct) (string, string) {
+	return "Message approval", fmt.Sprintf("Agent group %s wants to send a message to %s:\n\n%s",
+		s.GroupID, delivery.String(p, "to"), clip(delivery.String(p, "text"), 1500))
+}
+
+func packageList(p *structpb.Struct) string {
+	apt, _ := delivery.StringList(p, "apt")
+	npm, _ := delivery.StringList(p, "npm")
+	var parts []string
+	for _, a := range apt {
+		parts = append(parts, "apt: "+a)
+	}
+	for _, n := range npm {
+		parts = append(parts, "npm: "+n)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func orText(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
