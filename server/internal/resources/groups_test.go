@@ -112,14 +112,14 @@ func TestGroupDeleteCascade(t *testing.T) {
 	}
 	// The other group, the user, its global grant and the chat survive.
 	for q, n := range map[string]int{
-		`SELECT count(*) FROM sessions WHERE agent_group_id = $1`:                           1,
-		`SELECT count(*) FROM holds WHERE agent_group_id = $1`:                              1,
-		`SELECT count(*) FROM agent_destinations WHERE agent_group_id = $1`:                 1,
-		`SELECT count(*) FROM messaging_group_agents WHERE agent_group_id = $1`:             1,
-		`SELECT count(*) FROM agent_group_members WHERE agent_group_id = $1`:                1,
-		`SELECT count(*) FROM container_configs WHERE agent_group_id = $1`:                  1,
-		`SELECT count(*) FROM user_roles WHERE agent_group_id IS NULL AND $1::text <> ''`:  1,
-		`SELECT count(*) FROM messaging_groups WHERE id = 'mg_1' AND $1::text <> ''`:       1,
+		`SELECT count(*) FROM sessions WHERE agent_group_id = $1`:                         1,
+		`SELECT count(*) FROM holds WHERE agent_group_id = $1`:                            1,
+		`SELECT count(*) FROM agent_destinations WHERE agent_group_id = $1`:               1,
+		`SELECT count(*) FROM messaging_group_agents WHERE agent_group_id = $1`:           1,
+		`SELECT count(*) FROM agent_group_members WHERE agent_group_id = $1`:              1,
+		`SELECT count(*) FROM container_configs WHERE agent_group_id = $1`:                1,
+		`SELECT count(*) FROM user_roles WHERE agent_group_id IS NULL AND $1::text <> ''`: 1,
+		`SELECT count(*) FROM messaging_groups WHERE id = 'mg_1' AND $1::text <> ''`:      1,
 	} {
 		if got := count(t, srv, q, h); got != n {
 			t.Errorf("%s: %d rows, want %d", q, got, n)

@@ -1,0 +1,24 @@
+package api
+
+import (
+	"context"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Group members (resources/members.go).
+
+func (s *RegistryService) ListMembers(ctx context.Context, req *guardv1.ListMembersRequest) (*guardv1.ListMembersResponse, error) {
+	resp, err := s.d.Resources.ListMembers(ctx, req)
+	return resp, DBError("members", err)
+}
+
+func (s *RegistryService) AddMember(ctx context.Context, req *guardv1.AddMemberRequest) (*guardv1.AddMemberResponse, error) {
+	resp, err := s.d.Resources.AddMember(ctx, req)
+	return resp, DBError("member", err)
+}
+
+func (s *RegistryService) RemoveMember(ctx context.Context, req *guardv1.RemoveMemberRequest) (*guardv1.RemoveMemberResponse, error) {
+	resp, err := s.d.Resources.RemoveMember(ctx, req)
+	return resp, DBError("member", err)
+}

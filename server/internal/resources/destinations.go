@@ -1,0 +1,94 @@
+package resources
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+func scanDestination(row pgx.Row) (*guardv1.Destination, error) {
+	var d guardv1.Destination
+	err := row.Scan(&d.Group, &d.Name, &d.TargetGroup, &d.TargetMessagingGroup)
+	return &d, err
+}
+
+const destinationColumns = `agent_group_id, name, COALESCE(target_agent_group_id, ''), COALESCE(target_messaging_group_id, '')`
+
+// ListDestinations lists a group's destinations, by name.
+func (s *Service) ListDestinations(ctx context.Context, req *guardv1.ListDestinationsRequest) (*guardv1.ListDestinationsResponse, error) {
+	if err := s.visibleGroup(ctx, req.GetGroup()); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+destinationColumns+` FROM agent_destinations WHERE agent_group_id = $1 ORDER BY name`, req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := &guardv1.ListDestinationsResponse{}
+	for rows.Next() {
+		d, err := scanDestination(rows)
+		if err != nil {
+			return nil, err
+		}
+		out.Destinations = append(out.Destinations, d)
+	}
+	return out, rows.Err()
+}
+
+// AddDestination lets a group message exactly one target: another agent
+// group or a chat. Unknown groups or targets are NotFound (foreign keys).
+func (s *Service) AddDestination(ctx context.Context, req *guardv1.AddDestinationRequest) (*guardv1.AddDestinationResponse, error) {
+	if err := required("group", req.GetGroup()); err != nil {
+		return nil, err
+	}
+	if err := required("name", req.GetName()); err != nil {
+		return nil, err
+	}
+	if (req.GetTargetGroup() == "") == (req.GetTargetMessagingGroup() == "") {
+		return nil, invalid("target_group", "set exactly one of target_group and target_messaging_group")
+	}
+	d, err := scanDestination(s.pool.QueryRow(ctx, `INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id, target_messaging_group_id)
+		VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, '')) RETURNING `+destinationColumns,
+		req.GetGroup(), req.GetName(), req.GetTargetGroup(), req.GetTargetMessagingGroup()))
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.AddDestinationResponse{Destination: d}, nil
+}
+
+// RemoveDestination revokes a destination by name.
+func (s *Service) RemoveDestination(ctx context.Context, req *guardv1.RemoveDestinationRequest) (*guardv1.RemoveDestinationResponse, error) {
+	if err := required("group", req.GetGroup()); err != nil {
+		return nil, err
+	}
+	if err := required("name", req.GetName()); err != nil {
+		return nil, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM agent_destinations WHERE agent_group_id = $1 AND name = $2`, req.GetGroup(), req.GetName())
+	if err := affected(tag, err, "group %q has no destination %q", req.GetGroup(), req.GetName()); err != nil {
+		return nil, err
+	}
+	return &guardv1.RemoveDestinationResponse{}, nil
+}
+
+// visibleGroup checks a required group argument of a per-group listing:
+// empty is InvalidArgument, unknown or invisible to the caller NotFound.
+func (s *Service) visibleGroup(ctx context.Context, group string) error {
+	if err := required("group", group); err != nil {
+		return err
+	}
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return err
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $1)`, group).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists || !v.sees(group) {
+		return notFound("group %q not found", group)
+	}
+	return nil
+}

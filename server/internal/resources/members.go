@@ -1,0 +1,72 @@
+package resources
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+func scanMember(row pgx.Row) (*guardv1.Member, error) {
+	var (
+		m     guardv1.Member
+		added time.Time
+	)
+	err := row.Scan(&m.Group, &m.UserId, &added)
+	m.AddedAt = ts(added)
+	return &m, err
+}
+
+// ListMembers lists a group's members, by user id.
+func (s *Service) ListMembers(ctx context.Context, req *guardv1.ListMembersRequest) (*guardv1.ListMembersResponse, error) {
+	if err := s.visibleGroup(ctx, req.GetGroup()); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT agent_group_id, user_id, added_at FROM agent_group_members WHERE agent_group_id = $1 ORDER BY user_id`, req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := &guardv1.ListMembersResponse{}
+	for rows.Next() {
+		m, err := scanMember(rows)
+		if err != nil {
+			return nil, err
+		}
+		out.Members = append(out.Members, m)
+	}
+	return out, rows.Err()
+}
+
+// AddMember admits an existing user to an existing group.
+func (s *Service) AddMember(ctx context.Context, req *guardv1.AddMemberRequest) (*guardv1.AddMemberResponse, error) {
+	if err := required("group", req.GetGroup()); err != nil {
+		return nil, err
+	}
+	if err := required("user_id", req.GetUserId()); err != nil {
+		return nil, err
+	}
+	m, err := scanMember(s.pool.QueryRow(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id) VALUES ($1, $2)
+		RETURNING agent_group_id, user_id, added_at`, req.GetGroup(), req.GetUserId()))
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.AddMemberResponse{Member: m}, nil
+}
+
+// RemoveMember removes a member.
+func (s *Service) RemoveMember(ctx context.Context, req *guardv1.RemoveMemberRequest) (*guardv1.RemoveMemberResponse, error) {
+	if err := required("group", req.GetGroup()); err != nil {
+		return nil, err
+	}
+	if err := required("user_id", req.GetUserId()); err != nil {
+		return nil, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM agent_group_members WHERE agent_group_id = $1 AND user_id = $2`, req.GetGroup(), req.GetUserId())
+	if err := affected(tag, err, "user %q is not a member of group %q", req.GetUserId(), req.GetGroup()); err != nil {
+		return nil, err
+	}
+	return &guardv1.RemoveMemberResponse{}, nil
+}
