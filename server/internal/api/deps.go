@@ -6,9 +6,12 @@ package api
 import (
 	"log/slog"
 
+	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/inbound"
 	"github.com/clawguard/clawguard/server/internal/metrics"
+	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/resources"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
@@ -22,5 +25,8 @@ type Deps struct {
 	Config    config.Config
 	Auth      *authn.Authenticator
 	ReplicaID string
+	Inbound   *inbound.Service // RouteInbound: channel registration, sender admission, delivery
+	Approvals *approvals.Service
 	Resources *resources.Service // admin resources (registry_<resource>.go)
+	Registry  *registry.Service  // runners: registration, leases, Connect, ApplyAction
 }

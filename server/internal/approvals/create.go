@@ -1,0 +1,319 @@
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// DefaultOptions are the card buttons when the caller gives none (the
+// seed's Approve / Reject / Reject with reason…).
+var DefaultOptions = []*guardv1.HoldOption{
+	{Label: "Approve", Value: "approve"},
+	{Label: "Reject", Value: "reject"},
+	{Label: "Reject with reason…", Value: "reject_with_reason"},
+}
+
+// eventLockKey serialises the transactions that write hold_events, so
+// cursors commit in order and a reader that advances past cursor N can
+// never later see a smaller one appear (the table is the truth for Watch).
+const eventLockKey int64 = 0x636c_6177_6576_7473 // "clawevts"
+
+// CreateHoldTx creates a hold in the caller's transaction: approver picking
+// (scoped admins of the anchor group, then global admins, then owners, each
+// by grant time; anchor empty → global admins then owners; exclusive → that
+// user; a global-scope hold only owners and global admins), the delivery
+// target (first candidate with a known DM, preferring the origin channel
+// type), dedup (a live hold with the key is returned, Created=false) and the
+// `requested` event. No eligible approver → no row, NoApprover with Reason.
+func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest) (CreateResult, error) {
+	if req.Kind == "" {
+		return CreateResult{}, errors.New("create hold: kind is required")
+	}
+	origin := req.OriginChannel
+	groupID := req.AgentGroupID
+	if req.SessionID != "" {
+		var sessGroup, sessChannel string
+		err := tx.QueryRow(ctx, `SELECT s.agent_group_id, COALESCE(mg.channel_type, '')
+			FROM sessions s LEFT JOIN messaging_groups mg ON mg.id = s.messaging_group_id
+			WHERE s.id = $1`, req.SessionID).Scan(&sessGroup, &sessChannel)
+		if err != nil {
+			return CreateResult{}, fmt.Errorf("create hold: session %s: %w", req.SessionID, err)
+		}
+		if groupID == "" {
+			groupID = sessGroup
+		}
+		if origin == "" {
+			origin = sessChannel
+		}
+	}
+
+	if req.DedupKey != "" {
+		existing, err := s.liveByDedupKey(ctx, tx, req.DedupKey)
+		if err != nil {
+			return CreateResult{}, err
+		}
+		if existing != nil {
+			return CreateResult{Hold: existing, Undelivered: existing.DeliveredTo == ""}, nil
+		}
+	}
+
+	// The rule's columns: exclusive → approver_user_id is the one user;
+	// admins-of-scope → agent_group_id is the anchor and approver_user_id
+	// the recorded delivered-to approver (if any).
+	rule := req.Rule
+	if rule == nil {
+		rule = &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{}}}
+	}
+	var (
+		ruleName    string
+		exclusiveID string
+		namedDeliv  string
+	)
+	switch r := rule.GetKind().(type) {
+	case *guardv1.ApproverRule_Exclusive:
+		ruleName, exclusiveID = ruleExclusive, r.Exclusive.GetUserId()
+		if exclusiveID == "" {
+			return CreateResult{}, errors.New("create hold: exclusive approver rule names no user")
+		}
+	case *guardv1.ApproverRule_AdminsOfScope:
+		ruleName, namedDeliv = ruleAdminsOfScope, r.AdminsOfScope.GetDeliveredTo()
+		if g := r.AdminsOfScope.GetAgentGroupId(); g != "" {
+			groupID = g
+		}
+	default:
+		return CreateResult{}, errors.New("create hold: approver rule has no kind")
+	}
+	global := req.Scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
+
+	candidates, err := pickApprovers(ctx, tx, ruleName, exclusiveID, namedDeliv, groupID, global)
+	if err != nil {
+		return CreateResult{}, err
+	}
+	if len(candidates) == 0 {
+		reason := "no owner or admin configured to approve"
+		if exclusiveID != "" {
+			reason = fmt.Sprintf("the named approver %s is not an owner or global admin, and this action needs one", exclusiveID)
+		} else if global {
+			reason = "no owner or global admin configured to approve"
+		}
+		return CreateResult{NoApprover: true, Reason: reason}, nil
+	}
+	target, err := pickDelivery(ctx, tx, candidates, origin)
+	if err != nil {
+		return CreateResult{}, err
+	}
+
+	approverUser := exclusiveID
+	if ruleName == ruleAdminsOfScope {
+		approverUser = namedDeliv
+		if approverUser == "" && req.RecordDeliveredTo {
+			approverUser = target
+		}
+	}
+	expires := req.ExpiresAt
+	if expires.IsZero() && s.cfg.DefaultHoldTTL > 0 {
+		expires = time.Now().Add(s.cfg.DefaultHoldTTL)
+	}
+	payload := []byte("{}")
+	if req.Payload != nil {
+		if payload, err = protojson.Marshal(req.Payload); err != nil {
+			return CreateResult{}, fmt.Errorf("create hold: payload: %w", err)
+		}
+	}
+	requester := []byte("{}")
+	if req.Requester != nil {
+		if requester, err = protojson.Marshal(req.Requester); err != nil {
+			return CreateResult{}, fmt.Errorf("create hold: requester: %w", err)
+		}
+	}
+	opts := req.Options
+	if len(opts) == 0 {
+		opts = DefaultOptions
+	}
+	optRows := make([]holdOption, 0, len(opts))
+	for _, o := range opts {
+		optRows = append(optRows, holdOption{Label: o.GetLabel(), Value: o.GetValue()})
+	}
+	options, _ := json.Marshal(optRows)
+
+	row := tx.QueryRow(ctx, `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, requester,
+			approver_user_id, approver_rule, approver_scope, dedup_key, expires_at, title, question, options,
+			delivered_to, origin_channel_type, delivery_action, swept_on_restart)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), $9, $10, NULLIF($11, ''),
+			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19)
+		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
+		RETURNING `+holdColumns,
+		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
+		approverUser, ruleName, scopeString(req.Scope), req.DedupKey, nullTime(expires), req.Title, req.Question, options,
+		target, origin, req.DeliveryAction, req.SweptOnRestart)
+	hold, err := HoldFromRow(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A concurrent request with the same key won the race; it has
+		// committed (ON CONFLICT waited for it), so this statement sees it.
+		existing, err := s.liveByDedupKey(ctx, tx, req.DedupKey)
+		if err != nil || existing == nil {
+			return CreateResult{}, fmt.Errorf("create hold: dedup key %q conflicted but no live hold found: %v", req.DedupKey, err)
+		}
+		return CreateResult{Hold: existing, Undelivered: existing.DeliveredTo == ""}, nil
+	}
+	if err != nil {
+		return CreateResult{}, fmt.Errorf("create hold: %w", err)
+	}
+	if err := insertEventTx(ctx, tx, hold, "requested", "", "", target == ""); err != nil {
+		return CreateResult{}, err
+	}
+	s.metrics.HoldsCreatedTotal.WithLabelValues(hold.Kind).Inc()
+	return CreateResult{Hold: hold, Created: true, Undelivered: target == ""}, nil
+}
+
+// liveByDedupKey returns the live hold carrying key, or nil. A pending hold
+// with the key that is already past its expiry is expired here (with its
+// event), so it neither dedups nor blocks the unique index.
+func (s *Service) liveByDedupKey(ctx context.Context, tx pgx.Tx, key string) (*guardv1.Hold, error) {
+	h, err := HoldFromRow(tx.QueryRow(ctx, `SELECT `+holdColumns+` FROM holds
+		WHERE dedup_key = $1 AND status = 'pending' FOR UPDATE`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create hold: dedup lookup: %w", err)
+	}
+	if h.ExpiresAt != nil && !h.ExpiresAt.AsTime().After(time.Now()) {
+		if _, err := s.resolveTx(ctx, tx, h.Id, guardv1.Outcome_OUTCOME_EXPIRE, "", "", ""); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	return h, nil
+}
+
+// pickApprovers lists the users who may resolve the hold, in delivery
+// preference order, de-duplicated.
+func pickApprovers(ctx context.Context, q Querier, rule, exclusiveID, named, groupID string, global bool) ([]string, error) {
+	if rule == ruleExclusive {
+		if global {
+			roles, err := LoadRoles(ctx, q, exclusiveID)
+			if err != nil {
+				return nil, err
+			}
+			if !roles.Owner && !roles.GlobalAdmin {
+				return nil, nil
+			}
+		}
+		return []string{exclusiveID}, nil
+	}
+	// tier 0: scoped admins of the anchor (not for global holds: they may
+	// not resolve them), 1: global admins, 2: owners.
+	rows, err := q.Query(ctx, `SELECT user_id FROM (
+			SELECT user_id, CASE WHEN role = 'owner' THEN 2 WHEN agent_group_id IS NULL THEN 1 ELSE 0 END AS tier, granted_at
+			  FROM user_roles
+			 WHERE role = 'owner'
+			    OR (role = 'admin' AND agent_group_id IS NULL)
+			    OR (role = 'admin' AND NOT $2 AND agent_group_id = NULLIF($1, ''))
+		) r ORDER BY tier, granted_at, user_id`, groupID, global)
+	if err != nil {
+		return nil, fmt.Errorf("pick approvers: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("pick approvers: %w", err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	if named != "" && !global {
+		out, seen[named] = append(out, named), true
+	}
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	if named != "" && global && seen[named] {
+		// The named approver is also an owner/global admin: deliver to them first.
+		out = append([]string{named}, removeString(out, named)...)
+	}
+	return out, nil
+}
+
+func removeString(xs []string, x string) []string {
+	out := xs[:0:0]
+	for _, v := range xs {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// pickDelivery is the first candidate with a known DM on the origin
+// channel type, else the first candidate with any known DM, else "".
+func pickDelivery(ctx context.Context, q Querier, candidates []string, origin string) (string, error) {
+	rows, err := q.Query(ctx, `SELECT user_id, channel_type FROM user_dms WHERE user_id = ANY($1)`, candidates)
+	if err != nil {
+		return "", fmt.Errorf("pick delivery: %w", err)
+	}
+	dms := map[string]map[string]bool{}
+	for rows.Next() {
+		var u, ch string
+		if err := rows.Scan(&u, &ch); err != nil {
+			rows.Close()
+			return "", fmt.Errorf("pick delivery: %w", err)
+		}
+		if dms[u] == nil {
+			dms[u] = map[string]bool{}
+		}
+		dms[u][ch] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("pick delivery: %w", err)
+	}
+	if origin != "" {
+		for _, c := range candidates {
+			if dms[c][origin] {
+				return c, nil
+			}
+		}
+	}
+	for _, c := range candidates {
+		if len(dms[c]) > 0 {
+			return c, nil
+		}
+	}
+	return "", nil
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// insertEventTx appends a lifecycle event in tx (exactly once: hold_events
+// is UNIQUE(hold_id, type), so a second one fails the transaction rather
+// than publishing twice). It first takes the event lock, held to commit.
+func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome, resolver string, undelivered bool) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventLockKey); err != nil {
+		return fmt.Errorf("hold event lock: %w", err)
+	}
+	body, err := protojson.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("hold event: encode hold: %w", err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO hold_events (hold_id, type, outcome, resolver, undelivered, hold)
+		VALUES ($1, $2, NULLIF($3, ''), $4, $5, $6)`, h.Id, typ, outcome, resolver, undelivered, body)
+	if err != nil {
+		return fmt.Errorf("hold event %s %s: %w", typ, h.Id, err)
+	}
+	return nil
+}

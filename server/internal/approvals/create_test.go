@@ -1,0 +1,194 @@
+package approvals_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
+)
+
+func create(t *testing.T, svc *approvals.Service, pool *pgxpool.Pool, req approvals.CreateRequest) approvals.CreateResult {
+	t.Helper()
+	var res approvals.CreateResult
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = svc.CreateHoldTx(context.Background(), tx, req)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestCreatePicksApproverAndDelivery(t *testing.T) {
+	pool := fixture(t)
+	svc := newService(t, pool)
+	// Nobody has a DM: the hold exists, undelivered.
+	res := create(t, svc, pool, approvals.CreateRequest{Kind: "install_packages", AgentGroupID: "ag-1", Rule: adminsOf("ag-1", ""), Title: "t"})
+	if !res.Created || !res.Undelivered || res.Hold.GetDeliveredTo() != "" || res.Hold.GetStatus() != guardv1.HoldStatus_HOLD_STATUS_PENDING {
+		t.Fatalf("undelivered hold: %+v", res)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM hold_events WHERE hold_id = $1 AND type = 'requested' AND undelivered`, res.Hold.GetId()); n != 1 {
+		t.Fatalf("requested events marked undelivered: %d", n)
+	}
+	// Default TTL applies.
+	if exp := res.Hold.GetExpiresAt().AsTime(); exp.Before(time.Now().Add(71*time.Hour)) || exp.After(time.Now().Add(73*time.Hour)) {
+		t.Fatalf("default TTL: expires %v", exp)
+	}
+	if len(res.Hold.GetOptions()) != 3 {
+		t.Fatalf("default options: %v", res.Hold.GetOptions())
+	}
+
+	// DMs: owner on telegram, global admin and scoped admin on slack.
+	exec(t, pool, `INSERT INTO user_dms (user_id, channel_type, address) VALUES ($1, 'telegram', 'o'), ($2, 'slack', 'g'), ($3, 'slack', 's')`, owner, globalAdmin, scopedAdmin)
+	cases := []struct {
+		name   string
+		req    approvals.CreateRequest
+		want   string
+		record bool
+	}{
+		{"scoped admin first", approvals.CreateRequest{AgentGroupID: "ag-1"}, scopedAdmin, false},
+		{"origin channel preferred", approvals.CreateRequest{AgentGroupID: "ag-1", OriginChannel: "telegram"}, owner, false},
+		{"no anchor: global admins then owners", approvals.CreateRequest{}, globalAdmin, false},
+		{"another group's admins are not candidates", approvals.CreateRequest{AgentGroupID: "ag-2"}, globalAdmin, false},
+		{"global scope skips scoped admins", approvals.CreateRequest{AgentGroupID: "ag-1", Scope: global}, globalAdmin, false},
+		{"exclusive goes to that user", approvals.CreateRequest{AgentGroupID: "ag-1", Rule: exclusive(owner)}, owner, false},
+		{"delivered-to recorded", approvals.CreateRequest{AgentGroupID: "ag-1", RecordDeliveredTo: true}, scopedAdmin, true},
+	}
+	for _, tc := range cases {
+		tc.req.Kind = "sender_admit"
+		res := create(t, svc, pool, tc.req)
+		if !res.Created || res.Undelivered || res.Hold.GetDeliveredTo() != tc.want {
+			t.Errorf("%s: delivered to %q (undelivered %v), want %q", tc.name, res.Hold.GetDeliveredTo(), res.Undelivered, tc.want)
+			continue
+		}
+		a := res.Hold.GetApproverRule().GetAdminsOfScope()
+		if tc.record != (a.GetDeliveredTo() == tc.want) {
+			t.Errorf("%s: rule %v, record delivered-to %v", tc.name, res.Hold.GetApproverRule(), tc.record)
+		}
+	}
+}
+
+func TestCreateWithoutEligibleApproverMakesNoHold(t *testing.T) {
+	pool := noUsersFixture(t)
+	svc := newService(t, pool)
+	res := create(t, svc, pool, approvals.CreateRequest{Kind: "create_agent", AgentGroupID: "ag-1"})
+	if res.Created || !res.NoApprover || res.Hold != nil || res.Reason == "" {
+		t.Fatalf("want NoApprover with a reason, got %+v", res)
+	}
+	// Global scope needs an owner or global admin: a scoped admin is not enough.
+	exec(t, pool, `INSERT INTO users (id) VALUES ('slack:a')`)
+	exec(t, pool, `INSERT INTO user_roles (user_id, role, agent_group_id) VALUES ('slack:a', 'admin', 'ag-1')`)
+	res = create(t, svc, pool, approvals.CreateRequest{Kind: "cli_command", AgentGroupID: "ag-1", Scope: global})
+	if !res.NoApprover {
+		t.Fatalf("global hold with only a scoped admin: %+v", res)
+	}
+	res = create(t, svc, pool, approvals.CreateRequest{Kind: "cli_command", AgentGroupID: "ag-1", Rule: exclusive("slack:a"), Scope: global})
+	if !res.NoApprover {
+		t.Fatalf("exclusive global hold naming a scoped admin: %+v", res)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM holds`); n != 0 {
+		t.Fatalf("%d holds created without an eligible approver", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM hold_events`); n != 0 {
+		t.Fatalf("%d events without a hold", n)
+	}
+}
+
+// noUsersFixture is a database with the two groups and no users.
+func noUsersFixture(t *testing.T) *pgxpool.Pool {
+	pool := fixture(t)
+	exec(t, pool, `DELETE FROM users`)
+	return pool
+}
+
+func TestCreateDedupsOnLiveKey(t *testing.T) {
+	pool := fixture(t)
+	svc := newService(t, pool)
+	req := approvals.CreateRequest{Kind: "sender_admit", AgentGroupID: "ag-1", DedupKey: "sender_admit:mg-1:telegram:bob", RecordDeliveredTo: true}
+	first := create(t, svc, pool, req)
+	second := create(t, svc, pool, req)
+	if !first.Created || second.Created || second.Hold.GetId() != first.Hold.GetId() {
+		t.Fatalf("second request with a live key: created=%v id=%s, first %s", second.Created, second.Hold.GetId(), first.Hold.GetId())
+	}
+	if n := count(t, pool, `SELECT count(*) FROM holds WHERE dedup_key = $1`, req.DedupKey); n != 1 {
+		t.Fatalf("%d holds with the key", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM hold_events`); n != 1 {
+		t.Fatalf("%d events, want one requested", n)
+	}
+
+	// A key whose hold has expired (not yet swept) no longer dedups: the
+	// stale one is expired (with its event) and a new one is created.
+	exec(t, pool, `UPDATE holds SET expires_at = now() - interval '1 second' WHERE id = $1`, first.Hold.GetId())
+	third := create(t, svc, pool, req)
+	if !third.Created || third.Hold.GetId() == first.Hold.GetId() {
+		t.Fatalf("expired key still dedups: %+v", third)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM hold_events WHERE hold_id = $1 AND outcome = 'expire'`, first.Hold.GetId()); n != 1 {
+		t.Fatalf("stale hold's expire events: %d", n)
+	}
+
+	// Concurrent requests with one key: one hold.
+	req.DedupKey = "concurrent"
+	ids := make(chan string, 8)
+	for range 8 {
+		go func() {
+			var res approvals.CreateResult
+			err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+				var err error
+				res, err = svc.CreateHoldTx(context.Background(), tx, req)
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+				ids <- ""
+				return
+			}
+			ids <- res.Hold.GetId()
+		}()
+	}
+	seen := map[string]bool{}
+	for range 8 {
+		seen[<-ids] = true
+	}
+	if len(seen) != 1 || seen[""] {
+		t.Fatalf("concurrent requests made holds %v", seen)
+	}
+}
+
+func TestCreateFromSessionTakesGroupAndOrigin(t *testing.T) {
+	pool := fixture(t)
+	svc := newService(t, pool)
+	exec(t, pool, `INSERT INTO messaging_groups (id, channel_type, platform_id) VALUES ('mg-1', 'telegram', 'chat')`)
+	exec(t, pool, `INSERT INTO sessions (id, agent_group_id, messaging_group_id) VALUES ('sess-1', 'ag-1', 'mg-1')`)
+	exec(t, pool, `INSERT INTO user_dms (user_id, channel_type, address) VALUES ($1, 'telegram', 'o'), ($2, 'slack', 's')`, owner, scopedAdmin)
+	res := create(t, svc, pool, approvals.CreateRequest{Kind: "install_packages", SessionID: "sess-1", DeliveryAction: "install_packages",
+		Requester: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag-1", SessionId: "sess-1"}}}})
+	h := res.Hold
+	if h.GetAgentGroupId() != "ag-1" || h.GetOriginChannelType() != "telegram" || h.GetDeliveredTo() != owner || h.GetSessionId() != "sess-1" {
+		t.Fatalf("hold from session: %v", h)
+	}
+	if h.GetRequester().GetAgent().GetSessionId() != "sess-1" || h.GetDeliveryAction() != "install_packages" {
+		t.Fatalf("requester/delivery action not stored: %v", h)
+	}
+	ok, err := approvals.MayResolve(context.Background(), pool, h.GetApproverRule(), h.GetApproverScope(), scopedAdmin)
+	if err != nil || !ok {
+		t.Fatalf("scoped admin of the session's group may resolve: %v %v", ok, err)
+	}
+}

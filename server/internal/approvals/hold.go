@@ -1,0 +1,209 @@
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Querier is what the package's queries need: a pool, a connection or a
+// transaction all satisfy it.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// holdColumns is the one column list every hold read uses (HoldFromRow
+// scans it in this order).
+const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, ''), COALESCE(agent_group_id, ''),
+	requester, COALESCE(approver_user_id, ''), approver_rule, approver_scope, COALESCE(dedup_key, ''),
+	expires_at, status, title, question, options, COALESCE(delivered_to, ''), origin_channel_type,
+	delivery_action, created_at, resolved_at, resolver, choice, reason, consumed_at IS NOT NULL, swept_on_restart`
+
+// HoldColumns is the column list HoldFromRow scans, for
+// "SELECT " + HoldColumns() + " FROM holds ..." (unqualified column names).
+func HoldColumns() string { return holdColumns }
+
+// HoldFromRow scans one row selected with HoldColumns into the proto every
+// caller shares.
+func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
+	var (
+		h                                 guardv1.Hold
+		payload, requester, options       []byte
+		approverUser, rule, scope, status string
+		expires, resolved                 *time.Time
+		created                           time.Time
+		consumed, swept                   bool
+	)
+	err := row.Scan(&h.Id, &h.Kind, &h.CatalogAction, &payload, &h.SessionId, &h.AgentGroupId,
+		&requester, &approverUser, &rule, &scope, &h.DedupKey,
+		&expires, &status, &h.Title, &h.Question, &options, &h.DeliveredTo, &h.OriginChannelType,
+		&h.DeliveryAction, &created, &resolved, &h.Resolver, &h.Choice, &h.Reason, &consumed, &swept)
+	if err != nil {
+		return nil, err
+	}
+	_ = swept
+	if len(payload) > 0 {
+		h.Payload = &structpb.Struct{}
+		if err := protojson.Unmarshal(payload, h.Payload); err != nil {
+			return nil, fmt.Errorf("hold %s: payload: %w", h.Id, err)
+		}
+	}
+	if len(requester) > 0 && string(requester) != "{}" {
+		h.Requester = &guardv1.Actor{}
+		if err := protojson.Unmarshal(requester, h.Requester); err != nil {
+			return nil, fmt.Errorf("hold %s: requester: %w", h.Id, err)
+		}
+	}
+	var opts []holdOption
+	if err := json.Unmarshal(options, &opts); err != nil {
+		return nil, fmt.Errorf("hold %s: options: %w", h.Id, err)
+	}
+	for _, o := range opts {
+		h.Options = append(h.Options, &guardv1.HoldOption{Label: o.Label, Value: o.Value})
+	}
+	h.ApproverRule = ruleOf(rule, approverUser, h.AgentGroupId)
+	h.ApproverScope = scopeFromString(scope)
+	h.Status = statusFromString(status)
+	h.CreatedAt = timestamppb.New(created)
+	if expires != nil {
+		h.ExpiresAt = timestamppb.New(*expires)
+	}
+	if resolved != nil {
+		h.ResolvedAt = timestamppb.New(*resolved)
+	}
+	h.Consumed = consumed
+	return &h, nil
+}
+
+// GetHold reads one hold (pgx.ErrNoRows when absent).
+func GetHold(ctx context.Context, q Querier, id string) (*guardv1.Hold, error) {
+	return HoldFromRow(q.QueryRow(ctx, `SELECT `+holdColumns+` FROM holds WHERE id = $1`, id))
+}
+
+// holdOption is the JSON shape of holds.options.
+type holdOption struct {
+	Label string `json:"label"`
+	Value string `json:"value"`
+}
+
+// ruleOf is the approver rule a row encodes (the seed's approverRuleOf): a
+// malformed exclusive rule without a named user falls back to the admin
+// chain rather than bricking the hold.
+func ruleOf(rule, approverUser, groupID string) *guardv1.ApproverRule {
+	if rule == ruleExclusive && approverUser != "" {
+		return &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: approverUser}}}
+	}
+	deliveredTo := approverUser
+	if rule == ruleExclusive {
+		deliveredTo = ""
+	}
+	return &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{AgentGroupId: groupID, DeliveredTo: deliveredTo}}}
+}
+
+const (
+	ruleExclusive     = "exclusive"
+	ruleAdminsOfScope = "admins-of-scope"
+)
+
+func scopeFromString(s string) guardv1.ApproverScope {
+	if s == "global" {
+		return guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
+	}
+	return guardv1.ApproverScope_APPROVER_SCOPE_GROUP
+}
+
+// scopeString stores a scope; unspecified is the seed's default, 'group'.
+func scopeString(s guardv1.ApproverScope) string {
+	if s == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
+		return "global"
+	}
+	return "group"
+}
+
+func statusFromString(s string) guardv1.HoldStatus {
+	switch s {
+	case "pending":
+		return guardv1.HoldStatus_HOLD_STATUS_PENDING
+	case "approved":
+		return guardv1.HoldStatus_HOLD_STATUS_APPROVED
+	case "rejected":
+		return guardv1.HoldStatus_HOLD_STATUS_REJECTED
+	case "expired":
+		return guardv1.HoldStatus_HOLD_STATUS_EXPIRED
+	case "swept":
+		return guardv1.HoldStatus_HOLD_STATUS_SWEPT
+	}
+	return guardv1.HoldStatus_HOLD_STATUS_UNSPECIFIED
+}
+
+// StatusString is the holds.status value of a status ("" for unspecified).
+func StatusString(s guardv1.HoldStatus) string {
+	switch s {
+	case guardv1.HoldStatus_HOLD_STATUS_PENDING:
+		return "pending"
+	case guardv1.HoldStatus_HOLD_STATUS_APPROVED:
+		return "approved"
+	case guardv1.HoldStatus_HOLD_STATUS_REJECTED:
+		return "rejected"
+	case guardv1.HoldStatus_HOLD_STATUS_EXPIRED:
+		return "expired"
+	case guardv1.HoldStatus_HOLD_STATUS_SWEPT:
+		return "swept"
+	}
+	return ""
+}
+
+// OutcomeString is the hold_events.outcome / metric label of an outcome.
+func OutcomeString(o guardv1.Outcome) string {
+	switch o {
+	case guardv1.Outcome_OUTCOME_APPROVE:
+		return "approve"
+	case guardv1.Outcome_OUTCOME_REJECT:
+		return "reject"
+	case guardv1.Outcome_OUTCOME_EXPIRE:
+		return "expire"
+	case guardv1.Outcome_OUTCOME_SWEEP:
+		return "sweep"
+	}
+	return ""
+}
+
+func outcomeFromString(s string) guardv1.Outcome {
+	switch s {
+	case "approve":
+		return guardv1.Outcome_OUTCOME_APPROVE
+	case "reject":
+		return guardv1.Outcome_OUTCOME_REJECT
+	case "expire":
+		return guardv1.Outcome_OUTCOME_EXPIRE
+	case "sweep":
+		return guardv1.Outcome_OUTCOME_SWEEP
+	}
+	return guardv1.Outcome_OUTCOME_UNSPECIFIED
+}
+
+// statusOf is the status a resolution outcome leaves a hold in.
+func statusOf(o guardv1.Outcome) string {
+	switch o {
+	case guardv1.Outcome_OUTCOME_APPROVE:
+		return "approved"
+	case guardv1.Outcome_OUTCOME_REJECT:
+		return "rejected"
+	case guardv1.Outcome_OUTCOME_EXPIRE:
+		return "expired"
+	case guardv1.Outcome_OUTCOME_SWEEP:
+		return "swept"
+	}
+	return ""
+}

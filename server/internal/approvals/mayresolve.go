@@ -1,0 +1,94 @@
+package approvals
+
+import (
+	"context"
+	"fmt"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Roles is what the click rule needs to know about a user.
+type Roles struct {
+	Owner       bool
+	GlobalAdmin bool
+	// AdminOf lists the groups the user is a scoped admin of.
+	AdminOf map[string]bool
+}
+
+// LoadRoles reads a user's roles in one query.
+func LoadRoles(ctx context.Context, q Querier, userID string) (Roles, error) {
+	r := Roles{AdminOf: map[string]bool{}}
+	rows, err := q.Query(ctx, `SELECT role, COALESCE(agent_group_id, '') FROM user_roles WHERE user_id = $1`, userID)
+	if err != nil {
+		return r, fmt.Errorf("read roles of %s: %w", userID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var role, group string
+		if err := rows.Scan(&role, &group); err != nil {
+			return r, fmt.Errorf("read roles of %s: %w", userID, err)
+		}
+		switch {
+		case role == "owner":
+			r.Owner = true
+		case role == "admin" && group == "":
+			r.GlobalAdmin = true
+		case role == "admin":
+			r.AdminOf[group] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return r, fmt.Errorf("read roles of %s: %w", userID, err)
+	}
+	return r, nil
+}
+
+// MayResolve is the one click-authorization rule for every hold (the seed's
+// mayResolve): may clicker (a namespaced user id) resolve a hold with this
+// approver rule and scope? It reads the clicker's roles through q (pass the
+// transaction that resolves, so the answer and the resolution agree).
+func MayResolve(ctx context.Context, q Querier, rule *guardv1.ApproverRule, scope guardv1.ApproverScope, clicker string) (bool, error) {
+	if clicker == "" || rule == nil {
+		return false, nil
+	}
+	roles, err := LoadRoles(ctx, q, clicker)
+	if err != nil {
+		return false, err
+	}
+	return MayResolveWithRoles(rule, scope, clicker, roles), nil
+}
+
+// MayResolveWithRoles is MayResolve over roles already read (List filters
+// many holds for one user with it).
+//
+//   - exclusive{user}: only that user — not even an owner.
+//   - admins-of-scope{group, delivered_to}: the recorded delivered-to user,
+//     or the group's admin chain (scoped admin, global admin, owner); with no
+//     anchor group, owners and global admins only.
+//   - scope global (the D1 overlay): whatever the rule says, the clicker must
+//     also be an owner or a global admin. An unspecified scope is the seed's
+//     default, group.
+func MayResolveWithRoles(rule *guardv1.ApproverRule, scope guardv1.ApproverScope, clicker string, roles Roles) bool {
+	if clicker == "" || rule == nil {
+		return false
+	}
+	top := roles.Owner || roles.GlobalAdmin
+	globalScopeOK := scope != guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL || top
+	switch r := rule.GetKind().(type) {
+	case *guardv1.ApproverRule_Exclusive:
+		return r.Exclusive.GetUserId() != "" && clicker == r.Exclusive.GetUserId() && globalScopeOK
+	case *guardv1.ApproverRule_AdminsOfScope:
+		a := r.AdminsOfScope
+		eligible := a.GetDeliveredTo() != "" && clicker == a.GetDeliveredTo()
+		if !eligible {
+			if g := a.GetAgentGroupId(); g != "" {
+				eligible = top || roles.AdminOf[g]
+			} else {
+				eligible = top
+			}
+		}
+		return eligible && globalScopeOK
+	}
+	// An empty rule resolves for nobody (fail closed).
+	return false
+}

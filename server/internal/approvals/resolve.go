@@ -1,0 +1,236 @@
+package approvals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/pushes"
+)
+
+// MaxReasonChars bounds a reject reason (it is relayed to the requester).
+const MaxReasonChars = 280
+
+// Resolution is one click on a hold.
+type Resolution struct {
+	HoldID  string
+	Outcome guardv1.Outcome // APPROVE or REJECT
+	Clicker string          // the namespaced user who clicked
+	Reason  string          // reject only
+	Choice  string          // the option value, for multi-option cards
+}
+
+// Resolve applies a click: mayResolve decides who may; the resolution is one
+// conditional UPDATE (a second resolve is FailedPrecondition, never a second
+// execution); the resolved event, the runner replay of a delivery-action
+// hold and the requester's notice commit with it. Approved handlers run
+// after the commit. Errors are gRPC statuses.
+func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, error) {
+	switch r.Outcome {
+	case guardv1.Outcome_OUTCOME_APPROVE:
+		if r.Reason != "" {
+			return nil, status.Error(codes.InvalidArgument, "reason: only a reject carries a reason")
+		}
+	case guardv1.Outcome_OUTCOME_REJECT:
+	default:
+		return nil, status.Error(codes.InvalidArgument, "outcome: want APPROVE or REJECT")
+	}
+	if n := utf8.RuneCountInString(r.Reason); n > MaxReasonChars {
+		return nil, status.Errorf(codes.InvalidArgument, "reason: %d characters, at most %d", n, MaxReasonChars)
+	}
+	if r.Clicker == "" {
+		return nil, status.Error(codes.InvalidArgument, "clicker: a resolving user is required")
+	}
+	var hold *guardv1.Hold
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := HoldFromRow(tx.QueryRow(ctx, `SELECT `+holdColumns+` FROM holds WHERE id = $1 FOR UPDATE`, r.HoldID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return status.Errorf(codes.NotFound, "hold %s not found", r.HoldID)
+		}
+		if err != nil {
+			return fmt.Errorf("read hold: %w", err)
+		}
+		ok, err := MayResolve(ctx, tx, cur.ApproverRule, cur.ApproverScope, r.Clicker)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return status.Errorf(codes.PermissionDenied, "%s may not resolve hold %s", r.Clicker, r.HoldID)
+		}
+		if cur.Status != guardv1.HoldStatus_HOLD_STATUS_PENDING {
+			return status.Errorf(codes.FailedPrecondition, "hold %s already resolved (%s)", r.HoldID, StatusString(cur.Status))
+		}
+		if cur.ExpiresAt != nil && !cur.ExpiresAt.AsTime().After(time.Now()) {
+			return status.Errorf(codes.FailedPrecondition, "hold %s has expired", r.HoldID)
+		}
+		if r.Choice != "" && !hasOption(cur, r.Choice) {
+			return status.Errorf(codes.InvalidArgument, "choice: %q is not an option of hold %s", r.Choice, r.HoldID)
+		}
+		hold, err = s.resolveTx(ctx, tx, r.HoldID, r.Outcome, r.Clicker, r.Reason, r.Choice)
+		if err != nil {
+			return err
+		}
+		if hold == nil {
+			return status.Errorf(codes.FailedPrecondition, "hold %s already resolved", r.HoldID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.observeResolved(hold, r.Outcome)
+	if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE {
+		s.runApproved(ctx, hold)
+	}
+	return hold, nil
+}
+
+func hasOption(h *guardv1.Hold, v string) bool {
+	for _, o := range h.Options {
+		if o.GetValue() == v {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveTx resolves a pending hold in tx: the conditional UPDATE, the
+// resolved event and the session's push (replay on approve of a
+// delivery-action hold, a notice on reject and expiry). It returns nil
+// when the hold was not pending (someone else resolved it first).
+func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome guardv1.Outcome, resolver, reason, choice string) (*guardv1.Hold, error) {
+	hold, err := HoldFromRow(tx.QueryRow(ctx, `UPDATE holds
+		SET status = $2, resolved_at = now(), resolver = $3, reason = $4, choice = $5
+		WHERE id = $1 AND status = 'pending'
+		RETURNING `+holdColumns, id, statusOf(outcome), resolver, reason, choice))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
+	}
+	if err := insertEventTx(ctx, tx, hold, "resolved", OutcomeString(outcome), resolver, false); err != nil {
+		return nil, err
+	}
+	if hold.SessionId == "" {
+		return hold, nil
+	}
+	var push *guardv1.Push
+	what := hold.Kind
+	if hold.Title != "" {
+		what = hold.Kind + " (" + hold.Title + ")"
+	}
+	switch outcome {
+	case guardv1.Outcome_OUTCOME_APPROVE:
+		if hold.DeliveryAction != "" {
+			push = &guardv1.Push{Body: &guardv1.Push_Replay{Replay: &guardv1.ReplayAction{
+				HoldId: hold.Id, DeliveryAction: hold.DeliveryAction, CatalogAction: hold.CatalogAction, Payload: hold.Payload,
+			}}}
+		}
+	case guardv1.Outcome_OUTCOME_REJECT:
+		text := fmt.Sprintf("Your %s request was rejected by admin.", what)
+		if reason != "" {
+			text = fmt.Sprintf("Your %s request was rejected by admin: %q", what, reason)
+		}
+		push = &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{
+			Kind: guardv1.NoticeKind_NOTICE_KIND_REJECTED, Text: text, HoldId: hold.Id,
+		}}}
+	case guardv1.Outcome_OUTCOME_EXPIRE, guardv1.Outcome_OUTCOME_SWEEP:
+		push = &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{
+			Kind: guardv1.NoticeKind_NOTICE_KIND_FAILED, Text: fmt.Sprintf("Your %s request expired without a decision.", what), HoldId: hold.Id,
+		}}}
+	}
+	if push != nil {
+		if _, err := pushes.EnqueueTx(ctx, tx, hold.SessionId, push); err != nil {
+			return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
+		}
+	}
+	return hold, nil
+}
+
+func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome) {
+	waited := time.Duration(0)
+	if h.CreatedAt != nil && h.ResolvedAt != nil {
+		waited = h.ResolvedAt.AsTime().Sub(h.CreatedAt.AsTime())
+	}
+	s.metrics.ObserveResolved(h.Kind, OutcomeString(outcome), waited)
+}
+
+// runApproved runs the kind's approved handlers after commit, each isolated:
+// an error or a panic is logged and the next handler still runs.
+func (s *Service) runApproved(ctx context.Context, h *guardv1.Hold) {
+	ctx = context.WithoutCancel(ctx)
+	for _, fn := range s.approvedHandlers(h.Kind) {
+		func() {
+			hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			defer func() {
+				if p := recover(); p != nil {
+					s.log.Error("approved handler panicked", "hold", h.Id, "kind", h.Kind, "panic", fmt.Sprint(p))
+				}
+			}()
+			if err := fn(hctx, h); err != nil {
+				s.log.Error("approved handler failed", "hold", h.Id, "kind", h.Kind, "err", err)
+			}
+		}()
+	}
+}
+
+// ExpireDue resolves pending holds past their expiry with outcome expire.
+// Every replica runs it; the conditional UPDATE (and SKIP LOCKED) make
+// concurrent runs resolve each hold once. It returns how many it expired.
+func (s *Service) ExpireDue(ctx context.Context) (int, error) {
+	return s.resolveWhere(ctx, `status = 'pending' AND expires_at <= now()`, nil, guardv1.Outcome_OUTCOME_EXPIRE)
+}
+
+// SweepOnStart resolves pending holds marked swept_on_restart (credential
+// holds: their waiting gateway died with the old process) created before
+// this process started, with outcome sweep.
+func (s *Service) SweepOnStart(ctx context.Context) (int, error) {
+	return s.resolveWhere(ctx, `status = 'pending' AND swept_on_restart AND created_at < $1`, []any{s.startedAt}, guardv1.Outcome_OUTCOME_SWEEP)
+}
+
+func (s *Service) resolveWhere(ctx context.Context, where string, args []any, outcome guardv1.Outcome) (int, error) {
+	total := 0
+	for {
+		var resolved []*guardv1.Hold
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `SELECT id FROM holds WHERE `+where+` ORDER BY created_at LIMIT 100 FOR UPDATE SKIP LOCKED`, args...)
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			resolved = resolved[:0]
+			for _, id := range ids {
+				h, err := s.resolveTx(ctx, tx, id, outcome, "", "", "")
+				if err != nil {
+					return err
+				}
+				if h != nil {
+					resolved = append(resolved, h)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("%s holds: %w", OutcomeString(outcome), err)
+		}
+		for _, h := range resolved {
+			s.observeResolved(h, outcome)
+		}
+		total += len(resolved)
+		if len(resolved) < 100 {
+			return total, nil
+		}
+	}
+}

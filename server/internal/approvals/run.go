@@ -1,0 +1,137 @@
+package approvals
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/clawguard/clawguard/server/internal/metrics"
+)
+
+// Start prepares the replica before it serves: the event position it
+// follows from, the webhook secret, and the sweep of holds marked "swept on
+// restart" (their outcome is published like any other resolution).
+func (s *Service) Start(ctx context.Context) error {
+	var ready bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('hold_events') IS NOT NULL`).Scan(&ready); err != nil {
+		return fmt.Errorf("approvals: check schema: %w", err)
+	}
+	if !ready {
+		// Unmigrated database: the server reports NOT_SERVING; the loops
+		// pick the tables up once they exist.
+		s.log.Warn("approvals: schema not migrated yet; sweep skipped")
+		return nil
+	}
+	pos, err := LatestCursor(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	s.hub.mu.Lock()
+	if pos > s.hub.last {
+		s.hub.last = pos
+	}
+	s.hub.mu.Unlock()
+	if s.cfg.WebhookURL != "" {
+		b, err := os.ReadFile(s.cfg.WebhookSecretFile)
+		if err != nil {
+			return fmt.Errorf("webhook secret: %w", err)
+		}
+		s.webhookSecret = []byte(strings.TrimSpace(string(b)))
+		if len(s.webhookSecret) == 0 {
+			return fmt.Errorf("webhook secret file %s is empty", s.cfg.WebhookSecretFile)
+		}
+	}
+	n, err := s.SweepOnStart(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.log.Info("swept holds left by a previous process", "count", n)
+	}
+	return nil
+}
+
+// Run is the replica's background work until ctx ends: the LISTEN
+// connection and event reader (Watch, Await, webhook), the expiry sweeper,
+// the pending-hold gauges, and the webhook notifier when configured.
+func (s *Service) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	webhookFrom := s.hub.position()
+	g.Go(func() error { return s.listenLoop(ctx) })
+	g.Go(func() error { return s.readLoop(ctx) })
+	g.Go(func() error { return s.every(ctx, s.ExpiryInterval, "expire holds", s.expireTick) })
+	g.Go(func() error { return s.every(ctx, s.GaugeInterval, "refresh hold gauges", s.RefreshGauges) })
+	if s.cfg.WebhookURL != "" {
+		g.Go(func() error { return s.runWebhook(ctx, webhookFrom) })
+	}
+	return g.Wait()
+}
+
+func (s *Service) expireTick(ctx context.Context) error {
+	_, err := s.ExpireDue(ctx)
+	return err
+}
+
+// every runs fn now and then every d until ctx ends; failures are logged
+// (the next tick retries), never fatal.
+func (s *Service) every(ctx context.Context, d time.Duration, what string, fn func(context.Context) error) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	last := ""
+	for {
+		// Log a failure when it changes, not on every tick.
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			if err.Error() != last {
+				s.log.Warn(what+" failed", "err", err)
+			}
+			last = err.Error()
+		} else {
+			last = ""
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// RefreshGauges sets HoldsPending and OldestPendingHoldSeconds from the
+// table, so every replica reports the same numbers.
+func (s *Service) RefreshGauges(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, `SELECT kind, count(*), EXTRACT(EPOCH FROM now() - min(created_at))::float8
+		FROM holds WHERE status = 'pending' GROUP BY kind`)
+	if err != nil {
+		return fmt.Errorf("count pending holds: %w", err)
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	oldest := 0.0
+	for rows.Next() {
+		var (
+			kind string
+			n    int64
+			age  float64
+		)
+		if err := rows.Scan(&kind, &n, &age); err != nil {
+			return fmt.Errorf("count pending holds: %w", err)
+		}
+		seen[kind] = true
+		s.metrics.HoldsPending.WithLabelValues(kind).Set(float64(n))
+		oldest = max(oldest, age)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("count pending holds: %w", err)
+	}
+	for _, k := range metrics.HoldKinds {
+		if !seen[k] {
+			s.metrics.HoldsPending.WithLabelValues(k).Set(0)
+		}
+	}
+	s.metrics.OldestPendingHoldSeconds.Set(oldest)
+	return nil
+}

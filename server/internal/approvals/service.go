@@ -1,0 +1,87 @@
+package approvals
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/metrics"
+)
+
+// ApprovedFunc runs after an approval commits (e.g. the server replays a
+// command hold with its grant). It may fail; the hold stays approved.
+type ApprovedFunc func(ctx context.Context, hold *guardv1.Hold) error
+
+// Service is the approvals domain: one per replica.
+type Service struct {
+	pool    *pgxpool.Pool
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	cfg     config.Config
+
+	hub       *hub
+	startedAt time.Time
+
+	mu       sync.RWMutex
+	approved map[string][]ApprovedFunc
+
+	// Tunables (defaults from New; tests shorten them).
+	ExpiryInterval    time.Duration // how often pending holds past expires_at are expired
+	GaugeInterval     time.Duration // how often HoldsPending is refreshed from the table
+	PollInterval      time.Duration // event read fallback when no NOTIFY arrives
+	SubscriberQueue   int           // per-subscriber buffer before a slow one is dropped
+	WebhookBackoff    time.Duration // first retry delay; doubles up to WebhookMaxBackoff
+	WebhookMaxBackoff time.Duration
+	WebhookAttempts   int
+	webhookSecret     []byte
+}
+
+// New builds the service. Call Start before serving and run Run in the
+// background.
+func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Service {
+	return &Service{
+		pool:              pool,
+		metrics:           m,
+		log:               log.With("component", "approvals"),
+		cfg:               cfg,
+		hub:               newHub(),
+		startedAt:         time.Now(),
+		approved:          map[string][]ApprovedFunc{},
+		ExpiryInterval:    500 * time.Millisecond,
+		GaugeInterval:     5 * time.Second,
+		PollInterval:      2 * time.Second,
+		SubscriberQueue:   1024,
+		WebhookBackoff:    200 * time.Millisecond,
+		WebhookMaxBackoff: 30 * time.Second,
+		WebhookAttempts:   8,
+	}
+}
+
+// OnApproved registers fn for approved holds of kind (handlers run after
+// the resolution commits, in registration order; their failures are logged
+// and never un-resolve the hold).
+func (s *Service) OnApproved(kind string, fn ApprovedFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.approved[kind] = append(s.approved[kind], fn)
+}
+
+func (s *Service) approvedHandlers(kind string) []ApprovedFunc {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]ApprovedFunc(nil), s.approved[kind]...)
+}
+
+// newHoldID makes a hold id.
+func newHoldID() string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return "hold_" + hex.EncodeToString(b)
+}
