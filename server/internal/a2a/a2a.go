@@ -1,0 +1,78 @@
+// Package a2a registers the a2a.send catalog entry: the seed's
+// routeAgentMessage decision in its original check order — a missing
+// destination denies, a missing target group denies, a self-send allows,
+// a message policy holds for its named approver (exclusive), else allow.
+// The destination check precedes the policy, so a "ghost" policy (policy
+// row, no destination row) still denies.
+package a2a
+
+import (
+	"fmt"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/guard"
+)
+
+// Action is the catalog action; ApprovalAction the hold kind of its grants.
+const (
+	Action         = "a2a.send"
+	ApprovalAction = "a2a_message_gate"
+)
+
+// Entry is the a2a.send catalog entry. The target group is resource["to"].
+func Entry() guard.Entry {
+	return guard.Entry{
+		Action:         Action,
+		ApprovalAction: ApprovalAction,
+		Description:    "an agent messages another agent group (resource to=<group>)",
+		Args:           func(in *guard.Input) []any { return []any{in.Resource["to"]} },
+		Facts: []guard.Fact{
+			{Name: "destination", SQL: `SELECT EXISTS (SELECT 1 FROM agent_destinations
+				WHERE agent_group_id = $1 AND target_agent_group_id = $6::text)`},
+			{Name: "target_exists", SQL: `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $6::text)`},
+			{Name: "policy_approver", SQL: `SELECT approver_user_id FROM agent_message_policies
+				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
+		},
+		Baseline: baseline,
+		// An a2a grant binds to the exact held target.
+		GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
+			return HeldTarget(g.Payload) != "" && HeldTarget(g.Payload) == in.Resource["to"]
+		},
+	}
+}
+
+// HeldTarget is the target group recorded in a held message's payload: "to"
+// (what runners send), or the seed's "platform_id".
+func HeldTarget(payload map[string]any) string {
+	if s, _ := payload["to"].(string); s != "" {
+		return s
+	}
+	s, _ := payload["platform_id"].(string)
+	return s
+}
+
+func baseline(in *guard.Input, f guard.Facts) (guard.Decision, error) {
+	from, ok := in.AgentGroup()
+	if !ok {
+		return guard.Deny("agent-to-agent send requires an agent actor"), nil
+	}
+	to := in.Resource["to"]
+	self := to == from
+	if !self && !f.Bool("destination") {
+		return guard.Denyf("unauthorized agent-to-agent: %s has no destination for %s", from, to), nil
+	}
+	if !f.Bool("target_exists") {
+		return guard.Denyf("target agent group %s not found for message %s", to, fmt.Sprint(in.Payload["id"])), nil
+	}
+	if self {
+		return guard.Allow("self-send"), nil
+	}
+	if approver := f.Str("policy_approver"); f.Has("policy_approver") {
+		return guard.Hold(guard.Exclusive(approver), guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
+			fmt.Sprintf("a2a message policy %s→%s holds for %s", from, to, approver)), nil
+	}
+	return guard.Allow("destination grant exists"), nil
+}
+
+// Register adds the entry.
+func Register(cat *guard.Catalog) error { return cat.Register(Entry()) }

@@ -1,0 +1,158 @@
+// Package commands derives one guard catalog entry per admin RPC from the
+// RPC's (guard.v1.rule) option — declaration is registration: adding an RPC
+// with its rule adds its entry, nothing else is edited. The entries run the
+// admin baseline, ported verbatim from the seed's cli/guard.ts.
+package commands
+
+import (
+	"fmt"
+	"reflect"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/rules"
+)
+
+// ApprovalAction is the hold kind of a held admin RPC.
+const ApprovalAction = "cli_command"
+
+// GroupScopedResources are reachable under cli_scope = group and, because
+// their rows anchor to one agent group, are the resources whose held
+// mutations have group-local blast radius.
+var GroupScopedResources = map[string]bool{"groups": true, "sessions": true, "destinations": true, "members": true}
+
+// groupArgs are the argument names that carry an agent group id.
+var groupArgs = []string{"agent_group_id", "group"}
+
+// GroupArgs lists the request fields the guard interceptor fills with an
+// agent caller's own group when they are empty (the seed's auto-fill).
+var GroupArgs = []string{"agent_group_id", "group", "from_group"}
+
+// CLIScopeFact reads the actor group's cli_scope (NULL when the group has
+// no container config row: that reads as "group").
+var CLIScopeFact = guard.Fact{Name: "cli_scope", SQL: `SELECT cli_scope FROM container_configs WHERE agent_group_id = $1`}
+
+// CLIScope is the actor group's cli_scope, "group" when the row is missing.
+func CLIScope(f guard.Facts) string {
+	if s := f.Str("cli_scope"); s != "" {
+		return s
+	}
+	return "group"
+}
+
+// Register adds an entry for every admin RPC of the control plane's services.
+func Register(cat *guard.Catalog) error {
+	methods := rules.AdminMethods(rules.Services...)
+	if len(methods) == 0 {
+		return fmt.Errorf("commands: no admin RPCs found (proto descriptors not linked?)")
+	}
+	for _, m := range methods {
+		if err := cat.Register(Entry(m)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Entry is the catalog entry of one admin RPC.
+func Entry(m rules.Method) guard.Entry {
+	r := m.Rule
+	e := guard.Entry{
+		Action:      r.GetAction(),
+		Description: "admin RPC " + m.FullMethod,
+		Access:      r.GetAccess(),
+		Resource:    r.GetResource(),
+		Facts:       []guard.Fact{CLIScopeFact},
+		Baseline:    func(in *guard.Input, f guard.Facts) (guard.Decision, error) { return Baseline(r, in, f), nil },
+	}
+	if r.GetAccess() == guardv1.Access_ACCESS_APPROVAL {
+		e.ApprovalAction = ApprovalAction
+		// Bind a cli_command grant to the exact RPC and request it was approved for.
+		full := m.FullMethod
+		e.GrantMatches = func(g *guard.GrantRow, in *guard.Input) bool {
+			method, _ := g.Payload["method"].(string)
+			req, _ := g.Payload["request"].(map[string]any)
+			if req == nil {
+				req = map[string]any{}
+			}
+			return method == full && reflect.DeepEqual(req, nonNil(in.Payload))
+		}
+	}
+	return e
+}
+
+func nonNil(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// Baseline is the admin baseline (seed commandBaseline): host allow; other
+// non-agents deny (except reads of approvals, which the approvals service
+// filters by eligibility); agents by cli_scope, then access.
+func Baseline(r *guardv1.Rule, in *guard.Input, f guard.Facts) guard.Decision {
+	switch in.ActorKind() {
+	case "host":
+		return guard.Allow("host caller (operator)")
+	case "agent":
+	default:
+		if r.GetResource() == "approvals" && r.GetAccess() == guardv1.Access_ACCESS_OPEN {
+			return guard.Allow("approval reads are filtered by the approvals service")
+		}
+		return guard.Deny("CLI commands accept host or agent callers only.")
+	}
+	group, _ := in.AgentGroup()
+	resource := r.GetResource()
+	switch CLIScope(f) {
+	case "disabled":
+		return guard.Deny("CLI access is disabled for this agent group.")
+	case "group":
+		// Only allow-listed resources and resource-less commands (like help).
+		if resource != "" && !GroupScopedResources[resource] {
+			return guard.Denyf("CLI access is scoped to this agent group. Cannot access %q.", resource)
+		}
+		// Every agent-group argument must name the caller's group; id names
+		// the group only for groups and destinations.
+		for _, key := range groupArgs {
+			if in.HasArg(key) && in.Arg(key) != group {
+				return guard.Deny("CLI access is scoped to this agent group.")
+			}
+		}
+		if (resource == "groups" || resource == "destinations") && in.HasArg("id") && in.Arg("id") != group {
+			return guard.Deny("CLI access is scoped to this agent group.")
+		}
+		// Privilege escalation: a group-scoped agent may not change cli_scope.
+		if _, ok := in.Payload["cli_scope"]; ok {
+			return guard.Deny("Cannot change cli_scope from a group-scoped agent.")
+		}
+		if _, ok := in.Payload["cli-scope"]; ok {
+			return guard.Deny("Cannot change cli_scope from a group-scoped agent.")
+		}
+	}
+	if r.GetAccess() == guardv1.Access_ACCESS_APPROVAL {
+		return guard.Hold(guard.AdminsOfScope(group, ""), ApproverScopeFor(resource, in.Payload, group),
+			fmt.Sprintf("agent-initiated %q requires admin approval", r.GetAction()))
+	}
+	return guard.Allow("open command")
+}
+
+// ApproverScopeFor is the blast radius of a held command (D1): a mutation of
+// a non-group-scoped resource (roles, users, wirings, messaging-groups,
+// policies, ...) — or one explicitly naming another agent group — needs an
+// owner or global admin to approve; a scoped admin's click is refused.
+func ApproverScopeFor(resource string, args map[string]any, callerGroup string) guardv1.ApproverScope {
+	if resource == "" || !GroupScopedResources[resource] {
+		return guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
+	}
+	refs := []string{"agent_group_id", "group"}
+	if resource == "groups" || resource == "destinations" {
+		refs = append(refs, "id")
+	}
+	for _, k := range refs {
+		if v, ok := args[k]; ok && v != nil && v != callerGroup {
+			return guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
+		}
+	}
+	return guardv1.ApproverScope_APPROVER_SCOPE_GROUP
+}

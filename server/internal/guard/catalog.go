@@ -1,0 +1,140 @@
+package guard
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Fact is one value a baseline needs from the database, read in the
+// decision's single round trip: a scalar SQL expression (usually a scalar
+// subquery) whose result is read as text (NULL → absent). It may use the
+// fixed parameters $1 (the actor's agent group, "" when not an agent) and
+// $2 (the actor's session), and the entry's own Args as $6, $7, ...
+// Parameters must be cast ($6::text) so Postgres can type them.
+type Fact struct {
+	Name string
+	SQL  string
+}
+
+// Entry is one catalog entry (the seed's GuardedActionSpec).
+type Entry struct {
+	// Action is the dotted catalog name, the key.
+	Action string
+	// ApprovalAction is the hold kind its grants must carry; "" = the
+	// entry can never be satisfied by a grant.
+	ApprovalAction string
+	// Description is shown by `ncl catalog list`.
+	Description string
+	// Access and Resource are set for admin-RPC entries.
+	Access   guardv1.Access
+	Resource string
+
+	// Facts are read in the decision's one round trip; Args supplies their
+	// extra parameters ($6 onwards) from the input.
+	Facts []Fact
+	Args  func(in *Input) []any
+	// Precheck refuses malformed requests before the baseline runs: the
+	// error text is the deny reason and no hold is ever created.
+	Precheck func(in *Input, f Facts) error
+	// Baseline is the structural check: the only source of allow. It runs
+	// on every consult, replays included (a grant satisfies a hold, never a deny).
+	Baseline func(in *Input, f Facts) (Decision, error)
+	// GrantMatches binds a grant to the replayed input (e.g. the a2a target
+	// must equal the held target). Runs in addition to the kind and
+	// liveness checks. Nil = any grant of the right kind and group.
+	GrantMatches func(g *GrantRow, in *Input) bool
+}
+
+var actionRe = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)+$`)
+
+// Catalog is the set of guarded actions. Declaration is registration:
+// entries are added by the domains at their edges (and, for admin RPCs,
+// derived from the RPC rule options); a duplicate action is an error.
+type Catalog struct {
+	mu      sync.RWMutex
+	entries map[string]*compiled
+}
+
+type compiled struct {
+	*Entry
+	query string // the facts statement, built once
+}
+
+// NewCatalog returns an empty catalog.
+func NewCatalog() *Catalog { return &Catalog{entries: map[string]*compiled{}} }
+
+// Register adds an entry; a duplicate or malformed entry is an error.
+func (c *Catalog) Register(e Entry) error {
+	if !actionRe.MatchString(e.Action) {
+		return fmt.Errorf("guard catalog: action %q is not a dotted lower-case name", e.Action)
+	}
+	if e.Baseline == nil {
+		return fmt.Errorf("guard catalog: %s has no baseline", e.Action)
+	}
+	seen := map[string]bool{}
+	for _, f := range e.Facts {
+		if f.Name == "" || f.SQL == "" || seen[f.Name] {
+			return fmt.Errorf("guard catalog: %s has an empty or repeated fact %q", e.Action, f.Name)
+		}
+		seen[f.Name] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.entries[e.Action]; dup {
+		return fmt.Errorf("guard catalog: action %s registered twice", e.Action)
+	}
+	entry := e
+	c.entries[e.Action] = &compiled{Entry: &entry, query: factsQuery(entry.Facts)}
+	return nil
+}
+
+// MustRegister registers entries and panics on error (package init of tests).
+func (c *Catalog) MustRegister(es ...Entry) {
+	for _, e := range es {
+		if err := c.Register(e); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Lookup returns the entry for an action.
+func (c *Catalog) Lookup(action string) (*Entry, bool) {
+	ce, ok := c.lookup(action)
+	if !ok {
+		return nil, false
+	}
+	return ce.Entry, true
+}
+
+func (c *Catalog) lookup(action string) (*compiled, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ce, ok := c.entries[action]
+	return ce, ok
+}
+
+// List returns every entry, sorted by action.
+func (c *Catalog) List() []*Entry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*Entry, 0, len(c.entries))
+	for _, ce := range c.entries {
+		out = append(out, ce.Entry)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Action < out[j].Action })
+	return out
+}
+
+// Actions lists the action names, sorted.
+func (c *Catalog) Actions() []string {
+	es := c.List()
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Action
+	}
+	return out
+}

@@ -1,0 +1,398 @@
+package guard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// ErrActorNotOwned: a runner named an agent actor on a session it does not
+// host (or of another group). Nothing is logged; the API says PermissionDenied.
+var ErrActorNotOwned = errors.New("actor is not an agent on a session this runner hosts")
+
+// HoldRequest is what the engine asks the approvals service to create.
+type HoldRequest struct {
+	Kind          string
+	CatalogAction string
+	Payload       *structpb.Struct
+	SessionID     string
+	AgentGroupID  string
+	Requester     *guardv1.Actor
+	Rule          *guardv1.ApproverRule
+	Scope         guardv1.ApproverScope
+	Card          *guardv1.HoldCard
+}
+
+// HoldResult is what the approvals service did.
+type HoldResult struct {
+	HoldID      string
+	Created     bool
+	Undelivered bool
+	NoApprover  bool
+	Reason      string
+}
+
+// HoldCreator creates a hold in the decision's transaction (the approvals
+// service's CreateHoldTx behind an adapter, so this package stays a leaf).
+type HoldCreator func(ctx context.Context, tx pgx.Tx, req HoldRequest) (HoldResult, error)
+
+// Request is one decision to make.
+type Request struct {
+	Input
+	// RawPayload is Input.Payload as received (stored with a hold); nil →
+	// built from Input.Payload when needed.
+	RawPayload *structpb.Struct
+	// Card: a HOLD answer creates its hold in the same transaction.
+	Card *guardv1.HoldCard
+	// DryRun evaluates with no side effects (no hold, no grant consumed).
+	DryRun bool
+	// RequestID with RunnerID is the idempotency key.
+	RequestID string
+	// RunnerID is the calling runner ("" for other principals).
+	RunnerID string
+	// RequireOwnedSession: the actor must be an agent on a session RunnerID hosts.
+	RequireOwnedSession bool
+}
+
+// Engine is the decision function with its storage.
+type Engine struct {
+	Catalog *Catalog
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	observe func(action, effect string, took time.Duration)
+	holds   HoldCreator
+	dlog    *decisionLog
+	common  string
+}
+
+// Options configure an Engine.
+type Options struct {
+	Log *slog.Logger
+	// Observe counts a decision (metrics); action is "non_catalog" for
+	// actions outside the catalog so label values stay bounded.
+	Observe func(action, effect string, took time.Duration)
+	// LogWriters is the number of concurrent decision-log batch writers.
+	LogWriters int
+}
+
+// NewEngine builds an engine; Close it after the last Decide.
+func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.LogWriters == 0 {
+		o.LogWriters = 2
+	}
+	return &Engine{
+		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe,
+		dlog: newDecisionLog(pool, o.Log, o.LogWriters), common: factsQuery(nil),
+	}
+}
+
+// SetHoldCreator plugs in the approvals service.
+func (e *Engine) SetHoldCreator(h HoldCreator) { e.holds = h }
+
+// Close flushes the decision log.
+func (e *Engine) Close() { e.dlog.close() }
+
+// Decide answers one request. Errors are only for callers that may not ask
+// (ErrActorNotOwned) and cancelled contexts; every failure of the guard
+// itself is a DENY ("guard failure (failing closed)").
+func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideResponse, error) {
+	start := time.Now()
+	in := &req.Input
+	ce, inCatalog := e.Catalog.lookup(in.Action)
+	query, facts := e.common, []Fact(nil)
+	var entry *Entry
+	if inCatalog {
+		query, facts, entry = ce.query, ce.Facts, ce.Entry
+	}
+	group, _ := in.AgentGroup()
+	args := []any{group, in.Session(), in.Grant, req.RunnerID, req.RequestID}
+	var fd Decision
+	c, f, err := func() (c common, f Facts, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("args panicked: %v", r)
+			}
+		}()
+		if entry != nil && entry.Args != nil {
+			args = append(args, entry.Args(in)...)
+		}
+		return readFacts(ctx, e.pool, query, facts, args)
+	}()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		e.log.Error("guard facts unreadable; failing closed", "action", in.Action, "err", err)
+		fd = failClosed()
+	case c.prior != nil:
+		var prior guardv1.DecideResponse
+		if err := proto.Unmarshal(c.prior, &prior); err == nil {
+			return &prior, nil
+		}
+		fd = failClosed()
+	default:
+		if req.RequireOwnedSession && !ownsSession(req, c) {
+			return nil, ErrActorNotOwned
+		}
+		fd = evaluate(entry, in, f)
+	}
+
+	resp := &guardv1.DecideResponse{DecisionId: newID("dec_")}
+	row := &logRow{ID: resp.DecisionId, Action: in.Action, RunnerID: req.RunnerID, RequestID: req.RequestID, DryRun: req.DryRun}
+
+	switch {
+	case err == nil && in.Grant != "" && fd.Effect == EffectHold:
+		fd = checkGrant(entry, in, c.grant)
+		if fd.Effect == EffectAllow && !req.DryRun {
+			return e.consumeGrant(ctx, req, entry, fd, resp, row, start)
+		}
+	case err == nil && fd.Effect == EffectHold && req.Card != nil && !req.DryRun:
+		return e.holdWithCard(ctx, req, entry, fd, resp, row, start)
+	}
+	return e.finish(ctx, req, fd, resp, row, start, nil)
+}
+
+func ownsSession(req *Request, c common) bool {
+	a := req.Actor.GetAgent()
+	return a != nil && a.GetSessionId() != "" && c.sessionRunner != nil && *c.sessionRunner == req.RunnerID &&
+		c.sessionGroup != nil && *c.sessionGroup == a.GetAgentGroupId()
+}
+
+// consumeGrant allows a replay: one conditional UPDATE consumes the hold
+// (of N concurrent replays, on any replica, exactly one matches it), in the
+// same transaction as the decision's log row.
+func (e *Engine) consumeGrant(ctx context.Context, req *Request, entry *Entry, d Decision,
+	resp *guardv1.DecideResponse, row *logRow, start time.Time) (*guardv1.DecideResponse, error) {
+	var won bool
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE holds SET consumed_at = now()
+			WHERE id = $1 AND status = 'approved' AND consumed_at IS NULL AND kind = $2`, req.Grant, entry.ApprovalAction)
+		if err != nil {
+			return fmt.Errorf("consume grant: %w", err)
+		}
+		won = tag.RowsAffected() == 1
+		if !won {
+			d = Decision{Effect: EffectDeny, Reason: ReasonInvalidGrant, DecidedBy: ByGrant}
+		}
+		e.fill(req, d, resp, row, start)
+		return insertTx(ctx, tx, row)
+	})
+	return e.afterTx(ctx, req, d, resp, row, err)
+}
+
+// holdWithCard creates the hold in the decision's transaction.
+func (e *Engine) holdWithCard(ctx context.Context, req *Request, entry *Entry, d Decision,
+	resp *guardv1.DecideResponse, row *logRow, start time.Time) (*guardv1.DecideResponse, error) {
+	if e.holds == nil {
+		resp.HoldError = "holds cannot be created: the approvals service is not wired"
+		return e.finish(ctx, req, d, resp, row, start, nil)
+	}
+	hr := e.holdRequest(req, entry, d)
+	if hr.Kind == "" {
+		resp.HoldError = "this action has no approval kind; no hold can be created"
+		return e.finish(ctx, req, d, resp, row, start, nil)
+	}
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		res, err := e.holds(ctx, tx, hr)
+		if err != nil {
+			return fmt.Errorf("create hold: %w", err)
+		}
+		resp.HoldId, resp.HoldCreated, resp.Undelivered = res.HoldID, res.Created, res.Undelivered
+		if res.NoApprover {
+			resp.HoldError = res.Reason
+		}
+		row.Hold = res.HoldID
+		e.fill(req, d, resp, row, start)
+		return insertTx(ctx, tx, row)
+	})
+	if err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
+		// The hold could not be made: still a HOLD (never an allow), and say why.
+		e.log.Error("hold creation failed", "action", req.Action, "err", err)
+		resp.HoldId, resp.HoldCreated, resp.Undelivered, row.Hold = "", false, false, ""
+		resp.HoldError = "the hold could not be created (try again)"
+		return e.finish(ctx, req, d, resp, row, start, nil)
+	}
+	return e.afterTx(ctx, req, d, resp, row, err)
+}
+
+func (e *Engine) holdRequest(req *Request, entry *Entry, d Decision) HoldRequest {
+	kind := req.Card.GetKind()
+	if kind == "" && entry != nil {
+		kind = entry.ApprovalAction
+	}
+	payload := req.Card.GetPayload()
+	if payload == nil {
+		payload = req.RawPayload
+	}
+	if payload == nil {
+		payload, _ = structpb.NewStruct(req.Payload)
+	}
+	anchor, _ := req.AgentGroup()
+	if g := d.Rule.GetAdminsOfScope().GetAgentGroupId(); g != "" {
+		anchor = g
+	}
+	return HoldRequest{
+		Kind: kind, CatalogAction: req.Action, Payload: payload, SessionID: req.Session(), AgentGroupID: anchor,
+		Requester: req.Actor, Rule: d.Rule, Scope: d.Scope, Card: req.Card,
+	}
+}
+
+// afterTx maps the outcome of a transactional decision.
+func (e *Engine) afterTx(ctx context.Context, req *Request, d Decision, resp *guardv1.DecideResponse,
+	row *logRow, err error) (*guardv1.DecideResponse, error) {
+	switch {
+	case err == nil:
+		e.count(req.Action, d.Effect, row.LatencyUS)
+		return resp, nil
+	case errors.Is(err, errConflict):
+		return e.prior(ctx, req)
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	}
+	e.log.Error("guard transaction failed; failing closed", "action", req.Action, "err", err)
+	fd := failClosed()
+	resp.HoldId, resp.HoldCreated, row.Hold = "", false, ""
+	return e.finish(ctx, req, fd, &guardv1.DecideResponse{DecisionId: newID("dec_")},
+		&logRow{Action: req.Action, RunnerID: req.RunnerID, DryRun: req.DryRun}, time.Now(), nil)
+}
+
+// finish logs the decision (batched) and answers. A log failure turns an
+// allow into a deny: an unlogged allow could never be cited.
+func (e *Engine) finish(ctx context.Context, req *Request, d Decision, resp *guardv1.DecideResponse,
+	row *logRow, start time.Time, _ error) (*guardv1.DecideResponse, error) {
+	if row.ID == "" {
+		row.ID = resp.DecisionId
+	}
+	e.fill(req, d, resp, row, start)
+	err := e.dlog.write(ctx, row)
+	switch {
+	case err == nil:
+	case errors.Is(err, errConflict):
+		return e.prior(ctx, req)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, err
+	case d.Effect == EffectAllow:
+		d = failClosed()
+		e.fill(req, d, resp, row, start)
+	}
+	e.count(req.Action, d.Effect, row.LatencyUS)
+	return resp, nil
+}
+
+// fill writes the decision into the answer and the log row.
+func (e *Engine) fill(req *Request, d Decision, resp *guardv1.DecideResponse, row *logRow, start time.Time) {
+	resp.Decision = &guardv1.Decision{Effect: effectProto(d.Effect), Reason: d.Reason, DecidedBy: d.DecidedBy}
+	if d.Effect == EffectHold {
+		resp.Decision.ApproverRule, resp.Decision.ApproverScope = d.Rule, d.Scope
+	}
+	row.At = time.Now()
+	row.Effect, row.Reason, row.DecidedBy, row.Grant = string(d.Effect), d.Reason, d.DecidedBy, req.Grant
+	row.Actor, row.ActorKind = actorJSON(req.Actor), ActorKind(req.Actor)
+	if row.ActorKind == "" {
+		row.ActorKind = "system"
+	}
+	if a := req.Actor.GetAgent(); a != nil {
+		row.Group, row.Session = nonEmpty(a.GetAgentGroupId()), nonEmpty(a.GetSessionId())
+	}
+	row.LatencyUS = time.Since(start).Microseconds()
+	row.Answer = nil
+	if req.RequestID != "" {
+		row.Answer, _ = proto.Marshal(resp)
+	}
+}
+
+func (e *Engine) prior(ctx context.Context, req *Request) (*guardv1.DecideResponse, error) {
+	var b []byte
+	err := e.pool.QueryRow(ctx, `SELECT answer FROM decisions WHERE runner_id = $1 AND request_id = $2 AND request_id <> ''`,
+		req.RunnerID, req.RequestID).Scan(&b)
+	var prior guardv1.DecideResponse
+	if err == nil {
+		err = proto.Unmarshal(b, &prior)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		e.log.Error("read prior answer", "err", err)
+		return &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_DENY,
+			Reason: ReasonFailClosed, DecidedBy: ByGuardFailure}}, nil
+	}
+	return &prior, nil
+}
+
+func (e *Engine) count(action string, eff Effect, latencyUS int64) {
+	if e.observe == nil {
+		return
+	}
+	if _, ok := e.Catalog.lookup(action); !ok {
+		action = "non_catalog"
+	}
+	e.observe(action, string(eff), time.Duration(latencyUS)*time.Microsecond)
+}
+
+func effectProto(e Effect) guardv1.Effect {
+	switch e {
+	case EffectAllow:
+		return guardv1.Effect_EFFECT_ALLOW
+	case EffectHold:
+		return guardv1.Effect_EFFECT_HOLD
+	}
+	return guardv1.Effect_EFFECT_DENY
+}
+
+// EffectString is the lower-case name of a proto effect ("" when unspecified).
+func EffectString(e guardv1.Effect) string {
+	switch e {
+	case guardv1.Effect_EFFECT_ALLOW:
+		return string(EffectAllow)
+	case guardv1.Effect_EFFECT_HOLD:
+		return string(EffectHold)
+	case guardv1.Effect_EFFECT_DENY:
+		return string(EffectDeny)
+	}
+	return ""
+}
+
+func actorJSON(a *guardv1.Actor) string {
+	var v any
+	switch k := a.GetKind().(type) {
+	case *guardv1.Actor_Host:
+		v = map[string]any{"host": map[string]any{}}
+	case *guardv1.Actor_Agent:
+		v = map[string]any{"agent": map[string]string{"agent_group_id": k.Agent.GetAgentGroupId(), "session_id": k.Agent.GetSessionId()}}
+	case *guardv1.Actor_Human:
+		v = map[string]any{"human": map[string]string{"user_id": k.Human.GetUserId()}}
+	default:
+		v = map[string]any{"system": map[string]any{}}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}

@@ -1,0 +1,113 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Facts are the values an entry's Facts read, by name. A NULL reads as
+// absent.
+type Facts struct {
+	vals map[string]*string
+}
+
+// NewFacts builds facts from a map (unit tests of baselines).
+func NewFacts(m map[string]string) Facts {
+	f := Facts{vals: map[string]*string{}}
+	for k, v := range m {
+		f.vals[k] = &v
+	}
+	return f
+}
+
+// Has reports whether a fact is present (not NULL).
+func (f Facts) Has(name string) bool { return f.vals[name] != nil }
+
+// Str is a fact's text, "" when absent.
+func (f Facts) Str(name string) string {
+	if v := f.vals[name]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+// Bool is true when the fact reads as Postgres true.
+func (f Facts) Bool(name string) bool { return f.Str(name) == "true" }
+
+// common is what every decision reads besides the entry's facts.
+type common struct {
+	sessionRunner *string // sessions.runner_id of the actor's session
+	sessionGroup  *string
+	grant         *GrantRow
+	prior         []byte // stored answer of an earlier request with the same id
+}
+
+// The fixed parameters: $1 actor group, $2 actor session, $3 grant id,
+// $4 runner id and $5 request id (idempotency key). Entry args follow.
+const commonSelect = `SELECT $1::text, s.runner_id, s.agent_group_id,
+       g.kind, g.status, g.consumed_at IS NOT NULL, g.payload::text, g.agent_group_id,
+       p.answer`
+
+const commonFrom = `
+  FROM (SELECT 1) AS one
+  LEFT JOIN sessions s ON s.id = $2::text
+  LEFT JOIN holds g ON g.id = $3::text
+  LEFT JOIN decisions p ON p.runner_id = $4::text AND p.request_id = $5::text AND p.request_id <> ''`
+
+func factsQuery(facts []Fact) string {
+	var b strings.Builder
+	b.WriteString(commonSelect)
+	for _, f := range facts {
+		fmt.Fprintf(&b, ",\n       (%s)::text", f.SQL)
+	}
+	b.WriteString(commonFrom)
+	return b.String()
+}
+
+// readFacts runs an entry's facts statement: ONE round trip.
+func readFacts(ctx context.Context, q querier, query string, facts []Fact, args []any) (common, Facts, error) {
+	var (
+		c                    common
+		actorGroup           *string
+		gKind, gStatus, gPay *string
+		gConsumed            *bool
+		gGroup               *string
+	)
+	dest := []any{&actorGroup, &c.sessionRunner, &c.sessionGroup, &gKind, &gStatus, &gConsumed, &gPay, &gGroup, &c.prior}
+	vals := make([]*string, len(facts))
+	for i := range vals {
+		dest = append(dest, &vals[i])
+	}
+	if err := q.QueryRow(ctx, query, args...).Scan(dest...); err != nil {
+		return common{}, Facts{}, fmt.Errorf("read decision facts: %w", err)
+	}
+	f := Facts{vals: make(map[string]*string, len(facts))}
+	for i, fact := range facts {
+		f.vals[fact.Name] = vals[i]
+	}
+	if gKind != nil {
+		g := &GrantRow{Kind: *gKind, Status: deref(gStatus), Consumed: gConsumed != nil && *gConsumed, AgentGroupID: deref(gGroup)}
+		if gPay != nil {
+			if err := json.Unmarshal([]byte(*gPay), &g.Payload); err != nil {
+				return common{}, Facts{}, fmt.Errorf("decode grant payload: %w", err)
+			}
+		}
+		c.grant = g
+	}
+	return c, f, nil
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

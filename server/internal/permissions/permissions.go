@@ -1,0 +1,122 @@
+// Package permissions registers the catalog entries of the two human
+// admission seams (the seed's permissions/guard.ts): channels.register —
+// the registering human must be an owner, a global admin or the approver
+// the card was delivered to (D4) — and senders.admit, the
+// unknown_sender_policy decision verbatim.
+package permissions
+
+import (
+	"fmt"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/guard"
+)
+
+// Catalog actions and hold kinds.
+const (
+	ChannelsRegister          = "channels.register"
+	SendersAdmit              = "senders.admit"
+	SenderAdmitApprovalAction = "sender_admit"
+)
+
+// SenderAdmitDedupKey is the dedup key of a sender-admission hold: one live
+// card per unknown sender per chat.
+func SenderAdmitDedupKey(messagingGroupID, sender string) string {
+	return "sender_admit:" + messagingGroupID + ":" + sender
+}
+
+// Entries are the two entries.
+func Entries() []guard.Entry {
+	return []guard.Entry{channelsRegister(), sendersAdmit()}
+}
+
+// Register adds both entries.
+func Register(cat *guard.Catalog) error {
+	for _, e := range Entries() {
+		if err := cat.Register(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// messagingGroup is the messaging group an input names: resource
+// messaging_group, or the payload's messaging_group_id (the seed's questionId).
+func messagingGroup(in *guard.Input) string {
+	if mg := in.Resource["messaging_group"]; mg != "" {
+		return mg
+	}
+	if mg := in.Arg("messaging_group_id"); mg != "" {
+		return mg
+	}
+	return in.Arg("questionId")
+}
+
+func channelsRegister() guard.Entry {
+	return guard.Entry{
+		Action:      ChannelsRegister,
+		Description: "a human approves a channel registration (resource messaging_group=<id>)",
+		Args: func(in *guard.Input) []any {
+			return []any{messagingGroup(in), in.Actor.GetHuman().GetUserId()}
+		},
+		Facts: []guard.Fact{
+			{Name: "pending_approver", SQL: `SELECT approver_user_id FROM pending_channel_registrations WHERE messaging_group_id = $6::text`},
+			{Name: "is_owner", SQL: `SELECT EXISTS (SELECT 1 FROM user_roles WHERE user_id = $7::text AND role = 'owner')`},
+			{Name: "is_global_admin", SQL: `SELECT EXISTS (SELECT 1 FROM user_roles
+				WHERE user_id = $7::text AND role = 'admin' AND agent_group_id IS NULL)`},
+		},
+		Baseline: func(in *guard.Input, f guard.Facts) (guard.Decision, error) {
+			user := in.Actor.GetHuman().GetUserId()
+			if user == "" {
+				return guard.Deny("channel registration is resolved by a human approver"), nil
+			}
+			if !f.Has("pending_approver") {
+				return guard.Denyf("no pending channel registration for %s", messagingGroup(in)), nil
+			}
+			// mayResolve(admins-of-scope{anchor: none, delivered_to}, group, user):
+			// owners, global admins, and the delivered-to approver.
+			if f.Bool("is_owner") || f.Bool("is_global_admin") || (f.Str("pending_approver") != "" && f.Str("pending_approver") == user) {
+				return guard.Allow("eligible channel-registration approver"), nil
+			}
+			return guard.Deny("not an eligible channel-registration approver (owner / global admin)"), nil
+		},
+	}
+}
+
+func sendersAdmit() guard.Entry {
+	return guard.Entry{
+		Action:         SendersAdmit,
+		ApprovalAction: SenderAdmitApprovalAction,
+		Description:    "an unknown sender messages a chat (resource messaging_group=<id>)",
+		Args:           func(in *guard.Input) []any { return []any{messagingGroup(in)} },
+		Facts: []guard.Fact{
+			{Name: "policy", SQL: `SELECT unknown_sender_policy FROM messaging_groups WHERE id = $6::text`},
+			{Name: "wired_group", SQL: `SELECT agent_group_id FROM messaging_group_agents
+				WHERE messaging_group_id = $6::text ORDER BY created_at, agent_group_id LIMIT 1`},
+		},
+		Baseline: func(in *guard.Input, f guard.Facts) (guard.Decision, error) {
+			// The policy is read live (the seed passed it in); a chat that is
+			// not on record has none, and denies.
+			policy := f.Str("policy")
+			switch policy {
+			case "public":
+				return guard.Allow("public messaging group"), nil
+			case "request_approval":
+				group := f.Str("wired_group")
+				if group == "" {
+					group = in.Arg("agent_group_id")
+				}
+				return guard.Hold(guard.AdminsOfScope(group, ""), guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
+					"unknown sender requires admission approval"), nil
+			}
+			return guard.Deny(fmt.Sprintf("unknown sender (policy %s)", policyName(policy))), nil
+		},
+	}
+}
+
+func policyName(p string) string {
+	if p == "" {
+		return "unknown"
+	}
+	return p
+}

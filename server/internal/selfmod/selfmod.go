@@ -1,0 +1,152 @@
+// Package selfmod registers the self-modification catalog entries: from the
+// container path, installing packages and adding an MCP server always hold
+// for the group's admins (the seed's self-mod/guard.ts), after the seed's
+// prechecks (package names, 1..20 packages; an MCP server needs a name and
+// a command) refuse malformed requests without ever creating a hold.
+package selfmod
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/guard"
+)
+
+// Catalog actions and the hold kinds of their grants.
+const (
+	InstallAction         = "self_mod.install_packages"
+	InstallApprovalAction = "install_packages"
+	MCPAction             = "self_mod.add_mcp_server"
+	MCPApprovalAction     = "add_mcp_server"
+	MaxPackages           = 20
+)
+
+var (
+	aptRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._+-]*$`)
+	npmRe = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$`)
+)
+
+var groupExists = guard.Fact{Name: "group_exists", SQL: `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $1)`}
+
+// Entries are the two self-mod entries.
+func Entries() []guard.Entry {
+	return []guard.Entry{
+		{
+			Action: InstallAction, ApprovalAction: InstallApprovalAction,
+			Description: "an agent installs apt/npm packages into its image",
+			Facts:       []guard.Fact{groupExists},
+			Precheck:    checkInstall,
+			Baseline:    baseline("install_packages"),
+			// Bind the grant to the approved package lists.
+			GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
+				return sameList(g.Payload["apt"], in.Payload["apt"]) && sameList(g.Payload["npm"], in.Payload["npm"])
+			},
+		},
+		{
+			Action: MCPAction, ApprovalAction: MCPApprovalAction,
+			Description: "an agent adds an MCP server to its container",
+			Facts:       []guard.Fact{groupExists},
+			Precheck:    checkMCP,
+			Baseline:    baseline("add_mcp_server"),
+			// Bind the grant to the approved server.
+			GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
+				return g.Payload["name"] == in.Payload["name"] && g.Payload["command"] == in.Payload["command"] &&
+					sameList(g.Payload["args"], in.Payload["args"])
+			},
+		},
+	}
+}
+
+// Register adds both entries.
+func Register(cat *guard.Catalog) error {
+	for _, e := range Entries() {
+		if err := cat.Register(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func baseline(label string) func(in *guard.Input, f guard.Facts) (guard.Decision, error) {
+	return func(in *guard.Input, _ guard.Facts) (guard.Decision, error) {
+		group, ok := in.AgentGroup()
+		if !ok {
+			return guard.Denyf("%s is a container-originated action.", label), nil
+		}
+		return guard.Hold(guard.AdminsOfScope(group, ""), guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
+			label+" always requires admin approval from the container path"), nil
+	}
+}
+
+func checkInstall(in *guard.Input, f guard.Facts) error {
+	if _, ok := in.AgentGroup(); ok && !f.Bool("group_exists") {
+		return errors.New("install_packages failed: agent group not found.")
+	}
+	apt, okA := strings(in.Payload["apt"])
+	npm, okN := strings(in.Payload["npm"])
+	if !okA || !okN {
+		return errors.New("install_packages failed: apt and npm must be lists of package names.")
+	}
+	if len(apt)+len(npm) == 0 {
+		return errors.New("install_packages failed: at least one apt or npm package is required.")
+	}
+	if len(apt)+len(npm) > MaxPackages {
+		return fmt.Errorf("install_packages failed: max %d packages per request.", MaxPackages)
+	}
+	for _, p := range apt {
+		if !aptRe.MatchString(p) {
+			return fmt.Errorf("install_packages failed: invalid apt package name %q.", p)
+		}
+	}
+	for _, p := range npm {
+		if !npmRe.MatchString(p) {
+			return fmt.Errorf("install_packages failed: invalid npm package name %q.", p)
+		}
+	}
+	return nil
+}
+
+func checkMCP(in *guard.Input, f guard.Facts) error {
+	if _, ok := in.AgentGroup(); ok && !f.Bool("group_exists") {
+		return errors.New("add_mcp_server failed: agent group not found.")
+	}
+	if in.Arg("name") == "" || in.Arg("command") == "" {
+		return errors.New("add_mcp_server failed: name and command are required.")
+	}
+	return nil
+}
+
+// strings reads an optional list of strings (absent = empty).
+func strings(v any) ([]string, bool) {
+	if v == nil {
+		return nil, true
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		s, ok := x.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func sameList(a, b any) bool {
+	la, okA := strings(a)
+	lb, okB := strings(b)
+	if !okA || !okB {
+		return false
+	}
+	if len(la) == 0 && len(lb) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(la, lb)
+}
