@@ -1,0 +1,25 @@
+package api
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/inbound"
+)
+
+// RouteInbound takes a chat message from a bridge (or the operator):
+// channel registration, sender admission, then delivery (inbound package).
+func (s *RegistryService) RouteInbound(ctx context.Context, req *guardv1.RouteInboundRequest) (*guardv1.RouteInboundResponse, error) {
+	if s.d.Inbound == nil {
+		return nil, status.Error(codes.Unavailable, "inbound routing is not wired")
+	}
+	resp, err := s.d.Inbound.Route(ctx, req)
+	if errors.Is(err, inbound.ErrInvalid) {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return resp, DBError("inbound message", err)
+}

@@ -1,0 +1,452 @@
+package inbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/store"
+)
+
+// ChannelRegistrationDedupKey is the one live registration hold per chat.
+func ChannelRegistrationDedupKey(messagingGroupID string) string {
+	return approvals.KindChannelRegistration + ":" + messagingGroupID
+}
+
+// requestRegistration is the unknown-channel flow (seed channel-approval,
+// D4): one pending registration per chat, its card offered to the global
+// approver chain (global admins, then owners — never a scoped admin, since
+// registering creates wirings and agent groups), with one "connect" option
+// per agent group, "new" and "reject". No agent group or no eligible
+// approver: no card, no row, the message is dropped.
+func (s *Service) requestRegistration(ctx context.Context, mg messagingGroup, m *guardv1.RouteInboundRequest) (*guardv1.RouteInboundResponse, error) {
+	if s.holds == nil {
+		return nil, errors.New("channel registration: approvals are not wired")
+	}
+	var resp *guardv1.RouteInboundResponse
+	var dropReason string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Serialise registrations of one chat (the row may not exist yet).
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('inbound-registration:' || $1))`, mg.ID); err != nil {
+			return err
+		}
+		st, holdID, err := registrationStateTx(ctx, tx, mg.ID)
+		if err != nil {
+			return err
+		}
+		switch st {
+		case registrationLive:
+			resp = outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_REGISTRATION_PENDING, mg.ID, "channel registration already pending")
+			resp.HoldId = holdID
+			return nil
+		case registrationRejected:
+			// The reject was not carried out yet (its replica stopped
+			// before the event reached it): carry it out now.
+			if err := denyChannelTx(ctx, tx, mg.ID); err != nil {
+				return err
+			}
+			dropReason = "channel denied"
+			return nil
+		}
+		groups, err := agentGroupsTx(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if len(groups) == 0 {
+			dropReason = "unknown channel: no agent group to connect it to"
+			return nil
+		}
+		msg, err := messageMap(m)
+		if err != nil {
+			return err
+		}
+		payload, err := structpb.NewStruct(map[string]any{
+			"messaging_group_id": mg.ID,
+			"channel_type":       mg.Channel,
+			"platform_id":        mg.Platform,
+			"sender_user_id":     m.GetSenderUserId(),
+			"message":            msg,
+		})
+		if err != nil {
+			return fmt.Errorf("encode registration payload: %w", err)
+		}
+		requester := &guardv1.Actor{Kind: &guardv1.Actor_System{System: &guardv1.SystemActor{}}}
+		if m.GetSenderUserId() != "" {
+			requester = human(m.GetSenderUserId())
+		}
+		res, err := s.holds.CreateHoldTx(ctx, tx, approvals.CreateRequest{
+			Kind:      approvals.KindChannelRegistration,
+			Payload:   payload,
+			Requester: requester,
+			// Anchor-less admins-of-scope: owners and global admins, plus
+			// the delivered-to approver (recorded).
+			Rule:              &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{}}},
+			Scope:             guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
+			Title:             "📡 New channel",
+			Question:          registrationQuestion(mg, m),
+			Options:           registrationOptions(groups),
+			DedupKey:          ChannelRegistrationDedupKey(mg.ID),
+			OriginChannel:     mg.Channel,
+			RecordDeliveredTo: true,
+		})
+		if err != nil {
+			return fmt.Errorf("create registration hold: %w", err)
+		}
+		if res.NoApprover || res.Hold == nil {
+			dropReason = "unknown channel: no owner or global admin to approve it"
+			if res.Reason != "" {
+				dropReason += " (" + res.Reason + ")"
+			}
+			return nil
+		}
+		body, err := messageJSON(m)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO pending_channel_registrations
+				(messaging_group_id, hold_id, original_message, approver_user_id)
+			VALUES ($1, $2, $3, $4)
+			ON CONFLICT (messaging_group_id) DO UPDATE SET hold_id = EXCLUDED.hold_id,
+				original_message = EXCLUDED.original_message, approver_user_id = EXCLUDED.approver_user_id,
+				awaiting_name_from = '', created_at = now()`,
+			mg.ID, res.Hold.GetId(), body, res.Hold.GetDeliveredTo()); err != nil {
+			return fmt.Errorf("record pending registration: %w", err)
+		}
+		resp = outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_REGISTRATION_PENDING, mg.ID, "channel registration requested")
+		resp.HoldId = res.Hold.GetId()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if dropReason != "" {
+		if err := s.recordDropped(ctx, s.pool, mg.ID, m, dropReason); err != nil {
+			return nil, err
+		}
+		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mg.ID, dropReason), nil
+	}
+	return resp, nil
+}
+
+type registrationState int
+
+const (
+	registrationNone     registrationState = iota // no row, or a stale one (hold expired, swept, approved without effect)
+	registrationLive                              // hold pending, or a new agent's name awaited
+	registrationRejected                          // hold rejected; the denial is still to be recorded
+)
+
+// registrationStateTx locks and classifies the chat's pending registration.
+func registrationStateTx(ctx context.Context, tx pgx.Tx, mgID string) (registrationState, string, error) {
+	var holdID, awaiting, status string
+	err := tx.QueryRow(ctx, `SELECT COALESCE(p.hold_id, ''), p.awaiting_name_from,
+			CASE WHEN h.status = 'approved' AND h.choice = 'reject' THEN 'rejected' ELSE COALESCE(h.status, '') END
+		FROM pending_channel_registrations p LEFT JOIN holds h ON h.id = p.hold_id
+		WHERE p.messaging_group_id = $1 FOR UPDATE OF p`, mgID).Scan(&holdID, &awaiting, &status)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return registrationNone, "", nil
+	case err != nil:
+		return registrationNone, "", fmt.Errorf("read pending registration of %s: %w", mgID, err)
+	case status == "pending" || awaiting != "":
+		return registrationLive, holdID, nil
+	case status == "rejected":
+		return registrationRejected, holdID, nil
+	}
+	return registrationNone, holdID, nil
+}
+
+// denyChannelTx remembers the chat as denied and ends its registration.
+func denyChannelTx(ctx context.Context, tx pgx.Tx, mgID string) error {
+	if _, err := tx.Exec(ctx, `UPDATE messaging_groups SET denied_at = COALESCE(denied_at, now()) WHERE id = $1`, mgID); err != nil {
+		return fmt.Errorf("deny channel %s: %w", mgID, err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM pending_channel_registrations WHERE messaging_group_id = $1`, mgID); err != nil {
+		return fmt.Errorf("end registration of %s: %w", mgID, err)
+	}
+	return nil
+}
+
+type agentGroup struct{ ID, Name string }
+
+func agentGroupsTx(ctx context.Context, tx pgx.Tx) ([]agentGroup, error) {
+	rows, err := tx.Query(ctx, `SELECT id, name FROM agent_groups ORDER BY created_at, name`)
+	if err != nil {
+		return nil, fmt.Errorf("list agent groups: %w", err)
+	}
+	groups, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentGroup, error) {
+		var g agentGroup
+		return g, r.Scan(&g.ID, &g.Name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list agent groups: %w", err)
+	}
+	return groups, nil
+}
+
+func registrationOptions(groups []agentGroup) []*guardv1.HoldOption {
+	opts := make([]*guardv1.HoldOption, 0, len(groups)+2)
+	for _, g := range groups {
+		opts = append(opts, &guardv1.HoldOption{Label: "Connect to " + g.Name, Value: ChoiceConnectPrefix + g.ID})
+	}
+	return append(opts,
+		&guardv1.HoldOption{Label: "New agent", Value: ChoiceNew},
+		&guardv1.HoldOption{Label: "Reject", Value: ChoiceReject})
+}
+
+func registrationQuestion(mg messagingGroup, m *guardv1.RouteInboundRequest) string {
+	if mg.IsGroup || m.GetIsGroup() {
+		return fmt.Sprintf("%s mentioned the bot in %s (%s). Connect this chat to an agent?", displayName(m), chatName(mg), mg.Channel)
+	}
+	return fmt.Sprintf("%s sent the bot a direct message on %s. Connect this chat to an agent?", displayName(m), mg.Channel)
+}
+
+// pendingRegistration is a locked pending_channel_registrations row.
+type pendingRegistration struct {
+	MessagingGroupID string
+	HoldID           string
+	Original         []byte
+	Approver         string
+	AwaitingNameFrom string
+}
+
+// lockRegistrationTx locks the chat's pending registration; found is false
+// when it vanished (rejected elsewhere, group deleted, ...).
+func lockRegistrationTx(ctx context.Context, tx pgx.Tx, mgID string) (pendingRegistration, bool, error) {
+	p := pendingRegistration{MessagingGroupID: mgID}
+	err := tx.QueryRow(ctx, `SELECT COALESCE(hold_id, ''), original_message, approver_user_id, awaiting_name_from
+		FROM pending_channel_registrations WHERE messaging_group_id = $1 FOR UPDATE`, mgID).
+		Scan(&p.HoldID, &p.Original, &p.Approver, &p.AwaitingNameFrom)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, false, nil
+	}
+	if err != nil {
+		return p, false, fmt.Errorf("lock pending registration of %s: %w", mgID, err)
+	}
+	return p, true, nil
+}
+
+// mayRegister is the channels.register consult with the human actor: every
+// click and the name reply pass it (owner / global admin / delivered-to
+// approver, and a pending registration must exist).
+func (s *Service) mayRegister(ctx context.Context, userID, mgID string) (bool, string) {
+	if userID == "" {
+		return false, "channel registration is resolved by a human approver"
+	}
+	payload, _ := structpb.NewStruct(map[string]any{"messaging_group_id": mgID})
+	resp := s.decide(ctx, &guardv1.DecideRequest{
+		Action:   ActionChannelsRegister,
+		Actor:    human(userID),
+		Resource: map[string]string{"messaging_group": mgID},
+		Payload:  payload,
+	})
+	d := resp.GetDecision()
+	return d.GetEffect() == guardv1.Effect_EFFECT_ALLOW, d.GetReason()
+}
+
+// ChannelRegistrationResolved carries out a click on a registration card:
+// "connect:<group>" wires the chat to that group, admits the triggering
+// sender and routes the original message; "new" arms the capture of the
+// approver's next DM as the new agent's name; "reject" (or a reject
+// outcome) remembers the chat as denied. Expiry and sweep end nothing here:
+// the stale row is replaced by the chat's next message.
+func (s *Service) ChannelRegistrationResolved(ctx context.Context, hold *guardv1.Hold, o guardv1.Outcome) error {
+	mgID := hold.GetPayload().GetFields()["messaging_group_id"].GetStringValue()
+	if mgID == "" {
+		return fmt.Errorf("channel_registration hold %s: payload lacks messaging_group_id", hold.GetId())
+	}
+	choice := hold.GetChoice()
+	switch o {
+	case guardv1.Outcome_OUTCOME_APPROVE:
+	case guardv1.Outcome_OUTCOME_REJECT:
+		choice = ChoiceReject
+	default:
+		return nil
+	}
+	if choice == "" {
+		choice = soleConnectOption(hold)
+	}
+	resolver := hold.GetResolver()
+	if ok, why := s.mayRegister(ctx, resolver, mgID); !ok {
+		s.log.WarnContext(ctx, "channel registration click refused by the guard", "hold", hold.GetId(), "resolver", resolver, "reason", why)
+		return nil
+	}
+
+	var replay []byte
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		p, found, err := lockRegistrationTx(ctx, tx, mgID)
+		if err != nil || !found || p.HoldID != hold.GetId() {
+			return err // vanished or superseded: nothing to do
+		}
+		switch {
+		case choice == ChoiceReject:
+			s.log.InfoContext(ctx, "channel registration rejected", "messaging_group", mgID, "approver", resolver)
+			return denyChannelTx(ctx, tx, mgID)
+		case choice == ChoiceNew:
+			_, err := tx.Exec(ctx, `UPDATE pending_channel_registrations SET awaiting_name_from = $2 WHERE messaging_group_id = $1`, mgID, resolver)
+			return err
+		case strings.HasPrefix(choice, ChoiceConnectPrefix):
+			if err := completeRegistrationTx(ctx, tx, p, strings.TrimPrefix(choice, ChoiceConnectPrefix)); err != nil {
+				return err
+			}
+			replay = p.Original
+			s.log.InfoContext(ctx, "channel registered", "messaging_group", mgID, "agent_group", strings.TrimPrefix(choice, ChoiceConnectPrefix), "approver", resolver)
+			return nil
+		}
+		s.log.WarnContext(ctx, "channel registration resolved with an unknown choice", "hold", hold.GetId(), "choice", choice)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.replayStored(ctx, hold.GetId(), replay)
+}
+
+// soleConnectOption is the choice an approve without one means: the only
+// agent group offered, else none.
+func soleConnectOption(hold *guardv1.Hold) string {
+	var only string
+	for _, o := range hold.GetOptions() {
+		if strings.HasPrefix(o.GetValue(), ChoiceConnectPrefix) {
+			if only != "" {
+				return ""
+			}
+			only = o.GetValue()
+		}
+	}
+	return only
+}
+
+// completeRegistrationTx wires the chat to the group, admits the sender who
+// triggered the registration (so the replay is not bounced into sender
+// admission) and ends the pending registration.
+func completeRegistrationTx(ctx context.Context, tx pgx.Tx, p pendingRegistration, agentGroupID string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id)
+		VALUES ($1, $2, $3) ON CONFLICT (messaging_group_id, agent_group_id) DO NOTHING`,
+		newID("mga_"), p.MessagingGroupID, agentGroupID); err != nil {
+		if store.IsForeignKeyViolation(err) {
+			return fmt.Errorf("connect %s: agent group %s does not exist", p.MessagingGroupID, agentGroupID)
+		}
+		return fmt.Errorf("wire %s to %s: %w", p.MessagingGroupID, agentGroupID, err)
+	}
+	if m, err := messageFrom(p.Original); err == nil && m.GetSenderUserId() != "" {
+		if _, err := tx.Exec(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id)
+			SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM users WHERE id = $2) ON CONFLICT DO NOTHING`,
+			agentGroupID, m.GetSenderUserId()); err != nil {
+			return fmt.Errorf("admit triggering sender: %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM pending_channel_registrations WHERE messaging_group_id = $1`, p.MessagingGroupID); err != nil {
+		return fmt.Errorf("end pending registration: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) replayStored(ctx context.Context, holdID string, stored []byte) error {
+	if stored == nil {
+		return nil
+	}
+	m, err := messageFrom(stored)
+	if err != nil {
+		return fmt.Errorf("hold %s: %w", holdID, err)
+	}
+	r, err := s.Route(ctx, m)
+	if err != nil {
+		return fmt.Errorf("hold %s: replay: %w", holdID, err)
+	}
+	s.log.InfoContext(ctx, "registration message replayed", "hold", holdID, "outcome", r.GetOutcome().String(), "session", r.GetSessionId())
+	return nil
+}
+
+// captureName handles the approver's reply after "new": a direct message
+// from the user a registration awaits a name from. The reply passes the
+// channels.register guard; a refusal disarms the capture and consumes the
+// message. Allowed: the agent group is created, the chat wired, the
+// original message routed.
+func (s *Service) captureName(ctx context.Context, m *guardv1.RouteInboundRequest) (*guardv1.RouteInboundResponse, bool, error) {
+	sender := m.GetSenderUserId()
+	if sender == "" || m.GetIsGroup() {
+		return nil, false, nil
+	}
+	var mgID string
+	err := s.pool.QueryRow(ctx, `SELECT p.messaging_group_id FROM pending_channel_registrations p
+		WHERE p.awaiting_name_from = $1
+		  AND NOT EXISTS (SELECT 1 FROM user_dms d WHERE d.user_id = $1 AND d.channel_type = $2 AND d.address <> $3)
+		ORDER BY p.created_at LIMIT 1`, sender, m.GetChannelType(), m.GetPlatformId()).Scan(&mgID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("look up awaited agent name: %w", err)
+	}
+	if ok, why := s.mayRegister(ctx, sender, mgID); !ok {
+		if _, err := s.pool.Exec(ctx, `UPDATE pending_channel_registrations SET awaiting_name_from = ''
+			WHERE messaging_group_id = $1 AND awaiting_name_from = $2`, mgID, sender); err != nil {
+			return nil, false, fmt.Errorf("disarm name capture: %w", err)
+		}
+		reason := "agent name reply refused: " + why
+		if err := s.recordDropped(ctx, s.pool, "", m, reason); err != nil {
+			return nil, false, err
+		}
+		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mgID, reason), true, nil
+	}
+	name := strings.TrimSpace(m.GetText())
+	if name == "" || len(name) > 64 {
+		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_NAME_CAPTURED, mgID, "agent name must be 1 to 64 characters; reply again"), true, nil
+	}
+
+	var replay []byte
+	var created agentGroup
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		p, found, err := lockRegistrationTx(ctx, tx, mgID)
+		if err != nil || !found || p.AwaitingNameFrom != sender {
+			return err // vanished or disarmed meanwhile: create nothing
+		}
+		created, err = createAgentGroupTx(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		if err := completeRegistrationTx(ctx, tx, p, created.ID); err != nil {
+			return err
+		}
+		replay = p.Original
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if created.ID == "" {
+		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mgID, "channel registration no longer pending"), true, nil
+	}
+	s.log.InfoContext(ctx, "channel registered to a new agent", "messaging_group", mgID, "agent_group", created.ID, "name", created.Name, "approver", sender)
+	if err := s.replayStored(ctx, "", replay); err != nil {
+		s.log.ErrorContext(ctx, "replay after registration failed", "messaging_group", mgID, "err", err)
+	}
+	return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_NAME_CAPTURED, mgID, "created agent "+created.Name), true, nil
+}
+
+// createAgentGroupTx creates a group named name, or name-2, name-3, ...
+// when the name is taken.
+func createAgentGroupTx(ctx context.Context, tx pgx.Tx, name string) (agentGroup, error) {
+	for i := 1; i <= 50; i++ {
+		candidate := name
+		if i > 1 {
+			candidate = fmt.Sprintf("%s-%d", name, i)
+		}
+		g := agentGroup{ID: newID("ag_"), Name: candidate}
+		tag, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, g.ID, g.Name)
+		if err != nil {
+			return g, fmt.Errorf("create agent group %q: %w", candidate, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return g, nil
+		}
+	}
+	return agentGroup{}, fmt.Errorf("create agent group %q: name taken", name)
+}

@@ -1,0 +1,156 @@
+// Package inbound routes chat messages that bridges (Telegram, Slack, ...)
+// see: it resolves the messaging group, runs the channel-registration flow
+// for unknown channels, asks the guard whether an unknown sender may reach a
+// wired agent group (senders.admit), and delivers admitted messages to the
+// group's session as a durable push. The policy itself lives in the guard's
+// catalog (channels.register, senders.admit); this package supplies the
+// facts, creates the holds and carries out what approvers decide.
+package inbound
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
+)
+
+// Catalog actions consulted here (entries registered by the permissions domain).
+const (
+	ActionChannelsRegister = "channels.register"
+	ActionSendersAdmit     = "senders.admit"
+)
+
+// Option values of the channel-registration card.
+const (
+	ChoiceConnectPrefix = "connect:"
+	ChoiceNew           = "new"
+	ChoiceReject        = "reject"
+)
+
+// Decider is the guard engine: one decision per call, holds created when a
+// card is supplied and the answer is HOLD.
+type Decider interface {
+	Decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error)
+}
+
+// HoldCreator creates a hold in the caller's transaction (approvals).
+type HoldCreator interface {
+	CreateHoldTx(ctx context.Context, tx pgx.Tx, req approvals.CreateRequest) (approvals.CreateResult, error)
+}
+
+// SessionOpener returns the session an agent group's messages from a chat
+// go to, opening one on a live runner when there is none
+// (registry.FindOrOpenSessionTx).
+type SessionOpener func(ctx context.Context, tx pgx.Tx, agentGroupID, messagingGroupID string) (string, error)
+
+// Service is the inbound router.
+type Service struct {
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	guard    func() Decider
+	holds    HoldCreator
+	sessions SessionOpener
+}
+
+// Config is what New needs. Guard and Sessions are functions because the
+// services that provide them may be wired after this one.
+type Config struct {
+	Pool     *pgxpool.Pool
+	Log      *slog.Logger
+	Guard    func() Decider
+	Holds    HoldCreator
+	Sessions SessionOpener // nil: the built-in fallback
+}
+
+// New builds the service.
+func New(c Config) *Service {
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Guard == nil {
+		c.Guard = func() Decider { return nil }
+	}
+	if c.Sessions == nil {
+		c.Sessions = fallbackSessionTx
+	}
+	return &Service{pool: c.Pool, log: c.Log, guard: c.Guard, holds: c.Holds, sessions: c.Sessions}
+}
+
+// ErrInvalid marks a request refused at the edge (→ InvalidArgument).
+var ErrInvalid = errors.New("invalid inbound message")
+
+var userIDPattern = regexp.MustCompile(`^[a-z0-9_-]+:.+$`)
+
+const maxText = 64 << 10
+
+// Validate checks a bridge's message at the edge.
+func Validate(m *guardv1.RouteInboundRequest) error {
+	switch {
+	case strings.TrimSpace(m.GetChannelType()) == "":
+		return fmt.Errorf("%w: channel_type is required", ErrInvalid)
+	case strings.TrimSpace(m.GetPlatformId()) == "":
+		return fmt.Errorf("%w: platform_id is required", ErrInvalid)
+	case m.GetSenderUserId() != "" && !userIDPattern.MatchString(m.GetSenderUserId()):
+		return fmt.Errorf("%w: sender_user_id must be namespaced \"<channel>:<handle>\"", ErrInvalid)
+	case len(m.GetText()) > maxText:
+		return fmt.Errorf("%w: text longer than %d bytes", ErrInvalid, maxText)
+	}
+	return nil
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+func human(userID string) *guardv1.Actor {
+	return &guardv1.Actor{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{UserId: userID}}}
+}
+
+func outcome(o guardv1.RouteOutcome, mg, reason string) *guardv1.RouteInboundResponse {
+	return &guardv1.RouteInboundResponse{Outcome: o, MessagingGroupId: mg, Reason: reason}
+}
+
+// decide consults the guard; no guard or a failing guard is a deny (fail
+// closed), never an allow.
+func (s *Service) decide(ctx context.Context, req *guardv1.DecideRequest) *guardv1.DecideResponse {
+	g := s.guard()
+	if g == nil {
+		return &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_DENY, Reason: "guard unavailable (failing closed)"}}
+	}
+	resp, err := g.Decide(ctx, req)
+	if err != nil || resp.GetDecision() == nil {
+		s.log.WarnContext(ctx, "guard consult failed; denying", "action", req.GetAction(), "err", err)
+		return &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_DENY, Reason: "guard failure (failing closed)"}}
+	}
+	return resp
+}
+
+// HoldResolved carries out a resolved hold of a kind this package owns
+// (sender_admit, channel_registration); other kinds are ignored. The
+// approvals service calls it once per resolution, whichever replica
+// resolved the hold.
+func (s *Service) HoldResolved(ctx context.Context, hold *guardv1.Hold, o guardv1.Outcome) error {
+	switch hold.GetKind() {
+	case approvals.KindSenderAdmit:
+		if o == guardv1.Outcome_OUTCOME_APPROVE {
+			return s.SenderAdmitApproved(ctx, hold)
+		}
+		// Reject, expiry, sweep: the message stays dropped; no deny list.
+		return nil
+	case approvals.KindChannelRegistration:
+		return s.ChannelRegistrationResolved(ctx, hold, o)
+	}
+	return nil
+}

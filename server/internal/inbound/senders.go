@@ -1,0 +1,193 @@
+package inbound
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
+)
+
+// SenderAdmitDedupKey is the one live sender_admit hold per chat and sender;
+// it frees once the hold is resolved, so a rejected sender is asked about
+// again on their next message (no deny list).
+func SenderAdmitDedupKey(messagingGroupID, senderUserID string) string {
+	return approvals.KindSenderAdmit + ":" + messagingGroupID + ":" + senderUserID
+}
+
+var senderAdmitOptions = []*guardv1.HoldOption{
+	{Label: "Allow", Value: "approve"},
+	{Label: "Deny", Value: "reject"},
+}
+
+// admitAndDeliver checks the sender against one wired agent group: known
+// users (members, the group's admins, global admins, owners) pass; anyone
+// else is the guard's senders.admit decision. Admitted → delivered.
+func (s *Service) admitAndDeliver(ctx context.Context, mg messagingGroup, agentGroupID string, m *guardv1.RouteInboundRequest) (*guardv1.RouteInboundResponse, error) {
+	known, err := s.knownSender(ctx, agentGroupID, m.GetSenderUserId())
+	if err != nil {
+		return nil, err
+	}
+	if !known {
+		r, admitted, err := s.admitUnknown(ctx, mg, agentGroupID, m)
+		if err != nil || !admitted {
+			return r, err
+		}
+	}
+	return s.deliver(ctx, mg.ID, agentGroupID, m)
+}
+
+// knownSender is the seed's canAccessAgentGroup: a member, an admin of the
+// group, a global admin or an owner.
+func (s *Service) knownSender(ctx context.Context, agentGroupID, userID string) (bool, error) {
+	if userID == "" {
+		return false, nil
+	}
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM agent_group_members WHERE agent_group_id = $1 AND user_id = $2)
+		OR EXISTS (SELECT 1 FROM user_roles WHERE user_id = $2 AND (agent_group_id IS NULL OR agent_group_id = $1))`,
+		agentGroupID, userID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("check sender %s of %s: %w", userID, agentGroupID, err)
+	}
+	return ok, nil
+}
+
+// admitUnknown asks the guard (senders.admit) about a sender who is not
+// known to the group. ALLOW (policy public) admits; HOLD creates the
+// sessionless sender_admit hold through the guard's card; DENY drops. A
+// held or denied message is recorded as dropped; the hold carries it for
+// replay on approval.
+func (s *Service) admitUnknown(ctx context.Context, mg messagingGroup, agentGroupID string, m *guardv1.RouteInboundRequest) (*guardv1.RouteInboundResponse, bool, error) {
+	sender := m.GetSenderUserId()
+	msg, err := messageMap(m)
+	if err != nil {
+		return nil, false, err
+	}
+	payload, err := structpb.NewStruct(map[string]any{
+		"messaging_group_id": mg.ID,
+		"agent_group_id":     agentGroupID,
+		"sender_user_id":     sender,
+		"sender_name":        m.GetSenderName(),
+		"policy":             mg.Policy,
+		"message":            msg,
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("encode sender_admit payload: %w", err)
+	}
+	req := &guardv1.DecideRequest{
+		Action:   ActionSendersAdmit,
+		Actor:    human(sender),
+		Resource: map[string]string{"messaging_group": mg.ID, "agent_group": agentGroupID},
+		Payload:  payload,
+	}
+	if sender != "" {
+		// Without an identity there is nobody to admit: the guard still
+		// decides, but no card is offered.
+		req.Card = &guardv1.HoldCard{
+			Kind:              approvals.KindSenderAdmit,
+			Title:             "👤 New sender",
+			Question:          fmt.Sprintf("%s wants to talk to your agent in %s. Allow?", displayName(m), chatName(mg)),
+			Options:           senderAdmitOptions,
+			DedupKey:          SenderAdmitDedupKey(mg.ID, sender),
+			OriginChannelType: mg.Channel,
+			RecordDeliveredTo: true,
+			Payload:           payload,
+		}
+	} else {
+		req.Actor = &guardv1.Actor{Kind: &guardv1.Actor_System{System: &guardv1.SystemActor{}}}
+	}
+	resp := s.decide(ctx, req)
+	d := resp.GetDecision()
+	switch d.GetEffect() {
+	case guardv1.Effect_EFFECT_ALLOW:
+		return nil, true, nil
+	case guardv1.Effect_EFFECT_HOLD:
+		reason := "unknown sender: approval requested"
+		if resp.GetHoldId() == "" {
+			reason = "unknown sender: approval could not be requested"
+			if resp.GetHoldError() != "" {
+				reason += " (" + resp.GetHoldError() + ")"
+			}
+		}
+		if err := s.recordDropped(ctx, s.pool, mg.ID, m, reason); err != nil {
+			return nil, false, err
+		}
+		if resp.GetHoldId() == "" {
+			return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mg.ID, reason), false, nil
+		}
+		r := outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_HELD, mg.ID, reason)
+		r.HoldId = resp.GetHoldId()
+		return r, false, nil
+	}
+	reason := "unknown sender: " + d.GetReason()
+	if err := s.recordDropped(ctx, s.pool, mg.ID, m, reason); err != nil {
+		return nil, false, err
+	}
+	return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mg.ID, reason), false, nil
+}
+
+// SenderAdmitApproved is the approve continuation of a sender_admit hold:
+// the sender becomes a member of the wired group and the original message
+// is routed again (it now passes as a known sender). Idempotent: a second
+// call finds the member present and the delivery's push id already stored.
+func (s *Service) SenderAdmitApproved(ctx context.Context, hold *guardv1.Hold) error {
+	f := hold.GetPayload().GetFields()
+	sender := f["sender_user_id"].GetStringValue()
+	group := f["agent_group_id"].GetStringValue()
+	if sender == "" || group == "" {
+		return fmt.Errorf("sender_admit hold %s: payload lacks sender or agent group", hold.GetId())
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id) VALUES ($1, $2)
+			ON CONFLICT DO NOTHING`, group, sender)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("admit %s to %s: %w", sender, group, err)
+	}
+	s.log.InfoContext(ctx, "unknown sender admitted", "sender", sender, "agent_group", group, "approver", hold.GetResolver())
+	return s.replay(ctx, hold.GetId(), f["message"])
+}
+
+// replay routes a message stored in a hold payload again.
+func (s *Service) replay(ctx context.Context, holdID string, v *structpb.Value) error {
+	if v.GetStructValue() == nil {
+		return fmt.Errorf("hold %s: no stored message to replay", holdID)
+	}
+	b, err := v.GetStructValue().MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("hold %s: encode stored message: %w", holdID, err)
+	}
+	m, err := messageFrom(b)
+	if err != nil {
+		return fmt.Errorf("hold %s: %w", holdID, err)
+	}
+	r, err := s.Route(ctx, m)
+	if err != nil {
+		return fmt.Errorf("hold %s: replay: %w", holdID, err)
+	}
+	s.log.InfoContext(ctx, "held message replayed", "hold", holdID, "outcome", r.GetOutcome().String(), "session", r.GetSessionId())
+	return nil
+}
+
+func displayName(m *guardv1.RouteInboundRequest) string {
+	if m.GetSenderName() != "" {
+		return m.GetSenderName()
+	}
+	if m.GetSenderUserId() != "" {
+		return m.GetSenderUserId()
+	}
+	return "Someone"
+}
+
+func chatName(mg messagingGroup) string {
+	if mg.Name != "" {
+		return mg.Name
+	}
+	return "a " + mg.Channel + " chat"
+}
