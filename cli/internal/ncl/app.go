@@ -1,0 +1,162 @@
+// Package ncl is the ncl command tree: `ncl <resource> <verb> [id] [flags]`
+// over the Registry, Approvals and Guard gRPC services.
+package ncl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/clawguard/clawguard/cli/internal/config"
+	"github.com/clawguard/clawguard/cli/internal/render"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Version is set at build time (-ldflags "-X ...ncl.Version=...").
+var Version = "dev"
+
+// Exit codes: the contract scripts rely on.
+const (
+	ExitOK     = 0
+	ExitServer = 1 // the server answered with an error
+	ExitUsage  = 2 // bad command line, bad config, or the server could not be reached
+)
+
+// app carries one invocation: where output goes, the global flags, and the
+// connection once a command needs it.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         config.Getenv
+
+	flags   config.Flags
+	output  string
+	quiet   bool
+	timeout time.Duration
+
+	settings config.Settings
+	conn     *grpc.ClientConn
+	clients  *clients
+}
+
+type clients struct {
+	reg   guardv1.RegistryClient
+	appr  guardv1.ApprovalsClient
+	guard guardv1.GuardClient
+}
+
+// Run executes ncl with args and returns the process exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv config.Getenv) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	defer a.close()
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	msg, code := describe(err)
+	fmt.Fprintf(stderr, "ncl: %s\n", msg)
+	if code == ExitUsage && isUsage(err) && cmd != nil {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return code
+}
+
+func (a *app) close() {
+	if a.conn != nil {
+		_ = a.conn.Close()
+	}
+}
+
+func (a *app) printer() render.Printer {
+	return render.Printer{W: a.stdout, JSON: a.output == "json", Quiet: a.quiet}
+}
+
+// do runs one unary call with the command's deadline; gRPC errors come back
+// marked as the server's answer so the exit code can tell them apart.
+func (a *app) do(cmd *cobra.Command, f func(ctx context.Context, c *clients) error) error {
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
+	defer cancel()
+	return asServerError(f(ctx, c), a.settings.Server)
+}
+
+// checkGlobals validates the flags every command shares.
+func (a *app) checkGlobals() error {
+	switch a.output {
+	case "table", "json":
+	default:
+		return usagef("invalid --output %q (want table or json)", a.output)
+	}
+	if a.quiet && a.output == "json" {
+		return usagef("-q and -o json are exclusive")
+	}
+	if a.timeout <= 0 {
+		return usagef("--timeout must be positive")
+	}
+	return nil
+}
+
+// usageError is a mistake on the command line (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+func isUsage(err error) bool {
+	var ue usageError
+	var se *serverError
+	var ce connError
+	if errors.As(err, &ue) {
+		return true
+	}
+	// Cobra's own errors (unknown flag, missing argument) are plain errors.
+	return !errors.As(err, &se) && !errors.As(err, &ce)
+}
+
+// list runs a call returning a list and prints it.
+func (a *app) list(cmd *cobra.Command, typ proto.Message, f func(ctx context.Context, c *clients) ([]proto.Message, error)) error {
+	return a.do(cmd, func(ctx context.Context, c *clients) error {
+		items, err := f(ctx, c)
+		if err != nil {
+			return err
+		}
+		return a.printer().List(typ, items)
+	})
+}
+
+// object runs a call returning one object and prints it.
+func (a *app) object(cmd *cobra.Command, f func(ctx context.Context, c *clients) (proto.Message, error)) error {
+	return a.do(cmd, func(ctx context.Context, c *clients) error {
+		m, err := f(ctx, c)
+		if err != nil {
+			return err
+		}
+		return a.printer().Object(m)
+	})
+}
+
+// done runs a call with an empty answer and confirms it.
+func (a *app) done(cmd *cobra.Command, sentence string, f func(ctx context.Context, c *clients) error) error {
+	return a.do(cmd, func(ctx context.Context, c *clients) error {
+		if err := f(ctx, c); err != nil {
+			return err
+		}
+		return a.printer().Done(sentence)
+	})
+}

@@ -1,0 +1,223 @@
+package ncl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/clawguard/clawguard/cli/internal/render"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+var holdStatusEnum = guardv1.HoldStatus(0).Descriptor()
+
+// maxReason is the server's limit on a reject reason (it reaches the requester).
+const maxReason = 280
+
+func (a *app) approvalsCmd() *cobra.Command {
+	return noun("approvals", "Holds waiting for a human: list, approve, reject, watch",
+		`  ncl approvals list
+  ncl approvals approve <hold-id> --as telegram:dana
+  ncl approvals reject <hold-id> --reason "not during the freeze"
+  ncl approvals watch`,
+		a.approvalsList(), a.approvalsGet(), a.approvalsResolve(true), a.approvalsResolve(false), a.approvalsWatch())
+}
+
+func (a *app) approvalsList() *cobra.Command {
+	var req guardv1.ListRequest
+	var statusWord string
+	cmd := &cobra.Command{
+		Use: "list", Short: "List holds (pending ones by default), newest first",
+		Example: `  ncl approvals list
+  ncl approvals list --status all --group ag_123
+  ncl approvals list --mine --as telegram:dana   # what dana may resolve`,
+		Args: none,
+	}
+	cmd.Flags().StringVar(&statusWord, "status", "pending", "pending, approved, rejected, expired, swept or all")
+	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind (cli_command, a2a_message_gate, ...)")
+	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group")
+	cmd.Flags().BoolVar(&req.EligibleForMe, "mine", false, "only holds I (or --as) may resolve")
+	cmd.Flags().StringVar(&req.AsUser, "as", "", "with --mine and an operator or bridge token: whose eligibility")
+	cmd.Flags().Int32Var(&req.Limit, "limit", 100, "at most this many")
+	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(append(render.EnumWords(holdStatusEnum), "all"), cobra.ShellCompDirectiveNoFileComp))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if statusWord != "all" {
+			n, err := render.ParseEnum(holdStatusEnum, statusWord)
+			if err != nil {
+				return usagef("--status: %v", err)
+			}
+			req.Status = guardv1.HoldStatus(n)
+		}
+		if req.AsUser != "" && !req.EligibleForMe {
+			return usagef("--as on list only means something with --mine")
+		}
+		return a.list(cmd, &guardv1.Hold{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
+			resp, err := c.appr.List(ctx, &req)
+			return render.Msgs(resp.GetHolds()), err
+		})
+	}
+	return cmd
+}
+
+func (a *app) approvalsGet() *cobra.Command {
+	return &cobra.Command{
+		Use: "get <hold-id>", Short: "Show one hold in full (question, payload, approver)",
+		Example: "  ncl approvals get ho_123", Args: one("hold-id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
+				resp, err := c.appr.Get(ctx, &guardv1.GetRequest{Id: args[0]})
+				return resp.GetHold(), err
+			})
+		},
+	}
+}
+
+func (a *app) approvalsResolve(approve bool) *cobra.Command {
+	var req guardv1.ResolveRequest
+	cmd := &cobra.Command{Args: one("hold-id")}
+	verb := "approved"
+	if approve {
+		cmd.Use, cmd.Short = "approve <hold-id>", "Approve a hold (the action is then replayed with the grant)"
+		cmd.Example = "  ncl approvals approve ho_123                    # with a user token: as that user\n  ncl approvals approve ho_123 --as telegram:dana  # operator or bridge token: names the clicker"
+		cmd.Flags().StringVar(&req.Choice, "choice", "", "option value, for cards with several options")
+		req.Outcome = guardv1.Outcome_OUTCOME_APPROVE
+	} else {
+		verb = "rejected"
+		cmd.Use, cmd.Short = "reject <hold-id>", "Reject a hold, optionally telling the requester why"
+		cmd.Example = `  ncl approvals reject ho_123 --reason "not during the freeze"`
+		cmd.Flags().StringVar(&req.Reason, "reason", "", fmt.Sprintf("why (at most %d characters; reaches the requester)", maxReason))
+		req.Outcome = guardv1.Outcome_OUTCOME_REJECT
+	}
+	cmd.Flags().StringVar(&req.AsUser, "as", "", "the user resolving, for operator and bridge tokens (a user token always resolves as itself)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if n := len([]rune(req.Reason)); n > maxReason {
+			return usagef("--reason is %d characters; at most %d reach the requester", n, maxReason)
+		}
+		req.Id = args[0]
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.appr.Resolve(ctx, &req)
+			if err != nil {
+				return err
+			}
+			h := resp.GetHold()
+			p := a.printer()
+			if p.JSON || p.Quiet {
+				return p.Object(h)
+			}
+			by := h.GetResolver()
+			if by == "" {
+				by = req.AsUser
+			}
+			line := fmt.Sprintf("%s hold %s (%s)", verb, h.GetId(), h.GetKind())
+			if by != "" {
+				line += " as " + by
+			}
+			return p.Done(line)
+		})
+	}
+	return cmd
+}
+
+func (a *app) approvalsWatch() *cobra.Command {
+	var req guardv1.WatchRequest
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Print hold events live (requested, resolved); reconnects by itself",
+		Long: `Follow hold lifecycle events as they happen. Each line carries the event's
+cursor (#N). On a dropped connection ncl reconnects with back-off and resumes
+after the last cursor it printed, so no event is lost or shown twice; to resume
+a previous watch, pass its last cursor with --after. Without --after the watch
+starts at the current end. -o json prints one JSON object per line.`,
+		Example: "  ncl approvals watch\n  ncl approvals watch --group ag_123 -o json | jq .hold.id\n  ncl approvals watch --after 1042",
+		Args:    none,
+	}
+	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind")
+	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group")
+	cmd.Flags().Int64Var(&req.AfterCursor, "after", 0, "resume after this cursor (0 with --after: replay all retained events)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		req.FromNow = !cmd.Flags().Changed("after")
+		return a.watch(cmd.Context(), &req)
+	}
+	return cmd
+}
+
+// Back-off between reconnects of a watch.
+var (
+	watchBackoffMin = 250 * time.Millisecond
+	watchBackoffMax = 10 * time.Second
+)
+
+// watch follows the event stream until ctx ends, reconnecting after any
+// transient failure from the last cursor seen.
+func (a *app) watch(ctx context.Context, req *guardv1.WatchRequest) error {
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	p := a.printer()
+	fmt.Fprintln(a.stderr, "ncl: watching hold events (Ctrl-C to stop)")
+	backoff := watchBackoffMin
+	for {
+		err := a.watchOnce(ctx, c, req, p, func() { backoff = watchBackoffMin })
+		if ctx.Err() != nil {
+			return nil // interrupted: a normal end of a watch
+		}
+		if !retryable(err) {
+			return asServerError(err, a.settings.Server)
+		}
+		from := "the current end"
+		if !req.FromNow {
+			from = fmt.Sprintf("cursor %d", req.AfterCursor)
+		}
+		fmt.Fprintf(a.stderr, "ncl: watch interrupted (%v); reconnecting in %s from %s\n", err, backoff, from)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, watchBackoffMax)
+	}
+}
+
+func (a *app) watchOnce(ctx context.Context, c *clients, req *guardv1.WatchRequest, p render.Printer, progressed func()) error {
+	stream, err := c.appr.Watch(ctx, req)
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		// Remember the position before printing: a reconnect resumes after it.
+		req.AfterCursor, req.FromNow = ev.GetCursor(), false
+		progressed()
+		if err := p.Event(ev); err != nil {
+			return err
+		}
+	}
+}
+
+// retryable: the stream ended or the server is (briefly) away; anything
+// that a retry cannot fix (auth, bad request) ends the watch.
+func retryable(err error) bool {
+	if errors.Is(err, io.EOF) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.Aborted, codes.Internal, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}

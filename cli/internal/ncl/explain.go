@@ -1,0 +1,95 @@
+package ncl
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+func (a *app) explainCmd() *cobra.Command {
+	var action, actor, payload string
+	var resources []string
+	cmd := &cobra.Command{
+		Use:   "explain",
+		Short: "Ask the guard what it would decide, without doing anything",
+		Long: `Evaluate one action as a dry run (Guard.Decide with dry_run): no hold is
+created and no grant consumed. Prints the effect (allow, hold, deny), the
+reason, for a hold the approver rule and scope, and which check decided.
+
+--actor is host, agent:<group>[:<session>] or human:<user> (user ids contain
+a colon themselves: human:telegram:dana).`,
+		Example: `  ncl explain --action a2a.send --actor agent:ag_A --resource to=ag_B
+  ncl explain --action roles.grant --actor human:telegram:alice --payload '{"group":"ag_A"}' -o json`,
+		Args: none,
+	}
+	cmd.Flags().StringVar(&action, "action", "", "catalog action, e.g. a2a.send (see: ncl catalog list)")
+	cmd.Flags().StringVar(&actor, "actor", "", "host, agent:<group>[:<session>] or human:<user>")
+	cmd.Flags().StringArrayVar(&resources, "resource", nil, "resource reference key=value (repeatable), e.g. to=<group>")
+	cmd.Flags().StringVar(&payload, "payload", "", "action arguments as a JSON object")
+	required(cmd, "action", "actor")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		act, err := parseActor(actor)
+		if err != nil {
+			return err
+		}
+		res, err := kvPairs("resource", resources)
+		if err != nil {
+			return err
+		}
+		req := &guardv1.DecideRequest{Action: action, Actor: act, Resource: res, DryRun: true}
+		if payload != "" {
+			if req.Payload, err = parsePayload(payload); err != nil {
+				return err
+			}
+		}
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.guard.Decide(ctx, req)
+			if err != nil {
+				return err
+			}
+			return a.printer().Object(resp.GetDecision())
+		})
+	}
+	return cmd
+}
+
+// parseActor reads host | agent:<group>[:<session>] | human:<user>.
+func parseActor(s string) (*guardv1.Actor, error) {
+	kind, rest, _ := strings.Cut(s, ":")
+	switch kind {
+	case "host":
+		if rest != "" {
+			return nil, usagef("--actor host takes nothing after it")
+		}
+		return &guardv1.Actor{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}}, nil
+	case "agent":
+		group, session, _ := strings.Cut(rest, ":")
+		if group == "" {
+			return nil, usagef("--actor agent:<group>[:<session>] needs a group")
+		}
+		return &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: group, SessionId: session}}}, nil
+	case "human":
+		if rest == "" {
+			return nil, usagef("--actor human:<user> needs a user, e.g. human:telegram:dana")
+		}
+		return &guardv1.Actor{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{UserId: rest}}}, nil
+	}
+	return nil, usagef("--actor %q: want host, agent:<group>[:<session>] or human:<user>", s)
+}
+
+func parsePayload(s string) (*structpb.Struct, error) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, usagef("--payload is not a JSON object: %v", err)
+	}
+	st, err := structpb.NewStruct(m)
+	if err != nil {
+		return nil, usagef("--payload: %v", err)
+	}
+	return st, nil
+}

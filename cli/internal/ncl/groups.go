@@ -1,0 +1,315 @@
+package ncl
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clawguard/clawguard/cli/internal/render"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+var (
+	cliScopeEnum = guardv1.CliScope(0).Descriptor()
+	managerEnum  = guardv1.PackageManager(0).Descriptor()
+)
+
+func (a *app) groupsCmd() *cobra.Command {
+	return noun("groups", "Agent groups: create, inspect, configure, restart",
+		`  ncl groups create --name research --cli-scope group
+  ncl groups list
+  ncl groups config update <id> --memory 2g`,
+		a.groupsList(), a.groupsGet(), a.groupsCreate(), a.groupsUpdate(), a.groupsDelete(),
+		a.groupsRestart(), a.groupsConfig(), a.groupsPackages(), a.groupsMcp(),
+	)
+}
+
+func (a *app) groupsList() *cobra.Command {
+	return &cobra.Command{
+		Use: "list", Short: "List agent groups", Example: "  ncl groups list -o json", Args: none,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.do(cmd, func(ctx context.Context, c *clients) error {
+				resp, err := c.reg.ListGroups(ctx, &guardv1.ListGroupsRequest{})
+				if err != nil {
+					return err
+				}
+				return a.printer().List(&guardv1.Group{}, render.Msgs(resp.GetGroups()))
+			})
+		},
+	}
+}
+
+func (a *app) groupsGet() *cobra.Command {
+	return &cobra.Command{
+		Use: "get <id>", Short: "Show one agent group with its config", Example: "  ncl groups get ag_123", Args: one("id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.do(cmd, func(ctx context.Context, c *clients) error {
+				resp, err := c.reg.GetGroup(ctx, &guardv1.GetGroupRequest{Id: args[0]})
+				if err != nil {
+					return err
+				}
+				return a.printer().Object(resp.GetGroup())
+			})
+		},
+	}
+}
+
+func (a *app) groupsCreate() *cobra.Command {
+	var req guardv1.CreateGroupRequest
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create an agent group",
+		Long: `Create an agent group. --cli-scope says what the group's agents may do with
+admin commands: disabled (nothing), group (their own group, held for approval
+where the catalog says so) or global (any group — a wide blast radius).`,
+		Example: "  ncl groups create --name research --cli-scope group",
+		Args:    none,
+	}
+	scope := enumVar(cmd, "cli-scope", cliScopeEnum, "admin commands the group's agents may run")
+	cmd.Flags().StringVar(&req.Name, "name", "", "group name")
+	cmd.Flags().StringVar(&req.BaseImage, "base-image", "", "base image of the group's containers (default: the runner's)")
+	cmd.Flags().StringVar(&req.PinnedHost, "pinned-host", "", "run the group's sessions on this runner host only")
+	required(cmd, "name")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		req.CliScope = guardv1.CliScope(scope.val)
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.CreateGroup(ctx, &req)
+			if err != nil {
+				return err
+			}
+			return a.printer().Object(resp.GetGroup())
+		})
+	}
+	return cmd
+}
+
+func (a *app) groupsUpdate() *cobra.Command {
+	var name, image, host string
+	cmd := &cobra.Command{
+		Use: "update <id>", Short: "Rename a group or change its image or pinned host",
+		Example: "  ncl groups update ag_123 --name research-2\n  ncl groups update ag_123 --pinned-host ''   # unpin",
+		Args:    one("id"),
+	}
+	cmd.Flags().StringVar(&name, "name", "", "new name")
+	cmd.Flags().StringVar(&image, "base-image", "", "new base image")
+	cmd.Flags().StringVar(&host, "pinned-host", "", "new pinned host ('' unpins)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		req := &guardv1.UpdateGroupRequest{Id: args[0], Name: name, BaseImage: image}
+		if cmd.Flags().Changed("pinned-host") {
+			req.PinnedHost = &host
+		}
+		if name == "" && image == "" && req.PinnedHost == nil {
+			return usagef("nothing to update: give --name, --base-image or --pinned-host")
+		}
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.UpdateGroup(ctx, req)
+			if err != nil {
+				return err
+			}
+			return a.printer().Object(resp.GetGroup())
+		})
+	}
+	return cmd
+}
+
+func (a *app) groupsDelete() *cobra.Command {
+	return &cobra.Command{
+		Use: "delete <id>", Short: "Delete an agent group and everything that hangs off it",
+		Example: "  ncl groups delete ag_123", Args: one("id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.do(cmd, func(ctx context.Context, c *clients) error {
+				resp, err := c.reg.DeleteGroup(ctx, &guardv1.DeleteGroupRequest{Id: args[0]})
+				if err != nil {
+					return err
+				}
+				v, err := render.JSONValue(resp)
+				if err != nil {
+					return err
+				}
+				return a.printer().Value(v, fmt.Sprintf("deleted group %s%s", args[0], removedSummary(resp.GetRemoved())))
+			})
+		},
+	}
+}
+
+func removedSummary(m map[string]int64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return " (removed " + strings.Join(parts, ", ") + ")"
+}
+
+func (a *app) groupsRestart() *cobra.Command {
+	var rebuild bool
+	cmd := &cobra.Command{
+		Use: "restart <id>", Short: "Restart the group's containers (after a config change)",
+		Example: "  ncl groups restart ag_123 --rebuild-image", Args: one("id"),
+	}
+	cmd.Flags().BoolVar(&rebuild, "rebuild-image", false, "rebuild the group's image first (after package changes)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.RestartGroup(ctx, &guardv1.RestartGroupRequest{Group: args[0], RebuildImage: rebuild})
+			if err != nil {
+				return err
+			}
+			v, err := render.JSONValue(resp)
+			if err != nil {
+				return err
+			}
+			return a.printer().Value(v, fmt.Sprintf("restart requested for %d session(s) of group %s", resp.GetSessions(), args[0]))
+		})
+	}
+	return cmd
+}
+
+func (a *app) groupsConfig() *cobra.Command {
+	get := &cobra.Command{
+		Use: "get <group>", Short: "Show a group's container config", Example: "  ncl groups config get ag_123", Args: one("group"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.do(cmd, func(ctx context.Context, c *clients) error {
+				resp, err := c.reg.GetGroupConfig(ctx, &guardv1.GetGroupConfigRequest{Group: args[0]})
+				if err != nil {
+					return err
+				}
+				return a.printer().Object(resp.GetConfig())
+			})
+		},
+	}
+	var cpus, memory string
+	update := &cobra.Command{
+		Use: "update <group>", Short: "Change cli scope, cpus or memory of a group",
+		Example: "  ncl groups config update ag_123 --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update ag_123 --memory ''   # no memory limit",
+		Args:    one("group"),
+	}
+	scope := enumVar(update, "cli-scope", cliScopeEnum, "admin commands the group's agents may run")
+	update.Flags().StringVar(&cpus, "cpus", "", "CPU limit ('' removes it)")
+	update.Flags().StringVar(&memory, "memory", "", "memory limit ('' removes it)")
+	update.RunE = func(cmd *cobra.Command, args []string) error {
+		req := &guardv1.UpdateGroupConfigRequest{Group: args[0], CliScope: guardv1.CliScope(scope.val)}
+		if cmd.Flags().Changed("cpus") {
+			req.Cpus = &cpus
+		}
+		if cmd.Flags().Changed("memory") {
+			req.Memory = &memory
+		}
+		if scope.val == 0 && req.Cpus == nil && req.Memory == nil {
+			return usagef("nothing to update: give --cli-scope, --cpus or --memory")
+		}
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.UpdateGroupConfig(ctx, req)
+			if err != nil {
+				return err
+			}
+			return a.printer().Object(resp.GetConfig())
+		})
+	}
+	return noun("config", "A group's container config", "  ncl groups config get ag_123", get, update)
+}
+
+func (a *app) groupsPackages() *cobra.Command {
+	add := &cobra.Command{
+		Use: "add <group> <package>...", Short: "Add packages to a group's image",
+		Example: "  ncl groups packages add ag_123 curl jq --manager apt",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usagef("usage: %s <group> <package>... --manager apt|npm", cmd.CommandPath())
+			}
+			return nil
+		},
+	}
+	addMgr := enumVar(add, "manager", managerEnum, "package manager")
+	required(add, "manager")
+	add.RunE = func(cmd *cobra.Command, args []string) error {
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.AddGroupPackage(ctx, &guardv1.AddGroupPackageRequest{
+				Group: args[0], Manager: guardv1.PackageManager(addMgr.val), Packages: args[1:],
+			})
+			if err != nil {
+				return err
+			}
+			return a.printer().Object(resp.GetConfig())
+		})
+	}
+	remove := &cobra.Command{
+		Use: "remove <group> <package>", Short: "Remove a package from a group's image",
+		Example: "  ncl groups packages remove ag_123 jq --manager apt",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usagef("usage: %s <group> <package> --manager apt|npm", cmd.CommandPath())
+			}
+			return nil
+		},
+	}
+	rmMgr := enumVar(remove, "manager", managerEnum, "package manager")
+	required(remove, "manager")
+	remove.RunE = func(cmd *cobra.Command, args []string) error {
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.RemoveGroupPackage(ctx, &guardv1.RemoveGroupPackageRequest{
+				Group: args[0], Manager: guardv1.PackageManager(rmMgr.val), Package: args[1],
+			})
+			if err != nil {
+				return err
+			}
+			return a.printer().Object(resp.GetConfig())
+		})
+	}
+	return noun("packages", "Packages installed into a group's image", "  ncl groups packages add ag_123 curl --manager apt", add, remove)
+}
+
+func (a *app) groupsMcp() *cobra.Command {
+	var srv guardv1.McpServer
+	var env []string
+	add := &cobra.Command{
+		Use: "add <group>", Short: "Add an MCP server to a group",
+		Example: "  ncl groups mcp add ag_123 --name files --command mcp-files --arg /data --env LOG=debug",
+		Args:    one("group"),
+	}
+	add.Flags().StringVar(&srv.Name, "name", "", "server name")
+	add.Flags().StringVar(&srv.Command, "command", "", "command to run")
+	add.Flags().StringArrayVar(&srv.Args, "arg", nil, "argument (repeatable)")
+	add.Flags().StringArrayVar(&env, "env", nil, "environment KEY=VALUE (repeatable)")
+	required(add, "name", "command")
+	add.RunE = func(cmd *cobra.Command, args []string) error {
+		e, err := kvPairs("env", env)
+		if err != nil {
+			return err
+		}
+		srv.Env = e
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: args[0], Server: &srv})
+			if err != nil {
+				return err
+			}
+			return a.printer().Object(resp.GetConfig())
+		})
+	}
+	var name string
+	remove := &cobra.Command{
+		Use: "remove <group>", Short: "Remove an MCP server from a group",
+		Example: "  ncl groups mcp remove ag_123 --name files", Args: one("group"),
+	}
+	remove.Flags().StringVar(&name, "name", "", "server name")
+	required(remove, "name")
+	remove.RunE = func(cmd *cobra.Command, args []string) error {
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.RemoveGroupMcpServer(ctx, &guardv1.RemoveGroupMcpServerRequest{Group: args[0], Name: name})
+			if err != nil {
+				return err
+			}
+			return a.printer().Object(resp.GetConfig())
+		})
+	}
+	return noun("mcp", "MCP servers of a group", "  ncl groups mcp add ag_123 --name files --command mcp-files", add, remove)
+}

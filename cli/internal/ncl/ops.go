@@ -1,0 +1,183 @@
+package ncl
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/clawguard/clawguard/cli/internal/render"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+var effectEnum = guardv1.Effect(0).Descriptor()
+
+func (a *app) tokensCmd() *cobra.Command {
+	var req guardv1.CreateTokenRequest
+	var secretFile string
+	create := &cobra.Command{
+		Use: "create", Short: "Create a bearer token (the secret is shown once)",
+		Long: `Create a token for a runner, a chat bridge, a user (approver) or another
+operator. The secret is printed once and never again; with --secret-file it is
+written to that file (mode 0600) instead of the terminal.`,
+		Example: `  ncl tokens create --kind runner --name host-1 --runner host-1 --secret-file runner.token
+  ncl tokens create --kind user --name dana --user telegram:dana -o json`,
+		Args: none,
+	}
+	kind := enumVar(create, "kind", principalEnum, "who the token is for")
+	create.Flags().StringVar(&req.Name, "name", "", "a name to recognise the token by")
+	create.Flags().StringVar(&req.RunnerId, "runner", "", "runner id (kind runner)")
+	create.Flags().StringVar(&req.UserId, "user", "", "user id (kind user)")
+	create.Flags().StringVar(&secretFile, "secret-file", "", "write the secret to this file (0600) instead of printing it")
+	required(create, "kind", "name")
+	create.RunE = func(cmd *cobra.Command, _ []string) error {
+		req.Kind = guardv1.Principal(kind.val)
+		if a.quiet && secretFile == "" {
+			return usagef("-q prints only the token id, so the secret would be lost: add --secret-file")
+		}
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.CreateToken(ctx, &req)
+			if err != nil {
+				return err
+			}
+			secret := resp.GetSecret()
+			if secretFile != "" {
+				if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+					return fmt.Errorf("token %s created but its secret could not be saved (revoke it): %w", resp.GetToken().GetId(), err)
+				}
+				secret = ""
+			}
+			p := a.printer()
+			switch {
+			case p.JSON:
+				v, err := render.JSONValue(resp.GetToken())
+				if err != nil {
+					return err
+				}
+				obj := v.(map[string]any)
+				if secret != "" {
+					obj["secret"] = secret
+				} else {
+					obj["secret_file"] = secretFile
+				}
+				return p.Value(obj, "")
+			case p.Quiet:
+				return p.Object(resp.GetToken())
+			}
+			if err := p.Object(resp.GetToken()); err != nil {
+				return err
+			}
+			if secret != "" {
+				fmt.Fprintf(a.stdout, "\nSECRET: %s\n(shown once: store it now)\n", secret)
+			} else {
+				fmt.Fprintf(a.stdout, "\nsecret written to %s\n", secretFile)
+			}
+			return nil
+		})
+	}
+	list := &cobra.Command{
+		Use: "list", Short: "List tokens (never their secrets)", Example: "  ncl tokens list", Args: none,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.list(cmd, &guardv1.Token{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
+				resp, err := c.reg.ListTokens(ctx, &guardv1.ListTokensRequest{})
+				return render.Msgs(resp.GetTokens()), err
+			})
+		},
+	}
+	revoke := &cobra.Command{
+		Use: "revoke <id>", Short: "Revoke a token", Example: "  ncl tokens revoke tk_123", Args: one("id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.done(cmd, "revoked token "+args[0], func(ctx context.Context, c *clients) error {
+				_, err := c.reg.RevokeToken(ctx, &guardv1.RevokeTokenRequest{Id: args[0]})
+				return err
+			})
+		},
+	}
+	return noun("tokens", "Bearer tokens of runners, bridges, users and operators",
+		"  ncl tokens create --kind user --name dana --user telegram:dana --secret-file dana.token", create, list, revoke)
+}
+
+func (a *app) runnersCmd() *cobra.Command {
+	list := &cobra.Command{
+		Use: "list", Short: "List runners, their leases and sessions", Example: "  ncl runners list", Args: none,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.list(cmd, &guardv1.Runner{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
+				resp, err := c.reg.ListRunners(ctx, &guardv1.ListRunnersRequest{})
+				return render.Msgs(resp.GetRunners()), err
+			})
+		},
+	}
+	return noun("runners", "Runners (one per host)", "  ncl runners list", list)
+}
+
+func (a *app) catalogCmd() *cobra.Command {
+	list := &cobra.Command{
+		Use: "list", Short: "List the guarded actions the server knows", Example: "  ncl catalog list\n  ncl catalog list -o json | jq -r '.[].action'", Args: none,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.do(cmd, func(ctx context.Context, c *clients) error {
+				resp, err := c.reg.ListCatalog(ctx, &guardv1.ListCatalogRequest{})
+				if err != nil {
+					return err
+				}
+				p := a.printer()
+				if err := p.List(&guardv1.CatalogEntry{}, render.Msgs(resp.GetEntries())); err != nil {
+					return err
+				}
+				if !p.JSON && !p.Quiet && len(resp.GetExemptDeliveryActions()) > 0 {
+					fmt.Fprintf(a.stdout, "\nexempt delivery actions: %s\n", strings.Join(resp.GetExemptDeliveryActions(), ", "))
+				}
+				return nil
+			})
+		},
+	}
+	return noun("catalog", "The catalog of guarded actions", "  ncl catalog list", list)
+}
+
+func (a *app) decisionsCmd() *cobra.Command {
+	var req guardv1.ListDecisionsRequest
+	var since string
+	list := &cobra.Command{
+		Use: "list", Short: "List logged decisions, newest first",
+		Example: "  ncl decisions list --effect deny\n  ncl decisions list --action a2a.send --group ag_A --since 1h",
+		Args:    none,
+	}
+	effect := enumVar(list, "effect", effectEnum, "only this effect")
+	list.Flags().StringVar(&req.Action, "action", "", "only this catalog action")
+	list.Flags().StringVar(&req.Group, "group", "", "only decisions about this agent group")
+	list.Flags().StringVar(&since, "since", "", "only decisions after this time: a duration ago (90m, 24h) or RFC 3339")
+	list.Flags().Int32Var(&req.Limit, "limit", 100, "at most this many")
+	list.RunE = func(cmd *cobra.Command, _ []string) error {
+		req.Effect = guardv1.Effect(effect.val)
+		if since != "" {
+			t, err := parseSince(since, time.Now())
+			if err != nil {
+				return err
+			}
+			req.Since = timestamppb.New(t)
+		}
+		return a.list(cmd, &guardv1.DecisionRecord{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
+			resp, err := c.reg.ListDecisions(ctx, &req)
+			return render.Msgs(resp.GetDecisions()), err
+		})
+	}
+	return noun("decisions", "The decision log", "  ncl decisions list --effect deny", list)
+}
+
+// parseSince accepts "90m"/"24h" (ago) or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, usagef("--since %q: a duration ago must be positive", s)
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, usagef("--since %q: want a duration (90m, 24h) or an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+}

@@ -1,0 +1,112 @@
+package ncl
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+const rootLong = `ncl is the admin and approver CLI of Clawguard, a plain gRPC client of
+clawguard-server. Every command reads: ncl <resource> <verb> [id] [flags].
+
+Connection (flags win over environment, environment over the config file):
+  --server           CLAWGUARD_SERVER      (default 127.0.0.1:7443)
+  --token-file       CLAWGUARD_TOKEN_FILE  (or CLAWGUARD_TOKEN holding the token itself)
+  --profile          CLAWGUARD_PROFILE     (profile of the config file; default: its "current")
+  --config           CLAWGUARD_CONFIG      (default ~/.config/clawguard/ncl.yaml)
+  --tls-ca, --tls-cert, --tls-key, --tls-server-name
+                     CLAWGUARD_TLS_CA, CLAWGUARD_TLS_CERT, CLAWGUARD_TLS_KEY, CLAWGUARD_TLS_SERVER_NAME
+                     (plaintext when no CA is given)
+
+Config file:
+  current: local
+  profiles:
+    local: {server: 127.0.0.1:7443, token_file: ~/.config/clawguard/operator.token}
+    prod:  {server: guard.example.com:7443, token_file: ~/.config/clawguard/prod.token, tls_ca: ~/ca.pem}
+
+There is deliberately no --token flag: a secret on the command line lands in
+shell history and in every other user's "ps" output. Point --token-file at a
+0600 file, or export CLAWGUARD_TOKEN.
+
+Output: aligned tables by default; -o json for scripts (a list is an array,
+a created or fetched object is the object with its id); -q prints ids only.
+Exit codes: 0 ok, 1 the server refused or failed, 2 usage, config or connection error.`
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ncl",
+		Short: "Admin and approver CLI for Clawguard",
+		Long:  rootLong,
+		Example: `  export CLAWGUARD_TOKEN_FILE=~/.config/clawguard/operator.token
+  ncl groups create --name research --cli-scope group
+  ncl approvals list
+  ncl approvals approve <hold-id> --as telegram:dana`,
+		Version:       Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return a.checkGlobals()
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.flags.Server, "server", "", "server address host:port (env CLAWGUARD_SERVER, default 127.0.0.1:7443)")
+	pf.StringVar(&a.flags.TokenFile, "token-file", "", "file holding the bearer token (env CLAWGUARD_TOKEN_FILE)")
+	pf.StringVar(&a.flags.Profile, "profile", "", "config profile (env CLAWGUARD_PROFILE)")
+	pf.StringVar(&a.flags.ConfigPath, "config", "", "config file (env CLAWGUARD_CONFIG, default ~/.config/clawguard/ncl.yaml)")
+	pf.StringVar(&a.flags.TLSCA, "tls-ca", "", "CA bundle to verify the server; enables TLS (env CLAWGUARD_TLS_CA)")
+	pf.StringVar(&a.flags.TLSCert, "tls-cert", "", "client certificate for mutual TLS (env CLAWGUARD_TLS_CERT)")
+	pf.StringVar(&a.flags.TLSKey, "tls-key", "", "client key for mutual TLS (env CLAWGUARD_TLS_KEY)")
+	pf.StringVar(&a.flags.TLSServerName, "tls-server-name", "", "server name to verify (env CLAWGUARD_TLS_SERVER_NAME)")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print ids only")
+	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline of each call")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+
+	root.AddCommand(
+		a.groupsCmd(),
+		a.sessionsCmd(),
+		a.destinationsCmd(),
+		a.membersCmd(),
+		a.rolesCmd(),
+		a.usersCmd(),
+		a.wiringsCmd(),
+		a.messagingGroupsCmd(),
+		a.policiesCmd(),
+		a.userDmsCmd(),
+		a.tokensCmd(),
+		a.runnersCmd(),
+		a.catalogCmd(),
+		a.decisionsCmd(),
+		a.approvalsCmd(),
+		a.explainCmd(),
+		completionCmd(),
+	)
+	return root
+}
+
+func completionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "completion bash|zsh",
+		Short: "Print a shell completion script",
+		Long: `Print a completion script for bash or zsh.
+
+  bash: source <(ncl completion bash)      # or save it under /etc/bash_completion.d/ncl
+  zsh:  ncl completion zsh > "${fpath[1]}/_ncl"`,
+		Example:   "  source <(ncl completion bash)",
+		ValidArgs: []string{"bash", "zsh"},
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh") {
+				return usagef("completion takes one argument: bash or zsh")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "bash" {
+				return cmd.Root().GenBashCompletionV2(cmd.OutOrStdout(), true)
+			}
+			return cmd.Root().GenZshCompletion(cmd.OutOrStdout())
+		},
+	}
+}

@@ -1,0 +1,264 @@
+// Package render prints API objects as aligned tables, as JSON (proto field
+// names, enums as lower-case words) or as bare ids. Render functions take
+// protos and a writer only, so golden tests can feed them fixed values.
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Printer writes command results in the chosen format.
+type Printer struct {
+	W     io.Writer
+	JSON  bool // -o json
+	Quiet bool // -q: ids only
+}
+
+// Msgs turns a typed slice into the []proto.Message the printer takes.
+func Msgs[T proto.Message](items []T) []proto.Message {
+	out := make([]proto.Message, len(items))
+	for i, m := range items {
+		out[i] = m
+	}
+	return out
+}
+
+// List prints a list of messages of type typ (typ names the columns even
+// when the list is empty). JSON: an array, never null.
+func (p Printer) List(typ proto.Message, items []proto.Message) error {
+	v := viewOf(typ)
+	switch {
+	case p.JSON:
+		arr := make([]any, 0, len(items))
+		for _, m := range items {
+			j, err := JSONValue(m)
+			if err != nil {
+				return err
+			}
+			arr = append(arr, j)
+		}
+		return writeJSON(p.W, arr)
+	case p.Quiet:
+		for _, m := range items {
+			if id := v.id(m); id != "" {
+				fmt.Fprintln(p.W, id)
+			}
+		}
+		return nil
+	}
+	tw := newTab(p.W)
+	headers := make([]string, len(v.cols))
+	for i, c := range v.cols {
+		headers[i] = c.header
+	}
+	fmt.Fprintln(tw, strings.Join(headers, "\t"))
+	for _, m := range items {
+		cells := make([]string, len(v.cols))
+		for i, c := range v.cols {
+			cells[i] = cell(c.get(m))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// Object prints one created or fetched message: JSON object, its id, or a
+// "FIELD: value" block.
+func (p Printer) Object(m proto.Message) error {
+	v := viewOf(m)
+	switch {
+	case p.JSON:
+		j, err := JSONValue(m)
+		if err != nil {
+			return err
+		}
+		return writeJSON(p.W, j)
+	case p.Quiet:
+		if id := v.id(m); id != "" {
+			fmt.Fprintln(p.W, id)
+		}
+		return nil
+	}
+	tw := newTab(p.W)
+	for _, c := range append(append([]col(nil), v.cols...), v.detail...) {
+		fmt.Fprintf(tw, "%s:\t%s\n", c.header, cell(c.get(m)))
+	}
+	return tw.Flush()
+}
+
+// Done reports a mutation that returns nothing: a sentence for people, an
+// empty JSON object for scripts, nothing when quiet.
+func (p Printer) Done(sentence string) error {
+	switch {
+	case p.JSON:
+		return writeJSON(p.W, map[string]any{})
+	case p.Quiet:
+		return nil
+	}
+	_, err := fmt.Fprintln(p.W, sentence)
+	return err
+}
+
+// Value prints an arbitrary JSON-able value in JSON mode and text otherwise
+// (used for small results with no message of their own).
+func (p Printer) Value(v any, text string) error {
+	if p.JSON {
+		return writeJSON(p.W, v)
+	}
+	if p.Quiet {
+		return nil
+	}
+	_, err := fmt.Fprintln(p.W, text)
+	return err
+}
+
+func newTab(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+// cell keeps a table cell on one line and shows absence as "-".
+func cell(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func writeJSON(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// JSONValue is m as a JSON value: protojson with proto field names and every
+// field present (a stable shape for scripts), then enums rewritten to their
+// lower-case word ("allow", not "EFFECT_ALLOW") and 64-bit integers as numbers.
+func JSONValue(m proto.Message) (any, error) {
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode json: %w", err)
+	}
+	return fixMessage(m.ProtoReflect().Descriptor(), v), nil
+}
+
+func fixMessage(md protoreflect.MessageDescriptor, v any) any {
+	if strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
+		return v // well-known types keep their canonical JSON
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	for k, val := range obj {
+		if fd := md.Fields().ByName(protoreflect.Name(k)); fd != nil {
+			obj[k] = fixField(fd, val)
+		}
+	}
+	return obj
+}
+
+func fixField(fd protoreflect.FieldDescriptor, v any) any {
+	switch {
+	case fd.IsMap():
+		if m, ok := v.(map[string]any); ok {
+			for k, x := range m {
+				m[k] = fixSingle(fd.MapValue(), x)
+			}
+		}
+		return v
+	case fd.IsList():
+		if arr, ok := v.([]any); ok {
+			for i, x := range arr {
+				arr[i] = fixSingle(fd, x)
+			}
+		}
+		return v
+	}
+	return fixSingle(fd, v)
+}
+
+func fixSingle(fd protoreflect.FieldDescriptor, v any) any {
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		if s, ok := v.(string); ok {
+			if ev := fd.Enum().Values().ByName(protoreflect.Name(s)); ev != nil {
+				return enumWord(fd.Enum(), ev.Number())
+			}
+		}
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return fixMessage(fd.Message(), v)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		if s, ok := v.(string); ok {
+			return json.Number(s)
+		}
+	}
+	return v
+}
+
+// EnumWord is an enum value as people type it: EFFECT_ALLOW → "allow",
+// SENDER_POLICY_REQUEST_APPROVAL → "request_approval"; unspecified → "".
+func EnumWord(e protoreflect.Enum) string {
+	return enumWord(e.Descriptor(), e.Number())
+}
+
+func enumWord(ed protoreflect.EnumDescriptor, n protoreflect.EnumNumber) string {
+	if n == 0 {
+		return ""
+	}
+	ev := ed.Values().ByNumber(n)
+	if ev == nil {
+		return fmt.Sprintf("%d", n)
+	}
+	return strings.ToLower(strings.TrimPrefix(string(ev.Name()), EnumPrefix(ed)))
+}
+
+// EnumPrefix is the shared prefix of an enum's value names, taken from its
+// zero value (EFFECT_UNSPECIFIED → "EFFECT_").
+func EnumPrefix(ed protoreflect.EnumDescriptor) string {
+	return strings.TrimSuffix(string(ed.Values().ByNumber(0).Name()), "UNSPECIFIED")
+}
+
+// EnumWords lists the non-zero words of an enum, for help and completion.
+func EnumWords(ed protoreflect.EnumDescriptor) []string {
+	var out []string
+	vals := ed.Values()
+	for i := 0; i < vals.Len(); i++ {
+		if n := vals.Get(i).Number(); n != 0 {
+			out = append(out, enumWord(ed, n))
+		}
+	}
+	return out
+}
+
+// ParseEnum accepts a word ("request_approval", "request-approval", any
+// case) or the full value name and returns its number.
+func ParseEnum(ed protoreflect.EnumDescriptor, s string) (protoreflect.EnumNumber, error) {
+	w := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
+	for _, name := range []string{EnumPrefix(ed) + w, w} {
+		if ev := ed.Values().ByName(protoreflect.Name(name)); ev != nil && ev.Number() != 0 {
+			return ev.Number(), nil
+		}
+	}
+	return 0, fmt.Errorf("invalid value %q (want one of: %s)", s, strings.Join(EnumWords(ed), ", "))
+}

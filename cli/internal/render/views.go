@@ -1,0 +1,414 @@
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// col is one table column (and one line of an object's block).
+type col struct {
+	header string
+	get    func(proto.Message) string
+}
+
+// view is how one message type prints: its columns, extra lines shown only
+// for a single object, and the id -q prints.
+type view struct {
+	cols   []col
+	detail []col
+	id     func(proto.Message) string
+}
+
+func c[T proto.Message](header string, get func(T) string) col {
+	return col{header: header, get: func(m proto.Message) string { return get(m.(T)) }}
+}
+
+func idOf[T proto.Message](get func(T) string) func(proto.Message) string {
+	return func(m proto.Message) string { return get(m.(T)) }
+}
+
+var views = map[protoreflect.FullName]view{}
+
+func register[T proto.Message](v view) {
+	var zero T
+	views[zero.ProtoReflect().Descriptor().FullName()] = v
+}
+
+func viewOf(m proto.Message) view {
+	if v, ok := views[m.ProtoReflect().Descriptor().FullName()]; ok {
+		return v
+	}
+	// Fallback for a message with no view: its JSON on one line.
+	return view{
+		cols: []col{{header: "VALUE", get: func(m proto.Message) string { return compactJSON(m) }}},
+		id:   func(proto.Message) string { return "" },
+	}
+}
+
+func init() {
+	register[*guardv1.Group](view{
+		cols: []col{
+			c("ID", (*guardv1.Group).GetId),
+			c("NAME", (*guardv1.Group).GetName),
+			c("CLI SCOPE", func(g *guardv1.Group) string { return EnumWord(g.GetConfig().GetCliScope()) }),
+			c("BASE IMAGE", (*guardv1.Group).GetBaseImage),
+			c("PINNED HOST", (*guardv1.Group).GetPinnedHost),
+			c("CREATED", func(g *guardv1.Group) string { return Time(g.GetCreatedAt()) }),
+		},
+		detail: []col{
+			c("CPUS", func(g *guardv1.Group) string { return g.GetConfig().GetCpus() }),
+			c("MEMORY", func(g *guardv1.Group) string { return g.GetConfig().GetMemory() }),
+			c("APT PACKAGES", func(g *guardv1.Group) string { return strings.Join(g.GetConfig().GetAptPackages(), " ") }),
+			c("NPM PACKAGES", func(g *guardv1.Group) string { return strings.Join(g.GetConfig().GetNpmPackages(), " ") }),
+			c("MCP SERVERS", func(g *guardv1.Group) string { return mcpNames(g.GetConfig().GetMcpServers()) }),
+			c("CONFIG VERSION", func(g *guardv1.Group) string { return num(g.GetConfig().GetVersion()) }),
+		},
+		id: idOf((*guardv1.Group).GetId),
+	})
+	register[*guardv1.GroupConfig](view{
+		cols: []col{
+			c("VERSION", func(g *guardv1.GroupConfig) string { return num(g.GetVersion()) }),
+			c("CLI SCOPE", func(g *guardv1.GroupConfig) string { return EnumWord(g.GetCliScope()) }),
+			c("CPUS", (*guardv1.GroupConfig).GetCpus),
+			c("MEMORY", (*guardv1.GroupConfig).GetMemory),
+			c("APT PACKAGES", func(g *guardv1.GroupConfig) string { return strings.Join(g.GetAptPackages(), " ") }),
+			c("NPM PACKAGES", func(g *guardv1.GroupConfig) string { return strings.Join(g.GetNpmPackages(), " ") }),
+			c("MCP SERVERS", func(g *guardv1.GroupConfig) string { return mcpNames(g.GetMcpServers()) }),
+		},
+		id: idOf(func(g *guardv1.GroupConfig) string { return num(g.GetVersion()) }),
+	})
+	register[*guardv1.Session](view{
+		cols: []col{
+			c("ID", (*guardv1.Session).GetId),
+			c("GROUP", (*guardv1.Session).GetAgentGroupId),
+			c("MESSAGING GROUP", (*guardv1.Session).GetMessagingGroupId),
+			c("RUNNER", (*guardv1.Session).GetRunnerId),
+			c("STATUS", func(s *guardv1.Session) string { return EnumWord(s.GetStatus()) }),
+			c("LAST ACTIVE", func(s *guardv1.Session) string { return Time(s.GetLastActiveAt()) }),
+		},
+		detail: []col{c("CREATED", func(s *guardv1.Session) string { return Time(s.GetCreatedAt()) })},
+		id:     idOf((*guardv1.Session).GetId),
+	})
+	register[*guardv1.SessionEvent](view{
+		cols: []col{
+			c("ID", func(e *guardv1.SessionEvent) string { return num(e.GetId()) }),
+			c("AT", func(e *guardv1.SessionEvent) string { return Time(e.GetAt()) }),
+			c("DIRECTION", (*guardv1.SessionEvent).GetDirection),
+			c("KIND", (*guardv1.SessionEvent).GetKind),
+			c("BODY", func(e *guardv1.SessionEvent) string { return Truncate(structJSON(e.GetBody()), 80) }),
+		},
+		id: idOf(func(e *guardv1.SessionEvent) string { return num(e.GetId()) }),
+	})
+	register[*guardv1.Destination](view{
+		cols: []col{
+			c("GROUP", (*guardv1.Destination).GetGroup),
+			c("NAME", (*guardv1.Destination).GetName),
+			c("TARGET", func(d *guardv1.Destination) string {
+				if d.GetTargetMessagingGroup() != "" {
+					return "messaging-group " + d.GetTargetMessagingGroup()
+				}
+				return "group " + d.GetTargetGroup()
+			}),
+		},
+		id: idOf((*guardv1.Destination).GetName),
+	})
+	register[*guardv1.Member](view{
+		cols: []col{
+			c("GROUP", (*guardv1.Member).GetGroup),
+			c("USER", (*guardv1.Member).GetUserId),
+			c("ADDED", func(m *guardv1.Member) string { return Time(m.GetAddedAt()) }),
+		},
+		id: idOf((*guardv1.Member).GetUserId),
+	})
+	register[*guardv1.RoleGrant](view{
+		cols: []col{
+			c("USER", (*guardv1.RoleGrant).GetUserId),
+			c("ROLE", func(r *guardv1.RoleGrant) string { return EnumWord(r.GetRole()) }),
+			c("SCOPE", func(r *guardv1.RoleGrant) string { return EnumWord(r.GetScope()) }),
+			c("GROUP", (*guardv1.RoleGrant).GetGroup),
+			c("GRANTED", func(r *guardv1.RoleGrant) string { return Time(r.GetGrantedAt()) }),
+		},
+		id: idOf((*guardv1.RoleGrant).GetUserId),
+	})
+	register[*guardv1.User](view{
+		cols: []col{
+			c("ID", (*guardv1.User).GetId),
+			c("DISPLAY NAME", (*guardv1.User).GetDisplayName),
+			c("CREATED", func(u *guardv1.User) string { return Time(u.GetCreatedAt()) }),
+		},
+		id: idOf((*guardv1.User).GetId),
+	})
+	register[*guardv1.Wiring](view{
+		cols: []col{
+			c("ID", (*guardv1.Wiring).GetId),
+			c("MESSAGING GROUP", (*guardv1.Wiring).GetMessagingGroup),
+			c("GROUP", (*guardv1.Wiring).GetGroup),
+			c("CREATED", func(w *guardv1.Wiring) string { return Time(w.GetCreatedAt()) }),
+		},
+		id: idOf((*guardv1.Wiring).GetId),
+	})
+	register[*guardv1.MessagingGroup](view{
+		cols: []col{
+			c("ID", (*guardv1.MessagingGroup).GetId),
+			c("CHANNEL", (*guardv1.MessagingGroup).GetChannelType),
+			c("PLATFORM ID", (*guardv1.MessagingGroup).GetPlatformId),
+			c("NAME", (*guardv1.MessagingGroup).GetName),
+			c("UNKNOWN SENDERS", func(m *guardv1.MessagingGroup) string { return EnumWord(m.GetUnknownSenderPolicy()) }),
+			c("GROUP CHAT", func(m *guardv1.MessagingGroup) string { return yesNo(m.GetIsGroup()) }),
+			c("DENIED", func(m *guardv1.MessagingGroup) string { return yesNo(m.GetDenied()) }),
+		},
+		detail: []col{c("CREATED", func(m *guardv1.MessagingGroup) string { return Time(m.GetCreatedAt()) })},
+		id:     idOf((*guardv1.MessagingGroup).GetId),
+	})
+	register[*guardv1.MessagePolicy](view{
+		cols: []col{
+			c("FROM", (*guardv1.MessagePolicy).GetFromGroup),
+			c("TO", (*guardv1.MessagePolicy).GetToGroup),
+			c("APPROVER", (*guardv1.MessagePolicy).GetApproverUserId),
+		},
+		id: idOf(func(p *guardv1.MessagePolicy) string { return p.GetFromGroup() + " " + p.GetToGroup() }),
+	})
+	register[*guardv1.UserDm](view{
+		cols: []col{
+			c("USER", (*guardv1.UserDm).GetUserId),
+			c("CHANNEL", (*guardv1.UserDm).GetChannelType),
+			c("ADDRESS", (*guardv1.UserDm).GetAddress),
+		},
+		id: idOf((*guardv1.UserDm).GetUserId),
+	})
+	register[*guardv1.Token](view{
+		cols: []col{
+			c("ID", (*guardv1.Token).GetId),
+			c("KIND", func(t *guardv1.Token) string { return EnumWord(t.GetKind()) }),
+			c("NAME", (*guardv1.Token).GetName),
+			c("RUNNER", (*guardv1.Token).GetRunnerId),
+			c("USER", (*guardv1.Token).GetUserId),
+			c("CREATED", func(t *guardv1.Token) string { return Time(t.GetCreatedAt()) }),
+			c("REVOKED", func(t *guardv1.Token) string { return Time(t.GetRevokedAt()) }),
+		},
+		id: idOf((*guardv1.Token).GetId),
+	})
+	register[*guardv1.Runner](view{
+		cols: []col{
+			c("ID", (*guardv1.Runner).GetId),
+			c("HOST", (*guardv1.Runner).GetHost),
+			c("VERSION", (*guardv1.Runner).GetVersion),
+			c("LIVE", func(r *guardv1.Runner) string { return yesNo(r.GetLive()) }),
+			c("SESSIONS", func(r *guardv1.Runner) string { return num(int64(r.GetSessions())) }),
+			c("LEASE EXPIRES", func(r *guardv1.Runner) string { return Time(r.GetLeaseExpiresAt()) }),
+			c("CAPABILITIES", func(r *guardv1.Runner) string { return strings.Join(r.GetCapabilities(), ",") }),
+		},
+		detail: []col{
+			c("REGISTERED", func(r *guardv1.Runner) string { return Time(r.GetRegisteredAt()) }),
+			c("LABELS", func(r *guardv1.Runner) string { return kv(r.GetLabels()) }),
+			c("DELIVERY ACTIONS", func(r *guardv1.Runner) string {
+				var parts []string
+				for _, d := range r.GetDeliveryActions() {
+					parts = append(parts, d.GetName()+"→"+cell(d.GetCatalogAction()))
+				}
+				return strings.Join(parts, " ")
+			}),
+		},
+		id: idOf((*guardv1.Runner).GetId),
+	})
+	register[*guardv1.CatalogEntry](view{
+		cols: []col{
+			c("ACTION", (*guardv1.CatalogEntry).GetAction),
+			c("ACCESS", func(e *guardv1.CatalogEntry) string { return EnumWord(e.GetAccess()) }),
+			c("APPROVAL ACTION", (*guardv1.CatalogEntry).GetApprovalAction),
+			c("RESOURCE", (*guardv1.CatalogEntry).GetResource),
+			c("DESCRIPTION", (*guardv1.CatalogEntry).GetDescription),
+		},
+		id: idOf((*guardv1.CatalogEntry).GetAction),
+	})
+	register[*guardv1.DecisionRecord](view{
+		cols: []col{
+			c("AT", func(d *guardv1.DecisionRecord) string { return Time(d.GetAt()) }),
+			c("ACTION", (*guardv1.DecisionRecord).GetAction),
+			c("ACTOR", func(d *guardv1.DecisionRecord) string { return Actor(d.GetActor()) }),
+			c("EFFECT", func(d *guardv1.DecisionRecord) string { return EnumWord(d.GetEffect()) }),
+			c("DECIDED BY", (*guardv1.DecisionRecord).GetDecidedBy),
+			c("HOLD", (*guardv1.DecisionRecord).GetHoldId),
+			c("REASON", func(d *guardv1.DecisionRecord) string {
+				r := d.GetReason()
+				if d.GetDryRun() {
+					r = "(dry run) " + r
+				}
+				return r
+			}),
+		},
+		detail: []col{
+			c("ID", (*guardv1.DecisionRecord).GetId),
+			c("GRANT", (*guardv1.DecisionRecord).GetGrant),
+			c("LATENCY", func(d *guardv1.DecisionRecord) string { return Duration(d.GetLatency()) }),
+		},
+		id: idOf((*guardv1.DecisionRecord).GetId),
+	})
+	register[*guardv1.Hold](view{
+		cols: []col{
+			c("ID", (*guardv1.Hold).GetId),
+			c("STATUS", func(h *guardv1.Hold) string { return EnumWord(h.GetStatus()) }),
+			c("KIND", (*guardv1.Hold).GetKind),
+			c("ACTION", (*guardv1.Hold).GetCatalogAction),
+			c("GROUP", (*guardv1.Hold).GetAgentGroupId),
+			c("APPROVER", func(h *guardv1.Hold) string { return Rule(h.GetApproverRule()) }),
+			c("SCOPE", func(h *guardv1.Hold) string { return EnumWord(h.GetApproverScope()) }),
+			c("CREATED", func(h *guardv1.Hold) string { return Time(h.GetCreatedAt()) }),
+			c("TITLE", func(h *guardv1.Hold) string { return Truncate(h.GetTitle(), 60) }),
+		},
+		detail: []col{
+			c("QUESTION", (*guardv1.Hold).GetQuestion),
+			c("OPTIONS", func(h *guardv1.Hold) string {
+				var parts []string
+				for _, o := range h.GetOptions() {
+					parts = append(parts, o.GetLabel()+"="+o.GetValue())
+				}
+				return strings.Join(parts, " ")
+			}),
+			c("REQUESTER", func(h *guardv1.Hold) string { return Actor(h.GetRequester()) }),
+			c("SESSION", (*guardv1.Hold).GetSessionId),
+			c("DELIVERED TO", (*guardv1.Hold).GetDeliveredTo),
+			c("EXPIRES", func(h *guardv1.Hold) string { return Time(h.GetExpiresAt()) }),
+			c("RESOLVED", func(h *guardv1.Hold) string { return Time(h.GetResolvedAt()) }),
+			c("RESOLVER", (*guardv1.Hold).GetResolver),
+			c("CHOICE", (*guardv1.Hold).GetChoice),
+			c("REASON", (*guardv1.Hold).GetReason),
+			c("CONSUMED", func(h *guardv1.Hold) string { return yesNo(h.GetConsumed()) }),
+			c("PAYLOAD", func(h *guardv1.Hold) string { return structJSON(h.GetPayload()) }),
+		},
+		id: idOf((*guardv1.Hold).GetId),
+	})
+	register[*guardv1.Decision](view{
+		cols: []col{
+			c("EFFECT", func(d *guardv1.Decision) string { return EnumWord(d.GetEffect()) }),
+			c("REASON", (*guardv1.Decision).GetReason),
+			c("APPROVER RULE", func(d *guardv1.Decision) string { return Rule(d.GetApproverRule()) }),
+			c("APPROVER SCOPE", func(d *guardv1.Decision) string { return EnumWord(d.GetApproverScope()) }),
+			c("DECIDED BY", (*guardv1.Decision).GetDecidedBy),
+		},
+		id: idOf(func(d *guardv1.Decision) string { return EnumWord(d.GetEffect()) }),
+	})
+}
+
+// Time prints a timestamp in UTC to the second; absent → "".
+func Time(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return ""
+	}
+	return t.AsTime().UTC().Format(time.RFC3339)
+}
+
+// Duration prints a duration; absent → "".
+func Duration(d *durationpb.Duration) string {
+	if d == nil {
+		return ""
+	}
+	return d.AsDuration().String()
+}
+
+// Actor prints an actor the way `ncl explain --actor` takes it.
+func Actor(a *guardv1.Actor) string {
+	switch k := a.GetKind().(type) {
+	case *guardv1.Actor_Host:
+		return "host"
+	case *guardv1.Actor_Agent:
+		s := "agent:" + k.Agent.GetAgentGroupId()
+		if k.Agent.GetSessionId() != "" {
+			s += ":" + k.Agent.GetSessionId()
+		}
+		return s
+	case *guardv1.Actor_Human:
+		return "human:" + k.Human.GetUserId()
+	case *guardv1.Actor_System:
+		return "system"
+	}
+	return ""
+}
+
+// Rule prints an approver rule: exclusive(user) or admins-of-scope(...).
+func Rule(r *guardv1.ApproverRule) string {
+	switch k := r.GetKind().(type) {
+	case *guardv1.ApproverRule_Exclusive:
+		return "exclusive(" + k.Exclusive.GetUserId() + ")"
+	case *guardv1.ApproverRule_AdminsOfScope:
+		anchor := "global"
+		if g := k.AdminsOfScope.GetAgentGroupId(); g != "" {
+			anchor = "group " + g
+		}
+		if d := k.AdminsOfScope.GetDeliveredTo(); d != "" {
+			anchor += ", delivered to " + d
+		}
+		return "admins-of-scope(" + anchor + ")"
+	}
+	return ""
+}
+
+// Truncate shortens s to n runes with an ellipsis.
+func Truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func mcpNames(servers []*guardv1.McpServer) string {
+	names := make([]string, len(servers))
+	for i, s := range servers {
+		names[i] = s.GetName()
+	}
+	return strings.Join(names, " ")
+}
+
+func kv(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func structJSON(s *structpb.Struct) string {
+	if s == nil || len(s.GetFields()) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(s.AsMap())
+	if err != nil {
+		return "<unprintable>"
+	}
+	return string(b)
+}
+
+func compactJSON(m proto.Message) string {
+	v, err := JSONValue(m)
+	if err != nil {
+		return "<unprintable>"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func num(n int64) string { return fmt.Sprintf("%d", n) }
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

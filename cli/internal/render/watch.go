@@ -1,0 +1,59 @@
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Event prints one hold lifecycle event as it arrives: one JSON object per
+// line with -o json (a stream has no end to close an array), else one
+// human line.
+func (p Printer) Event(ev *guardv1.WatchResponse) error {
+	if p.JSON {
+		v, err := JSONValue(ev)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode event: %w", err)
+		}
+		_, err = fmt.Fprintf(p.W, "%s\n", b)
+		return err
+	}
+	h := ev.GetHold()
+	if p.Quiet {
+		_, err := fmt.Fprintln(p.W, h.GetId())
+		return err
+	}
+	parts := []string{Time(ev.GetAt()), fmt.Sprintf("#%d", ev.GetCursor()), EnumWord(ev.GetType()), h.GetId(), cell(h.GetKind())}
+	if g := h.GetAgentGroupId(); g != "" {
+		parts = append(parts, "group="+g)
+	}
+	switch ev.GetType() {
+	case guardv1.EventType_EVENT_TYPE_REQUESTED:
+		parts = append(parts, "approver="+Rule(h.GetApproverRule()), "scope="+cell(EnumWord(h.GetApproverScope())))
+		if ev.GetUndelivered() {
+			parts = append(parts, "undelivered")
+		} else if d := h.GetDeliveredTo(); d != "" {
+			parts = append(parts, "delivered_to="+d)
+		}
+		if t := h.GetTitle(); t != "" {
+			parts = append(parts, fmt.Sprintf("%q", Truncate(t, 80)))
+		}
+	case guardv1.EventType_EVENT_TYPE_RESOLVED:
+		parts = append(parts, "outcome="+EnumWord(ev.GetOutcome()))
+		if r := ev.GetResolver(); r != "" {
+			parts = append(parts, "by="+r)
+		}
+		if r := h.GetReason(); r != "" {
+			parts = append(parts, fmt.Sprintf("reason=%q", r))
+		}
+	}
+	_, err := io.WriteString(p.W, strings.Join(parts, "  ")+"\n")
+	return err
+}
