@@ -1,0 +1,24 @@
+package api
+
+import (
+	"context"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// User DM addresses (resources/user_dms.go).
+
+func (s *RegistryService) ListUserDms(ctx context.Context, req *guardv1.ListUserDmsRequest) (*guardv1.ListUserDmsResponse, error) {
+	resp, err := s.d.Resources.ListUserDms(ctx, req)
+	return resp, DBError("user DMs", err)
+}
+
+func (s *RegistryService) SetUserDm(ctx context.Context, req *guardv1.SetUserDmRequest) (*guardv1.SetUserDmResponse, error) {
+	resp, err := s.d.Resources.SetUserDm(ctx, req)
+	return resp, DBError("user DM", err)
+}
+
+func (s *RegistryService) RemoveUserDm(ctx context.Context, req *guardv1.RemoveUserDmRequest) (*guardv1.RemoveUserDmResponse, error) {
+	resp, err := s.d.Resources.RemoveUserDm(ctx, req)
+	return resp, DBError("user DM", err)
+}

@@ -1,0 +1,153 @@
+package resources
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
+)
+
+func senderPolicyColumn(p guardv1.SenderPolicy) (string, error) {
+	switch p {
+	case guardv1.SenderPolicy_SENDER_POLICY_UNSPECIFIED:
+		return "", nil
+	case guardv1.SenderPolicy_SENDER_POLICY_PUBLIC:
+		return "public", nil
+	case guardv1.SenderPolicy_SENDER_POLICY_REQUEST_APPROVAL:
+		return "request_approval", nil
+	case guardv1.SenderPolicy_SENDER_POLICY_STRICT:
+		return "strict", nil
+	}
+	return "", invalid("unknown_sender_policy", "unknown value %d (want public, request_approval or strict)", p)
+}
+
+func senderPolicyProto(s string) guardv1.SenderPolicy {
+	switch s {
+	case "public":
+		return guardv1.SenderPolicy_SENDER_POLICY_PUBLIC
+	case "request_approval":
+		return guardv1.SenderPolicy_SENDER_POLICY_REQUEST_APPROVAL
+	}
+	return guardv1.SenderPolicy_SENDER_POLICY_STRICT
+}
+
+const messagingGroupColumns = `m.id, m.channel_type, m.platform_id, m.name, m.is_group, m.unknown_sender_policy, m.denied_at IS NOT NULL, m.created_at`
+
+func scanMessagingGroup(row pgx.Row) (*guardv1.MessagingGroup, error) {
+	var (
+		m       guardv1.MessagingGroup
+		policy  string
+		created time.Time
+	)
+	if err := row.Scan(&m.Id, &m.ChannelType, &m.PlatformId, &m.Name, &m.IsGroup, &policy, &m.Denied, &created); err != nil {
+		return nil, err
+	}
+	m.UnknownSenderPolicy = senderPolicyProto(policy)
+	m.CreatedAt = ts(created)
+	return &m, nil
+}
+
+// A restricted viewer sees the chats wired to its groups.
+const messagingGroupVisible = `($1 OR EXISTS (SELECT 1 FROM messaging_group_agents w WHERE w.messaging_group_id = m.id AND w.agent_group_id = ANY($2)))`
+
+// ListMessagingGroups lists chats the caller may see.
+func (s *Service) ListMessagingGroups(ctx context.Context, _ *guardv1.ListMessagingGroupsRequest) (*guardv1.ListMessagingGroupsResponse, error) {
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+messagingGroupColumns+` FROM messaging_groups m WHERE `+messagingGroupVisible+
+		` ORDER BY m.channel_type, m.platform_id`, v.all, v.groups)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := &guardv1.ListMessagingGroupsResponse{}
+	for rows.Next() {
+		m, err := scanMessagingGroup(rows)
+		if err != nil {
+			return nil, err
+		}
+		out.MessagingGroups = append(out.MessagingGroups, m)
+	}
+	return out, rows.Err()
+}
+
+// GetMessagingGroup reads a chat.
+func (s *Service) GetMessagingGroup(ctx context.Context, req *guardv1.GetMessagingGroupRequest) (*guardv1.GetMessagingGroupResponse, error) {
+	if err := required("id", req.GetId()); err != nil {
+		return nil, err
+	}
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := scanMessagingGroup(s.pool.QueryRow(ctx, `SELECT `+messagingGroupColumns+` FROM messaging_groups m WHERE `+
+		messagingGroupVisible+` AND m.id = $3`, v.all, v.groups, req.GetId()))
+	if store.IsNoRows(err) {
+		return nil, notFound("messaging group %q not found", req.GetId())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.GetMessagingGroupResponse{MessagingGroup: m}, nil
+}
+
+// CreateMessagingGroup registers a chat; (channel_type, platform_id) is unique.
+func (s *Service) CreateMessagingGroup(ctx context.Context, req *guardv1.CreateMessagingGroupRequest) (*guardv1.CreateMessagingGroupResponse, error) {
+	if err := required("channel_type", strings.TrimSpace(req.GetChannelType())); err != nil {
+		return nil, err
+	}
+	if err := required("platform_id", strings.TrimSpace(req.GetPlatformId())); err != nil {
+		return nil, err
+	}
+	policy, err := senderPolicyColumn(req.GetUnknownSenderPolicy())
+	if err != nil {
+		return nil, err
+	}
+	m, err := scanMessagingGroup(s.pool.QueryRow(ctx, `INSERT INTO messaging_groups AS m (id, channel_type, platform_id, name, is_group, unknown_sender_policy)
+		VALUES ($1, $2, $3, $4, $5, COALESCE(NULLIF($6, ''), 'strict')) RETURNING `+messagingGroupColumns,
+		newID("mg_"), req.GetChannelType(), req.GetPlatformId(), req.GetName(), req.GetIsGroup(), policy))
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.CreateMessagingGroupResponse{MessagingGroup: m}, nil
+}
+
+// UpdateMessagingGroup changes a chat's name or sender policy (unset = unchanged).
+func (s *Service) UpdateMessagingGroup(ctx context.Context, req *guardv1.UpdateMessagingGroupRequest) (*guardv1.UpdateMessagingGroupResponse, error) {
+	if err := required("id", req.GetId()); err != nil {
+		return nil, err
+	}
+	policy, err := senderPolicyColumn(req.GetUnknownSenderPolicy())
+	if err != nil {
+		return nil, err
+	}
+	m, err := scanMessagingGroup(s.pool.QueryRow(ctx, `UPDATE messaging_groups AS m SET
+		name = COALESCE(NULLIF($2, ''), name), unknown_sender_policy = COALESCE(NULLIF($3, ''), unknown_sender_policy)
+		WHERE id = $1 RETURNING `+messagingGroupColumns, req.GetId(), req.GetName(), policy))
+	if store.IsNoRows(err) {
+		return nil, notFound("messaging group %q not found", req.GetId())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.UpdateMessagingGroupResponse{MessagingGroup: m}, nil
+}
+
+// DeleteMessagingGroup deletes a chat; its wirings, destinations and pending
+// registration go with it (foreign keys), sessions keep running unwired.
+func (s *Service) DeleteMessagingGroup(ctx context.Context, req *guardv1.DeleteMessagingGroupRequest) (*guardv1.DeleteMessagingGroupResponse, error) {
+	if err := required("id", req.GetId()); err != nil {
+		return nil, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM messaging_groups WHERE id = $1`, req.GetId())
+	if err := affected(tag, err, "messaging group %q not found", req.GetId()); err != nil {
+		return nil, err
+	}
+	return &guardv1.DeleteMessagingGroupResponse{}, nil
+}

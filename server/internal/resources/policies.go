@@ -1,0 +1,83 @@
+package resources
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+func scanPolicy(row pgx.Row) (*guardv1.MessagePolicy, error) {
+	var p guardv1.MessagePolicy
+	err := row.Scan(&p.FromGroup, &p.ToGroup, &p.ApproverUserId)
+	return &p, err
+}
+
+const policyColumns = `from_agent_group_id, to_agent_group_id, approver_user_id`
+
+// ListPolicies lists message policies the caller may see (either end in a
+// visible group), optionally touching one group.
+func (s *Service) ListPolicies(ctx context.Context, req *guardv1.ListPoliciesRequest) (*guardv1.ListPoliciesResponse, error) {
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+policyColumns+` FROM agent_message_policies
+		WHERE ($1 OR from_agent_group_id = ANY($2) OR to_agent_group_id = ANY($2))
+		  AND ($3 = '' OR from_agent_group_id = $3 OR to_agent_group_id = $3)
+		ORDER BY from_agent_group_id, to_agent_group_id`, v.all, v.groups, req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := &guardv1.ListPoliciesResponse{}
+	for rows.Next() {
+		p, err := scanPolicy(rows)
+		if err != nil {
+			return nil, err
+		}
+		out.Policies = append(out.Policies, p)
+	}
+	return out, rows.Err()
+}
+
+// SetPolicy sets or replaces the approver of messages from one group to
+// another. Both groups must exist; the policy goes with either (foreign
+// keys). The approver is only format-checked: a policy naming a user that
+// does not exist denies at send time (the seed's ghost-policy edge).
+func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) (*guardv1.SetPolicyResponse, error) {
+	if err := required("from_group", req.GetFromGroup()); err != nil {
+		return nil, err
+	}
+	if err := required("to_group", req.GetToGroup()); err != nil {
+		return nil, err
+	}
+	if err := validUserID("approver_user_id", req.GetApproverUserId()); err != nil {
+		return nil, err
+	}
+	p, err := scanPolicy(s.pool.QueryRow(ctx, `INSERT INTO agent_message_policies (from_agent_group_id, to_agent_group_id, approver_user_id)
+		VALUES ($1, $2, $3)
+		ON CONFLICT (from_agent_group_id, to_agent_group_id) DO UPDATE SET approver_user_id = EXCLUDED.approver_user_id, created_at = now()
+		RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId()))
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.SetPolicyResponse{Policy: p}, nil
+}
+
+// RemovePolicy removes a policy.
+func (s *Service) RemovePolicy(ctx context.Context, req *guardv1.RemovePolicyRequest) (*guardv1.RemovePolicyResponse, error) {
+	if err := required("from_group", req.GetFromGroup()); err != nil {
+		return nil, err
+	}
+	if err := required("to_group", req.GetToGroup()); err != nil {
+		return nil, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM agent_message_policies WHERE from_agent_group_id = $1 AND to_agent_group_id = $2`,
+		req.GetFromGroup(), req.GetToGroup())
+	if err := affected(tag, err, "no policy from %q to %q", req.GetFromGroup(), req.GetToGroup()); err != nil {
+		return nil, err
+	}
+	return &guardv1.RemovePolicyResponse{}, nil
+}

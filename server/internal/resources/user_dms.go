@@ -1,0 +1,80 @@
+package resources
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+func scanDM(row pgx.Row) (*guardv1.UserDm, error) {
+	var d guardv1.UserDm
+	err := row.Scan(&d.UserId, &d.ChannelType, &d.Address)
+	return &d, err
+}
+
+// ListUserDms lists DM addresses; a user who is not an owner or global
+// admin sees only their own.
+func (s *Service) ListUserDms(ctx context.Context, req *guardv1.ListUserDmsRequest) (*guardv1.ListUserDmsResponse, error) {
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if v.userID == "" {
+		if err := v.requireAll("user DMs"); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT user_id, channel_type, address FROM user_dms
+		WHERE ($1 OR user_id = $2) AND ($3 = '' OR user_id = $3) ORDER BY user_id, channel_type`, v.all, v.userID, req.GetUserId())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := &guardv1.ListUserDmsResponse{}
+	for rows.Next() {
+		d, err := scanDM(rows)
+		if err != nil {
+			return nil, err
+		}
+		out.Dms = append(out.Dms, d)
+	}
+	return out, rows.Err()
+}
+
+// SetUserDm records (or replaces) where a user's cards go on a channel type.
+func (s *Service) SetUserDm(ctx context.Context, req *guardv1.SetUserDmRequest) (*guardv1.SetUserDmResponse, error) {
+	if err := required("user_id", req.GetUserId()); err != nil {
+		return nil, err
+	}
+	if err := required("channel_type", strings.TrimSpace(req.GetChannelType())); err != nil {
+		return nil, err
+	}
+	if err := required("address", strings.TrimSpace(req.GetAddress())); err != nil {
+		return nil, err
+	}
+	d, err := scanDM(s.pool.QueryRow(ctx, `INSERT INTO user_dms (user_id, channel_type, address) VALUES ($1, $2, $3)
+		ON CONFLICT (user_id, channel_type) DO UPDATE SET address = EXCLUDED.address
+		RETURNING user_id, channel_type, address`, req.GetUserId(), req.GetChannelType(), req.GetAddress()))
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.SetUserDmResponse{Dm: d}, nil
+}
+
+// RemoveUserDm forgets a DM address.
+func (s *Service) RemoveUserDm(ctx context.Context, req *guardv1.RemoveUserDmRequest) (*guardv1.RemoveUserDmResponse, error) {
+	if err := required("user_id", req.GetUserId()); err != nil {
+		return nil, err
+	}
+	if err := required("channel_type", req.GetChannelType()); err != nil {
+		return nil, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM user_dms WHERE user_id = $1 AND channel_type = $2`, req.GetUserId(), req.GetChannelType())
+	if err := affected(tag, err, "user %q has no DM on %q", req.GetUserId(), req.GetChannelType()); err != nil {
+		return nil, err
+	}
+	return &guardv1.RemoveUserDmResponse{}, nil
+}

@@ -1,0 +1,74 @@
+package resources
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+func scanWiring(row pgx.Row) (*guardv1.Wiring, error) {
+	var (
+		w       guardv1.Wiring
+		created time.Time
+	)
+	err := row.Scan(&w.Id, &w.MessagingGroup, &w.Group, &created)
+	w.CreatedAt = ts(created)
+	return &w, err
+}
+
+const wiringColumns = `id, messaging_group_id, agent_group_id, created_at`
+
+// ListWirings lists wirings the caller may see, optionally of one group or chat.
+func (s *Service) ListWirings(ctx context.Context, req *guardv1.ListWiringsRequest) (*guardv1.ListWiringsResponse, error) {
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+wiringColumns+` FROM messaging_group_agents
+		WHERE ($1 OR agent_group_id = ANY($2)) AND ($3 = '' OR agent_group_id = $3) AND ($4 = '' OR messaging_group_id = $4)
+		ORDER BY created_at, id`, v.all, v.groups, req.GetGroup(), req.GetMessagingGroup())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := &guardv1.ListWiringsResponse{}
+	for rows.Next() {
+		w, err := scanWiring(rows)
+		if err != nil {
+			return nil, err
+		}
+		out.Wirings = append(out.Wirings, w)
+	}
+	return out, rows.Err()
+}
+
+// CreateWiring wires an existing chat to an existing group (once).
+func (s *Service) CreateWiring(ctx context.Context, req *guardv1.CreateWiringRequest) (*guardv1.CreateWiringResponse, error) {
+	if err := required("messaging_group", req.GetMessagingGroup()); err != nil {
+		return nil, err
+	}
+	if err := required("group", req.GetGroup()); err != nil {
+		return nil, err
+	}
+	w, err := scanWiring(s.pool.QueryRow(ctx, `INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id)
+		VALUES ($1, $2, $3) RETURNING `+wiringColumns, newID("wr_"), req.GetMessagingGroup(), req.GetGroup()))
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.CreateWiringResponse{Wiring: w}, nil
+}
+
+// DeleteWiring removes a wiring by id.
+func (s *Service) DeleteWiring(ctx context.Context, req *guardv1.DeleteWiringRequest) (*guardv1.DeleteWiringResponse, error) {
+	if err := required("id", req.GetId()); err != nil {
+		return nil, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM messaging_group_agents WHERE id = $1`, req.GetId())
+	if err := affected(tag, err, "wiring %q not found", req.GetId()); err != nil {
+		return nil, err
+	}
+	return &guardv1.DeleteWiringResponse{}, nil
+}
