@@ -1,0 +1,198 @@
+package render
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+var t0 = time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+
+func ts(min int) *timestamppb.Timestamp {
+	return timestamppb.New(t0.Add(time.Duration(min) * time.Minute))
+}
+
+func fixtureGroups() []*guardv1.Group {
+	return []*guardv1.Group{
+		{Id: "ag_research", Name: "research", CreatedAt: ts(0), Config: &guardv1.GroupConfig{
+			CliScope: guardv1.CliScope_CLI_SCOPE_GROUP, Cpus: "1.5", Memory: "2g", AptPackages: []string{"curl", "jq"},
+			McpServers: []*guardv1.McpServer{{Name: "files", Command: "mcp-files"}}, Version: 3,
+		}},
+		{Id: "ag_ops", Name: "ops", BaseImage: "clawguard/agent:1", PinnedHost: "host-2", CreatedAt: ts(5),
+			Config: &guardv1.GroupConfig{CliScope: guardv1.CliScope_CLI_SCOPE_GLOBAL}},
+	}
+}
+
+func fixtureHolds() []*guardv1.Hold {
+	p, _ := structpb.NewStruct(map[string]any{"to": "ag_ops", "text": "deploy please"})
+	return []*guardv1.Hold{
+		{
+			Id: "ho_1", Kind: "a2a_message_gate", CatalogAction: "a2a.send", AgentGroupId: "ag_research", SessionId: "se_9",
+			ApproverRule:  &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "telegram:dana"}}},
+			ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GROUP, Status: guardv1.HoldStatus_HOLD_STATUS_PENDING,
+			Title: "research → ops", Question: "Let research message ops?", CreatedAt: ts(1), ExpiresAt: ts(61),
+			Payload:   p,
+			Requester: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag_research", SessionId: "se_9"}}},
+			Options:   []*guardv1.HoldOption{{Label: "Approve", Value: "approve"}, {Label: "Reject", Value: "reject"}},
+		},
+		{
+			Id: "ho_2", Kind: "cli_command", CatalogAction: "roles.grant",
+			ApproverRule:  &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{DeliveredTo: "slack:olga"}}},
+			ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL, Status: guardv1.HoldStatus_HOLD_STATUS_REJECTED,
+			CreatedAt: ts(2), ResolvedAt: ts(3), Resolver: "slack:olga", Reason: "not during the freeze",
+			Requester: &guardv1.Actor{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{UserId: "telegram:alice"}}},
+		},
+	}
+}
+
+func fixtureDecisions() []*guardv1.DecisionRecord {
+	return []*guardv1.DecisionRecord{
+		{Id: "de_1", At: ts(1), Action: "a2a.send", Effect: guardv1.Effect_EFFECT_HOLD, Reason: "message policy research → ops", DecidedBy: "baseline", HoldId: "ho_1",
+			Actor: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag_research", SessionId: "se_9"}}}, Latency: durationpb.New(850 * time.Microsecond)},
+		{Id: "de_2", At: ts(2), Action: "self_mod.install_packages", Effect: guardv1.Effect_EFFECT_DENY, Reason: "invalid apt package name", DecidedBy: "precheck",
+			Actor: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag_ops"}}}},
+		{Id: "de_3", At: ts(3), Action: "groups.create", Effect: guardv1.Effect_EFFECT_ALLOW, Reason: "operator", DecidedBy: "baseline", DryRun: true,
+			Actor: &guardv1.Actor{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}}},
+	}
+}
+
+func fixtureCatalog() []*guardv1.CatalogEntry {
+	return []*guardv1.CatalogEntry{
+		{Action: "a2a.send", ApprovalAction: "a2a_message_gate", Access: guardv1.Access_ACCESS_APPROVAL, Description: "agent-to-agent message"},
+		{Action: "groups.list", Access: guardv1.Access_ACCESS_OPEN, Resource: "groups", Description: "list agent groups"},
+	}
+}
+
+func fixtureRunners() []*guardv1.Runner {
+	return []*guardv1.Runner{
+		{Id: "host-1", Host: "host-1.lan", Version: "0.1.0", Capabilities: []string{"docker", "images"}, Live: true, Sessions: 3,
+			LeaseExpiresAt: ts(1), RegisteredAt: ts(-60), Labels: map[string]string{"zone": "a", "gpu": "no"},
+			DeliveryActions: []*guardv1.DeliveryActionDecl{{Name: "install_packages", CatalogAction: "self_mod.install_packages"}, {Name: "cli_request"}}},
+		{Id: "host-2", Host: "host-2.lan", Version: "0.1.0", Capabilities: []string{"process"}, LeaseExpiresAt: ts(-10)},
+	}
+}
+
+func fixtureDecision() *guardv1.Decision {
+	return &guardv1.Decision{
+		Effect: guardv1.Effect_EFFECT_HOLD, Reason: "message policy research → ops", DecidedBy: "baseline",
+		ApproverRule:  &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "telegram:dana"}}},
+		ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
+	}
+}
+
+func fixtureEvents() []*guardv1.WatchResponse {
+	h := fixtureHolds()
+	return []*guardv1.WatchResponse{
+		{Cursor: 41, Type: guardv1.EventType_EVENT_TYPE_REQUESTED, Hold: h[0], At: ts(1), Undelivered: true},
+		{Cursor: 42, Type: guardv1.EventType_EVENT_TYPE_RESOLVED, Hold: h[1], Outcome: guardv1.Outcome_OUTCOME_REJECT, Resolver: "slack:olga", At: ts(3)},
+	}
+}
+
+func TestGolden(t *testing.T) {
+	type tc struct {
+		name string
+		run  func(p Printer) error
+	}
+	list := func(typ proto.Message, items []proto.Message) func(Printer) error {
+		return func(p Printer) error { return p.List(typ, items) }
+	}
+	obj := func(m proto.Message) func(Printer) error { return func(p Printer) error { return p.Object(m) } }
+	events := func(p Printer) error {
+		for _, ev := range fixtureEvents() {
+			if err := p.Event(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	cases := []tc{
+		{"groups_list", list(&guardv1.Group{}, Msgs(fixtureGroups()))},
+		{"groups_empty", list(&guardv1.Group{}, nil)},
+		{"group_get", obj(fixtureGroups()[0])},
+		{"approvals_list", list(&guardv1.Hold{}, Msgs(fixtureHolds()))},
+		{"approval_get", obj(fixtureHolds()[0])},
+		{"decisions_list", list(&guardv1.DecisionRecord{}, Msgs(fixtureDecisions()))},
+		{"catalog_list", list(&guardv1.CatalogEntry{}, Msgs(fixtureCatalog()))},
+		{"runners_list", list(&guardv1.Runner{}, Msgs(fixtureRunners()))},
+		{"explain", obj(fixtureDecision())},
+		{"watch", events},
+		{"done", func(p Printer) error { return p.Done("removed destination b of group ag_A") }},
+	}
+	for _, c := range cases {
+		for _, mode := range []struct {
+			suffix string
+			p      Printer
+		}{{"table", Printer{}}, {"json", Printer{JSON: true}}, {"quiet", Printer{Quiet: true}}} {
+			t.Run(c.name+"_"+mode.suffix, func(t *testing.T) {
+				var buf bytes.Buffer
+				p := mode.p
+				p.W = &buf
+				if err := c.run(p); err != nil {
+					t.Fatal(err)
+				}
+				golden(t, filepath.Join("testdata", c.name+"."+mode.suffix+".golden"), buf.Bytes())
+			})
+		}
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test -update rewrites it)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
+}
+
+func TestEnumWords(t *testing.T) {
+	cases := map[string]string{
+		EnumWord(guardv1.Effect_EFFECT_ALLOW):                         "allow",
+		EnumWord(guardv1.Effect_EFFECT_DENY):                          "deny",
+		EnumWord(guardv1.SenderPolicy_SENDER_POLICY_REQUEST_APPROVAL): "request_approval",
+		EnumWord(guardv1.RoleScope_ROLE_SCOPE_GLOBAL):                 "global",
+		EnumWord(guardv1.Effect_EFFECT_UNSPECIFIED):                   "",
+	}
+	for got, want := range cases {
+		if got != want {
+			t.Errorf("EnumWord = %q, want %q", got, want)
+		}
+	}
+	ed := guardv1.SenderPolicy(0).Descriptor()
+	for _, in := range []string{"request_approval", "request-approval", "REQUEST_APPROVAL", "SENDER_POLICY_REQUEST_APPROVAL"} {
+		n, err := ParseEnum(ed, in)
+		if err != nil || n != protoNum(guardv1.SenderPolicy_SENDER_POLICY_REQUEST_APPROVAL) {
+			t.Errorf("ParseEnum(%q) = %v, %v", in, n, err)
+		}
+	}
+	for _, in := range []string{"", "unspecified", "SENDER_POLICY_UNSPECIFIED", "open"} {
+		if _, err := ParseEnum(ed, in); err == nil {
+			t.Errorf("ParseEnum(%q) accepted", in)
+		}
+	}
+}
+
+func protoNum(e interface {
+	Number() protoreflect.EnumNumber
+}) protoreflect.EnumNumber { return e.Number() }
