@@ -1,0 +1,218 @@
+package api
+
+import (
+	"context"
+	"regexp"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/authn"
+)
+
+// Approvals: the hold contract (server/internal/approvals).
+
+func (s *ApprovalsService) List(ctx context.Context, req *guardv1.ListRequest) (*guardv1.ListResponse, error) {
+	caller, v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := approvals.ListFilter{
+		Status:  approvals.StatusString(req.GetStatus()),
+		Kind:    req.GetKind(),
+		GroupID: req.GetAgentGroupId(),
+		Limit:   int(req.GetLimit()),
+	}
+	if req.GetEligibleForMe() {
+		if f.EligibleFor, err = actingUser(caller, req.GetAsUser()); err != nil {
+			return nil, err
+		}
+	} else if req.GetAsUser() != "" {
+		return nil, InvalidArgument("as_user", "only with eligible_for_me")
+	}
+	holds, err := s.d.Approvals.List(ctx, v, f)
+	if err != nil {
+		return nil, DBError("holds", err)
+	}
+	return &guardv1.ListResponse{Holds: holds}, nil
+}
+
+func (s *ApprovalsService) Get(ctx context.Context, req *guardv1.GetRequest) (*guardv1.GetResponse, error) {
+	_, v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetId() == "" {
+		return nil, InvalidArgument("id", "required")
+	}
+	h, err := s.d.Approvals.Get(ctx, v, req.GetId())
+	if err != nil {
+		return nil, DBError("hold", err)
+	}
+	return &guardv1.GetResponse{Hold: h}, nil
+}
+
+func (s *ApprovalsService) Resolve(ctx context.Context, req *guardv1.ResolveRequest) (*guardv1.ResolveResponse, error) {
+	caller, _, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetId() == "" {
+		return nil, InvalidArgument("id", "required")
+	}
+	clicker, err := actingUser(caller, req.GetAsUser())
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.d.Approvals.Resolve(ctx, approvals.Resolution{
+		HoldID: req.GetId(), Outcome: req.GetOutcome(), Clicker: clicker, Reason: req.GetReason(), Choice: req.GetChoice(),
+	})
+	if err != nil {
+		return nil, DBError("hold", err)
+	}
+	return &guardv1.ResolveResponse{Hold: h}, nil
+}
+
+func (s *ApprovalsService) Watch(req *guardv1.WatchRequest, stream grpc.ServerStreamingServer[guardv1.WatchResponse]) error {
+	ctx := stream.Context()
+	_, v, err := viewer(ctx)
+	if err != nil {
+		return err
+	}
+	if req.GetAfterCursor() < 0 {
+		return InvalidArgument("after_cursor", "must not be negative")
+	}
+	filter := func(ctx context.Context, ev *guardv1.WatchResponse) (bool, error) {
+		h := ev.GetHold()
+		if req.GetKind() != "" && h.GetKind() != req.GetKind() {
+			return false, nil
+		}
+		if req.GetAgentGroupId() != "" && h.GetAgentGroupId() != req.GetAgentGroupId() {
+			return false, nil
+		}
+		return s.d.Approvals.Visible(ctx, v, h)
+	}
+	err = s.d.Approvals.Follow(ctx, req.GetAfterCursor(), req.GetFromNow(), filter, stream.Send)
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return DBError("hold events", err)
+}
+
+// requestKind is a non-catalog hold kind.
+var requestKind = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// guardedKinds are the approval actions grants are checked against: such
+// holds come only from guard decisions, never from Request (a bridge must
+// not be able to mint a grant-shaped hold for a command it chose).
+var guardedKinds = map[string]bool{
+	approvals.KindCLICommand: true, approvals.KindCreateAgent: true, approvals.KindInstallPackages: true,
+	approvals.KindAddMCPServer: true, approvals.KindA2AMessageGate: true, approvals.KindSenderAdmit: true,
+}
+
+func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequest) (*guardv1.RequestResponse, error) {
+	caller, _, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !requestKind.MatchString(req.GetKind()):
+		return nil, InvalidArgument("kind", "want a lower-case hold kind such as %q or %q", approvals.KindChannelRegistration, approvals.KindOneCLICredential)
+	case guardedKinds[req.GetKind()]:
+		return nil, InvalidArgument("kind", "%q holds come only from guard decisions", req.GetKind())
+	case req.GetCard().GetTitle() == "":
+		return nil, InvalidArgument("card.title", "required")
+	}
+	card := req.GetCard()
+	cr := approvals.CreateRequest{
+		Kind:           req.GetKind(),
+		Payload:        req.GetPayload(),
+		SessionID:      req.GetSessionId(),
+		AgentGroupID:   req.GetAgentGroupId(),
+		Requester:      caller.Actor(),
+		Rule:           req.GetApproverRule(),
+		Scope:          req.GetApproverScope(),
+		Title:          card.GetTitle(),
+		Question:       card.GetQuestion(),
+		Options:        card.GetOptions(),
+		DedupKey:       card.GetDedupKey(),
+		OriginChannel:  card.GetOriginChannelType(),
+		SweptOnRestart: req.GetSweptOnRestart(),
+		// The named-or-admin semantic of channel and sender cards.
+		RecordDeliveredTo: card.GetRecordDeliveredTo(),
+	}
+	if card.GetExpiresAt() != nil {
+		cr.ExpiresAt = card.GetExpiresAt().AsTime()
+	}
+	if cr.Payload == nil {
+		cr.Payload = card.GetPayload()
+	}
+	if r := cr.Rule; r != nil && r.GetKind() == nil {
+		cr.Rule = nil
+	}
+	res, err := s.d.Approvals.Request(ctx, cr)
+	if err != nil {
+		return nil, DBError("hold request", err)
+	}
+	return &guardv1.RequestResponse{Hold: res.Hold, Created: res.Created, Undelivered: res.Undelivered}, nil
+}
+
+func (s *ApprovalsService) Await(ctx context.Context, req *guardv1.AwaitRequest) (*guardv1.AwaitResponse, error) {
+	_, v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetId() == "" {
+		return nil, InvalidArgument("id", "required")
+	}
+	if req.GetTimeout() != nil && req.GetTimeout().AsDuration() < 0 {
+		return nil, InvalidArgument("timeout", "must not be negative")
+	}
+	if _, err := s.d.Approvals.Get(ctx, v, req.GetId()); err != nil {
+		return nil, DBError("hold", err)
+	}
+	h, resolved, err := s.d.Approvals.Await(ctx, req.GetId(), req.GetTimeout().AsDuration())
+	if err != nil {
+		return nil, DBError("hold", err)
+	}
+	return &guardv1.AwaitResponse{Hold: h, Resolved: resolved}, nil
+}
+
+// viewer is the caller and what it may see of holds.
+func viewer(ctx context.Context) (authn.Caller, approvals.Viewer, error) {
+	caller, ok := authn.FromContext(ctx)
+	if !ok {
+		return caller, approvals.Viewer{}, status.Error(codes.Unauthenticated, "unauthenticated")
+	}
+	switch caller.Principal.Kind {
+	case guardv1.Principal_PRINCIPAL_OPERATOR, guardv1.Principal_PRINCIPAL_BRIDGE:
+		return caller, approvals.Viewer{All: true}, nil
+	case guardv1.Principal_PRINCIPAL_USER:
+		return caller, approvals.Viewer{UserID: caller.Principal.UserID}, nil
+	case guardv1.Principal_PRINCIPAL_RUNNER:
+		return caller, approvals.Viewer{RunnerID: caller.Principal.RunnerID}, nil
+	}
+	return caller, approvals.Viewer{}, status.Error(codes.PermissionDenied, "unknown principal")
+}
+
+// actingUser is the user a click or an eligibility question is for: a user
+// token is always itself (as_user may only repeat it); operator and bridge
+// tokens must name the user (mayResolve then applies to that user).
+func actingUser(caller authn.Caller, asUser string) (string, error) {
+	switch caller.Principal.Kind {
+	case guardv1.Principal_PRINCIPAL_USER:
+		if asUser != "" && asUser != caller.Principal.UserID {
+			return "", status.Error(codes.PermissionDenied, "as_user: a user token acts only as its own user")
+		}
+		return caller.Principal.UserID, nil
+	case guardv1.Principal_PRINCIPAL_OPERATOR, guardv1.Principal_PRINCIPAL_BRIDGE:
+		if asUser == "" {
+			return "", InvalidArgument("as_user", "required for %s tokens (the clicking user)", authn.KindString(caller.Principal.Kind))
+		}
+		return asUser, nil
+	}
+	return "", status.Errorf(codes.PermissionDenied, "%s tokens do not act as a user", authn.KindString(caller.Principal.Kind))
+}

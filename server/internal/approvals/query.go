@@ -1,0 +1,154 @@
+package approvals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Viewer is who is looking at holds. Operators and bridges see every hold;
+// a user sees the holds they may resolve; a runner sees the holds of the
+// sessions it hosts.
+type Viewer struct {
+	All      bool
+	UserID   string
+	RunnerID string
+}
+
+// ListFilter narrows List.
+type ListFilter struct {
+	Status      string // holds.status value; "" = any
+	Kind        string
+	GroupID     string
+	EligibleFor string // only holds this user may resolve
+	Limit       int
+}
+
+// List returns visible holds matching f, newest first.
+func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) ([]*guardv1.Hold, error) {
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 100
+	}
+	where := []string{"true"}
+	var args []any
+	arg := func(x any) string {
+		args = append(args, x)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.Status != "" {
+		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.Kind != "" {
+		where = append(where, "kind = "+arg(f.Kind))
+	}
+	if f.GroupID != "" {
+		where = append(where, "agent_group_id = "+arg(f.GroupID))
+	}
+	switch {
+	case v.All:
+	case v.RunnerID != "":
+		where = append(where, "session_id IN (SELECT id FROM sessions WHERE runner_id = "+arg(v.RunnerID)+")")
+	case v.UserID != "":
+		if f.EligibleFor != "" && f.EligibleFor != v.UserID {
+			return nil, status.Error(codes.PermissionDenied, "a user lists holds as themselves")
+		}
+		f.EligibleFor = v.UserID
+	default:
+		return nil, status.Error(codes.PermissionDenied, "no hold is visible to this caller")
+	}
+	var roles Roles
+	if f.EligibleFor != "" {
+		var err error
+		if roles, err = LoadRoles(ctx, s.pool, f.EligibleFor); err != nil {
+			return nil, err
+		}
+	}
+	// Eligibility is MayResolve itself (not a SQL copy of it), so rows are
+	// filtered here; the scan stops as soon as the page is full.
+	rows, err := s.pool.Query(ctx, `SELECT `+holdColumns+` FROM holds WHERE `+strings.Join(where, " AND ")+` ORDER BY created_at DESC, id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list holds: %w", err)
+	}
+	defer rows.Close()
+	out := []*guardv1.Hold{}
+	for rows.Next() && len(out) < f.Limit {
+		h, err := HoldFromRow(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list holds: %w", err)
+		}
+		if f.EligibleFor != "" && !MayResolveWithRoles(h.ApproverRule, h.ApproverScope, f.EligibleFor, roles) {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// Get returns one hold the viewer may see; any other reads as NotFound (no
+// existence oracle).
+func (s *Service) Get(ctx context.Context, v Viewer, id string) (*guardv1.Hold, error) {
+	h, err := GetHold(ctx, s.pool, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, status.Errorf(codes.NotFound, "hold %s not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get hold: %w", err)
+	}
+	ok, err := s.Visible(ctx, v, h)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "hold %s not found", id)
+	}
+	return h, nil
+}
+
+// Visible says whether v may see h.
+func (s *Service) Visible(ctx context.Context, v Viewer, h *guardv1.Hold) (bool, error) {
+	switch {
+	case v.All:
+		return true, nil
+	case v.RunnerID != "":
+		if h.SessionId == "" {
+			return false, nil
+		}
+		var runner string
+		err := s.pool.QueryRow(ctx, `SELECT COALESCE(runner_id, '') FROM sessions WHERE id = $1`, h.SessionId).Scan(&runner)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("hold visibility: %w", err)
+		}
+		return runner == v.RunnerID, nil
+	case v.UserID != "":
+		return MayResolve(ctx, s.pool, h.ApproverRule, h.ApproverScope, v.UserID)
+	}
+	return false, nil
+}
+
+// Request creates a hold outside any decision (Approvals.Request): no
+// eligible approver is FailedPrecondition with the reason.
+func (s *Service) Request(ctx context.Context, req CreateRequest) (CreateResult, error) {
+	var res CreateResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.CreateHoldTx(ctx, tx, req)
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	if res.NoApprover {
+		return res, status.Errorf(codes.FailedPrecondition, "no hold created: %s", res.Reason)
+	}
+	return res, nil
+}
