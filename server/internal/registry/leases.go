@@ -1,0 +1,96 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SweepLoop runs Sweep every SweepInterval until ctx ends. Every replica
+// runs it; the conditional UPDATEs make concurrent sweeps safe.
+func (s *Service) SweepLoop(ctx context.Context) error {
+	t := time.NewTicker(s.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "lease sweep failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep counts newly expired leases (each once, whichever replica sees it
+// first), moves the active sessions of dead or absent runners to live ones
+// (respecting pinned hosts; a session with no eligible runner stays where it
+// is and is retried next sweep), and refreshes the gauges.
+func (s *Service) Sweep(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, `UPDATE runners SET expired_at = now()
+		WHERE lease_expires_at <= now() AND expired_at IS NULL RETURNING id`)
+	if err != nil {
+		return fmt.Errorf("claim expired leases: %w", err)
+	}
+	expired, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("claim expired leases: %w", err)
+	}
+	for _, id := range expired {
+		s.metrics.LeaseExpirationsTotal.Inc()
+		s.log.WarnContext(ctx, "runner lease expired", "runner", id)
+	}
+
+	type homeless struct{ id, owner, pinned string }
+	rows, err = s.pool.Query(ctx, `
+		SELECT s.id, COALESCE(s.runner_id, ''), g.pinned_host
+		FROM sessions s JOIN agent_groups g ON g.id = s.agent_group_id
+		LEFT JOIN runners r ON r.id = s.runner_id
+		WHERE s.status = 'active' AND (r.id IS NULL OR r.lease_expires_at <= now())
+		ORDER BY s.created_at LIMIT 500`)
+	if err != nil {
+		return fmt.Errorf("find sessions of dead runners: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (homeless, error) {
+		var h homeless
+		return h, r.Scan(&h.id, &h.owner, &h.pinned)
+	})
+	if err != nil {
+		return fmt.Errorf("find sessions of dead runners: %w", err)
+	}
+	for _, h := range list {
+		var to string
+		moved := false
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var err error
+			if to, err = pickRunnerTx(ctx, tx, h.pinned); err != nil || to == "" {
+				return err
+			}
+			moved, err = assignSessionTx(ctx, tx, h.id, h.owner, to)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if moved {
+			s.log.InfoContext(ctx, "session reassigned", "session", h.id, "from", h.owner, "to", to)
+		}
+	}
+	return s.refreshGauges(ctx)
+}
+
+func (s *Service) refreshGauges(ctx context.Context) error {
+	var live, pending int64
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM runners WHERE lease_expires_at > now()),
+		(SELECT count(*) FROM runner_pushes WHERE acked_at IS NULL)`).Scan(&live, &pending)
+	if err != nil {
+		return fmt.Errorf("read registry gauges: %w", err)
+	}
+	s.metrics.RunnersLive.Set(float64(live))
+	s.metrics.PushesPending.Set(float64(pending))
+	return nil
+}

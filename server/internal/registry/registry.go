@@ -1,0 +1,73 @@
+// Package registry is the runner side of the control plane: registration
+// with conformance, leases and session reassignment, the Connect stream of
+// durable pushes, session opening, and decision citations (ApplyAction).
+// Refusals are returned as gRPC status errors; database failures as wrapped
+// errors the api layer maps.
+package registry
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/clawguard/clawguard/server/internal/metrics"
+)
+
+// Options are the registry's timings.
+type Options struct {
+	// LeaseTTL is how long a lease lasts without a heartbeat.
+	LeaseTTL time.Duration
+	// CitationWindow is how old a cited ALLOW decision may be.
+	CitationWindow time.Duration
+	// HeartbeatInterval is what runners are told to use (default LeaseTTL/3).
+	HeartbeatInterval time.Duration
+	// SweepInterval is how often expired leases are looked for (default
+	// LeaseTTL/3, at most 2s).
+	SweepInterval time.Duration
+	// RescanInterval re-reads every stream's pending pushes even without a
+	// NOTIFY (the safety net; default 5s).
+	RescanInterval time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = o.LeaseTTL / 3
+	}
+	if o.SweepInterval <= 0 {
+		o.SweepInterval = min(o.LeaseTTL/3, 2*time.Second)
+	}
+	if o.SweepInterval < 50*time.Millisecond {
+		o.SweepInterval = 50 * time.Millisecond
+	}
+	if o.RescanInterval <= 0 {
+		o.RescanInterval = 5 * time.Second
+	}
+	return o
+}
+
+// Service is the registry of one replica.
+type Service struct {
+	pool    *pgxpool.Pool
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	opts    Options
+	catalog Catalog
+	hub     *hub
+}
+
+// New builds the registry. catalog is the guard catalog conformance checks against.
+func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, opts Options, catalog Catalog) *Service {
+	return &Service{pool: pool, metrics: m, log: log, opts: opts.withDefaults(), catalog: catalog, hub: newHub()}
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// Catalog is the catalog registrations are checked against (the CI walk uses it).
+func (s *Service) Catalog() Catalog { return s.catalog }

@@ -1,0 +1,117 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Register checks a runner's manifest and grants (or renews) its lease.
+// tokenRunnerID is the runner id the caller's token is bound to.
+func (s *Service) Register(ctx context.Context, tokenRunnerID string, req *guardv1.RegisterRunnerRequest) (*guardv1.RegisterRunnerResponse, error) {
+	switch {
+	case req.GetRunnerId() == "":
+		return nil, status.Error(codes.InvalidArgument, "runner_id: required")
+	case req.GetInstanceId() == "":
+		return nil, status.Error(codes.InvalidArgument, "instance_id: required (random per runner process)")
+	case req.GetRunnerId() != tokenRunnerID:
+		return nil, status.Errorf(codes.PermissionDenied, "this token is bound to runner %q, not %q", tokenRunnerID, req.GetRunnerId())
+	}
+	if v := Violations(req.GetDeliveryActions(), s.catalog); len(v) > 0 {
+		s.metrics.ConformanceRefusalsTotal.Inc()
+		s.log.WarnContext(ctx, "runner refused: guard conformance failure", "runner", req.GetRunnerId(), "violations", v)
+		return nil, conformanceError(v)
+	}
+	labels, err := json.Marshal(nonNil(req.GetLabels()))
+	if err != nil {
+		return nil, fmt.Errorf("encode labels: %w", err)
+	}
+	decls := make([]map[string]string, 0, len(req.GetDeliveryActions()))
+	for _, a := range req.GetDeliveryActions() {
+		decls = append(decls, map[string]string{"name": a.GetName(), "catalog_action": a.GetCatalogAction()})
+	}
+	actions, err := json.Marshal(decls)
+	if err != nil {
+		return nil, fmt.Errorf("encode delivery actions: %w", err)
+	}
+	caps := req.GetCapabilities()
+	if caps == nil {
+		caps = []string{}
+	}
+	// One statement: a live lease held by another instance is not taken
+	// over; the same instance re-registering, or any instance after the
+	// lease expired, is.
+	var expires time.Time
+	err = s.pool.QueryRow(ctx, `
+		INSERT INTO runners (id, host, version, capabilities, labels, delivery_actions, lease_expires_at, instance_id, registered_at, expired_at)
+		VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval, $8, now(), NULL)
+		ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, version = EXCLUDED.version,
+			capabilities = EXCLUDED.capabilities, labels = EXCLUDED.labels,
+			delivery_actions = EXCLUDED.delivery_actions, lease_expires_at = EXCLUDED.lease_expires_at,
+			instance_id = EXCLUDED.instance_id, registered_at = now(), expired_at = NULL
+		WHERE runners.instance_id = EXCLUDED.instance_id OR runners.lease_expires_at <= now()
+		RETURNING lease_expires_at`,
+		req.GetRunnerId(), req.GetHost(), req.GetVersion(), caps, labels, actions,
+		s.opts.LeaseTTL, req.GetInstanceId()).Scan(&expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, status.Errorf(codes.AlreadyExists, "runner id %q is held by another live process (its lease has not expired)", req.GetRunnerId())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("register runner %s: %w", req.GetRunnerId(), err)
+	}
+	s.log.InfoContext(ctx, "runner registered", "runner", req.GetRunnerId(), "host", req.GetHost(), "instance", req.GetInstanceId())
+	s.hub.wake(req.GetRunnerId())
+	return &guardv1.RegisterRunnerResponse{
+		LeaseExpiresAt:    timestamppb.New(expires),
+		HeartbeatInterval: durationpb.New(s.opts.HeartbeatInterval),
+		ExemptActions:     append([]string(nil), ExemptDeliveryActions...),
+	}, nil
+}
+
+// conformanceError is FailedPrecondition listing every violation, in the
+// message and as a ConformanceViolations detail.
+func conformanceError(violations []string) error {
+	st := status.New(codes.FailedPrecondition,
+		"guard conformance failure: "+strings.Join(violations, "; "))
+	if withDetail, err := st.WithDetails(&guardv1.ConformanceViolations{Violations: violations}); err == nil {
+		st = withDetail
+	}
+	return st.Err()
+}
+
+// renew extends the lease of (runnerID, instanceID) if it is still live.
+// A lost lease (expired, or taken over) is FailedPrecondition: the runner
+// must register again.
+func (s *Service) renew(ctx context.Context, runnerID, instanceID string) (time.Time, error) {
+	var expires time.Time
+	err := s.pool.QueryRow(ctx, `
+		UPDATE runners SET lease_expires_at = now() + $3::interval, expired_at = NULL
+		WHERE id = $1 AND instance_id = $2 AND lease_expires_at > now()
+		RETURNING lease_expires_at`, runnerID, instanceID, s.opts.LeaseTTL).Scan(&expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, status.Errorf(codes.FailedPrecondition,
+			"runner %q has no live lease for this instance (expired or taken over); register again", runnerID)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("renew lease of %s: %w", runnerID, err)
+	}
+	return expires, nil
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

@@ -1,0 +1,313 @@
+package registry_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/registry"
+	"github.com/clawguard/clawguard/server/internal/testserver"
+)
+
+func shortLease(ttl time.Duration) testserver.Option {
+	return func(c *config.Config) { c.LeaseTTL = ttl }
+}
+
+// representativeManifest is the real runner's delivery registry as
+// documented (runner/internal/delivery): the four guarded actions and the
+// cli_request bridge.
+func representativeManifest() []*guardv1.DeliveryActionDecl {
+	return []*guardv1.DeliveryActionDecl{
+		{Name: "create_agent", CatalogAction: "agents.create"},
+		{Name: "install_packages", CatalogAction: "self_mod.install_packages"},
+		{Name: "add_mcp_server", CatalogAction: "self_mod.add_mcp_server"},
+		{Name: "send_message", CatalogAction: "a2a.send"},
+		{Name: "cli_request"},
+	}
+}
+
+func TestRegisterRefusesNonConformingManifestListingEveryViolation(t *testing.T) {
+	srv := testserver.Start(t)
+	r := newRunner(t, srv, "runner-rogue", "h1", nil)
+	_, err := r.c.Registry.RegisterRunner(ctxT(t), &guardv1.RegisterRunnerRequest{
+		RunnerId: r.id, InstanceId: r.instance, Host: "h1",
+		DeliveryActions: []*guardv1.DeliveryActionDecl{
+			{Name: "cli_request"},
+			{Name: "schedule_task"},
+			{Name: "test_rogue_privileged_action"},
+			{Name: "create_agent", CatalogAction: "agents.create_anything"},
+			{Name: "wipe_disk"},
+		},
+	})
+	st := status.Convert(err)
+	if st.Code() != codes.FailedPrecondition {
+		t.Fatalf("code = %v (%v), want FailedPrecondition", st.Code(), err)
+	}
+	var listed []string
+	for _, d := range st.Details() {
+		if v, ok := d.(*guardv1.ConformanceViolations); ok {
+			listed = v.GetViolations()
+		}
+	}
+	want := []string{
+		`delivery action "test_rogue_privileged_action" is neither guard-mapped nor on the declared exemption list`,
+		`delivery action "create_agent" maps to unregistered guard action "agents.create_anything"`,
+		`delivery action "wipe_disk" is neither guard-mapped nor on the declared exemption list`,
+	}
+	if strings.Join(listed, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("violations detail =\n%s\nwant\n%s", strings.Join(listed, "\n"), strings.Join(want, "\n"))
+	}
+	for _, w := range want {
+		if !strings.Contains(st.Message(), w) {
+			t.Errorf("message %q does not name %q", st.Message(), w)
+		}
+	}
+	if got := testutil.ToFloat64(srv.Deps().Metrics.ConformanceRefusalsTotal); got != 1 {
+		t.Errorf("conformance refusals = %v, want 1", got)
+	}
+	var n int
+	if err := srv.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM runners WHERE id = $1`, r.id).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("refused runner stored (%d rows, %v)", n, err)
+	}
+}
+
+// The CI walk: the real runner's manifest against the real server catalog
+// conforms, and a rogue registration on top of it is refused.
+func TestCIWalkRealManifestConformsRogueRegistrationFails(t *testing.T) {
+	srv := testserver.Start(t)
+	if v := registry.Violations(representativeManifest(), srv.Deps().Registry.Catalog()); len(v) != 0 {
+		t.Fatalf("the runner's manifest does not conform to the server catalog:\n%s", strings.Join(v, "\n"))
+	}
+	r := newRunner(t, srv, "runner-ci", "h1", nil)
+	res, err := r.c.Registry.RegisterRunner(ctxT(t), &guardv1.RegisterRunnerRequest{
+		RunnerId: r.id, InstanceId: r.instance, Host: "h1", DeliveryActions: representativeManifest(),
+	})
+	if err != nil {
+		t.Fatalf("register the real manifest: %v", err)
+	}
+	if !res.GetLeaseExpiresAt().AsTime().After(time.Now()) || res.GetHeartbeatInterval().AsDuration() <= 0 {
+		t.Errorf("lease %v / heartbeat %v", res.GetLeaseExpiresAt().AsTime(), res.GetHeartbeatInterval().AsDuration())
+	}
+	if strings.Join(res.GetExemptActions(), ",") != strings.Join(registry.ExemptDeliveryActions, ",") {
+		t.Errorf("exempt actions = %v", res.GetExemptActions())
+	}
+	var stored string
+	if err := srv.Pool.QueryRow(ctxT(t), `SELECT delivery_actions::text FROM runners WHERE id = $1`, r.id).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stored, `"catalog_action": "agents.create"`) {
+		t.Errorf("stored manifest = %s", stored)
+	}
+
+	rogue := append(representativeManifest(), &guardv1.DeliveryActionDecl{Name: "test_rogue_privileged_action"})
+	_, err = r.c.Registry.RegisterRunner(ctxT(t), &guardv1.RegisterRunnerRequest{RunnerId: r.id, InstanceId: r.instance, DeliveryActions: rogue})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "test_rogue_privileged_action") {
+		t.Fatalf("rogue registration: %v, want FailedPrecondition naming it", err)
+	}
+}
+
+func TestRunnerTokenIsBoundToItsRunnerID(t *testing.T) {
+	srv := testserver.Start(t)
+	a := newRunner(t, srv, "runner-a", "h1", nil)
+	a.id = "runner-b" // runner-a's token, claiming runner-b
+	if _, err := a.register(ctxT(t)); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("register as another runner: %v, want PermissionDenied", err)
+	}
+	user := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "user", "", "slack:alice"), ""))
+	if _, err := user.Registry.RegisterRunner(ctxT(t), &guardv1.RegisterRunnerRequest{RunnerId: "runner-a", InstanceId: "x"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("user token registering: %v, want PermissionDenied", err)
+	}
+}
+
+func TestLiveRunnerIDIsRefusedUntilTheLeaseExpires(t *testing.T) {
+	srv := testserver.Start(t, shortLease(time.Second))
+	first := newRunner(t, srv, "runner-a", "h1", nil)
+	first.mustRegister(t)
+	first.mustRegister(t) // the same process re-registering renews
+
+	second := *first
+	second.instance = "inst-second"
+	if _, err := second.register(ctxT(t)); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("second process on a live id: %v, want AlreadyExists", err)
+	}
+	// Once the first process stops renewing, the lease expires and the id is free.
+	eventually(t, "the second process to take over the id", func() bool {
+		_, err := second.register(ctxT(t))
+		return err == nil
+	})
+	// The first process lost its lease: its stream is refused.
+	s, err := first.c.Registry.Connect(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Hello{Hello: &guardv1.ConnectHello{RunnerId: first.id, InstanceId: first.instance}}})
+	if _, err := s.Recv(); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("stale instance connecting: %v, want FailedPrecondition", err)
+	}
+}
+
+func TestConnectHelloMustMatchTheToken(t *testing.T) {
+	srv := testserver.Start(t)
+	a := newRunner(t, srv, "runner-a", "h1", nil)
+	a.mustRegister(t)
+	s, err := a.c.Registry.Connect(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Hello{Hello: &guardv1.ConnectHello{RunnerId: "runner-b", InstanceId: a.instance}}})
+	if _, err := s.Recv(); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("hello for another runner: %v, want PermissionDenied", err)
+	}
+}
+
+func TestLeaseExpiryMovesSessionsRespectingPinsAndRetargetsPushes(t *testing.T) {
+	srv := testserver.Start(t, shortLease(time.Second))
+	pinned := group(t, srv, "pinned", "h1")
+	free := group(t, srv, "free", "")
+
+	dying := newRunner(t, srv, "runner-dying", "h1", nil)
+	dying.mustRegister(t)
+	sPinned := dying.open(t, pinned)
+	sFree := dying.open(t, free)
+	if sPinned.GetRunnerId() != dying.id {
+		t.Fatalf("session runner = %q", sPinned.GetRunnerId())
+	}
+	pushID := enqueue(t, srv, sPinned.GetId(), "waiting for whoever hosts me")
+
+	// Two live runners: only one of them is on host h1 (by label).
+	other := newRunner(t, srv, "runner-other-host", "h2", nil)
+	other.mustRegister(t)
+	otherStream := other.connect(t)
+	otherStream.keepAlive(150 * time.Millisecond)
+	sameHost := newRunner(t, srv, "runner-same-host", "box-7", map[string]string{"host": "h1"})
+	sameHost.mustRegister(t)
+	sameStream := sameHost.connect(t)
+	sameStream.keepAlive(150 * time.Millisecond)
+
+	// A runner can't open a session of a group pinned elsewhere.
+	if _, err := other.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: pinned}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("open a pinned group on another host: %v, want FailedPrecondition", err)
+	}
+	// Nor take over a session of a live runner.
+	if _, err := sameHost.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: pinned}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("open a live runner's session: %v, want FailedPrecondition", err)
+	}
+
+	owner := func(session string) string {
+		var r *string
+		if err := srv.Pool.QueryRow(ctxT(t), `SELECT runner_id FROM sessions WHERE id = $1`, session).Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		if r == nil {
+			return ""
+		}
+		return *r
+	}
+	eventually(t, "the dead runner's sessions to move", func() bool {
+		return owner(sPinned.GetId()) != dying.id && owner(sFree.GetId()) != dying.id
+	})
+	if got := owner(sPinned.GetId()); got != sameHost.id {
+		t.Fatalf("pinned session moved to %q, want %q (the runner labelled host=h1)", got, sameHost.id)
+	}
+	if got := owner(sFree.GetId()); got != other.id && got != sameHost.id {
+		t.Fatalf("free session moved to %q", got)
+	}
+	// The unacked push followed the session to its new runner's stream.
+	var got []string
+	for len(got) < 2 {
+		p := sameStream.next(t)
+		got = append(got, p.GetId())
+		if p.GetId() == pushID {
+			if p.GetNotify().GetText() != "waiting for whoever hosts me" || p.GetSessionId() != sPinned.GetId() {
+				t.Fatalf("push = %v", p)
+			}
+			sameStream.ack(t, p.GetId())
+			break
+		}
+	}
+	if !contains(got, pushID) {
+		t.Fatalf("pushes on the new owner's stream = %v, want %s", got, pushID)
+	}
+	if n := testutil.ToFloat64(srv.Deps().Metrics.LeaseExpirationsTotal); n != 1 {
+		t.Errorf("lease expirations = %v, want 1", n)
+	}
+	eventually(t, "the live-runner gauge", func() bool { return testutil.ToFloat64(srv.Deps().Metrics.RunnersLive) == 2 })
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPushSurvivesServerRestartAndIsAppliedOnce(t *testing.T) {
+	srv1 := testserver.Start(t)
+	g := group(t, srv1, "g", "")
+	r := newRunner(t, srv1, "runner-a", "h1", nil)
+	r.mustRegister(t)
+	sess := r.open(t, g)
+	first := enqueue(t, srv1, sess.GetId(), "first")
+
+	// Delivered, not acked (the runner crashed before applying): delivered again.
+	st := r.connect(t)
+	if p := st.next(t); p.GetId() != first {
+		t.Fatalf("push = %s, want %s", p.GetId(), first)
+	}
+	st.close()
+
+	// The replica goes away; another one on the same database takes over.
+	srv1.Stop()
+	srv2 := testserver.StartOn(t, srv1.URL)
+	r2 := r.on(t, srv2)
+	st2 := r2.connect(t)
+	p := st2.next(t)
+	if p.GetId() != first || p.GetNotify().GetText() != "first" || p.GetSessionId() != sess.GetId() || p.GetAgentGroupId() != g {
+		t.Fatalf("after restart push = %v, want %s", p, first)
+	}
+	st2.ack(t, p.GetId())
+	st2.ack(t, p.GetId()) // acks are idempotent
+	st2.heartbeat(t)      // frames are handled in order: the acks are stored
+	var acked, attempts int
+	if err := srv2.Pool.QueryRow(ctxT(t), `SELECT count(*) FILTER (WHERE acked_at IS NOT NULL), max(attempts) FROM runner_pushes WHERE id = $1`, first).Scan(&acked, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if acked != 1 || attempts != 2 {
+		t.Fatalf("acked=%d attempts=%d, want 1 and 2", acked, attempts)
+	}
+	// A live push arrives on the open stream (NOTIFY) ...
+	second := enqueue(t, srv2, sess.GetId(), "second")
+	if p := st2.next(t); p.GetId() != second {
+		t.Fatalf("live push = %s, want %s", p.GetId(), second)
+	}
+	st2.close()
+	// ... and after a reconnect the acked push is never sent again: the
+	// first push on the new stream is the unacked second one.
+	st3 := r2.connect(t)
+	if p := st3.next(t); p.GetId() != second {
+		t.Fatalf("after reconnect push = %s, want %s (the acked one must not come back)", p.GetId(), second)
+	}
+}
+
+func TestPushReachesTheRunnerWhicheverReplicaItIsConnectedTo(t *testing.T) {
+	a := testserver.Start(t)
+	b := testserver.StartOn(t, a.URL)
+	g := group(t, a, "g", "")
+	r := newRunner(t, a, "runner-a", "h1", nil)
+	r.mustRegister(t)
+	sess := r.open(t, g)
+	st := r.on(t, b).connect(t)
+	st.heartbeat(t) // the stream is up on replica b
+	id := enqueue(t, a, sess.GetId(), "via replica a")
+	if p := st.next(t); p.GetId() != id {
+		t.Fatalf("push = %s, want %s", p.GetId(), id)
+	}
+}

@@ -1,0 +1,312 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// PushChannel is the NOTIFY channel of runner_pushes (payload: runner id).
+const PushChannel = "clawguard_runner_pushes"
+
+// hub fans NOTIFY wake-ups out to this replica's streams. A wake-up only
+// says "re-read the table"; the table is the truth.
+type hub struct {
+	mu   sync.Mutex
+	subs map[string]map[chan struct{}]struct{}
+}
+
+func newHub() *hub { return &hub{subs: map[string]map[chan struct{}]struct{}{}} }
+
+func (h *hub) subscribe(runnerID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	if h.subs[runnerID] == nil {
+		h.subs[runnerID] = map[chan struct{}]struct{}{}
+	}
+	h.subs[runnerID][ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.subs[runnerID], ch)
+		if len(h.subs[runnerID]) == 0 {
+			delete(h.subs, runnerID)
+		}
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) wake(runnerID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs[runnerID] {
+		select {
+		case ch <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
+
+func (h *hub) wakeAll() {
+	h.mu.Lock()
+	ids := make([]string, 0, len(h.subs))
+	for id := range h.subs {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	for _, id := range ids {
+		h.wake(id)
+	}
+}
+
+// Listen holds this replica's one LISTEN connection and wakes the local
+// streams of the runner each notification names. On a lost connection it
+// wakes every stream (they re-read) and reconnects.
+func (s *Service) Listen(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.WarnContext(ctx, "push listener lost; reconnecting", "err", err)
+		s.hub.wakeAll()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	return nil
+}
+
+func (s *Service) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connect listener: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+PushChannel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// Anything that happened while we were not listening.
+	s.hub.wakeAll()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		s.hub.wake(n.Payload)
+	}
+}
+
+// Stream is the server side of Registry.Connect.
+type Stream interface {
+	Context() context.Context
+	Send(*guardv1.ConnectResponse) error
+	Recv() (*guardv1.ConnectRequest, error)
+}
+
+// Connect serves a runner's stream. The first frame must be hello naming
+// the token's runner and its registered instance; then every unacked push
+// of the runner is sent (oldest first) and new ones as they arrive; acks
+// mark pushes applied, heartbeats renew the lease.
+func (s *Service) Connect(stream Stream, tokenRunnerID string) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	switch {
+	case hello == nil:
+		return status.Error(codes.InvalidArgument, "hello: the first frame must be hello{runner_id, instance_id}")
+	case hello.GetRunnerId() != tokenRunnerID:
+		return status.Errorf(codes.PermissionDenied, "this token is bound to runner %q, not %q", tokenRunnerID, hello.GetRunnerId())
+	}
+	runnerID, instanceID := hello.GetRunnerId(), hello.GetInstanceId()
+	if _, err := s.renew(ctx, runnerID, instanceID); err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "runner connected", "runner", runnerID)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Sends come from both loops; none may happen once the handler returns.
+	var (
+		sendMu sync.Mutex
+		closed bool
+	)
+	send := func(r *guardv1.ConnectResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if closed {
+			return context.Canceled
+		}
+		return stream.Send(r)
+	}
+	wake, unsubscribe := s.hub.subscribe(runnerID)
+	defer unsubscribe()
+
+	pushErr := make(chan error, 1)
+	go func() { pushErr <- s.pushLoop(ctx, runnerID, wake, send) }()
+	recvErr := make(chan error, 1)
+	// Recv unblocks when the handler returns (the stream ends).
+	go func() { recvErr <- s.recvLoop(ctx, runnerID, instanceID, stream, send) }()
+
+	var result error
+	select {
+	case result = <-recvErr:
+		cancel()
+		<-pushErr
+	case result = <-pushErr:
+		cancel()
+	}
+	sendMu.Lock()
+	closed = true
+	sendMu.Unlock()
+	if errors.Is(result, io.EOF) {
+		result = nil
+	}
+	s.log.InfoContext(ctx, "runner disconnected", "runner", runnerID, "err", result)
+	return result
+}
+
+func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, stream Stream, send func(*guardv1.ConnectResponse) error) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch f := req.GetFrame().(type) {
+		case *guardv1.ConnectRequest_Ack:
+			if err := s.ack(ctx, runnerID, f.Ack); err != nil {
+				return err
+			}
+		case *guardv1.ConnectRequest_Heartbeat:
+			expires, err := s.renew(ctx, runnerID, instanceID)
+			if err != nil {
+				return err
+			}
+			if err := send(&guardv1.ConnectResponse{Frame: &guardv1.ConnectResponse_Lease{Lease: &guardv1.LeaseRenewed{ExpiresAt: timestamppb.New(expires)}}}); err != nil {
+				return err
+			}
+		case *guardv1.ConnectRequest_Hello:
+			return status.Error(codes.InvalidArgument, "hello: sent twice")
+		default:
+			return status.Error(codes.InvalidArgument, "frame: empty or unknown")
+		}
+	}
+}
+
+// pushLoop sends the runner's unacked pushes: on start, on every wake-up
+// and every RescanInterval. A push is sent once per stream (a reconnect
+// sends every unacked push again: at-least-once; the runner applies by id).
+func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan struct{}, send func(*guardv1.ConnectResponse) error) error {
+	sent := map[string]bool{}
+	t := time.NewTicker(s.opts.RescanInterval)
+	defer t.Stop()
+	for {
+		list, err := s.pending(ctx, runnerID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return status.Errorf(codes.Unavailable, "read pushes: %v", err)
+		}
+		still := make(map[string]bool, len(list))
+		var fresh []*guardv1.Push
+		var freshIDs []string
+		for _, p := range list {
+			still[p.GetId()] = true
+			if !sent[p.GetId()] {
+				fresh = append(fresh, p)
+				freshIDs = append(freshIDs, p.GetId())
+			}
+		}
+		// Forget what was acked or moved away.
+		for id := range sent {
+			if !still[id] {
+				delete(sent, id)
+			}
+		}
+		if len(fresh) > 0 {
+			// Counted before sending: attempts is how often a push went out.
+			if _, err := s.pool.Exec(ctx, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = ANY($1)`, freshIDs); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "count push attempts", "err", err)
+			}
+		}
+		for _, p := range fresh {
+			if err := send(&guardv1.ConnectResponse{Frame: &guardv1.ConnectResponse_Push{Push: p}}); err != nil {
+				return err
+			}
+			sent[p.GetId()] = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-t.C:
+		}
+	}
+}
+
+// pending is the runner's unacked pushes, oldest first.
+func (s *Service) pending(ctx context.Context, runnerID string) ([]*guardv1.Push, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, body, created_at FROM runner_pushes
+		WHERE runner_id = $1 AND acked_at IS NULL ORDER BY created_at, seq LIMIT 1000`, runnerID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*guardv1.Push, error) {
+		var (
+			id      string
+			body    []byte
+			created time.Time
+		)
+		if err := r.Scan(&id, &body, &created); err != nil {
+			return nil, err
+		}
+		p := &guardv1.Push{}
+		if err := proto.Unmarshal(body, p); err != nil {
+			return nil, fmt.Errorf("decode push %s: %w", id, err)
+		}
+		p.Id = id
+		p.CreatedAt = timestamppb.New(created)
+		return p, nil
+	})
+}
+
+// ack marks a push of this runner applied (idempotent; an unknown id or
+// another runner's push is ignored — the runner may ack after a move).
+// ok=false records the runner's error: the runner gave up on it.
+func (s *Service) ack(ctx context.Context, runnerID string, a *guardv1.PushAck) error {
+	if a.GetPushId() == "" {
+		return status.Error(codes.InvalidArgument, "ack.push_id: required")
+	}
+	errText := ""
+	if !a.GetOk() {
+		errText = a.GetError()
+		if errText == "" {
+			errText = "runner reported failure"
+		}
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE runner_pushes SET acked_at = now(), last_error = $3
+		WHERE id = $1 AND runner_id = $2 AND acked_at IS NULL`, a.GetPushId(), runnerID, errText)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "ack push %s: %v", a.GetPushId(), err)
+	}
+	return nil
+}
