@@ -37,7 +37,11 @@ type notices struct {
 	ns []*agentv1.Notice
 }
 
-func (n *notices) Notify(_ string, x *agentv1.Notice) { n.mu.Lock(); n.ns = append(n.ns, x); n.mu.Unlock() }
+func (n *notices) Notify(_ string, x *agentv1.Notice) {
+	n.mu.Lock()
+	n.ns = append(n.ns, x)
+	n.mu.Unlock()
+}
 func (n *notices) kinds() []agentv1.NoticeKind {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -69,7 +73,9 @@ func newEngine(d Decider, ran *[]Call) (*Engine, *notices) {
 
 var sess = Session{ID: "s1", GroupID: "g1"}
 
-func pkgs(t *testing.T) *structpb.Struct { return mustStruct(t, map[string]any{"apt": []any{"cowsay"}}) }
+func pkgs(t *testing.T) *structpb.Struct {
+	return mustStruct(t, map[string]any{"apt": []any{"cowsay"}})
+}
 
 func TestEngineHoldCreatesCardAndNotifiesHeld(t *testing.T) {
 	d := &fakeDecider{resp: &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_HOLD, Reason: "needs admin"}, HoldId: "hold_9"}}

@@ -136,13 +136,13 @@ func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.O
 }
 
 func (h *handlers) sendMessage(ctx context.Context, c delivery.Call) delivery.Outcome {
-	if delivery.String(c.Payload, "message_id") == "" {
-		// Stable across retries of the same authorized send.
+	if delivery.String(c.Payload, "id") == "" {
+		// The message id, stable for this authorized send.
 		p := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 		for k, v := range c.Payload.GetFields() {
 			p.Fields[k] = v
 		}
-		p.Fields["message_id"] = structpb.NewStringValue("m_" + c.DecisionID)
+		p.Fields["id"] = structpb.NewStringValue("m_" + c.DecisionID)
 		c.Payload = p
 	}
 	res, err := h.apply(ctx, c, "a2a.send")

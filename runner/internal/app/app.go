@@ -1,0 +1,339 @@
+// Package app wires the runner: the server connection, the runtime, the
+// delivery-action registry and engine, the DecideStream and Connect
+// streams, the sessions and their gateways, and the metrics endpoint.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/runner/internal/config"
+	"github.com/clawguard/clawguard/runner/internal/connect"
+	"github.com/clawguard/clawguard/runner/internal/decide"
+	"github.com/clawguard/clawguard/runner/internal/delivery"
+	"github.com/clawguard/clawguard/runner/internal/gateway"
+	"github.com/clawguard/clawguard/runner/internal/handlers"
+	"github.com/clawguard/clawguard/runner/internal/metrics"
+	rt "github.com/clawguard/clawguard/runner/internal/runtime"
+	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
+	"github.com/clawguard/clawguard/runner/internal/runtime/process"
+	"github.com/clawguard/clawguard/runner/internal/sessions"
+)
+
+// Version is reported at registration.
+var Version = "dev"
+
+// Runner is a wired runner.
+type Runner struct {
+	Config   config.Config
+	Log      *slog.Logger
+	Conn     *grpc.ClientConn
+	Runtime  rt.Runtime
+	Actions  *delivery.Registry
+	Engine   *delivery.Engine
+	Decide   *decide.Client
+	Sessions *sessions.Manager
+	Metrics  *metrics.Metrics
+	registry *metricsRegistry
+	regCli   guardv1.RegistryClient
+	applied  *connect.Applied
+	connect  *connect.Client
+
+	heartbeat  time.Duration
+	instanceID string // random per process: the lease is this process's
+	upMu       sync.Mutex
+	up         [2]bool // decide, connect
+}
+
+// New builds a runner (nothing is started).
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, error) {
+	token, err := cfg.Token()
+	if err != nil {
+		return nil, err
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	cfg.DataDir = dataDir
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	creds := insecure.NewCredentials()
+	secure := false
+	if cfg.TLSCA != "" {
+		pem, err := os.ReadFile(cfg.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s: no certificates", cfg.TLSCA)
+		}
+		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		secure = true
+	}
+	conn, err := grpc.NewClient(cfg.Server, grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(bearer{token: token, secure: secure}))
+	if err != nil {
+		return nil, fmt.Errorf("--server: %w", err)
+	}
+
+	r := &Runner{Config: cfg, Log: log, Conn: conn, regCli: guardv1.NewRegistryClient(conn), instanceID: newInstanceID()}
+	reg := newMetricsRegistry()
+	r.registry = reg
+	r.Metrics = metrics.NewMetrics(reg.Registry)
+
+	switch cfg.Runtime {
+	case "docker":
+		d, err := docker.New(ctx, docker.Config{InstallID: cfg.ID, Logger: log})
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		r.Runtime = d
+	default:
+		r.Runtime = process.New(process.Config{InstallID: cfg.ID, Logger: log})
+	}
+
+	r.Actions = delivery.NewRegistry(log)
+	r.Decide = decide.New(guardv1.NewGuardClient(conn), log)
+	r.Decide.OnConnected = func(up bool) { r.setUp(0, up) }
+	r.Decide.OnReconnect = r.Metrics.StreamReconnectsTotal.Inc
+	r.Engine = &delivery.Engine{Registry: r.Actions, Decider: r.Decide, Metrics: r.Metrics, Log: log, DecideWait: cfg.DecideWait}
+	base := cfg.AgentImage
+	if cfg.Runtime == "process" {
+		base = cfg.AgentBinary
+	}
+	r.Sessions = sessions.New(sessions.Config{
+		DataDir: dataDir, Runtime: r.Runtime, AgentBase: base, AgentEnv: cfg.AgentEnv,
+		Conn: conn, Engine: r.Engine, Metrics: r.Metrics, Log: log,
+		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }},
+	})
+	r.Engine.Notifier = r.Sessions
+	if err := handlers.Register(r.Actions, handlers.Deps{Conn: conn, Restart: r.Sessions.RestartSession, Log: log}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	r.Metrics.PreInit(r.Actions.Names())
+	return r, nil
+}
+
+func (r *Runner) setUp(i int, up bool) {
+	r.upMu.Lock()
+	defer r.upMu.Unlock()
+	r.up[i] = up
+	r.Metrics.SetStreamConnected(r.up[0] && r.up[1])
+}
+
+// ConformanceError is a refused registration: the server found delivery
+// actions that would run without a guard decision.
+type ConformanceError struct {
+	Violations []string
+	Exempt     []string
+	Message    string
+}
+
+func (e *ConformanceError) Error() string {
+	return "guard conformance failure: " + strings.Join(e.Violations, "; ")
+}
+
+// Banner is what the runner prints before exiting 1 on a conformance failure.
+func (e *ConformanceError) Banner() string {
+	line := strings.Repeat("=", 64)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s\nclawguard-runner stopped: guard conformance failure\n%s\n", line, line)
+	b.WriteString("The server refused this runner's delivery actions: a privileged action\n")
+	b.WriteString("is not mapped to the guard catalog — it would run with no allow/hold/deny\n")
+	b.WriteString("decision.\n\n")
+	for _, v := range e.Violations {
+		fmt.Fprintf(&b, "  - %s\n", v)
+	}
+	if len(e.Violations) == 0 {
+		fmt.Fprintf(&b, "  - %s\n", e.Message)
+	}
+	b.WriteString("\nFix the registration (map the action to its catalog entry). Only the\n")
+	b.WriteString("server's declared exemption list may run unmapped")
+	if len(e.Exempt) > 0 {
+		b.WriteString(": " + strings.Join(e.Exempt, ", "))
+	}
+	fmt.Fprintf(&b, ".\n%s\n", line)
+	return b.String()
+}
+
+// Register sends the manifest derived from the action registry. A
+// FailedPrecondition is a *ConformanceError; an unreachable server is
+// retried until ctx ends.
+func (r *Runner) Register(ctx context.Context) error {
+	host := r.Config.Host
+	caps := []string{r.Runtime.Name()}
+	if r.Runtime.Name() == "docker" {
+		caps = append(caps, "image-build")
+	}
+	backoff := 200 * time.Millisecond
+	for {
+		resp, err := r.regCli.RegisterRunner(ctx, &guardv1.RegisterRunnerRequest{
+			RunnerId: r.Config.ID, Host: host, Version: Version, Capabilities: caps,
+			DeliveryActions: r.Actions.Manifest(), InstanceId: r.instanceID,
+		})
+		if err == nil {
+			r.heartbeat = resp.GetHeartbeatInterval().AsDuration()
+			return nil
+		}
+		st := status.Convert(err)
+		switch st.Code() {
+		case codes.FailedPrecondition:
+			ce := &ConformanceError{Message: st.Message()}
+			for _, d := range st.Details() {
+				if v, ok := d.(*guardv1.ConformanceViolations); ok {
+					ce.Violations = append(ce.Violations, v.GetViolations()...)
+				}
+			}
+			return ce
+		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+			r.Log.Warn("server not reachable; retrying registration", "err", err, "backoff", backoff)
+		case codes.AlreadyExists:
+			// An earlier process of this runner still holds the lease; it
+			// expires without heartbeats, then this process takes over.
+			r.Log.Warn("runner id held by another live process; waiting for its lease", "err", err)
+		default:
+			return fmt.Errorf("register runner: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// Run registers, cleans up orphans, opens the configured sessions and
+// serves until ctx ends.
+func (r *Runner) Run(ctx context.Context) error {
+	defer r.Conn.Close()
+	if err := r.Register(ctx); err != nil {
+		return err
+	}
+	if n, err := r.Runtime.RemoveOrphans(ctx); err != nil {
+		return fmt.Errorf("remove orphans: %w", err)
+	} else if n > 0 {
+		r.Log.Info("removed orphan agents of an earlier run", "count", n)
+	}
+	applied, err := connect.OpenApplied(filepath.Join(r.Config.DataDir, "pushes-applied.log"), 0)
+	if err != nil {
+		return err
+	}
+	defer applied.Close()
+	r.applied = applied
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{}, 4)
+	go func() { r.Decide.Run(ctx); done <- struct{}{} }()
+	r.connect = &connect.Client{
+		Registry: r.regCli, RunnerID: r.Config.ID, InstanceID: r.instanceID, Applied: applied, Applier: r.Sessions,
+		Heartbeat: r.heartbeat, Log: r.Log,
+		OnConnected: func(up bool) { r.setUp(1, up) },
+		OnReconnect: r.Metrics.StreamReconnectsTotal.Inc,
+		OnApplied:   r.Metrics.PushesAppliedTotal.Inc,
+	}
+	first := true
+	r.connect.BeforeConnect = func(ctx context.Context) error {
+		if first {
+			first = false
+			return nil
+		}
+		var ce *ConformanceError
+		if err := r.Register(ctx); errors.As(err, &ce) {
+			r.Log.Error("re-registration refused", "err", err)
+			cancel()
+			return err
+		} else if err != nil {
+			return err
+		}
+		return nil
+	}
+	go func() { r.connect.Run(ctx); done <- struct{}{} }()
+	go func() {
+		r.Sessions.IdleLoop(ctx, r.Config.IdleAfter, min(r.Config.IdleAfter/4+time.Second, time.Minute))
+		done <- struct{}{}
+	}()
+
+	if r.Config.MetricsListen != "" {
+		ln, err := net.Listen("tcp", r.Config.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		srv := &http.Server{Handler: metricsMux(r.registry), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		r.Log.Info("metrics listening", "addr", ln.Addr().String())
+	}
+
+	for _, g := range r.Config.Groups {
+		if _, err := r.OpenSession(ctx, g); err != nil {
+			r.Log.Error("could not open a session for the group", "group", g, "err", err)
+		}
+	}
+	r.Log.Info("runner started", "id", r.Config.ID, "runtime", r.Runtime.Name(), "server", r.Config.Server,
+		"actions", r.Actions.Names())
+	<-ctx.Done()
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	r.Sessions.Shutdown(sctx)
+	return nil
+}
+
+// OpenSession opens (or gets) the group's session on this runner and starts its agent.
+func (r *Runner) OpenSession(ctx context.Context, group string) (*sessions.Session, error) {
+	resp, err := r.regCli.OpenSession(ctx, &guardv1.OpenSessionRequest{AgentGroupId: group})
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	s, err := r.Sessions.Ensure(resp.GetSession().GetId(), resp.GetSession().GetAgentGroupId())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Sessions.Wake(ctx, s); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// bearer sends the runner token on every call.
+type bearer struct {
+	token  string
+	secure bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+func (b bearer) RequireTransportSecurity() bool { return b.secure }
+
+func newInstanceID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "inst_" + hex.EncodeToString(b)
+}

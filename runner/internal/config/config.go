@@ -1,0 +1,211 @@
+// Package config is the runner's one config struct: defaults, flags with
+// CLAWGUARD_* env twins, and validation. Bad config is one clear line.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	rt "github.com/clawguard/clawguard/runner/internal/runtime"
+)
+
+// Config is everything `clawguard-runner` can be told.
+type Config struct {
+	Server        string
+	TokenFile     string
+	ID            string
+	Runtime       string // docker | process
+	MetricsListen string
+	DataDir       string
+	AgentImage    string // docker: default agent image
+	AgentBinary   string // process: the agent binary
+	TLSCA         string
+	Groups        []string          // groups whose sessions this runner opens at start
+	AgentEnv      map[string]string // extra environment for every agent
+	IdleAfter     time.Duration
+	DecideWait    time.Duration
+	LogLevel      string
+	Host          string
+}
+
+// Default is the config before flags and env.
+func Default() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Server:     "127.0.0.1:7443",
+		Runtime:    "docker",
+		DataDir:    ".data/runner",
+		AgentImage: "clawguard-agent-demo:latest",
+		IdleAfter:  30 * time.Minute,
+		DecideWait: 30 * time.Second,
+		LogLevel:   "info",
+		Host:       host,
+		AgentEnv:   map[string]string{},
+	}
+}
+
+// EnvName is the CLAWGUARD_* twin of a flag.
+func EnvName(flagName string) string {
+	return "CLAWGUARD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Parse reads env twins, then flags (flags win). The error is one line.
+func Parse(args []string) (Config, error) {
+	c := Default()
+	fs := flag.NewFlagSet("clawguard-runner", flag.ContinueOnError)
+	var envErrs []string
+	str := func(p *string, name, usage string) {
+		if v, ok := os.LookupEnv(EnvName(name)); ok {
+			*p = v
+		}
+		fs.StringVar(p, name, *p, usage+" ["+EnvName(name)+"]")
+	}
+	dur := func(p *time.Duration, name, usage string) {
+		if v, ok := os.LookupEnv(EnvName(name)); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Sprintf("%s=%q: not a duration", EnvName(name), v))
+			}
+			*p = d
+		}
+		fs.DurationVar(p, name, *p, usage+" ["+EnvName(name)+"]")
+	}
+	str(&c.Server, "server", "server gRPC address host:port")
+	str(&c.TokenFile, "token-file", "file holding this runner's token")
+	str(&c.ID, "id", "runner id (the one the token is bound to)")
+	str(&c.Runtime, "runtime", "docker or process (process: NO isolation)")
+	str(&c.MetricsListen, "metrics-listen", "Prometheus /metrics listen address (empty = off)")
+	str(&c.DataDir, "data-dir", "directory for session workspaces, gateway sockets and runner state")
+	str(&c.AgentImage, "agent-image", "docker: agent image of groups without a base image")
+	str(&c.AgentBinary, "agent-binary", "process: the agent binary")
+	str(&c.TLSCA, "tls-ca", "CA file to verify the server's TLS certificate (empty = plaintext)")
+	str(&c.LogLevel, "log-level", "debug, info, warn or error")
+	str(&c.Host, "host", "host name reported at registration")
+	dur(&c.IdleAfter, "idle-after", "stop an agent after this long without activity")
+	dur(&c.DecideWait, "decide-wait", "how long an action waits for the guard before failing closed")
+	if v, ok := os.LookupEnv(EnvName("group")); ok {
+		c.Groups = splitList(v)
+	}
+	groupFlag := false
+	fs.Func("group", "group id (or name) whose session this runner opens; repeatable ["+EnvName("group")+", comma-separated]", func(v string) error {
+		if !groupFlag {
+			c.Groups, groupFlag = nil, true // flags replace the env list
+		}
+		c.Groups = append(c.Groups, v)
+		return nil
+	})
+	if v, ok := os.LookupEnv(EnvName("agent-env")); ok {
+		for _, kv := range splitList(v) {
+			if err := addEnv(c.AgentEnv, kv); err != nil {
+				envErrs = append(envErrs, EnvName("agent-env")+": "+err.Error())
+			}
+		}
+	}
+	fs.Func("agent-env", "KEY=VALUE for every agent's environment; repeatable ["+EnvName("agent-env")+", comma-separated]", func(v string) error {
+		return addEnv(c.AgentEnv, v)
+	})
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if len(envErrs) > 0 {
+		return c, errors.New(envErrs[0])
+	}
+	return c, c.Validate()
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func addEnv(m map[string]string, kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" || strings.ContainsAny(k, " \t") {
+		return fmt.Errorf("--agent-env %q: want KEY=VALUE", kv)
+	}
+	m[k] = v
+	return nil
+}
+
+// Validate checks the config; the error is one line naming the setting.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Server); err != nil {
+		return fmt.Errorf("--server %q: %v", c.Server, err)
+	}
+	if c.TokenFile == "" {
+		return errors.New("--token-file is required")
+	}
+	if !rt.ValidID(c.ID) {
+		return fmt.Errorf("--id %q: want letters, digits, '.', '_' or '-' (at most 128)", c.ID)
+	}
+	switch c.Runtime {
+	case "docker":
+		if c.AgentImage == "" {
+			return errors.New("--agent-image is required with --runtime docker")
+		}
+	case "process":
+		if c.AgentBinary == "" {
+			return errors.New("--agent-binary is required with --runtime process")
+		}
+		if fi, err := os.Stat(c.AgentBinary); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("--agent-binary %q: not an executable file", c.AgentBinary)
+		}
+	default:
+		return fmt.Errorf("--runtime %q: want docker or process", c.Runtime)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen %q: %v", c.MetricsListen, err)
+		}
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if c.IdleAfter <= 0 || c.DecideWait <= 0 {
+		return errors.New("--idle-after and --decide-wait must be positive")
+	}
+	for _, g := range c.Groups {
+		if g == "" || strings.ContainsAny(g, " \t\n") {
+			return fmt.Errorf("--group %q: not a group id or name", g)
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// Token reads the runner's token from TokenFile.
+func (c Config) Token() (string, error) {
+	b, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("--token-file %s is empty", c.TokenFile)
+	}
+	return tok, nil
+}
+
+// Level is LogLevel as a slog level (validated).
+func (c Config) Level() slog.Level {
+	return map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[c.LogLevel]
+}

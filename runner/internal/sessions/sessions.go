@@ -1,0 +1,339 @@
+// Package sessions is the runner's view of the agent sessions it hosts: for
+// each one a directory (the agent's /workspace), an agent gateway on its own
+// unix socket, an inbox, and a container (or process) started on demand,
+// stopped when idle and woken by any push. It also applies the server's
+// pushes (connect.Applier).
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/runner/internal/delivery"
+	"github.com/clawguard/clawguard/runner/internal/gateway"
+	"github.com/clawguard/clawguard/runner/internal/metrics"
+	rt "github.com/clawguard/clawguard/runner/internal/runtime"
+)
+
+// SessionHeader names the session a runner acts for.
+const SessionHeader = "x-clawguard-session"
+
+// Config configures the manager.
+type Config struct {
+	DataDir string
+	Runtime rt.Runtime
+	// AgentBase is the agent image (docker) or binary (process) of groups
+	// that name no base image of their own.
+	AgentBase string
+	AgentEnv  map[string]string
+	Conn      grpc.ClientConnInterface
+	Engine    *delivery.Engine
+	Gateway   gateway.Options // Known is required; OnActivity is set per session
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+}
+
+// Manager holds the runner's sessions.
+type Manager struct {
+	cfg Config
+	reg guardv1.RegistryClient
+	log *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	groups   map[string]*guardv1.Group // last config read per group
+}
+
+// Session is one hosted session.
+type Session struct {
+	ID, GroupID string
+	Dir, Socket string
+	Inbox       *gateway.Inbox
+	gw          *gateway.Gateway
+	lastActive  atomic.Int64 // unix nanos
+	version     atomic.Int64 // config version of the running image
+}
+
+func (s *Session) touch() { s.lastActive.Store(time.Now().UnixNano()) }
+
+// New returns a manager.
+func New(cfg Config) *Manager {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Manager{cfg: cfg, reg: guardv1.NewRegistryClient(cfg.Conn), log: cfg.Log.With("component", "sessions"),
+		sessions: map[string]*Session{}, groups: map[string]*guardv1.Group{}}
+}
+
+// Get returns a known session.
+func (m *Manager) Get(id string) *Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions[id]
+}
+
+// List returns the known sessions.
+func (m *Manager) List() []*Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Ensure sets up a session's directory, inbox and gateway (once).
+func (m *Manager) Ensure(id, group string) (*Session, error) {
+	if !rt.ValidID(id) || !rt.ValidID(group) {
+		return nil, fmt.Errorf("session %q of group %q: invalid id", id, group)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sessions[id]; ok {
+		if s.GroupID != group {
+			return nil, fmt.Errorf("session %s belongs to group %s, not %s", id, s.GroupID, group)
+		}
+		return s, nil
+	}
+	s := &Session{
+		ID: id, GroupID: group,
+		Dir:    filepath.Join(m.cfg.DataDir, "sessions", id),
+		Socket: filepath.Join(m.cfg.DataDir, "sockets", id+".sock"),
+		Inbox:  gateway.NewInbox(0),
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("session dir: %w", err)
+	}
+	// The socket's directory must be traversable by the agent's non-root user.
+	if err := os.MkdirAll(filepath.Dir(s.Socket), 0o755); err != nil {
+		return nil, fmt.Errorf("socket dir: %w", err)
+	}
+	opts := m.cfg.Gateway
+	opts.OnActivity = s.touch
+	opts.Log = m.log
+	gw, err := gateway.Listen(s.Socket, delivery.Session{ID: id, GroupID: group}, m.cfg.Engine, s.Inbox, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.gw = gw
+	s.touch()
+	m.sessions[id] = s
+	m.log.Info("session ready", "session", id, "group", group, "socket", s.Socket)
+	return s, nil
+}
+
+// Notify puts a notice into a session's inbox (delivery.Notifier).
+func (m *Manager) Notify(sessionID string, n *agentv1.Notice) {
+	s := m.Get(sessionID)
+	if s == nil {
+		m.log.Warn("notice for an unknown session dropped", "session", sessionID, "text", n.GetText())
+		return
+	}
+	s.Inbox.Notice(n)
+	s.touch()
+}
+
+// Wake starts the session's agent unless it is running.
+func (m *Manager) Wake(ctx context.Context, s *Session) error {
+	spec, err := m.spec(ctx, s)
+	if err != nil {
+		return err
+	}
+	h, err := m.cfg.Runtime.Start(ctx, spec)
+	m.spawned(h, err)
+	if err != nil {
+		return fmt.Errorf("start session %s: %w", s.ID, err)
+	}
+	s.touch()
+	return nil
+}
+
+// Restart restarts the session's agent on its group's current config (the
+// image is rebuilt when the config changed; building an identical image is a
+// no-op).
+func (m *Manager) Restart(ctx context.Context, s *Session) error {
+	spec, err := m.spec(ctx, s)
+	if err != nil {
+		return err
+	}
+	h, err := m.cfg.Runtime.Restart(ctx, spec)
+	m.spawned(h, err)
+	if err != nil {
+		return fmt.Errorf("restart session %s: %w", s.ID, err)
+	}
+	s.touch()
+	return nil
+}
+
+// RestartSession is Restart by delivery session (for the handlers).
+func (m *Manager) RestartSession(ctx context.Context, ds delivery.Session, _ bool) error {
+	s, err := m.Ensure(ds.ID, ds.GroupID)
+	if err != nil {
+		return err
+	}
+	return m.Restart(ctx, s)
+}
+
+func (m *Manager) spawned(h rt.Handle, err error) {
+	if m.cfg.Metrics == nil || h.Reused {
+		return
+	}
+	if err != nil {
+		m.cfg.Metrics.ContainerSpawnsTotal.WithLabelValues("failed").Inc()
+	} else {
+		m.cfg.Metrics.ContainerSpawnsTotal.WithLabelValues("ok").Inc()
+	}
+	m.countRunning()
+}
+
+func (m *Manager) countRunning() {
+	if m.cfg.Metrics == nil {
+		return
+	}
+	if ids, err := m.cfg.Runtime.Running(context.Background()); err == nil {
+		m.cfg.Metrics.ContainersRunning.Set(float64(len(ids)))
+	}
+}
+
+// spec builds the session's run spec from its group's config, read from the
+// server as the session's agent; when that fails the last config read (or
+// none: no packages, no limits) is used and a warning logged.
+func (m *Manager) spec(ctx context.Context, s *Session) (rt.SessionSpec, error) {
+	g := m.group(ctx, s)
+	cfg := g.GetConfig()
+	base := m.cfg.AgentBase
+	if m.cfg.Runtime.Name() == "docker" && g.GetBaseImage() != "" {
+		base = g.GetBaseImage()
+	}
+	img := rt.GroupImageSpec{
+		GroupID: s.GroupID, ConfigVersion: cfg.GetVersion(), BaseImage: base,
+		AptPackages: cfg.GetAptPackages(), NpmPackages: cfg.GetNpmPackages(),
+	}
+	for _, mcp := range cfg.GetMcpServers() {
+		img.MCPServers = append(img.MCPServers, rt.MCPServer{Name: mcp.GetName(), Command: mcp.GetCommand(), Args: mcp.GetArgs(), Env: mcp.GetEnv()})
+	}
+	image, err := m.cfg.Runtime.BuildGroupImage(ctx, img)
+	if err != nil {
+		return rt.SessionSpec{}, fmt.Errorf("group %s image: %w", s.GroupID, err)
+	}
+	s.version.Store(cfg.GetVersion())
+	return rt.SessionSpec{
+		SessionID: s.ID, AgentGroupID: s.GroupID, Image: image, Env: m.cfg.AgentEnv,
+		SessionDir: s.Dir, GatewaySocket: s.Socket, CPUs: cfg.GetCpus(), Memory: cfg.GetMemory(),
+	}, nil
+}
+
+func (m *Manager) group(ctx context.Context, s *Session) *guardv1.Group {
+	actx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, SessionHeader, s.ID), 10*time.Second)
+	defer cancel()
+	resp, err := m.reg.GetGroup(actx, &guardv1.GetGroupRequest{Id: s.GroupID})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil && resp.GetGroup() != nil {
+		m.groups[s.GroupID] = resp.GetGroup()
+		return resp.GetGroup()
+	}
+	m.log.Warn("could not read the group's config as its agent; using the last one read", "group", s.GroupID, "err", err)
+	if g := m.groups[s.GroupID]; g != nil {
+		return g
+	}
+	return &guardv1.Group{Id: s.GroupID, Config: &guardv1.GroupConfig{}}
+}
+
+// Apply applies one server push (connect.Applier). Any push wakes a stopped
+// session.
+func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
+	s, err := m.Ensure(p.GetSessionId(), p.GetAgentGroupId())
+	if err != nil {
+		return err
+	}
+	ds := delivery.Session{ID: s.ID, GroupID: s.GroupID}
+	switch b := p.GetBody().(type) {
+	case *guardv1.Push_Replay:
+		if err := m.Wake(ctx, s); err != nil {
+			m.log.Warn("replay: could not wake the session", "session", s.ID, "err", err)
+		}
+		out := m.cfg.Engine.Replay(ctx, ds, b.Replay)
+		m.log.Info("replayed approved action", "session", s.ID, "hold", b.Replay.GetHoldId(),
+			"action", b.Replay.GetDeliveryAction(), "status", out.Status.String(), "reason", out.Reason)
+		return nil // applied: the grant is single-use; the agent was told the outcome
+	case *guardv1.Push_Deliver:
+		d := b.Deliver
+		s.Inbox.Message(&agentv1.InboundMessage{
+			Id: d.GetMessageId(), FromAgentGroupId: d.GetFromAgentGroupId(), SenderUserId: d.GetSenderUserId(),
+			Text: d.GetText(), Payload: d.GetPayload(), At: orNow(p.GetCreatedAt()),
+		})
+		return m.Wake(ctx, s)
+	case *guardv1.Push_Restart:
+		if v := b.Restart.GetConfigVersion(); v > 0 && b.Restart.GetRebuildImage() && v <= s.version.Load() {
+			return nil // that config (or a newer one) is already running
+		}
+		return m.Restart(ctx, s)
+	case *guardv1.Push_Notify:
+		n := b.Notify
+		s.Inbox.Notice(&agentv1.Notice{Kind: agentv1.NoticeKind(n.GetKind()), Text: n.GetText(), HoldId: n.GetHoldId(), At: orNow(p.GetCreatedAt())})
+		return m.Wake(ctx, s)
+	case *guardv1.Push_Start:
+		return m.Wake(ctx, s)
+	default:
+		return errors.New("push with no body this runner understands")
+	}
+}
+
+func orNow(t *timestamppb.Timestamp) *timestamppb.Timestamp {
+	if t == nil {
+		return timestamppb.Now()
+	}
+	return t
+}
+
+// IdleLoop stops agents idle for idleFor, checking every interval.
+func (m *Manager) IdleLoop(ctx context.Context, idleFor, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := m.cfg.Runtime.StopIdle(ctx, idleFor, func(id string) time.Time {
+			if s := m.Get(id); s != nil {
+				return time.Unix(0, s.lastActive.Load())
+			}
+			return time.Time{}
+		})
+		if err != nil {
+			m.log.Warn("idle stop", "err", err)
+		}
+		if n > 0 {
+			m.log.Info("stopped idle sessions", "count", n)
+			m.countRunning()
+		}
+	}
+}
+
+// Shutdown stops every agent and closes the gateways.
+func (m *Manager) Shutdown(ctx context.Context) {
+	for _, s := range m.List() {
+		if err := m.cfg.Runtime.Stop(ctx, s.ID); err != nil {
+			m.log.Warn("stop session", "session", s.ID, "err", err)
+		}
+		s.gw.Close()
+	}
+	m.countRunning()
+}
