@@ -52,7 +52,11 @@ func describeStatus(se *serverError) (string, int) {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
-		return fmt.Sprintf("cannot reach server %s: %s", se.server, st.Message()), ExitUsage
+		// Exit 2 either way: nothing was done, retrying later may work.
+		if transportFailure(st.Message()) {
+			return fmt.Sprintf("cannot reach server %s: %s", se.server, st.Message()), ExitUsage
+		}
+		return "unavailable: " + st.Message(), ExitUsage
 	case codes.Canceled:
 		return "canceled", ExitServer
 	}
@@ -72,4 +76,15 @@ func codeWords(c codes.Code) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// transportFailure tells a dial or connection failure (the server never
+// answered) from an Unavailable the server itself returned.
+func transportFailure(msg string) bool {
+	for _, s := range []string{"connection error", "transport:", "dial", "name resolver", "connection refused", "connection reset", "EOF"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

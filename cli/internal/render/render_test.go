@@ -195,4 +195,6 @@ func TestEnumWords(t *testing.T) {
 
 func protoNum(e interface {
 	Number() protoreflect.EnumNumber
-}) protoreflect.EnumNumber { return e.Number() }
+}) protoreflect.EnumNumber {
+	return e.Number()
+}

@@ -1,0 +1,369 @@
+package ncl
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/clawguard/clawguard/migrations/pgtest"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// realServer is clawguard-server built from this tree, serving on loopback
+// over a fresh Postgres database.
+type realServer struct {
+	addr      string
+	tokenFile string
+	home      string
+}
+
+func startRealServer(t *testing.T) *realServer {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "clawguard-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/clawguard/clawguard/server/cmd/clawguard-server")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build clawguard-server: %v\n%s", err, out)
+	}
+	dbURL := pgtest.NewEmptyDB(t)
+	addr := freeAddr(t)
+	tokenFile := filepath.Join(dir, "operator.token")
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "serve", "--database-url", dbURL, "--auto-migrate",
+		"--listen", addr, "--metrics-listen", "", "--operator-token-file", tokenFile)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	waitServing(t, addr, tokenFile, &logs)
+	return &realServer{addr: addr, tokenFile: tokenFile, home: dir}
+}
+
+func waitServing(t *testing.T, addr, tokenFile string, logs *syncBuffer) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			if _, err := os.Stat(tokenFile); err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server never became SERVING (last: %v, %v)\n%s", resp.GetStatus(), err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// env is the environment ncl sees: the server, its operator token, and a
+// HOME without a config file.
+func (s *realServer) env(extra ...string) func(string) string {
+	m := map[string]string{"CLAWGUARD_SERVER": s.addr, "CLAWGUARD_TOKEN_FILE": s.tokenFile, "HOME": s.home}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+type result struct {
+	out, err string
+	code     int
+}
+
+func (s *realServer) ncl(t *testing.T, args ...string) result {
+	t.Helper()
+	return runNcl(context.Background(), s.env(), args...)
+}
+
+// must runs ncl and fails the test on a non-zero exit.
+func (s *realServer) must(t *testing.T, args ...string) string {
+	t.Helper()
+	r := s.ncl(t, args...)
+	if r.code != 0 {
+		t.Fatalf("ncl %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.out, r.err)
+	}
+	return r.out
+}
+
+func runNcl(ctx context.Context, getenv func(string) string, args ...string) result {
+	var out, errb bytes.Buffer
+	code := Run(ctx, args, &out, &errb, getenv)
+	return result{out: out.String(), err: errb.String(), code: code}
+}
+
+func jsonObj(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("not a JSON object: %v\n%s", err, s)
+	}
+	return m
+}
+
+func jsonArr(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var a []map[string]any
+	if err := json.Unmarshal([]byte(s), &a); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, s)
+	}
+	return a
+}
+
+// TestEndToEnd drives ncl, in process, against the real server binary on a
+// real Postgres: the operator walkthrough of the README.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the real server")
+	}
+	srv := startRealServer(t)
+
+	// Groups: create (JSON object with its id; -q id only), list, get.
+	research := jsonObj(t, srv.must(t, "groups", "create", "--name", "research", "--cli-scope", "group", "-o", "json"))
+	a, _ := research["id"].(string)
+	if a == "" || research["name"] != "research" {
+		t.Fatalf("groups create -o json = %v", research)
+	}
+	if cfg, _ := research["config"].(map[string]any); cfg["cli_scope"] != "group" {
+		t.Errorf("cli_scope = %v, want group", cfg["cli_scope"])
+	}
+	b := strings.TrimSpace(srv.must(t, "groups", "create", "--name", "ops", "--cli-scope", "group", "-q"))
+	if b == "" || strings.Contains(b, "\n") || b == a {
+		t.Fatalf("groups create -q = %q", b)
+	}
+	table := srv.must(t, "groups", "list")
+	for _, want := range []string{"ID", "NAME", "CLI SCOPE", a, "research", b, "ops"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("groups list lacks %q:\n%s", want, table)
+		}
+	}
+	if got := jsonArr(t, srv.must(t, "groups", "list", "-o", "json")); len(got) != 2 {
+		t.Errorf("groups list -o json: %d groups, want 2", len(got))
+	}
+	if out := srv.must(t, "groups", "get", a); !strings.Contains(out, "NAME:") || !strings.Contains(out, "research") {
+		t.Errorf("groups get:\n%s", out)
+	}
+	if r := srv.ncl(t, "groups", "get", "ag_does_not_exist"); r.code != ExitServer || !strings.HasPrefix(r.err, "ncl: not found: ") {
+		t.Errorf("groups get of a missing group: exit %d, stderr %q", r.code, r.err)
+	}
+
+	// Roles: an explicit group scope.
+	srv.must(t, "users", "create", "telegram:alice", "--display-name", "Alice")
+	srv.must(t, "users", "create", "telegram:dana", "--display-name", "Dana")
+	srv.must(t, "roles", "grant", "--user", "telegram:alice", "--role", "admin", "--scope", "group", "--group", a)
+	roles := jsonArr(t, srv.must(t, "roles", "list", "--group", a, "-o", "json"))
+	if len(roles) != 1 || roles[0]["user_id"] != "telegram:alice" || roles[0]["role"] != "admin" || roles[0]["scope"] != "group" || roles[0]["group"] != a {
+		t.Errorf("roles list = %v", roles)
+	}
+
+	// Destination and message policy A → B.
+	srv.must(t, "destinations", "add", "--group", a, "--name", "b", "--target-group", b)
+	srv.must(t, "policies", "set", "--from", a, "--to", b, "--approver", "telegram:dana")
+	if out := srv.must(t, "destinations", "list", "--group", a); !strings.Contains(out, "group "+b) {
+		t.Errorf("destinations list:\n%s", out)
+	}
+	if out := srv.must(t, "policies", "list"); !strings.Contains(out, "telegram:dana") {
+		t.Errorf("policies list:\n%s", out)
+	}
+
+	t.Run("catalog", func(t *testing.T) {
+		if out := srv.must(t, "catalog", "list"); !strings.Contains(out, "a2a.send") || !strings.Contains(out, "ACTION") {
+			t.Errorf("catalog list lacks a2a.send:\n%s", out)
+		}
+		if entries := jsonArr(t, srv.must(t, "catalog", "list", "-o", "json")); len(entries) == 0 {
+			t.Error("catalog list -o json is empty")
+		}
+	})
+
+	// Explain: the policy holds for dana only; the reverse has no destination.
+	t.Run("explain", func(t *testing.T) {
+		d := jsonObj(t, srv.must(t, "explain", "--action", "a2a.send", "--actor", "agent:"+a, "--resource", "to="+b, "-o", "json"))
+		if d["effect"] != "hold" || d["approver_scope"] == "" {
+			t.Errorf("explain A→B = %v, want hold", d)
+		}
+		if rule, _ := d["approver_rule"].(map[string]any); rule["exclusive"] == nil {
+			t.Errorf("approver_rule = %v, want exclusive(telegram:dana)", d["approver_rule"])
+		}
+		out := srv.must(t, "explain", "--action", "a2a.send", "--actor", "agent:"+b, "--resource", "to="+a)
+		if !strings.Contains(out, "EFFECT:") || !strings.Contains(out, "deny") {
+			t.Errorf("explain B→A:\n%s", out)
+		}
+	})
+
+	// Approvals: a hold appears on watch, is listed, approved as dana, and
+	// its resolution is watched too.
+	t.Run("approvals", func(t *testing.T) {
+		if out := srv.must(t, "approvals", "list"); !strings.HasPrefix(out, "ID") {
+			t.Errorf("approvals list on an empty system:\n%s", out)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		pr, pw := io.Pipe()
+		watchDone := make(chan result, 1)
+		go func() {
+			var errb bytes.Buffer
+			code := Run(ctx, []string{"approvals", "watch", "--after", "0"}, pw, &errb, srv.env())
+			pw.Close()
+			watchDone <- result{err: errb.String(), code: code}
+		}()
+		lines := bufio.NewScanner(pr)
+
+		hold := requestHold(t, srv, a)
+		if out := srv.must(t, "approvals", "list"); !strings.Contains(out, hold) {
+			t.Errorf("approvals list lacks %s:\n%s", hold, out)
+		}
+		if got := jsonObj(t, srv.must(t, "approvals", "get", hold, "-o", "json")); got["id"] != hold || got["status"] != "pending" {
+			t.Errorf("approvals get = %v", got)
+		}
+		waitLine(t, lines, "requested", hold)
+		out := srv.must(t, "approvals", "approve", hold, "--as", "telegram:dana")
+		if !strings.Contains(out, "approved hold "+hold) {
+			t.Errorf("approve: %q", out)
+		}
+		waitLine(t, lines, "resolved", hold)
+		if r := srv.ncl(t, "approvals", "approve", hold, "--as", "telegram:dana"); r.code != ExitServer {
+			t.Errorf("second approve: exit %d (%s), want %d", r.code, r.err, ExitServer)
+		}
+		cancel()
+		if r := <-watchDone; r.code != 0 {
+			t.Errorf("watch ended with %d: %s", r.code, r.err)
+		}
+
+		// Reject with a reason; someone else than the exclusive approver may not.
+		hold2 := requestHold(t, srv, a)
+		if r := srv.ncl(t, "approvals", "reject", hold2, "--as", "telegram:alice", "--reason", "no"); r.code != ExitServer || !strings.Contains(r.err, "permission denied") {
+			t.Errorf("reject by a non-approver: exit %d, %q", r.code, r.err)
+		}
+		srv.must(t, "approvals", "reject", hold2, "--as", "telegram:dana", "--reason", "not during the freeze")
+		if got := jsonObj(t, srv.must(t, "approvals", "get", hold2, "-o", "json")); got["status"] != "rejected" || got["reason"] != "not during the freeze" {
+			t.Errorf("rejected hold = %v", got)
+		}
+	})
+
+	if out := srv.must(t, "runners", "list"); !strings.HasPrefix(out, "ID") {
+		t.Errorf("runners list:\n%s", out)
+	}
+	if r := srv.ncl(t, "decisions", "list", "--effect", "deny", "-o", "json"); r.code != 0 {
+		t.Errorf("decisions list: exit %d: %s", r.code, r.err)
+	}
+}
+
+// requestHold creates a hold only telegram:dana may resolve, through the
+// Approvals.Request API a chat bridge would use.
+func requestHold(t *testing.T, srv *realServer, group string) string {
+	t.Helper()
+	tok, err := os.ReadFile(srv.tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := guardv1.NewApprovalsClient(conn).Request(ctx, &guardv1.RequestRequest{
+		Kind:          "onecli_credential",
+		AgentGroupId:  group,
+		Card:          &guardv1.HoldCard{Title: "use the deploy key", Question: "Allow research to use the deploy key?"},
+		ApproverRule:  &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "telegram:dana"}}},
+		ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
+	})
+	if err != nil {
+		t.Fatalf("Approvals.Request: %v", err)
+	}
+	return resp.GetHold().GetId()
+}
+
+// waitLine reads watch output until a line carries every word, or fails
+// after a deadline.
+func waitLine(t *testing.T, lines *bufio.Scanner, words ...string) {
+	t.Helper()
+	found := make(chan string, 1)
+	go func() {
+		for lines.Scan() {
+			l := lines.Text()
+			ok := true
+			for _, w := range words {
+				ok = ok && strings.Contains(l, w)
+			}
+			if ok {
+				found <- l
+				return
+			}
+		}
+		close(found)
+	}()
+	select {
+	case _, ok := <-found:
+		if !ok {
+			t.Fatalf("watch output ended before a line with %v", words)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no watch line with %v within 15s", words)
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
