@@ -10,6 +10,7 @@ import (
 )
 
 func TestMessagingGroupsAndWirings(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, c := start(t)
 	r := c.Registry
@@ -70,6 +71,7 @@ func TestMessagingGroupsAndWirings(t *testing.T) {
 }
 
 func TestPoliciesAndUserDms(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv, c := start(t)
 	r := c.Registry

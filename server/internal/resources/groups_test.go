@@ -12,6 +12,7 @@ import (
 )
 
 func TestGroupRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, c := start(t)
 	r := c.Registry
@@ -59,6 +60,7 @@ func TestGroupRoundTrip(t *testing.T) {
 // The seed's groups.test.ts: deleting a group removes exactly its dependent
 // rows, counted per table, and nothing of another group.
 func TestGroupDeleteCascade(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv, c := start(t)
 	g := must[*guardv1.CreateGroupResponse](t)(c.Registry.CreateGroup(ctx, &guardv1.CreateGroupRequest{Name: "doomed"})).GetGroup().GetId()
@@ -128,6 +130,7 @@ func TestGroupDeleteCascade(t *testing.T) {
 }
 
 func TestGroupConfig(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv, c := start(t)
 	r := c.Registry

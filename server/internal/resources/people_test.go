@@ -10,6 +10,7 @@ import (
 )
 
 func TestUsersRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, c := start(t)
 	r := c.Registry
@@ -43,6 +44,7 @@ func TestUsersRoundTrip(t *testing.T) {
 }
 
 func TestRolesExplicitScope(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, c := start(t)
 	r := c.Registry
@@ -104,6 +106,7 @@ func TestRolesExplicitScope(t *testing.T) {
 }
 
 func TestMembersAndDestinations(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv, c := start(t)
 	r := c.Registry
@@ -156,6 +159,7 @@ func TestMembersAndDestinations(t *testing.T) {
 }
 
 func TestSessions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv, c := start(t)
 	r := c.Registry

@@ -1,0 +1,52 @@
+package resources
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// exemptLister is the optional half of a Catalog: the server's declared
+// list of delivery actions runners may leave unmapped.
+type exemptLister interface {
+	ExemptDeliveryActions() []string
+}
+
+// ListCatalog lists the guard catalog, sorted by action; any authenticated
+// caller may read it (it is what `ncl catalog list` and the runners' banner show).
+func (s *Service) ListCatalog(ctx context.Context, _ *guardv1.ListCatalogRequest) (*guardv1.ListCatalogResponse, error) {
+	if _, err := s.viewer(ctx); err != nil && status.Code(err) != codes.PermissionDenied {
+		return nil, err
+	}
+	if s.catalog == nil {
+		return nil, status.Error(codes.Unavailable, "the guard catalog is not wired on this server")
+	}
+	out := &guardv1.ListCatalogResponse{Entries: slices.Clone(s.catalog.List())}
+	slices.SortFunc(out.Entries, func(a, b *guardv1.CatalogEntry) int { return strings.Compare(a.GetAction(), b.GetAction()) })
+	if e, ok := s.catalog.(exemptLister); ok {
+		out.ExemptDeliveryActions = slices.Sorted(slices.Values(e.ExemptDeliveryActions()))
+	}
+	return out, nil
+}
+
+// CatalogFunc adapts two functions to a Catalog (for the app wiring).
+type CatalogFunc struct {
+	Entries func() []*guardv1.CatalogEntry
+	Exempt  func() []string
+}
+
+// List implements Catalog.
+func (f CatalogFunc) List() []*guardv1.CatalogEntry { return f.Entries() }
+
+// ExemptDeliveryActions implements exemptLister.
+func (f CatalogFunc) ExemptDeliveryActions() []string {
+	if f.Exempt == nil {
+		return nil
+	}
+	return f.Exempt()
+}

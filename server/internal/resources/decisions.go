@@ -1,0 +1,123 @@
+package resources
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Decision log page sizes.
+const (
+	defaultDecisions = 100
+	maxDecisions     = 1000
+)
+
+func effectColumn(e guardv1.Effect) (string, error) {
+	switch e {
+	case guardv1.Effect_EFFECT_UNSPECIFIED:
+		return "", nil
+	case guardv1.Effect_EFFECT_ALLOW:
+		return "allow", nil
+	case guardv1.Effect_EFFECT_HOLD:
+		return "hold", nil
+	case guardv1.Effect_EFFECT_DENY:
+		return "deny", nil
+	}
+	return "", invalid("effect", "unknown value %d (want allow, hold or deny)", e)
+}
+
+func effectProto(s string) guardv1.Effect {
+	switch s {
+	case "allow":
+		return guardv1.Effect_EFFECT_ALLOW
+	case "hold":
+		return guardv1.Effect_EFFECT_HOLD
+	case "deny":
+		return guardv1.Effect_EFFECT_DENY
+	}
+	return guardv1.Effect_EFFECT_UNSPECIFIED
+}
+
+// ListDecisions reads the decision log, newest first, filtered by action,
+// effect, group and time. A restricted viewer sees its groups' decisions.
+func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsRequest) (*guardv1.ListDecisionsResponse, error) {
+	effect, err := effectColumn(req.GetEffect())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetLimit() < 0 {
+		return nil, invalid("limit", "must not be negative")
+	}
+	if req.Since != nil {
+		if err := req.GetSince().CheckValid(); err != nil {
+			return nil, invalid("since", "%v", err)
+		}
+	}
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limit := int(req.GetLimit())
+	if limit == 0 {
+		limit = defaultDecisions
+	}
+	limit = min(limit, maxDecisions)
+	var since *time.Time
+	if req.Since != nil {
+		t := req.GetSince().AsTime()
+		since = &t
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, at, action, actor, actor_kind, COALESCE(agent_group_id, ''), COALESCE(session_id, ''),
+		effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run
+		FROM decisions
+		WHERE ($1 OR agent_group_id = ANY($2))
+		  AND ($3 = '' OR action = $3) AND ($4 = '' OR effect = $4) AND ($5 = '' OR agent_group_id = $5)
+		  AND ($6::timestamptz IS NULL OR at >= $6)
+		ORDER BY at DESC, id DESC LIMIT $7`,
+		v.all, v.groups, req.GetAction(), effect, req.GetGroup(), since, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := &guardv1.ListDecisionsResponse{}
+	for rows.Next() {
+		var (
+			d                     guardv1.DecisionRecord
+			at                    time.Time
+			actor                 []byte
+			kind, group, sess, ef string
+			latencyUS             int64
+		)
+		if err := rows.Scan(&d.Id, &at, &d.Action, &actor, &kind, &group, &sess, &ef, &d.Reason, &d.DecidedBy,
+			&d.Grant, &d.HoldId, &latencyUS, &d.DryRun); err != nil {
+			return nil, err
+		}
+		d.At, d.Effect = ts(at), effectProto(ef)
+		d.Latency = durationpb.New(time.Duration(latencyUS) * time.Microsecond)
+		d.Actor = decodeActor(actor, kind, group, sess)
+		out.Decisions = append(out.Decisions, &d)
+	}
+	return out, rows.Err()
+}
+
+// decodeActor reads the stored actor; a row whose JSON does not parse still
+// shows its kind and group.
+func decodeActor(b []byte, kind, group, session string) *guardv1.Actor {
+	var a guardv1.Actor
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &a); err == nil && a.GetKind() != nil {
+		return &a
+	}
+	switch kind {
+	case "host":
+		return &guardv1.Actor{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}}
+	case "agent":
+		return &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: group, SessionId: session}}}
+	case "human":
+		return &guardv1.Actor{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{}}}
+	}
+	return &guardv1.Actor{Kind: &guardv1.Actor_System{System: &guardv1.SystemActor{}}}
+}
