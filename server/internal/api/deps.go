@@ -9,6 +9,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/inbound"
 	"github.com/clawguard/clawguard/server/internal/metrics"
 	"github.com/clawguard/clawguard/server/internal/registry"
@@ -29,4 +30,5 @@ type Deps struct {
 	Approvals *approvals.Service
 	Resources *resources.Service // admin resources (registry_<resource>.go)
 	Registry  *registry.Service  // runners: registration, leases, Connect, ApplyAction
+	Guard     *guard.Engine      // the decision function, its catalog and the decision log
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
@@ -73,9 +74,12 @@ func channelsRegister() guard.Entry {
 			if !f.Has("pending_approver") {
 				return guard.Denyf("no pending channel registration for %s", messagingGroup(in)), nil
 			}
-			// mayResolve(admins-of-scope{anchor: none, delivered_to}, group, user):
-			// owners, global admins, and the delivered-to approver.
-			if f.Bool("is_owner") || f.Bool("is_global_admin") || (f.Str("pending_approver") != "" && f.Str("pending_approver") == user) {
+			// The one click rule: mayResolve(admins-of-scope{anchor: none,
+			// delivered_to}, group, user) — owners, global admins and the
+			// delivered-to approver — over roles read with the facts.
+			roles := approvals.Roles{Owner: f.Bool("is_owner"), GlobalAdmin: f.Bool("is_global_admin")}
+			rule := guard.AdminsOfScope("", f.Str("pending_approver"))
+			if approvals.MayResolveWithRoles(rule, guardv1.ApproverScope_APPROVER_SCOPE_GROUP, user, roles) {
 				return guard.Allow("eligible channel-registration approver"), nil
 			}
 			return guard.Deny("not an eligible channel-registration approver (owner / global admin)"), nil

@@ -1,0 +1,301 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/commands"
+	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/pushes"
+	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/store"
+)
+
+// Invoker calls an RPC's handler in-process (the approved-command replay).
+type Invoker func(ctx context.Context, fullMethod string, req proto.Message) (any, error)
+
+// AdminGuard is the interceptor that consults the guard for every admin RPC
+// (rule admin = true), with the RPC's catalog action and the request as
+// payload: operator → host, a runner with x-clawguard-session → that agent
+// (its own group filled into omitted group fields under cli_scope = group),
+// users and bridges → human / system (denied by the admin baseline except
+// approval reads). An agent's held call becomes a cli_command hold holding
+// the request; Replay runs it once approved.
+type AdminGuard struct {
+	d      *Deps
+	invoke Invoker
+}
+
+// NewAdminGuard builds the interceptor; invoke runs a handler for Replay.
+func NewAdminGuard(d *Deps, invoke Invoker) *AdminGuard { return &AdminGuard{d: d, invoke: invoke} }
+
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
+
+// Unary is the unary server interceptor (after auth and the principal check).
+func (g *AdminGuard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	r := rules.For(info.FullMethod)
+	if r == nil || !r.GetAdmin() {
+		return h(ctx, req)
+	}
+	msg, ok := req.(proto.Message)
+	if !ok {
+		return nil, status.Errorf(codes.Internal, "%s: request is not a protobuf message", info.FullMethod)
+	}
+	caller, ok := authn.FromContext(ctx)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "unauthenticated")
+	}
+	return g.guarded(ctx, info.FullMethod, r, caller, msg, "", func(ctx context.Context) (any, error) { return h(ctx, msg) })
+}
+
+// Stream refuses admin streaming RPCs (none are declared; fail closed if one appears).
+func (g *AdminGuard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if r := rules.For(info.FullMethod); r != nil && r.GetAdmin() {
+		return status.Errorf(codes.Unimplemented, "%s: admin streaming RPCs are not guarded", info.FullMethod)
+	}
+	return h(srv, ss)
+}
+
+func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.Rule, caller authn.Caller,
+	msg proto.Message, grant string, run func(context.Context) (any, error)) (any, error) {
+	if g.d.Guard == nil {
+		return nil, status.Error(codes.Unavailable, "the guard is not wired (failing closed)")
+	}
+	actor := caller.Actor()
+	if caller.Agent != nil {
+		scope, err := g.cliScope(ctx, caller.Agent.GroupID)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "guard failure (failing closed): %v", err)
+		}
+		if scope == "group" {
+			FillGroup(msg, caller.Agent.GroupID)
+		}
+	}
+	payload, err := messageMap(msg)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "encode request: %v", err)
+	}
+	req := &guard.Request{Input: guard.Input{Action: r.GetAction(), Actor: actor, Payload: payload, Grant: grant}}
+	if caller.Agent != nil && r.GetAccess() == guardv1.Access_ACCESS_APPROVAL && grant == "" {
+		card, err := commandCard(fullMethod, r, caller.Agent, payload)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "build hold card: %v", err)
+		}
+		req.Card = card
+	}
+	resp, err := g.d.Guard.Decide(ctx, req)
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	d := resp.GetDecision()
+	switch d.GetEffect() {
+	case guardv1.Effect_EFFECT_ALLOW:
+		return run(ctx)
+	case guardv1.Effect_EFFECT_HOLD:
+		if caller.Agent == nil || resp.GetHoldId() == "" {
+			msg := d.GetReason()
+			if resp.GetHoldError() != "" {
+				msg += ": " + resp.GetHoldError()
+			}
+			if caller.Agent == nil {
+				// Holds only arise for agents; anything else is a guard bug.
+				return nil, status.Error(codes.PermissionDenied, msg)
+			}
+			return nil, status.Error(codes.FailedPrecondition, "approval could not be requested: "+msg)
+		}
+		st, err := status.New(codes.FailedPrecondition,
+			"approval pending (hold "+resp.GetHoldId()+"): approval request sent to admin; you will be notified of the result").
+			WithDetails(&guardv1.ApprovalPending{HoldId: resp.GetHoldId(), Reason: d.GetReason()})
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "attach approval detail: %v", err)
+		}
+		return nil, st.Err()
+	}
+	return nil, status.Error(codes.PermissionDenied, d.GetReason())
+}
+
+func (g *AdminGuard) cliScope(ctx context.Context, group string) (string, error) {
+	var scope string
+	err := g.d.Store.Pool.QueryRow(ctx, `SELECT cli_scope FROM container_configs WHERE agent_group_id = $1`, group).Scan(&scope)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "group", nil
+	}
+	return scope, err
+}
+
+// FillGroup sets the agent's own group into the request's empty top-level
+// group fields (commands.GroupArgs), so a group-scoped agent need not pass it.
+func FillGroup(msg proto.Message, group string) {
+	m := msg.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for _, name := range commands.GroupArgs {
+		fd := fields.ByName(protoreflect.Name(name))
+		if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() || fd.IsMap() {
+			continue
+		}
+		if m.Get(fd).String() == "" {
+			m.Set(fd, protoreflect.ValueOfString(group))
+		}
+	}
+}
+
+// messageMap is a request as the guard's payload: protojson with proto
+// field names, decoded to a JSON-shaped map.
+func messageMap(msg proto.Message) (map[string]any, error) {
+	b, err := jsonOpts.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func commandCard(fullMethod string, r *guardv1.Rule, a *authn.Agent, request map[string]any) (*guardv1.HoldCard, error) {
+	payload, err := structpb.NewStruct(map[string]any{
+		"method":  fullMethod,
+		"request": request,
+		"caller":  map[string]any{"kind": "agent", "agent_group_id": a.GroupID, "session_id": a.SessionID},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.HoldCard{
+		Kind:     commands.ApprovalAction,
+		Title:    "CLI: " + r.GetAction(),
+		Question: fmt.Sprintf("Agent group %q wants to run:\n`ncl %s%s`", a.GroupID, strings.ReplaceAll(r.GetAction(), ".", " "), argSummary(request)),
+		Payload:  payload,
+	}, nil
+}
+
+func argSummary(req map[string]any) string {
+	b, _ := json.Marshal(req)
+	if len(b) <= 2 {
+		return ""
+	}
+	s := string(b)
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return " " + s
+}
+
+// Replay runs an approved cli_command hold: the stored request through the
+// same guard and handler, as the stored agent caller, carrying the hold as
+// its grant (the baseline is re-checked live; the grant is consumed once).
+// A stored caller that does not parse, or that disagrees with the hold's
+// session and group, is refused — never run as host (D2) — and the
+// requester is told either way.
+func (g *AdminGuard) Replay(ctx context.Context, h *guardv1.Hold) error {
+	fields := h.GetPayload().AsMap()
+	method, _ := fields["method"].(string)
+	label := "command"
+	r := rules.For(method)
+	if r != nil {
+		label = strings.ReplaceAll(r.GetAction(), ".", " ")
+	}
+	agent, ok := parseCaller(fields["caller"])
+	var msg proto.Message
+	if ok && r != nil && r.GetAdmin() && agent.SessionID == h.GetSessionId() && agent.GroupID == h.GetAgentGroupId() {
+		msg, ok = decodeRequest(method, fields["request"])
+	} else {
+		ok = false
+	}
+	if !ok {
+		g.d.Log.Warn("cli_command replay refused: malformed caller context", "hold", h.GetId(), "method", method)
+		return g.notify(ctx, h, guardv1.NoticeKind_NOTICE_KIND_FAILED,
+			fmt.Sprintf("Your `ncl %s` request was approved, but its caller context could not be verified — the replay was refused.", label))
+	}
+	caller := authn.Caller{
+		Principal: authn.Principal{Kind: guardv1.Principal_PRINCIPAL_RUNNER, TokenID: "replay:" + h.GetId()},
+		Agent:     agent,
+	}
+	rctx := authn.WithCaller(ctx, caller)
+	out, err := g.guarded(rctx, method, r, caller, msg, h.GetId(), func(ctx context.Context) (any, error) {
+		return g.invoke(ctx, method, msg)
+	})
+	if err != nil {
+		return g.notify(ctx, h, guardv1.NoticeKind_NOTICE_KIND_FAILED,
+			fmt.Sprintf("Your `ncl %s` request was approved, but applying it failed: %s", label, status.Convert(err).Message()))
+	}
+	result := ""
+	if pm, ok := out.(proto.Message); ok {
+		if b, err := jsonOpts.Marshal(pm); err == nil {
+			result = "\n" + string(b)
+		}
+	}
+	return g.notify(ctx, h, guardv1.NoticeKind_NOTICE_KIND_RESULT,
+		fmt.Sprintf("Your `ncl %s` request was approved and ran.%s", label, result))
+}
+
+func (g *AdminGuard) notify(ctx context.Context, h *guardv1.Hold, kind guardv1.NoticeKind, text string) error {
+	if h.GetSessionId() == "" {
+		return fmt.Errorf("cli_command hold %s has no session to notify", h.GetId())
+	}
+	return store.InTx(ctx, g.d.Store.Pool, func(tx pgx.Tx) error {
+		_, err := pushes.EnqueueTx(ctx, tx, h.GetSessionId(), &guardv1.Push{Body: &guardv1.Push_Notify{
+			Notify: &guardv1.NotifyAgent{Kind: kind, Text: text, HoldId: h.GetId()}}})
+		return err
+	})
+}
+
+// parseCaller accepts exactly {kind: "agent", agent_group_id, session_id}
+// with non-empty strings.
+func parseCaller(v any) (*authn.Agent, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || m["kind"] != "agent" || len(m) != 3 {
+		return nil, false
+	}
+	group, okG := m["agent_group_id"].(string)
+	session, okS := m["session_id"].(string)
+	if !okG || !okS || group == "" || session == "" {
+		return nil, false
+	}
+	return &authn.Agent{GroupID: group, SessionID: session}, true
+}
+
+// decodeRequest rebuilds the stored request as the method's input type.
+func decodeRequest(fullMethod string, v any) (proto.Message, bool) {
+	name := strings.Replace(strings.TrimPrefix(fullMethod, "/"), "/", ".", 1)
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
+	if err != nil {
+		return nil, false
+	}
+	md, ok := d.(protoreflect.MethodDescriptor)
+	if !ok {
+		return nil, false
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+	if err != nil {
+		return nil, false
+	}
+	if v == nil {
+		v = map[string]any{}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	msg := mt.New().Interface()
+	if err := protojson.Unmarshal(b, msg); err != nil {
+		return nil, false
+	}
+	return msg, true
+}

@@ -1,0 +1,230 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"regexp"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/guard"
+)
+
+// Limits at the edge.
+const (
+	MaxPayloadBytes = 256 << 10
+	maxIDLen        = 128
+	maxActionLen    = 128
+	// StreamInFlight bounds the decisions one DecideStream evaluates at
+	// once; when it is reached the server stops reading frames and gRPC
+	// flow control pushes back on the runner.
+	StreamInFlight = 64
+)
+
+var guardActionPattern = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)*$`)
+
+// Decide evaluates one action.
+func (s *GuardService) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+	return s.decide(ctx, req)
+}
+
+// DecideStream evaluates many actions in flight on one stream. Answers
+// carry the frame's correlation id and may arrive out of order; a bad frame
+// is answered with a per-frame StreamError and the stream goes on.
+func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) error {
+	ctx := stream.Context()
+	sem := make(chan struct{}, StreamInFlight)
+	var (
+		wg      sync.WaitGroup
+		sendMu  sync.Mutex
+		sendErr error
+	)
+	send := func(r *guardv1.DecideStreamResponse) {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if sendErr == nil {
+			sendErr = stream.Send(r)
+		}
+	}
+	defer wg.Wait()
+	for {
+		frame, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out := &guardv1.DecideStreamResponse{CorrelationId: frame.GetCorrelationId()}
+			var resp *guardv1.DecideResponse
+			err := func() (err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						s.d.Log.Error("DecideStream frame panicked", "panic", r)
+						err = status.Error(codes.Internal, "internal error")
+					}
+				}()
+				if frame.GetCorrelationId() == "" {
+					return InvalidArgument("correlation_id", "required")
+				}
+				if len(frame.GetCorrelationId()) > maxIDLen {
+					return InvalidArgument("correlation_id", "longer than %d characters", maxIDLen)
+				}
+				if frame.GetRequest() == nil {
+					return InvalidArgument("request", "required")
+				}
+				resp, err = s.decide(ctx, frame.GetRequest())
+				return err
+			}()
+			if err != nil {
+				st := status.Convert(err)
+				out.Error = &guardv1.StreamError{Code: int32(st.Code()), Message: st.Message()}
+			} else {
+				out.Response = resp
+			}
+			send(out)
+		}()
+	}
+}
+
+// decide validates, applies the caller's actor rules and asks the engine.
+func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+	if s.d.Guard == nil {
+		return nil, status.Error(codes.Unavailable, "the guard is not wired")
+	}
+	if err := ValidateDecide(req); err != nil {
+		return nil, err
+	}
+	caller, ok := authn.FromContext(ctx)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "unauthenticated")
+	}
+	if req.GetActor() == nil && caller.Agent == nil {
+		return nil, InvalidArgument("actor", "required")
+	}
+	r := guard.FromProto(req)
+	if err := applyActorRules(caller, r); err != nil {
+		return nil, err
+	}
+	resp, err := s.d.Guard.Decide(ctx, r)
+	switch {
+	case err == nil:
+		return resp, nil
+	case errors.Is(err, guard.ErrActorNotOwned):
+		return nil, status.Errorf(codes.PermissionDenied, "runner %q does not host session %q of group %q",
+			caller.Principal.RunnerID, r.Session(), r.Actor.GetAgent().GetAgentGroupId())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, status.FromContextError(err).Err()
+	}
+	return nil, status.Errorf(codes.Internal, "decide: %v", err)
+}
+
+// applyActorRules: the operator may name any actor; a runner only agents on
+// sessions it hosts (its x-clawguard-session agent, or a named session the
+// engine checks against sessions.runner_id); a bridge humans (and itself,
+// the system). Request ids are scoped to the caller.
+func applyActorRules(c authn.Caller, r *guard.Request) error {
+	switch c.Principal.Kind {
+	case guardv1.Principal_PRINCIPAL_OPERATOR:
+		r.RequestID = scopedRequestID(c, r.RequestID)
+		return nil
+	case guardv1.Principal_PRINCIPAL_RUNNER:
+		r.RunnerID = c.Principal.RunnerID
+		if c.Agent != nil {
+			// The header's agent was checked at authentication.
+			own := &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: c.Agent.GroupID, SessionId: c.Agent.SessionID}}}
+			if r.Actor != nil && !proto.Equal(r.Actor, own) {
+				return status.Error(codes.PermissionDenied, "actor: differs from the agent of the x-clawguard-session header")
+			}
+			r.Actor = own
+			return nil
+		}
+		a := r.Actor.GetAgent()
+		if a == nil {
+			return status.Error(codes.PermissionDenied, "actor: runners may only act for agents on sessions they host")
+		}
+		if a.GetSessionId() == "" {
+			return status.Error(codes.PermissionDenied, "actor.agent.session_id: a runner must name the session it hosts")
+		}
+		r.RequireOwnedSession = true
+		return nil
+	case guardv1.Principal_PRINCIPAL_BRIDGE:
+		switch r.Actor.GetKind().(type) {
+		case *guardv1.Actor_Human, *guardv1.Actor_System:
+			r.RequestID = scopedRequestID(c, r.RequestID)
+			return nil
+		}
+		return status.Error(codes.PermissionDenied, "actor: bridges may only assert human users")
+	}
+	return status.Errorf(codes.PermissionDenied, "%s tokens may not ask the guard", authn.KindString(c.Principal.Kind))
+}
+
+func scopedRequestID(c authn.Caller, id string) string {
+	if id == "" {
+		return ""
+	}
+	return c.Principal.TokenID + "/" + id
+}
+
+// ValidateDecide refuses malformed requests before anything is read or
+// written; the message names the field.
+func ValidateDecide(req *guardv1.DecideRequest) error {
+	switch {
+	case req.GetAction() == "":
+		return InvalidArgument("action", "required")
+	case len(req.GetAction()) > maxActionLen || !guardActionPattern.MatchString(req.GetAction()):
+		return InvalidArgument("action", "must be a dotted lower-case catalog name")
+	case len(req.GetGrant()) > maxIDLen:
+		return InvalidArgument("grant", "longer than %d characters", maxIDLen)
+	case len(req.GetRequestId()) > maxIDLen:
+		return InvalidArgument("request_id", "longer than %d characters", maxIDLen)
+	case proto.Size(req.GetPayload()) > MaxPayloadBytes:
+		return InvalidArgument("payload", "larger than %d KiB", MaxPayloadBytes>>10)
+	case proto.Size(req.GetCard()) > MaxPayloadBytes:
+		return InvalidArgument("card", "larger than %d KiB", MaxPayloadBytes>>10)
+	}
+	if err := validateActor(req.GetActor()); err != nil {
+		return err
+	}
+	for k, v := range req.GetResource() {
+		if k == "" || len(k) > maxIDLen || len(v) > 1024 {
+			return InvalidArgument("resource", "keys must be 1..%d characters and values at most 1024", maxIDLen)
+		}
+	}
+	return nil
+}
+
+func validateActor(a *guardv1.Actor) error {
+	switch k := a.GetKind().(type) {
+	case nil:
+		if a == nil {
+			return nil // a runner's header may supply it; applyActorRules decides
+		}
+		return InvalidArgument("actor", "no kind set (host, agent, human or system)")
+	case *guardv1.Actor_Agent:
+		if k.Agent.GetAgentGroupId() == "" {
+			return InvalidArgument("actor.agent.agent_group_id", "required")
+		}
+	case *guardv1.Actor_Human:
+		if !guardUserIDPattern.MatchString(k.Human.GetUserId()) {
+			return InvalidArgument("actor.human.user_id", "must be namespaced \"<channel>:<handle>\"")
+		}
+	}
+	return nil
+}
+
+var guardUserIDPattern = regexp.MustCompile(`^[a-z0-9_-]+:.+$`)

@@ -1,0 +1,130 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/clawguard/clawguard/server/internal/a2a"
+	"github.com/clawguard/clawguard/server/internal/agents"
+	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/commands"
+	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/permissions"
+	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/selfmod"
+)
+
+// Guard: the catalog (every domain registers its entries; the admin RPCs'
+// entries come from their rule options), the engine with its batched
+// decision log, holds through approvals, and the admin-RPC interceptor
+// whose held calls are replayed on approval.
+func init() {
+	wirings = append(wirings, func(_ context.Context, d *api.Deps, s *services) error {
+		cat, err := BuildCatalog()
+		if err != nil {
+			return err
+		}
+		eng := guard.NewEngine(cat, d.Store.Pool, guard.Options{
+			Log:     d.Log.With("component", "guard"),
+			Observe: d.Metrics.ObserveDecision,
+		})
+		d.Metrics.PreInit(cat.Actions())
+		if d.Approvals != nil {
+			eng.SetHoldCreator(holdCreator(d.Approvals))
+		}
+		d.Guard = eng
+
+		admin := api.NewAdminGuard(d, s.invoke)
+		s.chain.Unary = append(s.chain.Unary, admin.Unary)
+		s.chain.Stream = append(s.chain.Stream, admin.Stream)
+		if d.Approvals != nil {
+			d.Approvals.OnApproved(approvals.KindCLICommand, admin.Replay)
+		}
+		s.shutdown = append(s.shutdown, eng.Close)
+		return nil
+	})
+}
+
+// BuildCatalog registers every domain's entries and checks that every admin
+// RPC's declared action exists (refusing to start otherwise).
+func BuildCatalog() (*guard.Catalog, error) {
+	cat := guard.NewCatalog()
+	for _, register := range []func(*guard.Catalog) error{
+		commands.Register, agents.Register, a2a.Register, selfmod.Register, permissions.Register,
+	} {
+		if err := register(cat); err != nil {
+			return nil, fmt.Errorf("refusing to start: %w", err)
+		}
+	}
+	if missing := MissingActions(cat); len(missing) > 0 {
+		return nil, fmt.Errorf("refusing to start: admin RPCs name catalog actions that do not exist: %s", strings.Join(missing, ", "))
+	}
+	return cat, nil
+}
+
+// MissingActions lists admin RPCs whose declared action has no catalog entry.
+func MissingActions(cat *guard.Catalog) []string {
+	var missing []string
+	for _, m := range rules.AdminMethods(rules.Services...) {
+		if _, ok := cat.Lookup(m.Rule.GetAction()); !ok {
+			missing = append(missing, m.FullMethod+" → "+m.Rule.GetAction())
+		}
+	}
+	return missing
+}
+
+func holdCreator(svc *approvals.Service) guard.HoldCreator {
+	return func(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (guard.HoldResult, error) {
+		c := hr.Card
+		req := approvals.CreateRequest{
+			Kind: hr.Kind, CatalogAction: hr.CatalogAction, Payload: hr.Payload,
+			SessionID: hr.SessionID, AgentGroupID: hr.AgentGroupID, Requester: hr.Requester,
+			Rule: hr.Rule, Scope: hr.Scope,
+			Title: c.GetTitle(), Question: c.GetQuestion(), Options: c.GetOptions(), DedupKey: c.GetDedupKey(),
+			OriginChannel: c.GetOriginChannelType(), RecordDeliveredTo: c.GetRecordDeliveredTo(),
+			DeliveryAction: c.GetDeliveryAction(),
+		}
+		if c.GetExpiresAt() != nil {
+			req.ExpiresAt = c.GetExpiresAt().AsTime()
+		}
+		res, err := svc.CreateHoldTx(ctx, tx, req)
+		if err != nil {
+			return guard.HoldResult{}, err
+		}
+		return guard.HoldResult{HoldID: res.Hold.GetId(), Created: res.Created, Undelivered: res.Undelivered,
+			NoApprover: res.NoApprover, Reason: res.Reason}, nil
+	}
+}
+
+// invoke calls an RPC's handler in-process by reflection on the service
+// implementation (the approved-command replay; the guard already ran).
+func (s *services) invoke(ctx context.Context, fullMethod string, req proto.Message) (any, error) {
+	svc, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "bad method %q", fullMethod)
+	}
+	var impl any
+	switch svc {
+	case "guard.v1.Registry":
+		impl = s.registry
+	case "guard.v1.Approvals":
+		impl = s.approvals
+	case "guard.v1.Guard":
+		impl = s.guard
+	}
+	m := reflect.ValueOf(impl).MethodByName(method)
+	if impl == nil || !m.IsValid() || m.Type().NumIn() != 2 || m.Type().NumOut() != 2 {
+		return nil, status.Errorf(codes.Unimplemented, "%s cannot be replayed", fullMethod)
+	}
+	out := m.Call([]reflect.Value{reflect.ValueOf(ctx), reflect.ValueOf(req)})
+	err, _ := out[1].Interface().(error)
+	return out[0].Interface(), err
+}
