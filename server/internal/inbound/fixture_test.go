@@ -259,4 +259,3 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
-
