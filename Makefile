@@ -51,6 +51,12 @@ build: ## build bin/clawguard-server, bin/clawguard-runner, bin/ncl (static)
 	CGO_ENABLED=0 go build -trimpath -o bin/ncl ./cli/cmd/ncl
 	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
 
+.PHONY: demo-image
+demo-image: ## build the demo agent image clawguard-agent-demo:latest (FROM scratch; needs Docker)
+	@mkdir -p bin
+	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
+	cd runner && go run ./internal/runtime/docker/buildbase -binary ../bin/demo-agent -tag clawguard-agent-demo:latest
+
 .PHONY: run
 run: build ## start a throwaway Postgres, the server, a runner and the demo agent (Ctrl-C stops all)
 	@deploy/local/run.sh
