@@ -13,7 +13,9 @@ import (
 
 var agent = &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag-1", SessionId: "sess-1"}}}
 
-func input(action string) *Input { return &Input{Action: action, Actor: agent, Payload: map[string]any{}} }
+func input(action string) *Input {
+	return &Input{Action: action, Actor: agent, Payload: map[string]any{}}
+}
 
 func entry(action, approval string, d Decision) *Entry {
 	return &Entry{Action: action, ApprovalAction: approval, Baseline: func(*Input, Facts) (Decision, error) { return d, nil }}
@@ -63,7 +65,9 @@ func TestPrecheckDeniesBeforeBaseline(t *testing.T) {
 }
 
 func TestGrants(t *testing.T) {
-	live := func(kind string) *GrantRow { return &GrantRow{ID: "h1", Kind: kind, Status: "approved", AgentGroupID: "ag-1"} }
+	live := func(kind string) *GrantRow {
+		return &GrantRow{ID: "h1", Kind: kind, Status: "approved", AgentGroupID: "ag-1"}
+	}
 	held := entry("t.g1", "g1_approved", Hold(aosG1, guardv1.ApproverScope_APPROVER_SCOPE_GROUP, "b"))
 	in := input("t.g1")
 	in.Grant = "h1"
