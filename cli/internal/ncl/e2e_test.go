@@ -190,13 +190,16 @@ func TestEndToEnd(t *testing.T) {
 	if out := srv.must(t, "groups", "get", a); !strings.Contains(out, "NAME:") || !strings.Contains(out, "research") {
 		t.Errorf("groups get:\n%s", out)
 	}
+	if id := strings.TrimSpace(srv.must(t, "groups", "get", "research", "-q")); id != a {
+		t.Errorf("groups get research -q = %q, want %q (lookup by name)", id, a)
+	}
 	if r := srv.ncl(t, "groups", "get", "ag_does_not_exist"); r.code != ExitServer || !strings.HasPrefix(r.err, "ncl: not found: ") {
 		t.Errorf("groups get of a missing group: exit %d, stderr %q", r.code, r.err)
 	}
 
 	// Roles: an explicit group scope.
 	srv.must(t, "users", "create", "telegram:alice", "--display-name", "Alice")
-	srv.must(t, "users", "create", "telegram:dana", "--display-name", "Dana")
+	srv.must(t, "users", "create", "--id", "telegram:dana", "--display-name", "Dana")
 	srv.must(t, "roles", "grant", "--user", "telegram:alice", "--role", "admin", "--scope", "group", "--group", a)
 	roles := jsonArr(t, srv.must(t, "roles", "list", "--group", a, "-o", "json"))
 	if len(roles) != 1 || roles[0]["user_id"] != "telegram:alice" || roles[0]["role"] != "admin" || roles[0]["scope"] != "group" || roles[0]["group"] != a {
@@ -284,6 +287,41 @@ func TestEndToEnd(t *testing.T) {
 		srv.must(t, "approvals", "reject", hold2, "--as", "telegram:dana", "--reason", "not during the freeze")
 		if got := jsonObj(t, srv.must(t, "approvals", "get", hold2, "-o", "json")); got["status"] != "rejected" || got["reason"] != "not during the freeze" {
 			t.Errorf("rejected hold = %v", got)
+		}
+	})
+
+	t.Run("tokens", func(t *testing.T) {
+		secret := strings.TrimSpace(srv.must(t, "tokens", "create", "--kind", "user", "--name", "dana", "--user", "telegram:dana", "--secret-only"))
+		if secret == "" || strings.ContainsAny(secret, " \n") {
+			t.Fatalf("--secret-only printed %q", secret)
+		}
+		// The new token works, as dana: her view of pending holds.
+		r := runNcl(context.Background(), srv.env("CLAWGUARD_TOKEN_FILE", "", "CLAWGUARD_TOKEN", secret), "approvals", "list", "-o", "json")
+		if r.code != 0 {
+			t.Errorf("approvals list with a user token: exit %d %s", r.code, r.err)
+		}
+		toks := jsonArr(t, srv.must(t, "tokens", "list", "-o", "json"))
+		var id string
+		for _, tk := range toks {
+			if tk["name"] == "dana" && tk["kind"] == "user" {
+				id, _ = tk["id"].(string)
+			}
+		}
+		if id == "" {
+			t.Fatalf("tokens list lacks dana's token: %v", toks)
+		}
+		srv.must(t, "tokens", "revoke", id)
+		// The server caches token lookups for a moment: poll with a deadline.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r = runNcl(context.Background(), srv.env("CLAWGUARD_TOKEN_FILE", "", "CLAWGUARD_TOKEN", secret), "approvals", "list")
+			if r.code == ExitServer && strings.HasPrefix(r.err, "ncl: unauthenticated: ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("revoked token: exit %d %q, want unauthenticated", r.code, r.err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	})
 

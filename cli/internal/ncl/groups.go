@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -44,10 +46,19 @@ func (a *app) groupsList() *cobra.Command {
 
 func (a *app) groupsGet() *cobra.Command {
 	return &cobra.Command{
-		Use: "get <id>", Short: "Show one agent group with its config", Example: "  ncl groups get ag_123", Args: one("id"),
+		Use: "get <id|name>", Short: "Show one agent group with its config",
+		Long: `Show one agent group with its config. The argument is the group's id or,
+when no group has that id, its exact name.`,
+		Example: "  ncl groups get ag_123\n  ncl groups get research -q   # the id of the group named research",
+		Args:    one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
 				resp, err := c.reg.GetGroup(ctx, &guardv1.GetGroupRequest{Id: args[0]})
+				if status.Code(err) == codes.NotFound {
+					if g, ok := groupByName(ctx, c, args[0]); ok {
+						return a.printer().Object(g)
+					}
+				}
 				if err != nil {
 					return err
 				}
@@ -312,4 +323,23 @@ func (a *app) groupsMcp() *cobra.Command {
 		})
 	}
 	return noun("mcp", "MCP servers of a group", "  ncl groups mcp add ag_123 --name files --command mcp-files", add, remove)
+}
+
+// groupByName finds the one group with exactly this name, so people (and
+// scripts) can say "research" instead of its id.
+func groupByName(ctx context.Context, c *clients, name string) (*guardv1.Group, bool) {
+	resp, err := c.reg.ListGroups(ctx, &guardv1.ListGroupsRequest{})
+	if err != nil {
+		return nil, false
+	}
+	var found *guardv1.Group
+	for _, g := range resp.GetGroups() {
+		if g.GetName() == name {
+			if found != nil {
+				return nil, false // ambiguous: keep the not-found answer
+			}
+			found = g
+		}
+	}
+	return found, found != nil
 }

@@ -20,12 +20,14 @@ var effectEnum = guardv1.Effect(0).Descriptor()
 func (a *app) tokensCmd() *cobra.Command {
 	var req guardv1.CreateTokenRequest
 	var secretFile string
+	var secretOnly bool
 	create := &cobra.Command{
 		Use: "create", Short: "Create a bearer token (the secret is shown once)",
 		Long: `Create a token for a runner, a chat bridge, a user (approver) or another
 operator. The secret is printed once and never again; with --secret-file it is
 written to that file (mode 0600) instead of the terminal.`,
 		Example: `  ncl tokens create --kind runner --name host-1 --runner host-1 --secret-file runner.token
+  ncl tokens create --kind runner --name host-2 --runner host-2 --secret-only > runner.token
   ncl tokens create --kind user --name dana --user telegram:dana -o json`,
 		Args: none,
 	}
@@ -34,11 +36,16 @@ written to that file (mode 0600) instead of the terminal.`,
 	create.Flags().StringVar(&req.RunnerId, "runner", "", "runner id (kind runner)")
 	create.Flags().StringVar(&req.UserId, "user", "", "user id (kind user)")
 	create.Flags().StringVar(&secretFile, "secret-file", "", "write the secret to this file (0600) instead of printing it")
+	create.Flags().BoolVar(&secretOnly, "secret-only", false, "print only the secret (for: > file)")
 	required(create, "kind", "name")
+	create.MarkFlagsMutuallyExclusive("secret-file", "secret-only")
 	create.RunE = func(cmd *cobra.Command, _ []string) error {
 		req.Kind = guardv1.Principal(kind.val)
 		if a.quiet && secretFile == "" {
-			return usagef("-q prints only the token id, so the secret would be lost: add --secret-file")
+			return usagef("-q prints only the token id, so the secret would be lost: add --secret-file (or use --secret-only)")
+		}
+		if secretOnly && a.output == "json" {
+			return usagef("--secret-only and -o json are exclusive")
 		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.CreateToken(ctx, &req)
@@ -46,6 +53,10 @@ written to that file (mode 0600) instead of the terminal.`,
 				return err
 			}
 			secret := resp.GetSecret()
+			if secretOnly {
+				_, err := fmt.Fprintln(a.stdout, secret)
+				return err
+			}
 			if secretFile != "" {
 				if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
 					return fmt.Errorf("token %s created but its secret could not be saved (revoke it): %w", resp.GetToken().GetId(), err)

@@ -230,17 +230,34 @@ func (a *app) usersCmd() *cobra.Command {
 			})
 		},
 	}
-	var cname string
+	var cname, cid string
 	create := &cobra.Command{
-		Use: "create <id>", Short: "Create a user (<channel>:<handle>)", Example: "  ncl users create telegram:alice --display-name Alice", Args: one("id"),
+		Use: "create <id>", Short: "Create a user (<channel>:<handle>)",
+		Example: "  ncl users create telegram:alice --display-name Alice\n  ncl users create --id telegram:alice   # the same",
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) > 1:
+				return usagef("%s takes one <id>", cmd.CommandPath())
+			case len(args) == 1 && cid != "" && cid != args[0]:
+				return usagef("two different ids: %q and --id %q", args[0], cid)
+			case len(args) == 0 && cid == "":
+				return usagef("%s needs the user id: <id> or --id", cmd.CommandPath())
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id := cid
+			if len(args) == 1 {
+				id = args[0]
+			}
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
-				resp, err := c.reg.CreateUser(ctx, &guardv1.CreateUserRequest{Id: args[0], DisplayName: cname})
+				resp, err := c.reg.CreateUser(ctx, &guardv1.CreateUserRequest{Id: id, DisplayName: cname})
 				return resp.GetUser(), err
 			})
 		},
 	}
 	create.Flags().StringVar(&cname, "display-name", "", "display name")
+	create.Flags().StringVar(&cid, "id", "", "user id (instead of the argument)")
 	var uname string
 	update := &cobra.Command{
 		Use: "update <id>", Short: "Change a user's display name", Example: "  ncl users update telegram:alice --display-name 'Alice B.'", Args: one("id"),
