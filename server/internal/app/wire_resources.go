@@ -2,16 +2,42 @@ package app
 
 import (
 	"context"
+	"slices"
 
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/resources"
 )
 
-// The admin resources: plain reads and writes over the pool. The catalog is
-// the guard's; ListCatalog answers Unavailable until one is wired.
+// The admin resources: plain reads and writes over the pool; ListCatalog
+// shows the guard's catalog (wired before this) and the registry's declared
+// exemption list.
 func init() {
 	wirings = append(wirings, func(_ context.Context, d *api.Deps, _ *services) error {
-		d.Resources = resources.New(d.Store.Pool, nil)
+		var cat resources.Catalog
+		if d.Guard != nil && d.Guard.Catalog != nil {
+			cat = catalogView(d.Guard.Catalog)
+		}
+		d.Resources = resources.New(d.Store.Pool, cat)
 		return nil
 	})
+}
+
+func catalogView(c *guard.Catalog) resources.Catalog {
+	return resources.CatalogFunc{
+		Entries: func() []*guardv1.CatalogEntry {
+			es := c.List()
+			out := make([]*guardv1.CatalogEntry, 0, len(es))
+			for _, e := range es {
+				out = append(out, &guardv1.CatalogEntry{
+					Action: e.Action, ApprovalAction: e.ApprovalAction, Access: e.Access,
+					Resource: e.Resource, Description: e.Description,
+				})
+			}
+			return out
+		},
+		Exempt: func() []string { return slices.Clone(registry.ExemptDeliveryActions) },
+	}
 }

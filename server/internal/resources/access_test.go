@@ -301,3 +301,25 @@ func TestReadScopingByCaller(t *testing.T) {
 	_, err = owner.CreateGroup(ctx, &guardv1.CreateGroupRequest{Name: "x"})
 	wantCode(t, err, codes.PermissionDenied, "")
 }
+
+func TestCatalog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, c := start(t)
+	resp := must[*guardv1.ListCatalogResponse](t)(c.Registry.ListCatalog(ctx, &guardv1.ListCatalogRequest{}))
+	var groupsCreate *guardv1.CatalogEntry
+	for i, e := range resp.GetEntries() {
+		if i > 0 && resp.GetEntries()[i-1].GetAction() >= e.GetAction() {
+			t.Fatalf("catalog not sorted at %q", e.GetAction())
+		}
+		if e.GetAction() == "groups.create" {
+			groupsCreate = e
+		}
+	}
+	if groupsCreate == nil || groupsCreate.GetAccess() != guardv1.Access_ACCESS_APPROVAL || groupsCreate.GetResource() != "groups" {
+		t.Fatalf("groups.create entry %v", groupsCreate)
+	}
+	if !slices.Contains(resp.GetExemptDeliveryActions(), "cli_request") {
+		t.Fatalf("exempt list %v", resp.GetExemptDeliveryActions())
+	}
+}
