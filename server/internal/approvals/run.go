@@ -36,6 +36,9 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.hub.mu.Unlock()
 	if s.cfg.WebhookURL != "" {
+		if s.cfg.WebhookSecretFile == "" {
+			return fmt.Errorf("--webhook-url needs --webhook-secret-file (events are signed)")
+		}
 		b, err := os.ReadFile(s.cfg.WebhookSecretFile)
 		if err != nil {
 			return fmt.Errorf("webhook secret: %w", err)

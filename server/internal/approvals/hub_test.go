@@ -1,0 +1,127 @@
+package approvals
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/clawguard/clawguard/migrations/pgtest"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/metrics"
+)
+
+func TestHubDropsOnlyTheSlowSubscriber(t *testing.T) {
+	h := newHub()
+	slow, _ := h.subscribe(1)
+	fast, _ := h.subscribe(10)
+	evs := []*guardv1.WatchResponse{{Cursor: 1}, {Cursor: 2}, {Cursor: 3}}
+	h.broadcast(evs) // never blocks, whatever the subscribers do
+	h.broadcast(evs) // replays below the position are ignored
+	var got []int64
+	for ev := range fast.C {
+		got = append(got, ev.Cursor)
+		if len(got) == 3 {
+			break
+		}
+	}
+	if len(got) != 3 || got[2] != 3 || len(fast.C) != 0 {
+		t.Fatalf("fast subscriber got %v (+%d queued)", got, len(fast.C))
+	}
+	if ev := <-slow.C; ev.Cursor != 1 {
+		t.Fatalf("slow subscriber's buffered event: %v", ev)
+	}
+	if _, ok := <-slow.C; ok || !errors.Is(slow.Err(), ErrSlowSubscriber) {
+		t.Fatalf("slow subscriber not dropped: %v", slow.Err())
+	}
+	slow.close() // idempotent after a drop
+	fast.close()
+	if len(h.subs) != 0 {
+		t.Fatalf("%d subscribers left", len(h.subs))
+	}
+}
+
+// TestSlowFollowerNeverBlocksHolds: a Watch subscriber that stops reading
+// is dropped with ResourceExhausted (naming its cursor) while hold creation
+// and a healthy subscriber carry on.
+func TestSlowFollowerNeverBlocksHolds(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	svc := New(pool, metrics.NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)), config.Default())
+	svc.SubscriberQueue = 2
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- svc.Run(ctx) }()
+	if _, err := pool.Exec(ctx, `INSERT INTO users (id) VALUES ('slack:o'); INSERT INTO user_roles (user_id, role) VALUES ('slack:o', 'owner')`); err != nil {
+		t.Fatal(err)
+	}
+
+	release := make(chan struct{})
+	slowErr := make(chan error, 1)
+	go func() {
+		slowErr <- svc.Follow(ctx, 0, false, nil, func(*guardv1.WatchResponse) error { <-release; return nil })
+	}()
+	var mu sync.Mutex
+	var fast []int64
+	go func() {
+		_ = svc.Follow(ctx, 0, false, nil, func(ev *guardv1.WatchResponse) error {
+			mu.Lock()
+			defer mu.Unlock()
+			fast = append(fast, ev.Cursor)
+			return nil
+		})
+	}()
+
+	const n = 10
+	start := time.Now()
+	for i := range n {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := svc.CreateHoldTx(ctx, tx, CreateRequest{Kind: "k", Title: "t", DedupKey: string(rune('a' + i))})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("creating %d holds took %v with a stuck subscriber", n, took)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		got := len(fast)
+		mu.Unlock()
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthy subscriber got %d of %d events", got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	select {
+	case err := <-slowErr:
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("slow subscriber ended with %v, want ResourceExhausted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("slow subscriber was never dropped")
+	}
+	cancel()
+	if err := <-runDone; err != nil {
+		t.Fatal(err)
+	}
+}
