@@ -105,6 +105,13 @@ func Validate(m *guardv1.RouteInboundRequest) error {
 	case len(m.GetText()) > maxText:
 		return fmt.Errorf("%w: text longer than %d bytes", ErrInvalid, maxText)
 	}
+	// Postgres text and jsonb refuse NUL; refuse it here, by name.
+	for field, v := range map[string]string{"channel_type": m.GetChannelType(), "platform_id": m.GetPlatformId(),
+		"chat_name": m.GetChatName(), "sender_name": m.GetSenderName(), "message_id": m.GetMessageId(), "text": m.GetText()} {
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("%w: %s contains a NUL character", ErrInvalid, field)
+		}
+	}
 	return nil
 }
 
