@@ -26,7 +26,21 @@ var (
 	// Docker-style limits: "1.5" CPUs, "512m" / "2g" memory.
 	cpusValue   = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?|\.[0-9]+)$`)
 	memoryValue = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)
+	// An image reference or a host label: no spaces, no shell metacharacters.
+	imageRef  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
+	hostLabel = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:=/-]{0,127}$`)
 )
+
+// checkPlacement validates the optional base image and host pin.
+func checkPlacement(image string, pin *string) error {
+	if image != "" && !imageRef.MatchString(image) {
+		return invalid("base_image", "%q is not an image reference", image)
+	}
+	if pin != nil && *pin != "" && !hostLabel.MatchString(*pin) {
+		return invalid("pinned_host", "%q is not a host label", *pin)
+	}
+	return nil
+}
 
 // mcpServer is the JSONB shape of container_configs.mcp_servers.
 type mcpServer struct {
@@ -119,6 +133,9 @@ func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupReque
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPlacement(req.GetBaseImage(), &req.PinnedHost); err != nil {
+		return nil, err
+	}
 	if scope == "" {
 		scope = "group"
 	}
@@ -194,6 +211,9 @@ func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupReque
 	}
 	if req.Name != "" && strings.TrimSpace(req.Name) == "" {
 		return nil, invalid("name", "blank")
+	}
+	if err := checkPlacement(req.GetBaseImage(), req.PinnedHost); err != nil {
+		return nil, err
 	}
 	var g *guardv1.Group
 	err := s.inTx(ctx, func(tx pgx.Tx) error {

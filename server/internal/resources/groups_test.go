@@ -14,7 +14,7 @@ import (
 func TestGroupRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, c := start(t)
+	srv, c := start(t)
 	r := c.Registry
 
 	g := must[*guardv1.CreateGroupResponse](t)(r.CreateGroup(ctx, &guardv1.CreateGroupRequest{Name: "alpha", BaseImage: "img:1"})).GetGroup()
@@ -35,11 +35,26 @@ func TestGroupRoundTrip(t *testing.T) {
 	if up.GetName() != "alpha2" || up.GetPinnedHost() != "host-a" || up.GetBaseImage() != "img:1" {
 		t.Fatalf("update %v", up)
 	}
+	_, err := r.UpdateGroup(ctx, &guardv1.UpdateGroupRequest{Id: g.GetId(), Name: "beta"})
+	wantCode(t, err, codes.AlreadyExists, "")
+	_, err = r.UpdateGroup(ctx, &guardv1.UpdateGroupRequest{Id: g.GetId(), BaseImage: "img; rm -rf /"})
+	wantCode(t, err, codes.InvalidArgument, "base_image")
+	_, err = r.CreateGroup(ctx, &guardv1.CreateGroupRequest{Name: "gamma", PinnedHost: "a b"})
+	wantCode(t, err, codes.InvalidArgument, "pinned_host")
+	// A new base image is a container change: version bump and a rebuild push.
+	exec(t, srv, `INSERT INTO sessions (id, agent_group_id) VALUES ('s1', $1)`, g.GetId())
+	up = must[*guardv1.UpdateGroupResponse](t)(r.UpdateGroup(ctx, &guardv1.UpdateGroupRequest{Id: g.GetId(), BaseImage: "img:2"})).GetGroup()
+	if up.GetBaseImage() != "img:2" || up.GetConfig().GetVersion() != 2 || up.GetName() != "alpha2" {
+		t.Fatalf("update %v", up)
+	}
+	if n := count(t, srv, `SELECT count(*) FROM runner_pushes WHERE session_id = 's1' AND kind = 'restart'`); n != 1 {
+		t.Fatalf("%d restart pushes after a base image change", n)
+	}
 	del := must[*guardv1.DeleteGroupResponse](t)(r.DeleteGroup(ctx, &guardv1.DeleteGroupRequest{Id: g.GetId()}))
-	if del.GetRemoved()["container_configs"] != 1 {
+	if del.GetRemoved()["container_configs"] != 1 || del.GetRemoved()["sessions"] != 1 {
 		t.Fatalf("removed %v", del.GetRemoved())
 	}
-	_, err := r.GetGroup(ctx, &guardv1.GetGroupRequest{Id: g.GetId()})
+	_, err = r.GetGroup(ctx, &guardv1.GetGroupRequest{Id: g.GetId()})
 	wantCode(t, err, codes.NotFound, "")
 
 	// Bad input.
