@@ -348,8 +348,19 @@ func TestChannelApproval_D4InterceptorHalfANameReplyAfterTheRegistrationVanished
 
 	before := f.count(`SELECT count(*) FROM agent_groups`)
 	resp := f.route(nameReply(owner, "dm-owner", "Ghost"))
-	if resp.GetOutcome() == guardv1.RouteOutcome_ROUTE_OUTCOME_NAME_CAPTURED {
-		t.Errorf("name reply after the registration vanished was captured: %v", resp)
+	// Consumed: claimed by the armed capture, refused by the guard (nothing
+	// pending), not routed on as an ordinary message.
+	if resp.GetOutcome() != guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED {
+		t.Errorf("name reply after the registration vanished: %v, want DROPPED", resp)
+	}
+	if n := f.count(`SELECT count(*) FROM messaging_groups WHERE platform_id = 'dm-owner'`); n != 0 {
+		t.Error("the consumed reply was routed on as a message of the owner's DM")
+	}
+	if n := f.count(`SELECT count(*) FROM inbound_name_captures`); n != 0 {
+		t.Errorf("armed captures = %d after the refusal, want 0", n)
+	}
+	if n := f.count(`SELECT count(*) FROM decisions WHERE action = 'channels.register' AND effect = 'deny'`); n != 1 {
+		t.Errorf("channels.register denies logged = %d, want 1 (the guard refused the reply)", n)
 	}
 	if after := f.count(`SELECT count(*) FROM agent_groups`); after != before {
 		t.Errorf("agent groups %d → %d, want unchanged", before, after)
@@ -383,6 +394,9 @@ func TestChannelApproval_RoleRevokedBetweenClickAndNameReplyDeniesAndDisarms(t *
 	}
 	if got := f.str(`SELECT awaiting_name_from FROM pending_channel_registrations WHERE messaging_group_id = $1`, mg); got != "" {
 		t.Errorf("awaiting_name_from = %q after a refused reply, want disarmed", got)
+	}
+	if n := f.count(`SELECT count(*) FROM inbound_name_captures`); n != 0 {
+		t.Errorf("armed captures = %d after the refusal, want 0", n)
 	}
 	// Disarmed: Bob's next DM is not taken as a name either.
 	f.route(nameReply("telegram:bob", "dm-bob", "Rogue2"))

@@ -167,8 +167,46 @@ func denyChannelTx(ctx context.Context, tx pgx.Tx, mgID string) error {
 	if _, err := tx.Exec(ctx, `UPDATE messaging_groups SET denied_at = COALESCE(denied_at, now()) WHERE id = $1`, mgID); err != nil {
 		return fmt.Errorf("deny channel %s: %w", mgID, err)
 	}
+	return endRegistrationTx(ctx, tx, mgID)
+}
+
+// endRegistrationTx removes the chat's pending registration and any capture
+// armed for it.
+func endRegistrationTx(ctx context.Context, tx pgx.Tx, mgID string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM pending_channel_registrations WHERE messaging_group_id = $1`, mgID); err != nil {
 		return fmt.Errorf("end registration of %s: %w", mgID, err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM inbound_name_captures WHERE messaging_group_id = $1`, mgID); err != nil {
+		return fmt.Errorf("disarm name captures of %s: %w", mgID, err)
+	}
+	return nil
+}
+
+// armNameCaptureTx makes the approver's next direct message the new agent's
+// name. One capture per approver: arming another registration leaves the
+// earlier one stale (its chat's next message asks again).
+func armNameCaptureTx(ctx context.Context, tx pgx.Tx, mgID, user string) error {
+	if _, err := tx.Exec(ctx, `UPDATE pending_channel_registrations
+		SET awaiting_name_from = CASE WHEN messaging_group_id = $1 THEN $2 ELSE '' END
+		WHERE messaging_group_id = $1 OR awaiting_name_from = $2`, mgID, user); err != nil {
+		return fmt.Errorf("await agent name: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO inbound_name_captures (user_id, messaging_group_id) VALUES ($1, $2)
+		ON CONFLICT (user_id) DO UPDATE SET messaging_group_id = EXCLUDED.messaging_group_id, armed_at = now()`, user, mgID); err != nil {
+		return fmt.Errorf("arm name capture: %w", err)
+	}
+	return nil
+}
+
+// disarmNameCaptureTx drops the approver's capture (and the registration's
+// wait for their name).
+func disarmNameCaptureTx(ctx context.Context, tx pgx.Tx, mgID, user string) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM inbound_name_captures WHERE user_id = $1`, user); err != nil {
+		return fmt.Errorf("disarm name capture: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE pending_channel_registrations SET awaiting_name_from = ''
+		WHERE messaging_group_id = $1 AND awaiting_name_from = $2`, mgID, user); err != nil {
+		return fmt.Errorf("disarm name capture: %w", err)
 	}
 	return nil
 }
@@ -289,8 +327,7 @@ func (s *Service) ChannelRegistrationResolved(ctx context.Context, hold *guardv1
 			s.log.InfoContext(ctx, "channel registration rejected", "messaging_group", mgID, "approver", resolver)
 			return denyChannelTx(ctx, tx, mgID)
 		case choice == ChoiceNew:
-			_, err := tx.Exec(ctx, `UPDATE pending_channel_registrations SET awaiting_name_from = $2 WHERE messaging_group_id = $1`, mgID, resolver)
-			return err
+			return armNameCaptureTx(ctx, tx, mgID, resolver)
 		case strings.HasPrefix(choice, ChoiceConnectPrefix):
 			if err := completeRegistrationTx(ctx, tx, p, strings.TrimPrefix(choice, ChoiceConnectPrefix)); err != nil {
 				return err
@@ -342,10 +379,7 @@ func completeRegistrationTx(ctx context.Context, tx pgx.Tx, p pendingRegistratio
 			return fmt.Errorf("admit triggering sender: %w", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM pending_channel_registrations WHERE messaging_group_id = $1`, p.MessagingGroupID); err != nil {
-		return fmt.Errorf("end pending registration: %w", err)
-	}
-	return nil
+	return endRegistrationTx(ctx, tx, p.MessagingGroupID)
 }
 
 func (s *Service) replayStored(ctx context.Context, holdID string, stored []byte) error {
@@ -365,36 +399,41 @@ func (s *Service) replayStored(ctx context.Context, holdID string, stored []byte
 }
 
 // captureName handles the approver's reply after "new": a direct message
-// from the user a registration awaits a name from. The reply passes the
-// channels.register guard; a refusal disarms the capture and consumes the
-// message. Allowed: the agent group is created, the chat wired, the
-// original message routed.
+// from a user with an armed capture. The reply is consumed whatever
+// happens; it passes the channels.register guard with the human actor
+// first, and a refusal (role revoked, registration vanished) disarms the
+// capture and creates nothing. Allowed: the agent group is created, the
+// chat wired, the original message routed.
 func (s *Service) captureName(ctx context.Context, m *guardv1.RouteInboundRequest) (*guardv1.RouteInboundResponse, bool, error) {
 	sender := m.GetSenderUserId()
 	if sender == "" || m.GetIsGroup() {
 		return nil, false, nil
 	}
+	// The reply must come from the approver's DM on that channel when one
+	// is known (a message of theirs elsewhere is not a name).
 	var mgID string
-	err := s.pool.QueryRow(ctx, `SELECT p.messaging_group_id FROM pending_channel_registrations p
-		WHERE p.awaiting_name_from = $1
-		  AND NOT EXISTS (SELECT 1 FROM user_dms d WHERE d.user_id = $1 AND d.channel_type = $2 AND d.address <> $3)
-		ORDER BY p.created_at LIMIT 1`, sender, m.GetChannelType(), m.GetPlatformId()).Scan(&mgID)
+	err := s.pool.QueryRow(ctx, `SELECT c.messaging_group_id FROM inbound_name_captures c
+		WHERE c.user_id = $1
+		  AND NOT EXISTS (SELECT 1 FROM user_dms d WHERE d.user_id = $1 AND d.channel_type = $2 AND d.address <> $3)`,
+		sender, m.GetChannelType(), m.GetPlatformId()).Scan(&mgID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("look up awaited agent name: %w", err)
+		return nil, false, fmt.Errorf("look up armed name capture: %w", err)
 	}
-	if ok, why := s.mayRegister(ctx, sender, mgID); !ok {
-		if _, err := s.pool.Exec(ctx, `UPDATE pending_channel_registrations SET awaiting_name_from = ''
-			WHERE messaging_group_id = $1 AND awaiting_name_from = $2`, mgID, sender); err != nil {
-			return nil, false, fmt.Errorf("disarm name capture: %w", err)
+	consumed := func(reason string) (*guardv1.RouteInboundResponse, bool, error) {
+		if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return disarmNameCaptureTx(ctx, tx, mgID, sender) }); err != nil {
+			return nil, false, err
 		}
-		reason := "agent name reply refused: " + why
 		if err := s.recordDropped(ctx, s.pool, "", m, reason); err != nil {
 			return nil, false, err
 		}
 		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mgID, reason), true, nil
+	}
+	if ok, why := s.mayRegister(ctx, sender, mgID); !ok {
+		s.log.WarnContext(ctx, "agent name reply refused by the guard; capture disarmed", "messaging_group", mgID, "user", sender, "reason", why)
+		return consumed("agent name reply refused: " + why)
 	}
 	name := strings.TrimSpace(m.GetText())
 	if name == "" || len(name) > 64 {
@@ -406,10 +445,9 @@ func (s *Service) captureName(ctx context.Context, m *guardv1.RouteInboundReques
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		p, found, err := lockRegistrationTx(ctx, tx, mgID)
 		if err != nil || !found || p.AwaitingNameFrom != sender {
-			return err // vanished or disarmed meanwhile: create nothing
+			return err // vanished or re-armed meanwhile: create nothing
 		}
-		created, err = createAgentGroupTx(ctx, tx, name)
-		if err != nil {
+		if created, err = createAgentGroupTx(ctx, tx, name); err != nil {
 			return err
 		}
 		if err := completeRegistrationTx(ctx, tx, p, created.ID); err != nil {
@@ -422,13 +460,14 @@ func (s *Service) captureName(ctx context.Context, m *guardv1.RouteInboundReques
 		return nil, false, err
 	}
 	if created.ID == "" {
-		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mgID, "channel registration no longer pending"), true, nil
+		return consumed("agent name reply: the channel registration is no longer pending")
 	}
 	s.log.InfoContext(ctx, "channel registered to a new agent", "messaging_group", mgID, "agent_group", created.ID, "name", created.Name, "approver", sender)
 	if err := s.replayStored(ctx, "", replay); err != nil {
 		s.log.ErrorContext(ctx, "replay after registration failed", "messaging_group", mgID, "err", err)
 	}
-	return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_NAME_CAPTURED, mgID, "created agent "+created.Name), true, nil
+	r := outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_NAME_CAPTURED, mgID, "created agent "+created.Name)
+	return r, true, nil
 }
 
 // createAgentGroupTx creates a group named name, or name-2, name-3, ...
