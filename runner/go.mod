@@ -3,11 +3,17 @@ module github.com/clawguard/clawguard/runner
 go 1.26.0
 
 require (
+	github.com/clawguard/clawguard/migrations v0.0.0-00010101000000-000000000000
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/prometheus/client_golang v1.25.0
 )
 
 require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 )

@@ -122,7 +122,7 @@ func loadScript(ws string) ([]Step, error) {
 	src := os.Getenv("CLAWGUARD_DEMO_SCRIPT")
 	var data []byte
 	switch {
-	case strings.HasPrefix(strings.TrimSpace(src), "["):
+	case strings.HasPrefix(strings.TrimSpace(src), "["), strings.HasPrefix(strings.TrimSpace(src), "{"):
 		data = []byte(src)
 	case src != "":
 		b, err := os.ReadFile(src)
@@ -139,6 +139,18 @@ func loadScript(ws string) ([]Step, error) {
 			return nil, fmt.Errorf("script: %w", err)
 		}
 		data = b
+	}
+	// A script is a list of steps, or an object of lists keyed by group id
+	// ("*" for any other group), so one runner's agents can differ.
+	var byGroup map[string][]Step
+	if strings.HasPrefix(strings.TrimSpace(string(data)), "{") {
+		if err := json.Unmarshal(data, &byGroup); err != nil {
+			return nil, fmt.Errorf("script: %w", err)
+		}
+		if steps, ok := byGroup[os.Getenv("CLAWGUARD_GROUP_ID")]; ok {
+			return steps, nil
+		}
+		return byGroup["*"], nil
 	}
 	var steps []Step
 	if err := json.Unmarshal(data, &steps); err != nil {

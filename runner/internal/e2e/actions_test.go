@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/runner/internal/app"
+	"github.com/clawguard/clawguard/runner/internal/delivery"
+)
+
+func step(action string, payload map[string]any) map[string]any {
+	return map[string]any{"action": action, "payload": payload}
+}
+
+// a2aSetup: groups A and B, a destination A→B and a message policy A→B
+// naming dana as the exclusive approver; one runner hosting both.
+func a2aSetup(t *testing.T, s *server) (a, b string, dana string, r *runner) {
+	ctx := context.Background()
+	a = s.group(t, "alpha", guardv1.CliScope_CLI_SCOPE_GROUP)
+	b = s.group(t, "beta", guardv1.CliScope_CLI_SCOPE_GROUP)
+	s.owner(t, "telegram:olivia")
+	dana = "telegram:dana"
+	if _, err := s.op.registry.CreateUser(ctx, &guardv1.CreateUserRequest{Id: dana}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.op.registry.AddDestination(ctx, &guardv1.AddDestinationRequest{Group: a, Name: "beta", TargetGroup: b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.op.registry.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: a, ToGroup: b, ApproverUserId: dana}); err != nil {
+		t.Fatal(err)
+	}
+	r = s.startRunner(t, runnerOpts{groups: []string{a, b}, script: map[string]any{
+		a: []any{step("send_message", map[string]any{"to": b, "text": "hello beta"})},
+	}})
+	return a, b, dana, r
+}
+
+func TestA2AHeldApprovedDelivered(t *testing.T) {
+	s := startServer(t)
+	a, b, dana, r := a2aSetup(t, s)
+	sa, sb := r.session(t, a), r.session(t, b)
+	held := waitEvent(t, sa, "HELD notice", notice("HELD"))
+	if held.s("hold_id") == "" {
+		t.Fatalf("held without hold id: %v", held)
+	}
+	hold, err := s.op.approvals.Get(context.Background(), &guardv1.GetRequest{Id: held.s("hold_id")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := hold.GetHold(); h.GetKind() != "a2a_message_gate" || h.GetDeliveryAction() != "send_message" || h.GetTitle() != "Message approval" ||
+		h.GetApproverRule().GetExclusive().GetUserId() != dana || h.GetSessionId() != sa.ID {
+		t.Fatalf("hold = %v", h)
+	}
+	if !noEvent(sb, func(e event) bool { return e.s("type") == "message" }) {
+		t.Fatal("message delivered before approval")
+	}
+	s.approve(t, held.s("hold_id"), dana)
+	msg := waitEvent(t, sb, "message in beta's inbox", func(e event) bool { return e.s("type") == "message" })
+	if msg.s("text") != "hello beta" || msg.s("from") != a {
+		t.Fatalf("delivered %v", msg)
+	}
+	waitEvent(t, sa, "RESULT notice", notice("RESULT"))
+}
+
+func TestA2ARevokedBeforeApprovalIsNotDelivered(t *testing.T) {
+	s := startServer(t)
+	a, b, dana, r := a2aSetup(t, s)
+	sa, sb := r.session(t, a), r.session(t, b)
+	held := waitEvent(t, sa, "HELD notice", notice("HELD"))
+	if _, err := s.op.registry.RemoveDestination(context.Background(), &guardv1.RemoveDestinationRequest{Group: a, Name: "beta"}); err != nil {
+		t.Fatal(err)
+	}
+	s.approve(t, held.s("hold_id"), dana)
+	denied := waitEvent(t, sa, "DENIED notice after the replay", notice("DENIED"))
+	if denied.s("hold_id") != held.s("hold_id") {
+		t.Fatalf("denied notice %v", denied)
+	}
+	// The replay was decided (denied) and nothing reached beta.
+	if !noEvent(sb, func(e event) bool { return e.s("type") == "message" }) {
+		dumpEvents(t, sb)
+		t.Fatal("revoked message delivered (D3)")
+	}
+}
+
+func TestCreateAgentAllowedForGlobalScopeHeldForGroupScope(t *testing.T) {
+	s := startServer(t)
+	s.owner(t, "telegram:olivia")
+	global := s.group(t, "trusted", guardv1.CliScope_CLI_SCOPE_GLOBAL)
+	confined := s.group(t, "confined", guardv1.CliScope_CLI_SCOPE_GROUP)
+	r := s.startRunner(t, runnerOpts{groups: []string{global, confined}, script: map[string]any{
+		global:   []any{step("create_agent", map[string]any{"name": "helper-one"})},
+		confined: []any{step("create_agent", map[string]any{"name": "helper-two"}), step("create_agent", map[string]any{"name": ""})},
+	}})
+	sg, sc := r.session(t, global), r.session(t, confined)
+
+	done := waitEvent(t, sg, "create_agent done", func(e event) bool { return e.s("type") == "send" && e.s("action") == "create_agent" })
+	if done.s("status") != "DONE" {
+		t.Fatalf("global-scope create_agent: %v", done)
+	}
+	groups, err := s.op.registry.ListGroups(context.Background(), &guardv1.ListGroupsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, g := range groups.GetGroups() {
+		names[g.GetName()] = true
+	}
+	if !names["helper-one"] || names["helper-two"] {
+		t.Fatalf("groups after create_agent: %v", names)
+	}
+
+	held := waitEvent(t, sc, "create_agent held", func(e event) bool {
+		return e.s("type") == "send" && e.s("request_id") == "script-1"
+	})
+	if held.s("status") != "HELD" || held.s("hold_id") == "" {
+		t.Fatalf("group-scope create_agent: %v", held)
+	}
+	// The malformed request is answered by the precheck: FAILED, no hold.
+	bad := waitEvent(t, sc, "empty-name create_agent", func(e event) bool { return e.s("type") == "send" && e.s("request_id") == "script-2" })
+	if bad.s("status") != "FAILED" || !strings.Contains(bad.s("reason"), "name is required") {
+		t.Fatalf("empty name: %v", bad)
+	}
+	list, err := s.op.approvals.List(context.Background(), &guardv1.ListRequest{Kind: "create_agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.GetHolds()) != 1 {
+		t.Fatalf("want exactly one create_agent hold, got %d", len(list.GetHolds()))
+	}
+}
+
+func TestGarbageAndFloodGetNoticesAndDoNotStallTheRunner(t *testing.T) {
+	s := startServer(t)
+	g := s.group(t, "noisy", guardv1.CliScope_CLI_SCOPE_GROUP)
+	quiet := s.group(t, "quiet", guardv1.CliScope_CLI_SCOPE_GROUP)
+	r := s.startRunner(t, runnerOpts{groups: []string{g, quiet}, script: map[string]any{
+		g: []any{
+			map[string]any{"garbage": 20},
+			map[string]any{"flood": 300},
+			step("no_such_action", map[string]any{}),
+			step("install_packages", map[string]any{"apt": []any{"Bad Name"}}),
+			step("cli_request", map[string]any{"method": "ListGroups"}),
+		},
+		quiet: []any{step("cli_request", map[string]any{"method": "ListGroups"})},
+	}})
+	sn, sq := r.session(t, g), r.session(t, quiet)
+	flood := waitEvent(t, sn, "flood answers", func(e event) bool { return e.s("type") == "flood" })
+	answers, _ := flood["answers"].(map[string]any)
+	limited := 0.0
+	for k, v := range answers {
+		if strings.Contains(k, "rate limited") {
+			limited += v.(float64)
+		}
+		if strings.HasPrefix(k, "error") {
+			t.Fatalf("flood sends got transport errors: %v", answers)
+		}
+	}
+	if limited == 0 {
+		t.Fatalf("flood not rate limited: %v", answers)
+	}
+	waitEvent(t, sn, "rate-limit notice", func(e event) bool {
+		return e.s("type") == "notice" && e.s("kind") == "FAILED" && strings.Contains(e.s("text"), "rate limited")
+	})
+	// After the flood, the same agent is still served (once its bucket refills).
+	unknown := waitEvent(t, sn, "unknown action answer", func(e event) bool { return e.s("type") == "send" && e.s("action") == "no_such_action" })
+	bad := waitEvent(t, sn, "bad package answer", func(e event) bool { return e.s("type") == "send" && e.s("action") == "install_packages" })
+	last := waitEvent(t, sn, "cli_request after the flood", func(e event) bool { return e.s("type") == "send" && e.s("action") == "cli_request" })
+	t.Logf("after flood: unknown=%s/%s bad=%s/%s last=%s/%s", unknown.s("status"), unknown.s("reason"), bad.s("status"), bad.s("reason"), last.s("status"), last.s("reason"))
+	if unknown.s("status") != "FAILED" || bad.s("status") != "FAILED" {
+		t.Fatalf("garbage requests: %v %v", unknown, bad)
+	}
+	// The other session was never stalled.
+	if q := waitEvent(t, sq, "quiet agent's cli_request", func(e event) bool { return e.s("type") == "send" }); q.s("status") != "DONE" {
+		t.Fatalf("quiet agent: %v", q)
+	}
+	select {
+	case err := <-r.done:
+		t.Fatalf("runner stopped: %v", err)
+	default:
+	}
+}
+
+func TestRogueRegistrationIsRefusedWithAViolation(t *testing.T) {
+	s := startServer(t)
+	r := s.startRunner(t, runnerOpts{})
+	// A rogue (skill-installed) action with no mapping, not on the server's exemption list.
+	err := r.Actions.Register(delivery.Action{Name: "rm_rf_workspace", Run: func(context.Context, delivery.Call) delivery.Outcome {
+		return delivery.Done(&structpb.Struct{}, "")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Register(context.Background())
+	var ce *app.ConformanceError
+	if !errors.As(err, &ce) {
+		t.Fatalf("register: %v, want a conformance error", err)
+	}
+	if len(ce.Violations) != 1 || !strings.Contains(ce.Violations[0], `"rm_rf_workspace"`) {
+		t.Fatalf("violations = %v", ce.Violations)
+	}
+	if b := ce.Banner(); !strings.Contains(b, "guard conformance failure") || !strings.Contains(b, "rm_rf_workspace") {
+		t.Fatalf("banner:\n%s", b)
+	}
+	// Re-registering a guarded action without its mapping never gets that far.
+	if err := r.Actions.Register(delivery.Action{Name: "install_packages", Run: func(context.Context, delivery.Call) delivery.Outcome { return delivery.Outcome{} }}); err == nil {
+		t.Fatal("disarming install_packages was accepted")
+	}
+}
