@@ -126,7 +126,7 @@ func (s *Service) requestRegistration(ctx context.Context, mg messagingGroup, m 
 		return nil, err
 	}
 	if dropReason != "" {
-		if err := s.recordDropped(ctx, s.pool, mg.ID, m, dropReason); err != nil {
+		if err := s.recordDropped(ctx, mg.ID, m, dropReason); err != nil {
 			return nil, err
 		}
 		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mg.ID, dropReason), nil
@@ -310,6 +310,16 @@ func (s *Service) ChannelRegistrationResolved(ctx context.Context, hold *guardv1
 	if choice == "" {
 		choice = soleConnectOption(hold)
 	}
+	// Already carried out (another replica followed the same event) or
+	// superseded: nothing to do, and no guard consult to log.
+	var current string
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE(hold_id, '') FROM pending_channel_registrations WHERE messaging_group_id = $1`, mgID).Scan(&current)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && current != hold.GetId()) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read pending registration of %s: %w", mgID, err)
+	}
 	resolver := hold.GetResolver()
 	if ok, why := s.mayRegister(ctx, resolver, mgID); !ok {
 		s.log.WarnContext(ctx, "channel registration click refused by the guard", "hold", hold.GetId(), "resolver", resolver, "reason", why)
@@ -317,7 +327,7 @@ func (s *Service) ChannelRegistrationResolved(ctx context.Context, hold *guardv1
 	}
 
 	var replay []byte
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		p, found, err := lockRegistrationTx(ctx, tx, mgID)
 		if err != nil || !found || p.HoldID != hold.GetId() {
 			return err // vanished or superseded: nothing to do
@@ -426,7 +436,7 @@ func (s *Service) captureName(ctx context.Context, m *guardv1.RouteInboundReques
 		if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return disarmNameCaptureTx(ctx, tx, mgID, sender) }); err != nil {
 			return nil, false, err
 		}
-		if err := s.recordDropped(ctx, s.pool, "", m, reason); err != nil {
+		if err := s.recordDropped(ctx, "", m, reason); err != nil {
 			return nil, false, err
 		}
 		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mgID, reason), true, nil

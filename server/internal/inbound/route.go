@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -43,7 +42,7 @@ func (s *Service) Route(ctx context.Context, m *guardv1.RouteInboundRequest) (*g
 		return nil, err
 	}
 	if mg.Denied {
-		if err := s.recordDropped(ctx, s.pool, mg.ID, m, "channel denied"); err != nil {
+		if err := s.recordDropped(ctx, mg.ID, m, "channel denied"); err != nil {
 			return nil, err
 		}
 		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mg.ID, "channel denied"), nil
@@ -141,14 +140,8 @@ func (s *Service) wiredGroups(ctx context.Context, mgID string) ([]string, error
 	return ids, nil
 }
 
-// querier is a pool or a transaction.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // recordDropped keeps the message and why it was not routed.
-func (s *Service) recordDropped(ctx context.Context, q querier, mgID string, m *guardv1.RouteInboundRequest, reason string) error {
+func (s *Service) recordDropped(ctx context.Context, mgID string, m *guardv1.RouteInboundRequest, reason string) error {
 	body, err := messageJSON(m)
 	if err != nil {
 		return err
@@ -157,7 +150,7 @@ func (s *Service) recordDropped(ctx context.Context, q querier, mgID string, m *
 	if mgID != "" {
 		mgArg = mgID
 	}
-	if _, err := q.Exec(ctx, `INSERT INTO dropped_messages (messaging_group_id, sender_user_id, reason, message)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO dropped_messages (messaging_group_id, sender_user_id, reason, message)
 		VALUES ($1, $2, $3, $4)`, mgArg, m.GetSenderUserId(), reason, body); err != nil {
 		return fmt.Errorf("record dropped message: %w", err)
 	}

@@ -114,7 +114,7 @@ func (s *Service) admitUnknown(ctx context.Context, mg messagingGroup, agentGrou
 				reason += " (" + resp.GetHoldError() + ")"
 			}
 		}
-		if err := s.recordDropped(ctx, s.pool, mg.ID, m, reason); err != nil {
+		if err := s.recordDropped(ctx, mg.ID, m, reason); err != nil {
 			return nil, false, err
 		}
 		if resp.GetHoldId() == "" {
@@ -125,7 +125,7 @@ func (s *Service) admitUnknown(ctx context.Context, mg messagingGroup, agentGrou
 		return r, false, nil
 	}
 	reason := "unknown sender: " + d.GetReason()
-	if err := s.recordDropped(ctx, s.pool, mg.ID, m, reason); err != nil {
+	if err := s.recordDropped(ctx, mg.ID, m, reason); err != nil {
 		return nil, false, err
 	}
 	return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mg.ID, reason), false, nil
