@@ -242,3 +242,61 @@ func TestSenderApproval_PublicPolicyDeliversToTheWiredGroupsSession(t *testing.T
 		t.Errorf("owner in a strict chat: %v, want DELIVERED", r)
 	}
 }
+
+// The admission is replayed through the guard with the hold as its grant:
+// a chat turned strict between the card and the click admits nobody (the
+// baseline is re-checked live, as D3 does for a2a), and the grant is used
+// once.
+func TestSenderApproval_ApproveAfterTheChatTurnedStrictAdmitsNobody(t *testing.T) {
+	f := newSenderFixture(t, "request_approval")
+	card := f.ask("let me in")
+	f.exec(`UPDATE messaging_groups SET unknown_sender_policy = 'strict' WHERE id = 'mg-chat'`)
+
+	f.mustClick(card.GetId(), owner, guardv1.Outcome_OUTCOME_APPROVE, "approve")
+	if f.isMember(strangerID, "ag-1") {
+		t.Error("admitted into a chat that turned strict")
+	}
+	if got := f.delivered("ag-1"); len(got) != 0 {
+		t.Errorf("deliveries = %v, want none", got)
+	}
+	if n := f.count(`SELECT count(*) FROM decisions WHERE action = 'senders.admit' AND grant_id = $1 AND effect = 'deny'`, card.GetId()); n != 1 {
+		t.Errorf("denied replays with the grant = %d, want 1", n)
+	}
+}
+
+func TestSenderApproval_ApprovedAdmissionIsConsumedOnce(t *testing.T) {
+	f := newSenderFixture(t, "request_approval")
+	card := f.ask("once")
+	f.mustClick(card.GetId(), owner, guardv1.Outcome_OUTCOME_APPROVE, "approve")
+	if n := f.count(`SELECT count(*) FROM holds WHERE id = $1 AND consumed_at IS NOT NULL`, card.GetId()); n != 1 {
+		t.Errorf("the approved hold was not consumed by the admission")
+	}
+	if n := f.count(`SELECT count(*) FROM decisions WHERE action = 'senders.admit' AND grant_id = $1 AND effect = 'allow'`, card.GetId()); n != 1 {
+		t.Errorf("allowed replays with the grant = %d, want 1", n)
+	}
+}
+
+// An approval whose continuation never ran (the replica stopped between the
+// commit and the handler) is carried out by the sender's next message: the
+// original message first, then the new one.
+func TestSenderApproval_ApprovalMissedByItsReplicaIsCarriedOutByTheNextMessage(t *testing.T) {
+	f := newSenderFixture(t, "request_approval")
+	card := f.ask("first words")
+	// Approve behind the replicas' backs: no OnApproved handler runs.
+	f.exec(`UPDATE holds SET status = 'approved', resolved_at = now(), resolver = $2 WHERE id = $1`, card.GetId(), owner)
+
+	resp := f.route(stranger("second words"))
+	if resp.GetOutcome() != guardv1.RouteOutcome_ROUTE_OUTCOME_DELIVERED {
+		t.Fatalf("next message: %v, want DELIVERED", resp)
+	}
+	if !f.isMember(strangerID, "ag-1") {
+		t.Error("the approved stranger is not a member")
+	}
+	got := f.delivered("ag-1")
+	if len(got) != 2 || got[0].GetText() != "first words" || got[1].GetText() != "second words" {
+		t.Errorf("deliveries = %v, want the held message then the new one", got)
+	}
+	if n := f.requestedInDB(kindAdmit); n != 1 {
+		t.Errorf("requested events = %d, want 1 (no second card)", n)
+	}
+}

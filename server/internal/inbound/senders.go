@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +31,14 @@ func (s *Service) admitAndDeliver(ctx context.Context, mg messagingGroup, agentG
 	known, err := s.knownSender(ctx, agentGroupID, m.GetSenderUserId())
 	if err != nil {
 		return nil, err
+	}
+	if !known && m.GetSenderUserId() != "" {
+		if err := s.admitApprovedLate(ctx, mg.ID, m.GetSenderUserId()); err != nil {
+			return nil, err
+		}
+		if known, err = s.knownSender(ctx, agentGroupID, m.GetSenderUserId()); err != nil {
+			return nil, err
+		}
 	}
 	if !known {
 		r, admitted, err := s.admitUnknown(ctx, mg, agentGroupID, m)
@@ -131,27 +140,59 @@ func (s *Service) admitUnknown(ctx context.Context, mg messagingGroup, agentGrou
 	return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mg.ID, reason), false, nil
 }
 
-// SenderAdmitApproved is the approve continuation of a sender_admit hold:
-// the sender becomes a member of the wired group and the original message
-// is routed again (it now passes as a known sender). Idempotent: a second
-// call finds the member present and the delivery's push id already stored.
+// SenderAdmitApproved is the approve continuation of a sender_admit hold.
+// The admission is replayed through the guard with the hold as its grant:
+// the baseline is re-checked live (a chat turned strict since admits
+// nobody) and the grant is consumed atomically, so the admission is carried
+// out once however many times it is attempted. Allowed: the sender becomes a
+// member of the wired group and the original message is routed again (it
+// now passes as a known sender).
 func (s *Service) SenderAdmitApproved(ctx context.Context, hold *guardv1.Hold) error {
 	f := hold.GetPayload().GetFields()
 	sender := f["sender_user_id"].GetStringValue()
 	group := f["agent_group_id"].GetStringValue()
-	if sender == "" || group == "" {
-		return fmt.Errorf("sender_admit hold %s: payload lacks sender or agent group", hold.GetId())
+	mg := f["messaging_group_id"].GetStringValue()
+	if sender == "" || group == "" || mg == "" {
+		return fmt.Errorf("sender_admit hold %s: payload lacks sender, agent group or messaging group", hold.GetId())
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id) VALUES ($1, $2)
-			ON CONFLICT DO NOTHING`, group, sender)
-		return err
+	resp := s.decide(ctx, &guardv1.DecideRequest{
+		Action:   ActionSendersAdmit,
+		Actor:    human(sender),
+		Resource: map[string]string{"messaging_group": mg, "agent_group": group},
+		Payload:  hold.GetPayload(),
+		Grant:    hold.GetId(),
 	})
-	if err != nil {
+	if d := resp.GetDecision(); d.GetEffect() != guardv1.Effect_EFFECT_ALLOW {
+		s.log.WarnContext(ctx, "approved sender not admitted", "hold", hold.GetId(), "sender", sender, "reason", d.GetReason())
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id) VALUES ($1, $2)
+		ON CONFLICT DO NOTHING`, group, sender); err != nil {
 		return fmt.Errorf("admit %s to %s: %w", sender, group, err)
 	}
 	s.log.InfoContext(ctx, "unknown sender admitted", "sender", sender, "agent_group", group, "approver", hold.GetResolver())
 	return s.replay(ctx, hold.GetId(), f["message"])
+}
+
+// admitApprovedLate carries out an approved sender_admit hold whose
+// continuation never ran (its replica stopped between the approval and the
+// handler): the sender's next message finds it by the dedup key.
+func (s *Service) admitApprovedLate(ctx context.Context, mgID, sender string) error {
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT id FROM holds
+		WHERE kind = $1 AND dedup_key = $2 AND status = 'approved' AND consumed_at IS NULL
+		ORDER BY resolved_at DESC LIMIT 1`, approvals.KindSenderAdmit, SenderAdmitDedupKey(mgID, sender)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up approved admission: %w", err)
+	}
+	hold, err := approvals.GetHold(ctx, s.pool, id)
+	if err != nil {
+		return fmt.Errorf("read approved admission %s: %w", id, err)
+	}
+	return s.SenderAdmitApproved(ctx, hold)
 }
 
 // replay routes a message stored in a hold payload again.
