@@ -85,16 +85,7 @@ func (s *ApprovalsService) Watch(req *guardv1.WatchRequest, stream grpc.ServerSt
 	if req.GetAfterCursor() < 0 {
 		return InvalidArgument("after_cursor", "must not be negative")
 	}
-	filter := func(ctx context.Context, ev *guardv1.WatchResponse) (bool, error) {
-		h := ev.GetHold()
-		if req.GetKind() != "" && h.GetKind() != req.GetKind() {
-			return false, nil
-		}
-		if req.GetAgentGroupId() != "" && h.GetAgentGroupId() != req.GetAgentGroupId() {
-			return false, nil
-		}
-		return s.d.Approvals.Visible(ctx, v, h)
-	}
+	filter := s.d.Approvals.WatchFilter(v, req.GetKind(), req.GetAgentGroupId())
 	err = s.d.Approvals.Follow(ctx, req.GetAfterCursor(), req.GetFromNow(), filter, stream.Send)
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
@@ -151,4 +152,31 @@ func (s *Service) Request(ctx context.Context, req CreateRequest) (CreateResult,
 		return res, status.Errorf(codes.FailedPrecondition, "no hold created: %s", res.Reason)
 	}
 	return res, nil
+}
+
+// WatchFilter selects the events a viewer may see, narrowed by kind and
+// group. A user's roles are re-read at most once a second per subscriber,
+// so a busy stream costs no query per event.
+func (s *Service) WatchFilter(v Viewer, kind, groupID string) EventFilter {
+	var (
+		roles  Roles
+		loaded time.Time
+	)
+	return func(ctx context.Context, ev *guardv1.WatchResponse) (bool, error) {
+		h := ev.GetHold()
+		if (kind != "" && h.GetKind() != kind) || (groupID != "" && h.GetAgentGroupId() != groupID) {
+			return false, nil
+		}
+		if v.UserID == "" || v.All {
+			return s.Visible(ctx, v, h)
+		}
+		if time.Since(loaded) > time.Second {
+			var err error
+			if roles, err = LoadRoles(ctx, s.pool, v.UserID); err != nil {
+				return false, err
+			}
+			loaded = time.Now()
+		}
+		return MayResolveWithRoles(h.GetApproverRule(), h.GetApproverScope(), v.UserID, roles), nil
+	}
 }

@@ -35,6 +35,7 @@ func (s *Service) Start(ctx context.Context) error {
 		s.hub.last = pos
 	}
 	s.hub.mu.Unlock()
+	s.startCursor = pos
 	if s.cfg.WebhookURL != "" {
 		if s.cfg.WebhookSecretFile == "" {
 			return fmt.Errorf("--webhook-url needs --webhook-secret-file (events are signed)")
@@ -63,13 +64,12 @@ func (s *Service) Start(ctx context.Context) error {
 // the pending-hold gauges, and the webhook notifier when configured.
 func (s *Service) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	webhookFrom := s.hub.position()
 	g.Go(func() error { return s.listenLoop(ctx) })
 	g.Go(func() error { return s.readLoop(ctx) })
 	g.Go(func() error { return s.every(ctx, s.ExpiryInterval, "expire holds", s.expireTick) })
 	g.Go(func() error { return s.every(ctx, s.GaugeInterval, "refresh hold gauges", s.RefreshGauges) })
 	if s.cfg.WebhookURL != "" {
-		g.Go(func() error { return s.runWebhook(ctx, webhookFrom) })
+		g.Go(func() error { return s.runWebhook(ctx) })
 	}
 	return g.Wait()
 }

@@ -26,8 +26,9 @@ type Service struct {
 	log     *slog.Logger
 	cfg     config.Config
 
-	hub       *hub
-	startedAt time.Time
+	hub         *hub
+	startedAt   time.Time
+	startCursor int64 // the event position at Start
 
 	mu       sync.RWMutex
 	approved map[string][]ApprovedFunc

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -28,33 +29,99 @@ func Sign(secret, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// runWebhook posts every event after cursor from to the configured URL,
-// in order. It is one more subscriber: when it falls behind it is dropped
-// and resumes from its own cursor (kept in memory — a restarted replica
-// starts from the then-current end; every replica posts every event, so
-// receivers dedupe on the X-Clawguard-Cursor header).
-func (s *Service) runWebhook(ctx context.Context, from int64) error {
-	client := &http.Client{Timeout: 10 * time.Second}
-	cursor := from
+// webhookLockKey elects the one replica that posts webhook events.
+const webhookLockKey int64 = 0x636c_6177_686f_6f6b // "clawhook"
+
+// runWebhook posts every event to the configured URL, in order, from one
+// replica at a time: the replica holding the webhook advisory lock (on a
+// dedicated connection) posts and records its cursor in webhook_progress;
+// the others wait to take over from that cursor. Delivery is at least once:
+// an event in flight when the leader dies may be posted again, so
+// receivers dedupe on X-Clawguard-Cursor.
+func (s *Service) runWebhook(ctx context.Context) error {
 	for ctx.Err() == nil {
-		err := s.Follow(ctx, cursor, false, nil, func(ev *guardv1.WatchResponse) error {
-			s.postEvent(ctx, client, ev)
-			cursor = ev.Cursor
-			return nil
-		})
+		led, err := s.leadWebhook(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if status.Code(err) != codes.ResourceExhausted {
-			s.log.Warn("webhook follower stopped; resuming", "err", err, "cursor", cursor)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(time.Second):
-			}
+		if err != nil {
+			s.log.Warn("webhook notifier: lost the database; retrying", "err", err)
+		}
+		wait := 2 * time.Second
+		if led {
+			wait = 100 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
 		}
 	}
 	return nil
+}
+
+// leadWebhook tries to become the webhook leader and, if it does, posts
+// until ctx ends or the lock connection fails. led reports leadership.
+func (s *Service) leadWebhook(ctx context.Context) (led bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx)) // releases the lock
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, webhookLockKey).Scan(&led); err != nil || !led {
+		return false, err
+	}
+	// The first leader for this URL starts where this replica started.
+	var cursor int64
+	err = conn.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO webhook_progress (url, cursor) VALUES ($1, $2)
+			ON CONFLICT (url) DO NOTHING RETURNING cursor)
+		SELECT cursor FROM ins UNION ALL SELECT cursor FROM webhook_progress WHERE url = $1 LIMIT 1`, s.cfg.WebhookURL, s.startCursor).Scan(&cursor)
+	if err != nil {
+		return true, fmt.Errorf("read webhook progress: %w", err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// Leadership lasts as long as the lock's connection.
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-t.C:
+				if err := conn.Ping(lctx); err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	s.log.Info("webhook notifier leading", "from_cursor", cursor)
+	client := &http.Client{Timeout: 10 * time.Second}
+	for lctx.Err() == nil {
+		err := s.Follow(lctx, cursor, false, nil, func(ev *guardv1.WatchResponse) error {
+			s.postEvent(lctx, client, ev)
+			if lctx.Err() != nil {
+				return lctx.Err()
+			}
+			cursor = ev.Cursor
+			if _, err := s.pool.Exec(lctx, `UPDATE webhook_progress SET cursor = $2, updated_at = now() WHERE url = $1`, s.cfg.WebhookURL, cursor); err != nil {
+				return fmt.Errorf("record webhook progress: %w", err)
+			}
+			return nil
+		})
+		if lctx.Err() != nil {
+			return true, nil
+		}
+		if status.Code(err) != codes.ResourceExhausted {
+			// A slow webhook is dropped and simply resumes; anything else
+			// (the database) gives leadership up.
+			return true, err
+		}
+	}
+	return true, nil
 }
 
 // postEvent delivers one event, retrying with exponential back-off; after

@@ -93,3 +93,60 @@ func TestWebhookSignedWithRetries(t *testing.T) {
 		t.Fatalf("webhook failures counted %v, want 1", f)
 	}
 }
+
+// TestWebhookOneLeaderAcrossReplicas: with two replicas configured, each
+// event is posted once; when a replica stops, the other carries on from
+// the recorded cursor without a gap.
+func TestWebhookOneLeaderAcrossReplicas(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[r.Header.Get("X-Clawguard-Cursor")]++
+	}))
+	defer hook.Close()
+	secretFile := filepath.Join(t.TempDir(), "webhook.secret")
+	if err := os.WriteFile(secretFile, []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opt := func(c *config.Config) { c.WebhookURL = hook.URL; c.WebhookSecretFile = secretFile }
+	a := testserver.Start(t, opt)
+	seed(t, a)
+	b := testserver.StartOn(t, a.URL, opt)
+	waitPosted := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			got := len(seen)
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("webhook got %d distinct events, want %d", got, n)
+			}
+		}
+	}
+	for range 3 {
+		createOn(t, a, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "t"})
+	}
+	waitPosted(3)
+	a.Stop()
+	for range 2 {
+		createOn(t, b, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "t"})
+	}
+	waitPosted(5)
+	mu.Lock()
+	defer mu.Unlock()
+	for c, n := range seen {
+		if n != 1 {
+			t.Errorf("event %s posted %d times", c, n)
+		}
+	}
+	if len(seen) != 5 {
+		t.Errorf("posted %v", seen)
+	}
+}
