@@ -355,6 +355,29 @@ func (s *Service) ChannelRegistrationResolved(ctx context.Context, hold *guardv1
 	return s.replayStored(ctx, hold.GetId(), replay)
 }
 
+// carryOutMissedApproval carries out an approved registration of the chat
+// whose continuation never ran (its replica stopped between the approval
+// and the handler), then returns the chat's wirings as they now are.
+func (s *Service) carryOutMissedApproval(ctx context.Context, mgID string) ([]string, error) {
+	var holdID string
+	err := s.pool.QueryRow(ctx, `SELECT h.id FROM pending_channel_registrations p JOIN holds h ON h.id = p.hold_id
+		WHERE p.messaging_group_id = $1 AND p.awaiting_name_from = '' AND h.status = 'approved'`, mgID).Scan(&holdID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up approved registration of %s: %w", mgID, err)
+	}
+	hold, err := approvals.GetHold(ctx, s.pool, holdID)
+	if err != nil {
+		return nil, fmt.Errorf("read approved registration %s: %w", holdID, err)
+	}
+	if err := s.ChannelRegistrationResolved(ctx, hold, guardv1.Outcome_OUTCOME_APPROVE); err != nil {
+		return nil, err
+	}
+	return s.wiredGroups(ctx, mgID)
+}
+
 // soleConnectOption is the choice an approve without one means: the only
 // agent group offered, else none.
 func soleConnectOption(hold *guardv1.Hold) string {

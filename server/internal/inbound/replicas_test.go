@@ -59,3 +59,27 @@ func TestRejectedRegistrationIsCarriedOutByTheNextMessage(t *testing.T) {
 		t.Errorf("requested events = %d, want 1 (no second card)", n)
 	}
 }
+
+// An approval whose continuation never ran (its replica stopped between
+// the commit and the handler) is carried out by the chat's next message:
+// the original message first, then the new one.
+func TestApprovedRegistrationMissedByItsReplicaIsCarriedOutByTheNextMessage(t *testing.T) {
+	f := newChannelFixture(t)
+	card := f.register(groupMention("chat-late-approve", "@bot first"))
+	f.exec(`UPDATE holds SET status = 'approved', resolved_at = now(), resolver = $2, choice = 'connect:ag-1' WHERE id = $1`, card.GetId(), owner)
+
+	resp := f.route(groupMention("chat-late-approve", "@bot second"))
+	if resp.GetOutcome() != guardv1.RouteOutcome_ROUTE_OUTCOME_DELIVERED {
+		t.Fatalf("next message: %v, want DELIVERED", resp)
+	}
+	if n := f.wirings(mgOf(card)); n != 1 {
+		t.Errorf("wirings = %d, want 1", n)
+	}
+	got := f.delivered("ag-1")
+	if len(got) != 2 || got[0].GetText() != "@bot first" || got[1].GetText() != "@bot second" {
+		t.Errorf("deliveries = %v, want the held message then the new one", got)
+	}
+	if n := f.requestedInDB(kindChReg); n != 1 {
+		t.Errorf("requested events = %d, want 1 (no second card)", n)
+	}
+}

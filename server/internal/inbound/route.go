@@ -52,6 +52,11 @@ func (s *Service) Route(ctx context.Context, m *guardv1.RouteInboundRequest) (*g
 		return nil, err
 	}
 	if len(wired) == 0 {
+		if wired, err = s.carryOutMissedApproval(ctx, mg.ID); err != nil {
+			return nil, err
+		}
+	}
+	if len(wired) == 0 {
 		return s.requestRegistration(ctx, mg, m)
 	}
 	return s.routeWired(ctx, mg, wired, m)
