@@ -33,6 +33,9 @@ const eventLockKey int64 = 0x636c_6177_6576_7473 // "clawevts"
 // target (first candidate with a known DM, preferring the origin channel
 // type), dedup (a live hold with the key is returned, Created=false) and the
 // `requested` event. No eligible approver → no row, NoApprover with Reason.
+//
+// Writing the event takes the event lock (eventLockKey) until the caller's
+// transaction ends: keep what follows CreateHoldTx in that transaction short.
 func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest) (CreateResult, error) {
 	if req.Kind == "" {
 		return CreateResult{}, errors.New("create hold: kind is required")

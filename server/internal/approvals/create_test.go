@@ -2,14 +2,20 @@ package approvals_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/metrics"
 )
 
 func create(t *testing.T, svc *approvals.Service, pool *pgxpool.Pool, req approvals.CreateRequest) approvals.CreateResult {
@@ -190,5 +196,35 @@ func TestCreateFromSessionTakesGroupAndOrigin(t *testing.T) {
 	ok, err := approvals.MayResolve(context.Background(), pool, h.GetApproverRule(), h.GetApproverScope(), scopedAdmin)
 	if err != nil || !ok {
 		t.Fatalf("scoped admin of the session's group may resolve: %v %v", ok, err)
+	}
+}
+
+// TestMetrics: created and resolved holds are counted; the pending gauges
+// come from the table (so every replica reports the same).
+func TestMetrics(t *testing.T) {
+	pool := fixture(t)
+	m := metrics.NewMetrics(prometheus.NewRegistry())
+	svc := approvals.New(pool, m, slog.New(slog.NewTextHandler(io.Discard, nil)), config.Default())
+	for range 2 {
+		create(t, svc, pool, approvals.CreateRequest{Kind: "create_agent", AgentGroupID: "ag-1"})
+	}
+	old := create(t, svc, pool, approvals.CreateRequest{Kind: "sender_admit", AgentGroupID: "ag-1"})
+	exec(t, pool, `UPDATE holds SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 second' WHERE id = $1`, old.Hold.GetId())
+	if err := svc.RefreshGauges(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if g, o := testutil.ToFloat64(m.HoldsPending.WithLabelValues("create_agent")), testutil.ToFloat64(m.OldestPendingHoldSeconds); g != 2 || o < 3600 || o > 3700 {
+		t.Fatalf("pending create_agent %v, oldest %v s", g, o)
+	}
+	if n, err := svc.ExpireDue(context.Background()); err != nil || n != 1 {
+		t.Fatalf("ExpireDue: %d %v", n, err)
+	}
+	if err := svc.RefreshGauges(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c, r, g := testutil.ToFloat64(m.HoldsCreatedTotal.WithLabelValues("create_agent")),
+		testutil.ToFloat64(m.HoldsResolvedTotal.WithLabelValues("sender_admit", "expire")),
+		testutil.ToFloat64(m.HoldsPending.WithLabelValues("sender_admit")); c != 2 || r != 1 || g != 0 {
+		t.Fatalf("created %v, resolved expire %v, pending sender_admit %v", c, r, g)
 	}
 }

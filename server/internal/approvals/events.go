@@ -296,39 +296,45 @@ func (s *Service) Follow(ctx context.Context, after int64, fromNow bool, filter 
 	}
 }
 
-// Await waits until the hold is resolved or timeout passes (0: only ctx),
-// returning the hold as it then is and whether it is resolved.
+// Await waits until the hold is resolved or timeout passes (0: only the
+// call's deadline), returning the hold as it then is and whether it is
+// resolved. It listens on the replica's event fan-out, never polls.
 func (s *Service) Await(ctx context.Context, id string, timeout time.Duration) (*guardv1.Hold, bool, error) {
+	wctx := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	for {
+		// Subscribe before reading, so a resolution between the two is seen.
 		sub, _ := s.hub.subscribe(64)
 		h, err := GetHold(ctx, s.pool, id)
 		if err != nil {
 			sub.close()
-			if ctx.Err() != nil {
-				return nil, false, nil
-			}
 			return nil, false, err
 		}
 		if h.Status != guardv1.HoldStatus_HOLD_STATUS_PENDING {
 			sub.close()
 			return h, true, nil
 		}
-		resolved, err := waitResolved(ctx, sub, id)
+		resolved, _ := waitResolved(wctx, sub, id)
 		sub.close()
 		if resolved != nil {
 			return resolved, true, nil
 		}
-		if ctx.Err() != nil {
-			// Deadline: report the hold as it is now.
-			h, err := GetHold(context.WithoutCancel(ctx), s.pool, id)
-			return h, h != nil && h.Status != guardv1.HoldStatus_HOLD_STATUS_PENDING, err
+		if wctx.Err() != nil {
+			if ctx.Err() != nil {
+				return nil, false, ctx.Err()
+			}
+			// Our timeout: report the hold as it is now.
+			h, err := GetHold(ctx, s.pool, id)
+			if err != nil {
+				return nil, false, err
+			}
+			return h, h.Status != guardv1.HoldStatus_HOLD_STATUS_PENDING, nil
 		}
-		_ = err // dropped as slow: subscribe again and re-read
+		// Dropped as a slow subscriber: subscribe again and re-read.
 	}
 }
 
