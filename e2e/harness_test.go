@@ -1,0 +1,373 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/clawguard/clawguard/deploy/metricnames"
+	"github.com/clawguard/clawguard/migrations/pgtest"
+)
+
+// repoRoot is the workspace root (tests run in e2e/).
+const repoRoot = ".."
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "clawguard-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := pgtest.Main(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var build struct {
+	once sync.Once
+	out  []byte
+	err  error
+}
+
+// bin returns the path of one of the programs, built once per test binary
+// from this tree the way `make build` builds them (static, trimmed paths,
+// so the build cache of `make build` is reused).
+func bin(t *testing.T, name string) string {
+	t.Helper()
+	build.once.Do(func() {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", binDir+string(filepath.Separator),
+			"./server/cmd/clawguard-server", "./runner/cmd/clawguard-runner", "./cli/cmd/ncl", "./runner/agent/demo")
+		cmd.Dir = repoRoot
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.out, build.err = cmd.CombinedOutput()
+	})
+	if build.err != nil {
+		t.Fatalf("go build the binaries: %v\n%s", build.err, build.out)
+	}
+	if name == "demo-agent" {
+		name = "demo" // go build names the binary after its directory
+	}
+	return filepath.Join(binDir, name)
+}
+
+// proc is one program of the system, its output in a log file.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+}
+
+// start runs a program until the test ends (SIGTERM, then SIGKILL after 15s).
+// On failure the tail of its log is printed.
+func start(t *testing.T, name string, env []string, argv ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(cleanEnv(), env...)
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("--- %s log (last 60 lines) ---\n%s", name, p.tail(60))
+		}
+	})
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop asks the program to shut down and kills it if it does not in time.
+func (p *proc) stop() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		p.kill()
+	}
+}
+
+// kill ends the program at once (a crash, not a shutdown).
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func (p *proc) tail(n int) string {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cleanEnv is this process's environment without CLAWGUARD_* settings, so
+// programs are configured by their flags only.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CLAWGUARD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// waitFor polls cond until it holds or the deadline passes; cond's string
+// says what it saw last, for the failure message.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, last)
+		}
+		<-tick.C
+	}
+}
+
+// freePort is a TCP port free on every address of this network namespace.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+func loopback(t *testing.T) string { return net.JoinHostPort("127.0.0.1", freePort(t)) }
+
+// server is one clawguard-server replica.
+type server struct {
+	*proc
+	addr, metrics, tokenFile string
+}
+
+// startServer runs `clawguard-server serve --auto-migrate` on dbURL and waits
+// until it answers health checks as SERVING. Replicas share tokenFile: the
+// first creates the operator token, the others read it.
+func startServer(t *testing.T, name, dbURL, addr, metricsAddr, tokenFile string, extra ...string) *server {
+	t.Helper()
+	args := append([]string{bin(t, "clawguard-server"), "serve", "--database-url", dbURL, "--auto-migrate",
+		"--listen", addr, "--metrics-listen", metricsAddr, "--operator-token-file", tokenFile, "--log-level", "info"}, extra...)
+	s := &server{proc: start(t, name, nil, args...), addr: addr, metrics: metricsAddr, tokenFile: tokenFile}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	waitFor(t, 60*time.Second, name+" SERVING", func() (bool, string) {
+		if s.exited() {
+			t.Fatalf("%s exited during start:\n%s", name, s.tail(30))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			return false, resp.GetStatus().String()
+		}
+		_, err = os.Stat(tokenFile)
+		return err == nil, fmt.Sprint("operator token file: ", err)
+	})
+	return s
+}
+
+// ncl runs the ncl binary against one server with the operator token.
+type ncl struct {
+	bin, server, tokenFile, home string
+}
+
+func nclFor(t *testing.T, s *server) ncl {
+	return ncl{bin: bin(t, "ncl"), server: s.addr, tokenFile: s.tokenFile, home: t.TempDir()}
+}
+
+func (n ncl) run(args ...string) (stdout, stderr string, code int) {
+	cmd := exec.Command(n.bin, args...)
+	cmd.Env = append(cleanEnv(), "CLAWGUARD_SERVER="+n.server, "CLAWGUARD_TOKEN_FILE="+n.tokenFile, "HOME="+n.home)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code = 0
+	if err != nil {
+		code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+	}
+	return out.String(), errb.String(), code
+}
+
+// must runs ncl and fails the test unless it exits 0; it returns stdout trimmed.
+func (n ncl) must(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, code := n.run(args...)
+	if code != 0 {
+		t.Fatalf("ncl %s (server %s): exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), n.server, code, out, errOut)
+	}
+	return strings.TrimSpace(out)
+}
+
+// runnerToken mints a runner token through ncl and writes it to a 0600 file.
+func runnerToken(t *testing.T, n ncl, runnerID string) string {
+	t.Helper()
+	secret := n.must(t, "tokens", "create", "--kind", "runner", "--runner", runnerID, "--name", "e2e "+runnerID, "--secret-only")
+	if secret == "" || strings.ContainsAny(secret, " \n") {
+		t.Fatalf("tokens create --secret-only printed %q", secret)
+	}
+	path := filepath.Join(t.TempDir(), runnerID+".token")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runnerOpts is how one clawguard-runner is started.
+type runnerOpts struct {
+	id, host, server, tokenFile, dataDir, metrics string
+	groups                                        []string
+	script                                        string   // the demo agent's CLAWGUARD_DEMO_SCRIPT
+	wrap                                          []string // command prefix, e.g. ip netns exec <ns>
+}
+
+// startRunner runs clawguard-runner with the process runtime and the demo agent.
+func startRunner(t *testing.T, o runnerOpts) *proc {
+	t.Helper()
+	argv := append(append([]string{}, o.wrap...), bin(t, "clawguard-runner"),
+		"--server", o.server, "--token-file", o.tokenFile, "--id", o.id, "--host", o.host,
+		"--runtime", "process", "--agent-binary", bin(t, "demo-agent"), "--data-dir", o.dataDir,
+		"--metrics-listen", o.metrics, "--log-level", "info", "--agent-env", "CLAWGUARD_DEMO_SCRIPT="+o.script)
+	for _, g := range o.groups {
+		argv = append(argv, "--group", g)
+	}
+	return start(t, o.id, nil, argv...)
+}
+
+// scrape GETs a /metrics endpoint.
+func scrape(addr string) (string, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
+	}
+	return string(b), nil
+}
+
+func exported(t *testing.T, body string) metricnames.Exported {
+	t.Helper()
+	e, err := metricnames.ParseExposition(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// sample returns the value of an unlabelled sample in an exposition body.
+func sample(body, name string) (string, bool) {
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}
+
+// event is one line of the demo agent's events.jsonl.
+type event map[string]any
+
+func (e event) str(k string) string { s, _ := e[k].(string); return s }
+
+// agentEvents reads every events.jsonl under a runner's data dir (one per session).
+func agentEvents(dataDir string) []event {
+	files, _ := filepath.Glob(filepath.Join(dataDir, "sessions", "*", "events.jsonl"))
+	var out []event
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			var ev event
+			if json.Unmarshal([]byte(line), &ev) == nil {
+				out = append(out, ev)
+			}
+		}
+	}
+	return out
+}
+
+func eventsWhere(evs []event, match func(event) bool) []event {
+	var out []event
+	for _, e := range evs {
+		if match(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func describe(evs []event) string {
+	b, _ := json.Marshal(evs)
+	return string(b)
+}
