@@ -12,18 +12,30 @@ import (
 // (every replica; conditional UPDATEs make them safe together).
 func init() {
 	wirings = append(wirings, func(_ context.Context, d *api.Deps, s *services) error {
+		catalog, err := registryCatalog()
+		if err != nil {
+			return err
+		}
 		svc := registry.New(d.Store.Pool, d.Metrics, d.Log, registry.Options{
 			LeaseTTL:       d.Config.LeaseTTL,
 			CitationWindow: d.Config.CitationWindow,
-		}, registryCatalog(d))
+		}, catalog)
 		d.Registry = svc
 		s.background = append(s.background, svc.Listen, svc.SweepLoop)
 		return nil
 	})
 }
 
-// registryCatalog is the guard catalog conformance walks. Until the guard
-// is wired it is nil: every mapped delivery action is refused (fail closed).
-func registryCatalog(d *api.Deps) registry.Catalog {
-	return nil
+// registryCatalog is the guard catalog conformance walks: built by the same
+// registration code as the guard's (declaration is registration), so the
+// two cannot disagree.
+func registryCatalog() (registry.Catalog, error) {
+	cat, err := BuildCatalog()
+	if err != nil {
+		return nil, err
+	}
+	return registry.CatalogFunc(func(action string) bool {
+		_, ok := cat.Lookup(action)
+		return ok
+	}), nil
 }

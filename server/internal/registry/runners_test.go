@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -126,7 +127,7 @@ func TestRunnerTokenIsBoundToItsRunnerID(t *testing.T) {
 }
 
 func TestLiveRunnerIDIsRefusedUntilTheLeaseExpires(t *testing.T) {
-	srv := testserver.Start(t, shortLease(time.Second))
+	srv := testserver.Start(t, shortLease(2*time.Second))
 	first := newRunner(t, srv, "runner-a", "h1", nil)
 	first.mustRegister(t)
 	first.mustRegister(t) // the same process re-registering renews
@@ -167,7 +168,7 @@ func TestConnectHelloMustMatchTheToken(t *testing.T) {
 }
 
 func TestLeaseExpiryMovesSessionsRespectingPinsAndRetargetsPushes(t *testing.T) {
-	srv := testserver.Start(t, shortLease(time.Second))
+	srv := testserver.Start(t, shortLease(3*time.Second))
 	pinned := group(t, srv, "pinned", "h1")
 	free := group(t, srv, "free", "")
 
@@ -184,11 +185,11 @@ func TestLeaseExpiryMovesSessionsRespectingPinsAndRetargetsPushes(t *testing.T) 
 	other := newRunner(t, srv, "runner-other-host", "h2", nil)
 	other.mustRegister(t)
 	otherStream := other.connect(t)
-	otherStream.keepAlive(150 * time.Millisecond)
+	otherStream.keepAlive(100 * time.Millisecond)
 	sameHost := newRunner(t, srv, "runner-same-host", "box-7", map[string]string{"host": "h1"})
 	sameHost.mustRegister(t)
 	sameStream := sameHost.connect(t)
-	sameStream.keepAlive(150 * time.Millisecond)
+	sameStream.keepAlive(100 * time.Millisecond)
 
 	// A runner can't open a session of a group pinned elsewhere.
 	if _, err := other.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: pinned}); status.Code(err) != codes.FailedPrecondition {
@@ -199,6 +200,11 @@ func TestLeaseExpiryMovesSessionsRespectingPinsAndRetargetsPushes(t *testing.T) 
 		t.Fatalf("open a live runner's session: %v, want FailedPrecondition", err)
 	}
 
+	// The dying runner stops heartbeating; its lease runs out (time moved
+	// forward in the table rather than waited for).
+	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, dying.id); err != nil {
+		t.Fatal(err)
+	}
 	owner := func(session string) string {
 		var r *string
 		if err := srv.Pool.QueryRow(ctxT(t), `SELECT runner_id FROM sessions WHERE id = $1`, session).Scan(&r); err != nil {
@@ -238,6 +244,50 @@ func TestLeaseExpiryMovesSessionsRespectingPinsAndRetargetsPushes(t *testing.T) 
 		t.Errorf("lease expirations = %v, want 1", n)
 	}
 	eventually(t, "the live-runner gauge", func() bool { return testutil.ToFloat64(srv.Deps().Metrics.RunnersLive) == 2 })
+}
+
+// Every replica sweeps; an expiry is counted once and a session moved once.
+func TestConcurrentSweepsCountAndMoveOnce(t *testing.T) {
+	a := testserver.Start(t, shortLease(3*time.Second))
+	b := testserver.StartOn(t, a.URL, shortLease(3*time.Second))
+	dying := newRunner(t, a, "runner-dying", "h1", nil)
+	dying.mustRegister(t)
+	var sessions []string
+	for i := range 5 {
+		sessions = append(sessions, dying.open(t, group(t, a, fmt.Sprintf("g%d", i), "")).GetId())
+	}
+	live := newRunner(t, b, "runner-live", "h2", nil)
+	live.mustRegister(t)
+	live.connect(t).keepAlive(100 * time.Millisecond)
+	if _, err := a.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, dying.id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every session to move to the live runner", func() bool {
+		var n int
+		if err := a.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM sessions WHERE id = ANY($1) AND runner_id = $2`, sessions, live.id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == len(sessions)
+	})
+	eventually(t, "both replicas to have swept past the expiry", func() bool {
+		var claimed bool
+		_ = a.Pool.QueryRow(ctxT(t), `SELECT expired_at IS NOT NULL FROM runners WHERE id = $1`, dying.id).Scan(&claimed)
+		return claimed
+	})
+	expirations := testutil.ToFloat64(a.Deps().Metrics.LeaseExpirationsTotal) + testutil.ToFloat64(b.Deps().Metrics.LeaseExpirationsTotal)
+	if expirations != 1 {
+		t.Errorf("lease expirations across replicas = %v, want 1", expirations)
+	}
+	var moves, starts int
+	err := a.Pool.QueryRow(ctxT(t), `SELECT
+		(SELECT count(*) FROM session_events WHERE session_id = ANY($1) AND body->>'event' = 'session_moved'),
+		(SELECT count(*) FROM runner_pushes WHERE session_id = ANY($1) AND kind = 'start')`, sessions).Scan(&moves, &starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moves != len(sessions) || starts != len(sessions) {
+		t.Fatalf("moves=%d start pushes=%d, want %d each (one per session)", moves, starts, len(sessions))
+	}
 }
 
 func contains(xs []string, x string) bool {
