@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -110,8 +111,12 @@ func Parse(args []string) (Config, error) {
 	fs.Func("agent-env", "KEY=VALUE for every agent's environment; repeatable ["+EnvName("agent-env")+", comma-separated]", func(v string) error {
 		return addEnv(c.AgentEnv, v)
 	})
-	fs.SetOutput(os.Stderr)
+	fs.SetOutput(io.Discard) // a bad flag is one line, from the caller
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stderr)
+			fs.PrintDefaults()
+		}
 		return c, err
 	}
 	if fs.NArg() > 0 {

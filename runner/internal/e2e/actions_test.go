@@ -84,6 +84,13 @@ func TestA2AHeldApprovedDelivered(t *testing.T) {
 	if !noEvent(sb, func(e event) bool { return e.s("type") == "message" }) {
 		t.Fatal("message delivered before approval")
 	}
+	// Beta's agent is stopped (as if idle): the delivery push wakes it.
+	if err := r.Runtime.Stop(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if running, _ := r.Runtime.Running(context.Background()); contains(running, sb.ID) {
+		t.Fatal("beta still running after stop")
+	}
 	s.approve(t, held.s("hold_id"), dana)
 	msg := waitEvent(t, sb, "message in beta's inbox", func(e event) bool { return e.s("type") == "message" })
 	if msg.s("text") != "hello beta" || msg.s("from") != a {
@@ -235,4 +242,26 @@ func TestRogueRegistrationIsRefusedWithAViolation(t *testing.T) {
 	if err := r.Actions.Register(delivery.Action{Name: "install_packages", Run: func(context.Context, delivery.Call) delivery.Outcome { return delivery.Outcome{} }}); err == nil {
 		t.Fatal("disarming install_packages was accepted")
 	}
+}
+
+func TestUnreachableGuardFailsClosed(t *testing.T) {
+	s := startServer(t)
+	s.owner(t, "telegram:olivia")
+	g := s.group(t, "lonely", guardv1.CliScope_CLI_SCOPE_GLOBAL)
+	r := s.startRunner(t, runnerOpts{groups: []string{g}, decideWait: 2 * time.Second})
+	sg := r.session(t, g)
+	waitEvent(t, sg, "agent started", func(e event) bool { return e.s("type") == "start" })
+	s.stop() // the control plane goes away
+	start := time.Now()
+	do(sg, "offline", step("create_agent", map[string]any{"name": "while-offline"}))
+	got := waitEvent(t, sg, "answer while the server is down", func(e event) bool { return e.s("type") == "send" && e.s("request_id") == "do-offline" })
+	if got.s("status") != "FAILED" || !strings.Contains(got.s("reason"), "guard could not be reached") {
+		t.Fatalf("offline create_agent: %v", got)
+	}
+	if waited := time.Since(start); waited < 2*time.Second {
+		t.Fatalf("failed after %s, before the %s wait", waited, 2*time.Second)
+	}
+	waitEvent(t, sg, "FAILED notice", func(e event) bool {
+		return e.s("type") == "notice" && e.s("kind") == "FAILED" && e.s("request_id") == "do-offline"
+	})
 }

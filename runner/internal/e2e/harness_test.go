@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -93,6 +92,7 @@ type server struct {
 	opToken string
 	op      clients
 	conn    *grpc.ClientConn
+	stop    func() // stops the server process (idempotent)
 }
 
 type clients struct {
@@ -118,7 +118,7 @@ func startServer(t *testing.T) *server {
 	tokFile := filepath.Join(dir, "operator.token")
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, serverBin, "serve", "--database-url", db, "--listen", s.addr,
-		"--metrics-listen", "", "--auto-migrate", "--operator-token-file", tokFile, "--log-level", "warn")
+		"--metrics-listen", "", "--auto-migrate", "--operator-token-file", tokFile, "--log-level", "warn", "--shutdown-timeout", "2s")
 	logf, _ := os.Create(filepath.Join(dir, "server.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -126,9 +126,10 @@ func startServer(t *testing.T) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	s.stop = func() { once.Do(func() { cancel(); cmd.Wait() }) }
 	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
+		s.stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
 			t.Logf("server log:\n%s", tail(string(b), 4000))
@@ -201,9 +202,10 @@ type runner struct {
 }
 
 type runnerOpts struct {
-	runtime string // "process" (default) or "docker"
-	groups  []string
-	script  any // the demo agent's CLAWGUARD_DEMO_SCRIPT
+	runtime    string // "process" (default) or "docker"
+	groups     []string
+	script     any // the demo agent's CLAWGUARD_DEMO_SCRIPT
+	decideWait time.Duration
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -227,6 +229,9 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 	cfg.Server, cfg.TokenFile, cfg.ID, cfg.DataDir = s.addr, tokFile, id, dataDir
 	cfg.Groups = o.groups
 	cfg.DecideWait = 10 * time.Second
+	if o.decideWait > 0 {
+		cfg.DecideWait = o.decideWait
+	}
 	cfg.Runtime = o.runtime
 	if cfg.Runtime == "" {
 		cfg.Runtime = "process"
@@ -361,6 +366,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-
-var _ = io.Discard
-var _ sync.Mutex

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "agent")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--token-file", "/t", "--id", "host-1"}
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string // "" = ok; else a substring of the one-line error
+		check func(t *testing.T, c Config)
+	}{
+		{name: "defaults", args: base, check: func(t *testing.T, c Config) {
+			if c.Runtime != "docker" || c.Server != "127.0.0.1:7443" || c.AgentImage == "" {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "missing token file", args: []string{"--id", "x"}, want: "--token-file is required"},
+		{name: "bad id", args: []string{"--token-file", "/t", "--id", "has space"}, want: "--id"},
+		{name: "bad runtime", args: append(base, "--runtime", "vm"), want: `--runtime "vm"`},
+		{name: "process needs binary", args: append(base, "--runtime", "process"), want: "--agent-binary is required"},
+		{name: "process binary not executable", args: append(base, "--runtime", "process", "--agent-binary", "/nonexistent"), want: "not an executable"},
+		{name: "process ok", args: append(base, "--runtime", "process", "--agent-binary", bin)},
+		{name: "bad server", args: append(base, "--server", "nohost"), want: "--server"},
+		{name: "bad metrics", args: append(base, "--metrics-listen", "x"), want: "--metrics-listen"},
+		{name: "bad duration env", env: map[string]string{"CLAWGUARD_IDLE_AFTER": "soon"}, args: base, want: "CLAWGUARD_IDLE_AFTER"},
+		{name: "env twins", env: map[string]string{"CLAWGUARD_TOKEN_FILE": "/e", "CLAWGUARD_ID": "env-id", "CLAWGUARD_GROUP": "a, b", "CLAWGUARD_AGENT_ENV": "X=1"},
+			check: func(t *testing.T, c Config) {
+				if c.TokenFile != "/e" || c.ID != "env-id" || strings.Join(c.Groups, "|") != "a|b" || c.AgentEnv["X"] != "1" {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		{name: "flags win over env", env: map[string]string{"CLAWGUARD_ID": "env-id", "CLAWGUARD_GROUP": "a"},
+			args: []string{"--token-file", "/t", "--id", "flag-id", "--group", "g1", "--group", "g2", "--agent-env", "K=V=W"},
+			check: func(t *testing.T, c Config) {
+				if c.ID != "flag-id" || strings.Join(c.Groups, "|") != "g1|g2" || c.AgentEnv["K"] != "V=W" {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		{name: "bad agent env", args: append(base, "--agent-env", "novalue"), want: "KEY=VALUE"},
+		{name: "unknown flag", args: append(base, "--nope"), want: "flag provided but not defined"},
+		{name: "stray argument", args: append(base, "extra"), want: "unexpected argument"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := Parse(c.args)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("err = %v, want %q", err, c.want)
+			case err != nil && strings.Contains(err.Error(), "\n"):
+				t.Fatalf("error is not one line: %q", err)
+			}
+			if c.check != nil {
+				c.check(t, cfg)
+			}
+		})
+	}
+}
