@@ -14,10 +14,10 @@ func TestParse(t *testing.T) {
 	}
 	base := []string{"--token-file", "/t", "--id", "host-1"}
 	cases := []struct {
-		name string
-		env  map[string]string
-		args []string
-		want string // "" = ok; else a substring of the one-line error
+		name  string
+		env   map[string]string
+		args  []string
+		want  string // "" = ok; else a substring of the one-line error
 		check func(t *testing.T, c Config)
 	}{
 		{name: "defaults", args: base, check: func(t *testing.T, c Config) {
