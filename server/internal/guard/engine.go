@@ -74,6 +74,8 @@ type Engine struct {
 	observe func(action, effect string, took time.Duration)
 	holds   HoldCreator
 	dlog    *decisionLog
+	reads   querier // the pool, or the read batcher
+	batcher *readBatcher
 	common  string
 }
 
@@ -85,6 +87,9 @@ type Options struct {
 	Observe func(action, effect string, took time.Duration)
 	// LogWriters is the number of concurrent decision-log batch writers.
 	LogWriters int
+	// ReadBatchers > 0 pipelines concurrent facts reads in batches with
+	// that many senders; 0 reads each decision's facts on its own.
+	ReadBatchers int
 }
 
 // NewEngine builds an engine; Close it after the last Decide.
@@ -95,17 +100,27 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	if o.LogWriters == 0 {
 		o.LogWriters = 2
 	}
-	return &Engine{
-		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe,
+	e := &Engine{
+		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, reads: pool,
 		dlog: newDecisionLog(pool, o.Log, o.LogWriters), common: factsQuery(nil),
 	}
+	if o.ReadBatchers > 0 {
+		e.batcher = newReadBatcher(pool, o.ReadBatchers)
+		e.reads = e.batcher
+	}
+	return e
 }
 
 // SetHoldCreator plugs in the approvals service.
 func (e *Engine) SetHoldCreator(h HoldCreator) { e.holds = h }
 
 // Close flushes the decision log.
-func (e *Engine) Close() { e.dlog.close() }
+func (e *Engine) Close() {
+	if e.batcher != nil {
+		e.batcher.close()
+	}
+	e.dlog.close()
+}
 
 // Decide answers one request. Errors are only for callers that may not ask
 // (ErrActorNotOwned) and cancelled contexts; every failure of the guard
@@ -131,7 +146,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 		if entry != nil && entry.Args != nil {
 			args = append(args, entry.Args(in)...)
 		}
-		return readFacts(ctx, e.pool, query, facts, args)
+		return readFacts(ctx, e.reads, query, facts, args)
 	}()
 	switch {
 	case err != nil && ctx.Err() != nil:

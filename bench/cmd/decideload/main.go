@@ -1,0 +1,398 @@
+// Command decideload is an open-loop load generator for Guard.Decide and
+// Guard.DecideStream: requests are issued at a fixed arrival rate whatever
+// the server's latency (latency is measured from each request's scheduled
+// time, so a stalled server cannot hide its queueing — no coordinated
+// omission). It sets up its own fixture (groups, sessions, a runner and its
+// token) in the server's database, then reports p50/p95/p99/p99.9 and the
+// decisions/s actually completed.
+//
+//	decideload -database-url URL -addr 127.0.0.1:7443 -mode unary -rate 6400 -duration 20s
+//	decideload ... -mode stream -rate 20000 -streams 4
+//	decideload ... -mode unary -find-max   (steps the rate up until p99 or errors break)
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+type config struct {
+	dbURL, addr, mode, metrics string
+	rate                       float64
+	duration, warmup           time.Duration
+	conns, streams, groups     int
+	maxInFlight                int
+	findMax                    bool
+	p99Target                  time.Duration
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.dbURL, "database-url", os.Getenv("CLAWGUARD_DATABASE_URL"), "the server's database (fixture setup)")
+	flag.StringVar(&c.addr, "addr", "127.0.0.1:7443", "server gRPC address")
+	flag.StringVar(&c.mode, "mode", "unary", "unary (Guard.Decide) or stream (Guard.DecideStream)")
+	flag.StringVar(&c.metrics, "metrics", "", "server metrics URL (http://host:port/metrics) to estimate heap per in-flight decision")
+	flag.Float64Var(&c.rate, "rate", 5000, "arrival rate, decisions per second")
+	flag.DurationVar(&c.duration, "duration", 15*time.Second, "measured duration")
+	flag.DurationVar(&c.warmup, "warmup", 3*time.Second, "unmeasured warm-up at the same rate")
+	flag.IntVar(&c.conns, "conns", 4, "gRPC connections (unary)")
+	flag.IntVar(&c.streams, "streams", 4, "concurrent DecideStreams (stream mode)")
+	flag.IntVar(&c.groups, "groups", 50, "agent groups (and sessions) in the fixture")
+	flag.IntVar(&c.maxInFlight, "max-in-flight", 20000, "requests outstanding before the generator counts overload")
+	flag.BoolVar(&c.findMax, "find-max", false, "step the rate up by 1000/s until p99 > -p99 or errors, report the last good rate")
+	flag.DurationVar(&c.p99Target, "p99", 2*time.Millisecond, "p99 target for -find-max")
+	flag.Parse()
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "decideload:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config) error {
+	ctx := context.Background()
+	fx, err := setup(ctx, c.dbURL, c.groups)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fixture: %d groups, runner %s; mode %s, %d conns/streams\n", c.groups, fx.runner, c.mode, max(c.conns, c.streams))
+	if !c.findMax {
+		r, err := measure(ctx, c, fx, c.rate)
+		if err != nil {
+			return err
+		}
+		r.print()
+		return nil
+	}
+	var best *result
+	for rate := c.rate; ; rate += 1000 {
+		r, err := measure(ctx, c, fx, rate)
+		if err != nil {
+			return err
+		}
+		r.print()
+		if r.errors > 0 || r.overload > 0 || r.pct(0.99) > c.p99Target || r.achieved < 0.98*rate {
+			break
+		}
+		best = r
+	}
+	if best == nil {
+		fmt.Println("no rate met the target")
+		return nil
+	}
+	fmt.Printf("max sustained: %.0f decisions/s with p99 %s\n", best.rate, best.pct(0.99))
+	return nil
+}
+
+// fixture is the load's world: groups g_i with destinations g_i → g_{i+1},
+// sessions s_i on one runner, and that runner's token.
+type fixture struct {
+	runner, token string
+	groups        []string
+	sessions      []string
+}
+
+func setup(ctx context.Context, dbURL string, n int) (*fixture, error) {
+	if dbURL == "" {
+		return nil, errors.New("-database-url is required (fixture setup)")
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	tag := randHex(4)
+	fx := &fixture{runner: "bench-" + tag}
+	secret := "cgt_" + base64.RawURLEncoding.EncodeToString([]byte(randHex(24)))
+	hash := sha256.Sum256([]byte(secret))
+	fx.token = secret
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO runners (id, lease_expires_at) VALUES ($1, now() + interval '1 hour')`, fx.runner); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO tokens (id, kind, name, hash, runner_id) VALUES ($1, 'runner', 'decideload', $2, $3)`,
+			"tok_"+fx.runner, hash[:], fx.runner); err != nil {
+			return err
+		}
+		for i := range n {
+			g, s := fmt.Sprintf("bench-%s-g%d", tag, i), fmt.Sprintf("bench-%s-s%d", tag, i)
+			fx.groups, fx.sessions = append(fx.groups, g), append(fx.sessions, s)
+			if _, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name) VALUES ($1, $1)`, g); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ($1, $2, $3)`, s, g, fx.runner); err != nil {
+				return err
+			}
+		}
+		for i := range n {
+			if _, err := tx.Exec(ctx, `INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ($1, 'next', $2)`,
+				fx.groups[i], fx.groups[(i+1)%n]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fixture: %w", err)
+	}
+	return fx, nil
+}
+
+// request i: agent i%n sends to its next group (allow, live destination
+// read) — every decision reads its facts and writes its log row.
+func (fx *fixture) request(i int) *guardv1.DecideRequest {
+	k := i % len(fx.groups)
+	return &guardv1.DecideRequest{
+		Action:   "a2a.send",
+		Actor:    &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: fx.groups[k], SessionId: fx.sessions[k]}}},
+		Resource: map[string]string{"to": fx.groups[(k+1)%len(fx.groups)]},
+	}
+}
+
+type result struct {
+	mode              string
+	rate, achieved    float64
+	lat               []time.Duration
+	errors, overload  int64
+	denies            int64
+	heapPerInFlight   float64
+	meanInFlight      float64
+	heapIdle, heapRun float64
+}
+
+func (r *result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(r.lat)))
+	if i >= len(r.lat) {
+		i = len(r.lat) - 1
+	}
+	return r.lat[i]
+}
+
+func (r *result) print() {
+	fmt.Printf("%-6s rate %6.0f/s  achieved %8.1f/s  n=%d  p50 %-9s p95 %-9s p99 %-9s p99.9 %-9s max %-9s errors %d overload %d non-allow %d\n",
+		r.mode, r.rate, r.achieved, len(r.lat), r.pct(0.50).Round(time.Microsecond), r.pct(0.95).Round(time.Microsecond),
+		r.pct(0.99).Round(time.Microsecond), r.pct(0.999).Round(time.Microsecond), r.pct(1).Round(time.Microsecond),
+		r.errors, r.overload, r.denies)
+	if r.heapPerInFlight > 0 {
+		fmt.Printf("       server heap in use: idle %.1f MiB, under load %.1f MiB; mean in flight %.1f → %.1f KiB per in-flight decision (upper bound)\n",
+			r.heapIdle/(1<<20), r.heapRun/(1<<20), r.meanInFlight, r.heapPerInFlight/1024)
+	}
+}
+
+func dial(c config, token string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer(token)))
+}
+
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// measure runs warm-up + measured period at a fixed rate.
+func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result, error) {
+	n := max(c.conns, c.streams)
+	conns := make([]*grpc.ClientConn, n)
+	for i := range conns {
+		cc, err := dial(c, fx.token)
+		if err != nil {
+			return nil, err
+		}
+		defer cc.Close()
+		conns[i] = cc
+	}
+	total := int((c.warmup + c.duration).Seconds() * rate)
+	warm := int(c.warmup.Seconds() * rate)
+	lat := make([]time.Duration, total)
+	done := make([]bool, total)
+	var errs, overload, denies atomic.Int64
+	var inflight atomic.Int64
+	var inflightSum, inflightSamples atomic.Int64
+	record := func(i int, sched time.Time, resp *guardv1.DecideResponse, err error) {
+		inflight.Add(-1)
+		if err != nil {
+			errs.Add(1)
+			return
+		}
+		if resp.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW {
+			denies.Add(1)
+		}
+		lat[i] = time.Since(sched)
+		done[i] = true
+	}
+
+	heapIdle := scrapeHeap(c.metrics)
+	var heapRun float64
+	start := time.Now().Add(50 * time.Millisecond)
+	interval := time.Duration(float64(time.Second) / rate)
+	var wg sync.WaitGroup
+	sampleStop, sampleDone := make(chan struct{}), make(chan struct{})
+	go func() { // in-flight sampling (Little's law cross-check) and heap under load
+		defer close(sampleDone)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		mid := start.Add(c.warmup + c.duration/2)
+		for {
+			select {
+			case <-sampleStop:
+				return
+			case now := <-t.C:
+				if now.After(start.Add(c.warmup)) {
+					inflightSum.Add(inflight.Load())
+					inflightSamples.Add(1)
+				}
+				if heapRun == 0 && now.After(mid) {
+					heapRun = scrapeHeap(c.metrics)
+				}
+			}
+		}
+	}()
+
+	switch c.mode {
+	case "unary":
+		clients := make([]guardv1.GuardClient, n)
+		for i := range clients {
+			clients[i] = guardv1.NewGuardClient(conns[i])
+		}
+		for i := range total {
+			sched := start.Add(time.Duration(i) * interval)
+			if d := time.Until(sched); d > 0 {
+				time.Sleep(d)
+			}
+			if inflight.Load() >= int64(c.maxInFlight) {
+				overload.Add(1)
+				continue
+			}
+			inflight.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				resp, err := clients[i%n].Decide(cctx, fx.request(i))
+				record(i, sched, resp, err)
+			}()
+		}
+		wg.Wait()
+	case "stream":
+		per := make([][]int, c.streams)
+		for i := range total {
+			per[i%c.streams] = append(per[i%c.streams], i)
+		}
+		sched := func(i int) time.Time { return start.Add(time.Duration(i) * interval) }
+		for s := range c.streams {
+			stream, err := guardv1.NewGuardClient(conns[s]).DecideStream(ctx)
+			if err != nil {
+				return nil, err
+			}
+			wg.Add(2)
+			go func() { // sender
+				defer wg.Done()
+				for _, i := range per[s] {
+					if d := time.Until(sched(i)); d > 0 {
+						time.Sleep(d)
+					}
+					inflight.Add(1)
+					if err := stream.Send(&guardv1.DecideStreamRequest{CorrelationId: strconv.Itoa(i), Request: fx.request(i)}); err != nil {
+						errs.Add(1)
+						return
+					}
+				}
+				_ = stream.CloseSend()
+			}()
+			go func() { // receiver
+				defer wg.Done()
+				for {
+					r, err := stream.Recv()
+					if errors.Is(err, io.EOF) {
+						return
+					}
+					if err != nil {
+						errs.Add(1)
+						return
+					}
+					i, _ := strconv.Atoi(r.GetCorrelationId())
+					var rerr error
+					if r.GetError() != nil {
+						rerr = errors.New(r.GetError().GetMessage())
+					}
+					record(i, sched(i), r.GetResponse(), rerr)
+				}
+			}()
+		}
+		wg.Wait()
+	default:
+		return nil, fmt.Errorf("-mode %q: want unary or stream", c.mode)
+	}
+	close(sampleStop)
+	<-sampleDone
+	elapsed := time.Since(start.Add(c.warmup))
+	r := &result{mode: c.mode, rate: rate, errors: errs.Load(), overload: overload.Load(), denies: denies.Load(), heapIdle: heapIdle, heapRun: heapRun}
+	completed := 0
+	for i := warm; i < total; i++ {
+		if done[i] {
+			r.lat = append(r.lat, lat[i])
+			completed++
+		}
+	}
+	sort.Slice(r.lat, func(a, b int) bool { return r.lat[a] < r.lat[b] })
+	r.achieved = float64(completed) / elapsed.Seconds()
+	if s := inflightSamples.Load(); s > 0 {
+		r.meanInFlight = float64(inflightSum.Load()) / float64(s)
+	}
+	if heapIdle > 0 && heapRun > 0 && r.meanInFlight >= 1 {
+		r.heapPerInFlight = (heapRun - heapIdle) / r.meanInFlight
+	}
+	return r, nil
+}
+
+// scrapeHeap reads go_memstats_heap_inuse_bytes from a metrics endpoint (0 when unavailable).
+func scrapeHeap(url string) float64 {
+	if url == "" {
+		return 0
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "go_memstats_heap_inuse_bytes ") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "go_memstats_heap_inuse_bytes ")), 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,62 @@
+package guardtest
+
+import (
+	"fmt"
+	"testing"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/app"
+	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/testserver"
+)
+
+// BenchmarkEngineDecide measures one a2a.send ALLOW through the engine
+// (facts read + batched log write, no gRPC): ns/op is the serial latency,
+// B/op and allocs/op the heap one decision costs in flight.
+//
+//	go test -run '^$' -bench EngineDecide -benchmem ./internal/guard/guardtest/
+func BenchmarkEngineDecide(b *testing.B) {
+	srv := testserver.Start(b)
+	if _, err := srv.Pool.Exec(ctx, `INSERT INTO agent_groups (id, name) VALUES ('ba', 'ba'), ('bb', 'bb');
+		INSERT INTO sessions (id, agent_group_id) VALUES ('bsa', 'ba');
+		INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('ba', 'b', 'bb')`); err != nil {
+		b.Fatal(err)
+	}
+	cat, err := app.BuildCatalog()
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := func() *guard.Request {
+		return &guard.Request{Input: guard.Input{Action: "a2a.send", Resource: map[string]string{"to": "bb"},
+			Actor: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ba", SessionId: "bsa"}}}}}
+	}
+	for _, batchers := range []int{0, 4} {
+		eng := guard.NewEngine(cat, srv.Pool, guard.Options{ReadBatchers: batchers})
+		defer eng.Close()
+		b.Run(fmt.Sprintf("read-batchers=%d", batchers), func(b *testing.B) { benchEngine(b, eng, req) })
+	}
+}
+
+func benchEngine(b *testing.B, eng *guard.Engine, req func() *guard.Request) {
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := eng.Decide(ctx, req())
+			if err != nil || resp.GetDecision().GetEffect() != allow {
+				b.Fatal(err, resp)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := eng.Decide(ctx, req()); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
