@@ -291,3 +291,29 @@ func TestApplyA2ASendDeliversAcrossRunnersAndReplicas(t *testing.T) {
 		t.Fatalf("opened target session owner = %q (%v)", owner, err)
 	}
 }
+
+// End to end with the real guard: the ALLOW Guard.Decide logs is the citation.
+func TestApplyActionCitesARealGuardAllow(t *testing.T) {
+	f := setup(t)
+	if _, err := f.srv.Pool.Exec(ctxT(t), `INSERT INTO container_configs (agent_group_id, cli_scope) VALUES ($1, 'global')`, f.group); err != nil {
+		t.Fatal(err)
+	}
+	asAgent := testserver.ClientsFor(f.srv.Conn(t, f.r.token, f.sess.GetId()))
+	name := "child-" + randHex()
+	p := payload(t, map[string]any{"name": name})
+	actor := &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: f.group, SessionId: f.sess.GetId()}}}
+	res, err := asAgent.Guard.Decide(ctxT(t), &guardv1.DecideRequest{Action: "agents.create", Actor: actor, Payload: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW || res.GetDecisionId() == "" {
+		t.Fatalf("decision = %v (id %q), want an allow for a global-scope group", res.GetDecision(), res.GetDecisionId())
+	}
+	apply := &guardv1.ApplyActionRequest{DecisionId: res.GetDecisionId(), SessionId: f.sess.GetId(), Action: "agents.create", Payload: p}
+	if _, err := asAgent.Registry.ApplyAction(ctxT(t), apply); err != nil {
+		t.Fatalf("cite the guard's allow: %v", err)
+	}
+	if _, err := asAgent.Registry.ApplyAction(ctxT(t), apply); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("cite it again: %v, want FailedPrecondition", err)
+	}
+}
