@@ -501,3 +501,27 @@ func TestCreateInCallersTransactionRollsBack(t *testing.T) {
 		t.Fatalf("rolled-back create left %d rows", n)
 	}
 }
+
+// TestApprovedHandlersIsolated ports the seed's "a throwing callback does
+// not block the others": a failing or panicking handler is logged, the next
+// one still runs, and the hold stays approved.
+func TestApprovedHandlersIsolated(t *testing.T) {
+	srv := testserver.Start(t)
+	seed(t, srv)
+	var ran []string
+	svc := srv.Deps().Approvals
+	svc.OnApproved("test_isolation", func(context.Context, *guardv1.Hold) error { ran = append(ran, "boom"); panic("boom") })
+	svc.OnApproved("test_isolation", func(context.Context, *guardv1.Hold) error { ran = append(ran, "err"); return context.DeadlineExceeded })
+	svc.OnApproved("test_isolation", func(context.Context, *guardv1.Hold) error { ran = append(ran, "after"); return nil })
+	h := createOn(t, srv, approvals.CreateRequest{Kind: "test_isolation", SessionID: "sess-1", Title: "t"})
+	res, err := userClients(t, srv, owner).Approvals.Resolve(context.Background(), &guardv1.ResolveRequest{Id: h.GetId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(ran, ",") != "boom,err,after" || res.GetHold().GetStatus() != guardv1.HoldStatus_HOLD_STATUS_APPROVED {
+		t.Fatalf("handlers ran %v; hold %v", ran, res.GetHold().GetStatus())
+	}
+	if st := pendingStatus(t, srv, h.GetId()); st != "approved" {
+		t.Fatalf("status after failing handlers: %s", st)
+	}
+}
