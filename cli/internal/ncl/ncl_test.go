@@ -375,3 +375,37 @@ func TestConfigProfileFromFile(t *testing.T) {
 		t.Errorf("unknown profile: exit %d %q", r.code, r.err)
 	}
 }
+
+func (f *fakeServer) CreateToken(_ context.Context, req *guardv1.CreateTokenRequest) (*guardv1.CreateTokenResponse, error) {
+	return &guardv1.CreateTokenResponse{Token: &guardv1.Token{Id: "tok_1", Kind: req.GetKind(), Name: req.GetName(), UserId: req.GetUserId()}, Secret: "cgt_s3cret"}, nil
+}
+
+// TestTokenSecretShownOnce: every way of creating a token hands the secret
+// over exactly once, and -q never loses it.
+func TestTokenSecretShownOnce(t *testing.T) {
+	f := startFake(t)
+	env := f.env(t)
+	base := []string{"tokens", "create", "--kind", "user", "--name", "dana", "--user", "telegram:dana"}
+	r := runNcl(context.Background(), env, base...)
+	if r.code != 0 || !strings.Contains(r.out, "SECRET: cgt_s3cret") || !strings.Contains(r.out, "tok_1") {
+		t.Errorf("table: %d %q", r.code, r.out)
+	}
+	r = runNcl(context.Background(), env, append(base, "-o", "json")...)
+	if !strings.Contains(r.out, `"secret": "cgt_s3cret"`) || !strings.Contains(r.out, `"id": "tok_1"`) || !strings.Contains(r.out, `"kind": "user"`) {
+		t.Errorf("json: %q", r.out)
+	}
+	r = runNcl(context.Background(), env, append(base, "--secret-only")...)
+	if r.out != "cgt_s3cret\n" {
+		t.Errorf("--secret-only printed %q", r.out)
+	}
+	file := filepath.Join(t.TempDir(), "dana.token")
+	r = runNcl(context.Background(), env, append(base, "--secret-file", file, "-q")...)
+	b, err := os.ReadFile(file)
+	st, _ := os.Stat(file)
+	if r.out != "tok_1\n" || err != nil || string(b) != "cgt_s3cret\n" || st.Mode().Perm() != 0o600 {
+		t.Errorf("--secret-file -q: out %q, file %q (%v), mode %v", r.out, b, err, st.Mode())
+	}
+	if req := f.lastReq().(*guardv1.CreateTokenRequest); req.GetKind() != guardv1.Principal_PRINCIPAL_USER || req.GetUserId() != "telegram:dana" {
+		t.Errorf("sent %v", req)
+	}
+}

@@ -58,7 +58,7 @@ written to that file (mode 0600) instead of the terminal.`,
 				return err
 			}
 			if secretFile != "" {
-				if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+				if err := writeSecret(secretFile, secret); err != nil {
 					return fmt.Errorf("token %s created but its secret could not be saved (revoke it): %w", resp.GetToken().GetId(), err)
 				}
 				secret = ""
@@ -191,4 +191,22 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, usagef("--since %q: want a duration (90m, 24h) or an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+}
+
+// writeSecret writes a token secret readable by its owner only, also when
+// the file already existed with wider permissions.
+func writeSecret(path, secret string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
