@@ -45,6 +45,7 @@ func (f fixture) apply(t *testing.T, decisionID, action string, p map[string]any
 }
 
 func TestCitationsAreRefusedWhenMissingStaleMismatchedOrReused(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	other := f.r.open(t, group(t, f.srv, "other", ""))
 	create := func(name string) map[string]any { return map[string]any{"name": name} }
@@ -86,6 +87,7 @@ func TestCitationsAreRefusedWhenMissingStaleMismatchedOrReused(t *testing.T) {
 }
 
 func TestRunnerCannotActForAnotherRunnersSession(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	b := newRunner(t, f.srv, "runner-b", "h2", nil)
 	b.mustRegister(t)
@@ -120,6 +122,7 @@ func TestRunnerCannotActForAnotherRunnersSession(t *testing.T) {
 }
 
 func TestApplyCreateAgent(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	name := "Research Bot " + randHex()
 	res, err := f.apply(t, allow(t, f.srv, f.sess.GetId(), "agents.create", 0), "agents.create", map[string]any{"name": name, "instructions": "be brief"}, nil)
@@ -172,6 +175,7 @@ func normalized(s string) string {
 }
 
 func TestApplySelfModUpdatesConfigAndRestartsEverySession(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	mg := "mg_" + randHex()
 	if _, err := f.srv.Pool.Exec(ctxT(t), `INSERT INTO messaging_groups (id, channel_type, platform_id) VALUES ($1, 'slack', $1)`, mg); err != nil {
@@ -243,6 +247,7 @@ func TestApplySelfModUpdatesConfigAndRestartsEverySession(t *testing.T) {
 }
 
 func TestApplyA2ASendDeliversAcrossRunnersAndReplicas(t *testing.T) {
+	t.Parallel()
 	a := testserver.Start(t)
 	b := testserver.StartOn(t, a.URL)
 	src, dst, stranger := group(t, a, "src", ""), group(t, a, "dst", ""), group(t, a, "stranger", "")
@@ -294,6 +299,7 @@ func TestApplyA2ASendDeliversAcrossRunnersAndReplicas(t *testing.T) {
 
 // End to end with the real guard: the ALLOW Guard.Decide logs is the citation.
 func TestApplyActionCitesARealGuardAllow(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	if _, err := f.srv.Pool.Exec(ctxT(t), `INSERT INTO container_configs (agent_group_id, cli_scope) VALUES ($1, 'global')`, f.group); err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ func representativeManifest() []*guardv1.DeliveryActionDecl {
 }
 
 func TestRegisterRefusesNonConformingManifestListingEveryViolation(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	r := newRunner(t, srv, "runner-rogue", "h1", nil)
 	_, err := r.c.Registry.RegisterRunner(ctxT(t), &guardv1.RegisterRunnerRequest{
@@ -81,6 +82,7 @@ func TestRegisterRefusesNonConformingManifestListingEveryViolation(t *testing.T)
 // The CI walk: the real runner's manifest against the real server catalog
 // conforms, and a rogue registration on top of it is refused.
 func TestCIWalkRealManifestConformsRogueRegistrationFails(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	if v := registry.Violations(representativeManifest(), srv.Deps().Registry.Catalog()); len(v) != 0 {
 		t.Fatalf("the runner's manifest does not conform to the server catalog:\n%s", strings.Join(v, "\n"))
@@ -114,6 +116,7 @@ func TestCIWalkRealManifestConformsRogueRegistrationFails(t *testing.T) {
 }
 
 func TestRunnerTokenIsBoundToItsRunnerID(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	a := newRunner(t, srv, "runner-a", "h1", nil)
 	a.id = "runner-b" // runner-a's token, claiming runner-b
@@ -127,6 +130,7 @@ func TestRunnerTokenIsBoundToItsRunnerID(t *testing.T) {
 }
 
 func TestLiveRunnerIDIsRefusedUntilTheLeaseExpires(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t, shortLease(2*time.Second))
 	first := newRunner(t, srv, "runner-a", "h1", nil)
 	first.mustRegister(t)
@@ -154,6 +158,7 @@ func TestLiveRunnerIDIsRefusedUntilTheLeaseExpires(t *testing.T) {
 }
 
 func TestConnectHelloMustMatchTheToken(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	a := newRunner(t, srv, "runner-a", "h1", nil)
 	a.mustRegister(t)
@@ -168,6 +173,7 @@ func TestConnectHelloMustMatchTheToken(t *testing.T) {
 }
 
 func TestLeaseExpiryMovesSessionsRespectingPinsAndRetargetsPushes(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t, shortLease(3*time.Second))
 	pinned := group(t, srv, "pinned", "h1")
 	free := group(t, srv, "free", "")
@@ -248,6 +254,7 @@ func TestLeaseExpiryMovesSessionsRespectingPinsAndRetargetsPushes(t *testing.T) 
 
 // Every replica sweeps; an expiry is counted once and a session moved once.
 func TestConcurrentSweepsCountAndMoveOnce(t *testing.T) {
+	t.Parallel()
 	a := testserver.Start(t, shortLease(3*time.Second))
 	b := testserver.StartOn(t, a.URL, shortLease(3*time.Second))
 	dying := newRunner(t, a, "runner-dying", "h1", nil)
@@ -300,6 +307,7 @@ func contains(xs []string, x string) bool {
 }
 
 func TestPushSurvivesServerRestartAndIsAppliedOnce(t *testing.T) {
+	t.Parallel()
 	srv1 := testserver.Start(t)
 	g := group(t, srv1, "g", "")
 	r := newRunner(t, srv1, "runner-a", "h1", nil)
@@ -348,6 +356,7 @@ func TestPushSurvivesServerRestartAndIsAppliedOnce(t *testing.T) {
 }
 
 func TestPushReachesTheRunnerWhicheverReplicaItIsConnectedTo(t *testing.T) {
+	t.Parallel()
 	a := testserver.Start(t)
 	b := testserver.StartOn(t, a.URL)
 	g := group(t, a, "g", "")
