@@ -3,6 +3,27 @@
 // durable pushes, session opening, and decision citations (ApplyAction).
 // Refusals are returned as gRPC status errors; database failures as wrapped
 // errors the api layer maps.
+//
+// The runner's protocol:
+//
+//  1. RegisterRunner{runner_id (= the token's), instance_id (random per
+//     process), host, labels, capabilities, delivery_actions}. Any
+//     conformance violation → FailedPrecondition with a ConformanceViolations
+//     detail (print them, exit 1). AlreadyExists → another live process holds
+//     the id; retry after the lease TTL. The answer carries the lease expiry
+//     and the heartbeat interval.
+//  2. Connect: first frame hello{runner_id, instance_id}. The server then
+//     sends every unacked push of the runner, oldest first, and new ones as
+//     they are stored (any replica). Send heartbeat every heartbeat_interval
+//     (answered by LeaseRenewed); ack{push_id, ok} each push once applied.
+//     A push may arrive more than once (reconnects): apply by id. A push
+//     for a session the runner has not seen means it now hosts it.
+//     FailedPrecondition on hello or a heartbeat = the lease is lost:
+//     register again, then reconnect.
+//  3. OpenSession{agent_group_id} opens (or returns) a group's session on
+//     the runner; ApplyAction{decision_id, session_id, action, payload,
+//     resource} performs a mutation citing the guard's ALLOW (single use,
+//     fresh, same session and action).
 package registry
 
 import (
