@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/clawguard/clawguard/deploy v0.0.0
 	github.com/clawguard/clawguard/migrations v0.0.0
+	github.com/jackc/pgx/v5 v5.12.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -15,7 +16,6 @@ require (
 	github.com/grafana/regexp v0.0.0-20250905093917-f7b3be9d1853 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.24.1 // indirect
