@@ -7,11 +7,11 @@
 // other agents with "got: <text>". A message "/do <step JSON>" runs that
 // step. Script: CLAWGUARD_DEMO_SCRIPT (inline JSON, or a file path), else
 // $CLAWGUARD_WORKSPACE/script.json, else a default that asks to install
-// cowsay and lists groups. A step is
+// cowsay, lists groups and greets every destination. A step is
 //
 //	{"action": "install_packages", "payload": {"apt": ["cowsay"]}, "request_id": "optional"}
 //
-// or, to exercise the runner's defences, {"flood": N} (N sends at once) and
+// or {"greet_destinations": true}, or, to exercise the runner's defences, {"flood": N} (N sends at once) and
 // {"garbage": N} (N connections writing junk to the socket).
 package main
 
@@ -43,12 +43,15 @@ type Step struct {
 	Payload   map[string]any `json:"payload,omitempty"`
 	RequestID string         `json:"request_id,omitempty"`
 	Flood     int            `json:"flood,omitempty"`
-	Garbage   int            `json:"garbage,omitempty"`
+	// Greet sends a message to every destination the agent's group has.
+	Greet   bool `json:"greet_destinations,omitempty"`
+	Garbage int  `json:"garbage,omitempty"`
 }
 
 var defaultScript = []Step{
 	{Action: "install_packages", Payload: map[string]any{"apt": []any{"cowsay"}, "reason": "the demo wants a talking cow"}},
 	{Action: "cli_request", Payload: map[string]any{"method": "ListGroups"}},
+	{Greet: true},
 }
 
 type agent struct {
@@ -166,6 +169,8 @@ func (a *agent) step(ctx context.Context, st Step) {
 		a.flood(ctx, st.Flood)
 	case st.Garbage > 0:
 		a.garbage(st.Garbage)
+	case st.Greet:
+		a.greet(ctx, st.RequestID)
 	case st.Action != "":
 		a.send(ctx, st.RequestID, st.Action, st.Payload)
 	}
@@ -199,6 +204,21 @@ func (a *agent) send(ctx context.Context, id, action string, payload map[string]
 	}
 	a.record(ev)
 	return resp
+}
+
+// greet lists the group's destinations (through the agent's ncl) and
+// sends each target a hello.
+func (a *agent) greet(ctx context.Context, id string) {
+	resp := a.send(ctx, id+"-list", "cli_request", map[string]any{"method": "ListDestinations"})
+	for _, d := range resp.GetResult().GetFields()["destinations"].GetListValue().GetValues() {
+		f := d.GetStructValue().GetFields()
+		target := f["targetGroup"].GetStringValue()
+		if target == "" {
+			continue
+		}
+		a.send(ctx, id+"-"+target, "send_message", map[string]any{"to": target,
+			"text": "hello " + f["name"].GetStringValue() + ", this is " + os.Getenv("CLAWGUARD_GROUP_ID")})
+	}
 }
 
 // flood sends n actions at once and records how many got each answer.
