@@ -383,19 +383,22 @@ func EffectString(e guardv1.Effect) string {
 	return ""
 }
 
+// actorJSON is the decision log's actor column (hand-built: it is on the
+// hot path and the shape is fixed).
 func actorJSON(a *guardv1.Actor) string {
-	var v any
 	switch k := a.GetKind().(type) {
 	case *guardv1.Actor_Host:
-		v = map[string]any{"host": map[string]any{}}
+		return `{"host":{}}`
 	case *guardv1.Actor_Agent:
-		v = map[string]any{"agent": map[string]string{"agent_group_id": k.Agent.GetAgentGroupId(), "session_id": k.Agent.GetSessionId()}}
+		return `{"agent":{"agent_group_id":` + jsonString(k.Agent.GetAgentGroupId()) + `,"session_id":` + jsonString(k.Agent.GetSessionId()) + `}}`
 	case *guardv1.Actor_Human:
-		v = map[string]any{"human": map[string]string{"user_id": k.Human.GetUserId()}}
-	default:
-		v = map[string]any{"system": map[string]any{}}
+		return `{"human":{"user_id":` + jsonString(k.Human.GetUserId()) + `}}`
 	}
-	b, _ := json.Marshal(v)
+	return `{"system":{}}`
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
 	return string(b)
 }
 

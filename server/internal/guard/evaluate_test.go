@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -121,5 +122,19 @@ func TestCatalogRegister(t *testing.T) {
 	}
 	if got := c.Actions(); len(got) != 1 || got[0] != "t.dup" {
 		t.Fatalf("actions %v", got)
+	}
+}
+
+func TestActorJSONIsValidJSON(t *testing.T) {
+	for _, a := range []*guardv1.Actor{
+		nil,
+		{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}},
+		{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: `g"1\`, SessionId: "s\n1"}}},
+		{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{UserId: "telegram:ünï\"code"}}},
+	} {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(actorJSON(a)), &v); err != nil || len(v) != 1 {
+			t.Errorf("%v → %s: %v", a, actorJSON(a), err)
+		}
 	}
 }

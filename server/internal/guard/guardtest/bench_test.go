@@ -60,3 +60,28 @@ func benchEngine(b *testing.B, eng *guard.Engine, req func() *guard.Request) {
 		})
 	})
 }
+
+// BenchmarkGRPCDecide is Guard.Decide through the real server (interceptor
+// chain, auth, the engine), as a runner for its agent.
+func BenchmarkGRPCDecide(b *testing.B) {
+	srv := testserver.Start(b)
+	if _, err := srv.Pool.Exec(ctx, `INSERT INTO agent_groups (id, name) VALUES ('ba', 'ba'), ('bb', 'bb');
+		INSERT INTO runners (id) VALUES ('br');
+		INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('bsa', 'ba', 'br');
+		INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('ba', 'b', 'bb')`); err != nil {
+		b.Fatal(err)
+	}
+	c := testserver.ClientsFor(srv.Conn(b, srv.Token(b, "runner", "br", ""), ""))
+	req := &guardv1.DecideRequest{Action: "a2a.send", Resource: map[string]string{"to": "bb"},
+		Actor: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ba", SessionId: "bsa"}}}}
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Guard.Decide(ctx, req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
