@@ -10,12 +10,12 @@ BUF_VERSION             := v1.75.0
 PROTOC_GEN_GO_VERSION   := v1.36.12
 PROTOC_GEN_GRPC_VERSION := v1.6.0
 
-MODULES := proto migrations server runner cli bench
+MODULES := proto migrations server runner cli bench e2e
 GO_PKGS := $(foreach m,$(MODULES),./$(m)/...)
 
 .PHONY: help
 help: ## list targets
-	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
 tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## install pinned buf and protoc plugins into .tools/bin
@@ -64,6 +64,10 @@ run: build ## start a throwaway Postgres, the server, a runner and the demo agen
 .PHONY: test
 test: ## run every test (starts a throwaway Postgres; Docker must be running)
 	@deploy/local/test.sh
+
+.PHONY: e2e
+e2e: ## run only the end-to-end tests: real binaries and Postgres; the multi-host test needs root (network namespaces)
+	go test -count=1 -timeout 5m -v ./e2e/...
 
 .PHONY: lint
 lint: tools ## gofmt, go vet, buf lint

@@ -18,12 +18,21 @@ if ! docker info >/dev/null 2>&1; then
   echo "WARNING: no Docker daemon reachable; the runner's docker tests will fail" >&2
 fi
 
+# The e2e multi-host test makes network namespaces with iproute2's ip and ss.
+if ! command -v ip >/dev/null 2>&1 || ! command -v ss >/dev/null 2>&1; then
+  echo "iproute2 not found; installing it for the e2e multi-host test" >&2
+  sudo=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends iproute2 >/dev/null
+fi
+
 make --no-print-directory lint
 make --no-print-directory proto-check
 make --no-print-directory build
 
 # Packages run in parallel processes, each with its own template database.
-go test -count=1 -timeout 20m -p 2 ./proto/... ./migrations/... ./server/... ./runner/... ./cli/... ./bench/... 2>&1 | tee "$root/.data/go-test.log"
+go test -count=1 -timeout 20m -p 2 ./proto/... ./migrations/... ./server/... ./runner/... ./cli/... ./bench/... ./e2e/... 2>&1 | tee "$root/.data/go-test.log"
 status=${PIPESTATUS[0]}
 
 if [ -x deploy/test.sh ]; then
