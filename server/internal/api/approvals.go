@@ -3,9 +3,11 @@ package api
 import (
 	"context"
 	"regexp"
+	"strconv"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -76,6 +78,10 @@ func (s *ApprovalsService) Resolve(ctx context.Context, req *guardv1.ResolveRequ
 	return &guardv1.ResolveResponse{Hold: h}, nil
 }
 
+// WatchCursorHeader is the response header a Watch stream sends once it is
+// subscribed: the cursor it starts after.
+const WatchCursorHeader = "x-clawguard-cursor"
+
 func (s *ApprovalsService) Watch(req *guardv1.WatchRequest, stream grpc.ServerStreamingServer[guardv1.WatchResponse]) error {
 	ctx := stream.Context()
 	_, v, err := viewer(ctx)
@@ -86,7 +92,12 @@ func (s *ApprovalsService) Watch(req *guardv1.WatchRequest, stream grpc.ServerSt
 		return InvalidArgument("after_cursor", "must not be negative")
 	}
 	filter := s.d.Approvals.WatchFilter(v, req.GetKind(), req.GetAgentGroupId())
-	err = s.d.Approvals.Follow(ctx, req.GetAfterCursor(), req.GetFromNow(), filter, stream.Send)
+	// The header tells the client the subscription is live and where it
+	// starts, so "from now" has a definite meaning for it.
+	started := func(from int64) error {
+		return stream.SendHeader(metadata.Pairs(WatchCursorHeader, strconv.FormatInt(from, 10)))
+	}
+	err = s.d.Approvals.FollowFrom(ctx, req.GetAfterCursor(), req.GetFromNow(), filter, started, stream.Send)
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}

@@ -234,11 +234,22 @@ type EventFilter func(ctx context.Context, ev *guardv1.WatchResponse) (bool, err
 // when ctx ends, send fails, or the subscriber was too slow (a
 // ResourceExhausted status naming the cursor to resume from).
 func (s *Service) Follow(ctx context.Context, after int64, fromNow bool, filter EventFilter, send func(*guardv1.WatchResponse) error) error {
+	return s.FollowFrom(ctx, after, fromNow, filter, nil, send)
+}
+
+// FollowFrom is Follow with started (may be nil), called once the
+// subscription is live with the cursor it starts after.
+func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, filter EventFilter, started func(from int64) error, send func(*guardv1.WatchResponse) error) error {
 	sub, pos := s.hub.subscribe(s.SubscriberQueue)
 	defer sub.close()
 	c := after
 	if fromNow {
 		c = pos
+	}
+	if started != nil {
+		if err := started(c); err != nil {
+			return err
+		}
 	}
 	deliver := func(ev *guardv1.WatchResponse) error {
 		if filter != nil {

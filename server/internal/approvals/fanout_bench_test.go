@@ -52,6 +52,9 @@ func BenchmarkWatchFanout100(b *testing.B) {
 		conn := srv.Conn(b, srv.OperatorToken, "")
 		go func() {
 			stream, err := testserver.ClientsFor(conn).Approvals.Watch(ctx, &guardv1.WatchRequest{AfterCursor: start})
+			if err == nil {
+				_, err = stream.Header() // subscribed
+			}
 			ready.Done()
 			if err != nil {
 				return

@@ -2,6 +2,7 @@ package approvals_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 )
@@ -210,6 +212,14 @@ func watch(t *testing.T, c testserver.Clients, req *guardv1.WatchRequest) *watch
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The header arrives once the server's subscription is live.
+	md, err := stream.Header()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := md.Get(api.WatchCursorHeader); len(v) != 1 || (!req.GetFromNow() && v[0] != strconv.FormatInt(req.GetAfterCursor(), 10)) {
+		t.Fatalf("watch header %s = %v", api.WatchCursorHeader, v)
+	}
 	w := &watcher{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -269,7 +279,7 @@ func TestApprovalLifecycleObservers(t *testing.T) {
 	seed(t, srv)
 	exec(t, srv.Pool, `INSERT INTO user_dms (user_id, channel_type, address) VALUES ($1, 'slack', 'dm-admin')`, scopedAdmin)
 	// Two observers: the operator's Watch and the admin's own Watch.
-	w1 := watch(t, srv.Operator(t), &guardv1.WatchRequest{AfterCursor: now(t, srv)})
+	w1 := watch(t, srv.Operator(t), &guardv1.WatchRequest{FromNow: true})
 	w2 := watch(t, userClients(t, srv, scopedAdmin), &guardv1.WatchRequest{AfterCursor: now(t, srv)})
 	payload, _ := structpb.NewStruct(map[string]any{"thing": 1})
 	h := createOn(t, srv, approvals.CreateRequest{Kind: "test_requested_action", SessionID: "sess-1", Payload: payload,
