@@ -16,7 +16,8 @@
 //     sends every unacked push of the runner, oldest first, and new ones as
 //     they are stored (any replica). Send heartbeat every heartbeat_interval
 //     (answered by LeaseRenewed); ack{push_id, ok} each push once applied.
-//     A push may arrive more than once (reconnects): apply by id. A push
+//     ack{ok: false, error} keeps it pending: sent again (at most
+//     MaxPushAttempts times). A push may arrive more than once: apply by id. A push
 //     for a session the runner has not seen means it now hosts it.
 //     FailedPrecondition on hello or a heartbeat = the lease is lost:
 //     register again, then reconnect.

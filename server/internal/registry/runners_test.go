@@ -370,3 +370,55 @@ func TestPushReachesTheRunnerWhicheverReplicaItIsConnectedTo(t *testing.T) {
 		t.Fatalf("push = %s, want %s", p.GetId(), id)
 	}
 }
+
+func TestFailedPushIsSentAgainThenAbandoned(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	r := newRunner(t, srv, "runner-a", "h1", nil)
+	r.mustRegister(t)
+	sess := r.open(t, group(t, srv, "g", ""))
+	first := enqueue(t, srv, sess.GetId(), "fails once")
+	st := r.connect(t)
+	if p := st.next(t); p.GetId() != first {
+		t.Fatalf("push = %s", p.GetId())
+	}
+	nack := func(id string) {
+		t.Helper()
+		if err := st.s.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: &guardv1.PushAck{PushId: id, Ok: false, Error: "docker hiccup"}}}); err != nil {
+			t.Fatal(err)
+		}
+		st.heartbeat(t) // the nack is stored before the heartbeat is answered
+	}
+	nack(first)
+	second := enqueue(t, srv, sess.GetId(), "wakes the stream")
+	if p := st.next(t); p.GetId() != first {
+		t.Fatalf("after a failure the push comes again first (oldest); got %s", p.GetId())
+	}
+	if p := st.next(t); p.GetId() != second {
+		t.Fatalf("push = %s, want %s", p.GetId(), second)
+	}
+	var (
+		lastErr  string
+		attempts int
+		acked    bool
+	)
+	read := func(id string) {
+		t.Helper()
+		if err := srv.Pool.QueryRow(ctxT(t), `SELECT last_error, attempts, acked_at IS NOT NULL FROM runner_pushes WHERE id = $1`, id).Scan(&lastErr, &attempts, &acked); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(first)
+	if lastErr != "docker hiccup" || attempts != 2 || acked {
+		t.Fatalf("failed push: error=%q attempts=%d acked=%v", lastErr, attempts, acked)
+	}
+	// After MaxPushAttempts the server gives up: recorded, no longer pending.
+	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE runner_pushes SET attempts = $2 WHERE id = $1`, second, registry.MaxPushAttempts); err != nil {
+		t.Fatal(err)
+	}
+	nack(second)
+	read(second)
+	if !acked || lastErr != "docker hiccup" {
+		t.Fatalf("abandoned push: acked=%v error=%q", acked, lastErr)
+	}
+}

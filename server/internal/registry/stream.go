@@ -160,11 +160,14 @@ func (s *Service) Connect(stream Stream, tokenRunnerID string) error {
 	wake, unsubscribe := s.hub.subscribe(runnerID)
 	defer unsubscribe()
 
+	// A push the runner failed to apply is forgotten by the push loop, so
+	// the next rescan sends it again.
+	retry := make(chan string, 256)
 	pushErr := make(chan error, 1)
-	go func() { pushErr <- s.pushLoop(ctx, runnerID, wake, send) }()
+	go func() { pushErr <- s.pushLoop(ctx, runnerID, wake, retry, send) }()
 	recvErr := make(chan error, 1)
 	// Recv unblocks when the handler returns (the stream ends).
-	go func() { recvErr <- s.recvLoop(ctx, runnerID, instanceID, stream, send) }()
+	go func() { recvErr <- s.recvLoop(ctx, runnerID, instanceID, stream, retry, send) }()
 
 	var result error
 	select {
@@ -184,7 +187,7 @@ func (s *Service) Connect(stream Stream, tokenRunnerID string) error {
 	return result
 }
 
-func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, stream Stream, send func(*guardv1.ConnectResponse) error) error {
+func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, stream Stream, retry chan<- string, send func(*guardv1.ConnectResponse) error) error {
 	for {
 		req, err := stream.Recv()
 		if err != nil {
@@ -192,8 +195,15 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 		}
 		switch f := req.GetFrame().(type) {
 		case *guardv1.ConnectRequest_Ack:
-			if err := s.ack(ctx, runnerID, f.Ack); err != nil {
+			again, err := s.ack(ctx, runnerID, f.Ack)
+			if err != nil {
 				return err
+			}
+			if again {
+				select {
+				case retry <- f.Ack.GetPushId():
+				default: // sent again on the next reconnect instead
+				}
 			}
 		case *guardv1.ConnectRequest_Heartbeat:
 			expires, err := s.renew(ctx, runnerID, instanceID)
@@ -214,7 +224,7 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 // pushLoop sends the runner's unacked pushes: on start, on every wake-up
 // and every RescanInterval. A push is sent once per stream (a reconnect
 // sends every unacked push again: at-least-once; the runner applies by id).
-func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan struct{}, send func(*guardv1.ConnectResponse) error) error {
+func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan struct{}, retry <-chan string, send func(*guardv1.ConnectResponse) error) error {
 	sent := map[string]bool{}
 	t := time.NewTicker(s.opts.RescanInterval)
 	defer t.Stop()
@@ -254,11 +264,27 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 			}
 			sent[p.GetId()] = true
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-t.C:
+		// Wait for a wake-up or the rescan tick. A failed push is due again
+		// at the next scan, not at once: a failing push must not spin.
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-wake:
+				waiting = false
+			case <-t.C:
+				waiting = false
+			case id := <-retry:
+				delete(sent, id)
+			}
+		}
+		for drained := false; !drained; {
+			select {
+			case id := <-retry:
+				delete(sent, id)
+			default:
+				drained = true
+			}
 		}
 	}
 }
@@ -289,24 +315,44 @@ func (s *Service) pending(ctx context.Context, runnerID string) ([]*guardv1.Push
 	})
 }
 
-// ack marks a push of this runner applied (idempotent; an unknown id or
-// another runner's push is ignored — the runner may ack after a move).
-// ok=false records the runner's error: the runner gave up on it.
-func (s *Service) ack(ctx context.Context, runnerID string, a *guardv1.PushAck) error {
+// MaxPushAttempts is how often a push the runner fails to apply is sent
+// before the server gives up on it (recorded with the runner's last error).
+const MaxPushAttempts = 5
+
+// ack records the runner's answer to a push of its own (an unknown id or
+// another runner's push is ignored — the runner may answer after a move).
+// ok marks it applied (idempotent). A failure records the error and leaves
+// the push pending, to be sent again (again = true) until MaxPushAttempts.
+func (s *Service) ack(ctx context.Context, runnerID string, a *guardv1.PushAck) (again bool, err error) {
 	if a.GetPushId() == "" {
-		return status.Error(codes.InvalidArgument, "ack.push_id: required")
+		return false, status.Error(codes.InvalidArgument, "ack.push_id: required")
 	}
-	errText := ""
-	if !a.GetOk() {
-		errText = a.GetError()
-		if errText == "" {
-			errText = "runner reported failure"
+	if a.GetOk() {
+		_, err := s.pool.Exec(ctx, `UPDATE runner_pushes SET acked_at = now(), last_error = ''
+			WHERE id = $1 AND runner_id = $2 AND acked_at IS NULL`, a.GetPushId(), runnerID)
+		if err != nil {
+			return false, status.Errorf(codes.Unavailable, "ack push %s: %v", a.GetPushId(), err)
 		}
+		return false, nil
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE runner_pushes SET acked_at = now(), last_error = $3
-		WHERE id = $1 AND runner_id = $2 AND acked_at IS NULL`, a.GetPushId(), runnerID, errText)
+	errText := a.GetError()
+	if errText == "" {
+		errText = "runner reported failure"
+	}
+	var gaveUp bool
+	err = s.pool.QueryRow(ctx, `UPDATE runner_pushes SET last_error = $3,
+			acked_at = CASE WHEN attempts >= $4 THEN now() END
+		WHERE id = $1 AND runner_id = $2 AND acked_at IS NULL
+		RETURNING acked_at IS NOT NULL`, a.GetPushId(), runnerID, errText, MaxPushAttempts).Scan(&gaveUp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "ack push %s: %v", a.GetPushId(), err)
+		return false, status.Errorf(codes.Unavailable, "record push failure %s: %v", a.GetPushId(), err)
 	}
-	return nil
+	if gaveUp {
+		s.log.WarnContext(ctx, "push abandoned after repeated failures", "push", a.GetPushId(), "runner", runnerID, "attempts", MaxPushAttempts, "err", errText)
+		return false, nil
+	}
+	return true, nil
 }
