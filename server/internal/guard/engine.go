@@ -246,8 +246,10 @@ func (e *Engine) holdWithCard(ctx context.Context, req *Request, entry *Entry, d
 }
 
 func (e *Engine) holdRequest(req *Request, entry *Entry, d Decision) HoldRequest {
+	// The hold kind is the entry's approval action: a caller cannot mint a
+	// hold whose approval would be a grant for some other action.
 	kind := req.Card.GetKind()
-	if kind == "" && entry != nil {
+	if entry != nil && entry.ApprovalAction != "" {
 		kind = entry.ApprovalAction
 	}
 	payload := req.Card.GetPayload()

@@ -43,7 +43,9 @@ func TestHoldWithCardCreatesOnceAndDedups(t *testing.T) {
 	op := srv.Operator(t)
 	w := newWorld(t, srv)
 	withOwner(w)
-	card := &guardv1.HoldCard{Title: "New agent", Question: "Create Scout?", DedupKey: w.sub("create:{A}:Scout")}
+	// A caller-chosen kind is ignored: the hold's kind is the entry's
+	// approval action, so its approval cannot grant another action.
+	card := &guardv1.HoldCard{Title: "New agent", Question: "Create Scout?", DedupKey: w.sub("create:{A}:Scout"), Kind: "install_packages"}
 
 	first, err := op.Guard.Decide(ctx, agentCreate(w, card))
 	if err != nil {
