@@ -219,7 +219,10 @@ func TestGarbageAndFloodGetNoticesAndDoNotStallTheRunner(t *testing.T) {
 
 func TestRogueRegistrationIsRefusedWithAViolation(t *testing.T) {
 	s := startServer(t)
-	r := s.startRunner(t, runnerOpts{})
+	r := s.startRunner(t, runnerOpts{noRun: true})
+	if err := r.Register(context.Background()); err != nil {
+		t.Fatalf("the runner's own manifest is refused: %v", err)
+	}
 	// A rogue (skill-installed) action with no mapping, not on the server's exemption list.
 	err := r.Actions.Register(delivery.Action{Name: "rm_rf_workspace", Run: func(context.Context, delivery.Call) delivery.Outcome {
 		return delivery.Done(&structpb.Struct{}, "")

@@ -206,6 +206,7 @@ type runnerOpts struct {
 	groups     []string
 	script     any // the demo agent's CLAWGUARD_DEMO_SCRIPT
 	decideWait time.Duration
+	noRun      bool // build the runner but don't start it
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -255,6 +256,10 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 		t.Fatalf("runner: %v", err)
 	}
 	rn := &runner{Runner: r, dataDir: dataDir, done: make(chan error, 1)}
+	if o.noRun {
+		t.Cleanup(func() { cancel(); r.Conn.Close() })
+		return rn
+	}
 	go func() { rn.done <- r.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
