@@ -422,3 +422,48 @@ func TestFailedPushIsSentAgainThenAbandoned(t *testing.T) {
 		t.Fatalf("abandoned push: acked=%v error=%q", acked, lastErr)
 	}
 }
+
+func TestOpenSession(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	g := group(t, srv, "g", "")
+	a := newRunner(t, srv, "runner-a", "h1", nil)
+
+	// No lease yet: register first.
+	if _, err := a.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: g}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("open before registering: %v, want FailedPrecondition", err)
+	}
+	a.mustRegister(t)
+	if _, err := a.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "agent_group_id") {
+		t.Fatalf("open without a group: %v, want InvalidArgument naming agent_group_id", err)
+	}
+	if _, err := a.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: "ag_nope"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("open an unknown group: %v, want NotFound", err)
+	}
+	if _, err := a.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: g, MessagingGroupId: "mg_nope"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("open with an unknown messaging group: %v, want NotFound", err)
+	}
+	s1 := a.open(t, g)
+	if s2 := a.open(t, g); s2.GetId() != s1.GetId() || s2.GetRunnerId() != a.id || s2.GetStatus() != guardv1.SessionStatus_SESSION_STATUS_ACTIVE {
+		t.Fatalf("second open = %v, want the same active session %s", s2, s1.GetId())
+	}
+
+	// A dead runner's session is taken over by the runner that opens it,
+	// with its pending pushes.
+	pending := enqueue(t, srv, s1.GetId(), "still mine")
+	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, a.id); err != nil {
+		t.Fatal(err)
+	}
+	b := newRunner(t, srv, "runner-b", "h2", nil)
+	b.mustRegister(t)
+	taken := b.open(t, g)
+	if taken.GetId() != s1.GetId() || taken.GetRunnerId() != b.id {
+		t.Fatalf("take over = %v, want %s on %s", taken, s1.GetId(), b.id)
+	}
+	st := b.connect(t)
+	seen := map[string]bool{}
+	for !seen[pending] {
+		p := st.next(t)
+		seen[p.GetId()] = true
+	}
+}
