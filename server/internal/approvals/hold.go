@@ -28,7 +28,7 @@ type Querier interface {
 const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, ''), COALESCE(agent_group_id, ''),
 	requester, COALESCE(approver_user_id, ''), approver_rule, approver_scope, COALESCE(dedup_key, ''),
 	expires_at, status, title, question, options, COALESCE(delivered_to, ''), origin_channel_type,
-	delivery_action, created_at, resolved_at, resolver, choice, reason, consumed_at IS NOT NULL, swept_on_restart`
+	delivery_action, created_at, resolved_at, resolver, choice, reason, consumed_at IS NOT NULL`
 
 // HoldColumns is the column list HoldFromRow scans, for
 // "SELECT " + HoldColumns() + " FROM holds ..." (unqualified column names).
@@ -43,16 +43,14 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 		approverUser, rule, scope, status string
 		expires, resolved                 *time.Time
 		created                           time.Time
-		consumed, swept                   bool
 	)
 	err := row.Scan(&h.Id, &h.Kind, &h.CatalogAction, &payload, &h.SessionId, &h.AgentGroupId,
 		&requester, &approverUser, &rule, &scope, &h.DedupKey,
 		&expires, &status, &h.Title, &h.Question, &options, &h.DeliveredTo, &h.OriginChannelType,
-		&h.DeliveryAction, &created, &resolved, &h.Resolver, &h.Choice, &h.Reason, &consumed, &swept)
+		&h.DeliveryAction, &created, &resolved, &h.Resolver, &h.Choice, &h.Reason, &h.Consumed)
 	if err != nil {
 		return nil, err
 	}
-	_ = swept
 	if len(payload) > 0 {
 		h.Payload = &structpb.Struct{}
 		if err := protojson.Unmarshal(payload, h.Payload); err != nil {
@@ -82,7 +80,6 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 	if resolved != nil {
 		h.ResolvedAt = timestamppb.New(*resolved)
 	}
-	h.Consumed = consumed
 	return &h, nil
 }
 
