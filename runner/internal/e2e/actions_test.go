@@ -268,3 +268,39 @@ func TestUnreachableGuardFailsClosed(t *testing.T) {
 		return e.s("type") == "notice" && e.s("kind") == "FAILED" && e.s("request_id") == "do-offline"
 	})
 }
+
+func TestRejectNoticeAndRestartPushReachTheAgent(t *testing.T) {
+	s := startServer(t)
+	owner := s.owner(t, "telegram:olivia")
+	g := s.group(t, "pushed", guardv1.CliScope_CLI_SCOPE_GROUP)
+	r := s.startRunner(t, runnerOpts{groups: []string{g}, script: []any{
+		step("add_mcp_server", map[string]any{"name": "fs", "command": "mcp-fs", "args": []any{"/workspace"}}),
+	}})
+	sg := r.session(t, g)
+	held := waitEvent(t, sg, "add_mcp_server held", notice("HELD"))
+	_, err := s.op.approvals.Resolve(context.Background(), &guardv1.ResolveRequest{Id: held.s("hold_id"),
+		Outcome: guardv1.Outcome_OUTCOME_REJECT, AsUser: owner, Reason: "not today"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rej := waitEvent(t, sg, "REJECTED notice", notice("REJECTED"))
+	if rej.s("hold_id") != held.s("hold_id") || !strings.Contains(rej.s("text"), "not today") {
+		t.Fatalf("rejected notice: %v", rej)
+	}
+
+	// An operator restart of the group restarts its agent (a fresh start event).
+	starts := func() int {
+		n := 0
+		for _, e := range events(sg.Dir) {
+			if e.s("type") == "start" {
+				n++
+			}
+		}
+		return n
+	}
+	before := starts()
+	if _, err := s.op.registry.RestartGroup(context.Background(), &guardv1.RestartGroupRequest{Group: g}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the agent restarted", func() bool { return starts() > before })
+}
