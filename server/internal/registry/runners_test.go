@@ -131,7 +131,7 @@ func TestRunnerTokenIsBoundToItsRunnerID(t *testing.T) {
 
 func TestLiveRunnerIDIsRefusedUntilTheLeaseExpires(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Start(t, shortLease(2*time.Second))
+	srv := testserver.Start(t, shortLease(3*time.Second))
 	first := newRunner(t, srv, "runner-a", "h1", nil)
 	first.mustRegister(t)
 	first.mustRegister(t) // the same process re-registering renews
