@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -25,46 +26,95 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	if serverBinDir != "" {
+		_ = os.RemoveAll(serverBinDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce    sync.Once
+	serverBin    string
+	serverBinDir string
+	buildErr     error
+)
+
+// buildServer builds clawguard-server from this tree once per test binary.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		serverBinDir, buildErr = os.MkdirTemp("", "ncl-e2e-")
+		if buildErr != nil {
+			return
+		}
+		serverBin = filepath.Join(serverBinDir, "clawguard-server")
+		out, err := exec.Command("go", "build", "-o", serverBin, "github.com/clawguard/clawguard/server/cmd/clawguard-server").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build clawguard-server: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return serverBin
+}
 
 // realServer is clawguard-server built from this tree, serving on loopback
 // over a fresh Postgres database.
 type realServer struct {
-	addr      string
-	tokenFile string
-	home      string
+	bin, dbURL string
+	addr       string
+	tokenFile  string
+	home       string
+	logs       *syncBuffer
+	stop       func()
 }
 
 func startRealServer(t *testing.T) *realServer {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "clawguard-server")
-	build := exec.Command("go", "build", "-o", bin, "github.com/clawguard/clawguard/server/cmd/clawguard-server")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build clawguard-server: %v\n%s", err, out)
+	s := &realServer{
+		bin: buildServer(t), dbURL: pgtest.NewEmptyDB(t), addr: freeAddr(t),
+		tokenFile: filepath.Join(dir, "operator.token"), home: dir, logs: &syncBuffer{},
 	}
-	dbURL := pgtest.NewEmptyDB(t)
-	addr := freeAddr(t)
-	tokenFile := filepath.Join(dir, "operator.token")
-	var logs syncBuffer
+	t.Cleanup(func() {
+		if s.stop != nil {
+			s.stop()
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", s.logs.String())
+		}
+	})
+	s.start(t)
+	return s
+}
+
+// start runs the server process and waits until it is SERVING.
+func (s *realServer) start(t *testing.T) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", "--database-url", dbURL, "--auto-migrate",
-		"--listen", addr, "--metrics-listen", "", "--operator-token-file", tokenFile)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd := exec.CommandContext(ctx, s.bin, "serve", "--database-url", s.dbURL, "--auto-migrate",
+		"--listen", s.addr, "--metrics-listen", "", "--operator-token-file", s.tokenFile,
+		"--shutdown-timeout", "1s") // a live watch stream would hold a graceful stop for the default 10s
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start server: %v", err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	waitServing(t, addr, tokenFile, &logs)
-	return &realServer{addr: addr, tokenFile: tokenFile, home: dir}
+	s.stop = func() { cancel(); _ = cmd.Wait() }
+	waitServing(t, s.addr, s.tokenFile, s.logs)
+}
+
+// restart stops the server (graceful, SIGTERM) and starts it again on the
+// same address and database.
+func (s *realServer) restart(t *testing.T) {
+	t.Helper()
+	s.stop()
+	s.stop = nil
+	s.start(t)
 }
 
 func waitServing(t *testing.T, addr, tokenFile string, logs *syncBuffer) {
@@ -404,4 +454,80 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestWatchAcrossServerRestart: the real server goes away under a running
+// watch; the watch reconnects and resumes after its last cursor, so every
+// event shows exactly once.
+func TestWatchAcrossServerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the real server")
+	}
+	srv := startRealServer(t)
+	group := strings.TrimSpace(srv.must(t, "groups", "create", "--name", "research", "--cli-scope", "group", "-q"))
+	srv.must(t, "users", "create", "telegram:dana")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		code := Run(ctx, []string{"approvals", "watch", "--after", "0", "-o", "json"}, pw, &stderr, srv.env())
+		pw.Close()
+		done <- code
+	}()
+	events := make(chan map[string]any, 16)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			var ev map[string]any
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				events <- ev
+			}
+		}
+		close(events)
+	}()
+	next := func() map[string]any {
+		t.Helper()
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("watch ended early: %s", stderr.String())
+			}
+			return ev
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no watch event within 20s; stderr: %s", stderr.String())
+		}
+		return nil
+	}
+	holdOf := func(ev map[string]any) string {
+		h, _ := ev["hold"].(map[string]any)
+		id, _ := h["id"].(string)
+		return id
+	}
+
+	h1 := requestHold(t, srv, group)
+	if ev := next(); holdOf(ev) != h1 || ev["type"] != "requested" {
+		t.Fatalf("first event = %v, want requested %s", ev, h1)
+	}
+	srv.restart(t)
+	h2 := requestHold(t, srv, group)
+	ev := next()
+	if holdOf(ev) != h2 || ev["type"] != "requested" {
+		t.Fatalf("event after the restart = %v, want requested %s (not %s again)", ev, h2, h1)
+	}
+	if c, _ := ev["cursor"].(float64); c <= 1 {
+		t.Errorf("cursor after the restart = %v, want it to continue past the first", ev["cursor"])
+	}
+	if !strings.Contains(stderr.String(), "reconnecting") {
+		t.Errorf("watch never said it reconnected: %q", stderr.String())
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("watch exit %d", code)
+	}
+	for ev := range events {
+		t.Errorf("unexpected extra event %v", ev)
+	}
 }
