@@ -212,7 +212,7 @@ func (s *Service) listenOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer closeConn(conn)
 	if _, err := conn.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
 		return err
 	}
@@ -224,6 +224,13 @@ func (s *Service) listenOnce(ctx context.Context) error {
 		}
 		s.hub.poke()
 	}
+}
+
+// closeConn closes a dedicated connection without hanging on a dead network.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
 }
 
 // EventFilter selects events for one subscriber (nil: all).

@@ -67,7 +67,7 @@ func (s *Service) leadWebhook(ctx context.Context) (led bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx)) // releases the lock
+	defer closeConn(conn) // releases the lock
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, webhookLockKey).Scan(&led); err != nil || !led {
 		return false, err
 	}
