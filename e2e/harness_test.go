@@ -54,7 +54,7 @@ var build struct {
 func bin(t *testing.T, name string) string {
 	t.Helper()
 	build.once.Do(func() {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binDir+string(filepath.Separator),
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", binDir+string(filepath.Separator),
 			"./server/cmd/clawguard-server", "./runner/cmd/clawguard-runner", "./cli/cmd/ncl", "./runner/agent/demo")
 		cmd.Dir = repoRoot
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
