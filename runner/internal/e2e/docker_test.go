@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"google.golang.org/protobuf/proto"
 
@@ -34,6 +36,7 @@ func TestInstallPackagesHeldApprovedRebuiltRestarted(t *testing.T) {
 	if _, err := s.op.registry.UpdateGroupConfig(ctx, &guardv1.UpdateGroupConfigRequest{Group: limited, Cpus: proto.String("0.5"), Memory: proto.String("256m")}); err != nil {
 		t.Fatalf("set limits: %v", err)
 	}
+	t.Cleanup(func() { removeGroupImages(t, plain, limited) })
 	r := s.startRunner(t, runnerOpts{runtime: "docker", groups: []string{plain, limited}, script: map[string]any{
 		plain: []any{step("install_packages", map[string]any{"apt": []any{"cowsay"}, "reason": "talking cow"})},
 	}})
@@ -116,4 +119,25 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// removeGroupImages deletes the images the runner built for the groups.
+func removeGroupImages(t *testing.T, groups ...string) {
+	dc, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return
+	}
+	defer dc.Close()
+	ctx := context.Background()
+	for _, g := range groups {
+		imgs, err := dc.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", "dev.clawguard.group="+g))})
+		if err != nil {
+			continue
+		}
+		for _, im := range imgs {
+			if _, err := dc.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+				t.Logf("remove image %s: %v", im.ID, err)
+			}
+		}
+	}
 }
