@@ -57,8 +57,8 @@ func TestMultiHost(t *testing.T) {
 	t.Cleanup(pool.Close)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "operator.token")
-	// A short lease: a runner that failed to reconnect would lose its
-	// sessions within the test, which the asserts below would see.
+	// A short lease: a runner that failed to reconnect would lose its lease
+	// within the test, which the runners check at the end would see.
 	r1 := startServer(t, "replica-1", dbURL, r1Addr, loopback(t), tokenFile, "--lease-ttl", "6s")
 	r2 := startServer(t, "replica-2", dbURL, r2Addr, loopback(t), tokenFile, "--lease-ttl", "6s")
 	n1, n2 := nclFor(t, r1), nclFor(t, r2)
@@ -92,8 +92,8 @@ func TestMultiHost(t *testing.T) {
 		waitConnectedTo(t, h, port, hostA.Gateway, "replica 1")
 	}
 
-	// 1. The decision and the hold: both sends are held for the owner, and
-	//    replica 2 (which made neither) lists them.
+	// 1. The decisions and the holds: all three sends are held for the
+	//    owner (decided on replica 1), and replica 2 lists them.
 	var holds []map[string]any
 	waitFor(t, 30*time.Second, "three pending a2a holds listed by replica 2", func() (bool, string) {
 		out, errOut, code := n2.run("approvals", "list", "--group", groupA, "--kind", "a2a_message_gate", "-o", "json")
@@ -124,9 +124,10 @@ func TestMultiHost(t *testing.T) {
 			t.Errorf("decision of message %q (hold %s): effect %q, %v; want one hold decision", text, id, effect, err)
 		}
 	}
-	if got := eventsWhere(agentEvents(dataA), func(e event) bool { return e.str("type") == "send" && e.str("status") == "HELD" }); len(got) != 3 {
-		t.Errorf("agent A was told of %d held sends, want 3: %s", len(got), describe(got))
-	}
+	waitFor(t, 10*time.Second, "agent A told its three sends are held", func() (bool, string) {
+		got := eventsWhere(agentEvents(dataA), func(e event) bool { return e.str("type") == "send" && e.str("status") == "HELD" })
+		return len(got) == 3, describe(got)
+	})
 
 	// 2. Approval on the other replica; delivery on host B.
 	n2.must(t, "approvals", "approve", holdFor["one"], "--as", owner)
