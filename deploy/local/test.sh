@@ -35,6 +35,8 @@ make --no-print-directory build
 go test -count=1 -timeout 20m -p 2 ./proto/... ./migrations/... ./server/... ./runner/... ./cli/... ./bench/... ./e2e/... 2>&1 | tee "$root/.data/go-test.log"
 status=${PIPESTATUS[0]}
 
+deploy/local/walkthrough.sh || status=1
+
 if [ -x deploy/test.sh ]; then
   deploy/test.sh || status=1
 fi
