@@ -272,6 +272,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		} else if err != nil {
 			return err
 		}
+		r.Sessions.Reconcile(ctx) // sessions moved away while the lease was lost
 		return nil
 	}
 	go func() { r.connect.Run(ctx); done <- struct{}{} }()

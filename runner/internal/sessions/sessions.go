@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
@@ -325,6 +327,31 @@ func (m *Manager) IdleLoop(ctx context.Context, idleFor, interval time.Duration)
 			m.countRunning()
 		}
 	}
+}
+
+// Reconcile forgets the sessions this runner no longer hosts (the server
+// reassigned them while its lease was lost): their agents are stopped and
+// their gateways closed. Only a definite "not yours" (PermissionDenied or
+// NotFound) releases a session; any other error keeps it.
+func (m *Manager) Reconcile(ctx context.Context) {
+	for _, s := range m.List() {
+		actx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, SessionHeader, s.ID), 10*time.Second)
+		_, err := m.reg.GetSession(actx, &guardv1.GetSessionRequest{Id: s.ID})
+		cancel()
+		if c := status.Code(err); c != codes.PermissionDenied && c != codes.NotFound {
+			continue
+		}
+		m.log.Warn("session no longer hosted here; releasing it", "session", s.ID, "err", err)
+		if err := m.cfg.Runtime.Stop(ctx, s.ID); err != nil {
+			m.log.Warn("stop released session", "session", s.ID, "err", err)
+			continue
+		}
+		s.gw.Close()
+		m.mu.Lock()
+		delete(m.sessions, s.ID)
+		m.mu.Unlock()
+	}
+	m.countRunning()
 }
 
 // Shutdown stops every agent and closes the gateways.
