@@ -535,3 +535,24 @@ func TestApprovedHandlersIsolated(t *testing.T) {
 		t.Fatalf("status after failing handlers: %s", st)
 	}
 }
+
+// TestWatchSurvivesListenerLoss: the replica's LISTEN connection is killed
+// by the database; events keep flowing (reconnect, and the table re-read
+// catches up on anything committed meanwhile).
+func TestWatchSurvivesListenerLoss(t *testing.T) {
+	srv := testserver.Start(t)
+	seed(t, srv)
+	w := watch(t, srv.Operator(t), &guardv1.WatchRequest{FromNow: true})
+	var killed int
+	for deadline := time.Now().Add(10 * time.Second); killed == 0; time.Sleep(20 * time.Millisecond) {
+		killed = count(t, srv.Pool, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND query = 'LISTEN `+approvals.EventsChannel+`'`)
+		if time.Now().After(deadline) {
+			t.Fatal("no LISTEN connection found")
+		}
+	}
+	h := createOn(t, srv, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "t"})
+	if evs := w.waitFor(t, 1); evs[0].GetHold().GetId() != h.GetId() {
+		t.Fatalf("after losing the listener: %v", evs)
+	}
+}
