@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
@@ -157,12 +158,34 @@ func TestCreateAgentAllowedForGlobalScopeHeldForGroupScope(t *testing.T) {
 	if bad.s("status") != "FAILED" || !strings.Contains(bad.s("reason"), "name is required") {
 		t.Fatalf("empty name: %v", bad)
 	}
+	// A retried send (same request id) gets the same hold; nothing is made twice.
+	do(sc, "dup", step("create_agent", map[string]any{"name": "helper-three"}))
+	do(sc, "dup", step("create_agent", map[string]any{"name": "helper-three"}))
+	var answers []event
+	waitFor(t, 30*time.Second, "two answers to the retried send", func() bool {
+		answers = nil
+		for _, e := range events(sc.Dir) {
+			if e.s("type") == "send" && e.s("request_id") == "do-dup" {
+				answers = append(answers, e)
+			}
+		}
+		return len(answers) == 2
+	})
+	if answers[0].s("hold_id") == "" || answers[0].s("hold_id") != answers[1].s("hold_id") {
+		t.Fatalf("retry answers: %v", answers)
+	}
 	list, err := s.op.approvals.List(context.Background(), &guardv1.ListRequest{Kind: "create_agent"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.GetHolds()) != 1 {
-		t.Fatalf("want exactly one create_agent hold, got %d", len(list.GetHolds()))
+	if len(list.GetHolds()) != 2 {
+		t.Fatalf("want exactly two create_agent holds (helper-two, helper-three), got %d", len(list.GetHolds()))
+	}
+	if n := testutil.ToFloat64(r.Metrics.DeliveryActionsTotal.WithLabelValues("create_agent", "allow")); n != 1 {
+		t.Fatalf("create_agent allow count %v", n)
+	}
+	if n := testutil.ToFloat64(r.Metrics.DeliveryActionsTotal.WithLabelValues("create_agent", "hold")); n < 2 {
+		t.Fatalf("create_agent hold count %v", n)
 	}
 }
 
