@@ -327,3 +327,13 @@ func TestRejectNoticeAndRestartPushReachTheAgent(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "the agent restarted", func() bool { return starts() > before })
 }
+
+func TestRunnerOverTLS(t *testing.T) {
+	s := startServerTLS(t, newTestCert(t))
+	g := s.group(t, "secure", guardv1.CliScope_CLI_SCOPE_GROUP)
+	r := s.startRunner(t, runnerOpts{groups: []string{g}, script: []any{step("cli_request", map[string]any{"method": "ListGroups"})}})
+	sg := r.session(t, g)
+	if got := waitEvent(t, sg, "cli_request over TLS", func(e event) bool { return e.s("type") == "send" }); got.s("status") != "DONE" {
+		t.Fatalf("over TLS: %v", got)
+	}
+}

@@ -7,9 +7,17 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +28,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/clawguard/clawguard/migrations/pgtest"
@@ -93,6 +102,7 @@ type server struct {
 	op      clients
 	conn    *grpc.ClientConn
 	stop    func() // stops the server process (idempotent)
+	cert    *testCert
 }
 
 type clients struct {
@@ -110,15 +120,22 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func startServer(t *testing.T) *server {
+func startServer(t *testing.T) *server { return startServerTLS(t, nil) }
+
+// startServerTLS starts the server; with a certificate it serves TLS only.
+func startServerTLS(t *testing.T, cert *testCert) *server {
 	t.Helper()
 	db := pgtest.NewDB(t)
 	dir := t.TempDir()
-	s := &server{addr: freeAddr(t)}
+	s := &server{addr: freeAddr(t), cert: cert}
 	tokFile := filepath.Join(dir, "operator.token")
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, serverBin, "serve", "--database-url", db, "--listen", s.addr,
-		"--metrics-listen", "", "--auto-migrate", "--operator-token-file", tokFile, "--log-level", "warn", "--shutdown-timeout", "2s")
+	args := []string{"serve", "--database-url", db, "--listen", s.addr,
+		"--metrics-listen", "", "--auto-migrate", "--operator-token-file", tokFile, "--log-level", "warn", "--shutdown-timeout", "2s"}
+	if cert != nil {
+		args = append(args, "--tls-cert", cert.certFile, "--tls-key", cert.keyFile)
+	}
+	cmd := exec.CommandContext(ctx, serverBin, args...)
 	logf, _ := os.Create(filepath.Join(dir, "server.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -140,7 +157,7 @@ func startServer(t *testing.T) *server {
 		s.opToken = strings.TrimSpace(string(b))
 		return err == nil && s.opToken != ""
 	})
-	s.conn = dial(t, s.addr, s.opToken)
+	s.conn = dial(t, s.addr, s.opToken, cert)
 	s.op = clients{guardv1.NewGuardClient(s.conn), guardv1.NewApprovalsClient(s.conn), guardv1.NewRegistryClient(s.conn)}
 	waitFor(t, 20*time.Second, "server answering", func() bool {
 		_, err := s.op.registry.ListGroups(context.Background(), &guardv1.ListGroupsRequest{})
@@ -156,8 +173,12 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 func (bearer) RequireTransportSecurity() bool { return false }
 
-func dial(t *testing.T, addr, token string) *grpc.ClientConn {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(token)))
+func dial(t *testing.T, addr, token string, cert *testCert) *grpc.ClientConn {
+	creds := insecure.NewCredentials()
+	if cert != nil {
+		creds = credentials.NewTLS(&tls.Config{RootCAs: cert.pool})
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithPerRPCCredentials(bearer(token)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +259,9 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 		cfg.Runtime = "process"
 	}
 	cfg.AgentBinary, cfg.AgentImage = demoAgent, demoImage
+	if s.cert != nil {
+		cfg.TLSCA = s.cert.certFile
+	}
 	script := o.script
 	if script == nil {
 		script = []any{}
@@ -370,4 +394,39 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// testCert is a self-signed certificate for 127.0.0.1.
+type testCert struct {
+	certFile, keyFile string
+	pool              *x509.CertPool
+}
+
+func newTestCert(t *testing.T) *testCert {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "clawguard-e2e"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := &testCert{certFile: filepath.Join(dir, "cert.pem"), keyFile: filepath.Join(dir, "key.pem"), pool: x509.NewCertPool()}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	os.WriteFile(c.certFile, certPEM, 0o644)
+	os.WriteFile(c.keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600)
+	c.pool.AppendCertsFromPEM(certPEM)
+	return c
 }
