@@ -47,7 +47,7 @@ func createOn(t *testing.T, srv *testserver.Server, req approvals.CreateRequest)
 	return res.Hold
 }
 
-func userClients(t *testing.T, srv *testserver.Server, user string) testserver.Clients {
+func userClients(t testing.TB, srv *testserver.Server, user string) testserver.Clients {
 	return testserver.ClientsFor(srv.Conn(t, srv.Token(t, "user", "", user), ""))
 }
 
