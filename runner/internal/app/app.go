@@ -259,6 +259,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		OnApplied:   r.Metrics.PushesAppliedTotal.Inc,
 	}
 	first := true
+	var fatal error // a refused re-registration stops the runner with it
 	r.connect.BeforeConnect = func(ctx context.Context) error {
 		if first {
 			first = false
@@ -267,6 +268,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		var ce *ConformanceError
 		if err := r.Register(ctx); errors.As(err, &ce) {
 			r.Log.Error("re-registration refused", "err", err)
+			fatal = err
 			cancel()
 			return err
 		} else if err != nil {
@@ -303,7 +305,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
 	r.Sessions.Shutdown(sctx)
-	return nil
+	return fatal
 }
 
 // OpenSession opens (or gets) the group's session on this runner and starts its agent.
