@@ -163,3 +163,27 @@ func TestPushesWakeRestartAndReconcile(t *testing.T) {
 		t.Fatal("reconcile released a session still hosted here")
 	}
 }
+
+func TestIdleAgentsStopAndAPushWakesThem(t *testing.T) {
+	m, _, rt := newManager(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := m.Ensure("s1", "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Wake(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	go m.IdleLoop(ctx, 200*time.Millisecond, 20*time.Millisecond)
+	runtimetest.Eventually(t, 10*time.Second, "idle agent stopped", func() bool { return !running(rt, "s1") })
+	if m.Get("s1") == nil {
+		t.Fatal("an idle stop forgot the session")
+	}
+	if err := m.Apply(ctx, &guardv1.Push{Id: "p1", SessionId: "s1", AgentGroupId: "g1", Body: &guardv1.Push_Start{Start: &guardv1.StartSession{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !running(rt, "s1") {
+		t.Fatal("push did not wake the idle session")
+	}
+}
