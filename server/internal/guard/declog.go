@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // logRow is one row of the decision log.
@@ -55,119 +52,37 @@ SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[]::json
 ON CONFLICT (runner_id, request_id) WHERE request_id <> '' DO NOTHING
 RETURNING id`
 
-// decisionLog batches the hot path's log rows: whatever queued while the
-// previous INSERT ran goes in the next one (natural batching), so a busy
-// server pays one statement per batch, not per decision. Decide waits for
-// its row's batch to commit before answering: an ALLOW's id is citable as
-// soon as the runner has it.
-type decisionLog struct {
-	pool    *pgxpool.Pool
-	log     *slog.Logger
-	ch      chan *pendingRow
-	writers int
-	wg      sync.WaitGroup
-	once    sync.Once
-}
-
+// pendingRow is a log row waiting for its batch.
 type pendingRow struct {
 	row  *logRow
 	done chan error
 }
 
-const maxBatch = 512
-
-func newDecisionLog(pool *pgxpool.Pool, log *slog.Logger, writers int) *decisionLog {
-	if writers < 1 {
-		writers = 1
-	}
-	l := &decisionLog{pool: pool, log: log, ch: make(chan *pendingRow, 4*maxBatch), writers: writers}
-	for range writers {
-		l.wg.Add(1)
-		go l.run()
-	}
-	return l
-}
-
-// write queues a row and waits until it is committed (or refused).
-func (l *decisionLog) write(ctx context.Context, r *logRow) error {
-	p := &pendingRow{row: r, done: make(chan error, 1)}
-	select {
-	case l.ch <- p:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	// The row is queued: wait for its batch even if the caller gives up, so
-	// an answer is never sent for an unlogged decision.
-	return <-p.done
-}
-
-// close stops the writers after the queue drains.
-func (l *decisionLog) close() {
-	l.once.Do(func() { close(l.ch) })
-	l.wg.Wait()
-}
-
-func (l *decisionLog) run() {
-	defer l.wg.Done()
-	batch := make([]*pendingRow, 0, maxBatch)
-	for p := range l.ch {
-		batch = append(batch[:0], p)
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case q, ok := <-l.ch:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, q)
-			default:
-				break drain
-			}
-		}
-		l.flush(batch)
-	}
-}
-
-func (l *decisionLog) flush(batch []*pendingRow) {
-	n := len(batch)
+// batchArgs encodes rows as the column arrays of insertBatchSQL.
+func batchArgs(rows []*pendingRow) []any {
+	n := len(rows)
 	var (
-		ids, actions, actors, kinds, effects, reasons, by, grants, holds, runners, reqs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		ats                                                                             = make([]time.Time, n)
-		groups                                                                          = make([]*string, n)
-		sessions                                                                        = make([]*string, n)
-		lat                                                                             = make([]int64, n)
-		dry                                                                             = make([]bool, n)
-		answers                                                                         = make([][]byte, n)
+		ids, actions, actors, kinds, effects = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		reasons, by, grants, holds           = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		runners, reqs                        = make([]string, n), make([]string, n)
+		ats                                  = make([]time.Time, n)
+		groups, sessions                     = make([]*string, n), make([]*string, n)
+		lat                                  = make([]int64, n)
+		dry                                  = make([]bool, n)
+		answers                              = make([][]byte, n)
 	)
-	for i, p := range batch {
+	for i, p := range rows {
 		r := p.row
 		ids[i], ats[i], actions[i], actors[i], kinds[i] = r.ID, r.At, r.Action, r.Actor, r.ActorKind
 		groups[i], sessions[i], effects[i], reasons[i], by[i] = r.Group, r.Session, r.Effect, r.Reason, r.DecidedBy
 		grants[i], holds[i], lat[i], dry[i], runners[i], reqs[i], answers[i] = r.Grant, r.Hold, r.LatencyUS, r.DryRun, r.RunnerID, r.RequestID, r.Answer
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	rows, err := l.pool.Query(ctx, insertBatchSQL, ids, ats, actions, actors, kinds, groups, sessions,
-		effects, reasons, by, grants, holds, lat, dry, runners, reqs, answers)
-	written := map[string]bool{}
-	if err == nil {
-		for rows.Next() {
-			var id string
-			if err = rows.Scan(&id); err != nil {
-				break
-			}
-			written[id] = true
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
-	if err != nil {
-		l.log.Error("decision log write failed", "rows", n, "err", err)
-		err = fmt.Errorf("log decision: %w", err)
-	}
-	for _, p := range batch {
+	return []any{ids, ats, actions, actors, kinds, groups, sessions, effects, reasons, by, grants, holds, lat, dry, runners, reqs, answers}
+}
+
+// settle answers every waiting row: written, a request-id conflict, or err.
+func settle(rows []*pendingRow, written map[string]bool, err error) {
+	for _, p := range rows {
 		switch {
 		case err != nil:
 			p.done <- err

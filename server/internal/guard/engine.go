@@ -73,9 +73,8 @@ type Engine struct {
 	log     *slog.Logger
 	observe func(action, effect string, took time.Duration)
 	holds   HoldCreator
-	dlog    *decisionLog
-	reads   querier // the pool, or the read batcher
-	batcher *readBatcher
+	pipe    *pipeline
+	reads   querier // the pipeline, or the pool
 	common  string
 }
 
@@ -85,11 +84,14 @@ type Options struct {
 	// Observe counts a decision (metrics); action is "non_catalog" for
 	// actions outside the catalog so label values stay bounded.
 	Observe func(action, effect string, took time.Duration)
-	// LogWriters is the number of concurrent decision-log batch writers.
-	LogWriters int
-	// ReadBatchers > 0 pipelines concurrent facts reads in batches with
-	// that many senders; 0 reads each decision's facts on its own.
-	ReadBatchers int
+	// Pipelines is the number of concurrent batch senders (default 1).
+	Pipelines int
+	// Linger is how long a sender waits for company before it sends a
+	// batch (0: send whatever is queued at once).
+	Linger time.Duration
+	// DirectReads reads each decision's facts on its own pooled
+	// connection instead of through the pipeline (for comparison).
+	DirectReads bool
 }
 
 // NewEngine builds an engine; Close it after the last Decide.
@@ -97,30 +99,27 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	if o.LogWriters == 0 {
-		o.LogWriters = 2
-	}
 	e := &Engine{
-		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, reads: pool,
-		dlog: newDecisionLog(pool, o.Log, o.LogWriters), common: factsQuery(nil),
+		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, common: factsQuery(nil),
+		pipe: newPipeline(pool, o.Log, o.Pipelines, o.Linger),
 	}
-	if o.ReadBatchers > 0 {
-		e.batcher = newReadBatcher(pool, o.ReadBatchers)
-		e.reads = e.batcher
+	e.reads = e.pipe
+	if o.DirectReads {
+		e.reads = pool
 	}
 	return e
+}
+
+// PipelineStats says how many batches carried how many reads and log rows.
+func (e *Engine) PipelineStats() (batches, reads, rows int64) {
+	return e.pipe.batches.Load(), e.pipe.reads.Load(), e.pipe.rows.Load()
 }
 
 // SetHoldCreator plugs in the approvals service.
 func (e *Engine) SetHoldCreator(h HoldCreator) { e.holds = h }
 
 // Close flushes the decision log.
-func (e *Engine) Close() {
-	if e.batcher != nil {
-		e.batcher.close()
-	}
-	e.dlog.close()
-}
+func (e *Engine) Close() { e.pipe.close() }
 
 // Decide answers one request. Errors are only for callers that may not ask
 // (ErrActorNotOwned) and cancelled contexts; every failure of the guard
@@ -296,7 +295,7 @@ func (e *Engine) finish(ctx context.Context, req *Request, d Decision, resp *gua
 		row.ID = resp.DecisionId
 	}
 	e.fill(req, d, resp, row, start)
-	err := e.dlog.write(ctx, row)
+	err := e.pipe.write(ctx, row)
 	switch {
 	case err == nil:
 	case errors.Is(err, errConflict):

@@ -3,6 +3,7 @@ package guardtest
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/app"
@@ -30,14 +31,25 @@ func BenchmarkEngineDecide(b *testing.B) {
 		return &guard.Request{Input: guard.Input{Action: "a2a.send", Resource: map[string]string{"to": "bb"},
 			Actor: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ba", SessionId: "bsa"}}}}}
 	}
-	for _, batchers := range []int{0, 4} {
-		eng := guard.NewEngine(cat, srv.Pool, guard.Options{ReadBatchers: batchers})
+	for _, o := range []guard.Options{
+		{DirectReads: true, Pipelines: 2},
+		{Pipelines: 1},
+		{Pipelines: 2},
+		{Pipelines: 1, Linger: 200 * time.Microsecond},
+		{Pipelines: 1, Linger: 500 * time.Microsecond},
+	} {
+		eng := guard.NewEngine(cat, srv.Pool, o)
 		defer eng.Close()
-		b.Run(fmt.Sprintf("read-batchers=%d", batchers), func(b *testing.B) { benchEngine(b, eng, req) })
+		b.Run(fmt.Sprintf("direct=%v,pipes=%d,linger=%s", o.DirectReads, o.Pipelines, o.Linger),
+			func(b *testing.B) { benchEngine(b, eng, req) })
 	}
 }
 
 func benchEngine(b *testing.B, eng *guard.Engine, req func() *guard.Request) {
+	defer func() {
+		batches, reads, rows := eng.PipelineStats()
+		b.Logf("pipeline: %d batches carried %d reads and %d log rows", batches, reads, rows)
+	}()
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
