@@ -306,15 +306,15 @@ func nullTime(t time.Time) *time.Time {
 // is UNIQUE(hold_id, type), so a second one fails the transaction rather
 // than publishing twice). It first takes the event lock, held to commit.
 func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome, resolver string, undelivered bool) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventLockKey); err != nil {
-		return fmt.Errorf("hold event lock: %w", err)
-	}
 	body, err := protojson.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("hold event: encode hold: %w", err)
 	}
+	// One round trip: the lock is taken while producing the row, before
+	// the insert draws the cursor from its sequence.
 	_, err = tx.Exec(ctx, `INSERT INTO hold_events (hold_id, type, outcome, resolver, undelivered, hold)
-		VALUES ($1, $2, NULLIF($3, ''), $4, $5, $6)`, h.Id, typ, outcome, resolver, undelivered, body)
+		SELECT $2, $3, NULLIF($4, ''), $5, $6, $7 FROM (SELECT pg_advisory_xact_lock($1)) AS event_lock`,
+		eventLockKey, h.Id, typ, outcome, resolver, undelivered, body)
 	if err != nil {
 		return fmt.Errorf("hold event %s %s: %w", typ, h.Id, err)
 	}

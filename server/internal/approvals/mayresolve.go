@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -17,11 +19,17 @@ type Roles struct {
 
 // LoadRoles reads a user's roles in one query.
 func LoadRoles(ctx context.Context, q Querier, userID string) (Roles, error) {
-	r := Roles{AdminOf: map[string]bool{}}
-	rows, err := q.Query(ctx, `SELECT role, COALESCE(agent_group_id, '') FROM user_roles WHERE user_id = $1`, userID)
+	rows, err := q.Query(ctx, rolesQuery, userID)
 	if err != nil {
-		return r, fmt.Errorf("read roles of %s: %w", userID, err)
+		return Roles{}, fmt.Errorf("read roles of %s: %w", userID, err)
 	}
+	return scanRoles(rows, userID)
+}
+
+const rolesQuery = `SELECT role, COALESCE(agent_group_id, '') FROM user_roles WHERE user_id = $1`
+
+func scanRoles(rows pgx.Rows, userID string) (Roles, error) {
+	r := Roles{AdminOf: map[string]bool{}}
 	defer rows.Close()
 	for rows.Next() {
 		var role, group string

@@ -50,18 +50,32 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 	}
 	var hold *guardv1.Hold
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := HoldFromRow(tx.QueryRow(ctx, `SELECT `+holdColumns+` FROM holds WHERE id = $1 FOR UPDATE`, r.HoldID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return status.Errorf(codes.NotFound, "hold %s not found", r.HoldID)
-		}
+		// The hold (locked) and the clicker's roles in one round trip.
+		batch := &pgx.Batch{}
+		batch.Queue(`SELECT `+holdColumns+` FROM holds WHERE id = $1 FOR UPDATE`, r.HoldID)
+		batch.Queue(rolesQuery, r.Clicker)
+		br := tx.SendBatch(ctx, batch)
+		cur, err := HoldFromRow(br.QueryRow())
 		if err != nil {
+			br.Close()
+			if errors.Is(err, pgx.ErrNoRows) {
+				return status.Errorf(codes.NotFound, "hold %s not found", r.HoldID)
+			}
 			return fmt.Errorf("read hold: %w", err)
 		}
-		ok, err := MayResolve(ctx, tx, cur.ApproverRule, cur.ApproverScope, r.Clicker)
+		rows, err := br.Query()
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("read roles of %s: %w", r.Clicker, err)
+		}
+		roles, err := scanRoles(rows, r.Clicker)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if !MayResolveWithRoles(cur.ApproverRule, cur.ApproverScope, r.Clicker, roles) {
 			return status.Errorf(codes.PermissionDenied, "%s may not resolve hold %s", r.Clicker, r.HoldID)
 		}
 		if cur.Status != guardv1.HoldStatus_HOLD_STATUS_PENDING {
