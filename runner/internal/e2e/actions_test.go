@@ -45,7 +45,7 @@ func step(action string, payload map[string]any) map[string]any {
 
 // a2aSetup: groups A and B, a destination A→B and a message policy A→B
 // naming dana as the exclusive approver; one runner hosting both.
-func a2aSetup(t *testing.T, s *server) (a, b string, dana string, r *runner) {
+func a2aSetup(t *testing.T, s *server, runtime string) (a, b string, dana string, r *runner) {
 	ctx := context.Background()
 	a = s.group(t, "alpha", guardv1.CliScope_CLI_SCOPE_GROUP)
 	b = s.group(t, "beta", guardv1.CliScope_CLI_SCOPE_GROUP)
@@ -60,15 +60,29 @@ func a2aSetup(t *testing.T, s *server) (a, b string, dana string, r *runner) {
 	if _, err := s.op.registry.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: a, ToGroup: b, ApproverUserId: dana}); err != nil {
 		t.Fatal(err)
 	}
-	r = s.startRunner(t, runnerOpts{groups: []string{a, b}, script: map[string]any{
+	if runtime == "docker" {
+		t.Cleanup(func() { removeGroupImages(t, a, b) })
+	}
+	r = s.startRunner(t, runnerOpts{runtime: runtime, groups: []string{a, b}, script: map[string]any{
 		a: []any{step("send_message", map[string]any{"to": b, "text": "hello beta"})},
 	}})
 	return a, b, dana, r
 }
 
 func TestA2AHeldApprovedDelivered(t *testing.T) {
+	for _, runtime := range []string{"process", "docker"} {
+		t.Run(runtime, func(t *testing.T) {
+			if runtime == "docker" {
+				needDocker(t)
+			}
+			testA2AHeldApprovedDelivered(t, runtime)
+		})
+	}
+}
+
+func testA2AHeldApprovedDelivered(t *testing.T, runtime string) {
 	s := startServer(t)
-	a, b, dana, r := a2aSetup(t, s)
+	a, b, dana, r := a2aSetup(t, s, runtime)
 	sa, sb := r.session(t, a), r.session(t, b)
 	held := waitEvent(t, sa, "HELD notice", notice("HELD"))
 	if held.s("hold_id") == "" {
@@ -102,7 +116,7 @@ func TestA2AHeldApprovedDelivered(t *testing.T) {
 
 func TestA2ARevokedBeforeApprovalIsNotDelivered(t *testing.T) {
 	s := startServer(t)
-	a, b, dana, r := a2aSetup(t, s)
+	a, b, dana, r := a2aSetup(t, s, "process")
 	sa, sb := r.session(t, a), r.session(t, b)
 	held := waitEvent(t, sa, "HELD notice", notice("HELD"))
 	if _, err := s.op.registry.RemoveDestination(context.Background(), &guardv1.RemoveDestinationRequest{Group: a, Name: "beta"}); err != nil {
