@@ -44,6 +44,7 @@ type config struct {
 	conns, streams, groups     int
 	maxInFlight                int
 	findMax                    bool
+	step                       float64
 	p99Target                  time.Duration
 }
 
@@ -60,7 +61,8 @@ func main() {
 	flag.IntVar(&c.streams, "streams", 4, "concurrent DecideStreams (stream mode)")
 	flag.IntVar(&c.groups, "groups", 50, "agent groups (and sessions) in the fixture")
 	flag.IntVar(&c.maxInFlight, "max-in-flight", 20000, "requests outstanding before the generator counts overload")
-	flag.BoolVar(&c.findMax, "find-max", false, "step the rate up by 1000/s until p99 > -p99 or errors, report the last good rate")
+	flag.BoolVar(&c.findMax, "find-max", false, "step the rate up by -step until p99 > -p99 or errors, report the last good rate")
+	flag.Float64Var(&c.step, "step", 1000, "rate increment for -find-max")
 	flag.DurationVar(&c.p99Target, "p99", 2*time.Millisecond, "p99 target for -find-max")
 	flag.Parse()
 	if err := run(c); err != nil {
@@ -85,7 +87,7 @@ func run(c config) error {
 		return nil
 	}
 	var best *result
-	for rate := c.rate; ; rate += 1000 {
+	for rate := c.rate; ; rate += c.step {
 		r, err := measure(ctx, c, fx, rate)
 		if err != nil {
 			return err

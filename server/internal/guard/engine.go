@@ -178,7 +178,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 	case err == nil && fd.Effect == EffectHold && req.Card != nil && !req.DryRun:
 		return e.holdWithCard(ctx, req, entry, fd, resp, row, start)
 	}
-	return e.finish(ctx, req, fd, resp, row, start, nil)
+	return e.finish(ctx, req, fd, resp, row, start)
 }
 
 func ownsSession(req *Request, c common) bool {
@@ -214,12 +214,12 @@ func (e *Engine) holdWithCard(ctx context.Context, req *Request, entry *Entry, d
 	resp *guardv1.DecideResponse, row *logRow, start time.Time) (*guardv1.DecideResponse, error) {
 	if e.holds == nil {
 		resp.HoldError = "holds cannot be created: the approvals service is not wired"
-		return e.finish(ctx, req, d, resp, row, start, nil)
+		return e.finish(ctx, req, d, resp, row, start)
 	}
 	hr := e.holdRequest(req, entry, d)
 	if hr.Kind == "" {
 		resp.HoldError = "this action has no approval kind; no hold can be created"
-		return e.finish(ctx, req, d, resp, row, start, nil)
+		return e.finish(ctx, req, d, resp, row, start)
 	}
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		res, err := e.holds(ctx, tx, hr)
@@ -239,7 +239,7 @@ func (e *Engine) holdWithCard(ctx context.Context, req *Request, entry *Entry, d
 		e.log.Error("hold creation failed", "action", req.Action, "err", err)
 		resp.HoldId, resp.HoldCreated, resp.Undelivered, row.Hold = "", false, false, ""
 		resp.HoldError = "the hold could not be created (try again)"
-		return e.finish(ctx, req, d, resp, row, start, nil)
+		return e.finish(ctx, req, d, resp, row, start)
 	}
 	return e.afterTx(ctx, req, d, resp, row, err)
 }
@@ -281,19 +281,15 @@ func (e *Engine) afterTx(ctx context.Context, req *Request, d Decision, resp *gu
 		return nil, ctx.Err()
 	}
 	e.log.Error("guard transaction failed; failing closed", "action", req.Action, "err", err)
-	fd := failClosed()
-	resp.HoldId, resp.HoldCreated, row.Hold = "", false, ""
-	return e.finish(ctx, req, fd, &guardv1.DecideResponse{DecisionId: newID("dec_")},
-		&logRow{Action: req.Action, RunnerID: req.RunnerID, DryRun: req.DryRun}, time.Now(), nil)
+	fresh := &guardv1.DecideResponse{DecisionId: newID("dec_")}
+	return e.finish(ctx, req, failClosed(), fresh,
+		&logRow{ID: fresh.DecisionId, Action: req.Action, RunnerID: req.RunnerID, DryRun: req.DryRun}, time.Now())
 }
 
 // finish logs the decision (batched) and answers. A log failure turns an
 // allow into a deny: an unlogged allow could never be cited.
 func (e *Engine) finish(ctx context.Context, req *Request, d Decision, resp *guardv1.DecideResponse,
-	row *logRow, start time.Time, _ error) (*guardv1.DecideResponse, error) {
-	if row.ID == "" {
-		row.ID = resp.DecisionId
-	}
+	row *logRow, start time.Time) (*guardv1.DecideResponse, error) {
 	e.fill(req, d, resp, row, start)
 	err := e.pipe.write(ctx, row)
 	switch {
