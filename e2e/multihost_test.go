@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,10 +35,11 @@ import (
 // host B under a message policy. All are decided HOLD (while the runners
 // talk to replica 1); the owner approves the first on replica 2 and it is
 // delivered on host B; the owner approves the second on replica 2 and
-// replica 1 is SIGKILLed at once (its pushes may be in flight); both runners
-// reconnect to replica 2 and the second message is delivered; the third is
-// approved with replica 1 gone and travels through replica 2 alone. No hold,
-// push or decision is lost or doubled.
+// replica 1 is SIGKILLed while it is applying that send for runner A (held
+// there by a database lock the test owns); both runners reconnect to
+// replica 2 and the second message is delivered; the third is approved with
+// replica 1 gone and travels through replica 2 alone. No hold, push or
+// decision is lost or doubled.
 func TestMultiHost(t *testing.T) {
 	requireNetns(t)
 	ctx := context.Background()
@@ -59,8 +61,9 @@ func TestMultiHost(t *testing.T) {
 	tokenFile := filepath.Join(dir, "operator.token")
 	// A short lease: a runner that failed to reconnect would lose its lease
 	// within the test, which the runners check at the end would see.
-	r1 := startServer(t, "replica-1", dbURL, r1Addr, loopback(t), tokenFile, "--lease-ttl", "6s")
-	r2 := startServer(t, "replica-2", dbURL, r2Addr, loopback(t), tokenFile, "--lease-ttl", "6s")
+	// application_name tells the replicas' database sessions apart.
+	r1 := startServer(t, "replica-1", withAppName(t, dbURL, "replica-1"), r1Addr, loopback(t), tokenFile, "--lease-ttl", "6s")
+	r2 := startServer(t, "replica-2", withAppName(t, dbURL, "replica-2"), r2Addr, loopback(t), tokenFile, "--lease-ttl", "6s")
 	n1, n2 := nclFor(t, r1), nclFor(t, r2)
 
 	// Set-up, on replica 1: an owner who approves, two groups, A may message
@@ -133,11 +136,34 @@ func TestMultiHost(t *testing.T) {
 	n2.must(t, "approvals", "approve", holdFor["one"], "--as", owner)
 	waitDelivered(t, dataB, groupA, "one")
 
-	// 3. Approve the second on replica 2 and crash replica 1 at once: the
-	//    replay push to runner A and the delivery push to runner B are in
-	//    flight while the runners lose their replica.
+	// 3. Kill replica 1 in the middle of delivering the second message: the
+	//    owner approves it on replica 2, replica 1 pushes the replay to
+	//    runner A, runner A re-decides with the grant and asks replica 1 to
+	//    apply the send (ApplyAction: citation and delivery push in one
+	//    transaction). The test holds the advisory lock that transaction
+	//    needs for group B's sessions, so the call is provably in flight on
+	//    replica 1 when replica 1 is SIGKILLed; then the lock is released
+	//    and the orphaned transaction rolls back. The message must still
+	//    arrive, once.
+	lock, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('clawguard_group_sessions:' || $1))`, groupB); err != nil {
+		t.Fatal(err)
+	}
 	n2.must(t, "approvals", "approve", holdFor["two"], "--as", owner)
+	waitFor(t, 20*time.Second, "replica 1 applying message two (blocked on the test's lock)", func() (bool, string) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'replica-1'
+			AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&n)
+		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
+	})
 	r1.kill()
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
 	killed := time.Now()
 	for _, h := range hosts {
 		waitConnectedTo(t, h, port, hostB.Gateway, "replica 2 (replica 1 is dead)")
@@ -253,6 +279,19 @@ func TestMultiHost(t *testing.T) {
 	if r2.exited() {
 		t.Errorf("replica 2 exited; it should serve on alone")
 	}
+}
+
+// withAppName sets the application_name a Postgres URL connects with.
+func withAppName(t *testing.T, dbURL, name string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // waitConnectedTo waits until host h has a TCP connection to addr:port and
