@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -109,10 +110,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		}
 		return CreateResult{NoApprover: true, Reason: reason}, nil
 	}
-	target, err := pickDelivery(ctx, tx, candidates, origin)
-	if err != nil {
-		return CreateResult{}, err
-	}
+	target := pickDelivery(candidates, origin)
 
 	approverUser := exclusiveID
 	if ruleName == ruleAdminsOfScope {
@@ -198,101 +196,100 @@ func (s *Service) liveByDedupKey(ctx context.Context, tx pgx.Tx, key string) (*g
 	return h, nil
 }
 
+// candidate is an eligible approver and the channel types of their known DMs.
+type candidate struct {
+	id  string
+	dms []string
+}
+
 // pickApprovers lists the users who may resolve the hold, in delivery
-// preference order, de-duplicated.
-func pickApprovers(ctx context.Context, q Querier, rule, exclusiveID, named, groupID string, global bool) ([]string, error) {
+// preference order, de-duplicated, with their DMs (one query).
+func pickApprovers(ctx context.Context, q Querier, rule, exclusiveID, named, groupID string, global bool) ([]candidate, error) {
 	if rule == ruleExclusive {
-		if global {
-			roles, err := LoadRoles(ctx, q, exclusiveID)
-			if err != nil {
-				return nil, err
-			}
-			if !roles.Owner && !roles.GlobalAdmin {
-				return nil, nil
-			}
+		c := candidate{id: exclusiveID}
+		var top bool
+		err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM user_roles WHERE user_id = $1 AND (role = 'owner' OR (role = 'admin' AND agent_group_id IS NULL))),
+			ARRAY(SELECT channel_type FROM user_dms WHERE user_id = $1 ORDER BY channel_type)`, exclusiveID).Scan(&top, &c.dms)
+		if err != nil {
+			return nil, fmt.Errorf("pick approvers: %w", err)
 		}
-		return []string{exclusiveID}, nil
+		if global && !top {
+			return nil, nil
+		}
+		return []candidate{c}, nil
 	}
-	// tier 0: scoped admins of the anchor (not for global holds: they may
-	// not resolve them), 1: global admins, 2: owners.
-	rows, err := q.Query(ctx, `SELECT user_id FROM (
-			SELECT user_id, CASE WHEN role = 'owner' THEN 2 WHEN agent_group_id IS NULL THEN 1 ELSE 0 END AS tier, granted_at
+	// tier -1: the named delivered-to user; 0: scoped admins of the anchor
+	// (not for global holds: they may not resolve them); 1: global admins;
+	// 2: owners.
+	rows, err := q.Query(ctx, `SELECT r.user_id, r.tier, ARRAY(SELECT channel_type FROM user_dms d WHERE d.user_id = r.user_id ORDER BY channel_type)
+		FROM (
+			SELECT NULLIF($3, '') AS user_id, -1 AS tier, NULL::timestamptz AS granted_at
+			UNION ALL
+			SELECT user_id, CASE WHEN role = 'owner' THEN 2 WHEN agent_group_id IS NULL THEN 1 ELSE 0 END, granted_at
 			  FROM user_roles
 			 WHERE role = 'owner'
 			    OR (role = 'admin' AND agent_group_id IS NULL)
 			    OR (role = 'admin' AND NOT $2 AND agent_group_id = NULLIF($1, ''))
-		) r ORDER BY tier, granted_at, user_id`, groupID, global)
+		) r WHERE r.user_id IS NOT NULL
+		ORDER BY r.tier, r.granted_at, r.user_id`, groupID, global, named)
 	if err != nil {
 		return nil, fmt.Errorf("pick approvers: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("pick approvers: %w", err)
-	}
+	defer rows.Close()
 	seen := map[string]bool{}
-	var out []string
-	if named != "" && !global {
-		out, seen[named] = append(out, named), true
-	}
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
+	var out []candidate
+	namedIsTop := false
+	for rows.Next() {
+		var (
+			c    candidate
+			tier int
+		)
+		if err := rows.Scan(&c.id, &tier, &c.dms); err != nil {
+			return nil, fmt.Errorf("pick approvers: %w", err)
+		}
+		switch {
+		case tier == -1 && global:
+			// On a global hold the named user counts only as an owner or
+			// global admin (then delivered to first, below).
+			continue
+		case c.id == named && tier >= 1:
+			namedIsTop = true
+		}
+		if !seen[c.id] {
+			seen[c.id] = true
+			out = append(out, c)
 		}
 	}
-	if named != "" && global && seen[named] {
-		// The named approver is also an owner/global admin: deliver to them first.
-		out = append([]string{named}, removeString(out, named)...)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pick approvers: %w", err)
+	}
+	if global && namedIsTop {
+		for i, c := range out {
+			if c.id == named {
+				out = append([]candidate{c}, append(out[:i:i], out[i+1:]...)...)
+				break
+			}
+		}
 	}
 	return out, nil
 }
 
-func removeString(xs []string, x string) []string {
-	out := xs[:0:0]
-	for _, v := range xs {
-		if v != x {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // pickDelivery is the first candidate with a known DM on the origin
 // channel type, else the first candidate with any known DM, else "".
-func pickDelivery(ctx context.Context, q Querier, candidates []string, origin string) (string, error) {
-	rows, err := q.Query(ctx, `SELECT user_id, channel_type FROM user_dms WHERE user_id = ANY($1)`, candidates)
-	if err != nil {
-		return "", fmt.Errorf("pick delivery: %w", err)
-	}
-	dms := map[string]map[string]bool{}
-	for rows.Next() {
-		var u, ch string
-		if err := rows.Scan(&u, &ch); err != nil {
-			rows.Close()
-			return "", fmt.Errorf("pick delivery: %w", err)
-		}
-		if dms[u] == nil {
-			dms[u] = map[string]bool{}
-		}
-		dms[u][ch] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("pick delivery: %w", err)
-	}
+func pickDelivery(candidates []candidate, origin string) string {
 	if origin != "" {
 		for _, c := range candidates {
-			if dms[c][origin] {
-				return c, nil
+			if slices.Contains(c.dms, origin) {
+				return c.id
 			}
 		}
 	}
 	for _, c := range candidates {
-		if len(dms[c]) > 0 {
-			return c, nil
+		if len(c.dms) > 0 {
+			return c.id
 		}
 	}
-	return "", nil
+	return ""
 }
 
 func nullTime(t time.Time) *time.Time {

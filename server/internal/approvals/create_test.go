@@ -75,6 +75,8 @@ func TestCreatePicksApproverAndDelivery(t *testing.T) {
 		{"global scope skips scoped admins", approvals.CreateRequest{AgentGroupID: "ag-1", Scope: global}, globalAdmin, false},
 		{"exclusive goes to that user", approvals.CreateRequest{AgentGroupID: "ag-1", Rule: exclusive(owner)}, owner, false},
 		{"delivered-to recorded", approvals.CreateRequest{AgentGroupID: "ag-1", RecordDeliveredTo: true}, scopedAdmin, true},
+		{"a named delivered-to user comes first", approvals.CreateRequest{AgentGroupID: "ag-1", Rule: adminsOf("ag-1", owner)}, owner, true},
+		{"global: a named owner comes first", approvals.CreateRequest{AgentGroupID: "ag-1", Rule: adminsOf("ag-1", owner), Scope: global}, owner, true},
 	}
 	for _, tc := range cases {
 		tc.req.Kind = "sender_admit"
@@ -107,6 +109,10 @@ func TestCreateWithoutEligibleApproverMakesNoHold(t *testing.T) {
 	res = create(t, svc, pool, approvals.CreateRequest{Kind: "cli_command", AgentGroupID: "ag-1", Rule: exclusive("slack:a"), Scope: global})
 	if !res.NoApprover {
 		t.Fatalf("exclusive global hold naming a scoped admin: %+v", res)
+	}
+	res = create(t, svc, pool, approvals.CreateRequest{Kind: "cli_command", AgentGroupID: "ag-1", Rule: adminsOf("ag-1", "slack:a"), Scope: global})
+	if !res.NoApprover {
+		t.Fatalf("global hold naming a scoped admin as delivered-to: %+v", res)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM holds`); n != 0 {
 		t.Fatalf("%d holds created without an eligible approver", n)

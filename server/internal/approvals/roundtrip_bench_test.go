@@ -74,7 +74,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 	owner := userClients(b, srv, "slack:owner")
 	agent := &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag-1", SessionId: sess.GetSession().GetId()}}}
 
-	var whole, afterClick []time.Duration
+	var whole, afterClick, resolve, push, replay []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		payload, _ := structpb.NewStruct(map[string]any{"apt": []any{fmt.Sprintf("pkg%d", i)}})
@@ -88,6 +88,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 		if _, err := owner.Approvals.Resolve(ctx, &guardv1.ResolveRequest{Id: d.GetHoldId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE}); err != nil {
 			b.Fatal(err)
 		}
+		t2 := time.Now()
 		var p *guardv1.Push
 		select {
 		case p = <-replays:
@@ -97,6 +98,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 		if p == nil || p.GetReplay().GetHoldId() != d.GetHoldId() {
 			b.Fatalf("replay push %v for hold %s", p, d.GetHoldId())
 		}
+		t3 := time.Now()
 		r := p.GetReplay()
 		a, err := runner.Guard.Decide(ctx, &guardv1.DecideRequest{Action: r.GetCatalogAction(), Actor: agent, Payload: r.GetPayload(), Grant: r.GetHoldId()})
 		if err != nil || a.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW {
@@ -105,6 +107,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 		now := time.Now()
 		whole = append(whole, now.Sub(t0))
 		afterClick = append(afterClick, now.Sub(t1))
+		resolve, push, replay = append(resolve, t2.Sub(t1)), append(push, t3.Sub(t2)), append(replay, now.Sub(t3))
 	}
 	b.StopTimer()
 	report := func(name string, d []time.Duration) {
@@ -115,4 +118,8 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 	}
 	report("loop", whole)
 	report("approve-to-allow", afterClick)
+	// Where the time after the click goes.
+	report("resolve", resolve)
+	report("push", push)
+	report("replay", replay)
 }
