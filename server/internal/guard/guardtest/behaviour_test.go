@@ -420,3 +420,45 @@ func TestEveryAdminActionExists(t *testing.T) {
 	}
 	_ = approvals.KindCLICommand
 }
+
+// Concurrent retries of one request id race past the facts read; the log's
+// unique key settles them and every caller gets the winner's answer.
+func TestConcurrentRetriesOfOneRequestIDAgree(t *testing.T) {
+	srv := testserver.Start(t)
+	w := newWorld(t, srv)
+	w.exec(`INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('{A}', 'b', '{B}')`)
+	runner := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "runner", w.R, ""), ""))
+	const n = 12
+	ids := make(chan string, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			resp, err := runner.Guard.Decide(ctx, &guardv1.DecideRequest{Action: "a2a.send", Actor: w.actor("agent:{A}:{SA}"),
+				Resource: map[string]string{"to": w.B}, RequestId: "same"})
+			if err != nil || resp.GetDecision().GetEffect() != allow {
+				t.Errorf("%v %v", resp, err)
+				return
+			}
+			ids <- resp.GetDecisionId()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(ids)
+	first := ""
+	for id := range ids {
+		if first == "" {
+			first = id
+		}
+		if id != first {
+			t.Fatalf("retries answered with different decisions: %s and %s", first, id)
+		}
+	}
+	if n := w.count(`SELECT count(*) FROM decisions WHERE request_id = 'same' AND runner_id = '{R}'`); n != 1 {
+		t.Fatalf("%d decisions logged for one request id", n)
+	}
+}
