@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -91,16 +94,46 @@ type handlers struct {
 	reg guardv1.RegistryClient
 }
 
-// apply performs the central mutation, citing the ALLOW.
+// apply cites the ALLOW decision and has the server make the mutation. A
+// transport failure (the replica died mid-call) is retried with the same
+// citation on whichever replica the connection reaches next: the server
+// commits citation and mutation in one transaction, so a retry either
+// applies it or finds the citation already used — which then means the
+// attempt whose answer was lost committed.
 func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*guardv1.ApplyActionResponse, error) {
-	return h.reg.ApplyAction(ctx, &guardv1.ApplyActionRequest{
+	req := &guardv1.ApplyActionRequest{
 		DecisionId: c.DecisionID,
 		SessionId:  c.Session.ID,
 		Action:     action,
 		Payload:    c.Payload,
 		Resource:   c.Resource,
-	})
+	}
+	ctx, cancel := context.WithTimeout(ctx, applyRetryFor)
+	defer cancel()
+	backoff := 100 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		res, err := h.reg.ApplyAction(ctx, req, grpc.WaitForReady(true))
+		switch {
+		case err == nil:
+			return res, nil
+		case attempt > 0 && status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), "already cited"):
+			return &guardv1.ApplyActionResponse{Message: "applied (the answer of an earlier attempt was lost with its server)"}, nil
+		case status.Code(err) != codes.Unavailable || ctx.Err() != nil:
+			return nil, err
+		}
+		h.d.Log.Warn("apply: server unavailable; retrying with the same citation", "action", action, "decision", c.DecisionID, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
 }
+
+// applyRetryFor bounds the retries of one ApplyAction (the citation window
+// is longer, so a retry within it is still a valid citation).
+const applyRetryFor = 60 * time.Second
 
 func (h *handlers) createAgent(ctx context.Context, c delivery.Call) delivery.Outcome {
 	res, err := h.apply(ctx, c, "agents.create")
