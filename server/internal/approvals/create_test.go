@@ -42,6 +42,7 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 }
 
 func TestCreatePicksApproverAndDelivery(t *testing.T) {
+	t.Parallel()
 	pool := fixture(t)
 	svc := newService(t, pool)
 	// Nobody has a DM: the hold exists, undelivered.
@@ -93,6 +94,7 @@ func TestCreatePicksApproverAndDelivery(t *testing.T) {
 }
 
 func TestCreateWithoutEligibleApproverMakesNoHold(t *testing.T) {
+	t.Parallel()
 	pool := noUsersFixture(t)
 	svc := newService(t, pool)
 	res := create(t, svc, pool, approvals.CreateRequest{Kind: "create_agent", AgentGroupID: "ag-1"})
@@ -130,6 +132,7 @@ func noUsersFixture(t *testing.T) *pgxpool.Pool {
 }
 
 func TestCreateDedupsOnLiveKey(t *testing.T) {
+	t.Parallel()
 	pool := fixture(t)
 	svc := newService(t, pool)
 	req := approvals.CreateRequest{Kind: "sender_admit", AgentGroupID: "ag-1", DedupKey: "sender_admit:mg-1:telegram:bob", RecordDeliveredTo: true}
@@ -185,6 +188,7 @@ func TestCreateDedupsOnLiveKey(t *testing.T) {
 }
 
 func TestCreateFromSessionTakesGroupAndOrigin(t *testing.T) {
+	t.Parallel()
 	pool := fixture(t)
 	svc := newService(t, pool)
 	exec(t, pool, `INSERT INTO messaging_groups (id, channel_type, platform_id) VALUES ('mg-1', 'telegram', 'chat')`)
@@ -208,6 +212,7 @@ func TestCreateFromSessionTakesGroupAndOrigin(t *testing.T) {
 // TestMetrics: created and resolved holds are counted; the pending gauges
 // come from the table (so every replica reports the same).
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	pool := fixture(t)
 	m := metrics.NewMetrics(prometheus.NewRegistry())
 	svc := approvals.New(pool, m, slog.New(slog.NewTextHandler(io.Discard, nil)), config.Default())

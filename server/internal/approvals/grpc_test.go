@@ -66,6 +66,7 @@ func pendingStatus(t *testing.T, srv *testserver.Server, id string) string {
 // a scoped admin's approve of a global-scope hold is refused and the hold
 // stays; the owner's approve resolves it and runs the approved handler once.
 func TestD1GlobalBlastHold(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	seed(t, srv)
 	var mu sync.Mutex
@@ -120,6 +121,7 @@ func TestD1GlobalBlastHold(t *testing.T) {
 }
 
 func TestResolveValidationAndPushes(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	seed(t, srv)
 	op := srv.Operator(t)
@@ -275,6 +277,7 @@ func (w *watcher) waitFor(t *testing.T, n int) []*guardv1.WatchResponse {
 // requested event carries the row (anchor group, rule) and its delivered
 // approver; the resolved event carries the hold, outcome and resolver.
 func TestApprovalLifecycleObservers(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	seed(t, srv)
 	exec(t, srv.Pool, `INSERT INTO user_dms (user_id, channel_type, address) VALUES ($1, 'slack', 'dm-admin')`, scopedAdmin)
@@ -317,6 +320,7 @@ func TestApprovalLifecycleObservers(t *testing.T) {
 // on replica B once each, in order; a subscriber that disconnects resumes
 // from its cursor and gets exactly what it missed.
 func TestWatchAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	a := testserver.Start(t)
 	seed(t, a)
 	b := testserver.StartOn(t, a.URL)
@@ -359,6 +363,7 @@ func TestWatchAcrossReplicas(t *testing.T) {
 // the background loop (once, with two replicas running it); a swept-on-
 // restart hold is resolved sweep when a replica starts.
 func TestExpiryAndSweepEmitEvents(t *testing.T) {
+	t.Parallel()
 	a := testserver.Start(t)
 	seed(t, a)
 	b := testserver.StartOn(t, a.URL)
@@ -402,6 +407,7 @@ func TestExpiryAndSweepEmitEvents(t *testing.T) {
 // TestRequestAwaitListGet: a bridge's Request, a blocking Await released by
 // the resolution on another replica, and List/Get visibility per principal.
 func TestRequestAwaitListGet(t *testing.T) {
+	t.Parallel()
 	a := testserver.Start(t)
 	seed(t, a)
 	b := testserver.StartOn(t, a.URL)
@@ -498,6 +504,7 @@ func TestRequestAwaitListGet(t *testing.T) {
 // TestCreateInCallersTransactionRollsBack: a hold created in a transaction
 // that rolls back leaves no hold and no event.
 func TestCreateInCallersTransactionRollsBack(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	seed(t, srv)
 	_ = pgx.BeginFunc(context.Background(), srv.Pool, func(tx pgx.Tx) error {
@@ -516,6 +523,7 @@ func TestCreateInCallersTransactionRollsBack(t *testing.T) {
 // not block the others": a failing or panicking handler is logged, the next
 // one still runs, and the hold stays approved.
 func TestApprovedHandlersIsolated(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	seed(t, srv)
 	var ran []string
@@ -540,6 +548,7 @@ func TestApprovedHandlersIsolated(t *testing.T) {
 // by the database; events keep flowing (reconnect, and the table re-read
 // catches up on anything committed meanwhile).
 func TestWatchSurvivesListenerLoss(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Start(t)
 	seed(t, srv)
 	w := watch(t, srv.Operator(t), &guardv1.WatchRequest{FromNow: true})
@@ -562,6 +571,7 @@ func TestWatchSurvivesListenerLoss(t *testing.T) {
 // exactly once, cursors strictly increasing (a smaller cursor committing
 // after a larger one was read would be lost without the event lock).
 func TestConcurrentWritersNoEventMissed(t *testing.T) {
+	t.Parallel()
 	a := testserver.Start(t)
 	seed(t, a)
 	b := testserver.StartOn(t, a.URL)

@@ -75,6 +75,7 @@ const (
 // TestMayResolveMatrix ports approver-rule.test.ts's "mayResolve matrix"
 // case by case, against real roles in Postgres.
 func TestMayResolveMatrix(t *testing.T) {
+	t.Parallel()
 	pool := fixture(t)
 	type c struct {
 		clicker string
@@ -124,6 +125,7 @@ func TestMayResolveMatrix(t *testing.T) {
 // TestRuleOfRow ports "approverRuleOf maps row columns onto the rule": the
 // rule a stored hold reads back as.
 func TestRuleOfRow(t *testing.T) {
+	t.Parallel()
 	pool := fixture(t)
 	exec(t, pool, `INSERT INTO holds (id, kind, agent_group_id, approver_rule, approver_user_id) VALUES
 		('h-excl', 'k', 'ag-1', 'exclusive', $1),

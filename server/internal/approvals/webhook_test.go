@@ -27,6 +27,7 @@ import (
 // HMAC-SHA256 of the body; a failed attempt is retried (and counted) and the
 // events still arrive once each, in order.
 func TestWebhookSignedWithRetries(t *testing.T) {
+	t.Parallel()
 	secret := "s3cret-for-tests"
 	var (
 		mu       sync.Mutex
@@ -98,6 +99,7 @@ func TestWebhookSignedWithRetries(t *testing.T) {
 // event is posted once; when a replica stops, the other carries on from
 // the recorded cursor without a gap.
 func TestWebhookOneLeaderAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	var (
 		mu   sync.Mutex
 		seen = map[string]int{}
