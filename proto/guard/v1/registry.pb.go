@@ -1690,10 +1690,12 @@ func (x *OpenSessionRequest) GetMessagingGroupId() string {
 	return ""
 }
 
-// OpenSessionResponse is the session.
+// OpenSessionResponse is the session and its group (with the container
+// config the runner starts it with).
 type OpenSessionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Group         *Group                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1735,6 +1737,111 @@ func (x *OpenSessionResponse) GetSession() *Session {
 	return nil
 }
 
+func (x *OpenSessionResponse) GetGroup() *Group {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+// GetSessionConfigRequest names a session hosted by the calling runner.
+type GetSessionConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionConfigRequest) Reset() {
+	*x = GetSessionConfigRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionConfigRequest) ProtoMessage() {}
+
+func (x *GetSessionConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetSessionConfigRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetSessionConfigRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// GetSessionConfigResponse is the session and its group's current config.
+type GetSessionConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Group         *Group                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionConfigResponse) Reset() {
+	*x = GetSessionConfigResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionConfigResponse) ProtoMessage() {}
+
+func (x *GetSessionConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionConfigResponse.ProtoReflect.Descriptor instead.
+func (*GetSessionConfigResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetSessionConfigResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *GetSessionConfigResponse) GetGroup() *Group {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
 // ApplyActionRequest is a mutation on an agent's behalf.
 type ApplyActionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1751,7 +1858,7 @@ type ApplyActionRequest struct {
 
 func (x *ApplyActionRequest) Reset() {
 	*x = ApplyActionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[19]
+	mi := &file_guard_v1_registry_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1870,7 @@ func (x *ApplyActionRequest) String() string {
 func (*ApplyActionRequest) ProtoMessage() {}
 
 func (x *ApplyActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[19]
+	mi := &file_guard_v1_registry_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1883,7 @@ func (x *ApplyActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyActionRequest.ProtoReflect.Descriptor instead.
 func (*ApplyActionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{19}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApplyActionRequest) GetDecisionId() string {
@@ -1825,7 +1932,7 @@ type ApplyActionResponse struct {
 
 func (x *ApplyActionResponse) Reset() {
 	*x = ApplyActionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[20]
+	mi := &file_guard_v1_registry_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1944,7 @@ func (x *ApplyActionResponse) String() string {
 func (*ApplyActionResponse) ProtoMessage() {}
 
 func (x *ApplyActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[20]
+	mi := &file_guard_v1_registry_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1957,7 @@ func (x *ApplyActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyActionResponse.ProtoReflect.Descriptor instead.
 func (*ApplyActionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{20}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ApplyActionResponse) GetResult() *structpb.Struct {
@@ -1886,7 +1993,7 @@ type RouteInboundRequest struct {
 
 func (x *RouteInboundRequest) Reset() {
 	*x = RouteInboundRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[21]
+	mi := &file_guard_v1_registry_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2005,7 @@ func (x *RouteInboundRequest) String() string {
 func (*RouteInboundRequest) ProtoMessage() {}
 
 func (x *RouteInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[21]
+	mi := &file_guard_v1_registry_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2018,7 @@ func (x *RouteInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteInboundRequest.ProtoReflect.Descriptor instead.
 func (*RouteInboundRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{21}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RouteInboundRequest) GetChannelType() string {
@@ -1991,7 +2098,7 @@ type RouteInboundResponse struct {
 
 func (x *RouteInboundResponse) Reset() {
 	*x = RouteInboundResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[22]
+	mi := &file_guard_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2110,7 @@ func (x *RouteInboundResponse) String() string {
 func (*RouteInboundResponse) ProtoMessage() {}
 
 func (x *RouteInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[22]
+	mi := &file_guard_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2123,7 @@ func (x *RouteInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteInboundResponse.ProtoReflect.Descriptor instead.
 func (*RouteInboundResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RouteInboundResponse) GetOutcome() RouteOutcome {
@@ -2073,7 +2180,7 @@ type Runner struct {
 
 func (x *Runner) Reset() {
 	*x = Runner{}
-	mi := &file_guard_v1_registry_proto_msgTypes[23]
+	mi := &file_guard_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2192,7 @@ func (x *Runner) String() string {
 func (*Runner) ProtoMessage() {}
 
 func (x *Runner) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[23]
+	mi := &file_guard_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2205,7 @@ func (x *Runner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Runner.ProtoReflect.Descriptor instead.
 func (*Runner) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Runner) GetId() string {
@@ -2184,7 +2291,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_guard_v1_registry_proto_msgTypes[24]
+	mi := &file_guard_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2303,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[24]
+	mi := &file_guard_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2316,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *McpServer) GetName() string {
@@ -2259,7 +2366,7 @@ type GroupConfig struct {
 
 func (x *GroupConfig) Reset() {
 	*x = GroupConfig{}
-	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	mi := &file_guard_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2378,7 @@ func (x *GroupConfig) String() string {
 func (*GroupConfig) ProtoMessage() {}
 
 func (x *GroupConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	mi := &file_guard_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2391,7 @@ func (x *GroupConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfig.ProtoReflect.Descriptor instead.
 func (*GroupConfig) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupConfig) GetCliScope() CliScope {
@@ -2352,7 +2459,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	mi := &file_guard_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2471,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	mi := &file_guard_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2484,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Group) GetId() string {
@@ -2435,7 +2542,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	mi := &file_guard_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2554,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	mi := &file_guard_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2567,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateGroupRequest) GetName() string {
@@ -2501,7 +2608,7 @@ type CreateGroupResponse struct {
 
 func (x *CreateGroupResponse) Reset() {
 	*x = CreateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	mi := &file_guard_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2620,7 @@ func (x *CreateGroupResponse) String() string {
 func (*CreateGroupResponse) ProtoMessage() {}
 
 func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	mi := &file_guard_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2633,7 @@ func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateGroupResponse) GetGroup() *Group {
@@ -2546,7 +2653,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[29]
+	mi := &file_guard_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2665,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[29]
+	mi := &file_guard_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2678,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetGroupRequest) GetId() string {
@@ -2591,7 +2698,7 @@ type GetGroupResponse struct {
 
 func (x *GetGroupResponse) Reset() {
 	*x = GetGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[30]
+	mi := &file_guard_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2710,7 @@ func (x *GetGroupResponse) String() string {
 func (*GetGroupResponse) ProtoMessage() {}
 
 func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[30]
+	mi := &file_guard_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2723,7 @@ func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetGroupResponse) GetGroup() *Group {
@@ -2635,7 +2742,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[31]
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2754,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[31]
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2767,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 // ListGroupsResponse is the groups.
@@ -2673,7 +2780,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[32]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2792,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[32]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2805,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*Group {
@@ -2721,7 +2828,7 @@ type UpdateGroupRequest struct {
 
 func (x *UpdateGroupRequest) Reset() {
 	*x = UpdateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2840,7 @@ func (x *UpdateGroupRequest) String() string {
 func (*UpdateGroupRequest) ProtoMessage() {}
 
 func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2853,7 @@ func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateGroupRequest) GetId() string {
@@ -2787,7 +2894,7 @@ type UpdateGroupResponse struct {
 
 func (x *UpdateGroupResponse) Reset() {
 	*x = UpdateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +2906,7 @@ func (x *UpdateGroupResponse) String() string {
 func (*UpdateGroupResponse) ProtoMessage() {}
 
 func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +2919,7 @@ func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdateGroupResponse) GetGroup() *Group {
@@ -2832,7 +2939,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2844,7 +2951,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2857,7 +2964,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteGroupRequest) GetId() string {
@@ -2877,7 +2984,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +2996,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3009,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteGroupResponse) GetRemoved() map[string]int64 {
@@ -2922,7 +3029,7 @@ type GetGroupConfigRequest struct {
 
 func (x *GetGroupConfigRequest) Reset() {
 	*x = GetGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3041,7 @@ func (x *GetGroupConfigRequest) String() string {
 func (*GetGroupConfigRequest) ProtoMessage() {}
 
 func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3054,7 @@ func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetGroupConfigRequest) GetGroup() string {
@@ -2967,7 +3074,7 @@ type GetGroupConfigResponse struct {
 
 func (x *GetGroupConfigResponse) Reset() {
 	*x = GetGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3086,7 @@ func (x *GetGroupConfigResponse) String() string {
 func (*GetGroupConfigResponse) ProtoMessage() {}
 
 func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3099,7 @@ func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetGroupConfigResponse) GetConfig() *GroupConfig {
@@ -3015,7 +3122,7 @@ type UpdateGroupConfigRequest struct {
 
 func (x *UpdateGroupConfigRequest) Reset() {
 	*x = UpdateGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3134,7 @@ func (x *UpdateGroupConfigRequest) String() string {
 func (*UpdateGroupConfigRequest) ProtoMessage() {}
 
 func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3147,7 @@ func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateGroupConfigRequest) GetGroup() string {
@@ -3081,7 +3188,7 @@ type UpdateGroupConfigResponse struct {
 
 func (x *UpdateGroupConfigResponse) Reset() {
 	*x = UpdateGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3200,7 @@ func (x *UpdateGroupConfigResponse) String() string {
 func (*UpdateGroupConfigResponse) ProtoMessage() {}
 
 func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3213,7 @@ func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateGroupConfigResponse) GetConfig() *GroupConfig {
@@ -3128,7 +3235,7 @@ type AddGroupPackageRequest struct {
 
 func (x *AddGroupPackageRequest) Reset() {
 	*x = AddGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3247,7 @@ func (x *AddGroupPackageRequest) String() string {
 func (*AddGroupPackageRequest) ProtoMessage() {}
 
 func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3260,7 @@ func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AddGroupPackageRequest) GetGroup() string {
@@ -3187,7 +3294,7 @@ type AddGroupPackageResponse struct {
 
 func (x *AddGroupPackageResponse) Reset() {
 	*x = AddGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3306,7 @@ func (x *AddGroupPackageResponse) String() string {
 func (*AddGroupPackageResponse) ProtoMessage() {}
 
 func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3319,7 @@ func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AddGroupPackageResponse) GetConfig() *GroupConfig {
@@ -3234,7 +3341,7 @@ type RemoveGroupPackageRequest struct {
 
 func (x *RemoveGroupPackageRequest) Reset() {
 	*x = RemoveGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3353,7 @@ func (x *RemoveGroupPackageRequest) String() string {
 func (*RemoveGroupPackageRequest) ProtoMessage() {}
 
 func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3366,7 @@ func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RemoveGroupPackageRequest) GetGroup() string {
@@ -3293,7 +3400,7 @@ type RemoveGroupPackageResponse struct {
 
 func (x *RemoveGroupPackageResponse) Reset() {
 	*x = RemoveGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3412,7 @@ func (x *RemoveGroupPackageResponse) String() string {
 func (*RemoveGroupPackageResponse) ProtoMessage() {}
 
 func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3425,7 @@ func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RemoveGroupPackageResponse) GetConfig() *GroupConfig {
@@ -3339,7 +3446,7 @@ type AddGroupMcpServerRequest struct {
 
 func (x *AddGroupMcpServerRequest) Reset() {
 	*x = AddGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3351,7 +3458,7 @@ func (x *AddGroupMcpServerRequest) String() string {
 func (*AddGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3364,7 +3471,7 @@ func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AddGroupMcpServerRequest) GetGroup() string {
@@ -3391,7 +3498,7 @@ type AddGroupMcpServerResponse struct {
 
 func (x *AddGroupMcpServerResponse) Reset() {
 	*x = AddGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3510,7 @@ func (x *AddGroupMcpServerResponse) String() string {
 func (*AddGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3523,7 @@ func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AddGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -3437,7 +3544,7 @@ type RemoveGroupMcpServerRequest struct {
 
 func (x *RemoveGroupMcpServerRequest) Reset() {
 	*x = RemoveGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3556,7 @@ func (x *RemoveGroupMcpServerRequest) String() string {
 func (*RemoveGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3569,7 @@ func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RemoveGroupMcpServerRequest) GetGroup() string {
@@ -3489,7 +3596,7 @@ type RemoveGroupMcpServerResponse struct {
 
 func (x *RemoveGroupMcpServerResponse) Reset() {
 	*x = RemoveGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3501,7 +3608,7 @@ func (x *RemoveGroupMcpServerResponse) String() string {
 func (*RemoveGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3514,7 +3621,7 @@ func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -3535,7 +3642,7 @@ type RestartGroupRequest struct {
 
 func (x *RestartGroupRequest) Reset() {
 	*x = RestartGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3654,7 @@ func (x *RestartGroupRequest) String() string {
 func (*RestartGroupRequest) ProtoMessage() {}
 
 func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3667,7 @@ func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupRequest.ProtoReflect.Descriptor instead.
 func (*RestartGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RestartGroupRequest) GetGroup() string {
@@ -3587,7 +3694,7 @@ type RestartGroupResponse struct {
 
 func (x *RestartGroupResponse) Reset() {
 	*x = RestartGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3706,7 @@ func (x *RestartGroupResponse) String() string {
 func (*RestartGroupResponse) ProtoMessage() {}
 
 func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3719,7 @@ func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupResponse.ProtoReflect.Descriptor instead.
 func (*RestartGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RestartGroupResponse) GetSessions() int32 {
@@ -3638,7 +3745,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3650,7 +3757,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3663,7 +3770,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Session) GetId() string {
@@ -3726,7 +3833,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3845,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3858,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListSessionsRequest) GetGroup() string {
@@ -3778,7 +3885,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3790,7 +3897,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3803,7 +3910,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -3823,7 +3930,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3835,7 +3942,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3848,7 +3955,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetSessionRequest) GetId() string {
@@ -3868,7 +3975,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3880,7 +3987,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3893,7 +4000,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -3914,7 +4021,7 @@ type GetSessionHistoryRequest struct {
 
 func (x *GetSessionHistoryRequest) Reset() {
 	*x = GetSessionHistoryRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4033,7 @@ func (x *GetSessionHistoryRequest) String() string {
 func (*GetSessionHistoryRequest) ProtoMessage() {}
 
 func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4046,7 @@ func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetSessionHistoryRequest) GetId() string {
@@ -3972,7 +4079,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4091,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4104,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SessionEvent) GetId() int64 {
@@ -4045,7 +4152,7 @@ type GetSessionHistoryResponse struct {
 
 func (x *GetSessionHistoryResponse) Reset() {
 	*x = GetSessionHistoryResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4057,7 +4164,7 @@ func (x *GetSessionHistoryResponse) String() string {
 func (*GetSessionHistoryResponse) ProtoMessage() {}
 
 func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4070,7 +4177,7 @@ func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetSessionHistoryResponse) GetEvents() []*SessionEvent {
@@ -4095,7 +4202,7 @@ type Destination struct {
 
 func (x *Destination) Reset() {
 	*x = Destination{}
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4107,7 +4214,7 @@ func (x *Destination) String() string {
 func (*Destination) ProtoMessage() {}
 
 func (x *Destination) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4120,7 +4227,7 @@ func (x *Destination) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Destination.ProtoReflect.Descriptor instead.
 func (*Destination) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Destination) GetGroup() string {
@@ -4161,7 +4268,7 @@ type ListDestinationsRequest struct {
 
 func (x *ListDestinationsRequest) Reset() {
 	*x = ListDestinationsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4173,7 +4280,7 @@ func (x *ListDestinationsRequest) String() string {
 func (*ListDestinationsRequest) ProtoMessage() {}
 
 func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4186,7 +4293,7 @@ func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsRequest.ProtoReflect.Descriptor instead.
 func (*ListDestinationsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListDestinationsRequest) GetGroup() string {
@@ -4206,7 +4313,7 @@ type ListDestinationsResponse struct {
 
 func (x *ListDestinationsResponse) Reset() {
 	*x = ListDestinationsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4218,7 +4325,7 @@ func (x *ListDestinationsResponse) String() string {
 func (*ListDestinationsResponse) ProtoMessage() {}
 
 func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4231,7 +4338,7 @@ func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsResponse.ProtoReflect.Descriptor instead.
 func (*ListDestinationsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListDestinationsResponse) GetDestinations() []*Destination {
@@ -4254,7 +4361,7 @@ type AddDestinationRequest struct {
 
 func (x *AddDestinationRequest) Reset() {
 	*x = AddDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +4373,7 @@ func (x *AddDestinationRequest) String() string {
 func (*AddDestinationRequest) ProtoMessage() {}
 
 func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +4386,7 @@ func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationRequest.ProtoReflect.Descriptor instead.
 func (*AddDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AddDestinationRequest) GetGroup() string {
@@ -4320,7 +4427,7 @@ type AddDestinationResponse struct {
 
 func (x *AddDestinationResponse) Reset() {
 	*x = AddDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4332,7 +4439,7 @@ func (x *AddDestinationResponse) String() string {
 func (*AddDestinationResponse) ProtoMessage() {}
 
 func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4345,7 +4452,7 @@ func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationResponse.ProtoReflect.Descriptor instead.
 func (*AddDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AddDestinationResponse) GetDestination() *Destination {
@@ -4366,7 +4473,7 @@ type RemoveDestinationRequest struct {
 
 func (x *RemoveDestinationRequest) Reset() {
 	*x = RemoveDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4485,7 @@ func (x *RemoveDestinationRequest) String() string {
 func (*RemoveDestinationRequest) ProtoMessage() {}
 
 func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4498,7 @@ func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RemoveDestinationRequest) GetGroup() string {
@@ -4417,7 +4524,7 @@ type RemoveDestinationResponse struct {
 
 func (x *RemoveDestinationResponse) Reset() {
 	*x = RemoveDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4429,7 +4536,7 @@ func (x *RemoveDestinationResponse) String() string {
 func (*RemoveDestinationResponse) ProtoMessage() {}
 
 func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4442,7 +4549,7 @@ func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
 }
 
 // Member is a user admitted to a group.
@@ -4457,7 +4564,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4469,7 +4576,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +4589,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Member) GetGroup() string {
@@ -4516,7 +4623,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4528,7 +4635,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4541,7 +4648,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListMembersRequest) GetGroup() string {
@@ -4561,7 +4668,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4573,7 +4680,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4586,7 +4693,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -4607,7 +4714,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4619,7 +4726,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4632,7 +4739,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AddMemberRequest) GetGroup() string {
@@ -4659,7 +4766,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4671,7 +4778,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4684,7 +4791,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AddMemberResponse) GetMember() *Member {
@@ -4705,7 +4812,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4717,7 +4824,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4730,7 +4837,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RemoveMemberRequest) GetGroup() string {
@@ -4756,7 +4863,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4768,7 +4875,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4781,7 +4888,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
 }
 
 // RoleGrant is one role of one user.
@@ -4799,7 +4906,7 @@ type RoleGrant struct {
 
 func (x *RoleGrant) Reset() {
 	*x = RoleGrant{}
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4811,7 +4918,7 @@ func (x *RoleGrant) String() string {
 func (*RoleGrant) ProtoMessage() {}
 
 func (x *RoleGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4824,7 +4931,7 @@ func (x *RoleGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGrant.ProtoReflect.Descriptor instead.
 func (*RoleGrant) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RoleGrant) GetUserId() string {
@@ -4873,7 +4980,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4885,7 +4992,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4898,7 +5005,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListRolesRequest) GetUserId() string {
@@ -4925,7 +5032,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +5044,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4950,7 +5057,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListRolesResponse) GetRoles() []*RoleGrant {
@@ -4973,7 +5080,7 @@ type GrantRoleRequest struct {
 
 func (x *GrantRoleRequest) Reset() {
 	*x = GrantRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4985,7 +5092,7 @@ func (x *GrantRoleRequest) String() string {
 func (*GrantRoleRequest) ProtoMessage() {}
 
 func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4998,7 +5105,7 @@ func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
 func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GrantRoleRequest) GetUserId() string {
@@ -5039,7 +5146,7 @@ type GrantRoleResponse struct {
 
 func (x *GrantRoleResponse) Reset() {
 	*x = GrantRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5051,7 +5158,7 @@ func (x *GrantRoleResponse) String() string {
 func (*GrantRoleResponse) ProtoMessage() {}
 
 func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5064,7 +5171,7 @@ func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
 func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GrantRoleResponse) GetGrant() *RoleGrant {
@@ -5087,7 +5194,7 @@ type RevokeRoleRequest struct {
 
 func (x *RevokeRoleRequest) Reset() {
 	*x = RevokeRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5099,7 +5206,7 @@ func (x *RevokeRoleRequest) String() string {
 func (*RevokeRoleRequest) ProtoMessage() {}
 
 func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5112,7 +5219,7 @@ func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RevokeRoleRequest) GetUserId() string {
@@ -5152,7 +5259,7 @@ type RevokeRoleResponse struct {
 
 func (x *RevokeRoleResponse) Reset() {
 	*x = RevokeRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5271,7 @@ func (x *RevokeRoleResponse) String() string {
 func (*RevokeRoleResponse) ProtoMessage() {}
 
 func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5284,7 @@ func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
 func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
 }
 
 // User is a human, namespaced "<channel>:<handle>".
@@ -5192,7 +5299,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5204,7 +5311,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5217,7 +5324,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *User) GetId() string {
@@ -5250,7 +5357,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5262,7 +5369,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5275,7 +5382,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
 }
 
 // ListUsersResponse is the users.
@@ -5288,7 +5395,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5300,7 +5407,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5313,7 +5420,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -5333,7 +5440,7 @@ type GetUserRequest struct {
 
 func (x *GetUserRequest) Reset() {
 	*x = GetUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5345,7 +5452,7 @@ func (x *GetUserRequest) String() string {
 func (*GetUserRequest) ProtoMessage() {}
 
 func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5358,7 +5465,7 @@ func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *GetUserRequest) GetId() string {
@@ -5378,7 +5485,7 @@ type GetUserResponse struct {
 
 func (x *GetUserResponse) Reset() {
 	*x = GetUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5390,7 +5497,7 @@ func (x *GetUserResponse) String() string {
 func (*GetUserResponse) ProtoMessage() {}
 
 func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5403,7 +5510,7 @@ func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
 func (*GetUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *GetUserResponse) GetUser() *User {
@@ -5424,7 +5531,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5436,7 +5543,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5449,7 +5556,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CreateUserRequest) GetId() string {
@@ -5476,7 +5583,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5488,7 +5595,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5501,7 +5608,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -5522,7 +5629,7 @@ type UpdateUserRequest struct {
 
 func (x *UpdateUserRequest) Reset() {
 	*x = UpdateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5534,7 +5641,7 @@ func (x *UpdateUserRequest) String() string {
 func (*UpdateUserRequest) ProtoMessage() {}
 
 func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5547,7 +5654,7 @@ func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *UpdateUserRequest) GetId() string {
@@ -5574,7 +5681,7 @@ type UpdateUserResponse struct {
 
 func (x *UpdateUserResponse) Reset() {
 	*x = UpdateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5586,7 +5693,7 @@ func (x *UpdateUserResponse) String() string {
 func (*UpdateUserResponse) ProtoMessage() {}
 
 func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5599,7 +5706,7 @@ func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *UpdateUserResponse) GetUser() *User {
@@ -5622,7 +5729,7 @@ type Wiring struct {
 
 func (x *Wiring) Reset() {
 	*x = Wiring{}
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5634,7 +5741,7 @@ func (x *Wiring) String() string {
 func (*Wiring) ProtoMessage() {}
 
 func (x *Wiring) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5647,7 +5754,7 @@ func (x *Wiring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wiring.ProtoReflect.Descriptor instead.
 func (*Wiring) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *Wiring) GetId() string {
@@ -5689,7 +5796,7 @@ type ListWiringsRequest struct {
 
 func (x *ListWiringsRequest) Reset() {
 	*x = ListWiringsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5701,7 +5808,7 @@ func (x *ListWiringsRequest) String() string {
 func (*ListWiringsRequest) ProtoMessage() {}
 
 func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5714,7 +5821,7 @@ func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsRequest.ProtoReflect.Descriptor instead.
 func (*ListWiringsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ListWiringsRequest) GetGroup() string {
@@ -5741,7 +5848,7 @@ type ListWiringsResponse struct {
 
 func (x *ListWiringsResponse) Reset() {
 	*x = ListWiringsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5753,7 +5860,7 @@ func (x *ListWiringsResponse) String() string {
 func (*ListWiringsResponse) ProtoMessage() {}
 
 func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5766,7 +5873,7 @@ func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsResponse.ProtoReflect.Descriptor instead.
 func (*ListWiringsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListWiringsResponse) GetWirings() []*Wiring {
@@ -5787,7 +5894,7 @@ type CreateWiringRequest struct {
 
 func (x *CreateWiringRequest) Reset() {
 	*x = CreateWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5799,7 +5906,7 @@ func (x *CreateWiringRequest) String() string {
 func (*CreateWiringRequest) ProtoMessage() {}
 
 func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5812,7 +5919,7 @@ func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringRequest.ProtoReflect.Descriptor instead.
 func (*CreateWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *CreateWiringRequest) GetMessagingGroup() string {
@@ -5839,7 +5946,7 @@ type CreateWiringResponse struct {
 
 func (x *CreateWiringResponse) Reset() {
 	*x = CreateWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5851,7 +5958,7 @@ func (x *CreateWiringResponse) String() string {
 func (*CreateWiringResponse) ProtoMessage() {}
 
 func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5864,7 +5971,7 @@ func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringResponse.ProtoReflect.Descriptor instead.
 func (*CreateWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *CreateWiringResponse) GetWiring() *Wiring {
@@ -5884,7 +5991,7 @@ type DeleteWiringRequest struct {
 
 func (x *DeleteWiringRequest) Reset() {
 	*x = DeleteWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5896,7 +6003,7 @@ func (x *DeleteWiringRequest) String() string {
 func (*DeleteWiringRequest) ProtoMessage() {}
 
 func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5909,7 +6016,7 @@ func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *DeleteWiringRequest) GetId() string {
@@ -5928,7 +6035,7 @@ type DeleteWiringResponse struct {
 
 func (x *DeleteWiringResponse) Reset() {
 	*x = DeleteWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5940,7 +6047,7 @@ func (x *DeleteWiringResponse) String() string {
 func (*DeleteWiringResponse) ProtoMessage() {}
 
 func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5953,7 +6060,7 @@ func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
 }
 
 // MessagingGroup is a chat on a channel.
@@ -5974,7 +6081,7 @@ type MessagingGroup struct {
 
 func (x *MessagingGroup) Reset() {
 	*x = MessagingGroup{}
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5986,7 +6093,7 @@ func (x *MessagingGroup) String() string {
 func (*MessagingGroup) ProtoMessage() {}
 
 func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5999,7 +6106,7 @@ func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagingGroup.ProtoReflect.Descriptor instead.
 func (*MessagingGroup) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *MessagingGroup) GetId() string {
@@ -6067,7 +6174,7 @@ type ListMessagingGroupsRequest struct {
 
 func (x *ListMessagingGroupsRequest) Reset() {
 	*x = ListMessagingGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6079,7 +6186,7 @@ func (x *ListMessagingGroupsRequest) String() string {
 func (*ListMessagingGroupsRequest) ProtoMessage() {}
 
 func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6092,7 +6199,7 @@ func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
 }
 
 // ListMessagingGroupsResponse is the chats.
@@ -6105,7 +6212,7 @@ type ListMessagingGroupsResponse struct {
 
 func (x *ListMessagingGroupsResponse) Reset() {
 	*x = ListMessagingGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6117,7 +6224,7 @@ func (x *ListMessagingGroupsResponse) String() string {
 func (*ListMessagingGroupsResponse) ProtoMessage() {}
 
 func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6130,7 +6237,7 @@ func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *ListMessagingGroupsResponse) GetMessagingGroups() []*MessagingGroup {
@@ -6150,7 +6257,7 @@ type GetMessagingGroupRequest struct {
 
 func (x *GetMessagingGroupRequest) Reset() {
 	*x = GetMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6162,7 +6269,7 @@ func (x *GetMessagingGroupRequest) String() string {
 func (*GetMessagingGroupRequest) ProtoMessage() {}
 
 func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6175,7 +6282,7 @@ func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *GetMessagingGroupRequest) GetId() string {
@@ -6195,7 +6302,7 @@ type GetMessagingGroupResponse struct {
 
 func (x *GetMessagingGroupResponse) Reset() {
 	*x = GetMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6207,7 +6314,7 @@ func (x *GetMessagingGroupResponse) String() string {
 func (*GetMessagingGroupResponse) ProtoMessage() {}
 
 func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6220,7 +6327,7 @@ func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *GetMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -6244,7 +6351,7 @@ type CreateMessagingGroupRequest struct {
 
 func (x *CreateMessagingGroupRequest) Reset() {
 	*x = CreateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6256,7 +6363,7 @@ func (x *CreateMessagingGroupRequest) String() string {
 func (*CreateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6269,7 +6376,7 @@ func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *CreateMessagingGroupRequest) GetChannelType() string {
@@ -6317,7 +6424,7 @@ type CreateMessagingGroupResponse struct {
 
 func (x *CreateMessagingGroupResponse) Reset() {
 	*x = CreateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6329,7 +6436,7 @@ func (x *CreateMessagingGroupResponse) String() string {
 func (*CreateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6342,7 +6449,7 @@ func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *CreateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -6364,7 +6471,7 @@ type UpdateMessagingGroupRequest struct {
 
 func (x *UpdateMessagingGroupRequest) Reset() {
 	*x = UpdateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6376,7 +6483,7 @@ func (x *UpdateMessagingGroupRequest) String() string {
 func (*UpdateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6389,7 +6496,7 @@ func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *UpdateMessagingGroupRequest) GetId() string {
@@ -6423,7 +6530,7 @@ type UpdateMessagingGroupResponse struct {
 
 func (x *UpdateMessagingGroupResponse) Reset() {
 	*x = UpdateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6435,7 +6542,7 @@ func (x *UpdateMessagingGroupResponse) String() string {
 func (*UpdateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6448,7 +6555,7 @@ func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *UpdateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -6468,7 +6575,7 @@ type DeleteMessagingGroupRequest struct {
 
 func (x *DeleteMessagingGroupRequest) Reset() {
 	*x = DeleteMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6480,7 +6587,7 @@ func (x *DeleteMessagingGroupRequest) String() string {
 func (*DeleteMessagingGroupRequest) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6493,7 +6600,7 @@ func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *DeleteMessagingGroupRequest) GetId() string {
@@ -6512,7 +6619,7 @@ type DeleteMessagingGroupResponse struct {
 
 func (x *DeleteMessagingGroupResponse) Reset() {
 	*x = DeleteMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6524,7 +6631,7 @@ func (x *DeleteMessagingGroupResponse) String() string {
 func (*DeleteMessagingGroupResponse) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6537,7 +6644,7 @@ func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
 }
 
 // MessagePolicy holds messages from one group to another for a named approver.
@@ -6552,7 +6659,7 @@ type MessagePolicy struct {
 
 func (x *MessagePolicy) Reset() {
 	*x = MessagePolicy{}
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6564,7 +6671,7 @@ func (x *MessagePolicy) String() string {
 func (*MessagePolicy) ProtoMessage() {}
 
 func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6577,7 +6684,7 @@ func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePolicy.ProtoReflect.Descriptor instead.
 func (*MessagePolicy) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *MessagePolicy) GetFromGroup() string {
@@ -6611,7 +6718,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6623,7 +6730,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6636,7 +6743,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *ListPoliciesRequest) GetGroup() string {
@@ -6656,7 +6763,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6668,7 +6775,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6681,7 +6788,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*MessagePolicy {
@@ -6703,7 +6810,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6715,7 +6822,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6728,7 +6835,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *SetPolicyRequest) GetFromGroup() string {
@@ -6762,7 +6869,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6774,7 +6881,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6787,7 +6894,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *MessagePolicy {
@@ -6808,7 +6915,7 @@ type RemovePolicyRequest struct {
 
 func (x *RemovePolicyRequest) Reset() {
 	*x = RemovePolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6820,7 +6927,7 @@ func (x *RemovePolicyRequest) String() string {
 func (*RemovePolicyRequest) ProtoMessage() {}
 
 func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6833,7 +6940,7 @@ func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyRequest.ProtoReflect.Descriptor instead.
 func (*RemovePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *RemovePolicyRequest) GetFromGroup() string {
@@ -6859,7 +6966,7 @@ type RemovePolicyResponse struct {
 
 func (x *RemovePolicyResponse) Reset() {
 	*x = RemovePolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6871,7 +6978,7 @@ func (x *RemovePolicyResponse) String() string {
 func (*RemovePolicyResponse) ProtoMessage() {}
 
 func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6884,7 +6991,7 @@ func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyResponse.ProtoReflect.Descriptor instead.
 func (*RemovePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
 }
 
 // UserDm is where a user's approval cards are delivered on one channel type.
@@ -6899,7 +7006,7 @@ type UserDm struct {
 
 func (x *UserDm) Reset() {
 	*x = UserDm{}
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6911,7 +7018,7 @@ func (x *UserDm) String() string {
 func (*UserDm) ProtoMessage() {}
 
 func (x *UserDm) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6924,7 +7031,7 @@ func (x *UserDm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserDm.ProtoReflect.Descriptor instead.
 func (*UserDm) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *UserDm) GetUserId() string {
@@ -6958,7 +7065,7 @@ type ListUserDmsRequest struct {
 
 func (x *ListUserDmsRequest) Reset() {
 	*x = ListUserDmsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6970,7 +7077,7 @@ func (x *ListUserDmsRequest) String() string {
 func (*ListUserDmsRequest) ProtoMessage() {}
 
 func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6983,7 +7090,7 @@ func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserDmsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *ListUserDmsRequest) GetUserId() string {
@@ -7003,7 +7110,7 @@ type ListUserDmsResponse struct {
 
 func (x *ListUserDmsResponse) Reset() {
 	*x = ListUserDmsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7015,7 +7122,7 @@ func (x *ListUserDmsResponse) String() string {
 func (*ListUserDmsResponse) ProtoMessage() {}
 
 func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7028,7 +7135,7 @@ func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserDmsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *ListUserDmsResponse) GetDms() []*UserDm {
@@ -7050,7 +7157,7 @@ type SetUserDmRequest struct {
 
 func (x *SetUserDmRequest) Reset() {
 	*x = SetUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7062,7 +7169,7 @@ func (x *SetUserDmRequest) String() string {
 func (*SetUserDmRequest) ProtoMessage() {}
 
 func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7075,7 +7182,7 @@ func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmRequest.ProtoReflect.Descriptor instead.
 func (*SetUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *SetUserDmRequest) GetUserId() string {
@@ -7109,7 +7216,7 @@ type SetUserDmResponse struct {
 
 func (x *SetUserDmResponse) Reset() {
 	*x = SetUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7121,7 +7228,7 @@ func (x *SetUserDmResponse) String() string {
 func (*SetUserDmResponse) ProtoMessage() {}
 
 func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7134,7 +7241,7 @@ func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmResponse.ProtoReflect.Descriptor instead.
 func (*SetUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *SetUserDmResponse) GetDm() *UserDm {
@@ -7155,7 +7262,7 @@ type RemoveUserDmRequest struct {
 
 func (x *RemoveUserDmRequest) Reset() {
 	*x = RemoveUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7167,7 +7274,7 @@ func (x *RemoveUserDmRequest) String() string {
 func (*RemoveUserDmRequest) ProtoMessage() {}
 
 func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7180,7 +7287,7 @@ func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmRequest.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *RemoveUserDmRequest) GetUserId() string {
@@ -7206,7 +7313,7 @@ type RemoveUserDmResponse struct {
 
 func (x *RemoveUserDmResponse) Reset() {
 	*x = RemoveUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7218,7 +7325,7 @@ func (x *RemoveUserDmResponse) String() string {
 func (*RemoveUserDmResponse) ProtoMessage() {}
 
 func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7231,7 +7338,7 @@ func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmResponse.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
 }
 
 // Token is an API credential (its secret is never stored or listed).
@@ -7252,7 +7359,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7264,7 +7371,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7277,7 +7384,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *Token) GetId() string {
@@ -7342,7 +7449,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7354,7 +7461,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7367,7 +7474,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *CreateTokenRequest) GetKind() Principal {
@@ -7409,7 +7516,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7421,7 +7528,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7434,7 +7541,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -7460,7 +7567,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7472,7 +7579,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7485,7 +7592,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
 }
 
 // ListTokensResponse is the tokens.
@@ -7498,7 +7605,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7510,7 +7617,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7523,7 +7630,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -7543,7 +7650,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7555,7 +7662,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7568,7 +7675,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -7587,7 +7694,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7599,7 +7706,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7612,7 +7719,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
 }
 
 // ListRunnersRequest lists runners.
@@ -7624,7 +7731,7 @@ type ListRunnersRequest struct {
 
 func (x *ListRunnersRequest) Reset() {
 	*x = ListRunnersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7636,7 +7743,7 @@ func (x *ListRunnersRequest) String() string {
 func (*ListRunnersRequest) ProtoMessage() {}
 
 func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7649,7 +7756,7 @@ func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
 }
 
 // ListRunnersResponse is the runners.
@@ -7662,7 +7769,7 @@ type ListRunnersResponse struct {
 
 func (x *ListRunnersResponse) Reset() {
 	*x = ListRunnersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7674,7 +7781,7 @@ func (x *ListRunnersResponse) String() string {
 func (*ListRunnersResponse) ProtoMessage() {}
 
 func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7687,7 +7794,7 @@ func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersResponse.ProtoReflect.Descriptor instead.
 func (*ListRunnersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *ListRunnersResponse) GetRunners() []*Runner {
@@ -7713,7 +7820,7 @@ type CatalogEntry struct {
 
 func (x *CatalogEntry) Reset() {
 	*x = CatalogEntry{}
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7725,7 +7832,7 @@ func (x *CatalogEntry) String() string {
 func (*CatalogEntry) ProtoMessage() {}
 
 func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7738,7 +7845,7 @@ func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEntry.ProtoReflect.Descriptor instead.
 func (*CatalogEntry) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *CatalogEntry) GetAction() string {
@@ -7785,7 +7892,7 @@ type ListCatalogRequest struct {
 
 func (x *ListCatalogRequest) Reset() {
 	*x = ListCatalogRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7797,7 +7904,7 @@ func (x *ListCatalogRequest) String() string {
 func (*ListCatalogRequest) ProtoMessage() {}
 
 func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7810,7 +7917,7 @@ func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
 }
 
 // ListCatalogResponse is the catalog, sorted by action.
@@ -7825,7 +7932,7 @@ type ListCatalogResponse struct {
 
 func (x *ListCatalogResponse) Reset() {
 	*x = ListCatalogResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7837,7 +7944,7 @@ func (x *ListCatalogResponse) String() string {
 func (*ListCatalogResponse) ProtoMessage() {}
 
 func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7850,7 +7957,7 @@ func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *ListCatalogResponse) GetEntries() []*CatalogEntry {
@@ -7887,7 +7994,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7899,7 +8006,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7912,7 +8019,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *DecisionRecord) GetId() string {
@@ -8006,7 +8113,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8018,7 +8125,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8031,7 +8138,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *ListDecisionsRequest) GetAction() string {
@@ -8079,7 +8186,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8091,7 +8198,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8104,7 +8211,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
@@ -8208,9 +8315,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\fStartSession\"h\n" +
 	"\x12OpenSessionRequest\x12$\n" +
 	"\x0eagent_group_id\x18\x01 \x01(\tR\fagentGroupId\x12,\n" +
-	"\x12messaging_group_id\x18\x02 \x01(\tR\x10messagingGroupId\"B\n" +
+	"\x12messaging_group_id\x18\x02 \x01(\tR\x10messagingGroupId\"i\n" +
 	"\x13OpenSessionResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\"\xa4\x02\n" +
+	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\x12%\n" +
+	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"8\n" +
+	"\x17GetSessionConfigRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"n\n" +
+	"\x18GetSessionConfigResponse\x12+\n" +
+	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\x12%\n" +
+	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\xa4\x02\n" +
 	"\x12ApplyActionRequest\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x1d\n" +
@@ -8670,14 +8784,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x19SENDER_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SENDER_POLICY_PUBLIC\x10\x01\x12\"\n" +
 	"\x1eSENDER_POLICY_REQUEST_APPROVAL\x10\x02\x12\x18\n" +
-	"\x14SENDER_POLICY_STRICT\x10\x032\xbd2\n" +
+	"\x14SENDER_POLICY_STRICT\x10\x032\xc13\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
 	"\aConnect\x12\x18.guard.v1.ConnectRequest\x1a\x19.guard.v1.ConnectResponse\"\x1b\xca\xf3\x18\x17\n" +
 	"\x10registry.connect\x10\x01\"\x01\x02(\x010\x01\x12l\n" +
 	"\vOpenSession\x12\x1c.guard.v1.OpenSessionRequest\x1a\x1d.guard.v1.OpenSessionResponse\" \xca\xf3\x18\x1c\n" +
-	"\x15registry.open_session\x10\x01\"\x01\x02\x12l\n" +
+	"\x15registry.open_session\x10\x01\"\x01\x02\x12\x81\x01\n" +
+	"\x10GetSessionConfig\x12!.guard.v1.GetSessionConfigRequest\x1a\".guard.v1.GetSessionConfigResponse\"&\xca\xf3\x18\"\n" +
+	"\x1bregistry.get_session_config\x10\x01\"\x01\x02\x12l\n" +
 	"\vApplyAction\x12\x1c.guard.v1.ApplyActionRequest\x1a\x1d.guard.v1.ApplyActionResponse\" \xca\xf3\x18\x1c\n" +
 	"\x15registry.apply_action\x10\x01\"\x01\x02\x12q\n" +
 	"\fRouteInbound\x12\x1d.guard.v1.RouteInboundRequest\x1a\x1e.guard.v1.RouteInboundResponse\"\"\xca\xf3\x18\x1e\n" +
@@ -8801,7 +8917,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 142)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 144)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -8830,358 +8946,365 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*StartSession)(nil),                 // 24: guard.v1.StartSession
 	(*OpenSessionRequest)(nil),           // 25: guard.v1.OpenSessionRequest
 	(*OpenSessionResponse)(nil),          // 26: guard.v1.OpenSessionResponse
-	(*ApplyActionRequest)(nil),           // 27: guard.v1.ApplyActionRequest
-	(*ApplyActionResponse)(nil),          // 28: guard.v1.ApplyActionResponse
-	(*RouteInboundRequest)(nil),          // 29: guard.v1.RouteInboundRequest
-	(*RouteInboundResponse)(nil),         // 30: guard.v1.RouteInboundResponse
-	(*Runner)(nil),                       // 31: guard.v1.Runner
-	(*McpServer)(nil),                    // 32: guard.v1.McpServer
-	(*GroupConfig)(nil),                  // 33: guard.v1.GroupConfig
-	(*Group)(nil),                        // 34: guard.v1.Group
-	(*CreateGroupRequest)(nil),           // 35: guard.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),          // 36: guard.v1.CreateGroupResponse
-	(*GetGroupRequest)(nil),              // 37: guard.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),             // 38: guard.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),            // 39: guard.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),           // 40: guard.v1.ListGroupsResponse
-	(*UpdateGroupRequest)(nil),           // 41: guard.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),          // 42: guard.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),           // 43: guard.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),          // 44: guard.v1.DeleteGroupResponse
-	(*GetGroupConfigRequest)(nil),        // 45: guard.v1.GetGroupConfigRequest
-	(*GetGroupConfigResponse)(nil),       // 46: guard.v1.GetGroupConfigResponse
-	(*UpdateGroupConfigRequest)(nil),     // 47: guard.v1.UpdateGroupConfigRequest
-	(*UpdateGroupConfigResponse)(nil),    // 48: guard.v1.UpdateGroupConfigResponse
-	(*AddGroupPackageRequest)(nil),       // 49: guard.v1.AddGroupPackageRequest
-	(*AddGroupPackageResponse)(nil),      // 50: guard.v1.AddGroupPackageResponse
-	(*RemoveGroupPackageRequest)(nil),    // 51: guard.v1.RemoveGroupPackageRequest
-	(*RemoveGroupPackageResponse)(nil),   // 52: guard.v1.RemoveGroupPackageResponse
-	(*AddGroupMcpServerRequest)(nil),     // 53: guard.v1.AddGroupMcpServerRequest
-	(*AddGroupMcpServerResponse)(nil),    // 54: guard.v1.AddGroupMcpServerResponse
-	(*RemoveGroupMcpServerRequest)(nil),  // 55: guard.v1.RemoveGroupMcpServerRequest
-	(*RemoveGroupMcpServerResponse)(nil), // 56: guard.v1.RemoveGroupMcpServerResponse
-	(*RestartGroupRequest)(nil),          // 57: guard.v1.RestartGroupRequest
-	(*RestartGroupResponse)(nil),         // 58: guard.v1.RestartGroupResponse
-	(*Session)(nil),                      // 59: guard.v1.Session
-	(*ListSessionsRequest)(nil),          // 60: guard.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),         // 61: guard.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),            // 62: guard.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),           // 63: guard.v1.GetSessionResponse
-	(*GetSessionHistoryRequest)(nil),     // 64: guard.v1.GetSessionHistoryRequest
-	(*SessionEvent)(nil),                 // 65: guard.v1.SessionEvent
-	(*GetSessionHistoryResponse)(nil),    // 66: guard.v1.GetSessionHistoryResponse
-	(*Destination)(nil),                  // 67: guard.v1.Destination
-	(*ListDestinationsRequest)(nil),      // 68: guard.v1.ListDestinationsRequest
-	(*ListDestinationsResponse)(nil),     // 69: guard.v1.ListDestinationsResponse
-	(*AddDestinationRequest)(nil),        // 70: guard.v1.AddDestinationRequest
-	(*AddDestinationResponse)(nil),       // 71: guard.v1.AddDestinationResponse
-	(*RemoveDestinationRequest)(nil),     // 72: guard.v1.RemoveDestinationRequest
-	(*RemoveDestinationResponse)(nil),    // 73: guard.v1.RemoveDestinationResponse
-	(*Member)(nil),                       // 74: guard.v1.Member
-	(*ListMembersRequest)(nil),           // 75: guard.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),          // 76: guard.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 77: guard.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),            // 78: guard.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),          // 79: guard.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),         // 80: guard.v1.RemoveMemberResponse
-	(*RoleGrant)(nil),                    // 81: guard.v1.RoleGrant
-	(*ListRolesRequest)(nil),             // 82: guard.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),            // 83: guard.v1.ListRolesResponse
-	(*GrantRoleRequest)(nil),             // 84: guard.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),            // 85: guard.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),            // 86: guard.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),           // 87: guard.v1.RevokeRoleResponse
-	(*User)(nil),                         // 88: guard.v1.User
-	(*ListUsersRequest)(nil),             // 89: guard.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),            // 90: guard.v1.ListUsersResponse
-	(*GetUserRequest)(nil),               // 91: guard.v1.GetUserRequest
-	(*GetUserResponse)(nil),              // 92: guard.v1.GetUserResponse
-	(*CreateUserRequest)(nil),            // 93: guard.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),           // 94: guard.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),            // 95: guard.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),           // 96: guard.v1.UpdateUserResponse
-	(*Wiring)(nil),                       // 97: guard.v1.Wiring
-	(*ListWiringsRequest)(nil),           // 98: guard.v1.ListWiringsRequest
-	(*ListWiringsResponse)(nil),          // 99: guard.v1.ListWiringsResponse
-	(*CreateWiringRequest)(nil),          // 100: guard.v1.CreateWiringRequest
-	(*CreateWiringResponse)(nil),         // 101: guard.v1.CreateWiringResponse
-	(*DeleteWiringRequest)(nil),          // 102: guard.v1.DeleteWiringRequest
-	(*DeleteWiringResponse)(nil),         // 103: guard.v1.DeleteWiringResponse
-	(*MessagingGroup)(nil),               // 104: guard.v1.MessagingGroup
-	(*ListMessagingGroupsRequest)(nil),   // 105: guard.v1.ListMessagingGroupsRequest
-	(*ListMessagingGroupsResponse)(nil),  // 106: guard.v1.ListMessagingGroupsResponse
-	(*GetMessagingGroupRequest)(nil),     // 107: guard.v1.GetMessagingGroupRequest
-	(*GetMessagingGroupResponse)(nil),    // 108: guard.v1.GetMessagingGroupResponse
-	(*CreateMessagingGroupRequest)(nil),  // 109: guard.v1.CreateMessagingGroupRequest
-	(*CreateMessagingGroupResponse)(nil), // 110: guard.v1.CreateMessagingGroupResponse
-	(*UpdateMessagingGroupRequest)(nil),  // 111: guard.v1.UpdateMessagingGroupRequest
-	(*UpdateMessagingGroupResponse)(nil), // 112: guard.v1.UpdateMessagingGroupResponse
-	(*DeleteMessagingGroupRequest)(nil),  // 113: guard.v1.DeleteMessagingGroupRequest
-	(*DeleteMessagingGroupResponse)(nil), // 114: guard.v1.DeleteMessagingGroupResponse
-	(*MessagePolicy)(nil),                // 115: guard.v1.MessagePolicy
-	(*ListPoliciesRequest)(nil),          // 116: guard.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),         // 117: guard.v1.ListPoliciesResponse
-	(*SetPolicyRequest)(nil),             // 118: guard.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),            // 119: guard.v1.SetPolicyResponse
-	(*RemovePolicyRequest)(nil),          // 120: guard.v1.RemovePolicyRequest
-	(*RemovePolicyResponse)(nil),         // 121: guard.v1.RemovePolicyResponse
-	(*UserDm)(nil),                       // 122: guard.v1.UserDm
-	(*ListUserDmsRequest)(nil),           // 123: guard.v1.ListUserDmsRequest
-	(*ListUserDmsResponse)(nil),          // 124: guard.v1.ListUserDmsResponse
-	(*SetUserDmRequest)(nil),             // 125: guard.v1.SetUserDmRequest
-	(*SetUserDmResponse)(nil),            // 126: guard.v1.SetUserDmResponse
-	(*RemoveUserDmRequest)(nil),          // 127: guard.v1.RemoveUserDmRequest
-	(*RemoveUserDmResponse)(nil),         // 128: guard.v1.RemoveUserDmResponse
-	(*Token)(nil),                        // 129: guard.v1.Token
-	(*CreateTokenRequest)(nil),           // 130: guard.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),          // 131: guard.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),            // 132: guard.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),           // 133: guard.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),           // 134: guard.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),          // 135: guard.v1.RevokeTokenResponse
-	(*ListRunnersRequest)(nil),           // 136: guard.v1.ListRunnersRequest
-	(*ListRunnersResponse)(nil),          // 137: guard.v1.ListRunnersResponse
-	(*CatalogEntry)(nil),                 // 138: guard.v1.CatalogEntry
-	(*ListCatalogRequest)(nil),           // 139: guard.v1.ListCatalogRequest
-	(*ListCatalogResponse)(nil),          // 140: guard.v1.ListCatalogResponse
-	(*DecisionRecord)(nil),               // 141: guard.v1.DecisionRecord
-	(*ListDecisionsRequest)(nil),         // 142: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 143: guard.v1.ListDecisionsResponse
-	nil,                                  // 144: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 145: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 146: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 147: guard.v1.Runner.LabelsEntry
-	nil,                                  // 148: guard.v1.McpServer.EnvEntry
-	nil,                                  // 149: guard.v1.DeleteGroupResponse.RemovedEntry
-	(*timestamppb.Timestamp)(nil),        // 150: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 151: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 152: google.protobuf.Struct
-	(Principal)(0),                       // 153: guard.v1.Principal
-	(Access)(0),                          // 154: guard.v1.Access
-	(*Actor)(nil),                        // 155: guard.v1.Actor
-	(Effect)(0),                          // 156: guard.v1.Effect
+	(*GetSessionConfigRequest)(nil),      // 27: guard.v1.GetSessionConfigRequest
+	(*GetSessionConfigResponse)(nil),     // 28: guard.v1.GetSessionConfigResponse
+	(*ApplyActionRequest)(nil),           // 29: guard.v1.ApplyActionRequest
+	(*ApplyActionResponse)(nil),          // 30: guard.v1.ApplyActionResponse
+	(*RouteInboundRequest)(nil),          // 31: guard.v1.RouteInboundRequest
+	(*RouteInboundResponse)(nil),         // 32: guard.v1.RouteInboundResponse
+	(*Runner)(nil),                       // 33: guard.v1.Runner
+	(*McpServer)(nil),                    // 34: guard.v1.McpServer
+	(*GroupConfig)(nil),                  // 35: guard.v1.GroupConfig
+	(*Group)(nil),                        // 36: guard.v1.Group
+	(*CreateGroupRequest)(nil),           // 37: guard.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),          // 38: guard.v1.CreateGroupResponse
+	(*GetGroupRequest)(nil),              // 39: guard.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),             // 40: guard.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),            // 41: guard.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),           // 42: guard.v1.ListGroupsResponse
+	(*UpdateGroupRequest)(nil),           // 43: guard.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),          // 44: guard.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),           // 45: guard.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),          // 46: guard.v1.DeleteGroupResponse
+	(*GetGroupConfigRequest)(nil),        // 47: guard.v1.GetGroupConfigRequest
+	(*GetGroupConfigResponse)(nil),       // 48: guard.v1.GetGroupConfigResponse
+	(*UpdateGroupConfigRequest)(nil),     // 49: guard.v1.UpdateGroupConfigRequest
+	(*UpdateGroupConfigResponse)(nil),    // 50: guard.v1.UpdateGroupConfigResponse
+	(*AddGroupPackageRequest)(nil),       // 51: guard.v1.AddGroupPackageRequest
+	(*AddGroupPackageResponse)(nil),      // 52: guard.v1.AddGroupPackageResponse
+	(*RemoveGroupPackageRequest)(nil),    // 53: guard.v1.RemoveGroupPackageRequest
+	(*RemoveGroupPackageResponse)(nil),   // 54: guard.v1.RemoveGroupPackageResponse
+	(*AddGroupMcpServerRequest)(nil),     // 55: guard.v1.AddGroupMcpServerRequest
+	(*AddGroupMcpServerResponse)(nil),    // 56: guard.v1.AddGroupMcpServerResponse
+	(*RemoveGroupMcpServerRequest)(nil),  // 57: guard.v1.RemoveGroupMcpServerRequest
+	(*RemoveGroupMcpServerResponse)(nil), // 58: guard.v1.RemoveGroupMcpServerResponse
+	(*RestartGroupRequest)(nil),          // 59: guard.v1.RestartGroupRequest
+	(*RestartGroupResponse)(nil),         // 60: guard.v1.RestartGroupResponse
+	(*Session)(nil),                      // 61: guard.v1.Session
+	(*ListSessionsRequest)(nil),          // 62: guard.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 63: guard.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),            // 64: guard.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 65: guard.v1.GetSessionResponse
+	(*GetSessionHistoryRequest)(nil),     // 66: guard.v1.GetSessionHistoryRequest
+	(*SessionEvent)(nil),                 // 67: guard.v1.SessionEvent
+	(*GetSessionHistoryResponse)(nil),    // 68: guard.v1.GetSessionHistoryResponse
+	(*Destination)(nil),                  // 69: guard.v1.Destination
+	(*ListDestinationsRequest)(nil),      // 70: guard.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil),     // 71: guard.v1.ListDestinationsResponse
+	(*AddDestinationRequest)(nil),        // 72: guard.v1.AddDestinationRequest
+	(*AddDestinationResponse)(nil),       // 73: guard.v1.AddDestinationResponse
+	(*RemoveDestinationRequest)(nil),     // 74: guard.v1.RemoveDestinationRequest
+	(*RemoveDestinationResponse)(nil),    // 75: guard.v1.RemoveDestinationResponse
+	(*Member)(nil),                       // 76: guard.v1.Member
+	(*ListMembersRequest)(nil),           // 77: guard.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),          // 78: guard.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 79: guard.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),            // 80: guard.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),          // 81: guard.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),         // 82: guard.v1.RemoveMemberResponse
+	(*RoleGrant)(nil),                    // 83: guard.v1.RoleGrant
+	(*ListRolesRequest)(nil),             // 84: guard.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),            // 85: guard.v1.ListRolesResponse
+	(*GrantRoleRequest)(nil),             // 86: guard.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),            // 87: guard.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),            // 88: guard.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),           // 89: guard.v1.RevokeRoleResponse
+	(*User)(nil),                         // 90: guard.v1.User
+	(*ListUsersRequest)(nil),             // 91: guard.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 92: guard.v1.ListUsersResponse
+	(*GetUserRequest)(nil),               // 93: guard.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 94: guard.v1.GetUserResponse
+	(*CreateUserRequest)(nil),            // 95: guard.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 96: guard.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),            // 97: guard.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),           // 98: guard.v1.UpdateUserResponse
+	(*Wiring)(nil),                       // 99: guard.v1.Wiring
+	(*ListWiringsRequest)(nil),           // 100: guard.v1.ListWiringsRequest
+	(*ListWiringsResponse)(nil),          // 101: guard.v1.ListWiringsResponse
+	(*CreateWiringRequest)(nil),          // 102: guard.v1.CreateWiringRequest
+	(*CreateWiringResponse)(nil),         // 103: guard.v1.CreateWiringResponse
+	(*DeleteWiringRequest)(nil),          // 104: guard.v1.DeleteWiringRequest
+	(*DeleteWiringResponse)(nil),         // 105: guard.v1.DeleteWiringResponse
+	(*MessagingGroup)(nil),               // 106: guard.v1.MessagingGroup
+	(*ListMessagingGroupsRequest)(nil),   // 107: guard.v1.ListMessagingGroupsRequest
+	(*ListMessagingGroupsResponse)(nil),  // 108: guard.v1.ListMessagingGroupsResponse
+	(*GetMessagingGroupRequest)(nil),     // 109: guard.v1.GetMessagingGroupRequest
+	(*GetMessagingGroupResponse)(nil),    // 110: guard.v1.GetMessagingGroupResponse
+	(*CreateMessagingGroupRequest)(nil),  // 111: guard.v1.CreateMessagingGroupRequest
+	(*CreateMessagingGroupResponse)(nil), // 112: guard.v1.CreateMessagingGroupResponse
+	(*UpdateMessagingGroupRequest)(nil),  // 113: guard.v1.UpdateMessagingGroupRequest
+	(*UpdateMessagingGroupResponse)(nil), // 114: guard.v1.UpdateMessagingGroupResponse
+	(*DeleteMessagingGroupRequest)(nil),  // 115: guard.v1.DeleteMessagingGroupRequest
+	(*DeleteMessagingGroupResponse)(nil), // 116: guard.v1.DeleteMessagingGroupResponse
+	(*MessagePolicy)(nil),                // 117: guard.v1.MessagePolicy
+	(*ListPoliciesRequest)(nil),          // 118: guard.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 119: guard.v1.ListPoliciesResponse
+	(*SetPolicyRequest)(nil),             // 120: guard.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),            // 121: guard.v1.SetPolicyResponse
+	(*RemovePolicyRequest)(nil),          // 122: guard.v1.RemovePolicyRequest
+	(*RemovePolicyResponse)(nil),         // 123: guard.v1.RemovePolicyResponse
+	(*UserDm)(nil),                       // 124: guard.v1.UserDm
+	(*ListUserDmsRequest)(nil),           // 125: guard.v1.ListUserDmsRequest
+	(*ListUserDmsResponse)(nil),          // 126: guard.v1.ListUserDmsResponse
+	(*SetUserDmRequest)(nil),             // 127: guard.v1.SetUserDmRequest
+	(*SetUserDmResponse)(nil),            // 128: guard.v1.SetUserDmResponse
+	(*RemoveUserDmRequest)(nil),          // 129: guard.v1.RemoveUserDmRequest
+	(*RemoveUserDmResponse)(nil),         // 130: guard.v1.RemoveUserDmResponse
+	(*Token)(nil),                        // 131: guard.v1.Token
+	(*CreateTokenRequest)(nil),           // 132: guard.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),          // 133: guard.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),            // 134: guard.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),           // 135: guard.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),           // 136: guard.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),          // 137: guard.v1.RevokeTokenResponse
+	(*ListRunnersRequest)(nil),           // 138: guard.v1.ListRunnersRequest
+	(*ListRunnersResponse)(nil),          // 139: guard.v1.ListRunnersResponse
+	(*CatalogEntry)(nil),                 // 140: guard.v1.CatalogEntry
+	(*ListCatalogRequest)(nil),           // 141: guard.v1.ListCatalogRequest
+	(*ListCatalogResponse)(nil),          // 142: guard.v1.ListCatalogResponse
+	(*DecisionRecord)(nil),               // 143: guard.v1.DecisionRecord
+	(*ListDecisionsRequest)(nil),         // 144: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 145: guard.v1.ListDecisionsResponse
+	nil,                                  // 146: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 147: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 148: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 149: guard.v1.Runner.LabelsEntry
+	nil,                                  // 150: guard.v1.McpServer.EnvEntry
+	nil,                                  // 151: guard.v1.DeleteGroupResponse.RemovedEntry
+	(*timestamppb.Timestamp)(nil),        // 152: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 153: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 154: google.protobuf.Struct
+	(Principal)(0),                       // 155: guard.v1.Principal
+	(Access)(0),                          // 156: guard.v1.Access
+	(*Actor)(nil),                        // 157: guard.v1.Actor
+	(Effect)(0),                          // 158: guard.v1.Effect
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	10,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	144, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	150, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	151, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	146, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	152, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	153, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	14,  // 4: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
 	15,  // 5: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
 	16,  // 6: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
 	19,  // 7: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
 	18,  // 8: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	150, // 9: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	150, // 10: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	152, // 9: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	152, // 10: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
 	20,  // 11: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
 	21,  // 12: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
 	22,  // 13: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
 	23,  // 14: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
 	24,  // 15: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	152, // 16: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	145, // 17: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	152, // 18: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	154, // 16: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	147, // 17: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	154, // 18: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 19: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	59,  // 20: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	152, // 21: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	146, // 22: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	152, // 23: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	152, // 24: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
-	1,   // 25: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	147, // 26: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	150, // 27: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	10,  // 28: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	150, // 29: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	148, // 30: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	2,   // 31: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	32,  // 32: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	150, // 33: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	33,  // 34: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	2,   // 35: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	34,  // 36: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	34,  // 37: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	34,  // 38: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	34,  // 39: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	149, // 40: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	33,  // 41: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	2,   // 42: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	33,  // 43: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 44: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	33,  // 45: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 46: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	33,  // 47: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	32,  // 48: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	33,  // 49: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	33,  // 50: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 51: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	150, // 52: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	150, // 53: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	59,  // 54: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	59,  // 55: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	152, // 56: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	150, // 57: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	65,  // 58: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	67,  // 59: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	67,  // 60: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	150, // 61: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	74,  // 62: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	74,  // 63: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	5,   // 64: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	6,   // 65: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	150, // 66: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	81,  // 67: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	5,   // 68: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	6,   // 69: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	81,  // 70: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	5,   // 71: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	6,   // 72: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	150, // 73: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	88,  // 74: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	88,  // 75: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	88,  // 76: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	88,  // 77: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	150, // 78: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	97,  // 79: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	97,  // 80: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	7,   // 81: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	150, // 82: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	104, // 83: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	104, // 84: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	7,   // 85: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	104, // 86: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	7,   // 87: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	104, // 88: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	115, // 89: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	115, // 90: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	122, // 91: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	122, // 92: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	153, // 93: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	150, // 94: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	150, // 95: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	153, // 96: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	129, // 97: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	129, // 98: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	31,  // 99: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	154, // 100: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	138, // 101: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	150, // 102: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	155, // 103: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	156, // 104: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	151, // 105: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	156, // 106: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	150, // 107: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	141, // 108: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	11,  // 109: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	13,  // 110: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	25,  // 111: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	27,  // 112: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	29,  // 113: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	35,  // 114: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	37,  // 115: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	39,  // 116: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	41,  // 117: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	43,  // 118: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	45,  // 119: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	47,  // 120: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	49,  // 121: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	51,  // 122: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	53,  // 123: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	55,  // 124: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	57,  // 125: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	60,  // 126: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	62,  // 127: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	64,  // 128: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	68,  // 129: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	70,  // 130: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	72,  // 131: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	75,  // 132: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	77,  // 133: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	79,  // 134: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	82,  // 135: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	84,  // 136: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	86,  // 137: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	89,  // 138: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	91,  // 139: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	93,  // 140: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	95,  // 141: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	98,  // 142: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	100, // 143: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	102, // 144: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	105, // 145: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	107, // 146: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	109, // 147: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	111, // 148: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	113, // 149: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	116, // 150: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	118, // 151: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	120, // 152: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	123, // 153: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	125, // 154: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	127, // 155: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	130, // 156: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	132, // 157: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	134, // 158: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	136, // 159: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	139, // 160: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	142, // 161: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	12,  // 162: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	17,  // 163: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	26,  // 164: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	28,  // 165: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	30,  // 166: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	36,  // 167: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	38,  // 168: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	40,  // 169: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	42,  // 170: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	44,  // 171: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	46,  // 172: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	48,  // 173: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	50,  // 174: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	52,  // 175: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	54,  // 176: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	56,  // 177: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	58,  // 178: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	61,  // 179: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	63,  // 180: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	66,  // 181: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	69,  // 182: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	71,  // 183: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	73,  // 184: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	76,  // 185: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	78,  // 186: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	80,  // 187: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	83,  // 188: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	85,  // 189: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	87,  // 190: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	90,  // 191: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	92,  // 192: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	94,  // 193: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	96,  // 194: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	99,  // 195: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	101, // 196: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	103, // 197: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	106, // 198: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	108, // 199: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	110, // 200: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	112, // 201: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	114, // 202: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	117, // 203: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	119, // 204: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	121, // 205: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	124, // 206: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	126, // 207: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	128, // 208: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	131, // 209: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	133, // 210: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	135, // 211: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	137, // 212: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	140, // 213: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	143, // 214: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	162, // [162:215] is the sub-list for method output_type
-	109, // [109:162] is the sub-list for method input_type
-	109, // [109:109] is the sub-list for extension type_name
-	109, // [109:109] is the sub-list for extension extendee
-	0,   // [0:109] is the sub-list for field type_name
+	61,  // 20: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	36,  // 21: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	61,  // 22: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	36,  // 23: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	154, // 24: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	148, // 25: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	154, // 26: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	154, // 27: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	1,   // 28: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
+	149, // 29: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	152, // 30: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	10,  // 31: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	152, // 32: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	150, // 33: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	2,   // 34: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	34,  // 35: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	152, // 36: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	35,  // 37: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	2,   // 38: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	36,  // 39: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	36,  // 40: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	36,  // 41: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	36,  // 42: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	151, // 43: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	35,  // 44: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	2,   // 45: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	35,  // 46: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 47: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	35,  // 48: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 49: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	35,  // 50: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	34,  // 51: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	35,  // 52: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	35,  // 53: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 54: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	152, // 55: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	152, // 56: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	61,  // 57: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	61,  // 58: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	154, // 59: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	152, // 60: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	67,  // 61: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	69,  // 62: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	69,  // 63: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	152, // 64: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	76,  // 65: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	76,  // 66: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	5,   // 67: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	6,   // 68: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	152, // 69: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	83,  // 70: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	5,   // 71: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	6,   // 72: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	83,  // 73: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	5,   // 74: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	6,   // 75: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	152, // 76: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	90,  // 77: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	90,  // 78: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	90,  // 79: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	90,  // 80: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	152, // 81: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 82: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	99,  // 83: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	7,   // 84: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	152, // 85: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	106, // 86: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	106, // 87: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	7,   // 88: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	106, // 89: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	7,   // 90: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	106, // 91: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	117, // 92: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	117, // 93: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	124, // 94: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	124, // 95: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	155, // 96: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	152, // 97: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	152, // 98: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	155, // 99: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	131, // 100: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	131, // 101: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	33,  // 102: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	156, // 103: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	140, // 104: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	152, // 105: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	157, // 106: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	158, // 107: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	153, // 108: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	158, // 109: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	152, // 110: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	143, // 111: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	11,  // 112: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	13,  // 113: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	25,  // 114: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	27,  // 115: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	29,  // 116: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	31,  // 117: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	37,  // 118: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	39,  // 119: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	41,  // 120: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	43,  // 121: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	45,  // 122: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	47,  // 123: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	49,  // 124: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	51,  // 125: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	53,  // 126: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	55,  // 127: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	57,  // 128: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	59,  // 129: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	62,  // 130: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	64,  // 131: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	66,  // 132: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	70,  // 133: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	72,  // 134: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	74,  // 135: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	77,  // 136: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	79,  // 137: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	81,  // 138: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	84,  // 139: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	86,  // 140: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	88,  // 141: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	91,  // 142: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	93,  // 143: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	95,  // 144: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	97,  // 145: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	100, // 146: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	102, // 147: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	104, // 148: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	107, // 149: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	109, // 150: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	111, // 151: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	113, // 152: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	115, // 153: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	118, // 154: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	120, // 155: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	122, // 156: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	125, // 157: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	127, // 158: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	129, // 159: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	132, // 160: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	134, // 161: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	136, // 162: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	138, // 163: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	141, // 164: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	144, // 165: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	12,  // 166: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	17,  // 167: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	26,  // 168: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	28,  // 169: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	30,  // 170: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	32,  // 171: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 172: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	40,  // 173: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	42,  // 174: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	44,  // 175: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	46,  // 176: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	48,  // 177: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	50,  // 178: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	52,  // 179: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	54,  // 180: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	56,  // 181: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	58,  // 182: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	60,  // 183: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	63,  // 184: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	65,  // 185: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	68,  // 186: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	71,  // 187: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	73,  // 188: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	75,  // 189: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	78,  // 190: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	80,  // 191: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	82,  // 192: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	85,  // 193: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	87,  // 194: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	89,  // 195: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	92,  // 196: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	94,  // 197: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	96,  // 198: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	98,  // 199: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	101, // 200: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	103, // 201: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	105, // 202: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	108, // 203: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	110, // 204: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	112, // 205: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	114, // 206: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	116, // 207: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	119, // 208: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	121, // 209: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	123, // 210: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	126, // 211: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	128, // 212: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	130, // 213: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	133, // 214: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	135, // 215: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	137, // 216: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	139, // 217: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	142, // 218: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	145, // 219: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	166, // [166:220] is the sub-list for method output_type
+	112, // [112:166] is the sub-list for method input_type
+	112, // [112:112] is the sub-list for extension type_name
+	112, // [112:112] is the sub-list for extension extendee
+	0,   // [0:112] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -9207,15 +9330,15 @@ func file_guard_v1_registry_proto_init() {
 		(*Push_Notify)(nil),
 		(*Push_Start)(nil),
 	}
-	file_guard_v1_registry_proto_msgTypes[33].OneofWrappers = []any{}
-	file_guard_v1_registry_proto_msgTypes[39].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[35].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[41].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   142,
+			NumMessages:   144,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

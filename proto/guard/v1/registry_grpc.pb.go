@@ -22,6 +22,7 @@ const (
 	Registry_RegisterRunner_FullMethodName       = "/guard.v1.Registry/RegisterRunner"
 	Registry_Connect_FullMethodName              = "/guard.v1.Registry/Connect"
 	Registry_OpenSession_FullMethodName          = "/guard.v1.Registry/OpenSession"
+	Registry_GetSessionConfig_FullMethodName     = "/guard.v1.Registry/GetSessionConfig"
 	Registry_ApplyAction_FullMethodName          = "/guard.v1.Registry/ApplyAction"
 	Registry_RouteInbound_FullMethodName         = "/guard.v1.Registry/RouteInbound"
 	Registry_CreateGroup_FullMethodName          = "/guard.v1.Registry/CreateGroup"
@@ -89,6 +90,11 @@ type RegistryClient interface {
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 	// OpenSession creates or returns the session of a group hosted by the calling runner.
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
+	// GetSessionConfig reads the group and container config of a session the
+	// calling runner hosts: infrastructure, so it does not depend on the
+	// agent's cli_scope. Any session not hosted by the caller (unknown ones
+	// included) is PermissionDenied with the same message.
+	GetSessionConfig(ctx context.Context, in *GetSessionConfigRequest, opts ...grpc.CallOption) (*GetSessionConfigResponse, error)
 	// ApplyAction performs a mutation on an agent's behalf, citing the ALLOW decision that authorized it.
 	ApplyAction(ctx context.Context, in *ApplyActionRequest, opts ...grpc.CallOption) (*ApplyActionResponse, error)
 	// RouteInbound takes a chat message from a bridge: registration, sender admission, then routing.
@@ -226,6 +232,16 @@ func (c *registryClient) OpenSession(ctx context.Context, in *OpenSessionRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(OpenSessionResponse)
 	err := c.cc.Invoke(ctx, Registry_OpenSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) GetSessionConfig(ctx context.Context, in *GetSessionConfigRequest, opts ...grpc.CallOption) (*GetSessionConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSessionConfigResponse)
+	err := c.cc.Invoke(ctx, Registry_GetSessionConfig_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -747,6 +763,11 @@ type RegistryServer interface {
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	// OpenSession creates or returns the session of a group hosted by the calling runner.
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
+	// GetSessionConfig reads the group and container config of a session the
+	// calling runner hosts: infrastructure, so it does not depend on the
+	// agent's cli_scope. Any session not hosted by the caller (unknown ones
+	// included) is PermissionDenied with the same message.
+	GetSessionConfig(context.Context, *GetSessionConfigRequest) (*GetSessionConfigResponse, error)
 	// ApplyAction performs a mutation on an agent's behalf, citing the ALLOW decision that authorized it.
 	ApplyAction(context.Context, *ApplyActionRequest) (*ApplyActionResponse, error)
 	// RouteInbound takes a chat message from a bridge: registration, sender admission, then routing.
@@ -865,6 +886,9 @@ func (UnimplementedRegistryServer) Connect(grpc.BidiStreamingServer[ConnectReque
 }
 func (UnimplementedRegistryServer) OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OpenSession not implemented")
+}
+func (UnimplementedRegistryServer) GetSessionConfig(context.Context, *GetSessionConfigRequest) (*GetSessionConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSessionConfig not implemented")
 }
 func (UnimplementedRegistryServer) ApplyAction(context.Context, *ApplyActionRequest) (*ApplyActionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ApplyAction not implemented")
@@ -1076,6 +1100,24 @@ func _Registry_OpenSession_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServer).OpenSession(ctx, req.(*OpenSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_GetSessionConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSessionConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).GetSessionConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_GetSessionConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).GetSessionConfig(ctx, req.(*GetSessionConfigRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1994,6 +2036,10 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "OpenSession",
 			Handler:    _Registry_OpenSession_Handler,
+		},
+		{
+			MethodName: "GetSessionConfig",
+			Handler:    _Registry_GetSessionConfig_Handler,
 		},
 		{
 			MethodName: "ApplyAction",

@@ -45,11 +45,19 @@ func (s *RegistryService) OpenSession(ctx context.Context, req *guardv1.OpenSess
 	if err != nil {
 		return nil, err
 	}
-	sess, err := s.d.Registry.OpenSession(ctx, c.Principal.RunnerID, req.GetAgentGroupId(), req.GetMessagingGroupId())
+	res, err := s.d.Registry.OpenSession(ctx, c.Principal.RunnerID, req.GetAgentGroupId(), req.GetMessagingGroupId())
+	return res, DBError("session", err)
+}
+
+// GetSessionConfig reads the group and config of a session the calling runner
+// hosts (infrastructure: independent of the agent's cli_scope).
+func (s *RegistryService) GetSessionConfig(ctx context.Context, req *guardv1.GetSessionConfigRequest) (*guardv1.GetSessionConfigResponse, error) {
+	c, err := runnerCaller(ctx)
 	if err != nil {
-		return nil, DBError("session", err)
+		return nil, err
 	}
-	return &guardv1.OpenSessionResponse{Session: sess}, nil
+	res, err := s.d.Registry.SessionConfig(ctx, c.Principal.RunnerID, req.GetSessionId())
+	return res, DBError("session config", err)
 }
 
 // ApplyAction performs a mutation on an agent's behalf, citing its ALLOW decision.

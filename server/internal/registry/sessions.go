@@ -24,11 +24,13 @@ const runnerHostMatch = `($1 = '' OR r.host = $1 OR r.labels->>'host' = $1)`
 // the calling runner. The runner must hold a live lease and match the
 // group's pinned host. An active session of a dead (or no) runner is taken
 // over, with its unacknowledged pushes; one of another live runner is refused.
-func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingGroupID string) (*guardv1.Session, error) {
+// The answer carries the group with its container config, read in the same
+// transaction (the runner starts the agent with it, whatever the cli_scope).
+func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingGroupID string) (*guardv1.OpenSessionResponse, error) {
 	if groupID == "" {
 		return nil, status.Error(codes.InvalidArgument, "agent_group_id: required")
 	}
-	var out *guardv1.Session
+	var out *guardv1.OpenSessionResponse
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('clawguard_group_sessions:' || $1))`, groupID); err != nil {
 			return fmt.Errorf("lock group sessions: %w", err)
@@ -76,8 +78,16 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 				return status.Errorf(codes.Aborted, "session %q changed owner concurrently; retry", id)
 			}
 		}
-		out, err = readSessionTx(ctx, tx, id)
-		return err
+		sess, err := readSessionTx(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		g, err := readGroupTx(ctx, tx, groupID)
+		if err != nil {
+			return err
+		}
+		out = &guardv1.OpenSessionResponse{Session: sess, Group: g}
+		return nil
 	})
 	if err != nil {
 		return nil, err
