@@ -618,3 +618,58 @@ func TestConcurrentWritersNoEventMissed(t *testing.T) {
 		t.Fatalf("%d events, want %d", len(evs), 2*writers*each)
 	}
 }
+
+// TestMissedDispatchIsRecovered: an approval whose replica stopped between
+// the commit and its handlers is dispatched later by a recovery loop, once;
+// a normally dispatched approval is never run again.
+func TestMissedDispatchIsRecovered(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	seed(t, srv)
+	svc := srv.Deps().Approvals
+	var mu sync.Mutex
+	ran := map[string]int{}
+	svc.OnApproved("test_dispatch", func(_ context.Context, h *guardv1.Hold) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ran[h.GetId()]++
+		return nil
+	})
+	runs := func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return ran[id]
+	}
+	ctx := context.Background()
+
+	normal := createOn(t, srv, approvals.CreateRequest{Kind: "test_dispatch", SessionID: "sess-1", Title: "t"})
+	if _, err := userClients(t, srv, owner).Approvals.Resolve(ctx, &guardv1.ResolveRequest{Id: normal.GetId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE}); err != nil {
+		t.Fatal(err)
+	}
+	missed := createOn(t, srv, approvals.CreateRequest{Kind: "test_dispatch", SessionID: "sess-1", Title: "t"})
+	// The approval committed, then its replica stopped: no handler ran.
+	exec(t, srv.Pool, `UPDATE holds SET status = 'approved', resolved_at = now() - interval '10 minutes', resolver = $2 WHERE id = $1`, missed.GetId(), owner)
+	exec(t, srv.Pool, `UPDATE holds SET resolved_at = now() - interval '10 minutes' WHERE id = $1`, normal.GetId())
+	noHandler := createOn(t, srv, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "t"})
+	if _, err := userClients(t, srv, owner).Approvals.Resolve(ctx, &guardv1.ResolveRequest{Id: noHandler.GetId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE}); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := svc.DispatchMissed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); runs(missed.GetId()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the missed approval was never dispatched")
+		}
+	}
+	if n, err := svc.DispatchMissed(ctx); err != nil || n != 0 {
+		t.Fatalf("second recovery pass: %d %v", n, err)
+	}
+	if runs(missed.GetId()) != 1 || runs(normal.GetId()) != 1 {
+		t.Fatalf("handler runs: %v", ran)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM holds WHERE status = 'approved' AND dispatched_at IS NULL`); n != 0 {
+		t.Fatalf("%d approved holds left undispatched", n)
+	}
+}

@@ -120,10 +120,12 @@ func hasOption(h *guardv1.Hold, v string) bool {
 // delivery-action hold, a notice on reject and expiry). It returns nil
 // when the hold was not pending (someone else resolved it first).
 func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome guardv1.Outcome, resolver, reason, choice string) (*guardv1.Hold, error) {
+	// An approval of a kind with no handlers is dispatched by its commit.
 	hold, err := HoldFromRow(tx.QueryRow(ctx, `UPDATE holds
-		SET status = $2, resolved_at = now(), resolver = $3, reason = $4, choice = $5
+		SET status = $2, resolved_at = now(), resolver = $3, reason = $4, choice = $5,
+		    dispatched_at = CASE WHEN $2 = 'approved' AND NOT kind = ANY($6) THEN now() END
 		WHERE id = $1 AND status = 'pending'
-		RETURNING `+holdColumns, id, statusOf(outcome), resolver, reason, choice))
+		RETURNING `+holdColumns, id, statusOf(outcome), resolver, reason, choice, s.handlerKinds()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -178,12 +180,17 @@ func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome) {
 }
 
 // runApproved runs the kind's approved handlers after commit, each isolated:
-// an error or a panic is logged and the next handler still runs.
+// an error or a panic is logged and the next handler still runs. Then the
+// hold is marked dispatched (the recovery loop skips it).
 func (s *Service) runApproved(ctx context.Context, h *guardv1.Hold) {
 	ctx = context.WithoutCancel(ctx)
-	for _, fn := range s.approvedHandlers(h.Kind) {
+	handlers := s.approvedHandlers(h.Kind)
+	if len(handlers) == 0 {
+		return
+	}
+	for _, fn := range handlers {
 		func() {
-			hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			hctx, cancel := context.WithTimeout(ctx, s.HandlerTimeout)
 			defer cancel()
 			defer func() {
 				if p := recover(); p != nil {
@@ -195,6 +202,41 @@ func (s *Service) runApproved(ctx context.Context, h *guardv1.Hold) {
 			}
 		}()
 	}
+	if _, err := s.pool.Exec(ctx, `UPDATE holds SET dispatched_at = now() WHERE id = $1 AND dispatched_at IS NULL`, h.Id); err != nil {
+		s.log.Warn("marking an approved hold dispatched failed; the recovery loop may run its handlers again", "hold", h.Id, "err", err)
+	}
+}
+
+// DispatchMissed runs the handlers of approved holds whose resolving
+// replica stopped between the commit and its handlers (dispatched_at still
+// NULL DispatchGrace after the approval). Each hold is claimed first (one
+// conditional UPDATE, so one replica runs it), then its handlers run: at
+// most once from here. Handlers must tolerate running late; the guard's
+// replay re-checks everything live and consumes the grant once.
+func (s *Service) DispatchMissed(ctx context.Context) (int, error) {
+	kinds := s.handlerKinds()
+	if len(kinds) == 0 {
+		return 0, nil
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE holds SET dispatched_at = now()
+		WHERE id IN (SELECT id FROM holds
+		              WHERE status = 'approved' AND dispatched_at IS NULL AND kind = ANY($1)
+		                AND resolved_at < now() - make_interval(secs => $2)
+		              ORDER BY resolved_at LIMIT 20 FOR UPDATE SKIP LOCKED)
+		  AND dispatched_at IS NULL
+		RETURNING `+holdColumns, kinds, s.DispatchGrace.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("claim undispatched holds: %w", err)
+	}
+	holds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*guardv1.Hold, error) { return HoldFromRow(r) })
+	if err != nil {
+		return 0, fmt.Errorf("claim undispatched holds: %w", err)
+	}
+	for _, h := range holds {
+		s.log.Warn("running the handlers of an approval its replica never dispatched", "hold", h.Id, "kind", h.Kind)
+		s.runApproved(ctx, h)
+	}
+	return len(holds), nil
 }
 
 // ExpireDue resolves pending holds past their expiry with outcome expire.

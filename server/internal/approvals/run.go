@@ -68,10 +68,16 @@ func (s *Service) Run(ctx context.Context) error {
 	g.Go(func() error { return s.readLoop(ctx) })
 	g.Go(func() error { return s.every(ctx, s.ExpiryInterval, "expire holds", s.expireTick) })
 	g.Go(func() error { return s.every(ctx, s.GaugeInterval, "refresh hold gauges", s.RefreshGauges) })
+	g.Go(func() error { return s.every(ctx, s.GaugeInterval, "dispatch missed approvals", s.dispatchTick) })
 	if s.cfg.WebhookURL != "" {
 		g.Go(func() error { return s.runWebhook(ctx) })
 	}
 	return g.Wait()
+}
+
+func (s *Service) dispatchTick(ctx context.Context) error {
+	_, err := s.DispatchMissed(ctx)
+	return err
 }
 
 func (s *Service) expireTick(ctx context.Context) error {

@@ -41,6 +41,8 @@ type Service struct {
 	WebhookBackoff    time.Duration // first retry delay; doubles up to WebhookMaxBackoff
 	WebhookMaxBackoff time.Duration
 	WebhookAttempts   int
+	HandlerTimeout    time.Duration // per approved handler
+	DispatchGrace     time.Duration // an approval still undispatched after this is recovered
 	webhookSecret     []byte
 }
 
@@ -62,6 +64,8 @@ func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, cfg config.Co
 		WebhookBackoff:    200 * time.Millisecond,
 		WebhookMaxBackoff: 30 * time.Second,
 		WebhookAttempts:   8,
+		HandlerTimeout:    30 * time.Second,
+		DispatchGrace:     2 * time.Minute,
 	}
 }
 
@@ -72,6 +76,16 @@ func (s *Service) OnApproved(kind string, fn ApprovedFunc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.approved[kind] = append(s.approved[kind], fn)
+}
+
+func (s *Service) handlerKinds() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	kinds := make([]string, 0, len(s.approved))
+	for k := range s.approved {
+		kinds = append(kinds, k)
+	}
+	return kinds
 }
 
 func (s *Service) approvedHandlers(kind string) []ApprovedFunc {
