@@ -314,14 +314,7 @@ func (r *Runner) OpenSession(ctx context.Context, group string) (*sessions.Sessi
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
-	s, err := r.Sessions.Ensure(resp.GetSession().GetId(), resp.GetSession().GetAgentGroupId())
-	if err != nil {
-		return nil, err
-	}
-	if err := r.Sessions.Wake(ctx, s); err != nil {
-		return s, err
-	}
-	return s, nil
+	return r.Sessions.Open(ctx, resp.GetSession(), resp.GetGroup())
 }
 
 // bearer sends the runner token on every call.

@@ -18,7 +18,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -149,9 +148,28 @@ func (m *Manager) Notify(sessionID string, n *agentv1.Notice) {
 	s.touch()
 }
 
+// Open sets up a session the server just opened on this runner and starts
+// its agent with the group (and config) OpenSession returned.
+func (m *Manager) Open(ctx context.Context, sess *guardv1.Session, g *guardv1.Group) (*Session, error) {
+	s, err := m.Ensure(sess.GetId(), sess.GetAgentGroupId())
+	if err != nil {
+		return nil, err
+	}
+	if g.GetId() == s.GroupID {
+		m.remember(g)
+	} else {
+		g = m.group(ctx, s)
+	}
+	return s, m.start(ctx, s, g)
+}
+
 // Wake starts the session's agent unless it is running.
 func (m *Manager) Wake(ctx context.Context, s *Session) error {
-	spec, err := m.spec(ctx, s)
+	return m.start(ctx, s, m.group(ctx, s))
+}
+
+func (m *Manager) start(ctx context.Context, s *Session, g *guardv1.Group) error {
+	spec, err := m.spec(ctx, s, g)
 	if err != nil {
 		return err
 	}
@@ -168,7 +186,7 @@ func (m *Manager) Wake(ctx context.Context, s *Session) error {
 // image is rebuilt when the config changed; building an identical image is a
 // no-op).
 func (m *Manager) Restart(ctx context.Context, s *Session) error {
-	spec, err := m.spec(ctx, s)
+	spec, err := m.spec(ctx, s, m.group(ctx, s))
 	if err != nil {
 		return err
 	}
@@ -211,11 +229,8 @@ func (m *Manager) countRunning() {
 	}
 }
 
-// spec builds the session's run spec from its group's config, read from the
-// server as the session's agent; when that fails the last config read (or
-// none: no packages, no limits) is used and a warning logged.
-func (m *Manager) spec(ctx context.Context, s *Session) (rt.SessionSpec, error) {
-	g := m.group(ctx, s)
+// spec builds the session's run spec from its group's config.
+func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group) (rt.SessionSpec, error) {
 	cfg := g.GetConfig()
 	base := m.cfg.AgentBase
 	if m.cfg.Runtime.Name() == "docker" && g.GetBaseImage() != "" {
@@ -239,21 +254,35 @@ func (m *Manager) spec(ctx context.Context, s *Session) (rt.SessionSpec, error) 
 	}, nil
 }
 
+// group reads the session's group and current config with GetSessionConfig:
+// the runner's own (infrastructure) read, not the agent's, so it works for a
+// cli_scope=disabled group too. When the read fails the last config read (or
+// none: no packages, no limits) is used and a warning logged.
 func (m *Manager) group(ctx context.Context, s *Session) *guardv1.Group {
-	actx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, SessionHeader, s.ID), 10*time.Second)
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := m.reg.GetGroup(actx, &guardv1.GetGroupRequest{Id: s.GroupID})
+	resp, err := m.reg.GetSessionConfig(actx, &guardv1.GetSessionConfigRequest{SessionId: s.ID})
+	if g := resp.GetGroup(); err == nil && g.GetId() == s.GroupID {
+		m.remember(g)
+		return g
+	}
+	if err == nil {
+		err = fmt.Errorf("server answered group %q", resp.GetGroup().GetId())
+	}
+	m.log.Warn("could not read the session's group config; using the last one read", "session", s.ID, "group", s.GroupID, "err", err)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err == nil && resp.GetGroup() != nil {
-		m.groups[s.GroupID] = resp.GetGroup()
-		return resp.GetGroup()
-	}
-	m.log.Warn("could not read the group's config as its agent; using the last one read", "group", s.GroupID, "err", err)
 	if g := m.groups[s.GroupID]; g != nil {
 		return g
 	}
 	return &guardv1.Group{Id: s.GroupID, Config: &guardv1.GroupConfig{}}
+}
+
+// remember keeps a group's config as the last one read.
+func (m *Manager) remember(g *guardv1.Group) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.groups[g.GetId()] = g
 }
 
 // Apply applies one server push (connect.Applier). Any push wakes a stopped
@@ -331,12 +360,13 @@ func (m *Manager) IdleLoop(ctx context.Context, idleFor, interval time.Duration)
 
 // Reconcile forgets the sessions this runner no longer hosts (the server
 // reassigned them while its lease was lost): their agents are stopped and
-// their gateways closed. Only a definite "not yours" (PermissionDenied or
-// NotFound) releases a session; any other error keeps it.
+// their gateways closed. It asks with GetSessionConfig (the runner's own
+// read, whatever the agent's cli_scope). Only a definite "not yours"
+// (PermissionDenied or NotFound) releases a session; any other error keeps it.
 func (m *Manager) Reconcile(ctx context.Context) {
 	for _, s := range m.List() {
-		actx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, SessionHeader, s.ID), 10*time.Second)
-		_, err := m.reg.GetSession(actx, &guardv1.GetSessionRequest{Id: s.ID})
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := m.reg.GetSessionConfig(actx, &guardv1.GetSessionConfigRequest{SessionId: s.ID})
 		cancel()
 		if c := status.Code(err); c != codes.PermissionDenied && c != codes.NotFound {
 			continue

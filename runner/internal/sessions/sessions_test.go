@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,34 +20,98 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
+	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 	"github.com/clawguard/clawguard/runner/internal/runtime/process"
 	"github.com/clawguard/clawguard/runner/internal/runtime/runtimetest"
 )
 
-// fakeRegistry answers GetGroup (as the asserted session) and GetSession:
-// session "gone" was moved to another runner.
+// fakeRegistry plays a server hosting groups with cli_scope = disabled: the
+// agent's GetGroup is refused, the runner's GetSessionConfig answers.
+// Session "gone" was moved to another runner.
 type fakeRegistry struct {
 	guardv1.UnimplementedRegistryServer
-	version  atomic.Int64
-	asserted atomic.Value
+	version       atomic.Int64
+	asserted      atomic.Value // the x-clawguard-session header of the last config read
+	getGroupCalls atomic.Int64
 }
 
-func (f *fakeRegistry) GetGroup(ctx context.Context, req *guardv1.GetGroupRequest) (*guardv1.GetGroupResponse, error) {
+func (f *fakeRegistry) GetGroup(context.Context, *guardv1.GetGroupRequest) (*guardv1.GetGroupResponse, error) {
+	f.getGroupCalls.Add(1)
+	return nil, status.Error(codes.PermissionDenied, "CLI access is disabled for this agent group.")
+}
+
+func (f *fakeRegistry) GetSessionConfig(ctx context.Context, req *guardv1.GetSessionConfigRequest) (*guardv1.GetSessionConfigResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(SessionHeader); len(v) > 0 {
-		f.asserted.Store(v[0])
+	f.asserted.Store(strings.Join(md.Get(SessionHeader), ","))
+	if req.GetSessionId() == "gone" {
+		return nil, status.Errorf(codes.PermissionDenied, "session %q is not hosted by runner %q", req.GetSessionId(), "r1")
 	}
-	return &guardv1.GetGroupResponse{Group: &guardv1.Group{Id: req.GetId(), Config: &guardv1.GroupConfig{Version: f.version.Load()}}}, nil
+	return &guardv1.GetSessionConfigResponse{
+		Session: &guardv1.Session{Id: req.GetSessionId(), AgentGroupId: "g1"},
+		Group:   &guardv1.Group{Id: "g1", Config: f.config()},
+	}, nil
 }
 
-func (f *fakeRegistry) GetSession(_ context.Context, req *guardv1.GetSessionRequest) (*guardv1.GetSessionResponse, error) {
-	if req.GetId() == "gone" {
-		return nil, status.Error(codes.PermissionDenied, "runner does not host session")
+func (f *fakeRegistry) config() *guardv1.GroupConfig {
+	return &guardv1.GroupConfig{
+		CliScope: guardv1.CliScope_CLI_SCOPE_DISABLED, Cpus: "0.5", Memory: "256m", Version: f.version.Load(),
+		AptPackages: []string{"jq"}, McpServers: []*guardv1.McpServer{{Name: "fs", Command: "mcp-fs"}},
 	}
-	return &guardv1.GetSessionResponse{Session: &guardv1.Session{Id: req.GetId()}}, nil
 }
 
-func newManager(t *testing.T) (*Manager, *fakeRegistry, *process.Runtime) {
+// recordingRuntime is the process runtime, remembering what it was asked for.
+type recordingRuntime struct {
+	*process.Runtime
+	mu     sync.Mutex
+	images []rt.GroupImageSpec
+	specs  []rt.SessionSpec
+}
+
+func (r *recordingRuntime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (string, error) {
+	r.mu.Lock()
+	r.images = append(r.images, spec)
+	r.mu.Unlock()
+	return r.Runtime.BuildGroupImage(ctx, spec)
+}
+
+func (r *recordingRuntime) Start(ctx context.Context, spec rt.SessionSpec) (rt.Handle, error) {
+	r.mu.Lock()
+	r.specs = append(r.specs, spec)
+	r.mu.Unlock()
+	return r.Runtime.Start(ctx, spec)
+}
+
+func (r *recordingRuntime) Restart(ctx context.Context, spec rt.SessionSpec) (rt.Handle, error) {
+	r.mu.Lock()
+	r.specs = append(r.specs, spec)
+	r.mu.Unlock()
+	return r.Runtime.Restart(ctx, spec)
+}
+
+// last is the last session spec and image spec asked for.
+func (r *recordingRuntime) last(t *testing.T) (rt.SessionSpec, rt.GroupImageSpec) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.specs) == 0 || len(r.images) == 0 {
+		t.Fatal("nothing started")
+	}
+	return r.specs[len(r.specs)-1], r.images[len(r.images)-1]
+}
+
+// checkLimits fails unless the last start carried the group's config.
+func checkLimits(t *testing.T, r *recordingRuntime, session string, version int64) {
+	t.Helper()
+	spec, img := r.last(t)
+	if spec.SessionID != session || spec.CPUs != "0.5" || spec.Memory != "256m" {
+		t.Fatalf("spec of %s: cpus %q memory %q, want 0.5 and 256m (session %s)", spec.SessionID, spec.CPUs, spec.Memory, session)
+	}
+	if img.ConfigVersion != version || len(img.AptPackages) != 1 || img.AptPackages[0] != "jq" || len(img.MCPServers) != 1 || img.MCPServers[0].Command != "mcp-fs" {
+		t.Fatalf("image spec %+v, want version %d with apt jq and MCP server fs", img, version)
+	}
+}
+
+func newManager(t *testing.T) (*Manager, *fakeRegistry, *recordingRuntime) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,7 +133,7 @@ func newManager(t *testing.T) (*Manager, *fakeRegistry, *process.Runtime) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	rt := process.New(process.Config{InstallID: "t", StopTimeout: time.Second})
+	rt := &recordingRuntime{Runtime: process.New(process.Config{InstallID: "t", StopTimeout: time.Second})}
 	m := New(Config{
 		DataDir: dir, Runtime: rt, AgentBase: runtimetest.BuildSleeper(t), Conn: conn,
 		Engine:  &delivery.Engine{Registry: delivery.NewRegistry(nil)},
@@ -77,8 +143,8 @@ func newManager(t *testing.T) (*Manager, *fakeRegistry, *process.Runtime) {
 	return m, f, rt
 }
 
-func running(rt *process.Runtime, id string) bool {
-	ids, _ := rt.Running(context.Background())
+func running(r rt.Runtime, id string) bool {
+	ids, _ := r.Running(context.Background())
 	for _, x := range ids {
 		if x == id {
 			return true
@@ -104,9 +170,15 @@ func TestPushesWakeRestartAndReconcile(t *testing.T) {
 	if fi, err := os.Stat(s.Socket); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o666 {
 		t.Fatalf("gateway socket: %v %v", fi, err)
 	}
-	if got, _ := f.asserted.Load().(string); got != "s1" {
-		t.Fatalf("group config read as session %q, want s1", got)
+	// The config was the runner's own read (no agent session asserted), and
+	// the agent's GetGroup, refused for cli_scope = disabled, was not needed.
+	if got, ok := f.asserted.Load().(string); !ok || got != "" {
+		t.Fatalf("group config read asserting session %q (read at all: %v), want the runner's own read", got, ok)
 	}
+	if n := f.getGroupCalls.Load(); n != 0 {
+		t.Fatalf("GetGroup called %d times", n)
+	}
+	checkLimits(t, rt, "s1", 1)
 	if filepath.Dir(s.Dir) != filepath.Join(m.cfg.DataDir, "sessions") {
 		t.Fatalf("session dir %s", s.Dir)
 	}
@@ -146,6 +218,7 @@ func TestPushesWakeRestartAndReconcile(t *testing.T) {
 	if s.version.Load() != 2 {
 		t.Fatalf("running version %d", s.version.Load())
 	}
+	checkLimits(t, rt, "s1", 2)
 
 	// Reconcile releases only the session the server says is gone.
 	if err := m.Apply(ctx, &guardv1.Push{Id: "p5", SessionId: "gone", AgentGroupId: "g1", Body: &guardv1.Push_Start{Start: &guardv1.StartSession{}}}); err != nil {
@@ -186,4 +259,29 @@ func TestIdleAgentsStopAndAPushWakesThem(t *testing.T) {
 	if !running(rt, "s1") {
 		t.Fatal("push did not wake the idle session")
 	}
+}
+
+// Open starts the agent on the group OpenSession answered with, without a
+// second read; later restarts read the current config.
+func TestOpenStartsWithTheOpenedGroupsConfig(t *testing.T) {
+	m, f, rt := newManager(t)
+	ctx := context.Background()
+	opened := &guardv1.Group{Id: "g1", Config: f.config()}
+	s, err := m.Open(ctx, &guardv1.Session{Id: "s2", AgentGroupId: "g1"}, opened)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !running(rt, "s2") {
+		t.Fatal("opened session not started")
+	}
+	if _, read := f.asserted.Load().(string); read {
+		t.Fatal("Open read the config again although OpenSession carried it")
+	}
+	checkLimits(t, rt, "s2", 1)
+
+	f.version.Store(5)
+	if err := m.Restart(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	checkLimits(t, rt, "s2", 5)
 }
