@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,16 +57,18 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, target int) (Result, error) 
 	if _, err := conn.Exec(ctx, createVersionTable); err != nil {
 		return Result{}, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	current, err := currentVersion(ctx, conn.Conn())
+	applied, err := appliedVersions(ctx, conn.Conn())
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{From: current, To: current}
-	if latest := Latest(); current > latest {
-		return res, fmt.Errorf("%w: database at version %d, binary knows up to %d", ErrDatabaseNewer, current, latest)
+	res := Result{From: maxVersion(applied), To: maxVersion(applied)}
+	if unknown := unknownVersions(all, applied); len(unknown) > 0 {
+		return res, fmt.Errorf("%w: database has migrations %v this binary does not know (it knows up to %d)", ErrDatabaseNewer, unknown, Latest())
 	}
+	// Set-based, not "everything above the highest": a migration numbered
+	// below one already applied (developed in parallel) still gets applied.
 	for _, m := range all {
-		if m.Version <= current || m.Version > target {
+		if applied[m.Version] || m.Version > target {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
@@ -79,32 +82,80 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, target int) (Result, error) 
 			return res, fmt.Errorf("apply migration %04d_%s: %w", m.Version, m.Name, err)
 		}
 		res.Applied = append(res.Applied, m)
-		res.To = m.Version
+		res.To = max(res.To, m.Version)
 	}
 	return res, nil
 }
 
-// Version reports the database's schema version (0 when never migrated).
-func Version(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+// Current reports whether the database has exactly the migrations this
+// binary knows: every one applied, none unknown. The server serves only then.
+func Current(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("acquire connection: %w", err)
+		return false, fmt.Errorf("acquire connection: %w", err)
 	}
 	defer conn.Release()
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
-		return 0, fmt.Errorf("look for schema_migrations: %w", err)
+		return false, fmt.Errorf("look for schema_migrations: %w", err)
 	}
 	if !exists {
-		return 0, nil
+		return false, nil
 	}
-	return currentVersion(ctx, conn.Conn())
+	applied, err := appliedVersions(ctx, conn.Conn())
+	if err != nil {
+		return false, err
+	}
+	all, err := All()
+	if err != nil {
+		return false, err
+	}
+	if len(unknownVersions(all, applied)) > 0 {
+		return false, nil
+	}
+	for _, m := range all {
+		if !applied[m.Version] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
-func currentVersion(ctx context.Context, conn *pgx.Conn) (int, error) {
-	var v int
-	if err := conn.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
+func appliedVersions(ctx context.Context, conn *pgx.Conn) (map[int]bool, error) {
+	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("read schema versions: %w", err)
 	}
-	return v, nil
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("read schema versions: %w", err)
+	}
+	out := make(map[int]bool, len(versions))
+	for _, v := range versions {
+		out[v] = true
+	}
+	return out, nil
+}
+
+func unknownVersions(all []Migration, applied map[int]bool) []int {
+	known := make(map[int]bool, len(all))
+	for _, m := range all {
+		known[m.Version] = true
+	}
+	var out []int
+	for v := range applied {
+		if !known[v] {
+			out = append(out, v)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func maxVersion(applied map[int]bool) int {
+	m := 0
+	for v := range applied {
+		m = max(m, v)
+	}
+	return m
 }

@@ -150,3 +150,30 @@ func TestHoldApproverRuleBackfill(t *testing.T) {
 		t.Fatal("two live holds with one dedup key must be refused")
 	}
 }
+
+// A migration numbered below the highest applied one (written in parallel)
+// is still applied; the server is not "current" until it is.
+func TestAppliesMissingLowerVersion(t *testing.T) {
+	ctx := context.Background()
+	db := pool(t, pgtest.NewDB(t))
+	if ok, err := migrations.Current(ctx, db); err != nil || !ok {
+		t.Fatalf("fresh template should be current: %v %v", ok, err)
+	}
+	if _, err := db.Exec(ctx, `DROP INDEX holds_undispatched_idx; ALTER TABLE holds DROP COLUMN dispatched_at;
+		DELETE FROM schema_migrations WHERE version = 21`); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := migrations.Current(ctx, db); ok {
+		t.Fatal("a database missing migration 21 must not be current")
+	}
+	res, err := migrations.Apply(ctx, db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) != 1 || res.Applied[0].Version != 21 {
+		t.Fatalf("want exactly 0021 re-applied, got %+v", res.Applied)
+	}
+	if ok, _ := migrations.Current(ctx, db); !ok {
+		t.Fatal("not current after applying the missing migration")
+	}
+}

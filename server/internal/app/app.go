@@ -86,7 +86,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		}
 	}
 	if cfg.OperatorTokenFile != "" {
-		if v, err := migrations.Version(ctx, st.Pool); err == nil && v >= 1 {
+		// The file exists from the first start; the token is registered once
+		// the schema is current (now, or when watchSchema sees it become so).
+		if _, err := authn.ReadOrCreateSecret(cfg.OperatorTokenFile); err != nil {
+			return nil, err
+		}
+		if current, err := migrations.Current(ctx, st.Pool); err == nil && current {
 			if err := authn.EnsureOperatorToken(ctx, st.Pool, cfg.OperatorTokenFile); err != nil {
 				return nil, err
 			}
@@ -212,17 +217,21 @@ func (s *Server) Run(ctx context.Context) error {
 // watchSchema flips health to SERVING once the schema is at the version
 // this binary needs, and back to NOT_SERVING if it ever is not.
 func (s *Server) watchSchema(ctx context.Context) error {
-	want := migrations.Latest()
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	last := healthpb.HealthCheckResponse_UNKNOWN
 	for {
-		v, err := migrations.Version(ctx, s.deps.Store.Pool)
+		current, err := migrations.Current(ctx, s.deps.Store.Pool)
 		st := healthpb.HealthCheckResponse_SERVING
-		if err != nil || v != want {
+		if err != nil || !current {
 			st = healthpb.HealthCheckResponse_NOT_SERVING
 			if st != last {
-				s.log.Warn("schema not current; NOT_SERVING", "have", v, "want", want, "err", err)
+				s.log.Warn("schema not current (run clawguard-server migrate); NOT_SERVING", "err", err)
+			}
+		}
+		if st == healthpb.HealthCheckResponse_SERVING && last != st && s.cfg.OperatorTokenFile != "" {
+			if err := authn.EnsureOperatorToken(ctx, s.deps.Store.Pool, s.cfg.OperatorTokenFile); err != nil {
+				s.log.Error("register operator token", "err", err)
 			}
 		}
 		if st != last {

@@ -259,7 +259,7 @@ func metadataValue(ctx context.Context, key string) string {
 // EnsureOperatorToken makes the token in file an operator token: created
 // (0600) with a fresh secret on first start, registered idempotently.
 func EnsureOperatorToken(ctx context.Context, pool *pgxpool.Pool, file string) error {
-	secret, err := readOrCreateSecret(file)
+	secret, err := ReadOrCreateSecret(file)
 	if err != nil {
 		return err
 	}
@@ -280,7 +280,9 @@ func RegisterToken(ctx context.Context, pool *pgxpool.Pool, id, kind, name, secr
 	return nil
 }
 
-func readOrCreateSecret(file string) (string, error) {
+// ReadOrCreateSecret reads the operator token file, creating it (0600)
+// with a fresh secret on first start.
+func ReadOrCreateSecret(file string) (string, error) {
 	b, err := os.ReadFile(file)
 	if err == nil {
 		s := strings.TrimSpace(string(b))
