@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
@@ -38,8 +37,8 @@ func init() {
 			Observe: d.Metrics.ObserveDecision,
 			// One pipelined round trip carries the facts reads and log
 			// rows of many concurrent decisions (see BENCHMARKS.md).
-			Pipelines: 1,
-			Linger:    200 * time.Microsecond,
+			Pipelines: 2,
+			Yield:     true,
 		})
 		d.Metrics.PreInit(cat.Actions())
 		if d.Approvals != nil {

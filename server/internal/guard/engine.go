@@ -86,9 +86,9 @@ type Options struct {
 	Observe func(action, effect string, took time.Duration)
 	// Pipelines is the number of concurrent batch senders (default 1).
 	Pipelines int
-	// Linger is how long a sender waits for company before it sends a
-	// batch (0: send whatever is queued at once).
-	Linger time.Duration
+	// Yield lets a sender yield once before sending, so decisions that
+	// are runnable at that moment join the batch.
+	Yield bool
 	// DirectReads reads each decision's facts on its own pooled
 	// connection instead of through the pipeline (for comparison).
 	DirectReads bool
@@ -101,7 +101,7 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	}
 	e := &Engine{
 		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, common: factsQuery(nil),
-		pipe: newPipeline(pool, o.Log, o.Pipelines, o.Linger),
+		pipe: newPipeline(pool, o.Log, o.Pipelines, o.Yield),
 	}
 	e.reads = e.pipe
 	if o.DirectReads {

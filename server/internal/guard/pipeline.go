@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,17 +14,18 @@ import (
 )
 
 // pipeline carries the hot path's database work. Whatever queued while the
-// previous batch ran (plus a short linger) goes out as ONE pgx batch on one
+// previous batch ran goes out as ONE pgx batch on one
 // connection: the facts statements of new decisions and a single multi-row
 // INSERT of the log rows of decided ones. Each decision still reads its
 // facts in one statement and waits for its log row to commit before it
 // answers (an ALLOW's id is citable at once); a busy server pays one round
 // trip per burst, not two per decision. An idle server sends batches of one.
+// Batching is natural (what queued while the last batch ran), never timed.
 type pipeline struct {
 	pool   *pgxpool.Pool
 	log    *slog.Logger
 	ch     chan op
-	linger time.Duration
+	yield  bool
 	wg     sync.WaitGroup
 	once   sync.Once
 
@@ -45,8 +47,8 @@ type readReq struct {
 
 const maxPipelineBatch = 256
 
-func newPipeline(pool *pgxpool.Pool, log *slog.Logger, workers int, linger time.Duration) *pipeline {
-	p := &pipeline{pool: pool, log: log, ch: make(chan op, 4*maxPipelineBatch), linger: linger}
+func newPipeline(pool *pgxpool.Pool, log *slog.Logger, workers int, yield bool) *pipeline {
+	p := &pipeline{pool: pool, log: log, ch: make(chan op, 4*maxPipelineBatch), yield: yield}
 	for range max(workers, 1) {
 		p.wg.Add(1)
 		go p.run()
@@ -98,47 +100,31 @@ func (r *pipedRow) Scan(dest ...any) error {
 
 func (p *pipeline) run() {
 	defer p.wg.Done()
-	var timer *time.Timer
-	if p.linger > 0 {
-		timer = time.NewTimer(time.Hour)
-		timer.Stop()
-	}
 	batch := make([]op, 0, maxPipelineBatch)
 	for first := range p.ch {
 		batch = append(batch[:0], first)
-		batch = p.collect(batch, timer)
+		batch = p.drain(batch)
+		if p.yield && len(batch) < maxPipelineBatch {
+			// Let decisions that are runnable right now join this batch.
+			// (A timer linger would cost a millisecond or more here: VM
+			// timer slack; a yield costs microseconds.)
+			runtime.Gosched()
+			batch = p.drain(batch)
+		}
 		p.send(batch)
 	}
 }
 
-// collect adds what is queued now, or what arrives within the linger.
-func (p *pipeline) collect(batch []op, timer *time.Timer) []op {
-	var expired <-chan time.Time
-	if timer != nil {
-		timer.Reset(p.linger)
-		defer timer.Stop()
-		expired = timer.C
-	}
+// drain adds whatever is queued right now.
+func (p *pipeline) drain(batch []op) []op {
 	for len(batch) < maxPipelineBatch {
-		if timer == nil {
-			select {
-			case o, ok := <-p.ch:
-				if !ok {
-					return batch
-				}
-				batch = append(batch, o)
-				continue
-			default:
-				return batch
-			}
-		}
 		select {
 		case o, ok := <-p.ch:
 			if !ok {
 				return batch
 			}
 			batch = append(batch, o)
-		case <-expired:
+		default:
 			return batch
 		}
 	}

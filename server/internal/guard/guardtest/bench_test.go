@@ -3,7 +3,6 @@ package guardtest
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/app"
@@ -35,20 +34,21 @@ func BenchmarkEngineDecide(b *testing.B) {
 		{DirectReads: true, Pipelines: 2},
 		{Pipelines: 1},
 		{Pipelines: 2},
-		{Pipelines: 1, Linger: 200 * time.Microsecond},
-		{Pipelines: 1, Linger: 500 * time.Microsecond},
+		{Pipelines: 1, Yield: true},
+		{Pipelines: 2, Yield: true},
 	} {
 		eng := guard.NewEngine(cat, srv.Pool, o)
 		defer eng.Close()
-		b.Run(fmt.Sprintf("direct=%v,pipes=%d,linger=%s", o.DirectReads, o.Pipelines, o.Linger),
+		b.Run(fmt.Sprintf("direct=%v,pipes=%d,yield=%v", o.DirectReads, o.Pipelines, o.Yield),
 			func(b *testing.B) { benchEngine(b, eng, req) })
 	}
 }
 
 func benchEngine(b *testing.B, eng *guard.Engine, req func() *guard.Request) {
+	b0, r0, w0 := eng.PipelineStats()
 	defer func() {
-		batches, reads, rows := eng.PipelineStats()
-		b.Logf("pipeline: %d batches carried %d reads and %d log rows", batches, reads, rows)
+		b1, r1, w1 := eng.PipelineStats()
+		b.Logf("pipeline: %d batches carried %d reads and %d log rows", b1-b0, r1-r0, w1-w0)
 	}()
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
