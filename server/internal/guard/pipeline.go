@@ -22,12 +22,12 @@ import (
 // trip per burst, not two per decision. An idle server sends batches of one.
 // Batching is natural (what queued while the last batch ran), never timed.
 type pipeline struct {
-	pool   *pgxpool.Pool
-	log    *slog.Logger
-	ch     chan op
-	yield  bool
-	wg     sync.WaitGroup
-	once   sync.Once
+	pool  *pgxpool.Pool
+	log   *slog.Logger
+	ch    chan op
+	yield bool
+	wg    sync.WaitGroup
+	once  sync.Once
 
 	batches, reads, rows atomic.Int64 // for tests and the benchmark
 }
