@@ -1,8 +1,11 @@
 package guard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -136,5 +139,20 @@ func TestActorJSONIsValidJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(actorJSON(a)), &v); err != nil || len(v) != 1 {
 			t.Errorf("%v → %s: %v", a, actorJSON(a), err)
 		}
+	}
+}
+
+// After Close, a late Decide (a background loop finishing) fails closed
+// instead of panicking on the closed pipeline.
+func TestDecideAfterCloseDenies(t *testing.T) {
+	c := NewCatalog()
+	e := NewEngine(c, nil, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e.Close()
+	resp, err := e.Decide(context.Background(), &Request{Input: Input{Action: "some.read", Actor: agent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetDecision().GetEffect() != guardv1.Effect_EFFECT_DENY || resp.GetDecision().GetReason() != ReasonFailClosed {
+		t.Fatalf("after close: %v", resp)
 	}
 }

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -27,7 +28,11 @@ type pipeline struct {
 	ch    chan op
 	yield bool
 	wg    sync.WaitGroup
-	once  sync.Once
+
+	// mu guards closed: enqueuers hold it shared, close exclusively, so
+	// nothing is ever sent on the closed channel (late callers get errClosed).
+	mu     sync.RWMutex
+	closed bool
 
 	batches, reads, rows atomic.Int64 // for tests and the benchmark
 }
@@ -56,19 +61,39 @@ func newPipeline(pool *pgxpool.Pool, log *slog.Logger, workers int, yield bool) 
 	return p
 }
 
+var errClosed = errors.New("guard engine closed")
+
 // close stops the workers after the queue drains.
 func (p *pipeline) close() {
-	p.once.Do(func() { close(p.ch) })
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.ch)
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// enqueue hands an op to the workers unless the pipeline is closed or ctx ends.
+func (p *pipeline) enqueue(ctx context.Context, o op) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return errClosed
+	}
+	select {
+	case p.ch <- o:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // write queues a log row and waits until it is committed (or refused).
 func (p *pipeline) write(ctx context.Context, r *logRow) error {
 	pr := &pendingRow{row: r, done: make(chan error, 1)}
-	select {
-	case p.ch <- op{row: pr}:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := p.enqueue(ctx, op{row: pr}); err != nil {
+		return err
 	}
 	// Queued: wait for the batch even if the caller gives up, so an answer
 	// is never sent for an unlogged decision.
@@ -89,10 +114,8 @@ type pipedRow struct {
 
 func (r *pipedRow) Scan(dest ...any) error {
 	req := &readReq{ctx: r.ctx, query: r.query, args: r.args, dest: dest, done: make(chan error, 1)}
-	select {
-	case r.p.ch <- op{read: req}:
-	case <-r.ctx.Done():
-		return r.ctx.Err()
+	if err := r.p.enqueue(r.ctx, op{read: req}); err != nil {
+		return err
 	}
 	// Always wait: the batch scans into dest and the caller owns it after.
 	return <-req.done
