@@ -367,7 +367,8 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	if s := inflightSamples.Load(); s > 0 {
 		r.meanInFlight = float64(inflightSum.Load()) / float64(s)
 	}
-	if heapIdle > 0 && heapRun > 0 && r.meanInFlight >= 1 {
+	// Below a few dozen in flight the heap delta is GC slack, not decisions.
+	if heapIdle > 0 && heapRun > 0 && r.meanInFlight >= 20 {
 		r.heapPerInFlight = (heapRun - heapIdle) / r.meanInFlight
 	}
 	return r, nil
