@@ -61,7 +61,7 @@ type Catalog struct {
 
 type compiled struct {
 	*Entry
-	query string // the facts statement, built once
+	queries [4]string // the facts statement's variants, built once (see variant)
 }
 
 // NewCatalog returns an empty catalog.
@@ -88,7 +88,7 @@ func (c *Catalog) Register(e Entry) error {
 		return fmt.Errorf("guard catalog: action %s registered twice", e.Action)
 	}
 	entry := e
-	c.entries[e.Action] = &compiled{Entry: &entry, query: factsQuery(entry.Facts)}
+	c.entries[e.Action] = &compiled{Entry: &entry, queries: factsQueries(entry.Facts)}
 	return nil
 }
 

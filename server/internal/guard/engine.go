@@ -75,7 +75,7 @@ type Engine struct {
 	holds   HoldCreator
 	pipe    *pipeline
 	reads   querier // the pipeline, or the pool
-	common  string
+	common  [4]string
 }
 
 // Options configure an Engine.
@@ -100,7 +100,7 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 		o.Log = slog.Default()
 	}
 	e := &Engine{
-		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, common: factsQuery(nil),
+		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, common: factsQueries(nil),
 		pipe: newPipeline(pool, o.Log, o.Pipelines, o.Yield),
 	}
 	e.reads = e.pipe
@@ -128,10 +128,11 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 	start := time.Now()
 	in := &req.Input
 	ce, inCatalog := e.Catalog.lookup(in.Action)
-	query, facts := e.common, []Fact(nil)
+	v := variant(in.Grant, req.RequestID)
+	query, facts := e.common[v], []Fact(nil)
 	var entry *Entry
 	if inCatalog {
-		query, facts, entry = ce.query, ce.Facts, ce.Entry
+		query, facts, entry = ce.queries[v], ce.Facts, ce.Entry
 	}
 	group, _ := in.AgentGroup()
 	args := []any{group, in.Session(), in.Grant, req.RunnerID, req.RequestID}

@@ -48,24 +48,73 @@ type common struct {
 
 // The fixed parameters: $1 actor group, $2 actor session, $3 grant id,
 // $4 runner id and $5 request id (idempotency key). Entry args follow.
-const commonSelect = `SELECT $1::text, s.runner_id, s.agent_group_id,
-       g.kind, g.status, g.consumed_at IS NOT NULL, g.payload::text, g.agent_group_id,
+// A decision without a grant (or a request id) skips that join: the
+// statement comes in four variants, each parameter still typed.
+const commonSelect = `SELECT $1::text, s.runner_id, s.agent_group_id,`
+
+const grantCols = `
+       g.kind, g.status, g.consumed_at IS NOT NULL, g.payload::text, g.agent_group_id,`
+
+const noGrantCols = `
+       NULLIF($3::text, $3::text), NULL::text, NULL::bool, NULL::text, NULL::text,`
+
+const priorCol = `
        p.answer`
+
+const noPriorCol = `
+       CASE WHEN $4::text IS NULL AND $5::text IS NULL THEN NULL::bytea END`
 
 const commonFrom = `
   FROM (SELECT 1) AS one
-  LEFT JOIN sessions s ON s.id = $2::text
-  LEFT JOIN holds g ON g.id = $3::text
+  LEFT JOIN sessions s ON s.id = $2::text`
+
+const grantJoin = `
+  LEFT JOIN holds g ON g.id = $3::text`
+
+const priorJoin = `
   LEFT JOIN decisions p ON p.runner_id = $4::text AND p.request_id = $5::text AND p.request_id <> ''`
 
-func factsQuery(facts []Fact) string {
-	var b strings.Builder
-	b.WriteString(commonSelect)
-	for _, f := range facts {
-		fmt.Fprintf(&b, ",\n       (%s)::text", f.SQL)
+// variant indexes a facts statement: bit 1 = has a grant, bit 0 = has a request id.
+func variant(grant, requestID string) int {
+	v := 0
+	if grant != "" {
+		v |= 2
 	}
-	b.WriteString(commonFrom)
-	return b.String()
+	if requestID != "" {
+		v |= 1
+	}
+	return v
+}
+
+// factsQueries builds the four variants of an entry's facts statement.
+func factsQueries(facts []Fact) [4]string {
+	var out [4]string
+	for v := range out {
+		var b strings.Builder
+		b.WriteString(commonSelect)
+		if v&2 != 0 {
+			b.WriteString(grantCols)
+		} else {
+			b.WriteString(noGrantCols)
+		}
+		if v&1 != 0 {
+			b.WriteString(priorCol)
+		} else {
+			b.WriteString(noPriorCol)
+		}
+		for _, f := range facts {
+			fmt.Fprintf(&b, ",\n       (%s)::text", f.SQL)
+		}
+		b.WriteString(commonFrom)
+		if v&2 != 0 {
+			b.WriteString(grantJoin)
+		}
+		if v&1 != 0 {
+			b.WriteString(priorJoin)
+		}
+		out[v] = b.String()
+	}
+	return out
 }
 
 // readFacts runs an entry's facts statement: ONE round trip.
