@@ -174,7 +174,8 @@ func (fx *fixture) request(i int) *guardv1.DecideRequest {
 type result struct {
 	mode              string
 	rate, achieved    float64
-	lat               []time.Duration
+	lat               []time.Duration // from the scheduled time (open loop)
+	svc               []time.Duration // from the actual send (excludes the generator's own timer lag)
 	errors, overload  int64
 	denies            int64
 	heapPerInFlight   float64
@@ -182,15 +183,17 @@ type result struct {
 	heapIdle, heapRun float64
 }
 
-func (r *result) pct(p float64) time.Duration {
-	if len(r.lat) == 0 {
+func (r *result) pct(p float64) time.Duration { return pct(r.lat, p) }
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(p * float64(len(r.lat)))
-	if i >= len(r.lat) {
-		i = len(r.lat) - 1
+	i := int(p * float64(len(sorted)))
+	if i >= len(sorted) {
+		i = len(sorted) - 1
 	}
-	return r.lat[i]
+	return sorted[i]
 }
 
 func (r *result) print() {
@@ -198,6 +201,9 @@ func (r *result) print() {
 		r.mode, r.rate, r.achieved, len(r.lat), r.pct(0.50).Round(time.Microsecond), r.pct(0.95).Round(time.Microsecond),
 		r.pct(0.99).Round(time.Microsecond), r.pct(0.999).Round(time.Microsecond), r.pct(1).Round(time.Microsecond),
 		r.errors, r.overload, r.denies)
+	fmt.Printf("       from send (no generator lag): p50 %-9s p95 %-9s p99 %-9s p99.9 %s\n",
+		pct(r.svc, 0.50).Round(time.Microsecond), pct(r.svc, 0.95).Round(time.Microsecond),
+		pct(r.svc, 0.99).Round(time.Microsecond), pct(r.svc, 0.999).Round(time.Microsecond))
 	if r.heapPerInFlight > 0 {
 		fmt.Printf("       server heap in use: idle %.1f MiB, under load %.1f MiB; mean in flight %.1f → %.1f KiB per in-flight decision (upper bound)\n",
 			r.heapIdle/(1<<20), r.heapRun/(1<<20), r.meanInFlight, r.heapPerInFlight/1024)
@@ -231,6 +237,8 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	total := int((c.warmup + c.duration).Seconds() * rate)
 	warm := int(c.warmup.Seconds() * rate)
 	lat := make([]time.Duration, total)
+	sent := make([]time.Time, total) // when the request actually left (generator lag = sent - scheduled)
+	svc := make([]time.Duration, total)
 	done := make([]bool, total)
 	var errs, overload, denies atomic.Int64
 	var inflight atomic.Int64
@@ -244,7 +252,9 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 		if resp.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW {
 			denies.Add(1)
 		}
-		lat[i] = time.Since(sched)
+		now := time.Now()
+		lat[i] = now.Sub(sched)
+		svc[i] = now.Sub(sent[i])
 		done[i] = true
 	}
 
@@ -292,6 +302,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 			}
 			inflight.Add(1)
 			wg.Add(1)
+			sent[i] = time.Now()
 			go func() {
 				defer wg.Done()
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -320,6 +331,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 						time.Sleep(d)
 					}
 					inflight.Add(1)
+					sent[i] = time.Now()
 					if err := stream.Send(&guardv1.DecideStreamRequest{CorrelationId: strconv.Itoa(i), Request: fx.request(i)}); err != nil {
 						errs.Add(1)
 						return
@@ -359,10 +371,12 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	for i := warm; i < total; i++ {
 		if done[i] {
 			r.lat = append(r.lat, lat[i])
+			r.svc = append(r.svc, svc[i])
 			completed++
 		}
 	}
 	sort.Slice(r.lat, func(a, b int) bool { return r.lat[a] < r.lat[b] })
+	sort.Slice(r.svc, func(a, b int) bool { return r.svc[a] < r.svc[b] })
 	r.achieved = float64(completed) / elapsed.Seconds()
 	if s := inflightSamples.Load(); s > 0 {
 		r.meanInFlight = float64(inflightSum.Load()) / float64(s)
