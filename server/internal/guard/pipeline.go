@@ -196,34 +196,67 @@ func (p *pipeline) send(batch []op) {
 		p.logFailed(rows, err)
 		return
 	}
-	defer conn.Release()
 	res := conn.SendBatch(ctx, b)
-	defer res.Close()
+	// A failing statement aborts the rest of its batch (one implicit
+	// transaction): the first failure is that decision's own; the reads and
+	// log rows after it are retried on their own, so one bad statement
+	// never fails other callers' decisions.
+	var retry []*readReq
 	for _, r := range reads {
-		r.done <- res.QueryRow().Scan(r.dest...)
+		if len(retry) > 0 {
+			retry = append(retry, r)
+			continue
+		}
+		if err := res.QueryRow().Scan(r.dest...); err != nil {
+			r.done <- err
+			retry = append(retry, nil) // marks the batch aborted
+			continue
+		}
+		r.done <- nil
 	}
+	if len(retry) > 0 {
+		_ = res.Close()
+		conn.Release()
+		for _, r := range retry[1:] {
+			r.done <- p.pool.QueryRow(ctx, r.query, r.args...).Scan(r.dest...)
+		}
+		if len(rows) > 0 {
+			written, err := collectIDs(p.pool.Query(ctx, insertBatchSQL, batchArgs(rows)...))
+			p.settleRows(rows, written, err)
+		}
+		return
+	}
+	defer conn.Release()
+	defer res.Close()
 	if len(rows) == 0 {
 		return
 	}
-	written := make(map[string]bool, len(rows))
-	ids, err := res.Query()
-	if err == nil {
-		for ids.Next() {
-			var id string
-			if err = ids.Scan(&id); err != nil {
-				break
-			}
-			written[id] = true
-		}
-		ids.Close()
-		if err == nil {
-			err = ids.Err()
-		}
-	}
+	written, err := collectIDs(res.Query())
 	if err == nil {
 		// The batch's implicit transaction commits at its end.
 		err = res.Close()
 	}
+	p.settleRows(rows, written, err)
+}
+
+// collectIDs reads the ids the log INSERT returned (rows it wrote).
+func collectIDs(ids pgx.Rows, err error) (map[string]bool, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer ids.Close()
+	written := map[string]bool{}
+	for ids.Next() {
+		var id string
+		if err := ids.Scan(&id); err != nil {
+			return nil, err
+		}
+		written[id] = true
+	}
+	return written, ids.Err()
+}
+
+func (p *pipeline) settleRows(rows []*pendingRow, written map[string]bool, err error) {
 	if err != nil {
 		p.logFailed(rows, err)
 		return
