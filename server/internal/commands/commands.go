@@ -88,9 +88,10 @@ func nonNil(m map[string]any) map[string]any {
 	return m
 }
 
-// Baseline is the admin baseline (seed commandBaseline): host allow; other
-// non-agents deny (except reads of approvals, which the approvals service
-// filters by eligibility); agents by cli_scope, then access.
+// Baseline is the admin baseline (seed commandBaseline): host allow; agents
+// by cli_scope, then access. Humans (user tokens) may make open reads — the
+// handlers scope results to what the user's roles allow (resources' viewer,
+// approvals' eligibility) — and nothing else; other callers are denied.
 func Baseline(r *guardv1.Rule, in *guard.Input, f guard.Facts) guard.Decision {
 	switch in.ActorKind() {
 	case "host":
@@ -99,6 +100,9 @@ func Baseline(r *guardv1.Rule, in *guard.Input, f guard.Facts) guard.Decision {
 	default:
 		if r.GetResource() == "approvals" && r.GetAccess() == guardv1.Access_ACCESS_OPEN {
 			return guard.Allow("approval reads are filtered by the approvals service")
+		}
+		if in.ActorKind() == "human" && r.GetAccess() == guardv1.Access_ACCESS_OPEN {
+			return guard.Allow("user read, scoped to the user's roles")
 		}
 		return guard.Deny("CLI commands accept host or agent callers only.")
 	}

@@ -93,6 +93,14 @@ func sendersAdmit() guard.Entry {
 		ApprovalAction: SenderAdmitApprovalAction,
 		Description:    "an unknown sender messages a chat (resource messaging_group=<id>)",
 		Args:           func(in *guard.Input) []any { return []any{messagingGroup(in)} },
+		// Bind a sender_admit grant to the sender and chat it was approved
+		// for: an approval for one stranger must not admit another.
+		GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
+			sender, _ := g.Payload["sender_user_id"].(string)
+			mg, _ := g.Payload["messaging_group_id"].(string)
+			user := in.Actor.GetHuman().GetUserId()
+			return sender != "" && sender == user && mg != "" && mg == messagingGroup(in)
+		},
 		Facts: []guard.Fact{
 			{Name: "policy", SQL: `SELECT unknown_sender_policy FROM messaging_groups WHERE id = $6::text`},
 			{Name: "wired_group", SQL: `SELECT agent_group_id FROM messaging_group_agents

@@ -190,14 +190,30 @@ var cases = []decideCase{
 	{name: "senders.admit: strict denies",
 		setup: `INSERT INTO messaging_groups (id, channel_type, platform_id, unknown_sender_policy) VALUES ('{A}-mg', 'telegram', '{A}-chat', 'strict')`,
 		actor: "human:telegram:stranger", action: "senders.admit", resource: map[string]string{"messaging_group": "{A}-mg"}, effect: deny, reason: "policy strict"},
+	{name: "senders.admit: an approval admits its sender once",
+		setup: `INSERT INTO messaging_groups (id, channel_type, platform_id, unknown_sender_policy) VALUES ('{A}-mg', 'telegram', '{A}-chat', 'request_approval');
+			INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id) VALUES ('{A}-w', '{A}-mg', '{A}');` +
+			approvedHold("{A}-s1", "sender_admit", "approved", `{"sender_user_id":"telegram:stranger","messaging_group_id":"{A}-mg"}`, false),
+		actor: "human:telegram:stranger", action: "senders.admit", resource: map[string]string{"messaging_group": "{A}-mg"}, grant: "{A}-s1",
+		effect: allow, again: deny},
+	{name: "senders.admit: an approval for one sender does not admit another",
+		setup: `INSERT INTO messaging_groups (id, channel_type, platform_id, unknown_sender_policy) VALUES ('{A}-mg', 'telegram', '{A}-chat', 'request_approval');
+			INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id) VALUES ('{A}-w', '{A}-mg', '{A}');` +
+			approvedHold("{A}-s2", "sender_admit", "approved", `{"sender_user_id":"telegram:stranger","messaging_group_id":"{A}-mg"}`, false),
+		actor: "human:telegram:mallory", action: "senders.admit", resource: map[string]string{"messaging_group": "{A}-mg"}, grant: "{A}-s2",
+		effect: deny, reason: "invalid or mismatched grant",
+		check: `SELECT count(*) FROM holds WHERE id = '{A}-s2' AND consumed_at IS NULL`, checkN: 1},
 	{name: "senders.admit: unknown chat denies (no policy is not public)",
 		actor: "human:telegram:stranger", action: "senders.admit", resource: map[string]string{"messaging_group": "{A}-nomg"}, payload: map[string]any{"policy": "public"},
 		effect: deny},
 
 	// ── admin RPCs: scope and blast radius (seed dispatch.test.ts) ──
 	{name: "admin: host may do anything", actor: "host", action: "roles.grant", payload: map[string]any{"user_id": "telegram:mallory"}, effect: allow, reason: "host"},
-	{name: "admin: humans are not CLI callers", actor: "human:telegram:eve", action: "groups.list", effect: deny, reason: "host or agent callers only"},
+	{name: "admin: humans may not mutate", actor: "human:telegram:eve", action: "members.add", payload: map[string]any{"group": "{A}", "user_id": "telegram:eve"},
+		effect: deny, reason: "host or agent callers only"},
+	{name: "admin: humans may read (handlers scope to their roles)", actor: "human:telegram:eve", action: "groups.list", effect: allow, reason: "scoped to the user's roles"},
 	{name: "admin: humans may read approvals (filtered by approvals)", actor: "human:telegram:eve", action: "approvals.list", effect: allow},
+	{name: "admin: a bridge or bare runner (system) may not use admin RPCs", actor: "system", action: "groups.list", effect: deny, reason: "host or agent callers only"},
 	{name: "admin: disabled scope denies everything", setup: `INSERT INTO container_configs (agent_group_id, cli_scope) VALUES ('{A}', 'disabled')`,
 		actor: "agent:{A}:{SA}", action: "groups.list", effect: deny, reason: "disabled"},
 	{name: "admin: group scope allows own-group reads", actor: "agent:{A}:{SA}", action: "groups.list", effect: allow, reason: "open command"},
