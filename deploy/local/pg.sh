@@ -38,15 +38,17 @@ bindir=$(find_bindir || true)
 case "$cmd" in
 start)
   if [ -z "$bindir" ]; then
-    if docker info >/dev/null 2>&1 && docker image inspect postgres:15 >/dev/null 2>&1; then
+    if docker info >/dev/null 2>&1; then
       port=$(free_port)
       docker rm -f clawguard-pg >/dev/null 2>&1 || true
-      docker run -d --name clawguard-pg -e POSTGRES_HOST_AUTH_METHOD=trust -p 127.0.0.1:$port:5432 postgres:15 >/dev/null
+      echo "no Postgres binaries found; using a postgres:15 container (pulled if missing)" >&2
+      docker run -d --name clawguard-pg -e POSTGRES_HOST_AUTH_METHOD=trust -p 127.0.0.1:$port:5432 postgres:15 >/dev/null \
+        || { echo "could not start a postgres:15 container; install Postgres: apt-get install postgresql" >&2; exit 1; }
       echo "docker" > "$dir/mode"; echo "$port" > "$dir/port"
       for _ in $(seq 1 60); do docker exec clawguard-pg pg_isready -U postgres >/dev/null 2>&1 && break; sleep 0.5; done
       echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"; exit 0
     fi
-    echo "no Postgres found: install it with 'apt-get install postgresql' (or make a postgres:15 image available to Docker)" >&2
+    echo "no Postgres found and no Docker daemon reachable: install Postgres with 'apt-get install postgresql'" >&2
     exit 1
   fi
   if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; chmod 700 "$dir"; fi
