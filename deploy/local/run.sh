@@ -22,9 +22,12 @@ cleanup() {
 trap cleanup INT TERM EXIT
 
 pg_admin=$(deploy/local/pg.sh start "$data/pg")
-db_url=${pg_admin/\/postgres\?/\/clawguard?}
-psql "$pg_admin" -qtAc "SELECT 1 FROM pg_database WHERE datname='clawguard'" | grep -q 1 \
-  || psql "$pg_admin" -qc "CREATE DATABASE clawguard" >/dev/null
+db_url=$pg_admin
+if command -v psql >/dev/null 2>&1; then
+  db_url=${pg_admin/\/postgres\?/\/clawguard?}
+  psql "$pg_admin" -qtAc "SELECT 1 FROM pg_database WHERE datname='clawguard'" | grep -q 1 \
+    || psql "$pg_admin" -qc "CREATE DATABASE clawguard" >/dev/null
+fi
 echo "postgres:  $db_url"
 
 bin/clawguard-server serve --database-url "$db_url" --auto-migrate \
