@@ -7,8 +7,11 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -204,12 +207,53 @@ func installPackagesCard(s delivery.Session, p *structpb.Struct) (string, string
 func addMCPServerCard(s delivery.Session, p *structpb.Struct) (string, string) {
 	args, _ := delivery.StringList(p, "args")
 	cmd := strings.TrimSpace(delivery.String(p, "command") + " " + strings.Join(args, " "))
-	return "Add MCP server", fmt.Sprintf("Agent group %s wants to add MCP server %q: %s", s.GroupID, delivery.String(p, "name"), clip(cmd, 500))
+	q := fmt.Sprintf("Agent group %s wants to add MCP server %q: %s", s.GroupID, delivery.String(p, "name"), clip(cmd, 500))
+	// The env is applied with the server (NODE_OPTIONS, PATH, proxies…):
+	// the approver must see it.
+	if env := p.GetFields()["env"].GetStructValue().GetFields(); len(env) > 0 {
+		keys := make([]string, 0, len(env))
+		for k := range env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		vars := make([]string, 0, len(keys))
+		for _, k := range keys {
+			vars = append(vars, k+"="+env[k].GetStringValue())
+		}
+		q += "\n\nEnvironment: " + clip(strings.Join(vars, " "), 1000)
+	}
+	return "Add MCP server", q
 }
 
 func sendMessageCard(s delivery.Session, p *structpb.Struct) (string, string) {
-	return "Message approval", fmt.Sprintf("Agent group %s wants to send a message to %s:\n\n%s",
+	q := fmt.Sprintf("Agent group %s wants to send a message to %s:\n\n%s",
 		s.GroupID, delivery.String(p, "to"), clip(delivery.String(p, "text"), 1500))
+	// Everything else in the payload reaches the recipient too (the server
+	// delivers "content" as the text when "text" is empty, and the whole
+	// payload as data): show it, or the approver approves what they never saw.
+	if extra := otherFields(p, "to", "text"); extra != "" {
+		q += "\n\nAlso delivered with the message:\n" + clip(extra, 1500)
+	}
+	return "Message approval", q
+}
+
+// otherFields is the payload without the named keys, as JSON ("" when
+// nothing else is there).
+func otherFields(p *structpb.Struct, skip ...string) string {
+	rest := map[string]any{}
+	for k, v := range p.GetFields() {
+		if !slices.Contains(skip, k) {
+			rest[k] = v.AsInterface()
+		}
+	}
+	if len(rest) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(rest) // sorted keys: the same payload, the same card
+	if err != nil {
+		return fmt.Sprintf("(%d more fields that could not be shown)", len(rest))
+	}
+	return string(b)
 }
 
 func packageList(p *structpb.Struct) string {
@@ -225,9 +269,11 @@ func packageList(p *structpb.Struct) string {
 	return strings.Join(parts, ", ")
 }
 
+// clip bounds what one field shows on a card; the cut says how much is
+// not shown, so an approver knows there is more than the card carries.
 func clip(s string, n int) string {
 	if len(s) > n {
-		return s[:n] + "…"
+		return s[:n] + fmt.Sprintf("… [%d more bytes not shown: read the hold's payload before approving]", len(s)-n)
 	}
 	return s
 }
