@@ -51,10 +51,11 @@ func Entries() []guard.Entry {
 			Facts:       []guard.Fact{groupExists},
 			Precheck:    checkMCP,
 			Baseline:    baseline("add_mcp_server"),
-			// Bind the grant to the approved server.
+			// Bind the grant to the approved server, env included: the env is
+			// stored and applied with it (NODE_OPTIONS alone runs code).
 			GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
 				return g.Payload["name"] == in.Payload["name"] && g.Payload["command"] == in.Payload["command"] &&
-					sameList(g.Payload["args"], in.Payload["args"])
+					sameList(g.Payload["args"], in.Payload["args"]) && sameEnv(g.Payload["env"], in.Payload["env"])
 			},
 		},
 	}
@@ -149,4 +150,19 @@ func sameList(a, b any) bool {
 		return true
 	}
 	return reflect.DeepEqual(la, lb)
+}
+
+// sameEnv compares two optional env objects (absent = empty).
+func sameEnv(a, b any) bool {
+	ma, okA := env(a)
+	mb, okB := env(b)
+	return okA && okB && reflect.DeepEqual(ma, mb)
+}
+
+func env(v any) (map[string]any, bool) {
+	if v == nil {
+		return map[string]any{}, true
+	}
+	m, ok := v.(map[string]any)
+	return m, ok
 }
