@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -83,7 +84,11 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 		if err != nil {
 			return fmt.Errorf("read session: %w", err)
 		}
-		if err := citeTx(ctx, tx, req.GetDecisionId(), sess.id, req.GetAction(), s.opts.CitationWindow); err != nil {
+		grant, err := citeTx(ctx, tx, req.GetDecisionId(), sess.id, req.GetAction(), s.opts.CitationWindow)
+		if err != nil {
+			return err
+		}
+		if err := boundToDecisionTx(ctx, tx, sess, grant, req); err != nil {
 			return err
 		}
 		if result, msg, err = apply(ctx, tx, sess, req); err != nil {
@@ -104,23 +109,31 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 }
 
 // citeTx consumes a citation: one conditional UPDATE, so a decision is
-// cited at most once whatever the concurrency. On refusal it says why.
-func citeTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) error {
-	tag, err := tx.Exec(ctx, `UPDATE decisions SET cited_at = now()
+// cited at most once whatever the concurrency. It returns the grant the
+// ALLOW consumed ("" for a baseline allow). On refusal it says why.
+func citeTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) (string, error) {
+	var grant string
+	err := tx.QueryRow(ctx, `UPDATE decisions SET cited_at = now()
 		WHERE id = $1 AND cited_at IS NULL AND effect = 'allow' AND NOT dry_run
-		  AND session_id = $2 AND action = $3 AND at > now() - $4::interval`,
-		decisionID, sessionID, action, window)
-	if err != nil {
-		return fmt.Errorf("cite decision: %w", err)
+		  AND session_id = $2 AND action = $3 AND at > now() - $4::interval
+		RETURNING grant_id`,
+		decisionID, sessionID, action, window).Scan(&grant)
+	if err == nil {
+		return grant, nil
 	}
-	if tag.RowsAffected() == 1 {
-		return nil
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("cite decision: %w", err)
 	}
+	return "", citationRefused(ctx, tx, decisionID, sessionID, action, window)
+}
+
+// citationRefused says why a citation did not match.
+func citationRefused(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) error {
 	var (
 		effect, dAction, dSession string
 		dryRun, cited, stale      bool
 	)
-	err = tx.QueryRow(ctx, `SELECT effect, action, COALESCE(session_id, ''), dry_run, cited_at IS NOT NULL, at <= now() - $2::interval
+	err := tx.QueryRow(ctx, `SELECT effect, action, COALESCE(session_id, ''), dry_run, cited_at IS NOT NULL, at <= now() - $2::interval
 		FROM decisions WHERE id = $1`, decisionID, window).Scan(&effect, &dAction, &dSession, &dryRun, &cited, &stale)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q not found", decisionID)
@@ -144,6 +157,61 @@ func citeTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string
 		why = fmt.Sprintf("it is older than the citation window (%s)", window)
 	}
 	return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: %s", decisionID, why)
+}
+
+// boundToDecisionTx binds the applied payload to what was decided: a
+// citation names session and action only, so without this a runner could
+// cite an ALLOW and apply another payload. An ALLOW that consumed a grant
+// applies exactly the approved hold's payload (a2a: plus the message id the
+// runner stamps); an a2a send is to the payload's own target, and a send
+// into a message-policy pair needs an approval (a grantless ALLOW for
+// another target does not carry over).
+func boundToDecisionTx(ctx context.Context, tx pgx.Tx, sess appliedSession, grant string, req *guardv1.ApplyActionRequest) error {
+	if req.GetAction() == ActionA2ASend {
+		target, err := a2aTarget(req)
+		if err != nil {
+			return err
+		}
+		if grant == "" {
+			var gated bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_message_policies
+				WHERE from_agent_group_id = $1 AND to_agent_group_id = $2)`, sess.groupID, target).Scan(&gated); err != nil {
+				return fmt.Errorf("check message policy: %w", err)
+			}
+			if gated {
+				return status.Errorf(codes.PermissionDenied, "a message from %q to %q needs an approval: the cited decision carries none", sess.groupID, target)
+			}
+		}
+	}
+	if grant == "" {
+		return nil
+	}
+	var raw []byte
+	if err := tx.QueryRow(ctx, `SELECT payload FROM holds WHERE id = $1`, grant).Scan(&raw); err != nil {
+		return fmt.Errorf("read approved hold %s: %w", grant, err)
+	}
+	var approved map[string]any
+	if err := json.Unmarshal(raw, &approved); err != nil {
+		return fmt.Errorf("decode approved hold %s: %w", grant, err)
+	}
+	b, err := req.GetPayload().MarshalJSON()
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "payload: %v", err)
+	}
+	applied := map[string]any{}
+	if err := json.Unmarshal(b, &applied); err != nil {
+		return status.Errorf(codes.InvalidArgument, "payload: %v", err)
+	}
+	if _, had := approved["id"]; req.GetAction() == ActionA2ASend && !had {
+		delete(applied, "id")
+	}
+	if approved == nil {
+		approved = map[string]any{}
+	}
+	if !reflect.DeepEqual(approved, applied) {
+		return status.Errorf(codes.PermissionDenied, "payload differs from the one approved in hold %s", grant)
+	}
+	return nil
 }
 
 // ---- the mutations ----
@@ -377,18 +445,12 @@ func applyAddMcpServer(ctx context.Context, tx pgx.Tx, sess appliedSession, req 
 // be on another host). The destination ACL is re-checked here: a citation
 // binds session and action, not the target.
 func applyA2ASend(ctx context.Context, tx pgx.Tx, sess appliedSession, req *guardv1.ApplyActionRequest) (map[string]any, string, error) {
-	target := req.GetResource()["to"]
-	if target == "" {
-		target = str(req, "to")
-	}
-	if target == "" {
-		target = str(req, "platform_id")
-	}
-	if target == "" {
-		return nil, "", status.Error(codes.InvalidArgument, "resource.to: required (the target agent group id)")
+	target, err := a2aTarget(req)
+	if err != nil {
+		return nil, "", err
 	}
 	var exists, allowed bool
-	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $2),
+	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $2),
 		$1 = $2 OR EXISTS (SELECT 1 FROM agent_destinations WHERE agent_group_id = $1 AND target_agent_group_id = $2)`,
 		sess.groupID, target).Scan(&exists, &allowed)
 	if err != nil {
@@ -431,6 +493,27 @@ func applyA2ASend(ctx context.Context, tx pgx.Tx, sess appliedSession, req *guar
 	}
 	return map[string]any{"message_id": messageID, "target_session_id": targetSession, "push_id": pushID},
 		"Message delivered.", nil
+}
+
+// a2aTarget is the target group of a send: resource.to, else the payload's
+// to (or the seed's platform_id). A resource naming another target than the
+// payload is refused: the decision and the card were about the payload's.
+func a2aTarget(req *guardv1.ApplyActionRequest) (string, error) {
+	inPayload := str(req, "to")
+	if inPayload == "" {
+		inPayload = str(req, "platform_id")
+	}
+	target := req.GetResource()["to"]
+	switch {
+	case target == "":
+		target = inPayload
+	case inPayload != "" && inPayload != target:
+		return "", status.Errorf(codes.InvalidArgument, "resource.to %q differs from the payload's target %q", target, inPayload)
+	}
+	if target == "" {
+		return "", status.Error(codes.InvalidArgument, "resource.to: required (the target agent group id)")
+	}
+	return target, nil
 }
 
 func union(have, add []string) []string {
