@@ -13,6 +13,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
@@ -116,6 +117,9 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 	if req.GetActor() == nil && caller.Agent == nil {
 		return nil, InvalidArgument("actor", "required")
 	}
+	if err := s.checkCard(req); err != nil {
+		return nil, err
+	}
 	r := guard.FromProto(req)
 	if err := applyActorRules(caller, r); err != nil {
 		return nil, err
@@ -131,6 +135,26 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 		return nil, status.FromContextError(err).Err()
 	}
 	return nil, status.Errorf(codes.Internal, "decide: %v", err)
+}
+
+// checkCard: a card's payload becomes the hold's payload — what the approver
+// judges and what runs on approval — so it must be the decided request
+// itself. Admin-RPC holds (cli_command) come only from the RPC interceptor,
+// in-process: a card for one through Guard.Decide could carry another
+// command than the one decided (a group-scoped members.add whose approval
+// replays roles.grant).
+func (s *GuardService) checkCard(req *guardv1.DecideRequest) error {
+	c := req.GetCard()
+	if c == nil {
+		return nil
+	}
+	if c.GetPayload() != nil && !proto.Equal(c.GetPayload(), req.GetPayload()) {
+		return InvalidArgument("card.payload", "must be the decided payload (or unset)")
+	}
+	if e, ok := s.d.Guard.Catalog.Lookup(req.GetAction()); ok && e.ApprovalAction == commands.ApprovalAction {
+		return InvalidArgument("card", "admin commands are held by calling the RPC itself, not through Guard.Decide")
+	}
+	return nil
 }
 
 // applyActorRules: the operator may name any actor; a runner only agents on
