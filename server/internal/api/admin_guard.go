@@ -185,14 +185,20 @@ func commandCard(fullMethod string, r *guardv1.Rule, a *authn.Agent, request map
 	}, nil
 }
 
+// maxCardArgs bounds the request shown on a command card.
+const maxCardArgs = 4000
+
+// argSummary is the request as the card shows it. Keys print sorted, so an
+// agent could pad an early argument to push a later one out of view: the
+// bound is generous and a cut says how much is not shown.
 func argSummary(req map[string]any) string {
 	b, _ := json.Marshal(req)
 	if len(b) <= 2 {
 		return ""
 	}
 	s := string(b)
-	if len(s) > 300 {
-		s = s[:300] + "…"
+	if len(s) > maxCardArgs {
+		s = fmt.Sprintf("%s… [%d more bytes not shown: read the hold's payload before approving]", s[:maxCardArgs], len(s)-maxCardArgs)
 	}
 	return " " + s
 }
