@@ -140,7 +140,7 @@ func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequ
 		Title:          card.GetTitle(),
 		Question:       card.GetQuestion(),
 		Options:        card.GetOptions(),
-		DedupKey:       card.GetDedupKey(),
+		DedupKey:       requestDedupKey(req.GetKind(), card.GetDedupKey()),
 		OriginChannel:  card.GetOriginChannelType(),
 		SweptOnRestart: req.GetSweptOnRestart(),
 		// The named-or-admin semantic of channel and sender cards.
@@ -160,6 +160,17 @@ func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequ
 		return nil, DBError("hold request", err)
 	}
 	return &guardv1.RequestResponse{Hold: res.Hold, Created: res.Created, Undelivered: res.Undelivered}, nil
+}
+
+// requestDedupKey namespaces a Request's dedup key by kind: a live hold
+// with a key is returned instead of a new one whatever its kind, so a bare
+// key could capture the key of a guard hold ("sender_admit:<chat>:<sender>")
+// and stand in for it.
+func requestDedupKey(kind, key string) string {
+	if key == "" {
+		return ""
+	}
+	return "request/" + kind + "/" + key
 }
 
 func (s *ApprovalsService) Await(ctx context.Context, req *guardv1.AwaitRequest) (*guardv1.AwaitResponse, error) {

@@ -1,0 +1,49 @@
+package api_test
+
+import (
+	"context"
+	"testing"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/testserver"
+)
+
+// Approvals.Request's dedup key must not reach the guard's holds: a live
+// hold with a key is returned instead of a new one, whatever its kind, so
+// a Request carrying "sender_admit:<chat>:<sender>" made the guard's
+// sender admission answer with that (non-admission) hold — the admission
+// card was never created and approving the decoy admitted nobody.
+func TestRequestDedupKeyCannotCaptureAGuardHold(t *testing.T) {
+	srv := testserver.Start(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		`INSERT INTO agent_groups (id, name) VALUES ('ag-1', 'Agent')`,
+		`INSERT INTO messaging_groups (id, channel_type, platform_id, name, is_group, unknown_sender_policy)
+			VALUES ('mg-chat', 'telegram', 'chat-123', 'Group Chat', true, 'request_approval')`,
+		`INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id) VALUES ('mga-1', 'mg-chat', 'ag-1')`,
+		`INSERT INTO users (id) VALUES ('tg:olivia')`,
+		`INSERT INTO user_roles (user_id, role) VALUES ('tg:olivia', 'owner')`,
+	} {
+		if _, err := srv.Pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	bridge := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "bridge", "", ""), ""))
+	decoy, err := bridge.Approvals.Request(ctx, &guardv1.RequestRequest{Kind: "onecli_credential",
+		Card: &guardv1.HoldCard{Title: "decoy", DedupKey: "sender_admit:mg-chat:tg:stranger"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := bridge.Registry.RouteInbound(ctx, &guardv1.RouteInboundRequest{ChannelType: "telegram", PlatformId: "chat-123", IsGroup: true,
+		SenderUserId: "tg:stranger", MessageId: "m1", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetHoldId() == "" || r.GetHoldId() == decoy.GetHold().GetId() {
+		t.Fatalf("stranger's message held on %q (decoy %s), want its own sender_admit hold", r.GetHoldId(), decoy.GetHold().GetId())
+	}
+	var kind string
+	if err := srv.Pool.QueryRow(ctx, `SELECT kind FROM holds WHERE id = $1`, r.GetHoldId()).Scan(&kind); err != nil || kind != "sender_admit" {
+		t.Fatalf("admission hold kind = %q (%v), want sender_admit", kind, err)
+	}
+}
