@@ -172,7 +172,7 @@ func boundToDecisionTx(ctx context.Context, tx pgx.Tx, sess appliedSession, gran
 		if err != nil {
 			return err
 		}
-		if grant == "" {
+		if grant == "" && target != sess.groupID { // a self-send is never gated (the baseline's order)
 			var gated bool
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_message_policies
 				WHERE from_agent_group_id = $1 AND to_agent_group_id = $2)`, sess.groupID, target).Scan(&gated); err != nil {
