@@ -92,19 +92,24 @@ func sendersAdmit() guard.Entry {
 		Action:         SendersAdmit,
 		ApprovalAction: SenderAdmitApprovalAction,
 		Description:    "an unknown sender messages a chat (resource messaging_group=<id>)",
-		Args:           func(in *guard.Input) []any { return []any{messagingGroup(in)} },
-		// Bind a sender_admit grant to the sender and chat it was approved
-		// for: an approval for one stranger must not admit another.
+		Args:           func(in *guard.Input) []any { return []any{messagingGroup(in), admitGroup(in)} },
+		// Bind a sender_admit grant to the sender, chat and agent group it
+		// was approved for: an approval for one stranger must not admit
+		// another, nor into another group of the chat.
 		GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
 			sender, _ := g.Payload["sender_user_id"].(string)
 			mg, _ := g.Payload["messaging_group_id"].(string)
+			ag, _ := g.Payload["agent_group_id"].(string)
 			user := in.Actor.GetHuman().GetUserId()
-			return sender != "" && sender == user && mg != "" && mg == messagingGroup(in)
+			return sender != "" && sender == user && mg != "" && mg == messagingGroup(in) && (ag == "" || ag == admitGroup(in))
 		},
 		Facts: []guard.Fact{
 			{Name: "policy", SQL: `SELECT unknown_sender_policy FROM messaging_groups WHERE id = $6::text`},
+			// The group the sender is admitted to, when it is wired to the
+			// chat; with none named, the chat's first wired group.
 			{Name: "wired_group", SQL: `SELECT agent_group_id FROM messaging_group_agents
-				WHERE messaging_group_id = $6::text ORDER BY created_at, agent_group_id LIMIT 1`},
+				WHERE messaging_group_id = $6::text AND ($7::text = '' OR agent_group_id = $7::text)
+				ORDER BY created_at, agent_group_id LIMIT 1`},
 		},
 		Baseline: func(in *guard.Input, f guard.Facts) (guard.Decision, error) {
 			// The policy is read live (the seed passed it in); a chat that is
@@ -114,9 +119,11 @@ func sendersAdmit() guard.Entry {
 			case "public":
 				return guard.Allow("public messaging group"), nil
 			case "request_approval":
+				// The admins of the group the sender would join approve — not
+				// those of another group wired to the same chat.
 				group := f.Str("wired_group")
-				if group == "" {
-					group = in.Arg("agent_group_id")
+				if named := admitGroup(in); named != "" && group == "" {
+					return guard.Denyf("agent group %s is not wired to messaging group %s", named, messagingGroup(in)), nil
 				}
 				return guard.Hold(guard.AdminsOfScope(group, ""), guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
 					"unknown sender requires admission approval"), nil
@@ -124,6 +131,15 @@ func sendersAdmit() guard.Entry {
 			return guard.Deny(fmt.Sprintf("unknown sender (policy %s)", policyName(policy))), nil
 		},
 	}
+}
+
+// admitGroup is the agent group a sender admission is for: resource
+// agent_group, or the payload's agent_group_id ("" when not named).
+func admitGroup(in *guard.Input) string {
+	if g := in.Resource["agent_group"]; g != "" {
+		return g
+	}
+	return in.Arg("agent_group_id")
 }
 
 func policyName(p string) string {
