@@ -133,6 +133,10 @@ func Baseline(r *guardv1.Rule, in *guard.Input, f guard.Facts) guard.Decision {
 		if _, ok := in.Payload["cli-scope"]; ok {
 			return guard.Deny("Cannot change cli_scope from a group-scoped agent.")
 		}
+	case "global":
+	default:
+		// Fail closed: a scope this code does not know is not "global".
+		return guard.Denyf("CLI access: unknown cli_scope %q for this agent group.", CLIScope(f))
 	}
 	if r.GetAccess() == guardv1.Access_ACCESS_APPROVAL {
 		return guard.Hold(guard.AdminsOfScope(group, ""), ApproverScopeFor(resource, in.Payload, group),
