@@ -60,6 +60,13 @@ func checkGrant(e *Entry, in *Input, g *GrantRow) (d Decision) {
 	if group, ok := in.AgentGroup(); ok && g.AgentGroupID != "" && g.AgentGroupID != group {
 		return invalid
 	}
+	// A grant replays the action it was held for, from the session that asked.
+	if g.CatalogAction != "" && g.CatalogAction != in.Action {
+		return invalid
+	}
+	if s := in.Session(); s != "" && g.SessionID != "" && g.SessionID != s {
+		return invalid
+	}
 	if e.GrantMatches != nil && !e.GrantMatches(g, in) {
 		return invalid
 	}

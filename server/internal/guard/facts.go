@@ -53,10 +53,10 @@ type common struct {
 const commonSelect = `SELECT $1::text, s.runner_id, s.agent_group_id,`
 
 const grantCols = `
-       g.kind, g.status, g.consumed_at IS NOT NULL, g.payload::text, g.agent_group_id,`
+       g.kind, g.status, g.consumed_at IS NOT NULL, g.payload::text, g.agent_group_id, g.catalog_action, g.session_id,`
 
 const noGrantCols = `
-       NULLIF($3::text, $3::text), NULL::text, NULL::bool, NULL::text, NULL::text,`
+       NULLIF($3::text, $3::text), NULL::text, NULL::bool, NULL::text, NULL::text, NULL::text, NULL::text,`
 
 const priorCol = `
        p.answer`
@@ -124,9 +124,10 @@ func readFacts(ctx context.Context, q querier, query string, facts []Fact, args 
 		actorGroup           *string
 		gKind, gStatus, gPay *string
 		gConsumed            *bool
-		gGroup               *string
+		gGroup, gAction      *string
+		gSession             *string
 	)
-	dest := []any{&actorGroup, &c.sessionRunner, &c.sessionGroup, &gKind, &gStatus, &gConsumed, &gPay, &gGroup, &c.prior}
+	dest := []any{&actorGroup, &c.sessionRunner, &c.sessionGroup, &gKind, &gStatus, &gConsumed, &gPay, &gGroup, &gAction, &gSession, &c.prior}
 	vals := make([]*string, len(facts))
 	for i := range vals {
 		dest = append(dest, &vals[i])
@@ -139,7 +140,8 @@ func readFacts(ctx context.Context, q querier, query string, facts []Fact, args 
 		f.vals[fact.Name] = vals[i]
 	}
 	if gKind != nil {
-		g := &GrantRow{Kind: *gKind, Status: deref(gStatus), Consumed: gConsumed != nil && *gConsumed, AgentGroupID: deref(gGroup)}
+		g := &GrantRow{Kind: *gKind, Status: deref(gStatus), Consumed: gConsumed != nil && *gConsumed,
+			AgentGroupID: deref(gGroup), CatalogAction: deref(gAction), SessionID: deref(gSession)}
 		if gPay != nil {
 			if err := json.Unmarshal([]byte(*gPay), &g.Payload); err != nil {
 				return common{}, Facts{}, fmt.Errorf("decode grant payload: %w", err)

@@ -140,7 +140,11 @@ type GrantRow struct {
 	Status       string
 	Consumed     bool
 	AgentGroupID string
-	Payload      map[string]any
+	// CatalogAction and SessionID are what the hold was decided for ("" when
+	// it came from elsewhere); a grant replays only that action, from that session.
+	CatalogAction string
+	SessionID     string
+	Payload       map[string]any
 }
 
 // Live reports whether the hold may still satisfy a replay: approved and
