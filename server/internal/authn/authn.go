@@ -15,10 +15,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -100,12 +102,16 @@ func NewSecret() (string, error) {
 
 // Authenticator resolves tokens against the tokens table, with a short cache
 // so the hot path (Decide) costs no extra round trip; a revocation takes
-// effect within cacheTTL on every replica.
+// effect within cacheTTL on every replica. Misses are single-flight: when
+// an entry expires under load, the calls in flight for that token share
+// one query instead of each sending its own.
 type Authenticator struct {
 	pool     *pgxpool.Pool
 	cacheTTL time.Duration
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	cache    map[string]cached
+	lookups  singleflight.Group
+	queries  atomic.Int64 // tokens-table queries sent (tests)
 }
 
 type cached struct {
@@ -160,14 +166,38 @@ func (a *Authenticator) agentFor(ctx context.Context, runnerID, sessionID string
 }
 
 func (a *Authenticator) principal(ctx context.Context, token string) (Principal, error) {
-	now := time.Now()
-	a.mu.Lock()
-	if c, ok := a.cache[token]; ok && now.Before(c.expires) {
-		a.mu.Unlock()
+	a.mu.RLock()
+	c, ok := a.cache[token]
+	a.mu.RUnlock()
+	if ok && time.Now().Before(c.expires) {
 		return c.p, c.err
 	}
-	a.mu.Unlock()
+	// The shared lookup runs on a context of its own (bounded, not the first
+	// caller's) so one caller giving up does not fail the others; each caller
+	// still stops waiting when its own context ends.
+	ch := a.lookups.DoChan(token, func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return a.lookup(lctx, token)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return Principal{}, r.Err
+		}
+		c := r.Val.(cached)
+		return c.p, c.err
+	case <-ctx.Done():
+		return Principal{}, status.FromContextError(ctx.Err()).Err()
+	}
+}
 
+// lookup reads one token and caches the answer (a known token's principal,
+// or its refusal). An outage is returned as the error and never cached: the
+// next call asks again (fail closed).
+func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error) {
+	now := time.Now()
+	a.queries.Add(1)
 	var (
 		p                Principal
 		kind             string
@@ -181,8 +211,7 @@ func (a *Authenticator) principal(ctx context.Context, token string) (Principal,
 	case errors.Is(err, pgx.ErrNoRows):
 		err = status.Error(codes.Unauthenticated, "unknown token")
 	case err != nil:
-		// Fail closed, and don't cache an outage.
-		return Principal{}, status.Errorf(codes.Unavailable, "authenticate: %v", err)
+		return cached{}, status.Errorf(codes.Unavailable, "authenticate: %v", err)
 	case revoked != nil:
 		err = status.Error(codes.Unauthenticated, "token revoked")
 	default:
@@ -194,13 +223,14 @@ func (a *Authenticator) principal(ctx context.Context, token string) (Principal,
 			p.UserID = *userID
 		}
 	}
+	c := cached{p: p, err: err, expires: now.Add(a.cacheTTL)}
 	a.mu.Lock()
 	if len(a.cache) > 10000 {
 		a.cache = map[string]cached{}
 	}
-	a.cache[token] = cached{p: p, err: err, expires: now.Add(a.cacheTTL)}
+	a.cache[token] = c
 	a.mu.Unlock()
-	return p, err
+	return c, nil
 }
 
 // KindFromString maps the tokens.kind column to a principal kind.
