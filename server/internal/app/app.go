@@ -35,6 +35,9 @@ import (
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
+// streamWorkers is the size of the gRPC server's stream worker pool.
+const streamWorkers = 64
+
 // Server is a running control-plane replica.
 type Server struct {
 	cfg        config.Config
@@ -137,6 +140,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		grpc.ChainUnaryInterceptor(chain.Unary...),
 		grpc.ChainStreamInterceptor(chain.Stream...),
 		grpc.MaxRecvMsgSize(1 << 20),
+		// A pool of long-lived goroutines serves new streams (every unary
+		// call is one), so a Guard.Decide does not start a goroutine and
+		// regrow its stack each time. Sized for the calls in flight (they
+		// wait on Postgres), not the cores; beyond it gRPC spawns as before.
+		grpc.NumStreamWorkers(streamWorkers),
 	}
 	if cfg.TLSCert != "" {
 		creds, err := serverTLS(cfg)
