@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -32,6 +33,9 @@ Run "clawguard-server <command> --help" for a command's flags.
 `
 
 var version = "dev"
+
+// serveGCPercent is the GC target of `serve` when GOGC is not set.
+const serveGCPercent = 200
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -71,6 +75,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
 		return 2
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		// The live heap is small (tens of MB) and every decision allocates
+		// short-lived gRPC/pgx garbage: collecting half as often costs a few
+		// MB and halves the GC's share of the CPU (~10 % -> ~5 % under
+		// Guard.Decide load). An operator's GOGC still wins.
+		debug.SetGCPercent(serveGCPercent)
 	}
 	log := newLogger(cfg.LogLevel)
 	log.Info("starting clawguard-server", "version", version, "config", fmt.Sprintf("%+v", cfg.Redacted()))
