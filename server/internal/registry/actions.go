@@ -29,6 +29,9 @@ const (
 	ActionA2ASend         = "a2a.send"
 )
 
+// selfModPrefix marks the actions the guard always holds for approval.
+const selfModPrefix = "self_mod."
+
 type applyFunc func(ctx context.Context, tx pgx.Tx, sess appliedSession, req *guardv1.ApplyActionRequest) (map[string]any, string, error)
 
 type appliedSession struct{ id, groupID string }
@@ -87,6 +90,11 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 		grant, err := citeTx(ctx, tx, req.GetDecisionId(), sess.id, req.GetAction(), s.opts.CitationWindow)
 		if err != nil {
 			return err
+		}
+		// The guard always holds self-modification, so a genuine ALLOW for it
+		// consumed an approved hold; a grantless one was not decided by it.
+		if grant == "" && strings.HasPrefix(req.GetAction(), selfModPrefix) {
+			return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: a %s ALLOW must carry the grant of an approved hold, and this one has none", req.GetDecisionId(), req.GetAction())
 		}
 		if err := boundToDecisionTx(ctx, tx, sess, grant, req); err != nil {
 			return err

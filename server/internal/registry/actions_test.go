@@ -191,11 +191,14 @@ func TestApplySelfModUpdatesConfigAndRestartsEverySession(t *testing.T) {
 	}
 	st := f.r.connect(t)
 
-	d := allow(t, f.srv, f.sess.GetId(), "self_mod.install_packages", 0)
-	if _, err := f.apply(t, d, "self_mod.install_packages", map[string]any{"apt": []any{"curl; rm -rf /"}}, nil); status.Code(err) != codes.InvalidArgument {
+	bad := map[string]any{"apt": []any{"curl; rm -rf /"}}
+	d := grantedAllow(t, f.srv, f.sess.GetId(), "self_mod.install_packages", "install_packages", bad)
+	if _, err := f.apply(t, d, "self_mod.install_packages", bad, nil); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("bad package name: %v, want InvalidArgument", err)
 	}
-	if _, err := f.apply(t, d, "self_mod.install_packages", map[string]any{"apt": []any{"curl", "jq"}, "npm": []any{"@scope/left-pad"}}, nil); err != nil {
+	pkgs := map[string]any{"apt": []any{"curl", "jq"}, "npm": []any{"@scope/left-pad"}}
+	d = grantedAllow(t, f.srv, f.sess.GetId(), "self_mod.install_packages", "install_packages", pkgs)
+	if _, err := f.apply(t, d, "self_mod.install_packages", pkgs, nil); err != nil {
 		t.Fatal(err)
 	}
 	var (
@@ -227,11 +230,14 @@ func TestApplySelfModUpdatesConfigAndRestartsEverySession(t *testing.T) {
 		t.Fatalf("restarted sessions = %v, want both", restarted)
 	}
 
-	d = allow(t, f.srv, f.sess.GetId(), "self_mod.add_mcp_server", 0)
-	if _, err := f.apply(t, d, "self_mod.add_mcp_server", map[string]any{"name": "fs"}, nil); status.Code(err) != codes.InvalidArgument {
+	noCommand := map[string]any{"name": "fs"}
+	d = grantedAllow(t, f.srv, f.sess.GetId(), "self_mod.add_mcp_server", "add_mcp_server", noCommand)
+	if _, err := f.apply(t, d, "self_mod.add_mcp_server", noCommand, nil); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("MCP server without command: %v, want InvalidArgument", err)
 	}
-	if _, err := f.apply(t, d, "self_mod.add_mcp_server", map[string]any{"name": "fs", "command": "mcp-fs", "args": []any{"--root", "/data"}, "env": map[string]any{"LEVEL": "1"}}, nil); err != nil {
+	server := map[string]any{"name": "fs", "command": "mcp-fs", "args": []any{"--root", "/data"}, "env": map[string]any{"LEVEL": "1"}}
+	d = grantedAllow(t, f.srv, f.sess.GetId(), "self_mod.add_mcp_server", "add_mcp_server", server)
+	if _, err := f.apply(t, d, "self_mod.add_mcp_server", server, nil); err != nil {
 		t.Fatal(err)
 	}
 	read()
@@ -321,5 +327,35 @@ func TestApplyActionCitesARealGuardAllow(t *testing.T) {
 	}
 	if _, err := asAgent.Registry.ApplyAction(ctxT(t), apply); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("cite it again: %v, want FailedPrecondition", err)
+	}
+}
+
+// The guard always holds self-modification, so an ALLOW for it that carries
+// no grant was not won through an approval: its citation is refused and
+// left unconsumed, and nothing is installed.
+func TestApplySelfModRefusesAGrantlessAllow(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	cases := []struct {
+		action string
+		p      map[string]any
+	}{
+		{"self_mod.install_packages", map[string]any{"apt": []any{"curl"}}},
+		{"self_mod.add_mcp_server", map[string]any{"name": "fs", "command": "mcp-fs"}},
+	}
+	for _, c := range cases {
+		d := allow(t, f.srv, f.sess.GetId(), c.action, 0)
+		_, err := f.apply(t, d, c.action, c.p, nil)
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "grant") {
+			t.Fatalf("%s with a grantless ALLOW: %v, want FailedPrecondition naming the missing grant", c.action, err)
+		}
+		var cited bool
+		if err := f.srv.Pool.QueryRow(ctxT(t), `SELECT cited_at IS NOT NULL FROM decisions WHERE id = $1`, d).Scan(&cited); err != nil || cited {
+			t.Fatalf("%s: refused citation was consumed (%v)", c.action, err)
+		}
+	}
+	var configs int
+	if err := f.srv.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM container_configs WHERE agent_group_id = $1 AND (apt_packages <> '{}' OR mcp_servers <> '[]'::jsonb)`, f.group).Scan(&configs); err != nil || configs != 0 {
+		t.Fatalf("configs changed by refused self_mod citations = %d (%v)", configs, err)
 	}
 }

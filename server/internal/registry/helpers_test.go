@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"sync"
 	"testing"
@@ -240,6 +241,26 @@ func decision(t *testing.T, srv *testserver.Server, sessionID, action, effect st
 		       'agent', agent_group_id, id, $4, 'test'
 		FROM sessions WHERE id = $5`, id, age, action, effect, sessionID)
 	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// grantedAllow inserts an approved, consumed hold with the payload and the
+// ALLOW that consumed it (as the guard logs a replay with the grant).
+func grantedAllow(t *testing.T, srv *testserver.Server, sessionID, action, kind string, p map[string]any) string {
+	t.Helper()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := "h_" + randHex() + randHex()
+	if _, err := srv.Pool.Exec(ctxT(t), `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, status, resolved_at, consumed_at)
+		SELECT $1, $2, $3, $4::jsonb, id, agent_group_id, 'approved', now(), now() FROM sessions WHERE id = $5`, hold, kind, action, string(raw), sessionID); err != nil {
+		t.Fatal(err)
+	}
+	id := allow(t, srv, sessionID, action, 0)
+	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE decisions SET grant_id = $1 WHERE id = $2`, hold, id); err != nil {
 		t.Fatal(err)
 	}
 	return id
