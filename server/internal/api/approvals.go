@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -128,12 +130,16 @@ func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequ
 	case req.GetCard().GetTitle() == "":
 		return nil, InvalidArgument("card.title", "required")
 	}
+	group, err := s.requestGroup(ctx, req.GetSessionId(), req.GetAgentGroupId())
+	if err != nil {
+		return nil, err
+	}
 	card := req.GetCard()
 	cr := approvals.CreateRequest{
 		Kind:           req.GetKind(),
 		Payload:        req.GetPayload(),
 		SessionID:      req.GetSessionId(),
-		AgentGroupID:   req.GetAgentGroupId(),
+		AgentGroupID:   group,
 		Requester:      caller.Actor(),
 		Rule:           req.GetApproverRule(),
 		Scope:          req.GetApproverScope(),
@@ -160,6 +166,28 @@ func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequ
 		return nil, DBError("hold request", err)
 	}
 	return &guardv1.RequestResponse{Hold: res.Hold, Created: res.Created, Undelivered: res.Undelivered}, nil
+}
+
+// requestGroup checks a Request's session against its agent group: the
+// hold's notices are pushed into that session, so a bridge must not name an
+// arbitrary agent's session. With a session and no group, the group is the
+// session's.
+func (s *ApprovalsService) requestGroup(ctx context.Context, sessionID, groupID string) (string, error) {
+	if sessionID == "" {
+		return groupID, nil
+	}
+	var sessionGroup string
+	err := s.d.Store.Pool.QueryRow(ctx, `SELECT agent_group_id FROM sessions WHERE id = $1`, sessionID).Scan(&sessionGroup)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", InvalidArgument("session_id", "no session %q", sessionID)
+	}
+	if err != nil {
+		return "", DBError("session", err)
+	}
+	if groupID != "" && groupID != sessionGroup {
+		return "", InvalidArgument("session_id", "session %q is not a session of agent group %q", sessionID, groupID)
+	}
+	return sessionGroup, nil
 }
 
 // requestDedupKey namespaces a Request's dedup key by kind: a live hold
