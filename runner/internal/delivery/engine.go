@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -127,6 +128,12 @@ func (e *Engine) Replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 	if out.HoldID == "" {
 		out.HoldID = r.GetHoldId()
 	}
+	if out.Undecided {
+		// Not a failure yet: the replay is tried again when the server re-sends it.
+		e.Notifier.Notify(s.ID, &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_INFO, HoldId: out.HoldID,
+			Text: out.Reason + "; it will be tried again", At: timestamppb.Now()})
+		return out
+	}
 	e.notify(s, "", r.GetDeliveryAction(), out)
 	return out
 }
@@ -166,7 +173,9 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 	})
 	if err != nil {
 		e.count(name, "error")
-		return Failed("approved %s not run: the guard could not be reached (%s)", name, reason(err))
+		out := Failed("approved %s not run: the guard could not be reached (%s)", name, reason(err))
+		out.Undecided = unreached(err)
+		return out
 	}
 	switch resp.GetDecision().GetEffect() {
 	case guardv1.Effect_EFFECT_ALLOW:
@@ -265,6 +274,20 @@ func fingerprint(requestID, action string, payload *structpb.Struct) string {
 	fmt.Fprintf(h, "%d:%s|%d:%s|", len(requestID), requestID, len(action), action)
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// unreached reports whether a Decide error means no answer came: the
+// decide client gave up waiting (fail-closed deadline, runner shutting down)
+// or the server was unavailable.
+func unreached(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return false
 }
 
 func reason(err error) string {

@@ -47,6 +47,10 @@ type Outcome struct {
 	Reason string
 	HoldID string
 	Result *structpb.Struct
+	// Undecided marks a failure before any decision: the guard could not be
+	// reached, so nothing ran and the grant is unused — a replay may be tried
+	// again (the server re-sends a push the runner did not apply).
+	Undecided bool
 }
 
 // Done, Failed and Held build outcomes.

@@ -299,6 +299,11 @@ func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
 			m.log.Warn("replay: could not wake the session", "session", s.ID, "err", err)
 		}
 		out := m.cfg.Engine.Replay(ctx, ds, b.Replay)
+		if out.Undecided {
+			// Nothing was decided and nothing ran: leave the push unapplied so
+			// the server sends it again.
+			return fmt.Errorf("replay of hold %s not decided, to be re-sent: %s", b.Replay.GetHoldId(), out.Reason)
+		}
 		m.log.Info("replayed approved action", "session", s.ID, "hold", b.Replay.GetHoldId(),
 			"action", b.Replay.GetDeliveryAction(), "status", out.Status.String(), "reason", out.Reason)
 		return nil // applied: the grant is single-use; the agent was told the outcome

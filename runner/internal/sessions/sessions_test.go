@@ -113,11 +113,16 @@ func checkLimits(t *testing.T, r *recordingRuntime, session string, version int6
 
 func newManager(t *testing.T) (*Manager, *fakeRegistry, *recordingRuntime) {
 	t.Helper()
+	return newManagerWith(t, &fakeRegistry{}, &delivery.Engine{Registry: delivery.NewRegistry(nil)})
+}
+
+// newManagerWith serves f and runs sessions with engine (its Notifier is the manager).
+func newManagerWith(t *testing.T, f *fakeRegistry, engine *delivery.Engine) (*Manager, *fakeRegistry, *recordingRuntime) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeRegistry{}
 	f.version.Store(1)
 	srv := grpc.NewServer()
 	guardv1.RegisterRegistryServer(srv, f)
@@ -136,9 +141,10 @@ func newManager(t *testing.T) (*Manager, *fakeRegistry, *recordingRuntime) {
 	rt := &recordingRuntime{Runtime: process.New(process.Config{InstallID: "t", StopTimeout: time.Second})}
 	m := New(Config{
 		DataDir: dir, Runtime: rt, AgentBase: runtimetest.BuildSleeper(t), Conn: conn,
-		Engine:  &delivery.Engine{Registry: delivery.NewRegistry(nil)},
+		Engine:  engine,
 		Gateway: gateway.Options{Known: func(string) bool { return false }},
 	})
+	engine.Notifier = m
 	t.Cleanup(func() { m.Shutdown(context.Background()) })
 	return m, f, rt
 }
