@@ -30,6 +30,12 @@ type Config struct {
 	LeaseTTL time.Duration
 	// CitationWindow is how old an ALLOW decision may be when a runner cites it.
 	CitationWindow time.Duration
+	// DecisionRetention is how long the decision log is kept; 0 = forever.
+	// At least 10 citation windows, so a citable decision is never deleted.
+	DecisionRetention time.Duration
+	// EventRetention is how long hold events are kept (a pending hold's
+	// are kept until it resolves); 0 = forever.
+	EventRetention time.Duration
 	// WebhookURL receives every hold lifecycle event, signed with WebhookSecretFile's secret.
 	WebhookURL        string
 	WebhookSecretFile string
@@ -42,14 +48,16 @@ type Config struct {
 // Default is the config before flags and env.
 func Default() Config {
 	return Config{
-		Listen:          "127.0.0.1:7443",
-		MetricsListen:   "127.0.0.1:9464",
-		DefaultHoldTTL:  72 * time.Hour,
-		LeaseTTL:        15 * time.Second,
-		CitationWindow:  2 * time.Minute,
-		ShutdownTimeout: 10 * time.Second,
-		LogLevel:        "info",
-		MaxConns:        32,
+		Listen:            "127.0.0.1:7443",
+		MetricsListen:     "127.0.0.1:9464",
+		DefaultHoldTTL:    72 * time.Hour,
+		LeaseTTL:          15 * time.Second,
+		CitationWindow:    2 * time.Minute,
+		DecisionRetention: 720 * time.Hour,
+		EventRetention:    720 * time.Hour,
+		ShutdownTimeout:   10 * time.Second,
+		LogLevel:          "info",
+		MaxConns:          32,
 	}
 }
 
@@ -66,6 +74,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	dur(fs, &c.DefaultHoldTTL, "default-hold-ttl", "expiry of holds created without one (0 = never)")
 	dur(fs, &c.LeaseTTL, "lease-ttl", "runner lease duration")
 	dur(fs, &c.CitationWindow, "citation-window", "max age of a cited ALLOW decision")
+	dur(fs, &c.DecisionRetention, "decision-retention", "how long decisions are kept (0 = forever; at least 10 citation windows)")
+	dur(fs, &c.EventRetention, "event-retention", "how long hold events are kept (0 = forever)")
 	str(fs, &c.WebhookURL, "webhook-url", "URL receiving signed hold lifecycle events")
 	str(fs, &c.WebhookSecretFile, "webhook-secret-file", "file holding the webhook HMAC secret")
 	dur(fs, &c.ShutdownTimeout, "shutdown-timeout", "graceful shutdown deadline")
@@ -107,6 +117,12 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultHoldTTL < 0 || c.LeaseTTL <= 0 || c.CitationWindow <= 0 || c.ShutdownTimeout <= 0 {
 		return errors.New("durations must be positive (--default-hold-ttl may be 0 for never)")
+	}
+	if c.DecisionRetention < 0 || c.EventRetention < 0 {
+		return errors.New("--decision-retention and --event-retention must not be negative (0 = keep forever)")
+	}
+	if c.DecisionRetention > 0 && c.DecisionRetention < 10*c.CitationWindow {
+		return fmt.Errorf("--decision-retention %s: must be at least 10 citation windows (%s) or 0 for forever", c.DecisionRetention, 10*c.CitationWindow)
 	}
 	if c.WebhookURL != "" {
 		if u, err := url.Parse(c.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
