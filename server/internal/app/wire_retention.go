@@ -1,0 +1,24 @@
+package app
+
+import (
+	"context"
+
+	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/retention"
+)
+
+// Retention: every replica prunes old decisions and hold events in bounded
+// batches, once a minute (SKIP LOCKED lets replicas share the work).
+func init() {
+	wirings = append(wirings, func(_ context.Context, d *api.Deps, s *services) error {
+		p := &retention.Pruner{
+			DB:                d.Store.Pool,
+			Log:               d.Log,
+			DecisionRetention: d.Config.DecisionRetention,
+			EventRetention:    d.Config.EventRetention,
+			CitationWindow:    d.Config.CitationWindow,
+		}
+		s.background = append(s.background, p.Run)
+		return nil
+	})
+}

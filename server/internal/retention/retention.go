@@ -1,0 +1,177 @@
+// Package retention deletes what a long-running fleet no longer needs: old
+// decision log rows and old hold lifecycle events. Every replica runs the
+// loop; batches lock their rows with SKIP LOCKED, so replicas share the work
+// instead of queueing behind each other.
+package retention
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DB is what pruning needs (a pool or a transaction).
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// CitationFactor: decisions are kept at least this many citation windows,
+// so a decision a runner may still cite is never deleted.
+const CitationFactor = 10
+
+// Defaults for the loop.
+const (
+	DefaultBatch    = 5000
+	DefaultInterval = time.Minute
+)
+
+// Pruner is the background loop. A zero retention keeps that table forever.
+type Pruner struct {
+	DB                DB
+	Log               *slog.Logger
+	DecisionRetention time.Duration
+	EventRetention    time.Duration
+	CitationWindow    time.Duration
+	Batch             int
+	Interval          time.Duration
+}
+
+// Run prunes now and then every Interval until ctx ends. Failures are
+// logged and retried next round: retention is never worth stopping for.
+func (p *Pruner) Run(ctx context.Context) error {
+	if p.DecisionRetention <= 0 && p.EventRetention <= 0 {
+		return nil
+	}
+	t := time.NewTicker(p.interval())
+	defer t.Stop()
+	for {
+		if err := p.PruneOnce(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			p.Log.Warn("retention: pruning failed; retrying next round", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// PruneOnce deletes everything past retention as of now, batch by batch.
+func (p *Pruner) PruneOnce(ctx context.Context, now time.Time) error {
+	if p.DecisionRetention > 0 {
+		n, err := drain(ctx, p.batch(), func(b int) (int64, error) {
+			return PruneDecisions(ctx, p.DB, now.Add(-p.decisionKeep()), b)
+		})
+		if n > 0 {
+			p.Log.Info("retention: pruned decisions", "rows", n, "older_than", p.decisionKeep())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if p.EventRetention > 0 {
+		n, err := drain(ctx, p.batch(), func(b int) (int64, error) {
+			return PruneHoldEvents(ctx, p.DB, now.Add(-p.EventRetention), b)
+		})
+		if n > 0 {
+			p.Log.Info("retention: pruned hold events", "rows", n, "older_than", p.EventRetention)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decisionKeep is the retention, never less than CitationFactor citation
+// windows (config validation refuses less; this is the backstop).
+func (p *Pruner) decisionKeep() time.Duration {
+	return max(p.DecisionRetention, CitationFactor*p.CitationWindow)
+}
+
+func (p *Pruner) batch() int {
+	if p.Batch > 0 {
+		return p.Batch
+	}
+	return DefaultBatch
+}
+
+func (p *Pruner) interval() time.Duration {
+	if p.Interval > 0 {
+		return p.Interval
+	}
+	return DefaultInterval
+}
+
+// drain runs one batch after another until a batch comes back short.
+func drain(ctx context.Context, batch int, once func(int) (int64, error)) (int64, error) {
+	var total int64
+	for {
+		n, err := once(batch)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < int64(batch) || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}
+
+// PruneDecisions deletes up to batch decisions made before cutoff, oldest
+// first (walking decisions_at_idx).
+func PruneDecisions(ctx context.Context, db DB, before time.Time, batch int) (int64, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM decisions WHERE id IN (
+		SELECT id FROM decisions WHERE at < $1 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, batch)
+	if err != nil {
+		return 0, fmt.Errorf("prune decisions: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// PruneHoldEvents deletes up to batch hold events created before cutoff,
+// except those of holds still pending (their "requested" event is how a
+// watcher learns of them). The same statement raises the pruned-through
+// watermark, so a Watch can tell a pruned cursor from a quiet one.
+func PruneHoldEvents(ctx context.Context, db DB, before time.Time, batch int) (int64, error) {
+	var n int64
+	err := db.QueryRow(ctx, `WITH victims AS (
+			SELECT e.cursor FROM hold_events e
+			WHERE e.created_at < $1
+			  AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.id = e.hold_id AND h.status = 'pending')
+			ORDER BY e.created_at LIMIT $2
+			FOR UPDATE OF e SKIP LOCKED
+		), gone AS (
+			DELETE FROM hold_events e USING victims v WHERE e.cursor = v.cursor RETURNING e.cursor
+		), mark AS (
+			UPDATE hold_events_pruned SET through = GREATEST(through, (SELECT max(cursor) FROM gone))
+			WHERE EXISTS (SELECT 1 FROM gone)
+		)
+		SELECT count(*) FROM gone`, before, batch).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("prune hold events: %w", err)
+	}
+	return n, nil
+}
+
+// PrunedThrough is the highest hold event cursor ever pruned (0: none).
+func PrunedThrough(ctx context.Context, db DB) (int64, error) {
+	var c int64
+	if err := db.QueryRow(ctx, `SELECT through FROM hold_events_pruned`).Scan(&c); err != nil {
+		return 0, fmt.Errorf("hold events pruned watermark: %w", err)
+	}
+	return c, nil
+}
+
+// CursorPruned is the OutOfRange answer to resuming after a pruned cursor.
+func CursorPruned(after, through int64) error {
+	return status.Errorf(codes.OutOfRange,
+		"cursor %d was pruned; the oldest retained is %d — resume from %d or from_now", after, through, through)
+}

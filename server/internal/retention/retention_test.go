@@ -1,0 +1,316 @@
+package retention_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/clawguard/clawguard/migrations/pgtest"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/retention"
+	"github.com/clawguard/clawguard/server/internal/testserver"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// noRetention turns the server's own loop off, so the test's explicit
+// prunes are the only ones.
+func noRetention(c *config.Config) { c.DecisionRetention, c.EventRetention = 0, 0 }
+
+const owner = "slack:owner"
+
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func createHold(t *testing.T, srv *testserver.Server, title string) string {
+	t.Helper()
+	var res approvals.CreateResult
+	err := pgx.BeginFunc(context.Background(), srv.Pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = srv.Deps().Approvals.CreateHoldTx(context.Background(), tx, approvals.CreateRequest{Kind: "install_packages", Title: title})
+		return err
+	})
+	if err != nil || !res.Created {
+		t.Fatalf("create hold: %v %+v", err, res)
+	}
+	return res.Hold.GetId()
+}
+
+func approve(t *testing.T, srv *testserver.Server, id string) {
+	t.Helper()
+	if _, err := srv.Deps().Approvals.Resolve(context.Background(), approvals.Resolution{
+		HoldID: id, Outcome: guardv1.Outcome_OUTCOME_APPROVE, Clicker: owner,
+	}); err != nil {
+		t.Fatalf("approve %s: %v", id, err)
+	}
+}
+
+func cursorOf(t *testing.T, srv *testserver.Server, id, typ string) int64 {
+	t.Helper()
+	var c int64
+	if err := srv.Pool.QueryRow(context.Background(), `SELECT cursor FROM hold_events WHERE hold_id = $1 AND type = $2`, id, typ).Scan(&c); err != nil {
+		t.Fatalf("cursor of %s %s: %v", id, typ, err)
+	}
+	return c
+}
+
+// collect reads a Watch stream until it has n events or fails.
+func collect(t *testing.T, c testserver.Clients, req *guardv1.WatchRequest, n int) ([]*guardv1.WatchResponse, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := c.Approvals.Watch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var evs []*guardv1.WatchResponse
+	for len(evs) < n {
+		ev, err := stream.Recv()
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+func TestHoldEventsPrunedPendingKeptWatchRefusesPrunedCursor(t *testing.T) {
+	srv := testserver.Start(t, noRetention)
+	ctx := context.Background()
+	exec(t, srv.Pool, `INSERT INTO users (id) VALUES ($1)`, owner)
+	exec(t, srv.Pool, `INSERT INTO user_roles (user_id, role, agent_group_id, granted_at) VALUES ($1, 'owner', NULL, now() - interval '1 hour')`, owner)
+
+	done1, done2, pending := createHold(t, srv, "one"), createHold(t, srv, "two"), createHold(t, srv, "pending")
+	approve(t, srv, done1)
+	approve(t, srv, done2)
+	// Age every event but done2's resolution past retention.
+	exec(t, srv.Pool, `UPDATE hold_events SET created_at = now() - interval '40 days'
+		WHERE hold_id IN ($1, $3) OR (hold_id = $2 AND type = 'requested')`, done1, done2, pending)
+	fresh := createHold(t, srv, "fresh")
+	keptPending := cursorOf(t, srv, pending, "requested")
+	done2Resolved := cursorOf(t, srv, done2, "resolved")
+	freshRequested := cursorOf(t, srv, fresh, "requested")
+	watermark := cursorOf(t, srv, done1, "resolved") // the highest pruned cursor
+	firstCursor := cursorOf(t, srv, done1, "requested")
+	holdsBefore := count(t, srv.Pool, `SELECT count(*) FROM holds`)
+
+	// Batch of 1 and a loop: the bounded batches add up.
+	var pruned int64
+	for {
+		n, err := retention.PruneHoldEvents(ctx, srv.Pool, time.Now().Add(-30*24*time.Hour), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		pruned += n
+	}
+	if pruned != 3 {
+		t.Fatalf("pruned %d events, want 3 (done1 requested+resolved, done2 requested)", pruned)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM hold_events WHERE hold_id = $1 AND type = 'requested'`, pending); n != 1 {
+		t.Fatal("a pending hold's old requested event was pruned")
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM hold_events`); n != 3 {
+		t.Fatalf("%d events left, want 3 (pending requested, done2 resolved, fresh requested)", n)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM holds`); n != holdsBefore {
+		t.Fatalf("holds touched: %d, was %d", n, holdsBefore)
+	}
+	if got, err := retention.PrunedThrough(ctx, srv.Pool); err != nil || got != watermark {
+		t.Fatalf("watermark %d (%v), want %d", got, err, watermark)
+	}
+
+	op := srv.Operator(t)
+	// A cursor below the watermark: refused, naming where to resume.
+	_, err := collect(t, op, &guardv1.WatchRequest{AfterCursor: firstCursor}, 1)
+	if status.Code(err) != codes.OutOfRange {
+		t.Fatalf("watch from a pruned cursor: %v, want OutOfRange", err)
+	}
+	want := "cursor " + strconv.FormatInt(firstCursor, 10) + " was pruned; the oldest retained is " + strconv.FormatInt(watermark, 10)
+	if !strings.Contains(status.Convert(err).Message(), want) {
+		t.Fatalf("message %q, want it to contain %q", status.Convert(err).Message(), want)
+	}
+	// From the watermark: everything after it, nothing skipped.
+	evs, err := collect(t, op, &guardv1.WatchRequest{AfterCursor: watermark}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs[0].GetCursor() != done2Resolved || evs[1].GetCursor() != freshRequested {
+		t.Fatalf("from the watermark got %d, %d; want %d, %d", evs[0].GetCursor(), evs[1].GetCursor(), done2Resolved, freshRequested)
+	}
+	// after_cursor 0 replays all retained events, the old pending one included.
+	evs, err = collect(t, op, &guardv1.WatchRequest{AfterCursor: 0}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs[0].GetCursor() != keptPending || evs[0].GetHold().GetId() != pending {
+		t.Fatalf("replay of retained events starts at %d, want the pending hold's %d", evs[0].GetCursor(), keptPending)
+	}
+	// from_now is unaffected.
+	if _, err := collect(t, op, &guardv1.WatchRequest{FromNow: true}, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDecisionsPrunedRecentAndCitableKept(t *testing.T) {
+	srv := testserver.Start(t, noRetention)
+	ctx := context.Background()
+	insert := func(id, age string) {
+		exec(t, srv.Pool, `INSERT INTO decisions (id, at, action, actor, actor_kind, effect)
+			VALUES ($1, now() - $2::interval, 'cli_command', '{}', 'system', 'allow')`, id, age)
+	}
+	for i := range 12 {
+		insert("old-"+strconv.Itoa(i), "40 days")
+	}
+	insert("recent", "1 hour")
+	insert("citable", "30 seconds")
+
+	n, err := retention.PruneDecisions(ctx, srv.Pool, time.Now().Add(-30*24*time.Hour), 5)
+	if err != nil || n != 5 {
+		t.Fatalf("one batch pruned %d (%v), want 5", n, err)
+	}
+	p := &retention.Pruner{
+		DB: srv.Pool, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		DecisionRetention: 30 * 24 * time.Hour, CitationWindow: 2 * time.Minute, Batch: 5,
+	}
+	if err := p.PruneOnce(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if left := count(t, srv.Pool, `SELECT count(*) FROM decisions WHERE id LIKE 'old-%'`); left != 0 {
+		t.Fatalf("%d old decisions left after the batches", left)
+	}
+	if left := count(t, srv.Pool, `SELECT count(*) FROM decisions`); left != 2 {
+		t.Fatalf("%d decisions left, want recent + citable", left)
+	}
+
+	// A retention shorter than 10 citation windows is clamped: the decision
+	// an hour old goes, the one a runner may still cite stays.
+	p.DecisionRetention = time.Nanosecond
+	if err := p.PruneOnce(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM decisions WHERE id = 'recent'`); n != 0 {
+		t.Fatal("decision past the clamped retention kept")
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM decisions WHERE id = 'citable'`); n != 1 {
+		t.Fatal("a decision inside the citation window was pruned")
+	}
+
+	// 0 keeps forever.
+	insert("ancient", "400 days")
+	p.DecisionRetention = 0
+	if err := p.PruneOnce(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM decisions WHERE id = 'ancient'`); n != 1 {
+		t.Fatal("retention 0 pruned a decision")
+	}
+}
+
+// TestServerLoopPrunes: a replica started with retention set prunes on its
+// own (the wiring), leaving recent rows alone.
+func TestServerLoopPrunes(t *testing.T) {
+	first := testserver.Start(t, noRetention)
+	exec(t, first.Pool, `INSERT INTO decisions (id, at, action, actor, actor_kind, effect) VALUES
+		('old', now() - interval '3 hours', 'cli_command', '{}', 'system', 'allow'),
+		('new', now(), 'cli_command', '{}', 'system', 'allow')`)
+	exec(t, first.Pool, `INSERT INTO hold_events (hold_id, type, hold, created_at) VALUES
+		('gone-hold', 'requested', '{}', now() - interval '3 hours'),
+		('new-hold', 'requested', '{}', now())`)
+	testserver.StartOn(t, first.URL, func(c *config.Config) {
+		c.DecisionRetention, c.EventRetention = time.Hour, time.Hour
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, first.Pool, `SELECT count(*) FROM decisions WHERE id = 'old'`)+
+		count(t, first.Pool, `SELECT count(*) FROM hold_events WHERE hold_id = 'gone-hold'`) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server's retention loop did not prune within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if count(t, first.Pool, `SELECT count(*) FROM decisions WHERE id = 'new'`) != 1 ||
+		count(t, first.Pool, `SELECT count(*) FROM hold_events WHERE hold_id = 'new-hold'`) != 1 {
+		t.Fatal("the retention loop pruned recent rows")
+	}
+}
+
+// TestWebhookSkipsPrunedEvents: a webhook whose stored cursor was pruned
+// (the URL was unset for longer than retention) carries on from the oldest
+// retained event instead of failing forever.
+func TestWebhookSkipsPrunedEvents(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r.Header.Get("X-Clawguard-Cursor"))
+	}))
+	defer hook.Close()
+	secretFile := filepath.Join(t.TempDir(), "webhook.secret")
+	if err := os.WriteFile(secretFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := testserver.Start(t, noRetention)
+	exec(t, first.Pool, `INSERT INTO hold_events (hold_id, type, hold, created_at) VALUES
+		('h1', 'requested', '{}', now() - interval '3 hours'),
+		('h2', 'requested', '{}', now() - interval '3 hours'),
+		('h3', 'requested', '{}', now())`)
+	var c1, c3 int64
+	if err := first.Pool.QueryRow(context.Background(), `SELECT min(cursor), max(cursor) FROM hold_events`).Scan(&c1, &c3); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, first.Pool, `INSERT INTO webhook_progress (url, cursor) VALUES ($1, $2)`, hook.URL, c1) // c1 < the watermark (c2)
+	if n, err := retention.PruneHoldEvents(context.Background(), first.Pool, time.Now().Add(-time.Hour), 10); err != nil || n != 2 {
+		t.Fatalf("pruned %d (%v), want 2", n, err)
+	}
+	testserver.StartOn(t, first.URL, noRetention, func(c *config.Config) { c.WebhookURL, c.WebhookSecretFile = hook.URL, secretFile })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		posted := append([]string(nil), got...)
+		mu.Unlock()
+		if len(posted) > 0 {
+			if len(posted) != 1 || posted[0] != strconv.FormatInt(c3, 10) {
+				t.Fatalf("webhook posted cursors %v, want only %d", posted, c3)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the webhook never posted the retained event")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
