@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/retention"
 )
 
 // EventsChannel is the NOTIFY channel hold_events' trigger signals. A
@@ -247,6 +248,18 @@ func (s *Service) Follow(ctx context.Context, after int64, fromNow bool, filter 
 // FollowFrom is Follow with started (may be nil), called once the
 // subscription is live with the cursor it starts after.
 func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, filter EventFilter, started func(from int64) error, send func(*guardv1.WatchResponse) error) error {
+	// A cursor below the retention watermark would silently skip pruned
+	// events: refuse it (0 = "all retained events"; from_now reads nothing).
+	var pruned0 int64
+	if !fromNow {
+		var err error
+		if pruned0, err = retention.PrunedThrough(ctx, s.pool); err != nil {
+			return status.Errorf(codes.Unavailable, "%v", err)
+		}
+		if after > 0 && after < pruned0 {
+			return retention.CursorPruned(after, pruned0)
+		}
+	}
 	sub, pos := s.hub.subscribe(s.SubscriberQueue)
 	defer sub.close()
 	c := after
@@ -272,7 +285,10 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 	}
 	// Backfill (c, pos] from the table; the subscription carries the rest.
 	for c < pos {
-		evs, err := readEvents(ctx, s.pool, c, 500)
+		evs, err := s.readRetained(ctx, c, pruned0)
+		if status.Code(err) == codes.OutOfRange {
+			return err
+		}
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "%v", err)
 		}
@@ -312,6 +328,27 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 			c = ev.Cursor
 		}
 	}
+}
+
+// readRetained reads the events after c, failing with OutOfRange when a
+// prune since the Watch began (watermark pruned0) went past c. The
+// watermark is read in the same snapshot as the events, so a batch pruned
+// between the two is never silently skipped. (Old pending holds' events
+// stay below the watermark, harmlessly: that is why it must have moved.)
+func (s *Service) readRetained(ctx context.Context, c, pruned0 int64) ([]*guardv1.WatchResponse, error) {
+	var evs []*guardv1.WatchResponse
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		through, err := retention.PrunedThrough(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if through > pruned0 && through > c {
+			return retention.CursorPruned(c, through)
+		}
+		evs, err = readEvents(ctx, tx, c, 500)
+		return err
+	})
+	return evs, err
 }
 
 // Await waits until the hold is resolved or timeout passes (0: only the

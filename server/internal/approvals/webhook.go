@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/retention"
 )
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>".
@@ -114,6 +115,18 @@ func (s *Service) leadWebhook(ctx context.Context) (led bool, err error) {
 		})
 		if lctx.Err() != nil {
 			return true, nil
+		}
+		if status.Code(err) == codes.OutOfRange {
+			// Our cursor's events were pruned by retention (the URL was
+			// unset for longer than --event-retention): they cannot be
+			// posted any more, so carry on from the oldest retained.
+			through, perr := retention.PrunedThrough(lctx, s.pool)
+			if perr != nil {
+				return true, perr
+			}
+			s.log.Warn("webhook: events after our cursor were pruned; skipping them", "from_cursor", cursor, "to_cursor", through)
+			cursor = through
+			continue
 		}
 		if status.Code(err) != codes.ResourceExhausted {
 			// A slow webhook is dropped and simply resumes; anything else
