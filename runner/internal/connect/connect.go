@@ -15,6 +15,7 @@ import (
 	"time"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/runner/internal/reconnect"
 )
 
 // Applier applies one push. An error is reported in the ack; the push is
@@ -66,15 +67,7 @@ func (c *Client) init() {
 // Run keeps the stream up until ctx ends.
 func (c *Client) Run(ctx context.Context) error {
 	c.init()
-	minB, maxB := c.MinBackoff, c.MaxBackoff
-	if minB <= 0 {
-		minB = 100 * time.Millisecond
-	}
-	if maxB <= 0 {
-		maxB = 5 * time.Second
-	}
-	backoff := minB
-	for n := 0; ctx.Err() == nil; n++ {
+	return reconnect.Loop(ctx, c.Log, "connect", c.MinBackoff, c.MaxBackoff, func(n int) (bool, error) {
 		if n > 0 && c.OnReconnect != nil {
 			c.OnReconnect()
 		}
@@ -82,22 +75,8 @@ func (c *Client) Run(ctx context.Context) error {
 		if c.OnConnected != nil {
 			c.OnConnected(false)
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		if healthy {
-			backoff = minB
-		}
-		c.Log.Warn("connect stream down; reconnecting", "err", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		backoff = min(backoff*2, maxB)
-	}
-	return ctx.Err()
+		return healthy, err
+	})
 }
 
 func (c *Client) once(ctx context.Context) (bool, error) {

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/runner/internal/reconnect"
 )
 
 // Client multiplexes decisions over one DecideStream.
@@ -95,34 +96,9 @@ func (c *Client) send(st grpc.BidiStreamingClient[guardv1.DecideStreamRequest, g
 
 // Run keeps a stream up until ctx ends, reconnecting with back-off.
 func (c *Client) Run(ctx context.Context) error {
-	minB, maxB := c.MinBackoff, c.MaxBackoff
-	if minB <= 0 {
-		minB = 100 * time.Millisecond
-	}
-	if maxB <= 0 {
-		maxB = 5 * time.Second
-	}
-	backoff := minB
-	first := true
-	for ctx.Err() == nil {
-		healthy, err := c.once(ctx, first)
-		first = false
-		if ctx.Err() != nil {
-			break
-		}
-		if healthy {
-			backoff = minB
-		}
-		c.log.Warn("decide stream down; reconnecting", "err", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		backoff = min(backoff*2, maxB)
-	}
-	return ctx.Err()
+	return reconnect.Loop(ctx, c.log, "decide", c.MinBackoff, c.MaxBackoff, func(n int) (bool, error) {
+		return c.once(ctx, n == 0)
+	})
 }
 
 // once runs one stream; healthy reports whether it ever got an answer.
