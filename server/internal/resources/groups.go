@@ -429,12 +429,7 @@ func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGrou
 	if req.Memory != nil && *req.Memory != "" && !memoryValue.MatchString(*req.Memory) {
 		return nil, invalid("memory", "%q is not a memory size (e.g. 512m, 2g)", *req.Memory)
 	}
-	var out groupConfig
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := lockConfig(ctx, tx, req.GetGroup())
-		if err != nil {
-			return err
-		}
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
 		limits := false
 		if scope != "" {
 			c.cliScope = scope
@@ -445,13 +440,39 @@ func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGrou
 		if req.Memory != nil && *req.Memory != c.memory {
 			c.memory, limits = *req.Memory, true
 		}
-		out, err = writeConfig(ctx, tx, req.GetGroup(), c, limits, "resource limits changed", false)
-		return err
+		return configChange{container: limits, reason: "resource limits changed", rebuild: false}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &guardv1.UpdateGroupConfigResponse{Config: out.proto()}, nil
+}
+
+// configChange is what an edit of a group's config did to its container.
+type configChange struct {
+	container bool   // the container must restart
+	reason    string // why, for the restart push
+	rebuild   bool   // the image must be rebuilt first
+}
+
+// changeConfig locks the group's config, lets change edit it, and writes it
+// back (bumping the version and queueing restarts as the change says), in
+// one transaction.
+func (s *Service) changeConfig(ctx context.Context, group string, change func(c *groupConfig) (configChange, error)) (groupConfig, error) {
+	var out groupConfig
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		c, err := lockConfig(ctx, tx, group)
+		if err != nil {
+			return err
+		}
+		ch, err := change(&c)
+		if err != nil {
+			return err
+		}
+		out, err = writeConfig(ctx, tx, group, c, ch.container, ch.reason, ch.rebuild)
+		return err
+	})
+	return out, err
 }
 
 func packageList(c *groupConfig, m guardv1.PackageManager) (*[]string, *regexp.Regexp, error) {
@@ -481,13 +502,8 @@ func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPack
 			}
 		}
 	}
-	var out groupConfig
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := lockConfig(ctx, tx, req.GetGroup())
-		if err != nil {
-			return err
-		}
-		list, _, _ := packageList(&c, req.GetManager())
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+		list, _, _ := packageList(c, req.GetManager())
 		added := false
 		for _, p := range req.GetPackages() {
 			if !slices.Contains(*list, p) {
@@ -495,8 +511,7 @@ func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPack
 				added = true
 			}
 		}
-		out, err = writeConfig(ctx, tx, req.GetGroup(), c, added, "packages added", true)
-		return err
+		return configChange{container: added, reason: "packages added", rebuild: true}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -512,20 +527,14 @@ func (s *Service) RemoveGroupPackage(ctx context.Context, req *guardv1.RemoveGro
 	if err := required("package", req.GetPackage()); err != nil {
 		return nil, err
 	}
-	var out groupConfig
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := lockConfig(ctx, tx, req.GetGroup())
-		if err != nil {
-			return err
-		}
-		list, _, _ := packageList(&c, req.GetManager())
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+		list, _, _ := packageList(c, req.GetManager())
 		i := slices.Index(*list, req.GetPackage())
 		if i < 0 {
-			return notFound("group %q has no package %q", req.GetGroup(), req.GetPackage())
+			return configChange{}, notFound("group %q has no package %q", req.GetGroup(), req.GetPackage())
 		}
 		*list = slices.Delete(*list, i, i+1)
-		out, err = writeConfig(ctx, tx, req.GetGroup(), c, true, "package removed", true)
-		return err
+		return configChange{container: true, reason: "package removed", rebuild: true}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -546,18 +555,12 @@ func (s *Service) AddGroupMcpServer(ctx context.Context, req *guardv1.AddGroupMc
 	if err := required("server.command", strings.TrimSpace(srv.GetCommand())); err != nil {
 		return nil, err
 	}
-	var out groupConfig
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := lockConfig(ctx, tx, req.GetGroup())
-		if err != nil {
-			return err
-		}
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
 		if slices.ContainsFunc(c.mcp, func(m mcpServer) bool { return m.Name == srv.GetName() }) {
-			return status.Errorf(codes.AlreadyExists, "group %q already has MCP server %q", req.GetGroup(), srv.GetName())
+			return configChange{}, status.Errorf(codes.AlreadyExists, "group %q already has MCP server %q", req.GetGroup(), srv.GetName())
 		}
 		c.mcp = append(c.mcp, mcpServer{Name: srv.GetName(), Command: srv.GetCommand(), Args: srv.GetArgs(), Env: srv.GetEnv()})
-		out, err = writeConfig(ctx, tx, req.GetGroup(), c, true, "MCP server added", false)
-		return err
+		return configChange{container: true, reason: "MCP server added", rebuild: false}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -570,19 +573,13 @@ func (s *Service) RemoveGroupMcpServer(ctx context.Context, req *guardv1.RemoveG
 	if err := required("name", req.GetName()); err != nil {
 		return nil, err
 	}
-	var out groupConfig
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := lockConfig(ctx, tx, req.GetGroup())
-		if err != nil {
-			return err
-		}
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
 		i := slices.IndexFunc(c.mcp, func(m mcpServer) bool { return m.Name == req.GetName() })
 		if i < 0 {
-			return notFound("group %q has no MCP server %q", req.GetGroup(), req.GetName())
+			return configChange{}, notFound("group %q has no MCP server %q", req.GetGroup(), req.GetName())
 		}
 		c.mcp = slices.Delete(c.mcp, i, i+1)
-		out, err = writeConfig(ctx, tx, req.GetGroup(), c, true, "MCP server removed", false)
-		return err
+		return configChange{container: true, reason: "MCP server removed", rebuild: false}, nil
 	})
 	if err != nil {
 		return nil, err
