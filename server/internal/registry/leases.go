@@ -44,12 +44,14 @@ func (s *Service) Sweep(ctx context.Context) error {
 		s.log.WarnContext(ctx, "runner lease expired", "runner", id)
 	}
 
+	// Only runners whose expiry has been claimed (counted) lose their
+	// sessions: an expiry is always counted before anything moves.
 	type homeless struct{ id, owner, pinned string }
 	rows, err = s.pool.Query(ctx, `
 		SELECT s.id, COALESCE(s.runner_id, ''), g.pinned_host
 		FROM sessions s JOIN agent_groups g ON g.id = s.agent_group_id
 		LEFT JOIN runners r ON r.id = s.runner_id
-		WHERE s.status = 'active' AND (r.id IS NULL OR r.lease_expires_at <= now())
+		WHERE s.status = 'active' AND (r.id IS NULL OR (r.lease_expires_at <= now() AND r.expired_at IS NOT NULL))
 		ORDER BY s.created_at LIMIT 500`)
 	if err != nil {
 		return fmt.Errorf("find sessions of dead runners: %w", err)
