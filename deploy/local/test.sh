@@ -5,6 +5,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 
+mkdir -p "$root/.data"
 pgdir="$root/.data/test-pg"
 if [ -z "${CLAWGUARD_TEST_DATABASE_URL:-}" ]; then
   deploy/local/pg.sh stop "$pgdir" 2>/dev/null || true
