@@ -33,8 +33,8 @@ type Invoker func(ctx context.Context, fullMethod string, req proto.Message) (an
 // (rule admin = true), with the RPC's catalog action and the request as
 // payload: operator → host, a runner with x-clawguard-session → that agent
 // (its own group filled into omitted group fields under cli_scope = group),
-// users and bridges → human / system (denied by the admin baseline except
-// approval reads). An agent's held call becomes a cli_command hold holding
+// users → human (open reads only, scoped by the handlers to their roles),
+// bridges → system (approval reads only). An agent's held call becomes a cli_command hold holding
 // the request; Replay runs it once approved.
 type AdminGuard struct {
 	d      *Deps
