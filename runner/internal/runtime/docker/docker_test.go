@@ -74,13 +74,20 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// newRuntime gives each test its own install, and removes whatever the test
-// left behind.
-func newRuntime(t *testing.T) *Runtime {
+// requireDocker skips outside CI when no daemon is reachable (under CI,
+// TestMain already failed the package).
+func requireDocker(t *testing.T) {
 	t.Helper()
 	if dockerErr != nil {
 		t.Skipf("no Docker daemon (set CI=true to make this fail): %v", dockerErr)
 	}
+}
+
+// newRuntime gives each test its own install, and removes whatever the test
+// left behind.
+func newRuntime(t *testing.T) *Runtime {
+	t.Helper()
+	requireDocker(t)
 	r, err := New(context.Background(), Config{InstallID: "t" + randomID(), StopTimeout: 5 * time.Second, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -118,9 +125,7 @@ func (h *harness) spec(session string) rt.SessionSpec {
 func readReport(t *testing.T, dir string) runtimetest.Report { return runtimetest.ReadReport(t, dir) }
 
 func TestRuntimeSuite(t *testing.T) {
-	if dockerErr != nil {
-		t.Skipf("no Docker daemon (set CI=true to make this fail): %v", dockerErr)
-	}
+	requireDocker(t)
 	runtimetest.RunSuite(t, runtimetest.Target{
 		New:   func(t *testing.T) rt.Runtime { return newRuntime(t) },
 		Image: baseImage,
@@ -380,9 +385,7 @@ func TestBaseImageNeedsAStaticBinary(t *testing.T) {
 }
 
 func TestNewRefusesRootOrBadConfig(t *testing.T) {
-	if dockerErr != nil {
-		t.Skipf("no Docker daemon: %v", dockerErr)
-	}
+	requireDocker(t)
 	for _, cfg := range []Config{
 		{InstallID: "ok", User: "0"},
 		{InstallID: "ok", User: "0:0"},
