@@ -99,13 +99,7 @@ func (f *fixture) str(sql string, args ...any) string {
 // eventually polls cond until it holds or 5 s pass.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testserver.Eventually(f.t, 5*time.Second, what, cond)
 }
 
 // watched returns the recorded events of a type and hold kind.

@@ -218,13 +218,7 @@ func enqueue(t *testing.T, srv *testserver.Server, session, text string) string 
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	testserver.Eventually(t, 15*time.Second, what, cond)
 }
 
 // allow inserts an ALLOW decision for the session (as the guard would log it).

@@ -251,14 +251,10 @@ func TestServerLoopPrunes(t *testing.T) {
 	testserver.StartOn(t, first.URL, func(c *config.Config) {
 		c.DecisionRetention, c.EventRetention = time.Hour, time.Hour
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for count(t, first.Pool, `SELECT count(*) FROM decisions WHERE id = 'old'`)+
-		count(t, first.Pool, `SELECT count(*) FROM hold_events WHERE hold_id = 'gone-hold'`) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the server's retention loop did not prune within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testserver.Eventually(t, 10*time.Second, "the server's retention loop to prune", func() bool {
+		return count(t, first.Pool, `SELECT count(*) FROM decisions WHERE id = 'old'`)+
+			count(t, first.Pool, `SELECT count(*) FROM hold_events WHERE hold_id = 'gone-hold'`) == 0
+	})
 	if count(t, first.Pool, `SELECT count(*) FROM decisions WHERE id = 'new'`) != 1 ||
 		count(t, first.Pool, `SELECT count(*) FROM hold_events WHERE hold_id = 'new-hold'`) != 1 {
 		t.Fatal("the retention loop pruned recent rows")
@@ -297,20 +293,14 @@ func TestWebhookSkipsPrunedEvents(t *testing.T) {
 		t.Fatalf("pruned %d (%v), want 2", n, err)
 	}
 	testserver.StartOn(t, first.URL, noRetention, func(c *config.Config) { c.WebhookURL, c.WebhookSecretFile = hook.URL, secretFile })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var posted []string
+	testserver.Eventually(t, 10*time.Second, "the webhook to post the retained event", func() bool {
 		mu.Lock()
-		posted := append([]string(nil), got...)
-		mu.Unlock()
-		if len(posted) > 0 {
-			if len(posted) != 1 || posted[0] != strconv.FormatInt(c3, 10) {
-				t.Fatalf("webhook posted cursors %v, want only %d", posted, c3)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the webhook never posted the retained event")
-		}
-		time.Sleep(20 * time.Millisecond)
+		defer mu.Unlock()
+		posted = append([]string(nil), got...)
+		return len(posted) > 0
+	})
+	if len(posted) != 1 || posted[0] != strconv.FormatInt(c3, 10) {
+		t.Fatalf("webhook posted cursors %v, want only %d", posted, c3)
 	}
 }
