@@ -14,6 +14,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/pushes"
+	"github.com/clawguard/clawguard/server/internal/resources"
 )
 
 // runnerHostMatch is the pin predicate over runners r: a group pinned to a
@@ -82,7 +83,7 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 		if err != nil {
 			return err
 		}
-		g, err := readGroupTx(ctx, tx, groupID)
+		g, err := resources.ReadGroup(ctx, tx, groupID)
 		if err != nil {
 			return err
 		}

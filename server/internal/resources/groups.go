@@ -123,6 +123,14 @@ func scanGroup(row pgx.Row) (*guardv1.Group, error) {
 	return &g, nil
 }
 
+// ReadGroup reads a group with its container config (a group without a
+// config row reads as the defaults) through q, a pool or a transaction. It
+// applies no caller scoping: for infrastructure reads such as a runner's
+// view of the sessions it hosts.
+func ReadGroup(ctx context.Context, q querier, id string) (*guardv1.Group, error) {
+	return scanGroup(q.QueryRow(ctx, `SELECT `+groupColumns+groupFrom+` WHERE g.id = $1`, id))
+}
+
 // CreateGroup creates a group and its container config in one transaction.
 func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupRequest) (*guardv1.CreateGroupResponse, error) {
 	name := strings.TrimSpace(req.GetName())
