@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/runner/internal/handlers"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
-	"github.com/clawguard/clawguard/runner/internal/sessions"
 )
 
 // TestDisabledCliScopeGroupGetsItsConfig: the agent of a cli_scope=disabled
@@ -53,7 +53,7 @@ func TestDisabledCliScopeGroupGetsItsConfig(t *testing.T) {
 
 	// The premise: the agent itself may not read its group.
 	asAgent := guardv1.NewRegistryClient(r.Conn)
-	if _, err := asAgent.GetGroup(metadata.AppendToOutgoingContext(ctx, sessions.SessionHeader, sl.ID), &guardv1.GetGroupRequest{Id: g}); err == nil {
+	if _, err := asAgent.GetGroup(metadata.AppendToOutgoingContext(ctx, handlers.SessionHeader, sl.ID), &guardv1.GetGroupRequest{Id: g}); err == nil {
 		t.Fatal("the agent of a cli_scope=disabled group read its group; the test's premise is gone")
 	}
 

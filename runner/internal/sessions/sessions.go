@@ -29,9 +29,6 @@ import (
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
-// SessionHeader names the session a runner acts for.
-const SessionHeader = "x-clawguard-session"
-
 // Config configures the manager.
 type Config struct {
 	DataDir string

@@ -20,6 +20,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
+	"github.com/clawguard/clawguard/runner/internal/handlers"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 	"github.com/clawguard/clawguard/runner/internal/runtime/process"
 	"github.com/clawguard/clawguard/runner/internal/runtime/runtimetest"
@@ -42,7 +43,7 @@ func (f *fakeRegistry) GetGroup(context.Context, *guardv1.GetGroupRequest) (*gua
 
 func (f *fakeRegistry) GetSessionConfig(ctx context.Context, req *guardv1.GetSessionConfigRequest) (*guardv1.GetSessionConfigResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	f.asserted.Store(strings.Join(md.Get(SessionHeader), ","))
+	f.asserted.Store(strings.Join(md.Get(handlers.SessionHeader), ","))
 	if req.GetSessionId() == "gone" {
 		return nil, status.Errorf(codes.PermissionDenied, "session %q is not hosted by runner %q", req.GetSessionId(), "r1")
 	}
