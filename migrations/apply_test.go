@@ -177,3 +177,42 @@ func TestAppliesMissingLowerVersion(t *testing.T) {
 		t.Fatal("not current after applying the missing migration")
 	}
 }
+
+// 0110 moves carried holds' dedup keys into the server's namespace (kind /
+// anchor group / session / key), the shape CreateHoldTx now stores: a
+// pending hold keeps deduplicating its own flow after the upgrade, and an
+// approved sender_admit is still found by its key.
+func TestHoldDedupKeysNamespacedOnUpgrade(t *testing.T) {
+	ctx := context.Background()
+	db := pool(t, pgtest.NewEmptyDB(t))
+	if _, err := migrations.Apply(ctx, db, 109); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO agent_groups (id, name) VALUES ('ag-1', 'One')`,
+		`INSERT INTO sessions (id, agent_group_id) VALUES ('sess-1', 'ag-1')`,
+		`INSERT INTO holds (id, kind, agent_group_id, dedup_key) VALUES ('h-admit', 'sender_admit', 'ag-1', 'sender_admit:mg-1:tg:bob')`,
+		`INSERT INTO holds (id, kind, agent_group_id, session_id, dedup_key) VALUES ('h-runner', 'install_packages', 'ag-1', 'sess-1', 'sender_admit:mg-1:tg:eve')`,
+		`INSERT INTO holds (id, kind, dedup_key) VALUES ('h-req', 'onecli_credential', 'request/onecli_credential/k')`,
+		`INSERT INTO holds (id, kind) VALUES ('h-none', 'cli_command')`,
+	} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := migrations.Apply(ctx, db, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"h-admit":  "sender_admit/ag-1//sender_admit:mg-1:tg:bob",
+		"h-runner": "install_packages/ag-1/sess-1/sender_admit:mg-1:tg:eve",
+		"h-req":    "onecli_credential///request/onecli_credential/k",
+		"h-none":   "",
+	}
+	for id, w := range want {
+		var got string
+		if err := db.QueryRow(ctx, `SELECT COALESCE(dedup_key, '') FROM holds WHERE id = $1`, id).Scan(&got); err != nil || got != w {
+			t.Errorf("hold %s dedup key = %q (%v), want %q", id, got, err, w)
+		}
+	}
+}

@@ -190,10 +190,10 @@ func (s *ApprovalsService) requestGroup(ctx context.Context, sessionID, groupID 
 	return sessionGroup, nil
 }
 
-// requestDedupKey namespaces a Request's dedup key by kind: a live hold
-// with a key is returned instead of a new one whatever its kind, so a bare
-// key could capture the key of a guard hold ("sender_admit:<chat>:<sender>")
-// and stand in for it.
+// requestDedupKey marks a Request's dedup key as the bridge's own: the
+// server stores every key under kind, anchor and session
+// (approvals.ScopedDedupKey), and this prefix keeps a Request of a kind the
+// server also creates itself (channel_registration) off the server's keys.
 func requestDedupKey(kind, key string) string {
 	if key == "" {
 		return ""

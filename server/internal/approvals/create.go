@@ -59,16 +59,6 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		}
 	}
 
-	if req.DedupKey != "" {
-		existing, err := s.liveByDedupKey(ctx, tx, req.DedupKey)
-		if err != nil {
-			return CreateResult{}, err
-		}
-		if existing != nil {
-			return CreateResult{Hold: existing, Undelivered: existing.DeliveredTo == ""}, nil
-		}
-	}
-
 	// The rule's columns: exclusive → approver_user_id is the one user;
 	// admins-of-scope → agent_group_id is the anchor and approver_user_id
 	// the recorded delivered-to approver (if any).
@@ -96,6 +86,17 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		return CreateResult{}, errors.New("create hold: approver rule has no kind")
 	}
 	global := req.Scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
+
+	dedupKey := ScopedDedupKey(req.Kind, groupID, req.SessionID, req.DedupKey)
+	if dedupKey != "" {
+		existing, err := s.liveByDedupKey(ctx, tx, dedupKey)
+		if err != nil {
+			return CreateResult{}, err
+		}
+		if existing != nil {
+			return CreateResult{Hold: existing, Undelivered: existing.DeliveredTo == ""}, nil
+		}
+	}
 
 	candidates, err := pickApprovers(ctx, tx, ruleName, exclusiveID, namedDeliv, groupID, global)
 	if err != nil {
@@ -153,15 +154,15 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
 		RETURNING `+holdColumns,
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
-		approverUser, ruleName, scopeString(req.Scope), req.DedupKey, nullTime(expires), req.Title, req.Question, options,
+		approverUser, ruleName, scopeString(req.Scope), dedupKey, nullTime(expires), req.Title, req.Question, options,
 		target, origin, req.DeliveryAction, req.SweptOnRestart)
 	hold, err := HoldFromRow(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent request with the same key won the race; it has
 		// committed (ON CONFLICT waited for it), so this statement sees it.
-		existing, err := s.liveByDedupKey(ctx, tx, req.DedupKey)
+		existing, err := s.liveByDedupKey(ctx, tx, dedupKey)
 		if err != nil || existing == nil {
-			return CreateResult{}, fmt.Errorf("create hold: dedup key %q conflicted but no live hold found: %v", req.DedupKey, err)
+			return CreateResult{}, fmt.Errorf("create hold: dedup key %q conflicted but no live hold found: %v", dedupKey, err)
 		}
 		return CreateResult{Hold: existing, Undelivered: existing.DeliveredTo == ""}, nil
 	}
@@ -173,6 +174,19 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	}
 	s.metrics.HoldsCreatedTotal.WithLabelValues(hold.Kind).Inc()
 	return CreateResult{Hold: hold, Created: true, Undelivered: target == ""}, nil
+}
+
+// ScopedDedupKey is the stored dedup key: the caller's key inside the
+// namespace of the hold's kind, anchor group and session, all set by the
+// server. A caller's key is never stored raw, so no card can carry the key
+// of another flow (a runner card "sender_admit:<chat>:<sender>" lands in its
+// own kind and session and the real admission card is still created).
+// Empty key → no dedup. migrations/0110 builds the same shape.
+func ScopedDedupKey(kind, anchorGroup, session, key string) string {
+	if key == "" {
+		return ""
+	}
+	return kind + "/" + anchorGroup + "/" + session + "/" + key
 }
 
 // liveByDedupKey returns the live hold carrying key, or nil. A pending hold

@@ -141,10 +141,20 @@ func TestCreateDedupsOnLiveKey(t *testing.T) {
 	if !first.Created || second.Created || second.Hold.GetId() != first.Hold.GetId() {
 		t.Fatalf("second request with a live key: created=%v id=%s, first %s", second.Created, second.Hold.GetId(), first.Hold.GetId())
 	}
-	if n := count(t, pool, `SELECT count(*) FROM holds WHERE dedup_key = $1`, req.DedupKey); n != 1 {
-		t.Fatalf("%d holds with the key", n)
+	if n := count(t, pool, `SELECT count(*) FROM holds WHERE dedup_key = $1`, "sender_admit/ag-1//sender_admit:mg-1:telegram:bob"); n != 1 {
+		t.Fatalf("%d holds with the namespaced key", n)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM hold_events`); n != 1 {
+	// The same caller key under another kind or anchor is another hold:
+	// a key never reaches outside its own kind, group and session.
+	for _, other := range []approvals.CreateRequest{
+		{Kind: "onecli_credential", AgentGroupID: "ag-1", DedupKey: req.DedupKey},
+		{Kind: "sender_admit", AgentGroupID: "ag-2", DedupKey: req.DedupKey},
+	} {
+		if res := create(t, svc, pool, other); !res.Created || res.Hold.GetId() == first.Hold.GetId() {
+			t.Fatalf("key of kind %s / group %s captured the first hold: %+v", other.Kind, other.AgentGroupID, res)
+		}
+	}
+	if n := count(t, pool, `SELECT count(*) FROM hold_events WHERE hold_id = $1`, first.Hold.GetId()); n != 1 {
 		t.Fatalf("%d events, want one requested", n)
 	}
 

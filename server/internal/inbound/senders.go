@@ -33,7 +33,7 @@ func (s *Service) admitAndDeliver(ctx context.Context, mg messagingGroup, agentG
 		return nil, err
 	}
 	if !known && m.GetSenderUserId() != "" {
-		if err := s.admitApprovedLate(ctx, mg.ID, m.GetSenderUserId()); err != nil {
+		if err := s.admitApprovedLate(ctx, mg.ID, agentGroupID, m.GetSenderUserId()); err != nil {
 			return nil, err
 		}
 		if known, err = s.knownSender(ctx, agentGroupID, m.GetSenderUserId()); err != nil {
@@ -176,12 +176,14 @@ func (s *Service) SenderAdmitApproved(ctx context.Context, hold *guardv1.Hold) e
 
 // admitApprovedLate carries out an approved sender_admit hold whose
 // continuation never ran (its replica stopped between the approval and the
-// handler): the sender's next message finds it by the dedup key.
-func (s *Service) admitApprovedLate(ctx context.Context, mgID, sender string) error {
+// handler): the sender's next message finds it by the dedup key (the key
+// CreateHoldTx stored: anchored on the wired group, sessionless).
+func (s *Service) admitApprovedLate(ctx context.Context, mgID, agentGroupID, sender string) error {
 	var id string
 	err := s.pool.QueryRow(ctx, `SELECT id FROM holds
 		WHERE kind = $1 AND dedup_key = $2 AND status = 'approved' AND consumed_at IS NULL
-		ORDER BY resolved_at DESC LIMIT 1`, approvals.KindSenderAdmit, SenderAdmitDedupKey(mgID, sender)).Scan(&id)
+		ORDER BY resolved_at DESC LIMIT 1`, approvals.KindSenderAdmit,
+		approvals.ScopedDedupKey(approvals.KindSenderAdmit, agentGroupID, "", SenderAdmitDedupKey(mgID, sender))).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}

@@ -20,12 +20,6 @@ const (
 	SenderAdmitApprovalAction = "sender_admit"
 )
 
-// SenderAdmitDedupKey is the dedup key of a sender-admission hold: one live
-// card per unknown sender per chat.
-func SenderAdmitDedupKey(messagingGroupID, sender string) string {
-	return "sender_admit:" + messagingGroupID + ":" + sender
-}
-
 // Entries are the two entries.
 func Entries() []guard.Entry {
 	return []guard.Entry{channelsRegister(), sendersAdmit()}
