@@ -34,18 +34,20 @@ free_port() {
 }
 
 bindir=$(find_bindir || true)
+# One container per data dir, so make run and make test can run side by side.
+container=clawguard-pg-$(printf %s "$dir" | cksum | cut -d' ' -f1)
 
 case "$cmd" in
 start)
   if [ -z "$bindir" ]; then
     if docker info >/dev/null 2>&1; then
       port=$(free_port)
-      docker rm -f clawguard-pg >/dev/null 2>&1 || true
+      docker rm -f "$container" >/dev/null 2>&1 || true
       echo "no Postgres binaries found; using a postgres:15 container (pulled if missing)" >&2
-      docker run -d --name clawguard-pg -e POSTGRES_HOST_AUTH_METHOD=trust -p 127.0.0.1:$port:5432 postgres:15 >/dev/null \
+      docker run -d --name "$container" -e POSTGRES_HOST_AUTH_METHOD=trust -p 127.0.0.1:$port:5432 postgres:15 >/dev/null \
         || { echo "could not start a postgres:15 container; install Postgres: apt-get install postgresql" >&2; exit 1; }
       echo "docker" > "$dir/mode"; echo "$port" > "$dir/port"
-      for _ in $(seq 1 60); do docker exec clawguard-pg pg_isready -U postgres >/dev/null 2>&1 && break; sleep 0.5; done
+      for _ in $(seq 1 60); do docker exec "$container" pg_isready -U postgres >/dev/null 2>&1 && break; sleep 0.5; done
       echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"; exit 0
     fi
     echo "no Postgres found and no Docker daemon reachable: install Postgres with 'apt-get install postgresql'" >&2
@@ -69,7 +71,7 @@ start)
   ;;
 stop)
   if [ -f "$dir/mode" ] && [ "$(cat "$dir/mode")" = docker ]; then
-    docker rm -f clawguard-pg >/dev/null 2>&1 || true
+    docker rm -f "$container" >/dev/null 2>&1 || true
   elif [ -n "$bindir" ] && [ -f "$dir/data/PG_VERSION" ]; then
     as_pg "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
   fi

@@ -5,10 +5,14 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-data="$root/.data/run"
+# CLAWGUARD_RUN_DATA, CLAWGUARD_RUN_PORT and CLAWGUARD_RUN_METRICS_PORT let a
+# second instance (make test's walkthrough) run next to this one.
+data=${CLAWGUARD_RUN_DATA:-$root/.data/run}
 mkdir -p "$data"
+data=$(cd "$data" && pwd)
 export CLAWGUARD_SERVER=127.0.0.1:${CLAWGUARD_RUN_PORT:-7443}
 metrics_port=${CLAWGUARD_RUN_METRICS_PORT:-9464}
+runner_metrics_port=${CLAWGUARD_RUN_RUNNER_METRICS_PORT:-$((metrics_port + 1))}
 
 pids=()
 cleanup() {
@@ -60,7 +64,7 @@ if docker info >/dev/null 2>&1; then
     && runtime=docker
 fi
 bin/clawguard-runner --server "$CLAWGUARD_SERVER" --token-file "$data/runner.token" --id local-1 \
-  --runtime "$runtime" --data-dir "$data/runner" --metrics-listen 127.0.0.1:$((metrics_port + 1)) \
+  --runtime "$runtime" --data-dir "$data/runner" --metrics-listen "127.0.0.1:$runner_metrics_port" \
   --agent-image clawguard-agent-demo:latest --agent-binary "$root/bin/demo-agent" \
   --group "$demo" --group "$helper" &
 pids+=($!)

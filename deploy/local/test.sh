@@ -1,19 +1,50 @@
 #!/usr/bin/env bash
-# `make test`: lint, proto check, and every Go test against one throwaway
-# Postgres (the machine's own binaries) and the local Docker daemon.
-set -euo pipefail
+# `make test`: every stage — lint, proto check, build, Go tests (one throwaway
+# Postgres, the local Docker daemon), the README walkthrough against a running
+# `make run`, the docs' commands, the deploy tests — each run even when an
+# earlier one failed; one summary of every failure at the end; non-zero exit if
+# any failed.
+#
+# Hermetic: the Go tests run without the CLAWGUARD_* variables of the caller's
+# shell (the README's terminal exports CLAWGUARD_SERVER/TOKEN_FILE), every
+# stage uses its own data dir under .data/test.* and free ports, so `make test`
+# runs next to `make run` without touching it; its Postgres is stopped on exit.
+set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 
 mkdir -p "$root/.data"
-pgdir="$root/.data/test-pg"
-if [ -z "${CLAWGUARD_TEST_DATABASE_URL:-}" ]; then
-  deploy/local/pg.sh stop "$pgdir" 2>/dev/null || true
-  rm -rf "$pgdir"
-  export CLAWGUARD_TEST_DATABASE_URL=$(deploy/local/pg.sh start "$pgdir")
-  trap 'deploy/local/pg.sh stop "$pgdir"' EXIT
+work=$(mktemp -d "$root/.data/test.XXXXXX")
+chmod 755 "$work" # pg.sh runs Postgres as the postgres user when root
+pgdir="$work/pg"
+own_pg=
+cleanup() {
+  [ -z "$own_pg" ] || deploy/local/pg.sh stop "$pgdir" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+failed=()
+passed=()
+# stage NAME CMD...: runs one stage, records its outcome, never stops the script.
+stage() {
+  local name=$1; shift
+  echo
+  echo "=== $name"
+  if "$@"; then passed+=("$name"); else failed+=("$name (exit $?)"); fi
+}
+
+test_db_url=${CLAWGUARD_TEST_DATABASE_URL:-}
+if [ -z "$test_db_url" ]; then
+  if test_db_url=$(deploy/local/pg.sh start "$pgdir"); then
+    own_pg=1
+  else
+    failed+=("postgres for tests did not start")
+    test_db_url=
+  fi
 fi
-echo "postgres for tests: $CLAWGUARD_TEST_DATABASE_URL"
+echo "postgres for tests: ${test_db_url:-none}"
 
 if ! docker info >/dev/null 2>&1; then
   echo "WARNING: no Docker daemon reachable; the runner's docker tests will fail" >&2
@@ -28,17 +59,42 @@ if ! command -v ip >/dev/null 2>&1 || ! command -v ss >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends iproute2 >/dev/null
 fi
 
-make --no-print-directory lint
-make --no-print-directory proto-check
-make --no-print-directory build
+# clean_env CMD...: runs CMD without any CLAWGUARD_* variable of the caller,
+# except the test database's URL.
+clean_env() {
+  local unset_args=() v
+  for v in $(compgen -e); do
+    case $v in CLAWGUARD_*) unset_args+=(-u "$v") ;; esac
+  done
+  env "${unset_args[@]}" CLAWGUARD_TEST_DATABASE_URL="$test_db_url" "$@"
+}
 
-# Packages run in parallel processes, each with its own template database.
-go test -count=1 -timeout 20m -p 2 ./proto/... ./migrations/... ./server/... ./runner/... ./cli/... ./bench/... ./e2e/... 2>&1 | tee "$root/.data/go-test.log"
-status=${PIPESTATUS[0]}
+go_tests() {
+  # Packages run in parallel processes, each with its own template database.
+  # PIPESTATUS: the exit status of go test, not of tee.
+  clean_env go test -count=1 -timeout 20m -p 2 ./proto/... ./migrations/... ./server/... ./runner/... \
+    ./cli/... ./bench/... ./e2e/... 2>&1 | tee "$work/go-test.log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" != 0 ]; then
+    echo "--- failing Go packages and tests"
+    grep -E '^(--- FAIL|FAIL)' "$work/go-test.log" | sort -u
+  fi
+  return "$rc"
+}
 
-deploy/local/walkthrough.sh || status=1
+stage lint make --no-print-directory lint
+stage proto-check make --no-print-directory proto-check
+stage build make --no-print-directory build
+stage "go test" go_tests
+stage walkthrough clean_env deploy/local/walkthrough.sh
+stage "deploy tests" clean_env deploy/test.sh
 
-if [ -x deploy/test.sh ]; then
-  deploy/test.sh || status=1
-fi
-exit $status
+echo
+echo "=== summary: ${#passed[@]} stages passed, ${#failed[@]} failed"
+for f in "${failed[@]}"; do
+  echo "FAILED: $f"
+  if [[ $f == "go test "* ]]; then
+    grep -E '^(--- FAIL|FAIL)' "$work/go-test.log" | sort -u | sed 's/^/    /'
+  fi
+done
+[ ${#failed[@]} = 0 ]

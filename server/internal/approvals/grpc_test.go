@@ -220,7 +220,9 @@ func watch(t *testing.T, c testserver.Clients, req *guardv1.WatchRequest) *watch
 		t.Fatal(err)
 	}
 	if v := md.Get(api.WatchCursorHeader); len(v) != 1 || (!req.GetFromNow() && v[0] != strconv.FormatInt(req.GetAfterCursor(), 10)) {
-		t.Fatalf("watch header %s = %v", api.WatchCursorHeader, v)
+		// No header: the stream ended before it started; its status says why.
+		_, recvErr := stream.Recv()
+		t.Fatalf("watch header %s = %v (stream: %v)", api.WatchCursorHeader, v, recvErr)
 	}
 	w := &watcher{cancel: cancel, done: make(chan struct{})}
 	go func() {

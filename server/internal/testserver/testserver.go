@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Server {
 	cfg.DatabaseURL = dbURL
 	cfg.Listen = "127.0.0.1:0"
 	cfg.MetricsListen = "127.0.0.1:0"
-	cfg.OperatorTokenFile = filepath.Join(t.TempDir(), "operator.token")
+	cfg.OperatorTokenFile = operatorTokenFile(t, dbURL)
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -78,6 +79,21 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Server {
 	go func() { s.done <- srv.Run(ctx) }()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// operatorTokenFiles maps a database URL to the operator token file of its
+// replicas. Replicas of one deployment share one file, as they do in
+// production: the file's token is registered under one id, so a replica
+// with a file of its own would replace the others' token (and they would
+// put theirs back on their next health flip), failing calls at random.
+var operatorTokenFiles sync.Map
+
+func operatorTokenFile(t testing.TB, dbURL string) string {
+	f, loaded := operatorTokenFiles.LoadOrStore(dbURL, filepath.Join(t.TempDir(), "operator.token"))
+	if !loaded {
+		t.Cleanup(func() { operatorTokenFiles.Delete(dbURL) })
+	}
+	return f.(string)
 }
 
 // Stop stops the replica (idempotent); tests use it to kill one replica.
