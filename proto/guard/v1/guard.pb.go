@@ -9,6 +9,7 @@ package guardv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
@@ -32,7 +33,12 @@ type DecideRequest struct {
 	Resource map[string]string `protobuf:"bytes,3,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Action arguments (at most 256 KiB encoded).
 	Payload *structpb.Struct `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
-	// The id of an approved hold carried by a replay.
+	// The id of an approved hold carried by a replay. A replay is idempotent
+	// per hold: whichever runner hosts the hold's session gets the ALLOW (and
+	// decision_id, the citation) of the decision that consumed the grant, as
+	// long as the live baseline still holds; citing it in ApplyAction applies
+	// the approved payload once and answers a repeated citation with the
+	// recorded result.
 	Grant string `protobuf:"bytes,5,opt,name=grant,proto3" json:"grant,omitempty"`
 	// Present: a HOLD answer creates the hold in the same call.
 	Card *HoldCard `protobuf:"bytes,6,opt,name=card,proto3" json:"card,omitempty"`
@@ -342,8 +348,11 @@ func (x *DecideStreamResponse) GetError() *StreamError {
 type StreamError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// google.rpc.Code value.
-	Code          int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Set with UNAVAILABLE on a replay the guard could not decide: send the
+	// frame again after this delay (the RetryInfo of a unary call).
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,3,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -392,11 +401,18 @@ func (x *StreamError) GetMessage() string {
 	return ""
 }
 
+func (x *StreamError) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
 var File_guard_v1_guard_proto protoreflect.FileDescriptor
 
 const file_guard_v1_guard_proto_rawDesc = "" +
 	"\n" +
-	"\x14guard/v1/guard.proto\x12\bguard.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\xf7\x02\n" +
+	"\x14guard/v1/guard.proto\x12\bguard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\xf7\x02\n" +
 	"\rDecideRequest\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12%\n" +
 	"\x05actor\x18\x02 \x01(\v2\x0f.guard.v1.ActorR\x05actor\x12A\n" +
@@ -425,10 +441,12 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"\x14DecideStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tR\rcorrelationId\x124\n" +
 	"\bresponse\x18\x02 \x01(\v2\x18.guard.v1.DecideResponseR\bresponse\x12+\n" +
-	"\x05error\x18\x03 \x01(\v2\x15.guard.v1.StreamErrorR\x05error\";\n" +
+	"\x05error\x18\x03 \x01(\v2\x15.guard.v1.StreamErrorR\x05error\"w\n" +
 	"\vStreamError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2\xd4\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12:\n" +
+	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter2\xd4\x01\n" +
 	"\x05Guard\x12V\n" +
 	"\x06Decide\x12\x17.guard.v1.DecideRequest\x1a\x18.guard.v1.DecideResponse\"\x19\xca\xf3\x18\x15\n" +
 	"\fguard.decide\x10\x01\"\x03\x01\x02\x03\x12s\n" +
@@ -459,6 +477,7 @@ var file_guard_v1_guard_proto_goTypes = []any{
 	(*structpb.Struct)(nil),      // 7: google.protobuf.Struct
 	(*HoldCard)(nil),             // 8: guard.v1.HoldCard
 	(*Decision)(nil),             // 9: guard.v1.Decision
+	(*durationpb.Duration)(nil),  // 10: google.protobuf.Duration
 }
 var file_guard_v1_guard_proto_depIdxs = []int32{
 	6,  // 0: guard.v1.DecideRequest.actor:type_name -> guard.v1.Actor
@@ -469,15 +488,16 @@ var file_guard_v1_guard_proto_depIdxs = []int32{
 	0,  // 5: guard.v1.DecideStreamRequest.request:type_name -> guard.v1.DecideRequest
 	1,  // 6: guard.v1.DecideStreamResponse.response:type_name -> guard.v1.DecideResponse
 	4,  // 7: guard.v1.DecideStreamResponse.error:type_name -> guard.v1.StreamError
-	0,  // 8: guard.v1.Guard.Decide:input_type -> guard.v1.DecideRequest
-	2,  // 9: guard.v1.Guard.DecideStream:input_type -> guard.v1.DecideStreamRequest
-	1,  // 10: guard.v1.Guard.Decide:output_type -> guard.v1.DecideResponse
-	3,  // 11: guard.v1.Guard.DecideStream:output_type -> guard.v1.DecideStreamResponse
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	10, // 8: guard.v1.StreamError.retry_after:type_name -> google.protobuf.Duration
+	0,  // 9: guard.v1.Guard.Decide:input_type -> guard.v1.DecideRequest
+	2,  // 10: guard.v1.Guard.DecideStream:input_type -> guard.v1.DecideStreamRequest
+	1,  // 11: guard.v1.Guard.Decide:output_type -> guard.v1.DecideResponse
+	3,  // 12: guard.v1.Guard.DecideStream:output_type -> guard.v1.DecideStreamResponse
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_guard_proto_init() }

@@ -31,6 +31,16 @@ const (
 type GuardClient interface {
 	// Decide evaluates one action. A HOLD with a card creates the hold in the
 	// same transaction and returns its id.
+	//
+	// Replays (grant set, not dry_run) never get a guard failure as a final
+	// answer: when the guard cannot decide for an infrastructure reason
+	// (database unreachable, decision log refusing writes, a timeout) the call
+	// fails with UNAVAILABLE carrying a google.rpc.RetryInfo detail (on
+	// DecideStream: StreamError{code: 14, retry_after}). Nothing was decided
+	// and the grant is unused: send the same request again after the delay and
+	// keep the replay push unacknowledged until a real answer comes. Only an
+	// answer (ALLOW / DENY) is final. Decisions without a grant still fail
+	// closed as DENY "guard failure (failing closed)".
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
 	// DecideStream carries many decisions in flight, matched by correlation id.
 	// A bad frame answers that frame with an error; the stream survives.
@@ -76,6 +86,16 @@ type Guard_DecideStreamClient = grpc.BidiStreamingClient[DecideStreamRequest, De
 type GuardServer interface {
 	// Decide evaluates one action. A HOLD with a card creates the hold in the
 	// same transaction and returns its id.
+	//
+	// Replays (grant set, not dry_run) never get a guard failure as a final
+	// answer: when the guard cannot decide for an infrastructure reason
+	// (database unreachable, decision log refusing writes, a timeout) the call
+	// fails with UNAVAILABLE carrying a google.rpc.RetryInfo detail (on
+	// DecideStream: StreamError{code: 14, retry_after}). Nothing was decided
+	// and the grant is unused: send the same request again after the delay and
+	// keep the replay push unacknowledged until a real answer comes. Only an
+	// answer (ALLOW / DENY) is final. Decisions without a grant still fail
+	// closed as DENY "guard failure (failing closed)".
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
 	// DecideStream carries many decisions in flight, matched by correlation id.
 	// A bad frame answers that frame with an error; the stream survives.

@@ -99,6 +99,9 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 		req.Card = card
 	}
 	resp, err := g.d.Guard.Decide(ctx, req)
+	if errors.Is(err, guard.ErrUnavailable) {
+		return nil, ReplayUnavailable()
+	}
 	if err != nil {
 		return nil, status.FromContextError(err).Err()
 	}

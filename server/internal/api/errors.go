@@ -4,12 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/clawguard/clawguard/server/internal/store"
 )
+
+// Retryable is Unavailable with a RetryInfo detail: nothing was decided or
+// changed, and the same request may be sent again after the delay.
+func Retryable(msg string, after time.Duration) error {
+	st := status.New(codes.Unavailable, msg)
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(after)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// RetryDelay is the RetryInfo delay of a status (0 when it carries none).
+func RetryDelay(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
+}
 
 // InvalidArgument names the offending field.
 func InvalidArgument(field, format string, args ...any) error {

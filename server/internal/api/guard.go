@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
@@ -94,6 +95,9 @@ func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) err
 			if err != nil {
 				st := status.Convert(err)
 				out.Error = &guardv1.StreamError{Code: int32(st.Code()), Message: st.Message()}
+				if d := RetryDelay(st); d > 0 {
+					out.Error.RetryAfter = durationpb.New(d)
+				}
 			} else {
 				out.Response = resp
 			}
@@ -133,8 +137,17 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 			caller.Principal.RunnerID, r.Session(), r.Actor.GetAgent().GetAgentGroupId())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return nil, status.FromContextError(err).Err()
+	case errors.Is(err, guard.ErrUnavailable):
+		return nil, ReplayUnavailable()
 	}
 	return nil, status.Errorf(codes.Internal, "decide: %v", err)
+}
+
+// ReplayUnavailable is the answer to a grant-carrying decision the guard
+// could not make (see guard.ErrUnavailable): Unavailable with a retry hint,
+// never database text.
+func ReplayUnavailable() error {
+	return Retryable("the guard could not decide this replay right now; nothing was decided and the grant is unused: retry", guard.RetryAfter)
 }
 
 // checkCard: a card's payload becomes the hold's payload — what the approver

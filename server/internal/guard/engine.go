@@ -22,6 +22,24 @@ import (
 // host (or of another group). Nothing is logged; the API says PermissionDenied.
 var ErrActorNotOwned = errors.New("actor is not an agent on a session this runner hosts")
 
+// ErrUnavailable: a grant-carrying decision could not be made for an
+// infrastructure reason (database unreachable, the decision log refusing
+// writes, a timeout). Nothing was decided and the grant is untouched, so the
+// replay must be tried again, not taken as a final DENY (an approved action
+// would be lost). The API answers Unavailable with a retry hint. Decisions
+// without a grant still fail closed as DENY.
+var ErrUnavailable = errors.New("the guard could not decide (retryable)")
+
+// RetryAfter is the back-off the API suggests with ErrUnavailable.
+const RetryAfter = time.Second
+
+// unavailable wraps an infrastructure failure of a replay.
+func unavailable(cause error) error { return fmt.Errorf("%w: %v", ErrUnavailable, cause) }
+
+// retryable reports whether a failure of req is ErrUnavailable rather than
+// a fail-closed DENY: only a replay (a grant) that would consume something.
+func retryable(req *Request) bool { return req.Grant != "" && !req.DryRun }
+
 // HoldRequest is what the engine asks the approvals service to create.
 type HoldRequest struct {
 	Kind          string
@@ -122,8 +140,9 @@ func (e *Engine) SetHoldCreator(h HoldCreator) { e.holds = h }
 func (e *Engine) Close() { e.pipe.close() }
 
 // Decide answers one request. Errors are only for callers that may not ask
-// (ErrActorNotOwned) and cancelled contexts; every failure of the guard
-// itself is a DENY ("guard failure (failing closed)").
+// (ErrActorNotOwned), cancelled contexts, and ErrUnavailable for a replay the
+// guard could not decide; every other failure of the guard itself is a DENY
+// ("guard failure (failing closed)").
 func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideResponse, error) {
 	start := time.Now()
 	in := &req.Input
@@ -151,6 +170,9 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
+	case err != nil && retryable(req):
+		e.log.Warn("guard facts unreadable; the replay is retryable", "action", in.Action, "grant", in.Grant, "err", err)
+		return nil, unavailable(err)
 	case err != nil:
 		e.log.Error("guard facts unreadable; failing closed", "action", in.Action, "err", err)
 		fd = failClosed()
@@ -280,6 +302,10 @@ func (e *Engine) afterTx(ctx context.Context, req *Request, d Decision, resp *gu
 		return e.prior(ctx, req)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
+	case retryable(req):
+		// The transaction rolled back: the grant is unconsumed.
+		e.log.Warn("guard transaction failed; the replay is retryable", "action", req.Action, "grant", req.Grant, "err", err)
+		return nil, unavailable(err)
 	}
 	e.log.Error("guard transaction failed; failing closed", "action", req.Action, "err", err)
 	fresh := &guardv1.DecideResponse{DecisionId: newID("dec_")}
@@ -299,6 +325,10 @@ func (e *Engine) finish(ctx context.Context, req *Request, d Decision, resp *gua
 		return e.prior(ctx, req)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return nil, err
+	case retryable(req):
+		// Unlogged, so undecided: even a deny is asked again (and logged then).
+		e.log.Warn("decision log refused a replay's decision; retryable", "action", req.Action, "grant", req.Grant, "err", err)
+		return nil, unavailable(err)
 	case d.Effect == EffectAllow:
 		d = failClosed()
 		e.fill(req, d, resp, row, start)
@@ -340,6 +370,9 @@ func (e *Engine) prior(ctx context.Context, req *Request) (*guardv1.DecideRespon
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if retryable(req) {
+			return nil, unavailable(fmt.Errorf("read prior answer: %w", err))
 		}
 		e.log.Error("read prior answer", "err", err)
 		return &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_DENY,
