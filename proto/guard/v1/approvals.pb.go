@@ -309,6 +309,11 @@ type ResolveRequest struct {
 	// as itself and may not set this.
 	AsUser string `protobuf:"bytes,4,opt,name=as_user,json=asUser,proto3" json:"as_user,omitempty"`
 	// The option value clicked, for multi-option cards (channel registration).
+	// REJECT with choice "reject_with_reason" and no reason arms the reason
+	// capture: the hold stays pending with awaiting_reason_from set, and the
+	// clicker's next direct message (RouteInbound) or their next REJECT with a
+	// reason resolves it. A hold without a session has nobody to tell: it is
+	// rejected at once.
 	Choice        string `protobuf:"bytes,5,opt,name=choice,proto3" json:"choice,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1011,9 +1011,13 @@ type Hold struct {
 	DeliveryAction    string `protobuf:"bytes,22,opt,name=delivery_action,json=deliveryAction,proto3" json:"delivery_action,omitempty"`
 	OriginChannelType string `protobuf:"bytes,23,opt,name=origin_channel_type,json=originChannelType,proto3" json:"origin_channel_type,omitempty"`
 	// The option value chosen by the resolver (multi-option cards).
-	Choice        string `protobuf:"bytes,24,opt,name=choice,proto3" json:"choice,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Choice string `protobuf:"bytes,24,opt,name=choice,proto3" json:"choice,omitempty"`
+	// Set while the hold awaits a reject reason from this approver (they
+	// picked "Reject with reason…"): the hold stays pending, only they may
+	// resolve it, and their next direct message is the reason.
+	AwaitingReasonFrom string `protobuf:"bytes,25,opt,name=awaiting_reason_from,json=awaitingReasonFrom,proto3" json:"awaiting_reason_from,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Hold) Reset() {
@@ -1214,6 +1218,13 @@ func (x *Hold) GetChoice() string {
 	return ""
 }
 
+func (x *Hold) GetAwaitingReasonFrom() string {
+	if x != nil {
+		return x.AwaitingReasonFrom
+	}
+	return ""
+}
+
 var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
@@ -1267,7 +1278,7 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x13record_delivered_to\x18\b \x01(\bR\x11recordDeliveredTo\x121\n" +
 	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12'\n" +
 	"\x0fdelivery_action\x18\n" +
-	" \x01(\tR\x0edeliveryAction\"\xb9\a\n" +
+	" \x01(\tR\x0edeliveryAction\"\xeb\a\n" +
 	"\x04Hold\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12%\n" +
@@ -1297,7 +1308,8 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\bconsumed\x18\x15 \x01(\bR\bconsumed\x12'\n" +
 	"\x0fdelivery_action\x18\x16 \x01(\tR\x0edeliveryAction\x12.\n" +
 	"\x13origin_channel_type\x18\x17 \x01(\tR\x11originChannelType\x12\x16\n" +
-	"\x06choice\x18\x18 \x01(\tR\x06choice*T\n" +
+	"\x06choice\x18\x18 \x01(\tR\x06choice\x120\n" +
+	"\x14awaiting_reason_from\x18\x19 \x01(\tR\x12awaitingReasonFrom*T\n" +
 	"\x06Effect\x12\x16\n" +
 	"\x12EFFECT_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fEFFECT_ALLOW\x10\x01\x12\x0f\n" +

@@ -104,6 +104,8 @@ const (
 	RouteOutcome_ROUTE_OUTCOME_REGISTRATION_PENDING RouteOutcome = 4
 	// The message was an approver's reply naming a new agent.
 	RouteOutcome_ROUTE_OUTCOME_NAME_CAPTURED RouteOutcome = 5
+	// The message was an approver's reject reason; hold_id names the hold.
+	RouteOutcome_ROUTE_OUTCOME_REASON_CAPTURED RouteOutcome = 6
 )
 
 // Enum value maps for RouteOutcome.
@@ -115,6 +117,7 @@ var (
 		3: "ROUTE_OUTCOME_DROPPED",
 		4: "ROUTE_OUTCOME_REGISTRATION_PENDING",
 		5: "ROUTE_OUTCOME_NAME_CAPTURED",
+		6: "ROUTE_OUTCOME_REASON_CAPTURED",
 	}
 	RouteOutcome_value = map[string]int32{
 		"ROUTE_OUTCOME_UNSPECIFIED":          0,
@@ -123,6 +126,7 @@ var (
 		"ROUTE_OUTCOME_DROPPED":              3,
 		"ROUTE_OUTCOME_REGISTRATION_PENDING": 4,
 		"ROUTE_OUTCOME_NAME_CAPTURED":        5,
+		"ROUTE_OUTCOME_REASON_CAPTURED":      6,
 	}
 )
 
@@ -151,6 +155,58 @@ func (x RouteOutcome) Number() protoreflect.EnumNumber {
 // Deprecated: Use RouteOutcome.Descriptor instead.
 func (RouteOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{1}
+}
+
+// ChatMessageKind is what a chat outbox message is.
+type ChatMessageKind int32
+
+const (
+	ChatMessageKind_CHAT_MESSAGE_KIND_UNSPECIFIED ChatMessageKind = 0
+	// The agent's reply.
+	ChatMessageKind_CHAT_MESSAGE_KIND_REPLY ChatMessageKind = 1
+	// A system notice about the agent's work.
+	ChatMessageKind_CHAT_MESSAGE_KIND_NOTICE ChatMessageKind = 2
+)
+
+// Enum value maps for ChatMessageKind.
+var (
+	ChatMessageKind_name = map[int32]string{
+		0: "CHAT_MESSAGE_KIND_UNSPECIFIED",
+		1: "CHAT_MESSAGE_KIND_REPLY",
+		2: "CHAT_MESSAGE_KIND_NOTICE",
+	}
+	ChatMessageKind_value = map[string]int32{
+		"CHAT_MESSAGE_KIND_UNSPECIFIED": 0,
+		"CHAT_MESSAGE_KIND_REPLY":       1,
+		"CHAT_MESSAGE_KIND_NOTICE":      2,
+	}
+)
+
+func (x ChatMessageKind) Enum() *ChatMessageKind {
+	p := new(ChatMessageKind)
+	*p = x
+	return p
+}
+
+func (x ChatMessageKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChatMessageKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_guard_v1_registry_proto_enumTypes[2].Descriptor()
+}
+
+func (ChatMessageKind) Type() protoreflect.EnumType {
+	return &file_guard_v1_registry_proto_enumTypes[2]
+}
+
+func (x ChatMessageKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChatMessageKind.Descriptor instead.
+func (ChatMessageKind) EnumDescriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{2}
 }
 
 // CliScope is what an agent's own ncl may reach.
@@ -190,11 +246,11 @@ func (x CliScope) String() string {
 }
 
 func (CliScope) Descriptor() protoreflect.EnumDescriptor {
-	return file_guard_v1_registry_proto_enumTypes[2].Descriptor()
+	return file_guard_v1_registry_proto_enumTypes[3].Descriptor()
 }
 
 func (CliScope) Type() protoreflect.EnumType {
-	return &file_guard_v1_registry_proto_enumTypes[2]
+	return &file_guard_v1_registry_proto_enumTypes[3]
 }
 
 func (x CliScope) Number() protoreflect.EnumNumber {
@@ -203,7 +259,7 @@ func (x CliScope) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CliScope.Descriptor instead.
 func (CliScope) EnumDescriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{2}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{3}
 }
 
 // PackageManager names where a package comes from.
@@ -240,11 +296,11 @@ func (x PackageManager) String() string {
 }
 
 func (PackageManager) Descriptor() protoreflect.EnumDescriptor {
-	return file_guard_v1_registry_proto_enumTypes[3].Descriptor()
+	return file_guard_v1_registry_proto_enumTypes[4].Descriptor()
 }
 
 func (PackageManager) Type() protoreflect.EnumType {
-	return &file_guard_v1_registry_proto_enumTypes[3]
+	return &file_guard_v1_registry_proto_enumTypes[4]
 }
 
 func (x PackageManager) Number() protoreflect.EnumNumber {
@@ -253,7 +309,7 @@ func (x PackageManager) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PackageManager.Descriptor instead.
 func (PackageManager) EnumDescriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{3}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{4}
 }
 
 // SessionStatus is a session's state.
@@ -290,11 +346,11 @@ func (x SessionStatus) String() string {
 }
 
 func (SessionStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_guard_v1_registry_proto_enumTypes[4].Descriptor()
+	return file_guard_v1_registry_proto_enumTypes[5].Descriptor()
 }
 
 func (SessionStatus) Type() protoreflect.EnumType {
-	return &file_guard_v1_registry_proto_enumTypes[4]
+	return &file_guard_v1_registry_proto_enumTypes[5]
 }
 
 func (x SessionStatus) Number() protoreflect.EnumNumber {
@@ -303,7 +359,7 @@ func (x SessionStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionStatus.Descriptor instead.
 func (SessionStatus) EnumDescriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{4}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{5}
 }
 
 // Role is a role kind.
@@ -340,11 +396,11 @@ func (x Role) String() string {
 }
 
 func (Role) Descriptor() protoreflect.EnumDescriptor {
-	return file_guard_v1_registry_proto_enumTypes[5].Descriptor()
+	return file_guard_v1_registry_proto_enumTypes[6].Descriptor()
 }
 
 func (Role) Type() protoreflect.EnumType {
-	return &file_guard_v1_registry_proto_enumTypes[5]
+	return &file_guard_v1_registry_proto_enumTypes[6]
 }
 
 func (x Role) Number() protoreflect.EnumNumber {
@@ -353,7 +409,7 @@ func (x Role) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Role.Descriptor instead.
 func (Role) EnumDescriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 // RoleScope is where a role applies; always explicit.
@@ -390,11 +446,11 @@ func (x RoleScope) String() string {
 }
 
 func (RoleScope) Descriptor() protoreflect.EnumDescriptor {
-	return file_guard_v1_registry_proto_enumTypes[6].Descriptor()
+	return file_guard_v1_registry_proto_enumTypes[7].Descriptor()
 }
 
 func (RoleScope) Type() protoreflect.EnumType {
-	return &file_guard_v1_registry_proto_enumTypes[6]
+	return &file_guard_v1_registry_proto_enumTypes[7]
 }
 
 func (x RoleScope) Number() protoreflect.EnumNumber {
@@ -403,7 +459,7 @@ func (x RoleScope) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RoleScope.Descriptor instead.
 func (RoleScope) EnumDescriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 // SenderPolicy is who may reach a wired agent from a chat.
@@ -443,11 +499,11 @@ func (x SenderPolicy) String() string {
 }
 
 func (SenderPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_guard_v1_registry_proto_enumTypes[7].Descriptor()
+	return file_guard_v1_registry_proto_enumTypes[8].Descriptor()
 }
 
 func (SenderPolicy) Type() protoreflect.EnumType {
-	return &file_guard_v1_registry_proto_enumTypes[7]
+	return &file_guard_v1_registry_proto_enumTypes[8]
 }
 
 func (x SenderPolicy) Number() protoreflect.EnumNumber {
@@ -456,7 +512,7 @@ func (x SenderPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SenderPolicy.Descriptor instead.
 func (SenderPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
 // ApprovalPending is attached to a FailedPrecondition status when an agent's
@@ -2161,6 +2217,295 @@ func (x *RouteInboundResponse) GetReason() string {
 	return ""
 }
 
+// PostChatMessageRequest is an agent's message for its session's chat.
+type PostChatMessageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session (must equal x-clawguard-session when both are set).
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Unspecified: REPLY.
+	Kind ChatMessageKind `protobuf:"varint,2,opt,name=kind,proto3,enum=guard.v1.ChatMessageKind" json:"kind,omitempty"`
+	// 1 to 4096 characters.
+	Text          string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PostChatMessageRequest) Reset() {
+	*x = PostChatMessageRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PostChatMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PostChatMessageRequest) ProtoMessage() {}
+
+func (x *PostChatMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PostChatMessageRequest.ProtoReflect.Descriptor instead.
+func (*PostChatMessageRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PostChatMessageRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PostChatMessageRequest) GetKind() ChatMessageKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ChatMessageKind_CHAT_MESSAGE_KIND_UNSPECIFIED
+}
+
+func (x *PostChatMessageRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// PostChatMessageResponse names the queued message.
+type PostChatMessageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cursor        int64                  `protobuf:"varint,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	ChannelType   string                 `protobuf:"bytes,2,opt,name=channel_type,json=channelType,proto3" json:"channel_type,omitempty"`
+	PlatformId    string                 `protobuf:"bytes,3,opt,name=platform_id,json=platformId,proto3" json:"platform_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PostChatMessageResponse) Reset() {
+	*x = PostChatMessageResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PostChatMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PostChatMessageResponse) ProtoMessage() {}
+
+func (x *PostChatMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PostChatMessageResponse.ProtoReflect.Descriptor instead.
+func (*PostChatMessageResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PostChatMessageResponse) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *PostChatMessageResponse) GetChannelType() string {
+	if x != nil {
+		return x.ChannelType
+	}
+	return ""
+}
+
+func (x *PostChatMessageResponse) GetPlatformId() string {
+	if x != nil {
+		return x.PlatformId
+	}
+	return ""
+}
+
+// WatchChatOutboxRequest starts or resumes a bridge's outbox stream.
+type WatchChatOutboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bridge's channel type, e.g. "telegram".
+	ChannelType string `protobuf:"bytes,1,opt,name=channel_type,json=channelType,proto3" json:"channel_type,omitempty"`
+	// Resume after this cursor (exclusive).
+	AfterCursor   int64 `protobuf:"varint,2,opt,name=after_cursor,json=afterCursor,proto3" json:"after_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchChatOutboxRequest) Reset() {
+	*x = WatchChatOutboxRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchChatOutboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchChatOutboxRequest) ProtoMessage() {}
+
+func (x *WatchChatOutboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchChatOutboxRequest.ProtoReflect.Descriptor instead.
+func (*WatchChatOutboxRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *WatchChatOutboxRequest) GetChannelType() string {
+	if x != nil {
+		return x.ChannelType
+	}
+	return ""
+}
+
+func (x *WatchChatOutboxRequest) GetAfterCursor() int64 {
+	if x != nil {
+		return x.AfterCursor
+	}
+	return 0
+}
+
+// WatchChatOutboxResponse is one message for a chat.
+type WatchChatOutboxResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Cursor           int64                  `protobuf:"varint,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	ChannelType      string                 `protobuf:"bytes,2,opt,name=channel_type,json=channelType,proto3" json:"channel_type,omitempty"`
+	PlatformId       string                 `protobuf:"bytes,3,opt,name=platform_id,json=platformId,proto3" json:"platform_id,omitempty"`
+	MessagingGroupId string                 `protobuf:"bytes,4,opt,name=messaging_group_id,json=messagingGroupId,proto3" json:"messaging_group_id,omitempty"`
+	SessionId        string                 `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AgentGroupId     string                 `protobuf:"bytes,6,opt,name=agent_group_id,json=agentGroupId,proto3" json:"agent_group_id,omitempty"`
+	Kind             ChatMessageKind        `protobuf:"varint,7,opt,name=kind,proto3,enum=guard.v1.ChatMessageKind" json:"kind,omitempty"`
+	Text             string                 `protobuf:"bytes,8,opt,name=text,proto3" json:"text,omitempty"`
+	CreatedAt        *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WatchChatOutboxResponse) Reset() {
+	*x = WatchChatOutboxResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchChatOutboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchChatOutboxResponse) ProtoMessage() {}
+
+func (x *WatchChatOutboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchChatOutboxResponse.ProtoReflect.Descriptor instead.
+func (*WatchChatOutboxResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *WatchChatOutboxResponse) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *WatchChatOutboxResponse) GetChannelType() string {
+	if x != nil {
+		return x.ChannelType
+	}
+	return ""
+}
+
+func (x *WatchChatOutboxResponse) GetPlatformId() string {
+	if x != nil {
+		return x.PlatformId
+	}
+	return ""
+}
+
+func (x *WatchChatOutboxResponse) GetMessagingGroupId() string {
+	if x != nil {
+		return x.MessagingGroupId
+	}
+	return ""
+}
+
+func (x *WatchChatOutboxResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WatchChatOutboxResponse) GetAgentGroupId() string {
+	if x != nil {
+		return x.AgentGroupId
+	}
+	return ""
+}
+
+func (x *WatchChatOutboxResponse) GetKind() ChatMessageKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ChatMessageKind_CHAT_MESSAGE_KIND_UNSPECIFIED
+}
+
+func (x *WatchChatOutboxResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *WatchChatOutboxResponse) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 // Runner is a registered runner.
 type Runner struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -2180,7 +2525,7 @@ type Runner struct {
 
 func (x *Runner) Reset() {
 	*x = Runner{}
-	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	mi := &file_guard_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2537,7 @@ func (x *Runner) String() string {
 func (*Runner) ProtoMessage() {}
 
 func (x *Runner) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	mi := &file_guard_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2550,7 @@ func (x *Runner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Runner.ProtoReflect.Descriptor instead.
 func (*Runner) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Runner) GetId() string {
@@ -2291,7 +2636,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	mi := &file_guard_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2648,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	mi := &file_guard_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2661,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *McpServer) GetName() string {
@@ -2366,7 +2711,7 @@ type GroupConfig struct {
 
 func (x *GroupConfig) Reset() {
 	*x = GroupConfig{}
-	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	mi := &file_guard_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2723,7 @@ func (x *GroupConfig) String() string {
 func (*GroupConfig) ProtoMessage() {}
 
 func (x *GroupConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	mi := &file_guard_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2736,7 @@ func (x *GroupConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfig.ProtoReflect.Descriptor instead.
 func (*GroupConfig) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupConfig) GetCliScope() CliScope {
@@ -2459,7 +2804,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	mi := &file_guard_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2816,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	mi := &file_guard_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2829,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Group) GetId() string {
@@ -2542,7 +2887,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[29]
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2899,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[29]
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2912,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateGroupRequest) GetName() string {
@@ -2608,7 +2953,7 @@ type CreateGroupResponse struct {
 
 func (x *CreateGroupResponse) Reset() {
 	*x = CreateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[30]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2965,7 @@ func (x *CreateGroupResponse) String() string {
 func (*CreateGroupResponse) ProtoMessage() {}
 
 func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[30]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2978,7 @@ func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateGroupResponse) GetGroup() *Group {
@@ -2653,7 +2998,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[31]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +3010,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[31]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +3023,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetGroupRequest) GetId() string {
@@ -2698,7 +3043,7 @@ type GetGroupResponse struct {
 
 func (x *GetGroupResponse) Reset() {
 	*x = GetGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[32]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +3055,7 @@ func (x *GetGroupResponse) String() string {
 func (*GetGroupResponse) ProtoMessage() {}
 
 func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[32]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +3068,7 @@ func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetGroupResponse) GetGroup() *Group {
@@ -2742,7 +3087,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +3099,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +3112,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 // ListGroupsResponse is the groups.
@@ -2780,7 +3125,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +3137,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +3150,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*Group {
@@ -2828,7 +3173,7 @@ type UpdateGroupRequest struct {
 
 func (x *UpdateGroupRequest) Reset() {
 	*x = UpdateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3185,7 @@ func (x *UpdateGroupRequest) String() string {
 func (*UpdateGroupRequest) ProtoMessage() {}
 
 func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3198,7 @@ func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdateGroupRequest) GetId() string {
@@ -2894,7 +3239,7 @@ type UpdateGroupResponse struct {
 
 func (x *UpdateGroupResponse) Reset() {
 	*x = UpdateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +3251,7 @@ func (x *UpdateGroupResponse) String() string {
 func (*UpdateGroupResponse) ProtoMessage() {}
 
 func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3264,7 @@ func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UpdateGroupResponse) GetGroup() *Group {
@@ -2939,7 +3284,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3296,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3309,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteGroupRequest) GetId() string {
@@ -2984,7 +3329,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3341,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3354,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteGroupResponse) GetRemoved() map[string]int64 {
@@ -3029,7 +3374,7 @@ type GetGroupConfigRequest struct {
 
 func (x *GetGroupConfigRequest) Reset() {
 	*x = GetGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3386,7 @@ func (x *GetGroupConfigRequest) String() string {
 func (*GetGroupConfigRequest) ProtoMessage() {}
 
 func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3399,7 @@ func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetGroupConfigRequest) GetGroup() string {
@@ -3074,7 +3419,7 @@ type GetGroupConfigResponse struct {
 
 func (x *GetGroupConfigResponse) Reset() {
 	*x = GetGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3431,7 @@ func (x *GetGroupConfigResponse) String() string {
 func (*GetGroupConfigResponse) ProtoMessage() {}
 
 func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3444,7 @@ func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetGroupConfigResponse) GetConfig() *GroupConfig {
@@ -3122,7 +3467,7 @@ type UpdateGroupConfigRequest struct {
 
 func (x *UpdateGroupConfigRequest) Reset() {
 	*x = UpdateGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3479,7 @@ func (x *UpdateGroupConfigRequest) String() string {
 func (*UpdateGroupConfigRequest) ProtoMessage() {}
 
 func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3492,7 @@ func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateGroupConfigRequest) GetGroup() string {
@@ -3188,7 +3533,7 @@ type UpdateGroupConfigResponse struct {
 
 func (x *UpdateGroupConfigResponse) Reset() {
 	*x = UpdateGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3200,7 +3545,7 @@ func (x *UpdateGroupConfigResponse) String() string {
 func (*UpdateGroupConfigResponse) ProtoMessage() {}
 
 func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3213,7 +3558,7 @@ func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateGroupConfigResponse) GetConfig() *GroupConfig {
@@ -3235,7 +3580,7 @@ type AddGroupPackageRequest struct {
 
 func (x *AddGroupPackageRequest) Reset() {
 	*x = AddGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3592,7 @@ func (x *AddGroupPackageRequest) String() string {
 func (*AddGroupPackageRequest) ProtoMessage() {}
 
 func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3605,7 @@ func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AddGroupPackageRequest) GetGroup() string {
@@ -3294,7 +3639,7 @@ type AddGroupPackageResponse struct {
 
 func (x *AddGroupPackageResponse) Reset() {
 	*x = AddGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3651,7 @@ func (x *AddGroupPackageResponse) String() string {
 func (*AddGroupPackageResponse) ProtoMessage() {}
 
 func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3664,7 @@ func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AddGroupPackageResponse) GetConfig() *GroupConfig {
@@ -3341,7 +3686,7 @@ type RemoveGroupPackageRequest struct {
 
 func (x *RemoveGroupPackageRequest) Reset() {
 	*x = RemoveGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3698,7 @@ func (x *RemoveGroupPackageRequest) String() string {
 func (*RemoveGroupPackageRequest) ProtoMessage() {}
 
 func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3711,7 @@ func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RemoveGroupPackageRequest) GetGroup() string {
@@ -3400,7 +3745,7 @@ type RemoveGroupPackageResponse struct {
 
 func (x *RemoveGroupPackageResponse) Reset() {
 	*x = RemoveGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3757,7 @@ func (x *RemoveGroupPackageResponse) String() string {
 func (*RemoveGroupPackageResponse) ProtoMessage() {}
 
 func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3770,7 @@ func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveGroupPackageResponse) GetConfig() *GroupConfig {
@@ -3446,7 +3791,7 @@ type AddGroupMcpServerRequest struct {
 
 func (x *AddGroupMcpServerRequest) Reset() {
 	*x = AddGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3803,7 @@ func (x *AddGroupMcpServerRequest) String() string {
 func (*AddGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3816,7 @@ func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AddGroupMcpServerRequest) GetGroup() string {
@@ -3498,7 +3843,7 @@ type AddGroupMcpServerResponse struct {
 
 func (x *AddGroupMcpServerResponse) Reset() {
 	*x = AddGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3855,7 @@ func (x *AddGroupMcpServerResponse) String() string {
 func (*AddGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3868,7 @@ func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AddGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -3544,7 +3889,7 @@ type RemoveGroupMcpServerRequest struct {
 
 func (x *RemoveGroupMcpServerRequest) Reset() {
 	*x = RemoveGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3556,7 +3901,7 @@ func (x *RemoveGroupMcpServerRequest) String() string {
 func (*RemoveGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3569,7 +3914,7 @@ func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RemoveGroupMcpServerRequest) GetGroup() string {
@@ -3596,7 +3941,7 @@ type RemoveGroupMcpServerResponse struct {
 
 func (x *RemoveGroupMcpServerResponse) Reset() {
 	*x = RemoveGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3953,7 @@ func (x *RemoveGroupMcpServerResponse) String() string {
 func (*RemoveGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3966,7 @@ func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RemoveGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -3642,7 +3987,7 @@ type RestartGroupRequest struct {
 
 func (x *RestartGroupRequest) Reset() {
 	*x = RestartGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3654,7 +3999,7 @@ func (x *RestartGroupRequest) String() string {
 func (*RestartGroupRequest) ProtoMessage() {}
 
 func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3667,7 +4012,7 @@ func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupRequest.ProtoReflect.Descriptor instead.
 func (*RestartGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RestartGroupRequest) GetGroup() string {
@@ -3694,7 +4039,7 @@ type RestartGroupResponse struct {
 
 func (x *RestartGroupResponse) Reset() {
 	*x = RestartGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3706,7 +4051,7 @@ func (x *RestartGroupResponse) String() string {
 func (*RestartGroupResponse) ProtoMessage() {}
 
 func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3719,7 +4064,7 @@ func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupResponse.ProtoReflect.Descriptor instead.
 func (*RestartGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RestartGroupResponse) GetSessions() int32 {
@@ -3745,7 +4090,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +4102,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +4115,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Session) GetId() string {
@@ -3833,7 +4178,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3845,7 +4190,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3858,7 +4203,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListSessionsRequest) GetGroup() string {
@@ -3885,7 +4230,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3897,7 +4242,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3910,7 +4255,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -3930,7 +4275,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3942,7 +4287,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3955,7 +4300,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetSessionRequest) GetId() string {
@@ -3975,7 +4320,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3987,7 +4332,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4000,7 +4345,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -4021,7 +4366,7 @@ type GetSessionHistoryRequest struct {
 
 func (x *GetSessionHistoryRequest) Reset() {
 	*x = GetSessionHistoryRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4033,7 +4378,7 @@ func (x *GetSessionHistoryRequest) String() string {
 func (*GetSessionHistoryRequest) ProtoMessage() {}
 
 func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4046,7 +4391,7 @@ func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetSessionHistoryRequest) GetId() string {
@@ -4079,7 +4424,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4436,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4449,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SessionEvent) GetId() int64 {
@@ -4152,7 +4497,7 @@ type GetSessionHistoryResponse struct {
 
 func (x *GetSessionHistoryResponse) Reset() {
 	*x = GetSessionHistoryResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4509,7 @@ func (x *GetSessionHistoryResponse) String() string {
 func (*GetSessionHistoryResponse) ProtoMessage() {}
 
 func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4522,7 @@ func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetSessionHistoryResponse) GetEvents() []*SessionEvent {
@@ -4202,7 +4547,7 @@ type Destination struct {
 
 func (x *Destination) Reset() {
 	*x = Destination{}
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4214,7 +4559,7 @@ func (x *Destination) String() string {
 func (*Destination) ProtoMessage() {}
 
 func (x *Destination) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4227,7 +4572,7 @@ func (x *Destination) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Destination.ProtoReflect.Descriptor instead.
 func (*Destination) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Destination) GetGroup() string {
@@ -4268,7 +4613,7 @@ type ListDestinationsRequest struct {
 
 func (x *ListDestinationsRequest) Reset() {
 	*x = ListDestinationsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4280,7 +4625,7 @@ func (x *ListDestinationsRequest) String() string {
 func (*ListDestinationsRequest) ProtoMessage() {}
 
 func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4293,7 +4638,7 @@ func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsRequest.ProtoReflect.Descriptor instead.
 func (*ListDestinationsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListDestinationsRequest) GetGroup() string {
@@ -4313,7 +4658,7 @@ type ListDestinationsResponse struct {
 
 func (x *ListDestinationsResponse) Reset() {
 	*x = ListDestinationsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4325,7 +4670,7 @@ func (x *ListDestinationsResponse) String() string {
 func (*ListDestinationsResponse) ProtoMessage() {}
 
 func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4338,7 +4683,7 @@ func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsResponse.ProtoReflect.Descriptor instead.
 func (*ListDestinationsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListDestinationsResponse) GetDestinations() []*Destination {
@@ -4361,7 +4706,7 @@ type AddDestinationRequest struct {
 
 func (x *AddDestinationRequest) Reset() {
 	*x = AddDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4373,7 +4718,7 @@ func (x *AddDestinationRequest) String() string {
 func (*AddDestinationRequest) ProtoMessage() {}
 
 func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4386,7 +4731,7 @@ func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationRequest.ProtoReflect.Descriptor instead.
 func (*AddDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AddDestinationRequest) GetGroup() string {
@@ -4427,7 +4772,7 @@ type AddDestinationResponse struct {
 
 func (x *AddDestinationResponse) Reset() {
 	*x = AddDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4784,7 @@ func (x *AddDestinationResponse) String() string {
 func (*AddDestinationResponse) ProtoMessage() {}
 
 func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4797,7 @@ func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationResponse.ProtoReflect.Descriptor instead.
 func (*AddDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AddDestinationResponse) GetDestination() *Destination {
@@ -4473,7 +4818,7 @@ type RemoveDestinationRequest struct {
 
 func (x *RemoveDestinationRequest) Reset() {
 	*x = RemoveDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4485,7 +4830,7 @@ func (x *RemoveDestinationRequest) String() string {
 func (*RemoveDestinationRequest) ProtoMessage() {}
 
 func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4498,7 +4843,7 @@ func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RemoveDestinationRequest) GetGroup() string {
@@ -4524,7 +4869,7 @@ type RemoveDestinationResponse struct {
 
 func (x *RemoveDestinationResponse) Reset() {
 	*x = RemoveDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4536,7 +4881,7 @@ func (x *RemoveDestinationResponse) String() string {
 func (*RemoveDestinationResponse) ProtoMessage() {}
 
 func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4549,7 +4894,7 @@ func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
 }
 
 // Member is a user admitted to a group.
@@ -4564,7 +4909,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +4921,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4589,7 +4934,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Member) GetGroup() string {
@@ -4623,7 +4968,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4635,7 +4980,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4648,7 +4993,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListMembersRequest) GetGroup() string {
@@ -4668,7 +5013,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4680,7 +5025,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4693,7 +5038,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -4714,7 +5059,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4726,7 +5071,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4739,7 +5084,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AddMemberRequest) GetGroup() string {
@@ -4766,7 +5111,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4778,7 +5123,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4791,7 +5136,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AddMemberResponse) GetMember() *Member {
@@ -4812,7 +5157,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4824,7 +5169,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4837,7 +5182,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RemoveMemberRequest) GetGroup() string {
@@ -4863,7 +5208,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +5220,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +5233,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
 }
 
 // RoleGrant is one role of one user.
@@ -4906,7 +5251,7 @@ type RoleGrant struct {
 
 func (x *RoleGrant) Reset() {
 	*x = RoleGrant{}
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4918,7 +5263,7 @@ func (x *RoleGrant) String() string {
 func (*RoleGrant) ProtoMessage() {}
 
 func (x *RoleGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4931,7 +5276,7 @@ func (x *RoleGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGrant.ProtoReflect.Descriptor instead.
 func (*RoleGrant) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RoleGrant) GetUserId() string {
@@ -4980,7 +5325,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5337,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5005,7 +5350,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListRolesRequest) GetUserId() string {
@@ -5032,7 +5377,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5044,7 +5389,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5057,7 +5402,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListRolesResponse) GetRoles() []*RoleGrant {
@@ -5080,7 +5425,7 @@ type GrantRoleRequest struct {
 
 func (x *GrantRoleRequest) Reset() {
 	*x = GrantRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5092,7 +5437,7 @@ func (x *GrantRoleRequest) String() string {
 func (*GrantRoleRequest) ProtoMessage() {}
 
 func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5105,7 +5450,7 @@ func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
 func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GrantRoleRequest) GetUserId() string {
@@ -5146,7 +5491,7 @@ type GrantRoleResponse struct {
 
 func (x *GrantRoleResponse) Reset() {
 	*x = GrantRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5158,7 +5503,7 @@ func (x *GrantRoleResponse) String() string {
 func (*GrantRoleResponse) ProtoMessage() {}
 
 func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5171,7 +5516,7 @@ func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
 func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GrantRoleResponse) GetGrant() *RoleGrant {
@@ -5194,7 +5539,7 @@ type RevokeRoleRequest struct {
 
 func (x *RevokeRoleRequest) Reset() {
 	*x = RevokeRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5206,7 +5551,7 @@ func (x *RevokeRoleRequest) String() string {
 func (*RevokeRoleRequest) ProtoMessage() {}
 
 func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5219,7 +5564,7 @@ func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RevokeRoleRequest) GetUserId() string {
@@ -5259,7 +5604,7 @@ type RevokeRoleResponse struct {
 
 func (x *RevokeRoleResponse) Reset() {
 	*x = RevokeRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5271,7 +5616,7 @@ func (x *RevokeRoleResponse) String() string {
 func (*RevokeRoleResponse) ProtoMessage() {}
 
 func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5284,7 +5629,7 @@ func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
 func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
 }
 
 // User is a human, namespaced "<channel>:<handle>".
@@ -5299,7 +5644,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5311,7 +5656,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5324,7 +5669,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *User) GetId() string {
@@ -5357,7 +5702,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5369,7 +5714,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5382,7 +5727,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
 }
 
 // ListUsersResponse is the users.
@@ -5395,7 +5740,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5407,7 +5752,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5420,7 +5765,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -5440,7 +5785,7 @@ type GetUserRequest struct {
 
 func (x *GetUserRequest) Reset() {
 	*x = GetUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5452,7 +5797,7 @@ func (x *GetUserRequest) String() string {
 func (*GetUserRequest) ProtoMessage() {}
 
 func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5465,7 +5810,7 @@ func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *GetUserRequest) GetId() string {
@@ -5485,7 +5830,7 @@ type GetUserResponse struct {
 
 func (x *GetUserResponse) Reset() {
 	*x = GetUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5497,7 +5842,7 @@ func (x *GetUserResponse) String() string {
 func (*GetUserResponse) ProtoMessage() {}
 
 func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5510,7 +5855,7 @@ func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
 func (*GetUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *GetUserResponse) GetUser() *User {
@@ -5531,7 +5876,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5543,7 +5888,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5556,7 +5901,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *CreateUserRequest) GetId() string {
@@ -5583,7 +5928,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5595,7 +5940,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5608,7 +5953,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -5629,7 +5974,7 @@ type UpdateUserRequest struct {
 
 func (x *UpdateUserRequest) Reset() {
 	*x = UpdateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5641,7 +5986,7 @@ func (x *UpdateUserRequest) String() string {
 func (*UpdateUserRequest) ProtoMessage() {}
 
 func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5654,7 +5999,7 @@ func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *UpdateUserRequest) GetId() string {
@@ -5681,7 +6026,7 @@ type UpdateUserResponse struct {
 
 func (x *UpdateUserResponse) Reset() {
 	*x = UpdateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5693,7 +6038,7 @@ func (x *UpdateUserResponse) String() string {
 func (*UpdateUserResponse) ProtoMessage() {}
 
 func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5706,7 +6051,7 @@ func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *UpdateUserResponse) GetUser() *User {
@@ -5729,7 +6074,7 @@ type Wiring struct {
 
 func (x *Wiring) Reset() {
 	*x = Wiring{}
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5741,7 +6086,7 @@ func (x *Wiring) String() string {
 func (*Wiring) ProtoMessage() {}
 
 func (x *Wiring) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5754,7 +6099,7 @@ func (x *Wiring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wiring.ProtoReflect.Descriptor instead.
 func (*Wiring) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *Wiring) GetId() string {
@@ -5796,7 +6141,7 @@ type ListWiringsRequest struct {
 
 func (x *ListWiringsRequest) Reset() {
 	*x = ListWiringsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5808,7 +6153,7 @@ func (x *ListWiringsRequest) String() string {
 func (*ListWiringsRequest) ProtoMessage() {}
 
 func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5821,7 +6166,7 @@ func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsRequest.ProtoReflect.Descriptor instead.
 func (*ListWiringsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ListWiringsRequest) GetGroup() string {
@@ -5848,7 +6193,7 @@ type ListWiringsResponse struct {
 
 func (x *ListWiringsResponse) Reset() {
 	*x = ListWiringsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5860,7 +6205,7 @@ func (x *ListWiringsResponse) String() string {
 func (*ListWiringsResponse) ProtoMessage() {}
 
 func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5873,7 +6218,7 @@ func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsResponse.ProtoReflect.Descriptor instead.
 func (*ListWiringsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ListWiringsResponse) GetWirings() []*Wiring {
@@ -5894,7 +6239,7 @@ type CreateWiringRequest struct {
 
 func (x *CreateWiringRequest) Reset() {
 	*x = CreateWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5906,7 +6251,7 @@ func (x *CreateWiringRequest) String() string {
 func (*CreateWiringRequest) ProtoMessage() {}
 
 func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5919,7 +6264,7 @@ func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringRequest.ProtoReflect.Descriptor instead.
 func (*CreateWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *CreateWiringRequest) GetMessagingGroup() string {
@@ -5946,7 +6291,7 @@ type CreateWiringResponse struct {
 
 func (x *CreateWiringResponse) Reset() {
 	*x = CreateWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5958,7 +6303,7 @@ func (x *CreateWiringResponse) String() string {
 func (*CreateWiringResponse) ProtoMessage() {}
 
 func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5971,7 +6316,7 @@ func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringResponse.ProtoReflect.Descriptor instead.
 func (*CreateWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *CreateWiringResponse) GetWiring() *Wiring {
@@ -5991,7 +6336,7 @@ type DeleteWiringRequest struct {
 
 func (x *DeleteWiringRequest) Reset() {
 	*x = DeleteWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6003,7 +6348,7 @@ func (x *DeleteWiringRequest) String() string {
 func (*DeleteWiringRequest) ProtoMessage() {}
 
 func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6016,7 +6361,7 @@ func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *DeleteWiringRequest) GetId() string {
@@ -6035,7 +6380,7 @@ type DeleteWiringResponse struct {
 
 func (x *DeleteWiringResponse) Reset() {
 	*x = DeleteWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6047,7 +6392,7 @@ func (x *DeleteWiringResponse) String() string {
 func (*DeleteWiringResponse) ProtoMessage() {}
 
 func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6060,7 +6405,7 @@ func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
 }
 
 // MessagingGroup is a chat on a channel.
@@ -6081,7 +6426,7 @@ type MessagingGroup struct {
 
 func (x *MessagingGroup) Reset() {
 	*x = MessagingGroup{}
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6093,7 +6438,7 @@ func (x *MessagingGroup) String() string {
 func (*MessagingGroup) ProtoMessage() {}
 
 func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6106,7 +6451,7 @@ func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagingGroup.ProtoReflect.Descriptor instead.
 func (*MessagingGroup) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *MessagingGroup) GetId() string {
@@ -6174,7 +6519,7 @@ type ListMessagingGroupsRequest struct {
 
 func (x *ListMessagingGroupsRequest) Reset() {
 	*x = ListMessagingGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6186,7 +6531,7 @@ func (x *ListMessagingGroupsRequest) String() string {
 func (*ListMessagingGroupsRequest) ProtoMessage() {}
 
 func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6199,7 +6544,7 @@ func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
 }
 
 // ListMessagingGroupsResponse is the chats.
@@ -6212,7 +6557,7 @@ type ListMessagingGroupsResponse struct {
 
 func (x *ListMessagingGroupsResponse) Reset() {
 	*x = ListMessagingGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6224,7 +6569,7 @@ func (x *ListMessagingGroupsResponse) String() string {
 func (*ListMessagingGroupsResponse) ProtoMessage() {}
 
 func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6237,7 +6582,7 @@ func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *ListMessagingGroupsResponse) GetMessagingGroups() []*MessagingGroup {
@@ -6257,7 +6602,7 @@ type GetMessagingGroupRequest struct {
 
 func (x *GetMessagingGroupRequest) Reset() {
 	*x = GetMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6269,7 +6614,7 @@ func (x *GetMessagingGroupRequest) String() string {
 func (*GetMessagingGroupRequest) ProtoMessage() {}
 
 func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6282,7 +6627,7 @@ func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *GetMessagingGroupRequest) GetId() string {
@@ -6302,7 +6647,7 @@ type GetMessagingGroupResponse struct {
 
 func (x *GetMessagingGroupResponse) Reset() {
 	*x = GetMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6314,7 +6659,7 @@ func (x *GetMessagingGroupResponse) String() string {
 func (*GetMessagingGroupResponse) ProtoMessage() {}
 
 func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6327,7 +6672,7 @@ func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *GetMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -6351,7 +6696,7 @@ type CreateMessagingGroupRequest struct {
 
 func (x *CreateMessagingGroupRequest) Reset() {
 	*x = CreateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6363,7 +6708,7 @@ func (x *CreateMessagingGroupRequest) String() string {
 func (*CreateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6376,7 +6721,7 @@ func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *CreateMessagingGroupRequest) GetChannelType() string {
@@ -6424,7 +6769,7 @@ type CreateMessagingGroupResponse struct {
 
 func (x *CreateMessagingGroupResponse) Reset() {
 	*x = CreateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6436,7 +6781,7 @@ func (x *CreateMessagingGroupResponse) String() string {
 func (*CreateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6449,7 +6794,7 @@ func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *CreateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -6471,7 +6816,7 @@ type UpdateMessagingGroupRequest struct {
 
 func (x *UpdateMessagingGroupRequest) Reset() {
 	*x = UpdateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6483,7 +6828,7 @@ func (x *UpdateMessagingGroupRequest) String() string {
 func (*UpdateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6496,7 +6841,7 @@ func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *UpdateMessagingGroupRequest) GetId() string {
@@ -6530,7 +6875,7 @@ type UpdateMessagingGroupResponse struct {
 
 func (x *UpdateMessagingGroupResponse) Reset() {
 	*x = UpdateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6542,7 +6887,7 @@ func (x *UpdateMessagingGroupResponse) String() string {
 func (*UpdateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6555,7 +6900,7 @@ func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *UpdateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -6575,7 +6920,7 @@ type DeleteMessagingGroupRequest struct {
 
 func (x *DeleteMessagingGroupRequest) Reset() {
 	*x = DeleteMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6587,7 +6932,7 @@ func (x *DeleteMessagingGroupRequest) String() string {
 func (*DeleteMessagingGroupRequest) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6600,7 +6945,7 @@ func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *DeleteMessagingGroupRequest) GetId() string {
@@ -6619,7 +6964,7 @@ type DeleteMessagingGroupResponse struct {
 
 func (x *DeleteMessagingGroupResponse) Reset() {
 	*x = DeleteMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6631,7 +6976,7 @@ func (x *DeleteMessagingGroupResponse) String() string {
 func (*DeleteMessagingGroupResponse) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6644,7 +6989,7 @@ func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
 }
 
 // MessagePolicy holds messages from one group to another for a named approver.
@@ -6659,7 +7004,7 @@ type MessagePolicy struct {
 
 func (x *MessagePolicy) Reset() {
 	*x = MessagePolicy{}
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6671,7 +7016,7 @@ func (x *MessagePolicy) String() string {
 func (*MessagePolicy) ProtoMessage() {}
 
 func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6684,7 +7029,7 @@ func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePolicy.ProtoReflect.Descriptor instead.
 func (*MessagePolicy) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *MessagePolicy) GetFromGroup() string {
@@ -6718,7 +7063,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6730,7 +7075,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6743,7 +7088,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *ListPoliciesRequest) GetGroup() string {
@@ -6763,7 +7108,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6775,7 +7120,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6788,7 +7133,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*MessagePolicy {
@@ -6810,7 +7155,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6822,7 +7167,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6835,7 +7180,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *SetPolicyRequest) GetFromGroup() string {
@@ -6869,7 +7214,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6881,7 +7226,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6894,7 +7239,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *MessagePolicy {
@@ -6915,7 +7260,7 @@ type RemovePolicyRequest struct {
 
 func (x *RemovePolicyRequest) Reset() {
 	*x = RemovePolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6927,7 +7272,7 @@ func (x *RemovePolicyRequest) String() string {
 func (*RemovePolicyRequest) ProtoMessage() {}
 
 func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6940,7 +7285,7 @@ func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyRequest.ProtoReflect.Descriptor instead.
 func (*RemovePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *RemovePolicyRequest) GetFromGroup() string {
@@ -6966,7 +7311,7 @@ type RemovePolicyResponse struct {
 
 func (x *RemovePolicyResponse) Reset() {
 	*x = RemovePolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6978,7 +7323,7 @@ func (x *RemovePolicyResponse) String() string {
 func (*RemovePolicyResponse) ProtoMessage() {}
 
 func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6991,7 +7336,7 @@ func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyResponse.ProtoReflect.Descriptor instead.
 func (*RemovePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
 }
 
 // UserDm is where a user's approval cards are delivered on one channel type.
@@ -7006,7 +7351,7 @@ type UserDm struct {
 
 func (x *UserDm) Reset() {
 	*x = UserDm{}
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7018,7 +7363,7 @@ func (x *UserDm) String() string {
 func (*UserDm) ProtoMessage() {}
 
 func (x *UserDm) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7031,7 +7376,7 @@ func (x *UserDm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserDm.ProtoReflect.Descriptor instead.
 func (*UserDm) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *UserDm) GetUserId() string {
@@ -7065,7 +7410,7 @@ type ListUserDmsRequest struct {
 
 func (x *ListUserDmsRequest) Reset() {
 	*x = ListUserDmsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7077,7 +7422,7 @@ func (x *ListUserDmsRequest) String() string {
 func (*ListUserDmsRequest) ProtoMessage() {}
 
 func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7090,7 +7435,7 @@ func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserDmsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *ListUserDmsRequest) GetUserId() string {
@@ -7110,7 +7455,7 @@ type ListUserDmsResponse struct {
 
 func (x *ListUserDmsResponse) Reset() {
 	*x = ListUserDmsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7122,7 +7467,7 @@ func (x *ListUserDmsResponse) String() string {
 func (*ListUserDmsResponse) ProtoMessage() {}
 
 func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7135,7 +7480,7 @@ func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserDmsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *ListUserDmsResponse) GetDms() []*UserDm {
@@ -7157,7 +7502,7 @@ type SetUserDmRequest struct {
 
 func (x *SetUserDmRequest) Reset() {
 	*x = SetUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7169,7 +7514,7 @@ func (x *SetUserDmRequest) String() string {
 func (*SetUserDmRequest) ProtoMessage() {}
 
 func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7182,7 +7527,7 @@ func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmRequest.ProtoReflect.Descriptor instead.
 func (*SetUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *SetUserDmRequest) GetUserId() string {
@@ -7216,7 +7561,7 @@ type SetUserDmResponse struct {
 
 func (x *SetUserDmResponse) Reset() {
 	*x = SetUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7228,7 +7573,7 @@ func (x *SetUserDmResponse) String() string {
 func (*SetUserDmResponse) ProtoMessage() {}
 
 func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7241,7 +7586,7 @@ func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmResponse.ProtoReflect.Descriptor instead.
 func (*SetUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *SetUserDmResponse) GetDm() *UserDm {
@@ -7262,7 +7607,7 @@ type RemoveUserDmRequest struct {
 
 func (x *RemoveUserDmRequest) Reset() {
 	*x = RemoveUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7274,7 +7619,7 @@ func (x *RemoveUserDmRequest) String() string {
 func (*RemoveUserDmRequest) ProtoMessage() {}
 
 func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7287,7 +7632,7 @@ func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmRequest.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *RemoveUserDmRequest) GetUserId() string {
@@ -7313,7 +7658,7 @@ type RemoveUserDmResponse struct {
 
 func (x *RemoveUserDmResponse) Reset() {
 	*x = RemoveUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7325,7 +7670,7 @@ func (x *RemoveUserDmResponse) String() string {
 func (*RemoveUserDmResponse) ProtoMessage() {}
 
 func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7338,7 +7683,7 @@ func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmResponse.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
 }
 
 // Token is an API credential (its secret is never stored or listed).
@@ -7359,7 +7704,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7371,7 +7716,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7384,7 +7729,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *Token) GetId() string {
@@ -7449,7 +7794,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7461,7 +7806,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7474,7 +7819,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *CreateTokenRequest) GetKind() Principal {
@@ -7516,7 +7861,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7528,7 +7873,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7541,7 +7886,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -7567,7 +7912,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7579,7 +7924,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7592,7 +7937,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
 }
 
 // ListTokensResponse is the tokens.
@@ -7605,7 +7950,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7617,7 +7962,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7630,7 +7975,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -7650,7 +7995,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7662,7 +8007,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7675,7 +8020,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -7694,7 +8039,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7706,7 +8051,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7719,7 +8064,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
 }
 
 // ListRunnersRequest lists runners.
@@ -7731,7 +8076,7 @@ type ListRunnersRequest struct {
 
 func (x *ListRunnersRequest) Reset() {
 	*x = ListRunnersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7743,7 +8088,7 @@ func (x *ListRunnersRequest) String() string {
 func (*ListRunnersRequest) ProtoMessage() {}
 
 func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7756,7 +8101,7 @@ func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
 }
 
 // ListRunnersResponse is the runners.
@@ -7769,7 +8114,7 @@ type ListRunnersResponse struct {
 
 func (x *ListRunnersResponse) Reset() {
 	*x = ListRunnersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7781,7 +8126,7 @@ func (x *ListRunnersResponse) String() string {
 func (*ListRunnersResponse) ProtoMessage() {}
 
 func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7794,7 +8139,7 @@ func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersResponse.ProtoReflect.Descriptor instead.
 func (*ListRunnersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *ListRunnersResponse) GetRunners() []*Runner {
@@ -7820,7 +8165,7 @@ type CatalogEntry struct {
 
 func (x *CatalogEntry) Reset() {
 	*x = CatalogEntry{}
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7832,7 +8177,7 @@ func (x *CatalogEntry) String() string {
 func (*CatalogEntry) ProtoMessage() {}
 
 func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7845,7 +8190,7 @@ func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEntry.ProtoReflect.Descriptor instead.
 func (*CatalogEntry) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *CatalogEntry) GetAction() string {
@@ -7892,7 +8237,7 @@ type ListCatalogRequest struct {
 
 func (x *ListCatalogRequest) Reset() {
 	*x = ListCatalogRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7904,7 +8249,7 @@ func (x *ListCatalogRequest) String() string {
 func (*ListCatalogRequest) ProtoMessage() {}
 
 func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7917,7 +8262,7 @@ func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
 }
 
 // ListCatalogResponse is the catalog, sorted by action.
@@ -7932,7 +8277,7 @@ type ListCatalogResponse struct {
 
 func (x *ListCatalogResponse) Reset() {
 	*x = ListCatalogResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7944,7 +8289,7 @@ func (x *ListCatalogResponse) String() string {
 func (*ListCatalogResponse) ProtoMessage() {}
 
 func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7957,7 +8302,7 @@ func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
 }
 
 func (x *ListCatalogResponse) GetEntries() []*CatalogEntry {
@@ -7994,7 +8339,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8006,7 +8351,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8019,7 +8364,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
 }
 
 func (x *DecisionRecord) GetId() string {
@@ -8113,7 +8458,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8125,7 +8470,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8138,7 +8483,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
 }
 
 func (x *ListDecisionsRequest) GetAction() string {
@@ -8186,7 +8531,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8198,7 +8543,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8211,7 +8556,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
@@ -8358,7 +8703,33 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x17\n" +
 	"\ahold_id\x18\x04 \x01(\tR\x06holdId\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xdb\x03\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"z\n" +
+	"\x16PostChatMessageRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12-\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x19.guard.v1.ChatMessageKindR\x04kind\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"u\n" +
+	"\x17PostChatMessageResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12!\n" +
+	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x1f\n" +
+	"\vplatform_id\x18\x03 \x01(\tR\n" +
+	"platformId\"^\n" +
+	"\x16WatchChatOutboxRequest\x12!\n" +
+	"\fchannel_type\x18\x01 \x01(\tR\vchannelType\x12!\n" +
+	"\fafter_cursor\x18\x02 \x01(\x03R\vafterCursor\"\xe6\x02\n" +
+	"\x17WatchChatOutboxResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12!\n" +
+	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x1f\n" +
+	"\vplatform_id\x18\x03 \x01(\tR\n" +
+	"platformId\x12,\n" +
+	"\x12messaging_group_id\x18\x04 \x01(\tR\x10messagingGroupId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12$\n" +
+	"\x0eagent_group_id\x18\x06 \x01(\tR\fagentGroupId\x12-\n" +
+	"\x04kind\x18\a \x01(\x0e2\x19.guard.v1.ChatMessageKindR\x04kind\x12\x12\n" +
+	"\x04text\x18\b \x01(\tR\x04text\x129\n" +
+	"\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xdb\x03\n" +
 	"\x06Runner\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x18\n" +
@@ -8749,14 +9120,19 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x14NOTICE_KIND_REJECTED\x10\x04\x12\x16\n" +
 	"\x12NOTICE_KIND_RESULT\x10\x05\x12\x16\n" +
 	"\x12NOTICE_KIND_FAILED\x10\x06\x12\x14\n" +
-	"\x10NOTICE_KIND_INFO\x10\a*\xc6\x01\n" +
+	"\x10NOTICE_KIND_INFO\x10\a*\xe9\x01\n" +
 	"\fRouteOutcome\x12\x1d\n" +
 	"\x19ROUTE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ROUTE_OUTCOME_DELIVERED\x10\x01\x12\x16\n" +
 	"\x12ROUTE_OUTCOME_HELD\x10\x02\x12\x19\n" +
 	"\x15ROUTE_OUTCOME_DROPPED\x10\x03\x12&\n" +
 	"\"ROUTE_OUTCOME_REGISTRATION_PENDING\x10\x04\x12\x1f\n" +
-	"\x1bROUTE_OUTCOME_NAME_CAPTURED\x10\x05*h\n" +
+	"\x1bROUTE_OUTCOME_NAME_CAPTURED\x10\x05\x12!\n" +
+	"\x1dROUTE_OUTCOME_REASON_CAPTURED\x10\x06*o\n" +
+	"\x0fChatMessageKind\x12!\n" +
+	"\x1dCHAT_MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17CHAT_MESSAGE_KIND_REPLY\x10\x01\x12\x1c\n" +
+	"\x18CHAT_MESSAGE_KIND_NOTICE\x10\x02*h\n" +
 	"\bCliScope\x12\x19\n" +
 	"\x15CLI_SCOPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12CLI_SCOPE_DISABLED\x10\x01\x12\x13\n" +
@@ -8784,7 +9160,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x19SENDER_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SENDER_POLICY_PUBLIC\x10\x01\x12\"\n" +
 	"\x1eSENDER_POLICY_REQUEST_APPROVAL\x10\x02\x12\x18\n" +
-	"\x14SENDER_POLICY_STRICT\x10\x032\xc13\n" +
+	"\x14SENDER_POLICY_STRICT\x10\x032\xc35\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -8797,7 +9173,11 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\vApplyAction\x12\x1c.guard.v1.ApplyActionRequest\x1a\x1d.guard.v1.ApplyActionResponse\" \xca\xf3\x18\x1c\n" +
 	"\x15registry.apply_action\x10\x01\"\x01\x02\x12q\n" +
 	"\fRouteInbound\x12\x1d.guard.v1.RouteInboundRequest\x1a\x1e.guard.v1.RouteInboundResponse\"\"\xca\xf3\x18\x1e\n" +
-	"\x16registry.route_inbound\x10\x01\"\x02\x03\x01\x12o\n" +
+	"\x16registry.route_inbound\x10\x01\"\x02\x03\x01\x12}\n" +
+	"\x0fPostChatMessage\x12 .guard.v1.PostChatMessageRequest\x1a!.guard.v1.PostChatMessageResponse\"%\xca\xf3\x18!\n" +
+	"\x1aregistry.post_chat_message\x10\x01\"\x01\x02\x12\x80\x01\n" +
+	"\x0fWatchChatOutbox\x12 .guard.v1.WatchChatOutboxRequest\x1a!.guard.v1.WatchChatOutboxResponse\"&\xca\xf3\x18\"\n" +
+	"\x1aregistry.watch_chat_outbox\x10\x01\"\x02\x03\x010\x01\x12o\n" +
 	"\vCreateGroup\x12\x1c.guard.v1.CreateGroupRequest\x1a\x1d.guard.v1.CreateGroupResponse\"#\xca\xf3\x18\x1f\n" +
 	"\rgroups.create\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12d\n" +
 	"\bGetGroup\x12\x19.guard.v1.GetGroupRequest\x1a\x1a.guard.v1.GetGroupResponse\"!\xca\xf3\x18\x1d\n" +
@@ -8916,395 +9296,407 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 	return file_guard_v1_registry_proto_rawDescData
 }
 
-var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 144)
+var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 148)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
-	(CliScope)(0),                        // 2: guard.v1.CliScope
-	(PackageManager)(0),                  // 3: guard.v1.PackageManager
-	(SessionStatus)(0),                   // 4: guard.v1.SessionStatus
-	(Role)(0),                            // 5: guard.v1.Role
-	(RoleScope)(0),                       // 6: guard.v1.RoleScope
-	(SenderPolicy)(0),                    // 7: guard.v1.SenderPolicy
-	(*ApprovalPending)(nil),              // 8: guard.v1.ApprovalPending
-	(*ConformanceViolations)(nil),        // 9: guard.v1.ConformanceViolations
-	(*DeliveryActionDecl)(nil),           // 10: guard.v1.DeliveryActionDecl
-	(*RegisterRunnerRequest)(nil),        // 11: guard.v1.RegisterRunnerRequest
-	(*RegisterRunnerResponse)(nil),       // 12: guard.v1.RegisterRunnerResponse
-	(*ConnectRequest)(nil),               // 13: guard.v1.ConnectRequest
-	(*ConnectHello)(nil),                 // 14: guard.v1.ConnectHello
-	(*PushAck)(nil),                      // 15: guard.v1.PushAck
-	(*Heartbeat)(nil),                    // 16: guard.v1.Heartbeat
-	(*ConnectResponse)(nil),              // 17: guard.v1.ConnectResponse
-	(*LeaseRenewed)(nil),                 // 18: guard.v1.LeaseRenewed
-	(*Push)(nil),                         // 19: guard.v1.Push
-	(*ReplayAction)(nil),                 // 20: guard.v1.ReplayAction
-	(*DeliverMessage)(nil),               // 21: guard.v1.DeliverMessage
-	(*RestartContainer)(nil),             // 22: guard.v1.RestartContainer
-	(*NotifyAgent)(nil),                  // 23: guard.v1.NotifyAgent
-	(*StartSession)(nil),                 // 24: guard.v1.StartSession
-	(*OpenSessionRequest)(nil),           // 25: guard.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),          // 26: guard.v1.OpenSessionResponse
-	(*GetSessionConfigRequest)(nil),      // 27: guard.v1.GetSessionConfigRequest
-	(*GetSessionConfigResponse)(nil),     // 28: guard.v1.GetSessionConfigResponse
-	(*ApplyActionRequest)(nil),           // 29: guard.v1.ApplyActionRequest
-	(*ApplyActionResponse)(nil),          // 30: guard.v1.ApplyActionResponse
-	(*RouteInboundRequest)(nil),          // 31: guard.v1.RouteInboundRequest
-	(*RouteInboundResponse)(nil),         // 32: guard.v1.RouteInboundResponse
-	(*Runner)(nil),                       // 33: guard.v1.Runner
-	(*McpServer)(nil),                    // 34: guard.v1.McpServer
-	(*GroupConfig)(nil),                  // 35: guard.v1.GroupConfig
-	(*Group)(nil),                        // 36: guard.v1.Group
-	(*CreateGroupRequest)(nil),           // 37: guard.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),          // 38: guard.v1.CreateGroupResponse
-	(*GetGroupRequest)(nil),              // 39: guard.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),             // 40: guard.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),            // 41: guard.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),           // 42: guard.v1.ListGroupsResponse
-	(*UpdateGroupRequest)(nil),           // 43: guard.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),          // 44: guard.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),           // 45: guard.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),          // 46: guard.v1.DeleteGroupResponse
-	(*GetGroupConfigRequest)(nil),        // 47: guard.v1.GetGroupConfigRequest
-	(*GetGroupConfigResponse)(nil),       // 48: guard.v1.GetGroupConfigResponse
-	(*UpdateGroupConfigRequest)(nil),     // 49: guard.v1.UpdateGroupConfigRequest
-	(*UpdateGroupConfigResponse)(nil),    // 50: guard.v1.UpdateGroupConfigResponse
-	(*AddGroupPackageRequest)(nil),       // 51: guard.v1.AddGroupPackageRequest
-	(*AddGroupPackageResponse)(nil),      // 52: guard.v1.AddGroupPackageResponse
-	(*RemoveGroupPackageRequest)(nil),    // 53: guard.v1.RemoveGroupPackageRequest
-	(*RemoveGroupPackageResponse)(nil),   // 54: guard.v1.RemoveGroupPackageResponse
-	(*AddGroupMcpServerRequest)(nil),     // 55: guard.v1.AddGroupMcpServerRequest
-	(*AddGroupMcpServerResponse)(nil),    // 56: guard.v1.AddGroupMcpServerResponse
-	(*RemoveGroupMcpServerRequest)(nil),  // 57: guard.v1.RemoveGroupMcpServerRequest
-	(*RemoveGroupMcpServerResponse)(nil), // 58: guard.v1.RemoveGroupMcpServerResponse
-	(*RestartGroupRequest)(nil),          // 59: guard.v1.RestartGroupRequest
-	(*RestartGroupResponse)(nil),         // 60: guard.v1.RestartGroupResponse
-	(*Session)(nil),                      // 61: guard.v1.Session
-	(*ListSessionsRequest)(nil),          // 62: guard.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),         // 63: guard.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),            // 64: guard.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),           // 65: guard.v1.GetSessionResponse
-	(*GetSessionHistoryRequest)(nil),     // 66: guard.v1.GetSessionHistoryRequest
-	(*SessionEvent)(nil),                 // 67: guard.v1.SessionEvent
-	(*GetSessionHistoryResponse)(nil),    // 68: guard.v1.GetSessionHistoryResponse
-	(*Destination)(nil),                  // 69: guard.v1.Destination
-	(*ListDestinationsRequest)(nil),      // 70: guard.v1.ListDestinationsRequest
-	(*ListDestinationsResponse)(nil),     // 71: guard.v1.ListDestinationsResponse
-	(*AddDestinationRequest)(nil),        // 72: guard.v1.AddDestinationRequest
-	(*AddDestinationResponse)(nil),       // 73: guard.v1.AddDestinationResponse
-	(*RemoveDestinationRequest)(nil),     // 74: guard.v1.RemoveDestinationRequest
-	(*RemoveDestinationResponse)(nil),    // 75: guard.v1.RemoveDestinationResponse
-	(*Member)(nil),                       // 76: guard.v1.Member
-	(*ListMembersRequest)(nil),           // 77: guard.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),          // 78: guard.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 79: guard.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),            // 80: guard.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),          // 81: guard.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),         // 82: guard.v1.RemoveMemberResponse
-	(*RoleGrant)(nil),                    // 83: guard.v1.RoleGrant
-	(*ListRolesRequest)(nil),             // 84: guard.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),            // 85: guard.v1.ListRolesResponse
-	(*GrantRoleRequest)(nil),             // 86: guard.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),            // 87: guard.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),            // 88: guard.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),           // 89: guard.v1.RevokeRoleResponse
-	(*User)(nil),                         // 90: guard.v1.User
-	(*ListUsersRequest)(nil),             // 91: guard.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),            // 92: guard.v1.ListUsersResponse
-	(*GetUserRequest)(nil),               // 93: guard.v1.GetUserRequest
-	(*GetUserResponse)(nil),              // 94: guard.v1.GetUserResponse
-	(*CreateUserRequest)(nil),            // 95: guard.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),           // 96: guard.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),            // 97: guard.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),           // 98: guard.v1.UpdateUserResponse
-	(*Wiring)(nil),                       // 99: guard.v1.Wiring
-	(*ListWiringsRequest)(nil),           // 100: guard.v1.ListWiringsRequest
-	(*ListWiringsResponse)(nil),          // 101: guard.v1.ListWiringsResponse
-	(*CreateWiringRequest)(nil),          // 102: guard.v1.CreateWiringRequest
-	(*CreateWiringResponse)(nil),         // 103: guard.v1.CreateWiringResponse
-	(*DeleteWiringRequest)(nil),          // 104: guard.v1.DeleteWiringRequest
-	(*DeleteWiringResponse)(nil),         // 105: guard.v1.DeleteWiringResponse
-	(*MessagingGroup)(nil),               // 106: guard.v1.MessagingGroup
-	(*ListMessagingGroupsRequest)(nil),   // 107: guard.v1.ListMessagingGroupsRequest
-	(*ListMessagingGroupsResponse)(nil),  // 108: guard.v1.ListMessagingGroupsResponse
-	(*GetMessagingGroupRequest)(nil),     // 109: guard.v1.GetMessagingGroupRequest
-	(*GetMessagingGroupResponse)(nil),    // 110: guard.v1.GetMessagingGroupResponse
-	(*CreateMessagingGroupRequest)(nil),  // 111: guard.v1.CreateMessagingGroupRequest
-	(*CreateMessagingGroupResponse)(nil), // 112: guard.v1.CreateMessagingGroupResponse
-	(*UpdateMessagingGroupRequest)(nil),  // 113: guard.v1.UpdateMessagingGroupRequest
-	(*UpdateMessagingGroupResponse)(nil), // 114: guard.v1.UpdateMessagingGroupResponse
-	(*DeleteMessagingGroupRequest)(nil),  // 115: guard.v1.DeleteMessagingGroupRequest
-	(*DeleteMessagingGroupResponse)(nil), // 116: guard.v1.DeleteMessagingGroupResponse
-	(*MessagePolicy)(nil),                // 117: guard.v1.MessagePolicy
-	(*ListPoliciesRequest)(nil),          // 118: guard.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),         // 119: guard.v1.ListPoliciesResponse
-	(*SetPolicyRequest)(nil),             // 120: guard.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),            // 121: guard.v1.SetPolicyResponse
-	(*RemovePolicyRequest)(nil),          // 122: guard.v1.RemovePolicyRequest
-	(*RemovePolicyResponse)(nil),         // 123: guard.v1.RemovePolicyResponse
-	(*UserDm)(nil),                       // 124: guard.v1.UserDm
-	(*ListUserDmsRequest)(nil),           // 125: guard.v1.ListUserDmsRequest
-	(*ListUserDmsResponse)(nil),          // 126: guard.v1.ListUserDmsResponse
-	(*SetUserDmRequest)(nil),             // 127: guard.v1.SetUserDmRequest
-	(*SetUserDmResponse)(nil),            // 128: guard.v1.SetUserDmResponse
-	(*RemoveUserDmRequest)(nil),          // 129: guard.v1.RemoveUserDmRequest
-	(*RemoveUserDmResponse)(nil),         // 130: guard.v1.RemoveUserDmResponse
-	(*Token)(nil),                        // 131: guard.v1.Token
-	(*CreateTokenRequest)(nil),           // 132: guard.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),          // 133: guard.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),            // 134: guard.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),           // 135: guard.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),           // 136: guard.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),          // 137: guard.v1.RevokeTokenResponse
-	(*ListRunnersRequest)(nil),           // 138: guard.v1.ListRunnersRequest
-	(*ListRunnersResponse)(nil),          // 139: guard.v1.ListRunnersResponse
-	(*CatalogEntry)(nil),                 // 140: guard.v1.CatalogEntry
-	(*ListCatalogRequest)(nil),           // 141: guard.v1.ListCatalogRequest
-	(*ListCatalogResponse)(nil),          // 142: guard.v1.ListCatalogResponse
-	(*DecisionRecord)(nil),               // 143: guard.v1.DecisionRecord
-	(*ListDecisionsRequest)(nil),         // 144: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 145: guard.v1.ListDecisionsResponse
-	nil,                                  // 146: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 147: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 148: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 149: guard.v1.Runner.LabelsEntry
-	nil,                                  // 150: guard.v1.McpServer.EnvEntry
-	nil,                                  // 151: guard.v1.DeleteGroupResponse.RemovedEntry
-	(*timestamppb.Timestamp)(nil),        // 152: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 153: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 154: google.protobuf.Struct
-	(Principal)(0),                       // 155: guard.v1.Principal
-	(Access)(0),                          // 156: guard.v1.Access
-	(*Actor)(nil),                        // 157: guard.v1.Actor
-	(Effect)(0),                          // 158: guard.v1.Effect
+	(ChatMessageKind)(0),                 // 2: guard.v1.ChatMessageKind
+	(CliScope)(0),                        // 3: guard.v1.CliScope
+	(PackageManager)(0),                  // 4: guard.v1.PackageManager
+	(SessionStatus)(0),                   // 5: guard.v1.SessionStatus
+	(Role)(0),                            // 6: guard.v1.Role
+	(RoleScope)(0),                       // 7: guard.v1.RoleScope
+	(SenderPolicy)(0),                    // 8: guard.v1.SenderPolicy
+	(*ApprovalPending)(nil),              // 9: guard.v1.ApprovalPending
+	(*ConformanceViolations)(nil),        // 10: guard.v1.ConformanceViolations
+	(*DeliveryActionDecl)(nil),           // 11: guard.v1.DeliveryActionDecl
+	(*RegisterRunnerRequest)(nil),        // 12: guard.v1.RegisterRunnerRequest
+	(*RegisterRunnerResponse)(nil),       // 13: guard.v1.RegisterRunnerResponse
+	(*ConnectRequest)(nil),               // 14: guard.v1.ConnectRequest
+	(*ConnectHello)(nil),                 // 15: guard.v1.ConnectHello
+	(*PushAck)(nil),                      // 16: guard.v1.PushAck
+	(*Heartbeat)(nil),                    // 17: guard.v1.Heartbeat
+	(*ConnectResponse)(nil),              // 18: guard.v1.ConnectResponse
+	(*LeaseRenewed)(nil),                 // 19: guard.v1.LeaseRenewed
+	(*Push)(nil),                         // 20: guard.v1.Push
+	(*ReplayAction)(nil),                 // 21: guard.v1.ReplayAction
+	(*DeliverMessage)(nil),               // 22: guard.v1.DeliverMessage
+	(*RestartContainer)(nil),             // 23: guard.v1.RestartContainer
+	(*NotifyAgent)(nil),                  // 24: guard.v1.NotifyAgent
+	(*StartSession)(nil),                 // 25: guard.v1.StartSession
+	(*OpenSessionRequest)(nil),           // 26: guard.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),          // 27: guard.v1.OpenSessionResponse
+	(*GetSessionConfigRequest)(nil),      // 28: guard.v1.GetSessionConfigRequest
+	(*GetSessionConfigResponse)(nil),     // 29: guard.v1.GetSessionConfigResponse
+	(*ApplyActionRequest)(nil),           // 30: guard.v1.ApplyActionRequest
+	(*ApplyActionResponse)(nil),          // 31: guard.v1.ApplyActionResponse
+	(*RouteInboundRequest)(nil),          // 32: guard.v1.RouteInboundRequest
+	(*RouteInboundResponse)(nil),         // 33: guard.v1.RouteInboundResponse
+	(*PostChatMessageRequest)(nil),       // 34: guard.v1.PostChatMessageRequest
+	(*PostChatMessageResponse)(nil),      // 35: guard.v1.PostChatMessageResponse
+	(*WatchChatOutboxRequest)(nil),       // 36: guard.v1.WatchChatOutboxRequest
+	(*WatchChatOutboxResponse)(nil),      // 37: guard.v1.WatchChatOutboxResponse
+	(*Runner)(nil),                       // 38: guard.v1.Runner
+	(*McpServer)(nil),                    // 39: guard.v1.McpServer
+	(*GroupConfig)(nil),                  // 40: guard.v1.GroupConfig
+	(*Group)(nil),                        // 41: guard.v1.Group
+	(*CreateGroupRequest)(nil),           // 42: guard.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),          // 43: guard.v1.CreateGroupResponse
+	(*GetGroupRequest)(nil),              // 44: guard.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),             // 45: guard.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),            // 46: guard.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),           // 47: guard.v1.ListGroupsResponse
+	(*UpdateGroupRequest)(nil),           // 48: guard.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),          // 49: guard.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),           // 50: guard.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),          // 51: guard.v1.DeleteGroupResponse
+	(*GetGroupConfigRequest)(nil),        // 52: guard.v1.GetGroupConfigRequest
+	(*GetGroupConfigResponse)(nil),       // 53: guard.v1.GetGroupConfigResponse
+	(*UpdateGroupConfigRequest)(nil),     // 54: guard.v1.UpdateGroupConfigRequest
+	(*UpdateGroupConfigResponse)(nil),    // 55: guard.v1.UpdateGroupConfigResponse
+	(*AddGroupPackageRequest)(nil),       // 56: guard.v1.AddGroupPackageRequest
+	(*AddGroupPackageResponse)(nil),      // 57: guard.v1.AddGroupPackageResponse
+	(*RemoveGroupPackageRequest)(nil),    // 58: guard.v1.RemoveGroupPackageRequest
+	(*RemoveGroupPackageResponse)(nil),   // 59: guard.v1.RemoveGroupPackageResponse
+	(*AddGroupMcpServerRequest)(nil),     // 60: guard.v1.AddGroupMcpServerRequest
+	(*AddGroupMcpServerResponse)(nil),    // 61: guard.v1.AddGroupMcpServerResponse
+	(*RemoveGroupMcpServerRequest)(nil),  // 62: guard.v1.RemoveGroupMcpServerRequest
+	(*RemoveGroupMcpServerResponse)(nil), // 63: guard.v1.RemoveGroupMcpServerResponse
+	(*RestartGroupRequest)(nil),          // 64: guard.v1.RestartGroupRequest
+	(*RestartGroupResponse)(nil),         // 65: guard.v1.RestartGroupResponse
+	(*Session)(nil),                      // 66: guard.v1.Session
+	(*ListSessionsRequest)(nil),          // 67: guard.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 68: guard.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),            // 69: guard.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 70: guard.v1.GetSessionResponse
+	(*GetSessionHistoryRequest)(nil),     // 71: guard.v1.GetSessionHistoryRequest
+	(*SessionEvent)(nil),                 // 72: guard.v1.SessionEvent
+	(*GetSessionHistoryResponse)(nil),    // 73: guard.v1.GetSessionHistoryResponse
+	(*Destination)(nil),                  // 74: guard.v1.Destination
+	(*ListDestinationsRequest)(nil),      // 75: guard.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil),     // 76: guard.v1.ListDestinationsResponse
+	(*AddDestinationRequest)(nil),        // 77: guard.v1.AddDestinationRequest
+	(*AddDestinationResponse)(nil),       // 78: guard.v1.AddDestinationResponse
+	(*RemoveDestinationRequest)(nil),     // 79: guard.v1.RemoveDestinationRequest
+	(*RemoveDestinationResponse)(nil),    // 80: guard.v1.RemoveDestinationResponse
+	(*Member)(nil),                       // 81: guard.v1.Member
+	(*ListMembersRequest)(nil),           // 82: guard.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),          // 83: guard.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 84: guard.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),            // 85: guard.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),          // 86: guard.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),         // 87: guard.v1.RemoveMemberResponse
+	(*RoleGrant)(nil),                    // 88: guard.v1.RoleGrant
+	(*ListRolesRequest)(nil),             // 89: guard.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),            // 90: guard.v1.ListRolesResponse
+	(*GrantRoleRequest)(nil),             // 91: guard.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),            // 92: guard.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),            // 93: guard.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),           // 94: guard.v1.RevokeRoleResponse
+	(*User)(nil),                         // 95: guard.v1.User
+	(*ListUsersRequest)(nil),             // 96: guard.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 97: guard.v1.ListUsersResponse
+	(*GetUserRequest)(nil),               // 98: guard.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 99: guard.v1.GetUserResponse
+	(*CreateUserRequest)(nil),            // 100: guard.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 101: guard.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),            // 102: guard.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),           // 103: guard.v1.UpdateUserResponse
+	(*Wiring)(nil),                       // 104: guard.v1.Wiring
+	(*ListWiringsRequest)(nil),           // 105: guard.v1.ListWiringsRequest
+	(*ListWiringsResponse)(nil),          // 106: guard.v1.ListWiringsResponse
+	(*CreateWiringRequest)(nil),          // 107: guard.v1.CreateWiringRequest
+	(*CreateWiringResponse)(nil),         // 108: guard.v1.CreateWiringResponse
+	(*DeleteWiringRequest)(nil),          // 109: guard.v1.DeleteWiringRequest
+	(*DeleteWiringResponse)(nil),         // 110: guard.v1.DeleteWiringResponse
+	(*MessagingGroup)(nil),               // 111: guard.v1.MessagingGroup
+	(*ListMessagingGroupsRequest)(nil),   // 112: guard.v1.ListMessagingGroupsRequest
+	(*ListMessagingGroupsResponse)(nil),  // 113: guard.v1.ListMessagingGroupsResponse
+	(*GetMessagingGroupRequest)(nil),     // 114: guard.v1.GetMessagingGroupRequest
+	(*GetMessagingGroupResponse)(nil),    // 115: guard.v1.GetMessagingGroupResponse
+	(*CreateMessagingGroupRequest)(nil),  // 116: guard.v1.CreateMessagingGroupRequest
+	(*CreateMessagingGroupResponse)(nil), // 117: guard.v1.CreateMessagingGroupResponse
+	(*UpdateMessagingGroupRequest)(nil),  // 118: guard.v1.UpdateMessagingGroupRequest
+	(*UpdateMessagingGroupResponse)(nil), // 119: guard.v1.UpdateMessagingGroupResponse
+	(*DeleteMessagingGroupRequest)(nil),  // 120: guard.v1.DeleteMessagingGroupRequest
+	(*DeleteMessagingGroupResponse)(nil), // 121: guard.v1.DeleteMessagingGroupResponse
+	(*MessagePolicy)(nil),                // 122: guard.v1.MessagePolicy
+	(*ListPoliciesRequest)(nil),          // 123: guard.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 124: guard.v1.ListPoliciesResponse
+	(*SetPolicyRequest)(nil),             // 125: guard.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),            // 126: guard.v1.SetPolicyResponse
+	(*RemovePolicyRequest)(nil),          // 127: guard.v1.RemovePolicyRequest
+	(*RemovePolicyResponse)(nil),         // 128: guard.v1.RemovePolicyResponse
+	(*UserDm)(nil),                       // 129: guard.v1.UserDm
+	(*ListUserDmsRequest)(nil),           // 130: guard.v1.ListUserDmsRequest
+	(*ListUserDmsResponse)(nil),          // 131: guard.v1.ListUserDmsResponse
+	(*SetUserDmRequest)(nil),             // 132: guard.v1.SetUserDmRequest
+	(*SetUserDmResponse)(nil),            // 133: guard.v1.SetUserDmResponse
+	(*RemoveUserDmRequest)(nil),          // 134: guard.v1.RemoveUserDmRequest
+	(*RemoveUserDmResponse)(nil),         // 135: guard.v1.RemoveUserDmResponse
+	(*Token)(nil),                        // 136: guard.v1.Token
+	(*CreateTokenRequest)(nil),           // 137: guard.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),          // 138: guard.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),            // 139: guard.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),           // 140: guard.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),           // 141: guard.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),          // 142: guard.v1.RevokeTokenResponse
+	(*ListRunnersRequest)(nil),           // 143: guard.v1.ListRunnersRequest
+	(*ListRunnersResponse)(nil),          // 144: guard.v1.ListRunnersResponse
+	(*CatalogEntry)(nil),                 // 145: guard.v1.CatalogEntry
+	(*ListCatalogRequest)(nil),           // 146: guard.v1.ListCatalogRequest
+	(*ListCatalogResponse)(nil),          // 147: guard.v1.ListCatalogResponse
+	(*DecisionRecord)(nil),               // 148: guard.v1.DecisionRecord
+	(*ListDecisionsRequest)(nil),         // 149: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 150: guard.v1.ListDecisionsResponse
+	nil,                                  // 151: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 152: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 153: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 154: guard.v1.Runner.LabelsEntry
+	nil,                                  // 155: guard.v1.McpServer.EnvEntry
+	nil,                                  // 156: guard.v1.DeleteGroupResponse.RemovedEntry
+	(*timestamppb.Timestamp)(nil),        // 157: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 158: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 159: google.protobuf.Struct
+	(Principal)(0),                       // 160: guard.v1.Principal
+	(Access)(0),                          // 161: guard.v1.Access
+	(*Actor)(nil),                        // 162: guard.v1.Actor
+	(Effect)(0),                          // 163: guard.v1.Effect
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
-	10,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	146, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	152, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	153, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	14,  // 4: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
-	15,  // 5: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
-	16,  // 6: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
-	19,  // 7: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
-	18,  // 8: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	152, // 9: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	152, // 10: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
-	20,  // 11: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
-	21,  // 12: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
-	22,  // 13: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
-	23,  // 14: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
-	24,  // 15: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	154, // 16: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	147, // 17: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	154, // 18: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	11,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	151, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	157, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	158, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	15,  // 4: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
+	16,  // 5: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
+	17,  // 6: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
+	20,  // 7: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
+	19,  // 8: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
+	157, // 9: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	157, // 10: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	21,  // 11: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
+	22,  // 12: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
+	23,  // 13: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
+	24,  // 14: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
+	25,  // 15: guard.v1.Push.start:type_name -> guard.v1.StartSession
+	159, // 16: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	152, // 17: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	159, // 18: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 19: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	61,  // 20: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	36,  // 21: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	61,  // 22: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	36,  // 23: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	154, // 24: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	148, // 25: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	154, // 26: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	154, // 27: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	66,  // 20: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	41,  // 21: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	66,  // 22: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	41,  // 23: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	159, // 24: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	153, // 25: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	159, // 26: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	159, // 27: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
 	1,   // 28: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	149, // 29: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	152, // 30: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	10,  // 31: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	152, // 32: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	150, // 33: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	2,   // 34: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	34,  // 35: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	152, // 36: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	35,  // 37: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	2,   // 38: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	36,  // 39: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	36,  // 40: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	36,  // 41: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	36,  // 42: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	151, // 43: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	35,  // 44: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	2,   // 45: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	35,  // 46: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 47: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	35,  // 48: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 49: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	35,  // 50: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	34,  // 51: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	35,  // 52: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	35,  // 53: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 54: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	152, // 55: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	152, // 56: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	61,  // 57: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	61,  // 58: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	154, // 59: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	152, // 60: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	67,  // 61: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	69,  // 62: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	69,  // 63: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	152, // 64: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	76,  // 65: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	76,  // 66: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	5,   // 67: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	6,   // 68: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	152, // 69: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	83,  // 70: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	5,   // 71: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	6,   // 72: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	83,  // 73: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	5,   // 74: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	6,   // 75: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	152, // 76: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	90,  // 77: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	90,  // 78: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	90,  // 79: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	90,  // 80: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	152, // 81: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	99,  // 82: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	99,  // 83: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	7,   // 84: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	152, // 85: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	106, // 86: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	106, // 87: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	7,   // 88: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	106, // 89: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	7,   // 90: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	106, // 91: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	117, // 92: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	117, // 93: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	124, // 94: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	124, // 95: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	155, // 96: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	152, // 97: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	152, // 98: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	155, // 99: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	131, // 100: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	131, // 101: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	33,  // 102: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	156, // 103: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	140, // 104: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	152, // 105: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	157, // 106: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	158, // 107: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	153, // 108: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	158, // 109: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	152, // 110: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	143, // 111: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	11,  // 112: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	13,  // 113: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	25,  // 114: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	27,  // 115: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	29,  // 116: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	31,  // 117: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	37,  // 118: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	39,  // 119: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	41,  // 120: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	43,  // 121: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	45,  // 122: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	47,  // 123: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	49,  // 124: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	51,  // 125: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	53,  // 126: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	55,  // 127: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	57,  // 128: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	59,  // 129: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	62,  // 130: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	64,  // 131: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	66,  // 132: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	70,  // 133: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	72,  // 134: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	74,  // 135: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	77,  // 136: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	79,  // 137: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	81,  // 138: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	84,  // 139: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	86,  // 140: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	88,  // 141: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	91,  // 142: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	93,  // 143: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	95,  // 144: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	97,  // 145: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	100, // 146: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	102, // 147: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	104, // 148: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	107, // 149: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	109, // 150: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	111, // 151: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	113, // 152: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	115, // 153: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	118, // 154: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	120, // 155: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	122, // 156: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	125, // 157: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	127, // 158: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	129, // 159: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	132, // 160: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	134, // 161: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	136, // 162: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	138, // 163: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	141, // 164: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	144, // 165: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	12,  // 166: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	17,  // 167: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	26,  // 168: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	28,  // 169: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	30,  // 170: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	32,  // 171: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 172: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	40,  // 173: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	42,  // 174: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	44,  // 175: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	46,  // 176: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	48,  // 177: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	50,  // 178: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	52,  // 179: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	54,  // 180: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	56,  // 181: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	58,  // 182: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	60,  // 183: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	63,  // 184: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	65,  // 185: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	68,  // 186: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	71,  // 187: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	73,  // 188: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	75,  // 189: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	78,  // 190: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	80,  // 191: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	82,  // 192: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	85,  // 193: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	87,  // 194: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	89,  // 195: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	92,  // 196: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	94,  // 197: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	96,  // 198: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	98,  // 199: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	101, // 200: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	103, // 201: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	105, // 202: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	108, // 203: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	110, // 204: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	112, // 205: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	114, // 206: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	116, // 207: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	119, // 208: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	121, // 209: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	123, // 210: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	126, // 211: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	128, // 212: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	130, // 213: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	133, // 214: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	135, // 215: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	137, // 216: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	139, // 217: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	142, // 218: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	145, // 219: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	166, // [166:220] is the sub-list for method output_type
-	112, // [112:166] is the sub-list for method input_type
-	112, // [112:112] is the sub-list for extension type_name
-	112, // [112:112] is the sub-list for extension extendee
-	0,   // [0:112] is the sub-list for field type_name
+	2,   // 29: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
+	2,   // 30: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
+	157, // 31: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	154, // 32: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	157, // 33: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	11,  // 34: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	157, // 35: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	155, // 36: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	3,   // 37: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	39,  // 38: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	157, // 39: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	40,  // 40: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 41: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	41,  // 42: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	41,  // 43: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	41,  // 44: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	41,  // 45: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	156, // 46: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	40,  // 47: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 48: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	40,  // 49: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 50: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	40,  // 51: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 52: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	40,  // 53: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	39,  // 54: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	40,  // 55: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	40,  // 56: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 57: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	157, // 58: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	157, // 59: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	66,  // 60: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	66,  // 61: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	159, // 62: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	157, // 63: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	72,  // 64: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	74,  // 65: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	74,  // 66: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	157, // 67: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	81,  // 68: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	81,  // 69: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 70: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 71: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	157, // 72: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	88,  // 73: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 74: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 75: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	88,  // 76: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 77: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 78: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	157, // 79: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	95,  // 80: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	95,  // 81: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	95,  // 82: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	95,  // 83: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	157, // 84: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	104, // 85: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	104, // 86: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 87: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	157, // 88: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	111, // 89: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	111, // 90: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 91: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	111, // 92: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 93: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	111, // 94: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	122, // 95: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	122, // 96: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	129, // 97: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	129, // 98: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	160, // 99: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	157, // 100: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	157, // 101: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	160, // 102: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	136, // 103: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	136, // 104: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	38,  // 105: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	161, // 106: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	145, // 107: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	157, // 108: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	162, // 109: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	163, // 110: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	158, // 111: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	163, // 112: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	157, // 113: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	148, // 114: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	12,  // 115: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	14,  // 116: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	26,  // 117: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	28,  // 118: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	30,  // 119: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	32,  // 120: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	34,  // 121: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	36,  // 122: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	42,  // 123: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	44,  // 124: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	46,  // 125: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	48,  // 126: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	50,  // 127: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	52,  // 128: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	54,  // 129: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	56,  // 130: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	58,  // 131: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	60,  // 132: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	62,  // 133: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	64,  // 134: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	67,  // 135: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	69,  // 136: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	71,  // 137: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	75,  // 138: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	77,  // 139: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	79,  // 140: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	82,  // 141: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	84,  // 142: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	86,  // 143: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	89,  // 144: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	91,  // 145: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	93,  // 146: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	96,  // 147: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	98,  // 148: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	100, // 149: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	102, // 150: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	105, // 151: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	107, // 152: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	109, // 153: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	112, // 154: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	114, // 155: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	116, // 156: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	118, // 157: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	120, // 158: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	123, // 159: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	125, // 160: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	127, // 161: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	130, // 162: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	132, // 163: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	134, // 164: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	137, // 165: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	139, // 166: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	141, // 167: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	143, // 168: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	146, // 169: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	149, // 170: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	13,  // 171: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	18,  // 172: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	27,  // 173: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	29,  // 174: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	31,  // 175: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	33,  // 176: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	35,  // 177: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	37,  // 178: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	43,  // 179: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	45,  // 180: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	47,  // 181: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	49,  // 182: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	51,  // 183: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	53,  // 184: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	55,  // 185: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	57,  // 186: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	59,  // 187: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	61,  // 188: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	63,  // 189: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	65,  // 190: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	68,  // 191: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	70,  // 192: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	73,  // 193: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	76,  // 194: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	78,  // 195: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	80,  // 196: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	83,  // 197: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	85,  // 198: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	87,  // 199: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	90,  // 200: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	92,  // 201: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	94,  // 202: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	97,  // 203: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	99,  // 204: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	101, // 205: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	103, // 206: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	106, // 207: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	108, // 208: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	110, // 209: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	113, // 210: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	115, // 211: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	117, // 212: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	119, // 213: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	121, // 214: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	124, // 215: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	126, // 216: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	128, // 217: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	131, // 218: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	133, // 219: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	135, // 220: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	138, // 221: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	140, // 222: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	142, // 223: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	144, // 224: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	147, // 225: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	150, // 226: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	171, // [171:227] is the sub-list for method output_type
+	115, // [115:171] is the sub-list for method input_type
+	115, // [115:115] is the sub-list for extension type_name
+	115, // [115:115] is the sub-list for extension extendee
+	0,   // [0:115] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -9330,15 +9722,15 @@ func file_guard_v1_registry_proto_init() {
 		(*Push_Notify)(nil),
 		(*Push_Start)(nil),
 	}
-	file_guard_v1_registry_proto_msgTypes[35].OneofWrappers = []any{}
-	file_guard_v1_registry_proto_msgTypes[41].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[39].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   144,
+			NumEnums:      9,
+			NumMessages:   148,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,8 @@ const (
 	Registry_GetSessionConfig_FullMethodName     = "/guard.v1.Registry/GetSessionConfig"
 	Registry_ApplyAction_FullMethodName          = "/guard.v1.Registry/ApplyAction"
 	Registry_RouteInbound_FullMethodName         = "/guard.v1.Registry/RouteInbound"
+	Registry_PostChatMessage_FullMethodName      = "/guard.v1.Registry/PostChatMessage"
+	Registry_WatchChatOutbox_FullMethodName      = "/guard.v1.Registry/WatchChatOutbox"
 	Registry_CreateGroup_FullMethodName          = "/guard.v1.Registry/CreateGroup"
 	Registry_GetGroup_FullMethodName             = "/guard.v1.Registry/GetGroup"
 	Registry_ListGroups_FullMethodName           = "/guard.v1.Registry/ListGroups"
@@ -99,6 +101,15 @@ type RegistryClient interface {
 	ApplyAction(ctx context.Context, in *ApplyActionRequest, opts ...grpc.CallOption) (*ApplyActionResponse, error)
 	// RouteInbound takes a chat message from a bridge: registration, sender admission, then routing.
 	RouteInbound(ctx context.Context, in *RouteInboundRequest, opts ...grpc.CallOption) (*RouteInboundResponse, error)
+	// PostChatMessage sends an agent's reply or notice to the chat its session
+	// talks to (the session's messaging group); the chat's bridge delivers it
+	// from WatchChatOutbox. The runner names the session with
+	// x-clawguard-session (it must host it).
+	PostChatMessage(ctx context.Context, in *PostChatMessageRequest, opts ...grpc.CallOption) (*PostChatMessageResponse, error)
+	// WatchChatOutbox streams the chat messages of one channel type for its
+	// bridge, resumable from a cursor (at-least-once: the bridge stores the
+	// cursor of what it has delivered).
+	WatchChatOutbox(ctx context.Context, in *WatchChatOutboxRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchChatOutboxResponse], error)
 	// CreateGroup creates an agent group.
 	CreateGroup(ctx context.Context, in *CreateGroupRequest, opts ...grpc.CallOption) (*CreateGroupResponse, error)
 	// GetGroup reads an agent group.
@@ -267,6 +278,35 @@ func (c *registryClient) RouteInbound(ctx context.Context, in *RouteInboundReque
 	}
 	return out, nil
 }
+
+func (c *registryClient) PostChatMessage(ctx context.Context, in *PostChatMessageRequest, opts ...grpc.CallOption) (*PostChatMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PostChatMessageResponse)
+	err := c.cc.Invoke(ctx, Registry_PostChatMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) WatchChatOutbox(ctx context.Context, in *WatchChatOutboxRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchChatOutboxResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Registry_ServiceDesc.Streams[1], Registry_WatchChatOutbox_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchChatOutboxRequest, WatchChatOutboxResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Registry_WatchChatOutboxClient = grpc.ServerStreamingClient[WatchChatOutboxResponse]
 
 func (c *registryClient) CreateGroup(ctx context.Context, in *CreateGroupRequest, opts ...grpc.CallOption) (*CreateGroupResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -772,6 +812,15 @@ type RegistryServer interface {
 	ApplyAction(context.Context, *ApplyActionRequest) (*ApplyActionResponse, error)
 	// RouteInbound takes a chat message from a bridge: registration, sender admission, then routing.
 	RouteInbound(context.Context, *RouteInboundRequest) (*RouteInboundResponse, error)
+	// PostChatMessage sends an agent's reply or notice to the chat its session
+	// talks to (the session's messaging group); the chat's bridge delivers it
+	// from WatchChatOutbox. The runner names the session with
+	// x-clawguard-session (it must host it).
+	PostChatMessage(context.Context, *PostChatMessageRequest) (*PostChatMessageResponse, error)
+	// WatchChatOutbox streams the chat messages of one channel type for its
+	// bridge, resumable from a cursor (at-least-once: the bridge stores the
+	// cursor of what it has delivered).
+	WatchChatOutbox(*WatchChatOutboxRequest, grpc.ServerStreamingServer[WatchChatOutboxResponse]) error
 	// CreateGroup creates an agent group.
 	CreateGroup(context.Context, *CreateGroupRequest) (*CreateGroupResponse, error)
 	// GetGroup reads an agent group.
@@ -895,6 +944,12 @@ func (UnimplementedRegistryServer) ApplyAction(context.Context, *ApplyActionRequ
 }
 func (UnimplementedRegistryServer) RouteInbound(context.Context, *RouteInboundRequest) (*RouteInboundResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RouteInbound not implemented")
+}
+func (UnimplementedRegistryServer) PostChatMessage(context.Context, *PostChatMessageRequest) (*PostChatMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PostChatMessage not implemented")
+}
+func (UnimplementedRegistryServer) WatchChatOutbox(*WatchChatOutboxRequest, grpc.ServerStreamingServer[WatchChatOutboxResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchChatOutbox not implemented")
 }
 func (UnimplementedRegistryServer) CreateGroup(context.Context, *CreateGroupRequest) (*CreateGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateGroup not implemented")
@@ -1157,6 +1212,35 @@ func _Registry_RouteInbound_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Registry_PostChatMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PostChatMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).PostChatMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_PostChatMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).PostChatMessage(ctx, req.(*PostChatMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_WatchChatOutbox_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchChatOutboxRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RegistryServer).WatchChatOutbox(m, &grpc.GenericServerStream[WatchChatOutboxRequest, WatchChatOutboxResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Registry_WatchChatOutboxServer = grpc.ServerStreamingServer[WatchChatOutboxResponse]
 
 func _Registry_CreateGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateGroupRequest)
@@ -2050,6 +2134,10 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Registry_RouteInbound_Handler,
 		},
 		{
+			MethodName: "PostChatMessage",
+			Handler:    _Registry_PostChatMessage_Handler,
+		},
+		{
 			MethodName: "CreateGroup",
 			Handler:    _Registry_CreateGroup_Handler,
 		},
@@ -2248,6 +2336,11 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Registry_Connect_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchChatOutbox",
+			Handler:       _Registry_WatchChatOutbox_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "guard/v1/registry.proto",

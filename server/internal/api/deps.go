@@ -8,6 +8,7 @@ import (
 
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/chatout"
 	"github.com/clawguard/clawguard/server/internal/config"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/inbound"
@@ -31,4 +32,5 @@ type Deps struct {
 	Resources *resources.Service // admin resources (registry_<resource>.go)
 	Registry  *registry.Service  // runners: registration, leases, Connect, ApplyAction
 	Guard     *guard.Engine      // the decision function, its catalog and the decision log
+	ChatOut   *chatout.Service   // agent replies and notices for chats, read by bridges
 }

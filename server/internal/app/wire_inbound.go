@@ -18,10 +18,11 @@ import (
 func init() {
 	wirings = append(wirings, func(_ context.Context, d *api.Deps, s *services) error {
 		svc := inbound.New(inbound.Config{
-			Pool:  d.Store.Pool,
-			Log:   d.Log.With("component", "inbound"),
-			Guard: func() inbound.Decider { return inboundGuard(d) },
-			Holds: d.Approvals,
+			Pool:     d.Store.Pool,
+			Log:      d.Log.With("component", "inbound"),
+			Guard:    func() inbound.Decider { return inboundGuard(d) },
+			Holds:    d.Approvals,
+			Resolver: d.Approvals,
 			// The group's session for the chat, opened on a live runner when none.
 			Sessions: registry.FindOrOpenSessionTx,
 		})

@@ -28,7 +28,7 @@ type Querier interface {
 const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, ''), COALESCE(agent_group_id, ''),
 	requester, COALESCE(approver_user_id, ''), approver_rule, approver_scope, COALESCE(dedup_key, ''),
 	expires_at, status, title, question, options, COALESCE(delivered_to, ''), origin_channel_type,
-	delivery_action, created_at, resolved_at, resolver, choice, reason, consumed_at IS NOT NULL`
+	delivery_action, created_at, resolved_at, resolver, choice, reason, consumed_at IS NOT NULL, awaiting_reason_from`
 
 // HoldColumns is the column list HoldFromRow scans, for
 // "SELECT " + HoldColumns() + " FROM holds ..." (unqualified column names).
@@ -47,7 +47,7 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 	err := row.Scan(&h.Id, &h.Kind, &h.CatalogAction, &payload, &h.SessionId, &h.AgentGroupId,
 		&requester, &approverUser, &rule, &scope, &h.DedupKey,
 		&expires, &status, &h.Title, &h.Question, &options, &h.DeliveredTo, &h.OriginChannelType,
-		&h.DeliveryAction, &created, &resolved, &h.Resolver, &h.Choice, &h.Reason, &h.Consumed)
+		&h.DeliveryAction, &created, &resolved, &h.Resolver, &h.Choice, &h.Reason, &h.Consumed, &h.AwaitingReasonFrom)
 	if err != nil {
 		return nil, err
 	}

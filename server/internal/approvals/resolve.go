@@ -18,6 +18,9 @@ import (
 // MaxReasonChars bounds a reject reason (it is relayed to the requester).
 const MaxReasonChars = 280
 
+// ChoiceRejectWithReason is the default card's "Reject with reason…" option.
+const ChoiceRejectWithReason = "reject_with_reason"
+
 // Resolution is one click on a hold.
 type Resolution struct {
 	HoldID  string
@@ -49,6 +52,7 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 		return nil, status.Error(codes.InvalidArgument, "clicker: a resolving user is required")
 	}
 	var hold *guardv1.Hold
+	armed := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The hold (locked) and the clicker's roles in one round trip.
 		batch := &pgx.Batch{}
@@ -87,6 +91,14 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 		if r.Choice != "" && !hasOption(cur, r.Choice) {
 			return status.Errorf(codes.InvalidArgument, "choice: %q is not an option of hold %s", r.Choice, r.HoldID)
 		}
+		if cur.AwaitingReasonFrom != "" && cur.AwaitingReasonFrom != r.Clicker {
+			return status.Errorf(codes.FailedPrecondition, "hold %s awaits a reject reason from %s", r.HoldID, cur.AwaitingReasonFrom)
+		}
+		if armsReasonCapture(cur, r) {
+			hold, err = armReasonCaptureTx(ctx, tx, r.HoldID, r.Clicker)
+			armed = true
+			return err
+		}
 		hold, err = s.resolveTx(ctx, tx, r.HoldID, r.Outcome, r.Clicker, r.Reason, r.Choice)
 		if err != nil {
 			return err
@@ -99,11 +111,50 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 	if err != nil {
 		return nil, err
 	}
+	if armed {
+		s.log.Info("reject reason awaited", "hold", hold.Id, "approver", r.Clicker)
+		return hold, nil
+	}
 	s.observeResolved(hold, r.Outcome)
 	if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE {
 		s.runApproved(ctx, hold)
 	}
 	return hold, nil
+}
+
+// armsReasonCapture: "Reject with reason…" without the reason yet, on a hold
+// with a session to tell (a sessionless hold has nobody to relay a reason
+// to, so it is rejected at once, as in the seed).
+func armsReasonCapture(cur *guardv1.Hold, r Resolution) bool {
+	return r.Outcome == guardv1.Outcome_OUTCOME_REJECT && r.Choice == ChoiceRejectWithReason &&
+		r.Reason == "" && cur.SessionId != ""
+}
+
+// armReasonCaptureTx marks the hold as awaiting the clicker's reason and
+// clears any other capture of theirs (one per approver: their next direct
+// message can only be one reason).
+func armReasonCaptureTx(ctx context.Context, tx pgx.Tx, holdID, clicker string) (*guardv1.Hold, error) {
+	if _, err := tx.Exec(ctx, `UPDATE holds SET awaiting_reason_from = '', awaiting_reason_at = NULL
+		WHERE awaiting_reason_from = $1 AND status = 'pending' AND id <> $2`, clicker, holdID); err != nil {
+		return nil, fmt.Errorf("clear earlier reason captures of %s: %w", clicker, err)
+	}
+	h, err := HoldFromRow(tx.QueryRow(ctx, `UPDATE holds SET awaiting_reason_from = $2, awaiting_reason_at = now()
+		WHERE id = $1 AND status = 'pending' RETURNING `+holdColumns, holdID, clicker))
+	if err != nil {
+		return nil, fmt.Errorf("arm reason capture on %s: %w", holdID, err)
+	}
+	return h, nil
+}
+
+// DisarmReasonCapture ends clicker's capture on a hold (their reason was
+// refused: role revoked, hold gone). It reports whether one was armed.
+func (s *Service) DisarmReasonCapture(ctx context.Context, holdID, clicker string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE holds SET awaiting_reason_from = '', awaiting_reason_at = NULL
+		WHERE id = $1 AND awaiting_reason_from = $2`, holdID, clicker)
+	if err != nil {
+		return false, fmt.Errorf("disarm reason capture on %s: %w", holdID, err)
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 func hasOption(h *guardv1.Hold, v string) bool {
@@ -123,6 +174,7 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 	// An approval of a kind with no handlers is dispatched by its commit.
 	hold, err := HoldFromRow(tx.QueryRow(ctx, `UPDATE holds
 		SET status = $2, resolved_at = now(), resolver = $3, reason = $4, choice = $5,
+		    awaiting_reason_from = '', awaiting_reason_at = NULL,
 		    dispatched_at = CASE WHEN $2 = 'approved' AND NOT kind = ANY($6) THEN now() END
 		WHERE id = $1 AND status = 'pending'
 		RETURNING `+holdColumns, id, statusOf(outcome), resolver, reason, choice, s.handlerKinds()))

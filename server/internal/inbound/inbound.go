@@ -48,6 +48,13 @@ type HoldCreator interface {
 	CreateHoldTx(ctx context.Context, tx pgx.Tx, req approvals.CreateRequest) (approvals.CreateResult, error)
 }
 
+// Resolver resolves holds as a user (approvals): the reason capture rejects
+// through it, so mayResolve and every check of a click run for the reply too.
+type Resolver interface {
+	Resolve(ctx context.Context, r approvals.Resolution) (*guardv1.Hold, error)
+	DisarmReasonCapture(ctx context.Context, holdID, clicker string) (bool, error)
+}
+
 // SessionOpener returns the session an agent group's messages from a chat
 // go to, opening one on a live runner when there is none
 // (registry.FindOrOpenSessionTx).
@@ -59,6 +66,7 @@ type Service struct {
 	log      *slog.Logger
 	guard    func() Decider
 	holds    HoldCreator
+	resolver Resolver
 	sessions SessionOpener
 }
 
@@ -69,6 +77,7 @@ type Config struct {
 	Log      *slog.Logger
 	Guard    func() Decider
 	Holds    HoldCreator
+	Resolver Resolver      // nil: reject reasons are not captured
 	Sessions SessionOpener // nil: the built-in fallback
 }
 
@@ -83,7 +92,7 @@ func New(c Config) *Service {
 	if c.Sessions == nil {
 		c.Sessions = fallbackSessionTx
 	}
-	return &Service{pool: c.Pool, log: c.Log, guard: c.Guard, holds: c.Holds, sessions: c.Sessions}
+	return &Service{pool: c.Pool, log: c.Log, guard: c.Guard, holds: c.Holds, resolver: c.Resolver, sessions: c.Sessions}
 }
 
 // ErrInvalid marks a request refused at the edge (→ InvalidArgument).

@@ -23,8 +23,8 @@ type messagingGroup struct {
 	Platform string
 }
 
-// Route takes one chat message from a bridge: a pending new-agent name
-// reply is captured first; then the chat's messaging group is resolved (or
+// Route takes one chat message from a bridge: a pending reject reason or
+// new-agent name reply is captured first; then the chat's messaging group is resolved (or
 // created); a denied chat drops; an unwired chat goes to channel
 // registration; a wired chat's sender is checked and the message delivered.
 func (s *Service) Route(ctx context.Context, m *guardv1.RouteInboundRequest) (*guardv1.RouteInboundResponse, error) {
@@ -33,6 +33,9 @@ func (s *Service) Route(ctx context.Context, m *guardv1.RouteInboundRequest) (*g
 	}
 	if err := s.upsertSender(ctx, m); err != nil {
 		return nil, err
+	}
+	if resp, handled, err := s.captureReason(ctx, m); err != nil || handled {
+		return resp, err
 	}
 	if resp, handled, err := s.captureName(ctx, m); err != nil || handled {
 		return resp, err
