@@ -875,11 +875,11 @@ var File_guard_v1_approvals_proto protoreflect.FileDescriptor
 
 const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\n" +
-	"\x18guard/v1/approvals.proto\x12\bguard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\xcc\x01\n" +
+	"\x18guard/v1/approvals.proto\x12\bguard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\xd2\x01\n" +
 	"\vListRequest\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.guard.v1.HoldStatusR\x06status\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12$\n" +
-	"\x0eagent_group_id\x18\x03 \x01(\tR\fagentGroupId\x12&\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12*\n" +
+	"\x0eagent_group_id\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\x12&\n" +
 	"\x0feligible_for_me\x18\x04 \x01(\bR\religibleForMe\x12\x17\n" +
 	"\aas_user\x18\x05 \x01(\tR\x06asUser\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\x05R\x05limit\"4\n" +
@@ -897,12 +897,12 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\aas_user\x18\x04 \x01(\tR\x06asUser\x12\x16\n" +
 	"\x06choice\x18\x05 \x01(\tR\x06choice\"5\n" +
 	"\x0fResolveResponse\x12\"\n" +
-	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\x86\x01\n" +
+	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\x8c\x01\n" +
 	"\fWatchRequest\x12!\n" +
 	"\fafter_cursor\x18\x01 \x01(\x03R\vafterCursor\x12\x19\n" +
 	"\bfrom_now\x18\x02 \x01(\bR\afromNow\x12\x12\n" +
-	"\x04kind\x18\x03 \x01(\tR\x04kind\x12$\n" +
-	"\x0eagent_group_id\x18\x04 \x01(\tR\fagentGroupId\"\x8b\x02\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12*\n" +
+	"\x0eagent_group_id\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\"\x8b\x02\n" +
 	"\rWatchResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12'\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x13.guard.v1.EventTypeR\x04type\x12\"\n" +
@@ -910,10 +910,10 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x11.guard.v1.OutcomeR\aoutcome\x12\x1a\n" +
 	"\bresolver\x18\x05 \x01(\tR\bresolver\x12 \n" +
 	"\vundelivered\x18\x06 \x01(\bR\vundelivered\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xeb\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf1\x02\n" +
 	"\x0eRequestRequest\x12\x12\n" +
-	"\x04kind\x18\x01 \x01(\tR\x04kind\x12$\n" +
-	"\x0eagent_group_id\x18\x02 \x01(\tR\fagentGroupId\x12\x1d\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12*\n" +
+	"\x0eagent_group_id\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12&\n" +
 	"\x04card\x18\x04 \x01(\v2\x12.guard.v1.HoldCardR\x04card\x121\n" +

@@ -232,12 +232,34 @@ var file_guard_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "bytes,51001,opt,name=rule",
 		Filename:      "guard/v1/options.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51002,
+		Name:          "guard.v1.names_group",
+		Tag:           "varint,51002,opt,name=names_group",
+		Filename:      "guard/v1/options.proto",
+	},
 }
 
 // Extension fields to descriptorpb.MethodOptions.
 var (
 	// optional guard.v1.Rule rule = 51001;
 	E_Rule = &file_guard_v1_options_proto_extTypes[0]
+)
+
+// Extension fields to descriptorpb.FieldOptions.
+var (
+	// Whether a request field names an agent group. Every admin-RPC request
+	// field whose name reads like a group reference ("group", "*_group",
+	// "*group_id") must decide: true — the field names an agent group, and a
+	// held call naming a group other than the caller's is global scope (only
+	// an owner or a global admin approves, D1); false — it does not (a
+	// messaging group, a flag). The boot check refuses an undecided field, so
+	// a new RPC cannot forget.
+	//
+	// optional bool names_group = 51002;
+	E_NamesGroup = &file_guard_v1_options_proto_extTypes[1]
 )
 
 var File_guard_v1_options_proto protoreflect.FileDescriptor
@@ -263,7 +285,9 @@ const file_guard_v1_options_proto_rawDesc = "" +
 	"\x10PRINCIPAL_RUNNER\x10\x02\x12\x14\n" +
 	"\x10PRINCIPAL_BRIDGE\x10\x03\x12\x12\n" +
 	"\x0ePRINCIPAL_USER\x10\x04:D\n" +
-	"\x04rule\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\v2\x0e.guard.v1.RuleR\x04ruleB7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
+	"\x04rule\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\v2\x0e.guard.v1.RuleR\x04rule:@\n" +
+	"\vnames_group\x12\x1d.google.protobuf.FieldOptions\x18\xba\x8e\x03 \x01(\bR\n" +
+	"namesGroupB7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
 var (
 	file_guard_v1_options_proto_rawDescOnce sync.Once
@@ -284,16 +308,18 @@ var file_guard_v1_options_proto_goTypes = []any{
 	(Principal)(0),                     // 1: guard.v1.Principal
 	(*Rule)(nil),                       // 2: guard.v1.Rule
 	(*descriptorpb.MethodOptions)(nil), // 3: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),  // 4: google.protobuf.FieldOptions
 }
 var file_guard_v1_options_proto_depIdxs = []int32{
 	0, // 0: guard.v1.Rule.access:type_name -> guard.v1.Access
 	1, // 1: guard.v1.Rule.principals:type_name -> guard.v1.Principal
 	3, // 2: guard.v1.rule:extendee -> google.protobuf.MethodOptions
-	2, // 3: guard.v1.rule:type_name -> guard.v1.Rule
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	3, // [3:4] is the sub-list for extension type_name
-	2, // [2:3] is the sub-list for extension extendee
+	4, // 3: guard.v1.names_group:extendee -> google.protobuf.FieldOptions
+	2, // 4: guard.v1.rule:type_name -> guard.v1.Rule
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	4, // [4:5] is the sub-list for extension type_name
+	2, // [2:4] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
 }
 
@@ -309,7 +335,7 @@ func file_guard_v1_options_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_options_proto_rawDesc), len(file_guard_v1_options_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   1,
-			NumExtensions: 1,
+			NumExtensions: 2,
 			NumServices:   0,
 		},
 		GoTypes:           file_guard_v1_options_proto_goTypes,

@@ -8657,10 +8657,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.guard.v1.NoticeKindR\x04kind\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\"\x0e\n" +
-	"\fStartSession\"h\n" +
-	"\x12OpenSessionRequest\x12$\n" +
-	"\x0eagent_group_id\x18\x01 \x01(\tR\fagentGroupId\x12,\n" +
-	"\x12messaging_group_id\x18\x02 \x01(\tR\x10messagingGroupId\"i\n" +
+	"\fStartSession\"t\n" +
+	"\x12OpenSessionRequest\x12*\n" +
+	"\x0eagent_group_id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\x122\n" +
+	"\x12messaging_group_id\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x00R\x10messagingGroupId\"i\n" +
 	"\x13OpenSessionResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\x12%\n" +
 	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"8\n" +
@@ -8780,16 +8780,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\vpinned_host\x18\x04 \x01(\tR\n" +
 	"pinnedHost\"<\n" +
 	"\x13CreateGroupResponse\x12%\n" +
-	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"!\n" +
-	"\x0fGetGroupRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"9\n" +
+	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"'\n" +
+	"\x0fGetGroupRequest\x12\x14\n" +
+	"\x02id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x02id\"9\n" +
 	"\x10GetGroupResponse\x12%\n" +
 	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\x13\n" +
 	"\x11ListGroupsRequest\"=\n" +
 	"\x12ListGroupsResponse\x12'\n" +
-	"\x06groups\x18\x01 \x03(\v2\x0f.guard.v1.GroupR\x06groups\"\x8d\x01\n" +
-	"\x12UpdateGroupRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x06groups\x18\x01 \x03(\v2\x0f.guard.v1.GroupR\x06groups\"\x93\x01\n" +
+	"\x12UpdateGroupRequest\x12\x14\n" +
+	"\x02id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"base_image\x18\x03 \x01(\tR\tbaseImage\x12$\n" +
@@ -8797,51 +8797,51 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"pinnedHost\x88\x01\x01B\x0e\n" +
 	"\f_pinned_host\"<\n" +
 	"\x13UpdateGroupResponse\x12%\n" +
-	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"$\n" +
-	"\x12DeleteGroupRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x97\x01\n" +
+	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"*\n" +
+	"\x12DeleteGroupRequest\x12\x14\n" +
+	"\x02id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x02id\"\x97\x01\n" +
 	"\x13DeleteGroupResponse\x12D\n" +
 	"\aremoved\x18\x01 \x03(\v2*.guard.v1.DeleteGroupResponse.RemovedEntryR\aremoved\x1a:\n" +
 	"\fRemovedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"-\n" +
-	"\x15GetGroupConfigRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"G\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"3\n" +
+	"\x15GetGroupConfigRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"G\n" +
 	"\x16GetGroupConfigResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xab\x01\n" +
-	"\x18UpdateGroupConfigRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12/\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xb1\x01\n" +
+	"\x18UpdateGroupConfigRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12/\n" +
 	"\tcli_scope\x18\x02 \x01(\x0e2\x12.guard.v1.CliScopeR\bcliScope\x12\x17\n" +
 	"\x04cpus\x18\x03 \x01(\tH\x00R\x04cpus\x88\x01\x01\x12\x1b\n" +
 	"\x06memory\x18\x04 \x01(\tH\x01R\x06memory\x88\x01\x01B\a\n" +
 	"\x05_cpusB\t\n" +
 	"\a_memory\"J\n" +
 	"\x19UpdateGroupConfigResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"~\n" +
-	"\x16AddGroupPackageRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x122\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x84\x01\n" +
+	"\x16AddGroupPackageRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x122\n" +
 	"\amanager\x18\x02 \x01(\x0e2\x18.guard.v1.PackageManagerR\amanager\x12\x1a\n" +
 	"\bpackages\x18\x03 \x03(\tR\bpackages\"H\n" +
 	"\x17AddGroupPackageResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x7f\n" +
-	"\x19RemoveGroupPackageRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x122\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x85\x01\n" +
+	"\x19RemoveGroupPackageRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x122\n" +
 	"\amanager\x18\x02 \x01(\x0e2\x18.guard.v1.PackageManagerR\amanager\x12\x18\n" +
 	"\apackage\x18\x03 \x01(\tR\apackage\"K\n" +
 	"\x1aRemoveGroupPackageResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"]\n" +
-	"\x18AddGroupMcpServerRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12+\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"c\n" +
+	"\x18AddGroupMcpServerRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12+\n" +
 	"\x06server\x18\x02 \x01(\v2\x13.guard.v1.McpServerR\x06server\"J\n" +
 	"\x19AddGroupMcpServerResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"G\n" +
-	"\x1bRemoveGroupMcpServerRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"M\n" +
+	"\x1bRemoveGroupMcpServerRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"M\n" +
 	"\x1cRemoveGroupMcpServerResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"P\n" +
-	"\x13RestartGroupRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12#\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"V\n" +
+	"\x13RestartGroupRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12#\n" +
 	"\rrebuild_image\x18\x02 \x01(\bR\frebuildImage\"2\n" +
 	"\x14RestartGroupResponse\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\x05R\bsessions\"\xb8\x02\n" +
@@ -8853,9 +8853,9 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\x0e2\x17.guard.v1.SessionStatusR\x06status\x129\n" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12@\n" +
-	"\x0elast_active_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastActiveAt\"H\n" +
-	"\x13ListSessionsRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\x0elast_active_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastActiveAt\"N\n" +
+	"\x13ListSessionsRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x1b\n" +
 	"\trunner_id\x18\x02 \x01(\tR\brunnerId\"E\n" +
 	"\x14ListSessionsResponse\x12-\n" +
 	"\bsessions\x18\x01 \x03(\v2\x11.guard.v1.SessionR\bsessions\"#\n" +
@@ -8878,37 +8878,37 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
 	"\ftarget_group\x18\x03 \x01(\tR\vtargetGroup\x124\n" +
-	"\x16target_messaging_group\x18\x04 \x01(\tR\x14targetMessagingGroup\"/\n" +
-	"\x17ListDestinationsRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"U\n" +
+	"\x16target_messaging_group\x18\x04 \x01(\tR\x14targetMessagingGroup\"5\n" +
+	"\x17ListDestinationsRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"U\n" +
 	"\x18ListDestinationsResponse\x129\n" +
-	"\fdestinations\x18\x01 \x03(\v2\x15.guard.v1.DestinationR\fdestinations\"\x9a\x01\n" +
-	"\x15AddDestinationRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
-	"\ftarget_group\x18\x03 \x01(\tR\vtargetGroup\x124\n" +
-	"\x16target_messaging_group\x18\x04 \x01(\tR\x14targetMessagingGroup\"Q\n" +
+	"\fdestinations\x18\x01 \x03(\v2\x15.guard.v1.DestinationR\fdestinations\"\xac\x01\n" +
+	"\x15AddDestinationRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
+	"\ftarget_group\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01R\vtargetGroup\x12:\n" +
+	"\x16target_messaging_group\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x00R\x14targetMessagingGroup\"Q\n" +
 	"\x16AddDestinationResponse\x127\n" +
-	"\vdestination\x18\x01 \x01(\v2\x15.guard.v1.DestinationR\vdestination\"D\n" +
-	"\x18RemoveDestinationRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\vdestination\x18\x01 \x01(\v2\x15.guard.v1.DestinationR\vdestination\"J\n" +
+	"\x18RemoveDestinationRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\x1b\n" +
 	"\x19RemoveDestinationResponse\"n\n" +
 	"\x06Member\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x125\n" +
-	"\badded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\"*\n" +
-	"\x12ListMembersRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"A\n" +
+	"\badded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\"0\n" +
+	"\x12ListMembersRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"A\n" +
 	"\x13ListMembersResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.guard.v1.MemberR\amembers\"A\n" +
-	"\x10AddMemberRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.guard.v1.MemberR\amembers\"G\n" +
+	"\x10AddMemberRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\"=\n" +
 	"\x11AddMemberResponse\x12(\n" +
-	"\x06member\x18\x01 \x01(\v2\x10.guard.v1.MemberR\x06member\"D\n" +
-	"\x13RemoveMemberRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
+	"\x06member\x18\x01 \x01(\v2\x10.guard.v1.MemberR\x06member\"J\n" +
+	"\x13RemoveMemberRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\"\x16\n" +
 	"\x14RemoveMemberResponse\"\xc4\x01\n" +
 	"\tRoleGrant\x12\x17\n" +
@@ -8917,24 +8917,24 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeR\x05scope\x12\x14\n" +
 	"\x05group\x18\x04 \x01(\tR\x05group\x129\n" +
 	"\n" +
-	"granted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tgrantedAt\"A\n" +
+	"granted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tgrantedAt\"G\n" +
 	"\x10ListRolesRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
-	"\x05group\x18\x02 \x01(\tR\x05group\">\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1a\n" +
+	"\x05group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\">\n" +
 	"\x11ListRolesResponse\x12)\n" +
-	"\x05roles\x18\x01 \x03(\v2\x13.guard.v1.RoleGrantR\x05roles\"\x90\x01\n" +
+	"\x05roles\x18\x01 \x03(\v2\x13.guard.v1.RoleGrantR\x05roles\"\x96\x01\n" +
 	"\x10GrantRoleRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\"\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x0e.guard.v1.RoleR\x04role\x12)\n" +
-	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeR\x05scope\x12\x14\n" +
-	"\x05group\x18\x04 \x01(\tR\x05group\">\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeR\x05scope\x12\x1a\n" +
+	"\x05group\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\">\n" +
 	"\x11GrantRoleResponse\x12)\n" +
-	"\x05grant\x18\x01 \x01(\v2\x13.guard.v1.RoleGrantR\x05grant\"\x91\x01\n" +
+	"\x05grant\x18\x01 \x01(\v2\x13.guard.v1.RoleGrantR\x05grant\"\x97\x01\n" +
 	"\x11RevokeRoleRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\"\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x0e.guard.v1.RoleR\x04role\x12)\n" +
-	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeR\x05scope\x12\x14\n" +
-	"\x05group\x18\x04 \x01(\tR\x05group\"\x14\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeR\x05scope\x12\x1a\n" +
+	"\x05group\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"\x14\n" +
 	"\x12RevokeRoleResponse\"t\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -8963,15 +8963,15 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fmessaging_group\x18\x02 \x01(\tR\x0emessagingGroup\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\tR\x05group\x129\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"S\n" +
-	"\x12ListWiringsRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12'\n" +
-	"\x0fmessaging_group\x18\x02 \x01(\tR\x0emessagingGroup\"A\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"_\n" +
+	"\x12ListWiringsRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12-\n" +
+	"\x0fmessaging_group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x00R\x0emessagingGroup\"A\n" +
 	"\x13ListWiringsResponse\x12*\n" +
-	"\awirings\x18\x01 \x03(\v2\x10.guard.v1.WiringR\awirings\"T\n" +
-	"\x13CreateWiringRequest\x12'\n" +
-	"\x0fmessaging_group\x18\x01 \x01(\tR\x0emessagingGroup\x12\x14\n" +
-	"\x05group\x18\x02 \x01(\tR\x05group\"@\n" +
+	"\awirings\x18\x01 \x03(\v2\x10.guard.v1.WiringR\awirings\"`\n" +
+	"\x13CreateWiringRequest\x12-\n" +
+	"\x0fmessaging_group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x00R\x0emessagingGroup\x12\x1a\n" +
+	"\x05group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"@\n" +
 	"\x14CreateWiringResponse\x12(\n" +
 	"\x06wiring\x18\x01 \x01(\v2\x10.guard.v1.WiringR\x06wiring\"%\n" +
 	"\x13DeleteWiringRequest\x12\x0e\n" +
@@ -9017,22 +9017,22 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"from_group\x18\x01 \x01(\tR\tfromGroup\x12\x19\n" +
 	"\bto_group\x18\x02 \x01(\tR\atoGroup\x12(\n" +
-	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\"+\n" +
-	"\x13ListPoliciesRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"K\n" +
+	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\"1\n" +
+	"\x13ListPoliciesRequest\x12\x1a\n" +
+	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"K\n" +
 	"\x14ListPoliciesResponse\x123\n" +
-	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\"v\n" +
-	"\x10SetPolicyRequest\x12\x1d\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\"\x82\x01\n" +
+	"\x10SetPolicyRequest\x12#\n" +
 	"\n" +
-	"from_group\x18\x01 \x01(\tR\tfromGroup\x12\x19\n" +
-	"\bto_group\x18\x02 \x01(\tR\atoGroup\x12(\n" +
+	"from_group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\tfromGroup\x12\x1f\n" +
+	"\bto_group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\atoGroup\x12(\n" +
 	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\"D\n" +
 	"\x11SetPolicyResponse\x12/\n" +
-	"\x06policy\x18\x01 \x01(\v2\x17.guard.v1.MessagePolicyR\x06policy\"O\n" +
-	"\x13RemovePolicyRequest\x12\x1d\n" +
+	"\x06policy\x18\x01 \x01(\v2\x17.guard.v1.MessagePolicyR\x06policy\"[\n" +
+	"\x13RemovePolicyRequest\x12#\n" +
 	"\n" +
-	"from_group\x18\x01 \x01(\tR\tfromGroup\x12\x19\n" +
-	"\bto_group\x18\x02 \x01(\tR\atoGroup\"\x16\n" +
+	"from_group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\tfromGroup\x12\x1f\n" +
+	"\bto_group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\atoGroup\"\x16\n" +
 	"\x14RemovePolicyResponse\"^\n" +
 	"\x06UserDm\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12!\n" +
@@ -9102,11 +9102,11 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\adry_run\x18\n" +
 	" \x01(\bR\x06dryRun\x12\x1d\n" +
 	"\n" +
-	"decided_by\x18\v \x01(\tR\tdecidedBy\"\xb6\x01\n" +
+	"decided_by\x18\v \x01(\tR\tdecidedBy\"\xbc\x01\n" +
 	"\x14ListDecisionsRequest\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12(\n" +
-	"\x06effect\x18\x02 \x01(\x0e2\x10.guard.v1.EffectR\x06effect\x12\x14\n" +
-	"\x05group\x18\x03 \x01(\tR\x05group\x120\n" +
+	"\x06effect\x18\x02 \x01(\x0e2\x10.guard.v1.EffectR\x06effect\x12\x1a\n" +
+	"\x05group\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x120\n" +
 	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\"O\n" +
 	"\x15ListDecisionsResponse\x126\n" +

@@ -7,6 +7,7 @@ package commands
 import (
 	"fmt"
 	"reflect"
+	"strings"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
@@ -57,13 +58,16 @@ func Register(cat *guard.Catalog) error {
 // Entry is the catalog entry of one admin RPC.
 func Entry(m rules.Method) guard.Entry {
 	r := m.Rule
+	groupFields := rules.MethodGroupFields(m.FullMethod)
 	e := guard.Entry{
 		Action:      r.GetAction(),
 		Description: "admin RPC " + m.FullMethod,
 		Access:      r.GetAccess(),
 		Resource:    r.GetResource(),
 		Facts:       []guard.Fact{CLIScopeFact},
-		Baseline:    func(in *guard.Input, f guard.Facts) (guard.Decision, error) { return Baseline(r, in, f), nil },
+		Baseline: func(in *guard.Input, f guard.Facts) (guard.Decision, error) {
+			return Baseline(r, groupFields, in, f), nil
+		},
 	}
 	if r.GetAccess() == guardv1.Access_ACCESS_APPROVAL {
 		e.ApprovalAction = ApprovalAction
@@ -92,7 +96,8 @@ func nonNil(m map[string]any) map[string]any {
 // by cli_scope, then access. Humans (user tokens) may make open reads — the
 // handlers scope results to what the user's roles allow (resources' viewer,
 // approvals' eligibility) — and nothing else; other callers are denied.
-func Baseline(r *guardv1.Rule, in *guard.Input, f guard.Facts) guard.Decision {
+// groupFields are the request's fields marked (guard.v1.names_group).
+func Baseline(r *guardv1.Rule, groupFields []string, in *guard.Input, f guard.Facts) guard.Decision {
 	switch in.ActorKind() {
 	case "host":
 		return guard.Allow("host caller (operator)")
@@ -139,7 +144,7 @@ func Baseline(r *guardv1.Rule, in *guard.Input, f guard.Facts) guard.Decision {
 		return guard.Denyf("CLI access: unknown cli_scope %q for this agent group.", CLIScope(f))
 	}
 	if r.GetAccess() == guardv1.Access_ACCESS_APPROVAL {
-		return guard.Hold(guard.AdminsOfScope(group, ""), ApproverScopeFor(resource, in.Payload, group),
+		return guard.Hold(guard.AdminsOfScope(group, ""), ApproverScopeFor(resource, groupFields, in.Payload, group),
 			fmt.Sprintf("agent-initiated %q requires admin approval", r.GetAction()))
 	}
 	return guard.Allow("open command")
@@ -147,20 +152,53 @@ func Baseline(r *guardv1.Rule, in *guard.Input, f guard.Facts) guard.Decision {
 
 // ApproverScopeFor is the blast radius of a held command (D1): a mutation of
 // a non-group-scoped resource (roles, users, wirings, messaging-groups,
-// policies, ...) — or one explicitly naming another agent group — needs an
-// owner or global admin to approve; a scoped admin's click is refused.
-func ApproverScopeFor(resource string, args map[string]any, callerGroup string) guardv1.ApproverScope {
+// policies, ...) — or one with any argument naming another agent group
+// (destinations.add --target-group included) — needs an owner or global
+// admin to approve; a scoped admin's click is refused. Which arguments name
+// a group is declared in the protos ((guard.v1.names_group), groupFields),
+// never listed here, so a new RPC's group argument cannot be forgotten.
+func ApproverScopeFor(resource string, groupFields []string, args map[string]any, callerGroup string) guardv1.ApproverScope {
 	if resource == "" || !GroupScopedResources[resource] {
 		return guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
 	}
-	refs := []string{"agent_group_id", "group"}
-	if resource == "groups" || resource == "destinations" {
-		refs = append(refs, "id")
-	}
-	for _, k := range refs {
-		if v, ok := args[k]; ok && v != nil && v != callerGroup {
-			return guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
+	for _, path := range groupFields {
+		for _, v := range argValues(args, strings.Split(path, ".")) {
+			if v != "" && v != callerGroup {
+				return guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
+			}
 		}
 	}
 	return guardv1.ApproverScope_APPROVER_SCOPE_GROUP
+}
+
+// argValues are the values at a dotted path of a JSON-shaped request; a
+// value that is not a string (a forged shape) reads as "?" so it is never
+// taken for the caller's group.
+func argValues(args map[string]any, path []string) []string {
+	v, ok := args[path[0]]
+	if !ok || v == nil {
+		return nil
+	}
+	if len(path) > 1 {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return []string{"?"}
+		}
+		return argValues(m, path[1:])
+	}
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				s = "?"
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	return []string{"?"}
 }

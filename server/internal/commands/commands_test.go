@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"slices"
 	"testing"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -42,23 +43,53 @@ func TestEveryAdminRPCHasItsEntry(t *testing.T) {
 func TestApproverScopeFor(t *testing.T) {
 	g, gl := guardv1.ApproverScope_APPROVER_SCOPE_GROUP, guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
 	cases := []struct {
-		resource string
-		args     map[string]any
-		want     guardv1.ApproverScope
+		method string
+		args   map[string]any
+		want   guardv1.ApproverScope
 	}{
-		{"roles", map[string]any{"user_id": "telegram:mallory", "role": "ROLE_OWNER"}, gl},
-		{"", map[string]any{}, gl},
-		{"members", map[string]any{"user_id": "telegram:new"}, g},
-		{"members", map[string]any{"group": "g1"}, g},
-		{"members", map[string]any{"group": "g2"}, gl},
-		{"groups", map[string]any{"id": "g2"}, gl},
-		{"groups", map[string]any{"id": "g1"}, g},
-		{"sessions", map[string]any{"id": "s9"}, g}, // id is not a group for sessions
-		{"destinations", map[string]any{"agent_group_id": "g2"}, gl},
+		{"/guard.v1.Registry/GrantRole", map[string]any{"user_id": "telegram:mallory", "role": "ROLE_OWNER"}, gl},
+		{"/guard.v1.Registry/AddMember", map[string]any{"user_id": "telegram:new"}, g},
+		{"/guard.v1.Registry/AddMember", map[string]any{"group": "g1"}, g},
+		{"/guard.v1.Registry/AddMember", map[string]any{"group": "g2"}, gl},
+		{"/guard.v1.Registry/UpdateGroup", map[string]any{"id": "g2"}, gl},
+		{"/guard.v1.Registry/UpdateGroup", map[string]any{"id": "g1"}, g},
+		{"/guard.v1.Registry/DeleteGroup", map[string]any{"id": "g2"}, gl},
+		// The finding: the target of a destination names a group too.
+		{"/guard.v1.Registry/AddDestination", map[string]any{"group": "g1", "name": "b", "target_group": "g2"}, gl},
+		{"/guard.v1.Registry/AddDestination", map[string]any{"group": "g1", "name": "self", "target_group": "g1"}, g},
+		{"/guard.v1.Registry/AddDestination", map[string]any{"group": "g1", "name": "chat", "target_messaging_group": "mg-9"}, g},
+		{"/guard.v1.Registry/AddDestination", map[string]any{"group": "g1", "target_group": []any{"g2"}}, gl}, // forged shape
+		{"/guard.v1.Registry/ListSessions", map[string]any{"runner_id": "r9"}, g},
 	}
 	for _, c := range cases {
-		if got := ApproverScopeFor(c.resource, c.args, "g1"); got != c.want {
-			t.Errorf("%s %v: %v, want %v", c.resource, c.args, got, c.want)
+		r := rules.For(c.method)
+		if got := ApproverScopeFor(r.GetResource(), rules.MethodGroupFields(c.method), c.args, "g1"); got != c.want {
+			t.Errorf("%s %v: %v, want %v", c.method, c.args, got, c.want)
 		}
+	}
+}
+
+// Every field of every admin RPC request whose name reads like a group
+// reference has decided whether it names an agent group: a new RPC (or a
+// new field) that forgets fails here and at boot, instead of being held at
+// group scope while it reaches another group.
+func TestEveryGroupLikeFieldIsDecided(t *testing.T) {
+	methods := rules.AdminMethods(rules.Services...)
+	marked := 0
+	for _, m := range methods {
+		if p := rules.Problems(m.FullMethod); len(p) != 0 {
+			t.Errorf("%v", p)
+		}
+		marked += len(rules.MethodGroupFields(m.FullMethod))
+	}
+	if marked < 25 {
+		t.Fatalf("only %d marked group fields across %d admin RPCs: marks not read?", marked, len(methods))
+	}
+	if got := rules.MethodGroupFields("/guard.v1.Registry/AddDestination"); !slices.Equal(got, []string{"group", "target_group"}) {
+		t.Fatalf("AddDestination group fields = %v, want [group target_group]", got)
+	}
+	// The check's teeth: a request type with an unmarked group-like field.
+	if got := rules.UndecidedGroupFields((&guardv1.Destination{}).ProtoReflect().Descriptor()); len(got) == 0 {
+		t.Fatal("Destination's unmarked group fields were not reported")
 	}
 }

@@ -24,11 +24,11 @@ func TestUnknownCLIScopeDenies(t *testing.T) {
 	in := &guard.Input{Action: "roles.grant", Payload: map[string]any{"user_id": "tg:mallory", "role": "ROLE_OWNER"},
 		Actor: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "g1", SessionId: "s1"}}}}
 	for _, scope := range []string{"GLOBAL", "project", "global "} {
-		if d := Baseline(rule, in, guard.NewFacts(map[string]string{"cli_scope": scope})); d.Effect != guard.EffectDeny {
+		if d := Baseline(rule, nil, in, guard.NewFacts(map[string]string{"cli_scope": scope})); d.Effect != guard.EffectDeny {
 			t.Errorf("cli_scope %q: %s (%s), want deny", scope, d.Effect, d.Reason)
 		}
 	}
-	if d := Baseline(rule, in, guard.NewFacts(map[string]string{"cli_scope": "global"})); d.Effect != guard.EffectHold {
+	if d := Baseline(rule, nil, in, guard.NewFacts(map[string]string{"cli_scope": "global"})); d.Effect != guard.EffectHold {
 		t.Errorf("cli_scope global: %s, want hold", d.Effect)
 	}
 }

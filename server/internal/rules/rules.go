@@ -45,15 +45,14 @@ func For(fullMethod string) *guardv1.Rule {
 	return r
 }
 
+// fullName turns "/pkg.Service/Method" into "pkg.Service.Method".
+func fullName(fullMethod string) protoreflect.FullName {
+	return protoreflect.FullName(strings.Replace(strings.TrimPrefix(fullMethod, "/"), "/", ".", 1))
+}
+
 func lookup(fullMethod string) *guardv1.Rule {
-	name := strings.TrimPrefix(fullMethod, "/")
-	name = strings.Replace(name, "/", ".", 1)
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
-	if err != nil {
-		return nil
-	}
-	md, ok := d.(protoreflect.MethodDescriptor)
-	if !ok {
+	md := methodDescriptor(fullMethod)
+	if md == nil {
 		return nil
 	}
 	r, _ := proto.GetExtension(md.Options(), guardv1.E_Rule).(*guardv1.Rule)
@@ -92,6 +91,8 @@ func Problems(fullMethod string) []string {
 		return []string{fmt.Sprintf("%s declares no principals", fullMethod)}
 	case r.GetAdmin() && r.GetResource() == "":
 		return []string{fmt.Sprintf("%s is an admin RPC without a resource", fullMethod)}
+	case r.GetAdmin():
+		return groupProblems(fullMethod)
 	}
 	return nil
 }
