@@ -2795,9 +2795,12 @@ type Group struct {
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	BaseImage string                 `protobuf:"bytes,3,opt,name=base_image,json=baseImage,proto3" json:"base_image,omitempty"`
 	// Host label the group's sessions are pinned to ("" = any runner).
-	PinnedHost    string                 `protobuf:"bytes,4,opt,name=pinned_host,json=pinnedHost,proto3" json:"pinned_host,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	Config        *GroupConfig           `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
+	PinnedHost string                 `protobuf:"bytes,4,opt,name=pinned_host,json=pinnedHost,proto3" json:"pinned_host,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	Config     *GroupConfig           `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
+	// What the group's agent is told to do (create_agent's instructions). The
+	// runner hands them to every session it starts, the first included.
+	Instructions  string `protobuf:"bytes,7,opt,name=instructions,proto3" json:"instructions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2872,6 +2875,13 @@ func (x *Group) GetConfig() *GroupConfig {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *Group) GetInstructions() string {
+	if x != nil {
+		return x.Instructions
+	}
+	return ""
 }
 
 // CreateGroupRequest creates a group.
@@ -8761,7 +8771,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\fnpm_packages\x18\x05 \x03(\tR\vnpmPackages\x124\n" +
 	"\vmcp_servers\x18\x06 \x03(\v2\x13.guard.v1.McpServerR\n" +
 	"mcpServers\x12\x18\n" +
-	"\aversion\x18\a \x01(\x03R\aversion\"\xd5\x01\n" +
+	"\aversion\x18\a \x01(\x03R\aversion\"\xf9\x01\n" +
 	"\x05Group\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -8771,7 +8781,8 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"pinnedHost\x129\n" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12-\n" +
-	"\x06config\x18\x06 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x99\x01\n" +
+	"\x06config\x18\x06 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\x12\"\n" +
+	"\finstructions\x18\a \x01(\tR\finstructions\"\x99\x01\n" +
 	"\x12CreateGroupRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\tcli_scope\x18\x02 \x01(\x0e2\x12.guard.v1.CliScopeR\bcliScope\x12\x1d\n" +

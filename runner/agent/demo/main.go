@@ -92,8 +92,10 @@ func run(ctx context.Context) error {
 		defer f.Close()
 	}
 	pkgs, _ := os.ReadFile("/etc/clawguard/packages.json")
+	// The group's instructions (create_agent's), when it has any.
+	instructions, _ := os.ReadFile(filepath.Join(ws, ".clawguard", "instructions.md"))
 	a.record(map[string]any{"type": "start", "session": os.Getenv("CLAWGUARD_SESSION_ID"), "group": os.Getenv("CLAWGUARD_GROUP_ID"),
-		"packages": strings.TrimSpace(string(pkgs))})
+		"packages": strings.TrimSpace(string(pkgs)), "instructions": string(instructions)})
 
 	go a.inbox(ctx)
 

@@ -69,10 +69,22 @@ func CheckAddMCPServer(p *structpb.Struct) error {
 	return nil
 }
 
+// MaxInstructions bounds create_agent's instructions (the server refuses
+// longer ones too).
+const MaxInstructions = 16 << 10
+
 // CheckCreateAgent validates {name, instructions?}.
 func CheckCreateAgent(p *structpb.Struct) error {
 	if strings.TrimSpace(String(p, "name")) == "" {
 		return errors.New("create_agent failed: name is required")
+	}
+	if v, ok := p.GetFields()["instructions"]; ok {
+		if _, isStr := v.GetKind().(*structpb.Value_StringValue); !isStr {
+			return errors.New("create_agent failed: instructions must be a string")
+		}
+	}
+	if len(String(p, "instructions")) > MaxInstructions {
+		return fmt.Errorf("create_agent failed: instructions longer than %d bytes", MaxInstructions)
 	}
 	return nil
 }

@@ -35,6 +35,29 @@ import (
 	"time"
 )
 
+// WriteInstructions puts a group's instructions at InstructionsFile in a
+// session directory (atomically), so a session starts with what the group's
+// record says. Empty text writes nothing: a group has no way to lose its
+// instructions, and a config read that failed must not erase them.
+func WriteInstructions(sessionDir, text string) error {
+	if text == "" {
+		return nil
+	}
+	path := filepath.Join(sessionDir, InstructionsFile)
+	// Readable by the agent's non-root user; only the runner writes it.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("instructions: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("instructions: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("instructions: %w", err)
+	}
+	return nil
+}
+
 // Paths and variables every agent can rely on, whatever the runtime.
 const (
 	// ContainerWorkspace is where the session directory appears in a container.
@@ -49,6 +72,11 @@ const (
 	// EnvSessionID and EnvGroupID tell the agent who it is.
 	EnvSessionID = "CLAWGUARD_SESSION_ID"
 	EnvGroupID   = "CLAWGUARD_GROUP_ID"
+
+	// InstructionsFile is where, relative to the workspace, the agent finds
+	// its group's instructions (create_agent's); absent when it has none.
+	// The runner rewrites it from the group's record at every start.
+	InstructionsFile = ".clawguard/instructions.md"
 )
 
 // Labels put on every container and group image.

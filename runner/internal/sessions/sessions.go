@@ -244,6 +244,12 @@ func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group) (rt.Se
 	if err != nil {
 		return rt.SessionSpec{}, fmt.Errorf("group %s image: %w", s.GroupID, err)
 	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return rt.SessionSpec{}, fmt.Errorf("session dir: %w", err)
+	}
+	if err := rt.WriteInstructions(s.Dir, g.GetInstructions()); err != nil {
+		return rt.SessionSpec{}, fmt.Errorf("session %s: %w", s.ID, err)
+	}
 	s.version.Store(cfg.GetVersion())
 	return rt.SessionSpec{
 		SessionID: s.ID, AgentGroupID: s.GroupID, Image: image, Env: m.cfg.AgentEnv,

@@ -236,16 +236,25 @@ func str(req *guardv1.ApplyActionRequest, key string) string {
 	return ""
 }
 
-// applyCreateAgent creates the group, its container config (default
-// cli_scope group) and the seed's bidirectional destinations: creator →
-// new (named after it), new → creator ("parent").
+// MaxInstructions bounds create_agent's instructions (the runner's precheck
+// says the same before a hold is made).
+const MaxInstructions = 16 << 10
+
+// applyCreateAgent creates the group with its instructions (its agent starts
+// with them), its container config (default cli_scope group) and the seed's
+// bidirectional destinations: creator → new (named after it), new → creator
+// ("parent").
 func applyCreateAgent(ctx context.Context, tx pgx.Tx, sess appliedSession, req *guardv1.ApplyActionRequest) (map[string]any, string, error) {
 	name := str(req, "name")
 	if name == "" {
 		return nil, "", status.Error(codes.InvalidArgument, "payload.name: required")
 	}
+	instructions := str(req, "instructions")
+	if len(instructions) > MaxInstructions {
+		return nil, "", status.Errorf(codes.InvalidArgument, "payload.instructions: longer than %d bytes", MaxInstructions)
+	}
 	id := newID("ag_")
-	if _, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name) VALUES ($1, $2)`, id, name); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name, instructions) VALUES ($1, $2, $3)`, id, name, instructions); err != nil {
 		if store.IsUniqueViolation(err) {
 			return nil, "", status.Errorf(codes.AlreadyExists, "agent group named %q already exists", name)
 		}
@@ -262,7 +271,7 @@ func applyCreateAgent(ctx context.Context, tx pgx.Tx, sess appliedSession, req *
 		sess.groupID, local, id); err != nil {
 		return nil, "", fmt.Errorf("create destinations: %w", err)
 	}
-	return map[string]any{"agent_group_id": id, "name": name, "destination": local, "instructions": str(req, "instructions")},
+	return map[string]any{"agent_group_id": id, "name": name, "destination": local, "instructions": instructions},
 		fmt.Sprintf("Agent %q created; message it as %q.", name, local), nil
 }
 

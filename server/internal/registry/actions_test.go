@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 )
 
@@ -144,6 +145,12 @@ func TestApplyCreateAgent(t *testing.T) {
 	if scope != "group" || toNew != normalized(name) || toParent != "parent" {
 		t.Fatalf("scope=%q creator→new=%q new→creator=%q", scope, toNew, toParent)
 	}
+	// The instructions are kept with the group (its agent starts with them),
+	// and every read of the group carries them.
+	got, err := f.srv.Operator(t).Registry.GetGroup(ctxT(t), &guardv1.GetGroupRequest{Id: id})
+	if err != nil || got.GetGroup().GetInstructions() != "be brief" {
+		t.Fatalf("created group's instructions = %q (%v), want %q", got.GetGroup().GetInstructions(), err, "be brief")
+	}
 	// Duplicate name → AlreadyExists, and the citation is left unused.
 	d := allow(t, f.srv, f.sess.GetId(), "agents.create", 0)
 	if _, err := f.apply(t, d, "agents.create", map[string]any{"name": name}, nil); status.Code(err) != codes.AlreadyExists {
@@ -155,6 +162,10 @@ func TestApplyCreateAgent(t *testing.T) {
 	}
 	if _, err := f.apply(t, d, "agents.create", map[string]any{"name": ""}, nil); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("empty name: %v, want InvalidArgument", err)
+	}
+	long := strings.Repeat("x", registry.MaxInstructions+1)
+	if _, err := f.apply(t, d, "agents.create", map[string]any{"name": "long-" + randHex(), "instructions": long}, nil); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("instructions over the bound: %v, want InvalidArgument", err)
 	}
 	var events int
 	if err := f.srv.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM session_events WHERE session_id = $1 AND kind = 'action'`, f.sess.GetId()).Scan(&events); err != nil || events != 1 {

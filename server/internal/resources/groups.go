@@ -98,7 +98,7 @@ func cliScopeColumn(s guardv1.CliScope) (string, error) {
 	return "", invalid("cli_scope", "unknown value %d (want disabled, group or global)", s)
 }
 
-const groupColumns = `g.id, g.name, g.base_image, g.pinned_host, g.created_at,
+const groupColumns = `g.id, g.name, g.base_image, g.pinned_host, g.created_at, g.instructions,
 	COALESCE(c.cli_scope, 'group'), COALESCE(c.cpus, ''), COALESCE(c.memory, ''),
 	COALESCE(c.apt_packages, '{}'), COALESCE(c.npm_packages, '{}'), COALESCE(c.mcp_servers, '[]'), COALESCE(c.version, 0)`
 
@@ -111,7 +111,7 @@ func scanGroup(row pgx.Row) (*guardv1.Group, error) {
 		c       groupConfig
 		mcp     []byte
 	)
-	if err := row.Scan(&g.Id, &g.Name, &g.BaseImage, &g.PinnedHost, &created,
+	if err := row.Scan(&g.Id, &g.Name, &g.BaseImage, &g.PinnedHost, &created, &g.Instructions,
 		&c.cliScope, &c.cpus, &c.memory, &c.apt, &c.npm, &mcp, &c.version); err != nil {
 		return nil, err
 	}
