@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }},
 	})
 	r.Engine.Notifier = r.Sessions
-	if err := handlers.Register(r.Actions, handlers.Deps{Conn: conn, Restart: r.Sessions.RestartSession, Log: log}); err != nil {
+	if err := handlers.Register(r.Actions, handlers.Deps{Conn: conn, Restart: r.Sessions.RestartSession, OnWake: r.Sessions.OnWake, Log: log}); err != nil {
 		conn.Close()
 		return nil, err
 	}

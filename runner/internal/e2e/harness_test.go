@@ -97,6 +97,7 @@ func needDocker(t *testing.T) {
 
 // server is one clawguard-server process on a fresh database.
 type server struct {
+	db      string // database URL
 	addr    string
 	opToken string
 	op      clients
@@ -127,7 +128,7 @@ func startServerTLS(t *testing.T, cert *testCert) *server {
 	t.Helper()
 	db := pgtest.NewDB(t)
 	dir := t.TempDir()
-	s := &server{addr: freeAddr(t), cert: cert}
+	s := &server{db: db, addr: freeAddr(t), cert: cert}
 	tokFile := filepath.Join(dir, "operator.token")
 	ctx, cancel := context.WithCancel(context.Background())
 	args := []string{"serve", "--database-url", db, "--listen", s.addr,

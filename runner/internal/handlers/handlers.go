@@ -40,7 +40,11 @@ type Deps struct {
 	// Restart restarts a session's container, rebuilding its group's image
 	// first when rebuild is set (after a config change).
 	Restart func(ctx context.Context, s delivery.Session, rebuild bool) error
-	Log     *slog.Logger
+	// OnWake gives the session's fresh agent a message (the seed's on_wake):
+	// after an approved self-modification restart, it asks the agent to
+	// verify the change and report. id is stable for one applied action.
+	OnWake func(s delivery.Session, id, text string)
+	Log    *slog.Logger
 }
 
 // Register adds every action to reg.
@@ -156,7 +160,17 @@ func (h *handlers) installPackages(ctx context.Context, c delivery.Call) deliver
 		h.d.Log.Error("rebuild after install_packages failed", "session", c.Session.ID, "err", err)
 		return delivery.Failed("packages added to config (%s) but the image rebuild failed: %v; an admin must retry or inspect the build", pkgs, err)
 	}
+	h.onWake(c, fmt.Sprintf("Your container was restarted on a rebuilt image with the packages an admin approved (%s). "+
+		"Verify they are installed and work (for example, run each one's --version), then report the result to the user.", pkgs))
 	return delivery.Done(res.GetResult(), fmt.Sprintf("installed %s; image rebuilt and container restarted", pkgs))
+}
+
+// onWake is the verify-and-report message for the restarted agent, sent
+// only once the restart succeeded (a failed one is reported as a failure).
+func (h *handlers) onWake(c delivery.Call, text string) {
+	if h.d.OnWake != nil {
+		h.d.OnWake(c.Session, "on_wake-"+c.DecisionID, text)
+	}
 }
 
 func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.Outcome {
@@ -168,6 +182,8 @@ func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.O
 	if err := h.d.Restart(ctx, c.Session, true); err != nil {
 		return delivery.Failed("MCP server %q added to config but the restart failed: %v", name, err)
 	}
+	h.onWake(c, fmt.Sprintf("Your container was restarted with the MCP server %q an admin approved (command: %s). "+
+		"Verify it starts and its tools answer, then report the result to the user.", name, clip(strings.TrimSpace(delivery.String(c.Payload, "command")), 200)))
 	return delivery.Done(res.GetResult(), fmt.Sprintf("MCP server %q added; container restarted", name))
 }
 

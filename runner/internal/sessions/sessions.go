@@ -205,6 +205,22 @@ func (m *Manager) RestartSession(ctx context.Context, ds delivery.Session, _ boo
 	return m.Restart(ctx, s)
 }
 
+// OnWake puts a system message into a session's inbox for the agent that
+// starts next (handlers.Deps.OnWake): the inbox outlives the container, so
+// the restarted agent reads it first thing.
+func (m *Manager) OnWake(ds delivery.Session, id, text string) {
+	s := m.Get(ds.ID)
+	if s == nil {
+		m.log.Warn("on_wake for an unknown session dropped", "session", ds.ID)
+		return
+	}
+	s.Inbox.Message(&agentv1.InboundMessage{Id: id, SenderUserId: SystemSender, Text: text, At: timestamppb.Now()})
+	s.touch()
+}
+
+// SystemSender is the sender of the runner's own messages to an agent.
+const SystemSender = "system:clawguard"
+
 func (m *Manager) spawned(h rt.Handle, err error) {
 	if m.cfg.Metrics == nil || h.Reused {
 		return

@@ -449,7 +449,11 @@ func applyAddMcpServer(ctx context.Context, tx pgx.Tx, sess appliedSession, req 
 	if err != nil {
 		return nil, "", fmt.Errorf("update container config: %w", err)
 	}
-	pushIDs, err := restartGroupTx(ctx, tx, sess.groupID, "MCP server added: "+name, false, version)
+	// The MCP servers are part of the group image's manifest, so this is a
+	// rebuild too; and as one, a runner already running this config version
+	// (the requesting session, restarted by the replay itself) skips it
+	// instead of restarting its agent a second time.
+	pushIDs, err := restartGroupTx(ctx, tx, sess.groupID, "MCP server added: "+name, true, version)
 	if err != nil {
 		return nil, "", err
 	}

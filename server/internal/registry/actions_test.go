@@ -257,8 +257,8 @@ func TestApplySelfModUpdatesConfigAndRestartsEverySession(t *testing.T) {
 	}
 	for range 2 {
 		p := st.next(t)
-		if r := p.GetRestart(); r == nil || r.GetRebuildImage() || r.GetConfigVersion() != 3 {
-			t.Fatalf("push = %v, want a restart without rebuild at version 3", p)
+		if r := p.GetRestart(); r == nil || !r.GetRebuildImage() || r.GetConfigVersion() != 3 {
+			t.Fatalf("push = %v, want a rebuild restart at version 3 (the MCP servers are in the image)", p)
 		}
 	}
 }
