@@ -201,12 +201,12 @@ func (a *app) groupsConfig() *cobra.Command {
 	var cpus, memory string
 	update := &cobra.Command{
 		Use: "update <group>", Short: "Change cli scope, cpus or memory of a group",
-		Example: "  ncl groups config update ag_123 --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update ag_123 --memory ''   # no memory limit",
+		Example: "  ncl groups config update ag_123 --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update ag_123 --memory ''   # the runner's --container-memory (none if unset)",
 		Args:    one("group"),
 	}
 	scope := enumVar(update, "cli-scope", cliScopeEnum, "admin commands the group's agents may run")
-	update.Flags().StringVar(&cpus, "cpus", "", "CPU limit ('' removes it)")
-	update.Flags().StringVar(&memory, "memory", "", "memory limit ('' removes it)")
+	update.Flags().StringVar(&cpus, "cpus", "", "CPU limit ('' falls back to the runner's --container-cpus)")
+	update.Flags().StringVar(&memory, "memory", "", "memory limit ('' falls back to the runner's --container-memory)")
 	update.RunE = func(cmd *cobra.Command, args []string) error {
 		req := &guardv1.UpdateGroupConfigRequest{Group: args[0], CliScope: guardv1.CliScope(scope.val)}
 		if cmd.Flags().Changed("cpus") {

@@ -127,6 +127,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 	}
 	r.Sessions = sessions.New(sessions.Config{
 		DataDir: dataDir, Runtime: r.Runtime, AgentBase: base, AgentEnv: cfg.AgentEnv,
+		DefaultCPUs: cfg.ContainerCPUs, DefaultMemory: cfg.ContainerMemory,
 		Conn: conn, Engine: r.Engine, Metrics: r.Metrics, Log: log,
 		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }},
 	})

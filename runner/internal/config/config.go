@@ -33,6 +33,11 @@ type Config struct {
 	DecideWait    time.Duration
 	LogLevel      string
 	Host          string
+	// Host-wide container caps (the seed's CONTAINER_CPU_LIMIT and
+	// CONTAINER_MEMORY_LIMIT) for groups that set none of their own; empty
+	// adds no limit at all.
+	ContainerCPUs   string
+	ContainerMemory string
 }
 
 // Default is the config before flags and env.
@@ -88,6 +93,8 @@ func Parse(args []string) (Config, error) {
 	str(&c.TLSCA, "tls-ca", "CA file to verify the server's TLS certificate (empty = plaintext)")
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
 	str(&c.Host, "host", "host name reported at registration")
+	str(&c.ContainerCPUs, "container-cpus", "docker: CPU cap of agent containers whose group sets none, e.g. 2 (empty = no limit)")
+	str(&c.ContainerMemory, "container-memory", "docker: memory cap of agent containers whose group sets none, e.g. 8g (empty = no limit)")
 	dur(&c.IdleAfter, "idle-after", "stop an agent after this long without activity")
 	dur(&c.DecideWait, "decide-wait", "how long an action waits for the guard before failing closed")
 	if v, ok := os.LookupEnv(EnvName("group")); ok {
@@ -188,6 +195,12 @@ func (c Config) Validate() error {
 		if g == "" || strings.ContainsAny(g, " \t\n") {
 			return fmt.Errorf("--group %q: not a group id or name", g)
 		}
+	}
+	if _, err := rt.ParseCPUs(c.ContainerCPUs); err != nil {
+		return fmt.Errorf("--container-cpus: %v", err)
+	}
+	if _, err := rt.ParseMemory(c.ContainerMemory); err != nil {
+		return fmt.Errorf("--container-memory: %v", err)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

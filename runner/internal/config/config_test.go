@@ -47,6 +47,27 @@ func TestParse(t *testing.T) {
 					t.Fatalf("%+v", c)
 				}
 			}},
+		{name: "container caps default to none", args: base, check: func(t *testing.T, c Config) {
+			if c.ContainerCPUs != "" || c.ContainerMemory != "" {
+				t.Fatalf("caps %q %q, want none", c.ContainerCPUs, c.ContainerMemory)
+			}
+		}},
+		{name: "container caps from env", env: map[string]string{"CLAWGUARD_CONTAINER_CPUS": "2", "CLAWGUARD_CONTAINER_MEMORY": "8g"}, args: base,
+			check: func(t *testing.T, c Config) {
+				if c.ContainerCPUs != "2" || c.ContainerMemory != "8g" {
+					t.Fatalf("caps %q %q", c.ContainerCPUs, c.ContainerMemory)
+				}
+			}},
+		{name: "container caps flags win", env: map[string]string{"CLAWGUARD_CONTAINER_CPUS": "2"}, args: append(base, "--container-cpus", "0.5", "--container-memory", "256m"),
+			check: func(t *testing.T, c Config) {
+				if c.ContainerCPUs != "0.5" || c.ContainerMemory != "256m" {
+					t.Fatalf("caps %q %q", c.ContainerCPUs, c.ContainerMemory)
+				}
+			}},
+		{name: "bad container cpus", args: append(base, "--container-cpus", "two"), want: "--container-cpus"},
+		{name: "zero container cpus", args: append(base, "--container-cpus", "0"), want: "--container-cpus"},
+		{name: "bad container memory env", env: map[string]string{"CLAWGUARD_CONTAINER_MEMORY": "lots"}, args: base, want: "--container-memory"},
+		{name: "container memory below docker's minimum", args: append(base, "--container-memory", "1m"), want: "--container-memory"},
 		{name: "bad agent env", args: append(base, "--agent-env", "novalue"), want: "KEY=VALUE"},
 		{name: "unknown flag", args: append(base, "--nope"), want: "flag provided but not defined"},
 		{name: "stray argument", args: append(base, "extra"), want: "unexpected argument"},

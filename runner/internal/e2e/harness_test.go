@@ -229,6 +229,8 @@ type runnerOpts struct {
 	script     any // the demo agent's CLAWGUARD_DEMO_SCRIPT
 	decideWait time.Duration
 	noRun      bool // build the runner but don't start it
+	// Host-wide container caps (--container-cpus / --container-memory).
+	containerCPUs, containerMemory string
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -256,6 +258,7 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 		cfg.DecideWait = o.decideWait
 	}
 	cfg.Runtime = o.runtime
+	cfg.ContainerCPUs, cfg.ContainerMemory = o.containerCPUs, o.containerMemory
 	if cfg.Runtime == "" {
 		cfg.Runtime = "process"
 	}

@@ -37,7 +37,10 @@ type Config struct {
 	// that name no base image of their own.
 	AgentBase string
 	AgentEnv  map[string]string
-	Conn      grpc.ClientConnInterface
+	// DefaultCPUs and DefaultMemory cap the agents of groups that set no cap
+	// of their own ("" = no limit); a group's own value wins, field by field.
+	DefaultCPUs, DefaultMemory string
+	Conn                       grpc.ClientConnInterface
 	Engine    *delivery.Engine
 	Gateway   gateway.Options // Known is required; OnActivity is set per session
 	Metrics   *metrics.Metrics
@@ -269,8 +272,16 @@ func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group) (rt.Se
 	s.version.Store(cfg.GetVersion())
 	return rt.SessionSpec{
 		SessionID: s.ID, AgentGroupID: s.GroupID, Image: image, Env: m.cfg.AgentEnv,
-		SessionDir: s.Dir, GatewaySocket: s.Socket, CPUs: cfg.GetCpus(), Memory: cfg.GetMemory(),
+		SessionDir: s.Dir, GatewaySocket: s.Socket,
+		CPUs: orDefault(cfg.GetCpus(), m.cfg.DefaultCPUs), Memory: orDefault(cfg.GetMemory(), m.cfg.DefaultMemory),
 	}, nil
+}
+
+func orDefault(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
 }
 
 // group reads the session's group and current config with GetSessionConfig:
