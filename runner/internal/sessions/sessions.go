@@ -41,10 +41,10 @@ type Config struct {
 	// of their own ("" = no limit); a group's own value wins, field by field.
 	DefaultCPUs, DefaultMemory string
 	Conn                       grpc.ClientConnInterface
-	Engine    *delivery.Engine
-	Gateway   gateway.Options // Known is required; OnActivity is set per session
-	Metrics   *metrics.Metrics
-	Log       *slog.Logger
+	Engine                     *delivery.Engine
+	Gateway                    gateway.Options // Known is required; OnActivity is set per session
+	Metrics                    *metrics.Metrics
+	Log                        *slog.Logger
 }
 
 // Manager holds the runner's sessions.
