@@ -19,7 +19,9 @@ func (a *app) explainCmd() *cobra.Command {
 		Short: "Ask the guard what it would decide, without doing anything",
 		Long: `Evaluate one action as a dry run (Guard.Decide with dry_run): no hold is
 created and no grant consumed. Prints the effect (allow, hold, deny), the
-reason, for a hold the approver rule and scope, and which check decided.
+reason, for a hold the approver rule and scope, which check decided, and
+the explanation in words (the checks, the facts they read, what would change
+the answer) — the same one the console and 'ncl decisions get' show.
 
 --actor is host, agent:<group>[:<session>] or human:<user> (user ids contain
 a colon themselves: human:telegram:dana).`,
@@ -52,7 +54,7 @@ a colon themselves: human:telegram:dana).`,
 			if err != nil {
 				return err
 			}
-			return a.printer().Object(resp.GetDecision())
+			return a.printer().Explained(resp.GetDecision(), resp.GetExplanation())
 		})
 	}
 	return cmd

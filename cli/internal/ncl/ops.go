@@ -176,7 +176,24 @@ func (a *app) decisionsCmd() *cobra.Command {
 			return render.Msgs(resp.GetDecisions()), err
 		})
 	}
-	return noun("decisions", "The decision log", "  ncl decisions list --effect deny", list)
+	get := &cobra.Command{
+		Use: "get <decision-id>", Short: "Show one logged decision and why it was made",
+		Example: "  ncl decisions get dec_0123456789abcdef01234567",
+		Args:    one("decision-id"),
+	}
+	get.RunE = func(cmd *cobra.Command, args []string) error {
+		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			resp, err := c.reg.GetDecision(ctx, &guardv1.GetDecisionRequest{Id: args[0]})
+			if err != nil {
+				return err
+			}
+			d := resp.GetDecision()
+			x := d.GetExplanation()
+			d.Explanation = nil // printed once, after the row
+			return a.printer().Explained(d, x)
+		})
+	}
+	return noun("decisions", "The decision log", "  ncl decisions list --effect deny\n  ncl decisions get <id>", list, get)
 }
 
 // parseSince accepts "90m"/"24h" (ago) or an RFC 3339 time.

@@ -797,6 +797,296 @@ func (x *Decision) GetDecidedBy() string {
 	return ""
 }
 
+// Explanation says in words why the guard decided what it did: the catalog
+// entry, each baseline check with the facts it read and its outcome, the
+// grant used, and what would change the answer. The console, `ncl explain`
+// and `ncl decisions get` all render this one message, built by one server
+// function, so they never disagree.
+type Explanation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One sentence, e.g. "held because the message policy research → ops names telegram:dana".
+	Summary string          `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
+	Entry   *ExplainedEntry `protobuf:"bytes,2,opt,name=entry,proto3" json:"entry,omitempty"`
+	// In the order the baseline runs them; the deciding check comes last.
+	Checks []*ExplainedCheck `protobuf:"bytes,3,rep,name=checks,proto3" json:"checks,omitempty"`
+	// The grant the decision used and what it did ("" when none).
+	Grant string `protobuf:"bytes,4,opt,name=grant,proto3" json:"grant,omitempty"`
+	// What would change the answer, e.g. "no message policy → allow".
+	WouldChange   []string `protobuf:"bytes,5,rep,name=would_change,json=wouldChange,proto3" json:"would_change,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Explanation) Reset() {
+	*x = Explanation{}
+	mi := &file_guard_v1_common_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Explanation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Explanation) ProtoMessage() {}
+
+func (x *Explanation) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_common_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
+func (*Explanation) Descriptor() ([]byte, []int) {
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Explanation) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *Explanation) GetEntry() *ExplainedEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *Explanation) GetChecks() []*ExplainedCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *Explanation) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
+}
+
+func (x *Explanation) GetWouldChange() []string {
+	if x != nil {
+		return x.WouldChange
+	}
+	return nil
+}
+
+// ExplainedEntry is the catalog entry a decision was made under.
+type ExplainedEntry struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// False: the action is not in the catalog (allowed as a non-catalog action).
+	InCatalog   bool   `protobuf:"varint,2,opt,name=in_catalog,json=inCatalog,proto3" json:"in_catalog,omitempty"`
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// The hold kind its grants carry ("" = it can never hold).
+	ApprovalAction string `protobuf:"bytes,4,opt,name=approval_action,json=approvalAction,proto3" json:"approval_action,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ExplainedEntry) Reset() {
+	*x = ExplainedEntry{}
+	mi := &file_guard_v1_common_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainedEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainedEntry) ProtoMessage() {}
+
+func (x *ExplainedEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_common_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainedEntry.ProtoReflect.Descriptor instead.
+func (*ExplainedEntry) Descriptor() ([]byte, []int) {
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ExplainedEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ExplainedEntry) GetInCatalog() bool {
+	if x != nil {
+		return x.InCatalog
+	}
+	return false
+}
+
+func (x *ExplainedEntry) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ExplainedEntry) GetApprovalAction() string {
+	if x != nil {
+		return x.ApprovalAction
+	}
+	return ""
+}
+
+// ExplainedCheck is one structural check.
+type ExplainedCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The facts the check read, as read when deciding.
+	Facts []*ExplainedFact `protobuf:"bytes,2,rep,name=facts,proto3" json:"facts,omitempty"`
+	// "pass", "allow", "hold", "deny" or "skipped".
+	Outcome string `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The check in words.
+	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainedCheck) Reset() {
+	*x = ExplainedCheck{}
+	mi := &file_guard_v1_common_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainedCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainedCheck) ProtoMessage() {}
+
+func (x *ExplainedCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_common_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainedCheck.ProtoReflect.Descriptor instead.
+func (*ExplainedCheck) Descriptor() ([]byte, []int) {
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ExplainedCheck) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExplainedCheck) GetFacts() []*ExplainedFact {
+	if x != nil {
+		return x.Facts
+	}
+	return nil
+}
+
+func (x *ExplainedCheck) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ExplainedCheck) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// ExplainedFact is one value read from the database for a decision.
+type ExplainedFact struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// False when the fact read as absent (NULL).
+	Present       bool `protobuf:"varint,3,opt,name=present,proto3" json:"present,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainedFact) Reset() {
+	*x = ExplainedFact{}
+	mi := &file_guard_v1_common_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainedFact) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainedFact) ProtoMessage() {}
+
+func (x *ExplainedFact) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_common_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainedFact.ProtoReflect.Descriptor instead.
+func (*ExplainedFact) Descriptor() ([]byte, []int) {
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ExplainedFact) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExplainedFact) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *ExplainedFact) GetPresent() bool {
+	if x != nil {
+		return x.Present
+	}
+	return false
+}
+
 // HoldOption is one button of a hold card.
 type HoldOption struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -808,7 +1098,7 @@ type HoldOption struct {
 
 func (x *HoldOption) Reset() {
 	*x = HoldOption{}
-	mi := &file_guard_v1_common_proto_msgTypes[9]
+	mi := &file_guard_v1_common_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +1110,7 @@ func (x *HoldOption) String() string {
 func (*HoldOption) ProtoMessage() {}
 
 func (x *HoldOption) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[9]
+	mi := &file_guard_v1_common_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +1123,7 @@ func (x *HoldOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldOption.ProtoReflect.Descriptor instead.
 func (*HoldOption) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{9}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HoldOption) GetLabel() string {
@@ -879,7 +1169,7 @@ type HoldCard struct {
 
 func (x *HoldCard) Reset() {
 	*x = HoldCard{}
-	mi := &file_guard_v1_common_proto_msgTypes[10]
+	mi := &file_guard_v1_common_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1181,7 @@ func (x *HoldCard) String() string {
 func (*HoldCard) ProtoMessage() {}
 
 func (x *HoldCard) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[10]
+	mi := &file_guard_v1_common_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1194,7 @@ func (x *HoldCard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldCard.ProtoReflect.Descriptor instead.
 func (*HoldCard) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{10}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HoldCard) GetTitle() string {
@@ -1022,7 +1312,7 @@ type Hold struct {
 
 func (x *Hold) Reset() {
 	*x = Hold{}
-	mi := &file_guard_v1_common_proto_msgTypes[11]
+	mi := &file_guard_v1_common_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1324,7 @@ func (x *Hold) String() string {
 func (*Hold) ProtoMessage() {}
 
 func (x *Hold) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[11]
+	mi := &file_guard_v1_common_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1337,7 @@ func (x *Hold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hold.ProtoReflect.Descriptor instead.
 func (*Hold) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{11}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Hold) GetId() string {
@@ -1261,7 +1551,28 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\rapprover_rule\x18\x03 \x01(\v2\x16.guard.v1.ApproverRuleR\fapproverRule\x12>\n" +
 	"\x0eapprover_scope\x18\x04 \x01(\x0e2\x17.guard.v1.ApproverScopeR\rapproverScope\x12\x1d\n" +
 	"\n" +
-	"decided_by\x18\x05 \x01(\tR\tdecidedBy\"8\n" +
+	"decided_by\x18\x05 \x01(\tR\tdecidedBy\"\xc2\x01\n" +
+	"\vExplanation\x12\x18\n" +
+	"\asummary\x18\x01 \x01(\tR\asummary\x12.\n" +
+	"\x05entry\x18\x02 \x01(\v2\x18.guard.v1.ExplainedEntryR\x05entry\x120\n" +
+	"\x06checks\x18\x03 \x03(\v2\x18.guard.v1.ExplainedCheckR\x06checks\x12\x14\n" +
+	"\x05grant\x18\x04 \x01(\tR\x05grant\x12!\n" +
+	"\fwould_change\x18\x05 \x03(\tR\vwouldChange\"\x92\x01\n" +
+	"\x0eExplainedEntry\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x1d\n" +
+	"\n" +
+	"in_catalog\x18\x02 \x01(\bR\tinCatalog\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12'\n" +
+	"\x0fapproval_action\x18\x04 \x01(\tR\x0eapprovalAction\"\x85\x01\n" +
+	"\x0eExplainedCheck\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
+	"\x05facts\x18\x02 \x03(\v2\x17.guard.v1.ExplainedFactR\x05facts\x12\x18\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"S\n" +
+	"\rExplainedFact\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x18\n" +
+	"\apresent\x18\x03 \x01(\bR\apresent\"8\n" +
 	"\n" +
 	"HoldOption\x12\x14\n" +
 	"\x05label\x18\x01 \x01(\tR\x05label\x12\x14\n" +
@@ -1347,7 +1658,7 @@ func file_guard_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_guard_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_guard_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_guard_v1_common_proto_goTypes = []any{
 	(Effect)(0),                   // 0: guard.v1.Effect
 	(ApproverScope)(0),            // 1: guard.v1.ApproverScope
@@ -1362,11 +1673,15 @@ var file_guard_v1_common_proto_goTypes = []any{
 	(*ExclusiveApprover)(nil),     // 10: guard.v1.ExclusiveApprover
 	(*AdminsOfScope)(nil),         // 11: guard.v1.AdminsOfScope
 	(*Decision)(nil),              // 12: guard.v1.Decision
-	(*HoldOption)(nil),            // 13: guard.v1.HoldOption
-	(*HoldCard)(nil),              // 14: guard.v1.HoldCard
-	(*Hold)(nil),                  // 15: guard.v1.Hold
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 17: google.protobuf.Struct
+	(*Explanation)(nil),           // 13: guard.v1.Explanation
+	(*ExplainedEntry)(nil),        // 14: guard.v1.ExplainedEntry
+	(*ExplainedCheck)(nil),        // 15: guard.v1.ExplainedCheck
+	(*ExplainedFact)(nil),         // 16: guard.v1.ExplainedFact
+	(*HoldOption)(nil),            // 17: guard.v1.HoldOption
+	(*HoldCard)(nil),              // 18: guard.v1.HoldCard
+	(*Hold)(nil),                  // 19: guard.v1.Hold
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 21: google.protobuf.Struct
 }
 var file_guard_v1_common_proto_depIdxs = []int32{
 	5,  // 0: guard.v1.Actor.host:type_name -> guard.v1.HostActor
@@ -1378,23 +1693,26 @@ var file_guard_v1_common_proto_depIdxs = []int32{
 	0,  // 6: guard.v1.Decision.effect:type_name -> guard.v1.Effect
 	9,  // 7: guard.v1.Decision.approver_rule:type_name -> guard.v1.ApproverRule
 	1,  // 8: guard.v1.Decision.approver_scope:type_name -> guard.v1.ApproverScope
-	13, // 9: guard.v1.HoldCard.options:type_name -> guard.v1.HoldOption
-	16, // 10: guard.v1.HoldCard.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 11: guard.v1.HoldCard.payload:type_name -> google.protobuf.Struct
-	17, // 12: guard.v1.Hold.payload:type_name -> google.protobuf.Struct
-	9,  // 13: guard.v1.Hold.approver_rule:type_name -> guard.v1.ApproverRule
-	1,  // 14: guard.v1.Hold.approver_scope:type_name -> guard.v1.ApproverScope
-	16, // 15: guard.v1.Hold.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 16: guard.v1.Hold.status:type_name -> guard.v1.HoldStatus
-	13, // 17: guard.v1.Hold.options:type_name -> guard.v1.HoldOption
-	16, // 18: guard.v1.Hold.created_at:type_name -> google.protobuf.Timestamp
-	16, // 19: guard.v1.Hold.resolved_at:type_name -> google.protobuf.Timestamp
-	4,  // 20: guard.v1.Hold.requester:type_name -> guard.v1.Actor
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	14, // 9: guard.v1.Explanation.entry:type_name -> guard.v1.ExplainedEntry
+	15, // 10: guard.v1.Explanation.checks:type_name -> guard.v1.ExplainedCheck
+	16, // 11: guard.v1.ExplainedCheck.facts:type_name -> guard.v1.ExplainedFact
+	17, // 12: guard.v1.HoldCard.options:type_name -> guard.v1.HoldOption
+	20, // 13: guard.v1.HoldCard.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 14: guard.v1.HoldCard.payload:type_name -> google.protobuf.Struct
+	21, // 15: guard.v1.Hold.payload:type_name -> google.protobuf.Struct
+	9,  // 16: guard.v1.Hold.approver_rule:type_name -> guard.v1.ApproverRule
+	1,  // 17: guard.v1.Hold.approver_scope:type_name -> guard.v1.ApproverScope
+	20, // 18: guard.v1.Hold.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 19: guard.v1.Hold.status:type_name -> guard.v1.HoldStatus
+	17, // 20: guard.v1.Hold.options:type_name -> guard.v1.HoldOption
+	20, // 21: guard.v1.Hold.created_at:type_name -> google.protobuf.Timestamp
+	20, // 22: guard.v1.Hold.resolved_at:type_name -> google.protobuf.Timestamp
+	4,  // 23: guard.v1.Hold.requester:type_name -> guard.v1.Actor
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_common_proto_init() }
@@ -1418,7 +1736,7 @@ func file_guard_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_common_proto_rawDesc), len(file_guard_v1_common_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

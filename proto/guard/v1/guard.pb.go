@@ -43,6 +43,7 @@ type DecideRequest struct {
 	// Present: a HOLD answer creates the hold in the same call.
 	Card *HoldCard `protobuf:"bytes,6,opt,name=card,proto3" json:"card,omitempty"`
 	// Evaluate with no side effects: no hold, no grant consumed; logged as dry-run.
+	// User tokens may only ask dry runs, about actors they may read.
 	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// Idempotency key: a retried request with the same id gets the same answer
 	// and creates nothing twice.
@@ -151,7 +152,9 @@ type DecideResponse struct {
 	// requester is told this.
 	HoldError string `protobuf:"bytes,5,opt,name=hold_error,json=holdError,proto3" json:"hold_error,omitempty"`
 	// True when the hold exists but could not be delivered to any approver's DM.
-	Undelivered   bool `protobuf:"varint,6,opt,name=undelivered,proto3" json:"undelivered,omitempty"`
+	Undelivered bool `protobuf:"varint,6,opt,name=undelivered,proto3" json:"undelivered,omitempty"`
+	// Set for dry runs (`ncl explain`): the decision in words.
+	Explanation   *Explanation `protobuf:"bytes,7,opt,name=explanation,proto3" json:"explanation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,6 +229,13 @@ func (x *DecideResponse) GetUndelivered() bool {
 		return x.Undelivered
 	}
 	return false
+}
+
+func (x *DecideResponse) GetExplanation() *Explanation {
+	if x != nil {
+		return x.Explanation
+	}
+	return nil
 }
 
 // DecideStreamRequest is one frame on DecideStream.
@@ -425,7 +435,7 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"request_id\x18\b \x01(\tR\trequestId\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xde\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x02\n" +
 	"\x0eDecideResponse\x12.\n" +
 	"\bdecision\x18\x01 \x01(\v2\x12.guard.v1.DecisionR\bdecision\x12\x1f\n" +
 	"\vdecision_id\x18\x02 \x01(\tR\n" +
@@ -434,7 +444,8 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"\fhold_created\x18\x04 \x01(\bR\vholdCreated\x12\x1d\n" +
 	"\n" +
 	"hold_error\x18\x05 \x01(\tR\tholdError\x12 \n" +
-	"\vundelivered\x18\x06 \x01(\bR\vundelivered\"o\n" +
+	"\vundelivered\x18\x06 \x01(\bR\vundelivered\x127\n" +
+	"\vexplanation\x18\a \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"o\n" +
 	"\x13DecideStreamRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tR\rcorrelationId\x121\n" +
 	"\arequest\x18\x02 \x01(\v2\x17.guard.v1.DecideRequestR\arequest\"\xa0\x01\n" +
@@ -446,10 +457,10 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12:\n" +
 	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter2\xd4\x01\n" +
-	"\x05Guard\x12V\n" +
-	"\x06Decide\x12\x17.guard.v1.DecideRequest\x1a\x18.guard.v1.DecideResponse\"\x19\xca\xf3\x18\x15\n" +
-	"\fguard.decide\x10\x01\"\x03\x01\x02\x03\x12s\n" +
+	"retryAfter2\xd5\x01\n" +
+	"\x05Guard\x12W\n" +
+	"\x06Decide\x12\x17.guard.v1.DecideRequest\x1a\x18.guard.v1.DecideResponse\"\x1a\xca\xf3\x18\x16\n" +
+	"\fguard.decide\x10\x01\"\x04\x01\x02\x03\x04\x12s\n" +
 	"\fDecideStream\x12\x1d.guard.v1.DecideStreamRequest\x1a\x1e.guard.v1.DecideStreamResponse\" \xca\xf3\x18\x1c\n" +
 	"\x13guard.decide_stream\x10\x01\"\x03\x01\x02\x03(\x010\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
@@ -477,7 +488,8 @@ var file_guard_v1_guard_proto_goTypes = []any{
 	(*structpb.Struct)(nil),      // 7: google.protobuf.Struct
 	(*HoldCard)(nil),             // 8: guard.v1.HoldCard
 	(*Decision)(nil),             // 9: guard.v1.Decision
-	(*durationpb.Duration)(nil),  // 10: google.protobuf.Duration
+	(*Explanation)(nil),          // 10: guard.v1.Explanation
+	(*durationpb.Duration)(nil),  // 11: google.protobuf.Duration
 }
 var file_guard_v1_guard_proto_depIdxs = []int32{
 	6,  // 0: guard.v1.DecideRequest.actor:type_name -> guard.v1.Actor
@@ -485,19 +497,20 @@ var file_guard_v1_guard_proto_depIdxs = []int32{
 	7,  // 2: guard.v1.DecideRequest.payload:type_name -> google.protobuf.Struct
 	8,  // 3: guard.v1.DecideRequest.card:type_name -> guard.v1.HoldCard
 	9,  // 4: guard.v1.DecideResponse.decision:type_name -> guard.v1.Decision
-	0,  // 5: guard.v1.DecideStreamRequest.request:type_name -> guard.v1.DecideRequest
-	1,  // 6: guard.v1.DecideStreamResponse.response:type_name -> guard.v1.DecideResponse
-	4,  // 7: guard.v1.DecideStreamResponse.error:type_name -> guard.v1.StreamError
-	10, // 8: guard.v1.StreamError.retry_after:type_name -> google.protobuf.Duration
-	0,  // 9: guard.v1.Guard.Decide:input_type -> guard.v1.DecideRequest
-	2,  // 10: guard.v1.Guard.DecideStream:input_type -> guard.v1.DecideStreamRequest
-	1,  // 11: guard.v1.Guard.Decide:output_type -> guard.v1.DecideResponse
-	3,  // 12: guard.v1.Guard.DecideStream:output_type -> guard.v1.DecideStreamResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	10, // 5: guard.v1.DecideResponse.explanation:type_name -> guard.v1.Explanation
+	0,  // 6: guard.v1.DecideStreamRequest.request:type_name -> guard.v1.DecideRequest
+	1,  // 7: guard.v1.DecideStreamResponse.response:type_name -> guard.v1.DecideResponse
+	4,  // 8: guard.v1.DecideStreamResponse.error:type_name -> guard.v1.StreamError
+	11, // 9: guard.v1.StreamError.retry_after:type_name -> google.protobuf.Duration
+	0,  // 10: guard.v1.Guard.Decide:input_type -> guard.v1.DecideRequest
+	2,  // 11: guard.v1.Guard.DecideStream:input_type -> guard.v1.DecideStreamRequest
+	1,  // 12: guard.v1.Guard.Decide:output_type -> guard.v1.DecideResponse
+	3,  // 13: guard.v1.Guard.DecideStream:output_type -> guard.v1.DecideStreamResponse
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_guard_proto_init() }

@@ -8331,18 +8331,20 @@ func (x *ListCatalogResponse) GetExemptDeliveryActions() []string {
 
 // DecisionRecord is one row of the decision log.
 type DecisionRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
-	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
-	Actor         *Actor                 `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
-	Effect        Effect                 `protobuf:"varint,5,opt,name=effect,proto3,enum=guard.v1.Effect" json:"effect,omitempty"`
-	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
-	Grant         string                 `protobuf:"bytes,7,opt,name=grant,proto3" json:"grant,omitempty"`
-	HoldId        string                 `protobuf:"bytes,8,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
-	Latency       *durationpb.Duration   `protobuf:"bytes,9,opt,name=latency,proto3" json:"latency,omitempty"`
-	DryRun        bool                   `protobuf:"varint,10,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	DecidedBy     string                 `protobuf:"bytes,11,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	Action    string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Actor     *Actor                 `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	Effect    Effect                 `protobuf:"varint,5,opt,name=effect,proto3,enum=guard.v1.Effect" json:"effect,omitempty"`
+	Reason    string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	Grant     string                 `protobuf:"bytes,7,opt,name=grant,proto3" json:"grant,omitempty"`
+	HoldId    string                 `protobuf:"bytes,8,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
+	Latency   *durationpb.Duration   `protobuf:"bytes,9,opt,name=latency,proto3" json:"latency,omitempty"`
+	DryRun    bool                   `protobuf:"varint,10,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DecidedBy string                 `protobuf:"bytes,11,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// Set by GetDecision: the decision in words (the same message `ncl explain` shows).
+	Explanation   *Explanation `protobuf:"bytes,12,opt,name=explanation,proto3" json:"explanation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8454,6 +8456,103 @@ func (x *DecisionRecord) GetDecidedBy() string {
 	return ""
 }
 
+func (x *DecisionRecord) GetExplanation() *Explanation {
+	if x != nil {
+		return x.Explanation
+	}
+	return nil
+}
+
+// GetDecisionRequest names one logged decision.
+type GetDecisionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDecisionRequest) Reset() {
+	*x = GetDecisionRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDecisionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDecisionRequest) ProtoMessage() {}
+
+func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDecisionRequest.ProtoReflect.Descriptor instead.
+func (*GetDecisionRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
+}
+
+func (x *GetDecisionRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetDecisionResponse is the decision with its explanation.
+type GetDecisionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Decision      *DecisionRecord        `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDecisionResponse) Reset() {
+	*x = GetDecisionResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDecisionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDecisionResponse) ProtoMessage() {}
+
+func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDecisionResponse.ProtoReflect.Descriptor instead.
+func (*GetDecisionResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
+}
+
+func (x *GetDecisionResponse) GetDecision() *DecisionRecord {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
 // ListDecisionsRequest filters the log.
 type ListDecisionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -8468,7 +8567,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8480,7 +8579,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8493,7 +8592,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
 }
 
 func (x *ListDecisionsRequest) GetAction() string {
@@ -8541,7 +8640,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8553,7 +8652,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8566,7 +8665,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
@@ -9099,7 +9198,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x12ListCatalogRequest\"\x7f\n" +
 	"\x13ListCatalogResponse\x120\n" +
 	"\aentries\x18\x01 \x03(\v2\x16.guard.v1.CatalogEntryR\aentries\x126\n" +
-	"\x17exempt_delivery_actions\x18\x02 \x03(\tR\x15exemptDeliveryActions\"\xe9\x02\n" +
+	"\x17exempt_delivery_actions\x18\x02 \x03(\tR\x15exemptDeliveryActions\"\xa2\x03\n" +
 	"\x0eDecisionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
@@ -9113,7 +9212,12 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\adry_run\x18\n" +
 	" \x01(\bR\x06dryRun\x12\x1d\n" +
 	"\n" +
-	"decided_by\x18\v \x01(\tR\tdecidedBy\"\xbc\x01\n" +
+	"decided_by\x18\v \x01(\tR\tdecidedBy\x127\n" +
+	"\vexplanation\x18\f \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"$\n" +
+	"\x12GetDecisionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
+	"\x13GetDecisionResponse\x124\n" +
+	"\bdecision\x18\x01 \x01(\v2\x18.guard.v1.DecisionRecordR\bdecision\"\xbc\x01\n" +
 	"\x14ListDecisionsRequest\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12(\n" +
 	"\x06effect\x18\x02 \x01(\x0e2\x10.guard.v1.EffectR\x06effect\x12\x1a\n" +
@@ -9171,7 +9275,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x19SENDER_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SENDER_POLICY_PUBLIC\x10\x01\x12\"\n" +
 	"\x1eSENDER_POLICY_REQUEST_APPROVAL\x10\x02\x12\x18\n" +
-	"\x14SENDER_POLICY_STRICT\x10\x032\xc35\n" +
+	"\x14SENDER_POLICY_STRICT\x10\x032\xb86\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -9291,7 +9395,9 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\vListRunners\x12\x1c.guard.v1.ListRunnersRequest\x1a\x1d.guard.v1.ListRunnersResponse\"$\xca\xf3\x18 \n" +
 	"\frunners.list\x10\x01\x1a\arunners\"\x03\x01\x02\x04(\x01\x12p\n" +
 	"\vListCatalog\x12\x1c.guard.v1.ListCatalogRequest\x1a\x1d.guard.v1.ListCatalogResponse\"$\xca\xf3\x18 \n" +
-	"\fcatalog.list\x10\x01\x1a\acatalog\"\x03\x01\x02\x04(\x01\x12z\n" +
+	"\fcatalog.list\x10\x01\x1a\acatalog\"\x03\x01\x02\x04(\x01\x12s\n" +
+	"\vGetDecision\x12\x1c.guard.v1.GetDecisionRequest\x1a\x1d.guard.v1.GetDecisionResponse\"'\xca\xf3\x18#\n" +
+	"\rdecisions.get\x10\x01\x1a\tdecisions\"\x03\x01\x02\x04(\x01\x12z\n" +
 	"\rListDecisions\x12\x1e.guard.v1.ListDecisionsRequest\x1a\x1f.guard.v1.ListDecisionsResponse\"(\xca\xf3\x18$\n" +
 	"\x0edecisions.list\x10\x01\x1a\tdecisions\"\x03\x01\x02\x04(\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
@@ -9308,7 +9414,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 148)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 150)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -9459,70 +9565,73 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*ListCatalogRequest)(nil),           // 146: guard.v1.ListCatalogRequest
 	(*ListCatalogResponse)(nil),          // 147: guard.v1.ListCatalogResponse
 	(*DecisionRecord)(nil),               // 148: guard.v1.DecisionRecord
-	(*ListDecisionsRequest)(nil),         // 149: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 150: guard.v1.ListDecisionsResponse
-	nil,                                  // 151: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 152: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 153: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 154: guard.v1.Runner.LabelsEntry
-	nil,                                  // 155: guard.v1.McpServer.EnvEntry
-	nil,                                  // 156: guard.v1.DeleteGroupResponse.RemovedEntry
-	(*timestamppb.Timestamp)(nil),        // 157: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 158: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 159: google.protobuf.Struct
-	(Principal)(0),                       // 160: guard.v1.Principal
-	(Access)(0),                          // 161: guard.v1.Access
-	(*Actor)(nil),                        // 162: guard.v1.Actor
-	(Effect)(0),                          // 163: guard.v1.Effect
+	(*GetDecisionRequest)(nil),           // 149: guard.v1.GetDecisionRequest
+	(*GetDecisionResponse)(nil),          // 150: guard.v1.GetDecisionResponse
+	(*ListDecisionsRequest)(nil),         // 151: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 152: guard.v1.ListDecisionsResponse
+	nil,                                  // 153: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 154: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 155: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 156: guard.v1.Runner.LabelsEntry
+	nil,                                  // 157: guard.v1.McpServer.EnvEntry
+	nil,                                  // 158: guard.v1.DeleteGroupResponse.RemovedEntry
+	(*timestamppb.Timestamp)(nil),        // 159: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 160: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 161: google.protobuf.Struct
+	(Principal)(0),                       // 162: guard.v1.Principal
+	(Access)(0),                          // 163: guard.v1.Access
+	(*Actor)(nil),                        // 164: guard.v1.Actor
+	(Effect)(0),                          // 165: guard.v1.Effect
+	(*Explanation)(nil),                  // 166: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	11,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	151, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	157, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	158, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	153, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	159, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	160, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	15,  // 4: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
 	16,  // 5: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
 	17,  // 6: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
 	20,  // 7: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
 	19,  // 8: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	157, // 9: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	157, // 10: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	159, // 9: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	159, // 10: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
 	21,  // 11: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
 	22,  // 12: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
 	23,  // 13: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
 	24,  // 14: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
 	25,  // 15: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	159, // 16: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	152, // 17: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	159, // 18: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	161, // 16: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	154, // 17: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	161, // 18: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 19: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
 	66,  // 20: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
 	41,  // 21: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
 	66,  // 22: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
 	41,  // 23: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	159, // 24: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	153, // 25: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	159, // 26: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	159, // 27: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	161, // 24: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	155, // 25: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	161, // 26: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	161, // 27: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
 	1,   // 28: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
 	2,   // 29: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
 	2,   // 30: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	157, // 31: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	154, // 32: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	157, // 33: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	159, // 31: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	156, // 32: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	159, // 33: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
 	11,  // 34: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	157, // 35: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	155, // 36: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	159, // 35: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	157, // 36: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
 	3,   // 37: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
 	39,  // 38: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	157, // 39: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	159, // 39: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
 	40,  // 40: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
 	3,   // 41: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
 	41,  // 42: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
 	41,  // 43: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
 	41,  // 44: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
 	41,  // 45: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	156, // 46: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	158, // 46: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
 	40,  // 47: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
 	3,   // 48: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
 	40,  // 49: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
@@ -9534,37 +9643,37 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	40,  // 55: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	40,  // 56: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	5,   // 57: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	157, // 58: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	157, // 59: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	159, // 58: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	159, // 59: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
 	66,  // 60: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
 	66,  // 61: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	159, // 62: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	157, // 63: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	161, // 62: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	159, // 63: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
 	72,  // 64: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
 	74,  // 65: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
 	74,  // 66: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	157, // 67: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	159, // 67: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
 	81,  // 68: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
 	81,  // 69: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
 	6,   // 70: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
 	7,   // 71: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	157, // 72: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	159, // 72: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
 	88,  // 73: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
 	6,   // 74: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 75: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
 	88,  // 76: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
 	6,   // 77: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 78: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	157, // 79: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	159, // 79: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
 	95,  // 80: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
 	95,  // 81: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
 	95,  // 82: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
 	95,  // 83: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	157, // 84: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	159, // 84: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
 	104, // 85: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
 	104, // 86: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
 	8,   // 87: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	157, // 88: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	159, // 88: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
 	111, // 89: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
 	111, // 90: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
 	8,   // 91: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
@@ -9575,139 +9684,143 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	122, // 96: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
 	129, // 97: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
 	129, // 98: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	160, // 99: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	157, // 100: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	157, // 101: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	160, // 102: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	162, // 99: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	159, // 100: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	159, // 101: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	162, // 102: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
 	136, // 103: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
 	136, // 104: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
 	38,  // 105: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	161, // 106: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	163, // 106: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
 	145, // 107: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	157, // 108: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	162, // 109: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	163, // 110: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	158, // 111: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	163, // 112: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	157, // 113: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	148, // 114: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	12,  // 115: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	14,  // 116: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	26,  // 117: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	28,  // 118: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	30,  // 119: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	32,  // 120: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	34,  // 121: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	36,  // 122: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	42,  // 123: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	44,  // 124: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	46,  // 125: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	48,  // 126: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	50,  // 127: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	52,  // 128: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	54,  // 129: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	56,  // 130: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	58,  // 131: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	60,  // 132: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	62,  // 133: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	64,  // 134: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	67,  // 135: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	69,  // 136: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	71,  // 137: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	75,  // 138: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	77,  // 139: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	79,  // 140: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	82,  // 141: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	84,  // 142: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	86,  // 143: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	89,  // 144: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	91,  // 145: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	93,  // 146: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	96,  // 147: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	98,  // 148: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	100, // 149: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	102, // 150: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	105, // 151: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	107, // 152: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	109, // 153: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	112, // 154: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	114, // 155: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	116, // 156: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	118, // 157: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	120, // 158: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	123, // 159: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	125, // 160: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	127, // 161: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	130, // 162: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	132, // 163: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	134, // 164: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	137, // 165: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	139, // 166: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	141, // 167: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	143, // 168: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	146, // 169: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	149, // 170: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	13,  // 171: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	18,  // 172: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	27,  // 173: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	29,  // 174: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	31,  // 175: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	33,  // 176: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	35,  // 177: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	37,  // 178: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	43,  // 179: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	45,  // 180: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	47,  // 181: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	49,  // 182: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	51,  // 183: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	53,  // 184: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	55,  // 185: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	57,  // 186: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	59,  // 187: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	61,  // 188: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	63,  // 189: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	65,  // 190: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	68,  // 191: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	70,  // 192: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	73,  // 193: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	76,  // 194: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	78,  // 195: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	80,  // 196: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	83,  // 197: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	85,  // 198: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	87,  // 199: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	90,  // 200: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	92,  // 201: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	94,  // 202: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	97,  // 203: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	99,  // 204: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	101, // 205: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	103, // 206: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	106, // 207: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	108, // 208: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	110, // 209: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	113, // 210: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	115, // 211: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	117, // 212: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	119, // 213: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	121, // 214: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	124, // 215: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	126, // 216: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	128, // 217: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	131, // 218: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	133, // 219: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	135, // 220: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	138, // 221: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	140, // 222: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	142, // 223: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	144, // 224: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	147, // 225: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	150, // 226: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	171, // [171:227] is the sub-list for method output_type
-	115, // [115:171] is the sub-list for method input_type
-	115, // [115:115] is the sub-list for extension type_name
-	115, // [115:115] is the sub-list for extension extendee
-	0,   // [0:115] is the sub-list for field type_name
+	159, // 108: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	164, // 109: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	165, // 110: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	160, // 111: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	166, // 112: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	148, // 113: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	165, // 114: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	159, // 115: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	148, // 116: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	12,  // 117: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	14,  // 118: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	26,  // 119: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	28,  // 120: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	30,  // 121: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	32,  // 122: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	34,  // 123: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	36,  // 124: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	42,  // 125: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	44,  // 126: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	46,  // 127: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	48,  // 128: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	50,  // 129: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	52,  // 130: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	54,  // 131: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	56,  // 132: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	58,  // 133: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	60,  // 134: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	62,  // 135: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	64,  // 136: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	67,  // 137: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	69,  // 138: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	71,  // 139: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	75,  // 140: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	77,  // 141: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	79,  // 142: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	82,  // 143: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	84,  // 144: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	86,  // 145: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	89,  // 146: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	91,  // 147: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	93,  // 148: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	96,  // 149: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	98,  // 150: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	100, // 151: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	102, // 152: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	105, // 153: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	107, // 154: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	109, // 155: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	112, // 156: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	114, // 157: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	116, // 158: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	118, // 159: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	120, // 160: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	123, // 161: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	125, // 162: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	127, // 163: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	130, // 164: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	132, // 165: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	134, // 166: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	137, // 167: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	139, // 168: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	141, // 169: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	143, // 170: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	146, // 171: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	149, // 172: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	151, // 173: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	13,  // 174: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	18,  // 175: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	27,  // 176: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	29,  // 177: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	31,  // 178: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	33,  // 179: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	35,  // 180: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	37,  // 181: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	43,  // 182: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	45,  // 183: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	47,  // 184: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	49,  // 185: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	51,  // 186: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	53,  // 187: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	55,  // 188: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	57,  // 189: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	59,  // 190: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	61,  // 191: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	63,  // 192: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	65,  // 193: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	68,  // 194: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	70,  // 195: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	73,  // 196: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	76,  // 197: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	78,  // 198: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	80,  // 199: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	83,  // 200: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	85,  // 201: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	87,  // 202: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	90,  // 203: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	92,  // 204: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	94,  // 205: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	97,  // 206: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	99,  // 207: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	101, // 208: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	103, // 209: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	106, // 210: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	108, // 211: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	110, // 212: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	113, // 213: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	115, // 214: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	117, // 215: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	119, // 216: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	121, // 217: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	124, // 218: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	126, // 219: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	128, // 220: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	131, // 221: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	133, // 222: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	135, // 223: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	138, // 224: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	140, // 225: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	142, // 226: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	144, // 227: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	147, // 228: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	150, // 229: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	152, // 230: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	174, // [174:231] is the sub-list for method output_type
+	117, // [117:174] is the sub-list for method input_type
+	117, // [117:117] is the sub-list for extension type_name
+	117, // [117:117] is the sub-list for extension extendee
+	0,   // [0:117] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -9741,7 +9854,7 @@ func file_guard_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   148,
+			NumMessages:   150,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

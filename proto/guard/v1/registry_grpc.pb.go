@@ -74,6 +74,7 @@ const (
 	Registry_RevokeToken_FullMethodName          = "/guard.v1.Registry/RevokeToken"
 	Registry_ListRunners_FullMethodName          = "/guard.v1.Registry/ListRunners"
 	Registry_ListCatalog_FullMethodName          = "/guard.v1.Registry/ListCatalog"
+	Registry_GetDecision_FullMethodName          = "/guard.v1.Registry/GetDecision"
 	Registry_ListDecisions_FullMethodName        = "/guard.v1.Registry/ListDecisions"
 )
 
@@ -204,6 +205,8 @@ type RegistryClient interface {
 	ListRunners(ctx context.Context, in *ListRunnersRequest, opts ...grpc.CallOption) (*ListRunnersResponse, error)
 	// ListCatalog lists the guard catalog.
 	ListCatalog(ctx context.Context, in *ListCatalogRequest, opts ...grpc.CallOption) (*ListCatalogResponse, error)
+	// GetDecision reads one logged decision and explains it in words.
+	GetDecision(ctx context.Context, in *GetDecisionRequest, opts ...grpc.CallOption) (*GetDecisionResponse, error)
 	// ListDecisions reads the decision log.
 	ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error)
 }
@@ -778,6 +781,16 @@ func (c *registryClient) ListCatalog(ctx context.Context, in *ListCatalogRequest
 	return out, nil
 }
 
+func (c *registryClient) GetDecision(ctx context.Context, in *GetDecisionRequest, opts ...grpc.CallOption) (*GetDecisionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDecisionResponse)
+	err := c.cc.Invoke(ctx, Registry_GetDecision_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryClient) ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListDecisionsResponse)
@@ -915,6 +928,8 @@ type RegistryServer interface {
 	ListRunners(context.Context, *ListRunnersRequest) (*ListRunnersResponse, error)
 	// ListCatalog lists the guard catalog.
 	ListCatalog(context.Context, *ListCatalogRequest) (*ListCatalogResponse, error)
+	// GetDecision reads one logged decision and explains it in words.
+	GetDecision(context.Context, *GetDecisionRequest) (*GetDecisionResponse, error)
 	// ListDecisions reads the decision log.
 	ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error)
 	mustEmbedUnimplementedRegistryServer()
@@ -1091,6 +1106,9 @@ func (UnimplementedRegistryServer) ListRunners(context.Context, *ListRunnersRequ
 }
 func (UnimplementedRegistryServer) ListCatalog(context.Context, *ListCatalogRequest) (*ListCatalogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListCatalog not implemented")
+}
+func (UnimplementedRegistryServer) GetDecision(context.Context, *GetDecisionRequest) (*GetDecisionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDecision not implemented")
 }
 func (UnimplementedRegistryServer) ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListDecisions not implemented")
@@ -2088,6 +2106,24 @@ func _Registry_ListCatalog_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registry_GetDecision_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDecisionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).GetDecision(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_GetDecision_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).GetDecision(ctx, req.(*GetDecisionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Registry_ListDecisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListDecisionsRequest)
 	if err := dec(in); err != nil {
@@ -2324,6 +2360,10 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListCatalog",
 			Handler:    _Registry_ListCatalog_Handler,
+		},
+		{
+			MethodName: "GetDecision",
+			Handler:    _Registry_GetDecision_Handler,
 		},
 		{
 			MethodName: "ListDecisions",

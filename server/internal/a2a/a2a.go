@@ -34,6 +34,7 @@ func Entry() guard.Entry {
 				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
 		},
 		Baseline: baseline,
+		Explain:  explain,
 		// An a2a grant binds to the exact held target.
 		GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
 			return HeldTarget(g.Payload) != "" && HeldTarget(g.Payload) == in.Resource["to"]

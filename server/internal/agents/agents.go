@@ -50,6 +50,8 @@ func Entry() guard.Entry {
 			return guard.Hold(guard.AdminsOfScope(group, ""), guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
 				"agent-initiated create_agent requires admin approval"), nil
 		},
+		Explain:   explain,
+		TraceArgs: []string{"name"},
 		// A create_agent grant binds to the approved name.
 		GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
 			name, _ := g.Payload["name"].(string)

@@ -128,6 +128,11 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 	if err := applyActorRules(caller, r); err != nil {
 		return nil, err
 	}
+	if caller.Principal.Kind == guardv1.Principal_PRINCIPAL_USER {
+		if err := s.userMayAsk(ctx, caller.Principal.UserID, r.Actor); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := s.d.Guard.Decide(ctx, r)
 	switch {
 	case err == nil:
@@ -206,6 +211,13 @@ func applyActorRules(c authn.Caller, r *guard.Request) error {
 			return nil
 		}
 		return status.Error(codes.PermissionDenied, "actor: bridges may only assert human users")
+	case guardv1.Principal_PRINCIPAL_USER:
+		// What-if only (ncl explain, the console); userMayAsk scopes the actor.
+		if !r.DryRun || r.Card != nil {
+			return status.Error(codes.PermissionDenied, "user tokens may only ask dry runs (explain)")
+		}
+		r.RequestID = scopedRequestID(c, r.RequestID)
+		return nil
 	}
 	return status.Errorf(codes.PermissionDenied, "%s tokens may not ask the guard", authn.KindString(c.Principal.Kind))
 }

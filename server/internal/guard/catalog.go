@@ -47,6 +47,11 @@ type Entry struct {
 	// must equal the held target). Runs in addition to the kind and
 	// liveness checks. Nil = any grant of the right kind and group.
 	GrantMatches func(g *GrantRow, in *Input) bool
+	// Explain says in words how Baseline decided (optional; without it the
+	// explanation lists the facts read and the answer). TraceArgs are the
+	// payload keys it and Baseline read: the decision log keeps only those.
+	Explain   ExplainFunc
+	TraceArgs []string
 }
 
 var actionRe = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)+$`)

@@ -19,6 +19,7 @@ type logRow struct {
 	DryRun                       bool
 	RunnerID, RequestID          string
 	Answer                       []byte // set when RequestID is: the stored answer for retries
+	Trace                        []byte // catalog decisions: what Explain needs later (explain.go)
 	At                           time.Time
 }
 
@@ -27,14 +28,14 @@ var errConflict = errors.New("request id already decided")
 
 const insertDecisionSQL = `INSERT INTO decisions
   (id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
-   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, answer)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, answer, trace)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb)
 ON CONFLICT (runner_id, request_id) WHERE request_id <> '' DO NOTHING`
 
 // insertTx writes one row in the caller's transaction (grant and hold paths).
 func insertTx(ctx context.Context, tx pgx.Tx, r *logRow) error {
 	tag, err := tx.Exec(ctx, insertDecisionSQL, r.ID, r.At, r.Action, r.Actor, r.ActorKind, r.Group, r.Session,
-		r.Effect, r.Reason, r.DecidedBy, r.Grant, r.Hold, r.LatencyUS, r.DryRun, r.RunnerID, r.RequestID, r.Answer)
+		r.Effect, r.Reason, r.DecidedBy, r.Grant, r.Hold, r.LatencyUS, r.DryRun, r.RunnerID, r.RequestID, r.Answer, traceArg(r.Trace))
 	if err != nil {
 		return fmt.Errorf("log decision: %w", err)
 	}
@@ -46,9 +47,10 @@ func insertTx(ctx context.Context, tx pgx.Tx, r *logRow) error {
 
 const insertBatchSQL = `INSERT INTO decisions
   (id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
-   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, answer)
+   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, answer, trace)
 SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[]::jsonb[], $5::text[], $6::text[], $7::text[],
-  $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bool[], $15::text[], $16::text[], $17::bytea[])
+  $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bool[], $15::text[], $16::text[], $17::bytea[],
+  $18::text[]::jsonb[])
 ON CONFLICT (runner_id, request_id) WHERE request_id <> '' DO NOTHING
 RETURNING id`
 
@@ -70,14 +72,25 @@ func batchArgs(rows []*pendingRow) []any {
 		lat                                  = make([]int64, n)
 		dry                                  = make([]bool, n)
 		answers                              = make([][]byte, n)
+		traces                               = make([]*string, n)
 	)
 	for i, p := range rows {
 		r := p.row
 		ids[i], ats[i], actions[i], actors[i], kinds[i] = r.ID, r.At, r.Action, r.Actor, r.ActorKind
 		groups[i], sessions[i], effects[i], reasons[i], by[i] = r.Group, r.Session, r.Effect, r.Reason, r.DecidedBy
 		grants[i], holds[i], lat[i], dry[i], runners[i], reqs[i], answers[i] = r.Grant, r.Hold, r.LatencyUS, r.DryRun, r.RunnerID, r.RequestID, r.Answer
+		traces[i] = traceArg(r.Trace)
 	}
-	return []any{ids, ats, actions, actors, kinds, groups, sessions, effects, reasons, by, grants, holds, lat, dry, runners, reqs, answers}
+	return []any{ids, ats, actions, actors, kinds, groups, sessions, effects, reasons, by, grants, holds, lat, dry, runners, reqs, answers, traces}
+}
+
+// traceArg is the trace column's parameter (NULL when there is none).
+func traceArg(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
 }
 
 // settle answers every waiting row: written, a request-id conflict, or err.

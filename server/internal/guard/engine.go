@@ -191,6 +191,9 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 
 	resp := &guardv1.DecideResponse{DecisionId: newID("dec_")}
 	row := &logRow{ID: resp.DecisionId, Action: in.Action, RunnerID: req.RunnerID, RequestID: req.RequestID, DryRun: req.DryRun}
+	if err == nil {
+		row.Trace = encodeTrace(entry, in, f)
+	}
 
 	switch {
 	case err == nil && in.Grant != "" && fd.Effect == EffectHold:
@@ -200,6 +203,9 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 		}
 	case err == nil && fd.Effect == EffectHold && req.Card != nil && !req.DryRun:
 		return e.holdWithCard(ctx, req, entry, fd, resp, row, start)
+	}
+	if req.DryRun {
+		resp.Explanation = Explain(entry, in, f, fd)
 	}
 	return e.finish(ctx, req, fd, resp, row, start)
 }

@@ -2,8 +2,10 @@ package resources
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -71,8 +73,7 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 		t := req.GetSince().AsTime()
 		since = &t
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, at, action, actor, actor_kind, COALESCE(agent_group_id, ''), COALESCE(session_id, ''),
-		effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run
+	rows, err := s.pool.Query(ctx, `SELECT `+decisionColumns+`
 		FROM decisions
 		WHERE ($1 OR agent_group_id = ANY($2))
 		  AND ($3 = '' OR action = $3) AND ($4 = '' OR effect = $4) AND ($5 = '' OR agent_group_id = $5)
@@ -85,23 +86,54 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 	defer rows.Close()
 	out := &guardv1.ListDecisionsResponse{}
 	for rows.Next() {
-		var (
-			d                     guardv1.DecisionRecord
-			at                    time.Time
-			actor                 []byte
-			kind, group, sess, ef string
-			latencyUS             int64
-		)
-		if err := rows.Scan(&d.Id, &at, &d.Action, &actor, &kind, &group, &sess, &ef, &d.Reason, &d.DecidedBy,
-			&d.Grant, &d.HoldId, &latencyUS, &d.DryRun); err != nil {
+		d, _, err := scanDecision(rows)
+		if err != nil {
 			return nil, err
 		}
-		d.At, d.Effect = ts(at), effectProto(ef)
-		d.Latency = durationpb.New(time.Duration(latencyUS) * time.Microsecond)
-		d.Actor = decodeActor(actor, kind, group, sess)
-		out.Decisions = append(out.Decisions, &d)
+		out.Decisions = append(out.Decisions, d)
 	}
 	return out, rows.Err()
+}
+
+const decisionColumns = `id, at, action, actor, actor_kind, COALESCE(agent_group_id, ''), COALESCE(session_id, ''),
+		effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run, trace`
+
+// scanDecision reads one decisionColumns row and its trace (nil when none).
+func scanDecision(row pgx.Row) (*guardv1.DecisionRecord, []byte, error) {
+	var (
+		d                     guardv1.DecisionRecord
+		at                    time.Time
+		actor, trace          []byte
+		kind, group, sess, ef string
+		latencyUS             int64
+	)
+	if err := row.Scan(&d.Id, &at, &d.Action, &actor, &kind, &group, &sess, &ef, &d.Reason, &d.DecidedBy,
+		&d.Grant, &d.HoldId, &latencyUS, &d.DryRun, &trace); err != nil {
+		return nil, nil, err
+	}
+	d.At, d.Effect = ts(at), effectProto(ef)
+	d.Latency = durationpb.New(time.Duration(latencyUS) * time.Microsecond)
+	d.Actor = decodeActor(actor, kind, group, sess)
+	return &d, trace, nil
+}
+
+// GetDecision reads one logged decision and its trace (what explains it). A
+// restricted viewer reads only its groups' decisions; any other id reads as
+// NotFound (no existence oracle).
+func (s *Service) GetDecision(ctx context.Context, id string) (*guardv1.DecisionRecord, []byte, error) {
+	if err := required("id", id); err != nil {
+		return nil, nil, err
+	}
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, trace, err := scanDecision(s.pool.QueryRow(ctx, `SELECT `+decisionColumns+` FROM decisions
+		WHERE id = $1 AND ($2 OR agent_group_id = ANY($3))`, id, v.all, v.groups))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, notFound("decision %s not found", id)
+	}
+	return d, trace, err
 }
 
 // decodeActor reads the stored actor; a row whose JSON does not parse still

@@ -1,0 +1,240 @@
+package guard
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// ExplainFunc describes how an entry's baseline reached d from in and f: one
+// Check per structural check in the baseline's order, and what would change
+// the answer. It reads exactly what the baseline read, so a logged decision
+// is explained from its trace (the facts, the resource and the entry's
+// TraceArgs as they were when deciding), not from today's database.
+type ExplainFunc func(in *Input, f Facts, d Decision) Explained
+
+// Explained is an entry's account of one decision.
+type Explained struct {
+	Summary     string // "" → "<effect> because <reason>"
+	Checks      []Check
+	WouldChange []string
+}
+
+// Check is one structural check in words.
+type Check struct {
+	Name    string
+	Facts   []string // names of the facts it read
+	Outcome string   // "pass", "allow", "hold", "deny" or "skipped"
+	Detail  string
+}
+
+// Trace is what the decision log keeps so a decision can be explained later:
+// the facts the baseline read, the resource, and the payload keys the entry
+// lists in TraceArgs — never the whole payload (it may be large or private).
+type Trace struct {
+	Facts    map[string]*string `json:"f,omitempty"`
+	Resource map[string]string  `json:"r,omitempty"`
+	Args     map[string]any     `json:"a,omitempty"`
+}
+
+// encodeTrace is the decision log's trace column for a catalog decision
+// (nil for non-catalog actions: there is nothing to explain but the name).
+func encodeTrace(e *Entry, in *Input, f Facts) []byte {
+	if e == nil {
+		return nil
+	}
+	t := Trace{Facts: f.vals, Resource: in.Resource}
+	for _, k := range e.TraceArgs {
+		if v, ok := in.Payload[k]; ok {
+			if t.Args == nil {
+				t.Args = map[string]any{}
+			}
+			t.Args[k] = v
+		}
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// Logged is a decision log row as Explain needs it.
+type Logged struct {
+	Action    string
+	Actor     *guardv1.Actor
+	Effect    Effect
+	Reason    string
+	DecidedBy string
+	Grant     string
+	Trace     []byte // the trace column; nil for rows logged before traces existed
+}
+
+// ExplainLogged explains a logged decision from its trace.
+func (c *Catalog) ExplainLogged(l Logged) *guardv1.Explanation {
+	e, _ := c.Lookup(l.Action)
+	in := &Input{Action: l.Action, Actor: l.Actor, Grant: l.Grant}
+	f := Facts{vals: map[string]*string{}}
+	traced := len(l.Trace) > 0
+	if traced {
+		var t Trace
+		if err := json.Unmarshal(l.Trace, &t); err != nil {
+			traced = false
+		} else {
+			in.Resource, in.Payload = t.Resource, t.Args
+			if t.Facts != nil {
+				f.vals = t.Facts
+			}
+		}
+	}
+	d := Decision{Effect: l.Effect, Reason: l.Reason, DecidedBy: l.DecidedBy}
+	x := Explain(e, in, f, d)
+	if e != nil && !traced && (l.DecidedBy == ByBaseline || l.DecidedBy == ByGrant) {
+		x.Checks = nil
+		x.WouldChange = nil
+		x.Summary += " (this decision was logged without its facts, so its checks cannot be shown)"
+	}
+	return x
+}
+
+// Explain builds the one explanation of decision d about in, from the facts
+// f read when deciding (e == nil: a non-catalog action). The console,
+// `ncl explain` and `ncl decisions get` all show what this returns.
+func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
+	x := &guardv1.Explanation{Entry: &guardv1.ExplainedEntry{Action: in.Action}}
+	if e == nil {
+		x.Summary = fmt.Sprintf("allowed because %s is not in the catalog (non-catalog actions, such as reads, are allowed)", in.Action)
+		x.WouldChange = []string{"a catalog entry for " + in.Action + " would put it behind a baseline"}
+		return x
+	}
+	x.Entry.InCatalog, x.Entry.Description, x.Entry.ApprovalAction = true, e.Description, e.ApprovalAction
+	x.Summary = fmt.Sprintf("%s because %s", effectWord(d.Effect), d.Reason)
+	switch d.DecidedBy {
+	case ByGuardFailure:
+		x.Checks = []*guardv1.ExplainedCheck{{Name: "guard", Outcome: "deny",
+			Detail: "the facts could not be read, or the baseline errored or panicked: the guard fails closed"}}
+		x.WouldChange = []string{"the same request once the database answers and the baseline runs → the baseline's answer"}
+		return x
+	case ByPrecheck:
+		x.Checks = []*guardv1.ExplainedCheck{{Name: "precheck", Outcome: "deny",
+			Detail: "the request is malformed: " + d.Reason + " (no hold is ever created for it)"}}
+		x.WouldChange = []string{"a well-formed request → the baseline decides"}
+		return x
+	}
+	base := d
+	if d.DecidedBy == ByGrant {
+		// The grant was checked because the baseline held; re-run it (pure)
+		// over the same facts to show why.
+		base = evaluate(e, in, f)
+	}
+	var ex Explained
+	if e.Explain != nil {
+		ex = safeExplain(e, in, f, base)
+	} else {
+		ex = genericExplain(f, base)
+	}
+	for _, c := range ex.Checks {
+		ec := &guardv1.ExplainedCheck{Name: c.Name, Outcome: c.Outcome, Detail: c.Detail}
+		for _, name := range c.Facts {
+			ec.Facts = append(ec.Facts, &guardv1.ExplainedFact{Name: name, Value: f.Str(name), Present: f.Has(name)})
+		}
+		x.Checks = append(x.Checks, ec)
+	}
+	x.WouldChange = ex.WouldChange
+	if ex.Summary != "" && d.DecidedBy != ByGrant {
+		x.Summary = ex.Summary
+	}
+	if d.DecidedBy == ByGrant {
+		ok := d.Effect == EffectAllow
+		x.Grant = in.Grant
+		detail := fmt.Sprintf("approval %s is an approved, unconsumed %s hold for this request; this replay consumed it", in.Grant, e.ApprovalAction)
+		if !ok {
+			detail = fmt.Sprintf("approval %s is not an approved, unconsumed %s hold bound to this exact request (or another replay consumed it first)", in.Grant, e.ApprovalAction)
+		}
+		x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "grant", Outcome: string(d.Effect), Detail: detail})
+		x.WouldChange = []string{"without the grant → hold again (" + base.Reason + ")"}
+		if !ok {
+			x.WouldChange = append(x.WouldChange, "a grant from an approved hold of this exact request → allow")
+		}
+	} else if in.Grant != "" {
+		x.Grant = in.Grant
+		x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "grant", Outcome: "skipped",
+			Detail: fmt.Sprintf("approval %s was not used: a grant only satisfies a hold, and the baseline did not hold", in.Grant)})
+	}
+	return x
+}
+
+func safeExplain(e *Entry, in *Input, f Facts, d Decision) (ex Explained) {
+	defer func() {
+		if r := recover(); r != nil {
+			ex = genericExplain(f, d)
+		}
+	}()
+	return e.Explain(in, f, d)
+}
+
+// genericExplain is the account of an entry without its own Explain: the
+// facts it read and the baseline's answer.
+func genericExplain(f Facts, d Decision) Explained {
+	names := make([]string, 0, len(f.vals))
+	for k := range f.vals {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return Explained{Checks: []Check{{Name: "baseline", Facts: names, Outcome: string(d.Effect), Detail: d.Reason}}}
+}
+
+func effectWord(e Effect) string {
+	switch e {
+	case EffectAllow:
+		return "allowed"
+	case EffectHold:
+		return "held"
+	}
+	return "denied"
+}
+
+// RuleInWords says who may resolve a hold with this rule and scope.
+func RuleInWords(rule *guardv1.ApproverRule, scope guardv1.ApproverScope) string {
+	var who string
+	switch r := rule.GetKind().(type) {
+	case *guardv1.ApproverRule_Exclusive:
+		who = "only " + r.Exclusive.GetUserId() + " (nobody else, not even an owner)"
+	case *guardv1.ApproverRule_AdminsOfScope:
+		if g := r.AdminsOfScope.GetAgentGroupId(); g != "" {
+			who = "admins of group " + g + ", global admins and owners"
+		} else {
+			who = "global admins and owners"
+		}
+		if u := r.AdminsOfScope.GetDeliveredTo(); u != "" {
+			who += ", and " + u + " (the approver it was delivered to)"
+		}
+	default:
+		return "nobody (the hold has no approver rule)"
+	}
+	if scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
+		return who + "; global scope: the clicker must also be an owner or a global admin"
+	}
+	return who + "; group scope"
+}
+
+// ActorInWords names an actor ("agent of group g (session s)", "host", ...).
+func ActorInWords(a *guardv1.Actor) string {
+	switch k := a.GetKind().(type) {
+	case *guardv1.Actor_Host:
+		return "the operator (host)"
+	case *guardv1.Actor_Agent:
+		s := "an agent of group " + k.Agent.GetAgentGroupId()
+		if k.Agent.GetSessionId() != "" {
+			s += " (session " + k.Agent.GetSessionId() + ")"
+		}
+		return s
+	case *guardv1.Actor_Human:
+		return "user " + k.Human.GetUserId()
+	case *guardv1.Actor_System:
+		return "the system"
+	}
+	return "nobody"
+}

@@ -1,0 +1,81 @@
+package guard
+
+import (
+	"strings"
+	"testing"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// A logged decision is explained from its trace alone: the facts, the
+// resource and the entry's TraceArgs kept when deciding — and nothing else
+// of the payload is kept.
+func TestTraceKeepsOnlyFactsResourceAndTraceArgs(t *testing.T) {
+	e := &Entry{Action: "t.trace", TraceArgs: []string{"name"},
+		Baseline: func(in *Input, f Facts) (Decision, error) {
+			if f.Str("scope") == "global" && in.Arg("name") != "" {
+				return Allow("trusted"), nil
+			}
+			return Deny("no"), nil
+		}}
+	in := &Input{Action: "t.trace", Actor: agent, Resource: map[string]string{"to": "g2"},
+		Payload: map[string]any{"name": "helper", "text": "private message body"}}
+	f := NewFacts(map[string]string{"scope": "global"})
+	b := encodeTrace(e, in, f)
+	if strings.Contains(string(b), "private") {
+		t.Fatalf("trace kept a payload key not in TraceArgs: %s", b)
+	}
+	cat := NewCatalog()
+	e.Explain = func(in *Input, f Facts, d Decision) Explained {
+		return Explained{Summary: "name " + in.Arg("name") + " to " + in.Resource["to"] + " with scope " + f.Str("scope"),
+			Checks: []Check{{Name: "scope", Facts: []string{"scope"}, Outcome: string(d.Effect)}}}
+	}
+	cat.MustRegister(*e)
+	x := cat.ExplainLogged(Logged{Action: "t.trace", Actor: agent, Effect: EffectAllow, Reason: "trusted", DecidedBy: ByBaseline, Trace: b})
+	if x.GetSummary() != "name helper to g2 with scope global" || x.GetChecks()[0].GetFacts()[0].GetValue() != "global" {
+		t.Fatalf("explained from the trace: %v", x)
+	}
+	if encodeTrace(nil, in, f) != nil {
+		t.Fatal("a non-catalog decision stored a trace")
+	}
+}
+
+// Rows logged before traces existed (carried across the migration) still
+// explain: the entry, the answer, and a note that the checks are unknown.
+func TestExplainLoggedWithoutTrace(t *testing.T) {
+	cat := NewCatalog()
+	cat.MustRegister(*entry("t.old", "k", Hold(aosG1, guardv1.ApproverScope_APPROVER_SCOPE_GROUP, "held")))
+	x := cat.ExplainLogged(Logged{Action: "t.old", Actor: agent, Effect: EffectHold, Reason: "held", DecidedBy: ByBaseline})
+	if !strings.Contains(x.GetSummary(), "held because held") || !strings.Contains(x.GetSummary(), "cannot be shown") || len(x.GetChecks()) != 0 {
+		t.Fatalf("untraced: %v", x)
+	}
+	// A guard failure needs no trace to be explained.
+	x = cat.ExplainLogged(Logged{Action: "t.old", Actor: agent, Effect: EffectDeny, Reason: ReasonFailClosed, DecidedBy: ByGuardFailure})
+	if len(x.GetChecks()) != 1 || x.GetChecks()[0].GetOutcome() != "deny" {
+		t.Fatalf("guard failure: %v", x)
+	}
+	x = cat.ExplainLogged(Logged{Action: "t.unknown", Actor: agent, Effect: EffectAllow, Reason: ReasonNonCatalog, DecidedBy: ByNonCatalog})
+	if x.GetEntry().GetInCatalog() || !strings.Contains(x.GetSummary(), "not in the catalog") {
+		t.Fatalf("non-catalog: %v", x)
+	}
+}
+
+// A replay allowed by its grant is explained as the baseline's hold (re-run
+// over the same facts) plus the grant that satisfied it; a panicking
+// Explain falls back to the facts and the answer instead of failing.
+func TestExplainGrantAndPanickingExplain(t *testing.T) {
+	e := entry("t.held", "k", Hold(aosG1, guardv1.ApproverScope_APPROVER_SCOPE_GROUP, "needs approval"))
+	in := input("t.held")
+	in.Grant = "hold_1"
+	x := Explain(e, in, Facts{}, Decision{Effect: EffectAllow, Reason: "hold satisfied by approval hold_1", DecidedBy: ByGrant})
+	last := x.GetChecks()[len(x.GetChecks())-1]
+	if x.GetGrant() != "hold_1" || last.GetName() != "grant" || last.GetOutcome() != "allow" ||
+		!strings.Contains(x.GetWouldChange()[0], "needs approval") {
+		t.Fatalf("grant: %v", x)
+	}
+	e.Explain = func(*Input, Facts, Decision) Explained { panic("boom") }
+	x = Explain(e, input("t.held"), NewFacts(map[string]string{"a": "1"}), Decision{Effect: EffectHold, Reason: "needs approval", DecidedBy: ByBaseline})
+	if len(x.GetChecks()) != 1 || x.GetChecks()[0].GetFacts()[0].GetName() != "a" {
+		t.Fatalf("panicking Explain: %v", x)
+	}
+}
