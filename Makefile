@@ -44,11 +44,12 @@ proto-check: tools ## fail if buf lint fails, regeneration changes anything, or 
 	else echo "buf breaking: no previous main with proto/ to compare against"; fi
 
 .PHONY: build
-build: ## build bin/clawguard-server, bin/clawguard-runner, bin/ncl (static)
+build: ## build bin/clawguard-server, bin/clawguard-runner, bin/ncl, bin/clawguard-telegram (static)
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -trimpath -o bin/clawguard-server ./server/cmd/clawguard-server
 	CGO_ENABLED=0 go build -trimpath -o bin/clawguard-runner ./runner/cmd/clawguard-runner
 	CGO_ENABLED=0 go build -trimpath -o bin/ncl ./cli/cmd/ncl
+	CGO_ENABLED=0 go build -trimpath -o bin/clawguard-telegram ./cli/cmd/clawguard-telegram
 	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
 
 .PHONY: demo-image

@@ -1,0 +1,301 @@
+package telegram
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+const (
+	danaID     int64 = 42 // admin / approver; her private chat is 42
+	ownerID    int64 = 1
+	strangerID int64 = 77
+	groupChat  int64 = -1001
+)
+
+// holdOf waits for the newest hold of a kind and returns its id.
+func (e *env) holdOf(kind string) string {
+	e.t.Helper()
+	var id string
+	e.eventually(wait, "a "+kind+" hold", func() bool {
+		err := e.db.QueryRow(context.Background(), `SELECT id FROM holds WHERE kind = $1 ORDER BY created_at DESC LIMIT 1`, kind).Scan(&id)
+		return err == nil
+	})
+	return id
+}
+
+func (e *env) holdStatus(id string) string {
+	return e.str(`SELECT status FROM holds WHERE id = $1`, id)
+}
+
+// An unknown sender in a wired group chat is held; Dana (admin of the
+// wired group) gets the card in her DM, taps Allow, and the message reaches
+// the agent; the agent's reply comes back to the chat.
+func TestUnknownSenderAdmittedByATapReachesTheAgent(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
+	dana := e.user(danaID, "admin", "ag_research")
+	e.exec(`INSERT INTO messaging_groups (id, channel_type, platform_id, name, is_group, unknown_sender_policy)
+		VALUES ('mg_team', 'telegram', $1, 'team', true, 'request_approval')`, fmt.Sprint(groupChat))
+	e.exec(`INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id) VALUES ('w1', 'mg_team', 'ag_research')`)
+	e.startBridge()
+
+	e.tg.say(strangerID, groupChat, "hello agent, can you help?")
+	hold := e.holdOf("sender_admit")
+	e.textTo(groupChat, "waiting for an admin")
+	if n := len(e.pushes("ag_research", "deliver")); n != 0 {
+		t.Fatalf("%d messages reached the agent before admission", n)
+	}
+	card := e.card(danaID, hold)
+	e.tg.tap(danaID, card, "Allow")
+
+	e.edited(card, "Approved by "+dana)
+	e.eventually(wait, "the admitted message delivered", func() bool {
+		for _, p := range e.pushes("ag_research", "deliver") {
+			if p.GetDeliver().GetText() == "hello agent, can you help?" && p.GetDeliver().GetSenderUserId() == userID(strangerID) {
+				return true
+			}
+		}
+		return false
+	})
+
+	// The agent answers into its chat: the reply reaches the group chat.
+	session := e.str(`SELECT id FROM sessions WHERE agent_group_id = 'ag_research'`)
+	if _, err := guardv1.NewRegistryClient(e.runnerConn()).PostChatMessage(e.asAgent(session),
+		&guardv1.PostChatMessageRequest{Text: "Sure, what do you need?"}); err != nil {
+		t.Fatalf("PostChatMessage: %v", err)
+	}
+	e.textTo(groupChat, "Sure, what do you need?")
+}
+
+// A new group chat asks for registration; the owner gets the card in their
+// DM, taps "New agent", types the name, and the chat is wired to the new
+// agent, which receives the first message.
+func TestNewGroupChatRegisteredThroughTheOwnersDM(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
+	owner := e.user(ownerID, "owner", "")
+	e.startBridge()
+
+	const newChat int64 = -2002
+	e.tg.say(strangerID, newChat, "hi bot")
+	hold := e.holdOf("channel_registration")
+	e.textTo(newChat, "not connected to an agent yet")
+	card := e.card(ownerID, hold)
+	e.tg.tap(ownerID, card, "New agent")
+	e.textTo(ownerID, "name of the new agent")
+
+	e.tg.say(ownerID, ownerID, "helper")
+	e.textTo(ownerID, "created agent helper")
+	e.edited(card, "Approved by "+owner+" — New agent")
+	helper := e.str(`SELECT id FROM agent_groups WHERE name = 'helper'`)
+	wired := e.str(`SELECT mg.platform_id FROM messaging_group_agents w JOIN messaging_groups mg ON mg.id = w.messaging_group_id
+		WHERE w.agent_group_id = $1`, helper)
+	if wired != fmt.Sprint(newChat) {
+		t.Fatalf("helper is wired to chat %s, want %d", wired, newChat)
+	}
+	e.eventually(wait, "the first message delivered to the new agent", func() bool {
+		for _, p := range e.pushes(helper, "deliver") {
+			if p.GetDeliver().GetText() == "hi bot" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// a2a is research asking to message ops, held for Dana alone (a policy).
+func (e *env) a2aHold(text string) string {
+	e.t.Helper()
+	resp, err := guardv1.NewGuardClient(e.runnerConn()).Decide(e.asAgent("s_research"), &guardv1.DecideRequest{
+		Action:   "a2a.send",
+		Resource: map[string]string{"to": "ag_ops"},
+		Payload:  mustStruct(e.t, map[string]any{"to": "ag_ops", "text": text}),
+		Card:     &guardv1.HoldCard{Title: "Message to ops", Question: "research wants to send ops: " + text, DeliveryAction: "send_message"},
+	})
+	if err != nil {
+		e.t.Fatalf("Decide a2a.send: %v", err)
+	}
+	if resp.GetDecision().GetEffect() != guardv1.Effect_EFFECT_HOLD || resp.GetHoldId() == "" {
+		e.t.Fatalf("a2a.send answered %v, want a hold", resp.GetDecision())
+	}
+	return resp.GetHoldId()
+}
+
+func a2aEnv(t *testing.T) (*env, string) {
+	e := newEnv(t)
+	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research'), ('ag_ops', 'ops')`)
+	dana := e.user(danaID, "", "")
+	e.exec(`INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('ag_research', 'ops', 'ag_ops')`)
+	e.exec(`INSERT INTO agent_message_policies (from_agent_group_id, to_agent_group_id, approver_user_id) VALUES ('ag_research', 'ag_ops', $1)`, dana)
+	e.exec(`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s_research', 'ag_research', 'r1')`)
+	return e, dana
+}
+
+// An a2a hold's card reaches Dana; her tap approves it and the card says so.
+func TestA2AHoldApprovedByDanasTap(t *testing.T) {
+	e, dana := a2aEnv(t)
+	e.startBridge()
+	hold := e.a2aHold("deploy at 5")
+	card := e.card(danaID, hold)
+	if !strings.Contains(card.Text, "research wants to send ops: deploy at 5") {
+		t.Fatalf("card text %q lacks the question", card.Text)
+	}
+	// Someone else's tap is refused and changes nothing.
+	e.user(strangerID, "", "")
+	e.tg.tap(strangerID, card, "Approve")
+	e.eventually(wait, "the stranger's tap answered", func() bool {
+		e.tg.mu.Lock()
+		defer e.tg.mu.Unlock()
+		for _, a := range e.tg.answers {
+			if strings.Contains(a, "may not decide") {
+				return true
+			}
+		}
+		return false
+	})
+	if st := e.holdStatus(hold); st != "pending" {
+		t.Fatalf("after a stranger's tap the hold is %s", st)
+	}
+
+	e.tg.tap(danaID, card, "Approve")
+	ed := e.edited(card, "✅ Approved by "+dana)
+	if len(ed.Buttons) != 0 {
+		t.Fatalf("the resolved card still has buttons: %v", ed.Buttons)
+	}
+	if st := e.holdStatus(hold); st != "approved" {
+		t.Fatalf("hold %s, want approved", st)
+	}
+	if r := e.pushes("ag_research", "replay"); len(r) != 1 || r[0].GetReplay().GetHoldId() != hold {
+		t.Fatalf("replay pushes %v, want one for %s", r, hold)
+	}
+}
+
+// "Reject with reason…", then Dana's next DM: the hold is rejected with it,
+// the requesting agent is told the reason, and the card shows it.
+func TestRejectWithATypedReasonReachesTheRequester(t *testing.T) {
+	e, dana := a2aEnv(t)
+	e.startBridge()
+	hold := e.a2aHold("drop the prod database")
+	card := e.card(danaID, hold)
+	e.tg.tap(danaID, card, "Reject with reason…")
+	e.textTo(danaID, "Reply with the reason")
+	e.edited(card, "Waiting for the reason from "+dana)
+	if st := e.holdStatus(hold); st != "pending" {
+		t.Fatalf("hold %s while the reason is awaited, want pending", st)
+	}
+
+	e.tg.say(danaID, danaID, "not during the freeze")
+	e.edited(card, "❌ Rejected by "+dana+": “not during the freeze”")
+	e.textTo(danaID, "rejected with your reason")
+	notices := e.pushes("ag_research", "notify")
+	if len(notices) != 1 || !strings.Contains(notices[0].GetNotify().GetText(), "not during the freeze") {
+		t.Fatalf("notices to research %v, want the reason", notices)
+	}
+	if r := e.pushes("ag_research", "replay"); len(r) != 0 {
+		t.Fatalf("a rejected hold was replayed: %v", r)
+	}
+}
+
+// The bridge stopped mid-stream and started again neither drops nor
+// repeats a card, and a tap made while it was down is carried out.
+func TestRestartMidStreamNeitherDropsNorRepeatsACard(t *testing.T) {
+	e := newEnv(t)
+	dana := e.user(danaID, "owner", "")
+	ctx := context.Background()
+	appr := guardv1.NewApprovalsClient(e.op)
+	request := func(i int) string {
+		resp, err := appr.Request(ctx, &guardv1.RequestRequest{
+			Kind: "onecli_credential", Card: &guardv1.HoldCard{Title: fmt.Sprintf("Use key %d", i)},
+			ApproverRule: &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: dana}}},
+		})
+		if err != nil {
+			t.Fatalf("Request %d: %v", i, err)
+		}
+		return resp.GetHold().GetId()
+	}
+	e.startBridge()
+	var holds []string
+	for i := range 8 {
+		holds = append(holds, request(i))
+	}
+	// Stop while the burst is being carded.
+	e.eventually(wait, "the first cards", func() bool { return len(e.tg.cards()) >= 2 })
+	e.stopBridge()
+	sentBefore := len(e.tg.cards())
+
+	// While it is down: more holds, one resolved elsewhere, and a tap.
+	for i := 8; i < 11; i++ {
+		holds = append(holds, request(i))
+	}
+	first := e.card(danaID, holds[0])
+	e.tg.tap(danaID, first, "Approve")
+	if _, err := appr.Resolve(ctx, &guardv1.ResolveRequest{Id: holds[1], Outcome: guardv1.Outcome_OUTCOME_REJECT, AsUser: dana}); err != nil {
+		t.Fatal(err)
+	}
+
+	e.startBridge()
+	for _, h := range holds[2:] {
+		e.card(danaID, h) // exactly one each (card fails on two)
+	}
+	e.edited(first, "Approved by "+dana)
+	if st := e.holdStatus(holds[0]); st != "approved" {
+		t.Fatalf("the tap made while the bridge was down: hold %s, want approved", st)
+	}
+	// holds[1] was carded before the stop (cards go out in order) and
+	// resolved while the bridge was down: its card is edited on restart.
+	e.edited(e.card(danaID, holds[1]), "Rejected by "+dana)
+	if got := len(e.tg.cards()); got != len(holds) {
+		t.Fatalf("%d cards for %d holds (%d before the restart)", got, len(holds), sentBefore)
+	}
+	e.eventually(wait, "the tap confirmed to Telegram", func() bool { return e.tg.unconfirmed() == 0 })
+
+	// Health and metrics of the restarted bridge.
+	if code, body := httpGet(t, "http://"+e.httpAddr+"/readyz"); code != 200 {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	_, metrics := httpGet(t, "http://"+e.httpAddr+"/metrics")
+	for _, want := range []string{`clawguard_telegram_cards_total{event="sent"}`, `clawguard_telegram_clicks_total{result="resolved"} 1`,
+		`clawguard_telegram_cards_total{event="edited"}`, `clawguard_telegram_errors_total{op="send"} 0`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func cardsFor(cards []fakeMessage, holdID string) []fakeMessage {
+	var out []fakeMessage
+	for _, c := range cards {
+		if strings.Contains(c.Text, holdID) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

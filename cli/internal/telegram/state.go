@@ -1,0 +1,117 @@
+package telegram
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// State is what the bridge must not forget across restarts: how far it has
+// read each stream, and which Telegram message shows which hold's card (so a
+// resolution edits that card and a replayed event sends no second one).
+// It is one small JSON file in the data dir, replaced atomically (write a
+// temporary file, fsync, rename) after every change.
+type State struct {
+	// UpdateOffset is the next Telegram update id to ask for: every update
+	// below it has been handled (clicks resolved, messages routed).
+	UpdateOffset int64 `json:"update_offset"`
+	// WatchCursor is the last Approvals.Watch event handled.
+	WatchCursor int64 `json:"watch_cursor"`
+	// OutboxCursor is the last chat outbox message delivered.
+	OutboxCursor int64 `json:"outbox_cursor"`
+	// Cards by hold id.
+	Cards map[string]Card `json:"cards"`
+}
+
+// Card is a hold's card message.
+type Card struct {
+	ChatID    int64  `json:"chat_id"`
+	MessageID int    `json:"message_id"`
+	Text      string `json:"text"`
+}
+
+// store guards the state and its file.
+type store struct {
+	path string
+	mu   sync.Mutex
+	s    State
+}
+
+func openStore(dir string) (*store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	st := &store{path: filepath.Join(dir, "telegram-state.json"), s: State{Cards: map[string]Card{}}}
+	b, err := os.ReadFile(st.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return st, nil
+	case err != nil:
+		return nil, fmt.Errorf("read state: %w", err)
+	}
+	if err := json.Unmarshal(b, &st.s); err != nil {
+		return nil, fmt.Errorf("state file %s is corrupt: %w", st.path, err)
+	}
+	if st.s.Cards == nil {
+		st.s.Cards = map[string]Card{}
+	}
+	return st, nil
+}
+
+// snapshot returns a copy of the state.
+func (st *store) snapshot() State {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := st.s
+	c.Cards = make(map[string]Card, len(st.s.Cards))
+	for k, v := range st.s.Cards {
+		c.Cards[k] = v
+	}
+	return c
+}
+
+func (st *store) card(holdID string) (Card, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c, ok := st.s.Cards[holdID]
+	return c, ok
+}
+
+// update applies fn and persists the result; on a write error the change
+// is kept in memory only and the error returned (the caller retries).
+func (st *store) update(fn func(*State)) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	fn(&st.s)
+	return st.writeLocked()
+}
+
+func (st *store) writeLocked() error {
+	b, err := json.MarshalIndent(st.s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(st.path), ".telegram-state-*")
+	if err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write state: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write state: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), st.path); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	return nil
+}
