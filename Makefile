@@ -10,7 +10,7 @@ BUF_VERSION             := v1.75.0
 PROTOC_GEN_GO_VERSION   := v1.36.12
 PROTOC_GEN_GRPC_VERSION := v1.6.0
 
-MODULES := proto migrations server runner cli bench e2e
+MODULES := proto migrations server runner cli examples bench e2e
 GO_PKGS := $(foreach m,$(MODULES),./$(m)/...)
 
 .PHONY: help

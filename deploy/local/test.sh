@@ -73,7 +73,7 @@ go_tests() {
   # Packages run in parallel processes, each with its own template database.
   # PIPESTATUS: the exit status of go test, not of tee.
   clean_env go test -count=1 -timeout 20m -p 2 ./proto/... ./migrations/... ./server/... ./runner/... \
-    ./cli/... ./bench/... ./e2e/... 2>&1 | tee "$work/go-test.log"
+    ./cli/... ./examples/... ./bench/... ./e2e/... 2>&1 | tee "$work/go-test.log"
   local rc=${PIPESTATUS[0]}
   if [ "$rc" != 0 ]; then
     echo "--- failing Go packages and tests"
