@@ -228,6 +228,7 @@ func startServer(t *testing.T, name, dbURL, addr, metricsAddr, tokenFile string,
 // ncl runs the ncl binary against one server with the operator token.
 type ncl struct {
 	bin, server, tokenFile, home string
+	env                          []string // extra environment (e.g. CLAWGUARD_TLS_*)
 }
 
 func nclFor(t *testing.T, s *server) ncl {
@@ -236,7 +237,7 @@ func nclFor(t *testing.T, s *server) ncl {
 
 func (n ncl) run(args ...string) (stdout, stderr string, code int) {
 	cmd := exec.Command(n.bin, args...)
-	cmd.Env = append(cleanEnv(), "CLAWGUARD_SERVER="+n.server, "CLAWGUARD_TOKEN_FILE="+n.tokenFile, "HOME="+n.home)
+	cmd.Env = append(append(cleanEnv(), "CLAWGUARD_SERVER="+n.server, "CLAWGUARD_TOKEN_FILE="+n.tokenFile, "HOME="+n.home), n.env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -87,6 +87,7 @@ stage proto-check make --no-print-directory proto-check
 stage build make --no-print-directory build
 stage "go test" go_tests
 stage walkthrough clean_env deploy/local/walkthrough.sh
+stage "docs commands" clean_env deploy/local/doctest.sh
 stage "deploy tests" clean_env deploy/test.sh
 
 echo

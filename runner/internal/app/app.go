@@ -79,19 +79,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
-	creds := insecure.NewCredentials()
-	secure := false
-	if cfg.TLSCA != "" {
-		pem, err := os.ReadFile(cfg.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s: no certificates", cfg.TLSCA)
-		}
-		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
-		secure = true
+	creds, secure, err := transportCredentials(cfg)
+	if err != nil {
+		return nil, err
 	}
 	conn, err := grpc.NewClient(cfg.Server, grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer{token: token, secure: secure}))
@@ -138,6 +128,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 	}
 	r.Metrics.PreInit(r.Actions.Names())
 	return r, nil
+}
+
+// ready: both streams (DecideStream, Connect) are up.
+func (r *Runner) ready() bool {
+	r.upMu.Lock()
+	defer r.upMu.Unlock()
+	return r.up[0] && r.up[1]
 }
 
 func (r *Runner) setUp(i int, up bool) {
@@ -289,7 +286,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
-		srv := &http.Server{Handler: metricsMux(r.registry), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: metricsMux(r.registry, r.ready), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		r.Log.Info("metrics listening", "addr", ln.Addr().String())
@@ -333,4 +330,30 @@ func newInstanceID() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return "inst_" + hex.EncodeToString(b)
+}
+
+// transportCredentials is plaintext without --tls-ca; with it, TLS verified
+// against that CA, presenting --tls-cert to a server that requires client
+// certificates (mTLS).
+func transportCredentials(cfg config.Config) (credentials.TransportCredentials, bool, error) {
+	if cfg.TLSCA == "" {
+		return insecure.NewCredentials(), false, nil
+	}
+	pem, err := os.ReadFile(cfg.TLSCA)
+	if err != nil {
+		return nil, false, fmt.Errorf("--tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, false, fmt.Errorf("--tls-ca %s: no certificates", cfg.TLSCA)
+	}
+	tc := &tls.Config{RootCAs: pool, ServerName: cfg.TLSServerName, MinVersion: tls.VersionTLS12}
+	if cfg.TLSCert != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, false, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(tc), true, nil
 }

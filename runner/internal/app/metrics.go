@@ -12,9 +12,19 @@ type metricsRegistry struct{ *prometheus.Registry }
 
 func newMetricsRegistry() *metricsRegistry { return &metricsRegistry{metrics.NewRegistry()} }
 
-func metricsMux(reg *metricsRegistry) http.Handler {
+// metricsMux serves /metrics, /healthz (the process answers) and /readyz
+// (both streams to the server are up: decisions can be made), for load
+// balancers and probes that cannot speak gRPC.
+func metricsMux(reg *metricsRegistry, ready func() bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(reg.Registry))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "not ready: not connected to the server", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
 	return mux
 }

@@ -26,7 +26,10 @@ type Config struct {
 	DataDir       string
 	AgentImage    string // docker: default agent image
 	AgentBinary   string // process: the agent binary
-	TLSCA         string
+	TLSCA         string // CA that signed the server's certificate: TLS on
+	TLSCert       string // client certificate, for a server started with --tls-client-ca
+	TLSKey        string
+	TLSServerName string            // name to verify the server's certificate against (default: --server's host)
 	Groups        []string          // groups whose sessions this runner opens at start
 	AgentEnv      map[string]string // extra environment for every agent
 	IdleAfter     time.Duration
@@ -91,6 +94,9 @@ func Parse(args []string) (Config, error) {
 	str(&c.AgentImage, "agent-image", "docker: agent image of groups without a base image")
 	str(&c.AgentBinary, "agent-binary", "process: the agent binary")
 	str(&c.TLSCA, "tls-ca", "CA file to verify the server's TLS certificate (empty = plaintext)")
+	str(&c.TLSCert, "tls-cert", "client certificate file for a server that requires one (--tls-client-ca); needs --tls-ca")
+	str(&c.TLSKey, "tls-key", "private key file of --tls-cert")
+	str(&c.TLSServerName, "tls-server-name", "name the server's certificate must carry (default: the host of --server)")
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
 	str(&c.Host, "host", "host name reported at registration")
 	str(&c.ContainerCPUs, "container-cpus", "docker: CPU cap of agent containers whose group sets none, e.g. 2 (empty = no limit)")
@@ -187,6 +193,12 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("--data-dir is required")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key must be given together")
+	}
+	if c.TLSCA == "" && (c.TLSCert != "" || c.TLSServerName != "") {
+		return errors.New("--tls-cert and --tls-server-name need --tls-ca (TLS is on only with a CA)")
 	}
 	if c.IdleAfter <= 0 || c.DecideWait <= 0 {
 		return errors.New("--idle-after and --decide-wait must be positive")

@@ -69,6 +69,14 @@ func TestParse(t *testing.T) {
 		{name: "bad container memory env", env: map[string]string{"CLAWGUARD_CONTAINER_MEMORY": "lots"}, args: base, want: "--container-memory"},
 		{name: "container memory below docker's minimum", args: append(base, "--container-memory", "1m"), want: "--container-memory"},
 		{name: "bad agent env", args: append(base, "--agent-env", "novalue"), want: "KEY=VALUE"},
+		{name: "tls cert without key", args: append(base, "--tls-ca", "/ca", "--tls-cert", "/c"), want: "--tls-cert and --tls-key must be given together"},
+		{name: "tls cert without ca", args: append(base, "--tls-cert", "/c", "--tls-key", "/k"), want: "need --tls-ca"},
+		{name: "mtls", env: map[string]string{"CLAWGUARD_TLS_KEY": "/k"}, args: append(base, "--tls-ca", "/ca", "--tls-cert", "/c", "--tls-server-name", "guard"),
+			check: func(t *testing.T, c Config) {
+				if c.TLSCA != "/ca" || c.TLSCert != "/c" || c.TLSKey != "/k" || c.TLSServerName != "guard" {
+					t.Fatalf("%+v", c)
+				}
+			}},
 		{name: "unknown flag", args: append(base, "--nope"), want: "flag provided but not defined"},
 		{name: "stray argument", args: append(base, "extra"), want: "unexpected argument"},
 	}

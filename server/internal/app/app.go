@@ -173,6 +173,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	if metricsLis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(reg))
+		probes(mux, s.health)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		s.background = append(s.background, func(ctx context.Context) error {
 			go func() { <-ctx.Done(); _ = srv.Close() }()
