@@ -31,6 +31,14 @@ const (
 	EventType_EVENT_TYPE_UNSPECIFIED EventType = 0
 	EventType_EVENT_TYPE_REQUESTED   EventType = 1
 	EventType_EVENT_TYPE_RESOLVED    EventType = 2
+	// One approval of a hold that needs more (quorum); resolver is the
+	// approver and approvals_remaining how many are still needed.
+	EventType_EVENT_TYPE_APPROVED_PARTIAL EventType = 3
+	// A gate in warn mode let an action run that enforce would have held or
+	// denied. hold is a notice, not a hold: its id is the decision id, its kind
+	// "mode_warning", its anchor the agent's group (so that group's admins
+	// receive it like a card) and it has no options.
+	EventType_EVENT_TYPE_WARNED EventType = 4
 )
 
 // Enum value maps for EventType.
@@ -39,11 +47,15 @@ var (
 		0: "EVENT_TYPE_UNSPECIFIED",
 		1: "EVENT_TYPE_REQUESTED",
 		2: "EVENT_TYPE_RESOLVED",
+		3: "EVENT_TYPE_APPROVED_PARTIAL",
+		4: "EVENT_TYPE_WARNED",
 	}
 	EventType_value = map[string]int32{
-		"EVENT_TYPE_UNSPECIFIED": 0,
-		"EVENT_TYPE_REQUESTED":   1,
-		"EVENT_TYPE_RESOLVED":    2,
+		"EVENT_TYPE_UNSPECIFIED":      0,
+		"EVENT_TYPE_REQUESTED":        1,
+		"EVENT_TYPE_RESOLVED":         2,
+		"EVENT_TYPE_APPROVED_PARTIAL": 3,
+		"EVENT_TYPE_WARNED":           4,
 	}
 )
 
@@ -514,10 +526,12 @@ type WatchResponse struct {
 	// Set on RESOLVED by a user; empty for expire and sweep.
 	Resolver string `protobuf:"bytes,5,opt,name=resolver,proto3" json:"resolver,omitempty"`
 	// Set on REQUESTED when no approver's DM was known.
-	Undelivered   bool                   `protobuf:"varint,6,opt,name=undelivered,proto3" json:"undelivered,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Undelivered bool                   `protobuf:"varint,6,opt,name=undelivered,proto3" json:"undelivered,omitempty"`
+	At          *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at,proto3" json:"at,omitempty"`
+	// Set on APPROVED_PARTIAL: approvals still needed.
+	ApprovalsRemaining int32 `protobuf:"varint,8,opt,name=approvals_remaining,json=approvalsRemaining,proto3" json:"approvals_remaining,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *WatchResponse) Reset() {
@@ -597,6 +611,13 @@ func (x *WatchResponse) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *WatchResponse) GetApprovalsRemaining() int32 {
+	if x != nil {
+		return x.ApprovalsRemaining
+	}
+	return 0
 }
 
 // RequestRequest asks for a hold outside any decision.
@@ -902,7 +923,7 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\fafter_cursor\x18\x01 \x01(\x03R\vafterCursor\x12\x19\n" +
 	"\bfrom_now\x18\x02 \x01(\bR\afromNow\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12*\n" +
-	"\x0eagent_group_id\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\"\x8b\x02\n" +
+	"\x0eagent_group_id\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\"\xbc\x02\n" +
 	"\rWatchResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12'\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x13.guard.v1.EventTypeR\x04type\x12\"\n" +
@@ -910,7 +931,8 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x11.guard.v1.OutcomeR\aoutcome\x12\x1a\n" +
 	"\bresolver\x18\x05 \x01(\tR\bresolver\x12 \n" +
 	"\vundelivered\x18\x06 \x01(\bR\vundelivered\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf1\x02\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12/\n" +
+	"\x13approvals_remaining\x18\b \x01(\x05R\x12approvalsRemaining\"\xf1\x02\n" +
 	"\x0eRequestRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12*\n" +
 	"\x0eagent_group_id\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\x12\x1d\n" +
@@ -930,11 +952,13 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"O\n" +
 	"\rAwaitResponse\x12\"\n" +
 	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\x12\x1a\n" +
-	"\bresolved\x18\x02 \x01(\bR\bresolved*Z\n" +
+	"\bresolved\x18\x02 \x01(\bR\bresolved*\x92\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14EVENT_TYPE_REQUESTED\x10\x01\x12\x17\n" +
-	"\x13EVENT_TYPE_RESOLVED\x10\x022\xbc\x04\n" +
+	"\x13EVENT_TYPE_RESOLVED\x10\x02\x12\x1f\n" +
+	"\x1bEVENT_TYPE_APPROVED_PARTIAL\x10\x03\x12\x15\n" +
+	"\x11EVENT_TYPE_WARNED\x10\x042\xbc\x04\n" +
 	"\tApprovals\x12`\n" +
 	"\x04List\x12\x15.guard.v1.ListRequest\x1a\x16.guard.v1.ListResponse\")\xca\xf3\x18%\n" +
 	"\x0eapprovals.list\x10\x01\x1a\tapprovals\"\x04\x01\x02\x03\x04(\x01\x12\\\n" +

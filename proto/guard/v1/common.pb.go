@@ -127,6 +127,66 @@ func (ApproverScope) EnumDescriptor() ([]byte, []int) {
 	return file_guard_v1_common_proto_rawDescGZIP(), []int{1}
 }
 
+// EnforcementMode is how a gate (a message policy, a catalog action's hold,
+// a command allowlist) acts. Protections of the system itself (D1-D4,
+// conformance, grants, global-scope holds) are always enforced.
+type EnforcementMode int32
+
+const (
+	// Inherit: a policy inherits its catalog action's mode; an action enforces.
+	EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED EnforcementMode = 0
+	// Today's behaviour: holds hold, denials deny.
+	EnforcementMode_ENFORCEMENT_MODE_ENFORCE EnforcementMode = 1
+	// The action runs; the decision log records what enforce would have answered.
+	EnforcementMode_ENFORCEMENT_MODE_AUDIT EnforcementMode = 2
+	// The action runs; the agent and the group's admins are told what enforce
+	// would have done.
+	EnforcementMode_ENFORCEMENT_MODE_WARN EnforcementMode = 3
+)
+
+// Enum value maps for EnforcementMode.
+var (
+	EnforcementMode_name = map[int32]string{
+		0: "ENFORCEMENT_MODE_UNSPECIFIED",
+		1: "ENFORCEMENT_MODE_ENFORCE",
+		2: "ENFORCEMENT_MODE_AUDIT",
+		3: "ENFORCEMENT_MODE_WARN",
+	}
+	EnforcementMode_value = map[string]int32{
+		"ENFORCEMENT_MODE_UNSPECIFIED": 0,
+		"ENFORCEMENT_MODE_ENFORCE":     1,
+		"ENFORCEMENT_MODE_AUDIT":       2,
+		"ENFORCEMENT_MODE_WARN":        3,
+	}
+)
+
+func (x EnforcementMode) Enum() *EnforcementMode {
+	p := new(EnforcementMode)
+	*p = x
+	return p
+}
+
+func (x EnforcementMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EnforcementMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_guard_v1_common_proto_enumTypes[2].Descriptor()
+}
+
+func (EnforcementMode) Type() protoreflect.EnumType {
+	return &file_guard_v1_common_proto_enumTypes[2]
+}
+
+func (x EnforcementMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EnforcementMode.Descriptor instead.
+func (EnforcementMode) EnumDescriptor() ([]byte, []int) {
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
 // HoldStatus is where a hold is in its life.
 type HoldStatus int32
 
@@ -170,11 +230,11 @@ func (x HoldStatus) String() string {
 }
 
 func (HoldStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_guard_v1_common_proto_enumTypes[2].Descriptor()
+	return file_guard_v1_common_proto_enumTypes[3].Descriptor()
 }
 
 func (HoldStatus) Type() protoreflect.EnumType {
-	return &file_guard_v1_common_proto_enumTypes[2]
+	return &file_guard_v1_common_proto_enumTypes[3]
 }
 
 func (x HoldStatus) Number() protoreflect.EnumNumber {
@@ -183,7 +243,7 @@ func (x HoldStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HoldStatus.Descriptor instead.
 func (HoldStatus) EnumDescriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{2}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{3}
 }
 
 // Outcome is how a hold was resolved.
@@ -226,11 +286,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_guard_v1_common_proto_enumTypes[3].Descriptor()
+	return file_guard_v1_common_proto_enumTypes[4].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_guard_v1_common_proto_enumTypes[3]
+	return &file_guard_v1_common_proto_enumTypes[4]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -239,7 +299,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{3}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{4}
 }
 
 // Actor is who attempts an action.
@@ -727,7 +787,15 @@ type Decision struct {
 	// Set when effect is HOLD.
 	ApproverScope ApproverScope `protobuf:"varint,4,opt,name=approver_scope,json=approverScope,proto3,enum=guard.v1.ApproverScope" json:"approver_scope,omitempty"`
 	// Which check decided ("baseline", "non-catalog", "grant", "guard-failure", ...).
-	DecidedBy     string `protobuf:"bytes,5,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	DecidedBy string `protobuf:"bytes,5,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// The enforcement mode of the gate that decided, when it was not enforce
+	// ("audit" or "warn"): the answer above is what the relaxed gate gave
+	// (ALLOW, or what the rest of the checks said) and would_effect /
+	// would_reason say what enforce would have answered.
+	Mode string `protobuf:"bytes,6,opt,name=mode,proto3" json:"mode,omitempty"`
+	// What enforce mode would have answered (set only when mode is set).
+	WouldEffect   Effect `protobuf:"varint,7,opt,name=would_effect,json=wouldEffect,proto3,enum=guard.v1.Effect" json:"would_effect,omitempty"`
+	WouldReason   string `protobuf:"bytes,8,opt,name=would_reason,json=wouldReason,proto3" json:"would_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -797,6 +865,80 @@ func (x *Decision) GetDecidedBy() string {
 	return ""
 }
 
+func (x *Decision) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Decision) GetWouldEffect() Effect {
+	if x != nil {
+		return x.WouldEffect
+	}
+	return Effect_EFFECT_UNSPECIFIED
+}
+
+func (x *Decision) GetWouldReason() string {
+	if x != nil {
+		return x.WouldReason
+	}
+	return ""
+}
+
+// HoldApproval is one approver's click toward a hold's quorum.
+type HoldApproval struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldApproval) Reset() {
+	*x = HoldApproval{}
+	mi := &file_guard_v1_common_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldApproval) ProtoMessage() {}
+
+func (x *HoldApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_common_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldApproval.ProtoReflect.Descriptor instead.
+func (*HoldApproval) Descriptor() ([]byte, []int) {
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *HoldApproval) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *HoldApproval) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // Explanation says in words why the guard decided what it did: the catalog
 // entry, each baseline check with the facts it read and its outcome, the
 // grant used, and what would change the answer. The console, `ncl explain`
@@ -819,7 +961,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_guard_v1_common_proto_msgTypes[9]
+	mi := &file_guard_v1_common_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +973,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[9]
+	mi := &file_guard_v1_common_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +986,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{9}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Explanation) GetSummary() string {
@@ -897,7 +1039,7 @@ type ExplainedEntry struct {
 
 func (x *ExplainedEntry) Reset() {
 	*x = ExplainedEntry{}
-	mi := &file_guard_v1_common_proto_msgTypes[10]
+	mi := &file_guard_v1_common_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1051,7 @@ func (x *ExplainedEntry) String() string {
 func (*ExplainedEntry) ProtoMessage() {}
 
 func (x *ExplainedEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[10]
+	mi := &file_guard_v1_common_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1064,7 @@ func (x *ExplainedEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainedEntry.ProtoReflect.Descriptor instead.
 func (*ExplainedEntry) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{10}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExplainedEntry) GetAction() string {
@@ -969,7 +1111,7 @@ type ExplainedCheck struct {
 
 func (x *ExplainedCheck) Reset() {
 	*x = ExplainedCheck{}
-	mi := &file_guard_v1_common_proto_msgTypes[11]
+	mi := &file_guard_v1_common_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1123,7 @@ func (x *ExplainedCheck) String() string {
 func (*ExplainedCheck) ProtoMessage() {}
 
 func (x *ExplainedCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[11]
+	mi := &file_guard_v1_common_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1136,7 @@ func (x *ExplainedCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainedCheck.ProtoReflect.Descriptor instead.
 func (*ExplainedCheck) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{11}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExplainedCheck) GetName() string {
@@ -1038,7 +1180,7 @@ type ExplainedFact struct {
 
 func (x *ExplainedFact) Reset() {
 	*x = ExplainedFact{}
-	mi := &file_guard_v1_common_proto_msgTypes[12]
+	mi := &file_guard_v1_common_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1192,7 @@ func (x *ExplainedFact) String() string {
 func (*ExplainedFact) ProtoMessage() {}
 
 func (x *ExplainedFact) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[12]
+	mi := &file_guard_v1_common_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1205,7 @@ func (x *ExplainedFact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainedFact.ProtoReflect.Descriptor instead.
 func (*ExplainedFact) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{12}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExplainedFact) GetName() string {
@@ -1098,7 +1240,7 @@ type HoldOption struct {
 
 func (x *HoldOption) Reset() {
 	*x = HoldOption{}
-	mi := &file_guard_v1_common_proto_msgTypes[13]
+	mi := &file_guard_v1_common_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1252,7 @@ func (x *HoldOption) String() string {
 func (*HoldOption) ProtoMessage() {}
 
 func (x *HoldOption) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[13]
+	mi := &file_guard_v1_common_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1265,7 @@ func (x *HoldOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldOption.ProtoReflect.Descriptor instead.
 func (*HoldOption) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{13}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HoldOption) GetLabel() string {
@@ -1169,7 +1311,7 @@ type HoldCard struct {
 
 func (x *HoldCard) Reset() {
 	*x = HoldCard{}
-	mi := &file_guard_v1_common_proto_msgTypes[14]
+	mi := &file_guard_v1_common_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1323,7 @@ func (x *HoldCard) String() string {
 func (*HoldCard) ProtoMessage() {}
 
 func (x *HoldCard) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[14]
+	mi := &file_guard_v1_common_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1336,7 @@ func (x *HoldCard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldCard.ProtoReflect.Descriptor instead.
 func (*HoldCard) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{14}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HoldCard) GetTitle() string {
@@ -1306,13 +1448,18 @@ type Hold struct {
 	// picked "Reject with reason…"): the hold stays pending, only they may
 	// resolve it, and their next direct message is the reason.
 	AwaitingReasonFrom string `protobuf:"bytes,25,opt,name=awaiting_reason_from,json=awaitingReasonFrom,proto3" json:"awaiting_reason_from,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Distinct eligible approvals the hold needs before its grant exists
+	// (quorum; 1 = a single approval).
+	ApprovalsRequired int32 `protobuf:"varint,26,opt,name=approvals_required,json=approvalsRequired,proto3" json:"approvals_required,omitempty"`
+	// The approvals given so far, oldest first (each by a distinct user).
+	Approvals     []*HoldApproval `protobuf:"bytes,27,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hold) Reset() {
 	*x = Hold{}
-	mi := &file_guard_v1_common_proto_msgTypes[15]
+	mi := &file_guard_v1_common_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1471,7 @@ func (x *Hold) String() string {
 func (*Hold) ProtoMessage() {}
 
 func (x *Hold) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_common_proto_msgTypes[15]
+	mi := &file_guard_v1_common_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1484,7 @@ func (x *Hold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hold.ProtoReflect.Descriptor instead.
 func (*Hold) Descriptor() ([]byte, []int) {
-	return file_guard_v1_common_proto_rawDescGZIP(), []int{15}
+	return file_guard_v1_common_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Hold) GetId() string {
@@ -1515,6 +1662,20 @@ func (x *Hold) GetAwaitingReasonFrom() string {
 	return ""
 }
 
+func (x *Hold) GetApprovalsRequired() int32 {
+	if x != nil {
+		return x.ApprovalsRequired
+	}
+	return 0
+}
+
+func (x *Hold) GetApprovals() []*HoldApproval {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
+}
+
 var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
@@ -1544,14 +1705,20 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\"X\n" +
 	"\rAdminsOfScope\x12$\n" +
 	"\x0eagent_group_id\x18\x01 \x01(\tR\fagentGroupId\x12!\n" +
-	"\fdelivered_to\x18\x02 \x01(\tR\vdeliveredTo\"\xe8\x01\n" +
+	"\fdelivered_to\x18\x02 \x01(\tR\vdeliveredTo\"\xd4\x02\n" +
 	"\bDecision\x12(\n" +
 	"\x06effect\x18\x01 \x01(\x0e2\x10.guard.v1.EffectR\x06effect\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
 	"\rapprover_rule\x18\x03 \x01(\v2\x16.guard.v1.ApproverRuleR\fapproverRule\x12>\n" +
 	"\x0eapprover_scope\x18\x04 \x01(\x0e2\x17.guard.v1.ApproverScopeR\rapproverScope\x12\x1d\n" +
 	"\n" +
-	"decided_by\x18\x05 \x01(\tR\tdecidedBy\"\xc2\x01\n" +
+	"decided_by\x18\x05 \x01(\tR\tdecidedBy\x12\x12\n" +
+	"\x04mode\x18\x06 \x01(\tR\x04mode\x123\n" +
+	"\fwould_effect\x18\a \x01(\x0e2\x10.guard.v1.EffectR\vwouldEffect\x12!\n" +
+	"\fwould_reason\x18\b \x01(\tR\vwouldReason\"S\n" +
+	"\fHoldApproval\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc2\x01\n" +
 	"\vExplanation\x12\x18\n" +
 	"\asummary\x18\x01 \x01(\tR\asummary\x12.\n" +
 	"\x05entry\x18\x02 \x01(\v2\x18.guard.v1.ExplainedEntryR\x05entry\x120\n" +
@@ -1589,7 +1756,7 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x13record_delivered_to\x18\b \x01(\bR\x11recordDeliveredTo\x121\n" +
 	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12'\n" +
 	"\x0fdelivery_action\x18\n" +
-	" \x01(\tR\x0edeliveryAction\"\xeb\a\n" +
+	" \x01(\tR\x0edeliveryAction\"\xd0\b\n" +
 	"\x04Hold\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12%\n" +
@@ -1620,7 +1787,9 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x0fdelivery_action\x18\x16 \x01(\tR\x0edeliveryAction\x12.\n" +
 	"\x13origin_channel_type\x18\x17 \x01(\tR\x11originChannelType\x12\x16\n" +
 	"\x06choice\x18\x18 \x01(\tR\x06choice\x120\n" +
-	"\x14awaiting_reason_from\x18\x19 \x01(\tR\x12awaitingReasonFrom*T\n" +
+	"\x14awaiting_reason_from\x18\x19 \x01(\tR\x12awaitingReasonFrom\x12-\n" +
+	"\x12approvals_required\x18\x1a \x01(\x05R\x11approvalsRequired\x124\n" +
+	"\tapprovals\x18\x1b \x03(\v2\x16.guard.v1.HoldApprovalR\tapprovals*T\n" +
 	"\x06Effect\x12\x16\n" +
 	"\x12EFFECT_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fEFFECT_ALLOW\x10\x01\x12\x0f\n" +
@@ -1629,7 +1798,12 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\rApproverScope\x12\x1e\n" +
 	"\x1aAPPROVER_SCOPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14APPROVER_SCOPE_GROUP\x10\x01\x12\x19\n" +
-	"\x15APPROVER_SCOPE_GLOBAL\x10\x02*\xa6\x01\n" +
+	"\x15APPROVER_SCOPE_GLOBAL\x10\x02*\x88\x01\n" +
+	"\x0fEnforcementMode\x12 \n" +
+	"\x1cENFORCEMENT_MODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18ENFORCEMENT_MODE_ENFORCE\x10\x01\x12\x1a\n" +
+	"\x16ENFORCEMENT_MODE_AUDIT\x10\x02\x12\x19\n" +
+	"\x15ENFORCEMENT_MODE_WARN\x10\x03*\xa6\x01\n" +
 	"\n" +
 	"HoldStatus\x12\x1b\n" +
 	"\x17HOLD_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1657,62 +1831,67 @@ func file_guard_v1_common_proto_rawDescGZIP() []byte {
 	return file_guard_v1_common_proto_rawDescData
 }
 
-var file_guard_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_guard_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_guard_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_guard_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_guard_v1_common_proto_goTypes = []any{
 	(Effect)(0),                   // 0: guard.v1.Effect
 	(ApproverScope)(0),            // 1: guard.v1.ApproverScope
-	(HoldStatus)(0),               // 2: guard.v1.HoldStatus
-	(Outcome)(0),                  // 3: guard.v1.Outcome
-	(*Actor)(nil),                 // 4: guard.v1.Actor
-	(*HostActor)(nil),             // 5: guard.v1.HostActor
-	(*AgentActor)(nil),            // 6: guard.v1.AgentActor
-	(*HumanActor)(nil),            // 7: guard.v1.HumanActor
-	(*SystemActor)(nil),           // 8: guard.v1.SystemActor
-	(*ApproverRule)(nil),          // 9: guard.v1.ApproverRule
-	(*ExclusiveApprover)(nil),     // 10: guard.v1.ExclusiveApprover
-	(*AdminsOfScope)(nil),         // 11: guard.v1.AdminsOfScope
-	(*Decision)(nil),              // 12: guard.v1.Decision
-	(*Explanation)(nil),           // 13: guard.v1.Explanation
-	(*ExplainedEntry)(nil),        // 14: guard.v1.ExplainedEntry
-	(*ExplainedCheck)(nil),        // 15: guard.v1.ExplainedCheck
-	(*ExplainedFact)(nil),         // 16: guard.v1.ExplainedFact
-	(*HoldOption)(nil),            // 17: guard.v1.HoldOption
-	(*HoldCard)(nil),              // 18: guard.v1.HoldCard
-	(*Hold)(nil),                  // 19: guard.v1.Hold
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 21: google.protobuf.Struct
+	(EnforcementMode)(0),          // 2: guard.v1.EnforcementMode
+	(HoldStatus)(0),               // 3: guard.v1.HoldStatus
+	(Outcome)(0),                  // 4: guard.v1.Outcome
+	(*Actor)(nil),                 // 5: guard.v1.Actor
+	(*HostActor)(nil),             // 6: guard.v1.HostActor
+	(*AgentActor)(nil),            // 7: guard.v1.AgentActor
+	(*HumanActor)(nil),            // 8: guard.v1.HumanActor
+	(*SystemActor)(nil),           // 9: guard.v1.SystemActor
+	(*ApproverRule)(nil),          // 10: guard.v1.ApproverRule
+	(*ExclusiveApprover)(nil),     // 11: guard.v1.ExclusiveApprover
+	(*AdminsOfScope)(nil),         // 12: guard.v1.AdminsOfScope
+	(*Decision)(nil),              // 13: guard.v1.Decision
+	(*HoldApproval)(nil),          // 14: guard.v1.HoldApproval
+	(*Explanation)(nil),           // 15: guard.v1.Explanation
+	(*ExplainedEntry)(nil),        // 16: guard.v1.ExplainedEntry
+	(*ExplainedCheck)(nil),        // 17: guard.v1.ExplainedCheck
+	(*ExplainedFact)(nil),         // 18: guard.v1.ExplainedFact
+	(*HoldOption)(nil),            // 19: guard.v1.HoldOption
+	(*HoldCard)(nil),              // 20: guard.v1.HoldCard
+	(*Hold)(nil),                  // 21: guard.v1.Hold
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
 }
 var file_guard_v1_common_proto_depIdxs = []int32{
-	5,  // 0: guard.v1.Actor.host:type_name -> guard.v1.HostActor
-	6,  // 1: guard.v1.Actor.agent:type_name -> guard.v1.AgentActor
-	7,  // 2: guard.v1.Actor.human:type_name -> guard.v1.HumanActor
-	8,  // 3: guard.v1.Actor.system:type_name -> guard.v1.SystemActor
-	10, // 4: guard.v1.ApproverRule.exclusive:type_name -> guard.v1.ExclusiveApprover
-	11, // 5: guard.v1.ApproverRule.admins_of_scope:type_name -> guard.v1.AdminsOfScope
+	6,  // 0: guard.v1.Actor.host:type_name -> guard.v1.HostActor
+	7,  // 1: guard.v1.Actor.agent:type_name -> guard.v1.AgentActor
+	8,  // 2: guard.v1.Actor.human:type_name -> guard.v1.HumanActor
+	9,  // 3: guard.v1.Actor.system:type_name -> guard.v1.SystemActor
+	11, // 4: guard.v1.ApproverRule.exclusive:type_name -> guard.v1.ExclusiveApprover
+	12, // 5: guard.v1.ApproverRule.admins_of_scope:type_name -> guard.v1.AdminsOfScope
 	0,  // 6: guard.v1.Decision.effect:type_name -> guard.v1.Effect
-	9,  // 7: guard.v1.Decision.approver_rule:type_name -> guard.v1.ApproverRule
+	10, // 7: guard.v1.Decision.approver_rule:type_name -> guard.v1.ApproverRule
 	1,  // 8: guard.v1.Decision.approver_scope:type_name -> guard.v1.ApproverScope
-	14, // 9: guard.v1.Explanation.entry:type_name -> guard.v1.ExplainedEntry
-	15, // 10: guard.v1.Explanation.checks:type_name -> guard.v1.ExplainedCheck
-	16, // 11: guard.v1.ExplainedCheck.facts:type_name -> guard.v1.ExplainedFact
-	17, // 12: guard.v1.HoldCard.options:type_name -> guard.v1.HoldOption
-	20, // 13: guard.v1.HoldCard.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 14: guard.v1.HoldCard.payload:type_name -> google.protobuf.Struct
-	21, // 15: guard.v1.Hold.payload:type_name -> google.protobuf.Struct
-	9,  // 16: guard.v1.Hold.approver_rule:type_name -> guard.v1.ApproverRule
-	1,  // 17: guard.v1.Hold.approver_scope:type_name -> guard.v1.ApproverScope
-	20, // 18: guard.v1.Hold.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 19: guard.v1.Hold.status:type_name -> guard.v1.HoldStatus
-	17, // 20: guard.v1.Hold.options:type_name -> guard.v1.HoldOption
-	20, // 21: guard.v1.Hold.created_at:type_name -> google.protobuf.Timestamp
-	20, // 22: guard.v1.Hold.resolved_at:type_name -> google.protobuf.Timestamp
-	4,  // 23: guard.v1.Hold.requester:type_name -> guard.v1.Actor
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	0,  // 9: guard.v1.Decision.would_effect:type_name -> guard.v1.Effect
+	22, // 10: guard.v1.HoldApproval.at:type_name -> google.protobuf.Timestamp
+	16, // 11: guard.v1.Explanation.entry:type_name -> guard.v1.ExplainedEntry
+	17, // 12: guard.v1.Explanation.checks:type_name -> guard.v1.ExplainedCheck
+	18, // 13: guard.v1.ExplainedCheck.facts:type_name -> guard.v1.ExplainedFact
+	19, // 14: guard.v1.HoldCard.options:type_name -> guard.v1.HoldOption
+	22, // 15: guard.v1.HoldCard.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 16: guard.v1.HoldCard.payload:type_name -> google.protobuf.Struct
+	23, // 17: guard.v1.Hold.payload:type_name -> google.protobuf.Struct
+	10, // 18: guard.v1.Hold.approver_rule:type_name -> guard.v1.ApproverRule
+	1,  // 19: guard.v1.Hold.approver_scope:type_name -> guard.v1.ApproverScope
+	22, // 20: guard.v1.Hold.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 21: guard.v1.Hold.status:type_name -> guard.v1.HoldStatus
+	19, // 22: guard.v1.Hold.options:type_name -> guard.v1.HoldOption
+	22, // 23: guard.v1.Hold.created_at:type_name -> google.protobuf.Timestamp
+	22, // 24: guard.v1.Hold.resolved_at:type_name -> google.protobuf.Timestamp
+	5,  // 25: guard.v1.Hold.requester:type_name -> guard.v1.Actor
+	14, // 26: guard.v1.Hold.approvals:type_name -> guard.v1.HoldApproval
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_common_proto_init() }
@@ -1735,8 +1914,8 @@ func file_guard_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_common_proto_rawDesc), len(file_guard_v1_common_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   16,
+			NumEnums:      5,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

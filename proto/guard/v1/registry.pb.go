@@ -36,6 +36,8 @@ const (
 	NoticeKind_NOTICE_KIND_RESULT      NoticeKind = 5
 	NoticeKind_NOTICE_KIND_FAILED      NoticeKind = 6
 	NoticeKind_NOTICE_KIND_INFO        NoticeKind = 7
+	// A gate in warn mode let the action run; enforce would have held or denied it.
+	NoticeKind_NOTICE_KIND_WARNING NoticeKind = 8
 )
 
 // Enum value maps for NoticeKind.
@@ -49,6 +51,7 @@ var (
 		5: "NOTICE_KIND_RESULT",
 		6: "NOTICE_KIND_FAILED",
 		7: "NOTICE_KIND_INFO",
+		8: "NOTICE_KIND_WARNING",
 	}
 	NoticeKind_value = map[string]int32{
 		"NOTICE_KIND_UNSPECIFIED": 0,
@@ -59,6 +62,7 @@ var (
 		"NOTICE_KIND_RESULT":      5,
 		"NOTICE_KIND_FAILED":      6,
 		"NOTICE_KIND_INFO":        7,
+		"NOTICE_KIND_WARNING":     8,
 	}
 )
 
@@ -2704,7 +2708,10 @@ type GroupConfig struct {
 	NpmPackages []string     `protobuf:"bytes,5,rep,name=npm_packages,json=npmPackages,proto3" json:"npm_packages,omitempty"`
 	McpServers  []*McpServer `protobuf:"bytes,6,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
 	// Bumped on every change; images are tagged with it.
-	Version       int64 `protobuf:"varint,7,opt,name=version,proto3" json:"version,omitempty"`
+	Version int64 `protobuf:"varint,7,opt,name=version,proto3" json:"version,omitempty"`
+	// Distinct approvals every hold anchored to this group needs (0: the
+	// approver scope's default; the largest of group, action and scope wins).
+	HoldApprovals int32 `protobuf:"varint,8,opt,name=hold_approvals,json=holdApprovals,proto3" json:"hold_approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2784,6 +2791,13 @@ func (x *GroupConfig) GetMcpServers() []*McpServer {
 func (x *GroupConfig) GetVersion() int64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *GroupConfig) GetHoldApprovals() int32 {
+	if x != nil {
+		return x.HoldApprovals
 	}
 	return 0
 }
@@ -3466,11 +3480,13 @@ func (x *GetGroupConfigResponse) GetConfig() *GroupConfig {
 
 // UpdateGroupConfigRequest changes config fields (unset = unchanged).
 type UpdateGroupConfigRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	CliScope      CliScope               `protobuf:"varint,2,opt,name=cli_scope,json=cliScope,proto3,enum=guard.v1.CliScope" json:"cli_scope,omitempty"`
-	Cpus          *string                `protobuf:"bytes,3,opt,name=cpus,proto3,oneof" json:"cpus,omitempty"`
-	Memory        *string                `protobuf:"bytes,4,opt,name=memory,proto3,oneof" json:"memory,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Group    string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	CliScope CliScope               `protobuf:"varint,2,opt,name=cli_scope,json=cliScope,proto3,enum=guard.v1.CliScope" json:"cli_scope,omitempty"`
+	Cpus     *string                `protobuf:"bytes,3,opt,name=cpus,proto3,oneof" json:"cpus,omitempty"`
+	Memory   *string                `protobuf:"bytes,4,opt,name=memory,proto3,oneof" json:"memory,omitempty"`
+	// Distinct approvals the group's holds need (0: the scope default).
+	HoldApprovals *int32 `protobuf:"varint,5,opt,name=hold_approvals,json=holdApprovals,proto3,oneof" json:"hold_approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3531,6 +3547,13 @@ func (x *UpdateGroupConfigRequest) GetMemory() string {
 		return *x.Memory
 	}
 	return ""
+}
+
+func (x *UpdateGroupConfigRequest) GetHoldApprovals() int32 {
+	if x != nil && x.HoldApprovals != nil {
+		return *x.HoldApprovals
+	}
+	return 0
 }
 
 // UpdateGroupConfigResponse is the config.
@@ -7008,8 +7031,10 @@ type MessagePolicy struct {
 	FromGroup      string                 `protobuf:"bytes,1,opt,name=from_group,json=fromGroup,proto3" json:"from_group,omitempty"`
 	ToGroup        string                 `protobuf:"bytes,2,opt,name=to_group,json=toGroup,proto3" json:"to_group,omitempty"`
 	ApproverUserId string                 `protobuf:"bytes,3,opt,name=approver_user_id,json=approverUserId,proto3" json:"approver_user_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Unspecified: the a2a.send action's mode.
+	Mode          EnforcementMode `protobuf:"varint,5,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MessagePolicy) Reset() {
@@ -7061,6 +7086,13 @@ func (x *MessagePolicy) GetApproverUserId() string {
 		return x.ApproverUserId
 	}
 	return ""
+}
+
+func (x *MessagePolicy) GetMode() EnforcementMode {
+	if x != nil {
+		return x.Mode
+	}
+	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
 }
 
 // ListPoliciesRequest filters policies.
@@ -7159,8 +7191,10 @@ type SetPolicyRequest struct {
 	FromGroup      string                 `protobuf:"bytes,1,opt,name=from_group,json=fromGroup,proto3" json:"from_group,omitempty"`
 	ToGroup        string                 `protobuf:"bytes,2,opt,name=to_group,json=toGroup,proto3" json:"to_group,omitempty"`
 	ApproverUserId string                 `protobuf:"bytes,3,opt,name=approver_user_id,json=approverUserId,proto3" json:"approver_user_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Unspecified: inherit the a2a.send action's mode.
+	Mode          EnforcementMode `protobuf:"varint,5,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetPolicyRequest) Reset() {
@@ -7212,6 +7246,13 @@ func (x *SetPolicyRequest) GetApproverUserId() string {
 		return x.ApproverUserId
 	}
 	return ""
+}
+
+func (x *SetPolicyRequest) GetMode() EnforcementMode {
+	if x != nil {
+		return x.Mode
+	}
+	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
 }
 
 // SetPolicyResponse is the policy.
@@ -8166,9 +8207,13 @@ type CatalogEntry struct {
 	// The hold kind its grants must carry; empty = can never hold.
 	ApprovalAction string `protobuf:"bytes,2,opt,name=approval_action,json=approvalAction,proto3" json:"approval_action,omitempty"`
 	// Admin RPC entries: access level and resource.
-	Access        Access `protobuf:"varint,3,opt,name=access,proto3,enum=guard.v1.Access" json:"access,omitempty"`
-	Resource      string `protobuf:"bytes,4,opt,name=resource,proto3" json:"resource,omitempty"`
-	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	Access      Access `protobuf:"varint,3,opt,name=access,proto3,enum=guard.v1.Access" json:"access,omitempty"`
+	Resource    string `protobuf:"bytes,4,opt,name=resource,proto3" json:"resource,omitempty"`
+	Description string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	// Operator settings (SetActionSettings): distinct approvals its holds
+	// need (0: the scope default) and its enforcement mode (unspecified: enforce).
+	Approvals     int32           `protobuf:"varint,6,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	Mode          EnforcementMode `protobuf:"varint,7,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8236,6 +8281,20 @@ func (x *CatalogEntry) GetDescription() string {
 		return x.Description
 	}
 	return ""
+}
+
+func (x *CatalogEntry) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *CatalogEntry) GetMode() EnforcementMode {
+	if x != nil {
+		return x.Mode
+	}
+	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
 }
 
 // ListCatalogRequest lists the catalog.
@@ -8344,7 +8403,12 @@ type DecisionRecord struct {
 	DryRun    bool                   `protobuf:"varint,10,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	DecidedBy string                 `protobuf:"bytes,11,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
 	// Set by GetDecision: the decision in words (the same message `ncl explain` shows).
-	Explanation   *Explanation `protobuf:"bytes,12,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	Explanation *Explanation `protobuf:"bytes,12,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	// The gate's mode when it was audit or warn; would_effect and
+	// would_reason are then what enforce would have answered.
+	Mode          string `protobuf:"bytes,13,opt,name=mode,proto3" json:"mode,omitempty"`
+	WouldEffect   Effect `protobuf:"varint,14,opt,name=would_effect,json=wouldEffect,proto3,enum=guard.v1.Effect" json:"would_effect,omitempty"`
+	WouldReason   string `protobuf:"bytes,15,opt,name=would_reason,json=wouldReason,proto3" json:"would_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8461,6 +8525,27 @@ func (x *DecisionRecord) GetExplanation() *Explanation {
 		return x.Explanation
 	}
 	return nil
+}
+
+func (x *DecisionRecord) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *DecisionRecord) GetWouldEffect() Effect {
+	if x != nil {
+		return x.WouldEffect
+	}
+	return Effect_EFFECT_UNSPECIFIED
+}
+
+func (x *DecisionRecord) GetWouldReason() string {
+	if x != nil {
+		return x.WouldReason
+	}
+	return ""
 }
 
 // GetDecisionRequest names one logged decision.
@@ -8675,6 +8760,114 @@ func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
 	return nil
 }
 
+// SetActionSettingsRequest sets one catalog action's operator settings.
+type SetActionSettingsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// Distinct approvals its holds need; 0 = the approver scope's default.
+	Approvals int32 `protobuf:"varint,2,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	// Unspecified or ENFORCE: enforce. AUDIT and WARN let the action run.
+	Mode          EnforcementMode `protobuf:"varint,3,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetActionSettingsRequest) Reset() {
+	*x = SetActionSettingsRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetActionSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetActionSettingsRequest) ProtoMessage() {}
+
+func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetActionSettingsRequest.ProtoReflect.Descriptor instead.
+func (*SetActionSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
+}
+
+func (x *SetActionSettingsRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *SetActionSettingsRequest) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *SetActionSettingsRequest) GetMode() EnforcementMode {
+	if x != nil {
+		return x.Mode
+	}
+	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
+}
+
+// SetActionSettingsResponse is the catalog entry with its settings.
+type SetActionSettingsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *CatalogEntry          `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetActionSettingsResponse) Reset() {
+	*x = SetActionSettingsResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetActionSettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetActionSettingsResponse) ProtoMessage() {}
+
+func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetActionSettingsResponse.ProtoReflect.Descriptor instead.
+func (*SetActionSettingsResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
+}
+
+func (x *SetActionSettingsResponse) GetEntry() *CatalogEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
 var File_guard_v1_registry_proto protoreflect.FileDescriptor
 
 const file_guard_v1_registry_proto_rawDesc = "" +
@@ -8861,7 +9054,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x03env\x18\x04 \x03(\v2\x1c.guard.v1.McpServer.EnvEntryR\x03env\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x02\n" +
 	"\vGroupConfig\x12/\n" +
 	"\tcli_scope\x18\x01 \x01(\x0e2\x12.guard.v1.CliScopeR\bcliScope\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\tR\x04cpus\x12\x16\n" +
@@ -8870,7 +9063,8 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\fnpm_packages\x18\x05 \x03(\tR\vnpmPackages\x124\n" +
 	"\vmcp_servers\x18\x06 \x03(\v2\x13.guard.v1.McpServerR\n" +
 	"mcpServers\x12\x18\n" +
-	"\aversion\x18\a \x01(\x03R\aversion\"\xf9\x01\n" +
+	"\aversion\x18\a \x01(\x03R\aversion\x12%\n" +
+	"\x0ehold_approvals\x18\b \x01(\x05R\rholdApprovals\"\xf9\x01\n" +
 	"\x05Group\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -8918,14 +9112,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x15GetGroupConfigRequest\x12\x1a\n" +
 	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"G\n" +
 	"\x16GetGroupConfigResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xb1\x01\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xf0\x01\n" +
 	"\x18UpdateGroupConfigRequest\x12\x1a\n" +
 	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12/\n" +
 	"\tcli_scope\x18\x02 \x01(\x0e2\x12.guard.v1.CliScopeR\bcliScope\x12\x17\n" +
 	"\x04cpus\x18\x03 \x01(\tH\x00R\x04cpus\x88\x01\x01\x12\x1b\n" +
-	"\x06memory\x18\x04 \x01(\tH\x01R\x06memory\x88\x01\x01B\a\n" +
+	"\x06memory\x18\x04 \x01(\tH\x01R\x06memory\x88\x01\x01\x12*\n" +
+	"\x0ehold_approvals\x18\x05 \x01(\x05H\x02R\rholdApprovals\x88\x01\x01B\a\n" +
 	"\x05_cpusB\t\n" +
-	"\a_memory\"J\n" +
+	"\a_memoryB\x11\n" +
+	"\x0f_hold_approvals\"J\n" +
 	"\x19UpdateGroupConfigResponse\x12-\n" +
 	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x84\x01\n" +
 	"\x16AddGroupPackageRequest\x12\x1a\n" +
@@ -9122,21 +9318,23 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fmessaging_group\x18\x01 \x01(\v2\x18.guard.v1.MessagingGroupR\x0emessagingGroup\"-\n" +
 	"\x1bDeleteMessagingGroupRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1e\n" +
-	"\x1cDeleteMessagingGroupResponse\"s\n" +
+	"\x1cDeleteMessagingGroupResponse\"\xa2\x01\n" +
 	"\rMessagePolicy\x12\x1d\n" +
 	"\n" +
 	"from_group\x18\x01 \x01(\tR\tfromGroup\x12\x19\n" +
 	"\bto_group\x18\x02 \x01(\tR\atoGroup\x12(\n" +
-	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\"1\n" +
+	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12-\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"1\n" +
 	"\x13ListPoliciesRequest\x12\x1a\n" +
 	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"K\n" +
 	"\x14ListPoliciesResponse\x123\n" +
-	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\"\x82\x01\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\"\xb1\x01\n" +
 	"\x10SetPolicyRequest\x12#\n" +
 	"\n" +
 	"from_group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\tfromGroup\x12\x1f\n" +
 	"\bto_group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\atoGroup\x12(\n" +
-	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\"D\n" +
+	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12-\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"D\n" +
 	"\x11SetPolicyResponse\x12/\n" +
 	"\x06policy\x18\x01 \x01(\v2\x17.guard.v1.MessagePolicyR\x06policy\"[\n" +
 	"\x13RemovePolicyRequest\x12#\n" +
@@ -9188,17 +9386,19 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x13RevokeTokenResponse\"\x14\n" +
 	"\x12ListRunnersRequest\"A\n" +
 	"\x13ListRunnersResponse\x12*\n" +
-	"\arunners\x18\x01 \x03(\v2\x10.guard.v1.RunnerR\arunners\"\xb7\x01\n" +
+	"\arunners\x18\x01 \x03(\v2\x10.guard.v1.RunnerR\arunners\"\x84\x02\n" +
 	"\fCatalogEntry\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12'\n" +
 	"\x0fapproval_action\x18\x02 \x01(\tR\x0eapprovalAction\x12(\n" +
 	"\x06access\x18\x03 \x01(\x0e2\x10.guard.v1.AccessR\x06access\x12\x1a\n" +
 	"\bresource\x18\x04 \x01(\tR\bresource\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\x14\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x1c\n" +
+	"\tapprovals\x18\x06 \x01(\x05R\tapprovals\x12-\n" +
+	"\x04mode\x18\a \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"\x14\n" +
 	"\x12ListCatalogRequest\"\x7f\n" +
 	"\x13ListCatalogResponse\x120\n" +
 	"\aentries\x18\x01 \x03(\v2\x16.guard.v1.CatalogEntryR\aentries\x126\n" +
-	"\x17exempt_delivery_actions\x18\x02 \x03(\tR\x15exemptDeliveryActions\"\xa2\x03\n" +
+	"\x17exempt_delivery_actions\x18\x02 \x03(\tR\x15exemptDeliveryActions\"\x8e\x04\n" +
 	"\x0eDecisionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
@@ -9213,7 +9413,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	" \x01(\bR\x06dryRun\x12\x1d\n" +
 	"\n" +
 	"decided_by\x18\v \x01(\tR\tdecidedBy\x127\n" +
-	"\vexplanation\x18\f \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"$\n" +
+	"\vexplanation\x18\f \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\x12\x12\n" +
+	"\x04mode\x18\r \x01(\tR\x04mode\x123\n" +
+	"\fwould_effect\x18\x0e \x01(\x0e2\x10.guard.v1.EffectR\vwouldEffect\x12!\n" +
+	"\fwould_reason\x18\x0f \x01(\tR\vwouldReason\"$\n" +
 	"\x12GetDecisionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\x13GetDecisionResponse\x124\n" +
@@ -9225,7 +9428,13 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\"O\n" +
 	"\x15ListDecisionsResponse\x126\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x18.guard.v1.DecisionRecordR\tdecisions*\xd1\x01\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x18.guard.v1.DecisionRecordR\tdecisions\"\x7f\n" +
+	"\x18SetActionSettingsRequest\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x1c\n" +
+	"\tapprovals\x18\x02 \x01(\x05R\tapprovals\x12-\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"I\n" +
+	"\x19SetActionSettingsResponse\x12,\n" +
+	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry*\xea\x01\n" +
 	"\n" +
 	"NoticeKind\x12\x1b\n" +
 	"\x17NOTICE_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -9235,7 +9444,8 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x14NOTICE_KIND_REJECTED\x10\x04\x12\x16\n" +
 	"\x12NOTICE_KIND_RESULT\x10\x05\x12\x16\n" +
 	"\x12NOTICE_KIND_FAILED\x10\x06\x12\x14\n" +
-	"\x10NOTICE_KIND_INFO\x10\a*\xe9\x01\n" +
+	"\x10NOTICE_KIND_INFO\x10\a\x12\x17\n" +
+	"\x13NOTICE_KIND_WARNING\x10\b*\xe9\x01\n" +
 	"\fRouteOutcome\x12\x1d\n" +
 	"\x19ROUTE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ROUTE_OUTCOME_DELIVERED\x10\x01\x12\x16\n" +
@@ -9275,7 +9485,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x19SENDER_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SENDER_POLICY_PUBLIC\x10\x01\x12\"\n" +
 	"\x1eSENDER_POLICY_REQUEST_APPROVAL\x10\x02\x12\x18\n" +
-	"\x14SENDER_POLICY_STRICT\x10\x032\xb86\n" +
+	"\x14SENDER_POLICY_STRICT\x10\x032\xc47\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -9397,7 +9607,9 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\vListCatalog\x12\x1c.guard.v1.ListCatalogRequest\x1a\x1d.guard.v1.ListCatalogResponse\"$\xca\xf3\x18 \n" +
 	"\fcatalog.list\x10\x01\x1a\acatalog\"\x03\x01\x02\x04(\x01\x12s\n" +
 	"\vGetDecision\x12\x1c.guard.v1.GetDecisionRequest\x1a\x1d.guard.v1.GetDecisionResponse\"'\xca\xf3\x18#\n" +
-	"\rdecisions.get\x10\x01\x1a\tdecisions\"\x03\x01\x02\x04(\x01\x12z\n" +
+	"\rdecisions.get\x10\x01\x1a\tdecisions\"\x03\x01\x02\x04(\x01\x12\x89\x01\n" +
+	"\x11SetActionSettings\x12\".guard.v1.SetActionSettingsRequest\x1a#.guard.v1.SetActionSettingsResponse\"+\xca\xf3\x18'\n" +
+	"\x14catalog.settings.set\x10\x02\x1a\acatalog\"\x02\x01\x02(\x01\x12z\n" +
 	"\rListDecisions\x12\x1e.guard.v1.ListDecisionsRequest\x1a\x1f.guard.v1.ListDecisionsResponse\"(\xca\xf3\x18$\n" +
 	"\x0edecisions.list\x10\x01\x1a\tdecisions\"\x03\x01\x02\x04(\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
@@ -9414,7 +9626,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 150)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 152)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -9569,69 +9781,72 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*GetDecisionResponse)(nil),          // 150: guard.v1.GetDecisionResponse
 	(*ListDecisionsRequest)(nil),         // 151: guard.v1.ListDecisionsRequest
 	(*ListDecisionsResponse)(nil),        // 152: guard.v1.ListDecisionsResponse
-	nil,                                  // 153: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 154: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 155: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 156: guard.v1.Runner.LabelsEntry
-	nil,                                  // 157: guard.v1.McpServer.EnvEntry
-	nil,                                  // 158: guard.v1.DeleteGroupResponse.RemovedEntry
-	(*timestamppb.Timestamp)(nil),        // 159: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 160: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 161: google.protobuf.Struct
-	(Principal)(0),                       // 162: guard.v1.Principal
-	(Access)(0),                          // 163: guard.v1.Access
-	(*Actor)(nil),                        // 164: guard.v1.Actor
-	(Effect)(0),                          // 165: guard.v1.Effect
-	(*Explanation)(nil),                  // 166: guard.v1.Explanation
+	(*SetActionSettingsRequest)(nil),     // 153: guard.v1.SetActionSettingsRequest
+	(*SetActionSettingsResponse)(nil),    // 154: guard.v1.SetActionSettingsResponse
+	nil,                                  // 155: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 156: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 157: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 158: guard.v1.Runner.LabelsEntry
+	nil,                                  // 159: guard.v1.McpServer.EnvEntry
+	nil,                                  // 160: guard.v1.DeleteGroupResponse.RemovedEntry
+	(*timestamppb.Timestamp)(nil),        // 161: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 162: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 163: google.protobuf.Struct
+	(EnforcementMode)(0),                 // 164: guard.v1.EnforcementMode
+	(Principal)(0),                       // 165: guard.v1.Principal
+	(Access)(0),                          // 166: guard.v1.Access
+	(*Actor)(nil),                        // 167: guard.v1.Actor
+	(Effect)(0),                          // 168: guard.v1.Effect
+	(*Explanation)(nil),                  // 169: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	11,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	153, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	159, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	160, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	155, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	161, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	162, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	15,  // 4: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
 	16,  // 5: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
 	17,  // 6: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
 	20,  // 7: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
 	19,  // 8: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	159, // 9: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	159, // 10: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	161, // 9: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	161, // 10: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
 	21,  // 11: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
 	22,  // 12: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
 	23,  // 13: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
 	24,  // 14: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
 	25,  // 15: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	161, // 16: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	154, // 17: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	161, // 18: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	163, // 16: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	156, // 17: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	163, // 18: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 19: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
 	66,  // 20: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
 	41,  // 21: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
 	66,  // 22: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
 	41,  // 23: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	161, // 24: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	155, // 25: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	161, // 26: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	161, // 27: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	163, // 24: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	157, // 25: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	163, // 26: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	163, // 27: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
 	1,   // 28: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
 	2,   // 29: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
 	2,   // 30: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	159, // 31: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	156, // 32: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	159, // 33: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	161, // 31: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	158, // 32: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	161, // 33: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
 	11,  // 34: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	159, // 35: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	157, // 36: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	161, // 35: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	159, // 36: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
 	3,   // 37: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
 	39,  // 38: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	159, // 39: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	161, // 39: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
 	40,  // 40: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
 	3,   // 41: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
 	41,  // 42: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
 	41,  // 43: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
 	41,  // 44: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
 	41,  // 45: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	158, // 46: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	160, // 46: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
 	40,  // 47: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
 	3,   // 48: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
 	40,  // 49: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
@@ -9643,184 +9858,192 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	40,  // 55: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	40,  // 56: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	5,   // 57: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	159, // 58: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	159, // 59: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	161, // 58: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	161, // 59: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
 	66,  // 60: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
 	66,  // 61: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	161, // 62: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	159, // 63: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	163, // 62: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	161, // 63: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
 	72,  // 64: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
 	74,  // 65: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
 	74,  // 66: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	159, // 67: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	161, // 67: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
 	81,  // 68: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
 	81,  // 69: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
 	6,   // 70: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
 	7,   // 71: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	159, // 72: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	161, // 72: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
 	88,  // 73: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
 	6,   // 74: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 75: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
 	88,  // 76: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
 	6,   // 77: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 78: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	159, // 79: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	161, // 79: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
 	95,  // 80: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
 	95,  // 81: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
 	95,  // 82: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
 	95,  // 83: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	159, // 84: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	161, // 84: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
 	104, // 85: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
 	104, // 86: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
 	8,   // 87: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	159, // 88: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	161, // 88: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
 	111, // 89: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
 	111, // 90: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
 	8,   // 91: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
 	111, // 92: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
 	8,   // 93: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
 	111, // 94: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	122, // 95: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	122, // 96: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	129, // 97: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	129, // 98: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	162, // 99: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	159, // 100: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	159, // 101: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	162, // 102: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	136, // 103: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	136, // 104: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	38,  // 105: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	163, // 106: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	145, // 107: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	159, // 108: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	164, // 109: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	165, // 110: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	160, // 111: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	166, // 112: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	148, // 113: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	165, // 114: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	159, // 115: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	148, // 116: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	12,  // 117: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	14,  // 118: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	26,  // 119: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	28,  // 120: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	30,  // 121: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	32,  // 122: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	34,  // 123: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	36,  // 124: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	42,  // 125: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	44,  // 126: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	46,  // 127: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	48,  // 128: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	50,  // 129: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	52,  // 130: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	54,  // 131: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	56,  // 132: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	58,  // 133: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	60,  // 134: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	62,  // 135: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	64,  // 136: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	67,  // 137: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	69,  // 138: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	71,  // 139: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	75,  // 140: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	77,  // 141: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	79,  // 142: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	82,  // 143: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	84,  // 144: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	86,  // 145: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	89,  // 146: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	91,  // 147: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	93,  // 148: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	96,  // 149: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	98,  // 150: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	100, // 151: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	102, // 152: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	105, // 153: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	107, // 154: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	109, // 155: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	112, // 156: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	114, // 157: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	116, // 158: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	118, // 159: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	120, // 160: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	123, // 161: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	125, // 162: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	127, // 163: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	130, // 164: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	132, // 165: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	134, // 166: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	137, // 167: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	139, // 168: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	141, // 169: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	143, // 170: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	146, // 171: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	149, // 172: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	151, // 173: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	13,  // 174: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	18,  // 175: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	27,  // 176: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	29,  // 177: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	31,  // 178: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	33,  // 179: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	35,  // 180: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	37,  // 181: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	43,  // 182: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	45,  // 183: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	47,  // 184: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	49,  // 185: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	51,  // 186: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	53,  // 187: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	55,  // 188: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	57,  // 189: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	59,  // 190: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	61,  // 191: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	63,  // 192: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	65,  // 193: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	68,  // 194: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	70,  // 195: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	73,  // 196: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	76,  // 197: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	78,  // 198: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	80,  // 199: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	83,  // 200: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	85,  // 201: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	87,  // 202: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	90,  // 203: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	92,  // 204: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	94,  // 205: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	97,  // 206: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	99,  // 207: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	101, // 208: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	103, // 209: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	106, // 210: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	108, // 211: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	110, // 212: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	113, // 213: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	115, // 214: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	117, // 215: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	119, // 216: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	121, // 217: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	124, // 218: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	126, // 219: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	128, // 220: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	131, // 221: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	133, // 222: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	135, // 223: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	138, // 224: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	140, // 225: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	142, // 226: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	144, // 227: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	147, // 228: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	150, // 229: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	152, // 230: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	174, // [174:231] is the sub-list for method output_type
-	117, // [117:174] is the sub-list for method input_type
-	117, // [117:117] is the sub-list for extension type_name
-	117, // [117:117] is the sub-list for extension extendee
-	0,   // [0:117] is the sub-list for field type_name
+	164, // 95: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	122, // 96: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	164, // 97: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	122, // 98: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	129, // 99: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	129, // 100: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	165, // 101: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	161, // 102: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	161, // 103: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	165, // 104: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	136, // 105: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	136, // 106: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	38,  // 107: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	166, // 108: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	164, // 109: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	145, // 110: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	161, // 111: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	167, // 112: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	168, // 113: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	162, // 114: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	169, // 115: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	168, // 116: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	148, // 117: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	168, // 118: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	161, // 119: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	148, // 120: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	164, // 121: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	145, // 122: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	12,  // 123: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	14,  // 124: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	26,  // 125: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	28,  // 126: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	30,  // 127: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	32,  // 128: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	34,  // 129: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	36,  // 130: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	42,  // 131: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	44,  // 132: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	46,  // 133: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	48,  // 134: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	50,  // 135: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	52,  // 136: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	54,  // 137: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	56,  // 138: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	58,  // 139: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	60,  // 140: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	62,  // 141: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	64,  // 142: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	67,  // 143: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	69,  // 144: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	71,  // 145: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	75,  // 146: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	77,  // 147: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	79,  // 148: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	82,  // 149: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	84,  // 150: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	86,  // 151: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	89,  // 152: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	91,  // 153: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	93,  // 154: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	96,  // 155: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	98,  // 156: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	100, // 157: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	102, // 158: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	105, // 159: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	107, // 160: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	109, // 161: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	112, // 162: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	114, // 163: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	116, // 164: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	118, // 165: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	120, // 166: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	123, // 167: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	125, // 168: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	127, // 169: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	130, // 170: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	132, // 171: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	134, // 172: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	137, // 173: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	139, // 174: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	141, // 175: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	143, // 176: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	146, // 177: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	149, // 178: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	153, // 179: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	151, // 180: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	13,  // 181: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	18,  // 182: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	27,  // 183: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	29,  // 184: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	31,  // 185: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	33,  // 186: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	35,  // 187: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	37,  // 188: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	43,  // 189: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	45,  // 190: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	47,  // 191: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	49,  // 192: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	51,  // 193: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	53,  // 194: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	55,  // 195: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	57,  // 196: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	59,  // 197: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	61,  // 198: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	63,  // 199: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	65,  // 200: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	68,  // 201: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	70,  // 202: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	73,  // 203: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	76,  // 204: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	78,  // 205: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	80,  // 206: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	83,  // 207: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	85,  // 208: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	87,  // 209: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	90,  // 210: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	92,  // 211: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	94,  // 212: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	97,  // 213: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	99,  // 214: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	101, // 215: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	103, // 216: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	106, // 217: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	108, // 218: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	110, // 219: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	113, // 220: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	115, // 221: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	117, // 222: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	119, // 223: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	121, // 224: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	124, // 225: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	126, // 226: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	128, // 227: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	131, // 228: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	133, // 229: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	135, // 230: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	138, // 231: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	140, // 232: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	142, // 233: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	144, // 234: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	147, // 235: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	150, // 236: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	154, // 237: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	152, // 238: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	181, // [181:239] is the sub-list for method output_type
+	123, // [123:181] is the sub-list for method input_type
+	123, // [123:123] is the sub-list for extension type_name
+	123, // [123:123] is the sub-list for extension extendee
+	0,   // [0:123] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -9854,7 +10077,7 @@ func file_guard_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   150,
+			NumMessages:   152,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

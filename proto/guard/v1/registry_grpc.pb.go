@@ -75,6 +75,7 @@ const (
 	Registry_ListRunners_FullMethodName          = "/guard.v1.Registry/ListRunners"
 	Registry_ListCatalog_FullMethodName          = "/guard.v1.Registry/ListCatalog"
 	Registry_GetDecision_FullMethodName          = "/guard.v1.Registry/GetDecision"
+	Registry_SetActionSettings_FullMethodName    = "/guard.v1.Registry/SetActionSettings"
 	Registry_ListDecisions_FullMethodName        = "/guard.v1.Registry/ListDecisions"
 )
 
@@ -207,6 +208,8 @@ type RegistryClient interface {
 	ListCatalog(ctx context.Context, in *ListCatalogRequest, opts ...grpc.CallOption) (*ListCatalogResponse, error)
 	// GetDecision reads one logged decision and explains it in words.
 	GetDecision(ctx context.Context, in *GetDecisionRequest, opts ...grpc.CallOption) (*GetDecisionResponse, error)
+	// SetActionSettings sets a catalog action's quorum and enforcement mode.
+	SetActionSettings(ctx context.Context, in *SetActionSettingsRequest, opts ...grpc.CallOption) (*SetActionSettingsResponse, error)
 	// ListDecisions reads the decision log.
 	ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error)
 }
@@ -791,6 +794,16 @@ func (c *registryClient) GetDecision(ctx context.Context, in *GetDecisionRequest
 	return out, nil
 }
 
+func (c *registryClient) SetActionSettings(ctx context.Context, in *SetActionSettingsRequest, opts ...grpc.CallOption) (*SetActionSettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetActionSettingsResponse)
+	err := c.cc.Invoke(ctx, Registry_SetActionSettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryClient) ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListDecisionsResponse)
@@ -930,6 +943,8 @@ type RegistryServer interface {
 	ListCatalog(context.Context, *ListCatalogRequest) (*ListCatalogResponse, error)
 	// GetDecision reads one logged decision and explains it in words.
 	GetDecision(context.Context, *GetDecisionRequest) (*GetDecisionResponse, error)
+	// SetActionSettings sets a catalog action's quorum and enforcement mode.
+	SetActionSettings(context.Context, *SetActionSettingsRequest) (*SetActionSettingsResponse, error)
 	// ListDecisions reads the decision log.
 	ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error)
 	mustEmbedUnimplementedRegistryServer()
@@ -1109,6 +1124,9 @@ func (UnimplementedRegistryServer) ListCatalog(context.Context, *ListCatalogRequ
 }
 func (UnimplementedRegistryServer) GetDecision(context.Context, *GetDecisionRequest) (*GetDecisionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetDecision not implemented")
+}
+func (UnimplementedRegistryServer) SetActionSettings(context.Context, *SetActionSettingsRequest) (*SetActionSettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetActionSettings not implemented")
 }
 func (UnimplementedRegistryServer) ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListDecisions not implemented")
@@ -2124,6 +2142,24 @@ func _Registry_GetDecision_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registry_SetActionSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetActionSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetActionSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetActionSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetActionSettings(ctx, req.(*SetActionSettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Registry_ListDecisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListDecisionsRequest)
 	if err := dec(in); err != nil {
@@ -2364,6 +2400,10 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetDecision",
 			Handler:    _Registry_GetDecision_Handler,
+		},
+		{
+			MethodName: "SetActionSettings",
+			Handler:    _Registry_SetActionSettings_Handler,
 		},
 		{
 			MethodName: "ListDecisions",
