@@ -32,6 +32,9 @@ func Entry() guard.Entry {
 			{Name: "target_exists", SQL: `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $6::text)`},
 			{Name: "policy_approver", SQL: `SELECT approver_user_id FROM agent_message_policies
 				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
+			// The policy's own enforcement mode ("" inherits a2a.send's).
+			{Name: "policy_mode", SQL: `SELECT mode FROM agent_message_policies
+				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
 		},
 		Baseline: baseline,
 		Explain:  explain,
@@ -69,8 +72,10 @@ func baseline(in *guard.Input, f guard.Facts) (guard.Decision, error) {
 		return guard.Allow("self-send"), nil
 	}
 	if approver := f.Str("policy_approver"); f.Has("policy_approver") {
-		return guard.Hold(guard.Exclusive(approver), guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
-			fmt.Sprintf("a2a message policy %s→%s holds for %s", from, to, approver)), nil
+		d := guard.Hold(guard.Exclusive(approver), guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
+			fmt.Sprintf("a2a message policy %s→%s holds for %s", from, to, approver))
+		d.Mode = f.Str("policy_mode")
+		return d, nil
 	}
 	return guard.Allow("destination grant exists"), nil
 }

@@ -32,9 +32,15 @@ func init() {
 		if err != nil {
 			return err
 		}
+		var warn func(context.Context, guard.Warning)
+		if d.Approvals != nil {
+			warn = d.Approvals.NotifyWarning
+		}
 		eng := guard.NewEngine(cat, d.Store.Pool, guard.Options{
-			Log:     d.Log.With("component", "guard"),
-			Observe: d.Metrics.ObserveDecision,
+			Log:         d.Log.With("component", "guard"),
+			Observe:     d.Metrics.ObserveDecision,
+			ObserveMode: d.Metrics.ObserveMode,
+			Warn:        warn,
 			// One pipelined round trip carries the facts reads and log
 			// rows of many concurrent decisions (see BENCHMARKS.md).
 			Pipelines: 2,

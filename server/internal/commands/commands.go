@@ -118,31 +118,50 @@ func Baseline(r *guardv1.Rule, groupFields []string, in *guard.Input, f guard.Fa
 		return guard.Deny("CLI access is disabled for this agent group.")
 	case "group":
 		// Only allow-listed resources and resource-less commands (like help).
+		// The allowlist is a gate an operator may roll out in audit or warn
+		// mode: relaxed, the rest of the baseline still decides (a mutation
+		// of a non-group resource then holds at global scope, always enforced).
 		if resource != "" && !GroupScopedResources[resource] {
-			return guard.Denyf("CLI access is scoped to this agent group. Cannot access %q.", resource)
+			d := guard.Denyf("CLI access is scoped to this agent group. Cannot access %q.", resource)
+			rest := groupChecks(r, groupFields, in, group, resource)
+			d.Gate, d.Relaxed = true, &rest
+			return d
 		}
-		// Every agent-group argument must name the caller's group; id names
-		// the group only for groups and destinations.
-		for _, key := range groupArgs {
-			if in.HasArg(key) && in.Arg(key) != group {
-				return guard.Deny("CLI access is scoped to this agent group.")
-			}
-		}
-		if (resource == "groups" || resource == "destinations") && in.HasArg("id") && in.Arg("id") != group {
-			return guard.Deny("CLI access is scoped to this agent group.")
-		}
-		// Privilege escalation: a group-scoped agent may not change cli_scope.
-		if _, ok := in.Payload["cli_scope"]; ok {
-			return guard.Deny("Cannot change cli_scope from a group-scoped agent.")
-		}
-		if _, ok := in.Payload["cli-scope"]; ok {
-			return guard.Deny("Cannot change cli_scope from a group-scoped agent.")
-		}
+		return groupChecks(r, groupFields, in, group, resource)
 	case "global":
 	default:
 		// Fail closed: a scope this code does not know is not "global".
 		return guard.Denyf("CLI access: unknown cli_scope %q for this agent group.", CLIScope(f))
 	}
+	return access(r, groupFields, in, group, resource)
+}
+
+// groupChecks are the cli_scope = group protections after the allowlist:
+// never relaxed by a mode.
+func groupChecks(r *guardv1.Rule, groupFields []string, in *guard.Input, group, resource string) guard.Decision {
+	// Every agent-group argument must name the caller's group; id names
+	// the group only for groups and destinations.
+	for _, key := range groupArgs {
+		if in.HasArg(key) && in.Arg(key) != group {
+			return guard.Deny("CLI access is scoped to this agent group.")
+		}
+	}
+	if (resource == "groups" || resource == "destinations") && in.HasArg("id") && in.Arg("id") != group {
+		return guard.Deny("CLI access is scoped to this agent group.")
+	}
+	// Privilege escalation: a group-scoped agent may not change cli_scope.
+	if _, ok := in.Payload["cli_scope"]; ok {
+		return guard.Deny("Cannot change cli_scope from a group-scoped agent.")
+	}
+	if _, ok := in.Payload["cli-scope"]; ok {
+		return guard.Deny("Cannot change cli_scope from a group-scoped agent.")
+	}
+	return access(r, groupFields, in, group, resource)
+}
+
+// access is the last step: an approval-access command holds for the admins
+// of the caller's group (at the blast radius of what it touches).
+func access(r *guardv1.Rule, groupFields []string, in *guard.Input, group, resource string) guard.Decision {
 	if r.GetAccess() == guardv1.Access_ACCESS_APPROVAL {
 		return guard.Hold(guard.AdminsOfScope(group, ""), ApproverScopeFor(resource, groupFields, in.Payload, group),
 			fmt.Sprintf("agent-initiated %q requires admin approval", r.GetAction()))

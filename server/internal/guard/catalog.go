@@ -3,6 +3,7 @@ package guard
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 
@@ -82,7 +83,7 @@ func (c *Catalog) Register(e Entry) error {
 	}
 	seen := map[string]bool{}
 	for _, f := range e.Facts {
-		if f.Name == "" || f.SQL == "" || seen[f.Name] {
+		if f.Name == "" || f.SQL == "" || seen[f.Name] || f.Name == modeFact {
 			return fmt.Errorf("guard catalog: %s has an empty or repeated fact %q", e.Action, f.Name)
 		}
 		seen[f.Name] = true
@@ -93,7 +94,12 @@ func (c *Catalog) Register(e Entry) error {
 		return fmt.Errorf("guard catalog: action %s registered twice", e.Action)
 	}
 	entry := e
-	c.entries[e.Action] = &compiled{Entry: &entry, queries: factsQueries(entry.Facts)}
+	// Every entry also reads its action's enforcement mode (the action name
+	// is a checked dotted identifier, safe as a literal).
+	facts := append(slices.Clone(entry.Facts), Fact{Name: modeFact,
+		SQL: `SELECT mode FROM action_settings WHERE action = '` + e.Action + `'`})
+	entry.Facts = facts
+	c.entries[e.Action] = &compiled{Entry: &entry, queries: factsQueries(facts)}
 	return nil
 }
 

@@ -91,9 +91,12 @@ type Engine struct {
 	log     *slog.Logger
 	observe func(action, effect string, took time.Duration)
 	holds   HoldCreator
-	pipe    *pipeline
-	reads   querier // the pipeline, or the pool
-	common  [4]string
+	// observeMode counts decisions a mode relaxed; warn tells of warn-mode ones.
+	observeMode func(action, mode, wouldEffect string)
+	warn        func(ctx context.Context, w Warning)
+	pipe        *pipeline
+	reads       querier // the pipeline, or the pool
+	common      [4]string
 }
 
 // Options configure an Engine.
@@ -110,6 +113,12 @@ type Options struct {
 	// DirectReads reads each decision's facts on its own pooled
 	// connection instead of through the pipeline (for comparison).
 	DirectReads bool
+	// ObserveMode counts decisions an audit or warn mode let through, by
+	// the effect enforce would have given.
+	ObserveMode func(action, mode, wouldEffect string)
+	// Warn is called after a warn-mode decision is logged (best effort:
+	// the action runs whether or not the warning is delivered).
+	Warn func(ctx context.Context, w Warning)
 }
 
 // NewEngine builds an engine; Close it after the last Decide.
@@ -119,6 +128,7 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	}
 	e := &Engine{
 		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, common: factsQueries(nil),
+		observeMode: o.ObserveMode, warn: o.Warn,
 		pipe: newPipeline(pool, o.Log, o.Pipelines, o.Yield),
 	}
 	e.reads = e.pipe
@@ -340,7 +350,30 @@ func (e *Engine) finish(ctx context.Context, req *Request, d Decision, resp *gua
 		e.fill(req, d, resp, row, start)
 	}
 	e.count(req.Action, d.Effect, row.LatencyUS)
+	e.relaxed(ctx, req, d, resp)
 	return resp, nil
+}
+
+// relaxed reports a decision a gate's audit or warn mode let through:
+// counted by mode and would-be effect, and in warn mode handed to Warn
+// (the agent and the group's admins are told). Dry runs only answer.
+func (e *Engine) relaxed(ctx context.Context, req *Request, d Decision, resp *guardv1.DecideResponse) {
+	if d.Would == nil || req.DryRun {
+		return
+	}
+	if e.observeMode != nil {
+		e.observeMode(e.metricAction(req.Action), d.Mode, string(d.Would.Effect))
+	}
+	if d.Mode == ModeWarn && d.Effect == EffectAllow && e.warn != nil {
+		e.warn(context.WithoutCancel(ctx), Warning{Request: req, Decision: d, DecisionID: resp.GetDecisionId()})
+	}
+}
+
+// Warning is a decision a warn-mode gate let through.
+type Warning struct {
+	Request    *Request
+	Decision   Decision
+	DecisionID string
 }
 
 // fill writes the decision into the answer and the log row.
@@ -348,6 +381,11 @@ func (e *Engine) fill(req *Request, d Decision, resp *guardv1.DecideResponse, ro
 	resp.Decision = &guardv1.Decision{Effect: effectProto(d.Effect), Reason: d.Reason, DecidedBy: d.DecidedBy}
 	if d.Effect == EffectHold {
 		resp.Decision.ApproverRule, resp.Decision.ApproverScope = d.Rule, d.Scope
+	}
+	row.Mode, row.WouldEffect, row.WouldReason = "", "", ""
+	if d.Would != nil {
+		resp.Decision.Mode, resp.Decision.WouldEffect, resp.Decision.WouldReason = d.Mode, effectProto(d.Would.Effect), d.Would.Reason
+		row.Mode, row.WouldEffect, row.WouldReason = d.Mode, string(d.Would.Effect), d.Would.Reason
 	}
 	row.At = time.Now()
 	row.Effect, row.Reason, row.DecidedBy, row.Grant = string(d.Effect), d.Reason, d.DecidedBy, req.Grant
@@ -391,10 +429,15 @@ func (e *Engine) count(action string, eff Effect, latencyUS int64) {
 	if e.observe == nil {
 		return
 	}
+	e.observe(e.metricAction(action), string(eff), time.Duration(latencyUS)*time.Microsecond)
+}
+
+// metricAction bounds the action label: "non_catalog" outside the catalog.
+func (e *Engine) metricAction(action string) string {
 	if _, ok := e.Catalog.lookup(action); !ok {
-		action = "non_catalog"
+		return "non_catalog"
 	}
-	e.observe(action, string(eff), time.Duration(latencyUS)*time.Microsecond)
+	return action
 }
 
 func effectProto(e Effect) guardv1.Effect {

@@ -2,6 +2,8 @@ package guard
 
 import (
 	"fmt"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
 // evaluate is the pure part of Decide: catalog entry → precheck → baseline,
@@ -26,7 +28,51 @@ func evaluate(e *Entry, in *Input, f Facts) (d Decision) {
 		return failClosed()
 	}
 	d.DecidedBy = ByBaseline
-	return d
+	return applyMode(d, f)
+}
+
+// modeFact is the fact every entry reads: its action's enforcement mode.
+const modeFact = "action_mode"
+
+// applyMode relaxes a gate's HOLD or DENY when the gate is in audit or warn
+// mode, keeping what enforce would have answered in Would. A relaxed hold
+// allows; a relaxed gate deny answers what the rest of its baseline says
+// (Relaxed). A global-scope hold is never relaxed (its owner-only approval
+// is the D1 protection), nor is a deny that is not marked as a gate
+// (structural checks, D2-D4).
+func applyMode(d Decision, f Facts) Decision {
+	modal := (d.Effect == EffectHold && d.Scope != guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL) ||
+		(d.Effect == EffectDeny && d.Gate)
+	if !modal {
+		return d
+	}
+	mode := d.Mode
+	if mode == "" {
+		mode = f.Str(modeFact)
+	}
+	if mode != ModeAudit && mode != ModeWarn {
+		return d
+	}
+	would := d
+	out := Decision{Effect: EffectAllow}
+	if d.Effect == EffectDeny && d.Relaxed != nil && wellFormed(*d.Relaxed) {
+		out = *d.Relaxed
+	}
+	if out.Effect == EffectAllow {
+		out.Reason = fmt.Sprintf("%s mode: enforce would %s (%s)", mode, verb(d.Effect), d.Reason)
+		out.DecidedBy = ByMode
+	} else {
+		out.DecidedBy = ByBaseline
+	}
+	out.Mode, out.Would = mode, &would
+	return out
+}
+
+func verb(e Effect) string {
+	if e == EffectHold {
+		return "hold"
+	}
+	return "deny"
 }
 
 func wellFormed(d Decision) bool {

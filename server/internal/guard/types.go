@@ -28,6 +28,15 @@ const (
 	ByPrecheck     = "precheck"
 	ByGrant        = "grant"
 	ByGuardFailure = "guard-failure"
+	// ByMode: a gate in audit or warn mode let the action run.
+	ByMode = "mode"
+)
+
+// Enforcement modes of a gate (action_settings.mode, a message policy's mode).
+const (
+	ModeEnforce = "enforce"
+	ModeAudit   = "audit"
+	ModeWarn    = "warn"
 )
 
 // Reasons the engine itself gives (tests match on them).
@@ -44,6 +53,20 @@ type Decision struct {
 	Rule      *guardv1.ApproverRule // hold only
 	Scope     guardv1.ApproverScope // hold only
 	DecidedBy string
+
+	// Gate marks a DENY that an operator may roll out in audit or warn mode
+	// (a command allowlist). Every group-scope HOLD is such a gate; other
+	// denials protect the system and are always enforced.
+	Gate bool
+	// Mode is the deciding gate's own mode when it has one (a message
+	// policy's); "" = the catalog action's mode.
+	Mode string
+	// Relaxed is what a Gate deny answers when its gate is in audit or warn
+	// mode (the rest of the baseline's checks); nil = allow.
+	Relaxed *Decision
+	// Would is what enforce would have answered, set when a mode relaxed
+	// this decision.
+	Would *Decision
 }
 
 // Allow is an allow decision.

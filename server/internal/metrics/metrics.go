@@ -19,6 +19,10 @@ import (
 // Effects are the values of the effect label on decision metrics.
 var Effects = []string{"allow", "hold", "deny"}
 
+// Modes are the values of the mode label: the enforcement modes that let an
+// action run (enforce is what decisions_total counts).
+var Modes = []string{"audit", "warn"}
+
 // Outcomes are the values of the outcome label on resolved holds.
 var Outcomes = []string{"approve", "reject", "expire", "sweep"}
 
@@ -41,6 +45,9 @@ type Metrics struct {
 	// Guard.
 	DecisionsTotal  *prometheus.CounterVec   // {action, effect}
 	DecisionSeconds *prometheus.HistogramVec // {effect}
+	// ModeDecisionsTotal counts decisions a gate in audit or warn mode let
+	// through, by what enforce would have answered (hold or deny).
+	ModeDecisionsTotal *prometheus.CounterVec // {action, mode, would_effect}
 
 	// Approvals; the action label is the hold kind (see HoldKinds).
 	HoldsCreatedTotal        *prometheus.CounterVec   // {action}
@@ -48,6 +55,7 @@ type Metrics struct {
 	HoldsPending             *prometheus.GaugeVec     // {action}
 	OldestPendingHoldSeconds prometheus.Gauge         //
 	TimeToResolveSeconds     *prometheus.HistogramVec // {action}
+	ApprovalsPartialTotal    *prometheus.CounterVec   // {action}: approvals short of a quorum
 	WebhookFailuresTotal     prometheus.Counter
 
 	// Registry.
@@ -87,6 +95,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time to reach a guard decision, including database reads and hold creation.",
 			Buckets: decisionBuckets,
 		}, []string{"effect"}),
+		ModeDecisionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "mode_decisions_total",
+			Help: "Decisions a gate in audit or warn mode let run, by catalog action, mode and what enforce would have answered (hold, deny).",
+		}, []string{"action", "mode", "would_effect"}),
+		ApprovalsPartialTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "partial_approvals_total",
+			Help: "Approvals recorded toward a quorum that did not yet complete it, by hold kind.",
+		}, []string{"action"}),
 		HoldsCreatedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "holds_created_total",
 			Help: "Holds created, by hold kind.",
@@ -134,7 +150,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(
-		m.DecisionsTotal, m.DecisionSeconds,
+		m.DecisionsTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
 		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,
 		m.TimeToResolveSeconds, m.WebhookFailuresTotal,
 		m.ConformanceRefusalsTotal, m.RunnersLive, m.LeaseExpirationsTotal, m.PushesPending,
@@ -152,6 +168,11 @@ func (m *Metrics) PreInit(actions []string) {
 		for _, e := range Effects {
 			m.DecisionsTotal.WithLabelValues(a, e)
 		}
+		for _, mode := range Modes {
+			for _, w := range []string{"hold", "deny"} {
+				m.ModeDecisionsTotal.WithLabelValues(a, mode, w)
+			}
+		}
 	}
 	for _, e := range Effects {
 		m.DecisionSeconds.WithLabelValues(e)
@@ -160,6 +181,7 @@ func (m *Metrics) PreInit(actions []string) {
 		m.HoldsCreatedTotal.WithLabelValues(k)
 		m.HoldsPending.WithLabelValues(k)
 		m.TimeToResolveSeconds.WithLabelValues(k)
+		m.ApprovalsPartialTotal.WithLabelValues(k)
 		for _, o := range Outcomes {
 			m.HoldsResolvedTotal.WithLabelValues(k, o)
 		}
@@ -170,6 +192,11 @@ func (m *Metrics) PreInit(actions []string) {
 func (m *Metrics) ObserveDecision(action, effect string, took time.Duration) {
 	m.DecisionsTotal.WithLabelValues(action, effect).Inc()
 	m.DecisionSeconds.WithLabelValues(effect).Observe(took.Seconds())
+}
+
+// ObserveMode counts one decision a gate's audit or warn mode let run.
+func (m *Metrics) ObserveMode(action, mode, wouldEffect string) {
+	m.ModeDecisionsTotal.WithLabelValues(action, mode, wouldEffect).Inc()
 }
 
 // ObserveResolved counts one resolved hold and how long it waited.

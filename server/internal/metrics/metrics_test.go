@@ -15,6 +15,8 @@ import (
 var serverNames = []string{
 	"clawguard_guard_decisions_total",
 	"clawguard_guard_decision_seconds",
+	"clawguard_guard_mode_decisions_total",
+	"clawguard_approvals_partial_approvals_total",
 	"clawguard_approvals_holds_created_total",
 	"clawguard_approvals_holds_resolved_total",
 	"clawguard_approvals_holds_pending",
@@ -69,6 +71,8 @@ func TestPreInitCreatesEveryLabelCombination(t *testing.T) {
 	}{
 		{"clawguard_guard_decisions_total", len(actions) * len(Effects)},
 		{"clawguard_guard_decision_seconds", len(Effects)},
+		{"clawguard_guard_mode_decisions_total", len(actions) * len(Modes) * 2},
+		{"clawguard_approvals_partial_approvals_total", len(HoldKinds)},
 		{"clawguard_approvals_holds_created_total", len(HoldKinds)},
 		{"clawguard_approvals_holds_resolved_total", len(HoldKinds) * len(Outcomes)},
 		{"clawguard_approvals_holds_pending", len(HoldKinds)},
