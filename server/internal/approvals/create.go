@@ -111,6 +111,17 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		}
 		return CreateResult{NoApprover: true, Reason: reason}, nil
 	}
+	required := 1
+	if ruleName == ruleAdminsOfScope {
+		// Quorum applies to the admin chain; an exclusive rule names one user.
+		if required, err = s.requiredApprovals(ctx, tx, req.CatalogAction, groupID, global); err != nil {
+			return CreateResult{}, err
+		}
+	}
+	if len(candidates) < required {
+		return CreateResult{NoApprover: true, Reason: fmt.Sprintf(
+			"this action needs %d distinct approvals but only %d eligible approver(s) exist", required, len(candidates))}, nil
+	}
 	target := pickDelivery(candidates, origin)
 
 	approverUser := exclusiveID
@@ -148,14 +159,14 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 
 	row := tx.QueryRow(ctx, `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, requester,
 			approver_user_id, approver_rule, approver_scope, dedup_key, expires_at, title, question, options,
-			delivered_to, origin_channel_type, delivery_action, swept_on_restart)
+			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required)
 		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), $9, $10, NULLIF($11, ''),
-			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19)
+			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19, $20)
 		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
 		RETURNING `+holdColumns,
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
 		approverUser, ruleName, scopeString(req.Scope), dedupKey, nullTime(expires), req.Title, req.Question, options,
-		target, origin, req.DeliveryAction, req.SweptOnRestart)
+		target, origin, req.DeliveryAction, req.SweptOnRestart, required)
 	hold, err := HoldFromRow(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent request with the same key won the race; it has
@@ -187,6 +198,24 @@ func ScopedDedupKey(kind, anchorGroup, session, key string) string {
 		return ""
 	}
 	return kind + "/" + anchorGroup + "/" + session + "/" + key
+}
+
+// requiredApprovals is a hold's quorum: the largest of its approver scope's
+// default, its catalog action's setting and its anchor group's setting.
+func (s *Service) requiredApprovals(ctx context.Context, q Querier, action, group string, global bool) (int, error) {
+	def := s.cfg.GroupHoldApprovals
+	if global {
+		def = s.cfg.GlobalHoldApprovals
+	}
+	var n int
+	err := q.QueryRow(ctx, `SELECT GREATEST($3::int,
+			COALESCE((SELECT approvals FROM action_settings WHERE action = $1), 0),
+			COALESCE((SELECT hold_approvals FROM container_configs WHERE agent_group_id = NULLIF($2, '')), 0))`,
+		action, group, max(def, 1)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("create hold: quorum: %w", err)
+	}
+	return max(n, 1), nil
 }
 
 // liveByDedupKey returns the live hold carrying key, or nil. A pending hold
@@ -311,6 +340,22 @@ func nullTime(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+// insertPartialEventTx appends an approved_partial event (one per approval
+// short of a quorum; the hold_approvals key makes each user's count once).
+func insertPartialEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, approver string, remaining int) error {
+	body, err := protojson.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("hold event: encode hold: %w", err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO hold_events (hold_id, type, resolver, approvals_remaining, hold)
+		SELECT $2, 'approved_partial', $3, $4, $5 FROM (SELECT pg_advisory_xact_lock($1)) AS event_lock`,
+		eventLockKey, h.Id, approver, remaining, body)
+	if err != nil {
+		return fmt.Errorf("hold event approved_partial %s: %w", h.Id, err)
+	}
+	return nil
 }
 
 // insertEventTx appends a lifecycle event in tx (exactly once: hold_events

@@ -115,7 +115,7 @@ func (h *hub) poke() {
 
 // readEvents reads up to limit events after cursor, oldest first.
 func readEvents(ctx context.Context, q Querier, after int64, limit int) ([]*guardv1.WatchResponse, error) {
-	rows, err := q.Query(ctx, `SELECT cursor, type, COALESCE(outcome, ''), resolver, undelivered, hold, created_at
+	rows, err := q.Query(ctx, `SELECT cursor, type, COALESCE(outcome, ''), resolver, undelivered, hold, created_at, approvals_remaining
 		FROM hold_events WHERE cursor > $1 ORDER BY cursor LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read hold events: %w", err)
@@ -129,16 +129,22 @@ func readEvents(ctx context.Context, q Querier, after int64, limit int) ([]*guar
 			body         []byte
 			at           time.Time
 		)
-		if err := rows.Scan(&ev.Cursor, &typ, &outcome, &ev.Resolver, &ev.Undelivered, &body, &at); err != nil {
+		if err := rows.Scan(&ev.Cursor, &typ, &outcome, &ev.Resolver, &ev.Undelivered, &body, &at, &ev.ApprovalsRemaining); err != nil {
 			return nil, fmt.Errorf("read hold events: %w", err)
 		}
 		ev.Hold = &guardv1.Hold{}
 		if err := protojson.Unmarshal(body, ev.Hold); err != nil {
 			return nil, fmt.Errorf("hold event %d: %w", ev.Cursor, err)
 		}
-		ev.Type = guardv1.EventType_EVENT_TYPE_REQUESTED
-		if typ == "resolved" {
+		switch typ {
+		case "resolved":
 			ev.Type = guardv1.EventType_EVENT_TYPE_RESOLVED
+		case "approved_partial":
+			ev.Type = guardv1.EventType_EVENT_TYPE_APPROVED_PARTIAL
+		case "warned":
+			ev.Type = guardv1.EventType_EVENT_TYPE_WARNED
+		default:
+			ev.Type = guardv1.EventType_EVENT_TYPE_REQUESTED
 		}
 		ev.Outcome = outcomeFromString(outcome)
 		ev.At = timestamppb.New(at)

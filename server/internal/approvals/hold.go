@@ -28,7 +28,9 @@ type Querier interface {
 const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, ''), COALESCE(agent_group_id, ''),
 	requester, COALESCE(approver_user_id, ''), approver_rule, approver_scope, COALESCE(dedup_key, ''),
 	expires_at, status, title, question, options, COALESCE(delivered_to, ''), origin_channel_type,
-	delivery_action, created_at, resolved_at, resolver, choice, reason, consumed_at IS NOT NULL, awaiting_reason_from`
+	delivery_action, created_at, resolved_at, resolver, choice, reason, consumed_at IS NOT NULL, awaiting_reason_from,
+	approvals_required, COALESCE((SELECT jsonb_agg(jsonb_build_object('user_id', a.user_id, 'at', a.approved_at) ORDER BY a.approved_at, a.user_id)
+		FROM hold_approvals a WHERE a.hold_id = holds.id), '[]')`
 
 // HoldColumns is the column list HoldFromRow scans, for
 // "SELECT " + HoldColumns() + " FROM holds ..." (unqualified column names).
@@ -40,6 +42,7 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 	var (
 		h                                 guardv1.Hold
 		payload, requester, options       []byte
+		approvals                         []byte
 		approverUser, rule, scope, status string
 		expires, resolved                 *time.Time
 		created                           time.Time
@@ -47,7 +50,8 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 	err := row.Scan(&h.Id, &h.Kind, &h.CatalogAction, &payload, &h.SessionId, &h.AgentGroupId,
 		&requester, &approverUser, &rule, &scope, &h.DedupKey,
 		&expires, &status, &h.Title, &h.Question, &options, &h.DeliveredTo, &h.OriginChannelType,
-		&h.DeliveryAction, &created, &resolved, &h.Resolver, &h.Choice, &h.Reason, &h.Consumed, &h.AwaitingReasonFrom)
+		&h.DeliveryAction, &created, &resolved, &h.Resolver, &h.Choice, &h.Reason, &h.Consumed, &h.AwaitingReasonFrom,
+		&h.ApprovalsRequired, &approvals)
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +73,16 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 	}
 	for _, o := range opts {
 		h.Options = append(h.Options, &guardv1.HoldOption{Label: o.Label, Value: o.Value})
+	}
+	var given []struct {
+		UserID string    `json:"user_id"`
+		At     time.Time `json:"at"`
+	}
+	if err := json.Unmarshal(approvals, &given); err != nil {
+		return nil, fmt.Errorf("hold %s: approvals: %w", h.Id, err)
+	}
+	for _, a := range given {
+		h.Approvals = append(h.Approvals, &guardv1.HoldApproval{UserId: a.UserID, At: timestamppb.New(a.At)})
 	}
 	h.ApproverRule = ruleOf(rule, approverUser, h.AgentGroupId)
 	h.ApproverScope = scopeFromString(scope)

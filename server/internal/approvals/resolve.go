@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -51,7 +52,10 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 	if r.Clicker == "" {
 		return nil, status.Error(codes.InvalidArgument, "clicker: a resolving user is required")
 	}
-	var hold *guardv1.Hold
+	var (
+		hold    *guardv1.Hold
+		partial bool
+	)
 	armed := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The hold (locked) and the clicker's roles in one round trip.
@@ -99,6 +103,13 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 			armed = true
 			return err
 		}
+		if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE && cur.ApprovalsRequired > 1 {
+			// Quorum: the click counts once per user; the grant (the hold's
+			// approval) exists only when the last needed approval lands.
+			if hold, partial, err = s.approveTowardQuorumTx(ctx, tx, cur, r.Clicker); err != nil || partial {
+				return err
+			}
+		}
 		hold, err = s.resolveTx(ctx, tx, r.HoldID, r.Outcome, r.Clicker, r.Reason, r.Choice)
 		if err != nil {
 			return err
@@ -113,6 +124,9 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 	}
 	if armed {
 		s.log.Info("reject reason awaited", "hold", hold.Id, "approver", r.Clicker)
+		return hold, nil
+	}
+	if partial {
 		return hold, nil
 	}
 	s.observeResolved(hold, r.Outcome)
@@ -155,6 +169,62 @@ func (s *Service) DisarmReasonCapture(ctx context.Context, holdID, clicker strin
 		return false, fmt.Errorf("disarm reason capture on %s: %w", holdID, err)
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// approveTowardQuorumTx records one approval of a hold that needs several
+// (the hold row is locked by the caller, so concurrent clicks on any replica
+// are counted one at a time). It reports partial = true while the quorum is
+// not met: the hold stays pending and an approved_partial event says who
+// approved and how many remain. A second click by the same user counts once
+// and publishes nothing. When this click completes the quorum it reports
+// partial = false and the caller approves the hold.
+func (s *Service) approveTowardQuorumTx(ctx context.Context, tx pgx.Tx, cur *guardv1.Hold, clicker string) (*guardv1.Hold, bool, error) {
+	// One statement, run after the caller's row lock is held, so its
+	// snapshot sees every approval committed before ours (the locked read
+	// of cur may predate them). The CTE's insert is not visible to the
+	// count in the same statement, hence the sum.
+	var inserted, before int
+	err := tx.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO hold_approvals (hold_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1)
+		SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM hold_approvals WHERE hold_id = $1)`, cur.Id, clicker).Scan(&inserted, &before)
+	if err != nil {
+		return nil, false, fmt.Errorf("record approval of hold %s: %w", cur.Id, err)
+	}
+	if inserted == 0 {
+		h, err := GetHold(ctx, tx, cur.Id)
+		return h, true, err // already counted
+	}
+	given := before + 1
+	if given >= int(cur.ApprovalsRequired) {
+		return nil, false, nil
+	}
+	h, err := GetHold(ctx, tx, cur.Id)
+	if err != nil {
+		return nil, false, fmt.Errorf("re-read hold %s: %w", cur.Id, err)
+	}
+	remaining := int(cur.ApprovalsRequired) - given
+	if err := insertPartialEventTx(ctx, tx, h, clicker, remaining); err != nil {
+		return nil, false, err
+	}
+	s.metrics.ApprovalsPartialTotal.WithLabelValues(h.Kind).Inc()
+	return h, true, nil
+}
+
+// QuorumSummary says where a hold's quorum stands, for cards and listings:
+// "2 of 3 approvals needed, Dana approved" ("" for a single-approval hold).
+func QuorumSummary(h *guardv1.Hold) string {
+	if h.GetApprovalsRequired() <= 1 {
+		return ""
+	}
+	out := fmt.Sprintf("%d of %d approvals given", len(h.GetApprovals()), h.GetApprovalsRequired())
+	if len(h.GetApprovals()) == 0 {
+		return fmt.Sprintf("%d approvals needed", h.GetApprovalsRequired())
+	}
+	names := make([]string, 0, len(h.GetApprovals()))
+	for _, a := range h.GetApprovals() {
+		names = append(names, a.GetUserId())
+	}
+	return out + ", approved by " + strings.Join(names, ", ")
 }
 
 func hasOption(h *guardv1.Hold, v string) bool {

@@ -26,6 +26,11 @@ type Config struct {
 	TLSClientCA       string
 	// DefaultHoldTTL applies to holds created without an expiry; 0 = never.
 	DefaultHoldTTL time.Duration
+	// GlobalHoldApprovals and GroupHoldApprovals are the distinct approvals a
+	// hold of that approver scope needs by default (quorum; a catalog
+	// action's or a group's setting may ask for more, never fewer).
+	GlobalHoldApprovals int
+	GroupHoldApprovals  int
 	// LeaseTTL is how long a runner's lease lasts without a heartbeat.
 	LeaseTTL time.Duration
 	// CitationWindow is how old an ALLOW decision may be when a runner cites it.
@@ -45,19 +50,24 @@ type Config struct {
 	MaxConns int
 }
 
+// MaxApprovals bounds any quorum (the holds table checks it too).
+const MaxApprovals = 10
+
 // Default is the config before flags and env.
 func Default() Config {
 	return Config{
-		Listen:            "127.0.0.1:7443",
-		MetricsListen:     "127.0.0.1:9464",
-		DefaultHoldTTL:    72 * time.Hour,
-		LeaseTTL:          15 * time.Second,
-		CitationWindow:    2 * time.Minute,
-		DecisionRetention: 720 * time.Hour,
-		EventRetention:    720 * time.Hour,
-		ShutdownTimeout:   10 * time.Second,
-		LogLevel:          "info",
-		MaxConns:          32,
+		Listen:              "127.0.0.1:7443",
+		MetricsListen:       "127.0.0.1:9464",
+		DefaultHoldTTL:      72 * time.Hour,
+		GlobalHoldApprovals: 1,
+		GroupHoldApprovals:  1,
+		LeaseTTL:            15 * time.Second,
+		CitationWindow:      2 * time.Minute,
+		DecisionRetention:   720 * time.Hour,
+		EventRetention:      720 * time.Hour,
+		ShutdownTimeout:     10 * time.Second,
+		LogLevel:            "info",
+		MaxConns:            32,
 	}
 }
 
@@ -72,6 +82,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(fs, &c.TLSKey, "tls-key", "TLS key file")
 	str(fs, &c.TLSClientCA, "tls-client-ca", "CA file for client certificates (mTLS)")
 	dur(fs, &c.DefaultHoldTTL, "default-hold-ttl", "expiry of holds created without one (0 = never)")
+	integer(fs, &c.GlobalHoldApprovals, "global-hold-approvals", "distinct approvals a global-scope hold needs (quorum, 1-10)")
+	integer(fs, &c.GroupHoldApprovals, "group-hold-approvals", "distinct approvals a group-scope hold needs (quorum, 1-10)")
 	dur(fs, &c.LeaseTTL, "lease-ttl", "runner lease duration")
 	dur(fs, &c.CitationWindow, "citation-window", "max age of a cited ALLOW decision")
 	dur(fs, &c.DecisionRetention, "decision-retention", "how long decisions are kept (0 = forever; at least 10 citation windows)")
@@ -133,6 +145,9 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.GlobalHoldApprovals < 1 || c.GlobalHoldApprovals > MaxApprovals || c.GroupHoldApprovals < 1 || c.GroupHoldApprovals > MaxApprovals {
+		return fmt.Errorf("--global-hold-approvals and --group-hold-approvals: want 1 to %d", MaxApprovals)
 	}
 	if c.MaxConns < 2 {
 		return errors.New("--max-conns must be at least 2")
