@@ -12,3 +12,8 @@ func (s *RegistryService) ListCatalog(ctx context.Context, req *guardv1.ListCata
 	resp, err := s.d.Resources.ListCatalog(ctx, req)
 	return resp, DBError("catalog", err)
 }
+
+func (s *RegistryService) SetActionSettings(ctx context.Context, req *guardv1.SetActionSettingsRequest) (*guardv1.SetActionSettingsResponse, error) {
+	resp, err := s.d.Resources.SetActionSettings(ctx, req)
+	return resp, DBError("action settings", err)
+}

@@ -27,6 +27,9 @@ func (s *Service) ListCatalog(ctx context.Context, _ *guardv1.ListCatalogRequest
 		return nil, status.Error(codes.Unavailable, "the guard catalog is not wired on this server")
 	}
 	out := &guardv1.ListCatalogResponse{Entries: slices.Clone(s.catalog.List())}
+	if err := s.withSettings(ctx, out.Entries); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(out.Entries, func(a, b *guardv1.CatalogEntry) int { return strings.Compare(a.GetAction(), b.GetAction()) })
 	if e, ok := s.catalog.(exemptLister); ok {
 		out.ExemptDeliveryActions = slices.Sorted(slices.Values(e.ExemptDeliveryActions()))

@@ -96,7 +96,7 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 }
 
 const decisionColumns = `id, at, action, actor, actor_kind, COALESCE(agent_group_id, ''), COALESCE(session_id, ''),
-		effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run, trace`
+		effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run, trace, mode, would_effect, would_reason`
 
 // scanDecision reads one decisionColumns row and its trace (nil when none).
 func scanDecision(row pgx.Row) (*guardv1.DecisionRecord, []byte, error) {
@@ -105,13 +105,14 @@ func scanDecision(row pgx.Row) (*guardv1.DecisionRecord, []byte, error) {
 		at                    time.Time
 		actor, trace          []byte
 		kind, group, sess, ef string
+		would                 string
 		latencyUS             int64
 	)
 	if err := row.Scan(&d.Id, &at, &d.Action, &actor, &kind, &group, &sess, &ef, &d.Reason, &d.DecidedBy,
-		&d.Grant, &d.HoldId, &latencyUS, &d.DryRun, &trace); err != nil {
+		&d.Grant, &d.HoldId, &latencyUS, &d.DryRun, &trace, &d.Mode, &would, &d.WouldReason); err != nil {
 		return nil, nil, err
 	}
-	d.At, d.Effect = ts(at), effectProto(ef)
+	d.At, d.Effect, d.WouldEffect = ts(at), effectProto(ef), effectProto(would)
 	d.Latency = durationpb.New(time.Duration(latencyUS) * time.Microsecond)
 	d.Actor = decodeActor(actor, kind, group, sess)
 	return &d, trace, nil

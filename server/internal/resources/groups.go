@@ -56,16 +56,18 @@ type groupConfig struct {
 	apt, npm               []string
 	mcp                    []mcpServer
 	version                int64
+	holdApprovals          int32 // quorum of the group's holds (0 = default)
 }
 
 func (c groupConfig) proto() *guardv1.GroupConfig {
 	out := &guardv1.GroupConfig{
-		CliScope:    cliScopeProto(c.cliScope),
-		Cpus:        c.cpus,
-		Memory:      c.memory,
-		AptPackages: c.apt,
-		NpmPackages: c.npm,
-		Version:     c.version,
+		CliScope:      cliScopeProto(c.cliScope),
+		Cpus:          c.cpus,
+		Memory:        c.memory,
+		AptPackages:   c.apt,
+		NpmPackages:   c.npm,
+		Version:       c.version,
+		HoldApprovals: c.holdApprovals,
 	}
 	for _, m := range c.mcp {
 		out.McpServers = append(out.McpServers, &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env})
@@ -100,7 +102,8 @@ func cliScopeColumn(s guardv1.CliScope) (string, error) {
 
 const groupColumns = `g.id, g.name, g.base_image, g.pinned_host, g.created_at, g.instructions,
 	COALESCE(c.cli_scope, 'group'), COALESCE(c.cpus, ''), COALESCE(c.memory, ''),
-	COALESCE(c.apt_packages, '{}'), COALESCE(c.npm_packages, '{}'), COALESCE(c.mcp_servers, '[]'), COALESCE(c.version, 0)`
+	COALESCE(c.apt_packages, '{}'), COALESCE(c.npm_packages, '{}'), COALESCE(c.mcp_servers, '[]'), COALESCE(c.version, 0),
+	COALESCE(c.hold_approvals, 0)`
 
 const groupFrom = ` FROM agent_groups g LEFT JOIN container_configs c ON c.agent_group_id = g.id`
 
@@ -112,7 +115,7 @@ func scanGroup(row pgx.Row) (*guardv1.Group, error) {
 		mcp     []byte
 	)
 	if err := row.Scan(&g.Id, &g.Name, &g.BaseImage, &g.PinnedHost, &created, &g.Instructions,
-		&c.cliScope, &c.cpus, &c.memory, &c.apt, &c.npm, &mcp, &c.version); err != nil {
+		&c.cliScope, &c.cpus, &c.memory, &c.apt, &c.npm, &mcp, &c.version, &c.holdApprovals); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(mcp, &c.mcp); err != nil {
@@ -330,11 +333,12 @@ func readConfig(ctx context.Context, q querier, group string, forUpdate bool) (g
 		c   groupConfig
 		mcp []byte
 	)
-	sql := `SELECT cli_scope, cpus, memory, apt_packages, npm_packages, mcp_servers, version FROM container_configs WHERE agent_group_id = $1`
+	sql := `SELECT cli_scope, cpus, memory, apt_packages, npm_packages, mcp_servers, version, hold_approvals
+		FROM container_configs WHERE agent_group_id = $1`
 	if forUpdate {
 		sql += ` FOR UPDATE`
 	}
-	err := q.QueryRow(ctx, sql, group).Scan(&c.cliScope, &c.cpus, &c.memory, &c.apt, &c.npm, &mcp, &c.version)
+	err := q.QueryRow(ctx, sql, group).Scan(&c.cliScope, &c.cpus, &c.memory, &c.apt, &c.npm, &mcp, &c.version, &c.holdApprovals)
 	if store.IsNoRows(err) {
 		// A group without a row reads as the defaults.
 		return groupConfig{cliScope: "group", apt: []string{}, npm: []string{}}, nil
@@ -356,8 +360,8 @@ func writeConfig(ctx context.Context, tx pgx.Tx, group string, c groupConfig, co
 		return c, fmt.Errorf("encode mcp servers: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE container_configs SET cli_scope = $2, cpus = $3, memory = $4,
-		apt_packages = $5, npm_packages = $6, mcp_servers = $7, updated_at = now() WHERE agent_group_id = $1`,
-		group, c.cliScope, c.cpus, c.memory, orEmpty(c.apt), orEmpty(c.npm), mcp); err != nil {
+		apt_packages = $5, npm_packages = $6, mcp_servers = $7, hold_approvals = $8, updated_at = now() WHERE agent_group_id = $1`,
+		group, c.cliScope, c.cpus, c.memory, orEmpty(c.apt), orEmpty(c.npm), mcp, c.holdApprovals); err != nil {
 		return c, err
 	}
 	if containerChange {
@@ -437,6 +441,11 @@ func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGrou
 	if req.Memory != nil && *req.Memory != "" && !memoryValue.MatchString(*req.Memory) {
 		return nil, invalid("memory", "%q is not a memory size (e.g. 512m, 2g)", *req.Memory)
 	}
+	if req.HoldApprovals != nil {
+		if err := validApprovals("hold_approvals", *req.HoldApprovals); err != nil {
+			return nil, err
+		}
+	}
 	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
 		limits := false
 		if scope != "" {
@@ -447,6 +456,9 @@ func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGrou
 		}
 		if req.Memory != nil && *req.Memory != c.memory {
 			c.memory, limits = *req.Memory, true
+		}
+		if req.HoldApprovals != nil {
+			c.holdApprovals = *req.HoldApprovals
 		}
 		return configChange{container: limits, reason: "resource limits changed", rebuild: false}, nil
 	})

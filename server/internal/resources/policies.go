@@ -9,12 +9,16 @@ import (
 )
 
 func scanPolicy(row pgx.Row) (*guardv1.MessagePolicy, error) {
-	var p guardv1.MessagePolicy
-	err := row.Scan(&p.FromGroup, &p.ToGroup, &p.ApproverUserId)
+	var (
+		p    guardv1.MessagePolicy
+		mode string
+	)
+	err := row.Scan(&p.FromGroup, &p.ToGroup, &p.ApproverUserId, &mode)
+	p.Mode = ModeFromString(mode)
 	return &p, err
 }
 
-const policyColumns = `from_agent_group_id, to_agent_group_id, approver_user_id`
+const policyColumns = `from_agent_group_id, to_agent_group_id, approver_user_id, mode`
 
 // ListPolicies lists message policies the caller may see (either end in a
 // visible group), optionally touching one group.
@@ -56,10 +60,16 @@ func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) 
 	if err := validUserID("approver_user_id", req.GetApproverUserId()); err != nil {
 		return nil, err
 	}
-	p, err := scanPolicy(s.pool.QueryRow(ctx, `INSERT INTO agent_message_policies (from_agent_group_id, to_agent_group_id, approver_user_id)
-		VALUES ($1, $2, $3)
-		ON CONFLICT (from_agent_group_id, to_agent_group_id) DO UPDATE SET approver_user_id = EXCLUDED.approver_user_id, created_at = now()
-		RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId()))
+	if err := validMode("mode", req.GetMode()); err != nil {
+		return nil, err
+	}
+	// A policy's mode ("" inherits a2a.send's) lets an operator roll a new
+	// policy out in audit or warn before enforcing it.
+	p, err := scanPolicy(s.pool.QueryRow(ctx, `INSERT INTO agent_message_policies (from_agent_group_id, to_agent_group_id, approver_user_id, mode)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (from_agent_group_id, to_agent_group_id) DO UPDATE SET approver_user_id = EXCLUDED.approver_user_id,
+			mode = EXCLUDED.mode, created_at = now()
+		RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId(), ModeString(req.GetMode())))
 	if err != nil {
 		return nil, err
 	}
