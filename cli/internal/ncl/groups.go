@@ -198,15 +198,19 @@ func (a *app) groupsConfig() *cobra.Command {
 			})
 		},
 	}
-	var cpus, memory string
+	var (
+		cpus, memory  string
+		holdApprovals int32
+	)
 	update := &cobra.Command{
-		Use: "update <group>", Short: "Change cli scope, cpus or memory of a group",
-		Example: "  ncl groups config update ag_123 --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update ag_123 --memory ''   # the runner's --container-memory (none if unset)",
+		Use: "update <group>", Short: "Change cli scope, cpus, memory or hold quorum of a group",
+		Example: "  ncl groups config update ag_123 --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update ag_123 --memory ''   # the runner's --container-memory (none if unset)\n  ncl groups config update ag_123 --hold-approvals 2",
 		Args:    one("group"),
 	}
 	scope := enumVar(update, "cli-scope", cliScopeEnum, "admin commands the group's agents may run")
 	update.Flags().StringVar(&cpus, "cpus", "", "CPU limit ('' falls back to the runner's --container-cpus)")
 	update.Flags().StringVar(&memory, "memory", "", "memory limit ('' falls back to the runner's --container-memory)")
+	update.Flags().Int32Var(&holdApprovals, "hold-approvals", 0, "distinct approvals every hold of the group needs (0 = scope default)")
 	update.RunE = func(cmd *cobra.Command, args []string) error {
 		req := &guardv1.UpdateGroupConfigRequest{Group: args[0], CliScope: guardv1.CliScope(scope.val)}
 		if cmd.Flags().Changed("cpus") {
@@ -215,8 +219,11 @@ func (a *app) groupsConfig() *cobra.Command {
 		if cmd.Flags().Changed("memory") {
 			req.Memory = &memory
 		}
-		if scope.val == 0 && req.Cpus == nil && req.Memory == nil {
-			return usagef("nothing to update: give --cli-scope, --cpus or --memory")
+		if cmd.Flags().Changed("hold-approvals") {
+			req.HoldApprovals = &holdApprovals
+		}
+		if scope.val == 0 && req.Cpus == nil && req.Memory == nil && req.HoldApprovals == nil {
+			return usagef("nothing to update: give --cli-scope, --cpus, --memory or --hold-approvals")
 		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.UpdateGroupConfig(ctx, req)

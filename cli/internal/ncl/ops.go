@@ -146,7 +146,59 @@ func (a *app) catalogCmd() *cobra.Command {
 			})
 		},
 	}
-	return noun("catalog", "The catalog of guarded actions", "  ncl catalog list", list)
+	var (
+		action, mode string
+		approvals    int32
+	)
+	set := &cobra.Command{
+		Use:   "set",
+		Short: "Set a catalog action's enforcement mode and quorum",
+		Long: `Set how a catalog action's gates act and how many approvals its holds need.
+
+--mode enforce (default): holds hold and gate denials deny.
+--mode audit: the action runs; the decision log records what enforce would
+  have answered (ncl decisions list shows it; the would-hold and would-deny
+  rates are on the dashboard).
+--mode warn: runs as audit, and the agent and its group's admins are told.
+Protections of the system itself (global-scope holds, D1-D4, conformance,
+grants) are always enforced.
+
+--approvals N: every hold of the action needs N distinct eligible approvers
+(each click checked as usual; one reject rejects). 0 = the approver scope's
+default (clawguard-server --global-hold-approvals / --group-hold-approvals).`,
+		Example: "  ncl catalog set --action a2a.send --mode audit\n  ncl catalog set --action self_mod.install_packages --approvals 2",
+		Args:    none,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := parseMode(mode)
+			if err != nil {
+				return err
+			}
+			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
+				resp, err := c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: action, Approvals: approvals, Mode: m})
+				return resp.GetEntry(), err
+			})
+		},
+	}
+	set.Flags().StringVar(&action, "action", "", "catalog action (ncl catalog list)")
+	set.Flags().StringVar(&mode, "mode", "enforce", "enforce, audit or warn")
+	set.Flags().Int32Var(&approvals, "approvals", 0, "distinct approvals its holds need (0 = scope default)")
+	required(set, "action")
+	return noun("catalog", "The catalog of guarded actions", "  ncl catalog list\n  ncl catalog set --action a2a.send --mode audit", list, set)
+}
+
+// parseMode reads an --mode flag ("" = unspecified, i.e. inherit).
+func parseMode(s string) (guardv1.EnforcementMode, error) {
+	switch s {
+	case "":
+		return guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED, nil
+	case "enforce":
+		return guardv1.EnforcementMode_ENFORCEMENT_MODE_ENFORCE, nil
+	case "audit":
+		return guardv1.EnforcementMode_ENFORCEMENT_MODE_AUDIT, nil
+	case "warn":
+		return guardv1.EnforcementMode_ENFORCEMENT_MODE_WARN, nil
+	}
+	return 0, usagef("--mode %q: want enforce, audit or warn", s)
 }
 
 func (a *app) decisionsCmd() *cobra.Command {

@@ -392,16 +392,25 @@ func (a *app) policiesCmd() *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&lgroup, "group", "", "only policies from or to this group")
-	var from, to, approver string
+	var from, to, approver, pmode string
 	set := &cobra.Command{
 		Use: "set", Short: "Hold messages from one group to another for one approver",
 		Long: `Set a message policy: every a2a.send from --from to --to is held until
 --approver (and only that user — not even an owner) approves it. The pair
-still needs a destination (ncl destinations add), or the send is denied.`,
-		Example: "  ncl policies set --from ag_A --to ag_B --approver telegram:dana", Args: none,
+still needs a destination (ncl destinations add), or the send is denied.
+
+--mode rolls a new policy out without breaking agents: audit lets the send
+run and logs that it would have been held; warn also tells the agent and the
+group's admins; enforce holds. Unset, the policy follows a2a.send's mode
+(ncl catalog set).`,
+		Example: "  ncl policies set --from ag_A --to ag_B --approver telegram:dana\n  ncl policies set --from ag_A --to ag_B --approver telegram:dana --mode audit", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			mode, err := parseMode(pmode)
+			if err != nil {
+				return err
+			}
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
-				resp, err := c.reg.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: from, ToGroup: to, ApproverUserId: approver})
+				resp, err := c.reg.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: from, ToGroup: to, ApproverUserId: approver, Mode: mode})
 				return resp.GetPolicy(), err
 			})
 		},
@@ -409,6 +418,7 @@ still needs a destination (ncl destinations add), or the send is denied.`,
 	set.Flags().StringVar(&from, "from", "", "sending group")
 	set.Flags().StringVar(&to, "to", "", "receiving group")
 	set.Flags().StringVar(&approver, "approver", "", "the one user who approves (<channel>:<handle>)")
+	set.Flags().StringVar(&pmode, "mode", "", "enforce, audit or warn (unset: a2a.send's mode)")
 	required(set, "from", "to", "approver")
 	var rfrom, rto string
 	remove := &cobra.Command{

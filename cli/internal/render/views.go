@@ -56,6 +56,31 @@ func viewOf(m proto.Message) view {
 	}
 }
 
+// modeWord prints an enforcement mode; unspecified prints as def.
+func modeWord(m guardv1.EnforcementMode, def string) string {
+	if m == guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED {
+		return def
+	}
+	return EnumWord(m)
+}
+
+// Quorum says where a hold's approvals stand: "1 of 2 (telegram:dana)";
+// "" for a hold that needs one approval.
+func Quorum(h *guardv1.Hold) string {
+	if h.GetApprovalsRequired() <= 1 {
+		return ""
+	}
+	names := make([]string, 0, len(h.GetApprovals()))
+	for _, a := range h.GetApprovals() {
+		names = append(names, a.GetUserId())
+	}
+	out := fmt.Sprintf("%d of %d", len(names), h.GetApprovalsRequired())
+	if len(names) > 0 {
+		out += " (" + strings.Join(names, ", ") + ")"
+	}
+	return out
+}
+
 func init() {
 	register[*guardv1.Group](view{
 		cols: []col{
@@ -85,6 +110,14 @@ func init() {
 			c("APT PACKAGES", func(g *guardv1.GroupConfig) string { return strings.Join(g.GetAptPackages(), " ") }),
 			c("NPM PACKAGES", func(g *guardv1.GroupConfig) string { return strings.Join(g.GetNpmPackages(), " ") }),
 			c("MCP SERVERS", func(g *guardv1.GroupConfig) string { return mcpNames(g.GetMcpServers()) }),
+		},
+		detail: []col{
+			c("HOLD APPROVALS", func(g *guardv1.GroupConfig) string {
+				if g.GetHoldApprovals() == 0 {
+					return "default"
+				}
+				return num(int64(g.GetHoldApprovals()))
+			}),
 		},
 		id: idOf(func(g *guardv1.GroupConfig) string { return num(g.GetVersion()) }),
 	})
@@ -176,6 +209,7 @@ func init() {
 			c("FROM", (*guardv1.MessagePolicy).GetFromGroup),
 			c("TO", (*guardv1.MessagePolicy).GetToGroup),
 			c("APPROVER", (*guardv1.MessagePolicy).GetApproverUserId),
+			c("MODE", func(p *guardv1.MessagePolicy) string { return modeWord(p.GetMode(), "inherit") }),
 		},
 		id: idOf(func(p *guardv1.MessagePolicy) string { return p.GetFromGroup() + " " + p.GetToGroup() }),
 	})
@@ -228,6 +262,13 @@ func init() {
 			c("ACCESS", func(e *guardv1.CatalogEntry) string { return EnumWord(e.GetAccess()) }),
 			c("APPROVAL ACTION", (*guardv1.CatalogEntry).GetApprovalAction),
 			c("RESOURCE", (*guardv1.CatalogEntry).GetResource),
+			c("MODE", func(e *guardv1.CatalogEntry) string { return modeWord(e.GetMode(), "enforce") }),
+			c("APPROVALS", func(e *guardv1.CatalogEntry) string {
+				if e.GetApprovals() == 0 {
+					return "default"
+				}
+				return fmt.Sprint(e.GetApprovals())
+			}),
 			c("DESCRIPTION", (*guardv1.CatalogEntry).GetDescription),
 		},
 		id: idOf((*guardv1.CatalogEntry).GetAction),
@@ -251,6 +292,13 @@ func init() {
 		detail: []col{
 			c("ID", (*guardv1.DecisionRecord).GetId),
 			c("GRANT", (*guardv1.DecisionRecord).GetGrant),
+			c("MODE", (*guardv1.DecisionRecord).GetMode),
+			c("ENFORCE WOULD", func(d *guardv1.DecisionRecord) string {
+				if d.GetMode() == "" {
+					return ""
+				}
+				return EnumWord(d.GetWouldEffect()) + ": " + d.GetWouldReason()
+			}),
 			c("LATENCY", func(d *guardv1.DecisionRecord) string { return Duration(d.GetLatency()) }),
 		},
 		id: idOf((*guardv1.DecisionRecord).GetId),
@@ -269,6 +317,7 @@ func init() {
 		},
 		detail: []col{
 			c("QUESTION", (*guardv1.Hold).GetQuestion),
+			c("APPROVALS", Quorum),
 			c("OPTIONS", func(h *guardv1.Hold) string {
 				var parts []string
 				for _, o := range h.GetOptions() {
@@ -296,6 +345,16 @@ func init() {
 			c("APPROVER RULE", func(d *guardv1.Decision) string { return Rule(d.GetApproverRule()) }),
 			c("APPROVER SCOPE", func(d *guardv1.Decision) string { return EnumWord(d.GetApproverScope()) }),
 			c("DECIDED BY", (*guardv1.Decision).GetDecidedBy),
+		},
+		// A gate in audit or warn mode: what it answered, and what enforce would.
+		detail: []col{
+			c("MODE", (*guardv1.Decision).GetMode),
+			c("ENFORCE WOULD", func(d *guardv1.Decision) string {
+				if d.GetMode() == "" {
+					return ""
+				}
+				return EnumWord(d.GetWouldEffect()) + ": " + d.GetWouldReason()
+			}),
 		},
 		id: idOf(func(d *guardv1.Decision) string { return EnumWord(d.GetEffect()) }),
 	})

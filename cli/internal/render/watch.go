@@ -53,6 +53,10 @@ func (p Printer) Event(ev *guardv1.WatchResponse) error {
 		if r := h.GetReason(); r != "" {
 			parts = append(parts, fmt.Sprintf("reason=%q", r))
 		}
+	case guardv1.EventType_EVENT_TYPE_APPROVED_PARTIAL:
+		parts = append(parts, "by="+ev.GetResolver(), fmt.Sprintf("remaining=%d", ev.GetApprovalsRemaining()))
+	case guardv1.EventType_EVENT_TYPE_WARNED:
+		parts = append(parts, "action="+h.GetCatalogAction(), fmt.Sprintf("%q", Truncate(h.GetQuestion(), 160)))
 	}
 	_, err := io.WriteString(p.W, strings.Join(parts, "  ")+"\n")
 	return err
