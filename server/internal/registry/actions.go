@@ -87,16 +87,23 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 		if err != nil {
 			return fmt.Errorf("read session: %w", err)
 		}
-		grant, err := citeTx(ctx, tx, req.GetDecisionId(), sess.id, req.GetAction(), s.opts.CitationWindow)
+		grant, mode, err := citeTx(ctx, tx, req.GetDecisionId(), sess.id, req.GetAction(), s.opts.CitationWindow)
 		if err != nil {
 			return err
 		}
 		// The guard always holds self-modification, so a genuine ALLOW for it
-		// consumed an approved hold; a grantless one was not decided by it.
+		// consumed an approved hold — unless its gate is in audit or warn
+		// mode, re-checked live here (a switch back to enforce wins).
 		if grant == "" && strings.HasPrefix(req.GetAction(), selfModPrefix) {
-			return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: a %s ALLOW must carry the grant of an approved hold, and this one has none", req.GetDecisionId(), req.GetAction())
+			relaxed, err := relaxedNowTx(ctx, tx, mode, req.GetAction(), "", "")
+			if err != nil {
+				return err
+			}
+			if !relaxed {
+				return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: a %s ALLOW must carry the grant of an approved hold, and this one has none", req.GetDecisionId(), req.GetAction())
+			}
 		}
-		if err := boundToDecisionTx(ctx, tx, sess, grant, req); err != nil {
+		if err := boundToDecisionTx(ctx, tx, sess, grant, mode, req); err != nil {
 			return err
 		}
 		if result, msg, err = apply(ctx, tx, sess, req); err != nil {
@@ -119,20 +126,37 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 // citeTx consumes a citation: one conditional UPDATE, so a decision is
 // cited at most once whatever the concurrency. It returns the grant the
 // ALLOW consumed ("" for a baseline allow). On refusal it says why.
-func citeTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) (string, error) {
-	var grant string
-	err := tx.QueryRow(ctx, `UPDATE decisions SET cited_at = now()
+func citeTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) (grant, mode string, err error) {
+	err = tx.QueryRow(ctx, `UPDATE decisions SET cited_at = now()
 		WHERE id = $1 AND cited_at IS NULL AND effect = 'allow' AND NOT dry_run
 		  AND session_id = $2 AND action = $3 AND at > now() - $4::interval
-		RETURNING grant_id`,
-		decisionID, sessionID, action, window).Scan(&grant)
+		RETURNING grant_id, mode`,
+		decisionID, sessionID, action, window).Scan(&grant, &mode)
 	if err == nil {
-		return grant, nil
+		return grant, mode, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("cite decision: %w", err)
+		return "", "", fmt.Errorf("cite decision: %w", err)
 	}
-	return "", citationRefused(ctx, tx, decisionID, sessionID, action, window)
+	return "", "", citationRefused(ctx, tx, decisionID, sessionID, action, window)
+}
+
+// relaxedNowTx reports whether a grantless ALLOW that an audit or warn mode
+// gave (mode, from the cited decision) may still apply: the gate's mode is
+// re-read live — a message policy's own mode for the pair from → to, else
+// the action's — so an operator's switch back to enforce refuses it.
+func relaxedNowTx(ctx context.Context, tx pgx.Tx, mode, action, from, to string) (bool, error) {
+	if mode == "" {
+		return false, nil
+	}
+	var live string
+	err := tx.QueryRow(ctx, `SELECT COALESCE(
+			NULLIF((SELECT mode FROM agent_message_policies WHERE from_agent_group_id = $2 AND to_agent_group_id = $3), ''),
+			(SELECT mode FROM action_settings WHERE action = $1), 'enforce')`, action, from, to).Scan(&live)
+	if err != nil {
+		return false, fmt.Errorf("read enforcement mode: %w", err)
+	}
+	return live == "audit" || live == "warn", nil
 }
 
 // citationRefused says why a citation did not match.
@@ -173,8 +197,9 @@ func citationRefused(ctx context.Context, tx pgx.Tx, decisionID, sessionID, acti
 // applies exactly the approved hold's payload (a2a: plus the message id the
 // runner stamps); an a2a send is to the payload's own target, and a send
 // into a message-policy pair needs an approval (a grantless ALLOW for
-// another target does not carry over).
-func boundToDecisionTx(ctx context.Context, tx pgx.Tx, sess appliedSession, grant string, req *guardv1.ApplyActionRequest) error {
+// another target does not carry over) unless that pair's gate is in audit
+// or warn mode now.
+func boundToDecisionTx(ctx context.Context, tx pgx.Tx, sess appliedSession, grant, mode string, req *guardv1.ApplyActionRequest) error {
 	if req.GetAction() == ActionA2ASend {
 		target, err := a2aTarget(req)
 		if err != nil {
@@ -185,6 +210,15 @@ func boundToDecisionTx(ctx context.Context, tx pgx.Tx, sess appliedSession, gran
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_message_policies
 				WHERE from_agent_group_id = $1 AND to_agent_group_id = $2)`, sess.groupID, target).Scan(&gated); err != nil {
 				return fmt.Errorf("check message policy: %w", err)
+			}
+			if gated {
+				// A policy rolled out in audit or warn lets the send run
+				// without an approval, if it still is (for this target).
+				relaxed, err := relaxedNowTx(ctx, tx, mode, ActionA2ASend, sess.groupID, target)
+				if err != nil {
+					return err
+				}
+				gated = !relaxed
 			}
 			if gated {
 				return status.Errorf(codes.PermissionDenied, "a message from %q to %q needs an approval: the cited decision carries none", sess.groupID, target)

@@ -72,3 +72,42 @@ func TestApplyA2ASendStaysOnTheDecidedTarget(t *testing.T) {
 		t.Fatalf("send to the decided target: %v", err)
 	}
 }
+
+// A message policy rolled out in audit mode lets the send run: the guard's
+// audit ALLOW applies without an approval — but only to a pair whose gate is
+// still relaxed when it applies: not to another gated target, and not after
+// the operator switched the policy to enforce.
+func TestApplyA2ASendInAuditModeRunsOnlyWhileRelaxed(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	audited, enforced := group(t, f.srv, "audited", ""), group(t, f.srv, "enforced", "")
+	if _, err := f.srv.Pool.Exec(ctxT(t), `INSERT INTO users (id) VALUES ('tg:dana');
+		INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('`+f.group+`', 'audited', '`+audited+`'), ('`+f.group+`', 'enforced', '`+enforced+`');
+		INSERT INTO agent_message_policies (from_agent_group_id, to_agent_group_id, approver_user_id, mode) VALUES
+			('`+f.group+`', '`+audited+`', 'tg:dana', 'audit'), ('`+f.group+`', '`+enforced+`', 'tg:dana', '')`); err != nil {
+		t.Fatal(err)
+	}
+	asAgent := testserver.ClientsFor(f.srv.Conn(t, f.r.token, f.sess.GetId()))
+	send := func() string {
+		res, err := asAgent.Guard.Decide(ctxT(t), &guardv1.DecideRequest{Action: "a2a.send",
+			Resource: map[string]string{"to": audited}, Payload: payload(t, map[string]any{"to": audited, "text": "hi"})})
+		if err != nil || res.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW || res.GetDecision().GetMode() != "audit" {
+			t.Fatalf("send under an audited policy: %v (%v), want an audit ALLOW", res.GetDecision(), err)
+		}
+		return res.GetDecisionId()
+	}
+	d := send()
+	if _, err := f.apply(t, d, "a2a.send", map[string]any{"to": enforced, "text": "x"}, map[string]string{"to": enforced}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("spend an audit ALLOW on an enforced pair: %v, want PermissionDenied", err)
+	}
+	if _, err := f.apply(t, d, "a2a.send", map[string]any{"to": audited, "text": "hi"}, map[string]string{"to": audited}); err != nil {
+		t.Fatalf("apply the audited send: %v", err)
+	}
+	d = send()
+	if _, err := f.srv.Pool.Exec(ctxT(t), `UPDATE agent_message_policies SET mode = 'enforce' WHERE to_agent_group_id = $1`, audited); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.apply(t, d, "a2a.send", map[string]any{"to": audited, "text": "hi"}, map[string]string{"to": audited}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("apply an audit ALLOW after the switch to enforce: %v, want PermissionDenied", err)
+	}
+}
