@@ -4,7 +4,7 @@
 // On start it runs its script once per workspace, prints every answer,
 // notice and message it gets (stdout: `docker logs`), appends them as JSON
 // lines to $CLAWGUARD_WORKSPACE/events.jsonl, and answers messages from
-// other agents with "got: <text>". A message "/do <step JSON>" runs that
+// other agents and from chats (into the chat) with "got: <text>". A message "/do <step JSON>" runs that
 // step. Script: CLAWGUARD_DEMO_SCRIPT (inline JSON, or a file path), else
 // $CLAWGUARD_WORKSPACE/script.json, else a default that asks to install
 // cowsay, lists groups and greets every destination. A step is
@@ -308,6 +308,9 @@ func (a *agent) handle(ctx context.Context, it *agentv1.InboxResponse) {
 			st.RequestID = "do-" + m.GetId()
 		}
 		go a.step(ctx, st)
+	case m.GetSenderUserId() != "" && text != "":
+		// A chat message: answer into the chat (the runner's reply action).
+		go a.send(ctx, "chat-"+m.GetId(), "reply", map[string]any{"text": "got: " + text})
 	case m.GetFromAgentGroupId() != "" && !strings.HasPrefix(text, "got: "):
 		go a.send(ctx, "reply-"+m.GetId(), "send_message", map[string]any{"to": m.GetFromAgentGroupId(), "text": "got: " + text})
 	}

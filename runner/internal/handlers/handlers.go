@@ -31,6 +31,7 @@ const (
 	AddMCPServer    = "add_mcp_server"
 	SendMessage     = "send_message"
 	CLIRequest      = "cli_request"
+	Reply           = "reply"
 )
 
 // Deps is what the handler bodies need.
@@ -87,6 +88,14 @@ func Register(reg *delivery.Registry, d Deps) error {
 			Name:     CLIRequest,
 			Precheck: func(_ delivery.Session, p *structpb.Struct) error { _, err := resolveMethod(p); return err },
 			Run:      h.cliRequest,
+		},
+		{
+			// Unmapped on purpose: the server's declared exemption. The agent
+			// speaks only into its own session's chat; the server picks the
+			// chat from the session, never from the payload.
+			Name:     Reply,
+			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return checkReply(p) },
+			Run:      h.reply,
 		},
 	} {
 		if err := reg.Register(a); err != nil {

@@ -48,7 +48,7 @@ func TestRegisterMapsEveryPrivilegedAction(t *testing.T) {
 	}
 	want := map[string]string{
 		CreateAgent: "agents.create", InstallPackages: "self_mod.install_packages",
-		AddMCPServer: "self_mod.add_mcp_server", SendMessage: "a2a.send", CLIRequest: "",
+		AddMCPServer: "self_mod.add_mcp_server", SendMessage: "a2a.send", CLIRequest: "", Reply: "",
 	}
 	m := reg.Manifest()
 	if len(m) != len(want) {

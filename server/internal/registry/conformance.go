@@ -13,8 +13,11 @@ import (
 //   - cli_request: the transport bridge into the admin RPCs; every inner
 //     command is guarded at dispatch, so the envelope carries no privilege.
 //   - scheduling self-actions: an agent mutating only its own task rows.
+//   - reply: an agent answering into the chat its session talks to (the
+//     server takes the chat from the session; the agent cannot name one).
 var ExemptDeliveryActions = []string{
 	"cli_request",
+	"reply",
 	"schedule_task",
 	"cancel_task",
 	"pause_task",

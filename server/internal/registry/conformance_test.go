@@ -62,7 +62,7 @@ func TestViolationsNilCatalogFailsClosed(t *testing.T) {
 }
 
 func TestExemptionListIsTheServers(t *testing.T) {
-	for _, a := range []string{"cli_request", "schedule_task", "cancel_task", "pause_task", "resume_task", "update_task"} {
+	for _, a := range []string{"cli_request", "reply", "schedule_task", "cancel_task", "pause_task", "resume_task", "update_task"} {
 		if !IsExempt(a) {
 			t.Errorf("%s should be exempt", a)
 		}
