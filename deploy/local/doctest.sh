@@ -13,7 +13,8 @@
 # the Dockerfile and context exist; compose up: the services exist, and
 # server-a/-b and runner-a/-b start as real processes with the doc's secrets),
 # `kubectl` (create secret: every file exists; runner token files hold one
-# bare token each). The README walkthrough block is run by walkthrough.sh.
+# bare token each), `bin/clawguard-telegram` (its token files and data dir).
+# The README walkthrough block is run by walkthrough.sh.
 #
 # Usage: deploy/local/doctest.sh [DOC ...]   (default: every doc below)
 set -euo pipefail
@@ -22,7 +23,7 @@ cd "$root"
 docs=("$@")
 [ ${#docs[@]} -gt 0 ] || docs=(README.md cli/README.md runner/README.md deploy/README.md deploy/k8s/README.md deploy/TLS.md)
 
-for b in clawguard-server clawguard-runner ncl demo-agent; do
+for b in clawguard-server clawguard-runner ncl demo-agent clawguard-telegram; do
   [ -x "bin/$b" ] || { echo "doctest: bin/$b missing: run make build" >&2; exit 1; }
 done
 
@@ -116,7 +117,30 @@ for a in "${args[@]:6}"; do
 done
 say "create secret ${args[5]}: ok"
 EOF
-chmod +x "$stubs"/*
+# clawguard-telegram needs the real Telegram: check what it is given (the
+# bridge token file holds one bare token, the bot token file is private and
+# not empty, a data dir is named) and stop there.
+mkdir -p "$stubs/bin"
+cat >"$stubs/bin/clawguard-telegram" <<'EOF'
+#!/usr/bin/env bash
+set -euo pipefail
+say() { echo "clawguard-telegram stub: $*" >&2; }
+tok= bot= data=
+while [ $# -gt 0 ]; do
+  case $1 in
+  --token-file) tok=$2; shift 2 ;;
+  --telegram-bot-token-file) bot=$2; shift 2 ;;
+  --data-dir) data=$2; shift 2 ;;
+  --server|--tls-ca|--telegram-api-url|--http-listen|--poll-timeout|--shutdown-grace|--log-level|--retry-max) shift 2 ;;
+  *) say "unexpected argument $1"; exit 1 ;;
+  esac
+done
+[ -n "$tok" ] && grep -qxE 'cgt_[A-Za-z0-9_-]+' "$tok" && [ "$(wc -l <"$tok")" = 1 ] || { say "--token-file $tok is not one bare token"; exit 1; }
+[ -s "$bot" ] && [ "$(stat -c %a "$bot")" = 600 ] || { say "--telegram-bot-token-file $bot is empty or readable by others"; exit 1; }
+[ -n "$data" ] || { say "no --data-dir"; exit 1; }
+say "ok"
+EOF
+chmod +x "$stubs"/* "$stubs/bin"/*
 
 # --- one doc ---------------------------------------------------------------
 # blocks DOC: its ```sh blocks, without the README walkthrough (walkthrough.sh).
@@ -138,7 +162,10 @@ run_doc() {
   mport2=$(free_port) rport_a=$(free_port) rport_b=$(free_port)
   mkdir -p "$dir/root/.data" "$dir/logs" "$dir/home"
   chmod 755 "$dir" "$dir/root" "$dir/root/.data"
-  ln -s "$root/bin" "$dir/root/bin"
+  # bin/: the real binaries, but the stub for what needs the outside world.
+  mkdir "$dir/root/bin"
+  for b in "$root"/bin/*; do ln -s "$b" "$dir/root/bin/"; done
+  ln -sf "$stubs/bin/clawguard-telegram" "$dir/root/bin/clawguard-telegram"
   cp -r "$root/deploy" "$dir/root/deploy"
   rm -f "$dir/root/deploy/compose/secrets/"*-token* "$dir/root/deploy/compose/secrets/operator-token"
   psql "$pg_admin" -qc "CREATE DATABASE doc$n" >/dev/null
