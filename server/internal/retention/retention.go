@@ -1,5 +1,5 @@
 // Package retention deletes what a long-running fleet no longer needs: old
-// decision log rows and old hold lifecycle events. Every replica runs the
+// decision log rows, old hold lifecycle events and old chat outbox messages. Every replica runs the
 // loop; batches lock their rows with SKIP LOCKED, so replicas share the work
 // instead of queueing behind each other.
 package retention
@@ -86,8 +86,28 @@ func (p *Pruner) PruneOnce(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
+		n, err = drain(ctx, p.batch(), func(b int) (int64, error) {
+			return PruneChatOutbox(ctx, p.DB, now.Add(-p.EventRetention), b)
+		})
+		if n > 0 {
+			p.Log.Info("retention: pruned chat outbox messages", "rows", n, "older_than", p.EventRetention)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// PruneChatOutbox deletes up to batch chat outbox messages queued before
+// cutoff (the event retention: a bridge down for longer misses them).
+func PruneChatOutbox(ctx context.Context, db DB, before time.Time, batch int) (int64, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM chat_outbox WHERE cursor IN (
+		SELECT cursor FROM chat_outbox WHERE created_at < $1 ORDER BY cursor LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, batch)
+	if err != nil {
+		return 0, fmt.Errorf("prune chat outbox: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // decisionKeep is the retention, never less than CitationFactor citation

@@ -304,3 +304,19 @@ func TestWebhookSkipsPrunedEvents(t *testing.T) {
 		t.Fatalf("webhook posted cursors %v, want only %d", posted, c3)
 	}
 }
+
+func TestChatOutboxPrunedPastEventRetention(t *testing.T) {
+	srv := testserver.Start(t, noRetention)
+	exec(t, srv.Pool, `INSERT INTO chat_outbox (channel_type, platform_id, kind, text, created_at) VALUES
+		('telegram', '1', 'reply', 'old', now() - interval '2 hours'), ('telegram', '1', 'reply', 'new', now())`)
+	p := &retention.Pruner{DB: srv.Pool, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), EventRetention: time.Hour, CitationWindow: time.Minute}
+	if err := p.PruneOnce(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM chat_outbox WHERE text = 'old'`); n != 0 {
+		t.Fatalf("%d old chat messages kept past the event retention", n)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM chat_outbox WHERE text = 'new'`); n != 1 {
+		t.Fatalf("the recent chat message was pruned (%d left)", n)
+	}
+}
