@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -298,4 +300,63 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// An expired hold's card says so and loses its buttons.
+func TestExpiredHoldsCardSaysSo(t *testing.T) {
+	e := newEnv(t)
+	dana := e.user(danaID, "owner", "")
+	e.startBridge()
+	resp, err := guardv1.NewApprovalsClient(e.op).Request(context.Background(), &guardv1.RequestRequest{
+		Kind:         "onecli_credential",
+		Card:         &guardv1.HoldCard{Title: "Use the deploy key", ExpiresAt: timestamppb.New(time.Now().Add(2 * time.Second))},
+		ApproverRule: &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: dana}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	card := e.card(danaID, resp.GetHold().GetId())
+	ed := e.edited(card, "Expired without a decision")
+	if len(ed.Buttons) != 0 {
+		t.Fatalf("the expired card still has buttons: %v", ed.Buttons)
+	}
+	// A late tap changes nothing.
+	e.tg.tap(danaID, card, "Approve")
+	e.eventually(wait, "the late tap answered", func() bool { return e.tg.unconfirmed() == 0 })
+	if st := e.holdStatus(resp.GetHold().GetId()); st != "expired" {
+		t.Fatalf("hold %s after a late tap, want expired", st)
+	}
+}
+
+// D4 for the reason capture: Dana picks "Reject with reason…" as research's
+// admin, loses the role, then types: the reason is refused (she is told),
+// the hold stays pending and the requester hears nothing.
+func TestARevokedApproversReasonIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
+	e.exec(`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s_research', 'ag_research', 'r1')`)
+	dana := e.user(danaID, "admin", "ag_research")
+	e.startBridge()
+	resp, err := guardv1.NewApprovalsClient(e.op).Request(context.Background(), &guardv1.RequestRequest{
+		Kind: "onecli_credential", SessionId: "s_research", Card: &guardv1.HoldCard{Title: "Use the deploy key"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := resp.GetHold().GetId()
+	card := e.card(danaID, hold)
+	e.tg.tap(danaID, card, "Reject with reason…")
+	e.edited(card, "Waiting for the reason from "+dana)
+	e.exec(`DELETE FROM user_roles WHERE user_id = $1`, dana)
+
+	e.tg.say(danaID, danaID, "leaked key")
+	e.textTo(danaID, "reject reason refused")
+	if st := e.holdStatus(hold); st != "pending" {
+		t.Fatalf("hold %s after a refused reason, want pending", st)
+	}
+	for _, p := range e.pushes("ag_research", "notify") {
+		if strings.Contains(p.GetNotify().GetText(), "leaked key") {
+			t.Fatalf("the refused reason reached the requester: %q", p.GetNotify().GetText())
+		}
+	}
 }
