@@ -96,9 +96,13 @@ func (t *botAPI) send(ctx context.Context, chatID int64, text string, kb *models
 	return m.ID, nil
 }
 
-// edit replaces a card's text and removes its buttons.
-func (t *botAPI) edit(ctx context.Context, chatID int64, messageID int, text string) error {
-	_, err := t.b.EditMessageText(ctx, &bot.EditMessageTextParams{ChatID: chatID, MessageID: messageID, Text: text})
+// edit replaces a card's text; its buttons become kb (nil: none).
+func (t *botAPI) edit(ctx context.Context, chatID int64, messageID int, text string, kb *models.InlineKeyboardMarkup) error {
+	p := &bot.EditMessageTextParams{ChatID: chatID, MessageID: messageID, Text: text}
+	if kb != nil {
+		p.ReplyMarkup = kb
+	}
+	_, err := t.b.EditMessageText(ctx, p)
 	if err != nil && strings.Contains(err.Error(), "message is not modified") {
 		return nil // already shows this (a replayed edit)
 	}

@@ -131,11 +131,16 @@ func (b *Bridge) retry(ctx context.Context, op string, fn func(context.Context) 
 			return err
 		}
 		b.m.Errors.WithLabelValues(op).Inc()
-		b.log.Warn("transient failure; retrying", "op", op, "err", err, "in", delay)
+		wait := delay
+		var tooMany *bot.TooManyRequestsError
+		if errors.As(err, &tooMany) && tooMany.RetryAfter > 0 {
+			wait = time.Duration(tooMany.RetryAfter) * time.Second // Telegram's flood control says how long
+		}
+		b.log.Warn("transient failure; retrying", "op", op, "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
 		delay = min(2*delay, b.cfg.RetryMax)
 	}

@@ -153,7 +153,7 @@ func (b *Bridge) closeCard(ctx context.Context, ev *guardv1.WatchResponse) error
 	if !ok {
 		return b.st.update(func(s *State) { s.WatchCursor = ev.GetCursor() })
 	}
-	if err := b.api.edit(ctx, c.ChatID, c.MessageID, c.Text+"\n\n"+outcomeLine(ev)); err != nil {
+	if err := b.api.edit(ctx, c.ChatID, c.MessageID, c.Text+"\n\n"+outcomeLine(ev), nil); err != nil {
 		if transient(err) {
 			return err
 		}
@@ -175,9 +175,7 @@ func (b *Bridge) noteOnCard(ctx context.Context, h *guardv1.Hold, line string) {
 	if !ok {
 		return
 	}
-	p := editParams(c, c.Text+"\n\n"+line)
-	p.ReplyMarkup = keyboard(h)
-	if _, err := b.api.b.EditMessageText(ctx, p); err != nil && !strings.Contains(err.Error(), "not modified") {
+	if err := b.api.edit(ctx, c.ChatID, c.MessageID, c.Text+"\n\n"+line, keyboard(h)); err != nil {
 		b.m.Errors.WithLabelValues("edit").Inc()
 		b.log.Warn("card note not shown", "hold", holdID, "err", err)
 	}

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-telegram/bot"
-
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -76,8 +74,4 @@ func (b *Bridge) deliver(ctx context.Context, m *guardv1.WatchChatOutboxResponse
 	}
 	b.m.MessagesOut.WithLabelValues(kind).Inc()
 	return nil
-}
-
-func editParams(c Card, text string) *bot.EditMessageTextParams {
-	return &bot.EditMessageTextParams{ChatID: c.ChatID, MessageID: c.MessageID, Text: text}
 }
