@@ -392,32 +392,42 @@ func (a *app) policiesCmd() *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&lgroup, "group", "", "only policies from or to this group")
-	var from, to, approver, pmode string
+	var (
+		from, to, pmode string
+		approvers       []string
+		papprovals      int32
+	)
 	set := &cobra.Command{
 		Use: "set", Short: "Hold messages from one group to another for one approver",
 		Long: `Set a message policy: every a2a.send from --from to --to is held until
 --approver (and only that user — not even an owner) approves it. The pair
 still needs a destination (ncl destinations add), or the send is denied.
 
+Repeat --approver to name several and give --approvals N for a quorum: the
+message then needs N of the named approvers (each counted once; one reject
+rejects).
+
 --mode rolls a new policy out without breaking agents: audit lets the send
 run and logs that it would have been held; warn also tells the agent and the
 group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 (ncl catalog set).`,
-		Example: "  ncl policies set --from ag_A --to ag_B --approver telegram:dana\n  ncl policies set --from ag_A --to ag_B --approver telegram:dana --mode audit", Args: none,
+		Example: "  ncl policies set --from ag_A --to ag_B --approver telegram:dana\n  ncl policies set --from ag_A --to ag_B --approver telegram:dana --approver telegram:erin --approvals 2\n  ncl policies set --from ag_A --to ag_B --approver telegram:dana --mode audit", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mode, err := parseMode(pmode)
 			if err != nil {
 				return err
 			}
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
-				resp, err := c.reg.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: from, ToGroup: to, ApproverUserId: approver, Mode: mode})
+				resp, err := c.reg.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: from, ToGroup: to,
+					ApproverUserId: approvers[0], AlsoApproverUserIds: approvers[1:], Approvals: papprovals, Mode: mode})
 				return resp.GetPolicy(), err
 			})
 		},
 	}
 	set.Flags().StringVar(&from, "from", "", "sending group")
 	set.Flags().StringVar(&to, "to", "", "receiving group")
-	set.Flags().StringVar(&approver, "approver", "", "the one user who approves (<channel>:<handle>)")
+	set.Flags().StringArrayVar(&approvers, "approver", nil, "a user who approves (<channel>:<handle>); repeat for several")
+	set.Flags().Int32Var(&papprovals, "approvals", 0, "distinct approvals a message needs (quorum; 0 = one)")
 	set.Flags().StringVar(&pmode, "mode", "", "enforce, audit or warn (unset: a2a.send's mode)")
 	required(set, "from", "to", "approver")
 	var rfrom, rto string

@@ -208,7 +208,10 @@ func init() {
 		cols: []col{
 			c("FROM", (*guardv1.MessagePolicy).GetFromGroup),
 			c("TO", (*guardv1.MessagePolicy).GetToGroup),
-			c("APPROVER", (*guardv1.MessagePolicy).GetApproverUserId),
+			c("APPROVER", func(p *guardv1.MessagePolicy) string {
+				return strings.Join(append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...), ", ")
+			}),
+			c("APPROVALS", func(p *guardv1.MessagePolicy) string { return fmt.Sprint(max(p.GetApprovals(), 1)) }),
 			c("MODE", func(p *guardv1.MessagePolicy) string { return modeWord(p.GetMode(), "inherit") }),
 		},
 		id: idOf(func(p *guardv1.MessagePolicy) string { return p.GetFromGroup() + " " + p.GetToGroup() }),
@@ -399,7 +402,7 @@ func Actor(a *guardv1.Actor) string {
 func Rule(r *guardv1.ApproverRule) string {
 	switch k := r.GetKind().(type) {
 	case *guardv1.ApproverRule_Exclusive:
-		return "exclusive(" + k.Exclusive.GetUserId() + ")"
+		return "exclusive(" + strings.Join(append([]string{k.Exclusive.GetUserId()}, k.Exclusive.GetAlsoUserIds()...), ", ") + ")"
 	case *guardv1.ApproverRule_AdminsOfScope:
 		anchor := "global"
 		if g := k.AdminsOfScope.GetAgentGroupId(); g != "" {

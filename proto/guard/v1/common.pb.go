@@ -677,10 +677,14 @@ func (*ApproverRule_Exclusive) isApproverRule_Kind() {}
 
 func (*ApproverRule_AdminsOfScope) isApproverRule_Kind() {}
 
-// ExclusiveApprover: only this user, nobody else, not even an owner.
+// ExclusiveApprover: only this user (and the also_user_ids), nobody else,
+// not even an owner.
 type ExclusiveApprover struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Further named approvers (a message policy naming several for a quorum):
+	// any of them may approve, and nobody else.
+	AlsoUserIds   []string `protobuf:"bytes,2,rep,name=also_user_ids,json=alsoUserIds,proto3" json:"also_user_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -720,6 +724,13 @@ func (x *ExclusiveApprover) GetUserId() string {
 		return x.UserId
 	}
 	return ""
+}
+
+func (x *ExclusiveApprover) GetAlsoUserIds() []string {
+	if x != nil {
+		return x.AlsoUserIds
+	}
+	return nil
 }
 
 // AdminsOfScope: scoped admins of the anchor group, global admins and owners
@@ -1700,9 +1711,10 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\fApproverRule\x12;\n" +
 	"\texclusive\x18\x01 \x01(\v2\x1b.guard.v1.ExclusiveApproverH\x00R\texclusive\x12A\n" +
 	"\x0fadmins_of_scope\x18\x02 \x01(\v2\x17.guard.v1.AdminsOfScopeH\x00R\radminsOfScopeB\x06\n" +
-	"\x04kind\",\n" +
+	"\x04kind\"P\n" +
 	"\x11ExclusiveApprover\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"X\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\"\n" +
+	"\ralso_user_ids\x18\x02 \x03(\tR\valsoUserIds\"X\n" +
 	"\rAdminsOfScope\x12$\n" +
 	"\x0eagent_group_id\x18\x01 \x01(\tR\fagentGroupId\x12!\n" +
 	"\fdelivered_to\x18\x02 \x01(\tR\vdeliveredTo\"\xd4\x02\n" +

@@ -7031,6 +7031,11 @@ type MessagePolicy struct {
 	FromGroup      string                 `protobuf:"bytes,1,opt,name=from_group,json=fromGroup,proto3" json:"from_group,omitempty"`
 	ToGroup        string                 `protobuf:"bytes,2,opt,name=to_group,json=toGroup,proto3" json:"to_group,omitempty"`
 	ApproverUserId string                 `protobuf:"bytes,3,opt,name=approver_user_id,json=approverUserId,proto3" json:"approver_user_id,omitempty"`
+	// Distinct approvals a held message needs (0: one); the named approvers
+	// (approver_user_id and also_approver_user_ids) must number at least that.
+	Approvals int32 `protobuf:"varint,4,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	// Further approvers, any of whom may approve (exclusive: nobody else).
+	AlsoApproverUserIds []string `protobuf:"bytes,6,rep,name=also_approver_user_ids,json=alsoApproverUserIds,proto3" json:"also_approver_user_ids,omitempty"`
 	// Unspecified: the a2a.send action's mode.
 	Mode          EnforcementMode `protobuf:"varint,5,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -7086,6 +7091,20 @@ func (x *MessagePolicy) GetApproverUserId() string {
 		return x.ApproverUserId
 	}
 	return ""
+}
+
+func (x *MessagePolicy) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *MessagePolicy) GetAlsoApproverUserIds() []string {
+	if x != nil {
+		return x.AlsoApproverUserIds
+	}
+	return nil
 }
 
 func (x *MessagePolicy) GetMode() EnforcementMode {
@@ -7191,6 +7210,11 @@ type SetPolicyRequest struct {
 	FromGroup      string                 `protobuf:"bytes,1,opt,name=from_group,json=fromGroup,proto3" json:"from_group,omitempty"`
 	ToGroup        string                 `protobuf:"bytes,2,opt,name=to_group,json=toGroup,proto3" json:"to_group,omitempty"`
 	ApproverUserId string                 `protobuf:"bytes,3,opt,name=approver_user_id,json=approverUserId,proto3" json:"approver_user_id,omitempty"`
+	// Distinct approvals a held message needs (0: one); at most the number of
+	// named approvers.
+	Approvals int32 `protobuf:"varint,4,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	// Further approvers, any of whom may approve.
+	AlsoApproverUserIds []string `protobuf:"bytes,6,rep,name=also_approver_user_ids,json=alsoApproverUserIds,proto3" json:"also_approver_user_ids,omitempty"`
 	// Unspecified: inherit the a2a.send action's mode.
 	Mode          EnforcementMode `protobuf:"varint,5,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -7246,6 +7270,20 @@ func (x *SetPolicyRequest) GetApproverUserId() string {
 		return x.ApproverUserId
 	}
 	return ""
+}
+
+func (x *SetPolicyRequest) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *SetPolicyRequest) GetAlsoApproverUserIds() []string {
+	if x != nil {
+		return x.AlsoApproverUserIds
+	}
+	return nil
 }
 
 func (x *SetPolicyRequest) GetMode() EnforcementMode {
@@ -9318,22 +9356,26 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fmessaging_group\x18\x01 \x01(\v2\x18.guard.v1.MessagingGroupR\x0emessagingGroup\"-\n" +
 	"\x1bDeleteMessagingGroupRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1e\n" +
-	"\x1cDeleteMessagingGroupResponse\"\xa2\x01\n" +
+	"\x1cDeleteMessagingGroupResponse\"\xf5\x01\n" +
 	"\rMessagePolicy\x12\x1d\n" +
 	"\n" +
 	"from_group\x18\x01 \x01(\tR\tfromGroup\x12\x19\n" +
 	"\bto_group\x18\x02 \x01(\tR\atoGroup\x12(\n" +
-	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12-\n" +
+	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12\x1c\n" +
+	"\tapprovals\x18\x04 \x01(\x05R\tapprovals\x123\n" +
+	"\x16also_approver_user_ids\x18\x06 \x03(\tR\x13alsoApproverUserIds\x12-\n" +
 	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"1\n" +
 	"\x13ListPoliciesRequest\x12\x1a\n" +
 	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"K\n" +
 	"\x14ListPoliciesResponse\x123\n" +
-	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\"\xb1\x01\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\"\x84\x02\n" +
 	"\x10SetPolicyRequest\x12#\n" +
 	"\n" +
 	"from_group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\tfromGroup\x12\x1f\n" +
 	"\bto_group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\atoGroup\x12(\n" +
-	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12-\n" +
+	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12\x1c\n" +
+	"\tapprovals\x18\x04 \x01(\x05R\tapprovals\x123\n" +
+	"\x16also_approver_user_ids\x18\x06 \x03(\tR\x13alsoApproverUserIds\x12-\n" +
 	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"D\n" +
 	"\x11SetPolicyResponse\x12/\n" +
 	"\x06policy\x18\x01 \x01(\v2\x17.guard.v1.MessagePolicyR\x06policy\"[\n" +

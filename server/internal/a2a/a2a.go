@@ -8,6 +8,8 @@ package a2a
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
@@ -31,6 +33,11 @@ func Entry() guard.Entry {
 				WHERE agent_group_id = $1 AND target_agent_group_id = $6::text)`},
 			{Name: "target_exists", SQL: `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $6::text)`},
 			{Name: "policy_approver", SQL: `SELECT approver_user_id FROM agent_message_policies
+				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
+			// Further named approvers and the policy's quorum.
+			{Name: "policy_also", SQL: `SELECT array_to_string(also_approvers, ' ') FROM agent_message_policies
+				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
+			{Name: "policy_approvals", SQL: `SELECT approvals FROM agent_message_policies
 				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
 			// The policy's own enforcement mode ("" inherits a2a.send's).
 			{Name: "policy_mode", SQL: `SELECT mode FROM agent_message_policies
@@ -72,8 +79,19 @@ func baseline(in *guard.Input, f guard.Facts) (guard.Decision, error) {
 		return guard.Allow("self-send"), nil
 	}
 	if approver := f.Str("policy_approver"); f.Has("policy_approver") {
-		d := guard.Hold(guard.Exclusive(approver), guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
-			fmt.Sprintf("a2a message policy %s→%s holds for %s", from, to, approver))
+		rule := guard.Exclusive(approver)
+		who := approver
+		if also := f.Str("policy_also"); also != "" {
+			// User ids hold no whitespace (resources.validUserID).
+			rule.GetExclusive().AlsoUserIds = strings.Fields(also)
+			who = approver + ", " + strings.Join(strings.Fields(also), ", ")
+		}
+		d := guard.Hold(rule, guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
+			fmt.Sprintf("a2a message policy %s→%s holds for %s", from, to, who))
+		if n, err := strconv.Atoi(f.Str("policy_approvals")); err == nil && n > 1 {
+			d.Approvals = n
+			d.Reason += fmt.Sprintf(" (%d approvals needed)", n)
+		}
 		d.Mode = f.Str("policy_mode")
 		return d, nil
 	}

@@ -100,7 +100,7 @@ func holdCreator(svc *approvals.Service) guard.HoldCreator {
 			Rule: hr.Rule, Scope: hr.Scope,
 			Title: c.GetTitle(), Question: c.GetQuestion(), Options: c.GetOptions(), DedupKey: c.GetDedupKey(),
 			OriginChannel: c.GetOriginChannelType(), RecordDeliveredTo: c.GetRecordDeliveredTo(),
-			DeliveryAction: c.GetDeliveryAction(),
+			DeliveryAction: c.GetDeliveryAction(), Approvals: hr.Approvals,
 		}
 		if c.GetExpiresAt() != nil {
 			req.ExpiresAt = c.GetExpiresAt().AsTime()

@@ -69,6 +69,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	var (
 		ruleName    string
 		exclusiveID string
+		alsoIDs     []string // further named approvers of an exclusive rule
 		namedDeliv  string
 	)
 	switch r := rule.GetKind().(type) {
@@ -77,6 +78,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		if exclusiveID == "" {
 			return CreateResult{}, errors.New("create hold: exclusive approver rule names no user")
 		}
+		alsoIDs = distinctOthers(exclusiveID, r.Exclusive.GetAlsoUserIds())
 	case *guardv1.ApproverRule_AdminsOfScope:
 		ruleName, namedDeliv = ruleAdminsOfScope, r.AdminsOfScope.GetDeliveredTo()
 		if g := r.AdminsOfScope.GetAgentGroupId(); g != "" {
@@ -98,7 +100,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		}
 	}
 
-	candidates, err := pickApprovers(ctx, tx, ruleName, exclusiveID, namedDeliv, groupID, global)
+	candidates, err := pickApprovers(ctx, tx, ruleName, append([]string{exclusiveID}, alsoIDs...), namedDeliv, groupID, global)
 	if err != nil {
 		return CreateResult{}, err
 	}
@@ -111,9 +113,11 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		}
 		return CreateResult{NoApprover: true, Reason: reason}, nil
 	}
-	required := 1
+	// Quorum: an admin-chain hold needs what scope, action and group ask;
+	// an exclusive hold what its own rule asks (a message policy's
+	// approvals), since only its named users may approve it.
+	required := max(req.Approvals, 1)
 	if ruleName == ruleAdminsOfScope {
-		// Quorum applies to the admin chain; an exclusive rule names one user.
 		if required, err = s.requiredApprovals(ctx, tx, req.CatalogAction, groupID, global); err != nil {
 			return CreateResult{}, err
 		}
@@ -159,14 +163,14 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 
 	row := tx.QueryRow(ctx, `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, requester,
 			approver_user_id, approver_rule, approver_scope, dedup_key, expires_at, title, question, options,
-			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required)
+			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required, also_approvers)
 		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), $9, $10, NULLIF($11, ''),
-			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19, $20)
+			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19, $20, $21)
 		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
 		RETURNING `+holdColumns,
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
 		approverUser, ruleName, scopeString(req.Scope), dedupKey, nullTime(expires), req.Title, req.Question, options,
-		target, origin, req.DeliveryAction, req.SweptOnRestart, required)
+		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs))
 	hold, err := HoldFromRow(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent request with the same key won the race; it has
@@ -239,6 +243,26 @@ func (s *Service) liveByDedupKey(ctx context.Context, tx pgx.Tx, key string) (*g
 	return h, nil
 }
 
+// distinctOthers is list without first, empties and repeats, in order.
+func distinctOthers(first string, list []string) []string {
+	seen := map[string]bool{first: true}
+	var out []string
+	for _, u := range list {
+		if u != "" && !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
 // candidate is an eligible approver and the channel types of their known DMs.
 type candidate struct {
 	id  string
@@ -247,19 +271,35 @@ type candidate struct {
 
 // pickApprovers lists the users who may resolve the hold, in delivery
 // preference order, de-duplicated, with their DMs (one query).
-func pickApprovers(ctx context.Context, q Querier, rule, exclusiveID, named, groupID string, global bool) ([]candidate, error) {
+func pickApprovers(ctx context.Context, q Querier, rule string, exclusive []string, named, groupID string, global bool) ([]candidate, error) {
 	if rule == ruleExclusive {
-		c := candidate{id: exclusiveID}
-		var top bool
-		err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM user_roles WHERE user_id = $1 AND (role = 'owner' OR (role = 'admin' AND agent_group_id IS NULL))),
-			ARRAY(SELECT channel_type FROM user_dms WHERE user_id = $1 ORDER BY channel_type)`, exclusiveID).Scan(&top, &c.dms)
+		// Each named user, in the rule's order; on a global hold only those
+		// who are owners or global admins (D1).
+		rows, err := q.Query(ctx, `SELECT u.id,
+				EXISTS (SELECT 1 FROM user_roles WHERE user_id = u.id AND (role = 'owner' OR (role = 'admin' AND agent_group_id IS NULL))),
+				ARRAY(SELECT channel_type FROM user_dms WHERE user_id = u.id ORDER BY channel_type)
+			FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) ORDER BY u.n`, exclusive)
 		if err != nil {
 			return nil, fmt.Errorf("pick approvers: %w", err)
 		}
-		if global && !top {
-			return nil, nil
+		defer rows.Close()
+		var out []candidate
+		for rows.Next() {
+			var (
+				c   candidate
+				top bool
+			)
+			if err := rows.Scan(&c.id, &top, &c.dms); err != nil {
+				return nil, fmt.Errorf("pick approvers: %w", err)
+			}
+			if !global || top {
+				out = append(out, c)
+			}
 		}
-		return []candidate{c}, nil
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("pick approvers: %w", err)
+		}
+		return out, nil
 	}
 	// tier -1: the named delivered-to user; 0: scoped admins of the anchor
 	// (not for global holds: they may not resolve them); 1: global admins;

@@ -69,7 +69,7 @@ func MayResolve(ctx context.Context, q Querier, rule *guardv1.ApproverRule, scop
 // MayResolveWithRoles is MayResolve over roles already read (List filters
 // many holds for one user with it).
 //
-//   - exclusive{user}: only that user — not even an owner.
+//   - exclusive{user, also}: only those users — not even an owner.
 //   - admins-of-scope{group, delivered_to}: the recorded delivered-to user,
 //     or the group's admin chain (scoped admin, global admin, owner); with no
 //     anchor group, owners and global admins only.
@@ -84,7 +84,11 @@ func MayResolveWithRoles(rule *guardv1.ApproverRule, scope guardv1.ApproverScope
 	globalScopeOK := scope != guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL || top
 	switch r := rule.GetKind().(type) {
 	case *guardv1.ApproverRule_Exclusive:
-		return r.Exclusive.GetUserId() != "" && clicker == r.Exclusive.GetUserId() && globalScopeOK
+		named := r.Exclusive.GetUserId() != "" && clicker == r.Exclusive.GetUserId()
+		for _, u := range r.Exclusive.GetAlsoUserIds() {
+			named = named || (u != "" && clicker == u)
+		}
+		return named && globalScopeOK
 	case *guardv1.ApproverRule_AdminsOfScope:
 		a := r.AdminsOfScope
 		eligible := a.GetDeliveredTo() != "" && clicker == a.GetDeliveredTo()

@@ -150,3 +150,30 @@ func TestRuleOfRow(t *testing.T) {
 		t.Fatal("an exclusive hold without a named approver was stored")
 	}
 }
+
+// An exclusive rule naming several users (a message policy's quorum): each
+// named user may click, nobody else — owners included — and the global
+// overlay still applies to each.
+func TestMayResolveExclusiveWithFurtherNamedUsers(t *testing.T) {
+	rule := &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{
+		UserId: deliveree, AlsoUserIds: []string{rando, ""}}}}
+	none := approvals.Roles{AdminOf: map[string]bool{}}
+	ownerRoles := approvals.Roles{Owner: true, AdminOf: map[string]bool{}}
+	for _, c := range []struct {
+		clicker string
+		roles   approvals.Roles
+		scope   guardv1.ApproverScope
+		want    bool
+	}{
+		{deliveree, none, group, true},
+		{rando, none, group, true},
+		{owner, ownerRoles, group, false},
+		{"", none, group, false},
+		{rando, none, global, false},
+		{rando, ownerRoles, global, true},
+	} {
+		if got := approvals.MayResolveWithRoles(rule, c.scope, c.clicker, c.roles); got != c.want {
+			t.Errorf("%q scope %v: %v, want %v", c.clicker, c.scope, got, c.want)
+		}
+	}
+}

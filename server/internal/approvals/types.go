@@ -57,6 +57,9 @@ type CreateRequest struct {
 	RecordDeliveredTo bool
 	DeliveryAction    string // runner delivery action to replay on approval
 	SweptOnRestart    bool
+	// Approvals is the quorum an exclusive rule asks (a message policy's);
+	// admin-chain holds take theirs from scope, action and group settings.
+	Approvals int
 }
 
 // CreateResult says what happened.

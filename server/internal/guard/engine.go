@@ -51,6 +51,8 @@ type HoldRequest struct {
 	Rule          *guardv1.ApproverRule
 	Scope         guardv1.ApproverScope
 	Card          *guardv1.HoldCard
+	// Approvals is the quorum the decision's rule asks (0 = one / settings).
+	Approvals int
 }
 
 // HoldResult is what the approvals service did.
@@ -303,7 +305,7 @@ func (e *Engine) holdRequest(req *Request, entry *Entry, d Decision) HoldRequest
 	}
 	return HoldRequest{
 		Kind: kind, CatalogAction: req.Action, Payload: payload, SessionID: req.Session(), AgentGroupID: anchor,
-		Requester: req.Actor, Rule: d.Rule, Scope: d.Scope, Card: req.Card,
+		Requester: req.Actor, Rule: d.Rule, Scope: d.Scope, Card: req.Card, Approvals: d.Approvals,
 	}
 }
 

@@ -61,6 +61,9 @@ type Decision struct {
 	// Mode is the deciding gate's own mode when it has one (a message
 	// policy's); "" = the catalog action's mode.
 	Mode string
+	// Approvals is the quorum a hold's own rule asks (a message policy's);
+	// 0 = one, or the admin chain's settings.
+	Approvals int
 	// Relaxed is what a Gate deny answers when its gate is in audit or warn
 	// mode (the rest of the baseline's checks); nil = allow.
 	Relaxed *Decision

@@ -13,12 +13,12 @@ func scanPolicy(row pgx.Row) (*guardv1.MessagePolicy, error) {
 		p    guardv1.MessagePolicy
 		mode string
 	)
-	err := row.Scan(&p.FromGroup, &p.ToGroup, &p.ApproverUserId, &mode)
+	err := row.Scan(&p.FromGroup, &p.ToGroup, &p.ApproverUserId, &mode, &p.AlsoApproverUserIds, &p.Approvals)
 	p.Mode = ModeFromString(mode)
 	return &p, err
 }
 
-const policyColumns = `from_agent_group_id, to_agent_group_id, approver_user_id, mode`
+const policyColumns = `from_agent_group_id, to_agent_group_id, approver_user_id, mode, also_approvers, approvals`
 
 // ListPolicies lists message policies the caller may see (either end in a
 // visible group), optionally touching one group.
@@ -63,13 +63,33 @@ func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) 
 	if err := validMode("mode", req.GetMode()); err != nil {
 		return nil, err
 	}
+	also := []string{}
+	seen := map[string]bool{req.GetApproverUserId(): true}
+	for _, u := range req.GetAlsoApproverUserIds() {
+		if err := validUserID("also_approver_user_ids", u); err != nil {
+			return nil, err
+		}
+		if !seen[u] {
+			seen[u] = true
+			also = append(also, u)
+		}
+	}
+	if err := validApprovals("approvals", req.GetApprovals()); err != nil {
+		return nil, err
+	}
+	// A quorum the named approvers cannot reach would hold every message forever.
+	if n := int(req.GetApprovals()); n > 1+len(also) {
+		return nil, invalid("approvals", "%d approvals need at least %d distinct approvers; the policy names %d", n, n, 1+len(also))
+	}
 	// A policy's mode ("" inherits a2a.send's) lets an operator roll a new
 	// policy out in audit or warn before enforcing it.
-	p, err := scanPolicy(s.pool.QueryRow(ctx, `INSERT INTO agent_message_policies (from_agent_group_id, to_agent_group_id, approver_user_id, mode)
-		VALUES ($1, $2, $3, $4)
+	p, err := scanPolicy(s.pool.QueryRow(ctx, `INSERT INTO agent_message_policies
+			(from_agent_group_id, to_agent_group_id, approver_user_id, mode, also_approvers, approvals)
+		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (from_agent_group_id, to_agent_group_id) DO UPDATE SET approver_user_id = EXCLUDED.approver_user_id,
-			mode = EXCLUDED.mode, created_at = now()
-		RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId(), ModeString(req.GetMode())))
+			mode = EXCLUDED.mode, also_approvers = EXCLUDED.also_approvers, approvals = EXCLUDED.approvals, created_at = now()
+		RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId(), ModeString(req.GetMode()),
+		also, req.GetApprovals()))
 	if err != nil {
 		return nil, err
 	}
