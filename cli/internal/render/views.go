@@ -331,6 +331,12 @@ func init() {
 			c("REQUESTER", func(h *guardv1.Hold) string { return Actor(h.GetRequester()) }),
 			c("SESSION", (*guardv1.Hold).GetSessionId),
 			c("DELIVERED TO", (*guardv1.Hold).GetDeliveredTo),
+			c("AWAITING", func(h *guardv1.Hold) string {
+				if u := h.GetAwaitingReasonFrom(); u != "" {
+					return "reject reason from " + u
+				}
+				return ""
+			}),
 			c("EXPIRES", func(h *guardv1.Hold) string { return Time(h.GetExpiresAt()) }),
 			c("RESOLVED", func(h *guardv1.Hold) string { return Time(h.GetResolvedAt()) }),
 			c("RESOLVER", (*guardv1.Hold).GetResolver),
