@@ -10,6 +10,11 @@ BUF_VERSION             := v1.75.0
 PROTOC_GEN_GO_VERSION   := v1.36.12
 PROTOC_GEN_GRPC_VERSION := v1.6.0
 
+# The version every binary reports (--version; ncl version): git describe, "dev" outside a git checkout.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+NCL_LDFLAGS := -X github.com/clawguard/clawguard/cli/internal/ncl.Version=$(VERSION)
+
 MODULES := proto migrations server runner cli examples bench e2e
 GO_PKGS := $(foreach m,$(MODULES),./$(m)/...)
 
@@ -46,11 +51,13 @@ proto-check: tools ## fail if buf lint fails, regeneration changes anything, or 
 .PHONY: build
 build: ## build bin/clawguard-server, bin/clawguard-runner, bin/ncl, bin/clawguard-telegram (static)
 	@mkdir -p bin
-	CGO_ENABLED=0 go build -trimpath -o bin/clawguard-server ./server/cmd/clawguard-server
-	CGO_ENABLED=0 go build -trimpath -o bin/clawguard-runner ./runner/cmd/clawguard-runner
-	CGO_ENABLED=0 go build -trimpath -o bin/ncl ./cli/cmd/ncl
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-server ./server/cmd/clawguard-server
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-runner ./runner/cmd/clawguard-runner
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(NCL_LDFLAGS)" -o bin/ncl ./cli/cmd/ncl
 	CGO_ENABLED=0 go build -trimpath -o bin/clawguard-telegram ./cli/cmd/clawguard-telegram
 	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
+	@[ "$$(bin/clawguard-server --version)" = "$(VERSION)" ] && [ "$$(bin/clawguard-runner --version)" = "$(VERSION)" ] \
+	  && [ "$$(bin/ncl --version)" = "ncl version $(VERSION)" ] || { echo "the binaries do not report version $(VERSION)" >&2; exit 1; }
 
 .PHONY: demo-image
 demo-image: ## build the demo agent image clawguard-agent-demo:latest (FROM scratch; needs Docker)

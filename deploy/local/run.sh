@@ -36,7 +36,7 @@ echo "postgres:  $db_url"
 
 bin/clawguard-server serve --database-url "$db_url" --auto-migrate \
   --listen "$CLAWGUARD_SERVER" --metrics-listen "127.0.0.1:$metrics_port" \
-  --operator-token-file "$data/operator.token" --log-level warn &
+  --operator-token-file "$data/operator.token" --log-level info &
 pids+=($!)
 export CLAWGUARD_TOKEN_FILE="$data/operator.token"
 

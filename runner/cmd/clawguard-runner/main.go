@@ -26,6 +26,10 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "version") {
+		fmt.Println(version)
+		return 0
+	}
 	cfg, err := config.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -34,13 +38,13 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "clawguard-runner:", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Level()}))
+	log := newLogger(stderr, cfg.Level())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	app.Version = version
 	r, err := app.New(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintln(stderr, "clawguard-runner:", err)
+		log.Error("could not start", "err", err)
 		return 1
 	}
 	err = r.Run(ctx)
@@ -51,8 +55,22 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("guard conformance failure — refusing to start", "violations", ce.Violations)
 		return 1
 	case err != nil && !errors.Is(err, context.Canceled):
-		fmt.Fprintln(stderr, "clawguard-runner:", err)
+		log.Error("stopped on error", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// newLogger is the process's one logger, JSON lines with durations as
+// duration strings; also slog's (and the log package's) default, so a
+// component built without a logger does not print in another format.
+func newLogger(w io.Writer, level slog.Leveler) *slog.Logger {
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			return slog.String(a.Key, a.Value.Duration().String())
+		}
+		return a
+	}}))
+	slog.SetDefault(log)
+	return log
 }

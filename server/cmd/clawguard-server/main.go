@@ -18,6 +18,7 @@ import (
 	"github.com/clawguard/clawguard/migrations"
 	"github.com/clawguard/clawguard/server/internal/app"
 	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/logs"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -26,7 +27,7 @@ const usage = `usage: clawguard-server <command> [flags]
 commands:
   serve     serve the Guard, Approvals and Registry gRPC services
   migrate   apply database migrations and exit
-  version   print the version
+  version   print the version (also --version)
 
 Every flag has a CLAWGUARD_* environment twin (--database-url → CLAWGUARD_DATABASE_URL).
 Run "clawguard-server <command> --help" for a command's flags.
@@ -53,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, args[1:], stderr)
 	case "migrate":
 		return migrate(ctx, args[1:], stdout, stderr)
-	case "version":
+	case "version", "--version":
 		fmt.Fprintln(stdout, version)
 		return 0
 	case "-h", "--help", "help":
@@ -83,18 +84,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 		// Guard.Decide load). An operator's GOGC still wins.
 		debug.SetGCPercent(serveGCPercent)
 	}
-	log := newLogger(cfg.LogLevel)
-	log.Info("starting clawguard-server", "version", version, "config", fmt.Sprintf("%+v", cfg.Redacted()))
+	log := newLogger(cfg)
+	log.Info("starting clawguard-server", "version", version, "config", cfg)
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	app.Version = version
 	srv, err := app.New(startCtx, cfg, log)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
+		log.Error("could not start", "err", err) // JSON like every other line, secrets redacted
 		return 1
 	}
 	log.Info("serving", "grpc", srv.Addr(), "metrics", srv.MetricsAddr())
 	if err := srv.Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
+		log.Error("stopped on error", "err", err)
 		return 1
 	}
 	log.Info("stopped")
@@ -139,8 +141,13 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func newLogger(level string) *slog.Logger {
+// newLogger is the one logger of the process (also slog's and the log
+// package's default, so no line prints in another format), redacting the
+// database and webhook URLs' secrets wherever they appear.
+func newLogger(cfg config.Config) *slog.Logger {
 	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	_ = l.UnmarshalText([]byte(cfg.LogLevel))
+	log := logs.New(os.Stderr, l, append(logs.URLSecrets(cfg.DatabaseURL), logs.URLSecrets(cfg.WebhookURL)...)...)
+	slog.SetDefault(log)
+	return log
 }

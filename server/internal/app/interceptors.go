@@ -27,7 +27,8 @@ import (
 	"github.com/clawguard/clawguard/server/internal/rules"
 )
 
-// Chain is the interceptor order of STYLE.md: request id → metrics → logging
+// Chain is the interceptor order of STYLE.md: request id → audit of refused
+// calls → metrics → logging
 // → auth (health/reflection skipped) → principal check → domain interceptors
 // (the guard) → recovery. Recovery sits innermost so a panicking handler
 // becomes Internal and is still logged and counted by the outer layers.
@@ -49,19 +50,26 @@ func buildChain(d *api.Deps, grpcMetrics *grpcprom.ServerMetrics, extra Chain) C
 		return status.Error(codes.Internal, "internal error")
 	})
 
+	auditUnary, auditStream := refusedAudit(d.Log)
 	c := Chain{
 		Unary: []grpc.UnaryServerInterceptor{
 			requestIDUnary,
+			versionUnary,
+			auditUnary,
 			grpcMetrics.UnaryServerInterceptor(),
 			quietHotCalls(d.Log, logging.UnaryServerInterceptor(logger, logOpts...)),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(d.Auth.Authenticate), needsAuth),
+			selector.UnaryServerInterceptor(noteCallerUnary, needsAuth),
 			selector.UnaryServerInterceptor(principalUnary, needsAuth),
 		},
 		Stream: []grpc.StreamServerInterceptor{
 			requestIDStream,
+			versionStream,
+			auditStream,
 			grpcMetrics.StreamServerInterceptor(),
 			logging.StreamServerInterceptor(logger, logOpts...),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(d.Auth.Authenticate), needsAuth),
+			selector.StreamServerInterceptor(noteCallerStream, needsAuth),
 			selector.StreamServerInterceptor(principalStream, needsAuth),
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
 // Viewer is who is looking at holds. Operators and bridges see every hold;
@@ -150,6 +151,10 @@ func (s *Service) Request(ctx context.Context, req CreateRequest) (CreateResult,
 	}
 	if res.NoApprover {
 		return res, status.Errorf(codes.FailedPrecondition, "no hold created: %s", res.Reason)
+	}
+	if res.Created {
+		s.log.Info("hold requested", "audit", true, "hold", res.Hold.Id, "kind", res.Hold.Kind, "group", res.Hold.AgentGroupId,
+			"requester", guard.ActorInWords(req.Requester), "approver_rule", res.Hold.GetApproverRule().String(), "undelivered", res.Undelivered)
 	}
 	return res, nil
 }

@@ -299,6 +299,9 @@ func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome) {
 		waited = h.ResolvedAt.AsTime().Sub(h.CreatedAt.AsTime())
 	}
 	s.metrics.ObserveResolved(h.Kind, OutcomeString(outcome), waited)
+	// Audit, after the commit (expire and sweep have no resolver).
+	s.log.Info("hold resolved", "audit", true, "hold", h.Id, "kind", h.Kind, "group", h.AgentGroupId,
+		"outcome", OutcomeString(outcome), "resolver", h.Resolver, "reason", h.Reason, "waited", waited)
 }
 
 // runApproved runs the kind's approved handlers after commit, each isolated:

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clawguard/clawguard/server/internal/logs"
 )
 
 // Config is everything `clawguard-server serve` can be told.
@@ -177,21 +180,28 @@ func ValidateDatabaseURL(raw string) error {
 func (c Config) Redacted() Config {
 	r := c
 	r.DatabaseURL = RedactURL(c.DatabaseURL)
+	r.WebhookURL = RedactURL(c.WebhookURL)
 	return r
 }
 
-// RedactURL hides a URL's password.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparseable>"
-	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-	}
-	return u.String()
+// RedactURL hides a URL's password, in its userinfo or its query string.
+func RedactURL(raw string) string { return logs.RedactURL(raw) }
+
+// LogValue logs the config as fields (secrets redacted, durations as
+// durations), not as one Go struct string.
+func (c Config) LogValue() slog.Value {
+	r := c.Redacted()
+	return slog.GroupValue(
+		slog.String("database_url", r.DatabaseURL), slog.String("listen", r.Listen),
+		slog.String("metrics_listen", r.MetricsListen), slog.Bool("auto_migrate", r.AutoMigrate),
+		slog.String("operator_token_file", r.OperatorTokenFile), slog.String("tls_cert", r.TLSCert),
+		slog.String("tls_key", r.TLSKey), slog.String("tls_client_ca", r.TLSClientCA),
+		slog.String("default_hold_ttl", r.DefaultHoldTTL.String()), slog.String("lease_ttl", r.LeaseTTL.String()),
+		slog.String("citation_window", r.CitationWindow.String()), slog.String("decision_retention", r.DecisionRetention.String()),
+		slog.String("event_retention", r.EventRetention.String()), slog.String("webhook_url", r.WebhookURL),
+		slog.String("webhook_secret_file", r.WebhookSecretFile), slog.String("shutdown_timeout", r.ShutdownTimeout.String()),
+		slog.String("log_level", r.LogLevel), slog.Int("max_conns", r.MaxConns),
+	)
 }
 
 func stripSecret(msg, raw string) string {

@@ -315,6 +315,11 @@ func (e *Engine) afterTx(ctx context.Context, req *Request, d Decision, resp *gu
 	switch {
 	case err == nil:
 		e.count(req.Action, d.Effect, row.LatencyUS)
+		if resp.HoldCreated {
+			// Audit, after the commit: who asked for what, and who may answer.
+			e.log.InfoContext(ctx, "hold requested", "audit", true, "hold", resp.HoldId, "action", req.Action,
+				"actor", ActorInWords(req.Actor), "reason", d.Reason, "approver_rule", d.Rule.String(), "undelivered", resp.Undelivered)
+		}
 		return resp, nil
 	case errors.Is(err, errConflict):
 		return e.prior(ctx, req)

@@ -24,6 +24,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/app"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/logs"
 )
 
 // Server is a running replica plus helpers.
@@ -49,6 +50,18 @@ func Start(t testing.TB, opts ...Option) *Server {
 // the first one's URL).
 func StartOn(t testing.TB, dbURL string, opts ...Option) *Server {
 	t.Helper()
+	return startOn(t, dbURL, nil, opts...)
+}
+
+// StartLogged runs a replica on a fresh database whose log is the server's
+// own (logs.New: JSON, info) written to w, for tests of what it logs.
+func StartLogged(t testing.TB, w io.Writer, opts ...Option) *Server {
+	t.Helper()
+	return startOn(t, pgtest.NewDB(t), logs.New(w, slog.LevelInfo), opts...)
+}
+
+func startOn(t testing.TB, dbURL string, log *slog.Logger, opts ...Option) *Server {
+	t.Helper()
 	cfg := config.Default()
 	cfg.DatabaseURL = dbURL
 	cfg.Listen = "127.0.0.1:0"
@@ -65,7 +78,10 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Server {
 	if level == slog.LevelDebug {
 		out = os.Stderr
 	}
-	srv, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})))
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
+	}
+	srv, err := app.New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("testserver: %v", err)
 	}
