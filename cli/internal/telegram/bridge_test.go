@@ -360,3 +360,28 @@ func TestARevokedApproversReasonIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A quorum policy names Dana and Erin and needs both: each gets a card,
+// the first tap is recorded on both cards, the second approves and both
+// cards say so.
+func TestQuorumHoldCardsReachEveryNamedApprover(t *testing.T) {
+	e, dana := a2aEnv(t)
+	const erinID int64 = 43
+	erin := e.user(erinID, "", "")
+	e.exec(`UPDATE agent_message_policies SET also_approvers = ARRAY[$1], approvals = 2`, erin)
+	e.startBridge()
+	hold := e.a2aHold("rotate the keys")
+	danaCard, erinCard := e.card(danaID, hold), e.card(erinID, hold)
+
+	e.tg.tap(danaID, danaCard, "Approve")
+	e.edited(erinCard, "👍 "+dana+" approved (1 of 2 approvals)")
+	if st := e.holdStatus(hold); st != "pending" {
+		t.Fatalf("hold %s after one of two approvals, want pending", st)
+	}
+	e.tg.tap(erinID, erinCard, "Approve")
+	e.edited(danaCard, "✅ Approved by "+erin)
+	e.edited(erinCard, "✅ Approved by "+erin)
+	if st := e.holdStatus(hold); st != "approved" {
+		t.Fatalf("hold %s after both approvals, want approved", st)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -96,70 +97,101 @@ func (b *Bridge) handleEvent(ctx context.Context, ev *guardv1.WatchResponse) err
 	return b.st.update(func(s *State) { s.WatchCursor = ev.GetCursor() })
 }
 
-// sendCard DMs the card to the approver it was delivered to, when that is
-// a Telegram user and the hold is still pending (a replay from an old
-// cursor sends no cards for holds decided meanwhile).
+// sendCard DMs the card to each Telegram approver of the hold it names
+// (the approver it was delivered to, and every named approver of an
+// exclusive rule: a quorum needs them all), while it is still pending (a
+// replay from an old cursor sends no cards for holds decided meanwhile).
+// Each card is recorded as soon as it is sent, so a retried event sends
+// only the missing ones; the cursor moves once all are out.
 func (b *Bridge) sendCard(ctx context.Context, cursor int64, h *guardv1.Hold) error {
-	skip := func(why string) error {
-		b.log.Debug("no card", "hold", h.GetId(), "why", why)
+	done := func(why string) error {
+		b.log.Debug("card event handled", "hold", h.GetId(), "why", why)
 		return b.st.update(func(s *State) { s.WatchCursor = cursor })
 	}
-	if _, ok := b.st.card(h.GetId()); ok {
-		return skip("card already sent")
+	have := map[int64]bool{}
+	for _, c := range b.st.cards(h.GetId()) {
+		have[c.ChatID] = true
 	}
-	handle, ok := strings.CutPrefix(h.GetDeliveredTo(), ChannelType+":")
-	if !ok {
-		return skip("not delivered to a telegram user")
+	var todo []int64
+	for _, u := range recipients(h) {
+		handle, _ := strings.CutPrefix(u, ChannelType+":")
+		chatID, err := strconv.ParseInt(handle, 10, 64)
+		if err != nil {
+			b.m.Cards.WithLabelValues("skipped").Inc()
+			b.log.Warn("card not sent: telegram users are telegram:<numeric user id>", "hold", h.GetId(), "user", u)
+			continue
+		}
+		if !have[chatID] {
+			todo = append(todo, chatID)
+		}
 	}
-	chatID, err := strconv.ParseInt(handle, 10, 64)
-	if err != nil {
-		b.m.Cards.WithLabelValues("skipped").Inc()
-		b.log.Warn("card not sent: telegram users are telegram:<numeric user id>", "hold", h.GetId(), "delivered_to", h.GetDeliveredTo())
-		return skip("delivered-to is not a numeric telegram id")
+	if len(todo) == 0 {
+		return done("no telegram approver without a card")
 	}
 	cur, err := b.appr.Get(ctx, &guardv1.GetRequest{Id: h.GetId()})
 	if err != nil {
 		if transient(err) {
 			return err
 		}
-		return skip("hold unreadable: " + err.Error())
+		return done("hold unreadable: " + err.Error())
 	}
 	if cur.GetHold().GetStatus() != guardv1.HoldStatus_HOLD_STATUS_PENDING {
-		return skip("already resolved")
+		return done("already resolved")
 	}
 	text := cardText(h)
-	msgID, err := b.api.send(ctx, chatID, text, keyboard(h))
-	if err != nil {
-		if !transient(err) {
+	for _, chatID := range todo {
+		msgID, err := b.api.send(ctx, chatID, text, keyboard(h))
+		if err != nil {
+			if transient(err) {
+				return err
+			}
 			b.m.Errors.WithLabelValues("send").Inc()
 			b.log.Warn("card not delivered (has the approver started the bot?)", "hold", h.GetId(), "chat", chatID, "err", err)
-			return skip("sendMessage refused")
+			continue
 		}
-		return err
-	}
-	b.m.Cards.WithLabelValues("sent").Inc()
-	b.log.Info("card sent", "hold", h.GetId(), "kind", h.GetKind(), "to", h.GetDeliveredTo(), "message", msgID)
-	return b.st.update(func(s *State) {
-		s.Cards[h.GetId()] = Card{ChatID: chatID, MessageID: msgID, Text: text}
-		s.WatchCursor = cursor
-	})
-}
-
-// closeCard edits a resolved hold's card: who decided and how, or that it
-// expired; the buttons go.
-func (b *Bridge) closeCard(ctx context.Context, ev *guardv1.WatchResponse) error {
-	h := ev.GetHold()
-	c, ok := b.st.card(h.GetId())
-	if !ok {
-		return b.st.update(func(s *State) { s.WatchCursor = ev.GetCursor() })
-	}
-	if err := b.api.edit(ctx, c.ChatID, c.MessageID, c.Text+"\n\n"+outcomeLine(ev), nil); err != nil {
-		if transient(err) {
+		b.m.Cards.WithLabelValues("sent").Inc()
+		b.log.Info("card sent", "hold", h.GetId(), "kind", h.GetKind(), "chat", chatID, "message", msgID)
+		if err := b.st.update(func(s *State) {
+			s.Cards[h.GetId()] = append(s.Cards[h.GetId()], Card{ChatID: chatID, MessageID: msgID, Text: text})
+		}); err != nil {
 			return err
 		}
-		b.m.Errors.WithLabelValues("edit").Inc()
-		b.log.Warn("card not edited", "hold", h.GetId(), "err", err)
-	} else {
+	}
+	return done("cards sent")
+}
+
+// recipients are the telegram users a hold's card goes to.
+func recipients(h *guardv1.Hold) []string {
+	var out []string
+	add := func(u string) {
+		if strings.HasPrefix(u, ChannelType+":") && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	add(h.GetDeliveredTo())
+	if ex := h.GetApproverRule().GetExclusive(); ex != nil {
+		add(ex.GetUserId())
+		for _, u := range ex.GetAlsoUserIds() {
+			add(u)
+		}
+	}
+	return out
+}
+
+// closeCard edits a resolved hold's cards: who decided and how, or that it
+// expired; the buttons go. A retried event edits again ("not modified" is
+// success).
+func (b *Bridge) closeCard(ctx context.Context, ev *guardv1.WatchResponse) error {
+	h := ev.GetHold()
+	for _, c := range b.st.cards(h.GetId()) {
+		if err := b.api.edit(ctx, c.ChatID, c.MessageID, c.Text+"\n\n"+outcomeLine(ev), nil); err != nil {
+			if transient(err) {
+				return err
+			}
+			b.m.Errors.WithLabelValues("edit").Inc()
+			b.log.Warn("card not edited", "hold", h.GetId(), "chat", c.ChatID, "err", err)
+			continue
+		}
 		b.m.Cards.WithLabelValues("edited").Inc()
 	}
 	return b.st.update(func(s *State) {
@@ -168,16 +200,13 @@ func (b *Bridge) closeCard(ctx context.Context, ev *guardv1.WatchResponse) error
 	})
 }
 
-// noteOnCard adds a line under a pending card and keeps its buttons.
+// noteOnCard adds a line under a pending hold's cards and keeps their buttons.
 func (b *Bridge) noteOnCard(ctx context.Context, h *guardv1.Hold, line string) {
-	holdID := h.GetId()
-	c, ok := b.st.card(holdID)
-	if !ok {
-		return
-	}
-	if err := b.api.edit(ctx, c.ChatID, c.MessageID, c.Text+"\n\n"+line, keyboard(h)); err != nil {
-		b.m.Errors.WithLabelValues("edit").Inc()
-		b.log.Warn("card note not shown", "hold", holdID, "err", err)
+	for _, c := range b.st.cards(h.GetId()) {
+		if err := b.api.edit(ctx, c.ChatID, c.MessageID, c.Text+"\n\n"+line, keyboard(h)); err != nil {
+			b.m.Errors.WithLabelValues("edit").Inc()
+			b.log.Warn("card note not shown", "hold", h.GetId(), "err", err)
+		}
 	}
 }
 

@@ -22,8 +22,8 @@ type State struct {
 	WatchCursor int64 `json:"watch_cursor"`
 	// OutboxCursor is the last chat outbox message delivered.
 	OutboxCursor int64 `json:"outbox_cursor"`
-	// Cards by hold id.
-	Cards map[string]Card `json:"cards"`
+	// Cards by hold id: one per approver it was sent to.
+	Cards map[string][]Card `json:"cards"`
 }
 
 // Card is a hold's card message.
@@ -44,7 +44,7 @@ func openStore(dir string) (*store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	st := &store{path: filepath.Join(dir, "telegram-state.json"), s: State{Cards: map[string]Card{}}}
+	st := &store{path: filepath.Join(dir, "telegram-state.json"), s: State{Cards: map[string][]Card{}}}
 	b, err := os.ReadFile(st.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -56,7 +56,7 @@ func openStore(dir string) (*store, error) {
 		return nil, fmt.Errorf("state file %s is corrupt: %w", st.path, err)
 	}
 	if st.s.Cards == nil {
-		st.s.Cards = map[string]Card{}
+		st.s.Cards = map[string][]Card{}
 	}
 	return st, nil
 }
@@ -66,18 +66,18 @@ func (st *store) snapshot() State {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	c := st.s
-	c.Cards = make(map[string]Card, len(st.s.Cards))
+	c.Cards = make(map[string][]Card, len(st.s.Cards))
 	for k, v := range st.s.Cards {
-		c.Cards[k] = v
+		c.Cards[k] = append([]Card(nil), v...)
 	}
 	return c
 }
 
-func (st *store) card(holdID string) (Card, bool) {
+// cards are the hold's card messages.
+func (st *store) cards(holdID string) []Card {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c, ok := st.s.Cards[holdID]
-	return c, ok
+	return append([]Card(nil), st.s.Cards[holdID]...)
 }
 
 // update applies fn and persists the result; on a write error the change

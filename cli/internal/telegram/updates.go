@@ -278,6 +278,12 @@ func (b *Bridge) handleClick(ctx context.Context, q *models.CallbackQuery) error
 		b.m.Clicks.WithLabelValues("resolved").Inc()
 		b.answer(ctx, q.ID, "Send the new agent's name as your next message.", false)
 		b.prompt(ctx, q.From.ID, "✍️ Reply with the name of the new agent for this chat.")
+	case h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING && outcome == guardv1.Outcome_OUTCOME_APPROVE:
+		// One approval of a quorum: recorded, more are needed.
+		b.m.Clicks.WithLabelValues("resolved").Inc()
+		progress := fmt.Sprintf("%d of %d", len(h.GetApprovals()), h.GetApprovalsRequired())
+		b.answer(ctx, q.ID, "Approval recorded ("+progress+").", false)
+		b.noteOnCard(ctx, h, "👍 "+clicker+" approved ("+progress+" approvals)")
 	default:
 		b.m.Clicks.WithLabelValues("resolved").Inc()
 		b.answer(ctx, q.ID, "Done.", false)
