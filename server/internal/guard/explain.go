@@ -124,6 +124,10 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		return x
 	}
 	base := d
+	if d.Would != nil {
+		// A mode relaxed the gate: explain what the gate itself found.
+		base = *d.Would
+	}
 	if d.DecidedBy == ByGrant {
 		// The grant was checked because the baseline held; re-run it (pure)
 		// over the same facts to show why.
@@ -163,7 +167,23 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "grant", Outcome: "skipped",
 			Detail: fmt.Sprintf("approval %s was not used: a grant only satisfies a hold, and the baseline did not hold", in.Grant)})
 	}
+	if d.Would != nil {
+		explainMode(x, d)
+	}
 	return x
+}
+
+// explainMode says that a gate in audit or warn mode let the action run, and
+// what enforce would have answered.
+func explainMode(x *guardv1.Explanation, d Decision) {
+	told := "the decision log records it"
+	if d.Mode == ModeWarn {
+		told = "the agent and its group's admins are told"
+	}
+	x.Summary = fmt.Sprintf("%s because the gate is in %s mode — enforce would %s: %s", effectWord(d.Effect), d.Mode, verb(d.Would.Effect), d.Would.Reason)
+	x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "mode", Outcome: string(d.Effect),
+		Detail: fmt.Sprintf("%s mode: the action is not stopped here; %s", d.Mode, told)})
+	x.WouldChange = append(x.WouldChange, fmt.Sprintf("the gate in enforce mode (ncl catalog set / ncl policies set --mode enforce) → %s", d.Would.Effect))
 }
 
 func safeExplain(e *Entry, in *Input, f Facts, d Decision) (ex Explained) {

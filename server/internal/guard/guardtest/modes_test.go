@@ -247,3 +247,27 @@ func TestActionSettingsAreValidatedAndGuarded(t *testing.T) {
 		t.Fatal("the agent's mode change was applied")
 	}
 }
+
+// ncl explain and the decision page say why a mode let the action run.
+func TestExplainSaysAModeRelaxedTheGate(t *testing.T) {
+	srv := testserver.Start(t)
+	op := srv.Operator(t)
+	w := a2aWorld(t, srv)
+	w.exec(`UPDATE agent_message_policies SET mode = 'audit' WHERE from_agent_group_id = '{A}'`)
+	resp, err := op.Guard.Decide(ctx, a2aSend(w, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := resp.GetExplanation()
+	if !strings.Contains(x.GetSummary(), "audit mode") || !strings.Contains(x.GetSummary(), "enforce would hold") {
+		t.Fatalf("summary %q", x.GetSummary())
+	}
+	var sawPolicy, sawMode bool
+	for _, c := range x.GetChecks() {
+		sawMode = sawMode || c.GetName() == "mode"
+		sawPolicy = sawPolicy || strings.Contains(c.GetDetail(), "policy")
+	}
+	if !sawMode || !sawPolicy {
+		t.Fatalf("checks %v: want the policy check and the mode", x.GetChecks())
+	}
+}
