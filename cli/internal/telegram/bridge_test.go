@@ -385,3 +385,50 @@ func TestQuorumHoldCardsReachEveryNamedApprover(t *testing.T) {
 		t.Fatalf("hold %s after both approvals, want approved", st)
 	}
 }
+
+// The control plane restarts under a running bridge: the bridge reports
+// not ready while it is away, a message sent meanwhile is routed once it
+// is back (not confirmed to Telegram before), and holds created after the
+// restart get their cards, each once.
+func TestServerRestartUnderTheBridgeLosesNothing(t *testing.T) {
+	e := newEnv(t)
+	dana := e.user(danaID, "owner", "")
+	e.startBridge()
+	appr := func() guardv1.ApprovalsClient { return guardv1.NewApprovalsClient(e.op) }
+	request := func(title string) string {
+		t.Helper()
+		resp, err := appr().Request(context.Background(), &guardv1.RequestRequest{
+			Kind: "onecli_credential", Card: &guardv1.HoldCard{Title: title},
+			ApproverRule: &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: dana}}},
+		})
+		if err != nil {
+			t.Fatalf("Request: %v", err)
+		}
+		return resp.GetHold().GetId()
+	}
+	before := request("before the restart")
+	e.card(danaID, before)
+
+	e.restartServer(func() {
+		e.eventually(wait, "/readyz failing while the server is down", func() bool {
+			code, _ := httpGet(t, "http://"+e.httpAddr+"/readyz")
+			return code == http.StatusServiceUnavailable
+		})
+		e.tg.say(strangerID, -3003, "hello while you were away")
+	})
+	e.eventually(wait, "the message sent during the restart routed", func() bool {
+		var n int
+		_ = e.db.QueryRow(context.Background(), `SELECT count(*) FROM messaging_groups WHERE channel_type = 'telegram' AND platform_id = '-3003'`).Scan(&n)
+		return n == 1
+	})
+	after := request("after the restart")
+	e.card(danaID, after)
+	e.card(danaID, before) // still exactly one
+	if got := len(e.tg.cards()); got != 2 {
+		t.Fatalf("%d cards for 2 holds", got)
+	}
+	e.eventually(wait, "/readyz again", func() bool {
+		code, _ := httpGet(t, "http://"+e.httpAddr+"/readyz")
+		return code == http.StatusOK
+	})
+}

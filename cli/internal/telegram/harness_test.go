@@ -91,9 +91,12 @@ type env struct {
 	bridgeTk string
 	logs     *syncBuffer
 
-	stopBridge func()
-	bridge     *Bridge
-	httpAddr   string
+	stopBridge  func()
+	startServer func()
+	stopServer  func()
+	tokenFile   string
+	bridge      *Bridge
+	httpAddr    string
 }
 
 func newEnv(t *testing.T) *env {
@@ -102,21 +105,25 @@ func newEnv(t *testing.T) *env {
 	dbURL := pgtest.NewEmptyDB(t)
 	e := &env{t: t, addr: freeAddr(t), tg: newFakeTelegram(t), dataDir: filepath.Join(dir, "bridge"), logs: &syncBuffer{}}
 	tokenFile := filepath.Join(dir, "operator.token")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, buildServer(t), "serve", "--database-url", dbURL, "--auto-migrate",
-		"--listen", e.addr, "--metrics-listen", "", "--operator-token-file", tokenFile, "--shutdown-timeout", "1s")
-	cmd.Stdout, cmd.Stderr = e.logs, e.logs
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start server: %v", err)
+	e.tokenFile = tokenFile
+	e.startServer = func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd := exec.CommandContext(ctx, buildServer(t), "serve", "--database-url", dbURL, "--auto-migrate",
+			"--listen", e.addr, "--metrics-listen", "", "--operator-token-file", tokenFile, "--shutdown-timeout", "1s")
+		cmd.Stdout, cmd.Stderr = e.logs, e.logs
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+		cmd.WaitDelay = 10 * time.Second
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start server: %v", err)
+		}
+		e.stopServer = func() { cancel(); _ = cmd.Wait() }
 	}
+	e.startServer()
 	t.Cleanup(func() {
 		if e.stopBridge != nil {
 			e.stopBridge()
 		}
-		cancel()
-		_ = cmd.Wait()
+		e.stopServer()
 		if t.Failed() {
 			t.Logf("server and bridge log:\n%s", e.logs.String())
 		}
@@ -142,6 +149,16 @@ func newEnv(t *testing.T) *env {
 	// A live runner, so sessions opened for routed messages are placed.
 	e.exec(`INSERT INTO runners (id, host, lease_expires_at) VALUES ('r1', 'h1', now() + interval '1 hour')`)
 	return e
+}
+
+// restartServer stops the server (SIGTERM) and starts it again on the same
+// address and database.
+func (e *env) restartServer(whileDown func()) {
+	e.t.Helper()
+	e.stopServer()
+	whileDown()
+	e.startServer()
+	e.waitServing(e.tokenFile)
 }
 
 func (e *env) waitServing(tokenFile string) {
