@@ -93,6 +93,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 	reg := newMetricsRegistry()
 	r.registry = reg
 	r.Metrics = metrics.NewMetrics(reg.Registry)
+	metrics.RegisterBuildInfo(reg.Registry, Version)
 
 	switch cfg.Runtime {
 	case "docker":

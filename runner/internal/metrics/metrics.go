@@ -8,6 +8,7 @@ package metrics
 
 import (
 	"net/http"
+	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -88,6 +89,16 @@ func (m *Metrics) SetStreamConnected(up bool) {
 		return
 	}
 	m.StreamConnected.Set(0)
+}
+
+// RegisterBuildInfo exports clawguard_build_info{version, goversion} = 1.
+func RegisterBuildInfo(reg prometheus.Registerer, version string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "clawguard", Name: "build_info",
+		Help: "Always 1; the labels say which build this process runs.",
+	}, []string{"version", "goversion"})
+	reg.MustRegister(g)
+	g.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
 // NewRegistry returns a registry with the Go runtime and process collectors.

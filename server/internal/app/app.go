@@ -116,6 +116,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 
 	reg := metrics.NewRegistry()
 	m := metrics.NewMetrics(reg)
+	metrics.RegisterBuildInfo(reg, Version)
 	grpcMetrics := metrics.NewGRPCServerMetrics(reg)
 	d := &api.Deps{
 		Store:     st,

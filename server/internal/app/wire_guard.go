@@ -37,10 +37,11 @@ func init() {
 			warn = d.Approvals.NotifyWarning
 		}
 		eng := guard.NewEngine(cat, d.Store.Pool, guard.Options{
-			Log:         d.Log.With("component", "guard"),
-			Observe:     d.Metrics.ObserveDecision,
-			ObserveMode: d.Metrics.ObserveMode,
-			Warn:        warn,
+			Log:          d.Log.With("component", "guard"),
+			Observe:      d.Metrics.ObserveDecision,
+			ObserveQuery: d.Metrics.ObserveQuery,
+			ObserveMode:  d.Metrics.ObserveMode,
+			Warn:         warn,
 			// One pipelined round trip carries the facts reads and log
 			// rows of many concurrent decisions (see BENCHMARKS.md).
 			Pipelines: 2,

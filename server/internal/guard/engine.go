@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,7 +93,9 @@ type Engine struct {
 	pool    *pgxpool.Pool
 	log     *slog.Logger
 	observe func(action, effect string, took time.Duration)
-	holds   HoldCreator
+	// observeQuery counts dry runs and reads apart (kind "dry_run", "read").
+	observeQuery func(action, effect, kind string, took time.Duration)
+	holds        HoldCreator
 	// observeMode counts decisions a mode relaxed; warn tells of warn-mode ones.
 	observeMode func(action, mode, wouldEffect string)
 	warn        func(ctx context.Context, w Warning)
@@ -107,6 +110,9 @@ type Options struct {
 	// Observe counts a decision (metrics); action is "non_catalog" for
 	// actions outside the catalog so label values stay bounded.
 	Observe func(action, effect string, took time.Duration)
+	// ObserveQuery counts what Observe must not: dry runs and reads, which
+	// change nothing (kind "dry_run" or "read").
+	ObserveQuery func(action, effect, kind string, took time.Duration)
 	// Pipelines is the number of concurrent batch senders (default 1).
 	Pipelines int
 	// Yield lets a sender yield once before sending, so decisions that
@@ -130,7 +136,7 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	}
 	e := &Engine{
 		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, common: factsQueries(nil),
-		observeMode: o.ObserveMode, warn: o.Warn,
+		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn,
 		pipe: newPipeline(pool, o.Log, o.Pipelines, o.Yield),
 	}
 	e.reads = e.pipe
@@ -314,7 +320,7 @@ func (e *Engine) afterTx(ctx context.Context, req *Request, d Decision, resp *gu
 	row *logRow, err error) (*guardv1.DecideResponse, error) {
 	switch {
 	case err == nil:
-		e.count(req.Action, d.Effect, row.LatencyUS)
+		e.count(req, d.Effect, row.LatencyUS)
 		if resp.HoldCreated {
 			// Audit, after the commit: who asked for what, and who may answer.
 			e.log.InfoContext(ctx, "hold requested", "audit", true, "hold", resp.HoldId, "action", req.Action,
@@ -356,7 +362,7 @@ func (e *Engine) finish(ctx context.Context, req *Request, d Decision, resp *gua
 		d = failClosed()
 		e.fill(req, d, resp, row, start)
 	}
-	e.count(req.Action, d.Effect, row.LatencyUS)
+	e.count(req, d.Effect, row.LatencyUS)
 	e.relaxed(ctx, req, d, resp)
 	return resp, nil
 }
@@ -432,11 +438,41 @@ func (e *Engine) prior(ctx context.Context, req *Request) (*guardv1.DecideRespon
 	return &prior, nil
 }
 
-func (e *Engine) count(action string, eff Effect, latencyUS int64) {
-	if e.observe == nil {
+func (e *Engine) count(req *Request, eff Effect, latencyUS int64) {
+	took := time.Duration(latencyUS) * time.Microsecond
+	action := e.metricAction(req.Action)
+	if kind := e.queryKind(req); kind != "" {
+		if e.observeQuery != nil {
+			e.observeQuery(action, string(eff), kind, took)
+		}
 		return
 	}
-	e.observe(e.metricAction(action), string(eff), time.Duration(latencyUS)*time.Microsecond)
+	if e.observe != nil {
+		e.observe(action, string(eff), took)
+	}
+}
+
+// queryKind says whether a decision changes nothing, and so is counted apart
+// from enforced decisions: "dry_run" (ncl explain), "read" (an admin RPC of
+// open access that only lists or gets), "" otherwise.
+func (e *Engine) queryKind(req *Request) string {
+	if req.DryRun {
+		return "dry_run"
+	}
+	if entry, ok := e.Catalog.lookup(req.Action); ok && entry.Resource != "" && entry.Access == guardv1.Access_ACCESS_OPEN && isRead(req.Action) {
+		return "read"
+	}
+	return ""
+}
+
+// isRead: the verb of an admin action ("groups.list", "sessions.history").
+func isRead(action string) bool {
+	i := strings.LastIndexByte(action, '.')
+	switch action[i+1:] {
+	case "list", "get", "history", "explain":
+		return true
+	}
+	return false
 }
 
 // metricAction bounds the action label: "non_catalog" outside the catalog.

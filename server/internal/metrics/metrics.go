@@ -9,6 +9,7 @@ package metrics
 
 import (
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,12 @@ var Modes = []string{"audit", "warn"}
 // Outcomes are the values of the outcome label on resolved holds.
 var Outcomes = []string{"approve", "reject", "expire", "sweep"}
 
-// HoldKinds are the values of the action label on approval metrics: the hold
+// QueryKinds are the values of the kind label of QueriesTotal: decisions that
+// change nothing, counted apart so what-if queries and reads never move the
+// enforced decision and deny rates (or fire ClawguardDenySpike).
+var QueryKinds = []string{"dry_run", "read"}
+
+// HoldKinds are the values of the kind label on approval metrics: the hold
 // kind a grant must carry (a catalog entry's approval_action), plus the kinds
 // that come in through Approvals.Request.
 var HoldKinds = []string{
@@ -42,20 +48,22 @@ var HoldKinds = []string{
 
 // Metrics is the server's metric set; one per process, built by NewMetrics.
 type Metrics struct {
-	// Guard.
-	DecisionsTotal  *prometheus.CounterVec   // {action, effect}
-	DecisionSeconds *prometheus.HistogramVec // {effect}
+	// Guard. action is always a catalog action ("non_catalog" for others).
+	DecisionsTotal  *prometheus.CounterVec   // {action, effect}: enforced decisions of actions that change something
+	QueriesTotal    *prometheus.CounterVec   // {action, effect, kind}: dry runs (ncl explain) and reads
+	DecisionSeconds *prometheus.HistogramVec // {effect}: every decision's latency, queries included
 	// ModeDecisionsTotal counts decisions a gate in audit or warn mode let
 	// through, by what enforce would have answered (hold or deny).
 	ModeDecisionsTotal *prometheus.CounterVec // {action, mode, would_effect}
 
-	// Approvals; the action label is the hold kind (see HoldKinds).
-	HoldsCreatedTotal        *prometheus.CounterVec   // {action}
-	HoldsResolvedTotal       *prometheus.CounterVec   // {action, outcome}
-	HoldsPending             *prometheus.GaugeVec     // {action}
+	// Approvals; the kind label is the hold kind (see HoldKinds), never a
+	// catalog action.
+	HoldsCreatedTotal        *prometheus.CounterVec   // {kind}
+	HoldsResolvedTotal       *prometheus.CounterVec   // {kind, outcome}
+	HoldsPending             *prometheus.GaugeVec     // {kind}
 	OldestPendingHoldSeconds prometheus.Gauge         //
-	TimeToResolveSeconds     *prometheus.HistogramVec // {action}
-	ApprovalsPartialTotal    *prometheus.CounterVec   // {action}: approvals short of a quorum
+	TimeToResolveSeconds     *prometheus.HistogramVec // {kind}
+	ApprovalsPartialTotal    *prometheus.CounterVec   // {kind}: approvals short of a quorum
 	WebhookFailuresTotal     prometheus.Counter
 
 	// Registry.
@@ -88,8 +96,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		DecisionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "decisions_total",
-			Help: "Guard decisions by catalog action and effect (allow, hold, deny).",
+			Help: "Enforced guard decisions about actions that change something, by catalog action and effect (allow, hold, deny); dry runs and reads are in clawguard_guard_queries_total.",
 		}, []string{"action", "effect"}),
+		QueriesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "queries_total",
+			Help: "Guard decisions that change nothing, by catalog action, effect and kind (dry_run: ncl explain; read: list/get RPCs).",
+		}, []string{"action", "effect", "kind"}),
 		DecisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "decision_seconds",
 			Help:    "Time to reach a guard decision, including database reads and hold creation.",
@@ -102,19 +114,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ApprovalsPartialTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "partial_approvals_total",
 			Help: "Approvals recorded toward a quorum that did not yet complete it, by hold kind.",
-		}, []string{"action"}),
+		}, []string{"kind"}),
 		HoldsCreatedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "holds_created_total",
 			Help: "Holds created, by hold kind.",
-		}, []string{"action"}),
+		}, []string{"kind"}),
 		HoldsResolvedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "holds_resolved_total",
 			Help: "Holds resolved, by hold kind and outcome (approve, reject, expire, sweep).",
-		}, []string{"action", "outcome"}),
+		}, []string{"kind", "outcome"}),
 		HoldsPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "holds_pending",
 			Help: "Holds waiting for a human, by hold kind (read from the database, so every replica reports the same).",
-		}, []string{"action"}),
+		}, []string{"kind"}),
 		OldestPendingHoldSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "oldest_pending_hold_seconds",
 			Help: "Age of the oldest pending hold in seconds; 0 when none is pending.",
@@ -123,7 +135,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "clawguard", Subsystem: "approvals", Name: "time_to_resolve_seconds",
 			Help:    "Time from hold creation to resolution, by hold kind.",
 			Buckets: resolveBuckets,
-		}, []string{"action"}),
+		}, []string{"kind"}),
 		WebhookFailuresTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "webhook_failures_total",
 			Help: "Approval lifecycle webhook deliveries that failed.",
@@ -150,7 +162,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(
-		m.DecisionsTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
+		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
 		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,
 		m.TimeToResolveSeconds, m.WebhookFailuresTotal,
 		m.ConformanceRefusalsTotal, m.RunnersLive, m.LeaseExpirationsTotal, m.PushesPending,
@@ -171,6 +183,13 @@ func (m *Metrics) PreInit(actions []string) {
 		for _, mode := range Modes {
 			for _, w := range []string{"hold", "deny"} {
 				m.ModeDecisionsTotal.WithLabelValues(a, mode, w)
+			}
+		}
+	}
+	for _, a := range actions {
+		for _, e := range Effects {
+			for _, k := range QueryKinds {
+				m.QueriesTotal.WithLabelValues(a, e, k)
 			}
 		}
 	}
@@ -197,6 +216,23 @@ func (m *Metrics) ObserveDecision(action, effect string, took time.Duration) {
 // ObserveMode counts one decision a gate's audit or warn mode let run.
 func (m *Metrics) ObserveMode(action, mode, wouldEffect string) {
 	m.ModeDecisionsTotal.WithLabelValues(action, mode, wouldEffect).Inc()
+}
+
+// ObserveQuery counts one dry run or read (kind) and its latency.
+func (m *Metrics) ObserveQuery(action, effect, kind string, took time.Duration) {
+	m.QueriesTotal.WithLabelValues(action, effect, kind).Inc()
+	m.DecisionSeconds.WithLabelValues(effect).Observe(took.Seconds())
+}
+
+// RegisterBuildInfo exports clawguard_build_info{version, goversion} = 1, so
+// dashboards can show (and alerts compare) what each replica runs.
+func RegisterBuildInfo(reg prometheus.Registerer, version string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "clawguard", Name: "build_info",
+		Help: "Always 1; the labels say which build this process runs.",
+	}, []string{"version", "goversion"})
+	reg.MustRegister(g)
+	g.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
 // ObserveResolved counts one resolved hold and how long it waited.

@@ -14,6 +14,7 @@ import (
 
 var serverNames = []string{
 	"clawguard_guard_decisions_total",
+	"clawguard_guard_queries_total",
 	"clawguard_guard_decision_seconds",
 	"clawguard_guard_mode_decisions_total",
 	"clawguard_approvals_partial_approvals_total",
@@ -70,6 +71,7 @@ func TestPreInitCreatesEveryLabelCombination(t *testing.T) {
 		want int
 	}{
 		{"clawguard_guard_decisions_total", len(actions) * len(Effects)},
+		{"clawguard_guard_queries_total", len(actions) * len(Effects) * len(QueryKinds)},
 		{"clawguard_guard_decision_seconds", len(Effects)},
 		{"clawguard_guard_mode_decisions_total", len(actions) * len(Modes) * 2},
 		{"clawguard_approvals_partial_approvals_total", len(HoldKinds)},
@@ -151,5 +153,20 @@ func TestHandlerServesExposition(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("exposition lacks %q", want)
 		}
+	}
+}
+
+// TestBuildInfo: clawguard_build_info{version, goversion} is 1.
+func TestBuildInfo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	RegisterBuildInfo(reg, "v1.2.3-4-gabc")
+	n, err := testutil.GatherAndCount(reg, "clawguard_build_info")
+	if err != nil || n != 1 {
+		t.Fatalf("build_info series: %d %v", n, err)
+	}
+	mfs, _ := reg.Gather()
+	l := mfs[0].GetMetric()[0]
+	if l.GetGauge().GetValue() != 1 || l.GetLabel()[1].GetName() != "version" || l.GetLabel()[1].GetValue() != "v1.2.3-4-gabc" {
+		t.Fatalf("build_info: %v", l)
 	}
 }

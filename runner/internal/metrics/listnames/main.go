@@ -16,6 +16,7 @@ import (
 func main() {
 	reg := metrics.NewRegistry()
 	metrics.NewMetrics(reg).PreInit([]string{"send_message"})
+	metrics.RegisterBuildInfo(reg, "dev")
 	rec := httptest.NewRecorder()
 	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {

@@ -28,6 +28,7 @@ func (oneMethod) GetServiceInfo() map[string]grpc.ServiceInfo {
 func main() {
 	reg := metrics.NewRegistry()
 	metrics.NewMetrics(reg).PreInit([]string{"a2a.send"})
+	metrics.RegisterBuildInfo(reg, "dev")
 	metrics.NewGRPCServerMetrics(reg).InitializeMetrics(oneMethod{})
 	rec := httptest.NewRecorder()
 	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
