@@ -216,3 +216,51 @@ func TestHoldDedupKeysNamespacedOnUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// 0120 carries in-flight holds into grant binding: a consumed grant is
+// consumed by its grant ALLOW (and applied if that ALLOW was cited), and a
+// carried a2a hold records its payload's target as the decided resource.
+func TestGrantBindingCarriesInFlightHolds(t *testing.T) {
+	ctx := context.Background()
+	db := pool(t, pgtest.NewEmptyDB(t))
+	if _, err := migrations.Apply(ctx, db, 119); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO agent_groups (id, name) VALUES ('ag-1', 'One'), ('ag-2', 'Two')`,
+		`INSERT INTO sessions (id, agent_group_id) VALUES ('sess-1', 'ag-1')`,
+		`INSERT INTO holds (id, kind, agent_group_id, session_id, payload, status, resolved_at, consumed_at)
+		 VALUES ('h-applied', 'install_packages', 'ag-1', 'sess-1', '{"apt":["curl"]}', 'approved', now(), now()),
+		        ('h-inflight', 'a2a_message_gate', 'ag-1', 'sess-1', '{"to":"ag-2","text":"hi"}', 'approved', now(), now()),
+		        ('h-pending', 'a2a_message_gate', 'ag-1', 'sess-1', '{"platform_id":"ag-2"}', 'pending', NULL, NULL)`,
+		`INSERT INTO decisions (id, action, actor, actor_kind, session_id, effect, decided_by, grant_id, cited_at) VALUES
+		 ('dec-self', 'a2a.send', '{}', 'agent', 'sess-1', 'allow', 'baseline', 'h-inflight', NULL),
+		 ('dec-a', 'self_mod.install_packages', '{}', 'agent', 'sess-1', 'allow', 'grant', 'h-applied', now()),
+		 ('dec-b', 'a2a.send', '{}', 'agent', 'sess-1', 'allow', 'grant', 'h-inflight', NULL)`,
+	} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := migrations.Apply(ctx, db, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		by, to  string
+		applied bool
+	}{
+		"h-applied":  {"dec-a", "", true},
+		"h-inflight": {"dec-b", "ag-2", false},
+		"h-pending":  {"", "ag-2", false},
+	}
+	for id, w := range want {
+		var (
+			by, to  string
+			applied bool
+		)
+		if err := db.QueryRow(ctx, `SELECT COALESCE(consumed_by, ''), COALESCE(resource->>'to', ''), applied_at IS NOT NULL FROM holds WHERE id = $1`, id).
+			Scan(&by, &to, &applied); err != nil || by != w.by || to != w.to || applied != w.applied {
+			t.Errorf("hold %s: consumed_by %q, resource.to %q, applied %v (%v); want %+v", id, by, to, applied, err, w)
+		}
+	}
+}

@@ -1463,7 +1463,10 @@ type Hold struct {
 	// (quorum; 1 = a single approval).
 	ApprovalsRequired int32 `protobuf:"varint,26,opt,name=approvals_required,json=approvalsRequired,proto3" json:"approvals_required,omitempty"`
 	// The approvals given so far, oldest first (each by a distinct user).
-	Approvals     []*HoldApproval `protobuf:"bytes,27,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	Approvals []*HoldApproval `protobuf:"bytes,27,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	// The resource the decision was about (e.g. {"to": "<group>"} for
+	// a2a.send); a grant replays only this resource, with this payload.
+	Resource      map[string]string `protobuf:"bytes,28,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1687,6 +1690,13 @@ func (x *Hold) GetApprovals() []*HoldApproval {
 	return nil
 }
 
+func (x *Hold) GetResource() map[string]string {
+	if x != nil {
+		return x.Resource
+	}
+	return nil
+}
+
 var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
@@ -1768,7 +1778,7 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x13record_delivered_to\x18\b \x01(\bR\x11recordDeliveredTo\x121\n" +
 	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12'\n" +
 	"\x0fdelivery_action\x18\n" +
-	" \x01(\tR\x0edeliveryAction\"\xd0\b\n" +
+	" \x01(\tR\x0edeliveryAction\"\xc7\t\n" +
 	"\x04Hold\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12%\n" +
@@ -1801,7 +1811,11 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x06choice\x18\x18 \x01(\tR\x06choice\x120\n" +
 	"\x14awaiting_reason_from\x18\x19 \x01(\tR\x12awaitingReasonFrom\x12-\n" +
 	"\x12approvals_required\x18\x1a \x01(\x05R\x11approvalsRequired\x124\n" +
-	"\tapprovals\x18\x1b \x03(\v2\x16.guard.v1.HoldApprovalR\tapprovals*T\n" +
+	"\tapprovals\x18\x1b \x03(\v2\x16.guard.v1.HoldApprovalR\tapprovals\x128\n" +
+	"\bresource\x18\x1c \x03(\v2\x1c.guard.v1.Hold.ResourceEntryR\bresource\x1a;\n" +
+	"\rResourceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*T\n" +
 	"\x06Effect\x12\x16\n" +
 	"\x12EFFECT_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fEFFECT_ALLOW\x10\x01\x12\x0f\n" +
@@ -1844,7 +1858,7 @@ func file_guard_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_guard_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_guard_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_guard_v1_common_proto_goTypes = []any{
 	(Effect)(0),                   // 0: guard.v1.Effect
 	(ApproverScope)(0),            // 1: guard.v1.ApproverScope
@@ -1868,8 +1882,9 @@ var file_guard_v1_common_proto_goTypes = []any{
 	(*HoldOption)(nil),            // 19: guard.v1.HoldOption
 	(*HoldCard)(nil),              // 20: guard.v1.HoldCard
 	(*Hold)(nil),                  // 21: guard.v1.Hold
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
+	nil,                           // 22: guard.v1.Hold.ResourceEntry
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
 }
 var file_guard_v1_common_proto_depIdxs = []int32{
 	6,  // 0: guard.v1.Actor.host:type_name -> guard.v1.HostActor
@@ -1882,28 +1897,29 @@ var file_guard_v1_common_proto_depIdxs = []int32{
 	10, // 7: guard.v1.Decision.approver_rule:type_name -> guard.v1.ApproverRule
 	1,  // 8: guard.v1.Decision.approver_scope:type_name -> guard.v1.ApproverScope
 	0,  // 9: guard.v1.Decision.would_effect:type_name -> guard.v1.Effect
-	22, // 10: guard.v1.HoldApproval.at:type_name -> google.protobuf.Timestamp
+	23, // 10: guard.v1.HoldApproval.at:type_name -> google.protobuf.Timestamp
 	16, // 11: guard.v1.Explanation.entry:type_name -> guard.v1.ExplainedEntry
 	17, // 12: guard.v1.Explanation.checks:type_name -> guard.v1.ExplainedCheck
 	18, // 13: guard.v1.ExplainedCheck.facts:type_name -> guard.v1.ExplainedFact
 	19, // 14: guard.v1.HoldCard.options:type_name -> guard.v1.HoldOption
-	22, // 15: guard.v1.HoldCard.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 16: guard.v1.HoldCard.payload:type_name -> google.protobuf.Struct
-	23, // 17: guard.v1.Hold.payload:type_name -> google.protobuf.Struct
+	23, // 15: guard.v1.HoldCard.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 16: guard.v1.HoldCard.payload:type_name -> google.protobuf.Struct
+	24, // 17: guard.v1.Hold.payload:type_name -> google.protobuf.Struct
 	10, // 18: guard.v1.Hold.approver_rule:type_name -> guard.v1.ApproverRule
 	1,  // 19: guard.v1.Hold.approver_scope:type_name -> guard.v1.ApproverScope
-	22, // 20: guard.v1.Hold.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 20: guard.v1.Hold.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 21: guard.v1.Hold.status:type_name -> guard.v1.HoldStatus
 	19, // 22: guard.v1.Hold.options:type_name -> guard.v1.HoldOption
-	22, // 23: guard.v1.Hold.created_at:type_name -> google.protobuf.Timestamp
-	22, // 24: guard.v1.Hold.resolved_at:type_name -> google.protobuf.Timestamp
+	23, // 23: guard.v1.Hold.created_at:type_name -> google.protobuf.Timestamp
+	23, // 24: guard.v1.Hold.resolved_at:type_name -> google.protobuf.Timestamp
 	5,  // 25: guard.v1.Hold.requester:type_name -> guard.v1.Actor
 	14, // 26: guard.v1.Hold.approvals:type_name -> guard.v1.HoldApproval
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	22, // 27: guard.v1.Hold.resource:type_name -> guard.v1.Hold.ResourceEntry
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_common_proto_init() }
@@ -1927,7 +1943,7 @@ func file_guard_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_common_proto_rawDesc), len(file_guard_v1_common_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

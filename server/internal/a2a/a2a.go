@@ -43,11 +43,26 @@ func Entry() guard.Entry {
 			{Name: "policy_mode", SQL: `SELECT mode FROM agent_message_policies
 				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
 		},
+		// The decision is about resource.to; a payload naming another target
+		// would be approved by one policy's approver and delivered elsewhere:
+		// refused before any hold, and again at replay.
+		Precheck: func(in *guard.Input, _ guard.Facts) error {
+			if t := HeldTarget(in.Payload); t != "" && t != in.Resource["to"] {
+				return fmt.Errorf("resource.to %q differs from the payload's target %q", in.Resource["to"], t)
+			}
+			return nil
+		},
 		Baseline: baseline,
 		Explain:  explain,
-		// An a2a grant binds to the exact held target.
+		// An a2a grant binds to the exact decided target (the stored
+		// resource; the payload's for holds made before it was stored).
 		GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
-			return HeldTarget(g.Payload) != "" && HeldTarget(g.Payload) == in.Resource["to"]
+			held := g.Resource["to"]
+			if held == "" {
+				held = HeldTarget(g.Payload)
+			}
+			pt := HeldTarget(g.Payload)
+			return held != "" && held == in.Resource["to"] && (pt == "" || pt == held)
 		},
 	}
 }

@@ -96,7 +96,7 @@ func holdCreator(svc *approvals.Service) guard.HoldCreator {
 	return func(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (guard.HoldResult, error) {
 		c := hr.Card
 		req := approvals.CreateRequest{
-			Kind: hr.Kind, CatalogAction: hr.CatalogAction, Payload: hr.Payload,
+			Kind: hr.Kind, CatalogAction: hr.CatalogAction, Payload: hr.Payload, Resource: hr.Resource,
 			SessionID: hr.SessionID, AgentGroupID: hr.AgentGroupID, Requester: hr.Requester,
 			Rule: hr.Rule, Scope: hr.Scope,
 			Title: c.GetTitle(), Question: c.GetQuestion(), Options: c.GetOptions(), DedupKey: c.GetDedupKey(),

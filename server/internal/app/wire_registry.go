@@ -26,6 +26,7 @@ func init() {
 			LeaseTTL:       d.Config.LeaseTTL,
 			CitationWindow: d.Config.CitationWindow,
 		}, catalog)
+		svc.SetBaseline(d.Guard.Baseline)
 		d.Registry = svc
 		s.background = append(s.background, svc.Listen, svc.SweepLoop)
 		return nil

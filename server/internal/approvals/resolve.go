@@ -270,6 +270,7 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 		if hold.DeliveryAction != "" {
 			push = &guardv1.Push{Body: &guardv1.Push_Replay{Replay: &guardv1.ReplayAction{
 				HoldId: hold.Id, DeliveryAction: hold.DeliveryAction, CatalogAction: hold.CatalogAction, Payload: hold.Payload,
+				Resource: hold.Resource,
 			}}}
 		}
 	case guardv1.Outcome_OUTCOME_REJECT:

@@ -41,8 +41,9 @@ type CreateRequest struct {
 	Kind          string // hold kind, e.g. KindCLICommand
 	CatalogAction string // the catalog action whose decision held ("" for Request-made holds)
 	Payload       *structpb.Struct
-	SessionID     string // "" for sessionless holds
-	AgentGroupID  string // anchor; derived from the session when empty and a session is set
+	Resource      map[string]string // the decided resource (a grant replays only it)
+	SessionID     string            // "" for sessionless holds
+	AgentGroupID  string            // anchor; derived from the session when empty and a session is set
 	Requester     *guardv1.Actor
 	Rule          *guardv1.ApproverRule
 	Scope         guardv1.ApproverScope

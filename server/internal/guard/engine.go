@@ -46,6 +46,7 @@ type HoldRequest struct {
 	Kind          string
 	CatalogAction string
 	Payload       *structpb.Struct
+	Resource      map[string]string // the decided resource; a grant replays only it
 	SessionID     string
 	AgentGroupID  string
 	Requester     *guardv1.Actor
@@ -100,7 +101,7 @@ type Engine struct {
 	observeMode func(action, mode, wouldEffect string)
 	warn        func(ctx context.Context, w Warning)
 	pipe        *pipeline
-	reads       querier // the pipeline, or the pool
+	reads       Querier // the pipeline, or the pool
 	common      [4]string
 }
 
@@ -228,6 +229,45 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 	return e.finish(ctx, req, fd, resp, row, start)
 }
 
+// Querier reads a decision's facts: a pool, a connection or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Baseline re-runs the structural check of in live, with no side effects
+// and nothing logged: precheck and baseline over facts read through q (the
+// caller's transaction, so what it then changes is judged on the same
+// snapshot). ApplyAction uses it so a stored answer, or an ALLOW decided
+// before a revocation, is not applied past it (D3 at apply). A read failure
+// is an error; a failing baseline is a deny.
+func (e *Engine) Baseline(ctx context.Context, q Querier, in Input) (Decision, error) {
+	ce, ok := e.Catalog.lookup(in.Action)
+	if !ok {
+		return evaluate(nil, &in, Facts{}), nil
+	}
+	group, _ := in.AgentGroup()
+	args := []any{group, in.Session(), "", "", ""}
+	if ce.Args != nil {
+		extra, err := func() (a []any, err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("args panicked: %v", r)
+				}
+			}()
+			return ce.Args(&in), nil
+		}()
+		if err != nil {
+			return failClosed(), nil
+		}
+		args = append(args, extra...)
+	}
+	_, f, err := readFacts(ctx, q, ce.queries[0], ce.Facts, args)
+	if err != nil {
+		return Decision{}, err
+	}
+	return evaluate(ce.Entry, &in, f), nil
+}
+
 func ownsSession(req *Request, c common) bool {
 	a := req.Actor.GetAgent()
 	return a != nil && a.GetSessionId() != "" && c.sessionRunner != nil && *c.sessionRunner == req.RunnerID &&
@@ -241,8 +281,9 @@ func (e *Engine) consumeGrant(ctx context.Context, req *Request, entry *Entry, d
 	resp *guardv1.DecideResponse, row *logRow, start time.Time) (*guardv1.DecideResponse, error) {
 	var won bool
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE holds SET consumed_at = now()
-			WHERE id = $1 AND status = 'approved' AND consumed_at IS NULL AND kind = $2`, req.Grant, entry.ApprovalAction)
+		// consumed_by: only this decision's citation applies the held payload.
+		tag, err := tx.Exec(ctx, `UPDATE holds SET consumed_at = now(), consumed_by = $3
+			WHERE id = $1 AND status = 'approved' AND consumed_at IS NULL AND kind = $2`, req.Grant, entry.ApprovalAction, resp.DecisionId)
 		if err != nil {
 			return fmt.Errorf("consume grant: %w", err)
 		}
@@ -310,7 +351,7 @@ func (e *Engine) holdRequest(req *Request, entry *Entry, d Decision) HoldRequest
 		anchor = g
 	}
 	return HoldRequest{
-		Kind: kind, CatalogAction: req.Action, Payload: payload, SessionID: req.Session(), AgentGroupID: anchor,
+		Kind: kind, CatalogAction: req.Action, Payload: payload, Resource: req.Resource, SessionID: req.Session(), AgentGroupID: anchor,
 		Requester: req.Actor, Rule: d.Rule, Scope: d.Scope, Card: req.Card, Approvals: d.Approvals,
 	}
 }
@@ -402,6 +443,11 @@ func (e *Engine) fill(req *Request, d Decision, resp *guardv1.DecideResponse, ro
 	}
 	row.At = time.Now()
 	row.Effect, row.Reason, row.DecidedBy, row.Grant = string(d.Effect), d.Reason, d.DecidedBy, req.Grant
+	if d.Effect == EffectAllow && (d.DecidedBy != ByGrant || req.DryRun) {
+		// An ALLOW records a grant only when it consumed it: a self-send
+		// naming a pending hold must not carry that hold to ApplyAction.
+		row.Grant = ""
+	}
 	row.Actor, row.ActorKind = actorJSON(req.Actor), ActorKind(req.Actor)
 	if row.ActorKind == "" {
 		row.ActorKind = "system"

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"maps"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -113,8 +114,19 @@ func checkGrant(e *Entry, in *Input, g *GrantRow) (d Decision) {
 	if s := in.Session(); s != "" && g.SessionID != "" && g.SessionID != s {
 		return invalid
 	}
+	// ... and names the resource it was decided on.
+	if len(g.Resource) > 0 && !maps.Equal(g.Resource, nonNilResource(in.Resource)) {
+		return invalid
+	}
 	if e.GrantMatches != nil && !e.GrantMatches(g, in) {
 		return invalid
 	}
 	return Decision{Effect: EffectAllow, Reason: fmt.Sprintf("hold satisfied by approval %s", in.Grant), DecidedBy: ByGrant}
+}
+
+func nonNilResource(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Facts are the values an entry's Facts read, by name. A NULL reads as
@@ -53,10 +51,12 @@ type common struct {
 const commonSelect = `SELECT $1::text, s.runner_id, s.agent_group_id,`
 
 const grantCols = `
-       g.kind, g.status, g.consumed_at IS NOT NULL, g.payload::text, g.agent_group_id, g.catalog_action, g.session_id,`
+       g.kind, g.status, g.consumed_at IS NOT NULL, g.payload::text, g.agent_group_id, g.catalog_action, g.session_id,
+       g.resource::text, g.consumed_by, g.applied_at IS NOT NULL,`
 
 const noGrantCols = `
-       NULLIF($3::text, $3::text), NULL::text, NULL::bool, NULL::text, NULL::text, NULL::text, NULL::text,`
+       NULLIF($3::text, $3::text), NULL::text, NULL::bool, NULL::text, NULL::text, NULL::text, NULL::text,
+       NULL::text, NULL::text, NULL::bool,`
 
 const priorCol = `
        p.answer`
@@ -118,7 +118,7 @@ func factsQueries(facts []Fact) [4]string {
 }
 
 // readFacts runs an entry's facts statement: ONE round trip.
-func readFacts(ctx context.Context, q querier, query string, facts []Fact, args []any) (common, Facts, error) {
+func readFacts(ctx context.Context, q Querier, query string, facts []Fact, args []any) (common, Facts, error) {
 	var (
 		c                    common
 		actorGroup           *string
@@ -126,8 +126,11 @@ func readFacts(ctx context.Context, q querier, query string, facts []Fact, args 
 		gConsumed            *bool
 		gGroup, gAction      *string
 		gSession             *string
+		gResource, gBy       *string
+		gApplied             *bool
 	)
-	dest := []any{&actorGroup, &c.sessionRunner, &c.sessionGroup, &gKind, &gStatus, &gConsumed, &gPay, &gGroup, &gAction, &gSession, &c.prior}
+	dest := []any{&actorGroup, &c.sessionRunner, &c.sessionGroup, &gKind, &gStatus, &gConsumed, &gPay, &gGroup, &gAction, &gSession,
+		&gResource, &gBy, &gApplied, &c.prior}
 	vals := make([]*string, len(facts))
 	for i := range vals {
 		dest = append(dest, &vals[i])
@@ -141,19 +144,21 @@ func readFacts(ctx context.Context, q querier, query string, facts []Fact, args 
 	}
 	if gKind != nil {
 		g := &GrantRow{Kind: *gKind, Status: deref(gStatus), Consumed: gConsumed != nil && *gConsumed,
-			AgentGroupID: deref(gGroup), CatalogAction: deref(gAction), SessionID: deref(gSession)}
+			AgentGroupID: deref(gGroup), CatalogAction: deref(gAction), SessionID: deref(gSession),
+			ConsumedBy: deref(gBy), Applied: gApplied != nil && *gApplied}
 		if gPay != nil {
 			if err := json.Unmarshal([]byte(*gPay), &g.Payload); err != nil {
 				return common{}, Facts{}, fmt.Errorf("decode grant payload: %w", err)
 			}
 		}
+		if gResource != nil {
+			if err := json.Unmarshal([]byte(*gResource), &g.Resource); err != nil {
+				return common{}, Facts{}, fmt.Errorf("decode grant resource: %w", err)
+			}
+		}
 		c.grant = g
 	}
 	return c, f, nil
-}
-
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 func deref(s *string) string {

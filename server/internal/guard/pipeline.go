@@ -100,7 +100,7 @@ func (p *pipeline) write(ctx context.Context, r *logRow) error {
 	return <-pr.done
 }
 
-// QueryRow satisfies querier: the row scans once its batch has run.
+// QueryRow satisfies Querier: the row scans once its batch has run.
 func (p *pipeline) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
 	return &pipedRow{p: p, ctx: ctx, query: query, args: args}
 }

@@ -171,6 +171,13 @@ type GrantRow struct {
 	CatalogAction string
 	SessionID     string
 	Payload       map[string]any
+	// Resource is the decided resource ({} for holds made before it was
+	// stored): a replay must name exactly this resource.
+	Resource map[string]string
+	// ConsumedBy is the decision that consumed the grant; Applied says its
+	// citation has been applied (the mutation ran).
+	ConsumedBy string
+	Applied    bool
 }
 
 // Live reports whether the hold may still satisfy a replay: approved and

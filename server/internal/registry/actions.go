@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
@@ -56,7 +58,16 @@ func AppliedActions() []string {
 // ApplyAction performs a mutation on an agent's behalf. The runner must own
 // the session and cite a fresh, unused ALLOW decision for this session and
 // action; the citation is consumed and the mutation made in one transaction
-// (a failed mutation leaves the citation unused). agentSession is the
+// (a failed mutation leaves the citation unused). The baseline is re-checked
+// live in that transaction (D3 at apply): a stored answer, or an ALLOW
+// decided before a revocation, is not applied past it.
+//
+// An ALLOW that consumed an approved hold's grant applies exactly that
+// hold's payload, and only that decision can apply it. It is bound to the
+// session, not to a runner: whichever runner hosts the session by then may
+// cite it (a takeover runner finishes a dead runner's replay), past the
+// citation window, until it has been applied once; citing it after that
+// answers the recorded result and changes nothing. agentSession is the
 // session the caller asserted with x-clawguard-session ("" when none).
 func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string, req *guardv1.ApplyActionRequest) (*guardv1.ApplyActionResponse, error) {
 	switch {
@@ -73,29 +84,28 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "action: %q is not applied through the registry (one of %s)", req.GetAction(), strings.Join(AppliedActions(), ", "))
 	}
-	var (
-		result map[string]any
-		msg    string
-	)
+	var out applied
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var sess appliedSession
 		var owner string
-		err := tx.QueryRow(ctx, `SELECT id, agent_group_id, COALESCE(runner_id, '') FROM sessions WHERE id = $1`, req.GetSessionId()).Scan(&sess.id, &sess.groupID, &owner)
+		// The session row is locked: a move to another runner waits for
+		// this application (and this one sees a finished move).
+		err := tx.QueryRow(ctx, `SELECT id, agent_group_id, COALESCE(runner_id, '') FROM sessions WHERE id = $1 FOR SHARE`, req.GetSessionId()).Scan(&sess.id, &sess.groupID, &owner)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != runnerID) {
 			return status.Errorf(codes.PermissionDenied, "runner %q does not host session %q", runnerID, req.GetSessionId())
 		}
 		if err != nil {
 			return fmt.Errorf("read session: %w", err)
 		}
-		grant, mode, err := citeTx(ctx, tx, req.GetDecisionId(), sess.id, req.GetAction(), s.opts.CitationWindow)
+		c, err := readCitationTx(ctx, tx, req.GetDecisionId(), sess.id, req.GetAction(), s.opts.CitationWindow)
 		if err != nil {
 			return err
 		}
 		// The guard always holds self-modification, so a genuine ALLOW for it
 		// consumed an approved hold — unless its gate is in audit or warn
 		// mode, re-checked live here (a switch back to enforce wins).
-		if grant == "" && strings.HasPrefix(req.GetAction(), selfModPrefix) {
-			relaxed, err := relaxedNowTx(ctx, tx, mode, req.GetAction(), "", "")
+		if c.grant == "" && strings.HasPrefix(req.GetAction(), selfModPrefix) {
+			relaxed, err := relaxedNowTx(ctx, tx, c.mode, req.GetAction(), "", "")
 			if err != nil {
 				return err
 			}
@@ -103,42 +113,36 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 				return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: a %s ALLOW must carry the grant of an approved hold, and this one has none", req.GetDecisionId(), req.GetAction())
 			}
 		}
-		if err := boundToDecisionTx(ctx, tx, sess, grant, mode, req); err != nil {
+		if err := boundToDecision(c, req); err != nil {
 			return err
 		}
-		if result, msg, err = apply(ctx, tx, sess, req); err != nil {
+		if c.hold != nil && c.hold.applied {
+			// Applied once already (perhaps by the session's previous
+			// runner): the same answer, nothing changes.
+			out = c.hold.result
+			return nil
+		}
+		if err := s.recheckTx(ctx, tx, sess, c, req); err != nil {
+			return err
+		}
+		if out.Result, out.Message, err = apply(ctx, tx, sess, req); err != nil {
+			return err
+		}
+		if err := markAppliedTx(ctx, tx, c, out); err != nil {
 			return err
 		}
 		return eventTx(ctx, tx, sess.id, "out", "action", map[string]any{
-			"action": req.GetAction(), "decision_id": req.GetDecisionId(), "result": result,
+			"action": req.GetAction(), "decision_id": req.GetDecisionId(), "result": out.Result,
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
-	st, err := structpb.NewStruct(result)
+	st, err := structpb.NewStruct(out.Result)
 	if err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
-	return &guardv1.ApplyActionResponse{Result: st, Message: msg}, nil
-}
-
-// citeTx consumes a citation: one conditional UPDATE, so a decision is
-// cited at most once whatever the concurrency. It returns the grant the
-// ALLOW consumed ("" for a baseline allow). On refusal it says why.
-func citeTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) (grant, mode string, err error) {
-	err = tx.QueryRow(ctx, `UPDATE decisions SET cited_at = now()
-		WHERE id = $1 AND cited_at IS NULL AND effect = 'allow' AND NOT dry_run
-		  AND session_id = $2 AND action = $3 AND at > now() - $4::interval
-		RETURNING grant_id, mode`,
-		decisionID, sessionID, action, window).Scan(&grant, &mode)
-	if err == nil {
-		return grant, mode, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", "", fmt.Errorf("cite decision: %w", err)
-	}
-	return "", "", citationRefused(ctx, tx, decisionID, sessionID, action, window)
+	return &guardv1.ApplyActionResponse{Result: st, Message: out.Message}, nil
 }
 
 // relaxedNowTx reports whether a grantless ALLOW that an audit or warn mode
@@ -159,99 +163,202 @@ func relaxedNowTx(ctx context.Context, tx pgx.Tx, mode, action, from, to string)
 	return live == "audit" || live == "warn", nil
 }
 
-// citationRefused says why a citation did not match.
-func citationRefused(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) error {
-	var (
-		effect, dAction, dSession string
-		dryRun, cited, stale      bool
-	)
-	err := tx.QueryRow(ctx, `SELECT effect, action, COALESCE(session_id, ''), dry_run, cited_at IS NOT NULL, at <= now() - $2::interval
-		FROM decisions WHERE id = $1`, decisionID, window).Scan(&effect, &dAction, &dSession, &dryRun, &cited, &stale)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q not found", decisionID)
-	}
-	if err != nil {
-		return fmt.Errorf("read cited decision: %w", err)
-	}
-	why := "unknown"
-	switch {
-	case dSession != sessionID:
-		return status.Errorf(codes.PermissionDenied, "citation refused: decision %q was made for another session", decisionID)
-	case effect != "allow":
-		why = "it is a " + effect + ", not an allow"
-	case dryRun:
-		why = "it is a dry run"
-	case dAction != action:
-		why = fmt.Sprintf("it authorized %q, not %q", dAction, action)
-	case cited:
-		why = "it was already cited (single use)"
-	case stale:
-		why = fmt.Sprintf("it is older than the citation window (%s)", window)
-	}
-	return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: %s", decisionID, why)
+// applied is what an application returned (recorded on a hold, so a
+// repeated citation of its consuming decision answers the same).
+type applied struct {
+	Result  map[string]any `json:"result"`
+	Message string         `json:"message"`
 }
 
-// boundToDecisionTx binds the applied payload to what was decided: a
+// citation is a cited ALLOW decision, read and locked.
+type citation struct {
+	id, grant string
+	mode      string        // the enforcement mode that relaxed a grantless ALLOW ("" = enforce)
+	hold      *consumedHold // set when the decision consumed a hold's grant
+}
+
+// consumedHold is the approved hold a grant-carrying ALLOW consumed.
+type consumedHold struct {
+	id       string
+	payload  map[string]any
+	resource map[string]string
+	applied  bool
+	result   applied
+}
+
+// readCitationTx reads and locks the cited decision and, when it consumed
+// a grant, the hold; it refuses (saying why) a decision that is missing,
+// for another session or action, not an allow, a dry run, already cited or
+// stale. A grant's consuming decision is exempt from single use and the
+// window until its hold is applied (see ApplyAction); any other decision
+// naming that grant is refused.
+func readCitationTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) (citation, error) {
+	var (
+		effect, dAction, dSession, grant, mode string
+		dryRun, cited, stale                   bool
+	)
+	err := tx.QueryRow(ctx, `SELECT effect, action, COALESCE(session_id, ''), dry_run, cited_at IS NOT NULL, at <= now() - $2::interval, grant_id, mode
+		FROM decisions WHERE id = $1 FOR UPDATE`, decisionID, window).Scan(&effect, &dAction, &dSession, &dryRun, &cited, &stale, &grant, &mode)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return citation{}, status.Errorf(codes.FailedPrecondition, "citation refused: decision %q not found", decisionID)
+	}
+	if err != nil {
+		return citation{}, fmt.Errorf("read cited decision: %w", err)
+	}
+	refuse := func(why string) (citation, error) {
+		return citation{}, status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: %s", decisionID, why)
+	}
+	switch {
+	case dSession != sessionID:
+		return citation{}, status.Errorf(codes.PermissionDenied, "citation refused: decision %q was made for another session", decisionID)
+	case effect != "allow":
+		return refuse("it is a " + effect + ", not an allow")
+	case dryRun:
+		return refuse("it is a dry run")
+	case dAction != action:
+		return refuse(fmt.Sprintf("it authorized %q, not %q", dAction, action))
+	}
+	c := citation{id: decisionID, grant: grant, mode: mode}
+	if grant == "" {
+		switch {
+		case cited:
+			return refuse("it was already cited (single use)")
+		case stale:
+			return refuse(fmt.Sprintf("it is older than the citation window (%s)", window))
+		}
+		return c, nil
+	}
+	var (
+		consumedBy      string
+		payload, result []byte
+		h               = &consumedHold{id: grant}
+	)
+	err = tx.QueryRow(ctx, `SELECT COALESCE(consumed_by, ''), payload, resource, applied_at IS NOT NULL, applied_result
+		FROM holds WHERE id = $1 FOR UPDATE`, grant).Scan(&consumedBy, &payload, &h.resource, &h.applied, &result)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return refuse(fmt.Sprintf("the hold %s it names no longer exists", grant))
+	}
+	if err != nil {
+		return citation{}, fmt.Errorf("read approved hold %s: %w", grant, err)
+	}
+	if consumedBy != decisionID {
+		return refuse(fmt.Sprintf("it did not consume hold %s; only the decision that consumed a hold applies its payload", grant))
+	}
+	if err := json.Unmarshal(payload, &h.payload); err != nil {
+		return citation{}, fmt.Errorf("decode approved hold %s: %w", grant, err)
+	}
+	if h.applied && len(result) > 0 {
+		if err := json.Unmarshal(result, &h.result); err != nil {
+			return citation{}, fmt.Errorf("decode applied result of hold %s: %w", grant, err)
+		}
+	}
+	c.hold = h
+	return c, nil
+}
+
+// boundToDecision binds the applied payload to what was decided: a
 // citation names session and action only, so without this a runner could
 // cite an ALLOW and apply another payload. An ALLOW that consumed a grant
 // applies exactly the approved hold's payload (a2a: plus the message id the
-// runner stamps); an a2a send is to the payload's own target, and a send
-// into a message-policy pair needs an approval (a grantless ALLOW for
-// another target does not carry over) unless that pair's gate is in audit
-// or warn mode now.
-func boundToDecisionTx(ctx context.Context, tx pgx.Tx, sess appliedSession, grant, mode string, req *guardv1.ApplyActionRequest) error {
+// runner stamps) and resource.
+func boundToDecision(c citation, req *guardv1.ApplyActionRequest) error {
+	if req.GetAction() == ActionA2ASend {
+		if _, err := a2aTarget(req); err != nil {
+			return err
+		}
+	}
+	if c.hold == nil {
+		return nil
+	}
+	approved := c.hold.payload
+	b, err := req.GetPayload().MarshalJSON()
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "payload: %v", err)
+	}
+	got := map[string]any{}
+	if err := json.Unmarshal(b, &got); err != nil {
+		return status.Errorf(codes.InvalidArgument, "payload: %v", err)
+	}
+	if _, had := approved["id"]; req.GetAction() == ActionA2ASend && !had {
+		delete(got, "id")
+	}
+	if approved == nil {
+		approved = map[string]any{}
+	}
+	if !reflect.DeepEqual(approved, got) {
+		return status.Errorf(codes.PermissionDenied, "payload differs from the one approved in hold %s", c.hold.id)
+	}
+	if len(c.hold.resource) > 0 && len(req.GetResource()) > 0 && !maps.Equal(c.hold.resource, req.GetResource()) {
+		return status.Errorf(codes.PermissionDenied, "resource differs from the one approved in hold %s", c.hold.id)
+	}
+	return nil
+}
+
+// recheckTx re-runs the guard's baseline for what is about to be applied,
+// in the applying transaction (D3 at apply): a deny refuses, and a hold is
+// satisfied only by a citation that consumed an approval.
+func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, sess appliedSession, c citation, req *guardv1.ApplyActionRequest) error {
+	if s.baseline == nil {
+		return status.Error(codes.Unavailable, "the guard is not wired (failing closed)")
+	}
+	resource := map[string]string{}
+	for k, v := range req.GetResource() {
+		resource[k] = v
+	}
+	if c.hold != nil && len(c.hold.resource) > 0 {
+		resource = c.hold.resource
+	}
 	if req.GetAction() == ActionA2ASend {
 		target, err := a2aTarget(req)
 		if err != nil {
 			return err
 		}
-		if grant == "" && target != sess.groupID { // a self-send is never gated (the baseline's order)
-			var gated bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_message_policies
-				WHERE from_agent_group_id = $1 AND to_agent_group_id = $2)`, sess.groupID, target).Scan(&gated); err != nil {
-				return fmt.Errorf("check message policy: %w", err)
-			}
-			if gated {
-				// A policy rolled out in audit or warn lets the send run
-				// without an approval, if it still is (for this target).
-				relaxed, err := relaxedNowTx(ctx, tx, mode, ActionA2ASend, sess.groupID, target)
-				if err != nil {
-					return err
-				}
-				gated = !relaxed
-			}
-			if gated {
-				return status.Errorf(codes.PermissionDenied, "a message from %q to %q needs an approval: the cited decision carries none", sess.groupID, target)
-			}
+		resource["to"] = target
+	}
+	in := guard.Input{
+		Action:   req.GetAction(),
+		Actor:    &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: sess.groupID, SessionId: sess.id}}},
+		Resource: resource,
+		Payload:  req.GetPayload().AsMap(),
+	}
+	d, err := s.baseline(ctx, tx, in)
+	if err != nil {
+		return fmt.Errorf("re-check the baseline: %w", err)
+	}
+	switch {
+	case d.Effect == guard.EffectDeny && d.DecidedBy == guard.ByPrecheck:
+		return status.Errorf(codes.InvalidArgument, "payload: %s", d.Reason)
+	case d.Effect == guard.EffectDeny:
+		return status.Errorf(codes.PermissionDenied, "not applied: the guard now denies it (%s); decision %q no longer holds", d.Reason, c.id)
+	case d.Effect == guard.EffectHold && c.hold == nil:
+		// A gate rolled out in audit or warn lets it run without an
+		// approval, if it still is (for this target).
+		relaxed, err := relaxedNowTx(ctx, tx, c.mode, req.GetAction(), sess.groupID, resource["to"])
+		if err != nil {
+			return err
+		}
+		if !relaxed {
+			return status.Errorf(codes.PermissionDenied, "not applied: it needs an approval (%s) and the cited decision %q carries none", d.Reason, c.id)
 		}
 	}
-	if grant == "" {
+	return nil
+}
+
+// markAppliedTx consumes the citation and, for a grant's consuming
+// decision, records the hold as applied with its result.
+func markAppliedTx(ctx context.Context, tx pgx.Tx, c citation, out applied) error {
+	if _, err := tx.Exec(ctx, `UPDATE decisions SET cited_at = now() WHERE id = $1`, c.id); err != nil {
+		return fmt.Errorf("cite decision: %w", err)
+	}
+	if c.hold == nil {
 		return nil
 	}
-	var raw []byte
-	if err := tx.QueryRow(ctx, `SELECT payload FROM holds WHERE id = $1`, grant).Scan(&raw); err != nil {
-		return fmt.Errorf("read approved hold %s: %w", grant, err)
-	}
-	var approved map[string]any
-	if err := json.Unmarshal(raw, &approved); err != nil {
-		return fmt.Errorf("decode approved hold %s: %w", grant, err)
-	}
-	b, err := req.GetPayload().MarshalJSON()
+	b, err := json.Marshal(out)
 	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "payload: %v", err)
+		return fmt.Errorf("encode applied result: %w", err)
 	}
-	applied := map[string]any{}
-	if err := json.Unmarshal(b, &applied); err != nil {
-		return status.Errorf(codes.InvalidArgument, "payload: %v", err)
-	}
-	if _, had := approved["id"]; req.GetAction() == ActionA2ASend && !had {
-		delete(applied, "id")
-	}
-	if approved == nil {
-		approved = map[string]any{}
-	}
-	if !reflect.DeepEqual(approved, applied) {
-		return status.Errorf(codes.PermissionDenied, "payload differs from the one approved in hold %s", grant)
+	if _, err := tx.Exec(ctx, `UPDATE holds SET applied_at = now(), applied_result = $2 WHERE id = $1 AND applied_at IS NULL`, c.hold.id, b); err != nil {
+		return fmt.Errorf("mark hold %s applied: %w", c.hold.id, err)
 	}
 	return nil
 }

@@ -33,6 +33,12 @@ type fixture struct {
 func setup(t *testing.T) fixture {
 	srv := testserver.Start(t)
 	g := group(t, srv, "src", "")
+	// A trusted (global-scope) group: its agents.create is allowed without an
+	// approval, so the hand-made ALLOWs these tests cite pass the live
+	// re-check at apply.
+	if _, err := srv.Pool.Exec(ctxT(t), `INSERT INTO container_configs (agent_group_id, cli_scope) VALUES ($1, 'global')`, g); err != nil {
+		t.Fatal(err)
+	}
 	r := newRunner(t, srv, "runner-a", "h1", nil)
 	r.mustRegister(t)
 	return fixture{srv: srv, r: r, group: g, sess: r.open(t, g)}
@@ -318,7 +324,7 @@ func TestApplyA2ASendDeliversAcrossRunnersAndReplicas(t *testing.T) {
 func TestApplyActionCitesARealGuardAllow(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	if _, err := f.srv.Pool.Exec(ctxT(t), `INSERT INTO container_configs (agent_group_id, cli_scope) VALUES ($1, 'global')`, f.group); err != nil {
+	if _, err := f.srv.Pool.Exec(ctxT(t), `UPDATE container_configs SET cli_scope = 'global' WHERE agent_group_id = $1`, f.group); err != nil {
 		t.Fatal(err)
 	}
 	asAgent := testserver.ClientsFor(f.srv.Conn(t, f.r.token, f.sess.GetId()))

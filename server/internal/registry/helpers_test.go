@@ -254,7 +254,8 @@ func grantedAllow(t *testing.T, srv *testserver.Server, sessionID, action, kind 
 		t.Fatal(err)
 	}
 	id := allow(t, srv, sessionID, action, 0)
-	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE decisions SET grant_id = $1 WHERE id = $2`, hold, id); err != nil {
+	if _, err := srv.Pool.Exec(ctxT(t), `WITH d AS (UPDATE decisions SET grant_id = $1, decided_by = 'grant' WHERE id = $2)
+		UPDATE holds SET consumed_by = $2 WHERE id = $1`, hold, id); err != nil {
 		t.Fatal(err)
 	}
 	return id

@@ -28,6 +28,7 @@
 package registry
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/metrics"
 )
 
@@ -78,6 +80,14 @@ type Service struct {
 	opts    Options
 	catalog Catalog
 	hub     *hub
+	// baseline re-checks what ApplyAction is about to apply (D3 at apply).
+	baseline func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)
+}
+
+// SetBaseline plugs in the guard's live baseline check (guard.Engine.Baseline);
+// without it ApplyAction fails closed.
+func (s *Service) SetBaseline(fn func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)) {
+	s.baseline = fn
 }
 
 // New builds the registry. catalog is the guard catalog conformance checks against.
