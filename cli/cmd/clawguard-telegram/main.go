@@ -21,6 +21,7 @@ func main() {
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: telegram.LogLevel(cfg.LogLevel)}))
+	slog.SetDefault(log) // the standard logger's lines (grpc, libraries) as JSON too
 	conn, err := telegram.Dial(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "clawguard-telegram:", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,9 +27,11 @@ type botAPI struct {
 	updates string // getUpdates URL (holds the bot token: never log it)
 }
 
-func newBotAPI(apiURL, token string, pollTimeout time.Duration) (*botAPI, error) {
+func newBotAPI(apiURL, token string, pollTimeout time.Duration, log *slog.Logger) (*botAPI, error) {
 	client := &http.Client{Timeout: pollTimeout + 15*time.Second}
-	b, err := bot.New(token, bot.WithServerURL(apiURL), bot.WithSkipGetMe(), bot.WithHTTPClient(pollTimeout, client))
+	b, err := bot.New(token, bot.WithServerURL(apiURL), bot.WithSkipGetMe(), bot.WithHTTPClient(pollTimeout, client),
+		// The library's own complaints go to our JSON log, not to the standard logger.
+		bot.WithErrorsHandler(func(err error) { log.Warn("telegram client", "err", err) }))
 	if err != nil {
 		return nil, fmt.Errorf("telegram client: %w", err)
 	}

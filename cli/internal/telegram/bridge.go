@@ -63,7 +63,7 @@ func New(cfg Config, conn grpc.ClientConnInterface, log *slog.Logger) (*Bridge, 
 	if err != nil {
 		return nil, err
 	}
-	api, err := newBotAPI(cfg.APIURL, cfg.BotToken, cfg.PollTimeout)
+	api, err := newBotAPI(cfg.APIURL, cfg.BotToken, cfg.PollTimeout, log)
 	if err != nil {
 		return nil, err
 	}

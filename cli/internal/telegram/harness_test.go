@@ -365,3 +365,17 @@ func freeAddr(t *testing.T) string {
 	l.Close()
 	return addr
 }
+
+// requestFor files a sessionless hold only user may resolve (a credential
+// gateway's kind) and returns its id.
+func (e *env) requestFor(user, title string) string {
+	e.t.Helper()
+	resp, err := guardv1.NewApprovalsClient(e.op).Request(context.Background(), &guardv1.RequestRequest{
+		Kind: "onecli_credential", Card: &guardv1.HoldCard{Title: title},
+		ApproverRule: &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: user}}},
+	})
+	if err != nil {
+		e.t.Fatalf("Approvals.Request: %v", err)
+	}
+	return resp.GetHold().GetId()
+}
