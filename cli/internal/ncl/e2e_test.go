@@ -288,6 +288,22 @@ func TestEndToEnd(t *testing.T) {
 		if !strings.Contains(out, "EFFECT:") || !strings.Contains(out, "deny") {
 			t.Errorf("explain B→A:\n%s", out)
 		}
+		// An action outside the catalog is a typo to point at, not a silent allow.
+		r := srv.ncl(t, "explain", "--action", "a2a.sned", "--actor", "agent:"+a)
+		if r.code != 2 || !strings.Contains(r.err, `unknown action "a2a.sned"`) || !strings.Contains(r.err, "a2a.send") || r.out != "" {
+			t.Errorf("explain of an unknown action: exit %d\nstdout: %s\nstderr: %s", r.code, r.out, r.err)
+		}
+	})
+
+	t.Run("version", func(t *testing.T) {
+		out := srv.must(t, "version")
+		if out != "client: "+Version+"\nserver: dev ("+srv.addr+")\n" {
+			t.Errorf("ncl version:\n%s", out)
+		}
+		v := jsonObj(t, srv.must(t, "version", "-o", "json"))
+		if v["client"] != Version || v["server"] != "dev" {
+			t.Errorf("ncl version -o json = %v", v)
+		}
 	})
 
 	// Approvals: a hold appears on watch, is listed, approved as dana, and

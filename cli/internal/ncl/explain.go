@@ -54,6 +54,11 @@ a colon themselves: human:telegram:dana).`,
 			if err != nil {
 				return err
 			}
+			if resp.GetDecision().GetDecidedBy() == decidedByNonCatalog {
+				// The guard lets actions outside its catalog through unchecked;
+				// for a what-if question that is almost always a typo.
+				return unknownAction(ctx, c, action)
+			}
 			return a.printer().Explained(resp.GetDecision(), resp.GetExplanation())
 		})
 	}
@@ -94,4 +99,26 @@ func parsePayload(s string) (*structpb.Struct, error) {
 		return nil, usagef("--payload: %v", err)
 	}
 	return st, nil
+}
+
+// decidedByNonCatalog is the decided_by of an action outside the catalog.
+const decidedByNonCatalog = "non-catalog"
+
+// unknownAction is the usage error for an action the catalog does not have,
+// naming the closest catalog actions.
+func unknownAction(ctx context.Context, c *clients, action string) error {
+	var near []string
+	if resp, err := c.reg.ListCatalog(ctx, &guardv1.ListCatalogRequest{}); err == nil {
+		prefix, _, _ := strings.Cut(action, ".")
+		for _, e := range resp.GetEntries() {
+			if strings.HasPrefix(e.GetAction(), prefix+".") || strings.Contains(e.GetAction(), action) {
+				near = append(near, e.GetAction())
+			}
+		}
+	}
+	hint := "see: ncl catalog list"
+	if len(near) > 0 {
+		hint = "did you mean " + strings.Join(near, ", ") + "? (ncl catalog list)"
+	}
+	return usagef("unknown action %q: not in the guard's catalog, so a real call would be allowed unchecked (non-catalog); %s", action, hint)
 }

@@ -81,6 +81,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.decisionsCmd(),
 		a.approvalsCmd(),
 		a.explainCmd(),
+		a.versionCmd(),
 		completionCmd(),
 	)
 	return root
