@@ -841,6 +841,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Hello
 	//	*ConnectRequest_Ack
 	//	*ConnectRequest_Heartbeat
+	//	*ConnectRequest_Release
 	Frame         isConnectRequest_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -910,6 +911,15 @@ func (x *ConnectRequest) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *ConnectRequest) GetRelease() *LeaseRelease {
+	if x != nil {
+		if x, ok := x.Frame.(*ConnectRequest_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Frame interface {
 	isConnectRequest_Frame()
 }
@@ -926,11 +936,20 @@ type ConnectRequest_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
+type ConnectRequest_Release struct {
+	// Sent by a runner stopping cleanly: its lease is released, so the same
+	// runner id can register again at once (its sessions stay assigned to
+	// it until the lease would have expired). The server ends the stream.
+	Release *LeaseRelease `protobuf:"bytes,4,opt,name=release,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Frame() {}
 
 func (*ConnectRequest_Ack) isConnectRequest_Frame() {}
 
 func (*ConnectRequest_Heartbeat) isConnectRequest_Frame() {}
+
+func (*ConnectRequest_Release) isConnectRequest_Frame() {}
 
 // ConnectHello opens the stream (first frame).
 type ConnectHello struct {
@@ -1084,6 +1103,43 @@ func (*Heartbeat) Descriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
+// LeaseRelease gives the lease up (a clean stop).
+type LeaseRelease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRelease) Reset() {
+	*x = LeaseRelease{}
+	mi := &file_guard_v1_registry_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRelease) ProtoMessage() {}
+
+func (x *LeaseRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRelease.ProtoReflect.Descriptor instead.
+func (*LeaseRelease) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{9}
+}
+
 // ConnectResponse is a frame from the server.
 type ConnectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1098,7 +1154,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[9]
+	mi := &file_guard_v1_registry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1166,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[9]
+	mi := &file_guard_v1_registry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1179,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{9}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConnectResponse) GetFrame() isConnectResponse_Frame {
@@ -1177,7 +1233,7 @@ type LeaseRenewed struct {
 
 func (x *LeaseRenewed) Reset() {
 	*x = LeaseRenewed{}
-	mi := &file_guard_v1_registry_proto_msgTypes[10]
+	mi := &file_guard_v1_registry_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1245,7 @@ func (x *LeaseRenewed) String() string {
 func (*LeaseRenewed) ProtoMessage() {}
 
 func (x *LeaseRenewed) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[10]
+	mi := &file_guard_v1_registry_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1258,7 @@ func (x *LeaseRenewed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRenewed.ProtoReflect.Descriptor instead.
 func (*LeaseRenewed) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{10}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaseRenewed) GetExpiresAt() *timestamppb.Timestamp {
@@ -1233,7 +1289,7 @@ type Push struct {
 
 func (x *Push) Reset() {
 	*x = Push{}
-	mi := &file_guard_v1_registry_proto_msgTypes[11]
+	mi := &file_guard_v1_registry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1301,7 @@ func (x *Push) String() string {
 func (*Push) ProtoMessage() {}
 
 func (x *Push) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[11]
+	mi := &file_guard_v1_registry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1314,7 @@ func (x *Push) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Push.ProtoReflect.Descriptor instead.
 func (*Push) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{11}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Push) GetId() string {
@@ -1389,7 +1445,7 @@ type ReplayAction struct {
 
 func (x *ReplayAction) Reset() {
 	*x = ReplayAction{}
-	mi := &file_guard_v1_registry_proto_msgTypes[12]
+	mi := &file_guard_v1_registry_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1457,7 @@ func (x *ReplayAction) String() string {
 func (*ReplayAction) ProtoMessage() {}
 
 func (x *ReplayAction) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[12]
+	mi := &file_guard_v1_registry_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1470,7 @@ func (x *ReplayAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayAction.ProtoReflect.Descriptor instead.
 func (*ReplayAction) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{12}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplayAction) GetHoldId() string {
@@ -1468,7 +1524,7 @@ type DeliverMessage struct {
 
 func (x *DeliverMessage) Reset() {
 	*x = DeliverMessage{}
-	mi := &file_guard_v1_registry_proto_msgTypes[13]
+	mi := &file_guard_v1_registry_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1536,7 @@ func (x *DeliverMessage) String() string {
 func (*DeliverMessage) ProtoMessage() {}
 
 func (x *DeliverMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[13]
+	mi := &file_guard_v1_registry_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1549,7 @@ func (x *DeliverMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverMessage.ProtoReflect.Descriptor instead.
 func (*DeliverMessage) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{13}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeliverMessage) GetMessageId() string {
@@ -1550,7 +1606,7 @@ type RestartContainer struct {
 
 func (x *RestartContainer) Reset() {
 	*x = RestartContainer{}
-	mi := &file_guard_v1_registry_proto_msgTypes[14]
+	mi := &file_guard_v1_registry_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1618,7 @@ func (x *RestartContainer) String() string {
 func (*RestartContainer) ProtoMessage() {}
 
 func (x *RestartContainer) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[14]
+	mi := &file_guard_v1_registry_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1631,7 @@ func (x *RestartContainer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartContainer.ProtoReflect.Descriptor instead.
 func (*RestartContainer) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{14}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RestartContainer) GetReason() string {
@@ -1611,7 +1667,7 @@ type NotifyAgent struct {
 
 func (x *NotifyAgent) Reset() {
 	*x = NotifyAgent{}
-	mi := &file_guard_v1_registry_proto_msgTypes[15]
+	mi := &file_guard_v1_registry_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1679,7 @@ func (x *NotifyAgent) String() string {
 func (*NotifyAgent) ProtoMessage() {}
 
 func (x *NotifyAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[15]
+	mi := &file_guard_v1_registry_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1692,7 @@ func (x *NotifyAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyAgent.ProtoReflect.Descriptor instead.
 func (*NotifyAgent) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{15}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NotifyAgent) GetKind() NoticeKind {
@@ -1669,7 +1725,7 @@ type StartSession struct {
 
 func (x *StartSession) Reset() {
 	*x = StartSession{}
-	mi := &file_guard_v1_registry_proto_msgTypes[16]
+	mi := &file_guard_v1_registry_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1737,7 @@ func (x *StartSession) String() string {
 func (*StartSession) ProtoMessage() {}
 
 func (x *StartSession) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[16]
+	mi := &file_guard_v1_registry_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1750,7 @@ func (x *StartSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSession.ProtoReflect.Descriptor instead.
 func (*StartSession) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{16}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{17}
 }
 
 // OpenSessionRequest opens a session on the calling runner.
@@ -1708,7 +1764,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[17]
+	mi := &file_guard_v1_registry_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1776,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[17]
+	mi := &file_guard_v1_registry_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1789,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{17}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OpenSessionRequest) GetAgentGroupId() string {
@@ -1762,7 +1818,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[18]
+	mi := &file_guard_v1_registry_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1830,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[18]
+	mi := &file_guard_v1_registry_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1843,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{18}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OpenSessionResponse) GetSession() *Session {
@@ -1814,7 +1870,7 @@ type GetSessionConfigRequest struct {
 
 func (x *GetSessionConfigRequest) Reset() {
 	*x = GetSessionConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[19]
+	mi := &file_guard_v1_registry_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1882,7 @@ func (x *GetSessionConfigRequest) String() string {
 func (*GetSessionConfigRequest) ProtoMessage() {}
 
 func (x *GetSessionConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[19]
+	mi := &file_guard_v1_registry_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1895,7 @@ func (x *GetSessionConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{19}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetSessionConfigRequest) GetSessionId() string {
@@ -1860,7 +1916,7 @@ type GetSessionConfigResponse struct {
 
 func (x *GetSessionConfigResponse) Reset() {
 	*x = GetSessionConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[20]
+	mi := &file_guard_v1_registry_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1928,7 @@ func (x *GetSessionConfigResponse) String() string {
 func (*GetSessionConfigResponse) ProtoMessage() {}
 
 func (x *GetSessionConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[20]
+	mi := &file_guard_v1_registry_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1941,7 @@ func (x *GetSessionConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{20}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetSessionConfigResponse) GetSession() *Session {
@@ -1918,7 +1974,7 @@ type ApplyActionRequest struct {
 
 func (x *ApplyActionRequest) Reset() {
 	*x = ApplyActionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[21]
+	mi := &file_guard_v1_registry_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +1986,7 @@ func (x *ApplyActionRequest) String() string {
 func (*ApplyActionRequest) ProtoMessage() {}
 
 func (x *ApplyActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[21]
+	mi := &file_guard_v1_registry_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +1999,7 @@ func (x *ApplyActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyActionRequest.ProtoReflect.Descriptor instead.
 func (*ApplyActionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{21}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ApplyActionRequest) GetDecisionId() string {
@@ -1992,7 +2048,7 @@ type ApplyActionResponse struct {
 
 func (x *ApplyActionResponse) Reset() {
 	*x = ApplyActionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[22]
+	mi := &file_guard_v1_registry_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2060,7 @@ func (x *ApplyActionResponse) String() string {
 func (*ApplyActionResponse) ProtoMessage() {}
 
 func (x *ApplyActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[22]
+	mi := &file_guard_v1_registry_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2073,7 @@ func (x *ApplyActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyActionResponse.ProtoReflect.Descriptor instead.
 func (*ApplyActionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApplyActionResponse) GetResult() *structpb.Struct {
@@ -2053,7 +2109,7 @@ type RouteInboundRequest struct {
 
 func (x *RouteInboundRequest) Reset() {
 	*x = RouteInboundRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[23]
+	mi := &file_guard_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2121,7 @@ func (x *RouteInboundRequest) String() string {
 func (*RouteInboundRequest) ProtoMessage() {}
 
 func (x *RouteInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[23]
+	mi := &file_guard_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2134,7 @@ func (x *RouteInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteInboundRequest.ProtoReflect.Descriptor instead.
 func (*RouteInboundRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RouteInboundRequest) GetChannelType() string {
@@ -2158,7 +2214,7 @@ type RouteInboundResponse struct {
 
 func (x *RouteInboundResponse) Reset() {
 	*x = RouteInboundResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[24]
+	mi := &file_guard_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2226,7 @@ func (x *RouteInboundResponse) String() string {
 func (*RouteInboundResponse) ProtoMessage() {}
 
 func (x *RouteInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[24]
+	mi := &file_guard_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2239,7 @@ func (x *RouteInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteInboundResponse.ProtoReflect.Descriptor instead.
 func (*RouteInboundResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RouteInboundResponse) GetOutcome() RouteOutcome {
@@ -2236,7 +2292,7 @@ type PostChatMessageRequest struct {
 
 func (x *PostChatMessageRequest) Reset() {
 	*x = PostChatMessageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	mi := &file_guard_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2304,7 @@ func (x *PostChatMessageRequest) String() string {
 func (*PostChatMessageRequest) ProtoMessage() {}
 
 func (x *PostChatMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	mi := &file_guard_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2317,7 @@ func (x *PostChatMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostChatMessageRequest.ProtoReflect.Descriptor instead.
 func (*PostChatMessageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PostChatMessageRequest) GetSessionId() string {
@@ -2297,7 +2353,7 @@ type PostChatMessageResponse struct {
 
 func (x *PostChatMessageResponse) Reset() {
 	*x = PostChatMessageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	mi := &file_guard_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2365,7 @@ func (x *PostChatMessageResponse) String() string {
 func (*PostChatMessageResponse) ProtoMessage() {}
 
 func (x *PostChatMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	mi := &file_guard_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2378,7 @@ func (x *PostChatMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostChatMessageResponse.ProtoReflect.Descriptor instead.
 func (*PostChatMessageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PostChatMessageResponse) GetCursor() int64 {
@@ -2359,7 +2415,7 @@ type WatchChatOutboxRequest struct {
 
 func (x *WatchChatOutboxRequest) Reset() {
 	*x = WatchChatOutboxRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	mi := &file_guard_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2427,7 @@ func (x *WatchChatOutboxRequest) String() string {
 func (*WatchChatOutboxRequest) ProtoMessage() {}
 
 func (x *WatchChatOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	mi := &file_guard_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2440,7 @@ func (x *WatchChatOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChatOutboxRequest.ProtoReflect.Descriptor instead.
 func (*WatchChatOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchChatOutboxRequest) GetChannelType() string {
@@ -2419,7 +2475,7 @@ type WatchChatOutboxResponse struct {
 
 func (x *WatchChatOutboxResponse) Reset() {
 	*x = WatchChatOutboxResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	mi := &file_guard_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2487,7 @@ func (x *WatchChatOutboxResponse) String() string {
 func (*WatchChatOutboxResponse) ProtoMessage() {}
 
 func (x *WatchChatOutboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	mi := &file_guard_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2500,7 @@ func (x *WatchChatOutboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChatOutboxResponse.ProtoReflect.Descriptor instead.
 func (*WatchChatOutboxResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchChatOutboxResponse) GetCursor() int64 {
@@ -2529,7 +2585,7 @@ type Runner struct {
 
 func (x *Runner) Reset() {
 	*x = Runner{}
-	mi := &file_guard_v1_registry_proto_msgTypes[29]
+	mi := &file_guard_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2597,7 @@ func (x *Runner) String() string {
 func (*Runner) ProtoMessage() {}
 
 func (x *Runner) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[29]
+	mi := &file_guard_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2610,7 @@ func (x *Runner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Runner.ProtoReflect.Descriptor instead.
 func (*Runner) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Runner) GetId() string {
@@ -2640,7 +2696,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_guard_v1_registry_proto_msgTypes[30]
+	mi := &file_guard_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +2708,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[30]
+	mi := &file_guard_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +2721,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *McpServer) GetName() string {
@@ -2718,7 +2774,7 @@ type GroupConfig struct {
 
 func (x *GroupConfig) Reset() {
 	*x = GroupConfig{}
-	mi := &file_guard_v1_registry_proto_msgTypes[31]
+	mi := &file_guard_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +2786,7 @@ func (x *GroupConfig) String() string {
 func (*GroupConfig) ProtoMessage() {}
 
 func (x *GroupConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[31]
+	mi := &file_guard_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +2799,7 @@ func (x *GroupConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfig.ProtoReflect.Descriptor instead.
 func (*GroupConfig) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GroupConfig) GetCliScope() CliScope {
@@ -2821,7 +2877,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_guard_v1_registry_proto_msgTypes[32]
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +2889,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[32]
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +2902,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Group) GetId() string {
@@ -2911,7 +2967,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +2979,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +2992,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateGroupRequest) GetName() string {
@@ -2977,7 +3033,7 @@ type CreateGroupResponse struct {
 
 func (x *CreateGroupResponse) Reset() {
 	*x = CreateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3045,7 @@ func (x *CreateGroupResponse) String() string {
 func (*CreateGroupResponse) ProtoMessage() {}
 
 func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3058,7 @@ func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateGroupResponse) GetGroup() *Group {
@@ -3022,7 +3078,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3090,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3103,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetGroupRequest) GetId() string {
@@ -3067,7 +3123,7 @@ type GetGroupResponse struct {
 
 func (x *GetGroupResponse) Reset() {
 	*x = GetGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3135,7 @@ func (x *GetGroupResponse) String() string {
 func (*GetGroupResponse) ProtoMessage() {}
 
 func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3148,7 @@ func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetGroupResponse) GetGroup() *Group {
@@ -3111,7 +3167,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3179,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3192,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 // ListGroupsResponse is the groups.
@@ -3149,7 +3205,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3217,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3230,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*Group {
@@ -3197,7 +3253,7 @@ type UpdateGroupRequest struct {
 
 func (x *UpdateGroupRequest) Reset() {
 	*x = UpdateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3265,7 @@ func (x *UpdateGroupRequest) String() string {
 func (*UpdateGroupRequest) ProtoMessage() {}
 
 func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3278,7 @@ func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UpdateGroupRequest) GetId() string {
@@ -3263,7 +3319,7 @@ type UpdateGroupResponse struct {
 
 func (x *UpdateGroupResponse) Reset() {
 	*x = UpdateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3331,7 @@ func (x *UpdateGroupResponse) String() string {
 func (*UpdateGroupResponse) ProtoMessage() {}
 
 func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3344,7 @@ func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateGroupResponse) GetGroup() *Group {
@@ -3308,7 +3364,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3376,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3333,7 +3389,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteGroupRequest) GetId() string {
@@ -3353,7 +3409,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3421,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +3434,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteGroupResponse) GetRemoved() map[string]int64 {
@@ -3398,7 +3454,7 @@ type GetGroupConfigRequest struct {
 
 func (x *GetGroupConfigRequest) Reset() {
 	*x = GetGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3466,7 @@ func (x *GetGroupConfigRequest) String() string {
 func (*GetGroupConfigRequest) ProtoMessage() {}
 
 func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3479,7 @@ func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetGroupConfigRequest) GetGroup() string {
@@ -3443,7 +3499,7 @@ type GetGroupConfigResponse struct {
 
 func (x *GetGroupConfigResponse) Reset() {
 	*x = GetGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3511,7 @@ func (x *GetGroupConfigResponse) String() string {
 func (*GetGroupConfigResponse) ProtoMessage() {}
 
 func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3524,7 @@ func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetGroupConfigResponse) GetConfig() *GroupConfig {
@@ -3493,7 +3549,7 @@ type UpdateGroupConfigRequest struct {
 
 func (x *UpdateGroupConfigRequest) Reset() {
 	*x = UpdateGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3561,7 @@ func (x *UpdateGroupConfigRequest) String() string {
 func (*UpdateGroupConfigRequest) ProtoMessage() {}
 
 func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3574,7 @@ func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateGroupConfigRequest) GetGroup() string {
@@ -3566,7 +3622,7 @@ type UpdateGroupConfigResponse struct {
 
 func (x *UpdateGroupConfigResponse) Reset() {
 	*x = UpdateGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +3634,7 @@ func (x *UpdateGroupConfigResponse) String() string {
 func (*UpdateGroupConfigResponse) ProtoMessage() {}
 
 func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +3647,7 @@ func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateGroupConfigResponse) GetConfig() *GroupConfig {
@@ -3613,7 +3669,7 @@ type AddGroupPackageRequest struct {
 
 func (x *AddGroupPackageRequest) Reset() {
 	*x = AddGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3625,7 +3681,7 @@ func (x *AddGroupPackageRequest) String() string {
 func (*AddGroupPackageRequest) ProtoMessage() {}
 
 func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3638,7 +3694,7 @@ func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AddGroupPackageRequest) GetGroup() string {
@@ -3672,7 +3728,7 @@ type AddGroupPackageResponse struct {
 
 func (x *AddGroupPackageResponse) Reset() {
 	*x = AddGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3684,7 +3740,7 @@ func (x *AddGroupPackageResponse) String() string {
 func (*AddGroupPackageResponse) ProtoMessage() {}
 
 func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3697,7 +3753,7 @@ func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AddGroupPackageResponse) GetConfig() *GroupConfig {
@@ -3719,7 +3775,7 @@ type RemoveGroupPackageRequest struct {
 
 func (x *RemoveGroupPackageRequest) Reset() {
 	*x = RemoveGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3731,7 +3787,7 @@ func (x *RemoveGroupPackageRequest) String() string {
 func (*RemoveGroupPackageRequest) ProtoMessage() {}
 
 func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3744,7 +3800,7 @@ func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveGroupPackageRequest) GetGroup() string {
@@ -3778,7 +3834,7 @@ type RemoveGroupPackageResponse struct {
 
 func (x *RemoveGroupPackageResponse) Reset() {
 	*x = RemoveGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3790,7 +3846,7 @@ func (x *RemoveGroupPackageResponse) String() string {
 func (*RemoveGroupPackageResponse) ProtoMessage() {}
 
 func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3803,7 +3859,7 @@ func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RemoveGroupPackageResponse) GetConfig() *GroupConfig {
@@ -3824,7 +3880,7 @@ type AddGroupMcpServerRequest struct {
 
 func (x *AddGroupMcpServerRequest) Reset() {
 	*x = AddGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3836,7 +3892,7 @@ func (x *AddGroupMcpServerRequest) String() string {
 func (*AddGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3849,7 +3905,7 @@ func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AddGroupMcpServerRequest) GetGroup() string {
@@ -3876,7 +3932,7 @@ type AddGroupMcpServerResponse struct {
 
 func (x *AddGroupMcpServerResponse) Reset() {
 	*x = AddGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +3944,7 @@ func (x *AddGroupMcpServerResponse) String() string {
 func (*AddGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3901,7 +3957,7 @@ func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AddGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -3922,7 +3978,7 @@ type RemoveGroupMcpServerRequest struct {
 
 func (x *RemoveGroupMcpServerRequest) Reset() {
 	*x = RemoveGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +3990,7 @@ func (x *RemoveGroupMcpServerRequest) String() string {
 func (*RemoveGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4003,7 @@ func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RemoveGroupMcpServerRequest) GetGroup() string {
@@ -3974,7 +4030,7 @@ type RemoveGroupMcpServerResponse struct {
 
 func (x *RemoveGroupMcpServerResponse) Reset() {
 	*x = RemoveGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3986,7 +4042,7 @@ func (x *RemoveGroupMcpServerResponse) String() string {
 func (*RemoveGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3999,7 +4055,7 @@ func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RemoveGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -4020,7 +4076,7 @@ type RestartGroupRequest struct {
 
 func (x *RestartGroupRequest) Reset() {
 	*x = RestartGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4032,7 +4088,7 @@ func (x *RestartGroupRequest) String() string {
 func (*RestartGroupRequest) ProtoMessage() {}
 
 func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4045,7 +4101,7 @@ func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupRequest.ProtoReflect.Descriptor instead.
 func (*RestartGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RestartGroupRequest) GetGroup() string {
@@ -4072,7 +4128,7 @@ type RestartGroupResponse struct {
 
 func (x *RestartGroupResponse) Reset() {
 	*x = RestartGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4084,7 +4140,7 @@ func (x *RestartGroupResponse) String() string {
 func (*RestartGroupResponse) ProtoMessage() {}
 
 func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4097,7 +4153,7 @@ func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupResponse.ProtoReflect.Descriptor instead.
 func (*RestartGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RestartGroupResponse) GetSessions() int32 {
@@ -4123,7 +4179,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4135,7 +4191,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4148,7 +4204,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Session) GetId() string {
@@ -4211,7 +4267,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4223,7 +4279,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4236,7 +4292,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListSessionsRequest) GetGroup() string {
@@ -4263,7 +4319,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4275,7 +4331,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4288,7 +4344,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -4308,7 +4364,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4320,7 +4376,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4333,7 +4389,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetSessionRequest) GetId() string {
@@ -4353,7 +4409,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4365,7 +4421,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4378,7 +4434,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -4399,7 +4455,7 @@ type GetSessionHistoryRequest struct {
 
 func (x *GetSessionHistoryRequest) Reset() {
 	*x = GetSessionHistoryRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4411,7 +4467,7 @@ func (x *GetSessionHistoryRequest) String() string {
 func (*GetSessionHistoryRequest) ProtoMessage() {}
 
 func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4424,7 +4480,7 @@ func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetSessionHistoryRequest) GetId() string {
@@ -4457,7 +4513,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4469,7 +4525,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +4538,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SessionEvent) GetId() int64 {
@@ -4530,7 +4586,7 @@ type GetSessionHistoryResponse struct {
 
 func (x *GetSessionHistoryResponse) Reset() {
 	*x = GetSessionHistoryResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4542,7 +4598,7 @@ func (x *GetSessionHistoryResponse) String() string {
 func (*GetSessionHistoryResponse) ProtoMessage() {}
 
 func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4555,7 +4611,7 @@ func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetSessionHistoryResponse) GetEvents() []*SessionEvent {
@@ -4580,7 +4636,7 @@ type Destination struct {
 
 func (x *Destination) Reset() {
 	*x = Destination{}
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4592,7 +4648,7 @@ func (x *Destination) String() string {
 func (*Destination) ProtoMessage() {}
 
 func (x *Destination) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4605,7 +4661,7 @@ func (x *Destination) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Destination.ProtoReflect.Descriptor instead.
 func (*Destination) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Destination) GetGroup() string {
@@ -4646,7 +4702,7 @@ type ListDestinationsRequest struct {
 
 func (x *ListDestinationsRequest) Reset() {
 	*x = ListDestinationsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4658,7 +4714,7 @@ func (x *ListDestinationsRequest) String() string {
 func (*ListDestinationsRequest) ProtoMessage() {}
 
 func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4671,7 +4727,7 @@ func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsRequest.ProtoReflect.Descriptor instead.
 func (*ListDestinationsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListDestinationsRequest) GetGroup() string {
@@ -4691,7 +4747,7 @@ type ListDestinationsResponse struct {
 
 func (x *ListDestinationsResponse) Reset() {
 	*x = ListDestinationsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4703,7 +4759,7 @@ func (x *ListDestinationsResponse) String() string {
 func (*ListDestinationsResponse) ProtoMessage() {}
 
 func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4716,7 +4772,7 @@ func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsResponse.ProtoReflect.Descriptor instead.
 func (*ListDestinationsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListDestinationsResponse) GetDestinations() []*Destination {
@@ -4739,7 +4795,7 @@ type AddDestinationRequest struct {
 
 func (x *AddDestinationRequest) Reset() {
 	*x = AddDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4751,7 +4807,7 @@ func (x *AddDestinationRequest) String() string {
 func (*AddDestinationRequest) ProtoMessage() {}
 
 func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4764,7 +4820,7 @@ func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationRequest.ProtoReflect.Descriptor instead.
 func (*AddDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AddDestinationRequest) GetGroup() string {
@@ -4805,7 +4861,7 @@ type AddDestinationResponse struct {
 
 func (x *AddDestinationResponse) Reset() {
 	*x = AddDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4817,7 +4873,7 @@ func (x *AddDestinationResponse) String() string {
 func (*AddDestinationResponse) ProtoMessage() {}
 
 func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4830,7 +4886,7 @@ func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationResponse.ProtoReflect.Descriptor instead.
 func (*AddDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AddDestinationResponse) GetDestination() *Destination {
@@ -4851,7 +4907,7 @@ type RemoveDestinationRequest struct {
 
 func (x *RemoveDestinationRequest) Reset() {
 	*x = RemoveDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4863,7 +4919,7 @@ func (x *RemoveDestinationRequest) String() string {
 func (*RemoveDestinationRequest) ProtoMessage() {}
 
 func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4876,7 +4932,7 @@ func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RemoveDestinationRequest) GetGroup() string {
@@ -4902,7 +4958,7 @@ type RemoveDestinationResponse struct {
 
 func (x *RemoveDestinationResponse) Reset() {
 	*x = RemoveDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4914,7 +4970,7 @@ func (x *RemoveDestinationResponse) String() string {
 func (*RemoveDestinationResponse) ProtoMessage() {}
 
 func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4927,7 +4983,7 @@ func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
 }
 
 // Member is a user admitted to a group.
@@ -4942,7 +4998,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4954,7 +5010,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4967,7 +5023,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *Member) GetGroup() string {
@@ -5001,7 +5057,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5013,7 +5069,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5026,7 +5082,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListMembersRequest) GetGroup() string {
@@ -5046,7 +5102,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5058,7 +5114,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5071,7 +5127,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -5092,7 +5148,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5104,7 +5160,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5117,7 +5173,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AddMemberRequest) GetGroup() string {
@@ -5144,7 +5200,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5156,7 +5212,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5169,7 +5225,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AddMemberResponse) GetMember() *Member {
@@ -5190,7 +5246,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5202,7 +5258,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5215,7 +5271,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RemoveMemberRequest) GetGroup() string {
@@ -5241,7 +5297,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5253,7 +5309,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5266,7 +5322,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
 }
 
 // RoleGrant is one role of one user.
@@ -5284,7 +5340,7 @@ type RoleGrant struct {
 
 func (x *RoleGrant) Reset() {
 	*x = RoleGrant{}
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5296,7 +5352,7 @@ func (x *RoleGrant) String() string {
 func (*RoleGrant) ProtoMessage() {}
 
 func (x *RoleGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5309,7 +5365,7 @@ func (x *RoleGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGrant.ProtoReflect.Descriptor instead.
 func (*RoleGrant) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RoleGrant) GetUserId() string {
@@ -5358,7 +5414,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5370,7 +5426,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5383,7 +5439,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListRolesRequest) GetUserId() string {
@@ -5410,7 +5466,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5422,7 +5478,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5435,7 +5491,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListRolesResponse) GetRoles() []*RoleGrant {
@@ -5458,7 +5514,7 @@ type GrantRoleRequest struct {
 
 func (x *GrantRoleRequest) Reset() {
 	*x = GrantRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5470,7 +5526,7 @@ func (x *GrantRoleRequest) String() string {
 func (*GrantRoleRequest) ProtoMessage() {}
 
 func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5483,7 +5539,7 @@ func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
 func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GrantRoleRequest) GetUserId() string {
@@ -5524,7 +5580,7 @@ type GrantRoleResponse struct {
 
 func (x *GrantRoleResponse) Reset() {
 	*x = GrantRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5536,7 +5592,7 @@ func (x *GrantRoleResponse) String() string {
 func (*GrantRoleResponse) ProtoMessage() {}
 
 func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5549,7 +5605,7 @@ func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
 func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *GrantRoleResponse) GetGrant() *RoleGrant {
@@ -5572,7 +5628,7 @@ type RevokeRoleRequest struct {
 
 func (x *RevokeRoleRequest) Reset() {
 	*x = RevokeRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5584,7 +5640,7 @@ func (x *RevokeRoleRequest) String() string {
 func (*RevokeRoleRequest) ProtoMessage() {}
 
 func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5597,7 +5653,7 @@ func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RevokeRoleRequest) GetUserId() string {
@@ -5637,7 +5693,7 @@ type RevokeRoleResponse struct {
 
 func (x *RevokeRoleResponse) Reset() {
 	*x = RevokeRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5649,7 +5705,7 @@ func (x *RevokeRoleResponse) String() string {
 func (*RevokeRoleResponse) ProtoMessage() {}
 
 func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5662,7 +5718,7 @@ func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
 func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
 }
 
 // User is a human, namespaced "<channel>:<handle>".
@@ -5677,7 +5733,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5689,7 +5745,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5702,7 +5758,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *User) GetId() string {
@@ -5735,7 +5791,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5747,7 +5803,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5760,7 +5816,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
 }
 
 // ListUsersResponse is the users.
@@ -5773,7 +5829,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5785,7 +5841,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5798,7 +5854,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -5818,7 +5874,7 @@ type GetUserRequest struct {
 
 func (x *GetUserRequest) Reset() {
 	*x = GetUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5830,7 +5886,7 @@ func (x *GetUserRequest) String() string {
 func (*GetUserRequest) ProtoMessage() {}
 
 func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5843,7 +5899,7 @@ func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *GetUserRequest) GetId() string {
@@ -5863,7 +5919,7 @@ type GetUserResponse struct {
 
 func (x *GetUserResponse) Reset() {
 	*x = GetUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5875,7 +5931,7 @@ func (x *GetUserResponse) String() string {
 func (*GetUserResponse) ProtoMessage() {}
 
 func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5888,7 +5944,7 @@ func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
 func (*GetUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *GetUserResponse) GetUser() *User {
@@ -5909,7 +5965,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5921,7 +5977,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5934,7 +5990,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *CreateUserRequest) GetId() string {
@@ -5961,7 +6017,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5973,7 +6029,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5986,7 +6042,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -6007,7 +6063,7 @@ type UpdateUserRequest struct {
 
 func (x *UpdateUserRequest) Reset() {
 	*x = UpdateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6019,7 +6075,7 @@ func (x *UpdateUserRequest) String() string {
 func (*UpdateUserRequest) ProtoMessage() {}
 
 func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6032,7 +6088,7 @@ func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *UpdateUserRequest) GetId() string {
@@ -6059,7 +6115,7 @@ type UpdateUserResponse struct {
 
 func (x *UpdateUserResponse) Reset() {
 	*x = UpdateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6071,7 +6127,7 @@ func (x *UpdateUserResponse) String() string {
 func (*UpdateUserResponse) ProtoMessage() {}
 
 func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6084,7 +6140,7 @@ func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *UpdateUserResponse) GetUser() *User {
@@ -6107,7 +6163,7 @@ type Wiring struct {
 
 func (x *Wiring) Reset() {
 	*x = Wiring{}
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6119,7 +6175,7 @@ func (x *Wiring) String() string {
 func (*Wiring) ProtoMessage() {}
 
 func (x *Wiring) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6132,7 +6188,7 @@ func (x *Wiring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wiring.ProtoReflect.Descriptor instead.
 func (*Wiring) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *Wiring) GetId() string {
@@ -6174,7 +6230,7 @@ type ListWiringsRequest struct {
 
 func (x *ListWiringsRequest) Reset() {
 	*x = ListWiringsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6186,7 +6242,7 @@ func (x *ListWiringsRequest) String() string {
 func (*ListWiringsRequest) ProtoMessage() {}
 
 func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6199,7 +6255,7 @@ func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsRequest.ProtoReflect.Descriptor instead.
 func (*ListWiringsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ListWiringsRequest) GetGroup() string {
@@ -6226,7 +6282,7 @@ type ListWiringsResponse struct {
 
 func (x *ListWiringsResponse) Reset() {
 	*x = ListWiringsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6238,7 +6294,7 @@ func (x *ListWiringsResponse) String() string {
 func (*ListWiringsResponse) ProtoMessage() {}
 
 func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6251,7 +6307,7 @@ func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsResponse.ProtoReflect.Descriptor instead.
 func (*ListWiringsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ListWiringsResponse) GetWirings() []*Wiring {
@@ -6272,7 +6328,7 @@ type CreateWiringRequest struct {
 
 func (x *CreateWiringRequest) Reset() {
 	*x = CreateWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6284,7 +6340,7 @@ func (x *CreateWiringRequest) String() string {
 func (*CreateWiringRequest) ProtoMessage() {}
 
 func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6297,7 +6353,7 @@ func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringRequest.ProtoReflect.Descriptor instead.
 func (*CreateWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *CreateWiringRequest) GetMessagingGroup() string {
@@ -6324,7 +6380,7 @@ type CreateWiringResponse struct {
 
 func (x *CreateWiringResponse) Reset() {
 	*x = CreateWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6336,7 +6392,7 @@ func (x *CreateWiringResponse) String() string {
 func (*CreateWiringResponse) ProtoMessage() {}
 
 func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6349,7 +6405,7 @@ func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringResponse.ProtoReflect.Descriptor instead.
 func (*CreateWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *CreateWiringResponse) GetWiring() *Wiring {
@@ -6369,7 +6425,7 @@ type DeleteWiringRequest struct {
 
 func (x *DeleteWiringRequest) Reset() {
 	*x = DeleteWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6381,7 +6437,7 @@ func (x *DeleteWiringRequest) String() string {
 func (*DeleteWiringRequest) ProtoMessage() {}
 
 func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6394,7 +6450,7 @@ func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *DeleteWiringRequest) GetId() string {
@@ -6413,7 +6469,7 @@ type DeleteWiringResponse struct {
 
 func (x *DeleteWiringResponse) Reset() {
 	*x = DeleteWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6425,7 +6481,7 @@ func (x *DeleteWiringResponse) String() string {
 func (*DeleteWiringResponse) ProtoMessage() {}
 
 func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6438,7 +6494,7 @@ func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
 }
 
 // MessagingGroup is a chat on a channel.
@@ -6459,7 +6515,7 @@ type MessagingGroup struct {
 
 func (x *MessagingGroup) Reset() {
 	*x = MessagingGroup{}
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6471,7 +6527,7 @@ func (x *MessagingGroup) String() string {
 func (*MessagingGroup) ProtoMessage() {}
 
 func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6484,7 +6540,7 @@ func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagingGroup.ProtoReflect.Descriptor instead.
 func (*MessagingGroup) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *MessagingGroup) GetId() string {
@@ -6552,7 +6608,7 @@ type ListMessagingGroupsRequest struct {
 
 func (x *ListMessagingGroupsRequest) Reset() {
 	*x = ListMessagingGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6564,7 +6620,7 @@ func (x *ListMessagingGroupsRequest) String() string {
 func (*ListMessagingGroupsRequest) ProtoMessage() {}
 
 func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6577,7 +6633,7 @@ func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
 }
 
 // ListMessagingGroupsResponse is the chats.
@@ -6590,7 +6646,7 @@ type ListMessagingGroupsResponse struct {
 
 func (x *ListMessagingGroupsResponse) Reset() {
 	*x = ListMessagingGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6602,7 +6658,7 @@ func (x *ListMessagingGroupsResponse) String() string {
 func (*ListMessagingGroupsResponse) ProtoMessage() {}
 
 func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6615,7 +6671,7 @@ func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ListMessagingGroupsResponse) GetMessagingGroups() []*MessagingGroup {
@@ -6635,7 +6691,7 @@ type GetMessagingGroupRequest struct {
 
 func (x *GetMessagingGroupRequest) Reset() {
 	*x = GetMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6647,7 +6703,7 @@ func (x *GetMessagingGroupRequest) String() string {
 func (*GetMessagingGroupRequest) ProtoMessage() {}
 
 func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6660,7 +6716,7 @@ func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *GetMessagingGroupRequest) GetId() string {
@@ -6680,7 +6736,7 @@ type GetMessagingGroupResponse struct {
 
 func (x *GetMessagingGroupResponse) Reset() {
 	*x = GetMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6692,7 +6748,7 @@ func (x *GetMessagingGroupResponse) String() string {
 func (*GetMessagingGroupResponse) ProtoMessage() {}
 
 func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6705,7 +6761,7 @@ func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *GetMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -6729,7 +6785,7 @@ type CreateMessagingGroupRequest struct {
 
 func (x *CreateMessagingGroupRequest) Reset() {
 	*x = CreateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6741,7 +6797,7 @@ func (x *CreateMessagingGroupRequest) String() string {
 func (*CreateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6754,7 +6810,7 @@ func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *CreateMessagingGroupRequest) GetChannelType() string {
@@ -6802,7 +6858,7 @@ type CreateMessagingGroupResponse struct {
 
 func (x *CreateMessagingGroupResponse) Reset() {
 	*x = CreateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6814,7 +6870,7 @@ func (x *CreateMessagingGroupResponse) String() string {
 func (*CreateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6827,7 +6883,7 @@ func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *CreateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -6849,7 +6905,7 @@ type UpdateMessagingGroupRequest struct {
 
 func (x *UpdateMessagingGroupRequest) Reset() {
 	*x = UpdateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6861,7 +6917,7 @@ func (x *UpdateMessagingGroupRequest) String() string {
 func (*UpdateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6874,7 +6930,7 @@ func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *UpdateMessagingGroupRequest) GetId() string {
@@ -6908,7 +6964,7 @@ type UpdateMessagingGroupResponse struct {
 
 func (x *UpdateMessagingGroupResponse) Reset() {
 	*x = UpdateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6920,7 +6976,7 @@ func (x *UpdateMessagingGroupResponse) String() string {
 func (*UpdateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6933,7 +6989,7 @@ func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *UpdateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -6953,7 +7009,7 @@ type DeleteMessagingGroupRequest struct {
 
 func (x *DeleteMessagingGroupRequest) Reset() {
 	*x = DeleteMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6965,7 +7021,7 @@ func (x *DeleteMessagingGroupRequest) String() string {
 func (*DeleteMessagingGroupRequest) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6978,7 +7034,7 @@ func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *DeleteMessagingGroupRequest) GetId() string {
@@ -6997,7 +7053,7 @@ type DeleteMessagingGroupResponse struct {
 
 func (x *DeleteMessagingGroupResponse) Reset() {
 	*x = DeleteMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7009,7 +7065,7 @@ func (x *DeleteMessagingGroupResponse) String() string {
 func (*DeleteMessagingGroupResponse) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7022,7 +7078,7 @@ func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
 }
 
 // MessagePolicy holds messages from one group to another for a named approver.
@@ -7044,7 +7100,7 @@ type MessagePolicy struct {
 
 func (x *MessagePolicy) Reset() {
 	*x = MessagePolicy{}
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7056,7 +7112,7 @@ func (x *MessagePolicy) String() string {
 func (*MessagePolicy) ProtoMessage() {}
 
 func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7069,7 +7125,7 @@ func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePolicy.ProtoReflect.Descriptor instead.
 func (*MessagePolicy) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *MessagePolicy) GetFromGroup() string {
@@ -7124,7 +7180,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7136,7 +7192,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7149,7 +7205,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *ListPoliciesRequest) GetGroup() string {
@@ -7169,7 +7225,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7181,7 +7237,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7194,7 +7250,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*MessagePolicy {
@@ -7223,7 +7279,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7235,7 +7291,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7248,7 +7304,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *SetPolicyRequest) GetFromGroup() string {
@@ -7303,7 +7359,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7315,7 +7371,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7328,7 +7384,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *MessagePolicy {
@@ -7349,7 +7405,7 @@ type RemovePolicyRequest struct {
 
 func (x *RemovePolicyRequest) Reset() {
 	*x = RemovePolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7361,7 +7417,7 @@ func (x *RemovePolicyRequest) String() string {
 func (*RemovePolicyRequest) ProtoMessage() {}
 
 func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7374,7 +7430,7 @@ func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyRequest.ProtoReflect.Descriptor instead.
 func (*RemovePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *RemovePolicyRequest) GetFromGroup() string {
@@ -7400,7 +7456,7 @@ type RemovePolicyResponse struct {
 
 func (x *RemovePolicyResponse) Reset() {
 	*x = RemovePolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7412,7 +7468,7 @@ func (x *RemovePolicyResponse) String() string {
 func (*RemovePolicyResponse) ProtoMessage() {}
 
 func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7425,7 +7481,7 @@ func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyResponse.ProtoReflect.Descriptor instead.
 func (*RemovePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
 }
 
 // UserDm is where a user's approval cards are delivered on one channel type.
@@ -7440,7 +7496,7 @@ type UserDm struct {
 
 func (x *UserDm) Reset() {
 	*x = UserDm{}
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7452,7 +7508,7 @@ func (x *UserDm) String() string {
 func (*UserDm) ProtoMessage() {}
 
 func (x *UserDm) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7465,7 +7521,7 @@ func (x *UserDm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserDm.ProtoReflect.Descriptor instead.
 func (*UserDm) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *UserDm) GetUserId() string {
@@ -7499,7 +7555,7 @@ type ListUserDmsRequest struct {
 
 func (x *ListUserDmsRequest) Reset() {
 	*x = ListUserDmsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7511,7 +7567,7 @@ func (x *ListUserDmsRequest) String() string {
 func (*ListUserDmsRequest) ProtoMessage() {}
 
 func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7524,7 +7580,7 @@ func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserDmsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *ListUserDmsRequest) GetUserId() string {
@@ -7544,7 +7600,7 @@ type ListUserDmsResponse struct {
 
 func (x *ListUserDmsResponse) Reset() {
 	*x = ListUserDmsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7556,7 +7612,7 @@ func (x *ListUserDmsResponse) String() string {
 func (*ListUserDmsResponse) ProtoMessage() {}
 
 func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7569,7 +7625,7 @@ func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserDmsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *ListUserDmsResponse) GetDms() []*UserDm {
@@ -7591,7 +7647,7 @@ type SetUserDmRequest struct {
 
 func (x *SetUserDmRequest) Reset() {
 	*x = SetUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7603,7 +7659,7 @@ func (x *SetUserDmRequest) String() string {
 func (*SetUserDmRequest) ProtoMessage() {}
 
 func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7616,7 +7672,7 @@ func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmRequest.ProtoReflect.Descriptor instead.
 func (*SetUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *SetUserDmRequest) GetUserId() string {
@@ -7650,7 +7706,7 @@ type SetUserDmResponse struct {
 
 func (x *SetUserDmResponse) Reset() {
 	*x = SetUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7662,7 +7718,7 @@ func (x *SetUserDmResponse) String() string {
 func (*SetUserDmResponse) ProtoMessage() {}
 
 func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7675,7 +7731,7 @@ func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmResponse.ProtoReflect.Descriptor instead.
 func (*SetUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *SetUserDmResponse) GetDm() *UserDm {
@@ -7696,7 +7752,7 @@ type RemoveUserDmRequest struct {
 
 func (x *RemoveUserDmRequest) Reset() {
 	*x = RemoveUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7708,7 +7764,7 @@ func (x *RemoveUserDmRequest) String() string {
 func (*RemoveUserDmRequest) ProtoMessage() {}
 
 func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7721,7 +7777,7 @@ func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmRequest.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *RemoveUserDmRequest) GetUserId() string {
@@ -7747,7 +7803,7 @@ type RemoveUserDmResponse struct {
 
 func (x *RemoveUserDmResponse) Reset() {
 	*x = RemoveUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7759,7 +7815,7 @@ func (x *RemoveUserDmResponse) String() string {
 func (*RemoveUserDmResponse) ProtoMessage() {}
 
 func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7772,7 +7828,7 @@ func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmResponse.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
 }
 
 // Token is an API credential (its secret is never stored or listed).
@@ -7793,7 +7849,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7805,7 +7861,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7818,7 +7874,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *Token) GetId() string {
@@ -7883,7 +7939,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7895,7 +7951,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7908,7 +7964,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *CreateTokenRequest) GetKind() Principal {
@@ -7950,7 +8006,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7962,7 +8018,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7975,7 +8031,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -8001,7 +8057,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8013,7 +8069,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8026,7 +8082,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
 }
 
 // ListTokensResponse is the tokens.
@@ -8039,7 +8095,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8051,7 +8107,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8064,7 +8120,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -8084,7 +8140,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8096,7 +8152,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8109,7 +8165,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -8128,7 +8184,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8140,7 +8196,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8153,7 +8209,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
 }
 
 // ListRunnersRequest lists runners.
@@ -8165,7 +8221,7 @@ type ListRunnersRequest struct {
 
 func (x *ListRunnersRequest) Reset() {
 	*x = ListRunnersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8177,7 +8233,7 @@ func (x *ListRunnersRequest) String() string {
 func (*ListRunnersRequest) ProtoMessage() {}
 
 func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8190,7 +8246,7 @@ func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
 }
 
 // ListRunnersResponse is the runners.
@@ -8203,7 +8259,7 @@ type ListRunnersResponse struct {
 
 func (x *ListRunnersResponse) Reset() {
 	*x = ListRunnersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8215,7 +8271,7 @@ func (x *ListRunnersResponse) String() string {
 func (*ListRunnersResponse) ProtoMessage() {}
 
 func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8228,7 +8284,7 @@ func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersResponse.ProtoReflect.Descriptor instead.
 func (*ListRunnersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *ListRunnersResponse) GetRunners() []*Runner {
@@ -8258,7 +8314,7 @@ type CatalogEntry struct {
 
 func (x *CatalogEntry) Reset() {
 	*x = CatalogEntry{}
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8270,7 +8326,7 @@ func (x *CatalogEntry) String() string {
 func (*CatalogEntry) ProtoMessage() {}
 
 func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8283,7 +8339,7 @@ func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEntry.ProtoReflect.Descriptor instead.
 func (*CatalogEntry) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
 }
 
 func (x *CatalogEntry) GetAction() string {
@@ -8344,7 +8400,7 @@ type ListCatalogRequest struct {
 
 func (x *ListCatalogRequest) Reset() {
 	*x = ListCatalogRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8356,7 +8412,7 @@ func (x *ListCatalogRequest) String() string {
 func (*ListCatalogRequest) ProtoMessage() {}
 
 func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8369,7 +8425,7 @@ func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
 }
 
 // ListCatalogResponse is the catalog, sorted by action.
@@ -8384,7 +8440,7 @@ type ListCatalogResponse struct {
 
 func (x *ListCatalogResponse) Reset() {
 	*x = ListCatalogResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8396,7 +8452,7 @@ func (x *ListCatalogResponse) String() string {
 func (*ListCatalogResponse) ProtoMessage() {}
 
 func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8409,7 +8465,7 @@ func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
 }
 
 func (x *ListCatalogResponse) GetEntries() []*CatalogEntry {
@@ -8453,7 +8509,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8465,7 +8521,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8478,7 +8534,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
 }
 
 func (x *DecisionRecord) GetId() string {
@@ -8596,7 +8652,7 @@ type GetDecisionRequest struct {
 
 func (x *GetDecisionRequest) Reset() {
 	*x = GetDecisionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8608,7 +8664,7 @@ func (x *GetDecisionRequest) String() string {
 func (*GetDecisionRequest) ProtoMessage() {}
 
 func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8621,7 +8677,7 @@ func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionRequest.ProtoReflect.Descriptor instead.
 func (*GetDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
 }
 
 func (x *GetDecisionRequest) GetId() string {
@@ -8641,7 +8697,7 @@ type GetDecisionResponse struct {
 
 func (x *GetDecisionResponse) Reset() {
 	*x = GetDecisionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8653,7 +8709,7 @@ func (x *GetDecisionResponse) String() string {
 func (*GetDecisionResponse) ProtoMessage() {}
 
 func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8666,7 +8722,7 @@ func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionResponse.ProtoReflect.Descriptor instead.
 func (*GetDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
 }
 
 func (x *GetDecisionResponse) GetDecision() *DecisionRecord {
@@ -8690,7 +8746,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8702,7 +8758,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8715,7 +8771,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
 }
 
 func (x *ListDecisionsRequest) GetAction() string {
@@ -8763,7 +8819,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8775,7 +8831,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8788,7 +8844,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
@@ -8812,7 +8868,7 @@ type SetActionSettingsRequest struct {
 
 func (x *SetActionSettingsRequest) Reset() {
 	*x = SetActionSettingsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8824,7 +8880,7 @@ func (x *SetActionSettingsRequest) String() string {
 func (*SetActionSettingsRequest) ProtoMessage() {}
 
 func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8837,7 +8893,7 @@ func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
 }
 
 func (x *SetActionSettingsRequest) GetAction() string {
@@ -8871,7 +8927,7 @@ type SetActionSettingsResponse struct {
 
 func (x *SetActionSettingsResponse) Reset() {
 	*x = SetActionSettingsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8883,7 +8939,7 @@ func (x *SetActionSettingsResponse) String() string {
 func (*SetActionSettingsResponse) ProtoMessage() {}
 
 func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8896,7 +8952,7 @@ func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{146}
 }
 
 func (x *SetActionSettingsResponse) GetEntry() *CatalogEntry {
@@ -8936,11 +8992,12 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x16RegisterRunnerResponse\x12D\n" +
 	"\x10lease_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12%\n" +
-	"\x0eexempt_actions\x18\x03 \x03(\tR\rexemptActions\"\xa5\x01\n" +
+	"\x0eexempt_actions\x18\x03 \x03(\tR\rexemptActions\"\xd9\x01\n" +
 	"\x0eConnectRequest\x12.\n" +
 	"\x05hello\x18\x01 \x01(\v2\x16.guard.v1.ConnectHelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.guard.v1.PushAckH\x00R\x03ack\x123\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x13.guard.v1.HeartbeatH\x00R\theartbeatB\a\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x13.guard.v1.HeartbeatH\x00R\theartbeat\x122\n" +
+	"\arelease\x18\x04 \x01(\v2\x16.guard.v1.LeaseReleaseH\x00R\areleaseB\a\n" +
 	"\x05frame\"L\n" +
 	"\fConnectHello\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x1f\n" +
@@ -8950,7 +9007,8 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\apush_id\x18\x01 \x01(\tR\x06pushId\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\"\v\n" +
-	"\tHeartbeat\"p\n" +
+	"\tHeartbeat\"\x0e\n" +
+	"\fLeaseRelease\"p\n" +
 	"\x0fConnectResponse\x12$\n" +
 	"\x04push\x18\x01 \x01(\v2\x0e.guard.v1.PushH\x00R\x04push\x12.\n" +
 	"\x05lease\x18\x02 \x01(\v2\x16.guard.v1.LeaseRenewedH\x00R\x05leaseB\a\n" +
@@ -9668,7 +9726,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 152)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 153)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -9688,404 +9746,406 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*ConnectHello)(nil),                 // 15: guard.v1.ConnectHello
 	(*PushAck)(nil),                      // 16: guard.v1.PushAck
 	(*Heartbeat)(nil),                    // 17: guard.v1.Heartbeat
-	(*ConnectResponse)(nil),              // 18: guard.v1.ConnectResponse
-	(*LeaseRenewed)(nil),                 // 19: guard.v1.LeaseRenewed
-	(*Push)(nil),                         // 20: guard.v1.Push
-	(*ReplayAction)(nil),                 // 21: guard.v1.ReplayAction
-	(*DeliverMessage)(nil),               // 22: guard.v1.DeliverMessage
-	(*RestartContainer)(nil),             // 23: guard.v1.RestartContainer
-	(*NotifyAgent)(nil),                  // 24: guard.v1.NotifyAgent
-	(*StartSession)(nil),                 // 25: guard.v1.StartSession
-	(*OpenSessionRequest)(nil),           // 26: guard.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),          // 27: guard.v1.OpenSessionResponse
-	(*GetSessionConfigRequest)(nil),      // 28: guard.v1.GetSessionConfigRequest
-	(*GetSessionConfigResponse)(nil),     // 29: guard.v1.GetSessionConfigResponse
-	(*ApplyActionRequest)(nil),           // 30: guard.v1.ApplyActionRequest
-	(*ApplyActionResponse)(nil),          // 31: guard.v1.ApplyActionResponse
-	(*RouteInboundRequest)(nil),          // 32: guard.v1.RouteInboundRequest
-	(*RouteInboundResponse)(nil),         // 33: guard.v1.RouteInboundResponse
-	(*PostChatMessageRequest)(nil),       // 34: guard.v1.PostChatMessageRequest
-	(*PostChatMessageResponse)(nil),      // 35: guard.v1.PostChatMessageResponse
-	(*WatchChatOutboxRequest)(nil),       // 36: guard.v1.WatchChatOutboxRequest
-	(*WatchChatOutboxResponse)(nil),      // 37: guard.v1.WatchChatOutboxResponse
-	(*Runner)(nil),                       // 38: guard.v1.Runner
-	(*McpServer)(nil),                    // 39: guard.v1.McpServer
-	(*GroupConfig)(nil),                  // 40: guard.v1.GroupConfig
-	(*Group)(nil),                        // 41: guard.v1.Group
-	(*CreateGroupRequest)(nil),           // 42: guard.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),          // 43: guard.v1.CreateGroupResponse
-	(*GetGroupRequest)(nil),              // 44: guard.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),             // 45: guard.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),            // 46: guard.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),           // 47: guard.v1.ListGroupsResponse
-	(*UpdateGroupRequest)(nil),           // 48: guard.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),          // 49: guard.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),           // 50: guard.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),          // 51: guard.v1.DeleteGroupResponse
-	(*GetGroupConfigRequest)(nil),        // 52: guard.v1.GetGroupConfigRequest
-	(*GetGroupConfigResponse)(nil),       // 53: guard.v1.GetGroupConfigResponse
-	(*UpdateGroupConfigRequest)(nil),     // 54: guard.v1.UpdateGroupConfigRequest
-	(*UpdateGroupConfigResponse)(nil),    // 55: guard.v1.UpdateGroupConfigResponse
-	(*AddGroupPackageRequest)(nil),       // 56: guard.v1.AddGroupPackageRequest
-	(*AddGroupPackageResponse)(nil),      // 57: guard.v1.AddGroupPackageResponse
-	(*RemoveGroupPackageRequest)(nil),    // 58: guard.v1.RemoveGroupPackageRequest
-	(*RemoveGroupPackageResponse)(nil),   // 59: guard.v1.RemoveGroupPackageResponse
-	(*AddGroupMcpServerRequest)(nil),     // 60: guard.v1.AddGroupMcpServerRequest
-	(*AddGroupMcpServerResponse)(nil),    // 61: guard.v1.AddGroupMcpServerResponse
-	(*RemoveGroupMcpServerRequest)(nil),  // 62: guard.v1.RemoveGroupMcpServerRequest
-	(*RemoveGroupMcpServerResponse)(nil), // 63: guard.v1.RemoveGroupMcpServerResponse
-	(*RestartGroupRequest)(nil),          // 64: guard.v1.RestartGroupRequest
-	(*RestartGroupResponse)(nil),         // 65: guard.v1.RestartGroupResponse
-	(*Session)(nil),                      // 66: guard.v1.Session
-	(*ListSessionsRequest)(nil),          // 67: guard.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),         // 68: guard.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),            // 69: guard.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),           // 70: guard.v1.GetSessionResponse
-	(*GetSessionHistoryRequest)(nil),     // 71: guard.v1.GetSessionHistoryRequest
-	(*SessionEvent)(nil),                 // 72: guard.v1.SessionEvent
-	(*GetSessionHistoryResponse)(nil),    // 73: guard.v1.GetSessionHistoryResponse
-	(*Destination)(nil),                  // 74: guard.v1.Destination
-	(*ListDestinationsRequest)(nil),      // 75: guard.v1.ListDestinationsRequest
-	(*ListDestinationsResponse)(nil),     // 76: guard.v1.ListDestinationsResponse
-	(*AddDestinationRequest)(nil),        // 77: guard.v1.AddDestinationRequest
-	(*AddDestinationResponse)(nil),       // 78: guard.v1.AddDestinationResponse
-	(*RemoveDestinationRequest)(nil),     // 79: guard.v1.RemoveDestinationRequest
-	(*RemoveDestinationResponse)(nil),    // 80: guard.v1.RemoveDestinationResponse
-	(*Member)(nil),                       // 81: guard.v1.Member
-	(*ListMembersRequest)(nil),           // 82: guard.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),          // 83: guard.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 84: guard.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),            // 85: guard.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),          // 86: guard.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),         // 87: guard.v1.RemoveMemberResponse
-	(*RoleGrant)(nil),                    // 88: guard.v1.RoleGrant
-	(*ListRolesRequest)(nil),             // 89: guard.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),            // 90: guard.v1.ListRolesResponse
-	(*GrantRoleRequest)(nil),             // 91: guard.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),            // 92: guard.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),            // 93: guard.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),           // 94: guard.v1.RevokeRoleResponse
-	(*User)(nil),                         // 95: guard.v1.User
-	(*ListUsersRequest)(nil),             // 96: guard.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),            // 97: guard.v1.ListUsersResponse
-	(*GetUserRequest)(nil),               // 98: guard.v1.GetUserRequest
-	(*GetUserResponse)(nil),              // 99: guard.v1.GetUserResponse
-	(*CreateUserRequest)(nil),            // 100: guard.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),           // 101: guard.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),            // 102: guard.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),           // 103: guard.v1.UpdateUserResponse
-	(*Wiring)(nil),                       // 104: guard.v1.Wiring
-	(*ListWiringsRequest)(nil),           // 105: guard.v1.ListWiringsRequest
-	(*ListWiringsResponse)(nil),          // 106: guard.v1.ListWiringsResponse
-	(*CreateWiringRequest)(nil),          // 107: guard.v1.CreateWiringRequest
-	(*CreateWiringResponse)(nil),         // 108: guard.v1.CreateWiringResponse
-	(*DeleteWiringRequest)(nil),          // 109: guard.v1.DeleteWiringRequest
-	(*DeleteWiringResponse)(nil),         // 110: guard.v1.DeleteWiringResponse
-	(*MessagingGroup)(nil),               // 111: guard.v1.MessagingGroup
-	(*ListMessagingGroupsRequest)(nil),   // 112: guard.v1.ListMessagingGroupsRequest
-	(*ListMessagingGroupsResponse)(nil),  // 113: guard.v1.ListMessagingGroupsResponse
-	(*GetMessagingGroupRequest)(nil),     // 114: guard.v1.GetMessagingGroupRequest
-	(*GetMessagingGroupResponse)(nil),    // 115: guard.v1.GetMessagingGroupResponse
-	(*CreateMessagingGroupRequest)(nil),  // 116: guard.v1.CreateMessagingGroupRequest
-	(*CreateMessagingGroupResponse)(nil), // 117: guard.v1.CreateMessagingGroupResponse
-	(*UpdateMessagingGroupRequest)(nil),  // 118: guard.v1.UpdateMessagingGroupRequest
-	(*UpdateMessagingGroupResponse)(nil), // 119: guard.v1.UpdateMessagingGroupResponse
-	(*DeleteMessagingGroupRequest)(nil),  // 120: guard.v1.DeleteMessagingGroupRequest
-	(*DeleteMessagingGroupResponse)(nil), // 121: guard.v1.DeleteMessagingGroupResponse
-	(*MessagePolicy)(nil),                // 122: guard.v1.MessagePolicy
-	(*ListPoliciesRequest)(nil),          // 123: guard.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),         // 124: guard.v1.ListPoliciesResponse
-	(*SetPolicyRequest)(nil),             // 125: guard.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),            // 126: guard.v1.SetPolicyResponse
-	(*RemovePolicyRequest)(nil),          // 127: guard.v1.RemovePolicyRequest
-	(*RemovePolicyResponse)(nil),         // 128: guard.v1.RemovePolicyResponse
-	(*UserDm)(nil),                       // 129: guard.v1.UserDm
-	(*ListUserDmsRequest)(nil),           // 130: guard.v1.ListUserDmsRequest
-	(*ListUserDmsResponse)(nil),          // 131: guard.v1.ListUserDmsResponse
-	(*SetUserDmRequest)(nil),             // 132: guard.v1.SetUserDmRequest
-	(*SetUserDmResponse)(nil),            // 133: guard.v1.SetUserDmResponse
-	(*RemoveUserDmRequest)(nil),          // 134: guard.v1.RemoveUserDmRequest
-	(*RemoveUserDmResponse)(nil),         // 135: guard.v1.RemoveUserDmResponse
-	(*Token)(nil),                        // 136: guard.v1.Token
-	(*CreateTokenRequest)(nil),           // 137: guard.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),          // 138: guard.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),            // 139: guard.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),           // 140: guard.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),           // 141: guard.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),          // 142: guard.v1.RevokeTokenResponse
-	(*ListRunnersRequest)(nil),           // 143: guard.v1.ListRunnersRequest
-	(*ListRunnersResponse)(nil),          // 144: guard.v1.ListRunnersResponse
-	(*CatalogEntry)(nil),                 // 145: guard.v1.CatalogEntry
-	(*ListCatalogRequest)(nil),           // 146: guard.v1.ListCatalogRequest
-	(*ListCatalogResponse)(nil),          // 147: guard.v1.ListCatalogResponse
-	(*DecisionRecord)(nil),               // 148: guard.v1.DecisionRecord
-	(*GetDecisionRequest)(nil),           // 149: guard.v1.GetDecisionRequest
-	(*GetDecisionResponse)(nil),          // 150: guard.v1.GetDecisionResponse
-	(*ListDecisionsRequest)(nil),         // 151: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 152: guard.v1.ListDecisionsResponse
-	(*SetActionSettingsRequest)(nil),     // 153: guard.v1.SetActionSettingsRequest
-	(*SetActionSettingsResponse)(nil),    // 154: guard.v1.SetActionSettingsResponse
-	nil,                                  // 155: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 156: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 157: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 158: guard.v1.Runner.LabelsEntry
-	nil,                                  // 159: guard.v1.McpServer.EnvEntry
-	nil,                                  // 160: guard.v1.DeleteGroupResponse.RemovedEntry
-	(*timestamppb.Timestamp)(nil),        // 161: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 162: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 163: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 164: guard.v1.EnforcementMode
-	(Principal)(0),                       // 165: guard.v1.Principal
-	(Access)(0),                          // 166: guard.v1.Access
-	(*Actor)(nil),                        // 167: guard.v1.Actor
-	(Effect)(0),                          // 168: guard.v1.Effect
-	(*Explanation)(nil),                  // 169: guard.v1.Explanation
+	(*LeaseRelease)(nil),                 // 18: guard.v1.LeaseRelease
+	(*ConnectResponse)(nil),              // 19: guard.v1.ConnectResponse
+	(*LeaseRenewed)(nil),                 // 20: guard.v1.LeaseRenewed
+	(*Push)(nil),                         // 21: guard.v1.Push
+	(*ReplayAction)(nil),                 // 22: guard.v1.ReplayAction
+	(*DeliverMessage)(nil),               // 23: guard.v1.DeliverMessage
+	(*RestartContainer)(nil),             // 24: guard.v1.RestartContainer
+	(*NotifyAgent)(nil),                  // 25: guard.v1.NotifyAgent
+	(*StartSession)(nil),                 // 26: guard.v1.StartSession
+	(*OpenSessionRequest)(nil),           // 27: guard.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),          // 28: guard.v1.OpenSessionResponse
+	(*GetSessionConfigRequest)(nil),      // 29: guard.v1.GetSessionConfigRequest
+	(*GetSessionConfigResponse)(nil),     // 30: guard.v1.GetSessionConfigResponse
+	(*ApplyActionRequest)(nil),           // 31: guard.v1.ApplyActionRequest
+	(*ApplyActionResponse)(nil),          // 32: guard.v1.ApplyActionResponse
+	(*RouteInboundRequest)(nil),          // 33: guard.v1.RouteInboundRequest
+	(*RouteInboundResponse)(nil),         // 34: guard.v1.RouteInboundResponse
+	(*PostChatMessageRequest)(nil),       // 35: guard.v1.PostChatMessageRequest
+	(*PostChatMessageResponse)(nil),      // 36: guard.v1.PostChatMessageResponse
+	(*WatchChatOutboxRequest)(nil),       // 37: guard.v1.WatchChatOutboxRequest
+	(*WatchChatOutboxResponse)(nil),      // 38: guard.v1.WatchChatOutboxResponse
+	(*Runner)(nil),                       // 39: guard.v1.Runner
+	(*McpServer)(nil),                    // 40: guard.v1.McpServer
+	(*GroupConfig)(nil),                  // 41: guard.v1.GroupConfig
+	(*Group)(nil),                        // 42: guard.v1.Group
+	(*CreateGroupRequest)(nil),           // 43: guard.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),          // 44: guard.v1.CreateGroupResponse
+	(*GetGroupRequest)(nil),              // 45: guard.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),             // 46: guard.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),            // 47: guard.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),           // 48: guard.v1.ListGroupsResponse
+	(*UpdateGroupRequest)(nil),           // 49: guard.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),          // 50: guard.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),           // 51: guard.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),          // 52: guard.v1.DeleteGroupResponse
+	(*GetGroupConfigRequest)(nil),        // 53: guard.v1.GetGroupConfigRequest
+	(*GetGroupConfigResponse)(nil),       // 54: guard.v1.GetGroupConfigResponse
+	(*UpdateGroupConfigRequest)(nil),     // 55: guard.v1.UpdateGroupConfigRequest
+	(*UpdateGroupConfigResponse)(nil),    // 56: guard.v1.UpdateGroupConfigResponse
+	(*AddGroupPackageRequest)(nil),       // 57: guard.v1.AddGroupPackageRequest
+	(*AddGroupPackageResponse)(nil),      // 58: guard.v1.AddGroupPackageResponse
+	(*RemoveGroupPackageRequest)(nil),    // 59: guard.v1.RemoveGroupPackageRequest
+	(*RemoveGroupPackageResponse)(nil),   // 60: guard.v1.RemoveGroupPackageResponse
+	(*AddGroupMcpServerRequest)(nil),     // 61: guard.v1.AddGroupMcpServerRequest
+	(*AddGroupMcpServerResponse)(nil),    // 62: guard.v1.AddGroupMcpServerResponse
+	(*RemoveGroupMcpServerRequest)(nil),  // 63: guard.v1.RemoveGroupMcpServerRequest
+	(*RemoveGroupMcpServerResponse)(nil), // 64: guard.v1.RemoveGroupMcpServerResponse
+	(*RestartGroupRequest)(nil),          // 65: guard.v1.RestartGroupRequest
+	(*RestartGroupResponse)(nil),         // 66: guard.v1.RestartGroupResponse
+	(*Session)(nil),                      // 67: guard.v1.Session
+	(*ListSessionsRequest)(nil),          // 68: guard.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 69: guard.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),            // 70: guard.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 71: guard.v1.GetSessionResponse
+	(*GetSessionHistoryRequest)(nil),     // 72: guard.v1.GetSessionHistoryRequest
+	(*SessionEvent)(nil),                 // 73: guard.v1.SessionEvent
+	(*GetSessionHistoryResponse)(nil),    // 74: guard.v1.GetSessionHistoryResponse
+	(*Destination)(nil),                  // 75: guard.v1.Destination
+	(*ListDestinationsRequest)(nil),      // 76: guard.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil),     // 77: guard.v1.ListDestinationsResponse
+	(*AddDestinationRequest)(nil),        // 78: guard.v1.AddDestinationRequest
+	(*AddDestinationResponse)(nil),       // 79: guard.v1.AddDestinationResponse
+	(*RemoveDestinationRequest)(nil),     // 80: guard.v1.RemoveDestinationRequest
+	(*RemoveDestinationResponse)(nil),    // 81: guard.v1.RemoveDestinationResponse
+	(*Member)(nil),                       // 82: guard.v1.Member
+	(*ListMembersRequest)(nil),           // 83: guard.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),          // 84: guard.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 85: guard.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),            // 86: guard.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),          // 87: guard.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),         // 88: guard.v1.RemoveMemberResponse
+	(*RoleGrant)(nil),                    // 89: guard.v1.RoleGrant
+	(*ListRolesRequest)(nil),             // 90: guard.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),            // 91: guard.v1.ListRolesResponse
+	(*GrantRoleRequest)(nil),             // 92: guard.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),            // 93: guard.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),            // 94: guard.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),           // 95: guard.v1.RevokeRoleResponse
+	(*User)(nil),                         // 96: guard.v1.User
+	(*ListUsersRequest)(nil),             // 97: guard.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 98: guard.v1.ListUsersResponse
+	(*GetUserRequest)(nil),               // 99: guard.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 100: guard.v1.GetUserResponse
+	(*CreateUserRequest)(nil),            // 101: guard.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 102: guard.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),            // 103: guard.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),           // 104: guard.v1.UpdateUserResponse
+	(*Wiring)(nil),                       // 105: guard.v1.Wiring
+	(*ListWiringsRequest)(nil),           // 106: guard.v1.ListWiringsRequest
+	(*ListWiringsResponse)(nil),          // 107: guard.v1.ListWiringsResponse
+	(*CreateWiringRequest)(nil),          // 108: guard.v1.CreateWiringRequest
+	(*CreateWiringResponse)(nil),         // 109: guard.v1.CreateWiringResponse
+	(*DeleteWiringRequest)(nil),          // 110: guard.v1.DeleteWiringRequest
+	(*DeleteWiringResponse)(nil),         // 111: guard.v1.DeleteWiringResponse
+	(*MessagingGroup)(nil),               // 112: guard.v1.MessagingGroup
+	(*ListMessagingGroupsRequest)(nil),   // 113: guard.v1.ListMessagingGroupsRequest
+	(*ListMessagingGroupsResponse)(nil),  // 114: guard.v1.ListMessagingGroupsResponse
+	(*GetMessagingGroupRequest)(nil),     // 115: guard.v1.GetMessagingGroupRequest
+	(*GetMessagingGroupResponse)(nil),    // 116: guard.v1.GetMessagingGroupResponse
+	(*CreateMessagingGroupRequest)(nil),  // 117: guard.v1.CreateMessagingGroupRequest
+	(*CreateMessagingGroupResponse)(nil), // 118: guard.v1.CreateMessagingGroupResponse
+	(*UpdateMessagingGroupRequest)(nil),  // 119: guard.v1.UpdateMessagingGroupRequest
+	(*UpdateMessagingGroupResponse)(nil), // 120: guard.v1.UpdateMessagingGroupResponse
+	(*DeleteMessagingGroupRequest)(nil),  // 121: guard.v1.DeleteMessagingGroupRequest
+	(*DeleteMessagingGroupResponse)(nil), // 122: guard.v1.DeleteMessagingGroupResponse
+	(*MessagePolicy)(nil),                // 123: guard.v1.MessagePolicy
+	(*ListPoliciesRequest)(nil),          // 124: guard.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 125: guard.v1.ListPoliciesResponse
+	(*SetPolicyRequest)(nil),             // 126: guard.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),            // 127: guard.v1.SetPolicyResponse
+	(*RemovePolicyRequest)(nil),          // 128: guard.v1.RemovePolicyRequest
+	(*RemovePolicyResponse)(nil),         // 129: guard.v1.RemovePolicyResponse
+	(*UserDm)(nil),                       // 130: guard.v1.UserDm
+	(*ListUserDmsRequest)(nil),           // 131: guard.v1.ListUserDmsRequest
+	(*ListUserDmsResponse)(nil),          // 132: guard.v1.ListUserDmsResponse
+	(*SetUserDmRequest)(nil),             // 133: guard.v1.SetUserDmRequest
+	(*SetUserDmResponse)(nil),            // 134: guard.v1.SetUserDmResponse
+	(*RemoveUserDmRequest)(nil),          // 135: guard.v1.RemoveUserDmRequest
+	(*RemoveUserDmResponse)(nil),         // 136: guard.v1.RemoveUserDmResponse
+	(*Token)(nil),                        // 137: guard.v1.Token
+	(*CreateTokenRequest)(nil),           // 138: guard.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),          // 139: guard.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),            // 140: guard.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),           // 141: guard.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),           // 142: guard.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),          // 143: guard.v1.RevokeTokenResponse
+	(*ListRunnersRequest)(nil),           // 144: guard.v1.ListRunnersRequest
+	(*ListRunnersResponse)(nil),          // 145: guard.v1.ListRunnersResponse
+	(*CatalogEntry)(nil),                 // 146: guard.v1.CatalogEntry
+	(*ListCatalogRequest)(nil),           // 147: guard.v1.ListCatalogRequest
+	(*ListCatalogResponse)(nil),          // 148: guard.v1.ListCatalogResponse
+	(*DecisionRecord)(nil),               // 149: guard.v1.DecisionRecord
+	(*GetDecisionRequest)(nil),           // 150: guard.v1.GetDecisionRequest
+	(*GetDecisionResponse)(nil),          // 151: guard.v1.GetDecisionResponse
+	(*ListDecisionsRequest)(nil),         // 152: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 153: guard.v1.ListDecisionsResponse
+	(*SetActionSettingsRequest)(nil),     // 154: guard.v1.SetActionSettingsRequest
+	(*SetActionSettingsResponse)(nil),    // 155: guard.v1.SetActionSettingsResponse
+	nil,                                  // 156: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 157: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 158: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 159: guard.v1.Runner.LabelsEntry
+	nil,                                  // 160: guard.v1.McpServer.EnvEntry
+	nil,                                  // 161: guard.v1.DeleteGroupResponse.RemovedEntry
+	(*timestamppb.Timestamp)(nil),        // 162: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 163: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 164: google.protobuf.Struct
+	(EnforcementMode)(0),                 // 165: guard.v1.EnforcementMode
+	(Principal)(0),                       // 166: guard.v1.Principal
+	(Access)(0),                          // 167: guard.v1.Access
+	(*Actor)(nil),                        // 168: guard.v1.Actor
+	(Effect)(0),                          // 169: guard.v1.Effect
+	(*Explanation)(nil),                  // 170: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	11,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	155, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	161, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	162, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	156, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	162, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	163, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	15,  // 4: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
 	16,  // 5: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
 	17,  // 6: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
-	20,  // 7: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
-	19,  // 8: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	161, // 9: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	161, // 10: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
-	21,  // 11: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
-	22,  // 12: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
-	23,  // 13: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
-	24,  // 14: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
-	25,  // 15: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	163, // 16: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	156, // 17: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	163, // 18: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
-	0,   // 19: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	66,  // 20: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	41,  // 21: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	66,  // 22: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	41,  // 23: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	163, // 24: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	157, // 25: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	163, // 26: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	163, // 27: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
-	1,   // 28: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	2,   // 29: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
-	2,   // 30: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	161, // 31: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	158, // 32: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	161, // 33: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11,  // 34: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	161, // 35: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	159, // 36: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	3,   // 37: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	39,  // 38: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	161, // 39: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	40,  // 40: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	3,   // 41: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	41,  // 42: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	41,  // 43: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	41,  // 44: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	41,  // 45: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	160, // 46: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	40,  // 47: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 48: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	40,  // 49: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 50: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	40,  // 51: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 52: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	40,  // 53: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	39,  // 54: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	40,  // 55: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	40,  // 56: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	5,   // 57: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	161, // 58: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	161, // 59: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	66,  // 60: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	66,  // 61: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	163, // 62: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	161, // 63: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	72,  // 64: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	74,  // 65: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	74,  // 66: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	161, // 67: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	81,  // 68: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	81,  // 69: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	6,   // 70: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	7,   // 71: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	161, // 72: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	88,  // 73: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	6,   // 74: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 75: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	88,  // 76: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	6,   // 77: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 78: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	161, // 79: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	95,  // 80: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	95,  // 81: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	95,  // 82: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	95,  // 83: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	161, // 84: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	104, // 85: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	104, // 86: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 87: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	161, // 88: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	111, // 89: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	111, // 90: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 91: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	111, // 92: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 93: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	111, // 94: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	164, // 95: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	122, // 96: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	164, // 97: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	122, // 98: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	129, // 99: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	129, // 100: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	165, // 101: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	161, // 102: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	161, // 103: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	165, // 104: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	136, // 105: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	136, // 106: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	38,  // 107: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	166, // 108: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	164, // 109: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	145, // 110: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	161, // 111: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	167, // 112: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	168, // 113: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	162, // 114: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	169, // 115: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	168, // 116: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	148, // 117: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	168, // 118: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	161, // 119: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	148, // 120: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	164, // 121: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	145, // 122: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	12,  // 123: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	14,  // 124: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	26,  // 125: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	28,  // 126: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	30,  // 127: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	32,  // 128: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	34,  // 129: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	36,  // 130: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	42,  // 131: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	44,  // 132: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	46,  // 133: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	48,  // 134: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	50,  // 135: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	52,  // 136: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	54,  // 137: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	56,  // 138: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	58,  // 139: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	60,  // 140: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	62,  // 141: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	64,  // 142: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	67,  // 143: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	69,  // 144: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	71,  // 145: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	75,  // 146: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	77,  // 147: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	79,  // 148: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	82,  // 149: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	84,  // 150: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	86,  // 151: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	89,  // 152: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	91,  // 153: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	93,  // 154: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	96,  // 155: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	98,  // 156: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	100, // 157: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	102, // 158: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	105, // 159: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	107, // 160: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	109, // 161: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	112, // 162: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	114, // 163: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	116, // 164: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	118, // 165: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	120, // 166: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	123, // 167: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	125, // 168: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	127, // 169: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	130, // 170: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	132, // 171: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	134, // 172: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	137, // 173: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	139, // 174: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	141, // 175: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	143, // 176: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	146, // 177: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	149, // 178: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	153, // 179: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	151, // 180: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	13,  // 181: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	18,  // 182: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	27,  // 183: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	29,  // 184: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	31,  // 185: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	33,  // 186: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	35,  // 187: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	37,  // 188: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	43,  // 189: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	45,  // 190: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	47,  // 191: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	49,  // 192: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	51,  // 193: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	53,  // 194: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	55,  // 195: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	57,  // 196: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	59,  // 197: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	61,  // 198: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	63,  // 199: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	65,  // 200: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	68,  // 201: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	70,  // 202: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	73,  // 203: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	76,  // 204: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	78,  // 205: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	80,  // 206: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	83,  // 207: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	85,  // 208: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	87,  // 209: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	90,  // 210: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	92,  // 211: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	94,  // 212: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	97,  // 213: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	99,  // 214: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	101, // 215: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	103, // 216: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	106, // 217: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	108, // 218: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	110, // 219: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	113, // 220: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	115, // 221: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	117, // 222: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	119, // 223: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	121, // 224: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	124, // 225: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	126, // 226: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	128, // 227: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	131, // 228: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	133, // 229: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	135, // 230: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	138, // 231: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	140, // 232: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	142, // 233: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	144, // 234: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	147, // 235: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	150, // 236: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	154, // 237: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	152, // 238: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	181, // [181:239] is the sub-list for method output_type
-	123, // [123:181] is the sub-list for method input_type
-	123, // [123:123] is the sub-list for extension type_name
-	123, // [123:123] is the sub-list for extension extendee
-	0,   // [0:123] is the sub-list for field type_name
+	18,  // 7: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
+	21,  // 8: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
+	20,  // 9: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
+	162, // 10: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	162, // 11: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	22,  // 12: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
+	23,  // 13: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
+	24,  // 14: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
+	25,  // 15: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
+	26,  // 16: guard.v1.Push.start:type_name -> guard.v1.StartSession
+	164, // 17: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	157, // 18: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	164, // 19: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	0,   // 20: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
+	67,  // 21: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	42,  // 22: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	67,  // 23: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	42,  // 24: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	164, // 25: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	158, // 26: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	164, // 27: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	164, // 28: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	1,   // 29: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
+	2,   // 30: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
+	2,   // 31: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
+	162, // 32: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	159, // 33: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	162, // 34: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	11,  // 35: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	162, // 36: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	160, // 37: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	3,   // 38: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	40,  // 39: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	162, // 40: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	41,  // 41: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 42: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	42,  // 43: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	42,  // 44: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	42,  // 45: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	42,  // 46: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	161, // 47: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	41,  // 48: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 49: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	41,  // 50: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 51: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	41,  // 52: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 53: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	41,  // 54: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	40,  // 55: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	41,  // 56: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	41,  // 57: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 58: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	162, // 59: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	162, // 60: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	67,  // 61: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	67,  // 62: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	164, // 63: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	162, // 64: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	73,  // 65: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	75,  // 66: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	75,  // 67: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	162, // 68: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	82,  // 69: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	82,  // 70: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 71: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 72: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	162, // 73: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	89,  // 74: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 75: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 76: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	89,  // 77: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 78: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 79: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	162, // 80: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	96,  // 81: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	96,  // 82: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	96,  // 83: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	96,  // 84: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	162, // 85: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	105, // 86: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	105, // 87: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 88: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	162, // 89: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	112, // 90: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	112, // 91: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 92: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	112, // 93: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 94: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	112, // 95: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	165, // 96: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	123, // 97: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	165, // 98: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	123, // 99: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	130, // 100: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	130, // 101: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	166, // 102: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	162, // 103: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	162, // 104: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	166, // 105: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	137, // 106: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	137, // 107: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	39,  // 108: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	167, // 109: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	165, // 110: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	146, // 111: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	162, // 112: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	168, // 113: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	169, // 114: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	163, // 115: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	170, // 116: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	169, // 117: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	149, // 118: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	169, // 119: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	162, // 120: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	149, // 121: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	165, // 122: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	146, // 123: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	12,  // 124: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	14,  // 125: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	27,  // 126: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	29,  // 127: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	31,  // 128: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	33,  // 129: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	35,  // 130: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	37,  // 131: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	43,  // 132: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	45,  // 133: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	47,  // 134: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	49,  // 135: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	51,  // 136: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	53,  // 137: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	55,  // 138: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	57,  // 139: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	59,  // 140: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	61,  // 141: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	63,  // 142: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	65,  // 143: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	68,  // 144: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	70,  // 145: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	72,  // 146: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	76,  // 147: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	78,  // 148: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	80,  // 149: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	83,  // 150: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	85,  // 151: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	87,  // 152: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	90,  // 153: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	92,  // 154: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	94,  // 155: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	97,  // 156: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	99,  // 157: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	101, // 158: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	103, // 159: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	106, // 160: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	108, // 161: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	110, // 162: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	113, // 163: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	115, // 164: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	117, // 165: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	119, // 166: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	121, // 167: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	124, // 168: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	126, // 169: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	128, // 170: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	131, // 171: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	133, // 172: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	135, // 173: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	138, // 174: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	140, // 175: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	142, // 176: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	144, // 177: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	147, // 178: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	150, // 179: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	154, // 180: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	152, // 181: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	13,  // 182: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	19,  // 183: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	28,  // 184: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	30,  // 185: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	32,  // 186: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	34,  // 187: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	36,  // 188: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	38,  // 189: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	44,  // 190: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	46,  // 191: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	48,  // 192: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	50,  // 193: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	52,  // 194: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	54,  // 195: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	56,  // 196: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	58,  // 197: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	60,  // 198: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	62,  // 199: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	64,  // 200: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	66,  // 201: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	69,  // 202: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	71,  // 203: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	74,  // 204: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	77,  // 205: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	79,  // 206: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	81,  // 207: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	84,  // 208: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	86,  // 209: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	88,  // 210: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	91,  // 211: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	93,  // 212: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	95,  // 213: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	98,  // 214: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	100, // 215: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	102, // 216: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	104, // 217: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	107, // 218: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	109, // 219: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	111, // 220: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	114, // 221: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	116, // 222: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	118, // 223: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	120, // 224: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	122, // 225: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	125, // 226: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	127, // 227: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	129, // 228: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	132, // 229: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	134, // 230: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	136, // 231: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	139, // 232: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	141, // 233: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	143, // 234: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	145, // 235: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	148, // 236: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	151, // 237: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	155, // 238: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	153, // 239: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	182, // [182:240] is the sub-list for method output_type
+	124, // [124:182] is the sub-list for method input_type
+	124, // [124:124] is the sub-list for extension type_name
+	124, // [124:124] is the sub-list for extension extendee
+	0,   // [0:124] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -10099,27 +10159,28 @@ func file_guard_v1_registry_proto_init() {
 		(*ConnectRequest_Hello)(nil),
 		(*ConnectRequest_Ack)(nil),
 		(*ConnectRequest_Heartbeat)(nil),
+		(*ConnectRequest_Release)(nil),
 	}
-	file_guard_v1_registry_proto_msgTypes[9].OneofWrappers = []any{
+	file_guard_v1_registry_proto_msgTypes[10].OneofWrappers = []any{
 		(*ConnectResponse_Push)(nil),
 		(*ConnectResponse_Lease)(nil),
 	}
-	file_guard_v1_registry_proto_msgTypes[11].OneofWrappers = []any{
+	file_guard_v1_registry_proto_msgTypes[12].OneofWrappers = []any{
 		(*Push_Replay)(nil),
 		(*Push_Deliver)(nil),
 		(*Push_Restart)(nil),
 		(*Push_Notify)(nil),
 		(*Push_Start)(nil),
 	}
-	file_guard_v1_registry_proto_msgTypes[39].OneofWrappers = []any{}
-	file_guard_v1_registry_proto_msgTypes[45].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[40].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   152,
+			NumMessages:   153,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

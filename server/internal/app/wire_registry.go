@@ -25,6 +25,7 @@ func init() {
 		svc := registry.New(d.Store.Pool, d.Metrics, d.Log, registry.Options{
 			LeaseTTL:       d.Config.LeaseTTL,
 			CitationWindow: d.Config.CitationWindow,
+			AckDeadline:    d.Config.PushAckDeadline,
 		}, catalog)
 		svc.SetBaseline(d.Guard.Baseline)
 		d.Registry = svc

@@ -38,6 +38,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// CitationWindow is how old an ALLOW decision may be when a runner cites it.
 	CitationWindow time.Duration
+	// PushAckDeadline is how long a push may go unacknowledged on a live
+	// runner stream before it is sent again.
+	PushAckDeadline time.Duration
 	// DecisionRetention is how long the decision log is kept; 0 = forever.
 	// At least 10 citation windows, so a citable decision is never deleted.
 	DecisionRetention time.Duration
@@ -66,6 +69,7 @@ func Default() Config {
 		GroupHoldApprovals:  1,
 		LeaseTTL:            15 * time.Second,
 		CitationWindow:      2 * time.Minute,
+		PushAckDeadline:     30 * time.Second,
 		DecisionRetention:   720 * time.Hour,
 		EventRetention:      720 * time.Hour,
 		ShutdownTimeout:     10 * time.Second,
@@ -89,6 +93,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	integer(fs, &c.GroupHoldApprovals, "group-hold-approvals", "distinct approvals a group-scope hold needs (quorum, 1-10)")
 	dur(fs, &c.LeaseTTL, "lease-ttl", "runner lease duration")
 	dur(fs, &c.CitationWindow, "citation-window", "max age of a cited ALLOW decision")
+	dur(fs, &c.PushAckDeadline, "push-ack-deadline", "how long a push may go unacknowledged on a live runner stream before it is sent again")
 	dur(fs, &c.DecisionRetention, "decision-retention", "how long decisions are kept (0 = forever; at least 10 citation windows)")
 	dur(fs, &c.EventRetention, "event-retention", "how long hold events are kept (0 = forever)")
 	str(fs, &c.WebhookURL, "webhook-url", "URL receiving signed hold lifecycle events")
@@ -130,7 +135,7 @@ func (c Config) Validate() error {
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
 	}
-	if c.DefaultHoldTTL < 0 || c.LeaseTTL <= 0 || c.CitationWindow <= 0 || c.ShutdownTimeout <= 0 {
+	if c.DefaultHoldTTL < 0 || c.LeaseTTL <= 0 || c.CitationWindow <= 0 || c.PushAckDeadline <= 0 || c.ShutdownTimeout <= 0 {
 		return errors.New("durations must be positive (--default-hold-ttl may be 0 for never)")
 	}
 	if c.DecisionRetention < 0 || c.EventRetention < 0 {

@@ -54,6 +54,13 @@ type Options struct {
 	// RescanInterval re-reads every stream's pending pushes even without a
 	// NOTIFY (the safety net; default 5s).
 	RescanInterval time.Duration
+	// AckDeadline is how long a push sent on a live stream may stay
+	// unacknowledged before it is sent again on that stream (default 30s).
+	AckDeadline time.Duration
+	// PushWindow bounds the pushes in flight (sent, unacknowledged, not yet
+	// due again) on one stream: flow control, so a burst never outruns the
+	// runner (default 256).
+	PushWindow int
 }
 
 func (o Options) withDefaults() Options {
@@ -68,6 +75,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RescanInterval <= 0 {
 		o.RescanInterval = 5 * time.Second
+	}
+	if o.AckDeadline <= 0 {
+		o.AckDeadline = 30 * time.Second
+	}
+	if o.PushWindow <= 0 {
+		o.PushWindow = 256
 	}
 	return o
 }

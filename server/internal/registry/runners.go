@@ -50,8 +50,8 @@ func (s *Service) Register(ctx context.Context, tokenRunnerID string, req *guard
 		caps = []string{}
 	}
 	// One statement: a live lease held by another instance is not taken
-	// over; the same instance re-registering, or any instance after the
-	// lease expired, is.
+	// over; the same instance re-registering, any instance after the lease
+	// expired, or after the holder released it (instance_id ''), is.
 	var expires time.Time
 	err = s.pool.QueryRow(ctx, `
 		INSERT INTO runners (id, host, version, capabilities, labels, delivery_actions, lease_expires_at, instance_id, registered_at, expired_at)
@@ -60,7 +60,7 @@ func (s *Service) Register(ctx context.Context, tokenRunnerID string, req *guard
 			capabilities = EXCLUDED.capabilities, labels = EXCLUDED.labels,
 			delivery_actions = EXCLUDED.delivery_actions, lease_expires_at = EXCLUDED.lease_expires_at,
 			instance_id = EXCLUDED.instance_id, registered_at = now(), expired_at = NULL
-		WHERE runners.instance_id = EXCLUDED.instance_id OR runners.lease_expires_at <= now()
+		WHERE runners.instance_id IN (EXCLUDED.instance_id, '') OR runners.lease_expires_at <= now()
 		RETURNING lease_expires_at`,
 		req.GetRunnerId(), req.GetHost(), req.GetVersion(), caps, labels, actions,
 		s.opts.LeaseTTL, req.GetInstanceId()).Scan(&expires)

@@ -120,9 +120,11 @@ type Stream interface {
 }
 
 // Connect serves a runner's stream. The first frame must be hello naming
-// the token's runner and its registered instance; then every unacked push
-// of the runner is sent (oldest first) and new ones as they arrive; acks
-// mark pushes applied, heartbeats renew the lease.
+// the token's runner and its registered instance; then the runner's unacked
+// pushes are sent (oldest first, at most PushWindow in flight) and new ones
+// as they arrive; acks mark pushes applied and open the window again, a push
+// left unacknowledged past AckDeadline is sent again on the same stream,
+// heartbeats renew the lease, and a release frame gives the lease up.
 func (s *Service) Connect(stream Stream, tokenRunnerID string) error {
 	ctx := stream.Context()
 	first, err := stream.Recv()
@@ -160,14 +162,14 @@ func (s *Service) Connect(stream Stream, tokenRunnerID string) error {
 	wake, unsubscribe := s.hub.subscribe(runnerID)
 	defer unsubscribe()
 
-	// A push the runner failed to apply is forgotten by the push loop, so
-	// the next rescan sends it again.
-	retry := make(chan string, 256)
+	// The runner's answers, for the push loop: an ack frees a window slot,
+	// a failure makes the push due again at the next scan.
+	answers := make(chan pushAnswer, 4*s.opts.PushWindow)
 	pushErr := make(chan error, 1)
-	go func() { pushErr <- s.pushLoop(ctx, runnerID, wake, retry, send) }()
+	go func() { pushErr <- s.pushLoop(ctx, runnerID, wake, answers, send) }()
 	recvErr := make(chan error, 1)
 	// Recv unblocks when the handler returns (the stream ends).
-	go func() { recvErr <- s.recvLoop(ctx, runnerID, instanceID, stream, retry, send) }()
+	go func() { recvErr <- s.recvLoop(ctx, runnerID, instanceID, stream, answers, send) }()
 
 	var result error
 	select {
@@ -180,14 +182,24 @@ func (s *Service) Connect(stream Stream, tokenRunnerID string) error {
 	sendMu.Lock()
 	closed = true
 	sendMu.Unlock()
-	if errors.Is(result, io.EOF) {
+	if errors.Is(result, io.EOF) || errors.Is(result, errReleased) {
 		result = nil
 	}
 	s.log.InfoContext(ctx, "runner disconnected", "runner", runnerID, "err", result)
 	return result
 }
 
-func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, stream Stream, retry chan<- string, send func(*guardv1.ConnectResponse) error) error {
+// errReleased ends a stream whose runner released its lease.
+var errReleased = errors.New("lease released")
+
+// pushAnswer is the runner's answer to one push: done (acked or given up),
+// or failed and due again.
+type pushAnswer struct {
+	id   string
+	done bool
+}
+
+func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, stream Stream, answers chan<- pushAnswer, send func(*guardv1.ConnectResponse) error) error {
 	for {
 		req, err := stream.Recv()
 		if err != nil {
@@ -199,11 +211,9 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 			if err != nil {
 				return err
 			}
-			if again {
-				select {
-				case retry <- f.Ack.GetPushId():
-				default: // sent again on the next reconnect instead
-				}
+			select {
+			case answers <- pushAnswer{id: f.Ack.GetPushId(), done: !again}:
+			default: // the push loop is behind; its next scan sees the table
 			}
 		case *guardv1.ConnectRequest_Heartbeat:
 			expires, err := s.renew(ctx, runnerID, instanceID)
@@ -213,6 +223,11 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 			if err := send(&guardv1.ConnectResponse{Frame: &guardv1.ConnectResponse_Lease{Lease: &guardv1.LeaseRenewed{ExpiresAt: timestamppb.New(expires)}}}); err != nil {
 				return err
 			}
+		case *guardv1.ConnectRequest_Release:
+			if err := s.release(ctx, runnerID, instanceID); err != nil {
+				return err
+			}
+			return errReleased
 		case *guardv1.ConnectRequest_Hello:
 			return status.Error(codes.InvalidArgument, "hello: sent twice")
 		default:
@@ -221,12 +236,15 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 	}
 }
 
-// pushLoop sends the runner's unacked pushes: on start, on every wake-up
-// and every RescanInterval. A push is sent once per stream (a reconnect
-// sends every unacked push again: at-least-once; the runner applies by id).
-func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan struct{}, retry <-chan string, send func(*guardv1.ConnectResponse) error) error {
-	sent := map[string]bool{}
-	t := time.NewTicker(s.opts.RescanInterval)
+// pushLoop sends the runner's unacked pushes: on start, on every wake-up,
+// whenever acks free half the window, and every RescanInterval. At most
+// PushWindow pushes are in flight; one unacknowledged past AckDeadline is
+// sent again on this same stream (at-least-once; the runner applies by id
+// and acks a duplicate without applying it twice).
+func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan struct{}, answers <-chan pushAnswer, send func(*guardv1.ConnectResponse) error) error {
+	sent := map[string]time.Time{} // push id → when last sent on this stream
+	// Scan often enough that an overdue push goes out again near its deadline.
+	t := time.NewTicker(min(s.opts.RescanInterval, s.opts.AckDeadline/2))
 	defer t.Stop()
 	for {
 		list, err := s.pending(ctx, runnerID)
@@ -236,15 +254,10 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 			}
 			return status.Errorf(codes.Unavailable, "read pushes: %v", err)
 		}
+		now := time.Now()
 		still := make(map[string]bool, len(list))
-		var fresh []*guardv1.Push
-		var freshIDs []string
 		for _, p := range list {
 			still[p.GetId()] = true
-			if !sent[p.GetId()] {
-				fresh = append(fresh, p)
-				freshIDs = append(freshIDs, p.GetId())
-			}
 		}
 		// Forget what was acked or moved away.
 		for id := range sent {
@@ -252,20 +265,49 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 				delete(sent, id)
 			}
 		}
-		if len(fresh) > 0 {
+		inFlight := 0
+		for _, at := range sent {
+			if now.Sub(at) < s.opts.AckDeadline {
+				inFlight++
+			}
+		}
+		var out []*guardv1.Push
+		var outIDs []string
+		resent := 0
+		for _, p := range list {
+			if inFlight >= s.opts.PushWindow {
+				break
+			}
+			at, ok := sent[p.GetId()]
+			if ok && now.Sub(at) < s.opts.AckDeadline {
+				continue // in flight, not due yet
+			}
+			if ok {
+				resent++
+			}
+			out = append(out, p)
+			outIDs = append(outIDs, p.GetId())
+			inFlight++
+		}
+		if resent > 0 {
+			s.log.WarnContext(ctx, "pushes unacknowledged past the deadline; sending them again", "runner", runnerID, "count", resent, "deadline", s.opts.AckDeadline)
+		}
+		if len(out) > 0 {
 			// Counted before sending: attempts is how often a push went out.
-			if _, err := s.pool.Exec(ctx, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = ANY($1)`, freshIDs); err != nil && ctx.Err() == nil {
+			if _, err := s.pool.Exec(ctx, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = ANY($1)`, outIDs); err != nil && ctx.Err() == nil {
 				s.log.WarnContext(ctx, "count push attempts", "err", err)
 			}
 		}
-		for _, p := range fresh {
+		for _, p := range out {
 			if err := send(&guardv1.ConnectResponse{Frame: &guardv1.ConnectResponse_Push{Push: p}}); err != nil {
 				return err
 			}
-			sent[p.GetId()] = true
+			sent[p.GetId()] = now
 		}
-		// Wait for a wake-up or the rescan tick. A failed push is due again
-		// at the next scan, not at once: a failing push must not spin.
+		// Wait for a wake-up, the rescan tick, or acks that free half the
+		// window. A failed push is due again at the next scan, not at once:
+		// a failing push must not spin.
+		freed := 0
 		for waiting := true; waiting; {
 			select {
 			case <-ctx.Done():
@@ -274,16 +316,15 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 				waiting = false
 			case <-t.C:
 				waiting = false
-			case id := <-retry:
-				delete(sent, id)
-			}
-		}
-		for drained := false; !drained; {
-			select {
-			case id := <-retry:
-				delete(sent, id)
-			default:
-				drained = true
+			case a := <-answers:
+				if _, ok := sent[a.id]; ok {
+					delete(sent, a.id)
+					if a.done {
+						if freed++; freed >= max(1, s.opts.PushWindow/2) || len(sent) == 0 {
+							waiting = false
+						}
+					}
+				}
 			}
 		}
 	}
@@ -318,6 +359,20 @@ func (s *Service) pending(ctx context.Context, runnerID string) ([]*guardv1.Push
 // MaxPushAttempts is how often a push the runner fails to apply is sent
 // before the server gives up on it (recorded with the runner's last error).
 const MaxPushAttempts = 5
+
+// release gives up the lease of (runnerID, instanceID): another instance of
+// the same runner may register at once. The lease's expiry is left as it is,
+// so the runner's sessions only move if it does not come back in time.
+func (s *Service) release(ctx context.Context, runnerID, instanceID string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE runners SET instance_id = '' WHERE id = $1 AND instance_id = $2`, runnerID, instanceID)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "release lease of %s: %v", runnerID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		s.log.InfoContext(ctx, "runner released its lease", "runner", runnerID)
+	}
+	return nil
+}
 
 // ack records the runner's answer to a push of its own (an unknown id or
 // another runner's push is ignored — the runner may answer after a move).
