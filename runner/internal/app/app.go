@@ -248,6 +248,10 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The Connect stream outlives ctx by a moment: a clean stop releases the
+	// lease on it before it closes.
+	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer ccancel()
 	done := make(chan struct{}, 4)
 	go func() { r.Decide.Run(ctx); done <- struct{}{} }()
 	r.connect = &connect.Client{
@@ -276,7 +280,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.Sessions.Reconcile(ctx) // sessions moved away while the lease was lost
 		return nil
 	}
-	go func() { r.connect.Run(ctx); done <- struct{}{} }()
+	connDone := make(chan struct{})
+	go func() { r.connect.Run(cctx); close(connDone) }()
 	go func() {
 		r.Sessions.IdleLoop(ctx, r.Config.IdleAfter, min(r.Config.IdleAfter/4+time.Second, time.Minute))
 		done <- struct{}{}
@@ -293,6 +298,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.Log.Info("metrics listening", "addr", ln.Addr().String())
 	}
 
+	// Sessions whose durable inbox still holds items from before a restart.
+	r.Sessions.Resume(ctx)
 	for _, g := range r.Config.Groups {
 		if _, err := r.OpenSession(ctx, g); err != nil {
 			r.Log.Error("could not open a session for the group", "group", g, "err", err)
@@ -304,6 +311,18 @@ func (r *Runner) Run(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
 	r.Sessions.Shutdown(sctx)
+	if fatal == nil {
+		// A clean stop: give the lease up so this id can start again at once.
+		rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := r.connect.Release(rctx); err != nil {
+			r.Log.Warn("lease not released; a restart waits for it to expire", "err", err)
+		} else {
+			r.Log.Info("lease released")
+		}
+		rcancel()
+	}
+	ccancel()
+	<-connDone
 	return fatal
 }
 

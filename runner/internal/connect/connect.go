@@ -1,14 +1,18 @@
 // Package connect keeps the runner's Registry.Connect stream: hello first,
 // heartbeats at the server's interval, pushes down. Each push is applied at
 // most once by id (the ids are remembered in the data dir), then
-// acknowledged; a push the server re-sends after a reconnect is only
-// acknowledged again. Pushes of one session apply in order; different
-// sessions don't wait for each other (an image rebuild doesn't hold up a
-// message to another agent).
+// acknowledged — only once its effect is durable; a push the server re-sends
+// (after a reconnect, or unacknowledged past its deadline) is only
+// acknowledged again. Pushes of one session apply in order from an unbounded
+// queue (the server's push window bounds it; nothing is dropped); different
+// sessions don't wait for each other. A push that is not done yet (the guard
+// could not decide) is tried again here, never acknowledged as done. A clean
+// stop releases the lease on the stream.
 package connect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -19,9 +23,32 @@ import (
 )
 
 // Applier applies one push. An error is reported in the ack; the push is
-// then not remembered as applied, so a re-send tries again.
+// then not remembered as applied, so a re-send tries again. An error marked
+// Retry is not reported at all: the push is tried again here, with back-off,
+// and acknowledged only once it is applied (or RetryFor has passed).
 type Applier interface {
 	Apply(ctx context.Context, p *guardv1.Push) error
+}
+
+// retryable marks an Apply error as "not done yet, try again".
+type retryable struct{ err error }
+
+func (r retryable) Error() string { return r.err.Error() }
+func (r retryable) Unwrap() error { return r.err }
+
+// Retry marks err as retryable: nothing was decided or made durable, so the
+// push is applied again later instead of being acknowledged as failed.
+func Retry(err error) error {
+	if err == nil {
+		return nil
+	}
+	return retryable{err}
+}
+
+// IsRetry reports whether err was marked with Retry.
+func IsRetry(err error) bool {
+	var r retryable
+	return errors.As(err, &r)
 }
 
 // Client is the runner's Connect stream.
@@ -41,11 +68,53 @@ type Client struct {
 	OnApplied     func()
 	MinBackoff    time.Duration // default 100ms
 	MaxBackoff    time.Duration // default 5s
+	// RetryFor bounds how long a push whose Apply keeps answering Retry is
+	// tried before it is acknowledged as failed (default 10m).
+	RetryFor time.Duration
 
 	mu       sync.Mutex
 	inflight map[string]bool
-	queues   map[string]chan *guardv1.Push // per session
+	queues   map[string]*queue // per session
 	acks     chan *guardv1.PushAck
+	release  chan struct{}
+	released chan struct{} // closed once a release frame went out
+}
+
+// queue is one session's pushes in arrival order. Unbounded on purpose: the
+// server's push window bounds what is in flight, and a push is never dropped.
+type queue struct {
+	mu    sync.Mutex
+	items []*guardv1.Push
+	wake  chan struct{}
+}
+
+func (q *queue) put(p *guardv1.Push) {
+	q.mu.Lock()
+	q.items = append(q.items, p)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) take(ctx context.Context) (*guardv1.Push, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			p := q.items[0]
+			q.items[0] = nil
+			q.items = q.items[1:]
+			q.mu.Unlock()
+			return p, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-q.wake:
+		}
+	}
 }
 
 func (c *Client) init() {
@@ -54,7 +123,12 @@ func (c *Client) init() {
 	if c.acks == nil {
 		c.acks = make(chan *guardv1.PushAck, 1024)
 		c.inflight = map[string]bool{}
-		c.queues = map[string]chan *guardv1.Push{}
+		c.queues = map[string]*queue{}
+		c.release = make(chan struct{})
+		c.released = make(chan struct{})
+	}
+	if c.RetryFor <= 0 {
+		c.RetryFor = 10 * time.Minute
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -64,10 +138,25 @@ func (c *Client) init() {
 	}
 }
 
-// Run keeps the stream up until ctx ends.
+// Run keeps the stream up until ctx ends or the lease is released.
 func (c *Client) Run(ctx context.Context) error {
 	c.init()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.released:
+			// The server ends the stream after a release; don't reconnect.
+			<-time.After(releaseWait)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return reconnect.Loop(ctx, c.Log, "connect", c.MinBackoff, c.MaxBackoff, func(n int) (bool, error) {
+		if c.isReleased() {
+			cancel()
+			return true, nil
+		}
 		if n > 0 && c.OnReconnect != nil {
 			c.OnReconnect()
 		}
@@ -77,6 +166,36 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		return healthy, err
 	})
+}
+
+// releaseWait is how long Run waits for the server to end a released stream.
+const releaseWait = 5 * time.Second
+
+func (c *Client) isReleased() bool {
+	select {
+	case <-c.released:
+		return true
+	default:
+		return false
+	}
+}
+
+// Release gives the runner's lease up on the current stream (a clean stop),
+// so the same runner id can register again at once. It waits until the frame
+// is sent or ctx ends; without a stream the lease simply expires.
+func (c *Client) Release(ctx context.Context) error {
+	c.init()
+	select {
+	case c.release <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("release lease: no stream to send it on: %w", ctx.Err())
+	}
+	select {
+	case <-c.released:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("release lease: %w", ctx.Err())
+	}
 }
 
 func (c *Client) once(ctx context.Context) (bool, error) {
@@ -109,10 +228,30 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Heartbeat{Heartbeat: &guardv1.Heartbeat{}}}
 			case a := <-c.acks:
 				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}
+			case <-c.release:
+				// Acks already queued go first: their pushes are done.
+				for drained := false; !drained; {
+					select {
+					case a := <-c.acks:
+						if err := st.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}); err != nil {
+							werr <- err
+							cancel()
+							return
+						}
+					default:
+						drained = true
+					}
+				}
+				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Release{Release: &guardv1.LeaseRelease{}}}
 			}
 			if err := st.Send(f); err != nil {
 				werr <- err
 				cancel()
+				return
+			}
+			if f.GetRelease() != nil {
+				close(c.released)
+				werr <- nil
 				return
 			}
 		}
@@ -138,10 +277,11 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 }
 
 // dispatch queues a push on its session's worker, unless it is applied
-// already (ack again) or being applied (its ack will come).
+// already (ack again) or queued or being applied (its ack will come). It
+// never drops a push.
 func (c *Client) dispatch(ctx context.Context, p *guardv1.Push) {
 	if c.Applied.Seen(p.GetId()) {
-		c.ack(&guardv1.PushAck{PushId: p.GetId(), Ok: true})
+		c.ack(ctx, &guardv1.PushAck{PushId: p.GetId(), Ok: true})
 		return
 	}
 	c.mu.Lock()
@@ -152,47 +292,66 @@ func (c *Client) dispatch(ctx context.Context, p *guardv1.Push) {
 	c.inflight[p.GetId()] = true
 	q, ok := c.queues[p.GetSessionId()]
 	if !ok {
-		q = make(chan *guardv1.Push, 256)
+		q = &queue{wake: make(chan struct{}, 1)}
 		c.queues[p.GetSessionId()] = q
 		go c.worker(ctx, p.GetSessionId(), q)
 	}
-	select {
-	case q <- p:
-	default:
-		// The session's queue is full: drop it un-acked; the server re-sends it.
+	q.put(p)
+}
+
+func (c *Client) worker(ctx context.Context, session string, q *queue) {
+	for {
+		p, ok := q.take(ctx)
+		if !ok {
+			return
+		}
+		ack := &guardv1.PushAck{PushId: p.GetId(), Ok: true}
+		if err := c.apply(ctx, p); err != nil {
+			if ctx.Err() != nil {
+				return // shutting down: not acked, the server sends it again
+			}
+			c.Log.Warn("push not applied", "push", p.GetId(), "session", session, "err", err)
+			ack.Ok, ack.Error = false, err.Error()
+		} else if err := c.Applied.Mark(p.GetId()); err != nil {
+			c.Log.Error("push applied but not recorded", "push", p.GetId(), "err", err)
+		} else if c.OnApplied != nil {
+			c.OnApplied()
+		}
+		c.mu.Lock()
 		delete(c.inflight, p.GetId())
-		c.Log.Warn("push queue full; push will be re-sent", "session", p.GetSessionId(), "push", p.GetId())
+		c.mu.Unlock()
+		c.ack(ctx, ack)
 	}
 }
 
-func (c *Client) worker(ctx context.Context, session string, q chan *guardv1.Push) {
+// apply applies one push, trying it again with back-off while Apply answers
+// Retry (the guard or the database is unreachable), for up to RetryFor.
+func (c *Client) apply(ctx context.Context, p *guardv1.Push) error {
+	deadline := time.Now().Add(c.RetryFor)
+	backoff := 200 * time.Millisecond
 	for {
+		err := c.Applier.Apply(ctx, p)
+		if !IsRetry(err) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still not applied after %s: %w", c.RetryFor, err)
+		}
+		c.Log.Warn("push not applied yet; trying again", "push", p.GetId(), "session", p.GetSessionId(), "err", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
-			return
-		case p := <-q:
-			ack := &guardv1.PushAck{PushId: p.GetId(), Ok: true}
-			if err := c.Applier.Apply(ctx, p); err != nil {
-				c.Log.Warn("push not applied", "push", p.GetId(), "session", session, "err", err)
-				ack.Ok, ack.Error = false, err.Error()
-			} else if err := c.Applied.Mark(p.GetId()); err != nil {
-				c.Log.Error("push applied but not recorded", "push", p.GetId(), "err", err)
-			} else if c.OnApplied != nil {
-				c.OnApplied()
-			}
-			c.mu.Lock()
-			delete(c.inflight, p.GetId())
-			c.mu.Unlock()
-			c.ack(ack)
+			return ctx.Err()
+		case <-time.After(backoff):
 		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
-// ack queues an ack for the current stream; if none drains it the server
-// re-sends the push and it is acknowledged then.
-func (c *Client) ack(a *guardv1.PushAck) {
+// ack queues an ack for the current stream (or the next one), waiting while
+// the queue is full; a push is acknowledged only after its effect is durable.
+func (c *Client) ack(ctx context.Context, a *guardv1.PushAck) {
 	select {
 	case c.acks <- a:
-	default:
+	case <-ctx.Done():
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -129,9 +130,7 @@ func (e *Engine) Replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 		out.HoldID = r.GetHoldId()
 	}
 	if out.Undecided {
-		// Not a failure yet: the replay is tried again when the server re-sends it.
-		e.Notifier.Notify(s.ID, &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_INFO, HoldId: out.HoldID,
-			Text: out.Reason + "; it will be tried again", At: timestamppb.Now()})
+		// Not a final answer: the caller tries the replay again.
 		return out
 	}
 	e.notify(s, "", r.GetDeliveryAction(), out)
@@ -185,7 +184,11 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId(), Replay: true})
 	case guardv1.Effect_EFFECT_DENY:
 		e.count(name, "deny")
-		return Denied(resp.GetDecision().GetReason())
+		out := Denied(resp.GetDecision().GetReason())
+		// A guard that failed closed did not judge the grant (the database
+		// was unreachable or refused the log row): not the final answer.
+		out.Undecided = FailedClosed(resp.GetDecision().GetReason())
+		return out
 	default:
 		// A grant never produces a second card.
 		e.count(name, "error")
@@ -278,16 +281,32 @@ func fingerprint(requestID, action string, payload *structpb.Struct) string {
 
 // unreached reports whether a Decide error means no answer came: the
 // decide client gave up waiting (fail-closed deadline, runner shutting down)
-// or the server was unavailable.
+// or the server was unavailable or asked to be tried again.
 func unreached(err error) bool {
+	return Transient(err)
+}
+
+// Transient reports whether an error from the server means "not done, try
+// again": a deadline, a cancelled call, or a status that says so.
+func Transient(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true
 	}
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted, codes.ResourceExhausted:
 		return true
 	}
 	return false
+}
+
+// reasonFailClosed is the guard's reason for a DENY it gave because it could
+// not decide (server/internal/guard ReasonFailClosed).
+const reasonFailClosed = "guard failure (failing closed)"
+
+// FailedClosed reports whether a DENY's reason says the guard failed closed
+// rather than judged the request.
+func FailedClosed(reason string) bool {
+	return strings.HasPrefix(reason, reasonFailClosed)
 }
 
 func reason(err error) string {

@@ -47,9 +47,11 @@ type Outcome struct {
 	Reason string
 	HoldID string
 	Result *structpb.Struct
-	// Undecided marks a failure before any decision: the guard could not be
-	// reached, so nothing ran and the grant is unused — a replay may be tried
-	// again (the server re-sends a push the runner did not apply).
+	// Undecided marks an outcome that is not final: the guard could not
+	// decide (unreachable, or it failed closed for an infrastructure reason),
+	// or it allowed but the server could not be reached to apply. Nothing was
+	// applied; a replay is tried again with the same request id, which gets
+	// the same answer, so the grant is used at most once.
 	Undecided bool
 }
 

@@ -266,14 +266,16 @@ func (g *Gateway) Inbox(_ *agentv1.InboxRequest, stream grpc.ServerStreamingServ
 	ctx, detach := g.inbox.attach(stream.Context())
 	defer detach()
 	for {
-		it, err := g.inbox.next(ctx)
+		e, err := g.inbox.next(ctx)
 		if err != nil {
 			return nil
 		}
-		if err := stream.Send(it); err != nil {
-			g.inbox.unread(it)
+		if err := stream.Send(e.item); err != nil {
+			g.inbox.unread(e)
 			return err
 		}
+		// The agent has it: only now is it gone from the (durable) inbox.
+		g.inbox.took(e)
 		g.activity()
 	}
 }

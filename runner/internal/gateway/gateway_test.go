@@ -176,7 +176,7 @@ func TestFloodIsRateLimitedAndBounded(t *testing.T) {
 	// The rate-limit notice was queued, and the gateway answers again once the bucket refills.
 	found := false
 	for _, it := range g.inbox.items {
-		if strings.Contains(it.GetNotice().GetText(), "rate limited") {
+		if strings.Contains(it.item.GetNotice().GetText(), "rate limited") {
 			found = true
 		}
 	}

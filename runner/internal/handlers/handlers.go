@@ -132,7 +132,9 @@ func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*
 		switch {
 		case err == nil:
 			return res, nil
-		case attempt > 0 && status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), "already cited"):
+		case (attempt > 0 || c.Replay) && status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), "already cited"):
+			// A replay's decision is the same answer for every attempt (its
+			// request id is the hold's): cited means an earlier attempt applied it.
 			return &guardv1.ApplyActionResponse{Message: "applied (the answer of an earlier attempt was lost with its server)"}, nil
 		case status.Code(err) != codes.Unavailable || ctx.Err() != nil:
 			return nil, err
@@ -147,6 +149,15 @@ func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*
 	}
 }
 
+// notApplied is the outcome of an apply that failed. When the server could
+// not be reached it is not final (Undecided): a replay is tried again, gets
+// the same ALLOW (same request id) and cites it then.
+func notApplied(err error, format string, args ...any) delivery.Outcome {
+	out := delivery.Failed(format, args...)
+	out.Undecided = delivery.Transient(err)
+	return out
+}
+
 // applyRetryFor bounds the retries of one ApplyAction (the citation window
 // is longer, so a retry within it is still a valid citation).
 const applyRetryFor = 60 * time.Second
@@ -154,7 +165,7 @@ const applyRetryFor = 60 * time.Second
 func (h *handlers) createAgent(ctx context.Context, c delivery.Call) delivery.Outcome {
 	res, err := h.apply(ctx, c, "agents.create")
 	if err != nil {
-		return delivery.Failed("create_agent allowed but not applied: %v", errText(err))
+		return notApplied(err, "create_agent allowed but not applied: %v", errText(err))
 	}
 	return delivery.Done(res.GetResult(), orText(res.GetMessage(), fmt.Sprintf("created agent %q", delivery.String(c.Payload, "name"))))
 }
@@ -162,7 +173,7 @@ func (h *handlers) createAgent(ctx context.Context, c delivery.Call) delivery.Ou
 func (h *handlers) installPackages(ctx context.Context, c delivery.Call) delivery.Outcome {
 	res, err := h.apply(ctx, c, "self_mod.install_packages")
 	if err != nil {
-		return delivery.Failed("install_packages approved but not applied: %v", errText(err))
+		return notApplied(err, "install_packages approved but not applied: %v", errText(err))
 	}
 	pkgs := packageList(c.Payload)
 	if err := h.d.Restart(ctx, c.Session, true); err != nil {
@@ -185,7 +196,7 @@ func (h *handlers) onWake(c delivery.Call, text string) {
 func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.Outcome {
 	res, err := h.apply(ctx, c, "self_mod.add_mcp_server")
 	if err != nil {
-		return delivery.Failed("add_mcp_server approved but not applied: %v", errText(err))
+		return notApplied(err, "add_mcp_server approved but not applied: %v", errText(err))
 	}
 	name := delivery.String(c.Payload, "name")
 	if err := h.d.Restart(ctx, c.Session, true); err != nil {
@@ -208,7 +219,7 @@ func (h *handlers) sendMessage(ctx context.Context, c delivery.Call) delivery.Ou
 	}
 	res, err := h.apply(ctx, c, "a2a.send")
 	if err != nil {
-		return delivery.Failed("send_message allowed but not delivered: %v", errText(err))
+		return notApplied(err, "send_message allowed but not delivered: %v", errText(err))
 	}
 	return delivery.Done(res.GetResult(), orText(res.GetMessage(), "message sent to "+delivery.String(c.Payload, "to")))
 }

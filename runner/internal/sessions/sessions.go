@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/runner/internal/connect"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
@@ -56,6 +58,7 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	groups   map[string]*guardv1.Group // last config read per group
+	retrying sync.Map                  // push id → the agent was told its replay waits
 }
 
 // Session is one hosted session.
@@ -110,11 +113,16 @@ func (m *Manager) Ensure(id, group string) (*Session, error) {
 		}
 		return s, nil
 	}
+	// The inbox lives outside the session dir (which the agent can write).
+	inbox, err := gateway.OpenInbox(inboxPath(m.cfg.DataDir, group, id), 0)
+	if err != nil {
+		return nil, err
+	}
 	s := &Session{
 		ID: id, GroupID: group,
 		Dir:    filepath.Join(m.cfg.DataDir, "sessions", id),
 		Socket: filepath.Join(m.cfg.DataDir, "sockets", id+".sock"),
-		Inbox:  gateway.NewInbox(0),
+		Inbox:  inbox,
 	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session dir: %w", err)
@@ -135,6 +143,52 @@ func (m *Manager) Ensure(id, group string) (*Session, error) {
 	m.sessions[id] = s
 	m.log.Info("session ready", "session", id, "group", group, "socket", s.Socket)
 	return s, nil
+}
+
+func inboxPath(dataDir, group, session string) string {
+	return filepath.Join(dataDir, "inbox", group, session+".log")
+}
+
+// Resume picks up, after a restart, the sessions whose durable inbox still
+// holds items the agent has not taken: each one this runner still hosts is
+// set up again and its agent started, so it gets them. Sessions the server
+// moved away while the runner was down are left (their items are logged).
+func (m *Manager) Resume(ctx context.Context) {
+	files, _ := filepath.Glob(filepath.Join(m.cfg.DataDir, "inbox", "*", "*.log"))
+	for _, f := range files {
+		group := filepath.Base(filepath.Dir(f))
+		id := strings.TrimSuffix(filepath.Base(f), ".log")
+		if !rt.ValidID(id) || !rt.ValidID(group) || m.Get(id) != nil {
+			continue
+		}
+		in, err := gateway.OpenInbox(f, 0)
+		if err != nil {
+			m.log.Warn("resume: unreadable inbox", "file", f, "err", err)
+			continue
+		}
+		waiting := in.Len()
+		in.Close()
+		if waiting == 0 {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = m.reg.GetSessionConfig(actx, &guardv1.GetSessionConfigRequest{SessionId: id})
+		cancel()
+		if c := status.Code(err); c == codes.PermissionDenied || c == codes.NotFound {
+			m.log.Warn("resume: session moved away with items its agent never took", "session", id, "waiting", waiting, "err", err)
+			continue
+		}
+		s, err := m.Ensure(id, group)
+		if err != nil {
+			m.log.Warn("resume: could not set up the session", "session", id, "err", err)
+			continue
+		}
+		if err := m.Wake(ctx, s); err != nil {
+			m.log.Warn("resume: could not start the agent", "session", id, "err", err)
+			continue
+		}
+		m.log.Info("resumed a session with items waiting for its agent", "session", id, "waiting", waiting)
+	}
 }
 
 // Notify puts a notice into a session's inbox (delivery.Notifier).
@@ -330,19 +384,26 @@ func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
 		}
 		out := m.cfg.Engine.Replay(ctx, ds, b.Replay)
 		if out.Undecided {
-			// Nothing was decided and nothing ran: leave the push unapplied so
-			// the server sends it again.
-			return fmt.Errorf("replay of hold %s not decided, to be re-sent: %s", b.Replay.GetHoldId(), out.Reason)
+			// Not a final answer (the guard or the database could not be
+			// reached): the push is tried again, never acknowledged as done.
+			if _, told := m.retrying.LoadOrStore(p.GetId(), true); !told {
+				m.Notify(s.ID, &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_INFO, HoldId: b.Replay.GetHoldId(),
+					Text: out.Reason + "; it will be tried again", At: timestamppb.Now()})
+			}
+			return connect.Retry(fmt.Errorf("replay of hold %s not done yet: %s", b.Replay.GetHoldId(), out.Reason))
 		}
+		m.retrying.Delete(p.GetId())
 		m.log.Info("replayed approved action", "session", s.ID, "hold", b.Replay.GetHoldId(),
 			"action", b.Replay.GetDeliveryAction(), "status", out.Status.String(), "reason", out.Reason)
 		return nil // applied: the grant is single-use; the agent was told the outcome
 	case *guardv1.Push_Deliver:
 		d := b.Deliver
-		s.Inbox.Message(&agentv1.InboundMessage{
+		if err := m.keep(s, p.GetId(), &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Message{Message: &agentv1.InboundMessage{
 			Id: d.GetMessageId(), FromAgentGroupId: d.GetFromAgentGroupId(), SenderUserId: d.GetSenderUserId(),
 			Text: d.GetText(), Payload: d.GetPayload(), At: orNow(p.GetCreatedAt()),
-		})
+		}}}); err != nil {
+			return err
+		}
 		return m.Wake(ctx, s)
 	case *guardv1.Push_Restart:
 		if v := b.Restart.GetConfigVersion(); v > 0 && b.Restart.GetRebuildImage() && v <= s.version.Load() {
@@ -351,13 +412,31 @@ func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
 		return m.Restart(ctx, s)
 	case *guardv1.Push_Notify:
 		n := b.Notify
-		s.Inbox.Notice(&agentv1.Notice{Kind: agentv1.NoticeKind(n.GetKind()), Text: n.GetText(), HoldId: n.GetHoldId(), At: orNow(p.GetCreatedAt())})
+		if err := m.keep(s, p.GetId(), &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Notice{Notice: &agentv1.Notice{
+			Kind: agentv1.NoticeKind(n.GetKind()), Text: n.GetText(), HoldId: n.GetHoldId(), At: orNow(p.GetCreatedAt()),
+		}}}); err != nil {
+			return err
+		}
 		return m.Wake(ctx, s)
 	case *guardv1.Push_Start:
 		return m.Wake(ctx, s)
 	default:
 		return errors.New("push with no body this runner understands")
 	}
+}
+
+// keep puts a pushed item into the session's durable inbox: on disk before
+// the push is acknowledged. A full inbox (the agent is not reading) is
+// tried again later, so nothing the server handed over is dropped.
+func (m *Manager) keep(s *Session, pushID string, item *agentv1.InboxResponse) error {
+	err := s.Inbox.Durable(pushID, item)
+	if errors.Is(err, gateway.ErrInboxFull) {
+		return connect.Retry(err)
+	}
+	if err == nil {
+		s.touch()
+	}
+	return err
 }
 
 func orNow(t *timestamppb.Timestamp) *timestamppb.Timestamp {
@@ -412,6 +491,7 @@ func (m *Manager) Reconcile(ctx context.Context) {
 			continue
 		}
 		s.gw.Close()
+		s.Inbox.Close()
 		m.mu.Lock()
 		delete(m.sessions, s.ID)
 		m.mu.Unlock()
