@@ -79,11 +79,20 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 			return nil, fmt.Errorf("initdb: %w: %s", err, out)
 		}
 	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", port, dir)
-	if out, err := c.run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start"); err != nil {
-		return nil, fmt.Errorf("pg_ctl start: %w: %s", err, out)
+	if err := c.Start(ctx); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// Start starts a stopped cluster again on the same port (fault tests stop
+// and restart the database under a running system).
+func (c *Cluster) Start(ctx context.Context) error {
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", c.Port, c.Dir)
+	if out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-l", filepath.Join(c.Dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start"); err != nil {
+		return fmt.Errorf("pg_ctl start: %w: %s", err, out)
+	}
+	return nil
 }
 
 // Stop stops the cluster (fast shutdown).
