@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -34,6 +35,8 @@ type Client struct {
 	OnConnected func(up bool)
 	// OnReconnect is called each time a stream is re-established.
 	OnReconnect func()
+	// OnShed is called each time the server sheds a decision (it is asked again).
+	OnShed func()
 	// MinBackoff and MaxBackoff bound the reconnect delay (defaults 100ms, 5s).
 	MinBackoff, MaxBackoff time.Duration
 
@@ -63,8 +66,45 @@ func New(guard guardv1.GuardClient, log *slog.Logger) *Client {
 	return &Client{guard: guard, log: log.With("component", "decide"), pending: map[string]*call{}}
 }
 
-// Decide asks the guard and waits for the answer or ctx's end.
+// Decide asks the guard and waits for the answer or ctx's end. A decision
+// the server shed (ResourceExhausted: it decided nothing) is asked again
+// after the server's hint, until ctx ends; the caller then fails closed.
 func (c *Client) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+	for {
+		resp, err := c.decideOnce(ctx, req)
+		after, shed := shedDelay(err)
+		if !shed {
+			return resp, err
+		}
+		if c.OnShed != nil {
+			c.OnShed()
+		}
+		t := time.NewTimer(after)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
+}
+
+// shedDelay reports whether err is the server's admission refusal and how
+// long it asks to wait (100ms when it names no delay).
+func shedDelay(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok || err == nil || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().AsDuration() > 0 {
+			return ri.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 100 * time.Millisecond, true
+}
+
+func (c *Client) decideOnce(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
 	id := strconv.FormatUint(c.seq.Add(1), 10)
 	cl := &call{frame: &guardv1.DecideStreamRequest{CorrelationId: id, Request: req}, done: make(chan result, 1)}
 	c.mu.Lock()
@@ -151,7 +191,13 @@ func (c *Client) once(ctx context.Context, first bool) (healthy bool, err error)
 		}
 		var r result
 		if se := resp.GetError(); se != nil {
-			r.err = status.Error(codes.Code(se.GetCode()), se.GetMessage())
+			st := status.New(codes.Code(se.GetCode()), se.GetMessage())
+			if ra := se.GetRetryAfter(); ra != nil {
+				if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: ra}); err == nil {
+					st = d
+				}
+			}
+			r.err = st.Err()
 		} else if resp.GetResponse() == nil {
 			r.err = errors.New("decide stream: frame with neither response nor error")
 		} else {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -130,5 +131,61 @@ func TestUnreachableServerFailsAfterTheWait(t *testing.T) {
 	}
 	if time.Since(start) < 250*time.Millisecond {
 		t.Fatal("gave up before the wait bound")
+	}
+}
+
+// sheddingGuard refuses each request's first two frames with the admission
+// refusal (ResourceExhausted and a retry hint), then allows it.
+type sheddingGuard struct {
+	guardv1.UnimplementedGuardServer
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (g *sheddingGuard) DecideStream(st grpc.BidiStreamingServer[guardv1.DecideStreamRequest, guardv1.DecideStreamResponse]) error {
+	for {
+		f, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		g.mu.Lock()
+		g.seen[f.GetRequest().GetRequestId()]++
+		n := g.seen[f.GetRequest().GetRequestId()]
+		g.mu.Unlock()
+		resp := &guardv1.DecideStreamResponse{CorrelationId: f.GetCorrelationId()}
+		if n <= 2 {
+			resp.Error = &guardv1.StreamError{Code: int32(codes.ResourceExhausted), Message: "at the limit", RetryAfter: durationpb.New(time.Millisecond)}
+		} else {
+			resp.Response = &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_ALLOW}, DecisionId: f.GetRequest().GetRequestId()}
+		}
+		if err := st.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// A shed decision is asked again after the hint (never answered as a deny
+// or run unchecked); past the caller's deadline it is an error.
+func TestShedDecisionsAreAskedAgainAfterTheHint(t *testing.T) {
+	g := &sheddingGuard{seen: map[string]int{}}
+	c := client(t, serve(t, g))
+	var shed atomic.Int32
+	c.OnShed = func() { shed.Add(1) }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Decide(ctx, &guardv1.DecideRequest{Action: "a2a.send", RequestId: "r1"})
+	if err != nil || resp.GetDecisionId() != "r1" {
+		t.Fatalf("after two refusals: %v %v, want the ALLOW", resp, err)
+	}
+	if shed.Load() != 2 {
+		t.Fatalf("OnShed called %d times, want 2", shed.Load())
+	}
+	// A caller whose deadline passes while shed gets the refusal, not an answer.
+	g2 := &sheddingGuard{seen: map[string]int{"r2": -1000}}
+	c2 := client(t, serve(t, g2))
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	if _, err := c2.Decide(ctx2, &guardv1.DecideRequest{Action: "a2a.send", RequestId: "r2"}); status.Code(err) != codes.ResourceExhausted && status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("shed past the deadline: %v, want ResourceExhausted or DeadlineExceeded", err)
 	}
 }

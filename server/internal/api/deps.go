@@ -4,6 +4,7 @@
 package api
 
 import (
+	"github.com/clawguard/clawguard/server/internal/admission"
 	"log/slog"
 
 	"github.com/clawguard/clawguard/server/internal/approvals"
@@ -33,4 +34,5 @@ type Deps struct {
 	Registry  *registry.Service  // runners: registration, leases, Connect, ApplyAction
 	Guard     *guard.Engine      // the decision function, its catalog and the decision log
 	ChatOut   *chatout.Service   // agent replies and notices for chats, read by bridges
+	Admission *admission.Limiter // sheds decisions past the adaptive limit (nil = off)
 }

@@ -17,7 +17,12 @@ import (
 // Retryable is Unavailable with a RetryInfo detail: nothing was decided or
 // changed, and the same request may be sent again after the delay.
 func Retryable(msg string, after time.Duration) error {
-	st := status.New(codes.Unavailable, msg)
+	return withRetryHint(codes.Unavailable, msg, after)
+}
+
+// withRetryHint is a status carrying a RetryInfo delay.
+func withRetryHint(code codes.Code, msg string, after time.Duration) error {
+	st := status.New(code, msg)
 	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(after)}); err == nil {
 		st = d
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -128,6 +129,18 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 	if err := applyActorRules(caller, r); err != nil {
 		return nil, err
 	}
+	if l := s.d.Admission; l != nil {
+		if !l.Acquire() {
+			s.d.Metrics.DecisionsShedTotal.Inc()
+			return nil, Overloaded(l.RetryAfter())
+		}
+		start := time.Now()
+		defer func() {
+			l.Release(time.Since(start))
+			lim, _ := l.Limit()
+			s.d.Metrics.AdmissionLimit.Set(float64(lim))
+		}()
+	}
 	if caller.Principal.Kind == guardv1.Principal_PRINCIPAL_USER {
 		if err := s.userMayAsk(ctx, caller.Principal.UserID, r.Actor); err != nil {
 			return nil, err
@@ -146,6 +159,14 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 		return nil, ReplayUnavailable()
 	}
 	return nil, status.Errorf(codes.Internal, "decide: %v", err)
+}
+
+// Overloaded refuses a decision past the admission limit: nothing was
+// decided, and the caller retries after the hint (the runner does, within
+// its deadline, and fails closed past it).
+func Overloaded(after time.Duration) error {
+	return withRetryHint(codes.ResourceExhausted,
+		"the guard is at its limit of decisions in flight; nothing was decided: retry after the hint", after)
 }
 
 // ReplayUnavailable is the answer to a grant-carrying decision the guard

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/server/internal/a2a"
+	"github.com/clawguard/clawguard/server/internal/admission"
 	"github.com/clawguard/clawguard/server/internal/agents"
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
@@ -52,6 +53,12 @@ func init() {
 			eng.SetHoldCreator(holdCreator(d.Approvals))
 		}
 		d.Guard = eng
+		if t := d.Config.AdmissionTarget; t > 0 {
+			// Shed load past what answers within the target (see admission).
+			d.Admission = admission.New(admission.Options{Target: t, Max: d.Config.AdmissionMaxInFlight})
+			lim, _ := d.Admission.Limit()
+			d.Metrics.AdmissionLimit.Set(float64(lim))
+		}
 
 		admin := api.NewAdminGuard(d, s.invoke)
 		s.chain.Unary = append(s.chain.Unary, admin.Unary)

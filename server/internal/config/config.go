@@ -54,6 +54,11 @@ type Config struct {
 	LogLevel          string
 	// MaxConns bounds the database pool.
 	MaxConns int
+	// AdmissionTarget is the decision latency above which admission control
+	// lowers its limit on decisions in flight; 0 turns admission control off.
+	AdmissionTarget time.Duration
+	// AdmissionMaxInFlight caps the adaptive limit.
+	AdmissionMaxInFlight int
 }
 
 // MaxApprovals bounds any quorum (the holds table checks it too).
@@ -62,19 +67,21 @@ const MaxApprovals = 10
 // Default is the config before flags and env.
 func Default() Config {
 	return Config{
-		Listen:              "127.0.0.1:7443",
-		MetricsListen:       "127.0.0.1:9464",
-		DefaultHoldTTL:      72 * time.Hour,
-		GlobalHoldApprovals: 1,
-		GroupHoldApprovals:  1,
-		LeaseTTL:            15 * time.Second,
-		CitationWindow:      2 * time.Minute,
-		PushAckDeadline:     30 * time.Second,
-		DecisionRetention:   720 * time.Hour,
-		EventRetention:      720 * time.Hour,
-		ShutdownTimeout:     10 * time.Second,
-		LogLevel:            "info",
-		MaxConns:            32,
+		Listen:               "127.0.0.1:7443",
+		MetricsListen:        "127.0.0.1:9464",
+		DefaultHoldTTL:       72 * time.Hour,
+		GlobalHoldApprovals:  1,
+		GroupHoldApprovals:   1,
+		LeaseTTL:             15 * time.Second,
+		CitationWindow:       2 * time.Minute,
+		PushAckDeadline:      30 * time.Second,
+		DecisionRetention:    720 * time.Hour,
+		EventRetention:       720 * time.Hour,
+		ShutdownTimeout:      10 * time.Second,
+		LogLevel:             "info",
+		MaxConns:             32,
+		AdmissionTarget:      20 * time.Millisecond,
+		AdmissionMaxInFlight: 4096,
 	}
 }
 
@@ -101,6 +108,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	dur(fs, &c.ShutdownTimeout, "shutdown-timeout", "graceful shutdown deadline")
 	str(fs, &c.LogLevel, "log-level", "debug, info, warn or error")
 	integer(fs, &c.MaxConns, "max-conns", "database pool size")
+	dur(fs, &c.AdmissionTarget, "admission-target", "decision latency above which decisions in flight are limited, the rest refused with ResourceExhausted (0 = off)")
+	integer(fs, &c.AdmissionMaxInFlight, "admission-max-inflight", "upper bound of the adaptive limit on decisions in flight")
 }
 
 // BindDatabase registers only --database-url (for `migrate`).
@@ -156,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.GlobalHoldApprovals < 1 || c.GlobalHoldApprovals > MaxApprovals || c.GroupHoldApprovals < 1 || c.GroupHoldApprovals > MaxApprovals {
 		return fmt.Errorf("--global-hold-approvals and --group-hold-approvals: want 1 to %d", MaxApprovals)
+	}
+	if c.AdmissionTarget < 0 || c.AdmissionMaxInFlight < 8 {
+		return errors.New("--admission-target must not be negative and --admission-max-inflight at least 8")
 	}
 	if c.MaxConns < 2 {
 		return errors.New("--max-conns must be at least 2")

@@ -55,6 +55,10 @@ type Metrics struct {
 	// ModeDecisionsTotal counts decisions a gate in audit or warn mode let
 	// through, by what enforce would have answered (hold or deny).
 	ModeDecisionsTotal *prometheus.CounterVec // {action, mode, would_effect}
+	// Admission control: decisions refused with ResourceExhausted (nothing
+	// decided; the caller retries) and the adaptive limit in force.
+	DecisionsShedTotal prometheus.Counter
+	AdmissionLimit     prometheus.Gauge
 
 	// Approvals; the kind label is the hold kind (see HoldKinds), never a
 	// catalog action.
@@ -107,6 +111,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time to reach a guard decision, including database reads and hold creation.",
 			Buckets: decisionBuckets,
 		}, []string{"effect"}),
+		DecisionsShedTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "decisions_shed_total",
+			Help: "Decisions refused by admission control (ResourceExhausted with a retry hint; nothing was decided).",
+		}),
+		AdmissionLimit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "admission_limit",
+			Help: "The adaptive limit on decisions in flight on this replica (0 when admission control is off).",
+		}),
 		ModeDecisionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "mode_decisions_total",
 			Help: "Decisions a gate in audit or warn mode let run, by catalog action, mode and what enforce would have answered (hold, deny).",
@@ -163,6 +175,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(
 		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
+		m.DecisionsShedTotal, m.AdmissionLimit,
 		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,
 		m.TimeToResolveSeconds, m.WebhookFailuresTotal,
 		m.ConformanceRefusalsTotal, m.RunnersLive, m.LeaseExpirationsTotal, m.PushesPending,

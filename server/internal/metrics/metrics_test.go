@@ -17,6 +17,8 @@ var serverNames = []string{
 	"clawguard_guard_queries_total",
 	"clawguard_guard_decision_seconds",
 	"clawguard_guard_mode_decisions_total",
+	"clawguard_guard_decisions_shed_total",
+	"clawguard_guard_admission_limit",
 	"clawguard_approvals_partial_approvals_total",
 	"clawguard_approvals_holds_created_total",
 	"clawguard_approvals_holds_resolved_total",

@@ -1,0 +1,73 @@
+package guardtest
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/admission"
+	"github.com/clawguard/clawguard/server/internal/testserver"
+)
+
+// Past the admission limit a decision is refused at once — ResourceExhausted
+// with a retry hint, on Decide and per frame on DecideStream — and nothing
+// is decided or logged; once a slot frees, decisions are answered again.
+func TestDecisionsPastTheAdmissionLimitAreShedNotDecided(t *testing.T) {
+	srv := testserver.Start(t)
+	op := srv.Operator(t)
+	w := newWorld(t, srv)
+	full := admission.New(admission.Options{Initial: 8, Min: 8, Max: 8})
+	for full.Acquire() {
+	}
+	srv.Deps().Admission = full
+	before := testutil.ToFloat64(srv.Deps().Metrics.DecisionsShedTotal)
+	req := &guardv1.DecideRequest{Action: "agents.create", Actor: w.actor("agent:{A}:{SA}"), Payload: w.payload(map[string]any{"name": "x"})}
+
+	_, err := op.Guard.Decide(ctx, req)
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("Decide at the limit: %v, want ResourceExhausted", err)
+	}
+	hinted := false
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().AsDuration() > 0 {
+			hinted = true
+		}
+	}
+	if !hinted {
+		t.Fatal("the refusal carries no retry hint")
+	}
+
+	stream, err := op.Guard.DecideStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&guardv1.DecideStreamRequest{CorrelationId: "c1", Request: req}); err != nil {
+		t.Fatal(err)
+	}
+	frame, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := frame.GetError(); codes.Code(e.GetCode()) != codes.ResourceExhausted || e.GetRetryAfter().AsDuration() <= 0 {
+		t.Fatalf("stream frame at the limit: %v, want ResourceExhausted with retry_after", frame)
+	}
+	if n := w.count(`SELECT count(*) FROM decisions WHERE agent_group_id = '{A}'`); n != 0 {
+		t.Fatalf("%d decisions logged for shed requests", n)
+	}
+	if got := testutil.ToFloat64(srv.Deps().Metrics.DecisionsShedTotal); got != before+2 {
+		t.Fatalf("decisions_shed_total = %v, want %v", got, before+2)
+	}
+
+	full.Release(0)
+	if err := stream.Send(&guardv1.DecideStreamRequest{CorrelationId: "c2", Request: req}); err != nil {
+		t.Fatal(err)
+	}
+	if frame, err = stream.Recv(); err != nil || frame.GetResponse().GetDecision() == nil {
+		t.Fatalf("after a slot freed: %v %v, want a decision", frame, err)
+	}
+}
