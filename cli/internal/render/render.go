@@ -11,9 +11,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/clawguard/clawguard/proto/jsonview"
 )
 
 // Printer writes command results in the chosen format.
@@ -144,77 +145,10 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
-// JSONValue is m as a JSON value: protojson with proto field names and every
-// field present (a stable shape for scripts), then enums rewritten to their
-// lower-case word ("allow", not "EFFECT_ALLOW") and 64-bit integers as numbers.
-func JSONValue(m proto.Message) (any, error) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("decode json: %w", err)
-	}
-	return fixMessage(m.ProtoReflect().Descriptor(), v), nil
-}
-
-func fixMessage(md protoreflect.MessageDescriptor, v any) any {
-	if strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
-		return v // well-known types keep their canonical JSON
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return v
-	}
-	for k, val := range obj {
-		if fd := md.Fields().ByName(protoreflect.Name(k)); fd != nil {
-			obj[k] = fixField(fd, val)
-		}
-	}
-	return obj
-}
-
-func fixField(fd protoreflect.FieldDescriptor, v any) any {
-	switch {
-	case fd.IsMap():
-		if m, ok := v.(map[string]any); ok {
-			for k, x := range m {
-				m[k] = fixSingle(fd.MapValue(), x)
-			}
-		}
-		return v
-	case fd.IsList():
-		if arr, ok := v.([]any); ok {
-			for i, x := range arr {
-				arr[i] = fixSingle(fd, x)
-			}
-		}
-		return v
-	}
-	return fixSingle(fd, v)
-}
-
-func fixSingle(fd protoreflect.FieldDescriptor, v any) any {
-	switch fd.Kind() {
-	case protoreflect.EnumKind:
-		if s, ok := v.(string); ok {
-			if ev := fd.Enum().Values().ByName(protoreflect.Name(s)); ev != nil {
-				return enumWord(fd.Enum(), ev.Number())
-			}
-		}
-	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return fixMessage(fd.Message(), v)
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
-		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		if s, ok := v.(string); ok {
-			return json.Number(s)
-		}
-	}
-	return v
-}
+// JSONValue is m as a JSON value, in the one shape the webhook posts too
+// (jsonview): proto field names, every field present, enums as lower-case
+// words ("allow", not "EFFECT_ALLOW"), 64-bit integers as numbers.
+func JSONValue(m proto.Message) (any, error) { return jsonview.Value(m) }
 
 // EnumWord is an enum value as people type it: EFFECT_ALLOW → "allow",
 // SENDER_POLICY_REQUEST_APPROVAL → "request_approval"; unspecified → "".
@@ -223,21 +157,12 @@ func EnumWord(e protoreflect.Enum) string {
 }
 
 func enumWord(ed protoreflect.EnumDescriptor, n protoreflect.EnumNumber) string {
-	if n == 0 {
-		return ""
-	}
-	ev := ed.Values().ByNumber(n)
-	if ev == nil {
-		return fmt.Sprintf("%d", n)
-	}
-	return strings.ToLower(strings.TrimPrefix(string(ev.Name()), EnumPrefix(ed)))
+	return jsonview.EnumWord(ed, n)
 }
 
 // EnumPrefix is the shared prefix of an enum's value names, taken from its
 // zero value (EFFECT_UNSPECIFIED → "EFFECT_").
-func EnumPrefix(ed protoreflect.EnumDescriptor) string {
-	return strings.TrimSuffix(string(ed.Values().ByNumber(0).Name()), "UNSPECIFIED")
-}
+func EnumPrefix(ed protoreflect.EnumDescriptor) string { return jsonview.EnumPrefix(ed) }
 
 // EnumWords lists the non-zero words of an enum, for help and completion.
 func EnumWords(ed protoreflect.EnumDescriptor) []string {

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,14 +15,44 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/jsonview"
 	"github.com/clawguard/clawguard/server/internal/retention"
 )
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>".
 const SignatureHeader = "X-Clawguard-Signature"
+
+// CursorHeader carries the event's cursor: receivers dedupe on it (delivery
+// is at least once).
+const CursorHeader = "X-Clawguard-Cursor"
+
+// WebhookVersion is the version field of every webhook body; it changes only
+// when the body changes incompatibly (deploy/WEBHOOK.md).
+const WebhookVersion = 1
+
+// WebhookBody is the JSON a webhook receives for one event: the object
+// `ncl approvals watch -o json` prints for it (jsonview: snake_case fields,
+// enums as lower-case words), plus "version".
+func WebhookBody(ev *guardv1.WatchResponse) ([]byte, error) {
+	v, err := jsonview.Value(ev)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("webhook body: event is not a JSON object")
+	}
+	obj["version"] = WebhookVersion
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as ncl prints it: a "<" in a reason stays "<"
+	if err := enc.Encode(obj); err != nil {
+		return nil, fmt.Errorf("webhook body: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
 
 // Sign is the signature header value for body.
 func Sign(secret, body []byte) string {
@@ -141,7 +172,7 @@ func (s *Service) leadWebhook(ctx context.Context) (led bool, err error) {
 // WebhookAttempts failures the event is logged and skipped so one bad
 // event cannot stall the stream forever.
 func (s *Service) postEvent(ctx context.Context, client *http.Client, ev *guardv1.WatchResponse) {
-	body, err := protojson.Marshal(ev)
+	body, err := WebhookBody(ev)
 	if err != nil {
 		s.log.Error("webhook: encode event", "cursor", ev.Cursor, "err", err)
 		return
@@ -178,7 +209,7 @@ func (s *Service) postOnce(ctx context.Context, client *http.Client, body []byte
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(SignatureHeader, sig)
-	req.Header.Set("X-Clawguard-Cursor", strconv.FormatInt(cursor, 10))
+	req.Header.Set(CursorHeader, strconv.FormatInt(cursor, 10))
 	res, err := client.Do(req)
 	if err != nil {
 		return err

@@ -5,19 +5,24 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/jsonview"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/config"
 	"github.com/clawguard/clawguard/server/internal/testserver"
@@ -25,14 +30,22 @@ import (
 
 // TestWebhookSignedWithRetries: every event is POSTed signed with
 // HMAC-SHA256 of the body; a failed attempt is retried (and counted) and the
-// events still arrive once each, in order.
+// events still arrive once each, in order. The body is the object
+// `ncl approvals watch -o json` prints for the event (snake_case fields,
+// enums as lower-case words) plus "version", and the verification example
+// of deploy/WEBHOOK.md accepts it (and refuses a tampered body).
 func TestWebhookSignedWithRetries(t *testing.T) {
 	t.Parallel()
 	secret := "s3cret-for-tests"
+	type delivery struct {
+		body      []byte
+		signature string
+		obj       map[string]any
+	}
 	var (
 		mu       sync.Mutex
 		attempts int
-		got      []*guardv1.WatchResponse
+		got      []delivery
 		badSig   int
 	)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,11 +64,14 @@ func TestWebhookSignedWithRetries(t *testing.T) {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
-		ev := &guardv1.WatchResponse{}
-		if err := protojson.Unmarshal(body, ev); err != nil {
+		var obj map[string]any
+		if err := json.Unmarshal(body, &obj); err != nil {
 			t.Errorf("webhook body: %v", err)
 		}
-		got = append(got, ev)
+		if r.Header.Get(approvals.CursorHeader) != fmt.Sprint(obj["cursor"]) {
+			t.Errorf("cursor header %q, body cursor %v", r.Header.Get(approvals.CursorHeader), obj["cursor"])
+		}
+		got = append(got, delivery{body: body, signature: r.Header.Get(approvals.SignatureHeader), obj: obj})
 	}))
 	defer hook.Close()
 	secretFile := filepath.Join(t.TempDir(), "webhook.secret")
@@ -64,35 +80,91 @@ func TestWebhookSignedWithRetries(t *testing.T) {
 	}
 	srv := testserver.Start(t, func(c *config.Config) { c.WebhookURL = hook.URL; c.WebhookSecretFile = secretFile })
 	seed(t, srv)
+	w := watch(t, srv.Operator(t), &guardv1.WatchRequest{AfterCursor: now(t, srv)})
 	h := createOn(t, srv, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "t"})
-	if _, err := userClients(t, srv, owner).Approvals.Resolve(context.Background(), &guardv1.ResolveRequest{Id: h.GetId(), Outcome: guardv1.Outcome_OUTCOME_REJECT, Reason: "no"}); err != nil {
+	if _, err := userClients(t, srv, owner).Approvals.Resolve(context.Background(), &guardv1.ResolveRequest{Id: h.GetId(), Outcome: guardv1.Outcome_OUTCOME_REJECT, Reason: "no <way>"}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testserver.Eventually(t, 10*time.Second, "two webhook deliveries", func() bool {
 		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("webhook got %d events after %d attempts", n, attempts)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(got) >= 2
+	})
+	watched := w.waitFor(t, 2)
 	mu.Lock()
 	defer mu.Unlock()
 	if badSig != 0 || attempts != 3 || len(got) != 2 {
 		t.Fatalf("attempts %d, bad signatures %d, events %d", attempts, badSig, len(got))
 	}
-	if got[0].GetType() != guardv1.EventType_EVENT_TYPE_REQUESTED || got[1].GetOutcome() != guardv1.Outcome_OUTCOME_REJECT ||
-		got[0].GetHold().GetId() != h.GetId() || got[1].GetHold().GetReason() != "no" || got[1].GetResolver() != owner {
-		t.Fatalf("webhook events: %v", got)
+	req, res := got[0].obj, got[1].obj
+	hold, _ := res["hold"].(map[string]any)
+	if req["type"] != "requested" || res["type"] != "resolved" || res["outcome"] != "reject" || res["resolver"] != owner ||
+		hold["id"] != h.GetId() || hold["status"] != "rejected" || hold["reason"] != "no <way>" || req["version"] != float64(approvals.WebhookVersion) {
+		t.Fatalf("webhook events: %s\n%s", got[0].body, got[1].body)
+	}
+	if _, ok := res["approvals_remaining"]; !ok {
+		t.Errorf("not every field present (approvals_remaining missing): %s", got[1].body)
+	}
+	// The same object ncl prints for the watched event, plus version.
+	for i, ev := range watched {
+		v, err := jsonview.Value(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(v)
+		var wantObj map[string]any
+		_ = json.Unmarshal(want, &wantObj)
+		wantObj["version"] = float64(approvals.WebhookVersion)
+		if !reflect.DeepEqual(wantObj, got[i].obj) {
+			t.Errorf("event %d: webhook %s\nncl -o json %s", i, got[i].body, want)
+		}
 	}
 	if f := testutil.ToFloat64(srv.Deps().Metrics.WebhookFailuresTotal); f != 1 {
 		t.Fatalf("webhook failures counted %v, want 1", f)
 	}
+
+	// deploy/WEBHOOK.md's verification example, run as documented.
+	verify := docBlock(t, "../../../deploy/WEBHOOK.md", "verify")
+	run := func(body []byte, sig string) error {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "body.json"), body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := osexec.Command("bash", "-euc", verify)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+secret, "SIGNATURE="+sig)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	if err := run(got[1].body, got[1].signature); err != nil {
+		t.Fatalf("the documented verification refused a genuine delivery: %v", err)
+	}
+	if err := run(append(got[1].body, ' '), got[1].signature); err == nil {
+		t.Fatal("the documented verification accepted a tampered body")
+	}
+}
+
+// docBlock is the fenced block of a Markdown doc that follows the HTML
+// comment <!-- name -->.
+func docBlock(t *testing.T, path, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "<!-- "+name+" -->")
+	if !ok {
+		t.Fatalf("%s has no <!-- %s --> block", path, name)
+	}
+	_, rest, _ = strings.Cut(rest, "```sh\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatalf("%s: unterminated block %s", path, name)
+	}
+	return block
 }
 
 // TestWebhookOneLeaderAcrossReplicas: with two replicas configured, each
@@ -107,7 +179,7 @@ func TestWebhookOneLeaderAcrossReplicas(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		seen[r.Header.Get("X-Clawguard-Cursor")]++
+		seen[r.Header.Get(approvals.CursorHeader)]++
 	}))
 	defer hook.Close()
 	secretFile := filepath.Join(t.TempDir(), "webhook.secret")
