@@ -129,8 +129,9 @@ func (e *Engine) Replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 	if out.HoldID == "" {
 		out.HoldID = r.GetHoldId()
 	}
-	if out.Undecided {
-		// Not a final answer: the caller tries the replay again.
+	if out.Undecided || out.NotHosted {
+		// Not a final answer: the caller tries the replay again (or leaves
+		// it to the session's new host).
 		return out
 	}
 	e.notify(s, "", r.GetDeliveryAction(), out)
@@ -174,6 +175,7 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 		e.count(name, "error")
 		out := Failed("approved %s not run: the guard could not be reached (%s)", name, reason(err))
 		out.Undecided = unreached(err)
+		out.NotHosted = status.Code(err) == codes.PermissionDenied
 		return out
 	}
 	switch resp.GetDecision().GetEffect() {

@@ -53,6 +53,11 @@ type Outcome struct {
 	// applied; a replay is tried again with the same request id, which gets
 	// the same answer, so the grant is used at most once.
 	Undecided bool
+	// NotHosted marks a refusal because this runner no longer hosts the
+	// session (it was moved): not an answer about the action. The new host
+	// gets the replay; this runner neither tells the agent nor reports the
+	// push as applied.
+	NotHosted bool
 }
 
 // Done, Failed and Held build outcomes.

@@ -151,10 +151,12 @@ func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*
 
 // notApplied is the outcome of an apply that failed. When the server could
 // not be reached it is not final (Undecided): a replay is tried again, gets
-// the same ALLOW (same request id) and cites it then.
+// the same ALLOW (same request id) and cites it then. PermissionDenied means
+// the session moved to another runner, which replays it (NotHosted).
 func notApplied(err error, format string, args ...any) delivery.Outcome {
 	out := delivery.Failed(format, args...)
 	out.Undecided = delivery.Transient(err)
+	out.NotHosted = status.Code(err) == codes.PermissionDenied
 	return out
 }
 

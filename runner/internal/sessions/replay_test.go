@@ -142,3 +142,41 @@ func TestReplayNotDecidedIsRetriedAndAckedOnlyOnceApplied(t *testing.T) {
 		t.Fatal("the replay that ran is not remembered as applied")
 	}
 }
+
+// movedGuard refuses: this runner no longer hosts the session.
+type movedGuard struct{}
+
+func (movedGuard) Decide(context.Context, *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+	return nil, status.Error(codes.PermissionDenied, `runner "r1" does not host session "s-moved"`)
+}
+
+// Issue 13: a push queued during a session move reached the old runner,
+// which was refused and acknowledged it as done. The refusal is not an
+// answer about the action: the push is reported not applied (so, if it is
+// still this runner's, it is sent again — to the new host once the move
+// commits) and the agent is not told it failed.
+func TestReplayRefusedBecauseTheSessionMovedIsNotAckedAsDone(t *testing.T) {
+	var runs atomic.Int64
+	actions := delivery.NewRegistry(nil)
+	if err := actions.Register(delivery.Action{Name: "install_packages", CatalogAction: "self_mod.install_packages", ApprovalKind: "install_packages",
+		Run: func(context.Context, delivery.Call) delivery.Outcome {
+			runs.Add(1)
+			return delivery.Done(&structpb.Struct{}, "installed")
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, _ := newManagerWith(t, &fakeRegistry{}, &delivery.Engine{Registry: actions, Decider: movedGuard{}})
+	push := &guardv1.Push{Id: "push-moved", SessionId: "s-moved", AgentGroupId: "g1",
+		Body: &guardv1.Push_Replay{Replay: &guardv1.ReplayAction{HoldId: "h-1", DeliveryAction: "install_packages",
+			CatalogAction: "self_mod.install_packages", Payload: &structpb.Struct{}}}}
+	err := m.Apply(context.Background(), push)
+	if err == nil || connect.IsRetry(err) {
+		t.Fatalf("Apply = %v, want a failure reported in the ack (not applied, not retried here)", err)
+	}
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("the action ran %d times", n)
+	}
+	if s := m.Get("s-moved"); s != nil && s.Inbox.Len() != 0 {
+		t.Fatalf("the agent was told something about a replay its runner no longer hosts (%d notices)", s.Inbox.Len())
+	}
+}

@@ -393,6 +393,12 @@ func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
 			return connect.Retry(fmt.Errorf("replay of hold %s not done yet: %s", b.Replay.GetHoldId(), out.Reason))
 		}
 		m.retrying.Delete(p.GetId())
+		if out.NotHosted {
+			// The session moved: its new host replays it. Reported as not
+			// applied, so a push still ours (the move not yet committed) is
+			// sent again rather than counted done.
+			return fmt.Errorf("replay of hold %s refused here, the session is hosted elsewhere: %s", b.Replay.GetHoldId(), out.Reason)
+		}
 		m.log.Info("replayed approved action", "session", s.ID, "hold", b.Replay.GetHoldId(),
 			"action", b.Replay.GetDeliveryAction(), "status", out.Status.String(), "reason", out.Reason)
 		return nil // applied: the grant is single-use; the agent was told the outcome
