@@ -3,13 +3,18 @@ module github.com/clawguard/clawguard/server
 go 1.26.0
 
 require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/sync v0.23.0
 	google.golang.org/grpc v1.85.0
 )
 
-require github.com/jackc/puddle/v2 v2.2.3 // indirect
+require (
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

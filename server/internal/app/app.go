@@ -48,6 +48,7 @@ type Server struct {
 	metricsReg interface{ Unregister() }
 	lis        net.Listener
 	metricsLis net.Listener
+	consoleLis net.Listener
 	background []func(ctx context.Context) error
 	shutdown   []func()
 }
@@ -61,6 +62,14 @@ func (s *Server) MetricsAddr() string {
 		return ""
 	}
 	return s.metricsLis.Addr().String()
+}
+
+// ConsoleAddr is the console's listen address ("" when off).
+func (s *Server) ConsoleAddr() string {
+	if s.consoleLis == nil {
+		return ""
+	}
+	return s.consoleLis.Addr().String()
 }
 
 // Deps exposes the shared dependencies (tests).
@@ -171,6 +180,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	}
 	s.background = services.background
 	s.shutdown = append(services.shutdown, st.Close)
+	if err := s.listenConsole(services); err != nil {
+		lis.Close()
+		if metricsLis != nil {
+			metricsLis.Close()
+		}
+		return nil, err
+	}
 	if metricsLis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(reg))
@@ -259,6 +275,22 @@ func (s *Server) watchSchema(ctx context.Context) error {
 }
 
 func serverTLS(cfg config.Config) (credentials.TransportCredentials, error) {
+	tc, err := tlsConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(tc), nil
+}
+
+// consoleTLS is the console's TLS: the gRPC listener's (nil when it has none).
+func consoleTLS(cfg config.Config) (*tls.Config, error) {
+	if cfg.TLSCert == "" {
+		return nil, nil
+	}
+	return tlsConfig(cfg)
+}
+
+func tlsConfig(cfg config.Config) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
 		return nil, fmt.Errorf("load TLS key pair: %w", err)
@@ -276,7 +308,7 @@ func serverTLS(cfg config.Config) (credentials.TransportCredentials, error) {
 		tc.ClientCAs = pool
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return credentials.NewTLS(tc), nil
+	return tc, nil
 }
 
 func replicaID() string {

@@ -59,6 +59,11 @@ type Config struct {
 	AdmissionTarget time.Duration
 	// AdmissionMaxInFlight caps the adaptive limit.
 	AdmissionMaxInFlight int
+	// ConsoleListen serves the approvals console ("" = off), with the gRPC
+	// listener's TLS certificate when one is set.
+	ConsoleListen string
+	// ConsoleSessionTTL is how long a console sign-in lasts.
+	ConsoleSessionTTL time.Duration
 }
 
 // MaxApprovals bounds any quorum (the holds table checks it too).
@@ -82,6 +87,7 @@ func Default() Config {
 		MaxConns:             32,
 		AdmissionTarget:      20 * time.Millisecond,
 		AdmissionMaxInFlight: 4096,
+		ConsoleSessionTTL:    8 * time.Hour,
 	}
 }
 
@@ -110,6 +116,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	integer(fs, &c.MaxConns, "max-conns", "database pool size")
 	dur(fs, &c.AdmissionTarget, "admission-target", "decision latency above which decisions in flight are limited, the rest refused with ResourceExhausted (0 = off)")
 	integer(fs, &c.AdmissionMaxInFlight, "admission-max-inflight", "upper bound of the adaptive limit on decisions in flight")
+	str(fs, &c.ConsoleListen, "console-listen", "approvals console (web) listen address (empty = off)")
+	dur(fs, &c.ConsoleSessionTTL, "console-session-ttl", "how long a console sign-in lasts")
 }
 
 // BindDatabase registers only --database-url (for `migrate`).
@@ -137,6 +145,14 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			return fmt.Errorf("--metrics-listen %q: %v", c.MetricsListen, err)
 		}
+	}
+	if c.ConsoleListen != "" {
+		if _, _, err := net.SplitHostPort(c.ConsoleListen); err != nil {
+			return fmt.Errorf("--console-listen %q: %v", c.ConsoleListen, err)
+		}
+	}
+	if c.ConsoleSessionTTL <= 0 {
+		return errors.New("--console-session-ttl must be positive")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")

@@ -1,0 +1,437 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
+)
+
+// ---- pending holds ----
+
+func (c *Console) holdsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	resp, err := call[*guardv1.ListResponse](c, r, s, guardv1.Approvals_List_FullMethodName,
+		&guardv1.ListRequest{Status: guardv1.HoldStatus_HOLD_STATUS_PENDING, EligibleForMe: true, Limit: 200})
+	if err != nil {
+		c.failRPC(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "holds", s, "Pending holds", resp.GetHolds())
+}
+
+// holdData is a hold's page.
+type holdData struct {
+	Hold       *guardv1.Hold
+	CanResolve bool
+	// Waiting: approved, replayed with a grant, and not yet consumed — the
+	// page follows the decision log until the replay's answer arrives.
+	Waiting      bool
+	Deciders     []string
+	DecidersNote string
+	Events       []holdEvent
+	Decisions    []*guardv1.DecisionRecord
+}
+
+type holdEvent struct {
+	Type, Outcome, Resolver string
+	At                      time.Time
+}
+
+func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx := r.Context()
+	resp, err := call[*guardv1.GetResponse](c, r, s, guardv1.Approvals_Get_FullMethodName, &guardv1.GetRequest{Id: r.PathValue("id")})
+	if err != nil {
+		c.failRPC(w, r, s, err)
+		return
+	}
+	h := resp.GetHold()
+	d := holdData{Hold: h}
+	// The buttons are there exactly when Resolve would accept the click.
+	if h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
+		if d.CanResolve, err = approvals.MayResolve(ctx, c.d.Pool, h.GetApproverRule(), h.GetApproverScope(), s.UserID); err != nil {
+			c.fail(w, r, s, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+	}
+	d.Waiting = h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_APPROVED && !h.GetConsumed() && h.GetCatalogAction() != "" &&
+		h.GetResolvedAt() != nil && time.Since(h.GetResolvedAt().AsTime()) < 10*time.Minute
+	d.Deciders, d.DecidersNote = c.deciders(r, s, h)
+	// The hold is visible to this user (Get said so): its history is too.
+	rows, err := c.d.Pool.Query(ctx, `SELECT type, COALESCE(outcome, ''), resolver, created_at FROM hold_events
+		WHERE hold_id = $1 ORDER BY cursor`, h.GetId())
+	if err == nil {
+		for rows.Next() {
+			var e holdEvent
+			if err = rows.Scan(&e.Type, &e.Outcome, &e.Resolver, &e.At); err != nil {
+				break
+			}
+			d.Events = append(d.Events, e)
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if err != nil {
+		c.fail(w, r, s, http.StatusServiceUnavailable, "read the hold's events: "+err.Error())
+		return
+	}
+	// The decisions that made it and the replays that used it, each read
+	// through GetDecision (so read scoping applies to them as well).
+	ids, err := c.holdDecisionIDs(r, h.GetId())
+	if err != nil {
+		c.fail(w, r, s, http.StatusServiceUnavailable, "read the hold's decisions: "+err.Error())
+		return
+	}
+	for _, id := range ids {
+		dr, err := call[*guardv1.GetDecisionResponse](c, r, s, guardv1.Registry_GetDecision_FullMethodName, &guardv1.GetDecisionRequest{Id: id})
+		if err == nil {
+			d.Decisions = append(d.Decisions, dr.GetDecision())
+		}
+	}
+	c.render(w, r, http.StatusOK, "hold", s, h.GetTitle(), d)
+}
+
+func (c *Console) holdDecisionIDs(r *http.Request, holdID string) ([]string, error) {
+	rows, err := c.d.Pool.Query(r.Context(), `SELECT id FROM (
+		SELECT id, at FROM decisions WHERE hold_id = $1 AND hold_id <> ''
+		UNION SELECT id, at FROM decisions WHERE grant_id = $1 AND grant_id <> '') d ORDER BY at, id LIMIT 50`, holdID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// deciders lists who else may decide, as far as this user may read role
+// grants (through ListRoles, like `ncl roles list`); what they may not read
+// is said in words.
+func (c *Console) deciders(r *http.Request, s *session, h *guardv1.Hold) ([]string, string) {
+	rule := h.GetApproverRule()
+	global := h.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
+	if u := rule.GetExclusive().GetUserId(); u != "" {
+		if global {
+			return []string{u}, "and only while an owner or a global admin"
+		}
+		return []string{u}, ""
+	}
+	a := rule.GetAdminsOfScope()
+	if a == nil {
+		return nil, "nobody: the hold has no approver rule"
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(u string) {
+		if u != "" && !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	note := ""
+	reqs := []*guardv1.ListRolesRequest{{}}
+	if a.GetAgentGroupId() != "" {
+		reqs = append(reqs, &guardv1.ListRolesRequest{Group: a.GetAgentGroupId()})
+	}
+	var grants []*guardv1.RoleGrant
+	for _, q := range reqs {
+		resp, err := call[*guardv1.ListRolesResponse](c, r, s, guardv1.Registry_ListRoles_FullMethodName, q)
+		if err != nil {
+			note = "owners and global admins you may not list also may"
+			continue
+		}
+		grants = append(grants, resp.GetRoles()...)
+	}
+	for _, g := range grants {
+		top := g.GetRole() == guardv1.Role_ROLE_OWNER || g.GetScope() == guardv1.RoleScope_ROLE_SCOPE_GLOBAL
+		scoped := g.GetRole() == guardv1.Role_ROLE_ADMIN && g.GetScope() == guardv1.RoleScope_ROLE_SCOPE_GROUP &&
+			a.GetAgentGroupId() != "" && g.GetGroup() == a.GetAgentGroupId()
+		if top || (scoped && !global) {
+			add(g.GetUserId())
+		}
+	}
+	if !global {
+		add(a.GetDeliveredTo())
+	}
+	sort.Strings(out)
+	return out, note
+}
+
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	req := &guardv1.ResolveRequest{Id: id, Reason: strings.TrimSpace(r.PostFormValue("reason")), Choice: r.PostFormValue("choice")}
+	switch r.PostFormValue("outcome") {
+	case "approve":
+		req.Outcome = guardv1.Outcome_OUTCOME_APPROVE
+	case "reject":
+		req.Outcome = guardv1.Outcome_OUTCOME_REJECT
+	default:
+		c.fail(w, r, s, http.StatusBadRequest, "outcome: want approve or reject")
+		return
+	}
+	if _, err := call[*guardv1.ResolveResponse](c, r, s, guardv1.Approvals_Resolve_FullMethodName, req); err != nil {
+		c.failRPC(w, r, s, err)
+		return
+	}
+	c.d.Log.Info("console resolve", "user", s.UserID, "hold", id, "outcome", r.PostFormValue("outcome"))
+	http.Redirect(w, r, "/holds/"+id, http.StatusSeeOther)
+}
+
+// ---- the decision log and why ----
+
+type decisionsData struct {
+	Decisions []*guardv1.DecisionRecord
+	Action    string
+	Effect    string
+}
+
+func (c *Console) decisionsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	d := decisionsData{Action: q.Get("action"), Effect: q.Get("effect")}
+	req := &guardv1.ListDecisionsRequest{Action: d.Action, Limit: 100}
+	switch d.Effect {
+	case "":
+	case "allow":
+		req.Effect = guardv1.Effect_EFFECT_ALLOW
+	case "hold":
+		req.Effect = guardv1.Effect_EFFECT_HOLD
+	case "deny":
+		req.Effect = guardv1.Effect_EFFECT_DENY
+	default:
+		c.fail(w, r, s, http.StatusBadRequest, "effect: want allow, hold or deny")
+		return
+	}
+	resp, err := call[*guardv1.ListDecisionsResponse](c, r, s, guardv1.Registry_ListDecisions_FullMethodName, req)
+	if err != nil {
+		c.failRPC(w, r, s, err)
+		return
+	}
+	d.Decisions = resp.GetDecisions()
+	c.render(w, r, http.StatusOK, "decisions", s, "Decisions", d)
+}
+
+func (c *Console) decisionPage(w http.ResponseWriter, r *http.Request, s *session) {
+	resp, err := call[*guardv1.GetDecisionResponse](c, r, s, guardv1.Registry_GetDecision_FullMethodName,
+		&guardv1.GetDecisionRequest{Id: r.PathValue("id")})
+	if err != nil {
+		c.failRPC(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "decision", s, "Why "+resp.GetDecision().GetId(), resp.GetDecision())
+}
+
+// ---- what-if ----
+
+type whatifData struct {
+	Actions                          []string
+	Action, Actor, Resource, Payload string
+	Answer                           *guardv1.DecideResponse
+	Error                            string
+}
+
+func (c *Console) whatifForm(r *http.Request, s *session) whatifData {
+	d := whatifData{}
+	if cat, err := call[*guardv1.ListCatalogResponse](c, r, s, guardv1.Registry_ListCatalog_FullMethodName, &guardv1.ListCatalogRequest{}); err == nil {
+		for _, e := range cat.GetEntries() {
+			d.Actions = append(d.Actions, e.GetAction())
+		}
+	}
+	return d
+}
+
+func (c *Console) whatifPage(w http.ResponseWriter, r *http.Request, s *session) {
+	d := c.whatifForm(r, s)
+	d.Action, d.Actor = "a2a.send", "agent:"
+	c.render(w, r, http.StatusOK, "whatif", s, "What if", d)
+}
+
+func (c *Console) whatif(w http.ResponseWriter, r *http.Request, s *session) {
+	d := c.whatifForm(r, s)
+	d.Action = strings.TrimSpace(r.PostFormValue("action"))
+	d.Actor = strings.TrimSpace(r.PostFormValue("actor"))
+	d.Resource = r.PostFormValue("resource")
+	d.Payload = strings.TrimSpace(r.PostFormValue("payload"))
+	req, err := whatifRequest(d)
+	if err != nil {
+		d.Error = err.Error()
+		c.render(w, r, http.StatusBadRequest, "whatif", s, "What if", d)
+		return
+	}
+	resp, err := call[*guardv1.DecideResponse](c, r, s, guardv1.Guard_Decide_FullMethodName, req)
+	if err != nil {
+		d.Error = status.Convert(err).Message()
+		code := http.StatusBadRequest
+		if status.Code(err) == codes.PermissionDenied {
+			code = http.StatusForbidden
+		}
+		c.render(w, r, code, "whatif", s, "What if", d)
+		return
+	}
+	d.Answer = resp
+	c.render(w, r, http.StatusOK, "whatif", s, "What if", d)
+}
+
+// whatifRequest reads the form the way `ncl explain` reads its flags.
+func whatifRequest(d whatifData) (*guardv1.DecideRequest, error) {
+	req := &guardv1.DecideRequest{Action: d.Action, DryRun: true, Resource: map[string]string{}}
+	if d.Action == "" {
+		return nil, fmt.Errorf("action: required (see the catalog)")
+	}
+	kind, rest, _ := strings.Cut(d.Actor, ":")
+	switch kind {
+	case "host":
+		req.Actor = &guardv1.Actor{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}}
+	case "agent":
+		group, sess, _ := strings.Cut(rest, ":")
+		if group == "" {
+			return nil, fmt.Errorf("actor: agent:<group>[:<session>] needs a group")
+		}
+		req.Actor = &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: group, SessionId: sess}}}
+	case "human":
+		if rest == "" {
+			return nil, fmt.Errorf("actor: human:<user> needs a user, e.g. human:telegram:dana")
+		}
+		req.Actor = &guardv1.Actor{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{UserId: rest}}}
+	default:
+		return nil, fmt.Errorf("actor: want host, agent:<group>[:<session>] or human:<user>")
+	}
+	for _, line := range strings.FieldsFunc(d.Resource, func(r rune) bool { return r == '\n' || r == ',' }) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		if !ok || k == "" {
+			return nil, fmt.Errorf("resource: %q is not key=value", line)
+		}
+		req.Resource[k] = v
+	}
+	if d.Payload != "" {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(d.Payload), &m); err != nil {
+			return nil, fmt.Errorf("payload: not a JSON object: %v", err)
+		}
+		p, err := structpb.NewStruct(m)
+		if err != nil {
+			return nil, fmt.Errorf("payload: %v", err)
+		}
+		req.Payload = p
+	}
+	return req, nil
+}
+
+// ---- read-only tables ----
+
+type cell struct{ Text, Href string }
+
+type tableData struct {
+	Headers []string
+	Rows    [][]cell
+	Empty   string
+	Error   string
+}
+
+func txt(s string) cell { return cell{Text: s} }
+
+func (c *Console) table(w http.ResponseWriter, r *http.Request, s *session, nav, title string, t tableData, err error) {
+	if err != nil {
+		if status.Code(err) != codes.PermissionDenied {
+			c.failRPC(w, r, s, err)
+			return
+		}
+		// Read scoping said no: say so on the page (the menu stays usable).
+		t.Error = status.Convert(err).Message()
+	}
+	c.renderNav(w, r, http.StatusOK, "table", nav, s, title, t)
+}
+
+func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	resp, err := call[*guardv1.ListGroupsResponse](c, r, s, guardv1.Registry_ListGroups_FullMethodName, &guardv1.ListGroupsRequest{})
+	t := tableData{Headers: []string{"ID", "NAME", "CLI SCOPE", "BASE IMAGE", "CREATED"}, Empty: "no groups you may read"}
+	for _, g := range resp.GetGroups() {
+		t.Rows = append(t.Rows, []cell{txt(g.GetId()), txt(g.GetName()), txt(strings.ToLower(strings.TrimPrefix(g.GetConfig().GetCliScope().String(), "CLI_SCOPE_"))), txt(g.GetBaseImage()), txt(when(g.GetCreatedAt()))})
+	}
+	c.table(w, r, s, "groups", "Groups", t, err)
+}
+
+// destinationsPage lists one group's destinations (?group=), or those of
+// every group the user may read (ListDestinations is per group).
+func (c *Console) destinationsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	groups := []string{r.URL.Query().Get("group")}
+	if groups[0] == "" {
+		gs, err := call[*guardv1.ListGroupsResponse](c, r, s, guardv1.Registry_ListGroups_FullMethodName, &guardv1.ListGroupsRequest{})
+		if err != nil {
+			c.table(w, r, s, "destinations", "Destinations", tableData{}, err)
+			return
+		}
+		groups = groups[:0]
+		for _, g := range gs.GetGroups() {
+			groups = append(groups, g.GetId())
+		}
+	}
+	t := tableData{Headers: []string{"GROUP", "NAME", "TARGET GROUP", "TARGET CHAT"}, Empty: "no destinations you may read"}
+	for _, g := range groups[:min(len(groups), 100)] {
+		resp, err := call[*guardv1.ListDestinationsResponse](c, r, s, guardv1.Registry_ListDestinations_FullMethodName,
+			&guardv1.ListDestinationsRequest{Group: g})
+		if err != nil {
+			c.table(w, r, s, "destinations", "Destinations", t, err)
+			return
+		}
+		for _, d := range resp.GetDestinations() {
+			t.Rows = append(t.Rows, []cell{txt(d.GetGroup()), txt(d.GetName()), txt(d.GetTargetGroup()), txt(d.GetTargetMessagingGroup())})
+		}
+	}
+	c.table(w, r, s, "destinations", "Destinations", t, nil)
+}
+
+func (c *Console) policiesPage(w http.ResponseWriter, r *http.Request, s *session) {
+	resp, err := call[*guardv1.ListPoliciesResponse](c, r, s, guardv1.Registry_ListPolicies_FullMethodName,
+		&guardv1.ListPoliciesRequest{Group: r.URL.Query().Get("group")})
+	t := tableData{Headers: []string{"FROM", "TO", "APPROVER", "MEANS"}, Empty: "no message policies you may read"}
+	for _, p := range resp.GetPolicies() {
+		t.Rows = append(t.Rows, []cell{txt(p.GetFromGroup()), txt(p.GetToGroup()), txt(p.GetApproverUserId()),
+			txt("messages " + p.GetFromGroup() + " → " + p.GetToGroup() + " hold for " + p.GetApproverUserId() + " alone")})
+	}
+	c.table(w, r, s, "policies", "Message policies", t, err)
+}
+
+func (c *Console) rolesPage(w http.ResponseWriter, r *http.Request, s *session) {
+	resp, err := call[*guardv1.ListRolesResponse](c, r, s, guardv1.Registry_ListRoles_FullMethodName,
+		&guardv1.ListRolesRequest{Group: r.URL.Query().Get("group")})
+	t := tableData{Headers: []string{"USER", "ROLE", "SCOPE", "GROUP", "GRANTED"}, Empty: "no role grants you may read"}
+	for _, g := range resp.GetRoles() {
+		t.Rows = append(t.Rows, []cell{txt(g.GetUserId()), txt(roleWord(g.GetRole())), txt(scopeWord(g.GetScope())), txt(g.GetGroup()), txt(when(g.GetGrantedAt()))})
+	}
+	c.table(w, r, s, "roles", "Roles", t, err)
+}
+
+func (c *Console) runnersPage(w http.ResponseWriter, r *http.Request, s *session) {
+	resp, err := call[*guardv1.ListRunnersResponse](c, r, s, guardv1.Registry_ListRunners_FullMethodName, &guardv1.ListRunnersRequest{})
+	t := tableData{Headers: []string{"ID", "HOST", "VERSION", "LIVE", "SESSIONS", "LEASE EXPIRES", "CAPABILITIES"}, Empty: "no runners"}
+	for _, x := range resp.GetRunners() {
+		live := "no"
+		if x.GetLive() {
+			live = "yes"
+		}
+		caps := slices.Clone(x.GetCapabilities())
+		t.Rows = append(t.Rows, []cell{txt(x.GetId()), txt(x.GetHost()), txt(x.GetVersion()), txt(live),
+			txt(fmt.Sprint(x.GetSessions())), txt(when(x.GetLeaseExpiresAt())), txt(strings.Join(caps, ", "))})
+	}
+	c.table(w, r, s, "runners", "Runners", t, err)
+}

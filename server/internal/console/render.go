@@ -1,0 +1,225 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/guard"
+)
+
+// view is what every page template gets.
+type view struct {
+	Title string
+	User  string // "" when signed out
+	CSRF  string
+	Nav   string // the active menu entry
+	Data  any
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, page string, s *session, title string, data any) {
+	c.renderNav(w, r, code, page, page, s, title, data)
+}
+
+func (c *Console) renderNav(w http.ResponseWriter, r *http.Request, code int, page, nav string, s *session, title string, data any) {
+	v := view{Title: title, Nav: nav, Data: data}
+	if s != nil {
+		v.User, v.CSRF = s.UserID, s.CSRF
+	}
+	name := "layout"
+	if r.URL.Query().Has("fragment") && c.pages[page].Lookup("fragment") != nil {
+		// A live update asks for the page's changing part only.
+		name = "fragment"
+	}
+	var buf bytes.Buffer
+	if err := c.pages[page].ExecuteTemplate(&buf, name, v); err != nil {
+		c.d.Log.Error("render console page", "page", page, "err", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail renders an error page with an HTTP status that means the same.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, code int, msg string) {
+	c.render(w, r, code, "error", s, http.StatusText(code), msg)
+}
+
+// failRPC maps a backend error to its page: the gRPC code decides the HTTP
+// status (NotFound 404, PermissionDenied 403, InvalidArgument 400, ...).
+func (c *Console) failRPC(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	st := status.Convert(err)
+	code := map[codes.Code]int{
+		codes.NotFound: http.StatusNotFound, codes.PermissionDenied: http.StatusForbidden,
+		codes.InvalidArgument: http.StatusBadRequest, codes.FailedPrecondition: http.StatusConflict,
+		codes.Unauthenticated: http.StatusUnauthorized, codes.AlreadyExists: http.StatusConflict,
+		codes.OutOfRange: http.StatusBadRequest, codes.DeadlineExceeded: http.StatusGatewayTimeout,
+	}[st.Code()]
+	if code == 0 {
+		code = http.StatusServiceUnavailable
+	}
+	c.fail(w, r, s, code, st.Message())
+}
+
+// call runs a unary RPC as the session's user and types the answer.
+func call[T proto.Message](c *Console, r *http.Request, s *session, method string, req proto.Message) (T, error) {
+	var zero T
+	m, err := c.d.Backend.Call(r.Context(), s.caller(), method, req)
+	if err != nil {
+		return zero, err
+	}
+	t, ok := m.(T)
+	if !ok {
+		return zero, status.Errorf(codes.Internal, "%s answered %T", method, m)
+	}
+	return t, nil
+}
+
+var funcs = template.FuncMap{
+	"ago":       func(t *timestamppb.Timestamp) string { return since(t, time.Now()) },
+	"until":     func(t *timestamppb.Timestamp) string { return until(t, time.Now()) },
+	"when":      func(t *timestamppb.Timestamp) string { return when(t) },
+	"actor":     func(a *guardv1.Actor) string { return guard.ActorInWords(a) },
+	"actorID":   actorID,
+	"rule":      func(h *guardv1.Hold) string { return guard.RuleInWords(h.GetApproverRule(), h.GetApproverScope()) },
+	"ruleWords": guard.RuleInWords,
+	"effect":    func(e guardv1.Effect) string { return guard.EffectString(e) },
+	"status":    holdStatus,
+	"outcome":   outcomeWord,
+	"payload":   payloadJSON,
+	"cutparts":  cutParts,
+	"scope":     scopeWord,
+	"role":      roleWord,
+	"join":      strings.Join,
+	"kv":        kv,
+}
+
+func since(t *timestamppb.Timestamp, now time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return roughly(now.Sub(t.AsTime())) + " ago"
+}
+
+func until(t *timestamppb.Timestamp, now time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	d := t.AsTime().Sub(now)
+	if d <= 0 {
+		return "expired " + roughly(-d) + " ago"
+	}
+	return "in " + roughly(d)
+}
+
+func when(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return t.AsTime().UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func roughly(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// actorID is the compact actor form ncl prints (agent:<group>[:<session>]).
+func actorID(a *guardv1.Actor) string {
+	switch k := a.GetKind().(type) {
+	case *guardv1.Actor_Host:
+		return "host"
+	case *guardv1.Actor_Agent:
+		if k.Agent.GetSessionId() != "" {
+			return "agent:" + k.Agent.GetAgentGroupId() + ":" + k.Agent.GetSessionId()
+		}
+		return "agent:" + k.Agent.GetAgentGroupId()
+	case *guardv1.Actor_Human:
+		return "human:" + k.Human.GetUserId()
+	case *guardv1.Actor_System:
+		return "system"
+	}
+	return "-"
+}
+
+func holdStatus(s guardv1.HoldStatus) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "HOLD_STATUS_"))
+}
+
+func outcomeWord(o guardv1.Outcome) string {
+	return strings.ToLower(strings.TrimPrefix(o.String(), "OUTCOME_"))
+}
+
+func scopeWord(s guardv1.RoleScope) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "ROLE_SCOPE_"))
+}
+
+func roleWord(r guardv1.Role) string { return strings.ToLower(strings.TrimPrefix(r.String(), "ROLE_")) }
+
+func kv(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, " ")
+}
+
+// maxPayloadShown bounds the payload block; anything past it is marked as cut.
+const maxPayloadShown = 64 << 10
+
+// shown is text with the part that was cut marked.
+type shown struct {
+	Text string
+	Cut  string // "" when nothing was cut
+}
+
+// payloadJSON is the exact payload that will run, indented.
+func payloadJSON(p *structpb.Struct) shown {
+	if p == nil {
+		return shown{Text: "(no payload)"}
+	}
+	b, err := protojson.Marshal(p)
+	if err != nil {
+		return shown{Text: "(payload does not encode: " + err.Error() + ")"}
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		out.Reset()
+		out.Write(b)
+	}
+	s := out.String()
+	if len(s) > maxPayloadShown {
+		return shown{Text: s[:maxPayloadShown], Cut: fmt.Sprintf("%d more bytes not shown here (ncl approvals get -o json prints them all)", len(s)-maxPayloadShown)}
+	}
+	return shown{Text: s}
+}
+
+// cutParts splits a card's text where the server cut it ("… [N more bytes
+// not shown ...]"), so the page marks the cut instead of hiding it.
+func cutParts(s string) shown {
+	if i := strings.Index(s, "… ["); i >= 0 && strings.Contains(s[i:], "not shown") {
+		return shown{Text: s[:i] + "…", Cut: strings.TrimSuffix(strings.TrimPrefix(s[i:], "… ["), "]")}
+	}
+	return shown{Text: s}
+}

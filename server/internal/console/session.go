@@ -1,0 +1,216 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/metadata"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/authn"
+)
+
+// Cookie names. The session cookie carries a random id whose SHA-256 is the
+// console_sessions key; the pre-session cookie protects the sign-in form
+// itself (login CSRF) before a session exists.
+const (
+	SessionCookie    = "cg_session"
+	PreSessionCookie = "cg_presession"
+	CSRFField        = "csrf"
+)
+
+// session is a signed-in user.
+type session struct {
+	UserID  string
+	TokenID string
+	CSRF    string
+	idHash  []byte
+}
+
+func (s *session) caller() authn.Caller {
+	return authn.Caller{Principal: authn.Principal{Kind: guardv1.Principal_PRINCIPAL_USER, TokenID: s.TokenID, UserID: s.UserID}}
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func hashID(id string) []byte {
+	h := sha256.Sum256([]byte(id))
+	return h[:]
+}
+
+func (c *Console) cookie(name, value string, maxAge time.Duration) *http.Cookie {
+	ck := &http.Cookie{Name: name, Value: value, Path: "/", HttpOnly: true, Secure: c.d.Secure,
+		SameSite: http.SameSiteStrictMode, MaxAge: int(maxAge.Seconds())}
+	if maxAge < 0 {
+		ck.MaxAge = -1
+	}
+	return ck
+}
+
+// load reads the request's session: present, unexpired, and its token not
+// revoked (a revoked token ends its console sessions at once).
+func (c *Console) load(ctx context.Context, r *http.Request) (*session, error) {
+	ck, err := r.Cookie(SessionCookie)
+	if err != nil || ck.Value == "" {
+		return nil, nil
+	}
+	s := &session{idHash: hashID(ck.Value)}
+	err = c.d.Pool.QueryRow(ctx, `SELECT s.user_id, s.token_id, s.csrf FROM console_sessions s
+		JOIN tokens t ON t.id = s.token_id
+		WHERE s.id_hash = $1 AND s.expires_at > now() AND t.revoked_at IS NULL AND t.kind = 'user' AND t.user_id = s.user_id`,
+		s.idHash).Scan(&s.UserID, &s.TokenID, &s.CSRF)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read console session: %w", err)
+	}
+	return s, nil
+}
+
+// get wraps a page that needs a session: without one, the browser goes to
+// sign-in (an event stream gets 401).
+func (c *Console) get(h func(w http.ResponseWriter, r *http.Request, s *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, err := c.load(r.Context(), r)
+		if err != nil {
+			c.fail(w, r, nil, http.StatusServiceUnavailable, "the console cannot read its sessions: "+err.Error())
+			return
+		}
+		if s == nil {
+			if r.URL.Path == "/events" || r.URL.Query().Has("fragment") {
+				http.Error(w, "signed out", http.StatusUnauthorized)
+				return
+			}
+			http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+// post wraps a form handler: a session, a same-origin request, and the
+// session's CSRF token in the form — or 403 and nothing done.
+func (c *Console) post(h func(w http.ResponseWriter, r *http.Request, s *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 512<<10)
+		s, err := c.load(r.Context(), r)
+		if err != nil {
+			c.fail(w, r, nil, http.StatusServiceUnavailable, "the console cannot read its sessions: "+err.Error())
+			return
+		}
+		if s == nil {
+			c.fail(w, r, nil, http.StatusForbidden, "not signed in (or the session expired): sign in again")
+			return
+		}
+		if !sameOrigin(r) {
+			c.fail(w, r, s, http.StatusForbidden, "cross-origin form refused")
+			return
+		}
+		if !tokenEqual(r.PostFormValue(CSRFField), s.CSRF) {
+			c.fail(w, r, s, http.StatusForbidden, "missing or wrong CSRF token: reload the page and try again")
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+func tokenEqual(got, want string) bool {
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// sameOrigin refuses a request whose Origin (or, without one, Referer)
+// names another host. Browsers send Origin on every POST; a request with
+// neither (curl) still needs the CSRF token.
+func sameOrigin(r *http.Request) bool {
+	src := r.Header.Get("Origin")
+	if src == "" {
+		src = r.Header.Get("Referer")
+	}
+	if src == "" {
+		return true
+	}
+	u, err := url.Parse(src)
+	return err == nil && u.Host == r.Host
+}
+
+func (c *Console) signinPage(w http.ResponseWriter, r *http.Request) {
+	pre := randomToken()
+	http.SetCookie(w, c.cookie(PreSessionCookie, pre, 10*time.Minute))
+	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", map[string]string{"Pre": pre, "Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+// signin exchanges a user token for a session cookie.
+func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	pre, err := r.Cookie(PreSessionCookie)
+	if err != nil || !sameOrigin(r) || !tokenEqual(r.PostFormValue(CSRFField), pre.Value) {
+		c.fail(w, r, nil, http.StatusForbidden, "the sign-in form expired or came from elsewhere: reload it and try again")
+		return
+	}
+	next := safeNext(r.PostFormValue("next"))
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	again := func(msg string) {
+		pre := randomToken()
+		http.SetCookie(w, c.cookie(PreSessionCookie, pre, 10*time.Minute))
+		c.render(w, r, http.StatusUnauthorized, "signin", nil, "Sign in", map[string]string{"Pre": pre, "Next": next, "Error": msg})
+	}
+	if token == "" {
+		again("paste your user token (ncl tokens create --kind user)")
+		return
+	}
+	ctx := metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", "Bearer "+token))
+	actx, err := c.d.Auth.Authenticate(ctx)
+	if err != nil {
+		again("that token was not accepted")
+		return
+	}
+	caller, _ := authn.FromContext(actx)
+	if caller.Principal.Kind != guardv1.Principal_PRINCIPAL_USER {
+		again("the console signs in users: use a user token, not a " + authn.KindString(caller.Principal.Kind) + " token")
+		return
+	}
+	id := randomToken()
+	_, err = c.d.Pool.Exec(r.Context(), `WITH gone AS (DELETE FROM console_sessions WHERE expires_at < now())
+		INSERT INTO console_sessions (id_hash, token_id, user_id, csrf, expires_at) VALUES ($1, $2, $3, $4, $5)`,
+		hashID(id), caller.Principal.TokenID, caller.Principal.UserID, randomToken(), c.now().Add(c.d.SessionTTL))
+	if err != nil {
+		c.fail(w, r, nil, http.StatusServiceUnavailable, "could not start a session: "+err.Error())
+		return
+	}
+	c.d.Log.Info("console sign-in", "user", caller.Principal.UserID, "token", caller.Principal.TokenID)
+	http.SetCookie(w, c.cookie(SessionCookie, id, c.d.SessionTTL))
+	http.SetCookie(w, c.cookie(PreSessionCookie, "", -1))
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) signout(w http.ResponseWriter, r *http.Request, s *session) {
+	if _, err := c.d.Pool.Exec(r.Context(), `DELETE FROM console_sessions WHERE id_hash = $1`, s.idHash); err != nil {
+		c.fail(w, r, s, http.StatusServiceUnavailable, "could not end the session: "+err.Error())
+		return
+	}
+	http.SetCookie(w, c.cookie(SessionCookie, "", -1))
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// safeNext keeps a post-sign-in redirect on this site.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		return "/holds"
+	}
+	return next
+}
