@@ -77,6 +77,11 @@ test: ## run every test (starts a throwaway Postgres; Docker must be running)
 e2e: ## run only the end-to-end tests: real binaries and Postgres; the multi-host test needs root (network namespaces)
 	go test -count=1 -timeout 5m -v ./e2e/...
 
+.PHONY: console-screenshots
+console-screenshots: ## retake the README's console screenshots (headless Chromium, a test Postgres)
+	CLAWGUARD_SCREENSHOT_DIR=$(CURDIR)/server/internal/console/screenshots \
+	  go test -count=1 -run TestBrowserApprovesAHoldLive ./server/internal/console/
+
 .PHONY: lint
 lint: tools ## gofmt, go vet, buf lint
 	@out=$$(gofmt -l $(MODULES) deploy 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

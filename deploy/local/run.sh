@@ -13,6 +13,8 @@ data=$(cd "$data" && pwd)
 export CLAWGUARD_SERVER=127.0.0.1:${CLAWGUARD_RUN_PORT:-7443}
 metrics_port=${CLAWGUARD_RUN_METRICS_PORT:-9464}
 runner_metrics_port=${CLAWGUARD_RUN_RUNNER_METRICS_PORT:-$((metrics_port + 1))}
+# The approvals console; CLAWGUARD_RUN_CONSOLE_PORT=0 picks a free port.
+console_port=${CLAWGUARD_RUN_CONSOLE_PORT:-7480}
 
 pids=()
 cleanup() {
@@ -36,6 +38,7 @@ echo "postgres:  $db_url"
 
 bin/clawguard-server serve --database-url "$db_url" --auto-migrate \
   --listen "$CLAWGUARD_SERVER" --metrics-listen "127.0.0.1:$metrics_port" \
+  --console-listen "127.0.0.1:$console_port" \
   --operator-token-file "$data/operator.token" --log-level info &
 pids+=($!)
 export CLAWGUARD_TOKEN_FILE="$data/operator.token"
@@ -46,6 +49,7 @@ for _ in $(seq 1 100); do
 done
 bin/ncl catalog list -q >/dev/null || { echo "server did not come up" >&2; exit 1; }
 echo "server:    $CLAWGUARD_SERVER (metrics http://127.0.0.1:$metrics_port/metrics)"
+[ "$console_port" = 0 ] || echo "console:   http://127.0.0.1:$console_port (sign in with a user token: bin/ncl tokens create --kind user --user local:operator --name console --secret-only)"
 
 # Demo set-up (idempotent across runs: existing rows are kept).
 owner=local:operator

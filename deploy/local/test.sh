@@ -59,6 +59,15 @@ if ! command -v ip >/dev/null 2>&1 || ! command -v ss >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends iproute2 >/dev/null
 fi
 
+# The console's browser test drives headless Chromium (Debian's package).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  echo "chromium not found; installing it for the console's browser test" >&2
+  sudo=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+
 # clean_env CMD...: runs CMD without any CLAWGUARD_* variable of the caller,
 # except the test database's URL.
 clean_env() {

@@ -20,7 +20,7 @@ chmod 755 "$data"   # pg.sh runs Postgres as the postgres user when root
 log="$data/make-run.log"
 : >"$log"
 
-CLAWGUARD_RUN_PORT=$port CLAWGUARD_RUN_METRICS_PORT=$(free_port) CLAWGUARD_RUN_RUNNER_METRICS_PORT=$(free_port) \
+CLAWGUARD_RUN_PORT=$port CLAWGUARD_RUN_METRICS_PORT=$(free_port) CLAWGUARD_RUN_RUNNER_METRICS_PORT=$(free_port) CLAWGUARD_RUN_CONSOLE_PORT=0 \
   CLAWGUARD_RUN_DATA="$data" setsid deploy/local/run.sh >"$log" 2>&1 &
 runpid=$!
 walkpid=

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,7 +41,9 @@ func newTab(t *testing.T, exe string) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("hide-scrollbars", true), chromedp.WindowSize(1180, 760))
+		chromedp.Flag("hide-scrollbars", true), chromedp.WindowSize(1180, 760),
+		// Chromium's own log (D-Bus noise in a container) is not the test's.
+		chromedp.CombinedOutput(io.Discard))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	tab, cancelTab := chromedp.NewContext(actx)
 	// The first Do starts the browser, which lives as long as that call's
