@@ -2,6 +2,8 @@ package a2a
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
@@ -49,7 +51,15 @@ func explain(in *guard.Input, f guard.Facts, d guard.Decision) guard.Explained {
 	}
 	if f.Has("policy_approver") {
 		approver := f.Str("policy_approver")
-		add("message policy", "hold", "the message policy "+route+" names "+approver+" as the only approver", "policy_approver")
+		detail := "the message policy " + route + " names " + approver + " as the only approver"
+		if also := strings.Fields(f.Str("policy_also")); len(also) > 0 {
+			approver += ", " + strings.Join(also, ", ")
+			detail = "the message policy " + route + " names " + approver + " as its only approvers"
+		}
+		if n, err := strconv.Atoi(f.Str("policy_approvals")); err == nil && n > 1 {
+			detail += fmt.Sprintf("; %d of them must approve", n)
+		}
+		add("message policy", "hold", detail, "policy_approver", "policy_also", "policy_approvals")
 		x.Summary = fmt.Sprintf("held because the message policy %s names %s; no policy → allow", route, approver)
 		x.WouldChange = []string{
 			"no message policy " + route + " → allow (the destination exists)",

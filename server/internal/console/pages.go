@@ -128,10 +128,11 @@ func (c *Console) deciders(r *http.Request, s *session, h *guardv1.Hold) ([]stri
 	rule := h.GetApproverRule()
 	global := h.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
 	if u := rule.GetExclusive().GetUserId(); u != "" {
+		named := append([]string{u}, rule.GetExclusive().GetAlsoUserIds()...)
 		if global {
-			return []string{u}, "and only while an owner or a global admin"
+			return named, "and only while an owner or a global admin"
 		}
-		return []string{u}, ""
+		return named, ""
 	}
 	a := rule.GetAdminsOfScope()
 	if a == nil {

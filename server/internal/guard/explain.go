@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -123,6 +124,13 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		x.WouldChange = []string{"a well-formed request → the baseline decides"}
 		return x
 	}
+	if d.Would == nil && d.DecidedBy != ByGrant {
+		// A logged decision keeps only its answer: the baseline is pure, so
+		// re-run it over the same facts to see whether a mode relaxed it.
+		if ev := evaluate(e, in, f); ev.Would != nil && ev.Effect == d.Effect {
+			d.Would, d.Mode = ev.Would, ev.Mode
+		}
+	}
 	base := d
 	if d.Would != nil {
 		// A mode relaxed the gate: explain what the gate itself found.
@@ -221,7 +229,8 @@ func RuleInWords(rule *guardv1.ApproverRule, scope guardv1.ApproverScope) string
 	var who string
 	switch r := rule.GetKind().(type) {
 	case *guardv1.ApproverRule_Exclusive:
-		who = "only " + r.Exclusive.GetUserId() + " (nobody else, not even an owner)"
+		who = "only " + strings.Join(append([]string{r.Exclusive.GetUserId()}, r.Exclusive.GetAlsoUserIds()...), ", ") +
+			" (nobody else, not even an owner)"
 	case *guardv1.ApproverRule_AdminsOfScope:
 		if g := r.AdminsOfScope.GetAgentGroupId(); g != "" {
 			who = "admins of group " + g + ", global admins and owners"

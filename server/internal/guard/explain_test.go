@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -77,5 +79,30 @@ func TestExplainGrantAndPanickingExplain(t *testing.T) {
 	x = Explain(e, input("t.held"), NewFacts(map[string]string{"a": "1"}), Decision{Effect: EffectHold, Reason: "needs approval", DecidedBy: ByBaseline})
 	if len(x.GetChecks()) != 1 || x.GetChecks()[0].GetFacts()[0].GetName() != "a" {
 		t.Fatalf("panicking Explain: %v", x)
+	}
+}
+
+// A hold let through by audit mode is explained as what enforce would have
+// answered plus the mode — also when re-explained from the log, where only
+// the answer and the trace are kept.
+func TestExplainAuditModeLogged(t *testing.T) {
+	e := entry("t.gated", "k", Hold(aosG1, guardv1.ApproverScope_APPROVER_SCOPE_GROUP, "needs approval"))
+	in := input("t.gated")
+	f := NewFacts(map[string]string{modeFact: ModeAudit})
+	d := evaluate(e, in, f)
+	if d.DecidedBy != ByMode {
+		t.Fatalf("fixture: %+v", d)
+	}
+	dry := Explain(e, in, f, d)
+	last := dry.GetChecks()[len(dry.GetChecks())-1]
+	if last.GetName() != "mode" || last.GetOutcome() != "allow" || !strings.Contains(dry.GetSummary(), "enforce would hold: needs approval") {
+		t.Fatalf("audit mode: %v", dry)
+	}
+	cat := NewCatalog()
+	cat.MustRegister(*e)
+	logged := cat.ExplainLogged(Logged{Action: "t.gated", Actor: agent, Effect: d.Effect, Reason: d.Reason, DecidedBy: d.DecidedBy,
+		Trace: encodeTrace(e, in, f)})
+	if !proto.Equal(logged, dry) {
+		t.Fatalf("logged explanation differs from the dry run:\n got %v\nwant %v", logged, dry)
 	}
 }
