@@ -160,6 +160,47 @@ func armReasonCaptureTx(ctx context.Context, tx pgx.Tx, holdID, clicker string) 
 	return h, nil
 }
 
+// LapseReasonCaptures rejects, without a reason, the holds whose approver
+// picked "Reject with reason…" more than ReasonWait ago and never sent it
+// (the seed's sweep of a ghosting admin): the reject goes through Resolve
+// as that approver, so a role revoked meanwhile only ends the capture and
+// leaves the hold to the others. It returns how many it rejected.
+func (s *Service) LapseReasonCaptures(ctx context.Context) (int, error) {
+	if s.ReasonWait <= 0 {
+		return 0, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, awaiting_reason_from FROM holds
+		WHERE status = 'pending' AND awaiting_reason_from <> '' AND awaiting_reason_at < now() - make_interval(secs => $1)
+		ORDER BY awaiting_reason_at LIMIT 100`, s.ReasonWait.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("lapsed reason captures: %w", err)
+	}
+	type capture struct{ hold, user string }
+	lapsed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (capture, error) {
+		var c capture
+		return c, r.Scan(&c.hold, &c.user)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("lapsed reason captures: %w", err)
+	}
+	n := 0
+	for _, c := range lapsed {
+		_, err := s.Resolve(ctx, Resolution{HoldID: c.hold, Outcome: guardv1.Outcome_OUTCOME_REJECT, Clicker: c.user})
+		switch status.Code(err) {
+		case codes.OK:
+			n++
+			s.log.Info("no reject reason came in time; rejected without one", "hold", c.hold, "approver", c.user)
+		case codes.PermissionDenied, codes.FailedPrecondition, codes.NotFound:
+			if _, err := s.DisarmReasonCapture(ctx, c.hold, c.user); err != nil {
+				return n, err
+			}
+		default:
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 // DisarmReasonCapture ends clicker's capture on a hold (their reason was
 // refused: role revoked, hold gone). It reports whether one was armed.
 func (s *Service) DisarmReasonCapture(ctx context.Context, holdID, clicker string) (bool, error) {

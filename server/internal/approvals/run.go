@@ -81,7 +81,10 @@ func (s *Service) dispatchTick(ctx context.Context) error {
 }
 
 func (s *Service) expireTick(ctx context.Context) error {
-	_, err := s.ExpireDue(ctx)
+	if _, err := s.ExpireDue(ctx); err != nil {
+		return err
+	}
+	_, err := s.LapseReasonCaptures(ctx)
 	return err
 }
 

@@ -36,6 +36,7 @@ type Service struct {
 	// Tunables (defaults from New; tests shorten them).
 	ExpiryInterval    time.Duration // how often pending holds past expires_at are expired
 	GaugeInterval     time.Duration // how often HoldsPending is refreshed from the table
+	ReasonWait        time.Duration // how long "Reject with reason…" waits before rejecting without one
 	PollInterval      time.Duration // event read fallback when no NOTIFY arrives
 	SubscriberQueue   int           // per-subscriber buffer before a slow one is dropped
 	WebhookBackoff    time.Duration // first retry delay; doubles up to WebhookMaxBackoff
@@ -59,6 +60,7 @@ func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, cfg config.Co
 		approved:          map[string][]ApprovedFunc{},
 		ExpiryInterval:    500 * time.Millisecond,
 		GaugeInterval:     5 * time.Second,
+		ReasonWait:        10 * time.Minute,
 		PollInterval:      2 * time.Second,
 		SubscriberQueue:   1024,
 		WebhookBackoff:    200 * time.Millisecond,

@@ -207,3 +207,33 @@ func TestRejectWithReasonTypedThroughResolve(t *testing.T) {
 		t.Fatalf("notices %q, want the reason", n)
 	}
 }
+
+// A ghosting approver: no reason within the wait, the hold is rejected
+// without one (they chose reject) and the requester is told once.
+func TestRejectWithReasonLapsesToAPlainReject(t *testing.T) {
+	f := newReasonFixture(t)
+	f.pickRejectWithReason(dana)
+	f.exec(`UPDATE holds SET awaiting_reason_at = now() - interval '1 hour' WHERE id = $1`, f.hold.GetId())
+	f.eventually("the lapsed capture rejected", func() bool { return f.status() == "rejected" })
+	if r := f.str(`SELECT resolver || '|' || reason FROM holds WHERE id = $1`, f.hold.GetId()); r != dana+"|" {
+		t.Fatalf("resolver|reason = %q, want Dana's reject without a reason", r)
+	}
+	if n := f.notices(); len(n) != 1 || !strings.HasSuffix(n[0], "rejected by admin.") {
+		t.Fatalf("notices %q, want one plain reject", n)
+	}
+}
+
+// The same, but Dana lost her role meanwhile: the capture just ends and the
+// hold stays with the other approvers.
+func TestALapsedCaptureOfARevokedApproverLeavesTheHoldPending(t *testing.T) {
+	f := newReasonFixture(t)
+	f.pickRejectWithReason(dana)
+	f.exec(`DELETE FROM user_roles WHERE user_id = $1`, dana)
+	f.exec(`UPDATE holds SET awaiting_reason_at = now() - interval '1 hour' WHERE id = $1`, f.hold.GetId())
+	f.eventually("the lapsed capture disarmed", func() bool {
+		return f.str(`SELECT awaiting_reason_from FROM holds WHERE id = $1`, f.hold.GetId()) == ""
+	})
+	if st := f.status(); st != "pending" {
+		t.Fatalf("hold %s, want pending", st)
+	}
+}
