@@ -20,12 +20,12 @@ const DefaultServer = "127.0.0.1:7443"
 
 // Profile is one control plane in the config file.
 type Profile struct {
-	Server        string `yaml:"server"`
-	TokenFile     string `yaml:"token_file"`
-	TLSCA         string `yaml:"tls_ca"`
-	TLSCert       string `yaml:"tls_cert"`
-	TLSKey        string `yaml:"tls_key"`
-	TLSServerName string `yaml:"tls_server_name"`
+	Server        string `yaml:"server,omitempty"`
+	TokenFile     string `yaml:"token_file,omitempty"`
+	TLSCA         string `yaml:"tls_ca,omitempty"`
+	TLSCert       string `yaml:"tls_cert,omitempty"`
+	TLSKey        string `yaml:"tls_key,omitempty"`
+	TLSServerName string `yaml:"tls_server_name,omitempty"`
 }
 
 // File is the config file: named profiles and the one in use.
@@ -68,14 +68,7 @@ var ErrNoToken = errors.New("no token: set CLAWGUARD_TOKEN or CLAWGUARD_TOKEN_FI
 // here (from CLAWGUARD_TOKEN or a token file) but its absence is not an
 // error: commands that need the server check Settings.Token.
 func Resolve(f Flags, getenv Getenv) (Settings, error) {
-	path, explicit := f.ConfigPath, f.ConfigPath != ""
-	if path == "" {
-		if p := getenv("CLAWGUARD_CONFIG"); p != "" {
-			path, explicit = p, true
-		} else {
-			path = DefaultPath(getenv)
-		}
-	}
+	path, explicit := Path(f, getenv)
 	file, err := Load(path)
 	if err != nil && (explicit || !errors.Is(err, os.ErrNotExist)) {
 		return Settings{}, err
@@ -132,6 +125,53 @@ func Resolve(f Flags, getenv Getenv) (Settings, error) {
 	}
 	return s, nil
 }
+
+// Path is the config file in use: --config, else CLAWGUARD_CONFIG, else
+// DefaultPath; explicit says it was named (then it must exist to be read).
+func Path(f Flags, getenv Getenv) (path string, explicit bool) {
+	if f.ConfigPath != "" {
+		return f.ConfigPath, true
+	}
+	if p := getenv("CLAWGUARD_CONFIG"); p != "" {
+		return p, true
+	}
+	return DefaultPath(getenv), false
+}
+
+// Save writes the config file (0600: it names token files), creating its
+// directory; the write is atomic (a temporary file renamed over it).
+func Save(path string, f File) error {
+	b, err := yaml.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("encode config: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create config dir: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ncl-*.yaml")
+	if err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write config: %w", err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write config: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	return nil
+}
+
+// Names lists the profiles, sorted.
+func (f File) Names() []string { return f.names() }
 
 // DefaultPath is $XDG_CONFIG_HOME/clawguard/ncl.yaml, else ~/.config/clawguard/ncl.yaml.
 func DefaultPath(getenv Getenv) string {

@@ -77,7 +77,7 @@ func (a *app) close() {
 }
 
 func (a *app) printer() render.Printer {
-	return render.Printer{W: a.stdout, JSON: a.output == "json", Quiet: a.quiet}
+	return render.Printer{W: a.stdout, JSON: a.output == "json" || a.output == "yaml", YAML: a.output == "yaml", Quiet: a.quiet}
 }
 
 // do runs one unary call with the command's deadline; gRPC errors come back
@@ -95,12 +95,12 @@ func (a *app) do(cmd *cobra.Command, f func(ctx context.Context, c *clients) err
 // checkGlobals validates the flags every command shares.
 func (a *app) checkGlobals() error {
 	switch a.output {
-	case "table", "json":
+	case "table", "json", "yaml":
 	default:
-		return usagef("invalid --output %q (want table or json)", a.output)
+		return usagef("invalid --output %q (want table, json or yaml)", a.output)
 	}
-	if a.quiet && a.output == "json" {
-		return usagef("-q and -o json are exclusive")
+	if a.quiet && a.output != "table" {
+		return usagef("-q and -o %s are exclusive", a.output)
 	}
 	if a.timeout <= 0 {
 		return usagef("--timeout must be positive")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,22 +37,24 @@ func (a *app) approvalsList() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "list", Short: "List holds (pending ones by default), newest first",
 		Example: `  ncl approvals list
-  ncl approvals list --status all --group ag_123
+  ncl approvals list --status all --group ag_4888a21379a5cf01
   ncl approvals list --mine --as telegram:dana   # what dana may resolve`,
 		Args: none,
 	}
-	cmd.Flags().StringVar(&statusWord, "status", "pending", "pending, approved, rejected, expired, swept or all")
+	statusWords := append(render.EnumWords(holdStatusEnum), "all")
+	cmd.Flags().StringVar(&statusWord, "status", "pending", "one of: "+strings.Join(statusWords, ", "))
 	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind (cli_command, a2a_message_gate, ...)")
 	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group")
 	cmd.Flags().BoolVar(&req.EligibleForMe, "mine", false, "only holds I (or --as) may resolve")
 	cmd.Flags().StringVar(&req.AsUser, "as", "", "with --mine and an operator or bridge token: whose eligibility")
 	cmd.Flags().Int32Var(&req.Limit, "limit", 100, "at most this many")
-	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(append(render.EnumWords(holdStatusEnum), "all"), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statusWords, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if statusWord != "all" {
 			n, err := render.ParseEnum(holdStatusEnum, statusWord)
 			if err != nil {
-				return usagef("--status: %v", err)
+				// The same words as the help: the enum's, and "all".
+				return usagef("--status: invalid value %q (want one of: %s)", statusWord, strings.Join(statusWords, ", "))
 			}
 			req.Status = guardv1.HoldStatus(n)
 		}
@@ -69,7 +72,7 @@ func (a *app) approvalsList() *cobra.Command {
 func (a *app) approvalsGet() *cobra.Command {
 	return &cobra.Command{
 		Use: "get <hold-id>", Short: "Show one hold in full (question, payload, approver)",
-		Example: "  ncl approvals get ho_123", Args: one("hold-id"),
+		Example: "  ncl approvals get hold_3266c0872182ee7add9f", Args: one("hold-id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.appr.Get(ctx, &guardv1.GetRequest{Id: args[0]})
@@ -85,13 +88,13 @@ func (a *app) approvalsResolve(approve bool) *cobra.Command {
 	verb := "approved"
 	if approve {
 		cmd.Use, cmd.Short = "approve <hold-id>", "Approve a hold (the action is then replayed with the grant)"
-		cmd.Example = "  ncl approvals approve ho_123                    # with a user token: as that user\n  ncl approvals approve ho_123 --as telegram:dana  # operator or bridge token: names the clicker"
+		cmd.Example = "  ncl approvals approve hold_3266c0872182ee7add9f                    # with a user token: as that user\n  ncl approvals approve hold_3266c0872182ee7add9f --as telegram:dana  # operator or bridge token: names the clicker"
 		cmd.Flags().StringVar(&req.Choice, "choice", "", "option value, for cards with several options")
 		req.Outcome = guardv1.Outcome_OUTCOME_APPROVE
 	} else {
 		verb = "rejected"
 		cmd.Use, cmd.Short = "reject <hold-id>", "Reject a hold, optionally telling the requester why"
-		cmd.Example = `  ncl approvals reject ho_123 --reason "not during the freeze"`
+		cmd.Example = `  ncl approvals reject hold_3266c0872182ee7add9f --reason "not during the freeze"`
 		cmd.Flags().StringVar(&req.Reason, "reason", "", fmt.Sprintf("why (at most %d characters; reaches the requester)", maxReason))
 		req.Outcome = guardv1.Outcome_OUTCOME_REJECT
 	}
@@ -135,7 +138,7 @@ cursor (#N). On a dropped connection ncl reconnects with back-off and resumes
 after the last cursor it printed, so no event is lost or shown twice; to resume
 a previous watch, pass its last cursor with --after. Without --after the watch
 starts at the current end. -o json prints one JSON object per line.`,
-		Example: "  ncl approvals watch\n  ncl approvals watch --group ag_123 -o json | jq .hold.id\n  ncl approvals watch --after 1042",
+		Example: "  ncl approvals watch\n  ncl approvals watch --group ag_4888a21379a5cf01 -o json | jq .hold.id\n  ncl approvals watch --after 1042",
 		Args:    none,
 	}
 	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind")

@@ -25,8 +25,8 @@ the answer) — the same one the console and 'ncl decisions get' show.
 
 --actor is host, agent:<group>[:<session>] or human:<user> (user ids contain
 a colon themselves: human:telegram:dana).`,
-		Example: `  ncl explain --action a2a.send --actor agent:ag_A --resource to=ag_B
-  ncl explain --action roles.grant --actor human:telegram:alice --payload '{"group":"ag_A"}' -o json`,
+		Example: `  ncl explain --action a2a.send --actor agent:ag_4888a21379a5cf01 --resource to=ag_19b61273c0b2e0e3
+  ncl explain --action roles.grant --actor human:telegram:alice --payload '{"group":"ag_4888a21379a5cf01"}' -o json`,
 		Args: none,
 	}
 	cmd.Flags().StringVar(&action, "action", "", "catalog action, e.g. a2a.send (see: ncl catalog list)")

@@ -49,7 +49,7 @@ func (a *app) groupsGet() *cobra.Command {
 		Use: "get <id|name>", Short: "Show one agent group with its config",
 		Long: `Show one agent group with its config. The argument is the group's id or,
 when no group has that id, its exact name.`,
-		Example: "  ncl groups get ag_123\n  ncl groups get research -q   # the id of the group named research",
+		Example: "  ncl groups get ag_4888a21379a5cf01\n  ncl groups get research -q   # the id of the group named research",
 		Args:    one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
@@ -101,7 +101,7 @@ func (a *app) groupsUpdate() *cobra.Command {
 	var name, image, host string
 	cmd := &cobra.Command{
 		Use: "update <id>", Short: "Rename a group or change its image or pinned host",
-		Example: "  ncl groups update ag_123 --name research-2\n  ncl groups update ag_123 --pinned-host ''   # unpin",
+		Example: "  ncl groups update ag_4888a21379a5cf01 --name research-2\n  ncl groups update ag_4888a21379a5cf01 --pinned-host ''   # unpin",
 		Args:    one("id"),
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
@@ -129,7 +129,7 @@ func (a *app) groupsUpdate() *cobra.Command {
 func (a *app) groupsDelete() *cobra.Command {
 	return &cobra.Command{
 		Use: "delete <id>", Short: "Delete an agent group and everything that hangs off it",
-		Example: "  ncl groups delete ag_123", Args: one("id"),
+		Example: "  ncl groups delete ag_4888a21379a5cf01", Args: one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
 				resp, err := c.reg.DeleteGroup(ctx, &guardv1.DeleteGroupRequest{Id: args[0]})
@@ -166,7 +166,7 @@ func (a *app) groupsRestart() *cobra.Command {
 	var rebuild bool
 	cmd := &cobra.Command{
 		Use: "restart <id>", Short: "Restart the group's containers (after a config change)",
-		Example: "  ncl groups restart ag_123 --rebuild-image", Args: one("id"),
+		Example: "  ncl groups restart ag_4888a21379a5cf01 --rebuild-image", Args: one("id"),
 	}
 	cmd.Flags().BoolVar(&rebuild, "rebuild-image", false, "rebuild the group's image first (after package changes)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -187,7 +187,7 @@ func (a *app) groupsRestart() *cobra.Command {
 
 func (a *app) groupsConfig() *cobra.Command {
 	get := &cobra.Command{
-		Use: "get <group>", Short: "Show a group's container config", Example: "  ncl groups config get ag_123", Args: one("group"),
+		Use: "get <group>", Short: "Show a group's container config", Example: "  ncl groups config get ag_4888a21379a5cf01", Args: one("group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
 				resp, err := c.reg.GetGroupConfig(ctx, &guardv1.GetGroupConfigRequest{Group: args[0]})
@@ -204,7 +204,7 @@ func (a *app) groupsConfig() *cobra.Command {
 	)
 	update := &cobra.Command{
 		Use: "update <group>", Short: "Change cli scope, cpus, memory or hold quorum of a group",
-		Example: "  ncl groups config update ag_123 --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update ag_123 --memory ''   # the runner's --container-memory (none if unset)\n  ncl groups config update ag_123 --hold-approvals 2",
+		Example: "  ncl groups config update ag_4888a21379a5cf01 --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update ag_4888a21379a5cf01 --memory ''   # the runner's --container-memory (none if unset)\n  ncl groups config update ag_4888a21379a5cf01 --hold-approvals 2",
 		Args:    one("group"),
 	}
 	scope := enumVar(update, "cli-scope", cliScopeEnum, "admin commands the group's agents may run")
@@ -233,13 +233,13 @@ func (a *app) groupsConfig() *cobra.Command {
 			return a.printer().Object(resp.GetConfig())
 		})
 	}
-	return noun("config", "A group's container config", "  ncl groups config get ag_123", get, update)
+	return noun("config", "A group's container config", "  ncl groups config get ag_4888a21379a5cf01", get, update)
 }
 
 func (a *app) groupsPackages() *cobra.Command {
 	add := &cobra.Command{
 		Use: "add <group> <package>...", Short: "Add packages to a group's image",
-		Example: "  ncl groups packages add ag_123 curl jq --manager apt",
+		Example: "  ncl groups packages add ag_4888a21379a5cf01 curl jq --manager apt",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usagef("usage: %s <group> <package>... --manager apt|npm", cmd.CommandPath())
@@ -262,7 +262,7 @@ func (a *app) groupsPackages() *cobra.Command {
 	}
 	remove := &cobra.Command{
 		Use: "remove <group> <package>", Short: "Remove a package from a group's image",
-		Example: "  ncl groups packages remove ag_123 jq --manager apt",
+		Example: "  ncl groups packages remove ag_4888a21379a5cf01 jq --manager apt",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usagef("usage: %s <group> <package> --manager apt|npm", cmd.CommandPath())
@@ -283,7 +283,7 @@ func (a *app) groupsPackages() *cobra.Command {
 			return a.printer().Object(resp.GetConfig())
 		})
 	}
-	return noun("packages", "Packages installed into a group's image", "  ncl groups packages add ag_123 curl --manager apt", add, remove)
+	return noun("packages", "Packages installed into a group's image", "  ncl groups packages add ag_4888a21379a5cf01 curl --manager apt", add, remove)
 }
 
 func (a *app) groupsMcp() *cobra.Command {
@@ -291,7 +291,7 @@ func (a *app) groupsMcp() *cobra.Command {
 	var env []string
 	add := &cobra.Command{
 		Use: "add <group>", Short: "Add an MCP server to a group",
-		Example: "  ncl groups mcp add ag_123 --name files --command mcp-files --arg /data --env LOG=debug",
+		Example: "  ncl groups mcp add ag_4888a21379a5cf01 --name files --command mcp-files --arg /data --env LOG=debug",
 		Args:    one("group"),
 	}
 	add.Flags().StringVar(&srv.Name, "name", "", "server name")
@@ -316,7 +316,7 @@ func (a *app) groupsMcp() *cobra.Command {
 	var name string
 	remove := &cobra.Command{
 		Use: "remove <group>", Short: "Remove an MCP server from a group",
-		Example: "  ncl groups mcp remove ag_123 --name files", Args: one("group"),
+		Example: "  ncl groups mcp remove ag_4888a21379a5cf01 --name files", Args: one("group"),
 	}
 	remove.Flags().StringVar(&name, "name", "", "server name")
 	required(remove, "name")
@@ -329,7 +329,7 @@ func (a *app) groupsMcp() *cobra.Command {
 			return a.printer().Object(resp.GetConfig())
 		})
 	}
-	return noun("mcp", "MCP servers of a group", "  ncl groups mcp add ag_123 --name files --command mcp-files", add, remove)
+	return noun("mcp", "MCP servers of a group", "  ncl groups mcp add ag_4888a21379a5cf01 --name files --command mcp-files", add, remove)
 }
 
 // groupByName finds the one group with exactly this name, so people (and

@@ -3,10 +3,12 @@ package ncl
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -148,7 +150,7 @@ func TestServerErrors(t *testing.T) {
 		{[]string{"groups", "get", "ag_missing"}, 1, "ncl: not found: group ag_missing not found\n", ""},
 		{[]string{"groups", "get", "ag_held"}, 1, "ncl: approval pending: hold ho_42 — approve with: ncl approvals approve ho_42\n", ""},
 		{[]string{"groups", "get", "ag_busy"}, 2, "ncl: unavailable: the guard is not wired\n", ""},
-		{[]string{"groups", "list"}, 1, "ncl: unimplemented: method ListGroups not implemented\n", ""},
+		{[]string{"runners", "list"}, 1, "ncl: unimplemented: method ListRunners not implemented\n", ""},
 	}
 	for _, c := range cases {
 		r := runNcl(context.Background(), f.env(t), c.args...)
@@ -278,12 +280,15 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"explain", "--action", "a2a.send", "--actor", "robot"}, noToken, 2, "want host, agent:"},
 		{[]string{"explain", "--action", "a2a.send", "--actor", "host", "--payload", "[1]"}, noToken, 2, "not a JSON object"},
 		{[]string{"decisions", "list", "--since", "yesterday"}, noToken, 2, "--since"},
-		{[]string{"-o", "yaml", "groups", "list"}, noToken, 2, "invalid --output"},
+		{[]string{"-o", "xml", "groups", "list"}, noToken, 2, "want table, json or yaml"},
+		{[]string{"-o", "yaml", "-q", "groups", "list"}, noToken, 2, "-q and -o yaml are exclusive"},
+		{[]string{"approvals", "list", "--status", "bogus"}, noToken, 2, "want one of: pending, approved, rejected, expired, swept, all"},
 		{[]string{"--token", "x", "groups", "list"}, noToken, 2, "unknown flag: --token"},
 		{[]string{"tokens", "create", "--kind", "user", "--name", "d", "-q"}, noToken, 2, "--secret-file"},
 		{[]string{"groups", "list"}, noToken, 2, "no token"},
 		{[]string{"groups", "list"}, noServer, 2, "cannot reach server 127.0.0.1:1"},
-		{[]string{"completion", "fish"}, noToken, 2, "bash or zsh"},
+		{[]string{"completion", "powershell"}, noToken, 2, "bash, zsh or fish"},
+		{[]string{"config", "use-context", "nope"}, noToken, 2, `profile "nope" not found`},
 	}
 	for _, c := range cases {
 		r := runNcl(context.Background(), c.env, c.args...)
@@ -297,7 +302,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 }
 
 func TestCompletionScripts(t *testing.T) {
-	for _, sh := range []string{"bash", "zsh"} {
+	for _, sh := range []string{"bash", "zsh", "fish"} {
 		r := runNcl(context.Background(), envOf(nil), "completion", sh)
 		if r.code != 0 || !strings.Contains(r.out, "ncl") || len(r.out) < 1000 {
 			t.Errorf("completion %s: exit %d, %d bytes", sh, r.code, len(r.out))
@@ -309,6 +314,13 @@ func TestCompletionScripts(t *testing.T) {
 		t.Errorf("completion of --scope: %q", r.out)
 	}
 }
+
+// exampleID finds id-like words of help examples; realID is the shape of
+// the ids the server mints (resources.newID, guard.newID).
+var (
+	exampleID = regexp.MustCompile(`\b(ag|hold|sess|mg|mga|tok|wr|dec|ho)_[A-Za-z0-9]+\b`)
+	realID    = regexp.MustCompile(`^((ag|mg|mga|tok|wr)_[0-9a-f]{16}|(hold|sess)_[0-9a-f]{20}|dec_[0-9a-f]{24})$`)
+)
 
 // TestEveryCommandHasHelpAndExample: --help works on every level and shows
 // an example.
@@ -323,6 +335,15 @@ func TestEveryCommandHasHelpAndExample(t *testing.T) {
 		n++
 		if c.Example == "" {
 			t.Errorf("%s has no example", c.CommandPath())
+		}
+		// Ids in examples have the shape the server mints (ag_ + 16 hex, ...).
+		for _, id := range exampleID.FindAllString(c.Example, -1) {
+			if !realID.MatchString(id) {
+				t.Errorf("%s: example id %q has not the shape of a real id", c.CommandPath(), id)
+			}
+		}
+		if f := c.Flags().Lookup("status"); f != nil && strings.Contains(f.Usage, "pending") && !strings.Contains(f.Usage, "all") {
+			t.Errorf("%s --status help does not list all: %q", c.CommandPath(), f.Usage)
 		}
 		args := append(strings.Fields(c.CommandPath())[1:], "--help")
 		r := runNcl(context.Background(), envOf(nil), args...)
@@ -407,5 +428,81 @@ func TestTokenSecretShownOnce(t *testing.T) {
 	}
 	if req := f.lastReq().(*guardv1.CreateTokenRequest); req.GetKind() != guardv1.Principal_PRINCIPAL_USER || req.GetUserId() != "telegram:dana" {
 		t.Errorf("sent %v", req)
+	}
+}
+
+// TestConfigContexts: set-context writes a profile (0600), use-context
+// switches, get-contexts lists, and the current profile is what commands use.
+func TestConfigContexts(t *testing.T) {
+	f := startFake(t)
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	if err := os.WriteFile(tok, []byte("cgt_ctx\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := envOf(map[string]string{"HOME": dir})
+	run := func(args ...string) result { return runNcl(context.Background(), env, args...) }
+	if r := run("config", "set-context", "local", "--server", f.addr, "--token-file", tok); r.code != 0 || !strings.Contains(r.out, `created profile "local"`) {
+		t.Fatalf("set-context: %d %q %q", r.code, r.out, r.err)
+	}
+	if r := run("config", "set-context", "prod", "--server", "127.0.0.1:1", "--token-file", tok, "--use"); r.code != 0 {
+		t.Fatalf("set-context --use: %d %q", r.code, r.err)
+	}
+	path := filepath.Join(dir, ".config", "clawguard", "ncl.yaml")
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config file: %v %v", fi, err)
+	}
+	if r := run("config", "current-context"); strings.TrimSpace(r.out) != "prod" {
+		t.Fatalf("current-context after --use: %q", r.out)
+	}
+	if r := run("groups", "get", "ag_ok"); r.code != 2 || !strings.Contains(r.err, "127.0.0.1:1") {
+		t.Fatalf("prod is current: exit %d %q", r.code, r.err)
+	}
+	if r := run("config", "use-context", "local"); r.code != 0 {
+		t.Fatalf("use-context: %d %q", r.code, r.err)
+	}
+	if r := run("groups", "get", "ag_ok", "-q"); r.code != 0 || strings.TrimSpace(r.out) != "ag_ok" {
+		t.Fatalf("local is current: exit %d %q %q", r.code, r.out, r.err)
+	}
+	r := run("config", "get-contexts")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^\*\s+local\s+`+regexp.QuoteMeta(f.addr)).MatchString(r.out) || !strings.Contains(r.out, "prod") {
+		t.Fatalf("get-contexts:\n%s", r.out)
+	}
+	var rows []map[string]any
+	if r := run("config", "get-contexts", "-o", "json"); json.Unmarshal([]byte(r.out), &rows) != nil || len(rows) != 2 || rows[0]["name"] != "local" || rows[0]["current"] != true {
+		t.Fatalf("get-contexts -o json: %s", r.out)
+	}
+}
+
+func (f *fakeServer) ListGroups(context.Context, *guardv1.ListGroupsRequest) (*guardv1.ListGroupsResponse, error) {
+	return &guardv1.ListGroupsResponse{Groups: []*guardv1.Group{{Id: "ag_4888a21379a5cf01", Name: "research"}}}, nil
+}
+
+func (f *fakeServer) List(context.Context, *guardv1.ListRequest) (*guardv1.ListResponse, error) {
+	return &guardv1.ListResponse{Holds: []*guardv1.Hold{{Id: "hold_3266c0872182ee7add9f", Kind: "a2a_message_gate", Title: "Message approval"}}}, nil
+}
+
+// TestDynamicCompletion: hold ids and group ids (with their names) come
+// from the server; without a server, completion offers nothing and no error.
+func TestDynamicCompletion(t *testing.T) {
+	f := startFake(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", "approvals", "approve", ""}, "hold_3266c0872182ee7add9f\ta2a_message_gate: Message approval"},
+		{[]string{"__complete", "approvals", "get", ""}, "hold_3266c0872182ee7add9f"},
+		{[]string{"__complete", "groups", "get", ""}, "ag_4888a21379a5cf01\tresearch"},
+		{[]string{"__complete", "approvals", "list", "--group", ""}, "ag_4888a21379a5cf01\tresearch"},
+		{[]string{"__complete", "policies", "set", "--from", ""}, "ag_4888a21379a5cf01\tresearch"},
+	} {
+		r := runNcl(context.Background(), f.env(t), c.args...)
+		if r.code != 0 || !strings.Contains(r.out, c.want) {
+			t.Errorf("ncl %q: exit %d\n%s", c.args, r.code, r.out)
+		}
+	}
+	r := runNcl(context.Background(), envOf(map[string]string{"HOME": t.TempDir()}), "__complete", "approvals", "approve", "")
+	if r.code != 0 || strings.Contains(r.out, "hold_") {
+		t.Errorf("completion without a token: exit %d %q", r.code, r.out)
 	}
 }

@@ -44,8 +44,8 @@ written to that file (mode 0600) instead of the terminal.`,
 		if a.quiet && secretFile == "" {
 			return usagef("-q prints only the token id, so the secret would be lost: add --secret-file (or use --secret-only)")
 		}
-		if secretOnly && a.output == "json" {
-			return usagef("--secret-only and -o json are exclusive")
+		if secretOnly && a.output != "table" {
+			return usagef("--secret-only and -o %s are exclusive", a.output)
 		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.CreateToken(ctx, &req)
@@ -206,7 +206,7 @@ func (a *app) decisionsCmd() *cobra.Command {
 	var since string
 	list := &cobra.Command{
 		Use: "list", Short: "List logged decisions, newest first",
-		Example: "  ncl decisions list --effect deny\n  ncl decisions list --action a2a.send --group ag_A --since 1h",
+		Example: "  ncl decisions list --effect deny\n  ncl decisions list --action a2a.send --group ag_4888a21379a5cf01 --since 1h",
 		Args:    none,
 	}
 	effect := enumVar(list, "effect", effectEnum, "only this effect")

@@ -21,7 +21,7 @@ var (
 func (a *app) sessionsCmd() *cobra.Command {
 	var group, runner string
 	list := &cobra.Command{
-		Use: "list", Short: "List sessions", Example: "  ncl sessions list --group ag_123", Args: none,
+		Use: "list", Short: "List sessions", Example: "  ncl sessions list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.list(cmd, &guardv1.Session{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
 				resp, err := c.reg.ListSessions(ctx, &guardv1.ListSessionsRequest{Group: group, RunnerId: runner})
@@ -57,7 +57,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 func (a *app) destinationsCmd() *cobra.Command {
 	var lgroup string
 	list := &cobra.Command{
-		Use: "list", Short: "List where groups may send messages", Example: "  ncl destinations list --group ag_A", Args: none,
+		Use: "list", Short: "List where groups may send messages", Example: "  ncl destinations list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.list(cmd, &guardv1.Destination{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
 				resp, err := c.reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: lgroup})
@@ -72,7 +72,7 @@ func (a *app) destinationsCmd() *cobra.Command {
 		Long: `Add a named destination to a group. Without a destination an agent's
 a2a.send to another group is denied; with one it is allowed, or held for the
 approver of a message policy on the pair (see: ncl policies set).`,
-		Example: "  ncl destinations add --group ag_A --name b --target-group ag_B", Args: none,
+		Example: "  ncl destinations add --group ag_4888a21379a5cf01 --name b --target-group ag_19b61273c0b2e0e3", Args: none,
 	}
 	add.Flags().StringVar(&req.Group, "group", "", "the sending group")
 	add.Flags().StringVar(&req.Name, "name", "", "name the sending agents use")
@@ -89,7 +89,7 @@ approver of a message policy on the pair (see: ncl policies set).`,
 	}
 	var rgroup, rname string
 	remove := &cobra.Command{
-		Use: "remove", Short: "Remove a destination", Example: "  ncl destinations remove --group ag_A --name b", Args: none,
+		Use: "remove", Short: "Remove a destination", Example: "  ncl destinations remove --group ag_4888a21379a5cf01 --name b", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.done(cmd, fmt.Sprintf("removed destination %s of group %s", rname, rgroup), func(ctx context.Context, c *clients) error {
 				_, err := c.reg.RemoveDestination(ctx, &guardv1.RemoveDestinationRequest{Group: rgroup, Name: rname})
@@ -101,13 +101,13 @@ approver of a message policy on the pair (see: ncl policies set).`,
 	remove.Flags().StringVar(&rname, "name", "", "destination name")
 	required(remove, "group", "name")
 	return noun("destinations", "Named message destinations of groups (agent-to-agent wiring)",
-		"  ncl destinations add --group ag_A --name b --target-group ag_B", list, add, remove)
+		"  ncl destinations add --group ag_4888a21379a5cf01 --name b --target-group ag_19b61273c0b2e0e3", list, add, remove)
 }
 
 func (a *app) membersCmd() *cobra.Command {
 	var lgroup string
 	list := &cobra.Command{
-		Use: "list", Short: "List members of a group", Example: "  ncl members list --group ag_123", Args: none,
+		Use: "list", Short: "List members of a group", Example: "  ncl members list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.list(cmd, &guardv1.Member{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
 				resp, err := c.reg.ListMembers(ctx, &guardv1.ListMembersRequest{Group: lgroup})
@@ -118,7 +118,7 @@ func (a *app) membersCmd() *cobra.Command {
 	list.Flags().StringVar(&lgroup, "group", "", "the agent group")
 	var agroup, auser string
 	add := &cobra.Command{
-		Use: "add", Short: "Add a user to a group", Example: "  ncl members add --group ag_123 --user telegram:alice", Args: none,
+		Use: "add", Short: "Add a user to a group", Example: "  ncl members add --group ag_4888a21379a5cf01 --user telegram:alice", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.AddMember(ctx, &guardv1.AddMemberRequest{Group: agroup, UserId: auser})
@@ -131,7 +131,7 @@ func (a *app) membersCmd() *cobra.Command {
 	required(add, "group", "user")
 	var rgroup, ruser string
 	remove := &cobra.Command{
-		Use: "remove", Short: "Remove a user from a group", Example: "  ncl members remove --group ag_123 --user telegram:alice", Args: none,
+		Use: "remove", Short: "Remove a user from a group", Example: "  ncl members remove --group ag_4888a21379a5cf01 --user telegram:alice", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.done(cmd, fmt.Sprintf("removed %s from group %s", ruser, rgroup), func(ctx context.Context, c *clients) error {
 				_, err := c.reg.RemoveMember(ctx, &guardv1.RemoveMemberRequest{Group: rgroup, UserId: ruser})
@@ -142,7 +142,7 @@ func (a *app) membersCmd() *cobra.Command {
 	remove.Flags().StringVar(&rgroup, "group", "", "the agent group")
 	remove.Flags().StringVar(&ruser, "user", "", "user id")
 	required(remove, "group", "user")
-	return noun("members", "Users who belong to an agent group", "  ncl members add --group ag_123 --user telegram:alice", list, add, remove)
+	return noun("members", "Users who belong to an agent group", "  ncl members add --group ag_4888a21379a5cf01 --user telegram:alice", list, add, remove)
 }
 
 func (a *app) rolesCmd() *cobra.Command {
@@ -159,19 +159,19 @@ func (a *app) rolesCmd() *cobra.Command {
 	list.Flags().StringVar(&luser, "user", "", "only grants of this user")
 	list.Flags().StringVar(&lgroup, "group", "", "only grants scoped to this group")
 	grant := a.roleChange("grant", "Grant a role (owner or admin) globally or for one group",
-		"  ncl roles grant --user telegram:alice --role admin --scope group --group ag_123\n  ncl roles grant --user telegram:olga --role owner --scope global",
+		"  ncl roles grant --user telegram:alice --role admin --scope group --group ag_4888a21379a5cf01\n  ncl roles grant --user telegram:olga --role owner --scope global",
 		func(ctx context.Context, c *clients, u string, r guardv1.Role, s guardv1.RoleScope, g string) (proto.Message, error) {
 			resp, err := c.reg.GrantRole(ctx, &guardv1.GrantRoleRequest{UserId: u, Role: r, Scope: s, Group: g})
 			return resp.GetGrant(), err
 		})
 	revoke := a.roleChange("revoke", "Revoke a role grant",
-		"  ncl roles revoke --user telegram:alice --role admin --scope group --group ag_123",
+		"  ncl roles revoke --user telegram:alice --role admin --scope group --group ag_4888a21379a5cf01",
 		func(ctx context.Context, c *clients, u string, r guardv1.Role, s guardv1.RoleScope, g string) (proto.Message, error) {
 			_, err := c.reg.RevokeRole(ctx, &guardv1.RevokeRoleRequest{UserId: u, Role: r, Scope: s, Group: g})
 			return nil, err
 		})
 	return noun("roles", "Owner and admin roles (who may approve what)",
-		"  ncl roles grant --user telegram:alice --role admin --scope group --group ag_123", list, grant, revoke)
+		"  ncl roles grant --user telegram:alice --role admin --scope group --group ag_4888a21379a5cf01", list, grant, revoke)
 }
 
 // roleChange builds grant and revoke: the scope is always explicit, and a
@@ -276,7 +276,7 @@ func (a *app) usersCmd() *cobra.Command {
 func (a *app) wiringsCmd() *cobra.Command {
 	var lgroup, lmg string
 	list := &cobra.Command{
-		Use: "list", Short: "List which messaging groups reach which agent groups", Example: "  ncl wirings list --group ag_123", Args: none,
+		Use: "list", Short: "List which messaging groups reach which agent groups", Example: "  ncl wirings list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.list(cmd, &guardv1.Wiring{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
 				resp, err := c.reg.ListWirings(ctx, &guardv1.ListWiringsRequest{Group: lgroup, MessagingGroup: lmg})
@@ -289,7 +289,7 @@ func (a *app) wiringsCmd() *cobra.Command {
 	var cgroup, cmg string
 	create := &cobra.Command{
 		Use: "create", Short: "Wire a messaging group (a chat) to an agent group",
-		Example: "  ncl wirings create --messaging-group mg_123 --group ag_123", Args: none,
+		Example: "  ncl wirings create --messaging-group mg_5d0c8e2f1a9b3c47 --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.CreateWiring(ctx, &guardv1.CreateWiringRequest{MessagingGroup: cmg, Group: cgroup})
@@ -309,7 +309,7 @@ func (a *app) wiringsCmd() *cobra.Command {
 			})
 		},
 	}
-	return noun("wirings", "Chats wired to agent groups", "  ncl wirings create --messaging-group mg_123 --group ag_123", list, create, del)
+	return noun("wirings", "Chats wired to agent groups", "  ncl wirings create --messaging-group mg_5d0c8e2f1a9b3c47 --group ag_4888a21379a5cf01", list, create, del)
 }
 
 func (a *app) messagingGroupsCmd() *cobra.Command {
@@ -323,7 +323,7 @@ func (a *app) messagingGroupsCmd() *cobra.Command {
 		},
 	}
 	get := &cobra.Command{
-		Use: "get <id>", Short: "Show one messaging group", Example: "  ncl messaging-groups get mg_123", Args: one("id"),
+		Use: "get <id>", Short: "Show one messaging group", Example: "  ncl messaging-groups get mg_5d0c8e2f1a9b3c47", Args: one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.GetMessagingGroup(ctx, &guardv1.GetMessagingGroupRequest{Id: args[0]})
@@ -353,7 +353,7 @@ func (a *app) messagingGroupsCmd() *cobra.Command {
 	var uname string
 	update := &cobra.Command{
 		Use: "update <id>", Short: "Rename a messaging group or change its unknown-sender policy",
-		Example: "  ncl messaging-groups update mg_123 --unknown-sender-policy strict", Args: one("id"),
+		Example: "  ncl messaging-groups update mg_5d0c8e2f1a9b3c47 --unknown-sender-policy strict", Args: one("id"),
 	}
 	upol := enumVar(update, "unknown-sender-policy", senderPolicyEnum, "what happens to senders nobody admitted yet")
 	update.Flags().StringVar(&uname, "name", "", "new name")
@@ -369,7 +369,7 @@ func (a *app) messagingGroupsCmd() *cobra.Command {
 		})
 	}
 	del := &cobra.Command{
-		Use: "delete <id>", Short: "Delete a messaging group", Example: "  ncl messaging-groups delete mg_123", Args: one("id"),
+		Use: "delete <id>", Short: "Delete a messaging group", Example: "  ncl messaging-groups delete mg_5d0c8e2f1a9b3c47", Args: one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.done(cmd, "deleted messaging group "+args[0], func(ctx context.Context, c *clients) error {
 				_, err := c.reg.DeleteMessagingGroup(ctx, &guardv1.DeleteMessagingGroupRequest{Id: args[0]})
@@ -383,7 +383,7 @@ func (a *app) messagingGroupsCmd() *cobra.Command {
 func (a *app) policiesCmd() *cobra.Command {
 	var lgroup string
 	list := &cobra.Command{
-		Use: "list", Short: "List message policies", Example: "  ncl policies list --group ag_A", Args: none,
+		Use: "list", Short: "List message policies", Example: "  ncl policies list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.list(cmd, &guardv1.MessagePolicy{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
 				resp, err := c.reg.ListPolicies(ctx, &guardv1.ListPoliciesRequest{Group: lgroup})
@@ -411,7 +411,7 @@ rejects).
 run and logs that it would have been held; warn also tells the agent and the
 group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 (ncl catalog set).`,
-		Example: "  ncl policies set --from ag_A --to ag_B --approver telegram:dana\n  ncl policies set --from ag_A --to ag_B --approver telegram:dana --approver telegram:erin --approvals 2\n  ncl policies set --from ag_A --to ag_B --approver telegram:dana --mode audit", Args: none,
+		Example: "  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --approver telegram:erin --approvals 2\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --mode audit", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mode, err := parseMode(pmode)
 			if err != nil {
@@ -432,7 +432,7 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 	required(set, "from", "to", "approver")
 	var rfrom, rto string
 	remove := &cobra.Command{
-		Use: "remove", Short: "Remove a message policy", Example: "  ncl policies remove --from ag_A --to ag_B", Args: none,
+		Use: "remove", Short: "Remove a message policy", Example: "  ncl policies remove --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.done(cmd, fmt.Sprintf("removed policy %s → %s", rfrom, rto), func(ctx context.Context, c *clients) error {
 				_, err := c.reg.RemovePolicy(ctx, &guardv1.RemovePolicyRequest{FromGroup: rfrom, ToGroup: rto})
@@ -444,7 +444,7 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 	remove.Flags().StringVar(&rto, "to", "", "receiving group")
 	required(remove, "from", "to")
 	return noun("policies", "Message policies: agent-to-agent sends held for one approver",
-		"  ncl policies set --from ag_A --to ag_B --approver telegram:dana", list, set, remove)
+		"  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana", list, set, remove)
 }
 
 func (a *app) userDmsCmd() *cobra.Command {

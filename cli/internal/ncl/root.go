@@ -29,7 +29,8 @@ shell history and in every other user's "ps" output. Point --token-file at a
 0600 file, or export CLAWGUARD_TOKEN.
 
 Output: aligned tables by default; -o json for scripts (a list is an array,
-a created or fetched object is the object with its id); -q prints ids only.
+a created or fetched object is the object with its id); -o yaml the same
+values as YAML; -q prints ids only.
 Exit codes: 0 ok, 1 the server refused or failed, 2 usage, config or connection error.`
 
 func (a *app) rootCmd() *cobra.Command {
@@ -59,10 +60,10 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.StringVar(&a.flags.TLSCert, "tls-cert", "", "client certificate for mutual TLS (env CLAWGUARD_TLS_CERT)")
 	pf.StringVar(&a.flags.TLSKey, "tls-key", "", "client key for mutual TLS (env CLAWGUARD_TLS_KEY)")
 	pf.StringVar(&a.flags.TLSServerName, "tls-server-name", "", "server name to verify (env CLAWGUARD_TLS_SERVER_NAME)")
-	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json or yaml")
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print ids only")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline of each call")
-	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(
 		a.groupsCmd(),
@@ -82,32 +83,9 @@ func (a *app) rootCmd() *cobra.Command {
 		a.approvalsCmd(),
 		a.explainCmd(),
 		a.versionCmd(),
+		a.configCmd(),
 		completionCmd(),
 	)
+	a.addDynamicCompletion(root)
 	return root
-}
-
-func completionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "completion bash|zsh",
-		Short: "Print a shell completion script",
-		Long: `Print a completion script for bash or zsh.
-
-  bash: source <(ncl completion bash)      # or save it under /etc/bash_completion.d/ncl
-  zsh:  ncl completion zsh > "${fpath[1]}/_ncl"`,
-		Example:   "  source <(ncl completion bash)",
-		ValidArgs: []string{"bash", "zsh"},
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh") {
-				return usagef("completion takes one argument: bash or zsh")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] == "bash" {
-				return cmd.Root().GenBashCompletionV2(cmd.OutOrStdout(), true)
-			}
-			return cmd.Root().GenZshCompletion(cmd.OutOrStdout())
-		},
-	}
 }

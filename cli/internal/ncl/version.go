@@ -2,7 +2,6 @@ package ncl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -49,15 +48,13 @@ func (a *app) versionCmd() *cobra.Command {
 				server = v[0]
 			}
 			if err != nil && len(md.Get(serverVersionHeader)) == 0 {
-				if a.output != "json" { // still say what is known before failing
+				if a.output == "table" { // still say what is known before failing
 					fmt.Fprintf(a.stdout, "client: %s\n", Version)
 				}
 				return asServerError(err, s.Server)
 			}
-			if a.output == "json" {
-				b, _ := json.Marshal(map[string]string{"client": Version, "server": server, "server_address": s.Server})
-				_, err := fmt.Fprintln(a.stdout, string(b))
-				return err
+			if a.output != "table" {
+				return a.printer().Value(map[string]string{"client": Version, "server": server, "server_address": s.Server}, "")
 			}
 			_, err = fmt.Fprintf(a.stdout, "client: %s\nserver: %s (%s)\n", Version, server, s.Server)
 			return err

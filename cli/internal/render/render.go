@@ -14,13 +14,16 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/clawguard/clawguard/proto/jsonview"
 )
 
 // Printer writes command results in the chosen format.
 type Printer struct {
 	W     io.Writer
-	JSON  bool // -o json
+	JSON  bool // -o json, or -o yaml with YAML set: the structured output
+	YAML  bool // -o yaml: the JSON value written as YAML
 	Quiet bool // -q: ids only
 }
 
@@ -47,7 +50,7 @@ func (p Printer) List(typ proto.Message, items []proto.Message) error {
 			}
 			arr = append(arr, j)
 		}
-		return writeJSON(p.W, arr)
+		return p.write(arr)
 	case p.Quiet:
 		for _, m := range items {
 			if id := v.id(m); id != "" {
@@ -82,7 +85,7 @@ func (p Printer) Object(m proto.Message) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(p.W, j)
+		return p.write(j)
 	case p.Quiet:
 		if id := v.id(m); id != "" {
 			fmt.Fprintln(p.W, id)
@@ -101,7 +104,7 @@ func (p Printer) Object(m proto.Message) error {
 func (p Printer) Done(sentence string) error {
 	switch {
 	case p.JSON:
-		return writeJSON(p.W, map[string]any{})
+		return p.write(map[string]any{})
 	case p.Quiet:
 		return nil
 	}
@@ -113,7 +116,7 @@ func (p Printer) Done(sentence string) error {
 // (used for small results with no message of their own).
 func (p Printer) Value(v any, text string) error {
 	if p.JSON {
-		return writeJSON(p.W, v)
+		return p.write(v)
 	}
 	if p.Quiet {
 		return nil
@@ -131,6 +134,34 @@ func cell(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// write prints a structured value: indented JSON, or YAML with -o yaml
+// (the same value, so the same field names and enum words).
+func (p Printer) write(v any) error {
+	if p.YAML {
+		return writeYAML(p.W, v)
+	}
+	return writeJSON(p.W, v)
+}
+
+func writeYAML(w io.Writer, v any) error {
+	// Through JSON: json.Number and the well-known types' JSON forms become
+	// plain YAML scalars.
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode yaml: %w", err)
+	}
+	var generic any
+	if err := yaml.Unmarshal(b, &generic); err != nil {
+		return fmt.Errorf("encode yaml: %w", err)
+	}
+	out, err := yaml.Marshal(generic)
+	if err != nil {
+		return fmt.Errorf("encode yaml: %w", err)
+	}
+	_, err = w.Write(out)
+	return err
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,4 +198,30 @@ func protoNum(e interface {
 	Number() protoreflect.EnumNumber
 }) protoreflect.EnumNumber {
 	return e.Number()
+}
+
+// TestYAMLIsTheJSONValue: -o yaml prints the same fields and enum words as
+// -o json, a list as a sequence, an event as one document.
+func TestYAMLIsTheJSONValue(t *testing.T) {
+	var b bytes.Buffer
+	p := Printer{W: &b, JSON: true, YAML: true}
+	if err := p.Object(&guardv1.Decision{Effect: guardv1.Effect_EFFECT_DENY, Reason: "no destination", DecidedBy: "baseline"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"effect: deny\n", "reason: no destination\n", "decided_by: baseline\n", "approver_scope: \"\"\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("yaml object lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := p.List(&guardv1.Decision{}, nil); err != nil || b.String() != "[]\n" {
+		t.Errorf("empty yaml list: %q %v", b.String(), err)
+	}
+	b.Reset()
+	if err := p.Event(&guardv1.WatchResponse{Cursor: 7, Type: guardv1.EventType_EVENT_TYPE_REQUESTED}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "---\n") || !strings.Contains(b.String(), "cursor: 7\n") || !strings.Contains(b.String(), "type: requested\n") {
+		t.Errorf("yaml event:\n%s", b.String())
+	}
 }

@@ -10,13 +10,19 @@ import (
 )
 
 // Event prints one hold lifecycle event as it arrives: one JSON object per
-// line with -o json (a stream has no end to close an array), else one
-// human line.
+// line with -o json (a stream has no end to close an array), one YAML
+// document per event with -o yaml, else one human line.
 func (p Printer) Event(ev *guardv1.WatchResponse) error {
 	if p.JSON {
 		v, err := JSONValue(ev)
 		if err != nil {
 			return err
+		}
+		if p.YAML {
+			if _, err := fmt.Fprintln(p.W, "---"); err != nil {
+				return err
+			}
+			return writeYAML(p.W, v)
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
