@@ -1466,9 +1466,12 @@ type Hold struct {
 	Approvals []*HoldApproval `protobuf:"bytes,27,rep,name=approvals,proto3" json:"approvals,omitempty"`
 	// The resource the decision was about (e.g. {"to": "<group>"} for
 	// a2a.send); a grant replays only this resource, with this payload.
-	Resource      map[string]string `protobuf:"bytes,28,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resource map[string]string `protobuf:"bytes,28,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Set when the server gave up applying an approved hold's action (the
+	// replay was denied at replay time, or failed after every attempt): why.
+	UnappliedReason string `protobuf:"bytes,29,opt,name=unapplied_reason,json=unappliedReason,proto3" json:"unapplied_reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Hold) Reset() {
@@ -1697,6 +1700,13 @@ func (x *Hold) GetResource() map[string]string {
 	return nil
 }
 
+func (x *Hold) GetUnappliedReason() string {
+	if x != nil {
+		return x.UnappliedReason
+	}
+	return ""
+}
+
 var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
@@ -1778,7 +1788,7 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x13record_delivered_to\x18\b \x01(\bR\x11recordDeliveredTo\x121\n" +
 	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12'\n" +
 	"\x0fdelivery_action\x18\n" +
-	" \x01(\tR\x0edeliveryAction\"\xc7\t\n" +
+	" \x01(\tR\x0edeliveryAction\"\xf2\t\n" +
 	"\x04Hold\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12%\n" +
@@ -1812,7 +1822,8 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x14awaiting_reason_from\x18\x19 \x01(\tR\x12awaitingReasonFrom\x12-\n" +
 	"\x12approvals_required\x18\x1a \x01(\x05R\x11approvalsRequired\x124\n" +
 	"\tapprovals\x18\x1b \x03(\v2\x16.guard.v1.HoldApprovalR\tapprovals\x128\n" +
-	"\bresource\x18\x1c \x03(\v2\x1c.guard.v1.Hold.ResourceEntryR\bresource\x1a;\n" +
+	"\bresource\x18\x1c \x03(\v2\x1c.guard.v1.Hold.ResourceEntryR\bresource\x12)\n" +
+	"\x10unapplied_reason\x18\x1d \x01(\tR\x0funappliedReason\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*T\n" +

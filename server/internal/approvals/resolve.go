@@ -309,10 +309,7 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 	switch outcome {
 	case guardv1.Outcome_OUTCOME_APPROVE:
 		if hold.DeliveryAction != "" {
-			push = &guardv1.Push{Body: &guardv1.Push_Replay{Replay: &guardv1.ReplayAction{
-				HoldId: hold.Id, DeliveryAction: hold.DeliveryAction, CatalogAction: hold.CatalogAction, Payload: hold.Payload,
-				Resource: hold.Resource,
-			}}}
+			push = replayPush(hold)
 		}
 	case guardv1.Outcome_OUTCOME_REJECT:
 		text := fmt.Sprintf("Your %s request was rejected by admin.", what)
@@ -456,4 +453,13 @@ func (s *Service) resolveWhere(ctx context.Context, where string, args []any, ou
 			return total, nil
 		}
 	}
+}
+
+// replayPush asks the session's runner to replay an approved delivery action
+// with the hold as its grant.
+func replayPush(h *guardv1.Hold) *guardv1.Push {
+	return &guardv1.Push{Body: &guardv1.Push_Replay{Replay: &guardv1.ReplayAction{
+		HoldId: h.Id, DeliveryAction: h.DeliveryAction, CatalogAction: h.CatalogAction, Payload: h.Payload,
+		Resource: h.Resource,
+	}}}
 }

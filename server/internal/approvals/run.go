@@ -69,6 +69,9 @@ func (s *Service) Run(ctx context.Context) error {
 	g.Go(func() error { return s.every(ctx, s.ExpiryInterval, "expire holds", s.expireTick) })
 	g.Go(func() error { return s.every(ctx, s.GaugeInterval, "refresh hold gauges", s.RefreshGauges) })
 	g.Go(func() error { return s.every(ctx, s.GaugeInterval, "dispatch missed approvals", s.dispatchTick) })
+	g.Go(func() error {
+		return s.every(ctx, s.ReconcileInterval, "reconcile unapplied approvals", s.reconcileTick)
+	})
 	if s.cfg.WebhookURL != "" {
 		g.Go(func() error { return s.runWebhook(ctx) })
 	}

@@ -44,6 +44,10 @@ type Service struct {
 	WebhookAttempts   int
 	HandlerTimeout    time.Duration // per approved handler
 	DispatchGrace     time.Duration // an approval still undispatched after this is recovered
+	// ReplayGrace: an approved hold untouched this long with no replay in
+	// flight is reconciled (its replay re-sent, or given up on with a reason).
+	ReplayGrace       time.Duration
+	ReconcileInterval time.Duration
 	webhookSecret     []byte
 }
 
@@ -68,6 +72,8 @@ func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, cfg config.Co
 		WebhookAttempts:   8,
 		HandlerTimeout:    30 * time.Second,
 		DispatchGrace:     2 * time.Minute,
+		ReplayGrace:       30 * time.Second,
+		ReconcileInterval: 5 * time.Second,
 	}
 }
 

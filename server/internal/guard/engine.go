@@ -215,6 +215,16 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 	}
 
 	switch {
+	case err == nil && retryable(req) && req.RunnerID != "" && fd.Effect != EffectDeny && consumedReplay(entry, in, c.grant):
+		// The replay is idempotent per hold, not per runner: the session's
+		// runner (a takeover one too) gets the consuming decision's answer and
+		// citation while the baseline still holds; ApplyAction applies it once.
+		// Only runners: their mutations go through that citation, while an
+		// in-process caller (command replay, sender admission) acts on the
+		// ALLOW itself, so for it a used grant stays a DENY.
+		e.log.Info("replay of a consumed grant: the consuming decision's answer", "action", in.Action, "grant", in.Grant, "decision", c.grant.ConsumedBy)
+		return &guardv1.DecideResponse{DecisionId: c.grant.ConsumedBy, Decision: &guardv1.Decision{
+			Effect: guardv1.Effect_EFFECT_ALLOW, Reason: grantReason(in.Grant), DecidedBy: ByGrant}}, nil
 	case err == nil && in.Grant != "" && fd.Effect == EffectHold:
 		fd = checkGrant(entry, in, c.grant)
 		if fd.Effect == EffectAllow && !req.DryRun {

@@ -121,7 +121,21 @@ func checkGrant(e *Entry, in *Input, g *GrantRow) (d Decision) {
 	if e.GrantMatches != nil && !e.GrantMatches(g, in) {
 		return invalid
 	}
-	return Decision{Effect: EffectAllow, Reason: fmt.Sprintf("hold satisfied by approval %s", in.Grant), DecidedBy: ByGrant}
+	return Decision{Effect: EffectAllow, Reason: grantReason(in.Grant), DecidedBy: ByGrant}
+}
+
+func grantReason(grant string) string { return fmt.Sprintf("hold satisfied by approval %s", grant) }
+
+// consumedReplay reports whether in replays a hold whose grant an earlier
+// decision consumed, bound exactly as the consuming replay was (kind,
+// group, action, session, resource, domain binding).
+func consumedReplay(e *Entry, in *Input, g *GrantRow) bool {
+	if g == nil || g.ConsumedBy == "" || g.Status != "approved" || !g.Consumed {
+		return false
+	}
+	live := *g
+	live.Consumed = false
+	return checkGrant(e, in, &live).Effect == EffectAllow
 }
 
 func nonNilResource(m map[string]string) map[string]string {

@@ -49,8 +49,9 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, sessionID string, p *guardv1.Push
 	if err != nil {
 		return "", fmt.Errorf("encode push: %w", err)
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO runner_pushes (id, runner_id, session_id, kind, body) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (id) DO NOTHING`, p.Id, runnerID, sessionID, Kind(p), body)
+	// A replay names its hold, so the reconciler can tell one in flight.
+	_, err = tx.Exec(ctx, `INSERT INTO runner_pushes (id, runner_id, session_id, kind, body, hold_id) VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''))
+		ON CONFLICT (id) DO NOTHING`, p.Id, runnerID, sessionID, Kind(p), body, p.GetReplay().GetHoldId())
 	if err != nil {
 		return "", fmt.Errorf("store push: %w", err)
 	}

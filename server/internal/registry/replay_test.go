@@ -132,3 +132,61 @@ func assertAppliedOnce(t *testing.T, srv *testserver.Server, sessionID, action s
 		t.Fatalf("%s applied %d times (%v), want exactly once", action, n, err)
 	}
 }
+
+// Issue 13 (2): a runner killed between the grant's ALLOW and the mutation
+// left the approval lost — the takeover runner's replay got "invalid or
+// mismatched grant". The replay is idempotent per hold: the session's new
+// runner gets the same answer and citation, applies it once, and citing it
+// again answers the recorded result without a second application.
+func TestTakeoverRunnerFinishesAConsumedReplayOnce(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	g := group(t, srv, "src", "")
+	ra := newRunner(t, srv, "runner-a", "h1", nil)
+	ra.mustRegister(t)
+	sess := ra.open(t, g)
+	approved := map[string]any{"apt": []any{"curl"}}
+	hold := approvedHold(t, srv, sess.GetId(), "install_packages", "self_mod.install_packages", approved)
+	replay := &guardv1.DecideRequest{Action: "self_mod.install_packages", Payload: payload(t, approved), Grant: hold, RequestId: "replay:" + hold}
+
+	asA := testserver.ClientsFor(srv.Conn(t, ra.token, sess.GetId()))
+	first, err := asA.Guard.Decide(ctxT(t), replay)
+	if err != nil || first.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW {
+		t.Fatalf("replay on runner A: %v (%v), want ALLOW", first.GetDecision(), err)
+	}
+	// Runner A dies before applying; runner B takes the session over.
+	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, ra.id); err != nil {
+		t.Fatal(err)
+	}
+	rb := newRunner(t, srv, "runner-b", "h2", nil)
+	rb.mustRegister(t)
+	if moved := rb.open(t, g); moved.GetId() != sess.GetId() || moved.GetRunnerId() != rb.id {
+		t.Fatalf("takeover: session %s on %q, want %s on %s", moved.GetId(), moved.GetRunnerId(), sess.GetId(), rb.id)
+	}
+	asB := testserver.ClientsFor(srv.Conn(t, rb.token, sess.GetId()))
+	second, err := asB.Guard.Decide(ctxT(t), replay)
+	if err != nil || second.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW || second.GetDecisionId() != first.GetDecisionId() {
+		t.Fatalf("replay on the takeover runner: %v id %q (%v), want ALLOW citing %s", second.GetDecision(), second.GetDecisionId(), err, first.GetDecisionId())
+	}
+	apply := &guardv1.ApplyActionRequest{DecisionId: second.GetDecisionId(), SessionId: sess.GetId(), Action: "self_mod.install_packages", Payload: payload(t, approved)}
+	if _, err := ra.c.Registry.ApplyAction(ctxT(t), apply); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("the dead runner applies: %v, want PermissionDenied", err)
+	}
+	res, err := rb.c.Registry.ApplyAction(ctxT(t), apply)
+	if err != nil {
+		t.Fatalf("the takeover runner applies the citation: %v", err)
+	}
+	again, err := rb.c.Registry.ApplyAction(ctxT(t), apply)
+	if err != nil || again.GetMessage() != res.GetMessage() {
+		t.Fatalf("citing it again: %v (%v), want the recorded result %q", again, err, res.GetMessage())
+	}
+	third, err := asB.Guard.Decide(ctxT(t), replay)
+	if err != nil || third.GetDecisionId() != first.GetDecisionId() {
+		t.Fatalf("replay after the application: %v (%v), want the same citation", third, err)
+	}
+	assertAppliedOnce(t, srv, sess.GetId(), "self_mod.install_packages")
+	var apt []string
+	if err := srv.Pool.QueryRow(ctxT(t), `SELECT apt_packages FROM container_configs WHERE agent_group_id = $1`, g).Scan(&apt); err != nil || len(apt) != 1 {
+		t.Fatalf("apt = %v (%v), want [curl]", apt, err)
+	}
+}

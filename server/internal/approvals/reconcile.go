@@ -1,0 +1,142 @@
+package approvals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/pushes"
+)
+
+// MaxReplayAttempts is how often the reconciler re-sends an approved hold's
+// replay before it gives up and tells the requester and the approvers why.
+const MaxReplayAttempts = 5
+
+// reconcileBatch bounds the holds one reconcile transaction claims.
+const reconcileBatch = 50
+
+// ReconcileReplays finds approved delivery-action holds whose action was not
+// applied (the grant unused, or consumed by a decision never applied) and
+// whose replay is not in flight (no unacknowledged replay push), untouched
+// for grace, and for each: gives up when a replay of it was denied (the
+// baseline no longer holds — D3) or it was re-sent MaxReplayAttempts times,
+// else re-enqueues the replay. Every replica runs it: holds are claimed with
+// FOR UPDATE SKIP LOCKED, and the push commits with the claim. Giving up is
+// never silent: the hold records unapplied_reason (Approvals.Get/List show
+// it) and the requesting session gets a FAILED notice saying why.
+func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (resent, gaveUp int, err error) {
+	for {
+		var n, r, g int
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `SELECT `+holdColumns+`, replay_attempts,
+				COALESCE((SELECT d.reason FROM decisions d
+				          WHERE d.grant_id = holds.id AND d.session_id = holds.session_id AND d.effect = 'deny' AND d.at >= holds.resolved_at
+				          ORDER BY d.at DESC LIMIT 1), ''),
+				COALESCE((SELECT p.last_error FROM runner_pushes p WHERE p.hold_id = holds.id ORDER BY p.created_at DESC, p.seq DESC LIMIT 1), '')
+				FROM holds
+				WHERE status = 'approved' AND delivery_action <> '' AND session_id IS NOT NULL
+				  AND applied_at IS NULL AND unapplied_at IS NULL
+				  AND COALESCE(replay_checked_at, resolved_at) <= now() - make_interval(secs => $1)
+				  AND NOT EXISTS (SELECT 1 FROM runner_pushes p WHERE p.hold_id = holds.id AND p.acked_at IS NULL)
+				ORDER BY resolved_at LIMIT $2 FOR UPDATE SKIP LOCKED`, grace.Seconds(), reconcileBatch)
+			if err != nil {
+				return fmt.Errorf("find unapplied approvals: %w", err)
+			}
+			type candidate struct {
+				hold               *guardv1.Hold
+				attempts           int
+				denied, lastFailed string
+			}
+			list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
+				var c candidate
+				h, err := HoldFromRow(scanTail{row, []any{&c.attempts, &c.denied, &c.lastFailed}})
+				c.hold = h
+				return c, err
+			})
+			if err != nil {
+				return fmt.Errorf("find unapplied approvals: %w", err)
+			}
+			n = len(list)
+			for _, c := range list {
+				why := ""
+				switch {
+				case c.denied != "" && !c.hold.Consumed:
+					why = "the replay was denied: " + c.denied
+				case c.attempts >= MaxReplayAttempts:
+					why = fmt.Sprintf("not applied after %d attempts", c.attempts+1)
+					if c.lastFailed != "" {
+						why += ": " + c.lastFailed
+					}
+				}
+				if why != "" {
+					if err := s.giveUpTx(ctx, tx, c.hold, why); err != nil {
+						return err
+					}
+					g++
+					continue
+				}
+				if _, err := tx.Exec(ctx, `UPDATE holds SET replay_attempts = replay_attempts + 1, replay_checked_at = now() WHERE id = $1`, c.hold.Id); err != nil {
+					return fmt.Errorf("count replay of %s: %w", c.hold.Id, err)
+				}
+				if _, err := pushes.EnqueueTx(ctx, tx, c.hold.SessionId, replayPush(c.hold)); err != nil {
+					if errors.Is(err, pushes.ErrNoSession) {
+						if err := s.giveUpTx(ctx, tx, c.hold, "its session no longer exists"); err != nil {
+							return err
+						}
+						g++
+						continue
+					}
+					return fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
+				}
+				s.log.Warn("re-sending the replay of an approved hold that was not applied", "hold", c.hold.Id, "kind", c.hold.Kind, "attempt", c.attempts+1)
+				r++
+			}
+			return nil
+		})
+		if err != nil {
+			return resent, gaveUp, err
+		}
+		resent, gaveUp = resent+r, gaveUp+g
+		if n < reconcileBatch {
+			return resent, gaveUp, nil
+		}
+	}
+}
+
+// giveUpTx records that an approved hold will not be applied and tells the
+// requesting session why (the approvers see unapplied_reason on the hold).
+func (s *Service) giveUpTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, why string) error {
+	if _, err := tx.Exec(ctx, `UPDATE holds SET unapplied_at = now(), unapplied_reason = $2, replay_checked_at = now() WHERE id = $1`, h.Id, why); err != nil {
+		return fmt.Errorf("record unapplied hold %s: %w", h.Id, err)
+	}
+	s.log.Warn("approved hold not applied; giving up", "hold", h.Id, "kind", h.Kind, "why", why)
+	what := h.Kind
+	if h.Title != "" {
+		what = h.Kind + " (" + h.Title + ")"
+	}
+	_, err := pushes.EnqueueTx(ctx, tx, h.SessionId, &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{
+		Kind: guardv1.NoticeKind_NOTICE_KIND_FAILED, HoldId: h.Id,
+		Text: fmt.Sprintf("Your approved %s request was not carried out: %s.", what, why),
+	}}})
+	if err != nil && !errors.Is(err, pushes.ErrNoSession) {
+		return fmt.Errorf("notify requester of unapplied hold %s: %w", h.Id, err)
+	}
+	return nil
+}
+
+// scanTail scans the hold columns and then extra trailing columns.
+type scanTail struct {
+	row   pgx.Row
+	extra []any
+}
+
+func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.extra...)...) }
+
+func (s *Service) reconcileTick(ctx context.Context) error {
+	_, _, err := s.ReconcileReplays(ctx, s.ReplayGrace)
+	return err
+}
