@@ -356,6 +356,31 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("token bindings", func(t *testing.T) {
+		// What a runner or bridge speaks for is set on its token.
+		rt := jsonObj(t, srv.must(t, "tokens", "create", "--kind", "runner", "--name", "r9", "--runner", "r9",
+			"--host", "host-9", "--label", "gpu=true", "--label", "zone=eu", "--secret-file", filepath.Join(t.TempDir(), "r9"), "-o", "json"))
+		if labels, _ := rt["labels"].(map[string]any); rt["host"] != "host-9" || labels["gpu"] != "true" || labels["zone"] != "eu" {
+			t.Errorf("runner token = %v, want host-9 gpu=true zone=eu", rt)
+		}
+		bt := jsonObj(t, srv.must(t, "tokens", "create", "--kind", "bridge", "--name", "tg", "--channel", "telegram", "--channel", "slack",
+			"--secret-file", filepath.Join(t.TempDir(), "tg"), "-o", "json"))
+		if ch, _ := bt["channels"].([]any); len(ch) != 2 || ch[0] != "telegram" || ch[1] != "slack" {
+			t.Errorf("bridge token = %v, want channels telegram, slack", bt)
+		}
+		for name, args := range map[string][]string{
+			"a bridge without --channel": {"--kind", "bridge", "--name", "b"},
+			"a host on a bridge token":   {"--kind", "bridge", "--name", "b", "--channel", "telegram", "--host", "h"},
+			"a channel on a runner":      {"--kind", "runner", "--name", "r", "--runner", "r", "--channel", "telegram"},
+			"a bad channel namespace":    {"--kind", "bridge", "--name", "b", "--channel", "Tele gram"},
+		} {
+			r := srv.ncl(t, append([]string{"tokens", "create", "--secret-only"}, args...)...)
+			if r.code != ExitServer || !strings.Contains(r.err, "invalid argument") {
+				t.Errorf("%s: exit %d %q, want an invalid argument", name, r.code, r.err)
+			}
+		}
+	})
+
 	t.Run("tokens", func(t *testing.T) {
 		secret := strings.TrimSpace(srv.must(t, "tokens", "create", "--kind", "user", "--name", "dana", "--user", "telegram:dana", "--secret-only"))
 		if secret == "" || strings.ContainsAny(secret, " \n") {

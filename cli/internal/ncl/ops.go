@@ -25,9 +25,18 @@ func (a *app) tokensCmd() *cobra.Command {
 		Use: "create", Short: "Create a bearer token (the secret is shown once)",
 		Long: `Create a token for a runner, a chat bridge, a user (approver) or another
 operator. The secret is printed once and never again; with --secret-file it is
-written to that file (mode 0600) instead of the terminal.`,
-		Example: `  ncl tokens create --kind runner --name host-1 --runner host-1 --secret-file runner.token
+written to that file (mode 0600) instead of the terminal.
+
+What a token speaks for is set here, never by its holder (see SECURITY.md):
+a runner token carries the runner id and the host and labels groups are placed
+by (--pinned-host of a group names a host or a key=value label); the runner's
+registration may narrow them, never widen them. A runner token without --host
+and --label serves only unpinned groups. A bridge token speaks for its channel
+namespaces (--channel telegram): it asserts only users "telegram:...", routes
+only telegram chats, and resolves holds only as such a user.`,
+		Example: `  ncl tokens create --kind runner --name host-1 --runner host-1 --host host-1 --label gpu=true --secret-file runner.token
   ncl tokens create --kind runner --name host-2 --runner host-2 --secret-only > runner.token
+  ncl tokens create --kind bridge --name telegram --channel telegram --secret-file bridge.token
   ncl tokens create --kind user --name dana --user telegram:dana -o json`,
 		Args: none,
 	}
@@ -35,6 +44,9 @@ written to that file (mode 0600) instead of the terminal.`,
 	create.Flags().StringVar(&req.Name, "name", "", "a name to recognise the token by")
 	create.Flags().StringVar(&req.RunnerId, "runner", "", "runner id (kind runner)")
 	create.Flags().StringVar(&req.UserId, "user", "", "user id (kind user)")
+	create.Flags().StringVar(&req.Host, "host", "", "host the runner is placed as (kind runner; empty: unpinned groups only)")
+	create.Flags().StringToStringVar(&req.Labels, "label", nil, "key=value label groups may be pinned by (kind runner; repeatable)")
+	create.Flags().StringSliceVar(&req.Channels, "channel", nil, "channel namespace the bridge speaks for, e.g. telegram (kind bridge; required, repeatable)")
 	create.Flags().StringVar(&secretFile, "secret-file", "", "write the secret to this file (0600) instead of printing it")
 	create.Flags().BoolVar(&secretOnly, "secret-only", false, "print only the secret (for: > file)")
 	required(create, "kind", "name")

@@ -683,7 +683,9 @@ type RegisterRunnerRequest struct {
 	// Runtime capabilities, e.g. "docker", "process", "image-build".
 	Capabilities    []string              `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	DeliveryActions []*DeliveryActionDecl `protobuf:"bytes,5,rep,name=delivery_actions,json=deliveryActions,proto3" json:"delivery_actions,omitempty"`
-	// Host labels groups may be pinned to.
+	// Host labels groups may be pinned to. Host and labels may only narrow
+	// what the runner's token carries (a value not on it is PermissionDenied);
+	// empty = the token's.
 	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Random per runner process: a second process claiming a live runner id
 	// is refused (AlreadyExists); after the lease expires it may take over.
@@ -778,6 +780,10 @@ type RegisterRunnerResponse struct {
 	HeartbeatInterval *durationpb.Duration   `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
 	// The server's declared exemption list, for the runner's banner.
 	ExemptActions []string `protobuf:"bytes,3,rep,name=exempt_actions,json=exemptActions,proto3" json:"exempt_actions,omitempty"`
+	// The placement identity the runner registered with: its token's host and
+	// labels, narrowed by what it declared. Groups are placed by these.
+	Host          string            `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -829,6 +835,20 @@ func (x *RegisterRunnerResponse) GetHeartbeatInterval() *durationpb.Duration {
 func (x *RegisterRunnerResponse) GetExemptActions() []string {
 	if x != nil {
 		return x.ExemptActions
+	}
+	return nil
+}
+
+func (x *RegisterRunnerResponse) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *RegisterRunnerResponse) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -2864,7 +2884,9 @@ type Group struct {
 	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	BaseImage string                 `protobuf:"bytes,3,opt,name=base_image,json=baseImage,proto3" json:"base_image,omitempty"`
-	// Host label the group's sessions are pinned to ("" = any runner).
+	// Where the group's sessions are placed: a runner host (its token's host
+	// or "host" label), or a "key=value" label selector over the labels of
+	// runner tokens. "" = any runner.
 	PinnedHost string                 `protobuf:"bytes,4,opt,name=pinned_host,json=pinnedHost,proto3" json:"pinned_host,omitempty"`
 	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	Config     *GroupConfig           `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
@@ -7840,9 +7862,17 @@ type Token struct {
 	// For runner tokens: the one runner id it may register as.
 	RunnerId string `protobuf:"bytes,4,opt,name=runner_id,json=runnerId,proto3" json:"runner_id,omitempty"`
 	// For user tokens: the user it acts as.
-	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	RevokedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	UserId    string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// For runner tokens: the host its runner is placed as ("" = unbound:
+	// only unpinned groups, see SECURITY.md).
+	Host string `protobuf:"bytes,8,opt,name=host,proto3" json:"host,omitempty"`
+	// For runner tokens: the labels group pins ("key=value") may select.
+	Labels map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// For bridge tokens: the channel namespaces it speaks for ("telegram"):
+	// the users it may assert, the chats it may route. None = asserts nobody.
+	Channels      []string `protobuf:"bytes,10,rep,name=channels,proto3" json:"channels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7926,13 +7956,40 @@ func (x *Token) GetRevokedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Token) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *Token) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Token) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
 // CreateTokenRequest mints a token.
 type CreateTokenRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          Principal              `protobuf:"varint,1,opt,name=kind,proto3,enum=guard.v1.Principal" json:"kind,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	RunnerId      string                 `protobuf:"bytes,3,opt,name=runner_id,json=runnerId,proto3" json:"runner_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Kind     Principal              `protobuf:"varint,1,opt,name=kind,proto3,enum=guard.v1.Principal" json:"kind,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	RunnerId string                 `protobuf:"bytes,3,opt,name=runner_id,json=runnerId,proto3" json:"runner_id,omitempty"`
+	UserId   string                 `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Runner tokens: the host and labels the runner is placed by; its
+	// registration may narrow them, never widen them.
+	Host   string            `protobuf:"bytes,5,opt,name=host,proto3" json:"host,omitempty"`
+	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Bridge tokens (required): the channel namespaces it speaks for.
+	Channels      []string `protobuf:"bytes,7,rep,name=channels,proto3" json:"channels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7993,6 +8050,27 @@ func (x *CreateTokenRequest) GetUserId() string {
 		return x.UserId
 	}
 	return ""
+}
+
+func (x *CreateTokenRequest) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
 }
 
 // CreateTokenResponse carries the secret, shown once.
@@ -8988,11 +9066,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"instanceId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcf\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x02\n" +
 	"\x16RegisterRunnerResponse\x12D\n" +
 	"\x10lease_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12%\n" +
-	"\x0eexempt_actions\x18\x03 \x03(\tR\rexemptActions\"\xd9\x01\n" +
+	"\x0eexempt_actions\x18\x03 \x03(\tR\rexemptActions\x12\x12\n" +
+	"\x04host\x18\x04 \x01(\tR\x04host\x12D\n" +
+	"\x06labels\x18\x05 \x03(\v2,.guard.v1.RegisterRunnerResponse.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x01\n" +
 	"\x0eConnectRequest\x12.\n" +
 	"\x05hello\x18\x01 \x01(\v2\x16.guard.v1.ConnectHelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.guard.v1.PushAckH\x00R\x03ack\x123\n" +
@@ -9459,7 +9542,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x13RemoveUserDmRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12!\n" +
 	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\"\x16\n" +
-	"\x14RemoveUserDmResponse\"\x80\x02\n" +
+	"\x14RemoveUserDmResponse\"\xa0\x03\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x13.guard.v1.PrincipalR\x04kind\x12\x12\n" +
@@ -9469,12 +9552,25 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\"\x87\x01\n" +
+	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x12\n" +
+	"\x04host\x18\b \x01(\tR\x04host\x123\n" +
+	"\x06labels\x18\t \x03(\v2\x1b.guard.v1.Token.LabelsEntryR\x06labels\x12\x1a\n" +
+	"\bchannels\x18\n" +
+	" \x03(\tR\bchannels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb4\x02\n" +
 	"\x12CreateTokenRequest\x12'\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x13.guard.v1.PrincipalR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\trunner_id\x18\x03 \x01(\tR\brunnerId\x12\x17\n" +
-	"\auser_id\x18\x04 \x01(\tR\x06userId\"T\n" +
+	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04host\x18\x05 \x01(\tR\x04host\x12@\n" +
+	"\x06labels\x18\x06 \x03(\v2(.guard.v1.CreateTokenRequest.LabelsEntryR\x06labels\x12\x1a\n" +
+	"\bchannels\x18\a \x03(\tR\bchannels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
 	"\x13CreateTokenResponse\x12%\n" +
 	"\x05token\x18\x01 \x01(\v2\x0f.guard.v1.TokenR\x05token\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"\x13\n" +
@@ -9726,7 +9822,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 153)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 156)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -9885,267 +9981,273 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*SetActionSettingsRequest)(nil),     // 154: guard.v1.SetActionSettingsRequest
 	(*SetActionSettingsResponse)(nil),    // 155: guard.v1.SetActionSettingsResponse
 	nil,                                  // 156: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 157: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 158: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 159: guard.v1.Runner.LabelsEntry
-	nil,                                  // 160: guard.v1.McpServer.EnvEntry
-	nil,                                  // 161: guard.v1.DeleteGroupResponse.RemovedEntry
-	(*timestamppb.Timestamp)(nil),        // 162: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 163: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 164: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 165: guard.v1.EnforcementMode
-	(Principal)(0),                       // 166: guard.v1.Principal
-	(Access)(0),                          // 167: guard.v1.Access
-	(*Actor)(nil),                        // 168: guard.v1.Actor
-	(Effect)(0),                          // 169: guard.v1.Effect
-	(*Explanation)(nil),                  // 170: guard.v1.Explanation
+	nil,                                  // 157: guard.v1.RegisterRunnerResponse.LabelsEntry
+	nil,                                  // 158: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 159: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 160: guard.v1.Runner.LabelsEntry
+	nil,                                  // 161: guard.v1.McpServer.EnvEntry
+	nil,                                  // 162: guard.v1.DeleteGroupResponse.RemovedEntry
+	nil,                                  // 163: guard.v1.Token.LabelsEntry
+	nil,                                  // 164: guard.v1.CreateTokenRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 165: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 166: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 167: google.protobuf.Struct
+	(EnforcementMode)(0),                 // 168: guard.v1.EnforcementMode
+	(Principal)(0),                       // 169: guard.v1.Principal
+	(Access)(0),                          // 170: guard.v1.Access
+	(*Actor)(nil),                        // 171: guard.v1.Actor
+	(Effect)(0),                          // 172: guard.v1.Effect
+	(*Explanation)(nil),                  // 173: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	11,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
 	156, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	162, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	163, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	15,  // 4: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
-	16,  // 5: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
-	17,  // 6: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
-	18,  // 7: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
-	21,  // 8: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
-	20,  // 9: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	162, // 10: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	162, // 11: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
-	22,  // 12: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
-	23,  // 13: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
-	24,  // 14: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
-	25,  // 15: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
-	26,  // 16: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	164, // 17: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	157, // 18: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	164, // 19: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
-	0,   // 20: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	67,  // 21: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	42,  // 22: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	67,  // 23: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	42,  // 24: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	164, // 25: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	158, // 26: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	164, // 27: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	164, // 28: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
-	1,   // 29: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	2,   // 30: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
-	2,   // 31: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	162, // 32: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	159, // 33: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	162, // 34: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11,  // 35: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	162, // 36: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	160, // 37: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	3,   // 38: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	40,  // 39: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	162, // 40: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	41,  // 41: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	3,   // 42: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	42,  // 43: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	42,  // 44: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	42,  // 45: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	42,  // 46: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	161, // 47: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	41,  // 48: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 49: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	41,  // 50: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 51: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	41,  // 52: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 53: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	41,  // 54: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	40,  // 55: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	41,  // 56: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	41,  // 57: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	5,   // 58: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	162, // 59: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	162, // 60: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	67,  // 61: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	67,  // 62: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	164, // 63: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	162, // 64: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	73,  // 65: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	75,  // 66: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	75,  // 67: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	162, // 68: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	82,  // 69: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	82,  // 70: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	6,   // 71: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	7,   // 72: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	162, // 73: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	89,  // 74: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	6,   // 75: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 76: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	89,  // 77: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	6,   // 78: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 79: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	162, // 80: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	96,  // 81: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	96,  // 82: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	96,  // 83: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	96,  // 84: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	162, // 85: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	105, // 86: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	105, // 87: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 88: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	162, // 89: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	112, // 90: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	112, // 91: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 92: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	112, // 93: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 94: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	112, // 95: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	165, // 96: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	123, // 97: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	165, // 98: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	123, // 99: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	130, // 100: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	130, // 101: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	166, // 102: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	162, // 103: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	162, // 104: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	166, // 105: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	137, // 106: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	137, // 107: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	39,  // 108: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	167, // 109: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	165, // 110: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	146, // 111: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	162, // 112: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	168, // 113: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	169, // 114: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	163, // 115: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	170, // 116: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	169, // 117: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	149, // 118: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	169, // 119: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	162, // 120: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	149, // 121: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	165, // 122: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	146, // 123: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	12,  // 124: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	14,  // 125: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	27,  // 126: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	29,  // 127: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	31,  // 128: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	33,  // 129: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	35,  // 130: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	37,  // 131: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	43,  // 132: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	45,  // 133: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	47,  // 134: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	49,  // 135: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	51,  // 136: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	53,  // 137: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	55,  // 138: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	57,  // 139: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	59,  // 140: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	61,  // 141: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	63,  // 142: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	65,  // 143: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	68,  // 144: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	70,  // 145: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	72,  // 146: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	76,  // 147: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	78,  // 148: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	80,  // 149: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	83,  // 150: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	85,  // 151: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	87,  // 152: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	90,  // 153: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	92,  // 154: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	94,  // 155: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	97,  // 156: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	99,  // 157: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	101, // 158: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	103, // 159: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	106, // 160: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	108, // 161: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	110, // 162: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	113, // 163: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	115, // 164: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	117, // 165: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	119, // 166: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	121, // 167: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	124, // 168: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	126, // 169: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	128, // 170: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	131, // 171: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	133, // 172: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	135, // 173: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	138, // 174: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	140, // 175: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	142, // 176: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	144, // 177: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	147, // 178: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	150, // 179: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	154, // 180: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	152, // 181: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	13,  // 182: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	19,  // 183: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	28,  // 184: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	30,  // 185: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	32,  // 186: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	34,  // 187: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	36,  // 188: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	38,  // 189: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	44,  // 190: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	46,  // 191: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	48,  // 192: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	50,  // 193: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	52,  // 194: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	54,  // 195: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	56,  // 196: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	58,  // 197: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	60,  // 198: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	62,  // 199: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	64,  // 200: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	66,  // 201: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	69,  // 202: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	71,  // 203: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	74,  // 204: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	77,  // 205: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	79,  // 206: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	81,  // 207: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	84,  // 208: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	86,  // 209: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	88,  // 210: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	91,  // 211: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	93,  // 212: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	95,  // 213: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	98,  // 214: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	100, // 215: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	102, // 216: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	104, // 217: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	107, // 218: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	109, // 219: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	111, // 220: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	114, // 221: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	116, // 222: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	118, // 223: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	120, // 224: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	122, // 225: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	125, // 226: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	127, // 227: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	129, // 228: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	132, // 229: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	134, // 230: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	136, // 231: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	139, // 232: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	141, // 233: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	143, // 234: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	145, // 235: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	148, // 236: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	151, // 237: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	155, // 238: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	153, // 239: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	182, // [182:240] is the sub-list for method output_type
-	124, // [124:182] is the sub-list for method input_type
-	124, // [124:124] is the sub-list for extension type_name
-	124, // [124:124] is the sub-list for extension extendee
-	0,   // [0:124] is the sub-list for field type_name
+	165, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	166, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	157, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
+	15,  // 5: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
+	16,  // 6: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
+	17,  // 7: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
+	18,  // 8: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
+	21,  // 9: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
+	20,  // 10: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
+	165, // 11: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	165, // 12: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	22,  // 13: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
+	23,  // 14: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
+	24,  // 15: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
+	25,  // 16: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
+	26,  // 17: guard.v1.Push.start:type_name -> guard.v1.StartSession
+	167, // 18: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	158, // 19: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	167, // 20: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	0,   // 21: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
+	67,  // 22: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	42,  // 23: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	67,  // 24: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	42,  // 25: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	167, // 26: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	159, // 27: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	167, // 28: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	167, // 29: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	1,   // 30: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
+	2,   // 31: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
+	2,   // 32: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
+	165, // 33: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	160, // 34: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	165, // 35: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	11,  // 36: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	165, // 37: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	161, // 38: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	3,   // 39: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	40,  // 40: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	165, // 41: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	41,  // 42: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 43: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	42,  // 44: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	42,  // 45: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	42,  // 46: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	42,  // 47: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	162, // 48: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	41,  // 49: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 50: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	41,  // 51: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 52: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	41,  // 53: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 54: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	41,  // 55: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	40,  // 56: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	41,  // 57: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	41,  // 58: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 59: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	165, // 60: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	165, // 61: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	67,  // 62: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	67,  // 63: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	167, // 64: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	165, // 65: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	73,  // 66: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	75,  // 67: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	75,  // 68: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	165, // 69: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	82,  // 70: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	82,  // 71: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 72: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 73: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	165, // 74: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	89,  // 75: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 76: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 77: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	89,  // 78: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 79: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 80: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	165, // 81: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	96,  // 82: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	96,  // 83: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	96,  // 84: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	96,  // 85: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	165, // 86: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	105, // 87: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	105, // 88: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 89: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	165, // 90: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	112, // 91: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	112, // 92: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 93: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	112, // 94: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 95: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	112, // 96: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	168, // 97: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	123, // 98: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	168, // 99: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	123, // 100: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	130, // 101: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	130, // 102: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	169, // 103: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	165, // 104: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	165, // 105: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	163, // 106: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	169, // 107: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	164, // 108: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	137, // 109: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	137, // 110: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	39,  // 111: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	170, // 112: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	168, // 113: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	146, // 114: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	165, // 115: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	171, // 116: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	172, // 117: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	166, // 118: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	173, // 119: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	172, // 120: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	149, // 121: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	172, // 122: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	165, // 123: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	149, // 124: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	168, // 125: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	146, // 126: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	12,  // 127: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	14,  // 128: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	27,  // 129: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	29,  // 130: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	31,  // 131: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	33,  // 132: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	35,  // 133: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	37,  // 134: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	43,  // 135: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	45,  // 136: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	47,  // 137: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	49,  // 138: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	51,  // 139: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	53,  // 140: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	55,  // 141: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	57,  // 142: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	59,  // 143: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	61,  // 144: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	63,  // 145: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	65,  // 146: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	68,  // 147: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	70,  // 148: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	72,  // 149: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	76,  // 150: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	78,  // 151: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	80,  // 152: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	83,  // 153: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	85,  // 154: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	87,  // 155: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	90,  // 156: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	92,  // 157: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	94,  // 158: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	97,  // 159: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	99,  // 160: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	101, // 161: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	103, // 162: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	106, // 163: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	108, // 164: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	110, // 165: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	113, // 166: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	115, // 167: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	117, // 168: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	119, // 169: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	121, // 170: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	124, // 171: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	126, // 172: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	128, // 173: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	131, // 174: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	133, // 175: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	135, // 176: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	138, // 177: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	140, // 178: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	142, // 179: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	144, // 180: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	147, // 181: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	150, // 182: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	154, // 183: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	152, // 184: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	13,  // 185: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	19,  // 186: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	28,  // 187: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	30,  // 188: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	32,  // 189: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	34,  // 190: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	36,  // 191: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	38,  // 192: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	44,  // 193: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	46,  // 194: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	48,  // 195: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	50,  // 196: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	52,  // 197: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	54,  // 198: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	56,  // 199: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	58,  // 200: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	60,  // 201: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	62,  // 202: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	64,  // 203: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	66,  // 204: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	69,  // 205: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	71,  // 206: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	74,  // 207: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	77,  // 208: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	79,  // 209: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	81,  // 210: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	84,  // 211: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	86,  // 212: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	88,  // 213: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	91,  // 214: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	93,  // 215: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	95,  // 216: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	98,  // 217: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	100, // 218: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	102, // 219: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	104, // 220: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	107, // 221: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	109, // 222: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	111, // 223: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	114, // 224: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	116, // 225: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	118, // 226: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	120, // 227: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	122, // 228: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	125, // 229: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	127, // 230: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	129, // 231: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	132, // 232: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	134, // 233: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	136, // 234: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	139, // 235: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	141, // 236: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	143, // 237: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	145, // 238: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	148, // 239: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	151, // 240: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	155, // 241: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	153, // 242: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	185, // [185:243] is the sub-list for method output_type
+	127, // [127:185] is the sub-list for method input_type
+	127, // [127:127] is the sub-list for extension type_name
+	127, // [127:127] is the sub-list for extension extendee
+	0,   // [0:127] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -10180,7 +10282,7 @@ func file_guard_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   153,
+			NumMessages:   156,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

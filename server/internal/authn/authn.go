@@ -9,10 +9,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,38 @@ type Principal struct {
 	TokenID  string
 	RunnerID string // runner tokens: the one runner id they may act as
 	UserID   string // user tokens: the user they act as
+	// Runner tokens: the placement identity the operator gave the runner.
+	// Neither set = an unbound token (only unpinned groups are placed on it).
+	Host   string
+	Labels map[string]string
+	// Bridge tokens: the channel namespaces the bridge speaks for. None = it
+	// asserts nobody (a token minted before bindings existed).
+	Channels []string
+}
+
+// Bound says a runner token carries a placement identity.
+func (p Principal) Bound() bool { return p.Host != "" || len(p.Labels) > 0 }
+
+// Namespace is the channel namespace of a user id ("telegram" of
+// "telegram:dana"); "" when the id is not namespaced.
+func Namespace(userID string) string {
+	ns, _, ok := strings.Cut(userID, ":")
+	if !ok {
+		return ""
+	}
+	return ns
+}
+
+// SpeaksFor says a bridge may assert userID: a user of one of its
+// channel namespaces. A bridge without channels speaks for nobody.
+func (p Principal) SpeaksFor(userID string) bool {
+	ns := Namespace(userID)
+	return ns != "" && p.SpeaksForChannel(ns)
+}
+
+// SpeaksForChannel says a bridge may route chats of channel.
+func (p Principal) SpeaksForChannel(channel string) bool {
+	return channel != "" && slices.Contains(p.Channels, channel)
 }
 
 // Agent is an agent asserted by a runner.
@@ -203,10 +237,11 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 		kind             string
 		runnerID, userID *string
 		revoked          *time.Time
+		labels           []byte
 	)
 	err := a.pool.QueryRow(ctx,
-		`SELECT id, kind, runner_id, user_id, revoked_at FROM tokens WHERE hash = $1`, Hash(token),
-	).Scan(&p.TokenID, &kind, &runnerID, &userID, &revoked)
+		`SELECT id, kind, runner_id, user_id, revoked_at, host, labels, channels FROM tokens WHERE hash = $1`, Hash(token),
+	).Scan(&p.TokenID, &kind, &runnerID, &userID, &revoked, &p.Host, &labels, &p.Channels)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		err = status.Error(codes.Unauthenticated, "unknown token")
@@ -221,6 +256,12 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 		}
 		if userID != nil {
 			p.UserID = *userID
+		}
+		if err = json.Unmarshal(labels, &p.Labels); err != nil {
+			return cached{}, status.Errorf(codes.Internal, "token %s labels: %v", p.TokenID, err)
+		}
+		if len(p.Labels) == 0 {
+			p.Labels = nil
 		}
 	}
 	c := cached{p: p, err: err, expires: now.Add(a.cacheTTL)}

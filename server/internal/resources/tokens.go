@@ -2,6 +2,10 @@ package resources
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,20 +24,81 @@ func scanToken(row pgx.Row) (*guardv1.Token, error) {
 		kind    string
 		created time.Time
 		revoked *time.Time
+		labels  []byte
 	)
-	if err := row.Scan(&t.Id, &kind, &t.Name, &t.RunnerId, &t.UserId, &created, &revoked); err != nil {
+	if err := row.Scan(&t.Id, &kind, &t.Name, &t.RunnerId, &t.UserId, &created, &revoked, &t.Host, &labels, &t.Channels); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal(labels, &t.Labels); err != nil {
+		return nil, fmt.Errorf("token %s labels: %w", t.Id, err)
 	}
 	t.Kind = authn.KindFromString(kind)
 	t.CreatedAt, t.RevokedAt = ts(created), tsPtr(revoked)
 	return &t, nil
 }
 
-const tokenColumns = `id, kind, name, COALESCE(runner_id, ''), COALESCE(user_id, ''), created_at, revoked_at`
+const tokenColumns = `id, kind, name, COALESCE(runner_id, ''), COALESCE(user_id, ''), created_at, revoked_at, host, labels, channels`
+
+// Shapes of what a token is bound to. A channel is the namespace of user
+// ids ("telegram" of "telegram:dana").
+var (
+	channelName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+	labelKey    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+	labelValue  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,62}$`)
+)
+
+const maxTokenLabels, maxTokenChannels = 32, 16
+
+// checkTokenBindings validates what a runner or bridge token speaks for:
+// placement (host, labels) only on runner tokens, channels only on bridge
+// tokens, which must name at least one.
+func checkTokenBindings(kind string, req *guardv1.CreateTokenRequest) (host string, labels map[string]string, channels []string, err error) {
+	host = strings.TrimSpace(req.GetHost())
+	labels = req.GetLabels()
+	if kind != "runner" && (host != "" || len(labels) > 0) {
+		return "", nil, nil, invalid("host", "only runner tokens carry a host and labels")
+	}
+	if host != "" && !hostLabel.MatchString(host) {
+		return "", nil, nil, invalid("host", "%q is not a host name", host)
+	}
+	if len(labels) > maxTokenLabels {
+		return "", nil, nil, invalid("labels", "at most %d", maxTokenLabels)
+	}
+	for k, v := range labels {
+		if !labelKey.MatchString(k) || !labelValue.MatchString(v) {
+			return "", nil, nil, invalid("labels", "%q=%q: want key=value of letters, digits and ._/- (value also :)", k, v)
+		}
+	}
+	if kind != "bridge" && len(req.GetChannels()) > 0 {
+		return "", nil, nil, invalid("channels", "only bridge tokens speak for channels")
+	}
+	if kind == "bridge" && len(req.GetChannels()) == 0 {
+		return "", nil, nil, invalid("channels", "required for a bridge token: the channel namespaces it speaks for (e.g. telegram)")
+	}
+	if len(req.GetChannels()) > maxTokenChannels {
+		return "", nil, nil, invalid("channels", "at most %d", maxTokenChannels)
+	}
+	for _, c := range req.GetChannels() {
+		if !channelName.MatchString(c) {
+			return "", nil, nil, invalid("channels", "%q is not a channel namespace (lower-case letters, digits, _ and -)", c)
+		}
+		if !slices.Contains(channels, c) {
+			channels = append(channels, c)
+		}
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if channels == nil {
+		channels = []string{}
+	}
+	return host, labels, channels, nil
+}
 
 // CreateToken mints a token: the secret is returned once and only its hash
-// is stored. Runner tokens are bound to one runner id; user tokens act as
-// an existing user; operator and bridge tokens carry neither.
+// is stored. Runner tokens are bound to one runner id and carry the host
+// and labels it is placed by; user tokens act as an existing user; bridge
+// tokens speak for their channel namespaces; operator tokens carry nothing.
 func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenRequest) (*guardv1.CreateTokenResponse, error) {
 	kind := authn.KindString(req.GetKind())
 	if kind == "" {
@@ -46,6 +111,14 @@ func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenReque
 		}
 	} else if runnerID != "" {
 		return nil, invalid("runner_id", "only runner tokens are bound to a runner")
+	}
+	host, labels, channels, err := checkTokenBindings(kind, req)
+	if err != nil {
+		return nil, err
+	}
+	labelsJSON, err := json.Marshal(labels)
+	if err != nil {
+		return nil, fmt.Errorf("encode labels: %w", err)
 	}
 	if kind == "user" {
 		if err := required("user_id", userID); err != nil {
@@ -62,9 +135,9 @@ func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenReque
 	if name == "" {
 		name = kind + " token"
 	}
-	t, err := scanToken(s.pool.QueryRow(ctx, `INSERT INTO tokens (id, kind, name, hash, runner_id, user_id)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, '')) RETURNING `+tokenColumns,
-		newID("tok_"), kind, name, authn.Hash(secret), runnerID, userID))
+	t, err := scanToken(s.pool.QueryRow(ctx, `INSERT INTO tokens (id, kind, name, hash, runner_id, user_id, host, labels, channels)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, $8, $9) RETURNING `+tokenColumns,
+		newID("tok_"), kind, name, authn.Hash(secret), runnerID, userID, host, labelsJSON, channels))
 	if store.IsForeignKeyViolation(err) {
 		return nil, notFound("user %q not found", userID)
 	}

@@ -144,6 +144,38 @@ func (s *Server) Token(t testing.TB, kind, runnerID, userID string) string {
 	return secret
 }
 
+// RunnerToken mints a runner token bound to a host and labels, as
+// "ncl tokens create --kind runner --runner R --host H --label k=v" does
+// (no host and no labels: an unbound token, unpinned groups only).
+func (s *Server) RunnerToken(t testing.TB, runnerID, host string, labels map[string]string) string {
+	t.Helper()
+	secret := s.Token(t, "runner", runnerID, "")
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if _, err := s.Pool.Exec(context.Background(), `UPDATE tokens SET host = $2, labels = $3 WHERE hash = $1`,
+		authn.Hash(secret), host, labels); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// BridgeToken mints a bridge token for its channel namespaces, as
+// "ncl tokens create --kind bridge --channel telegram" does. Without
+// channels it is a token minted before bindings existed: it asserts nobody.
+func (s *Server) BridgeToken(t testing.TB, channels ...string) string {
+	t.Helper()
+	secret := s.Token(t, "bridge", "", "")
+	if channels == nil {
+		channels = []string{}
+	}
+	if _, err := s.Pool.Exec(context.Background(), `UPDATE tokens SET channels = $2 WHERE hash = $1`,
+		authn.Hash(secret), channels); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
 // Conn dials the replica with a bearer token (and, for runners acting for
 // an agent, a session header).
 func (s *Server) Conn(t testing.TB, token string, session string) *grpc.ClientConn {
