@@ -197,6 +197,9 @@ func (r *Runner) Register(ctx context.Context) error {
 		})
 		if err == nil {
 			r.heartbeat = resp.GetHeartbeatInterval().AsDuration()
+			// The server places sessions by this identity (the token's host and
+			// labels, narrowed by --host): say which it is.
+			r.Log.Info("registered", "host", resp.GetHost(), "labels", resp.GetLabels())
 			return nil
 		}
 		st := status.Convert(err)

@@ -45,7 +45,6 @@ type Config struct {
 
 // Default is the config before flags and env.
 func Default() Config {
-	host, _ := os.Hostname()
 	return Config{
 		Server:     "127.0.0.1:7443",
 		Runtime:    "docker",
@@ -54,7 +53,6 @@ func Default() Config {
 		IdleAfter:  30 * time.Minute,
 		DecideWait: 30 * time.Second,
 		LogLevel:   "info",
-		Host:       host,
 		AgentEnv:   map[string]string{},
 	}
 }
@@ -98,7 +96,7 @@ func Parse(args []string) (Config, error) {
 	str(&c.TLSKey, "tls-key", "private key file of --tls-cert")
 	str(&c.TLSServerName, "tls-server-name", "name the server's certificate must carry (default: the host of --server)")
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
-	str(&c.Host, "host", "host name reported at registration")
+	str(&c.Host, "host", "host to register as: empty takes the one on the runner's token; anything else must be it")
 	str(&c.ContainerCPUs, "container-cpus", "docker: CPU cap of agent containers whose group sets none, e.g. 2 (empty = no limit)")
 	str(&c.ContainerMemory, "container-memory", "docker: memory cap of agent containers whose group sets none, e.g. 8g (empty = no limit)")
 	dur(&c.IdleAfter, "idle-after", "stop an agent after this long without activity")

@@ -8,6 +8,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/placement"
 )
 
 // runnerCaller is the runner id of a runner token (the rule option already
@@ -26,7 +27,8 @@ func (s *RegistryService) RegisterRunner(ctx context.Context, req *guardv1.Regis
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.d.Registry.Register(ctx, c.Principal.RunnerID, req)
+	token := placement.Identity{Host: c.Principal.Host, Labels: c.Principal.Labels}
+	res, err := s.d.Registry.Register(ctx, c.Principal.RunnerID, token, req)
 	return res, DBError("runner", err)
 }
 

@@ -38,7 +38,8 @@ func exemptOnly() []*guardv1.DeliveryActionDecl {
 	return []*guardv1.DeliveryActionDecl{{Name: "cli_request"}, {Name: "schedule_task"}}
 }
 
-// testRunner is a runner process: one token, one instance id.
+// testRunner is a runner process: one token (bound to its host and labels),
+// one instance id.
 type testRunner struct {
 	id, instance, host string
 	labels             map[string]string
@@ -49,7 +50,7 @@ type testRunner struct {
 
 func newRunner(t *testing.T, srv *testserver.Server, id, host string, labels map[string]string) *testRunner {
 	t.Helper()
-	r := &testRunner{id: id, instance: "inst-" + randHex(), host: host, labels: labels, srv: srv, token: srv.Token(t, "runner", id, "")}
+	r := &testRunner{id: id, instance: "inst-" + randHex(), host: host, labels: labels, srv: srv, token: srv.RunnerToken(t, id, host, labels)}
 	r.c = testserver.ClientsFor(srv.Conn(t, r.token, ""))
 	return r
 }

@@ -15,25 +15,40 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/placement"
 )
 
 // Register checks a runner's manifest and grants (or renews) its lease.
-// tokenRunnerID is the runner id the caller's token is bound to.
-func (s *Service) Register(ctx context.Context, tokenRunnerID string, req *guardv1.RegisterRunnerRequest) (*guardv1.RegisterRunnerResponse, error) {
+// tokenRunnerID is the runner id the caller's token is bound to and
+// tokenPlacement the host and labels the operator put on it: the runner
+// is placed by those, narrowed by what it declares, never widened.
+func (s *Service) Register(ctx context.Context, tokenRunnerID string, tokenPlacement placement.Identity, req *guardv1.RegisterRunnerRequest) (*guardv1.RegisterRunnerResponse, error) {
 	switch {
 	case req.GetRunnerId() == "":
 		return nil, status.Error(codes.InvalidArgument, "runner_id: required")
 	case req.GetInstanceId() == "":
 		return nil, status.Error(codes.InvalidArgument, "instance_id: required (random per runner process)")
 	case req.GetRunnerId() != tokenRunnerID:
+		s.log.InfoContext(ctx, "runner registration refused: another runner's id", "token_runner", tokenRunnerID, "runner", req.GetRunnerId())
 		return nil, status.Errorf(codes.PermissionDenied, "this token is bound to runner %q, not %q", tokenRunnerID, req.GetRunnerId())
+	}
+	declared := placement.Identity{Host: req.GetHost(), Labels: req.GetLabels()}
+	id, ignored, err := placement.Narrow(tokenPlacement, declared)
+	if err != nil {
+		s.log.InfoContext(ctx, "runner registration refused: placement wider than its token",
+			"runner", req.GetRunnerId(), "declared_host", declared.Host, "declared_labels", declared.Labels, "err", err)
+		return nil, err
+	}
+	if ignored {
+		s.log.WarnContext(ctx, "runner token carries no host or labels: the declared ones are ignored and only unpinned groups are placed on it (recreate the token with --host/--label)",
+			"runner", req.GetRunnerId(), "declared_host", declared.Host, "declared_labels", declared.Labels)
 	}
 	if v := Violations(req.GetDeliveryActions(), s.catalog); len(v) > 0 {
 		s.metrics.ConformanceRefusalsTotal.Inc()
 		s.log.WarnContext(ctx, "runner refused: guard conformance failure", "runner", req.GetRunnerId(), "violations", v)
 		return nil, conformanceError(v)
 	}
-	labels, err := json.Marshal(nonNil(req.GetLabels()))
+	labels, err := json.Marshal(id.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("encode labels: %w", err)
 	}
@@ -49,33 +64,50 @@ func (s *Service) Register(ctx context.Context, tokenRunnerID string, req *guard
 	if caps == nil {
 		caps = []string{}
 	}
-	// One statement: a live lease held by another instance is not taken
+	// One upsert: a live lease held by another instance is not taken
 	// over; the same instance re-registering, any instance after the lease
-	// expired, or after the holder released it (instance_id ''), is.
-	var expires time.Time
-	err = s.pool.QueryRow(ctx, `
-		INSERT INTO runners (id, host, version, capabilities, labels, delivery_actions, lease_expires_at, instance_id, registered_at, expired_at)
-		VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval, $8, now(), NULL)
-		ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, version = EXCLUDED.version,
-			capabilities = EXCLUDED.capabilities, labels = EXCLUDED.labels,
-			delivery_actions = EXCLUDED.delivery_actions, lease_expires_at = EXCLUDED.lease_expires_at,
-			instance_id = EXCLUDED.instance_id, registered_at = now(), expired_at = NULL
-		WHERE runners.instance_id IN (EXCLUDED.instance_id, '') OR runners.lease_expires_at <= now()
-		RETURNING lease_expires_at`,
-		req.GetRunnerId(), req.GetHost(), req.GetVersion(), caps, labels, actions,
-		s.opts.LeaseTTL, req.GetInstanceId()).Scan(&expires)
+	// expired, or after the holder released it (instance_id ''), is. In the
+	// same transaction, sessions the (possibly
+	// narrower) identity no longer matches leave the runner.
+	var (
+		expires  time.Time
+		unplaced []string
+	)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `
+			INSERT INTO runners (id, host, version, capabilities, labels, delivery_actions, lease_expires_at, instance_id, registered_at, expired_at)
+			VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval, $8, now(), NULL)
+			ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, version = EXCLUDED.version,
+				capabilities = EXCLUDED.capabilities, labels = EXCLUDED.labels,
+				delivery_actions = EXCLUDED.delivery_actions, lease_expires_at = EXCLUDED.lease_expires_at,
+				instance_id = EXCLUDED.instance_id, registered_at = now(), expired_at = NULL
+			WHERE runners.instance_id IN (EXCLUDED.instance_id, '') OR runners.lease_expires_at <= now()
+			RETURNING lease_expires_at`,
+			req.GetRunnerId(), id.Host, req.GetVersion(), caps, labels, actions,
+			s.opts.LeaseTTL, req.GetInstanceId()).Scan(&expires)
+		if err != nil {
+			return err
+		}
+		unplaced, err = placement.UnplaceTx(ctx, tx, "", req.GetRunnerId())
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, status.Errorf(codes.AlreadyExists, "runner id %q is held by another live process (its lease has not expired)", req.GetRunnerId())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("register runner %s: %w", req.GetRunnerId(), err)
 	}
-	s.log.InfoContext(ctx, "runner registered", "runner", req.GetRunnerId(), "host", req.GetHost(), "instance", req.GetInstanceId())
+	if len(unplaced) > 0 {
+		s.log.InfoContext(ctx, "sessions left a runner whose placement narrowed", "runner", req.GetRunnerId(), "sessions", unplaced)
+	}
+	s.log.InfoContext(ctx, "runner registered", "runner", req.GetRunnerId(), "host", id.Host, "labels", id.Labels, "instance", req.GetInstanceId())
 	s.hub.wake(req.GetRunnerId())
 	return &guardv1.RegisterRunnerResponse{
 		LeaseExpiresAt:    timestamppb.New(expires),
 		HeartbeatInterval: durationpb.New(s.opts.HeartbeatInterval),
 		ExemptActions:     append([]string(nil), ExemptDeliveryActions...),
+		Host:              id.Host,
+		Labels:            id.Labels,
 	}, nil
 }
 
@@ -107,11 +139,4 @@ func (s *Service) renew(ctx context.Context, runnerID, instanceID string) (time.
 		return time.Time{}, fmt.Errorf("renew lease of %s: %w", runnerID, err)
 	}
 	return expires, nil
-}
-
-func nonNil(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
 }

@@ -198,12 +198,12 @@ func TestLeaseExpiryMovesSessionsRespectingPinsAndRetargetsPushes(t *testing.T) 
 	sameStream.keepAlive(100 * time.Millisecond)
 
 	// A runner can't open a session of a group pinned elsewhere.
-	if _, err := other.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: pinned}); status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("open a pinned group on another host: %v, want FailedPrecondition", err)
+	if _, err := other.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: pinned}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("open a pinned group on another host: %v, want PermissionDenied", err)
 	}
 	// Nor take over a session of a live runner.
-	if _, err := sameHost.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: pinned}); status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("open a live runner's session: %v, want FailedPrecondition", err)
+	if _, err := sameHost.c.Registry.OpenSession(ctxT(t), &guardv1.OpenSessionRequest{AgentGroupId: pinned}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("open a live runner's session: %v, want PermissionDenied", err)
 	}
 
 	// The dying runner stops heartbeating; its lease runs out (time moved

@@ -13,18 +13,17 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/placement"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/resources"
 )
 
-// runnerHostMatch is the pin predicate over runners r: a group pinned to a
-// host runs only on runners whose host, or labels["host"], names it.
-const runnerHostMatch = `($1 = '' OR r.host = $1 OR r.labels->>'host' = $1)`
-
 // OpenSession opens (or returns the existing active) session of a group on
-// the calling runner. The runner must hold a live lease and match the
-// group's pinned host. An active session of a dead (or no) runner is taken
-// over, with its unacknowledged pushes; one of another live runner is refused.
+// the calling runner. The runner must hold a live lease, and the group's
+// pin must match the identity it registered with (its token's host and
+// labels): a group the server would not place on it is PermissionDenied,
+// and so is a session placed on another live runner. An active session of
+// a dead (or no) runner is taken over, with its unacknowledged pushes.
 // The answer carries the group with its container config, read in the same
 // transaction (the runner starts the agent with it, whatever the cli_scope).
 func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingGroupID string) (*guardv1.OpenSessionResponse, error) {
@@ -36,24 +35,29 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('clawguard_group_sessions:' || $1))`, groupID); err != nil {
 			return fmt.Errorf("lock group sessions: %w", err)
 		}
-		var host, labelHost string
-		err := tx.QueryRow(ctx, `SELECT host, COALESCE(labels->>'host', '') FROM runners WHERE id = $1 AND lease_expires_at > now()`, runnerID).Scan(&host, &labelHost)
-		if errors.Is(err, pgx.ErrNoRows) {
+		var live bool
+		err := tx.QueryRow(ctx, `SELECT lease_expires_at > now() FROM runners WHERE id = $1`, runnerID).Scan(&live)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
 			return status.Errorf(codes.FailedPrecondition, "runner %q holds no live lease; register first", runnerID)
 		}
 		if err != nil {
 			return fmt.Errorf("read runner: %w", err)
 		}
-		var pinned string
-		err = tx.QueryRow(ctx, `SELECT pinned_host FROM agent_groups WHERE id = $1`, groupID).Scan(&pinned)
+		var (
+			pinned    string
+			placeable bool
+		)
+		err = tx.QueryRow(ctx, `SELECT g.pinned_host, `+placement.RunnerMatchesSQL("g.pinned_host")+`
+			FROM agent_groups g, runners r WHERE g.id = $1 AND r.id = $2`, groupID, runnerID).Scan(&pinned, &placeable)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return status.Errorf(codes.NotFound, "agent group %q not found", groupID)
 		}
 		if err != nil {
 			return fmt.Errorf("read group: %w", err)
 		}
-		if pinned != "" && pinned != host && pinned != labelHost {
-			return status.Errorf(codes.FailedPrecondition, "agent group %q is pinned to host %q; runner %q is on %q", groupID, pinned, runnerID, host)
+		if !placeable {
+			s.log.InfoContext(ctx, "open session refused: group not placeable on runner", "runner", runnerID, "group", groupID, "pinned_host", pinned)
+			return status.Errorf(codes.PermissionDenied, "agent group %q is pinned to %q, which runner %q's token does not carry", groupID, pinned, runnerID)
 		}
 		id, owner, ownerLive, err := activeSessionTx(ctx, tx, groupID, messagingGroupID)
 		if err != nil {
@@ -69,7 +73,8 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 			}
 		case owner == runnerID:
 		case ownerLive:
-			return status.Errorf(codes.FailedPrecondition, "session %q of group %q is hosted by another live runner", id, groupID)
+			s.log.InfoContext(ctx, "open session refused: placed on another live runner", "runner", runnerID, "group", groupID, "session", id)
+			return status.Errorf(codes.PermissionDenied, "session %q of group %q is placed on another live runner", id, groupID)
 		default:
 			moved, err := assignSessionTx(ctx, tx, id, owner, runnerID)
 			if err != nil {
@@ -159,7 +164,7 @@ func pickRunnerTx(ctx context.Context, tx pgx.Tx, pinnedHost string) (string, er
 	var id string
 	err := tx.QueryRow(ctx, `
 		SELECT r.id FROM runners r
-		WHERE r.lease_expires_at > now() AND `+runnerHostMatch+`
+		WHERE r.lease_expires_at > now() AND `+placement.RunnerMatchesSQL("$1::text")+`
 		ORDER BY (SELECT count(*) FROM sessions s WHERE s.runner_id = r.id AND s.status = 'active'), r.id
 		LIMIT 1`, pinnedHost).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/placement"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
@@ -31,12 +32,22 @@ var (
 	hostLabel = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:=/-]{0,127}$`)
 )
 
-// checkPlacement validates the optional base image and host pin.
+// checkPlacement validates the optional base image and pin: a host, or a
+// key=value selector over runner token labels (placement.Matches).
 func checkPlacement(image string, pin *string) error {
 	if image != "" && !imageRef.MatchString(image) {
 		return invalid("base_image", "%q is not an image reference", image)
 	}
-	if pin != nil && *pin != "" && !hostLabel.MatchString(*pin) {
+	if pin == nil || *pin == "" {
+		return nil
+	}
+	if k, v, ok := strings.Cut(*pin, "="); ok {
+		if !labelKey.MatchString(k) || !labelValue.MatchString(v) {
+			return invalid("pinned_host", "%q is not a key=value label selector", *pin)
+		}
+		return nil
+	}
+	if !hostLabel.MatchString(*pin) {
 		return invalid("pinned_host", "%q is not a host label", *pin)
 	}
 	return nil
@@ -188,7 +199,7 @@ func (s *Service) GetGroup(ctx context.Context, req *guardv1.GetGroupRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.GetGroupResponse{Group: g}, nil
+	return &guardv1.GetGroupResponse{Group: v.redact(g)}, nil
 }
 
 // ListGroups lists the groups the caller may see, by name.
@@ -208,12 +219,13 @@ func (s *Service) ListGroups(ctx context.Context, _ *guardv1.ListGroupsRequest) 
 		if err != nil {
 			return nil, err
 		}
-		out.Groups = append(out.Groups, g)
+		out.Groups = append(out.Groups, v.redact(g))
 	}
 	return out, rows.Err()
 }
 
-// UpdateGroup renames, re-images or re-pins a group (empty = unchanged). A
+// UpdateGroup renames, re-images or re-pins a group (empty = unchanged;
+// a re-pin moves sessions off runners the new pin does not match). A
 // new base image is a container change: the config version is bumped and
 // every active session gets a rebuild.
 func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupRequest) (*guardv1.UpdateGroupResponse, error) {
@@ -242,6 +254,13 @@ func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupReque
 			pinned_host = COALESCE($4, pinned_host)
 			WHERE id = $1`, req.GetId(), strings.TrimSpace(req.GetName()), req.GetBaseImage(), req.PinnedHost); err != nil {
 			return err
+		}
+		if req.PinnedHost != nil {
+			// Sessions the new pin does not match leave their runner; the
+			// lease sweep places them on one it does.
+			if _, err := placement.UnplaceTx(ctx, tx, req.GetId(), ""); err != nil {
+				return err
+			}
 		}
 		if req.GetBaseImage() != "" && req.GetBaseImage() != oldImage {
 			if _, err := configChanged(ctx, tx, req.GetId(), "base image changed", true); err != nil {
