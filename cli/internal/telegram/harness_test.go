@@ -141,7 +141,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(pool.Close)
 	e.db = pool
 	tok, err := guardv1.NewRegistryClient(e.op).CreateToken(context.Background(), &guardv1.CreateTokenRequest{
-		Kind: guardv1.Principal_PRINCIPAL_BRIDGE, Name: "telegram"})
+		Kind: guardv1.Principal_PRINCIPAL_BRIDGE, Name: "telegram", Channels: []string{"telegram"}})
 	if err != nil {
 		t.Fatalf("create bridge token: %v", err)
 	}

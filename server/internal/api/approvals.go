@@ -31,7 +31,7 @@ func (s *ApprovalsService) List(ctx context.Context, req *guardv1.ListRequest) (
 		Limit:   int(req.GetLimit()),
 	}
 	if req.GetEligibleForMe() {
-		if f.EligibleFor, err = actingUser(caller, req.GetAsUser()); err != nil {
+		if f.EligibleFor, err = s.actingUser(ctx, caller, req.GetAsUser()); err != nil {
 			return nil, err
 		}
 	} else if req.GetAsUser() != "" {
@@ -67,7 +67,7 @@ func (s *ApprovalsService) Resolve(ctx context.Context, req *guardv1.ResolveRequ
 	if req.GetId() == "" {
 		return nil, InvalidArgument("id", "required")
 	}
-	clicker, err := actingUser(caller, req.GetAsUser())
+	clicker, err := s.actingUser(ctx, caller, req.GetAsUser())
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +121,11 @@ func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequ
 	caller, _, err := viewer(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if isBridge(caller) {
+		if err := bridgeMaySpeak(ctx, s.d.Log, caller); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case !requestKind.MatchString(req.GetKind()):
@@ -241,8 +246,9 @@ func viewer(ctx context.Context) (authn.Caller, approvals.Viewer, error) {
 
 // actingUser is the user a click or an eligibility question is for: a user
 // token is always itself (as_user may only repeat it); operator and bridge
-// tokens must name the user (mayResolve then applies to that user).
-func actingUser(caller authn.Caller, asUser string) (string, error) {
+// tokens must name the user (mayResolve then applies to that user), and a
+// bridge only a user of its channel namespaces.
+func (s *ApprovalsService) actingUser(ctx context.Context, caller authn.Caller, asUser string) (string, error) {
 	switch caller.Principal.Kind {
 	case guardv1.Principal_PRINCIPAL_USER:
 		if asUser != "" && asUser != caller.Principal.UserID {
@@ -252,6 +258,11 @@ func actingUser(caller authn.Caller, asUser string) (string, error) {
 	case guardv1.Principal_PRINCIPAL_OPERATOR, guardv1.Principal_PRINCIPAL_BRIDGE:
 		if asUser == "" {
 			return "", InvalidArgument("as_user", "required for %s tokens (the clicking user)", authn.KindString(caller.Principal.Kind))
+		}
+		if isBridge(caller) {
+			if err := bridgeAsserts(ctx, s.d.Log, caller, "as_user", asUser); err != nil {
+				return "", err
+			}
 		}
 		return asUser, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -146,6 +147,11 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 			return nil, err
 		}
 	}
+	if isBridge(caller) {
+		if err := s.bridgeDecides(ctx, caller, req); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := s.d.Guard.Decide(ctx, r)
 	switch {
 	case err == nil:
@@ -241,6 +247,42 @@ func applyActorRules(c authn.Caller, r *guard.Request) error {
 		return nil
 	}
 	return status.Errorf(codes.PermissionDenied, "%s tokens may not ask the guard", authn.KindString(c.Principal.Kind))
+}
+
+// bridgeDecides keeps a bridge's question inside its channels: the human
+// it asserts is a user of its namespaces, and a chat it names (resource
+// messaging_group or payload messaging_group_id) is one of its channels'.
+func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *guardv1.DecideRequest) error {
+	if h := req.GetActor().GetHuman(); h != nil {
+		if err := bridgeAsserts(ctx, s.d.Log, c, "actor.human.user_id", h.GetUserId()); err != nil {
+			return err
+		}
+	} else if err := bridgeMaySpeak(ctx, s.d.Log, c); err != nil {
+		return err
+	}
+	chats := []string{req.GetResource()["messaging_group"]}
+	if v, ok := req.GetPayload().GetFields()["messaging_group_id"]; ok {
+		chats = append(chats, v.GetStringValue())
+	}
+	for _, mg := range chats {
+		if mg == "" {
+			continue
+		}
+		var channel string
+		err := s.d.Store.Pool.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, mg).Scan(&channel)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // no such chat: the baseline denies
+		}
+		if err != nil {
+			return DBError("messaging group", err)
+		}
+		if !c.Principal.SpeaksForChannel(channel) {
+			s.d.Log.InfoContext(ctx, "bridge refused: decision about a chat of another channel",
+				"token", c.Principal.TokenID, "messaging_group", mg, "channel", channel, "channels", c.Principal.Channels)
+			return status.Errorf(codes.PermissionDenied, "messaging group %q is a %s chat; this bridge speaks for %v", mg, channel, c.Principal.Channels)
+		}
+	}
+	return nil
 }
 
 func scopedRequestID(c authn.Caller, id string) string {

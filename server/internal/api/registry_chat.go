@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/authn"
 )
 
 // PostChatMessage queues an agent's reply for its session's chat. The
@@ -30,12 +31,18 @@ func (s *RegistryService) PostChatMessage(ctx context.Context, req *guardv1.Post
 	return resp, DBError("chat message", err)
 }
 
-// WatchChatOutbox streams one channel type's chat messages to its bridge.
+// WatchChatOutbox streams one channel type's chat messages to its bridge
+// (a bridge reads only its own channels' outbox).
 func (s *RegistryService) WatchChatOutbox(req *guardv1.WatchChatOutboxRequest, stream grpc.ServerStreamingServer[guardv1.WatchChatOutboxResponse]) error {
 	if s.d.ChatOut == nil {
 		return status.Error(codes.Unavailable, "chat outbox is not wired")
 	}
 	ctx := stream.Context()
+	if c, ok := authn.FromContext(ctx); ok && isBridge(c) {
+		if err := bridgeRoutes(ctx, s.d.Log, c, req.GetChannelType(), ""); err != nil {
+			return err
+		}
+	}
 	err := s.d.ChatOut.Follow(ctx, req.GetChannelType(), req.GetAfterCursor(), stream.Send)
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()

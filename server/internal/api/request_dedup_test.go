@@ -30,14 +30,14 @@ func TestRequestDedupKeyCannotCaptureAGuardHold(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	bridge := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "bridge", "", ""), ""))
+	bridge := testserver.ClientsFor(srv.Conn(t, srv.BridgeToken(t, "telegram"), ""))
 	decoy, err := bridge.Approvals.Request(ctx, &guardv1.RequestRequest{Kind: "onecli_credential",
-		Card: &guardv1.HoldCard{Title: "decoy", DedupKey: "sender_admit:mg-chat:tg:stranger"}})
+		Card: &guardv1.HoldCard{Title: "decoy", DedupKey: "sender_admit:mg-chat:telegram:stranger"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := bridge.Registry.RouteInbound(ctx, &guardv1.RouteInboundRequest{ChannelType: "telegram", PlatformId: "chat-123", IsGroup: true,
-		SenderUserId: "tg:stranger", MessageId: "m1", Text: "hi"})
+		SenderUserId: "telegram:stranger", MessageId: "m1", Text: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +74,16 @@ func TestRunnerCardCannotSquatTheSenderAdmissionKey(t *testing.T) {
 	}
 	runner := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "runner", "r1", ""), "s1"))
 	payload, _ := structpb.NewStruct(map[string]any{"apt": []any{"curl"}})
-	for _, key := range []string{"sender_admit:mg-chat:tg:stranger", "sender_admit/ag-1//sender_admit:mg-chat:tg:stranger"} {
+	for _, key := range []string{"sender_admit:mg-chat:telegram:stranger", "sender_admit/ag-1//sender_admit:mg-chat:telegram:stranger"} {
 		decoy, err := runner.Guard.Decide(ctx, &guardv1.DecideRequest{Action: "self_mod.install_packages", Payload: payload,
 			Card: &guardv1.HoldCard{Title: "decoy", DedupKey: key}})
 		if err != nil || decoy.GetHoldId() == "" {
 			t.Fatalf("runner's own install hold: %v (%v)", decoy, err)
 		}
 	}
-	bridge := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "bridge", "", ""), ""))
+	bridge := testserver.ClientsFor(srv.Conn(t, srv.BridgeToken(t, "telegram"), ""))
 	r, err := bridge.Registry.RouteInbound(ctx, &guardv1.RouteInboundRequest{ChannelType: "telegram", PlatformId: "chat-123", IsGroup: true,
-		SenderUserId: "tg:stranger", MessageId: "m1", Text: "hi"})
+		SenderUserId: "telegram:stranger", MessageId: "m1", Text: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestRunnerCardCannotSquatTheSenderAdmissionKey(t *testing.T) {
 	if err := srv.Pool.QueryRow(ctx, `SELECT kind, dedup_key FROM holds WHERE id = $1`, r.GetHoldId()).Scan(&kind, &key); err != nil || kind != "sender_admit" {
 		t.Fatalf("stranger's message held on %q: kind %q (%v), want its own sender_admit hold", r.GetHoldId(), kind, err)
 	}
-	if want := "sender_admit/ag-1//sender_admit:mg-chat:tg:stranger"; key != want {
+	if want := "sender_admit/ag-1//sender_admit:mg-chat:telegram:stranger"; key != want {
 		t.Fatalf("admission dedup key = %q, want %q", key, want)
 	}
 	var squats int

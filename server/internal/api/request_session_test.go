@@ -28,7 +28,7 @@ func TestRequestSessionMustBelongToTheAgentGroup(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	bridge := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "bridge", "", ""), ""))
+	bridge := testserver.ClientsFor(srv.Conn(t, srv.BridgeToken(t, "telegram"), ""))
 	card := &guardv1.HoldCard{Title: "Use the deploy key"}
 
 	for _, c := range []struct{ name, session, group string }{

@@ -88,7 +88,7 @@ func TestD1GlobalBlastHold(t *testing.T) {
 		t.Fatalf("after the refused click: status %s, applied %v", st, applied)
 	}
 	// A bridge asserting the scoped admin is refused the same way.
-	bridge := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "bridge", "", ""), ""))
+	bridge := testserver.ClientsFor(srv.Conn(t, srv.BridgeToken(t, "slack"), ""))
 	_, err = bridge.Approvals.Resolve(context.Background(), &guardv1.ResolveRequest{Id: h.GetId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE, AsUser: scopedAdmin})
 	if code(err) != codes.PermissionDenied {
 		t.Fatalf("bridge as scoped admin: want PermissionDenied, got %v", err)
@@ -385,7 +385,7 @@ func TestExpiryAndSweepEmitEvents(t *testing.T) {
 	}
 
 	// A credential hold through Request, then a replica (re)starts.
-	bridge := testserver.ClientsFor(a.Conn(t, a.Token(t, "bridge", "", ""), ""))
+	bridge := testserver.ClientsFor(a.Conn(t, a.BridgeToken(t, "slack"), ""))
 	rr, err := bridge.Approvals.Request(context.Background(), &guardv1.RequestRequest{Kind: approvals.KindOneCLICredential, AgentGroupId: "ag-1",
 		Card: &guardv1.HoldCard{Title: "Use GitHub token"}, SweptOnRestart: true})
 	if err != nil {
@@ -413,7 +413,7 @@ func TestRequestAwaitListGet(t *testing.T) {
 	a := testserver.Start(t)
 	seed(t, a)
 	b := testserver.StartOn(t, a.URL)
-	bridgeTok := a.Token(t, "bridge", "", "")
+	bridgeTok := a.BridgeToken(t, "slack")
 	bridgeA := testserver.ClientsFor(a.Conn(t, bridgeTok, ""))
 	bridgeB := testserver.ClientsFor(b.Conn(t, bridgeTok, ""))
 	ctx := context.Background()

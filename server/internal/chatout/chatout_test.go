@@ -57,7 +57,7 @@ func TestAgentRepliesReachTheirChatsBridge(t *testing.T) {
 		t.Fatal("a runner not hosting s1 posted into its chat")
 	}
 
-	bridge := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "bridge", "", ""), "")).Registry
+	bridge := testserver.ClientsFor(srv.Conn(t, srv.BridgeToken(t, "telegram"), "")).Registry
 	read := func(after int64, n int) []*guardv1.WatchChatOutboxResponse {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -41,7 +41,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Parallel() // each test has its own server and database
 	srv := testserver.Start(t)
 	f := &fixture{t: t, srv: srv}
-	f.bridge = testserver.ClientsFor(srv.Conn(t, srv.Token(t, "bridge", "", ""), ""))
+	f.bridge = testserver.ClientsFor(srv.Conn(t, srv.BridgeToken(t, "telegram"), ""))
 	// A live runner, so opened sessions are placed on it.
 	f.exec(`INSERT INTO runners (id, host, lease_expires_at) VALUES ($1, 'host-a', now() + interval '1 hour')`, runnerID)
 

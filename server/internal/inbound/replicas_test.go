@@ -13,7 +13,7 @@ import (
 func TestChannelRegistrationAcrossTwoReplicas(t *testing.T) {
 	f := newChannelFixture(t)
 	other := testserver.StartOn(t, f.srv.URL)
-	bridgeB := testserver.ClientsFor(other.Conn(t, other.Token(t, "bridge", "", ""), ""))
+	bridgeB := testserver.ClientsFor(other.Conn(t, other.BridgeToken(t, "telegram"), ""))
 
 	approved := f.register(groupMention("chat-two-replicas", "@bot hi from A"))
 	if _, err := bridgeB.Approvals.Resolve(t.Context(), &guardv1.ResolveRequest{

@@ -18,8 +18,8 @@ func TestSenderAdmissionIsApprovedByTheJoinedGroupsAdmins(t *testing.T) {
 	f.exec(`INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id, created_at)
 		VALUES ('mga-1', 'mg-chat', 'ag-1', now() - interval '1 hour'), ('mga-2', 'mg-chat', 'ag-2', now())`)
 	f.user(owner, "owner", "")
-	f.user("tg:adm1", "admin", "ag-1")
-	f.user("tg:adm2", "admin", "ag-2")
+	f.user("telegram:adm1", "admin", "ag-1")
+	f.user("telegram:adm2", "admin", "ag-2")
 	f.user(strangerID, "", "")
 	f.exec(`INSERT INTO agent_group_members (agent_group_id, user_id) VALUES ('ag-1', $1)`, strangerID)
 
@@ -30,10 +30,10 @@ func TestSenderAdmissionIsApprovedByTheJoinedGroupsAdmins(t *testing.T) {
 	if anchor := f.str(`SELECT COALESCE(agent_group_id, '') FROM holds WHERE id = $1`, hold); anchor != "ag-2" {
 		t.Errorf("admission to ag-2 anchored on %q, want ag-2", anchor)
 	}
-	f.wantDenied(hold, "tg:adm1", guardv1.Outcome_OUTCOME_APPROVE, "approve")
+	f.wantDenied(hold, "telegram:adm1", guardv1.Outcome_OUTCOME_APPROVE, "approve")
 	if f.isMember(strangerID, "ag-2") {
 		t.Fatal("ag-1's scoped admin admitted the stranger into ag-2")
 	}
-	f.mustClick(hold, "tg:adm2", guardv1.Outcome_OUTCOME_APPROVE, "approve")
+	f.mustClick(hold, "telegram:adm2", guardv1.Outcome_OUTCOME_APPROVE, "approve")
 	f.eventually("admitted to ag-2", func() bool { return f.isMember(strangerID, "ag-2") })
 }

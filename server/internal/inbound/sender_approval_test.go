@@ -11,7 +11,7 @@ import (
 )
 
 const (
-	strangerID = "tg:stranger"
+	strangerID = "telegram:stranger"
 	kindAdmit  = approvals.KindSenderAdmit
 )
 
@@ -81,7 +81,7 @@ func TestSenderApproval_DeliversAnApprovalCardOnFirstUnknownMessage(t *testing.T
 	if r := card.GetApproverRule().GetAdminsOfScope(); r == nil || r.GetAgentGroupId() != "ag-1" || r.GetDeliveredTo() != owner {
 		t.Errorf("approver rule = %v, want admins-of-scope{ag-1, delivered_to %s}", card.GetApproverRule(), owner)
 	}
-	if card.GetDedupKey() != "sender_admit/ag-1//sender_admit:mg-chat:tg:stranger" {
+	if card.GetDedupKey() != "sender_admit/ag-1//sender_admit:mg-chat:telegram:stranger" {
 		t.Errorf("dedup key = %q", card.GetDedupKey())
 	}
 	if n := f.count(`SELECT count(*) FROM holds WHERE kind = $1`, kindAdmit); n != 1 {

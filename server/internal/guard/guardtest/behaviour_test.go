@@ -174,7 +174,7 @@ func TestActorRules(t *testing.T) {
 	runnerTok := srv.Token(t, "runner", w.R, "")
 	runner := testserver.ClientsFor(srv.Conn(t, runnerTok, ""))
 	asAgent := testserver.ClientsFor(srv.Conn(t, runnerTok, w.SA))
-	bridge := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "bridge", "", ""), ""))
+	bridge := testserver.ClientsFor(srv.Conn(t, srv.BridgeToken(t, "telegram"), ""))
 
 	decide := func(c testserver.Clients, actor string) (*guardv1.DecideResponse, error) {
 		req := &guardv1.DecideRequest{Action: "a2a.send", Resource: map[string]string{"to": w.A}}
