@@ -60,7 +60,7 @@ demo=$(bin/ncl groups get demo -q 2>/dev/null || bin/ncl groups create --name de
 helper=$(bin/ncl groups get helper -q 2>/dev/null || bin/ncl groups create --name helper --cli-scope group -q)
 bin/ncl destinations add --group "$demo" --name helper --target-group "$helper" >/dev/null 2>&1 || true
 bin/ncl policies set --from "$demo" --to "$helper" --approver "$owner" >/dev/null 2>&1 || true
-[ -s "$data/runner.token" ] || bin/ncl tokens create --kind runner --runner local-1 --name "make run" --secret-only > "$data/runner.token"
+[ -s "$data/runner.token" ] || bin/ncl tokens create --kind runner --runner local-1 --host local-1 --name "make run" --secret-only > "$data/runner.token"
 
 runtime=process
 if docker info >/dev/null 2>&1; then
