@@ -369,7 +369,6 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("bridge token = %v, want channels telegram, slack", bt)
 		}
 		for name, args := range map[string][]string{
-			"a bridge without --channel": {"--kind", "bridge", "--name", "b"},
 			"a host on a bridge token":   {"--kind", "bridge", "--name", "b", "--channel", "telegram", "--host", "h"},
 			"a channel on a runner":      {"--kind", "runner", "--name", "r", "--runner", "r", "--channel", "telegram"},
 			"a bad channel namespace":    {"--kind", "bridge", "--name", "b", "--channel", "Tele gram"},

@@ -46,7 +46,7 @@ only telegram chats, and resolves holds only as such a user.`,
 	create.Flags().StringVar(&req.UserId, "user", "", "user id (kind user)")
 	create.Flags().StringVar(&req.Host, "host", "", "host the runner is placed as (kind runner; empty: unpinned groups only)")
 	create.Flags().StringToStringVar(&req.Labels, "label", nil, "key=value label groups may be pinned by (kind runner; repeatable)")
-	create.Flags().StringSliceVar(&req.Channels, "channel", nil, "channel namespace the bridge speaks for, e.g. telegram (kind bridge; required, repeatable)")
+	create.Flags().StringSliceVar(&req.Channels, "channel", nil, "channel namespace the bridge speaks for, e.g. telegram (kind bridge, repeatable; none: it files holds only)")
 	create.Flags().StringVar(&secretFile, "secret-file", "", "write the secret to this file (0600) instead of printing it")
 	create.Flags().BoolVar(&secretOnly, "secret-only", false, "print only the secret (for: > file)")
 	required(create, "kind", "name")

@@ -7988,7 +7988,9 @@ type CreateTokenRequest struct {
 	// registration may narrow them, never widen them.
 	Host   string            `protobuf:"bytes,5,opt,name=host,proto3" json:"host,omitempty"`
 	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Bridge tokens (required): the channel namespaces it speaks for.
+	// Bridge tokens: the channel namespaces it speaks for. A chat bridge needs
+	// one; without any it asserts nobody (a credential gateway: it files and
+	// awaits holds only).
 	Channels      []string `protobuf:"bytes,7,rep,name=channels,proto3" json:"channels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -51,7 +51,8 @@ const maxTokenLabels, maxTokenChannels = 32, 16
 
 // checkTokenBindings validates what a runner or bridge token speaks for:
 // placement (host, labels) only on runner tokens, channels only on bridge
-// tokens, which must name at least one.
+// tokens. A bridge token without channels asserts nobody: it may file and
+// await holds (a credential gateway), never click, decide or route.
 func checkTokenBindings(kind string, req *guardv1.CreateTokenRequest) (host string, labels map[string]string, channels []string, err error) {
 	host = strings.TrimSpace(req.GetHost())
 	labels = req.GetLabels()
@@ -71,9 +72,6 @@ func checkTokenBindings(kind string, req *guardv1.CreateTokenRequest) (host stri
 	}
 	if kind != "bridge" && len(req.GetChannels()) > 0 {
 		return "", nil, nil, invalid("channels", "only bridge tokens speak for channels")
-	}
-	if kind == "bridge" && len(req.GetChannels()) == 0 {
-		return "", nil, nil, invalid("channels", "required for a bridge token: the channel namespaces it speaks for (e.g. telegram)")
 	}
 	if len(req.GetChannels()) > maxTokenChannels {
 		return "", nil, nil, invalid("channels", "at most %d", maxTokenChannels)
