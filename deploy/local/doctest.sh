@@ -16,12 +16,19 @@
 # bare token each), `bin/clawguard-telegram` (its token files and data dir).
 # The README walkthrough block is run by walkthrough.sh.
 #
-# Usage: deploy/local/doctest.sh [DOC ...]   (default: every doc below)
+# Usage: deploy/local/doctest.sh [DOC ...]   (default: every doc with a sh block)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 docs=("$@")
-[ ${#docs[@]} -gt 0 ] || docs=(README.md cli/README.md runner/README.md deploy/README.md deploy/k8s/README.md deploy/TLS.md)
+if [ ${#docs[@]} = 0 ]; then
+  # Every Markdown file of the repository with a ```sh block, so a new doc
+  # is tested from its first commit (WEBHOOK.md's block: the webhook test).
+  while IFS= read -r f; do
+    [ "$f" = deploy/WEBHOOK.md ] && continue
+    grep -q '^```sh$' "$f" && docs+=("$f")
+  done < <(git ls-files '*.md' 2>/dev/null || find . -name '*.md' -not -path './.data/*' | sed 's#^\./##')
+fi
 
 for b in clawguard-server clawguard-runner ncl demo-agent clawguard-telegram; do
   [ -x "bin/$b" ] || { echo "doctest: bin/$b missing: run make build" >&2; exit 1; }
@@ -36,6 +43,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -33,6 +33,7 @@ stop() {
   if [ "$status" = 0 ]; then rm -rf "$data"; else echo "walkthrough: make run's data and log kept in $rel" >&2; fi
 }
 trap stop EXIT
+trap 'exit 130' INT TERM
 
 deadline=$((SECONDS + 120))
 until grep -q "Clawguard is running" "$log"; do
