@@ -317,3 +317,27 @@ func TestMessagesToAStoppedAgentSurviveARunnerRestart(t *testing.T) {
 		t.Fatalf("messages delivered twice: %s", tl)
 	}
 }
+
+// Issue 13: a cleanly stopped runner kept its lease, so restarting the same
+// id waited for it to expire. With a one-minute lease, the restarted runner
+// must be registered long before the old lease would have run out.
+func TestCleanlyStoppedRunnerRestartsAtOnce(t *testing.T) {
+	s := newSystem(t, "--lease-ttl", "60s")
+	g := s.ncl("groups", "create", "--name", "restart", "--cli-scope", "group", "-q")
+	r := s.newRunner("runner-1", "h1", g)
+	r.start()
+	s.session(g, r.id)
+	var before string
+	if err := s.admin.QueryRow(ctxT(t), `SELECT instance_id FROM runners WHERE id = $1`, r.id).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	r.p.stop() // SIGTERM: a clean stop
+	restarted := time.Now()
+	r.start()
+	waitFor(t, 20*time.Second, "the restarted runner registered (the old lease had 40 s or more left)", func() (bool, string) {
+		var now string
+		_ = s.admin.QueryRow(ctxT(t), `SELECT instance_id FROM runners WHERE id = $1 AND lease_expires_at > now()`, r.id).Scan(&now)
+		return now != "" && now != before, "instance " + now
+	})
+	t.Logf("FIGURES fault=%q settle_seconds=%.1f", "clean runner stop, same id restarted (60 s lease)", time.Since(restarted).Seconds())
+}

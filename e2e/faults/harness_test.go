@@ -193,13 +193,14 @@ type system struct {
 	addrs     []string
 	tokenFile string
 	op        *grpc.ClientConn
+	flags     []string // serve flags after the common ones (later ones win)
 }
 
 // serverFlags tune the servers for a test's time budget: short leases,
 // quick re-sends of unacknowledged pushes.
 var serverFlags = []string{"--lease-ttl", "3s", "--push-ack-deadline", "3s", "--log-level", "info"}
 
-func newSystem(t *testing.T) *system {
+func newSystem(t *testing.T, extraServerFlags ...string) *system {
 	t.Helper()
 	if _, err := pgtest.BinDir(); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -218,7 +219,7 @@ func newSystem(t *testing.T) *system {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pg.Stop() })
-	s := &system{t: t, pg: pg}
+	s := &system{t: t, pg: pg, flags: append(append([]string{}, serverFlags...), extraServerFlags...)}
 	s.admin, err = pgxpool.New(ctxT(t), pg.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +252,7 @@ func (s *system) startServer(i int) {
 	t := s.t
 	addr := loopback(t)
 	args := append([]string{bin(t, "clawguard-server"), "serve", "--database-url", s.dbURL, "--auto-migrate",
-		"--listen", addr, "--metrics-listen", "", "--operator-token-file", s.tokenFile}, serverFlags...)
+		"--listen", addr, "--metrics-listen", "", "--operator-token-file", s.tokenFile}, s.flags...)
 	p := start(t, fmt.Sprintf("server-%d", i), args...)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

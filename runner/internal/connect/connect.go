@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -78,6 +79,7 @@ type Client struct {
 	acks     chan *guardv1.PushAck
 	release  chan struct{}
 	released chan struct{} // closed once a release frame went out
+	ended    chan struct{} // closed once the server ended the released stream
 }
 
 // queue is one session's pushes in arrival order. Unbounded on purpose: the
@@ -126,6 +128,7 @@ func (c *Client) init() {
 		c.queues = map[string]*queue{}
 		c.release = make(chan struct{})
 		c.released = make(chan struct{})
+		c.ended = make(chan struct{})
 	}
 	if c.RetryFor <= 0 {
 		c.RetryFor = 10 * time.Minute
@@ -190,11 +193,12 @@ func (c *Client) Release(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("release lease: no stream to send it on: %w", ctx.Err())
 	}
+	// The server ends the stream once the release is recorded.
 	select {
-	case <-c.released:
+	case <-c.ended:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("release lease: %w", ctx.Err())
+		return fmt.Errorf("release lease: no answer from the server: %w", ctx.Err())
 	}
 }
 
@@ -262,6 +266,9 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 		if err != nil {
 			cancel()
 			<-werr
+			if errors.Is(err, io.EOF) && c.isReleased() {
+				close(c.ended)
+			}
 			return healthy, err
 		}
 		if !healthy {

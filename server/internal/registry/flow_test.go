@@ -120,3 +120,24 @@ func TestReleasedLeaseLetsTheRunnerRegisterAgainAtOnce(t *testing.T) {
 		t.Fatal("the released instance connected again")
 	}
 }
+
+// A runner may hang up right after its release frame (it is exiting): the
+// release still takes effect.
+func TestReleaseTakesEffectWhenTheRunnerHangsUpAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, shortLease(time.Minute))
+	first := newRunner(t, srv, "runner-a", "h1", nil)
+	first.mustRegister(t)
+	st := first.connect(t)
+	st.heartbeat(t)
+	if err := st.s.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Release{Release: &guardv1.LeaseRelease{}}}); err != nil {
+		t.Fatal(err)
+	}
+	st.close()
+	second := *first
+	second.instance = "inst-restarted"
+	eventually(t, "the restarted instance to register", func() bool {
+		_, err := second.register(ctxT(t))
+		return err == nil
+	})
+}

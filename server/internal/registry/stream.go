@@ -364,6 +364,9 @@ const MaxPushAttempts = 5
 // the same runner may register at once. The lease's expiry is left as it is,
 // so the runner's sessions only move if it does not come back in time.
 func (s *Service) release(ctx context.Context, runnerID, instanceID string) error {
+	// The runner may hang up right after the frame: finish the release anyway.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	tag, err := s.pool.Exec(ctx, `UPDATE runners SET instance_id = '' WHERE id = $1 AND instance_id = $2`, runnerID, instanceID)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "release lease of %s: %v", runnerID, err)
