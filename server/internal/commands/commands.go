@@ -68,6 +68,8 @@ func Entry(m rules.Method) guard.Entry {
 		Baseline: func(in *guard.Input, f guard.Facts) (guard.Decision, error) {
 			return Baseline(r, groupFields, in, f), nil
 		},
+		Explain:   explainer(r),
+		TraceArgs: traceArgs(groupFields),
 	}
 	if r.GetAccess() == guardv1.Access_ACCESS_APPROVAL {
 		e.ApprovalAction = ApprovalAction

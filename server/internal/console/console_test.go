@@ -422,3 +422,38 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 	}
 	return s
 }
+
+// A policy quorum: Dana's approval counts once and leaves the hold pending
+// (her page says so, without an Approve button); the second named approver
+// completes it.
+func TestQuorumHoldOnTheCard(t *testing.T) {
+	f := start(t)
+	if _, err := f.srv.Pool.Exec(context.Background(), `UPDATE agent_message_policies SET also_approvers = ARRAY['telegram:eve'], approvals = 2`); err != nil {
+		t.Fatal(err)
+	}
+	hold := f.ask(t, "two keys").GetHoldId()
+	dana := newBrowser(t, f.base)
+	csrf := dana.signIn(f.dana)
+	if resp, _ := dana.post("/holds/"+hold+"/resolve", url.Values{"csrf": {csrf}, "outcome": {"approve"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("Dana's approval: %d", resp.StatusCode)
+	}
+	_, page := dana.get("/holds/" + hold)
+	for _, want := range []string{"1 of 2 approvals — telegram:dana", "You approved", "only telegram:dana, telegram:eve", "to=ops"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("Dana's page after her approval lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `id="approve"`) {
+		t.Fatal("Dana is offered a second approval")
+	}
+	eve := newBrowser(t, f.base)
+	csrf = eve.signIn(f.eve)
+	if resp, _ := eve.post("/holds/"+hold+"/resolve", url.Values{"csrf": {csrf}, "outcome": {"approve"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("Eve's approval: %d", resp.StatusCode)
+	}
+	var st string
+	_ = f.srv.Pool.QueryRow(context.Background(), `SELECT status FROM holds WHERE id = $1`, hold).Scan(&st)
+	if st != "approved" {
+		t.Fatalf("after both approvals the hold is %s", st)
+	}
+}

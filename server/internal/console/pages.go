@@ -33,6 +33,8 @@ func (c *Console) holdsPage(w http.ResponseWriter, r *http.Request, s *session) 
 type holdData struct {
 	Hold       *guardv1.Hold
 	CanResolve bool
+	// Approved: this user's approval already counts toward the quorum.
+	Approved bool
 	// Waiting: approved, replayed with a grant, and not yet consumed — the
 	// page follows the decision log until the replay's answer arrives.
 	Waiting      bool
@@ -61,6 +63,11 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 		if d.CanResolve, err = approvals.MayResolve(ctx, c.d.Pool, h.GetApproverRule(), h.GetApproverScope(), s.UserID); err != nil {
 			c.fail(w, r, s, http.StatusServiceUnavailable, err.Error())
 			return
+		}
+	}
+	for _, a := range h.GetApprovals() {
+		if a.GetUserId() == s.UserID {
+			d.Approved = true
 		}
 	}
 	d.Waiting = h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_APPROVED && !h.GetConsumed() && h.GetCatalogAction() != "" &&

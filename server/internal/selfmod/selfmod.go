@@ -40,6 +40,7 @@ func Entries() []guard.Entry {
 			Facts:       []guard.Fact{groupExists},
 			Precheck:    checkInstall,
 			Baseline:    baseline("install_packages"),
+			Explain:     explain,
 			// Bind the grant to the approved package lists.
 			GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
 				return sameList(g.Payload["apt"], in.Payload["apt"]) && sameList(g.Payload["npm"], in.Payload["npm"])
@@ -51,6 +52,7 @@ func Entries() []guard.Entry {
 			Facts:       []guard.Fact{groupExists},
 			Precheck:    checkMCP,
 			Baseline:    baseline("add_mcp_server"),
+			Explain:     explain,
 			// Bind the grant to the approved server, env included: the env is
 			// stored and applied with it (NODE_OPTIONS alone runs code).
 			GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
