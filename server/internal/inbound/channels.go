@@ -31,6 +31,7 @@ func (s *Service) requestRegistration(ctx context.Context, mg messagingGroup, m 
 	}
 	var resp *guardv1.RouteInboundResponse
 	var dropReason string
+	created := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Serialise registrations of one chat (the row may not exist yet).
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('inbound-registration:' || $1))`, mg.ID); err != nil {
@@ -120,10 +121,16 @@ func (s *Service) requestRegistration(ctx context.Context, mg messagingGroup, m 
 		}
 		resp = outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_REGISTRATION_PENDING, mg.ID, "channel registration requested")
 		resp.HoldId = res.Hold.GetId()
+		created = res.Created
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if created {
+		// Audit, after the commit, like every other hold.
+		s.log.InfoContext(ctx, "hold requested", "audit", true, "hold", resp.HoldId, "kind", "channel_registration",
+			"messaging_group", mg.ID, "requester", m.GetSenderUserId())
 	}
 	if dropReason != "" {
 		if err := s.recordDropped(ctx, mg.ID, m, dropReason); err != nil {
