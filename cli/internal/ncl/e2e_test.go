@@ -369,9 +369,9 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("bridge token = %v, want channels telegram, slack", bt)
 		}
 		for name, args := range map[string][]string{
-			"a host on a bridge token":   {"--kind", "bridge", "--name", "b", "--channel", "telegram", "--host", "h"},
-			"a channel on a runner":      {"--kind", "runner", "--name", "r", "--runner", "r", "--channel", "telegram"},
-			"a bad channel namespace":    {"--kind", "bridge", "--name", "b", "--channel", "Tele gram"},
+			"a host on a bridge token": {"--kind", "bridge", "--name", "b", "--channel", "telegram", "--host", "h"},
+			"a channel on a runner":    {"--kind", "runner", "--name", "r", "--runner", "r", "--channel", "telegram"},
+			"a bad channel namespace":  {"--kind", "bridge", "--name", "b", "--channel", "Tele gram"},
 		} {
 			r := srv.ncl(t, append([]string{"tokens", "create", "--secret-only"}, args...)...)
 			if r.code != ExitServer || !strings.Contains(r.err, "invalid argument") {
