@@ -82,7 +82,7 @@ where the catalog says so) or global (any group — a wide blast radius).`,
 	scope := enumVar(cmd, "cli-scope", cliScopeEnum, "admin commands the group's agents may run")
 	cmd.Flags().StringVar(&req.Name, "name", "", "group name")
 	cmd.Flags().StringVar(&req.BaseImage, "base-image", "", "base image of the group's containers (default: the runner's)")
-	cmd.Flags().StringVar(&req.PinnedHost, "pinned-host", "", "run the group's sessions on this runner host only")
+	cmd.Flags().StringVar(&req.PinnedHost, "pinned-host", "", "run the group's sessions only on runners whose token carries this host (or key=value label)")
 	required(cmd, "name")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		req.CliScope = guardv1.CliScope(scope.val)
@@ -106,7 +106,7 @@ func (a *app) groupsUpdate() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
 	cmd.Flags().StringVar(&image, "base-image", "", "new base image")
-	cmd.Flags().StringVar(&host, "pinned-host", "", "new pinned host ('' unpins)")
+	cmd.Flags().StringVar(&host, "pinned-host", "", "new pinned host or key=value label selector ('' unpins; sessions move to a matching runner)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		req := &guardv1.UpdateGroupRequest{Id: args[0], Name: name, BaseImage: image}
 		if cmd.Flags().Changed("pinned-host") {
