@@ -33,7 +33,11 @@ func NewID() string {
 func EnqueueTx(ctx context.Context, tx pgx.Tx, sessionID string, p *guardv1.Push) (string, error) {
 	var runnerID *string
 	var groupID string
-	err := tx.QueryRow(ctx, `SELECT runner_id, agent_group_id FROM sessions WHERE id = $1`, sessionID).Scan(&runnerID, &groupID)
+	// FOR SHARE serializes the push with a move of the session (which
+	// updates this row, then re-targets unacked pushes): a move waits for
+	// this push to commit and carries it, or this push waits for the move
+	// and goes to the new runner — never to the old one.
+	err := tx.QueryRow(ctx, `SELECT runner_id, agent_group_id FROM sessions WHERE id = $1 FOR SHARE`, sessionID).Scan(&runnerID, &groupID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("%w: %s", ErrNoSession, sessionID)
 	}

@@ -30,6 +30,9 @@ func (s *Service) SweepLoop(ctx context.Context) error {
 // (respecting pinned hosts; a session with no eligible runner stays where it
 // is and is retried next sweep), and refreshes the gauges.
 func (s *Service) Sweep(ctx context.Context) error {
+	if err := s.graceAfterOutage(ctx); err != nil {
+		return err
+	}
 	rows, err := s.pool.Query(ctx, `UPDATE runners SET expired_at = now()
 		WHERE lease_expires_at <= now() AND expired_at IS NULL RETURNING id`)
 	if err != nil {
@@ -82,6 +85,37 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 	}
 	return s.refreshGauges(ctx)
+}
+
+// graceAfterOutage stamps the registry clock (the database's now()) and,
+// when the previous stamp is older than half a lease — no replica could
+// reach the database, or none ran — gives every lease that was still live
+// when the gap began a fresh LeaseTTL from now: runners could not heartbeat
+// through the outage, and a healthy one must not lose its sessions for it.
+// The clock row is locked, so concurrent sweeps judge one gap once.
+func (s *Service) graceAfterOutage(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var gapStart time.Time
+		var gap bool
+		err := tx.QueryRow(ctx, `SELECT seen_at, seen_at < now() - $1::interval FROM registry_clock WHERE id = 1 FOR UPDATE`,
+			s.opts.LeaseTTL/2).Scan(&gapStart, &gap)
+		if err != nil {
+			return fmt.Errorf("read registry clock: %w", err)
+		}
+		if gap {
+			tag, err := tx.Exec(ctx, `UPDATE runners SET lease_expires_at = now() + $2::interval
+				WHERE expired_at IS NULL AND lease_expires_at > $1 AND lease_expires_at < now() + $2::interval`, gapStart, s.opts.LeaseTTL)
+			if err != nil {
+				return fmt.Errorf("extend leases after an outage: %w", err)
+			}
+			s.log.WarnContext(ctx, "the database was unreachable (or no replica ran); leases live then get a grace period",
+				"since", gapStart, "leases_extended", tag.RowsAffected())
+		}
+		if _, err := tx.Exec(ctx, `UPDATE registry_clock SET seen_at = now() WHERE id = 1`); err != nil {
+			return fmt.Errorf("stamp registry clock: %w", err)
+		}
+		return nil
+	})
 }
 
 func (s *Service) refreshGauges(ctx context.Context) error {

@@ -122,14 +122,16 @@ func conformanceError(violations []string) error {
 	return st.Err()
 }
 
-// renew extends the lease of (runnerID, instanceID) if it is still live.
-// A lost lease (expired, or taken over) is FailedPrecondition: the runner
-// must register again.
+// renew extends the lease of (runnerID, instanceID) if it is still live, or
+// lapsed without a sweep having claimed its expiry yet (sessions move only
+// after the claim, so the runner still holds them: e.g. its heartbeats could
+// not reach the database). A lost lease (expiry claimed, or taken over) is
+// FailedPrecondition: the runner must register again.
 func (s *Service) renew(ctx context.Context, runnerID, instanceID string) (time.Time, error) {
 	var expires time.Time
 	err := s.pool.QueryRow(ctx, `
 		UPDATE runners SET lease_expires_at = now() + $3::interval, expired_at = NULL
-		WHERE id = $1 AND instance_id = $2 AND lease_expires_at > now()
+		WHERE id = $1 AND instance_id = $2 AND (lease_expires_at > now() OR expired_at IS NULL)
 		RETURNING lease_expires_at`, runnerID, instanceID, s.opts.LeaseTTL).Scan(&expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, status.Errorf(codes.FailedPrecondition,

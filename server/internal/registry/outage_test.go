@@ -1,0 +1,122 @@
+package registry_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/pushes"
+	"github.com/clawguard/clawguard/server/internal/testserver"
+)
+
+// Issue 13 (5): a database outage longer than a lease let every lease lapse
+// (no heartbeat could be written), and the first sweep after it moved the
+// sessions off healthy runners. The sweep now sees the gap in its own clock
+// stamps (the database's now()) and gives the leases live when it began a
+// grace period; a runner whose lease had lapsed before the gap still loses
+// its sessions.
+func TestDatabaseOutageLongerThanALeaseMovesNoSession(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, shortLease(3*time.Second))
+	healthy := newRunner(t, srv, "runner-healthy", "h1", nil)
+	healthy.mustRegister(t)
+	dead := newRunner(t, srv, "runner-dead", "h2", nil)
+	dead.mustRegister(t)
+	kept := healthy.open(t, group(t, srv, "kept", ""))
+	orphan := dead.open(t, group(t, srv, "orphan", ""))
+
+	// An hour without the database: nothing stamped the clock, the healthy
+	// runner's lease lapsed during it, the dead one's before it began.
+	if _, err := srv.Pool.Exec(ctxT(t), `WITH clock AS (UPDATE registry_clock SET seen_at = now() - interval '1 hour')
+		UPDATE runners SET lease_expires_at = now() - CASE id WHEN $1 THEN interval '30 minutes' ELSE interval '2 hours' END, expired_at = NULL
+		WHERE id IN ($1, $2)`, healthy.id, dead.id); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Deps().Registry.Sweep(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(session string) string {
+		var r *string
+		if err := srv.Pool.QueryRow(ctxT(t), `SELECT runner_id FROM sessions WHERE id = $1`, session).Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		if r == nil {
+			return ""
+		}
+		return *r
+	}
+	if got := owner(kept.GetId()); got != healthy.id {
+		t.Fatalf("healthy runner's session moved to %q after the outage", got)
+	}
+	var live bool
+	if err := srv.Pool.QueryRow(ctxT(t), `SELECT lease_expires_at > now() AND expired_at IS NULL FROM runners WHERE id = $1`, healthy.id).Scan(&live); err != nil || !live {
+		t.Fatalf("healthy runner's lease after the outage: live=%v (%v), want a grace period", live, err)
+	}
+	// Its next heartbeat renews the lease (no re-registration needed).
+	st := healthy.connect(t)
+	st.heartbeat(t)
+	eventually(t, "the dead runner's session moved to the healthy runner", func() bool { return owner(orphan.GetId()) == healthy.id })
+}
+
+// Issue 13 (5): a push stored while its session moved went to the old
+// runner. EnqueueTx and the move serialize on the session row: a move
+// attempted while a push is being stored waits for it and carries it.
+func TestPushQueuedDuringAMoveGoesToTheNewRunner(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	g := group(t, srv, "moving", "")
+	old := newRunner(t, srv, "runner-old", "h1", nil)
+	old.mustRegister(t)
+	sess := old.open(t, g)
+	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, old.id); err != nil {
+		t.Fatal(err)
+	}
+	newer := newRunner(t, srv, "runner-new", "h2", nil)
+	newer.mustRegister(t)
+
+	tx, err := srv.Pool.Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	pushID, err := pushes.EnqueueTx(ctxT(t), tx, sess.GetId(), &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{Text: "queued during the move"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := make(chan error, 1)
+	go func() {
+		_, err := newer.c.Registry.OpenSession(context.Background(), &guardv1.OpenSessionRequest{AgentGroupId: g})
+		moved <- err
+	}()
+	// The move is under way: either waiting on the session row, or (without
+	// the serialization) already done.
+	done := false
+	eventually(t, "the move to block on the session row or finish", func() bool {
+		select {
+		case err := <-moved:
+			if err != nil {
+				t.Errorf("move: %v", err)
+			}
+			done = true
+			return true
+		default:
+		}
+		var waiting bool
+		_ = srv.Pool.QueryRow(ctxT(t), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%UPDATE sessions%')`).Scan(&waiting)
+		return waiting
+	})
+	if err := tx.Commit(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !done {
+		if err := <-moved; err != nil {
+			t.Fatalf("move: %v", err)
+		}
+	}
+	var runner string
+	if err := srv.Pool.QueryRow(ctxT(t), `SELECT runner_id FROM runner_pushes WHERE id = $1`, pushID).Scan(&runner); err != nil || runner != newer.id {
+		t.Fatalf("push stored during the move targets %q (%v), want the new runner %q", runner, err, newer.id)
+	}
+}
