@@ -1,12 +1,22 @@
-// Command decideload is an open-loop load generator for Guard.Decide and
-// Guard.DecideStream: requests are issued at a fixed arrival rate whatever
-// the server's latency (latency is measured from each request's scheduled
-// time, so a stalled server cannot hide its queueing — no coordinated
-// omission). It sets up its own fixture (groups, sessions, a runner and its
-// token) in the server's database, then reports p50/p95/p99/p99.9 and the
-// decisions/s actually completed.
+// Command decideload is a load generator for Guard.Decide and
+// Guard.DecideStream. Open loop (the default): requests are issued at a
+// fixed arrival rate whatever the server's latency (latency is measured from
+// each request's scheduled time, so a stalled server cannot hide its
+// queueing — no coordinated omission). Closed loop (-closed N): N requests
+// always in flight, for the maximum throughput.
 //
-//	decideload -database-url URL -addr 127.0.0.1:7443 -mode unary -rate 6400 -duration 20s
+// It sets up its own fixture in the server's database — -groups agent
+// groups with a session each on one runner, and -destinations random
+// "A may send to B" pairs — and draws each check uniformly: half from the
+// destination pairs (allowed), half from pairs without one (denied), so
+// every decision reads destination, target group and policy live and
+// writes its log row. It reports p50/p95/p99/p99.9, decisions/s completed,
+// CPU per decision of the server (-server-pid, or found by name) and of
+// Postgres (every "postgres" process, from /proc), and WAL bytes written
+// per decision (pg_current_wal_lsn).
+//
+//	decideload -database-url URL -addr 127.0.0.1:7443 -mode unary -rate 2000 -duration 20s
+//	decideload ... -mode unary -closed 512            (closed loop: max throughput)
 //	decideload ... -mode stream -rate 20000 -streams 4
 //	decideload ... -mode unary -find-max   (steps the rate up until p99 or errors break)
 package main
@@ -21,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"sort"
@@ -46,6 +57,8 @@ type config struct {
 	findMax                    bool
 	step                       float64
 	p99Target                  time.Duration
+	destinations, closed       int
+	serverPID                  int
 }
 
 func main() {
@@ -59,7 +72,10 @@ func main() {
 	flag.DurationVar(&c.warmup, "warmup", 3*time.Second, "unmeasured warm-up at the same rate")
 	flag.IntVar(&c.conns, "conns", 4, "gRPC connections (unary)")
 	flag.IntVar(&c.streams, "streams", 4, "concurrent DecideStreams (stream mode)")
-	flag.IntVar(&c.groups, "groups", 50, "agent groups (and sessions) in the fixture")
+	flag.IntVar(&c.groups, "groups", 10000, "agent groups (and sessions) in the fixture")
+	flag.IntVar(&c.destinations, "destinations", 50000, "random destination pairs in the fixture (the allowed half of the checks)")
+	flag.IntVar(&c.closed, "closed", 0, "closed loop with this many requests in flight (0 = open loop at -rate)")
+	flag.IntVar(&c.serverPID, "server-pid", 0, "clawguard-server's pid for CPU per decision (0 = the one process named clawguard-server)")
 	flag.IntVar(&c.maxInFlight, "max-in-flight", 20000, "requests outstanding before the generator counts overload")
 	flag.BoolVar(&c.findMax, "find-max", false, "step the rate up by -step until p99 > -p99 or errors, report the last good rate")
 	flag.Float64Var(&c.step, "step", 1000, "rate increment for -find-max")
@@ -73,16 +89,35 @@ func main() {
 
 func run(c config) error {
 	ctx := context.Background()
-	fx, err := setup(ctx, c.dbURL, c.groups)
+	fx, err := setup(ctx, c.dbURL, c.groups, c.destinations)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("fixture: %d groups, runner %s; mode %s, %d conns/streams\n", c.groups, fx.runner, c.mode, max(c.conns, c.streams))
+	fx.draw(1 << 20)
+	fmt.Printf("fixture: %d groups, %d destinations (half the checks allowed), runner %s; mode %s, %d conns/streams\n",
+		c.groups, c.destinations, fx.runner, c.mode, max(c.conns, c.streams))
+	acct, err := newAccounting(ctx, c.dbURL, c.serverPID)
+	if err != nil {
+		return err
+	}
+	defer acct.close()
+	if c.closed > 0 {
+		before := acct.sample(ctx)
+		r, err := closedLoop(ctx, c, fx)
+		if err != nil {
+			return err
+		}
+		r.cost = acct.since(ctx, before, r.completed)
+		r.print()
+		return nil
+	}
 	if !c.findMax {
+		before := acct.sample(ctx)
 		r, err := measure(ctx, c, fx, c.rate)
 		if err != nil {
 			return err
 		}
+		r.cost = acct.since(ctx, before, r.completed)
 		r.print()
 		return nil
 	}
@@ -106,17 +141,24 @@ func run(c config) error {
 	return nil
 }
 
-// fixture is the load's world: groups g_i with destinations g_i → g_{i+1},
-// sessions s_i on one runner, and that runner's token.
+// fixture is the load's world: groups g_i each with a session s_i on one
+// runner, random destinations g_a → g_b, and the runner's token.
 type fixture struct {
 	runner, token string
 	groups        []string
 	sessions      []string
+	pairs         [][2]int        // the destination pairs (indexes into groups)
+	allowed       map[[2]int]bool // pairs with a destination
+	draws         [][2]int        // the checks, in order
+	rng           *mrand.Rand
 }
 
-func setup(ctx context.Context, dbURL string, n int) (*fixture, error) {
+func setup(ctx context.Context, dbURL string, n, dests int) (*fixture, error) {
 	if dbURL == "" {
 		return nil, errors.New("-database-url is required (fixture setup)")
+	}
+	if n < 2 || dests < 1 || dests > n*(n-1)/2 {
+		return nil, fmt.Errorf("-groups %d / -destinations %d: want at least 2 groups and 1..n(n-1)/2 destinations", n, dests)
 	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -124,10 +166,24 @@ func setup(ctx context.Context, dbURL string, n int) (*fixture, error) {
 	}
 	defer conn.Close(ctx)
 	tag := randHex(4)
-	fx := &fixture{runner: "bench-" + tag}
+	fx := &fixture{runner: "bench-" + tag, allowed: map[[2]int]bool{}, rng: mrand.New(mrand.NewPCG(1, 2))}
 	secret := "cgt_" + base64.RawURLEncoding.EncodeToString([]byte(randHex(24)))
 	hash := sha256.Sum256([]byte(secret))
 	fx.token = secret
+	for i := range n {
+		fx.groups = append(fx.groups, fmt.Sprintf("bench-%s-g%d", tag, i))
+		fx.sessions = append(fx.sessions, fmt.Sprintf("bench-%s-s%d", tag, i))
+	}
+	var from, to []string
+	for len(fx.pairs) < dests {
+		a, b := fx.rng.IntN(n), fx.rng.IntN(n)
+		if a == b || fx.allowed[[2]int{a, b}] {
+			continue
+		}
+		fx.allowed[[2]int{a, b}] = true
+		fx.pairs = append(fx.pairs, [2]int{a, b})
+		from, to = append(from, fx.groups[a]), append(to, fx.groups[b])
+	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO runners (id, lease_expires_at) VALUES ($1, now() + interval '1 hour')`, fx.runner); err != nil {
 			return err
@@ -136,38 +192,53 @@ func setup(ctx context.Context, dbURL string, n int) (*fixture, error) {
 			"tok_"+fx.runner, hash[:], fx.runner); err != nil {
 			return err
 		}
-		for i := range n {
-			g, s := fmt.Sprintf("bench-%s-g%d", tag, i), fmt.Sprintf("bench-%s-s%d", tag, i)
-			fx.groups, fx.sessions = append(fx.groups, g), append(fx.sessions, s)
-			if _, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name) VALUES ($1, $1)`, g); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ($1, $2, $3)`, s, g, fx.runner); err != nil {
-				return err
-			}
+		if _, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name) SELECT g, g FROM unnest($1::text[]) AS g`, fx.groups); err != nil {
+			return err
 		}
-		for i := range n {
-			if _, err := tx.Exec(ctx, `INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ($1, 'next', $2)`,
-				fx.groups[i], fx.groups[(i+1)%n]); err != nil {
-				return err
-			}
+		if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, agent_group_id, runner_id) SELECT s, g, $3 FROM unnest($1::text[], $2::text[]) AS x(s, g)`,
+			fx.sessions, fx.groups, fx.runner); err != nil {
+			return err
 		}
-		return nil
+		_, err := tx.Exec(ctx, `INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id)
+			SELECT f, t, t FROM unnest($1::text[], $2::text[]) AS x(f, t)`, from, to)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fixture: %w", err)
 	}
+	if _, err := conn.Exec(ctx, `ANALYZE agent_groups, sessions, agent_destinations`); err != nil {
+		return nil, fmt.Errorf("analyze: %w", err)
+	}
 	return fx, nil
 }
 
-// request i: agent i%n sends to its next group (allow, live destination
-// read) — every decision reads its facts and writes its log row.
+// request i is drawn uniformly: even i from the destination pairs (allow),
+// odd i from pairs without a destination (deny). Draws are precomputed so
+// the generator's own cost stays out of the measurement.
 func (fx *fixture) request(i int) *guardv1.DecideRequest {
-	k := i % len(fx.groups)
+	p := fx.draws[i%len(fx.draws)]
 	return &guardv1.DecideRequest{
 		Action:   "a2a.send",
-		Actor:    &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: fx.groups[k], SessionId: fx.sessions[k]}}},
-		Resource: map[string]string{"to": fx.groups[(k+1)%len(fx.groups)]},
+		Actor:    &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: fx.groups[p[0]], SessionId: fx.sessions[p[0]]}}},
+		Resource: map[string]string{"to": fx.groups[p[1]]},
+	}
+}
+
+// draw precomputes n checks, half allowed.
+func (fx *fixture) draw(n int) {
+	fx.draws = make([][2]int, n)
+	for i := range fx.draws {
+		if i%2 == 0 {
+			fx.draws[i] = fx.pairs[fx.rng.IntN(len(fx.pairs))]
+			continue
+		}
+		for {
+			a, b := fx.rng.IntN(len(fx.groups)), fx.rng.IntN(len(fx.groups))
+			if a != b && !fx.allowed[[2]int{a, b}] {
+				fx.draws[i] = [2]int{a, b}
+				break
+			}
+		}
 	}
 }
 
@@ -181,6 +252,8 @@ type result struct {
 	heapPerInFlight   float64
 	meanInFlight      float64
 	heapIdle, heapRun float64
+	cost              cost
+	completed         int // every answered decision, warm-up included (what the CPU and WAL were spent on)
 }
 
 func (r *result) pct(p float64) time.Duration { return pct(r.lat, p) }
@@ -204,6 +277,10 @@ func (r *result) print() {
 	fmt.Printf("       from send (no generator lag): p50 %-9s p95 %-9s p99 %-9s p99.9 %s\n",
 		pct(r.svc, 0.50).Round(time.Microsecond), pct(r.svc, 0.95).Round(time.Microsecond),
 		pct(r.svc, 0.99).Round(time.Microsecond), pct(r.svc, 0.999).Round(time.Microsecond))
+	if r.cost.decisions > 0 {
+		fmt.Printf("       per decision: server CPU %.1f µs, Postgres CPU %.1f µs, WAL %.0f bytes (over %d answered decisions, warm-up included)\n",
+			r.cost.serverCPU, r.cost.pgCPU, r.cost.walBytes, r.cost.decisions)
+	}
 	if r.heapPerInFlight > 0 {
 		fmt.Printf("       server heap in use: idle %.1f MiB, under load %.1f MiB; mean in flight %.1f → %.1f KiB per in-flight decision (upper bound)\n",
 			r.heapIdle/(1<<20), r.heapRun/(1<<20), r.meanInFlight, r.heapPerInFlight/1024)
@@ -368,15 +445,19 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	elapsed := time.Since(start.Add(c.warmup))
 	r := &result{mode: c.mode, rate: rate, errors: errs.Load(), overload: overload.Load(), denies: denies.Load(), heapIdle: heapIdle, heapRun: heapRun}
 	completed := 0
-	for i := warm; i < total; i++ {
-		if done[i] {
+	for i := range total {
+		if !done[i] {
+			continue
+		}
+		r.completed++
+		if i >= warm {
 			r.lat = append(r.lat, lat[i])
 			r.svc = append(r.svc, svc[i])
 			completed++
 		}
 	}
-	sort.Slice(r.lat, func(a, b int) bool { return r.lat[a] < r.lat[b] })
-	sort.Slice(r.svc, func(a, b int) bool { return r.svc[a] < r.svc[b] })
+	sortDurations(r.lat)
+	sortDurations(r.svc)
 	r.achieved = float64(completed) / elapsed.Seconds()
 	if s := inflightSamples.Load(); s > 0 {
 		r.meanInFlight = float64(inflightSum.Load()) / float64(s)
@@ -387,6 +468,8 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	}
 	return r, nil
 }
+
+func sortDurations(d []time.Duration) { sort.Slice(d, func(a, b int) bool { return d[a] < d[b] }) }
 
 // scrapeHeap reads go_memstats_heap_inuse_bytes from a metrics endpoint (0 when unavailable).
 func scrapeHeap(url string) float64 {
