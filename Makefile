@@ -65,6 +65,13 @@ demo-image: ## build the demo agent image clawguard-agent-demo:latest (FROM scra
 	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
 	cd runner && go run ./internal/runtime/docker/buildbase -binary ../bin/demo-agent -tag clawguard-agent-demo:latest
 
+.PHONY: debian-image
+debian-image: ## build clawguard-debian:<suite> (mmdebstrap, cached in Docker) and the demo agent on it, clawguard-agent-demo-debian:latest
+	@mkdir -p bin
+	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
+	base=$$(deploy/local/debian-image.sh) && cd runner && \
+	  go run ./internal/runtime/docker/buildbase -from "$$base" -binary ../bin/demo-agent -tag clawguard-agent-demo-debian:latest
+
 .PHONY: run
 run: build ## start a throwaway Postgres, the server, a runner and the demo agent (Ctrl-C stops all)
 	@deploy/local/run.sh

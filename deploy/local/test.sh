@@ -94,6 +94,9 @@ go_tests() {
 stage lint make --no-print-directory lint
 stage proto-check make --no-print-directory proto-check
 stage build make --no-print-directory build
+# The Debian base image the real package-install test builds on (mmdebstrap
+# from the Debian archive; a few minutes the first time, then cached in Docker).
+stage "debian image" make --no-print-directory debian-image
 stage "go test" go_tests
 stage walkthrough clean_env deploy/local/walkthrough.sh
 stage "docs commands" clean_env deploy/local/doctest.sh

@@ -97,7 +97,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 
 	switch cfg.Runtime {
 	case "docker":
-		d, err := docker.New(ctx, docker.Config{InstallID: cfg.ID, Logger: log})
+		d, err := docker.New(ctx, docker.Config{InstallID: cfg.ID, BuildNetwork: cfg.BuildNetwork, Logger: log})
 		if err != nil {
 			conn.Close()
 			return nil, err

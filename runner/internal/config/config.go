@@ -41,19 +41,23 @@ type Config struct {
 	// adds no limit at all.
 	ContainerCPUs   string
 	ContainerMemory string
+	// BuildNetwork is the Docker network of group image builds that install
+	// packages (apt/npm fetch from their sources); "none" makes them fail.
+	BuildNetwork string
 }
 
 // Default is the config before flags and env.
 func Default() Config {
 	return Config{
-		Server:     "127.0.0.1:7443",
-		Runtime:    "docker",
-		DataDir:    ".data/runner",
-		AgentImage: "clawguard-agent-demo:latest",
-		IdleAfter:  30 * time.Minute,
-		DecideWait: 30 * time.Second,
-		LogLevel:   "info",
-		AgentEnv:   map[string]string{},
+		Server:       "127.0.0.1:7443",
+		Runtime:      "docker",
+		DataDir:      ".data/runner",
+		AgentImage:   "clawguard-agent-demo:latest",
+		IdleAfter:    30 * time.Minute,
+		DecideWait:   30 * time.Second,
+		LogLevel:     "info",
+		AgentEnv:     map[string]string{},
+		BuildNetwork: "default",
 	}
 }
 
@@ -99,6 +103,7 @@ func Parse(args []string) (Config, error) {
 	str(&c.Host, "host", "host to register as: empty takes the one on the runner's token; anything else must be it")
 	str(&c.ContainerCPUs, "container-cpus", "docker: CPU cap of agent containers whose group sets none, e.g. 2 (empty = no limit)")
 	str(&c.ContainerMemory, "container-memory", "docker: memory cap of agent containers whose group sets none, e.g. 8g (empty = no limit)")
+	str(&c.BuildNetwork, "build-network", "docker: network of group image builds that install packages (default: Docker's bridge; host; none = installs fail)")
 	dur(&c.IdleAfter, "idle-after", "stop an agent after this long without activity")
 	dur(&c.DecideWait, "decide-wait", "how long an action waits for the guard before failing closed")
 	if v, ok := os.LookupEnv(EnvName("group")); ok {
@@ -205,6 +210,9 @@ func (c Config) Validate() error {
 		if g == "" || strings.ContainsAny(g, " \t\n") {
 			return fmt.Errorf("--group %q: not a group id or name", g)
 		}
+	}
+	if c.BuildNetwork == "" || strings.ContainsAny(c.BuildNetwork, " \t\n") {
+		return fmt.Errorf("--build-network %q: want a Docker network name (default, host, none, ...)", c.BuildNetwork)
 	}
 	if _, err := rt.ParseCPUs(c.ContainerCPUs); err != nil {
 		return fmt.Errorf("--container-cpus: %v", err)

@@ -351,8 +351,15 @@ func events(dir string) []event {
 // waitEvent polls the session's events for one matching pred.
 func waitEvent(t *testing.T, s *sessions.Session, what string, pred func(event) bool) event {
 	t.Helper()
+	return waitEventFor(t, s, 60*time.Second, what, pred)
+}
+
+// waitEventFor is waitEvent with its own bound (image builds that install
+// packages take minutes on a loaded machine).
+func waitEventFor(t *testing.T, s *sessions.Session, d time.Duration, what string, pred func(event) bool) event {
+	t.Helper()
 	var got event
-	waitFor(t, 60*time.Second, what, func() bool {
+	waitFor(t, d, what, func() bool {
 		for _, e := range events(s.Dir) {
 			if pred(e) {
 				got = e

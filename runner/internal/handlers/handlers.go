@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -39,8 +40,10 @@ type Deps struct {
 	// Conn reaches the server with the runner's token.
 	Conn grpc.ClientConnInterface
 	// Restart restarts a session's container, rebuilding its group's image
-	// first when rebuild is set (after a config change).
-	Restart func(ctx context.Context, s delivery.Session, rebuild bool) error
+	// first when rebuild is set (after a config change), and returns the
+	// last lines of the build's output. A failed build leaves the running
+	// container as it is.
+	Restart func(ctx context.Context, s delivery.Session, rebuild bool) (string, error)
 	// OnWake gives the session's fresh agent a message (the seed's on_wake):
 	// after an approved self-modification restart, it asks the agent to
 	// verify the change and report. id is stable for one applied action.
@@ -178,13 +181,52 @@ func (h *handlers) installPackages(ctx context.Context, c delivery.Call) deliver
 		return notApplied(err, "install_packages approved but not applied: %v", errText(err))
 	}
 	pkgs := packageList(c.Payload)
-	if err := h.d.Restart(ctx, c.Session, true); err != nil {
-		h.d.Log.Error("rebuild after install_packages failed", "session", c.Session.ID, "err", err)
-		return delivery.Failed("packages added to config (%s) but the image rebuild failed: %v; an admin must retry or inspect the build", pkgs, err)
+	build, err := h.d.Restart(ctx, c.Session, true)
+	if err != nil {
+		h.d.Log.Error("rebuild after install_packages failed", "session", c.Session.ID, "err", err, "build_output", build)
+		out := delivery.Failed("packages added to config (%s) but the image rebuild failed; the running container was kept. "+
+			"An admin must retry the install_packages request or inspect the build: %v%s", pkgs, err, buildTail(build))
+		h.announce(ctx, c, "install_packages "+out.Reason)
+		return out
 	}
+	h.d.Log.Info("install_packages applied", "session", c.Session.ID, "packages", pkgs, "build_output", build)
 	h.onWake(c, fmt.Sprintf("Your container was restarted on a rebuilt image with the packages an admin approved (%s). "+
 		"Verify they are installed and work (for example, run each one's --version), then report the result to the user.", pkgs))
-	return delivery.Done(res.GetResult(), fmt.Sprintf("installed %s; image rebuilt and container restarted", pkgs))
+	text := fmt.Sprintf("installed %s; image rebuilt and container restarted%s", pkgs, buildTail(build))
+	h.announce(ctx, c, "install_packages: "+text)
+	return delivery.Done(res.GetResult(), text)
+}
+
+// announce posts an approved self-modification's outcome (with its build
+// output) as a notice to the session's chat, where the people who asked for
+// and approved it talk to the agent. Best effort: a session without a chat
+// has none to post to.
+func (h *handlers) announce(ctx context.Context, c delivery.Call, text string) {
+	if r := []rune(text); len(r) > maxChatNotice {
+		text = "…" + string(r[len(r)-maxChatNotice+1:])
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, SessionHeader, c.Session.ID)
+	_, err := h.reg.PostChatMessage(ctx, &guardv1.PostChatMessageRequest{
+		SessionId: c.Session.ID, Kind: guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_NOTICE, Text: text,
+	})
+	switch {
+	case err == nil:
+	case status.Code(err) == codes.FailedPrecondition:
+		h.d.Log.Debug("no chat to announce to", "session", c.Session.ID)
+	default:
+		h.d.Log.Warn("announce to the session's chat", "session", c.Session.ID, "err", err)
+	}
+}
+
+// maxChatNotice is the server's bound on a chat message (characters).
+const maxChatNotice = 4096
+
+// buildTail is the build output shown with an outcome ("" when nothing was built).
+func buildTail(build string) string {
+	if build == "" {
+		return ""
+	}
+	return "\n\nBuild output (last lines; all of it in the workspace's .clawguard/build.log):\n" + build
 }
 
 // onWake is the verify-and-report message for the restarted agent, sent
@@ -201,8 +243,8 @@ func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.O
 		return notApplied(err, "add_mcp_server approved but not applied: %v", errText(err))
 	}
 	name := delivery.String(c.Payload, "name")
-	if err := h.d.Restart(ctx, c.Session, true); err != nil {
-		return delivery.Failed("MCP server %q added to config but the restart failed: %v", name, err)
+	if build, err := h.d.Restart(ctx, c.Session, true); err != nil {
+		return delivery.Failed("MCP server %q added to config but the restart failed; the running container was kept: %v%s", name, err, buildTail(build))
 	}
 	h.onWake(c, fmt.Sprintf("Your container was restarted with the MCP server %q an admin approved (command: %s). "+
 		"Verify it starts and its tools answer, then report the result to the user.", name, clip(strings.TrimSpace(delivery.String(c.Payload, "command")), 200)))

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -121,6 +122,9 @@ type GroupImageSpec struct {
 	AptPackages   []string
 	NpmPackages   []string
 	MCPServers    []MCPServer
+	// Output receives the build's output when an image is built (nil:
+	// discarded), for the approver and the agent.
+	Output io.Writer
 }
 
 // Handle identifies a started session.

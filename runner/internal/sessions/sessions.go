@@ -6,12 +6,15 @@
 package sessions
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +62,7 @@ type Manager struct {
 	sessions map[string]*Session
 	groups   map[string]*guardv1.Group // last config read per group
 	retrying sync.Map                  // push id → the agent was told its replay waits
+	images   map[string]string         // last image built per group
 }
 
 // Session is one hosted session.
@@ -79,7 +83,7 @@ func New(cfg Config) *Manager {
 		cfg.Log = slog.Default()
 	}
 	return &Manager{cfg: cfg, reg: guardv1.NewRegistryClient(cfg.Conn), log: cfg.Log.With("component", "sessions"),
-		sessions: map[string]*Session{}, groups: map[string]*guardv1.Group{}}
+		sessions: map[string]*Session{}, groups: map[string]*guardv1.Group{}, images: map[string]string{}}
 }
 
 // Get returns a known session.
@@ -223,9 +227,17 @@ func (m *Manager) Wake(ctx context.Context, s *Session) error {
 }
 
 func (m *Manager) start(ctx context.Context, s *Session, g *guardv1.Group) error {
-	spec, err := m.spec(ctx, s, g)
+	spec, err := m.spec(ctx, s, g, nil)
 	if err != nil {
-		return err
+		// A group image that does not build (an approved package that fails
+		// to install) must not keep the agent from starting: it starts on the
+		// last image that did. The failure was reported when it happened.
+		last := m.lastImage(s.GroupID)
+		if last == "" || spec.SessionID == "" {
+			return err
+		}
+		m.log.Warn("group image does not build; starting on the last one that did", "session", s.ID, "image", last, "err", err)
+		spec.Image = last
 	}
 	h, err := m.cfg.Runtime.Start(ctx, spec)
 	m.spawned(h, err)
@@ -240,7 +252,13 @@ func (m *Manager) start(ctx context.Context, s *Session, g *guardv1.Group) error
 // image is rebuilt when the config changed; building an identical image is a
 // no-op).
 func (m *Manager) Restart(ctx context.Context, s *Session) error {
-	spec, err := m.spec(ctx, s, m.group(ctx, s))
+	return m.restart(ctx, s, nil)
+}
+
+// restart rebuilds (writing the build's output to out) and restarts. A
+// build that fails leaves the running agent as it is.
+func (m *Manager) restart(ctx context.Context, s *Session, out io.Writer) error {
+	spec, err := m.spec(ctx, s, m.group(ctx, s), out)
 	if err != nil {
 		return err
 	}
@@ -253,13 +271,75 @@ func (m *Manager) Restart(ctx context.Context, s *Session) error {
 	return nil
 }
 
-// RestartSession is Restart by delivery session (for the handlers).
-func (m *Manager) RestartSession(ctx context.Context, ds delivery.Session, _ bool) error {
+// RestartSession is Restart by delivery session (for the handlers). It
+// returns the last lines of the image build's output (none when nothing was
+// built); the whole output is kept for the agent at BuildLogFile in its
+// workspace.
+func (m *Manager) RestartSession(ctx context.Context, ds delivery.Session, _ bool) (string, error) {
 	s, err := m.Ensure(ds.ID, ds.GroupID)
 	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	err = m.restart(ctx, s, &limitedWriter{w: &out, n: maxBuildLog})
+	if out.Len() > 0 {
+		if werr := writeFile(filepath.Join(s.Dir, BuildLogFile), out.Bytes()); werr != nil {
+			m.log.Warn("keep build output", "session", s.ID, "err", werr)
+		}
+	}
+	return lastLines(out.String(), 15), err
+}
+
+// builderNoise are the image builder's own bookkeeping lines: left out of the
+// summary so its last lines are what the install printed.
+var builderNoise = regexp.MustCompile(`^(-*> ([0-9a-f]+$|Running in )|Removing intermediate container |Step \d+/\d+ : (LABEL|COPY|FROM|USER) |Successfully built )`)
+
+// BuildLogFile is where, relative to the workspace, the agent finds the
+// output of its group image's last build made for an approved change.
+const BuildLogFile = ".clawguard/build.log"
+
+const maxBuildLog = 1 << 20
+
+// limitedWriter keeps the first n bytes and drops the rest.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n <= 0 {
+		return len(p), nil
+	}
+	k := min(len(p), l.n)
+	l.n -= k
+	if _, err := l.w.Write(p[:k]); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func lastLines(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !builderNoise.MatchString(l) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+func writeFile(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return m.Restart(ctx, s)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // OnWake puts a system message into a session's inbox for the agent that
@@ -300,7 +380,7 @@ func (m *Manager) countRunning() {
 }
 
 // spec builds the session's run spec from its group's config.
-func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group) (rt.SessionSpec, error) {
+func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group, out io.Writer) (rt.SessionSpec, error) {
 	cfg := g.GetConfig()
 	base := m.cfg.AgentBase
 	if m.cfg.Runtime.Name() == "docker" && g.GetBaseImage() != "" {
@@ -308,14 +388,10 @@ func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group) (rt.Se
 	}
 	img := rt.GroupImageSpec{
 		GroupID: s.GroupID, ConfigVersion: cfg.GetVersion(), BaseImage: base,
-		AptPackages: cfg.GetAptPackages(), NpmPackages: cfg.GetNpmPackages(),
+		AptPackages: cfg.GetAptPackages(), NpmPackages: cfg.GetNpmPackages(), Output: out,
 	}
 	for _, mcp := range cfg.GetMcpServers() {
 		img.MCPServers = append(img.MCPServers, rt.MCPServer{Name: mcp.GetName(), Command: mcp.GetCommand(), Args: mcp.GetArgs(), Env: mcp.GetEnv()})
-	}
-	image, err := m.cfg.Runtime.BuildGroupImage(ctx, img)
-	if err != nil {
-		return rt.SessionSpec{}, fmt.Errorf("group %s image: %w", s.GroupID, err)
 	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return rt.SessionSpec{}, fmt.Errorf("session dir: %w", err)
@@ -323,12 +399,29 @@ func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group) (rt.Se
 	if err := rt.WriteInstructions(s.Dir, g.GetInstructions()); err != nil {
 		return rt.SessionSpec{}, fmt.Errorf("session %s: %w", s.ID, err)
 	}
-	s.version.Store(cfg.GetVersion())
-	return rt.SessionSpec{
-		SessionID: s.ID, AgentGroupID: s.GroupID, Image: image, Env: m.cfg.AgentEnv,
+	spec := rt.SessionSpec{
+		SessionID: s.ID, AgentGroupID: s.GroupID, Env: m.cfg.AgentEnv,
 		SessionDir: s.Dir, GatewaySocket: s.Socket,
 		CPUs: orDefault(cfg.GetCpus(), m.cfg.DefaultCPUs), Memory: orDefault(cfg.GetMemory(), m.cfg.DefaultMemory),
-	}, nil
+	}
+	image, err := m.cfg.Runtime.BuildGroupImage(ctx, img)
+	if err != nil {
+		// The spec without an image: a start may fall back to the last one built.
+		return spec, fmt.Errorf("group %s image: %w", s.GroupID, err)
+	}
+	m.mu.Lock()
+	m.images[s.GroupID] = image
+	m.mu.Unlock()
+	s.version.Store(cfg.GetVersion())
+	spec.Image = image
+	return spec, nil
+}
+
+// lastImage is the group's image last built successfully ("" when none).
+func (m *Manager) lastImage(group string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.images[group]
 }
 
 func orDefault(v, def string) string {

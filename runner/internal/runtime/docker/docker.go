@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -36,7 +37,12 @@ type Config struct {
 	InstallID   string        // this runner's id; labels every container
 	User        string        // uid:gid agents run as; default "65534:65534" (nobody)
 	StopTimeout time.Duration // grace between SIGTERM and SIGKILL; default 10s
-	Logger      *slog.Logger
+	// BuildNetwork is the network of group image builds that install
+	// packages (they fetch from the package sources); default "default",
+	// Docker's bridge. "none" makes such builds fail. Builds that install
+	// nothing always run with no network.
+	BuildNetwork string
+	Logger       *slog.Logger
 }
 
 // DefaultUser is nobody:nogroup.
@@ -48,6 +54,9 @@ type Runtime struct {
 	cfg   Config
 	log   *slog.Logger
 	locks rt.SessionLocks
+
+	pmMu    sync.Mutex
+	pmCache map[string]packageManagers // by base image id
 }
 
 var _ rt.Runtime = (*Runtime)(nil)
@@ -63,6 +72,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if _, _, err := parseUser(cfg.User); err != nil {
 		return nil, fmt.Errorf("docker runtime: %w", err) // never run agents as root
+	}
+	if cfg.BuildNetwork == "" {
+		cfg.BuildNetwork = "default"
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 10 * time.Second

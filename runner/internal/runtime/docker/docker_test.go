@@ -329,6 +329,10 @@ func TestBuildGroupImageAndRestart(t *testing.T) {
 		len(got.MCPServers) != 1 || got.MCPServers[0].Command != "mcp-fs" || got.ConfigVersion != 3 {
 		t.Errorf("manifest = %+v", got)
 	}
+	// A FROM scratch base has no package manager: recorded only, offline.
+	if got.Installed {
+		t.Errorf("packages marked installed on a scratch base: %+v", got)
+	}
 
 	// Same config again: no rebuild.
 	if again, err := r.BuildGroupImage(ctx, gspec); err != nil || again != tag {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/errdefs"
 
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
@@ -52,16 +53,18 @@ func GroupImageTag(groupID string, configVersion int64) (string, error) {
 	return "clawguard-agent-" + groupID + ":" + strconv.FormatInt(configVersion, 10), nil
 }
 
-// Manifest is what "installing" packages writes into a group image. The
-// images are FROM scratch and nothing can be downloaded, so the package
-// install is recorded rather than performed; the agent (and tests) read it
-// at /etc/clawguard/packages.json.
+// Manifest is the group's packages and MCP servers, written into every
+// group image at /etc/clawguard/packages.json (the agent and tests read it).
+// On a base image with a package manager the packages are also installed
+// (Installed); on one without (the FROM scratch default) they are recorded
+// only.
 type Manifest struct {
 	Group         string         `json:"group"`
 	ConfigVersion int64          `json:"config_version"`
 	Apt           []string       `json:"apt"`
 	Npm           []string       `json:"npm"`
 	MCPServers    []rt.MCPServer `json:"mcp_servers"`
+	Installed     bool           `json:"installed"`
 }
 
 // NewManifest normalises a spec into its manifest: package lists sorted and
@@ -97,9 +100,102 @@ func (m Manifest) Hash() string {
 	return hex.EncodeToString(sum[:])
 }
 
+// Package names as the guard's prechecks allow them; checked again here,
+// since they are written into a RUN line.
+var (
+	aptPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9._+-]*$`)
+	npmPackage = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$`)
+)
+
+// packageManagers says which package managers a base image has.
+type packageManagers struct{ apt, npm bool }
+
+func (p packageManagers) any() bool { return p.apt || p.npm }
+
+// groupDockerfile is the group image's Dockerfile: on a base with a package
+// manager the packages are installed (as root, then back to the base's
+// user); either way the manifest is copied in. It refuses packages the base
+// cannot install when it has a package manager at all: recorded-only is the
+// offline default of bases without one, never a silent half install.
+func groupDockerfile(base, baseUser string, m Manifest, pm packageManagers) (string, error) {
+	for _, p := range m.Apt {
+		if !aptPackage.MatchString(p) {
+			return "", fmt.Errorf("invalid apt package name %q", p)
+		}
+	}
+	for _, p := range m.Npm {
+		if !npmPackage.MatchString(p) {
+			return "", fmt.Errorf("invalid npm package name %q", p)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("FROM " + base + "\n")
+	if pm.any() && len(m.Apt)+len(m.Npm) > 0 {
+		if len(m.Apt) > 0 && !pm.apt {
+			return "", fmt.Errorf("base image %s has no apt-get: the apt packages %s cannot be installed", base, strings.Join(m.Apt, ", "))
+		}
+		if len(m.Npm) > 0 && !pm.npm {
+			return "", fmt.Errorf("base image %s has no npm: the npm packages %s cannot be installed", base, strings.Join(m.Npm, ", "))
+		}
+		b.WriteString("USER root\n")
+		if len(m.Apt) > 0 {
+			b.WriteString("RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " +
+				strings.Join(m.Apt, " ") + " && rm -rf /var/lib/apt/lists/*\n")
+		}
+		if len(m.Npm) > 0 {
+			b.WriteString("RUN npm install -g " + strings.Join(m.Npm, " ") + "\n")
+		}
+		if baseUser != "" {
+			b.WriteString("USER " + baseUser + "\n")
+		}
+	}
+	b.WriteString("COPY packages.json " + PackagesManifest + "\n")
+	return b.String(), nil
+}
+
+// packageManagers looks for apt-get and npm in an image, through a created
+// (never started) container: no network, nothing runs. Remembered per image id.
+func (r *Runtime) packageManagers(ctx context.Context, imageID string) (packageManagers, error) {
+	r.pmMu.Lock()
+	pm, ok := r.pmCache[imageID]
+	r.pmMu.Unlock()
+	if ok {
+		return pm, nil
+	}
+	created, err := r.cli.ContainerCreate(ctx, &container.Config{
+		Image: imageID, Entrypoint: []string{"/nonexistent"}, NetworkDisabled: true,
+		Labels: map[string]string{rt.LabelInstall: r.cfg.InstallID},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		return pm, fmt.Errorf("look for package managers in %s: %w", imageID, err)
+	}
+	defer r.remove(context.WithoutCancel(ctx), created.ID)
+	has := func(paths ...string) bool {
+		for _, p := range paths {
+			if _, err := r.cli.ContainerStatPath(ctx, created.ID, p); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	pm = packageManagers{apt: has("/usr/bin/apt-get"), npm: has("/usr/bin/npm", "/usr/local/bin/npm")}
+	if ctx.Err() != nil {
+		return pm, ctx.Err()
+	}
+	r.pmMu.Lock()
+	if r.pmCache == nil {
+		r.pmCache = map[string]packageManagers{}
+	}
+	r.pmCache[imageID] = pm
+	r.pmMu.Unlock()
+	return pm, nil
+}
+
 // BuildGroupImage builds clawguard-agent-<group>:<version> from the group's
-// base image plus its packages manifest, without network. An image with that
-// tag and the same packages hash is reused.
+// base image: its packages installed when the base has a package manager
+// (the build then uses the build network, for the package sources), and
+// the packages manifest. Without packages to install it builds with no
+// network. An image with that tag, base and packages hash is reused.
 func (r *Runtime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (string, error) {
 	tag, err := GroupImageTag(spec.GroupID, spec.ConfigVersion)
 	if err != nil {
@@ -128,12 +224,29 @@ func (r *Runtime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (
 		return "", fmt.Errorf("inspect %s: %w", tag, err)
 	}
 
+	var pm packageManagers
+	if len(manifest.Apt)+len(manifest.Npm) > 0 {
+		if pm, err = r.packageManagers(ctx, base.ID); err != nil {
+			return "", fmt.Errorf("group %s: %w", spec.GroupID, err)
+		}
+	}
+	baseUser := ""
+	if base.Config != nil {
+		baseUser = base.Config.User
+	}
+	dockerfile, err := groupDockerfile(spec.BaseImage, baseUser, manifest, pm)
+	if err != nil {
+		return "", fmt.Errorf("group %s: %w", spec.GroupID, err)
+	}
+	network := "none"
+	if strings.Contains(dockerfile, "\nRUN ") {
+		manifest.Installed = true
+		network = r.cfg.BuildNetwork
+	}
 	manifestJSON, err := json.MarshalIndent(manifest, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("manifest: %w", err)
 	}
-	dockerfile := "FROM " + spec.BaseImage + "\n" +
-		"COPY packages.json " + PackagesManifest + "\n"
 	buildCtx, err := tarContext(map[string]tarFile{
 		"Dockerfile":    {data: []byte(dockerfile), mode: 0o644},
 		"packages.json": {data: append(manifestJSON, '\n'), mode: 0o644},
@@ -141,18 +254,30 @@ func (r *Runtime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (
 	if err != nil {
 		return "", err
 	}
-	if err := r.build(ctx, buildCtx, tag, labels); err != nil {
+	start := time.Now()
+	if err := r.build(ctx, buildCtx, tag, labels, network, spec.Output); err != nil {
 		return "", fmt.Errorf("build group image %s: %w", tag, err)
 	}
-	r.log.Info("group image built", "group", spec.GroupID, "image", tag, "packages_sha256", hash)
+	r.log.Info("group image built", "group", spec.GroupID, "image", tag, "packages_sha256", hash,
+		"installed", manifest.Installed, "network", network, "took", time.Since(start).Round(time.Millisecond))
 	return tag, nil
 }
 
 // BuildBaseImage builds a FROM scratch image holding only the static binary
 // at /agent, run as nobody. The demo agent image and test images come from here.
 func (r *Runtime) BuildBaseImage(ctx context.Context, binaryPath, tag string) error {
+	return r.BuildBaseImageFrom(ctx, "scratch", binaryPath, tag)
+}
+
+// BuildBaseImageFrom is BuildBaseImage on another base: an operating system
+// image with a package manager (see deploy/local/debian-image.sh), so the
+// packages its groups are approved get installed.
+func (r *Runtime) BuildBaseImageFrom(ctx context.Context, from, binaryPath, tag string) error {
 	if !imageRefPattern.MatchString(tag) {
 		return fmt.Errorf("base image tag %q is not a plain image reference", tag)
+	}
+	if !imageRefPattern.MatchString(from) {
+		return fmt.Errorf("base image %q is not a plain image reference", from)
 	}
 	bin, err := os.ReadFile(binaryPath)
 	if err != nil {
@@ -161,7 +286,7 @@ func (r *Runtime) BuildBaseImage(ctx context.Context, binaryPath, tag string) er
 	if err := checkStatic(bin); err != nil {
 		return fmt.Errorf("base image: %s: %w", binaryPath, err)
 	}
-	dockerfile := "FROM scratch\n" +
+	dockerfile := "FROM " + from + "\n" +
 		"COPY agent " + AgentBinaryPath + "\n" +
 		"USER " + DefaultUser + "\n" +
 		`ENTRYPOINT ["` + AgentBinaryPath + `"]` + "\n"
@@ -172,10 +297,10 @@ func (r *Runtime) BuildBaseImage(ctx context.Context, binaryPath, tag string) er
 	if err != nil {
 		return err
 	}
-	if err := r.build(ctx, buildCtx, tag, nil); err != nil {
+	if err := r.build(ctx, buildCtx, tag, nil, "none", nil); err != nil {
 		return fmt.Errorf("build base image %s: %w", tag, err)
 	}
-	r.log.Info("base image built", "image", tag, "binary", binaryPath)
+	r.log.Info("base image built", "image", tag, "from", from, "binary", binaryPath)
 	return nil
 }
 
@@ -195,13 +320,14 @@ func checkStatic(bin []byte) error {
 	return nil
 }
 
-// build runs a classic, network-less build and reports the daemon's error
-// message if the build fails (the HTTP call itself succeeds either way).
-func (r *Runtime) build(ctx context.Context, buildCtx io.Reader, tag string, labels map[string]string) error {
+// build runs a classic build on network, copying its output to out (when
+// set), and reports the daemon's error message with the output's last lines
+// if the build fails (the HTTP call itself succeeds either way).
+func (r *Runtime) build(ctx context.Context, buildCtx io.Reader, tag string, labels map[string]string, network string, out io.Writer) error {
 	resp, err := r.cli.ImageBuild(ctx, buildCtx, build.ImageBuildOptions{
 		Tags:        []string{tag},
 		Labels:      labels,
-		NetworkMode: "none",
+		NetworkMode: network,
 		Remove:      true,
 		ForceRemove: true,
 		PullParent:  false,
@@ -233,9 +359,12 @@ func (r *Runtime) build(ctx context.Context, buildCtx io.Reader, tag string, lab
 			}
 			return fmt.Errorf("%s (output: %s)", detail, strings.Join(tail, " | "))
 		}
+		if out != nil && msg.Stream != "" {
+			_, _ = io.WriteString(out, msg.Stream)
+		}
 		if line := strings.TrimSpace(msg.Stream); line != "" {
 			tail = append(tail, line)
-			if len(tail) > 5 {
+			if len(tail) > 8 {
 				tail = tail[1:]
 			}
 		}

@@ -1,8 +1,9 @@
-// Command buildbase builds a FROM scratch agent image from a static binary
-// through the Docker API (the same code path the runner and its tests use),
-// for the Makefile:
+// Command buildbase builds an agent image from a static binary (FROM scratch,
+// or -from an operating system image) through the Docker API (the same code
+// path the runner and its tests use), for the Makefile:
 //
 //	go run ./internal/runtime/docker/buildbase -binary ../bin/demo-agent -tag clawguard-agent-demo:latest
+//	go run ./internal/runtime/docker/buildbase -from clawguard-debian:bookworm -binary ../bin/demo-agent -tag clawguard-agent-demo-debian:latest
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 func main() {
 	binary := flag.String("binary", "", "static agent binary to put at /agent")
 	tag := flag.String("tag", "", "image tag to build, e.g. clawguard-agent-demo:latest")
+	from := flag.String("from", "scratch", "base image (an OS image with apt-get gets approved packages installed)")
 	flag.Parse()
 	if *binary == "" || *tag == "" || flag.NArg() > 0 {
 		flag.Usage()
@@ -31,7 +33,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer r.Close()
-	if err := r.BuildBaseImage(ctx, *binary, *tag); err != nil {
+	if err := r.BuildBaseImageFrom(ctx, *from, *binary, *tag); err != nil {
 		fmt.Fprintln(os.Stderr, "buildbase:", err)
 		os.Exit(1)
 	}
