@@ -292,6 +292,8 @@ func (m *Manager) RestartSession(ctx context.Context, ds delivery.Session, _ boo
 
 // builderNoise are the image builder's own bookkeeping lines: left out of the
 // summary so its last lines are what the install printed.
+var ansiColour = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
 var builderNoise = regexp.MustCompile(`^(-*> ([0-9a-f]+$|Running in )|Removing intermediate container |Step \d+/\d+ : (LABEL|COPY|FROM|USER) |Successfully built )`)
 
 // BuildLogFile is where, relative to the workspace, the agent finds the
@@ -321,6 +323,12 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 func lastLines(s string, n int) string {
 	var lines []string
 	for _, l := range strings.Split(s, "\n") {
+		// As a terminal shows it: colours dropped, a line redrawn after \r
+		// (progress counters) is its last state.
+		l = ansiColour.ReplaceAllString(l, "")
+		if i := strings.LastIndex(strings.TrimRight(l, "\r"), "\r"); i >= 0 {
+			l = l[i+1:]
+		}
 		if l = strings.TrimSpace(l); l != "" && !builderNoise.MatchString(l) {
 			lines = append(lines, l)
 		}
