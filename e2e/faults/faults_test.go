@@ -263,6 +263,63 @@ func TestDecisionLogRefusingInsertsDuringReplays(t *testing.T) {
 	x.settle(t, "decision log INSERT revoked during replays", ids, "revoke", time.Now(), 2*time.Minute)
 }
 
+// Issue 13, fault 3: the sender's runner is SIGKILLed after the guard's
+// ALLOW and before the mutation is applied (ApplyAction is held up by a lock
+// on the table it writes), and another runner takes the session over. The
+// replay is idempotent per hold: the new runner gets the same answer and
+// applies each approval once.
+func TestRunnerKilledBetweenAllowAndApplyAnotherTakesOver(t *testing.T) {
+	s := newSystem(t)
+	x := newA2A(t, s, true, false)
+	x.startRunners()
+	spare := s.newRunner("runner-3", "h3")
+	spare.start()
+	const n = 20
+	ids := x.holds(t, "kill", n)
+
+	// Hold every ApplyAction at its action event insert (the last write of
+	// its transaction) for as long as the test holds advisory lock 4242.
+	for _, q := range []string{
+		`CREATE FUNCTION fault_hold_apply() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.kind = 'action' THEN PERFORM pg_advisory_xact_lock_shared(4242); END IF;
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER fault_hold_apply BEFORE INSERT ON session_events FOR EACH ROW EXECUTE FUNCTION fault_hold_apply()`,
+	} {
+		if _, err := s.admin.Exec(ctxT(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := s.admin.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	if _, err := lock.Exec(ctxT(t), `SELECT pg_advisory_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	x.approve(t, ids)
+	// A session's pushes apply in order: the first replay is allowed (its
+	// grant consumed) and stuck before its mutation; the rest wait behind it.
+	waitFor(t, 60*time.Second, "a replay allowed (the grant consumed) and waiting to apply", func() (bool, string) {
+		var allowed int
+		_ = s.admin.QueryRow(ctxT(t), `SELECT count(DISTINCT grant_id) FROM decisions WHERE effect = 'allow' AND grant_id = ANY($1)`, ids).Scan(&allowed)
+		return allowed >= 1, fmt.Sprintf("%d of %d allowed", allowed, n)
+	})
+	x.sender.p.kill()
+	killed := time.Now()
+	waitFor(t, 60*time.Second, "the session taken over by another runner", func() (bool, string) {
+		var owner string
+		_ = s.admin.QueryRow(ctxT(t), `SELECT COALESCE(runner_id, '') FROM sessions WHERE id = $1`, x.sessA).Scan(&owner)
+		return owner != "" && owner != x.sender.id, "owner " + owner
+	})
+	if _, err := lock.Exec(ctxT(t), `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	x.settle(t, "runner SIGKILLed between ALLOW and apply; another takes over", ids, "kill", killed, 2*time.Minute)
+}
+
 // Issue 13, fault 4: 2,000 approvals at once, replayed by one runner for one
 // session. 687 of 2,000 sat unapplied on a live stream: the runner dropped
 // pushes on a full queue and the server re-sent only on a new stream.

@@ -329,7 +329,7 @@ type runner struct {
 
 func (s *system) newRunner(id, host string, groups ...string) *runner {
 	t := s.t
-	secret := s.ncl("tokens", "create", "--kind", "runner", "--runner", id, "--name", "faults "+id, "--secret-only")
+	secret := s.ncl("tokens", "create", "--kind", "runner", "--runner", id, "--host", host, "--name", "faults "+id, "--secret-only")
 	path := filepath.Join(t.TempDir(), id+".token")
 	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
