@@ -2,8 +2,10 @@ package console_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -411,6 +413,19 @@ func TestCookiesAreSecureWithTLS(t *testing.T) {
 	resp := rec.Result()
 	if pre := cookieNamed(resp, console.PreSessionCookie); pre == nil || !pre.Secure || !pre.HttpOnly {
 		t.Fatalf("pre-session cookie with TLS: %+v", pre)
+	}
+}
+
+// Refusals are logged at info: who, what, why (SPEC: every refusal is logged).
+func TestRefusalsAreLogged(t *testing.T) {
+	srv := testserver.Start(t)
+	var buf bytes.Buffer
+	c := console.New(console.Deps{Pool: srv.Pool, Auth: authn.NewAuthenticator(srv.Pool),
+		Log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	rec := httptest.NewRecorder()
+	c.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/holds/hold_x/resolve", strings.NewReader("outcome=approve")))
+	if rec.Code != http.StatusForbidden || !strings.Contains(buf.String(), "console refused") || !strings.Contains(buf.String(), "/holds/hold_x/resolve") {
+		t.Fatalf("forged POST: %d, log %q", rec.Code, buf.String())
 	}
 }
 

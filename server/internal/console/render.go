@@ -64,6 +64,9 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, code 
 // status (NotFound 404, PermissionDenied 403, InvalidArgument 400, ...).
 func (c *Console) failRPC(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	st := status.Convert(err)
+	if st.Code() == codes.PermissionDenied || (st.Code() == codes.NotFound && r.Method == http.MethodPost) {
+		c.refused(r, s, st.Message())
+	}
 	code := map[codes.Code]int{
 		codes.NotFound: http.StatusNotFound, codes.PermissionDenied: http.StatusForbidden,
 		codes.InvalidArgument: http.StatusBadRequest, codes.FailedPrecondition: http.StatusConflict,
@@ -224,4 +227,13 @@ func cutParts(s string) shown {
 		return shown{Text: s[:i] + "…", Cut: strings.TrimSuffix(strings.TrimPrefix(s[i:], "… ["), "]")}
 	}
 	return shown{Text: s}
+}
+
+// refused logs a refusal at info (who, what, why), like the gRPC audit log.
+func (c *Console) refused(r *http.Request, s *session, why string) {
+	user := ""
+	if s != nil {
+		user = s.UserID
+	}
+	c.d.Log.Info("console refused", "user", user, "method", r.Method, "path", r.URL.Path, "why", why)
 }

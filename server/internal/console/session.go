@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
@@ -113,16 +114,18 @@ func (c *Console) post(h func(w http.ResponseWriter, r *http.Request, s *session
 			c.fail(w, r, nil, http.StatusServiceUnavailable, "the console cannot read its sessions: "+err.Error())
 			return
 		}
-		if s == nil {
-			c.fail(w, r, nil, http.StatusForbidden, "not signed in (or the session expired): sign in again")
-			return
+		var why string
+		switch {
+		case s == nil:
+			why = "not signed in (or the session expired): sign in again"
+		case !sameOrigin(r):
+			why = "cross-origin form refused"
+		case !tokenEqual(r.PostFormValue(CSRFField), s.CSRF):
+			why = "missing or wrong CSRF token: reload the page and try again"
 		}
-		if !sameOrigin(r) {
-			c.fail(w, r, s, http.StatusForbidden, "cross-origin form refused")
-			return
-		}
-		if !tokenEqual(r.PostFormValue(CSRFField), s.CSRF) {
-			c.fail(w, r, s, http.StatusForbidden, "missing or wrong CSRF token: reload the page and try again")
+		if why != "" {
+			c.refused(r, s, why)
+			c.fail(w, r, s, http.StatusForbidden, why)
 			return
 		}
 		h(w, r, s)
@@ -159,6 +162,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	pre, err := r.Cookie(PreSessionCookie)
 	if err != nil || !sameOrigin(r) || !tokenEqual(r.PostFormValue(CSRFField), pre.Value) {
+		c.refused(r, nil, "sign-in form without its pre-session token or from another origin")
 		c.fail(w, r, nil, http.StatusForbidden, "the sign-in form expired or came from elsewhere: reload it and try again")
 		return
 	}
@@ -176,6 +180,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	ctx := metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", "Bearer "+token))
 	actx, err := c.d.Auth.Authenticate(ctx)
 	if err != nil {
+		c.refused(r, nil, "sign-in with a token that was not accepted: "+status.Convert(err).Message())
 		again("that token was not accepted")
 		return
 	}

@@ -42,24 +42,89 @@ type Trace struct {
 
 // encodeTrace is the decision log's trace column for a catalog decision
 // (nil for non-catalog actions: there is nothing to explain but the name).
+// Hand-built, like the actor column: it is on the hot write path.
 func encodeTrace(e *Entry, in *Input, f Facts) []byte {
 	if e == nil {
 		return nil
 	}
-	t := Trace{Facts: f.vals, Resource: in.Resource}
-	for _, k := range e.TraceArgs {
-		if v, ok := in.Payload[k]; ok {
-			if t.Args == nil {
-				t.Args = map[string]any{}
-			}
-			t.Args[k] = v
+	b := make([]byte, 0, 128)
+	b = append(b, `{"f":{`...)
+	first := true
+	for _, fact := range e.Facts {
+		v, ok := f.vals[fact.Name]
+		if !ok {
+			continue
+		}
+		b = traceKey(b, fact.Name, &first)
+		if v == nil {
+			b = append(b, "null"...)
+		} else {
+			b = appendJSONString(b, *v)
 		}
 	}
-	b, err := json.Marshal(t)
-	if err != nil {
-		return nil
+	for name, v := range f.vals { // facts every entry reads (the mode), not in e.Facts
+		if v != nil && !e.hasFact(name) {
+			b = traceKey(b, name, &first)
+			b = appendJSONString(b, *v)
+		}
 	}
-	return b
+	b = append(b, `},"r":{`...)
+	first = true
+	keys := make([]string, 0, len(in.Resource))
+	for k := range in.Resource {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b = traceKey(b, k, &first)
+		b = appendJSONString(b, in.Resource[k])
+	}
+	b = append(b, '}')
+	if len(e.TraceArgs) > 0 {
+		args := map[string]any{}
+		for _, k := range e.TraceArgs {
+			if v, ok := in.Payload[k]; ok {
+				args[k] = v
+			}
+		}
+		if a, err := json.Marshal(args); err == nil && len(args) > 0 {
+			b = append(b, `,"a":`...)
+			b = append(b, a...)
+		}
+	}
+	return append(b, '}')
+}
+
+func (e *Entry) hasFact(name string) bool {
+	for _, f := range e.Facts {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func traceKey(b []byte, k string, first *bool) []byte {
+	if !*first {
+		b = append(b, ',')
+	}
+	*first = false
+	b = appendJSONString(b, k)
+	return append(b, ':')
+}
+
+// appendJSONString quotes s as JSON (plain ASCII fast; anything else
+// through encoding/json).
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Logged is a decision log row as Explain needs it.

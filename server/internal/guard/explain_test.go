@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -104,5 +105,24 @@ func TestExplainAuditModeLogged(t *testing.T) {
 		Trace: encodeTrace(e, in, f)})
 	if !proto.Equal(logged, dry) {
 		t.Fatalf("logged explanation differs from the dry run:\n got %v\nwant %v", logged, dry)
+	}
+}
+
+// The hand-built trace is valid JSON that reads back exactly, whatever the
+// values hold (quotes, newlines, non-ASCII, HTML characters, absent facts).
+func TestTraceRoundTrips(t *testing.T) {
+	e := &Entry{Action: "t.rt", TraceArgs: []string{"name"}, Facts: []Fact{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
+	odd := "x\"y\\z\n<é>&\u2028"
+	f := NewFacts(map[string]string{"a": odd, modeFact: "audit"})
+	f.vals["b"] = nil
+	in := &Input{Action: "t.rt", Resource: map[string]string{"to": odd, "k": "v"}, Payload: map[string]any{"name": odd, "secret": "s"}}
+	b := encodeTrace(e, in, f)
+	var tr Trace
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if *tr.Facts["a"] != odd || tr.Facts["b"] != nil || *tr.Facts[modeFact] != "audit" || tr.Resource["to"] != odd ||
+		tr.Args["name"] != odd || tr.Args["secret"] != nil || len(tr.Facts) != 3 {
+		t.Fatalf("round trip: %s → %+v", b, tr)
 	}
 }
