@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -42,6 +43,8 @@ type Engine struct {
 	// DecideWait bounds how long an action waits for the guard (the stream
 	// may be reconnecting) before it fails closed. Default 30s.
 	DecideWait time.Duration
+
+	approvedTold sync.Map // hold id → the agent heard "approved; running it now"
 }
 
 func (e *Engine) log() *slog.Logger {
@@ -134,6 +137,7 @@ func (e *Engine) Replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 		// it to the session's new host).
 		return out
 	}
+	e.approvedTold.Delete(r.GetHoldId())
 	e.notify(s, "", r.GetDeliveryAction(), out)
 	return out
 }
@@ -181,8 +185,11 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 	switch resp.GetDecision().GetEffect() {
 	case guardv1.Effect_EFFECT_ALLOW:
 		e.count(name, "allow")
-		e.Notifier.Notify(s.ID, &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_APPROVED, HoldId: r.GetHoldId(),
-			Text: name + " approved; running it now", At: timestamppb.Now()})
+		// Once per hold: a replay retried after its apply failed is the same run.
+		if _, told := e.approvedTold.LoadOrStore(r.GetHoldId(), true); !told {
+			e.Notifier.Notify(s.ID, &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_APPROVED, HoldId: r.GetHoldId(),
+				Text: name + " approved; running it now", At: timestamppb.Now()})
+		}
 		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId(), Replay: true})
 	case guardv1.Effect_EFFECT_DENY:
 		e.count(name, "deny")

@@ -191,3 +191,34 @@ func TestDecisionRequestIDIsStablePerSend(t *testing.T) {
 		t.Fatal("reused request id with other payload maps to the same decision")
 	}
 }
+
+// A replay whose apply could not reach the server is tried again: the agent
+// hears "approved" once, and the outcome once it is final.
+func TestEngineRetriedReplayTellsTheAgentOnce(t *testing.T) {
+	d := &fakeDecider{resp: decision(guardv1.Effect_EFFECT_ALLOW, "grant")}
+	r := NewRegistry(nil)
+	attempts := 0
+	r.MustRegister(Action{
+		Name: "install_packages", CatalogAction: "self_mod.install_packages", ApprovalKind: "install_packages",
+		Run: func(context.Context, Call) Outcome {
+			if attempts++; attempts == 1 {
+				out := Failed("not applied: server unavailable")
+				out.Undecided = true
+				return out
+			}
+			return Done(nil, "installed")
+		},
+	})
+	n := &notices{}
+	e := &Engine{Registry: r, Decider: d, Notifier: n}
+	replay := &guardv1.ReplayAction{HoldId: "hold_r", DeliveryAction: "install_packages", Payload: pkgs(t)}
+	if out := e.Replay(context.Background(), sess, replay); !out.Undecided {
+		t.Fatalf("first attempt = %+v, want not final", out)
+	}
+	if out := e.Replay(context.Background(), sess, replay); out.Status != agentv1.SendStatus_SEND_STATUS_DONE {
+		t.Fatalf("second attempt = %+v", out)
+	}
+	if k := n.kinds(); len(k) != 2 || k[0] != agentv1.NoticeKind_NOTICE_KIND_APPROVED || k[1] != agentv1.NoticeKind_NOTICE_KIND_RESULT {
+		t.Fatalf("notices = %v, want APPROVED once then RESULT", k)
+	}
+}
