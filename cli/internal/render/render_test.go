@@ -94,6 +94,20 @@ func fixtureDecision() *guardv1.Decision {
 	}
 }
 
+func fixtureExplanation() *guardv1.Explanation {
+	return &guardv1.Explanation{
+		Summary: "held because the message policy research → ops names telegram:dana; no policy → allow",
+		Entry:   &guardv1.ExplainedEntry{Action: "a2a.send", InCatalog: true, Description: "an agent messages another agent group", ApprovalAction: "a2a_message_gate"},
+		Checks: []*guardv1.ExplainedCheck{
+			{Name: "destination", Outcome: "pass", Detail: "the destination research → ops exists",
+				Facts: []*guardv1.ExplainedFact{{Name: "destination", Value: "true", Present: true}}},
+			{Name: "message policy", Outcome: "hold", Detail: "the message policy research → ops names telegram:dana as the only approver",
+				Facts: []*guardv1.ExplainedFact{{Name: "policy_approver", Value: "telegram:dana", Present: true}, {Name: "policy_also"}}},
+		},
+		WouldChange: []string{"no message policy research → ops → allow (the destination exists)"},
+	}
+}
+
 func fixtureEvents() []*guardv1.WatchResponse {
 	h := fixtureHolds()
 	return []*guardv1.WatchResponse{
@@ -129,6 +143,7 @@ func TestGolden(t *testing.T) {
 		{"catalog_list", list(&guardv1.CatalogEntry{}, Msgs(fixtureCatalog()))},
 		{"runners_list", list(&guardv1.Runner{}, Msgs(fixtureRunners()))},
 		{"explain", obj(fixtureDecision())},
+		{"explain_why", func(p Printer) error { return p.Explained(fixtureDecision(), fixtureExplanation()) }},
 		{"watch", events},
 		{"done", func(p Printer) error { return p.Done("removed destination b of group ag_A") }},
 	}
