@@ -169,6 +169,9 @@ func recipients(h *guardv1.Hold) []string {
 		}
 	}
 	add(h.GetDeliveredTo())
+	for _, u := range h.GetAlsoDeliveredTo() {
+		add(u)
+	}
 	if ex := h.GetApproverRule().GetExclusive(); ex != nil {
 		add(ex.GetUserId())
 		for _, u := range ex.GetAlsoUserIds() {

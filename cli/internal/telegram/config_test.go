@@ -3,9 +3,12 @@ package telegram
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -53,5 +56,22 @@ func TestCallbackDataRoundTripsAndFitsTelegramsLimit(t *testing.T) {
 		if _, _, ok := parseCallbackData(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+// A card goes to the delivered-to approver, every further approver a quorum
+// hold was delivered to, and every named approver of an exclusive rule —
+// Telegram users only, each once.
+func TestRecipientsCoverEveryApproverAQuorumNeeds(t *testing.T) {
+	h := &guardv1.Hold{
+		DeliveredTo:     "telegram:1",
+		AlsoDeliveredTo: []string{"telegram:2", "slack:x", "telegram:1"},
+		ApproverRule: &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{
+			UserId: "telegram:3", AlsoUserIds: []string{"telegram:2", "telegram:4"}}}},
+	}
+	got := recipients(h)
+	want := []string{"telegram:1", "telegram:2", "telegram:3", "telegram:4"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("recipients %v, want %v", got, want)
 	}
 }

@@ -1470,6 +1470,9 @@ type Hold struct {
 	// Set when the server gave up applying an approved hold's action (the
 	// replay was denied at replay time, or failed after every attempt): why.
 	UnappliedReason string `protobuf:"bytes,29,opt,name=unapplied_reason,json=unappliedReason,proto3" json:"unapplied_reason,omitempty"`
+	// A quorum hold's card also goes to these eligible approvers (each with a
+	// known DM), so enough of them can decide from their chat.
+	AlsoDeliveredTo []string `protobuf:"bytes,30,rep,name=also_delivered_to,json=alsoDeliveredTo,proto3" json:"also_delivered_to,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1707,6 +1710,13 @@ func (x *Hold) GetUnappliedReason() string {
 	return ""
 }
 
+func (x *Hold) GetAlsoDeliveredTo() []string {
+	if x != nil {
+		return x.AlsoDeliveredTo
+	}
+	return nil
+}
+
 var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
@@ -1788,7 +1798,8 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x13record_delivered_to\x18\b \x01(\bR\x11recordDeliveredTo\x121\n" +
 	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12'\n" +
 	"\x0fdelivery_action\x18\n" +
-	" \x01(\tR\x0edeliveryAction\"\xf2\t\n" +
+	" \x01(\tR\x0edeliveryAction\"\x9e\n" +
+	"\n" +
 	"\x04Hold\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12%\n" +
@@ -1823,7 +1834,8 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x12approvals_required\x18\x1a \x01(\x05R\x11approvalsRequired\x124\n" +
 	"\tapprovals\x18\x1b \x03(\v2\x16.guard.v1.HoldApprovalR\tapprovals\x128\n" +
 	"\bresource\x18\x1c \x03(\v2\x1c.guard.v1.Hold.ResourceEntryR\bresource\x12)\n" +
-	"\x10unapplied_reason\x18\x1d \x01(\tR\x0funappliedReason\x1a;\n" +
+	"\x10unapplied_reason\x18\x1d \x01(\tR\x0funappliedReason\x12*\n" +
+	"\x11also_delivered_to\x18\x1e \x03(\tR\x0falsoDeliveredTo\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*T\n" +

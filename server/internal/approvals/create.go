@@ -127,6 +127,16 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 			"this action needs %d distinct approvals but only %d eligible approver(s) exist", required, len(candidates))}, nil
 	}
 	target := pickDelivery(candidates, origin)
+	// A quorum needs more than one approver to see the card: every other
+	// eligible approver with a known DM gets it too.
+	var alsoDelivered []string
+	if required > 1 {
+		for _, c := range candidates {
+			if c.id != target && len(c.dms) > 0 {
+				alsoDelivered = append(alsoDelivered, c.id)
+			}
+		}
+	}
 
 	approverUser := exclusiveID
 	if ruleName == ruleAdminsOfScope {
@@ -167,14 +177,14 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	}
 	row := tx.QueryRow(ctx, `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, requester,
 			approver_user_id, approver_rule, approver_scope, dedup_key, expires_at, title, question, options,
-			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required, also_approvers, resource)
+			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required, also_approvers, resource, also_delivered_to)
 		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), $9, $10, NULLIF($11, ''),
-			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19, $20, $21, $22)
+			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19, $20, $21, $22, $23)
 		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
 		RETURNING `+holdColumns,
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
 		approverUser, ruleName, scopeString(req.Scope), dedupKey, nullTime(expires), req.Title, req.Question, options,
-		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource)
+		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered))
 	hold, err := HoldFromRow(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent request with the same key won the race; it has

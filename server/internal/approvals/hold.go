@@ -29,7 +29,7 @@ const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, '')
 	requester, COALESCE(approver_user_id, ''), approver_rule, approver_scope, COALESCE(dedup_key, ''),
 	expires_at, status, title, question, options, COALESCE(delivered_to, ''), origin_channel_type,
 	delivery_action, created_at, resolved_at, resolver, choice, reason, consumed_at IS NOT NULL, awaiting_reason_from,
-	also_approvers, approvals_required, COALESCE((SELECT jsonb_agg(jsonb_build_object('user_id', a.user_id, 'at', a.approved_at) ORDER BY a.approved_at, a.user_id)
+	also_approvers, also_delivered_to, approvals_required, COALESCE((SELECT jsonb_agg(jsonb_build_object('user_id', a.user_id, 'at', a.approved_at) ORDER BY a.approved_at, a.user_id)
 		FROM hold_approvals a WHERE a.hold_id = holds.id), '[]'), resource, unapplied_reason`
 
 // HoldColumns is the column list HoldFromRow scans, for
@@ -52,7 +52,7 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 		&requester, &approverUser, &rule, &scope, &h.DedupKey,
 		&expires, &status, &h.Title, &h.Question, &options, &h.DeliveredTo, &h.OriginChannelType,
 		&h.DeliveryAction, &created, &resolved, &h.Resolver, &h.Choice, &h.Reason, &h.Consumed, &h.AwaitingReasonFrom,
-		&also, &h.ApprovalsRequired, &approvals, &h.Resource, &h.UnappliedReason)
+		&also, &h.AlsoDeliveredTo, &h.ApprovalsRequired, &approvals, &h.Resource, &h.UnappliedReason)
 	if err != nil {
 		return nil, err
 	}

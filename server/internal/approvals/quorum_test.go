@@ -63,9 +63,16 @@ func TestQuorumTwoApprovalsWithD1(t *testing.T) {
 		ran++
 		return nil
 	})
+	exec(t, srv.Pool, `INSERT INTO user_dms (user_id, channel_type, address) VALUES ($1, 'slack', 'o'), ($2, 'slack', 'g'), ($3, 'slack', 's')`,
+		owner, globalAdmin, scopedAdmin)
 	h := createOn(t, srv, approvals.CreateRequest{Kind: "test_quorum", SessionID: "sess-1", Scope: global, Title: "grant owner"})
 	if h.GetApprovalsRequired() != 2 {
 		t.Fatalf("approvals_required = %d, want 2", h.GetApprovalsRequired())
+	}
+	// The card reaches enough approvers to meet the quorum: the other
+	// eligible one with a DM too (the scoped admin is not eligible here).
+	if h.GetDeliveredTo() != globalAdmin || len(h.GetAlsoDeliveredTo()) != 1 || h.GetAlsoDeliveredTo()[0] != owner {
+		t.Fatalf("delivered to %q and %v, want %s and [%s]", h.GetDeliveredTo(), h.GetAlsoDeliveredTo(), globalAdmin, owner)
 	}
 	if _, err := approve(t, srv, h.Id, scopedAdmin); code(err) != codes.PermissionDenied {
 		t.Fatalf("scoped admin on a global hold: %v, want PermissionDenied", err)
