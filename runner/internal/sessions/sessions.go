@@ -415,7 +415,7 @@ func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group, out io
 	image, err := m.cfg.Runtime.BuildGroupImage(ctx, img)
 	if err != nil {
 		// The spec without an image: a start may fall back to the last one built.
-		return spec, fmt.Errorf("group %s image: %w", s.GroupID, err)
+		return spec, fmt.Errorf("group %s image: %w: %w", s.GroupID, ErrImageBuild, err)
 	}
 	m.mu.Lock()
 	m.images[s.GroupID] = image
@@ -424,6 +424,9 @@ func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group, out io
 	spec.Image = image
 	return spec, nil
 }
+
+// ErrImageBuild marks a group image that did not build.
+var ErrImageBuild = errors.New("image build failed")
 
 // lastImage is the group's image last built successfully ("" when none).
 func (m *Manager) lastImage(group string) string {
@@ -516,7 +519,16 @@ func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
 		if v := b.Restart.GetConfigVersion(); v > 0 && b.Restart.GetRebuildImage() && v <= s.version.Load() {
 			return nil // that config (or a newer one) is already running
 		}
-		return m.Restart(ctx, s)
+		if err := m.Restart(ctx, s); errors.Is(err, ErrImageBuild) {
+			// The running agent is kept, and the failure was reported where
+			// the change was applied; building the same config again and
+			// again (a package that does not install) helps nobody.
+			m.log.Warn("restart push: the group image does not build; the running agent is kept", "session", s.ID, "err", err)
+			return nil
+		} else if err != nil {
+			return err
+		}
+		return nil
 	case *guardv1.Push_Notify:
 		n := b.Notify
 		if err := m.keep(s, p.GetId(), &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Notice{Notice: &agentv1.Notice{

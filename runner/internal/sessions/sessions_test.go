@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -63,15 +65,22 @@ func (f *fakeRegistry) config() *guardv1.GroupConfig {
 // recordingRuntime is the process runtime, remembering what it was asked for.
 type recordingRuntime struct {
 	*process.Runtime
-	mu     sync.Mutex
-	images []rt.GroupImageSpec
-	specs  []rt.SessionSpec
+	mu        sync.Mutex
+	images    []rt.GroupImageSpec
+	specs     []rt.SessionSpec
+	failBuild atomic.Bool // image builds fail (a package that does not install)
 }
 
 func (r *recordingRuntime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (string, error) {
 	r.mu.Lock()
 	r.images = append(r.images, spec)
 	r.mu.Unlock()
+	if r.failBuild.Load() {
+		if spec.Output != nil {
+			io.WriteString(spec.Output, "E: Unable to locate package nope\n")
+		}
+		return "", errors.New("build: apt-get install returned 100")
+	}
 	return r.Runtime.BuildGroupImage(ctx, spec)
 }
 
@@ -291,4 +300,50 @@ func TestOpenStartsWithTheOpenedGroupsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkLimits(t, rt, "s2", 5)
+}
+
+// A group image that does not build (an approved package that fails to
+// install) keeps the running agent: the handler's restart reports the
+// failure with the build output, the group's restart push is acknowledged
+// instead of rebuilding the same failure again and again, and a later start
+// uses the last image that built.
+func TestAFailedBuildKeepsTheRunningAgent(t *testing.T) {
+	m, f, rtm := newManager(t)
+	ctx := context.Background()
+	if err := m.Apply(ctx, &guardv1.Push{Id: "p1", SessionId: "s1", AgentGroupId: "g1", Body: &guardv1.Push_Start{Start: &guardv1.StartSession{}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := m.Get("s1")
+	runtimetest.ReadReport(t, s.Dir)
+	first, _ := os.Stat(filepath.Join(s.Dir, "started.json"))
+
+	rtm.failBuild.Store(true)
+	f.version.Store(2)
+	build, err := m.RestartSession(ctx, delivery.Session{ID: "s1", GroupID: "g1"}, true)
+	if !errors.Is(err, ErrImageBuild) || !strings.Contains(build, "Unable to locate package nope") {
+		t.Fatalf("restart with a failing build: %v, output %q", err, build)
+	}
+	if log, err := os.ReadFile(filepath.Join(s.Dir, BuildLogFile)); err != nil || !strings.Contains(string(log), "Unable to locate package") {
+		t.Fatalf("build log for the agent: %q (%v)", log, err)
+	}
+	if err := m.Apply(ctx, &guardv1.Push{Id: "p2", SessionId: "s1", AgentGroupId: "g1",
+		Body: &guardv1.Push_Restart{Restart: &guardv1.RestartContainer{RebuildImage: true, ConfigVersion: 2}}}); err != nil {
+		t.Fatalf("restart push with a failing build: %v, want it applied (the agent kept)", err)
+	}
+	now, _ := os.Stat(filepath.Join(s.Dir, "started.json"))
+	if !running(rtm, "s1") || !now.ModTime().Equal(first.ModTime()) || s.version.Load() != 1 {
+		t.Fatalf("agent after the failed builds: running=%v restarted=%v version=%d", running(rtm, "s1"), !now.ModTime().Equal(first.ModTime()), s.version.Load())
+	}
+
+	// Stopped (idle) while the config still does not build: a push starts it
+	// on the last image that did.
+	if err := rtm.Stop(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(ctx, &guardv1.Push{Id: "p3", SessionId: "s1", AgentGroupId: "g1", Body: &guardv1.Push_Start{Start: &guardv1.StartSession{}}}); err != nil {
+		t.Fatalf("start with a failing build: %v", err)
+	}
+	if !running(rtm, "s1") {
+		t.Fatal("agent not started on its last image")
+	}
 }
