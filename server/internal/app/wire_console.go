@@ -73,23 +73,25 @@ func (b backend) Call(ctx context.Context, caller authn.Caller, fullMethod strin
 }
 
 // Watch runs Approvals.Watch for caller, sending each event to send.
-func (b backend) Watch(ctx context.Context, caller authn.Caller, req *guardv1.WatchRequest, send func(*guardv1.WatchResponse) error) error {
+func (b backend) Watch(ctx context.Context, caller authn.Caller, req *guardv1.WatchRequest, started func() error, send func(*guardv1.WatchResponse) error) error {
 	ctx = authn.WithCaller(ctx, caller)
 	if err := checkPrincipal(ctx, guardv1.Approvals_Watch_FullMethodName); err != nil {
 		return err
 	}
-	return b.s.approvals.Watch(req, &watchStream{ctx: ctx, send: send})
+	return b.s.approvals.Watch(req, &watchStream{ctx: ctx, started: started, send: send})
 }
 
-// watchStream is the server side of an in-process Watch.
+// watchStream is the server side of an in-process Watch. Watch sends its
+// header once subscribed: that is when the console's stream opens.
 type watchStream struct {
 	grpc.ServerStream
-	ctx  context.Context
-	send func(*guardv1.WatchResponse) error
+	ctx     context.Context
+	started func() error
+	send    func(*guardv1.WatchResponse) error
 }
 
 func (w *watchStream) Context() context.Context             { return w.ctx }
 func (w *watchStream) Send(ev *guardv1.WatchResponse) error { return w.send(ev) }
-func (w *watchStream) SendHeader(metadata.MD) error         { return nil }
+func (w *watchStream) SendHeader(metadata.MD) error         { return w.started() }
 func (w *watchStream) SetHeader(metadata.MD) error          { return nil }
 func (w *watchStream) SetTrailer(metadata.MD)               {}

@@ -40,8 +40,9 @@ type Backend interface {
 	// Call runs one unary RPC (full method name) as caller, through the
 	// same checks as a gRPC call.
 	Call(ctx context.Context, caller authn.Caller, fullMethod string, req proto.Message) (proto.Message, error)
-	// Watch runs Approvals.Watch as caller until ctx ends or send fails.
-	Watch(ctx context.Context, caller authn.Caller, req *guardv1.WatchRequest, send func(*guardv1.WatchResponse) error) error
+	// Watch runs Approvals.Watch as caller until ctx ends or send fails;
+	// started runs once the subscription is live (before any send).
+	Watch(ctx context.Context, caller authn.Caller, req *guardv1.WatchRequest, started func() error, send func(*guardv1.WatchResponse) error) error
 }
 
 // Deps is what the console needs.

@@ -39,15 +39,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	if id, err := strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64); err == nil && id > 0 {
 		req = &guardv1.WatchRequest{AfterCursor: id}
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	var mu sync.Mutex
+	var (
+		mu   sync.Mutex
+		open bool
+	)
 	write := func(s string) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -57,26 +54,21 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		fl.Flush()
 		return nil
 	}
-	if write(": connected\n\n") != nil {
-		return
+	// The response starts only once the subscription is live, so a page
+	// that saw the stream open misses no event after that.
+	started := func() error {
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		mu.Lock()
+		open = true
+		mu.Unlock()
+		go c.keepAlive(ctx, cancel, r, write)
+		return write(": connected\n\n")
 	}
-	go func() {
-		t := time.NewTicker(heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			live, err := c.load(ctx, r)
-			if err != nil || live == nil || write(": ping\n\n") != nil {
-				cancel()
-				return
-			}
-		}
-	}()
-	err := c.d.Backend.Watch(ctx, s.caller(), req, func(ev *guardv1.WatchResponse) error {
+	err := c.d.Backend.Watch(ctx, s.caller(), req, started, func(ev *guardv1.WatchResponse) error {
 		le := liveEvent{Type: "requested", Hold: ev.GetHold().GetId(), Kind: ev.GetHold().GetKind(), Status: holdStatus(ev.GetHold().GetStatus())}
 		if ev.GetType() == guardv1.EventType_EVENT_TYPE_RESOLVED {
 			le.Type, le.Outcome = "resolved", outcomeWord(ev.GetOutcome())
@@ -84,8 +76,34 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		b, _ := json.Marshal(le)
 		return write(fmt.Sprintf("id: %d\nevent: hold\ndata: %s\n\n", ev.GetCursor(), b))
 	})
-	if err != nil && ctx.Err() == nil {
+	mu.Lock()
+	wasOpen := open
+	mu.Unlock()
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case !wasOpen:
+		c.failRPC(w, r, s, err)
+	default:
 		// The browser reconnects (with its last id) after this.
 		_ = write("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n")
+	}
+}
+
+// keepAlive pings the stream and re-checks the session every heartbeat, so
+// a sign-out, an expiry or a revoked token ends the stream too.
+func (c *Console) keepAlive(ctx context.Context, cancel context.CancelFunc, r *http.Request, write func(string) error) {
+	t := time.NewTicker(heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		live, err := c.load(ctx, r)
+		if err != nil || live == nil || write(": ping\n\n") != nil {
+			cancel()
+			return
+		}
 	}
 }

@@ -24,6 +24,9 @@
   var es = new EventSource("/events");
   es.addEventListener("open", function () {
     if (badge) { badge.textContent = "live"; badge.classList.remove("off"); badge.classList.add("on"); }
+    // The stream opens once subscribed: whatever changed between rendering
+    // the page and now is fetched once; events carry the rest.
+    live.forEach(refresh);
   });
   es.addEventListener("error", function () {
     if (badge) { badge.textContent = "reconnecting"; badge.classList.remove("on"); badge.classList.add("off"); }
