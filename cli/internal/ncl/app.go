@@ -140,6 +140,32 @@ func (a *app) list(cmd *cobra.Command, typ proto.Message, f func(ctx context.Con
 	})
 }
 
+// maxPage is the server's largest page (every List RPC's documented maximum).
+const maxPage = 1000
+
+// pages reads a List RPC page after page until the server says there is no
+// next one or limit items were read (limit 0 = every page).
+func pages(ctx context.Context, c *clients, limit int32,
+	page func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error)) ([]proto.Message, error) {
+	var out []proto.Message
+	token := ""
+	for {
+		size := int32(maxPage)
+		if limit > 0 {
+			size = min(size, limit-int32(len(out)))
+		}
+		items, next, err := page(ctx, c, size, token)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+		if next == "" || (limit > 0 && int32(len(out)) >= limit) {
+			return out, nil
+		}
+		token = next
+	}
+}
+
 // object runs a call returning one object and prints it.
 func (a *app) object(cmd *cobra.Command, f func(ctx context.Context, c *clients) (proto.Message, error)) error {
 	return a.do(cmd, func(ctx context.Context, c *clients) error {

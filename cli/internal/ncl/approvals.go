@@ -47,7 +47,8 @@ func (a *app) approvalsList() *cobra.Command {
 	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group")
 	cmd.Flags().BoolVar(&req.EligibleForMe, "mine", false, "only holds I (or --as) may resolve")
 	cmd.Flags().StringVar(&req.AsUser, "as", "", "with --mine and an operator or bridge token: whose eligibility")
-	cmd.Flags().Int32Var(&req.Limit, "limit", 100, "at most this many")
+	var limit int32
+	cmd.Flags().Int32Var(&limit, "limit", 0, "at most this many (0 = all: every page is read)")
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statusWords, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if statusWord != "all" {
@@ -61,9 +62,15 @@ func (a *app) approvalsList() *cobra.Command {
 		if req.AsUser != "" && !req.EligibleForMe {
 			return usagef("--as on list only means something with --mine")
 		}
+		if limit < 0 {
+			return usagef("--limit: must not be negative")
+		}
 		return a.list(cmd, &guardv1.Hold{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-			resp, err := c.appr.List(ctx, &req)
-			return render.Msgs(resp.GetHolds()), err
+			return pages(ctx, c, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				req.Limit, req.PageToken = size, token
+				resp, err := c.appr.List(ctx, &req)
+				return render.Msgs(resp.GetHolds()), resp.GetNextPageToken(), err
+			})
 		})
 	}
 	return cmd

@@ -225,7 +225,8 @@ func (a *app) decisionsCmd() *cobra.Command {
 	list.Flags().StringVar(&req.Action, "action", "", "only this catalog action")
 	list.Flags().StringVar(&req.Group, "group", "", "only decisions about this agent group")
 	list.Flags().StringVar(&since, "since", "", "only decisions after this time: a duration ago (90m, 24h) or RFC 3339")
-	list.Flags().Int32Var(&req.Limit, "limit", 100, "at most this many")
+	var limit int32
+	list.Flags().Int32Var(&limit, "limit", 100, "at most this many, newest first (0 = all: every page is read)")
 	list.RunE = func(cmd *cobra.Command, _ []string) error {
 		req.Effect = guardv1.Effect(effect.val)
 		if since != "" {
@@ -235,9 +236,15 @@ func (a *app) decisionsCmd() *cobra.Command {
 			}
 			req.Since = timestamppb.New(t)
 		}
+		if limit < 0 {
+			return usagef("--limit: must not be negative")
+		}
 		return a.list(cmd, &guardv1.DecisionRecord{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-			resp, err := c.reg.ListDecisions(ctx, &req)
-			return render.Msgs(resp.GetDecisions()), err
+			return pages(ctx, c, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				req.Limit, req.PageToken = size, token
+				resp, err := c.reg.ListDecisions(ctx, &req)
+				return render.Msgs(resp.GetDecisions()), resp.GetNextPageToken(), err
+			})
 		})
 	}
 	get := &cobra.Command{

@@ -96,8 +96,11 @@ type ListRequest struct {
 	// Only holds the caller (or as_user) may resolve.
 	EligibleForMe bool `protobuf:"varint,4,opt,name=eligible_for_me,json=eligibleForMe,proto3" json:"eligible_for_me,omitempty"`
 	// For operator/bridge callers: whose eligibility eligible_for_me means.
-	AsUser        string `protobuf:"bytes,5,opt,name=as_user,json=asUser,proto3" json:"as_user,omitempty"`
-	Limit         int32  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	AsUser string `protobuf:"bytes,5,opt,name=as_user,json=asUser,proto3" json:"as_user,omitempty"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -174,10 +177,19 @@ func (x *ListRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListResponse is a page of holds, newest first.
 type ListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Holds         []*Hold                `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Holds []*Hold                `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
+	// Set when more holds match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -217,6 +229,13 @@ func (x *ListResponse) GetHolds() []*Hold {
 		return x.Holds
 	}
 	return nil
+}
+
+func (x *ListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetRequest names a hold.
@@ -896,16 +915,19 @@ var File_guard_v1_approvals_proto protoreflect.FileDescriptor
 
 const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\n" +
-	"\x18guard/v1/approvals.proto\x12\bguard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\xd2\x01\n" +
+	"\x18guard/v1/approvals.proto\x12\bguard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\xf1\x01\n" +
 	"\vListRequest\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.guard.v1.HoldStatusR\x06status\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12*\n" +
 	"\x0eagent_group_id\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\x12&\n" +
 	"\x0feligible_for_me\x18\x04 \x01(\bR\religibleForMe\x12\x17\n" +
 	"\aas_user\x18\x05 \x01(\tR\x06asUser\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\x05R\x05limit\"4\n" +
+	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\"\\\n" +
 	"\fListResponse\x12$\n" +
-	"\x05holds\x18\x01 \x03(\v2\x0e.guard.v1.HoldR\x05holds\"\x1c\n" +
+	"\x05holds\x18\x01 \x03(\v2\x0e.guard.v1.HoldR\x05holds\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1c\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"1\n" +

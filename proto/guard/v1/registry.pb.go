@@ -8814,12 +8814,15 @@ func (x *GetDecisionResponse) GetDecision() *DecisionRecord {
 
 // ListDecisionsRequest filters the log.
 type ListDecisionsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Action        string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
-	Effect        Effect                 `protobuf:"varint,2,opt,name=effect,proto3,enum=guard.v1.Effect" json:"effect,omitempty"`
-	Group         string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
-	Limit         int32                  `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	Effect Effect                 `protobuf:"varint,2,opt,name=effect,proto3,enum=guard.v1.Effect" json:"effect,omitempty"`
+	Group  string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	Since  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8889,10 +8892,19 @@ func (x *ListDecisionsRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListDecisionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListDecisionsResponse is the log, newest first.
 type ListDecisionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Decisions     []*DecisionRecord      `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Decisions []*DecisionRecord      `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	// Set when more decisions match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8932,6 +8944,13 @@ func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
 		return x.Decisions
 	}
 	return nil
+}
+
+func (x *ListDecisionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // SetActionSettingsRequest sets one catalog action's operator settings.
@@ -9618,15 +9637,18 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x12GetDecisionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\x13GetDecisionResponse\x124\n" +
-	"\bdecision\x18\x01 \x01(\v2\x18.guard.v1.DecisionRecordR\bdecision\"\xbc\x01\n" +
+	"\bdecision\x18\x01 \x01(\v2\x18.guard.v1.DecisionRecordR\bdecision\"\xdb\x01\n" +
 	"\x14ListDecisionsRequest\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12(\n" +
 	"\x06effect\x18\x02 \x01(\x0e2\x10.guard.v1.EffectR\x06effect\x12\x1a\n" +
 	"\x05group\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x120\n" +
 	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\x05R\x05limit\"O\n" +
+	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"w\n" +
 	"\x15ListDecisionsResponse\x126\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x18.guard.v1.DecisionRecordR\tdecisions\"\x7f\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x18.guard.v1.DecisionRecordR\tdecisions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x7f\n" +
 	"\x18SetActionSettingsRequest\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x1c\n" +
 	"\tapprovals\x18\x02 \x01(\x05R\tapprovals\x12-\n" +

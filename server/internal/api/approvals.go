@@ -25,10 +25,11 @@ func (s *ApprovalsService) List(ctx context.Context, req *guardv1.ListRequest) (
 		return nil, err
 	}
 	f := approvals.ListFilter{
-		Status:  approvals.StatusString(req.GetStatus()),
-		Kind:    req.GetKind(),
-		GroupID: req.GetAgentGroupId(),
-		Limit:   int(req.GetLimit()),
+		Status:    approvals.StatusString(req.GetStatus()),
+		Kind:      req.GetKind(),
+		GroupID:   req.GetAgentGroupId(),
+		Limit:     req.GetLimit(),
+		PageToken: req.GetPageToken(),
 	}
 	if req.GetEligibleForMe() {
 		if f.EligibleFor, err = s.actingUser(ctx, caller, req.GetAsUser()); err != nil {
@@ -37,11 +38,11 @@ func (s *ApprovalsService) List(ctx context.Context, req *guardv1.ListRequest) (
 	} else if req.GetAsUser() != "" {
 		return nil, InvalidArgument("as_user", "only with eligible_for_me")
 	}
-	holds, err := s.d.Approvals.List(ctx, v, f)
+	holds, next, err := s.d.Approvals.List(ctx, v, f)
 	if err != nil {
 		return nil, DBError("holds", err)
 	}
-	return &guardv1.ListResponse{Holds: holds}, nil
+	return &guardv1.ListResponse{Holds: holds, NextPageToken: next}, nil
 }
 
 func (s *ApprovalsService) Get(ctx context.Context, req *guardv1.GetRequest) (*guardv1.GetResponse, error) {

@@ -13,6 +13,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
 // Viewer is who is looking at holds. Operators and bridges see every hold;
@@ -30,13 +31,16 @@ type ListFilter struct {
 	Kind        string
 	GroupID     string
 	EligibleFor string // only holds this user may resolve
-	Limit       int
+	Limit       int32  // page size (paging.Limit)
+	PageToken   string // the previous page's next token
 }
 
-// List returns visible holds matching f, newest first.
-func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) ([]*guardv1.Hold, error) {
-	if f.Limit <= 0 || f.Limit > 1000 {
-		f.Limit = 100
+// List returns a page of visible holds matching f, newest first, and the
+// token of the next page ("" when none).
+func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) ([]*guardv1.Hold, string, error) {
+	limit, err := paging.Limit(f.Limit)
+	if err != nil {
+		return nil, "", err
 	}
 	where := []string{"true"}
 	var args []any
@@ -59,38 +63,60 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) ([]*guardv1.
 		where = append(where, "session_id IN (SELECT id FROM sessions WHERE runner_id = "+arg(v.RunnerID)+")")
 	case v.UserID != "":
 		if f.EligibleFor != "" && f.EligibleFor != v.UserID {
-			return nil, status.Error(codes.PermissionDenied, "a user lists holds as themselves")
+			return nil, "", status.Error(codes.PermissionDenied, "a user lists holds as themselves")
 		}
 		f.EligibleFor = v.UserID
 	default:
-		return nil, status.Error(codes.PermissionDenied, "no hold is visible to this caller")
+		return nil, "", status.Error(codes.PermissionDenied, "no hold is visible to this caller")
+	}
+	filter := paging.Filter(v, f.Status, f.Kind, f.GroupID, f.EligibleFor)
+	cur, err := paging.Decode(f.PageToken, filter)
+	if err != nil {
+		return nil, "", err
+	}
+	if cur != nil {
+		// Keyset: after the last row of the previous page (created_at DESC, id).
+		t, id := arg(cur.At), arg(cur.ID)
+		where = append(where, "(created_at < "+t+" OR (created_at = "+t+" AND id > "+id+"))")
 	}
 	var roles Roles
 	if f.EligibleFor != "" {
-		var err error
 		if roles, err = LoadRoles(ctx, s.pool, f.EligibleFor); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	// Eligibility is MayResolve itself (not a SQL copy of it), so rows are
-	// filtered here; the scan stops as soon as the page is full.
+	// filtered here; the scan stops at the first match past a full page.
 	rows, err := s.pool.Query(ctx, `SELECT `+holdColumns+` FROM holds WHERE `+strings.Join(where, " AND ")+` ORDER BY created_at DESC, id`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list holds: %w", err)
+		return nil, "", fmt.Errorf("list holds: %w", err)
 	}
 	defer rows.Close()
 	out := []*guardv1.Hold{}
-	for rows.Next() && len(out) < f.Limit {
+	more := false
+	for rows.Next() {
 		h, err := HoldFromRow(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list holds: %w", err)
+			return nil, "", fmt.Errorf("list holds: %w", err)
 		}
 		if f.EligibleFor != "" && !MayResolveWithRoles(h.ApproverRule, h.ApproverScope, f.EligibleFor, roles) {
 			continue
 		}
+		if len(out) == limit {
+			more = true
+			break
+		}
 		out = append(out, h)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list holds: %w", err)
+	}
+	next := ""
+	if more {
+		last := out[len(out)-1]
+		next = paging.Next(last.GetCreatedAt().AsTime(), last.GetId(), filter)
+	}
+	return out, next, nil
 }
 
 // Get returns one hold the viewer may see; any other reads as NotFound (no

@@ -10,12 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-)
-
-// Decision log page sizes.
-const (
-	defaultDecisions = 100
-	maxDecisions     = 1000
+	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
 func effectColumn(e guardv1.Effect) (string, error) {
@@ -51,8 +46,9 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 	if err != nil {
 		return nil, err
 	}
-	if req.GetLimit() < 0 {
-		return nil, invalid("limit", "must not be negative")
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
 	}
 	if req.Since != nil {
 		if err := req.GetSince().CheckValid(); err != nil {
@@ -63,33 +59,48 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 	if err != nil {
 		return nil, err
 	}
-	limit := int(req.GetLimit())
-	if limit == 0 {
-		limit = defaultDecisions
-	}
-	limit = min(limit, maxDecisions)
 	var since *time.Time
 	if req.Since != nil {
 		t := req.GetSince().AsTime()
 		since = &t
+	}
+	// Keyset paging (at DESC, id DESC), bound to the filters and the viewer.
+	filter := paging.Filter(v.all, v.groups, req.GetAction(), effect, req.GetGroup(), since)
+	cur, err := paging.Decode(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	var after *time.Time
+	afterID := ""
+	if cur != nil {
+		after, afterID = &cur.At, cur.ID
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+decisionColumns+`
 		FROM decisions
 		WHERE ($1 OR agent_group_id = ANY($2))
 		  AND ($3 = '' OR action = $3) AND ($4 = '' OR effect = $4) AND ($5 = '' OR agent_group_id = $5)
 		  AND ($6::timestamptz IS NULL OR at >= $6)
+		  AND ($8::timestamptz IS NULL OR (at, id) < ($8, $9))
 		ORDER BY at DESC, id DESC LIMIT $7`,
-		v.all, v.groups, req.GetAction(), effect, req.GetGroup(), since, limit)
+		v.all, v.groups, req.GetAction(), effect, req.GetGroup(), since, limit+1, after, afterID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListDecisionsResponse{}
+	var lastAt time.Time
 	for rows.Next() {
+		if len(out.Decisions) == limit {
+			// One row past the page: there is a next one.
+			last := out.Decisions[limit-1]
+			out.NextPageToken = paging.Next(lastAt, last.GetId(), filter)
+			break
+		}
 		d, _, err := scanDecision(rows)
 		if err != nil {
 			return nil, err
 		}
+		lastAt = d.GetAt().AsTime()
 		out.Decisions = append(out.Decisions, d)
 	}
 	return out, rows.Err()

@@ -1,0 +1,80 @@
+// Package paging is how every List RPC pages: a limit with a documented
+// default and maximum (anything else is InvalidArgument saying what is
+// allowed, never silently another number), and an opaque page token that
+// is a keyset position — the sort keys of the last row returned — bound to
+// the query's filters, so a token is never applied to another query.
+package paging
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Page sizes every List RPC shares.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// Limit resolves a request's limit: 0 is DefaultLimit, 1..MaxLimit as
+// given; a negative or larger one is InvalidArgument.
+func Limit(n int32) (int, error) {
+	switch {
+	case n == 0:
+		return DefaultLimit, nil
+	case n < 0 || n > MaxLimit:
+		return 0, status.Errorf(codes.InvalidArgument, "limit: %d is out of range: 1..%d per page (0 = %d); page through with page_token", n, MaxLimit, DefaultLimit)
+	}
+	return int(n), nil
+}
+
+// Cursor is a keyset position: the (time, id) sort keys of the last row of
+// the previous page.
+type Cursor struct {
+	At     time.Time `json:"t"`
+	ID     string    `json:"i"`
+	Filter string    `json:"f"`
+}
+
+// Filter fingerprints a query's filters (the page token carries it).
+func Filter(parts ...any) string {
+	b, _ := json.Marshal(parts)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Next is the token of the page after the row (at, id) under filter.
+func Next(at time.Time, id, filter string) string {
+	b, _ := json.Marshal(Cursor{At: at.UTC(), ID: id, Filter: filter})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Decode reads a page token for a query with filter: nil for the first
+// page (""), InvalidArgument for a token that does not parse or was issued
+// for other filters.
+func Decode(token, filter string) (*Cursor, error) {
+	if token == "" {
+		return nil, nil
+	}
+	bad := func(why string) error {
+		return status.Errorf(codes.InvalidArgument, "page_token: %s; pass next_page_token from the previous page of the same query", why)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return nil, bad("not a page token")
+	}
+	var c Cursor
+	if err := json.Unmarshal(b, &c); err != nil || c.ID == "" || c.At.IsZero() {
+		return nil, bad("not a page token")
+	}
+	if c.Filter != filter {
+		return nil, bad("issued for other filters")
+	}
+	return &c, nil
+}
