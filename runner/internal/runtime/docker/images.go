@@ -170,17 +170,24 @@ func (r *Runtime) packageManagers(ctx context.Context, imageID string) (packageM
 		return pm, fmt.Errorf("look for package managers in %s: %w", imageID, err)
 	}
 	defer r.remove(context.WithoutCancel(ctx), created.ID)
+	// Only "no such file" means absent: any other error must not turn an
+	// install into a silent record-only build.
+	var statErr error
 	has := func(paths ...string) bool {
 		for _, p := range paths {
-			if _, err := r.cli.ContainerStatPath(ctx, created.ID, p); err == nil {
+			_, err := r.cli.ContainerStatPath(ctx, created.ID, p)
+			if err == nil {
 				return true
+			}
+			if !errdefs.IsNotFound(err) && statErr == nil {
+				statErr = fmt.Errorf("look for %s in %s: %w", p, imageID, err)
 			}
 		}
 		return false
 	}
 	pm = packageManagers{apt: has("/usr/bin/apt-get"), npm: has("/usr/bin/npm", "/usr/local/bin/npm")}
-	if ctx.Err() != nil {
-		return pm, ctx.Err()
+	if statErr != nil {
+		return pm, statErr
 	}
 	r.pmMu.Lock()
 	if r.pmCache == nil {
