@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // DefaultOptions are the card buttons when the caller gives none (the
@@ -220,7 +221,7 @@ func ScopedDedupKey(kind, anchorGroup, session, key string) string {
 
 // requiredApprovals is a hold's quorum: the largest of its approver scope's
 // default, its catalog action's setting and its anchor group's setting.
-func (s *Service) requiredApprovals(ctx context.Context, q Querier, action, group string, global bool) (int, error) {
+func (s *Service) requiredApprovals(ctx context.Context, q store.Querier, action, group string, global bool) (int, error) {
 	def := s.cfg.GroupHoldApprovals
 	if global {
 		def = s.cfg.GlobalHoldApprovals
@@ -285,7 +286,7 @@ type candidate struct {
 
 // pickApprovers lists the users who may resolve the hold, in delivery
 // preference order, de-duplicated, with their DMs (one query).
-func pickApprovers(ctx context.Context, q Querier, rule string, exclusive []string, named, groupID string, global bool) ([]candidate, error) {
+func pickApprovers(ctx context.Context, q store.Querier, rule string, exclusive []string, named, groupID string, global bool) ([]candidate, error) {
 	if rule == ruleExclusive {
 		// Each named user, in the rule's order; on a global hold only those
 		// who are owners or global admins (D1).

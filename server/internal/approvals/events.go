@@ -15,6 +15,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/retention"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // EventsChannel is the NOTIFY channel hold_events' trigger signals. A
@@ -114,7 +115,7 @@ func (h *hub) poke() {
 }
 
 // readEvents reads up to limit events after cursor, oldest first.
-func readEvents(ctx context.Context, q Querier, after int64, limit int) ([]*guardv1.WatchResponse, error) {
+func readEvents(ctx context.Context, q store.Querier, after int64, limit int) ([]*guardv1.WatchResponse, error) {
 	rows, err := q.Query(ctx, `SELECT cursor, type, COALESCE(outcome, ''), resolver, undelivered, hold, created_at, approvals_remaining
 		FROM hold_events WHERE cursor > $1 ORDER BY cursor LIMIT $2`, after, limit)
 	if err != nil {
@@ -154,7 +155,7 @@ func readEvents(ctx context.Context, q Querier, after int64, limit int) ([]*guar
 }
 
 // LatestCursor is the newest event's cursor (0 when none).
-func LatestCursor(ctx context.Context, q Querier) (int64, error) {
+func LatestCursor(ctx context.Context, q store.Querier) (int64, error) {
 	var c int64
 	if err := q.QueryRow(ctx, `SELECT COALESCE(max(cursor), 0) FROM hold_events`).Scan(&c); err != nil {
 		return 0, fmt.Errorf("latest hold event: %w", err)

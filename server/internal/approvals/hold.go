@@ -7,21 +7,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
-
-// Querier is what the package's queries need: a pool, a connection or a
-// transaction all satisfy it.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // holdColumns is the one column list every hold read uses (HoldFromRow
 // scans it in this order).
@@ -105,7 +97,7 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 }
 
 // GetHold reads one hold (pgx.ErrNoRows when absent).
-func GetHold(ctx context.Context, q Querier, id string) (*guardv1.Hold, error) {
+func GetHold(ctx context.Context, q store.Querier, id string) (*guardv1.Hold, error) {
 	return HoldFromRow(q.QueryRow(ctx, `SELECT `+holdColumns+` FROM holds WHERE id = $1`, id))
 }
 

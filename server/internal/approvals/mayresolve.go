@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // Roles is what the click rule needs to know about a user.
@@ -18,7 +19,7 @@ type Roles struct {
 }
 
 // LoadRoles reads a user's roles in one query.
-func LoadRoles(ctx context.Context, q Querier, userID string) (Roles, error) {
+func LoadRoles(ctx context.Context, q store.Querier, userID string) (Roles, error) {
 	rows, err := q.Query(ctx, rolesQuery, userID)
 	if err != nil {
 		return Roles{}, fmt.Errorf("read roles of %s: %w", userID, err)
@@ -55,7 +56,7 @@ func scanRoles(rows pgx.Rows, userID string) (Roles, error) {
 // mayResolve): may clicker (a namespaced user id) resolve a hold with this
 // approver rule and scope? It reads the clicker's roles through q (pass the
 // transaction that resolves, so the answer and the resolution agree).
-func MayResolve(ctx context.Context, q Querier, rule *guardv1.ApproverRule, scope guardv1.ApproverScope, clicker string) (bool, error) {
+func MayResolve(ctx context.Context, q store.Querier, rule *guardv1.ApproverRule, scope guardv1.ApproverScope, clicker string) (bool, error) {
 	if clicker == "" || rule == nil {
 		return false, nil
 	}

@@ -2,8 +2,6 @@ package guard
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // ErrActorNotOwned: a runner named an agent actor on a session it does not
@@ -208,7 +207,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 		fd = evaluate(entry, in, f)
 	}
 
-	resp := &guardv1.DecideResponse{DecisionId: newID("dec_")}
+	resp := &guardv1.DecideResponse{DecisionId: store.NewID("dec_", 12)}
 	row := &logRow{ID: resp.DecisionId, Action: in.Action, RunnerID: req.RunnerID, RequestID: req.RequestID, DryRun: req.DryRun}
 	if err == nil {
 		row.Trace = encodeTrace(entry, in, f)
@@ -388,7 +387,7 @@ func (e *Engine) afterTx(ctx context.Context, req *Request, d Decision, resp *gu
 		return nil, unavailable(err)
 	}
 	e.log.Error("guard transaction failed; failing closed", "action", req.Action, "err", err)
-	fresh := &guardv1.DecideResponse{DecisionId: newID("dec_")}
+	fresh := &guardv1.DecideResponse{DecisionId: store.NewID("dec_", 12)}
 	return e.finish(ctx, req, failClosed(), fresh,
 		&logRow{ID: fresh.DecisionId, Action: req.Action, RunnerID: req.RunnerID, DryRun: req.DryRun}, time.Now())
 }
@@ -586,10 +585,4 @@ func nonEmpty(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-func newID(prefix string) string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
 }

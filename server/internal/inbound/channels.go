@@ -406,7 +406,7 @@ func soleConnectOption(hold *guardv1.Hold) string {
 func completeRegistrationTx(ctx context.Context, tx pgx.Tx, p pendingRegistration, agentGroupID string) error {
 	if _, err := tx.Exec(ctx, `INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id)
 		VALUES ($1, $2, $3) ON CONFLICT (messaging_group_id, agent_group_id) DO NOTHING`,
-		newID("mga_"), p.MessagingGroupID, agentGroupID); err != nil {
+		store.NewID("mga_", 10), p.MessagingGroupID, agentGroupID); err != nil {
 		if store.IsForeignKeyViolation(err) {
 			return fmt.Errorf("connect %s: agent group %s does not exist", p.MessagingGroupID, agentGroupID)
 		}
@@ -518,7 +518,7 @@ func createAgentGroupTx(ctx context.Context, tx pgx.Tx, name string) (agentGroup
 		if i > 1 {
 			candidate = fmt.Sprintf("%s-%d", name, i)
 		}
-		g := agentGroup{ID: newID("ag_"), Name: candidate}
+		g := agentGroup{ID: store.NewID("ag_", 10), Name: candidate}
 		tag, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, g.ID, g.Name)
 		if err != nil {
 			return g, fmt.Errorf("create agent group %q: %w", candidate, err)

@@ -11,6 +11,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/pushes"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // deliver pushes the message to the agent group's session for this chat
@@ -103,7 +104,7 @@ func fallbackSessionTx(ctx context.Context, tx pgx.Tx, agentGroupID, mgID string
 	if err != nil && err != pgx.ErrNoRows {
 		return "", err
 	}
-	id = newID("sess_")
+	id = store.NewID("sess_", 10)
 	_, err = tx.Exec(ctx, `INSERT INTO sessions (id, agent_group_id, messaging_group_id, runner_id) VALUES ($1, $2, $3, $4)`,
 		id, agentGroupID, mgID, runner)
 	return id, err

@@ -9,8 +9,6 @@ package inbound
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -122,12 +120,6 @@ func Validate(m *guardv1.RouteInboundRequest) error {
 		}
 	}
 	return nil
-}
-
-func newID(prefix string) string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
 }
 
 func human(userID string) *guardv1.Actor {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // messagingGroup is the part of a messaging_groups row routing needs.
@@ -127,7 +128,7 @@ func (s *Service) resolveGroup(ctx context.Context, m *guardv1.RouteInboundReque
 		SELECT id, name, unknown_sender_policy, denied_at IS NOT NULL, is_group, channel_type, platform_id
 		  FROM messaging_groups WHERE channel_type = $2 AND platform_id = $3
 		LIMIT 1`,
-		newID("mg_"), m.GetChannelType(), m.GetPlatformId(), m.GetChatName(), m.GetIsGroup(),
+		store.NewID("mg_", 10), m.GetChannelType(), m.GetPlatformId(), m.GetChatName(), m.GetIsGroup(),
 	).Scan(&mg.ID, &mg.Name, &mg.Policy, &mg.Denied, &mg.IsGroup, &mg.Channel, &mg.Platform)
 	if err != nil {
 		return mg, fmt.Errorf("resolve messaging group %s/%s: %w", m.GetChannelType(), m.GetPlatformId(), err)

@@ -394,7 +394,7 @@ func applyCreateAgent(ctx context.Context, tx pgx.Tx, sess appliedSession, req *
 	if len(instructions) > MaxInstructions {
 		return nil, "", status.Errorf(codes.InvalidArgument, "payload.instructions: longer than %d bytes", MaxInstructions)
 	}
-	id := newID("ag_")
+	id := store.NewID("ag_", 10)
 	if _, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name, instructions) VALUES ($1, $2, $3)`, id, name, instructions); err != nil {
 		if store.IsUniqueViolation(err) {
 			return nil, "", status.Errorf(codes.AlreadyExists, "agent group named %q already exists", name)
@@ -636,7 +636,7 @@ func applyA2ASend(ctx context.Context, tx pgx.Tx, sess appliedSession, req *guar
 	}
 	messageID := str(req, "id")
 	if messageID == "" {
-		messageID = newID("msg_")
+		messageID = store.NewID("msg_", 10)
 	}
 	targetSession, err := FindOrOpenSessionTx(ctx, tx, target, "")
 	if err != nil {

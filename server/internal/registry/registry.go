@@ -29,8 +29,6 @@ package registry
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"time"
 
@@ -106,12 +104,6 @@ func (s *Service) SetBaseline(fn func(ctx context.Context, q guard.Querier, in g
 // New builds the registry. catalog is the guard catalog conformance checks against.
 func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, opts Options, catalog Catalog) *Service {
 	return &Service{pool: pool, metrics: m, log: log, opts: opts.withDefaults(), catalog: catalog, hub: newHub()}
-}
-
-func newID(prefix string) string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
 }
 
 // Catalog is the catalog registrations are checked against (the CI walk uses it).

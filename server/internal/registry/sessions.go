@@ -16,6 +16,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/placement"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/resources"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // OpenSession opens (or returns the existing active) session of a group on
@@ -65,7 +66,7 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 		}
 		switch {
 		case id == "":
-			id = newID("sess_")
+			id = store.NewID("sess_", 10)
 			_, err = tx.Exec(ctx, `INSERT INTO sessions (id, agent_group_id, messaging_group_id, runner_id) VALUES ($1, $2, NULLIF($3, ''), $4)`,
 				id, groupID, messagingGroupID, runnerID)
 			if err != nil {
@@ -145,7 +146,7 @@ func FindOrOpenSessionTx(ctx context.Context, tx pgx.Tx, groupID, messagingGroup
 	if err != nil {
 		return "", err
 	}
-	id = newID("sess_")
+	id = store.NewID("sess_", 10)
 	_, err = tx.Exec(ctx, `INSERT INTO sessions (id, agent_group_id, messaging_group_id, runner_id) VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''))`,
 		id, groupID, messagingGroupID, runner)
 	if err != nil {

@@ -141,7 +141,7 @@ func scanGroup(row pgx.Row) (*guardv1.Group, error) {
 // config row reads as the defaults) through q, a pool or a transaction. It
 // applies no caller scoping: for infrastructure reads such as a runner's
 // view of the sessions it hosts.
-func ReadGroup(ctx context.Context, q querier, id string) (*guardv1.Group, error) {
+func ReadGroup(ctx context.Context, q store.Querier, id string) (*guardv1.Group, error) {
 	return scanGroup(q.QueryRow(ctx, `SELECT `+groupColumns+groupFrom+` WHERE g.id = $1`, id))
 }
 
@@ -161,7 +161,7 @@ func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupReque
 	if scope == "" {
 		scope = "group"
 	}
-	id := newID("ag_")
+	id := store.NewID("ag_", 8)
 	var g *guardv1.Group
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name, base_image, pinned_host) VALUES ($1, $2, $3, $4)`,
@@ -347,7 +347,7 @@ func lockConfig(ctx context.Context, tx pgx.Tx, group string) (groupConfig, erro
 	return readConfig(ctx, tx, group, true)
 }
 
-func readConfig(ctx context.Context, q querier, group string, forUpdate bool) (groupConfig, error) {
+func readConfig(ctx context.Context, q store.Querier, group string, forUpdate bool) (groupConfig, error) {
 	var (
 		c   groupConfig
 		mcp []byte

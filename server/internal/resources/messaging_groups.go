@@ -111,7 +111,7 @@ func (s *Service) CreateMessagingGroup(ctx context.Context, req *guardv1.CreateM
 	}
 	m, err := scanMessagingGroup(s.pool.QueryRow(ctx, `INSERT INTO messaging_groups AS m (id, channel_type, platform_id, name, is_group, unknown_sender_policy)
 		VALUES ($1, $2, $3, $4, $5, COALESCE(NULLIF($6, ''), 'strict')) RETURNING `+messagingGroupColumns,
-		newID("mg_"), req.GetChannelType(), req.GetPlatformId(), req.GetName(), req.GetIsGroup(), policy))
+		store.NewID("mg_", 8), req.GetChannelType(), req.GetPlatformId(), req.GetName(), req.GetIsGroup(), policy))
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,6 @@ package resources
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -49,20 +47,6 @@ func New(pool *pgxpool.Pool, catalog Catalog) *Service {
 
 // SetCatalog wires the guard's catalog once it exists.
 func (s *Service) SetCatalog(c Catalog) { s.catalog = c }
-
-// querier is a pool or a transaction.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// newID makes a short random server-side id with a readable prefix.
-func newID(prefix string) string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
 
 // invalid is InvalidArgument naming the field.
 func invalid(field, format string, args ...any) error {

@@ -135,7 +135,7 @@ func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenReque
 	}
 	t, err := scanToken(s.pool.QueryRow(ctx, `INSERT INTO tokens (id, kind, name, hash, runner_id, user_id, host, labels, channels)
 		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, $8, $9) RETURNING `+tokenColumns,
-		newID("tok_"), kind, name, authn.Hash(secret), runnerID, userID, host, labelsJSON, channels))
+		store.NewID("tok_", 8), kind, name, authn.Hash(secret), runnerID, userID, host, labelsJSON, channels))
 	if store.IsForeignKeyViolation(err) {
 		return nil, notFound("user %q not found", userID)
 	}

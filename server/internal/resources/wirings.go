@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 func scanWiring(row pgx.Row) (*guardv1.Wiring, error) {
@@ -54,7 +55,7 @@ func (s *Service) CreateWiring(ctx context.Context, req *guardv1.CreateWiringReq
 		return nil, err
 	}
 	w, err := scanWiring(s.pool.QueryRow(ctx, `INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id)
-		VALUES ($1, $2, $3) RETURNING `+wiringColumns, newID("wr_"), req.GetMessagingGroup(), req.GetGroup()))
+		VALUES ($1, $2, $3) RETURNING `+wiringColumns, store.NewID("wr_", 8), req.GetMessagingGroup(), req.GetGroup()))
 	if err != nil {
 		return nil, err
 	}

@@ -96,3 +96,11 @@ func unwrapConnect(err error) error {
 	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
 	return errors.New(strings.TrimSpace(lines[len(lines)-1]))
 }
+
+// Querier is what a package's queries need: a pool, a connection or a
+// transaction all satisfy it.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
