@@ -97,4 +97,29 @@ func TestListsPageThroughEveryRow(t *testing.T) {
 	if _, err := op.Registry.ListDecisions(ctx, &guardv1.ListDecisionsRequest{Limit: 5000}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("decisions limit 5000: %v, want InvalidArgument", err)
 	}
+
+	if _, err := srv.Pool.Exec(ctx, `INSERT INTO agent_groups (id, name) VALUES ('ag_paging', 'paging');
+		INSERT INTO sessions (id, agent_group_id, created_at)
+		SELECT 'se_' || lpad(i::text, 4, '0'), 'ag_paging', now() - (i % 3) * interval '1 second' FROM generate_series(1, 250) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	seen, token = map[string]bool{}, ""
+	for {
+		res, err := op.Registry.ListSessions(ctx, &guardv1.ListSessionsRequest{Group: "ag_paging", Limit: 99, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range res.GetSessions() {
+			if seen[x.GetId()] {
+				t.Fatalf("session %s on two pages", x.GetId())
+			}
+			seen[x.GetId()] = true
+		}
+		if token = res.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("paged %d sessions, want %d", len(seen), n)
+	}
 }

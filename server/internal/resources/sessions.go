@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -40,15 +41,37 @@ func (s *Service) ListSessions(ctx context.Context, req *guardv1.ListSessionsReq
 	if err != nil {
 		return nil, err
 	}
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging (created_at DESC, id), bound to the filters and the viewer.
+	filter := paging.Filter(v.all, v.groups, req.GetGroup(), req.GetRunnerId())
+	cur, err := paging.Decode(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	var after *time.Time
+	afterID := ""
+	if cur != nil {
+		after, afterID = &cur.At, cur.ID
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
 		WHERE ($1 OR agent_group_id = ANY($2)) AND ($3 = '' OR agent_group_id = $3) AND ($4 = '' OR runner_id = $4)
-		ORDER BY created_at DESC, id`, v.all, v.groups, req.GetGroup(), req.GetRunnerId())
+		  AND ($5::timestamptz IS NULL OR created_at < $5 OR (created_at = $5 AND id > $6))
+		ORDER BY created_at DESC, id LIMIT $7`, v.all, v.groups, req.GetGroup(), req.GetRunnerId(), after, afterID, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListSessionsResponse{}
 	for rows.Next() {
+		if len(out.Sessions) == limit {
+			// One row past the page: there is a next one.
+			last := out.Sessions[limit-1]
+			out.NextPageToken = paging.Next(last.GetCreatedAt().AsTime(), last.GetId(), filter)
+			break
+		}
 		sess, err := scanSession(rows)
 		if err != nil {
 			return nil, err
