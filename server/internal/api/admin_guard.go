@@ -22,7 +22,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/pushes"
-	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -48,7 +48,7 @@ var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
 
 // Unary is the unary server interceptor (after auth and the principal check).
 func (g *AdminGuard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	r := rules.For(info.FullMethod)
+	r := rpcdecl.For(info.FullMethod)
 	if r == nil || !r.GetAdmin() {
 		return h(ctx, req)
 	}
@@ -65,7 +65,7 @@ func (g *AdminGuard) Unary(ctx context.Context, req any, info *grpc.UnaryServerI
 
 // Stream refuses admin streaming RPCs (none are declared; fail closed if one appears).
 func (g *AdminGuard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if r := rules.For(info.FullMethod); r != nil && r.GetAdmin() {
+	if r := rpcdecl.For(info.FullMethod); r != nil && r.GetAdmin() {
 		return status.Errorf(codes.Unimplemented, "%s: admin streaming RPCs are not guarded", info.FullMethod)
 	}
 	return h(srv, ss)
@@ -216,7 +216,7 @@ func (g *AdminGuard) Replay(ctx context.Context, h *guardv1.Hold) error {
 	fields := h.GetPayload().AsMap()
 	method, _ := fields["method"].(string)
 	label := "command"
-	r := rules.For(method)
+	r := rpcdecl.For(method)
 	if r != nil {
 		label = strings.ReplaceAll(r.GetAction(), ".", " ")
 	}

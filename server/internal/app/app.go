@@ -31,7 +31,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/config"
 	"github.com/clawguard/clawguard/server/internal/metrics"
-	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -174,7 +174,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 
 	// Boot check: declaration is registration. A method without its rule
 	// would be unguarded; refuse to start.
-	if missing := rules.Check(s.grpc); len(missing) > 0 {
+	if missing := rpcdecl.Check(s.grpc); len(missing) > 0 {
 		lis.Close()
 		return nil, fmt.Errorf("refusing to start: RPCs without a (guard.v1.rule) declaration: %s", strings.Join(missing, "; "))
 	}

@@ -24,7 +24,7 @@ import (
 
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/authn"
-	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 )
 
 // Chain is the interceptor order of STYLE.md: request id → audit of refused
@@ -43,7 +43,7 @@ func buildChain(d *api.Deps, grpcMetrics *grpcprom.ServerMetrics, extra Chain) C
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithLevels(callLevel),
 	}
-	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !rules.Exempt(c.FullMethod()) })
+	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !rpcdecl.Exempt(c.FullMethod()) })
 	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		d.Metrics.PanicsTotal.Inc()
 		d.Log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
@@ -149,7 +149,7 @@ func principalStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo,
 }
 
 func checkPrincipal(ctx context.Context, fullMethod string) error {
-	r := rules.For(fullMethod)
+	r := rpcdecl.For(fullMethod)
 	if r == nil {
 		// Fail closed: an undeclared method is never callable (the boot
 		// check refuses to start with one, this is the second fence).
@@ -159,7 +159,7 @@ func checkPrincipal(ctx context.Context, fullMethod string) error {
 	if !ok {
 		return status.Error(codes.Unauthenticated, "unauthenticated")
 	}
-	if !rules.Allows(r, caller.Principal.Kind) {
+	if !rpcdecl.Allows(r, caller.Principal.Kind) {
 		return status.Errorf(codes.PermissionDenied, "%s tokens may not call %s", authn.KindString(caller.Principal.Kind), r.GetAction())
 	}
 	return nil

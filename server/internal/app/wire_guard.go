@@ -19,7 +19,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/permissions"
-	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 	"github.com/clawguard/clawguard/server/internal/selfmod"
 )
 
@@ -91,7 +91,7 @@ func BuildCatalog() (*guard.Catalog, error) {
 // MissingActions lists admin RPCs whose declared action has no catalog entry.
 func MissingActions(cat *guard.Catalog) []string {
 	var missing []string
-	for _, m := range rules.AdminMethods(rules.Services...) {
+	for _, m := range rpcdecl.AdminMethods(rpcdecl.Services...) {
 		if _, ok := cat.Lookup(m.Rule.GetAction()); !ok {
 			missing = append(missing, m.FullMethod+" → "+m.Rule.GetAction())
 		}

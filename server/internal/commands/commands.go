@@ -11,7 +11,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
-	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 )
 
 // ApprovalAction is the hold kind of a held admin RPC.
@@ -43,7 +43,7 @@ func CLIScope(f guard.Facts) string {
 
 // Register adds an entry for every admin RPC of the control plane's services.
 func Register(cat *guard.Catalog) error {
-	methods := rules.AdminMethods(rules.Services...)
+	methods := rpcdecl.AdminMethods(rpcdecl.Services...)
 	if len(methods) == 0 {
 		return fmt.Errorf("commands: no admin RPCs found (proto descriptors not linked?)")
 	}
@@ -56,9 +56,9 @@ func Register(cat *guard.Catalog) error {
 }
 
 // Entry is the catalog entry of one admin RPC.
-func Entry(m rules.Method) guard.Entry {
+func Entry(m rpcdecl.Method) guard.Entry {
 	r := m.Rule
-	groupFields := rules.MethodGroupFields(m.FullMethod)
+	groupFields := rpcdecl.MethodGroupFields(m.FullMethod)
 	e := guard.Entry{
 		Action:      r.GetAction(),
 		Description: "admin RPC " + m.FullMethod,

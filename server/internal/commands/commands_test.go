@@ -6,7 +6,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
-	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 )
 
 // Declaration is registration: every admin RPC has its entry, approval-access
@@ -16,7 +16,7 @@ func TestEveryAdminRPCHasItsEntry(t *testing.T) {
 	if err := Register(cat); err != nil {
 		t.Fatal(err)
 	}
-	methods := rules.AdminMethods(rules.Services...)
+	methods := rpcdecl.AdminMethods(rpcdecl.Services...)
 	if len(methods) < 40 {
 		t.Fatalf("only %d admin RPCs found", len(methods))
 	}
@@ -62,8 +62,8 @@ func TestApproverScopeFor(t *testing.T) {
 		{"/guard.v1.Registry/ListSessions", map[string]any{"runner_id": "r9"}, g},
 	}
 	for _, c := range cases {
-		r := rules.For(c.method)
-		if got := ApproverScopeFor(r.GetResource(), rules.MethodGroupFields(c.method), c.args, "g1"); got != c.want {
+		r := rpcdecl.For(c.method)
+		if got := ApproverScopeFor(r.GetResource(), rpcdecl.MethodGroupFields(c.method), c.args, "g1"); got != c.want {
 			t.Errorf("%s %v: %v, want %v", c.method, c.args, got, c.want)
 		}
 	}
@@ -74,22 +74,22 @@ func TestApproverScopeFor(t *testing.T) {
 // new field) that forgets fails here and at boot, instead of being held at
 // group scope while it reaches another group.
 func TestEveryGroupLikeFieldIsDecided(t *testing.T) {
-	methods := rules.AdminMethods(rules.Services...)
+	methods := rpcdecl.AdminMethods(rpcdecl.Services...)
 	marked := 0
 	for _, m := range methods {
-		if p := rules.Problems(m.FullMethod); len(p) != 0 {
+		if p := rpcdecl.Problems(m.FullMethod); len(p) != 0 {
 			t.Errorf("%v", p)
 		}
-		marked += len(rules.MethodGroupFields(m.FullMethod))
+		marked += len(rpcdecl.MethodGroupFields(m.FullMethod))
 	}
 	if marked < 25 {
 		t.Fatalf("only %d marked group fields across %d admin RPCs: marks not read?", marked, len(methods))
 	}
-	if got := rules.MethodGroupFields("/guard.v1.Registry/AddDestination"); !slices.Equal(got, []string{"group", "target_group"}) {
+	if got := rpcdecl.MethodGroupFields("/guard.v1.Registry/AddDestination"); !slices.Equal(got, []string{"group", "target_group"}) {
 		t.Fatalf("AddDestination group fields = %v, want [group target_group]", got)
 	}
 	// The check's teeth: a request type with an unmarked group-like field.
-	if got := rules.UndecidedGroupFields((&guardv1.Destination{}).ProtoReflect().Descriptor()); len(got) == 0 {
+	if got := rpcdecl.UndecidedGroupFields((&guardv1.Destination{}).ProtoReflect().Descriptor()); len(got) == 0 {
 		t.Fatal("Destination's unmarked group fields were not reported")
 	}
 }

@@ -5,7 +5,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
-	"github.com/clawguard/clawguard/server/internal/rules"
+	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 )
 
 // Only the three known cli_scope values mean anything: a value the code
@@ -13,7 +13,7 @@ import (
 // scope) must deny, not skip the group-scope checks as if it were global.
 func TestUnknownCLIScopeDenies(t *testing.T) {
 	var rule *guardv1.Rule
-	for _, m := range rules.AdminMethods(rules.Services...) {
+	for _, m := range rpcdecl.AdminMethods(rpcdecl.Services...) {
 		if m.Rule.GetAction() == "roles.grant" {
 			rule = m.Rule
 		}

@@ -1,8 +1,8 @@
-// Package rules reads the guard.v1.rule method option every RPC declares:
+// Package rpcdecl reads the guard.v1.rule method option every RPC declares:
 // its catalog action, access level and allowed principals. "Declaration is
 // registration": the catalog and the interceptors are derived from it, and
 // a method without it fails Check at boot.
-package rules
+package rpcdecl
 
 import (
 	"fmt"
