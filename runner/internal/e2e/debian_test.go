@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -17,21 +19,30 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 )
 
-// debianBase is the Debian image `make debian-image` builds from the Debian
-// archive (mmdebstrap, cached in Docker); make test builds it first.
-const debianBase = "clawguard-debian:bookworm"
-
-// needDebian: the Debian base image exists (make debian-image), else the
-// test is skipped, and fails under CI=true, where make test builds it.
-func needDebian(t *testing.T) {
+// debianBase finds the Debian image `make debian-image` builds from the
+// Debian archive (mmdebstrap, cached in Docker; labelled with its suite),
+// which make test builds first. Missing, the test is skipped, and fails
+// under CI=true.
+func debianBase(t *testing.T) string {
 	t.Helper()
 	needDocker(t)
-	if _, err := dockerClient(t).ImageInspect(context.Background(), debianBase); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s: %v (make debian-image builds it)", debianBase, err)
-		}
-		t.Skipf("%s not built (make debian-image): %v", debianBase, err)
+	imgs, err := dockerClient(t).ImageList(context.Background(), image.ListOptions{
+		Filters: filters.NewArgs(filters.Arg("label", "dev.clawguard.debian-suite"))})
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, im := range imgs {
+		for _, tag := range im.RepoTags {
+			if strings.HasPrefix(tag, "clawguard-debian:") {
+				return tag
+			}
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no clawguard-debian image (make debian-image builds it)")
+	}
+	t.Skip("no clawguard-debian image: make debian-image builds it")
+	return ""
 }
 
 // The seed installs an approved package into the agent's image. On a base
@@ -40,16 +51,17 @@ func needDebian(t *testing.T) {
 // does not install fails the build, is reported, and the running container
 // is kept.
 func TestApprovedAptPackageIsInstalledAndRunsInTheRestartedContainer(t *testing.T) {
-	needDebian(t)
+	base := debianBase(t)
 	ctx := context.Background()
 	dc := dockerClient(t)
-	agentImage := "clawguard-agent-demo-debian:e2e"
+	// A tag of this run's own: runs on the same daemon must not remove each other's.
+	agentImage := fmt.Sprintf("clawguard-agent-demo-debian:e2e-%d", time.Now().UnixNano())
 	build, err := docker.New(ctx, docker.Config{InstallID: "e2e-debian-build"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer build.Close()
-	if err := build.BuildBaseImageFrom(ctx, debianBase, demoAgent, agentImage); err != nil {
+	if err := build.BuildBaseImageFrom(ctx, base, demoAgent, agentImage); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dc.ImageRemove(context.Background(), agentImage, image.RemoveOptions{Force: true}) })
