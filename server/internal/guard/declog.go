@@ -29,34 +29,44 @@ type logRow struct {
 // errConflict says another decision already holds this (runner, request_id).
 var errConflict = errors.New("request id already decided")
 
-const insertDecisionSQL = `INSERT INTO decisions
+// insertBatchSQL writes a batch of rows. A row with a request id first
+// claims (runner_id, request_id) in decision_requests, with its answer for
+// retries; only the rows whose claim won (or that carry no request id) are
+// logged. Two statements' worth of work in one round trip, and the
+// idempotency key lives outside the partitioned log, whose unique indexes
+// would have to include at.
+const insertBatchSQL = `WITH rows AS (
+  SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[]::jsonb[], $5::text[], $6::text[], $7::text[],
+    $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bool[], $15::text[], $16::text[], $17::bytea[],
+    $18::text[]::jsonb[], $19::text[], $20::text[], $21::text[])
+    AS u(id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
+         grant_id, hold_id, latency_us, dry_run, runner_id, request_id, answer, trace, mode, would_effect, would_reason)
+), claimed AS (
+  INSERT INTO decision_requests (runner_id, request_id, decision_id, at, answer)
+  SELECT runner_id, request_id, id, at, answer FROM rows WHERE request_id <> ''
+  ON CONFLICT (runner_id, request_id) DO NOTHING
+  RETURNING decision_id
+)
+INSERT INTO decisions
   (id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
-   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, answer, trace, mode, would_effect, would_reason)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19, $20, $21)
-ON CONFLICT (runner_id, request_id) WHERE request_id <> '' DO NOTHING`
+   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, trace, mode, would_effect, would_reason)
+SELECT id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
+   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, trace, mode, would_effect, would_reason
+FROM rows WHERE request_id = '' OR id IN (SELECT decision_id FROM claimed)
+RETURNING id`
 
 // insertTx writes one row in the caller's transaction (grant and hold paths).
 func insertTx(ctx context.Context, tx pgx.Tx, r *logRow) error {
-	tag, err := tx.Exec(ctx, insertDecisionSQL, r.ID, r.At, r.Action, r.Actor, r.ActorKind, r.Group, r.Session,
-		r.Effect, r.Reason, r.DecidedBy, r.Grant, r.Hold, r.LatencyUS, r.DryRun, r.RunnerID, r.RequestID, r.Answer, traceArg(r.Trace),
-		r.Mode, r.WouldEffect, r.WouldReason)
+	rows := []*pendingRow{{row: r}}
+	written, err := collectIDs(tx.Query(ctx, insertBatchSQL, batchArgs(rows)...))
 	if err != nil {
 		return fmt.Errorf("log decision: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !written[r.ID] {
 		return errConflict
 	}
 	return nil
 }
-
-const insertBatchSQL = `INSERT INTO decisions
-  (id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
-   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, answer, trace, mode, would_effect, would_reason)
-SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[]::jsonb[], $5::text[], $6::text[], $7::text[],
-  $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bool[], $15::text[], $16::text[], $17::bytea[],
-  $18::text[]::jsonb[], $19::text[], $20::text[], $21::text[])
-ON CONFLICT (runner_id, request_id) WHERE request_id <> '' DO NOTHING
-RETURNING id`
 
 // pendingRow is a log row waiting for its batch.
 type pendingRow struct {

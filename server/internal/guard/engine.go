@@ -473,7 +473,7 @@ func (e *Engine) fill(req *Request, d Decision, resp *guardv1.DecideResponse, ro
 
 func (e *Engine) prior(ctx context.Context, req *Request) (*guardv1.DecideResponse, error) {
 	var b []byte
-	err := e.pool.QueryRow(ctx, `SELECT answer FROM decisions WHERE runner_id = $1 AND request_id = $2 AND request_id <> ''`,
+	err := e.pool.QueryRow(ctx, `SELECT answer FROM decision_requests WHERE runner_id = $1 AND request_id = $2`,
 		req.RunnerID, req.RequestID).Scan(&b)
 	var prior guardv1.DecideResponse
 	if err == nil {

@@ -72,7 +72,7 @@ const grantJoin = `
   LEFT JOIN holds g ON g.id = $3::text`
 
 const priorJoin = `
-  LEFT JOIN decisions p ON p.runner_id = $4::text AND p.request_id = $5::text AND p.request_id <> ''`
+  LEFT JOIN decision_requests p ON p.runner_id = $4::text AND p.request_id = $5::text`
 
 // variant indexes a facts statement: bit 1 = has a grant, bit 0 = has a request id.
 func variant(grant, requestID string) int {

@@ -18,6 +18,7 @@ import (
 
 // DB is what pruning needs (a pool or a transaction).
 type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
@@ -43,12 +44,10 @@ type Pruner struct {
 	Interval          time.Duration
 }
 
-// Run prunes now and then every Interval until ctx ends. Failures are
+// Run prunes now and then every Interval until ctx ends (it also keeps the
+// decision log's partitions made ahead, retention or not). Failures are
 // logged and retried next round: retention is never worth stopping for.
 func (p *Pruner) Run(ctx context.Context) error {
-	if p.DecisionRetention <= 0 && p.EventRetention <= 0 {
-		return nil
-	}
 	t := time.NewTicker(p.interval())
 	defer t.Stop()
 	for {
@@ -63,14 +62,39 @@ func (p *Pruner) Run(ctx context.Context) error {
 	}
 }
 
-// PruneOnce deletes everything past retention as of now, batch by batch.
+// PruneOnce makes the decision log's partitions ahead, then drops or
+// deletes everything past retention as of now.
 func (p *Pruner) PruneOnce(ctx context.Context, now time.Time) error {
+	made, err := EnsureDecisionPartitions(ctx, p.DB, now)
+	if made > 0 {
+		p.Log.Info("retention: created decision partitions", "count", made)
+	}
+	if err != nil {
+		return err
+	}
 	if p.DecisionRetention > 0 {
+		cutoff := now.Add(-p.decisionKeep())
+		dropped, err := DropDecisionPartitions(ctx, p.DB, cutoff)
+		if len(dropped) > 0 {
+			p.Log.Info("retention: dropped decision partitions", "partitions", dropped, "older_than", p.decisionKeep())
+		}
+		if err != nil {
+			return err
+		}
 		n, err := drain(ctx, p.batch(), func(b int) (int64, error) {
-			return PruneDecisions(ctx, p.DB, now.Add(-p.decisionKeep()), b)
+			return PruneDecisions(ctx, p.DB, cutoff, b)
 		})
 		if n > 0 {
-			p.Log.Info("retention: pruned decisions", "rows", n, "older_than", p.decisionKeep())
+			p.Log.Info("retention: pruned decisions from the default partition", "rows", n, "older_than", p.decisionKeep())
+		}
+		if err != nil {
+			return err
+		}
+		n, err = drain(ctx, p.batch(), func(b int) (int64, error) {
+			return PruneDecisionRequests(ctx, p.DB, cutoff, b)
+		})
+		if n > 0 {
+			p.Log.Info("retention: pruned decision request ids", "rows", n, "older_than", p.decisionKeep())
 		}
 		if err != nil {
 			return err
@@ -145,13 +169,26 @@ func drain(ctx context.Context, batch int, once func(int) (int64, error)) (int64
 	}
 }
 
-// PruneDecisions deletes up to batch decisions made before cutoff, oldest
-// first (walking decisions_at_idx).
+// PruneDecisions deletes up to batch decisions made before cutoff from the
+// default partition, oldest first: daily partitions are dropped whole, so
+// only rows that found no partition of their day are deleted row by row.
 func PruneDecisions(ctx context.Context, db DB, before time.Time, batch int) (int64, error) {
-	tag, err := db.Exec(ctx, `DELETE FROM decisions WHERE id IN (
-		SELECT id FROM decisions WHERE at < $1 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, batch)
+	tag, err := db.Exec(ctx, `DELETE FROM decisions_default WHERE (id, at) IN (
+		SELECT id, at FROM decisions_default WHERE at < $1 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, batch)
 	if err != nil {
 		return 0, fmt.Errorf("prune decisions: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// PruneDecisionRequests deletes up to batch idempotency keys of decisions
+// made before cutoff (their decisions are gone: a retry that late is a new
+// decision).
+func PruneDecisionRequests(ctx context.Context, db DB, before time.Time, batch int) (int64, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM decision_requests WHERE (runner_id, request_id) IN (
+		SELECT runner_id, request_id FROM decision_requests WHERE at < $1 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, batch)
+	if err != nil {
+		return 0, fmt.Errorf("prune decision request ids: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }

@@ -214,18 +214,34 @@ func TestDecisionsPrunedRecentAndCitableKept(t *testing.T) {
 		t.Fatalf("%d decisions left, want recent + citable", left)
 	}
 
-	// A retention shorter than 10 citation windows is clamped: the decision
-	// an hour old goes, the one a runner may still cite stays.
-	p.DecisionRetention = time.Nanosecond
+	// A retention shorter than 10 citation windows is clamped: with a
+	// one-day window the clamp is ten days, so the partition of a day twelve
+	// days ago is dropped whole and that of eight days ago stays.
+	day := func(ago int) string {
+		return "decisions_" + retention.Day(time.Now()).AddDate(0, 0, -ago).Format("20060102")
+	}
+	exec(t, srv.Pool, `SELECT decisions_ensure_partitions(current_date - 12, current_date - 8)`)
+	insert("twelve-days", "12 days")
+	insert("eight-days", "8 days")
+	p.DecisionRetention, p.CitationWindow = time.Nanosecond, 24*time.Hour
 	if err := p.PruneOnce(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, srv.Pool, `SELECT count(*) FROM decisions WHERE id = 'recent'`); n != 0 {
+	if n := count(t, srv.Pool, `SELECT count(*) FROM decisions WHERE id = 'twelve-days'`); n != 0 {
 		t.Fatal("decision past the clamped retention kept")
 	}
-	if n := count(t, srv.Pool, `SELECT count(*) FROM decisions WHERE id = 'citable'`); n != 1 {
-		t.Fatal("a decision inside the citation window was pruned")
+	if n := count(t, srv.Pool, `SELECT count(*) FROM pg_class WHERE relname = '`+day(12)+`'`); n != 0 {
+		t.Fatalf("partition %s past retention not dropped", day(12))
 	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM decisions_default`); n != 0 {
+		t.Fatalf("%d rows went to the default partition, want all in their day's", n)
+	}
+	for _, id := range []string{"eight-days", "recent", "citable"} {
+		if n := count(t, srv.Pool, `SELECT count(*) FROM decisions WHERE id = '`+id+`'`); n != 1 {
+			t.Fatalf("decision %s inside the clamped retention was pruned", id)
+		}
+	}
+	p.CitationWindow = 2 * time.Minute
 
 	// 0 keeps forever.
 	insert("ancient", "400 days")
@@ -243,7 +259,7 @@ func TestDecisionsPrunedRecentAndCitableKept(t *testing.T) {
 func TestServerLoopPrunes(t *testing.T) {
 	first := testserver.Start(t, noRetention)
 	exec(t, first.Pool, `INSERT INTO decisions (id, at, action, actor, actor_kind, effect) VALUES
-		('old', now() - interval '3 hours', 'cli_command', '{}', 'system', 'allow'),
+		('old', now() - interval '3 days', 'cli_command', '{}', 'system', 'allow'),
 		('new', now(), 'cli_command', '{}', 'system', 'allow')`)
 	exec(t, first.Pool, `INSERT INTO hold_events (hold_id, type, hold, created_at) VALUES
 		('gone-hold', 'requested', '{}', now() - interval '3 hours'),
@@ -318,5 +334,27 @@ func TestChatOutboxPrunedPastEventRetention(t *testing.T) {
 	}
 	if n := count(t, srv.Pool, `SELECT count(*) FROM chat_outbox WHERE text = 'new'`); n != 1 {
 		t.Fatalf("the recent chat message was pruned (%d left)", n)
+	}
+}
+
+// TestPartitionsMadeAhead: the loop keeps today and the next
+// PartitionsAhead days partitioned, so the default partition (an insert
+// never fails) stays empty while the loop runs.
+func TestPartitionsMadeAhead(t *testing.T) {
+	srv := testserver.Start(t, noRetention)
+	ctx := context.Background()
+	last := "decisions_" + retention.Day(time.Now()).AddDate(0, 0, retention.PartitionsAhead).Format("20060102")
+	exec(t, srv.Pool, `DROP TABLE `+last)
+	p := &retention.Pruner{DB: srv.Pool, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), CitationWindow: time.Minute}
+	if err := p.PruneOnce(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM pg_inherits WHERE inhrelid = to_regclass('`+last+`')`); n != 1 {
+		t.Fatalf("partition %s not made ahead", last)
+	}
+	exec(t, srv.Pool, `INSERT INTO decisions (id, at, action, actor, actor_kind, effect)
+		VALUES ('ahead', now() + interval '2 days', 'cli_command', '{}', 'system', 'allow')`)
+	if n := count(t, srv.Pool, `SELECT count(*) FROM decisions_default`); n != 0 {
+		t.Fatal("a decision two days ahead went to the default partition")
 	}
 }

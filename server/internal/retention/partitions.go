@@ -1,0 +1,95 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The decision log is partitioned by UTC day on `at` (migration 0160).
+// Every replica runs the maintenance; one at a time does it (an advisory
+// lock taken with try, so a busy replica skips the round instead of
+// waiting).
+const (
+	// PartitionsAhead is how many days past today always have a partition,
+	// so a few days of a stopped loop never send rows to the default one.
+	PartitionsAhead = 3
+	// partitionLockKey serialises partition maintenance across replicas.
+	partitionLockKey int64 = 0x636c6177706172 // "clawpar"
+	// partitionLockTimeout bounds how long creating or dropping a partition
+	// waits for the parent's lock: decisions queue behind that request, so
+	// it gives up quickly and retries next round.
+	partitionLockTimeout = "200ms"
+)
+
+// Day is the UTC day containing t.
+func Day(t time.Time) time.Time {
+	return t.UTC().Truncate(24 * time.Hour)
+}
+
+// EnsureDecisionPartitions creates the partitions of today through
+// PartitionsAhead days later that are missing; it returns how many it made
+// (0 when another replica holds the maintenance lock).
+func EnsureDecisionPartitions(ctx context.Context, db DB, now time.Time) (int, error) {
+	var made int
+	err := underPartitionLock(ctx, db, func(tx pgx.Tx) error {
+		today := Day(now)
+		return tx.QueryRow(ctx, `SELECT decisions_ensure_partitions($1::date, $2::date)`,
+			today, today.AddDate(0, 0, PartitionsAhead)).Scan(&made)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create decision partitions: %w", err)
+	}
+	return made, nil
+}
+
+// DropDecisionPartitions drops every daily partition whose whole day is
+// before cutoff; it returns the names it dropped.
+func DropDecisionPartitions(ctx context.Context, db DB, cutoff time.Time) ([]string, error) {
+	var dropped []string
+	err := underPartitionLock(ctx, db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE i.inhparent = 'decisions'::regclass AND c.relname ~ '^decisions_[0-9]{8}$'
+			  AND to_date(substr(c.relname, 11), 'YYYYMMDD') + 1 <= ($1::timestamptz AT TIME ZONE 'UTC')::date
+			ORDER BY c.relname`, cutoff)
+		if err != nil {
+			return err
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if _, err := tx.Exec(ctx, `DROP TABLE `+pgx.Identifier{name}.Sanitize()); err != nil {
+				return fmt.Errorf("drop %s: %w", name, err)
+			}
+		}
+		dropped = names
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("drop decision partitions: %w", err)
+	}
+	return dropped, nil
+}
+
+// underPartitionLock runs fn in a transaction holding the maintenance
+// lock, with a short lock timeout; it does nothing when another replica
+// holds the lock.
+func underPartitionLock(ctx context.Context, db DB, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, partitionLockKey).Scan(&got); err != nil {
+			return err
+		}
+		if !got {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+partitionLockTimeout+`'`); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
