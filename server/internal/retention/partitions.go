@@ -2,16 +2,17 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The decision log is partitioned by UTC day on `at` (migration 0160).
-// Every replica runs the maintenance; one at a time does it (an advisory
-// lock taken with try, so a busy replica skips the round instead of
-// waiting).
+// Every replica runs the maintenance, one at a time (an advisory lock);
+// the work is idempotent, so the next one finds nothing left to do.
 const (
 	// PartitionsAhead is how many days past today always have a partition,
 	// so a few days of a stopped loop never send rows to the default one.
@@ -30,8 +31,7 @@ func Day(t time.Time) time.Time {
 }
 
 // EnsureDecisionPartitions creates the partitions of today through
-// PartitionsAhead days later that are missing; it returns how many it made
-// (0 when another replica holds the maintenance lock).
+// PartitionsAhead days later that are missing; it returns how many it made.
 func EnsureDecisionPartitions(ctx context.Context, db DB, now time.Time) (int, error) {
 	var made int
 	err := underPartitionLock(ctx, db, func(tx pgx.Tx) error {
@@ -76,16 +76,37 @@ func DropDecisionPartitions(ctx context.Context, db DB, cutoff time.Time) ([]str
 }
 
 // underPartitionLock runs fn in a transaction holding the maintenance
-// lock, with a short lock timeout; it does nothing when another replica
-// holds the lock.
+// lock, with a short lock timeout for its DDL; a timed-out attempt is
+// retried a few times after a pause (a busy table frees up in moments).
 func underPartitionLock(ctx context.Context, db DB, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		var got bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, partitionLockKey).Scan(&got); err != nil {
+	var err error
+	for attempt := range lockAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+			}
+		}
+		err = partitionTx(ctx, db, fn)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {
 			return err
 		}
-		if !got {
-			return nil
+	}
+	return err
+}
+
+// lockNotAvailable is SQLSTATE 55P03, what lock_timeout raises.
+const lockNotAvailable = "55P03"
+
+// lockAttempts bounds underPartitionLock's tries per round.
+const lockAttempts = 5
+
+func partitionTx(ctx context.Context, db DB, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, partitionLockKey); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+partitionLockTimeout+`'`); err != nil {
 			return err
