@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/pkgname"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
@@ -22,11 +22,6 @@ const (
 	MCPAction             = "self_mod.add_mcp_server"
 	MCPApprovalAction     = "add_mcp_server"
 	MaxPackages           = 20
-)
-
-var (
-	aptRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._+-]*$`)
-	npmRe = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$`)
 )
 
 var groupExists = guard.Fact{Name: "group_exists", SQL: `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $1)`}
@@ -100,12 +95,12 @@ func checkInstall(in *guard.Input, f guard.Facts) error {
 		return fmt.Errorf("install_packages failed: max %d packages per request.", MaxPackages)
 	}
 	for _, p := range apt {
-		if !aptRe.MatchString(p) {
+		if !pkgname.Apt(p) {
 			return fmt.Errorf("install_packages failed: invalid apt package name %q.", p)
 		}
 	}
 	for _, p := range npm {
-		if !npmRe.MatchString(p) {
+		if !pkgname.Npm(p) {
 			return fmt.Errorf("install_packages failed: invalid npm package name %q.", p)
 		}
 	}

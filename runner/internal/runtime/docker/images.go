@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/errdefs"
 
+	"github.com/clawguard/clawguard/proto/pkgname"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
@@ -100,13 +101,6 @@ func (m Manifest) Hash() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Package names as the guard's prechecks allow them; checked again here,
-// since they are written into a RUN line.
-var (
-	aptPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9._+-]*$`)
-	npmPackage = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$`)
-)
-
 // packageManagers says which package managers a base image has.
 type packageManagers struct{ apt, npm bool }
 
@@ -118,13 +112,15 @@ func (p packageManagers) any() bool { return p.apt || p.npm }
 // cannot install when it has a package manager at all: recorded-only is the
 // offline default of bases without one, never a silent half install.
 func groupDockerfile(base, baseUser string, m Manifest, pm packageManagers) (string, error) {
+	// The guard's precheck allowed these names; checked again here, since
+	// they are written into a RUN line.
 	for _, p := range m.Apt {
-		if !aptPackage.MatchString(p) {
+		if !pkgname.Apt(p) {
 			return "", fmt.Errorf("invalid apt package name %q", p)
 		}
 	}
 	for _, p := range m.Npm {
-		if !npmPackage.MatchString(p) {
+		if !pkgname.Npm(p) {
 			return "", fmt.Errorf("invalid npm package name %q", p)
 		}
 	}
