@@ -12,10 +12,19 @@ import (
 
 // Fact is one value a baseline needs from the database, read in the
 // decision's single round trip: a scalar SQL expression (usually a scalar
-// subquery) whose result is read as text (NULL → absent). It may use the
-// fixed parameters $1 (the actor's agent group, "" when not an agent) and
-// $2 (the actor's session), and the entry's own Args as $6, $7, ...
-// Parameters must be cast ($6::text) so Postgres can type them.
+// subquery) whose result is read as text (NULL → absent).
+//
+// The parameter convention, shared by every entry because all facts of a
+// decision are columns of one statement (facts.go builds it):
+//
+//	$1  the actor's agent group ("" when not an agent)   — a fact may use it
+//	$2  the actor's session                              — a fact may use it
+//	$3  the grant (hold id)                              — the engine's own join
+//	$4  the runner id, $5 the request id                 — the engine's idempotency join
+//	$6, $7, ...  the entry's Args(in), in order          — the entry's own values
+//
+// So a fact reads the actor through $1/$2 and its own inputs from $6 on,
+// never $3..$5. Parameters must be cast ($6::text) so Postgres can type them.
 type Fact struct {
 	Name string
 	SQL  string
