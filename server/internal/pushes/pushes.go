@@ -6,8 +6,6 @@ package pushes
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -15,16 +13,38 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // ErrNoSession is returned when the target session does not exist.
 var ErrNoSession = errors.New("push target session not found")
 
 // NewID makes a push id.
-func NewID() string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return "push_" + hex.EncodeToString(b)
+func NewID() string { return store.NewID("push_", 10) }
+
+// RestartGroupTx queues a RestartContainer push (at config version version;
+// rebuild: build the group image first) for every active session of the
+// group, in the caller's transaction, and returns the push ids.
+func RestartGroupTx(ctx context.Context, tx pgx.Tx, groupID, reason string, rebuild bool, version int64) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM sessions WHERE agent_group_id = $1 AND status = 'active' ORDER BY created_at, id`, groupID)
+	if err != nil {
+		return nil, fmt.Errorf("list active sessions of %s: %w", groupID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list active sessions of %s: %w", groupID, err)
+	}
+	pushIDs := make([]string, 0, len(ids))
+	for _, id := range ids {
+		pid, err := EnqueueTx(ctx, tx, id, &guardv1.Push{Body: &guardv1.Push_Restart{Restart: &guardv1.RestartContainer{
+			Reason: reason, RebuildImage: rebuild, ConfigVersion: version,
+		}}})
+		if err != nil {
+			return nil, err
+		}
+		pushIDs = append(pushIDs, pid)
+	}
+	return pushIDs, nil
 }
 
 // EnqueueTx stores a push for the runner that owns sessionID (which may be

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/pkgname"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/store"
@@ -437,11 +438,6 @@ func freeDestinationName(ctx context.Context, tx pgx.Tx, groupID, base string) (
 	return "", status.Errorf(codes.ResourceExhausted, "no free destination name for %q", base)
 }
 
-var (
-	aptName = regexp.MustCompile(`^[a-z0-9][a-z0-9._+-]*$`)
-	npmName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$`)
-)
-
 func strList(req *guardv1.ApplyActionRequest, key string) ([]string, error) {
 	v, ok := req.GetPayload().GetFields()[key]
 	if !ok {
@@ -481,29 +477,6 @@ func lockConfigTx(ctx context.Context, tx pgx.Tx, groupID string) (apt, npm []st
 	return apt, npm, mcp, nil
 }
 
-// restartGroupTx enqueues a RestartContainer push for every active session of the group.
-func restartGroupTx(ctx context.Context, tx pgx.Tx, groupID, reason string, rebuild bool, version int64) ([]string, error) {
-	rows, err := tx.Query(ctx, `SELECT id FROM sessions WHERE agent_group_id = $1 AND status = 'active' ORDER BY created_at`, groupID)
-	if err != nil {
-		return nil, fmt.Errorf("list group sessions: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("list group sessions: %w", err)
-	}
-	var pushIDs []string
-	for _, id := range ids {
-		pid, err := pushes.EnqueueTx(ctx, tx, id, &guardv1.Push{Body: &guardv1.Push_Restart{Restart: &guardv1.RestartContainer{
-			Reason: reason, RebuildImage: rebuild, ConfigVersion: version,
-		}}})
-		if err != nil {
-			return nil, err
-		}
-		pushIDs = append(pushIDs, pid)
-	}
-	return pushIDs, nil
-}
-
 func applyInstallPackages(ctx context.Context, tx pgx.Tx, sess appliedSession, req *guardv1.ApplyActionRequest) (map[string]any, string, error) {
 	addApt, err := strList(req, "apt")
 	if err != nil {
@@ -517,12 +490,12 @@ func applyInstallPackages(ctx context.Context, tx pgx.Tx, sess appliedSession, r
 		return nil, "", status.Errorf(codes.InvalidArgument, "payload: 1 to 20 packages (apt, npm), got %d", n)
 	}
 	for _, p := range addApt {
-		if !aptName.MatchString(p) {
+		if !pkgname.Apt(p) {
 			return nil, "", status.Errorf(codes.InvalidArgument, "payload.apt: invalid package name %q", p)
 		}
 	}
 	for _, p := range addNpm {
-		if !npmName.MatchString(p) {
+		if !pkgname.Npm(p) {
 			return nil, "", status.Errorf(codes.InvalidArgument, "payload.npm: invalid package name %q", p)
 		}
 	}
@@ -538,7 +511,7 @@ func applyInstallPackages(ctx context.Context, tx pgx.Tx, sess appliedSession, r
 		return nil, "", fmt.Errorf("update container config: %w", err)
 	}
 	added := append(prefixed("apt: ", addApt), prefixed("npm: ", addNpm)...)
-	pushIDs, err := restartGroupTx(ctx, tx, sess.groupID, "packages installed: "+strings.Join(added, ", "), true, version)
+	pushIDs, err := pushes.RestartGroupTx(ctx, tx, sess.groupID, "packages installed: "+strings.Join(added, ", "), true, version)
 	if err != nil {
 		return nil, "", err
 	}
@@ -594,7 +567,7 @@ func applyAddMcpServer(ctx context.Context, tx pgx.Tx, sess appliedSession, req 
 	// rebuild too; and as one, a runner already running this config version
 	// (the requesting session, restarted by the replay itself) skips it
 	// instead of restarting its agent a second time.
-	pushIDs, err := restartGroupTx(ctx, tx, sess.groupID, "MCP server added: "+name, true, version)
+	pushIDs, err := pushes.RestartGroupTx(ctx, tx, sess.groupID, "MCP server added: "+name, true, version)
 	if err != nil {
 		return nil, "", err
 	}

@@ -14,15 +14,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/pkgname"
 	"github.com/clawguard/clawguard/server/internal/placement"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
-// Package names are checked before they ever reach an image build.
+// Config values are checked before they ever reach an image build or a
+// container's limits (package names: pkgname).
 var (
-	aptName = regexp.MustCompile(`^[a-z0-9][a-z0-9._+-]*$`)
-	npmName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$`)
 	mcpName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	// Docker-style limits: "1.5" CPUs, "512m" / "2g" memory.
 	cpusValue   = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?|\.[0-9]+)$`)
@@ -408,31 +408,10 @@ func configChanged(ctx context.Context, tx pgx.Tx, group, reason string, rebuild
 	if err != nil {
 		return 0, fmt.Errorf("bump config version: %w", err)
 	}
-	if _, err := enqueueRestarts(ctx, tx, group, reason, rebuild, version); err != nil {
+	if _, err := pushes.RestartGroupTx(ctx, tx, group, reason, rebuild, version); err != nil {
 		return 0, err
 	}
 	return version, nil
-}
-
-// enqueueRestarts queues a RestartContainer push for every active session.
-func enqueueRestarts(ctx context.Context, tx pgx.Tx, group, reason string, rebuild bool, version int64) (int, error) {
-	rows, err := tx.Query(ctx, `SELECT id FROM sessions WHERE agent_group_id = $1 AND status = 'active' ORDER BY id`, group)
-	if err != nil {
-		return 0, fmt.Errorf("list active sessions: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, fmt.Errorf("list active sessions: %w", err)
-	}
-	for _, id := range ids {
-		p := &guardv1.Push{Body: &guardv1.Push_Restart{Restart: &guardv1.RestartContainer{
-			Reason: reason, RebuildImage: rebuild, ConfigVersion: version,
-		}}}
-		if _, err := pushes.EnqueueTx(ctx, tx, id, p); err != nil {
-			return 0, err
-		}
-	}
-	return len(ids), nil
 }
 
 // GetGroupConfig reads a group's container config.
@@ -514,12 +493,12 @@ func (s *Service) changeConfig(ctx context.Context, group string, change func(c 
 	return out, err
 }
 
-func packageList(c *groupConfig, m guardv1.PackageManager) (*[]string, *regexp.Regexp, error) {
+func packageList(c *groupConfig, m guardv1.PackageManager) (*[]string, func(string) bool, error) {
 	switch m {
 	case guardv1.PackageManager_PACKAGE_MANAGER_APT:
-		return &c.apt, aptName, nil
+		return &c.apt, pkgname.Apt, nil
 	case guardv1.PackageManager_PACKAGE_MANAGER_NPM:
-		return &c.npm, npmName, nil
+		return &c.npm, pkgname.Npm, nil
 	case guardv1.PackageManager_PACKAGE_MANAGER_UNSPECIFIED:
 		return nil, nil, invalid("manager", "required: apt or npm")
 	}
@@ -529,14 +508,14 @@ func packageList(c *groupConfig, m guardv1.PackageManager) (*[]string, *regexp.R
 // AddGroupPackage adds packages to the group's image: validated names, no
 // duplicates; anything new bumps the version and rebuilds.
 func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPackageRequest) (*guardv1.AddGroupPackageResponse, error) {
-	if _, re, err := packageList(&groupConfig{}, req.GetManager()); err != nil {
+	if _, valid, err := packageList(&groupConfig{}, req.GetManager()); err != nil {
 		return nil, err
 	} else {
 		if len(req.GetPackages()) == 0 {
 			return nil, invalid("packages", "required")
 		}
 		for _, p := range req.GetPackages() {
-			if !re.MatchString(p) {
+			if !valid(p) {
 				return nil, invalid("packages", "%q is not a valid package name", p)
 			}
 		}
@@ -634,7 +613,8 @@ func (s *Service) RestartGroup(ctx context.Context, req *guardv1.RestartGroupReq
 		if err != nil {
 			return err
 		}
-		n, err = enqueueRestarts(ctx, tx, req.GetGroup(), "restart requested", req.GetRebuildImage(), c.version)
+		ids, err := pushes.RestartGroupTx(ctx, tx, req.GetGroup(), "restart requested", req.GetRebuildImage(), c.version)
+		n = len(ids)
 		return err
 	})
 	if err != nil {
