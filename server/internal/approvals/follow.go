@@ -1,0 +1,129 @@
+package approvals
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/retention"
+)
+
+// EventFilter selects events for one subscriber (nil: all).
+type EventFilter func(ctx context.Context, ev *guardv1.WatchResponse) (bool, error)
+
+// Follow streams events after cursor (or from the current end when fromNow)
+// to send, then follows live ones, in cursor order, each once. It returns
+// when ctx ends, send fails, or the subscriber was too slow (a
+// ResourceExhausted status naming the cursor to resume from).
+func (s *Service) Follow(ctx context.Context, after int64, fromNow bool, filter EventFilter, send func(*guardv1.WatchResponse) error) error {
+	return s.FollowFrom(ctx, after, fromNow, filter, nil, send)
+}
+
+// FollowFrom is Follow with started (may be nil), called once the
+// subscription is live with the cursor it starts after.
+func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, filter EventFilter, started func(from int64) error, send func(*guardv1.WatchResponse) error) error {
+	// A cursor below the retention watermark would silently skip pruned
+	// events: refuse it (0 = "all retained events"; from_now reads nothing).
+	var pruned0 int64
+	if !fromNow {
+		var err error
+		if pruned0, err = retention.PrunedThrough(ctx, s.pool); err != nil {
+			return status.Errorf(codes.Unavailable, "%v", err)
+		}
+		if after > 0 && after < pruned0 {
+			return retention.CursorPruned(after, pruned0)
+		}
+	}
+	sub, pos := s.hub.subscribe(s.SubscriberQueue)
+	defer sub.close()
+	c := after
+	if fromNow {
+		c = pos
+	}
+	if started != nil {
+		if err := started(c); err != nil {
+			return err
+		}
+	}
+	deliver := func(ev *guardv1.WatchResponse) error {
+		if filter != nil {
+			ok, err := filter(ctx, ev)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return nil
+			}
+		}
+		return send(ev)
+	}
+	// Backfill (c, pos] from the table; the subscription carries the rest.
+	for c < pos {
+		evs, err := s.readRetained(ctx, c, pruned0)
+		if status.Code(err) == codes.OutOfRange {
+			return err
+		}
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "%v", err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			if ev.Cursor > pos {
+				break
+			}
+			if err := deliver(ev); err != nil {
+				return err
+			}
+			c = ev.Cursor
+		}
+		if evs[len(evs)-1].Cursor >= pos {
+			break
+		}
+	}
+	if c < pos {
+		c = pos
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-sub.C:
+			if !ok {
+				return status.Errorf(codes.ResourceExhausted, "%v (cursor %d)", sub.Err(), c)
+			}
+			if ev.Cursor <= c {
+				continue
+			}
+			if err := deliver(ev); err != nil {
+				return err
+			}
+			c = ev.Cursor
+		}
+	}
+}
+
+// readRetained reads the events after c, failing with OutOfRange when a
+// prune since the Watch began (watermark pruned0) went past c. The
+// watermark is read in the same snapshot as the events, so a batch pruned
+// between the two is never silently skipped. (Old pending holds' events
+// stay below the watermark, harmlessly: that is why it must have moved.)
+func (s *Service) readRetained(ctx context.Context, c, pruned0 int64) ([]*guardv1.WatchResponse, error) {
+	var evs []*guardv1.WatchResponse
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		through, err := retention.PrunedThrough(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if through > pruned0 && through > c {
+			return retention.CursorPruned(c, through)
+		}
+		evs, err = readEvents(ctx, tx, c, 500)
+		return err
+	})
+	return evs, err
+}
