@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/decexport"
 	"github.com/clawguard/clawguard/server/internal/retention"
 )
 
@@ -17,6 +19,9 @@ func init() {
 			DecisionRetention: d.Config.DecisionRetention,
 			EventRetention:    d.Config.EventRetention,
 			CitationWindow:    d.Config.CitationWindow,
+		}
+		if d.Config.DecisionExportURL != "" {
+			p.Exported = func(ctx context.Context) (time.Time, error) { return decexport.Watermark(ctx, d.Store.Pool) }
 		}
 		s.background = append(s.background, p.Run)
 		return nil

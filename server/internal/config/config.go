@@ -47,6 +47,13 @@ type Config struct {
 	// EventRetention is how long hold events are kept (a pending hold's
 	// are kept until it resolves); 0 = forever.
 	EventRetention time.Duration
+	// DecisionExportURL receives the decision log as gzip NDJSON batches
+	// (decexport), signed with DecisionExportSecretFile's secret and/or
+	// carrying DecisionExportTokenFile's bearer token. While it is set,
+	// retention never drops what is not yet exported.
+	DecisionExportURL        string
+	DecisionExportSecretFile string
+	DecisionExportTokenFile  string
 	// WebhookURL receives every hold lifecycle event, signed with WebhookSecretFile's secret.
 	WebhookURL        string
 	WebhookSecretFile string
@@ -109,6 +116,9 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	dur(fs, &c.PushAckDeadline, "push-ack-deadline", "how long a push may go unacknowledged on a live runner stream before it is sent again")
 	dur(fs, &c.DecisionRetention, "decision-retention", "how long decisions are kept (0 = forever; at least 10 citation windows)")
 	dur(fs, &c.EventRetention, "event-retention", "how long hold events are kept (0 = forever)")
+	str(fs, &c.DecisionExportURL, "decision-export-url", "URL receiving the decision log as gzip NDJSON batches (long-term audit)")
+	str(fs, &c.DecisionExportSecretFile, "decision-export-secret-file", "file holding the HMAC secret signing decision export batches")
+	str(fs, &c.DecisionExportTokenFile, "decision-export-token-file", "file holding a bearer token sent with decision export batches")
 	str(fs, &c.WebhookURL, "webhook-url", "URL receiving signed hold lifecycle events")
 	str(fs, &c.WebhookSecretFile, "webhook-secret-file", "file holding the webhook HMAC secret")
 	dur(fs, &c.ShutdownTimeout, "shutdown-timeout", "graceful shutdown deadline")
@@ -169,6 +179,11 @@ func (c Config) Validate() error {
 	if c.DecisionRetention > 0 && c.DecisionRetention < 10*c.CitationWindow {
 		return fmt.Errorf("--decision-retention %s: must be at least 10 citation windows (%s) or 0 for forever", c.DecisionRetention, 10*c.CitationWindow)
 	}
+	if c.DecisionExportURL != "" {
+		if u, err := url.Parse(c.DecisionExportURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return fmt.Errorf("--decision-export-url %q: want an http(s) URL", c.DecisionExportURL)
+		}
+	}
 	if c.WebhookURL != "" {
 		if u, err := url.Parse(c.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 			return fmt.Errorf("--webhook-url %q: want an http(s) URL", c.WebhookURL)
@@ -214,6 +229,7 @@ func (c Config) Redacted() Config {
 	r := c
 	r.DatabaseURL = RedactURL(c.DatabaseURL)
 	r.WebhookURL = RedactURL(c.WebhookURL)
+	r.DecisionExportURL = RedactURL(c.DecisionExportURL)
 	return r
 }
 
@@ -231,7 +247,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("tls_key", r.TLSKey), slog.String("tls_client_ca", r.TLSClientCA),
 		slog.String("default_hold_ttl", r.DefaultHoldTTL.String()), slog.String("lease_ttl", r.LeaseTTL.String()),
 		slog.String("citation_window", r.CitationWindow.String()), slog.String("decision_retention", r.DecisionRetention.String()),
-		slog.String("event_retention", r.EventRetention.String()), slog.String("webhook_url", r.WebhookURL),
+		slog.String("event_retention", r.EventRetention.String()), slog.String("webhook_url", r.WebhookURL), slog.String("decision_export_url", r.DecisionExportURL),
 		slog.String("webhook_secret_file", r.WebhookSecretFile), slog.String("shutdown_timeout", r.ShutdownTimeout.String()),
 		slog.String("log_level", r.LogLevel), slog.Int("max_conns", r.MaxConns),
 	)

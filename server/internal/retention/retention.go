@@ -42,6 +42,9 @@ type Pruner struct {
 	CitationWindow    time.Duration
 	Batch             int
 	Interval          time.Duration
+	// Exported, when set (decision export is configured), is the time
+	// through which the log has been shipped: nothing younger is dropped.
+	Exported func(context.Context) (time.Time, error)
 }
 
 // Run prunes now and then every Interval until ctx ends (it also keeps the
@@ -74,6 +77,15 @@ func (p *Pruner) PruneOnce(ctx context.Context, now time.Time) error {
 	}
 	if p.DecisionRetention > 0 {
 		cutoff := now.Add(-p.decisionKeep())
+		if p.Exported != nil {
+			through, err := p.Exported(ctx)
+			if err != nil {
+				return err
+			}
+			if through.Before(cutoff) {
+				cutoff = through
+			}
+		}
 		dropped, err := DropDecisionPartitions(ctx, p.DB, cutoff)
 		if len(dropped) > 0 {
 			p.Log.Info("retention: dropped decision partitions", "partitions", dropped, "older_than", p.decisionKeep())

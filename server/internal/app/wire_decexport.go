@@ -1,0 +1,52 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/decexport"
+)
+
+// Decision export: with --decision-export-url, every replica runs the
+// shipper; the watermark row's lock lets one post at a time.
+func init() {
+	wirings = append(wirings, func(_ context.Context, d *api.Deps, s *services) error {
+		c := d.Config
+		if c.DecisionExportURL == "" {
+			return nil
+		}
+		sh := &decexport.Shipper{Pool: d.Store.Pool, Log: d.Log, URL: c.DecisionExportURL}
+		if c.DecisionExportSecretFile != "" {
+			b, err := readSecret(c.DecisionExportSecretFile)
+			if err != nil {
+				return err
+			}
+			sh.Secret = b
+		}
+		if c.DecisionExportTokenFile != "" {
+			b, err := readSecret(c.DecisionExportTokenFile)
+			if err != nil {
+				return err
+			}
+			sh.Token = string(b)
+		}
+		s.background = append(s.background, sh.Run)
+		return nil
+	})
+}
+
+// readSecret reads a non-empty secret file, trimmed.
+func readSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	b = []byte(strings.TrimSpace(string(b)))
+	if len(b) == 0 {
+		return nil, fmt.Errorf("secret file %s is empty", path)
+	}
+	return b, nil
+}

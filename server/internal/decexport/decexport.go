@@ -1,0 +1,257 @@
+// Package decexport ships the decision log to a sink for long-term audit
+// (OPA-style decision-log shipping): batches of decisions as gzip NDJSON,
+// POSTed in (at, id) order from one replica at a time, with a durable
+// watermark so Postgres need only keep the citation window and what
+// operators query. Delivery is at least once: a batch whose answer was lost
+// is posted again, so sinks dedupe on the decision id.
+package decexport
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Headers of an export request.
+const (
+	// SignatureHeader carries "sha256=<hex HMAC-SHA256 of the gzip body>",
+	// the webhook's scheme (deploy/WEBHOOK.md).
+	SignatureHeader = "X-Clawguard-Signature"
+	// Version of the record format, in each record's "version".
+	Version = 1
+)
+
+// Defaults of the shipper.
+const (
+	DefaultBatch    = 1000
+	DefaultInterval = time.Second
+	// DefaultSettle: only decisions older than this are shipped. A decision's
+	// at is stamped before its row commits, so a younger row may still be
+	// joined by an older one; past the settle time none is in flight.
+	DefaultSettle = 10 * time.Second
+	maxBackoff    = time.Minute
+)
+
+// Shipper posts the decision log to URL.
+type Shipper struct {
+	Pool   *pgxpool.Pool
+	Log    *slog.Logger
+	URL    string
+	Secret []byte // HMAC key; nil = unsigned
+	Token  string // bearer token; "" = none
+	Client *http.Client
+
+	Batch    int
+	Interval time.Duration
+	Settle   time.Duration
+}
+
+// Run ships until ctx ends: a full batch is followed at once by the next,
+// a failed one after a growing pause.
+func (s *Shipper) Run(ctx context.Context) error {
+	backoff := s.interval()
+	for ctx.Err() == nil {
+		n, err := s.ShipOnce(ctx)
+		wait := s.interval()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.Log.Warn("decision export failed; retrying", "err", err, "in", backoff)
+			wait, backoff = backoff, min(2*backoff, maxBackoff)
+		case err == nil:
+			backoff = s.interval()
+			if n == s.batch() {
+				wait = 0
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// ShipOnce posts the next batch past the watermark and advances it; it
+// returns how many decisions it shipped (0 when another replica is shipping
+// or nothing is due). The watermark row stays locked while the batch is in
+// flight, so replicas never post the same batch concurrently.
+func (s *Shipper) ShipOnce(ctx context.Context) (int, error) {
+	var shipped int
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var (
+			at time.Time
+			id string
+		)
+		err := tx.QueryRow(ctx, `SELECT through_at, through_id FROM decision_export FOR UPDATE SKIP LOCKED`).Scan(&at, &id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // another replica holds it
+		}
+		if err != nil {
+			return fmt.Errorf("read export watermark: %w", err)
+		}
+		rows, err := tx.Query(ctx, `SELECT id, at, action, actor::text, actor_kind, COALESCE(agent_group_id, ''), COALESCE(session_id, ''),
+				effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run, runner_id, request_id, mode, would_effect, would_reason
+			FROM decisions WHERE (at, id) > ($1, $2) AND at < now() - make_interval(secs => $3)
+			ORDER BY at, id LIMIT $4`, at, id, s.settle().Seconds(), s.batch())
+		if err != nil {
+			return fmt.Errorf("read decisions: %w", err)
+		}
+		body, last, n, err := encode(rows)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if err := s.post(ctx, body); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE decision_export SET through_at = $1, through_id = $2`, last.at, last.id); err != nil {
+			return fmt.Errorf("advance export watermark: %w", err)
+		}
+		shipped = n
+		return nil
+	})
+	return shipped, err
+}
+
+// Watermark is the (at) through which the log has been shipped.
+func Watermark(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (time.Time, error) {
+	var at time.Time
+	if err := db.QueryRow(ctx, `SELECT through_at FROM decision_export`).Scan(&at); err != nil {
+		return time.Time{}, fmt.Errorf("read export watermark: %w", err)
+	}
+	return at, nil
+}
+
+type position struct {
+	at time.Time
+	id string
+}
+
+// record is one NDJSON line.
+type record struct {
+	Version     int             `json:"version"`
+	ID          string          `json:"id"`
+	At          time.Time       `json:"at"`
+	Action      string          `json:"action"`
+	Actor       json.RawMessage `json:"actor"`
+	ActorKind   string          `json:"actor_kind"`
+	Group       string          `json:"agent_group_id,omitempty"`
+	Session     string          `json:"session_id,omitempty"`
+	Effect      string          `json:"effect"`
+	Reason      string          `json:"reason,omitempty"`
+	DecidedBy   string          `json:"decided_by,omitempty"`
+	Grant       string          `json:"grant_id,omitempty"`
+	Hold        string          `json:"hold_id,omitempty"`
+	LatencyUS   int64           `json:"latency_us"`
+	DryRun      bool            `json:"dry_run,omitempty"`
+	Runner      string          `json:"runner_id,omitempty"`
+	Request     string          `json:"request_id,omitempty"`
+	Mode        string          `json:"mode,omitempty"`
+	WouldEffect string          `json:"would_effect,omitempty"`
+	WouldReason string          `json:"would_reason,omitempty"`
+}
+
+// encode gzips the rows as NDJSON and returns the last row's position.
+func encode(rows pgx.Rows) ([]byte, position, int, error) {
+	defer rows.Close()
+	var (
+		buf  bytes.Buffer
+		last position
+		n    int
+	)
+	zw := gzip.NewWriter(&buf)
+	enc := json.NewEncoder(zw)
+	enc.SetEscapeHTML(false)
+	for rows.Next() {
+		r := record{Version: Version}
+		var actor string
+		if err := rows.Scan(&r.ID, &r.At, &r.Action, &actor, &r.ActorKind, &r.Group, &r.Session, &r.Effect, &r.Reason, &r.DecidedBy,
+			&r.Grant, &r.Hold, &r.LatencyUS, &r.DryRun, &r.Runner, &r.Request, &r.Mode, &r.WouldEffect, &r.WouldReason); err != nil {
+			return nil, last, 0, fmt.Errorf("read decision: %w", err)
+		}
+		r.Actor = json.RawMessage(actor)
+		if err := enc.Encode(r); err != nil {
+			return nil, last, 0, fmt.Errorf("encode decision %s: %w", r.ID, err)
+		}
+		last, n = position{r.At, r.ID}, n+1
+	}
+	if err := rows.Err(); err != nil {
+		return nil, last, 0, fmt.Errorf("read decisions: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, last, 0, err
+	}
+	return buf.Bytes(), last, n, nil
+}
+
+// post delivers one batch; anything but a 2xx is a failure.
+func (s *Shipper) post(ctx context.Context, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("export request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Content-Encoding", "gzip")
+	if s.Secret != nil {
+		m := hmac.New(sha256.New, s.Secret)
+		m.Write(body)
+		req.Header.Set(SignatureHeader, "sha256="+hex.EncodeToString(m.Sum(nil)))
+	}
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
+	client := s.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("post decisions: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("post decisions: sink answered %s", resp.Status)
+	}
+	return nil
+}
+
+func (s *Shipper) batch() int {
+	if s.Batch > 0 {
+		return s.Batch
+	}
+	return DefaultBatch
+}
+
+func (s *Shipper) interval() time.Duration {
+	if s.Interval > 0 {
+		return s.Interval
+	}
+	return DefaultInterval
+}
+
+func (s *Shipper) settle() time.Duration {
+	if s.Settle > 0 {
+		return s.Settle
+	}
+	return DefaultSettle
+}
