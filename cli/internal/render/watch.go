@@ -61,6 +61,8 @@ func (p Printer) Event(ev *guardv1.WatchResponse) error {
 		}
 	case guardv1.EventType_EVENT_TYPE_APPROVED_PARTIAL:
 		parts = append(parts, "by="+ev.GetResolver(), fmt.Sprintf("remaining=%d", ev.GetApprovalsRemaining()))
+	case guardv1.EventType_EVENT_TYPE_UNAPPLIED:
+		parts = append(parts, fmt.Sprintf("not carried out: %q", h.GetUnappliedReason()))
 	case guardv1.EventType_EVENT_TYPE_WARNED:
 		parts = append(parts, "action="+h.GetCatalogAction(), fmt.Sprintf("%q", Truncate(h.GetQuestion(), 160)))
 	}

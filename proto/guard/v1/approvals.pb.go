@@ -39,6 +39,10 @@ const (
 	// "mode_warning", its anchor the agent's group (so that group's admins
 	// receive it like a card) and it has no options.
 	EventType_EVENT_TYPE_WARNED EventType = 4
+	// An approved hold the server gave up applying (its replay was denied at
+	// replay time — e.g. a revocation — or its attempts ran out): the hold's
+	// unapplied_reason says why. The requester is told too.
+	EventType_EVENT_TYPE_UNAPPLIED EventType = 5
 )
 
 // Enum value maps for EventType.
@@ -49,6 +53,7 @@ var (
 		2: "EVENT_TYPE_RESOLVED",
 		3: "EVENT_TYPE_APPROVED_PARTIAL",
 		4: "EVENT_TYPE_WARNED",
+		5: "EVENT_TYPE_UNAPPLIED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":      0,
@@ -56,6 +61,7 @@ var (
 		"EVENT_TYPE_RESOLVED":         2,
 		"EVENT_TYPE_APPROVED_PARTIAL": 3,
 		"EVENT_TYPE_WARNED":           4,
+		"EVENT_TYPE_UNAPPLIED":        5,
 	}
 )
 
@@ -974,13 +980,14 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"O\n" +
 	"\rAwaitResponse\x12\"\n" +
 	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\x12\x1a\n" +
-	"\bresolved\x18\x02 \x01(\bR\bresolved*\x92\x01\n" +
+	"\bresolved\x18\x02 \x01(\bR\bresolved*\xac\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14EVENT_TYPE_REQUESTED\x10\x01\x12\x17\n" +
 	"\x13EVENT_TYPE_RESOLVED\x10\x02\x12\x1f\n" +
 	"\x1bEVENT_TYPE_APPROVED_PARTIAL\x10\x03\x12\x15\n" +
-	"\x11EVENT_TYPE_WARNED\x10\x042\xbc\x04\n" +
+	"\x11EVENT_TYPE_WARNED\x10\x04\x12\x18\n" +
+	"\x14EVENT_TYPE_UNAPPLIED\x10\x052\xbc\x04\n" +
 	"\tApprovals\x12`\n" +
 	"\x04List\x12\x15.guard.v1.ListRequest\x1a\x16.guard.v1.ListResponse\")\xca\xf3\x18%\n" +
 	"\x0eapprovals.list\x10\x01\x1a\tapprovals\"\x04\x01\x02\x03\x04(\x01\x12\\\n" +

@@ -47,6 +47,8 @@ func readEvents(ctx context.Context, q store.Querier, after int64, limit int) ([
 			ev.Type = guardv1.EventType_EVENT_TYPE_APPROVED_PARTIAL
 		case "warned":
 			ev.Type = guardv1.EventType_EVENT_TYPE_WARNED
+		case "unapplied":
+			ev.Type = guardv1.EventType_EVENT_TYPE_UNAPPLIED
 		default:
 			ev.Type = guardv1.EventType_EVENT_TYPE_REQUESTED
 		}

@@ -108,17 +108,25 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 }
 
 // giveUpTx records that an approved hold will not be applied and tells the
-// requesting session why (the approvers see unapplied_reason on the hold).
+// requesting session and the approvers (an unapplied event) why.
 func (s *Service) giveUpTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, why string) error {
 	if _, err := tx.Exec(ctx, `UPDATE holds SET unapplied_at = now(), unapplied_reason = $2, replay_checked_at = now() WHERE id = $1`, h.Id, why); err != nil {
 		return fmt.Errorf("record unapplied hold %s: %w", h.Id, err)
 	}
 	s.log.Warn("approved hold not applied; giving up", "hold", h.Id, "kind", h.Kind, "why", why)
+	// The approvers hear it where they heard of the hold (Watch, webhook).
+	cur, err := GetHold(ctx, tx, h.Id)
+	if err != nil {
+		return fmt.Errorf("re-read unapplied hold %s: %w", h.Id, err)
+	}
+	if err := insertEventTx(ctx, tx, cur, "unapplied", "", "", false); err != nil {
+		return err
+	}
 	what := h.Kind
 	if h.Title != "" {
 		what = h.Kind + " (" + h.Title + ")"
 	}
-	_, err := pushes.EnqueueTx(ctx, tx, h.SessionId, &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{
+	_, err = pushes.EnqueueTx(ctx, tx, h.SessionId, &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{
 		Kind: guardv1.NoticeKind_NOTICE_KIND_FAILED, HoldId: h.Id,
 		Text: fmt.Sprintf("Your approved %s request was not carried out: %s.", what, why),
 	}}})

@@ -115,6 +115,12 @@ func TestReconcilerGivesUpWithAReason(t *testing.T) {
 	if err := w.srv.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM runner_pushes WHERE session_id = $1 AND kind = 'notify'`, w.sess.GetId()).Scan(&notices); err != nil || notices != 2 {
 		t.Fatalf("requester notices = %d (%v), want 2", notices, err)
 	}
+	// The approvers are told too: one unapplied event per hold, carrying why.
+	var events int
+	if err := w.srv.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM hold_events WHERE type = 'unapplied' AND hold_id = ANY($1)
+		AND hold->>'unappliedReason' <> ''`, []string{held.GetHoldId(), stuck}).Scan(&events); err != nil || events != 2 {
+		t.Fatalf("unapplied events = %d (%v), want 2", events, err)
+	}
 	if resent, gaveUp, err := w.srv.Deps().Approvals.ReconcileReplays(ctxT(t), 0); err != nil || resent+gaveUp != 0 {
 		t.Fatalf("reconcile again: resent %d, gave up %d (%v), want nothing (terminal)", resent, gaveUp, err)
 	}
