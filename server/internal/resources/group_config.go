@@ -1,0 +1,240 @@
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/pushes"
+	"github.com/clawguard/clawguard/server/internal/store"
+)
+
+// mcpServer is the JSONB shape of container_configs.mcp_servers.
+type mcpServer struct {
+	Name    string            `json:"name"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// groupConfig is a container_configs row.
+type groupConfig struct {
+	cliScope, cpus, memory string
+	apt, npm               []string
+	mcp                    []mcpServer
+	version                int64
+	holdApprovals          int32 // quorum of the group's holds (0 = default)
+}
+
+func (c groupConfig) proto() *guardv1.GroupConfig {
+	out := &guardv1.GroupConfig{
+		CliScope:      cliScopeProto(c.cliScope),
+		Cpus:          c.cpus,
+		Memory:        c.memory,
+		AptPackages:   c.apt,
+		NpmPackages:   c.npm,
+		Version:       c.version,
+		HoldApprovals: c.holdApprovals,
+	}
+	for _, m := range c.mcp {
+		out.McpServers = append(out.McpServers, &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env})
+	}
+	return out
+}
+
+func cliScopeProto(s string) guardv1.CliScope {
+	switch s {
+	case "disabled":
+		return guardv1.CliScope_CLI_SCOPE_DISABLED
+	case "global":
+		return guardv1.CliScope_CLI_SCOPE_GLOBAL
+	}
+	return guardv1.CliScope_CLI_SCOPE_GROUP
+}
+
+// cliScopeColumn maps the enum; UNSPECIFIED is "" (unchanged / default).
+func cliScopeColumn(s guardv1.CliScope) (string, error) {
+	switch s {
+	case guardv1.CliScope_CLI_SCOPE_UNSPECIFIED:
+		return "", nil
+	case guardv1.CliScope_CLI_SCOPE_DISABLED:
+		return "disabled", nil
+	case guardv1.CliScope_CLI_SCOPE_GROUP:
+		return "group", nil
+	case guardv1.CliScope_CLI_SCOPE_GLOBAL:
+		return "global", nil
+	}
+	return "", invalid("cli_scope", "unknown value %d (want disabled, group or global)", s)
+}
+
+// lockConfig locks a group's config row (creating the default row when the
+// group has none) and reads it; an unknown group is NotFound.
+func lockConfig(ctx context.Context, tx pgx.Tx, group string) (groupConfig, error) {
+	var c groupConfig
+	if err := required("group", group); err != nil {
+		return c, err
+	}
+	var id string
+	err := tx.QueryRow(ctx, `SELECT id FROM agent_groups WHERE id = $1 FOR SHARE`, group).Scan(&id)
+	if store.IsNoRows(err) {
+		return c, notFound("group %q not found", group)
+	}
+	if err != nil {
+		return c, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO container_configs (agent_group_id) VALUES ($1) ON CONFLICT DO NOTHING`, group); err != nil {
+		return c, err
+	}
+	return readConfig(ctx, tx, group, true)
+}
+
+func readConfig(ctx context.Context, q store.Querier, group string, forUpdate bool) (groupConfig, error) {
+	var (
+		c   groupConfig
+		mcp []byte
+	)
+	sql := `SELECT cli_scope, cpus, memory, apt_packages, npm_packages, mcp_servers, version, hold_approvals
+		FROM container_configs WHERE agent_group_id = $1`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	err := q.QueryRow(ctx, sql, group).Scan(&c.cliScope, &c.cpus, &c.memory, &c.apt, &c.npm, &mcp, &c.version, &c.holdApprovals)
+	if store.IsNoRows(err) {
+		// A group without a row reads as the defaults.
+		return groupConfig{cliScope: "group", apt: []string{}, npm: []string{}}, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(mcp, &c.mcp); err != nil {
+		return c, fmt.Errorf("decode mcp_servers of %s: %w", group, err)
+	}
+	return c, nil
+}
+
+// writeConfig stores c; containerChange bumps the version and queues a
+// restart (rebuild: a new image) for every active session of the group.
+func writeConfig(ctx context.Context, tx pgx.Tx, group string, c groupConfig, containerChange bool, reason string, rebuild bool) (groupConfig, error) {
+	mcp, err := json.Marshal(orEmpty(c.mcp))
+	if err != nil {
+		return c, fmt.Errorf("encode mcp servers: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE container_configs SET cli_scope = $2, cpus = $3, memory = $4,
+		apt_packages = $5, npm_packages = $6, mcp_servers = $7, hold_approvals = $8, updated_at = now() WHERE agent_group_id = $1`,
+		group, c.cliScope, c.cpus, c.memory, orEmpty(c.apt), orEmpty(c.npm), mcp, c.holdApprovals); err != nil {
+		return c, err
+	}
+	if containerChange {
+		if c.version, err = configChanged(ctx, tx, group, reason, rebuild); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// configChanged bumps the group's config version and queues a restart push
+// for each active session, in the caller's transaction.
+func configChanged(ctx context.Context, tx pgx.Tx, group, reason string, rebuild bool) (int64, error) {
+	var version int64
+	err := tx.QueryRow(ctx, `INSERT INTO container_configs (agent_group_id, version) VALUES ($1, 2)
+		ON CONFLICT (agent_group_id) DO UPDATE SET version = container_configs.version + 1, updated_at = now()
+		RETURNING version`, group).Scan(&version)
+	if err != nil {
+		return 0, fmt.Errorf("bump config version: %w", err)
+	}
+	if _, err := pushes.RestartGroupTx(ctx, tx, group, reason, rebuild, version); err != nil {
+		return 0, err
+	}
+	return version, nil
+}
+
+// GetGroupConfig reads a group's container config.
+func (s *Service) GetGroupConfig(ctx context.Context, req *guardv1.GetGroupConfigRequest) (*guardv1.GetGroupConfigResponse, error) {
+	g, err := s.GetGroup(ctx, &guardv1.GetGroupRequest{Id: req.GetGroup()})
+	if status.Code(err) == codes.InvalidArgument {
+		return nil, invalid("group", "required")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.GetGroupConfigResponse{Config: g.GetGroup().GetConfig()}, nil
+}
+
+// UpdateGroupConfig changes cli_scope and limits (unset = unchanged; an
+// empty limit removes it). A limit change restarts the group's containers.
+func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGroupConfigRequest) (*guardv1.UpdateGroupConfigResponse, error) {
+	scope, err := cliScopeColumn(req.GetCliScope())
+	if err != nil {
+		return nil, err
+	}
+	if req.Cpus != nil && *req.Cpus != "" && !cpusValue.MatchString(*req.Cpus) {
+		return nil, invalid("cpus", "%q is not a number of CPUs (e.g. 1.5)", *req.Cpus)
+	}
+	if req.Memory != nil && *req.Memory != "" && !memoryValue.MatchString(*req.Memory) {
+		return nil, invalid("memory", "%q is not a memory size (e.g. 512m, 2g)", *req.Memory)
+	}
+	if req.HoldApprovals != nil {
+		if err := validApprovals("hold_approvals", *req.HoldApprovals); err != nil {
+			return nil, err
+		}
+	}
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+		limits := false
+		if scope != "" {
+			c.cliScope = scope
+		}
+		if req.Cpus != nil && *req.Cpus != c.cpus {
+			c.cpus, limits = *req.Cpus, true
+		}
+		if req.Memory != nil && *req.Memory != c.memory {
+			c.memory, limits = *req.Memory, true
+		}
+		if req.HoldApprovals != nil {
+			c.holdApprovals = *req.HoldApprovals
+		}
+		return configChange{container: limits, reason: "resource limits changed", rebuild: false}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.UpdateGroupConfigResponse{Config: out.proto()}, nil
+}
+
+// configChange is what an edit of a group's config did to its container.
+type configChange struct {
+	container bool   // the container must restart
+	reason    string // why, for the restart push
+	rebuild   bool   // the image must be rebuilt first
+}
+
+// changeConfig locks the group's config, lets change edit it, and writes it
+// back (bumping the version and queueing restarts as the change says), in
+// one transaction.
+func (s *Service) changeConfig(ctx context.Context, group string, change func(c *groupConfig) (configChange, error)) (groupConfig, error) {
+	var out groupConfig
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		c, err := lockConfig(ctx, tx, group)
+		if err != nil {
+			return err
+		}
+		ch, err := change(&c)
+		if err != nil {
+			return err
+		}
+		out, err = writeConfig(ctx, tx, group, c, ch.container, ch.reason, ch.rebuild)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,57 @@
+package resources
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// AddGroupMcpServer adds an MCP server (unique by name) and restarts the
+// group's containers.
+func (s *Service) AddGroupMcpServer(ctx context.Context, req *guardv1.AddGroupMcpServerRequest) (*guardv1.AddGroupMcpServerResponse, error) {
+	srv := req.GetServer()
+	if srv == nil {
+		return nil, invalid("server", "required")
+	}
+	if !mcpName.MatchString(srv.GetName()) {
+		return nil, invalid("server.name", "%q is not a valid MCP server name (letters, digits, . _ -)", srv.GetName())
+	}
+	if err := required("server.command", strings.TrimSpace(srv.GetCommand())); err != nil {
+		return nil, err
+	}
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+		if slices.ContainsFunc(c.mcp, func(m mcpServer) bool { return m.Name == srv.GetName() }) {
+			return configChange{}, status.Errorf(codes.AlreadyExists, "group %q already has MCP server %q", req.GetGroup(), srv.GetName())
+		}
+		c.mcp = append(c.mcp, mcpServer{Name: srv.GetName(), Command: srv.GetCommand(), Args: srv.GetArgs(), Env: srv.GetEnv()})
+		return configChange{container: true, reason: "MCP server added", rebuild: false}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.AddGroupMcpServerResponse{Config: out.proto()}, nil
+}
+
+// RemoveGroupMcpServer removes an MCP server by name.
+func (s *Service) RemoveGroupMcpServer(ctx context.Context, req *guardv1.RemoveGroupMcpServerRequest) (*guardv1.RemoveGroupMcpServerResponse, error) {
+	if err := required("name", req.GetName()); err != nil {
+		return nil, err
+	}
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+		i := slices.IndexFunc(c.mcp, func(m mcpServer) bool { return m.Name == req.GetName() })
+		if i < 0 {
+			return configChange{}, notFound("group %q has no MCP server %q", req.GetGroup(), req.GetName())
+		}
+		c.mcp = slices.Delete(c.mcp, i, i+1)
+		return configChange{container: true, reason: "MCP server removed", rebuild: false}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.RemoveGroupMcpServerResponse{Config: out.proto()}, nil
+}

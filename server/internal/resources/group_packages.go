@@ -1,0 +1,76 @@
+package resources
+
+import (
+	"context"
+	"slices"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/pkgname"
+)
+
+func packageList(c *groupConfig, m guardv1.PackageManager) (*[]string, func(string) bool, error) {
+	switch m {
+	case guardv1.PackageManager_PACKAGE_MANAGER_APT:
+		return &c.apt, pkgname.Apt, nil
+	case guardv1.PackageManager_PACKAGE_MANAGER_NPM:
+		return &c.npm, pkgname.Npm, nil
+	case guardv1.PackageManager_PACKAGE_MANAGER_UNSPECIFIED:
+		return nil, nil, invalid("manager", "required: apt or npm")
+	}
+	return nil, nil, invalid("manager", "unknown value %d (want apt or npm)", m)
+}
+
+// AddGroupPackage adds packages to the group's image: validated names, no
+// duplicates; anything new bumps the version and rebuilds.
+func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPackageRequest) (*guardv1.AddGroupPackageResponse, error) {
+	if _, valid, err := packageList(&groupConfig{}, req.GetManager()); err != nil {
+		return nil, err
+	} else {
+		if len(req.GetPackages()) == 0 {
+			return nil, invalid("packages", "required")
+		}
+		for _, p := range req.GetPackages() {
+			if !valid(p) {
+				return nil, invalid("packages", "%q is not a valid package name", p)
+			}
+		}
+	}
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+		list, _, _ := packageList(c, req.GetManager())
+		added := false
+		for _, p := range req.GetPackages() {
+			if !slices.Contains(*list, p) {
+				*list = append(*list, p)
+				added = true
+			}
+		}
+		return configChange{container: added, reason: "packages added", rebuild: true}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.AddGroupPackageResponse{Config: out.proto()}, nil
+}
+
+// RemoveGroupPackage removes a package; one the group does not have is NotFound.
+func (s *Service) RemoveGroupPackage(ctx context.Context, req *guardv1.RemoveGroupPackageRequest) (*guardv1.RemoveGroupPackageResponse, error) {
+	if _, _, err := packageList(&groupConfig{}, req.GetManager()); err != nil {
+		return nil, err
+	}
+	if err := required("package", req.GetPackage()); err != nil {
+		return nil, err
+	}
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+		list, _, _ := packageList(c, req.GetManager())
+		i := slices.Index(*list, req.GetPackage())
+		if i < 0 {
+			return configChange{}, notFound("group %q has no package %q", req.GetGroup(), req.GetPackage())
+		}
+		*list = slices.Delete(*list, i, i+1)
+		return configChange{container: true, reason: "package removed", rebuild: true}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.RemoveGroupPackageResponse{Config: out.proto()}, nil
+}
