@@ -17,17 +17,30 @@ type services struct {
 	shutdown   []func()
 }
 
-// wirings run in order; each may set fields on d (domain services) and
-// append interceptors, background loops and shutdown hooks to s.
-var wirings []func(ctx context.Context, d *api.Deps, s *services) error
-
+// buildServices builds the domain services in dependency order, each from
+// what the steps above it built: it reads top to bottom. A step sets its
+// service on d and adds interceptors, background loops and shutdown hooks
+// to s.
 func buildServices(ctx context.Context, d *api.Deps) (*services, error) {
 	s := &services{}
-	for _, w := range wirings {
-		if err := w(ctx, d, s); err != nil {
-			return nil, err
-		}
+	// The hold contract first: the guard creates holds through it, inbound
+	// and the admin replay register their after-approve handlers on it.
+	if err := wireApprovals(ctx, d, s); err != nil {
+		return nil, err
 	}
+	wireChatOut(d)
+	if err := wireDecisionExport(d, s); err != nil {
+		return nil, err
+	}
+	// The catalog and the decision engine, which every later step consults.
+	if err := wireGuard(d, s); err != nil {
+		return nil, err
+	}
+	wireInbound(d, s)
+	wireRegistry(d, s)
+	wireResources(d)
+	wireRetention(d, s)
+
 	s.guard = api.NewGuardService(d)
 	s.approvals = api.NewApprovalsService(d)
 	s.registry = api.NewRegistryService(d)

@@ -10,14 +10,12 @@ import (
 // Approvals: the hold contract. Start sweeps "swept on restart" holds and
 // fixes the event position before serving; Run holds the LISTEN connection,
 // the event fan-out, the expiry sweeper, the pending gauges and the webhook.
-func init() {
-	wirings = append(wirings, func(ctx context.Context, d *api.Deps, s *services) error {
-		svc := approvals.New(d.Store.Pool, d.Metrics, d.Log, d.Config)
-		if err := svc.Start(ctx); err != nil {
-			return err
-		}
-		d.Approvals = svc
-		s.background = append(s.background, svc.Run)
-		return nil
-	})
+func wireApprovals(ctx context.Context, d *api.Deps, s *services) error {
+	svc := approvals.New(d.Store.Pool, d.Metrics, d.Log, d.Config)
+	if err := svc.Start(ctx); err != nil {
+		return err
+	}
+	d.Approvals = svc
+	s.background = append(s.background, svc.Run)
+	return nil
 }

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -12,30 +11,28 @@ import (
 
 // Decision export: with --decision-export-url, every replica runs the
 // shipper; the watermark row's lock lets one post at a time.
-func init() {
-	wirings = append(wirings, func(_ context.Context, d *api.Deps, s *services) error {
-		c := d.Config
-		if c.DecisionExportURL == "" {
-			return nil
-		}
-		sh := &decexport.Shipper{Pool: d.Store.Pool, Log: d.Log, URL: c.DecisionExportURL}
-		if c.DecisionExportSecretFile != "" {
-			b, err := readSecret(c.DecisionExportSecretFile)
-			if err != nil {
-				return err
-			}
-			sh.Secret = b
-		}
-		if c.DecisionExportTokenFile != "" {
-			b, err := readSecret(c.DecisionExportTokenFile)
-			if err != nil {
-				return err
-			}
-			sh.Token = string(b)
-		}
-		s.background = append(s.background, sh.Run)
+func wireDecisionExport(d *api.Deps, s *services) error {
+	c := d.Config
+	if c.DecisionExportURL == "" {
 		return nil
-	})
+	}
+	sh := &decexport.Shipper{Pool: d.Store.Pool, Log: d.Log, URL: c.DecisionExportURL}
+	if c.DecisionExportSecretFile != "" {
+		b, err := readSecret(c.DecisionExportSecretFile)
+		if err != nil {
+			return err
+		}
+		sh.Secret = b
+	}
+	if c.DecisionExportTokenFile != "" {
+		b, err := readSecret(c.DecisionExportTokenFile)
+		if err != nil {
+			return err
+		}
+		sh.Token = string(b)
+	}
+	s.background = append(s.background, sh.Run)
+	return nil
 }
 
 // readSecret reads a non-empty secret file, trimmed.

@@ -27,48 +27,38 @@ import (
 // entries come from their rule options), the engine with its batched
 // decision log, holds through approvals, and the admin-RPC interceptor
 // whose held calls are replayed on approval.
-func init() {
-	wirings = append(wirings, func(_ context.Context, d *api.Deps, s *services) error {
-		cat, err := BuildCatalog()
-		if err != nil {
-			return err
-		}
-		var warn func(context.Context, guard.Warning)
-		if d.Approvals != nil {
-			warn = d.Approvals.NotifyWarning
-		}
-		eng := guard.NewEngine(cat, d.Store.Pool, guard.Options{
-			Log:          d.Log.With("component", "guard"),
-			Observe:      d.Metrics.ObserveDecision,
-			ObserveQuery: d.Metrics.ObserveQuery,
-			ObserveMode:  d.Metrics.ObserveMode,
-			Warn:         warn,
-			// One pipelined round trip carries the facts reads and log
-			// rows of many concurrent decisions (see BENCHMARKS.md).
-			Pipelines: 2,
-			Yield:     true,
-		})
-		d.Metrics.PreInit(cat.Actions())
-		if d.Approvals != nil {
-			eng.SetHoldCreator(holdCreator(d.Approvals))
-		}
-		d.Guard = eng
-		if t := d.Config.AdmissionTarget; t > 0 {
-			// Shed load past what answers within the target (see admission).
-			d.Admission = admission.New(admission.Options{Target: t, Max: d.Config.AdmissionMaxInFlight})
-			lim, _ := d.Admission.Limit()
-			d.Metrics.AdmissionLimit.Set(float64(lim))
-		}
-
-		admin := api.NewAdminGuard(d, s.invoke)
-		s.chain.Unary = append(s.chain.Unary, admin.Unary)
-		s.chain.Stream = append(s.chain.Stream, admin.Stream)
-		if d.Approvals != nil {
-			d.Approvals.OnApproved(approvals.KindCLICommand, admin.Replay)
-		}
-		s.shutdown = append(s.shutdown, eng.Close)
-		return nil
+func wireGuard(d *api.Deps, s *services) error {
+	cat, err := BuildCatalog()
+	if err != nil {
+		return err
+	}
+	eng := guard.NewEngine(cat, d.Store.Pool, guard.Options{
+		Log:          d.Log.With("component", "guard"),
+		Observe:      d.Metrics.ObserveDecision,
+		ObserveQuery: d.Metrics.ObserveQuery,
+		ObserveMode:  d.Metrics.ObserveMode,
+		Warn:         d.Approvals.NotifyWarning,
+		Holds:        holdCreator(d.Approvals),
+		// One pipelined round trip carries the facts reads and log
+		// rows of many concurrent decisions (see BENCHMARKS.md).
+		Pipelines: 2,
+		Yield:     true,
 	})
+	d.Metrics.PreInit(cat.Actions())
+	d.Guard = eng
+	if t := d.Config.AdmissionTarget; t > 0 {
+		// Shed load past what answers within the target (see admission).
+		d.Admission = admission.New(admission.Options{Target: t, Max: d.Config.AdmissionMaxInFlight})
+		lim, _ := d.Admission.Limit()
+		d.Metrics.AdmissionLimit.Set(float64(lim))
+	}
+
+	admin := api.NewAdminGuard(d, s.invoke)
+	s.chain.Unary = append(s.chain.Unary, admin.Unary)
+	s.chain.Stream = append(s.chain.Stream, admin.Stream)
+	d.Approvals.OnApproved(approvals.KindCLICommand, admin.Replay)
+	s.shutdown = append(s.shutdown, eng.Close)
+	return nil
 }
 
 // BuildCatalog registers every domain's entries and checks that every admin

@@ -15,37 +15,26 @@ import (
 // (senders.admit), registration holds come from approvals; approved
 // sender_admit and channel_registration holds are carried out by OnApproved
 // handlers, rejected registrations by following the hold events.
-func init() {
-	wirings = append(wirings, func(_ context.Context, d *api.Deps, s *services) error {
-		svc := inbound.New(inbound.Config{
-			Pool:     d.Store.Pool,
-			Log:      d.Log.With("component", "inbound"),
-			Guard:    func() inbound.Decider { return inboundGuard(d) },
-			Holds:    d.Approvals,
-			Resolver: d.Approvals,
-			// The group's session for the chat, opened on a live runner when none.
-			Sessions: registry.FindOrOpenSessionTx,
-		})
-		d.Inbound = svc
-		for _, kind := range []string{approvals.KindSenderAdmit, approvals.KindChannelRegistration} {
-			d.Approvals.OnApproved(kind, func(ctx context.Context, h *guardv1.Hold) error {
-				return svc.HoldResolved(ctx, h, guardv1.Outcome_OUTCOME_APPROVE)
-			})
-		}
-		s.background = append(s.background, func(ctx context.Context) error {
-			return svc.FollowRejections(ctx, d.Approvals)
-		})
-		return nil
+func wireInbound(d *api.Deps, s *services) {
+	decider := engineDecider{d.Guard}
+	svc := inbound.New(inbound.Config{
+		Pool:     d.Store.Pool,
+		Log:      d.Log.With("component", "inbound"),
+		Guard:    func() inbound.Decider { return decider },
+		Holds:    d.Approvals,
+		Resolver: d.Approvals,
+		// The group's session for the chat, opened on a live runner when none.
+		Sessions: registry.FindOrOpenSessionTx,
 	})
-}
-
-// inboundGuard is the guard engine as inbound's Decider (nil until wired:
-// inbound then denies, failing closed).
-func inboundGuard(d *api.Deps) inbound.Decider {
-	if d.Guard == nil {
-		return nil
+	d.Inbound = svc
+	for _, kind := range []string{approvals.KindSenderAdmit, approvals.KindChannelRegistration} {
+		d.Approvals.OnApproved(kind, func(ctx context.Context, h *guardv1.Hold) error {
+			return svc.HoldResolved(ctx, h, guardv1.Outcome_OUTCOME_APPROVE)
+		})
 	}
-	return engineDecider{d.Guard}
+	s.background = append(s.background, func(ctx context.Context) error {
+		return svc.FollowRejections(ctx, d.Approvals)
+	})
 }
 
 // engineDecider consults the engine as a trusted in-process caller.

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"slices"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -12,17 +11,9 @@ import (
 )
 
 // The admin resources: plain reads and writes over the pool; ListCatalog
-// shows the guard's catalog (wired before this) and the registry's declared
-// exemption list.
-func init() {
-	wirings = append(wirings, func(_ context.Context, d *api.Deps, _ *services) error {
-		var cat resources.Catalog
-		if d.Guard != nil && d.Guard.Catalog != nil {
-			cat = catalogView(d.Guard.Catalog)
-		}
-		d.Resources = resources.New(d.Store.Pool, cat)
-		return nil
-	})
+// shows the guard's catalog and the registry's declared exemption list.
+func wireResources(d *api.Deps) {
+	d.Resources = resources.New(d.Store.Pool, catalogView(d.Guard.Catalog))
 }
 
 func catalogView(c *guard.Catalog) resources.Catalog {

@@ -11,19 +11,16 @@ import (
 
 // Retention: every replica prunes old decisions and hold events in bounded
 // batches, once a minute (SKIP LOCKED lets replicas share the work).
-func init() {
-	wirings = append(wirings, func(_ context.Context, d *api.Deps, s *services) error {
-		p := &retention.Pruner{
-			DB:                d.Store.Pool,
-			Log:               d.Log,
-			DecisionRetention: d.Config.DecisionRetention,
-			EventRetention:    d.Config.EventRetention,
-			CitationWindow:    d.Config.CitationWindow,
-		}
-		if d.Config.DecisionExportURL != "" {
-			p.Exported = func(ctx context.Context) (time.Time, error) { return decexport.Watermark(ctx, d.Store.Pool) }
-		}
-		s.background = append(s.background, p.Run)
-		return nil
-	})
+func wireRetention(d *api.Deps, s *services) {
+	p := &retention.Pruner{
+		DB:                d.Store.Pool,
+		Log:               d.Log,
+		DecisionRetention: d.Config.DecisionRetention,
+		EventRetention:    d.Config.EventRetention,
+		CitationWindow:    d.Config.CitationWindow,
+	}
+	if d.Config.DecisionExportURL != "" {
+		p.Exported = func(ctx context.Context) (time.Time, error) { return decexport.Watermark(ctx, d.Store.Pool) }
+	}
+	s.background = append(s.background, p.Run)
 }

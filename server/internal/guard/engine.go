@@ -127,6 +127,9 @@ type Options struct {
 	// Warn is called after a warn-mode decision is logged (best effort:
 	// the action runs whether or not the warning is delivered).
 	Warn func(ctx context.Context, w Warning)
+	// Holds creates a HOLD's hold in the decision's transaction (the
+	// approvals service); nil: a HOLD reports that holds cannot be created.
+	Holds HoldCreator
 }
 
 // NewEngine builds an engine; Close it after the last Decide.
@@ -136,7 +139,7 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	}
 	e := &Engine{
 		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, common: factsQueries(nil),
-		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn,
+		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn, holds: o.Holds,
 		pipe: newPipeline(pool, o.Log, o.Pipelines, o.Yield),
 	}
 	e.reads = e.pipe
@@ -150,9 +153,6 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 func (e *Engine) PipelineStats() (batches, reads, rows int64) {
 	return e.pipe.batches.Load(), e.pipe.reads.Load(), e.pipe.rows.Load()
 }
-
-// SetHoldCreator plugs in the approvals service.
-func (e *Engine) SetHoldCreator(h HoldCreator) { e.holds = h }
 
 // Close flushes the decision log.
 func (e *Engine) Close() { e.pipe.close() }

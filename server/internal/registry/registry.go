@@ -40,6 +40,10 @@ import (
 
 // Options are the registry's timings.
 type Options struct {
+	// Baseline is the guard's live baseline check (guard.Engine.Baseline),
+	// re-run on what ApplyAction is about to apply; nil: ApplyAction fails
+	// closed.
+	Baseline func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)
 	// LeaseTTL is how long a lease lasts without a heartbeat.
 	LeaseTTL time.Duration
 	// CitationWindow is how old a cited ALLOW decision may be.
@@ -95,15 +99,9 @@ type Service struct {
 	baseline func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)
 }
 
-// SetBaseline plugs in the guard's live baseline check (guard.Engine.Baseline);
-// without it ApplyAction fails closed.
-func (s *Service) SetBaseline(fn func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)) {
-	s.baseline = fn
-}
-
 // New builds the registry. catalog is the guard catalog conformance checks against.
 func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, opts Options, catalog Catalog) *Service {
-	return &Service{pool: pool, metrics: m, log: log, opts: opts.withDefaults(), catalog: catalog, hub: newHub()}
+	return &Service{pool: pool, metrics: m, log: log, opts: opts.withDefaults(), catalog: catalog, hub: newHub(), baseline: opts.Baseline}
 }
 
 // Catalog is the catalog registrations are checked against (the CI walk uses it).

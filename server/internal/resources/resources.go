@@ -39,14 +39,11 @@ type Service struct {
 	catalog Catalog
 }
 
-// New builds the service; catalog may be nil until the guard's catalog is
-// wired (ListCatalog then answers Unavailable).
+// New builds the service over the guard's catalog (nil: ListCatalog answers
+// Unavailable).
 func New(pool *pgxpool.Pool, catalog Catalog) *Service {
 	return &Service{pool: pool, catalog: catalog}
 }
-
-// SetCatalog wires the guard's catalog once it exists.
-func (s *Service) SetCatalog(c Catalog) { s.catalog = c }
 
 // invalid is InvalidArgument naming the field.
 func invalid(field, format string, args ...any) error {
