@@ -1,0 +1,54 @@
+package ncl
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/clawguard/clawguard/cli/internal/render"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+func (a *app) sessionsCmd() *cobra.Command {
+	var group, runner string
+	var listLimit int32
+	list := &cobra.Command{
+		Use: "list", Short: "List sessions", Example: "  ncl sessions list --group ag_4888a21379a5cf01", Args: none,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if listLimit < 0 {
+				return usagef("--limit: must not be negative")
+			}
+			return a.list(cmd, &guardv1.Session{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
+				return pages(ctx, c, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+					resp, err := c.reg.ListSessions(ctx, &guardv1.ListSessionsRequest{Group: group, RunnerId: runner, Limit: size, PageToken: token})
+					return render.Msgs(resp.GetSessions()), resp.GetNextPageToken(), err
+				})
+			})
+		},
+	}
+	list.Flags().Int32Var(&listLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	list.Flags().StringVar(&group, "group", "", "only sessions of this agent group")
+	list.Flags().StringVar(&runner, "runner", "", "only sessions on this runner")
+	get := &cobra.Command{
+		Use: "get <id>", Short: "Show one session", Example: "  ncl sessions get se_123", Args: one("id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
+				resp, err := c.reg.GetSession(ctx, &guardv1.GetSessionRequest{Id: args[0]})
+				return resp.GetSession(), err
+			})
+		},
+	}
+	var limit int32
+	history := &cobra.Command{
+		Use: "history <id>", Short: "Show a session's message history", Example: "  ncl sessions history se_123 --limit 20", Args: one("id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.list(cmd, &guardv1.SessionEvent{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
+				resp, err := c.reg.GetSessionHistory(ctx, &guardv1.GetSessionHistoryRequest{Id: args[0], Limit: limit})
+				return render.Msgs(resp.GetEvents()), err
+			})
+		},
+	}
+	history.Flags().Int32Var(&limit, "limit", 50, "at most this many events")
+	return noun("sessions", "Agent sessions", "  ncl sessions list\n  ncl sessions history se_123", list, get, history)
+}
