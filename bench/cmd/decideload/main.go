@@ -43,7 +43,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -248,6 +250,7 @@ type result struct {
 	lat               []time.Duration // from the scheduled time (open loop)
 	svc               []time.Duration // from the actual send (excludes the generator's own timer lag)
 	errors, overload  int64
+	errCodes          string // errors by gRPC code, e.g. "ResourceExhausted=12"
 	denies            int64
 	heapPerInFlight   float64
 	meanInFlight      float64
@@ -274,6 +277,9 @@ func (r *result) print() {
 		r.mode, r.rate, r.achieved, len(r.lat), r.pct(0.50).Round(time.Microsecond), r.pct(0.95).Round(time.Microsecond),
 		r.pct(0.99).Round(time.Microsecond), r.pct(0.999).Round(time.Microsecond), r.pct(1).Round(time.Microsecond),
 		r.errors, r.overload, r.denies)
+	if r.errCodes != "" {
+		fmt.Printf("       errors by code: %s\n", r.errCodes)
+	}
 	fmt.Printf("       from send (no generator lag): p50 %-9s p95 %-9s p99 %-9s p99.9 %s\n",
 		pct(r.svc, 0.50).Round(time.Microsecond), pct(r.svc, 0.95).Round(time.Microsecond),
 		pct(r.svc, 0.99).Round(time.Microsecond), pct(r.svc, 0.999).Round(time.Microsecond))
@@ -320,10 +326,12 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	var errs, overload, denies atomic.Int64
 	var inflight atomic.Int64
 	var inflightSum, inflightSamples atomic.Int64
+	errCodes := &codeCounts{}
 	record := func(i int, sched time.Time, resp *guardv1.DecideResponse, err error) {
 		inflight.Add(-1)
 		if err != nil {
 			errs.Add(1)
+			errCodes.add(err)
 			return
 		}
 		if resp.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW {
@@ -443,7 +451,8 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	close(sampleStop)
 	<-sampleDone
 	elapsed := time.Since(start.Add(c.warmup))
-	r := &result{mode: c.mode, rate: rate, errors: errs.Load(), overload: overload.Load(), denies: denies.Load(), heapIdle: heapIdle, heapRun: heapRun}
+	r := &result{mode: c.mode, rate: rate, errors: errs.Load(), overload: overload.Load(), denies: denies.Load(), heapIdle: heapIdle, heapRun: heapRun,
+		errCodes: errCodes.String()}
 	completed := 0
 	for i := range total {
 		if !done[i] {
@@ -495,4 +504,30 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// codeCounts counts errors by gRPC code (a shed decision is ResourceExhausted).
+type codeCounts struct {
+	mu sync.Mutex
+	n  map[codes.Code]int
+}
+
+func (c *codeCounts) add(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[codes.Code]int{}
+	}
+	c.n[status.Code(err)]++
+}
+
+func (c *codeCounts) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []string
+	for code, n := range c.n {
+		parts = append(parts, fmt.Sprintf("%s=%d", code, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
 }
