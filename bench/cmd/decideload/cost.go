@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -184,6 +187,7 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 		answered atomic.Int64
 		wg       sync.WaitGroup
 	)
+	errCodes := &codeCounts{}
 	start := time.Now()
 	stop := start.Add(c.warmup + c.duration)
 	go func() {
@@ -209,12 +213,18 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 			if err == nil {
 				answered.Add(1)
 			}
+			// A shed decision waits for the server's retry hint, as the
+			// runner does; asking again at once only feeds the overload.
+			if d, shed := shedDelay(err); shed && c.honourRetry {
+				time.Sleep(d)
+			}
 			if !measured.Load() {
 				continue
 			}
 			mOnce.Do(func() { mStart = t0 })
 			if err != nil {
 				errs.Add(1)
+				errCodes.add(err)
 				continue
 			}
 			if resp.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW {
@@ -231,7 +241,7 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 		go ask(clients[w%n])
 	}
 	wg.Wait()
-	r := &result{mode: fmt.Sprintf("closed %d", c.closed), errors: errs.Load(), denies: denies.Load(), lat: lat}
+	r := &result{mode: fmt.Sprintf("closed %d", c.closed), errors: errs.Load(), denies: denies.Load(), lat: lat, errCodes: errCodes.String()}
 	sortDurations(r.lat)
 	r.svc = r.lat
 	r.completed = int(answered.Load())
@@ -240,4 +250,20 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 	}
 	r.rate = r.achieved
 	return r, nil
+}
+
+// shedDelay reports whether err is the server's admission refusal and how
+// long it asks to wait (100ms when it names no delay), as the runner's
+// decide client reads it.
+func shedDelay(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok || err == nil || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().AsDuration() > 0 {
+			return ri.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 100 * time.Millisecond, true
 }

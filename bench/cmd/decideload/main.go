@@ -60,6 +60,7 @@ type config struct {
 	step                       float64
 	p99Target                  time.Duration
 	destinations, closed       int
+	honourRetry                bool
 	serverPID                  int
 }
 
@@ -76,6 +77,7 @@ func main() {
 	flag.IntVar(&c.streams, "streams", 4, "concurrent DecideStreams (stream mode)")
 	flag.IntVar(&c.groups, "groups", 10000, "agent groups (and sessions) in the fixture")
 	flag.IntVar(&c.destinations, "destinations", 50000, "random destination pairs in the fixture (the allowed half of the checks)")
+	flag.BoolVar(&c.honourRetry, "honour-retry", true, "closed loop: a shed decision (ResourceExhausted) waits for the server's retry hint before its worker asks again, as the runner does")
 	flag.IntVar(&c.closed, "closed", 0, "closed loop with this many requests in flight (0 = open loop at -rate)")
 	flag.IntVar(&c.serverPID, "server-pid", 0, "clawguard-server's pid for CPU per decision (0 = the one process named clawguard-server)")
 	flag.IntVar(&c.maxInFlight, "max-in-flight", 20000, "requests outstanding before the generator counts overload")
