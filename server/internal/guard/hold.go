@@ -1,0 +1,101 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// HoldRequest is what the engine asks the approvals service to create.
+type HoldRequest struct {
+	Kind          string
+	CatalogAction string
+	Payload       *structpb.Struct
+	Resource      map[string]string // the decided resource; a grant replays only it
+	SessionID     string
+	AgentGroupID  string
+	Requester     *guardv1.Actor
+	Rule          *guardv1.ApproverRule
+	Scope         guardv1.ApproverScope
+	Card          *guardv1.HoldCard
+	// Approvals is the quorum the decision's rule asks (0 = one / settings).
+	Approvals int
+}
+
+// HoldResult is what the approvals service did.
+type HoldResult struct {
+	HoldID      string
+	Created     bool
+	Undelivered bool
+	NoApprover  bool
+	Reason      string
+}
+
+// HoldCreator creates a hold in the decision's transaction (the approvals
+// service's CreateHoldTx behind an adapter, so this package stays a leaf).
+type HoldCreator func(ctx context.Context, tx pgx.Tx, req HoldRequest) (HoldResult, error)
+
+// holdWithCard creates the hold in the decision's transaction.
+func (e *Engine) holdWithCard(ctx context.Context, req *Request, entry *Entry, d Decision,
+	resp *guardv1.DecideResponse, row *logRow, start time.Time) (*guardv1.DecideResponse, error) {
+	if e.holds == nil {
+		resp.HoldError = "holds cannot be created: the approvals service is not wired"
+		return e.finish(ctx, req, d, resp, row, start)
+	}
+	hr := e.holdRequest(req, entry, d)
+	if hr.Kind == "" {
+		resp.HoldError = "this action has no approval kind; no hold can be created"
+		return e.finish(ctx, req, d, resp, row, start)
+	}
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		res, err := e.holds(ctx, tx, hr)
+		if err != nil {
+			return fmt.Errorf("create hold: %w", err)
+		}
+		resp.HoldId, resp.HoldCreated, resp.Undelivered = res.HoldID, res.Created, res.Undelivered
+		if res.NoApprover {
+			resp.HoldError = res.Reason
+		}
+		row.Hold = res.HoldID
+		e.fill(req, d, resp, row, start)
+		return insertTx(ctx, tx, row)
+	})
+	if err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
+		// The hold could not be made: still a HOLD (never an allow), and say why.
+		e.log.Error("hold creation failed", "action", req.Action, "err", err)
+		resp.HoldId, resp.HoldCreated, resp.Undelivered, row.Hold = "", false, false, ""
+		resp.HoldError = "the hold could not be created (try again)"
+		return e.finish(ctx, req, d, resp, row, start)
+	}
+	return e.afterTx(ctx, req, d, resp, row, err)
+}
+
+func (e *Engine) holdRequest(req *Request, entry *Entry, d Decision) HoldRequest {
+	// The hold kind is the entry's approval action: a caller cannot mint a
+	// hold whose approval would be a grant for some other action.
+	kind := req.Card.GetKind()
+	if entry != nil && entry.ApprovalAction != "" {
+		kind = entry.ApprovalAction
+	}
+	payload := req.Card.GetPayload()
+	if payload == nil {
+		payload = req.RawPayload
+	}
+	if payload == nil {
+		payload, _ = structpb.NewStruct(req.Payload)
+	}
+	anchor, _ := req.AgentGroup()
+	if g := d.Rule.GetAdminsOfScope().GetAgentGroupId(); g != "" {
+		anchor = g
+	}
+	return HoldRequest{
+		Kind: kind, CatalogAction: req.Action, Payload: payload, Resource: req.Resource, SessionID: req.Session(), AgentGroupID: anchor,
+		Requester: req.Actor, Rule: d.Rule, Scope: d.Scope, Card: req.Card, Approvals: d.Approvals,
+	}
+}
