@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/guard"
@@ -240,6 +241,11 @@ func (g *AdminGuard) Replay(ctx context.Context, h *guardv1.Hold) error {
 	out, err := g.guarded(rctx, method, r, caller, msg, h.GetId(), func(ctx context.Context) (any, error) {
 		return g.invoke(ctx, method, msg)
 	})
+	if st := status.Convert(err); err != nil && st.Code() == codes.Unavailable && RetryDelay(st) > 0 {
+		// The guard could not decide the replay (nothing decided, grant
+		// unused): dispatch it again later rather than drop the approval.
+		return fmt.Errorf("%w: %s", approvals.ErrRetryLater, st.Message())
+	}
 	if err != nil {
 		return g.notify(ctx, h, guardv1.NoticeKind_NOTICE_KIND_FAILED,
 			fmt.Sprintf("Your `ncl %s` request was approved, but applying it failed: %s", label, status.Convert(err).Message()))

@@ -352,6 +352,7 @@ func (s *Service) runApproved(ctx context.Context, h *guardv1.Hold) {
 	if len(handlers) == 0 {
 		return
 	}
+	retry := false
 	for _, fn := range handlers {
 		func() {
 			hctx, cancel := context.WithTimeout(ctx, s.HandlerTimeout)
@@ -361,13 +362,56 @@ func (s *Service) runApproved(ctx context.Context, h *guardv1.Hold) {
 					s.log.Error("approved handler panicked", "hold", h.Id, "kind", h.Kind, "panic", fmt.Sprint(p))
 				}
 			}()
-			if err := fn(hctx, h); err != nil {
+			switch err := fn(hctx, h); {
+			case errors.Is(err, ErrRetryLater):
+				retry = true
+				s.log.Warn("approved handler could not run now; it will be dispatched again", "hold", h.Id, "kind", h.Kind, "err", err)
+			case err != nil:
 				s.log.Error("approved handler failed", "hold", h.Id, "kind", h.Kind, "err", err)
 			}
 		}()
 	}
+	if retry {
+		s.dispatchLater(ctx, h)
+		return
+	}
 	if _, err := s.pool.Exec(ctx, `UPDATE holds SET dispatched_at = now() WHERE id = $1 AND dispatched_at IS NULL`, h.Id); err != nil {
 		s.log.Warn("marking an approved hold dispatched failed; the recovery loop may run its handlers again", "hold", h.Id, "err", err)
+	}
+}
+
+// ErrRetryLater is what an approved handler returns when it could not run
+// now and did nothing (the guard could not decide its replay: the grant is
+// unused). The hold is dispatched again after a back-off, up to
+// MaxDispatchAttempts; then the approvers and the requester are told why not.
+var ErrRetryLater = errors.New("could not run now; nothing was done")
+
+// MaxDispatchAttempts bounds the retries of a server-run replay.
+const MaxDispatchAttempts = 8
+
+// dispatchLater releases the hold for the recovery loop after a back-off
+// (10 s doubling), or gives up past MaxDispatchAttempts. If the database is
+// unreachable too, the hold stays claimed-undispatched as it was, and the
+// next attempt waits for DispatchGrace.
+func (s *Service) dispatchLater(ctx context.Context, h *guardv1.Hold) {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var attempts int
+		err := tx.QueryRow(ctx, `UPDATE holds SET dispatch_attempts = dispatch_attempts + 1,
+				dispatched_at = NULL, dispatch_after = now() + make_interval(secs => 10 * power(2, LEAST(dispatch_attempts, 10)))
+			WHERE id = $1 RETURNING dispatch_attempts`, h.Id).Scan(&attempts)
+		if err != nil {
+			return err
+		}
+		if attempts < MaxDispatchAttempts {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE holds SET dispatched_at = now() WHERE id = $1`, h.Id); err != nil {
+			return err
+		}
+		return s.giveUpTx(ctx, tx, h, fmt.Sprintf("the guard could not decide its replay in %d attempts", attempts))
+	})
+	if err != nil {
+		s.log.Error("could not schedule the approved hold's next dispatch", "hold", h.Id, "err", err)
 	}
 }
 
@@ -385,7 +429,8 @@ func (s *Service) DispatchMissed(ctx context.Context) (int, error) {
 	rows, err := s.pool.Query(ctx, `UPDATE holds SET dispatched_at = now()
 		WHERE id IN (SELECT id FROM holds
 		              WHERE status = 'approved' AND dispatched_at IS NULL AND kind = ANY($1)
-		                AND resolved_at < now() - make_interval(secs => $2)
+		                AND (resolved_at < now() - make_interval(secs => $2) AND dispatch_after IS NULL
+		                     OR dispatch_after <= now())
 		              ORDER BY resolved_at LIMIT 20 FOR UPDATE SKIP LOCKED)
 		  AND dispatched_at IS NULL
 		RETURNING `+holdColumns, kinds, s.DispatchGrace.Seconds())

@@ -125,3 +125,60 @@ func TestMalformedCallerContextRefusesReplay(t *testing.T) {
 		}
 	}
 }
+
+// Issue 13 for server-run replays: an approved admin command whose replay
+// the guard cannot decide (the decision log refuses inserts) is not dropped
+// with a "failed" notice — nothing ran, the grant is unused, and the hold is
+// dispatched again once the guard can decide: the command runs exactly once.
+func TestApprovedCommandTheGuardCouldNotDecideRunsLaterOnce(t *testing.T) {
+	srv := testserver.Start(t)
+	w := newWorld(t, srv)
+	owner := withOwner(w)
+	w.exec(`INSERT INTO users (id) VALUES ('telegram:{A}-new')`)
+	agent := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "runner", w.R, ""), w.SA))
+	_, err := agent.Registry.AddMember(ctx, &guardv1.AddMemberRequest{UserId: w.sub("telegram:{A}-new")})
+	var hold string
+	for _, d := range status.Convert(err).Details() {
+		if p, ok := d.(*guardv1.ApprovalPending); ok {
+			hold = p.GetHoldId()
+		}
+	}
+	if hold == "" {
+		t.Fatalf("AddMember: %v, want a pending approval", err)
+	}
+	w.exec(`CREATE FUNCTION refuse_log_{A}() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION insufficient_privilege USING MESSAGE = 'permission denied for table decisions'; END $$;
+		CREATE TRIGGER refuse_log_{A} BEFORE INSERT ON decisions FOR EACH ROW EXECUTE FUNCTION refuse_log_{A}()`)
+	if _, err := srv.Deps().Approvals.Resolve(ctx, approvals.Resolution{HoldID: hold,
+		Outcome: guardv1.Outcome_OUTCOME_APPROVE, Clicker: owner}); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if n := w.count(`SELECT count(*) FROM agent_group_members WHERE agent_group_id = '{A}'`); n != 0 {
+		t.Fatal("the command ran without a logged decision")
+	}
+	if n := w.count(`SELECT count(*) FROM holds WHERE id = '` + hold + `' AND consumed_at IS NULL AND dispatched_at IS NULL
+		AND dispatch_attempts = 1 AND dispatch_after > now()`); n != 1 {
+		t.Fatal("the undecided replay was not scheduled again (or its grant was used)")
+	}
+	for _, text := range notices(t, w, "{SA}") {
+		if strings.Contains(text, "failed") {
+			t.Fatalf("the requester was told it failed: %q", text)
+		}
+	}
+
+	w.exec(`DROP TRIGGER refuse_log_{A} ON decisions; DROP FUNCTION refuse_log_{A}();
+		UPDATE holds SET dispatch_after = now() WHERE id = '` + hold + `'`)
+	if n, err := srv.Deps().Approvals.DispatchMissed(ctx); err != nil || n != 1 {
+		t.Fatalf("dispatch again: %d holds (%v), want 1", n, err)
+	}
+	if n := w.count(`SELECT count(*) FROM agent_group_members WHERE agent_group_id = '{A}' AND user_id = 'telegram:{A}-new'`); n != 1 {
+		t.Fatal("the approved command did not run once the guard could decide")
+	}
+	if n, err := srv.Deps().Approvals.DispatchMissed(ctx); err != nil || n != 0 {
+		t.Fatalf("a dispatched hold was dispatched again: %d (%v)", n, err)
+	}
+	texts := notices(t, w, "{SA}")
+	if len(texts) == 0 || !strings.Contains(texts[len(texts)-1], "approved and ran") {
+		t.Fatalf("requester not told of the result: %q", texts)
+	}
+}
