@@ -127,9 +127,10 @@ func (a *app) completeHolds(cmd *cobra.Command) ([]string, cobra.ShellCompDirect
 // completeGroups: agent groups, "id<TAB>name".
 func (a *app) completeGroups(cmd *cobra.Command) ([]string, cobra.ShellCompDirective) {
 	return a.completeCall(cmd, func(ctx context.Context, c *clients) ([]string, error) {
-		resp, err := c.reg.ListGroups(ctx, &guardv1.ListGroupsRequest{})
+		all, err := pages(ctx, c, 0, listGroupsPage)
 		var out []string
-		for _, g := range resp.GetGroups() {
+		for _, m := range all {
+			g := m.(*guardv1.Group)
 			out = append(out, g.GetId()+"\t"+g.GetName())
 		}
 		return out, err

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -30,18 +31,26 @@ func (a *app) groupsCmd() *cobra.Command {
 }
 
 func (a *app) groupsList() *cobra.Command {
-	return &cobra.Command{
+	var limit int32
+	cmd := &cobra.Command{
 		Use: "list", Short: "List agent groups", Example: "  ncl groups list -o json", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.do(cmd, func(ctx context.Context, c *clients) error {
-				resp, err := c.reg.ListGroups(ctx, &guardv1.ListGroupsRequest{})
-				if err != nil {
-					return err
-				}
-				return a.printer().List(&guardv1.Group{}, render.Msgs(resp.GetGroups()))
+			if limit < 0 {
+				return usagef("--limit: must not be negative")
+			}
+			return a.list(cmd, &guardv1.Group{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
+				return pages(ctx, c, limit, listGroupsPage)
 			})
 		},
 	}
+	cmd.Flags().Int32Var(&limit, "limit", 0, "at most this many (0 = all: every page is read)")
+	return cmd
+}
+
+// listGroupsPage is one page of ListGroups, for pages.
+func listGroupsPage(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+	resp, err := c.reg.ListGroups(ctx, &guardv1.ListGroupsRequest{Limit: size, PageToken: token})
+	return render.Msgs(resp.GetGroups()), resp.GetNextPageToken(), err
 }
 
 func (a *app) groupsGet() *cobra.Command {
@@ -335,13 +344,13 @@ func (a *app) groupsMcp() *cobra.Command {
 // groupByName finds the one group with exactly this name, so people (and
 // scripts) can say "research" instead of its id.
 func groupByName(ctx context.Context, c *clients, name string) (*guardv1.Group, bool) {
-	resp, err := c.reg.ListGroups(ctx, &guardv1.ListGroupsRequest{})
+	all, err := pages(ctx, c, 0, listGroupsPage)
 	if err != nil {
 		return nil, false
 	}
 	var found *guardv1.Group
-	for _, g := range resp.GetGroups() {
-		if g.GetName() == name {
+	for _, m := range all {
+		if g := m.(*guardv1.Group); g.GetName() == name {
 			if found != nil {
 				return nil, false // ambiguous: keep the not-found answer
 			}

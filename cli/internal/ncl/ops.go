@@ -103,15 +103,22 @@ only telegram chats, and resolves holds only as such a user.`,
 			return nil
 		})
 	}
+	var tokensLimit int32
 	list := &cobra.Command{
 		Use: "list", Short: "List tokens (never their secrets)", Example: "  ncl tokens list", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tokensLimit < 0 {
+				return usagef("--limit: must not be negative")
+			}
 			return a.list(cmd, &guardv1.Token{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				resp, err := c.reg.ListTokens(ctx, &guardv1.ListTokensRequest{})
-				return render.Msgs(resp.GetTokens()), err
+				return pages(ctx, c, tokensLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+					resp, err := c.reg.ListTokens(ctx, &guardv1.ListTokensRequest{Limit: size, PageToken: token})
+					return render.Msgs(resp.GetTokens()), resp.GetNextPageToken(), err
+				})
 			})
 		},
 	}
+	list.Flags().Int32Var(&tokensLimit, "limit", 0, "at most this many (0 = all: every page is read)")
 	revoke := &cobra.Command{
 		Use: "revoke <id>", Short: "Revoke a token", Example: "  ncl tokens revoke tk_123", Args: one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -126,15 +133,22 @@ only telegram chats, and resolves holds only as such a user.`,
 }
 
 func (a *app) runnersCmd() *cobra.Command {
+	var runnersLimit int32
 	list := &cobra.Command{
 		Use: "list", Short: "List runners, their leases and sessions", Example: "  ncl runners list", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runnersLimit < 0 {
+				return usagef("--limit: must not be negative")
+			}
 			return a.list(cmd, &guardv1.Runner{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				resp, err := c.reg.ListRunners(ctx, &guardv1.ListRunnersRequest{})
-				return render.Msgs(resp.GetRunners()), err
+				return pages(ctx, c, runnersLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+					resp, err := c.reg.ListRunners(ctx, &guardv1.ListRunnersRequest{Limit: size, PageToken: token})
+					return render.Msgs(resp.GetRunners()), resp.GetNextPageToken(), err
+				})
 			})
 		},
 	}
+	list.Flags().Int32Var(&runnersLimit, "limit", 0, "at most this many (0 = all: every page is read)")
 	return noun("runners", "Runners (one per host)", "  ncl runners list", list)
 }
 

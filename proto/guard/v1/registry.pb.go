@@ -3182,7 +3182,11 @@ func (x *GetGroupResponse) GetGroup() *Group {
 
 // ListGroupsRequest lists groups.
 type ListGroupsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page; empty = first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3217,10 +3221,26 @@ func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
+func (x *ListGroupsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListGroupsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListGroupsResponse is the groups.
 type ListGroupsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Groups        []*Group               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Groups []*Group               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3260,6 +3280,13 @@ func (x *ListGroupsResponse) GetGroups() []*Group {
 		return x.Groups
 	}
 	return nil
+}
+
+func (x *ListGroupsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // UpdateGroupRequest updates a group's name or pin (empty = unchanged).
@@ -8157,7 +8184,11 @@ func (x *CreateTokenResponse) GetSecret() string {
 
 // ListTokensRequest lists tokens.
 type ListTokensRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page; empty = first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8192,10 +8223,26 @@ func (*ListTokensRequest) Descriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
 }
 
+func (x *ListTokensRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListTokensRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListTokensResponse is the tokens.
 type ListTokensResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tokens        []*Token               `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tokens []*Token               `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8235,6 +8282,13 @@ func (x *ListTokensResponse) GetTokens() []*Token {
 		return x.Tokens
 	}
 	return nil
+}
+
+func (x *ListTokensResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // RevokeTokenRequest names a token.
@@ -8321,7 +8375,11 @@ func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
 
 // ListRunnersRequest lists runners.
 type ListRunnersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page; empty = first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8356,10 +8414,26 @@ func (*ListRunnersRequest) Descriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
 }
 
+func (x *ListRunnersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListRunnersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListRunnersResponse is the runners.
 type ListRunnersResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Runners       []*Runner              `protobuf:"bytes,1,rep,name=runners,proto3" json:"runners,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Runners []*Runner              `protobuf:"bytes,1,rep,name=runners,proto3" json:"runners,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8399,6 +8473,13 @@ func (x *ListRunnersResponse) GetRunners() []*Runner {
 		return x.Runners
 	}
 	return nil
+}
+
+func (x *ListRunnersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // CatalogEntry is one guarded action.
@@ -9315,10 +9396,14 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fGetGroupRequest\x12\x14\n" +
 	"\x02id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x02id\"9\n" +
 	"\x10GetGroupResponse\x12%\n" +
-	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\x13\n" +
-	"\x11ListGroupsRequest\"=\n" +
+	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"H\n" +
+	"\x11ListGroupsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"e\n" +
 	"\x12ListGroupsResponse\x12'\n" +
-	"\x06groups\x18\x01 \x03(\v2\x0f.guard.v1.GroupR\x06groups\"\x93\x01\n" +
+	"\x06groups\x18\x01 \x03(\v2\x0f.guard.v1.GroupR\x06groups\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x93\x01\n" +
 	"\x12UpdateGroupRequest\x12\x14\n" +
 	"\x02id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -9625,16 +9710,24 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
 	"\x13CreateTokenResponse\x12%\n" +
 	"\x05token\x18\x01 \x01(\v2\x0f.guard.v1.TokenR\x05token\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"\x13\n" +
-	"\x11ListTokensRequest\"=\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"H\n" +
+	"\x11ListTokensRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"e\n" +
 	"\x12ListTokensResponse\x12'\n" +
-	"\x06tokens\x18\x01 \x03(\v2\x0f.guard.v1.TokenR\x06tokens\"$\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x0f.guard.v1.TokenR\x06tokens\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n" +
 	"\x12RevokeTokenRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
-	"\x13RevokeTokenResponse\"\x14\n" +
-	"\x12ListRunnersRequest\"A\n" +
+	"\x13RevokeTokenResponse\"I\n" +
+	"\x12ListRunnersRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"i\n" +
 	"\x13ListRunnersResponse\x12*\n" +
-	"\arunners\x18\x01 \x03(\v2\x10.guard.v1.RunnerR\arunners\"\x84\x02\n" +
+	"\arunners\x18\x01 \x03(\v2\x10.guard.v1.RunnerR\arunners\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x84\x02\n" +
 	"\fCatalogEntry\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12'\n" +
 	"\x0fapproval_action\x18\x02 \x01(\tR\x0eapprovalAction\x12(\n" +

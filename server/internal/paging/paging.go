@@ -38,6 +38,7 @@ func Limit(n int32) (int, error) {
 // the previous page.
 type Cursor struct {
 	At     time.Time `json:"t"`
+	Key    string    `json:"k,omitempty"` // lists sorted by a text key (NextKey)
 	ID     string    `json:"i"`
 	Filter string    `json:"f"`
 }
@@ -71,6 +72,35 @@ func Decode(token, filter string) (*Cursor, error) {
 	}
 	var c Cursor
 	if err := json.Unmarshal(b, &c); err != nil || c.ID == "" || c.At.IsZero() {
+		return nil, bad("not a page token")
+	}
+	if c.Filter != filter {
+		return nil, bad("issued for other filters")
+	}
+	return &c, nil
+}
+
+// NextKey is the token of the page after the row (key, id) under filter,
+// for lists sorted by a text key (a name) rather than a time.
+func NextKey(key, id, filter string) string {
+	b, _ := json.Marshal(Cursor{Key: key, ID: id, Filter: filter})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeKey reads a NextKey token as Decode reads a Next one.
+func DecodeKey(token, filter string) (*Cursor, error) {
+	if token == "" {
+		return nil, nil
+	}
+	bad := func(why string) error {
+		return status.Errorf(codes.InvalidArgument, "page_token: %s; pass next_page_token from the previous page of the same query", why)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return nil, bad("not a page token")
+	}
+	var c Cursor
+	if err := json.Unmarshal(b, &c); err != nil || c.ID == "" || !c.At.IsZero() {
 		return nil, bad("not a page token")
 	}
 	if c.Filter != filter {

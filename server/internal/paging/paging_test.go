@@ -38,3 +38,20 @@ func TestTokenRoundTripAndBinding(t *testing.T) {
 		t.Fatalf("empty token: %v %v, want the first page", c, err)
 	}
 }
+
+func TestKeyTokenRoundTripAndBinding(t *testing.T) {
+	f := Filter("groups", true)
+	c, err := DecodeKey(NextKey("alpha", "ag_1", f), f)
+	if err != nil || c.Key != "alpha" || c.ID != "ag_1" {
+		t.Fatalf("round trip: %+v %v", c, err)
+	}
+	if _, err := DecodeKey(NextKey("alpha", "ag_1", f), Filter("groups", false)); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("token of other filters: %v, want InvalidArgument", err)
+	}
+	if _, err := DecodeKey(Next(time.Now(), "ag_1", f), f); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a time token on a key list: %v, want InvalidArgument", err)
+	}
+	if _, err := Decode(NextKey("alpha", "ag_1", f), f); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a key token on a time list: %v, want InvalidArgument", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 	"github.com/clawguard/clawguard/server/internal/placement"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
@@ -139,19 +140,40 @@ func (s *Service) GetGroup(ctx context.Context, req *guardv1.GetGroupRequest) (*
 	return &guardv1.GetGroupResponse{Group: v.redact(g)}, nil
 }
 
-// ListGroups lists the groups the caller may see, by name.
-func (s *Service) ListGroups(ctx context.Context, _ *guardv1.ListGroupsRequest) (*guardv1.ListGroupsResponse, error) {
+// ListGroups lists a page of the groups the caller may see, by name.
+func (s *Service) ListGroups(ctx context.Context, req *guardv1.ListGroupsRequest) (*guardv1.ListGroupsResponse, error) {
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+groupColumns+groupFrom+` WHERE ($1 OR g.id = ANY($2)) ORDER BY g.name`, v.all, v.groups)
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging (name, id), bound to the viewer.
+	filter := paging.Filter("groups", v.all, v.groups)
+	cur, err := paging.DecodeKey(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	afterName, afterID := "", ""
+	if cur != nil {
+		afterName, afterID = cur.Key, cur.ID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+groupColumns+groupFrom+` WHERE ($1 OR g.id = ANY($2))
+		AND ($3 = '' OR (g.name, g.id) > ($4, $3)) ORDER BY g.name, g.id LIMIT $5`, v.all, v.groups, afterID, afterName, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListGroupsResponse{}
 	for rows.Next() {
+		if len(out.Groups) == limit {
+			// One row past the page: there is a next one.
+			last := out.Groups[limit-1]
+			out.NextPageToken = paging.NextKey(last.GetName(), last.GetId(), filter)
+			break
+		}
 		g, err := scanGroup(rows)
 		if err != nil {
 			return nil, err

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
-// ListRunners lists runners with their lease: live means the lease has not
+// ListRunners lists a page of runners (by id) with their lease: live means the lease has not
 // expired (by the database clock, the one every replica shares), sessions
 // counts the active sessions each one hosts.
-func (s *Service) ListRunners(ctx context.Context, _ *guardv1.ListRunnersRequest) (*guardv1.ListRunnersResponse, error) {
+func (s *Service) ListRunners(ctx context.Context, req *guardv1.ListRunnersRequest) (*guardv1.ListRunnersResponse, error) {
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -20,16 +21,35 @@ func (s *Service) ListRunners(ctx context.Context, _ *guardv1.ListRunnersRequest
 	if err := v.requireAll("runners"); err != nil {
 		return nil, err
 	}
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging on id.
+	filter := paging.Filter("runners")
+	cur, err := paging.DecodeKey(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	afterID := ""
+	if cur != nil {
+		afterID = cur.ID
+	}
 	rows, err := s.pool.Query(ctx, `SELECT r.id, r.host, r.version, r.capabilities, r.labels, r.delivery_actions,
 		r.lease_expires_at, r.lease_expires_at > now(), r.registered_at,
 		(SELECT count(*) FROM sessions s WHERE s.runner_id = r.id AND s.status = 'active')
-		FROM runners r ORDER BY r.id`)
+		FROM runners r WHERE r.id > $1 ORDER BY r.id LIMIT $2`, afterID, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListRunnersResponse{}
 	for rows.Next() {
+		if len(out.Runners) == limit {
+			// One row past the page: there is a next one.
+			out.NextPageToken = paging.NextKey("", out.Runners[limit-1].GetId(), filter)
+			break
+		}
 		var (
 			r                 guardv1.Runner
 			labels, actions   []byte

@@ -15,6 +15,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/paging"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -145,8 +146,8 @@ func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenReque
 	return &guardv1.CreateTokenResponse{Token: t, Secret: secret}, nil
 }
 
-// ListTokens lists tokens, oldest first; secrets are never stored or shown.
-func (s *Service) ListTokens(ctx context.Context, _ *guardv1.ListTokensRequest) (*guardv1.ListTokensResponse, error) {
+// ListTokens lists a page of tokens, oldest first; secrets are never stored or shown.
+func (s *Service) ListTokens(ctx context.Context, req *guardv1.ListTokensRequest) (*guardv1.ListTokensResponse, error) {
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -154,13 +155,36 @@ func (s *Service) ListTokens(ctx context.Context, _ *guardv1.ListTokensRequest) 
 	if err := v.requireAll("tokens"); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at, id`)
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging (created_at, id).
+	filter := paging.Filter("tokens")
+	cur, err := paging.Decode(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	var after *time.Time
+	afterID := ""
+	if cur != nil {
+		after, afterID = &cur.At, cur.ID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+tokenColumns+` FROM tokens
+		WHERE ($1::timestamptz IS NULL OR (created_at, id) > ($1, $2))
+		ORDER BY created_at, id LIMIT $3`, after, afterID, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListTokensResponse{}
 	for rows.Next() {
+		if len(out.Tokens) == limit {
+			// One row past the page: there is a next one.
+			last := out.Tokens[limit-1]
+			out.NextPageToken = paging.Next(last.GetCreatedAt().AsTime(), last.GetId(), filter)
+			break
+		}
 		t, err := scanToken(rows)
 		if err != nil {
 			return nil, err

@@ -1,0 +1,117 @@
+package api_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/testserver"
+)
+
+// listPage is one call of a List RPC: the ids of its page and the next token.
+type listPage func(ctx context.Context, limit int32, token string) (ids []string, next string, err error)
+
+// pageThrough reads every page of list at limit and returns the ids with
+// prefix it saw, failing on a page over the limit or a row on two pages.
+func pageThrough(ctx context.Context, t *testing.T, name string, limit int32, prefix string, list listPage) (map[string]bool, int) {
+	t.Helper()
+	seen := map[string]bool{}
+	token, pages := "", 0
+	for {
+		ids, next, err := list(ctx, limit, token)
+		if err != nil {
+			t.Fatalf("%s page %d: %v", name, pages+1, err)
+		}
+		pages++
+		if len(ids) > int(limit) {
+			t.Fatalf("%s: page of %d, limit %d", name, len(ids), limit)
+		}
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("%s: %s on two pages", name, id)
+			}
+			if strings.HasPrefix(id, prefix) {
+				seen[id] = true
+			}
+		}
+		if token = next; token == "" {
+			return seen, pages
+		}
+		if pages > 100 {
+			t.Fatalf("%s: still a next page after %d pages", name, pages)
+		}
+	}
+}
+
+// checkPaging asserts list pages through all n seeded rows (ids with
+// prefix), refuses a limit past the maximum, and refuses the token of
+// another list (or other filters) passed as other.
+func checkPaging(ctx context.Context, t *testing.T, name string, n int, prefix string, list, other listPage) {
+	t.Helper()
+	seen, pages := pageThrough(ctx, t, name, 70, prefix, list)
+	if len(seen) != n || pages < (n+69)/70 {
+		t.Fatalf("%s: paged %d of the %d seeded rows in %d pages", name, len(seen), n, pages)
+	}
+	if _, _, err := list(ctx, 1001, ""); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "1..1000") {
+		t.Fatalf("%s limit 1001: %v, want InvalidArgument naming 1..1000", name, err)
+	}
+	if _, _, err := list(ctx, -1, ""); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("%s limit -1: %v, want InvalidArgument", name, err)
+	}
+	_, next, err := list(ctx, 10, "")
+	if err != nil || next == "" {
+		t.Fatalf("%s first page of 10: next %q, %v", name, next, err)
+	}
+	if _, _, err := other(ctx, 10, next); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("%s token replayed on another query: %v, want InvalidArgument", name, err)
+	}
+}
+
+func ids[T interface{ GetId() string }](xs []T) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.GetId()
+	}
+	return out
+}
+
+// Issue 13: the registry's List RPCs returned every row in one response,
+// with no limit and no way to page. Each now pages like ListSessions.
+func TestRegistryListsPage(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 230
+	// Names collide on purpose only where the keyset breaks ties by id.
+	if _, err := srv.Pool.Exec(ctx, `
+		INSERT INTO agent_groups (id, name) SELECT 'ag_pg' || lpad(i::text, 4, '0'), 'pg-' || lpad((1000 - i)::text, 4, '0') FROM generate_series(1, 230) AS i;
+		INSERT INTO runners (id) SELECT 'rn_pg' || lpad(i::text, 4, '0') FROM generate_series(1, 230) AS i;
+		INSERT INTO tokens (id, kind, hash, created_at)
+		SELECT 'tok_pg' || lpad(i::text, 4, '0'), 'operator', sha256(i::text::bytea), '2026-11-30T06:00:00Z'::timestamptz + (i % 3) * interval '1 second'
+		FROM generate_series(1, 230) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	reg := srv.Operator(t).Registry
+
+	groups := func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+		r, err := reg.ListGroups(ctx, &guardv1.ListGroupsRequest{Limit: limit, PageToken: token})
+		return ids(r.GetGroups()), r.GetNextPageToken(), err
+	}
+	tokens := func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+		r, err := reg.ListTokens(ctx, &guardv1.ListTokensRequest{Limit: limit, PageToken: token})
+		return ids(r.GetTokens()), r.GetNextPageToken(), err
+	}
+	runners := func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+		r, err := reg.ListRunners(ctx, &guardv1.ListRunnersRequest{Limit: limit, PageToken: token})
+		return ids(r.GetRunners()), r.GetNextPageToken(), err
+	}
+	checkPaging(ctx, t, "ListGroups", n, "ag_pg", groups, runners)
+	checkPaging(ctx, t, "ListTokens", n, "tok_pg", tokens, groups)
+	checkPaging(ctx, t, "ListRunners", n, "rn_pg", runners, groups)
+}
