@@ -7,6 +7,7 @@
 package guardv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -921,37 +922,38 @@ var File_guard_v1_approvals_proto protoreflect.FileDescriptor
 
 const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\n" +
-	"\x18guard/v1/approvals.proto\x12\bguard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\xf1\x01\n" +
-	"\vListRequest\x12,\n" +
-	"\x06status\x18\x01 \x01(\x0e2\x14.guard.v1.HoldStatusR\x06status\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12*\n" +
-	"\x0eagent_group_id\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\x12&\n" +
-	"\x0feligible_for_me\x18\x04 \x01(\bR\religibleForMe\x12\x17\n" +
-	"\aas_user\x18\x05 \x01(\tR\x06asUser\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\x18guard/v1/approvals.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\x84\x03\n" +
+	"\vListRequest\x126\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x14.guard.v1.HoldStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12,\n" +
+	"\x04kind\x18\x02 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x04kind\x12K\n" +
+	"\x0eagent_group_id\x18\x03 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\fagentGroupId\x12&\n" +
+	"\x0feligible_for_me\x18\x04 \x01(\bR\religibleForMe\x12:\n" +
+	"\aas_user\x18\x05 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06asUser\x12 \n" +
+	"\x05limit\x18\x06 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\a \x01(\tR\tpageToken\"\\\n" +
+	"page_token\x18\a \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"\\\n" +
 	"\fListResponse\x12$\n" +
 	"\x05holds\x18\x01 \x03(\v2\x0e.guard.v1.HoldR\x05holds\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1c\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"?\n" +
 	"\n" +
-	"GetRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"1\n" +
+	"GetRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"1\n" +
 	"\vGetResponse\x12\"\n" +
-	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\x96\x01\n" +
-	"\x0eResolveRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x11.guard.v1.OutcomeR\aoutcome\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x17\n" +
-	"\aas_user\x18\x04 \x01(\tR\x06asUser\x12\x16\n" +
-	"\x06choice\x18\x05 \x01(\tR\x06choice\"5\n" +
+	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\x82\x02\n" +
+	"\x0eResolveRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\x125\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x11.guard.v1.OutcomeB\b\xbaH\x05\x82\x01\x02\x10\x01R\aoutcome\x12$\n" +
+	"\x06reason\x18\x03 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\x06reason\x12:\n" +
+	"\aas_user\x18\x04 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06asUser\x12$\n" +
+	"\x06choice\x18\x05 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x06choice\"5\n" +
 	"\x0fResolveResponse\x12\"\n" +
-	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\x8c\x01\n" +
-	"\fWatchRequest\x12!\n" +
-	"\fafter_cursor\x18\x01 \x01(\x03R\vafterCursor\x12\x19\n" +
-	"\bfrom_now\x18\x02 \x01(\bR\afromNow\x12\x12\n" +
-	"\x04kind\x18\x03 \x01(\tR\x04kind\x12*\n" +
-	"\x0eagent_group_id\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\"\xbc\x02\n" +
+	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\xd0\x01\n" +
+	"\fWatchRequest\x12*\n" +
+	"\fafter_cursor\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\vafterCursor\x12\x19\n" +
+	"\bfrom_now\x18\x02 \x01(\bR\afromNow\x12,\n" +
+	"\x04kind\x18\x03 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x04kind\x12K\n" +
+	"\x0eagent_group_id\x18\x04 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\fagentGroupId\"\xbc\x02\n" +
 	"\rWatchResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12'\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x13.guard.v1.EventTypeR\x04type\x12\"\n" +
@@ -960,23 +962,23 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\bresolver\x18\x05 \x01(\tR\bresolver\x12 \n" +
 	"\vundelivered\x18\x06 \x01(\bR\vundelivered\x12*\n" +
 	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12/\n" +
-	"\x13approvals_remaining\x18\b \x01(\x05R\x12approvalsRemaining\"\xf1\x02\n" +
-	"\x0eRequestRequest\x12\x12\n" +
-	"\x04kind\x18\x01 \x01(\tR\x04kind\x12*\n" +
-	"\x0eagent_group_id\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\x12\x1d\n" +
+	"\x13approvals_remaining\x18\b \x01(\x05R\x12approvalsRemaining\"\xd9\x03\n" +
+	"\x0eRequestRequest\x12,\n" +
+	"\x04kind\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x04kind\x12K\n" +
+	"\x0eagent_group_id\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\fagentGroupId\x12@\n" +
 	"\n" +
-	"session_id\x18\x03 \x01(\tR\tsessionId\x12&\n" +
+	"session_id\x18\x03 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\x12&\n" +
 	"\x04card\x18\x04 \x01(\v2\x12.guard.v1.HoldCardR\x04card\x121\n" +
 	"\apayload\x18\x05 \x01(\v2\x17.google.protobuf.StructR\apayload\x12;\n" +
-	"\rapprover_rule\x18\x06 \x01(\v2\x16.guard.v1.ApproverRuleR\fapproverRule\x12>\n" +
-	"\x0eapprover_scope\x18\a \x01(\x0e2\x17.guard.v1.ApproverScopeR\rapproverScope\x12(\n" +
+	"\rapprover_rule\x18\x06 \x01(\v2\x16.guard.v1.ApproverRuleR\fapproverRule\x12H\n" +
+	"\x0eapprover_scope\x18\a \x01(\x0e2\x17.guard.v1.ApproverScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\rapproverScope\x12(\n" +
 	"\x10swept_on_restart\x18\b \x01(\bR\x0esweptOnRestart\"q\n" +
 	"\x0fRequestResponse\x12\"\n" +
 	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\x12 \n" +
-	"\vundelivered\x18\x03 \x01(\bR\vundelivered\"S\n" +
-	"\fAwaitRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
+	"\vundelivered\x18\x03 \x01(\bR\vundelivered\"v\n" +
+	"\fAwaitRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"O\n" +
 	"\rAwaitResponse\x12\"\n" +
 	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\x12\x1a\n" +

@@ -7,6 +7,7 @@
 package guardv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
@@ -1721,33 +1722,33 @@ var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
 	"\n" +
-	"\x15guard/v1/common.proto\x12\bguard.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x01\n" +
+	"\x15guard/v1/common.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x01\n" +
 	"\x05Actor\x12)\n" +
 	"\x04host\x18\x01 \x01(\v2\x13.guard.v1.HostActorH\x00R\x04host\x12,\n" +
 	"\x05agent\x18\x02 \x01(\v2\x14.guard.v1.AgentActorH\x00R\x05agent\x12,\n" +
 	"\x05human\x18\x03 \x01(\v2\x14.guard.v1.HumanActorH\x00R\x05human\x12/\n" +
 	"\x06system\x18\x04 \x01(\v2\x15.guard.v1.SystemActorH\x00R\x06systemB\x06\n" +
 	"\x04kind\"\v\n" +
-	"\tHostActor\"Q\n" +
+	"\tHostActor\"\x97\x01\n" +
 	"\n" +
-	"AgentActor\x12$\n" +
-	"\x0eagent_group_id\x18\x01 \x01(\tR\fagentGroupId\x12\x1d\n" +
+	"AgentActor\x12G\n" +
+	"\x0eagent_group_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\fagentGroupId\x12@\n" +
 	"\n" +
-	"session_id\x18\x02 \x01(\tR\tsessionId\"%\n" +
+	"session_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\"H\n" +
 	"\n" +
-	"HumanActor\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\r\n" +
+	"HumanActor\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\"\r\n" +
 	"\vSystemActor\"\x96\x01\n" +
 	"\fApproverRule\x12;\n" +
 	"\texclusive\x18\x01 \x01(\v2\x1b.guard.v1.ExclusiveApproverH\x00R\texclusive\x12A\n" +
 	"\x0fadmins_of_scope\x18\x02 \x01(\v2\x17.guard.v1.AdminsOfScopeH\x00R\radminsOfScopeB\x06\n" +
-	"\x04kind\"P\n" +
-	"\x11ExclusiveApprover\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\"\n" +
-	"\ralso_user_ids\x18\x02 \x03(\tR\valsoUserIds\"X\n" +
-	"\rAdminsOfScope\x12$\n" +
-	"\x0eagent_group_id\x18\x01 \x01(\tR\fagentGroupId\x12!\n" +
-	"\fdelivered_to\x18\x02 \x01(\tR\vdeliveredTo\"\xd4\x02\n" +
+	"\x04kind\"\x9d\x01\n" +
+	"\x11ExclusiveApprover\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12L\n" +
+	"\ralso_user_ids\x18\x02 \x03(\tB(\xbaH%\x92\x01\"\x10\x10\"\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\valsoUserIds\"\x9e\x01\n" +
+	"\rAdminsOfScope\x12G\n" +
+	"\x0eagent_group_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\fagentGroupId\x12D\n" +
+	"\fdelivered_to\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\vdeliveredTo\"\xd4\x02\n" +
 	"\bDecision\x12(\n" +
 	"\x06effect\x18\x01 \x01(\x0e2\x10.guard.v1.EffectR\x06effect\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
@@ -1781,24 +1782,24 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\rExplainedFact\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x18\n" +
-	"\apresent\x18\x03 \x01(\bR\apresent\"8\n" +
+	"\apresent\x18\x03 \x01(\bR\apresent\"T\n" +
 	"\n" +
-	"HoldOption\x12\x14\n" +
-	"\x05label\x18\x01 \x01(\tR\x05label\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x94\x03\n" +
-	"\bHoldCard\x12\x14\n" +
-	"\x05title\x18\x01 \x01(\tR\x05title\x12\x1a\n" +
-	"\bquestion\x18\x02 \x01(\tR\bquestion\x12.\n" +
-	"\aoptions\x18\x03 \x03(\v2\x14.guard.v1.HoldOptionR\aoptions\x12\x1b\n" +
-	"\tdedup_key\x18\x04 \x01(\tR\bdedupKey\x129\n" +
+	"HoldOption\x12\"\n" +
+	"\x05label\x18\x01 \x01(\tB\f\xbaH\tr\a\x18\x80\x01\xba\x01\x01\x00R\x05label\x12\"\n" +
+	"\x05value\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x05value\"\x96\x04\n" +
+	"\bHoldCard\x12\"\n" +
+	"\x05title\x18\x01 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x05title\x12(\n" +
+	"\bquestion\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\bquestion\x128\n" +
+	"\aoptions\x18\x03 \x03(\v2\x14.guard.v1.HoldOptionB\b\xbaH\x05\x92\x01\x02\x10\x10R\aoptions\x12)\n" +
+	"\tdedup_key\x18\x04 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\bdedupKey\x129\n" +
 	"\n" +
-	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x12\n" +
-	"\x04kind\x18\x06 \x01(\tR\x04kind\x12.\n" +
-	"\x13origin_channel_type\x18\a \x01(\tR\x11originChannelType\x12.\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12,\n" +
+	"\x04kind\x18\x06 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x04kind\x12H\n" +
+	"\x13origin_channel_type\x18\a \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x11originChannelType\x12.\n" +
 	"\x13record_delivered_to\x18\b \x01(\bR\x11recordDeliveredTo\x121\n" +
-	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12'\n" +
+	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12A\n" +
 	"\x0fdelivery_action\x18\n" +
-	" \x01(\tR\x0edeliveryAction\"\x9e\n" +
+	" \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x0edeliveryAction\"\x9e\n" +
 	"\n" +
 	"\x04Hold\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +

@@ -7,6 +7,7 @@
 package guardv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -422,17 +423,17 @@ var File_guard_v1_guard_proto protoreflect.FileDescriptor
 
 const file_guard_v1_guard_proto_rawDesc = "" +
 	"\n" +
-	"\x14guard/v1/guard.proto\x12\bguard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\xf7\x02\n" +
-	"\rDecideRequest\x12\x16\n" +
-	"\x06action\x18\x01 \x01(\tR\x06action\x12%\n" +
-	"\x05actor\x18\x02 \x01(\v2\x0f.guard.v1.ActorR\x05actor\x12A\n" +
-	"\bresource\x18\x03 \x03(\v2%.guard.v1.DecideRequest.ResourceEntryR\bresource\x121\n" +
-	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12\x14\n" +
-	"\x05grant\x18\x05 \x01(\tR\x05grant\x12&\n" +
+	"\x14guard/v1/guard.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\x88\x04\n" +
+	"\rDecideRequest\x120\n" +
+	"\x06action\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x12%\n" +
+	"\x05actor\x18\x02 \x01(\v2\x0f.guard.v1.ActorR\x05actor\x12r\n" +
+	"\bresource\x18\x03 \x03(\v2%.guard.v1.DecideRequest.ResourceEntryB/\xbaH,\x9a\x01)\x10 \"\x1ar\x18\x10\x01\x18\x80\x012\x11^[A-Za-z0-9_.-]*$*\tr\a\x18\x80\b\xba\x01\x01\x00R\bresource\x121\n" +
+	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x127\n" +
+	"\x05grant\x18\x05 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x05grant\x12&\n" +
 	"\x04card\x18\x06 \x01(\v2\x12.guard.v1.HoldCardR\x04card\x12\x17\n" +
-	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x1d\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\x12@\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\x1a;\n" +
+	"request_id\x18\b \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\trequestId\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x02\n" +
@@ -445,9 +446,9 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"\n" +
 	"hold_error\x18\x05 \x01(\tR\tholdError\x12 \n" +
 	"\vundelivered\x18\x06 \x01(\bR\vundelivered\x127\n" +
-	"\vexplanation\x18\a \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"o\n" +
-	"\x13DecideStreamRequest\x12%\n" +
-	"\x0ecorrelation_id\x18\x01 \x01(\tR\rcorrelationId\x121\n" +
+	"\vexplanation\x18\a \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"\x92\x01\n" +
+	"\x13DecideStreamRequest\x12H\n" +
+	"\x0ecorrelation_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\rcorrelationId\x121\n" +
 	"\arequest\x18\x02 \x01(\v2\x17.guard.v1.DecideRequestR\arequest\"\xa0\x01\n" +
 	"\x14DecideStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tR\rcorrelationId\x124\n" +

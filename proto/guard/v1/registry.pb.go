@@ -7,6 +7,7 @@
 package guardv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -9173,25 +9174,25 @@ var File_guard_v1_registry_proto protoreflect.FileDescriptor
 
 const file_guard_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x17guard/v1/registry.proto\x12\bguard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"B\n" +
+	"\x17guard/v1/registry.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"B\n" +
 	"\x0fApprovalPending\x12\x17\n" +
 	"\ahold_id\x18\x01 \x01(\tR\x06holdId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"7\n" +
 	"\x15ConformanceViolations\x12\x1e\n" +
 	"\n" +
 	"violations\x18\x01 \x03(\tR\n" +
-	"violations\"O\n" +
-	"\x12DeliveryActionDecl\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
-	"\x0ecatalog_action\x18\x02 \x01(\tR\rcatalogAction\"\xf0\x02\n" +
-	"\x15RegisterRunnerRequest\x12\x1b\n" +
-	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x12\n" +
-	"\x04host\x18\x02 \x01(\tR\x04host\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\x12\"\n" +
-	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x12G\n" +
-	"\x10delivery_actions\x18\x05 \x03(\v2\x1c.guard.v1.DeliveryActionDeclR\x0fdeliveryActions\x12C\n" +
-	"\x06labels\x18\x06 \x03(\v2+.guard.v1.RegisterRunnerRequest.LabelsEntryR\x06labels\x12\x1f\n" +
-	"\vinstance_id\x18\a \x01(\tR\n" +
+	"violations\"\x83\x01\n" +
+	"\x12DeliveryActionDecl\x12,\n" +
+	"\x04name\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x04name\x12?\n" +
+	"\x0ecatalog_action\x18\x02 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\rcatalogAction\"\xd7\x04\n" +
+	"\x15RegisterRunnerRequest\x12>\n" +
+	"\trunner_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\brunnerId\x121\n" +
+	"\x04host\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x04host\x12&\n" +
+	"\aversion\x18\x03 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\aversion\x12H\n" +
+	"\fcapabilities\x18\x04 \x03(\tB$\xbaH!\x92\x01\x1e\x10@\"\x1ar\x18\x18\x80\x012\x13^[^\\x00-\\x20\\x7f]*$R\fcapabilities\x12R\n" +
+	"\x10delivery_actions\x18\x05 \x03(\v2\x1c.guard.v1.DeliveryActionDeclB\t\xbaH\x06\x92\x01\x03\x10\x80\x02R\x0fdeliveryActions\x12\x85\x01\n" +
+	"\x06labels\x18\x06 \x03(\v2+.guard.v1.RegisterRunnerRequest.LabelsEntryB@\xbaH=\x9a\x01:\x10@\"\x1ar\x18\x18\x80\x012\x13^[^\\x00-\\x20\\x7f]*$*\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x06labels\x12B\n" +
+	"\vinstance_id\x18\a \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\n" +
 	"instanceId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -9210,15 +9211,15 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x03ack\x18\x02 \x01(\v2\x11.guard.v1.PushAckH\x00R\x03ack\x123\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x13.guard.v1.HeartbeatH\x00R\theartbeat\x122\n" +
 	"\arelease\x18\x04 \x01(\v2\x16.guard.v1.LeaseReleaseH\x00R\areleaseB\a\n" +
-	"\x05frame\"L\n" +
-	"\fConnectHello\x12\x1b\n" +
-	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x1f\n" +
-	"\vinstance_id\x18\x02 \x01(\tR\n" +
-	"instanceId\"H\n" +
-	"\aPushAck\x12\x17\n" +
-	"\apush_id\x18\x01 \x01(\tR\x06pushId\x12\x0e\n" +
-	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\v\n" +
+	"\x05frame\"\x92\x01\n" +
+	"\fConnectHello\x12>\n" +
+	"\trunner_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\brunnerId\x12B\n" +
+	"\vinstance_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\n" +
+	"instanceId\"y\n" +
+	"\aPushAck\x12:\n" +
+	"\apush_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06pushId\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\"\n" +
+	"\x05error\x18\x03 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\x05error\"\v\n" +
 	"\tHeartbeat\"\x0e\n" +
 	"\fLeaseRelease\"p\n" +
 	"\x0fConnectResponse\x12$\n" +
@@ -9267,45 +9268,46 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.guard.v1.NoticeKindR\x04kind\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\"\x0e\n" +
-	"\fStartSession\"t\n" +
-	"\x12OpenSessionRequest\x12*\n" +
-	"\x0eagent_group_id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\fagentGroupId\x122\n" +
-	"\x12messaging_group_id\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x00R\x10messagingGroupId\"i\n" +
+	"\fStartSession\"\xb6\x01\n" +
+	"\x12OpenSessionRequest\x12K\n" +
+	"\x0eagent_group_id\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\fagentGroupId\x12S\n" +
+	"\x12messaging_group_id\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x00R\x10messagingGroupId\"i\n" +
 	"\x13OpenSessionResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\x12%\n" +
-	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"8\n" +
-	"\x17GetSessionConfigRequest\x12\x1d\n" +
+	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"[\n" +
+	"\x17GetSessionConfigRequest\x12@\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"n\n" +
+	"session_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\"n\n" +
 	"\x18GetSessionConfigResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\x12%\n" +
-	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\xa4\x02\n" +
-	"\x12ApplyActionRequest\x12\x1f\n" +
-	"\vdecision_id\x18\x01 \x01(\tR\n" +
-	"decisionId\x12\x1d\n" +
+	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\xb5\x03\n" +
+	"\x12ApplyActionRequest\x12B\n" +
+	"\vdecision_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\n" +
+	"decisionId\x12@\n" +
 	"\n" +
-	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x16\n" +
-	"\x06action\x18\x03 \x01(\tR\x06action\x121\n" +
-	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12F\n" +
-	"\bresource\x18\x05 \x03(\v2*.guard.v1.ApplyActionRequest.ResourceEntryR\bresource\x1a;\n" +
+	"session_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\x120\n" +
+	"\x06action\x18\x03 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x121\n" +
+	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12w\n" +
+	"\bresource\x18\x05 \x03(\v2*.guard.v1.ApplyActionRequest.ResourceEntryB/\xbaH,\x9a\x01)\x10 \"\x1ar\x18\x10\x01\x18\x80\x012\x11^[A-Za-z0-9_.-]*$*\tr\a\x18\x80\b\xba\x01\x01\x00R\bresource\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
 	"\x13ApplyActionResponse\x12/\n" +
 	"\x06result\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06result\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xbe\x02\n" +
-	"\x13RouteInboundRequest\x12!\n" +
-	"\fchannel_type\x18\x01 \x01(\tR\vchannelType\x12\x1f\n" +
-	"\vplatform_id\x18\x02 \x01(\tR\n" +
-	"platformId\x12\x1b\n" +
-	"\tchat_name\x18\x03 \x01(\tR\bchatName\x12\x19\n" +
-	"\bis_group\x18\x04 \x01(\bR\aisGroup\x12$\n" +
-	"\x0esender_user_id\x18\x05 \x01(\tR\fsenderUserId\x12\x1f\n" +
-	"\vsender_name\x18\x06 \x01(\tR\n" +
-	"senderName\x12\x1d\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xe4\x03\n" +
+	"\x13RouteInboundRequest\x12;\n" +
+	"\fchannel_type\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\vchannelType\x12>\n" +
+	"\vplatform_id\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\n" +
+	"platformId\x12)\n" +
+	"\tchat_name\x18\x03 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\bchatName\x12\x19\n" +
+	"\bis_group\x18\x04 \x01(\bR\aisGroup\x12G\n" +
+	"\x0esender_user_id\x18\x05 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\fsenderUserId\x12-\n" +
+	"\vsender_name\x18\x06 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\n" +
+	"senderName\x12<\n" +
 	"\n" +
-	"message_id\x18\a \x01(\tR\tmessageId\x12\x12\n" +
-	"\x04text\x18\b \x01(\tR\x04text\x121\n" +
+	"message_id\x18\a \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tmessageId\x12!\n" +
+	"\x04text\x18\b \x01(\tB\r\xbaH\n" +
+	"r\b\x18\x80\x80\x04\xba\x01\x01\x00R\x04text\x121\n" +
 	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\"\xc6\x01\n" +
 	"\x14RouteInboundResponse\x120\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x16.guard.v1.RouteOutcomeR\aoutcome\x12,\n" +
@@ -9313,20 +9315,21 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x17\n" +
 	"\ahold_id\x18\x04 \x01(\tR\x06holdId\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"z\n" +
-	"\x16PostChatMessageRequest\x12\x1d\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xb6\x01\n" +
+	"\x16PostChatMessageRequest\x12@\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12-\n" +
-	"\x04kind\x18\x02 \x01(\x0e2\x19.guard.v1.ChatMessageKindR\x04kind\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"u\n" +
+	"session_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\x127\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x19.guard.v1.ChatMessageKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\x12!\n" +
+	"\x04text\x18\x03 \x01(\tB\r\xbaH\n" +
+	"r\b\x18\x80\x80\x04\xba\x01\x01\x00R\x04text\"u\n" +
 	"\x17PostChatMessageResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12!\n" +
 	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x1f\n" +
 	"\vplatform_id\x18\x03 \x01(\tR\n" +
-	"platformId\"^\n" +
-	"\x16WatchChatOutboxRequest\x12!\n" +
-	"\fchannel_type\x18\x01 \x01(\tR\vchannelType\x12!\n" +
-	"\fafter_cursor\x18\x02 \x01(\x03R\vafterCursor\"\xe6\x02\n" +
+	"platformId\"\x81\x01\n" +
+	"\x16WatchChatOutboxRequest\x12;\n" +
+	"\fchannel_type\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\vchannelType\x12*\n" +
+	"\fafter_cursor\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\vafterCursor\"\xe6\x02\n" +
 	"\x17WatchChatOutboxResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12!\n" +
 	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x1f\n" +
@@ -9354,12 +9357,13 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
-	"\tMcpServer\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\acommand\x18\x02 \x01(\tR\acommand\x12\x12\n" +
-	"\x04args\x18\x03 \x03(\tR\x04args\x12.\n" +
-	"\x03env\x18\x04 \x03(\v2\x1c.guard.v1.McpServer.EnvEntryR\x03env\x1a6\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x02\n" +
+	"\tMcpServer\x12 \n" +
+	"\x04name\x18\x01 \x01(\tB\f\xbaH\tr\a\x18\x80\x01\xba\x01\x01\x00R\x04name\x12&\n" +
+	"\acommand\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\acommand\x12)\n" +
+	"\x04args\x18\x03 \x03(\tB\x15\xbaH\x12\x92\x01\x0f\x10\x80\x01\"\n" +
+	"r\b\x18\x80\x80\x01\xba\x01\x01\x00R\x04args\x12Z\n" +
+	"\x03env\x18\x04 \x03(\v2\x1c.guard.v1.McpServer.EnvEntryB*\xbaH'\x9a\x01$\x10\x80\x01\"\x14r\x12\x10\x01\x18\x80\x022\v^[^=\\x00]*$*\tr\a\x18\x80 \xba\x01\x01\x00R\x03env\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x02\n" +
@@ -9383,18 +9387,18 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12-\n" +
 	"\x06config\x18\x06 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\x12\"\n" +
-	"\finstructions\x18\a \x01(\tR\finstructions\"\x99\x01\n" +
-	"\x12CreateGroupRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
-	"\tcli_scope\x18\x02 \x01(\x0e2\x12.guard.v1.CliScopeR\bcliScope\x12\x1d\n" +
+	"\finstructions\x18\a \x01(\tR\finstructions\"\xef\x01\n" +
+	"\x12CreateGroupRequest\x12 \n" +
+	"\x04name\x18\x01 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x04name\x129\n" +
+	"\tcli_scope\x18\x02 \x01(\x0e2\x12.guard.v1.CliScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\bcliScope\x12<\n" +
 	"\n" +
-	"base_image\x18\x03 \x01(\tR\tbaseImage\x12\x1f\n" +
-	"\vpinned_host\x18\x04 \x01(\tR\n" +
+	"base_image\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tbaseImage\x12>\n" +
+	"\vpinned_host\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\n" +
 	"pinnedHost\"<\n" +
 	"\x13CreateGroupResponse\x12%\n" +
-	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"'\n" +
-	"\x0fGetGroupRequest\x12\x14\n" +
-	"\x02id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x02id\"9\n" +
+	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"H\n" +
+	"\x0fGetGroupRequest\x125\n" +
+	"\x02id\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x02id\"9\n" +
 	"\x10GetGroupResponse\x12%\n" +
 	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"H\n" +
 	"\x11ListGroupsRequest\x12\x14\n" +
@@ -9403,63 +9407,63 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"e\n" +
 	"\x12ListGroupsResponse\x12'\n" +
 	"\x06groups\x18\x01 \x03(\v2\x0f.guard.v1.GroupR\x06groups\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x93\x01\n" +
-	"\x12UpdateGroupRequest\x12\x14\n" +
-	"\x02id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x02id\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x80\x02\n" +
+	"\x12UpdateGroupRequest\x125\n" +
+	"\x02id\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x02id\x12 \n" +
+	"\x04name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x04name\x12<\n" +
 	"\n" +
-	"base_image\x18\x03 \x01(\tR\tbaseImage\x12$\n" +
-	"\vpinned_host\x18\x04 \x01(\tH\x00R\n" +
+	"base_image\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tbaseImage\x12C\n" +
+	"\vpinned_host\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$H\x00R\n" +
 	"pinnedHost\x88\x01\x01B\x0e\n" +
 	"\f_pinned_host\"<\n" +
 	"\x13UpdateGroupResponse\x12%\n" +
-	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"*\n" +
-	"\x12DeleteGroupRequest\x12\x14\n" +
-	"\x02id\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x02id\"\x97\x01\n" +
+	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"K\n" +
+	"\x12DeleteGroupRequest\x125\n" +
+	"\x02id\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x02id\"\x97\x01\n" +
 	"\x13DeleteGroupResponse\x12D\n" +
 	"\aremoved\x18\x01 \x03(\v2*.guard.v1.DeleteGroupResponse.RemovedEntryR\aremoved\x1a:\n" +
 	"\fRemovedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"3\n" +
-	"\x15GetGroupConfigRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"G\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"T\n" +
+	"\x15GetGroupConfigRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"G\n" +
 	"\x16GetGroupConfigResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xf0\x01\n" +
-	"\x18UpdateGroupConfigRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12/\n" +
-	"\tcli_scope\x18\x02 \x01(\x0e2\x12.guard.v1.CliScopeR\bcliScope\x12\x17\n" +
-	"\x04cpus\x18\x03 \x01(\tH\x00R\x04cpus\x88\x01\x01\x12\x1b\n" +
-	"\x06memory\x18\x04 \x01(\tH\x01R\x06memory\x88\x01\x01\x12*\n" +
-	"\x0ehold_approvals\x18\x05 \x01(\x05H\x02R\rholdApprovals\x88\x01\x01B\a\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xe4\x02\n" +
+	"\x18UpdateGroupConfigRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x129\n" +
+	"\tcli_scope\x18\x02 \x01(\x0e2\x12.guard.v1.CliScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\bcliScope\x126\n" +
+	"\x04cpus\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$H\x00R\x04cpus\x88\x01\x01\x12:\n" +
+	"\x06memory\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$H\x01R\x06memory\x88\x01\x01\x125\n" +
+	"\x0ehold_approvals\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00H\x02R\rholdApprovals\x88\x01\x01B\a\n" +
 	"\x05_cpusB\t\n" +
 	"\a_memoryB\x11\n" +
 	"\x0f_hold_approvals\"J\n" +
 	"\x19UpdateGroupConfigResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x84\x01\n" +
-	"\x16AddGroupPackageRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x122\n" +
-	"\amanager\x18\x02 \x01(\x0e2\x18.guard.v1.PackageManagerR\amanager\x12\x1a\n" +
-	"\bpackages\x18\x03 \x03(\tR\bpackages\"H\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xd5\x01\n" +
+	"\x16AddGroupPackageRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12<\n" +
+	"\amanager\x18\x02 \x01(\x0e2\x18.guard.v1.PackageManagerB\b\xbaH\x05\x82\x01\x02\x10\x01R\amanager\x12@\n" +
+	"\bpackages\x18\x03 \x03(\tB$\xbaH!\x92\x01\x1e\x10@\"\x1ar\x18\x18\xd6\x012\x13^[^\\x00-\\x20\\x7f]*$R\bpackages\"H\n" +
 	"\x17AddGroupPackageResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x85\x01\n" +
-	"\x19RemoveGroupPackageRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x122\n" +
-	"\amanager\x18\x02 \x01(\x0e2\x18.guard.v1.PackageManagerR\amanager\x12\x18\n" +
-	"\apackage\x18\x03 \x01(\tR\apackage\"K\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xcf\x01\n" +
+	"\x19RemoveGroupPackageRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12<\n" +
+	"\amanager\x18\x02 \x01(\x0e2\x18.guard.v1.PackageManagerB\b\xbaH\x05\x82\x01\x02\x10\x01R\amanager\x127\n" +
+	"\apackage\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\apackage\"K\n" +
 	"\x1aRemoveGroupPackageResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"c\n" +
-	"\x18AddGroupMcpServerRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12+\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x84\x01\n" +
+	"\x18AddGroupMcpServerRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12+\n" +
 	"\x06server\x18\x02 \x01(\v2\x13.guard.v1.McpServerR\x06server\"J\n" +
 	"\x19AddGroupMcpServerResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"M\n" +
-	"\x1bRemoveGroupMcpServerRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"M\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"|\n" +
+	"\x1bRemoveGroupMcpServerRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
+	"\x04name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x01\xba\x01\x01\x00R\x04name\"M\n" +
 	"\x1cRemoveGroupMcpServerResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"V\n" +
-	"\x13RestartGroupRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12#\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"w\n" +
+	"\x13RestartGroupRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12#\n" +
 	"\rrebuild_image\x18\x02 \x01(\bR\frebuildImage\"2\n" +
 	"\x14RestartGroupResponse\x12\x1a\n" +
 	"\bsessions\x18\x01 \x01(\x05R\bsessions\"\xb8\x02\n" +
@@ -9471,23 +9475,25 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\x0e2\x17.guard.v1.SessionStatusR\x06status\x129\n" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12@\n" +
-	"\x0elast_active_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastActiveAt\"\x83\x01\n" +
-	"\x13ListSessionsRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x1b\n" +
-	"\trunner_id\x18\x02 \x01(\tR\brunnerId\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\x0elast_active_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastActiveAt\"\xf2\x01\n" +
+	"\x13ListSessionsRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12>\n" +
+	"\trunner_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\brunnerId\x12 \n" +
+	"\x05limit\x18\x03 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"m\n" +
+	"page_token\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"m\n" +
 	"\x14ListSessionsResponse\x12-\n" +
 	"\bsessions\x18\x01 \x03(\v2\x11.guard.v1.SessionR\bsessions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"#\n" +
-	"\x11GetSessionRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"A\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"F\n" +
+	"\x11GetSessionRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"A\n" +
 	"\x12GetSessionResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\"@\n" +
-	"\x18GetSessionHistoryRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xa9\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\"o\n" +
+	"\x18GetSessionHistoryRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\x12 \n" +
+	"\x05limit\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\"\xa9\x01\n" +
 	"\fSessionEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
 	"\tdirection\x18\x02 \x01(\tR\tdirection\x12\x12\n" +
@@ -9500,38 +9506,38 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
 	"\ftarget_group\x18\x03 \x01(\tR\vtargetGroup\x124\n" +
-	"\x16target_messaging_group\x18\x04 \x01(\tR\x14targetMessagingGroup\"5\n" +
-	"\x17ListDestinationsRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"U\n" +
+	"\x16target_messaging_group\x18\x04 \x01(\tR\x14targetMessagingGroup\"V\n" +
+	"\x17ListDestinationsRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"U\n" +
 	"\x18ListDestinationsResponse\x129\n" +
-	"\fdestinations\x18\x01 \x03(\v2\x15.guard.v1.DestinationR\fdestinations\"\xac\x01\n" +
-	"\x15AddDestinationRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
-	"\ftarget_group\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01R\vtargetGroup\x12:\n" +
-	"\x16target_messaging_group\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x00R\x14targetMessagingGroup\"Q\n" +
+	"\fdestinations\x18\x01 \x03(\v2\x15.guard.v1.DestinationR\fdestinations\"\x9d\x02\n" +
+	"\x15AddDestinationRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
+	"\x04name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x01\xba\x01\x01\x00R\x04name\x12H\n" +
+	"\ftarget_group\x18\x03 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\vtargetGroup\x12[\n" +
+	"\x16target_messaging_group\x18\x04 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x00R\x14targetMessagingGroup\"Q\n" +
 	"\x16AddDestinationResponse\x127\n" +
-	"\vdestination\x18\x01 \x01(\v2\x15.guard.v1.DestinationR\vdestination\"J\n" +
-	"\x18RemoveDestinationRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x1b\n" +
+	"\vdestination\x18\x01 \x01(\v2\x15.guard.v1.DestinationR\vdestination\"y\n" +
+	"\x18RemoveDestinationRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
+	"\x04name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x01\xba\x01\x01\x00R\x04name\"\x1b\n" +
 	"\x19RemoveDestinationResponse\"n\n" +
 	"\x06Member\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x125\n" +
-	"\badded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\"0\n" +
-	"\x12ListMembersRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"A\n" +
+	"\badded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\"Q\n" +
+	"\x12ListMembersRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"A\n" +
 	"\x13ListMembersResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.guard.v1.MemberR\amembers\"G\n" +
-	"\x10AddMemberRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x17\n" +
-	"\auser_id\x18\x02 \x01(\tR\x06userId\"=\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.guard.v1.MemberR\amembers\"\x8b\x01\n" +
+	"\x10AddMemberRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12:\n" +
+	"\auser_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\"=\n" +
 	"\x11AddMemberResponse\x12(\n" +
-	"\x06member\x18\x01 \x01(\v2\x10.guard.v1.MemberR\x06member\"J\n" +
-	"\x13RemoveMemberRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12\x17\n" +
-	"\auser_id\x18\x02 \x01(\tR\x06userId\"\x16\n" +
+	"\x06member\x18\x01 \x01(\v2\x10.guard.v1.MemberR\x06member\"\x8e\x01\n" +
+	"\x13RemoveMemberRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12:\n" +
+	"\auser_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\"\x16\n" +
 	"\x14RemoveMemberResponse\"\xc4\x01\n" +
 	"\tRoleGrant\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\"\n" +
@@ -9539,24 +9545,24 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeR\x05scope\x12\x14\n" +
 	"\x05group\x18\x04 \x01(\tR\x05group\x129\n" +
 	"\n" +
-	"granted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tgrantedAt\"G\n" +
-	"\x10ListRolesRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1a\n" +
-	"\x05group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\">\n" +
+	"granted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tgrantedAt\"\x8b\x01\n" +
+	"\x10ListRolesRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12;\n" +
+	"\x05group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\">\n" +
 	"\x11ListRolesResponse\x12)\n" +
-	"\x05roles\x18\x01 \x03(\v2\x13.guard.v1.RoleGrantR\x05roles\"\x96\x01\n" +
-	"\x10GrantRoleRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\"\n" +
-	"\x04role\x18\x02 \x01(\x0e2\x0e.guard.v1.RoleR\x04role\x12)\n" +
-	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeR\x05scope\x12\x1a\n" +
-	"\x05group\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\">\n" +
+	"\x05roles\x18\x01 \x03(\v2\x13.guard.v1.RoleGrantR\x05roles\"\xee\x01\n" +
+	"\x10GrantRoleRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12,\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x0e.guard.v1.RoleB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04role\x123\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05scope\x12;\n" +
+	"\x05group\x18\x04 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\">\n" +
 	"\x11GrantRoleResponse\x12)\n" +
-	"\x05grant\x18\x01 \x01(\v2\x13.guard.v1.RoleGrantR\x05grant\"\x97\x01\n" +
-	"\x11RevokeRoleRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\"\n" +
-	"\x04role\x18\x02 \x01(\x0e2\x0e.guard.v1.RoleR\x04role\x12)\n" +
-	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeR\x05scope\x12\x1a\n" +
-	"\x05group\x18\x04 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"\x14\n" +
+	"\x05grant\x18\x01 \x01(\v2\x13.guard.v1.RoleGrantR\x05grant\"\xef\x01\n" +
+	"\x11RevokeRoleRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12,\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x0e.guard.v1.RoleB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04role\x123\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05scope\x12;\n" +
+	"\x05group\x18\x04 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"\x14\n" +
 	"\x12RevokeRoleResponse\"t\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -9565,19 +9571,19 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x12\n" +
 	"\x10ListUsersRequest\"9\n" +
 	"\x11ListUsersResponse\x12$\n" +
-	"\x05users\x18\x01 \x03(\v2\x0e.guard.v1.UserR\x05users\" \n" +
-	"\x0eGetUserRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
+	"\x05users\x18\x01 \x03(\v2\x0e.guard.v1.UserR\x05users\"C\n" +
+	"\x0eGetUserRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"5\n" +
 	"\x0fGetUserResponse\x12\"\n" +
-	"\x04user\x18\x01 \x01(\v2\x0e.guard.v1.UserR\x04user\"F\n" +
-	"\x11CreateUserRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
-	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\"8\n" +
+	"\x04user\x18\x01 \x01(\v2\x0e.guard.v1.UserR\x04user\"w\n" +
+	"\x11CreateUserRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\x12/\n" +
+	"\fdisplay_name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\vdisplayName\"8\n" +
 	"\x12CreateUserResponse\x12\"\n" +
-	"\x04user\x18\x01 \x01(\v2\x0e.guard.v1.UserR\x04user\"F\n" +
-	"\x11UpdateUserRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
-	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\"8\n" +
+	"\x04user\x18\x01 \x01(\v2\x0e.guard.v1.UserR\x04user\"w\n" +
+	"\x11UpdateUserRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\x12/\n" +
+	"\fdisplay_name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\vdisplayName\"8\n" +
 	"\x12UpdateUserResponse\x12\"\n" +
 	"\x04user\x18\x01 \x01(\v2\x0e.guard.v1.UserR\x04user\"\x92\x01\n" +
 	"\x06Wiring\x12\x0e\n" +
@@ -9585,19 +9591,19 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fmessaging_group\x18\x02 \x01(\tR\x0emessagingGroup\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\tR\x05group\x129\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"_\n" +
-	"\x12ListWiringsRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x12-\n" +
-	"\x0fmessaging_group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x00R\x0emessagingGroup\"A\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xa1\x01\n" +
+	"\x12ListWiringsRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12N\n" +
+	"\x0fmessaging_group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x00R\x0emessagingGroup\"A\n" +
 	"\x13ListWiringsResponse\x12*\n" +
-	"\awirings\x18\x01 \x03(\v2\x10.guard.v1.WiringR\awirings\"`\n" +
-	"\x13CreateWiringRequest\x12-\n" +
-	"\x0fmessaging_group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x00R\x0emessagingGroup\x12\x1a\n" +
-	"\x05group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"@\n" +
+	"\awirings\x18\x01 \x03(\v2\x10.guard.v1.WiringR\awirings\"\xa2\x01\n" +
+	"\x13CreateWiringRequest\x12N\n" +
+	"\x0fmessaging_group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x00R\x0emessagingGroup\x12;\n" +
+	"\x05group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"@\n" +
 	"\x14CreateWiringResponse\x12(\n" +
-	"\x06wiring\x18\x01 \x01(\v2\x10.guard.v1.WiringR\x06wiring\"%\n" +
-	"\x13DeleteWiringRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
+	"\x06wiring\x18\x01 \x01(\v2\x10.guard.v1.WiringR\x06wiring\"H\n" +
+	"\x13DeleteWiringRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"\x16\n" +
 	"\x14DeleteWiringResponse\"\xb2\x02\n" +
 	"\x0eMessagingGroup\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -9612,28 +9618,28 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x1c\n" +
 	"\x1aListMessagingGroupsRequest\"b\n" +
 	"\x1bListMessagingGroupsResponse\x12C\n" +
-	"\x10messaging_groups\x18\x01 \x03(\v2\x18.guard.v1.MessagingGroupR\x0fmessagingGroups\"*\n" +
-	"\x18GetMessagingGroupRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"^\n" +
+	"\x10messaging_groups\x18\x01 \x03(\v2\x18.guard.v1.MessagingGroupR\x0fmessagingGroups\"M\n" +
+	"\x18GetMessagingGroupRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"^\n" +
 	"\x19GetMessagingGroupResponse\x12A\n" +
-	"\x0fmessaging_group\x18\x01 \x01(\v2\x18.guard.v1.MessagingGroupR\x0emessagingGroup\"\xdc\x01\n" +
-	"\x1bCreateMessagingGroupRequest\x12!\n" +
-	"\fchannel_type\x18\x01 \x01(\tR\vchannelType\x12\x1f\n" +
-	"\vplatform_id\x18\x02 \x01(\tR\n" +
-	"platformId\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\x12J\n" +
-	"\x15unknown_sender_policy\x18\x04 \x01(\x0e2\x16.guard.v1.SenderPolicyR\x13unknownSenderPolicy\x12\x19\n" +
+	"\x0fmessaging_group\x18\x01 \x01(\v2\x18.guard.v1.MessagingGroupR\x0emessagingGroup\"\xad\x02\n" +
+	"\x1bCreateMessagingGroupRequest\x12;\n" +
+	"\fchannel_type\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\vchannelType\x12>\n" +
+	"\vplatform_id\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\n" +
+	"platformId\x12 \n" +
+	"\x04name\x18\x03 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x04name\x12T\n" +
+	"\x15unknown_sender_policy\x18\x04 \x01(\x0e2\x16.guard.v1.SenderPolicyB\b\xbaH\x05\x82\x01\x02\x10\x01R\x13unknownSenderPolicy\x12\x19\n" +
 	"\bis_group\x18\x05 \x01(\bR\aisGroup\"a\n" +
 	"\x1cCreateMessagingGroupResponse\x12A\n" +
-	"\x0fmessaging_group\x18\x01 \x01(\v2\x18.guard.v1.MessagingGroupR\x0emessagingGroup\"\x8d\x01\n" +
-	"\x1bUpdateMessagingGroupRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12J\n" +
-	"\x15unknown_sender_policy\x18\x03 \x01(\x0e2\x16.guard.v1.SenderPolicyR\x13unknownSenderPolicy\"a\n" +
+	"\x0fmessaging_group\x18\x01 \x01(\v2\x18.guard.v1.MessagingGroupR\x0emessagingGroup\"\xc8\x01\n" +
+	"\x1bUpdateMessagingGroupRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\x12 \n" +
+	"\x04name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x04name\x12T\n" +
+	"\x15unknown_sender_policy\x18\x03 \x01(\x0e2\x16.guard.v1.SenderPolicyB\b\xbaH\x05\x82\x01\x02\x10\x01R\x13unknownSenderPolicy\"a\n" +
 	"\x1cUpdateMessagingGroupResponse\x12A\n" +
-	"\x0fmessaging_group\x18\x01 \x01(\v2\x18.guard.v1.MessagingGroupR\x0emessagingGroup\"-\n" +
-	"\x1bDeleteMessagingGroupRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x1e\n" +
+	"\x0fmessaging_group\x18\x01 \x01(\v2\x18.guard.v1.MessagingGroupR\x0emessagingGroup\"P\n" +
+	"\x1bDeleteMessagingGroupRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"\x1e\n" +
 	"\x1cDeleteMessagingGroupResponse\"\xf5\x01\n" +
 	"\rMessagePolicy\x12\x1d\n" +
 	"\n" +
@@ -9642,43 +9648,43 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12\x1c\n" +
 	"\tapprovals\x18\x04 \x01(\x05R\tapprovals\x123\n" +
 	"\x16also_approver_user_ids\x18\x06 \x03(\tR\x13alsoApproverUserIds\x12-\n" +
-	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"1\n" +
-	"\x13ListPoliciesRequest\x12\x1a\n" +
-	"\x05group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\"K\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"R\n" +
+	"\x13ListPoliciesRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"K\n" +
 	"\x14ListPoliciesResponse\x123\n" +
-	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\"\x84\x02\n" +
-	"\x10SetPolicyRequest\x12#\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\"\xa8\x03\n" +
+	"\x10SetPolicyRequest\x12D\n" +
 	"\n" +
-	"from_group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\tfromGroup\x12\x1f\n" +
-	"\bto_group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\atoGroup\x12(\n" +
-	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12\x1c\n" +
-	"\tapprovals\x18\x04 \x01(\x05R\tapprovals\x123\n" +
-	"\x16also_approver_user_ids\x18\x06 \x03(\tR\x13alsoApproverUserIds\x12-\n" +
-	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"D\n" +
+	"from_group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\tfromGroup\x12@\n" +
+	"\bto_group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\atoGroup\x12K\n" +
+	"\x10approver_user_id\x18\x03 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x0eapproverUserId\x12'\n" +
+	"\tapprovals\x18\x04 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x12]\n" +
+	"\x16also_approver_user_ids\x18\x06 \x03(\tB(\xbaH%\x92\x01\"\x10\x10\"\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x13alsoApproverUserIds\x127\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"D\n" +
 	"\x11SetPolicyResponse\x12/\n" +
-	"\x06policy\x18\x01 \x01(\v2\x17.guard.v1.MessagePolicyR\x06policy\"[\n" +
-	"\x13RemovePolicyRequest\x12#\n" +
+	"\x06policy\x18\x01 \x01(\v2\x17.guard.v1.MessagePolicyR\x06policy\"\x9d\x01\n" +
+	"\x13RemovePolicyRequest\x12D\n" +
 	"\n" +
-	"from_group\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01R\tfromGroup\x12\x1f\n" +
-	"\bto_group\x18\x02 \x01(\tB\x04\xd0\xf3\x18\x01R\atoGroup\"\x16\n" +
+	"from_group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\tfromGroup\x12@\n" +
+	"\bto_group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\atoGroup\"\x16\n" +
 	"\x14RemovePolicyResponse\"^\n" +
 	"\x06UserDm\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12!\n" +
 	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"-\n" +
-	"\x12ListUserDmsRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"9\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"P\n" +
+	"\x12ListUserDmsRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\"9\n" +
 	"\x13ListUserDmsResponse\x12\"\n" +
-	"\x03dms\x18\x01 \x03(\v2\x10.guard.v1.UserDmR\x03dms\"h\n" +
-	"\x10SetUserDmRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12!\n" +
-	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"5\n" +
+	"\x03dms\x18\x01 \x03(\v2\x10.guard.v1.UserDmR\x03dms\"\xc4\x01\n" +
+	"\x10SetUserDmRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12;\n" +
+	"\fchannel_type\x18\x02 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\vchannelType\x127\n" +
+	"\aaddress\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\aaddress\"5\n" +
 	"\x11SetUserDmResponse\x12 \n" +
-	"\x02dm\x18\x01 \x01(\v2\x10.guard.v1.UserDmR\x02dm\"Q\n" +
-	"\x13RemoveUserDmRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12!\n" +
-	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\"\x16\n" +
+	"\x02dm\x18\x01 \x01(\v2\x10.guard.v1.UserDmR\x02dm\"\x8e\x01\n" +
+	"\x13RemoveUserDmRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12;\n" +
+	"\fchannel_type\x18\x02 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\vchannelType\"\x16\n" +
 	"\x14RemoveUserDmResponse\"\xa0\x03\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
@@ -9696,15 +9702,15 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	" \x03(\tR\bchannels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb4\x02\n" +
-	"\x12CreateTokenRequest\x12'\n" +
-	"\x04kind\x18\x01 \x01(\x0e2\x13.guard.v1.PrincipalR\x04kind\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
-	"\trunner_id\x18\x03 \x01(\tR\brunnerId\x12\x17\n" +
-	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x12\n" +
-	"\x04host\x18\x05 \x01(\tR\x04host\x12@\n" +
-	"\x06labels\x18\x06 \x03(\v2(.guard.v1.CreateTokenRequest.LabelsEntryR\x06labels\x12\x1a\n" +
-	"\bchannels\x18\a \x03(\tR\bchannels\x1a9\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x04\n" +
+	"\x12CreateTokenRequest\x121\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x13.guard.v1.PrincipalB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\x12 \n" +
+	"\x04name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x04name\x12>\n" +
+	"\trunner_id\x18\x03 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\brunnerId\x12:\n" +
+	"\auser_id\x18\x04 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x121\n" +
+	"\x04host\x18\x05 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x04host\x12\x82\x01\n" +
+	"\x06labels\x18\x06 \x03(\v2(.guard.v1.CreateTokenRequest.LabelsEntryB@\xbaH=\x9a\x01:\x10@\"\x1ar\x18\x18\x80\x012\x13^[^\\x00-\\x20\\x7f]*$*\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x06labels\x12;\n" +
+	"\bchannels\x18\a \x03(\tB\x1f\xbaH\x1c\x92\x01\x19\x10\x10\"\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\bchannels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
@@ -9717,9 +9723,9 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"e\n" +
 	"\x12ListTokensResponse\x12'\n" +
 	"\x06tokens\x18\x01 \x03(\v2\x0f.guard.v1.TokenR\x06tokens\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n" +
-	"\x12RevokeTokenRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"G\n" +
+	"\x12RevokeTokenRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"\x15\n" +
 	"\x13RevokeTokenResponse\"I\n" +
 	"\x12ListRunnersRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
@@ -9757,26 +9763,27 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\vexplanation\x18\f \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\x12\x12\n" +
 	"\x04mode\x18\r \x01(\tR\x04mode\x123\n" +
 	"\fwould_effect\x18\x0e \x01(\x0e2\x10.guard.v1.EffectR\vwouldEffect\x12!\n" +
-	"\fwould_reason\x18\x0f \x01(\tR\vwouldReason\"$\n" +
-	"\x12GetDecisionRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
+	"\fwould_reason\x18\x0f \x01(\tR\vwouldReason\"G\n" +
+	"\x12GetDecisionRequest\x121\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"K\n" +
 	"\x13GetDecisionResponse\x124\n" +
-	"\bdecision\x18\x01 \x01(\v2\x18.guard.v1.DecisionRecordR\bdecision\"\xdb\x01\n" +
-	"\x14ListDecisionsRequest\x12\x16\n" +
-	"\x06action\x18\x01 \x01(\tR\x06action\x12(\n" +
-	"\x06effect\x18\x02 \x01(\x0e2\x10.guard.v1.EffectR\x06effect\x12\x1a\n" +
-	"\x05group\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01R\x05group\x120\n" +
-	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\bdecision\x18\x01 \x01(\v2\x18.guard.v1.DecisionRecordR\bdecision\"\xcb\x02\n" +
+	"\x14ListDecisionsRequest\x120\n" +
+	"\x06action\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x122\n" +
+	"\x06effect\x18\x02 \x01(\x0e2\x10.guard.v1.EffectB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06effect\x12;\n" +
+	"\x05group\x18\x03 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12 \n" +
+	"\x05limit\x18\x05 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tR\tpageToken\"w\n" +
+	"page_token\x18\x06 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"w\n" +
 	"\x15ListDecisionsResponse\x126\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x18.guard.v1.DecisionRecordR\tdecisions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x7f\n" +
-	"\x18SetActionSettingsRequest\x12\x16\n" +
-	"\x06action\x18\x01 \x01(\tR\x06action\x12\x1c\n" +
-	"\tapprovals\x18\x02 \x01(\x05R\tapprovals\x12-\n" +
-	"\x04mode\x18\x03 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"I\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xae\x01\n" +
+	"\x18SetActionSettingsRequest\x120\n" +
+	"\x06action\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x12'\n" +
+	"\tapprovals\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"I\n" +
 	"\x19SetActionSettingsResponse\x12,\n" +
 	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry*\xea\x01\n" +
 	"\n" +

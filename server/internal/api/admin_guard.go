@@ -81,7 +81,8 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 	if caller.Agent != nil {
 		scope, err := g.cliScope(ctx, caller.Agent.GroupID)
 		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "guard failure (failing closed): %v", err)
+			g.d.Log.WarnContext(ctx, "read cli_scope", "group", caller.Agent.GroupID, "err", err)
+			return nil, DBError("guard failure (failing closed): cli_scope", err)
 		}
 		if scope == "group" {
 			FillGroup(msg, caller.Agent.GroupID)

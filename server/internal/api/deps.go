@@ -11,6 +11,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/chatout"
 	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/edge"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/inbound"
 	"github.com/clawguard/clawguard/server/internal/metrics"
@@ -35,4 +36,5 @@ type Deps struct {
 	Guard     *guard.Engine      // the decision function, its catalog and the decision log
 	ChatOut   *chatout.Service   // agent replies and notices for chats, read by bridges
 	Admission *admission.Limiter // sheds decisions past the adaptive limit (nil = off)
+	Validator *edge.Validator    // the protos' request rules (the interceptor; DecideStream per frame)
 }

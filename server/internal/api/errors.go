@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -45,7 +46,11 @@ func InvalidArgument(field, format string, args ...any) error {
 }
 
 // DBError maps a database error to the status that means the same thing;
-// what is passed as what names the object ("group", "role grant").
+// what is passed as what names the object ("group", "role grant"). The
+// client gets our words, never the database's text (logged here instead):
+// bad data is InvalidArgument, a constraint FailedPrecondition or
+// AlreadyExists, and only a database that could not answer is Unavailable —
+// the one code clients retry.
 func DBError(what string, err error) error {
 	switch {
 	case err == nil:
@@ -65,5 +70,17 @@ func DBError(what string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	}
-	return status.Errorf(codes.Unavailable, "%s: database error: %v", what, err)
+	slog.Warn("database error", "what", what, "err", err)
+	switch {
+	case store.IsDataException(err):
+		return status.Errorf(codes.InvalidArgument, "%s: a value is malformed or too long to store", what)
+	case store.IsIntegrityViolation(err):
+		return status.Errorf(codes.FailedPrecondition, "%s: refused by a constraint (%s)", what, store.ConstraintName(err))
+	case store.IsRetryableConflict(err):
+		return status.Errorf(codes.Aborted, "%s: conflicted with a concurrent change; try again", what)
+	case store.IsDatabaseError(err):
+		// Postgres answered and refused: not a reason to retry the request.
+		return status.Errorf(codes.Internal, "%s: the database refused the operation", what)
+	}
+	return status.Errorf(codes.Unavailable, "%s: database unavailable", what)
 }

@@ -17,6 +17,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/commands"
+	"github.com/clawguard/clawguard/server/internal/edge"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
@@ -91,6 +92,11 @@ func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) err
 				if frame.GetRequest() == nil {
 					return InvalidArgument("request", "required")
 				}
+				// The stream interceptor skips frames: validated here, a bad
+				// one is answered alone and the stream goes on.
+				if err := s.d.Validator.Validate(frame.GetRequest()); err != nil {
+					return edge.Status(err)
+				}
 				resp, err = s.decide(ctx, frame.GetRequest())
 				return err
 			}()
@@ -164,7 +170,8 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 	case errors.Is(err, guard.ErrUnavailable):
 		return nil, ReplayUnavailable()
 	}
-	return nil, status.Errorf(codes.Internal, "decide: %v", err)
+	s.d.Log.ErrorContext(ctx, "decide failed", "action", r.Action, "err", err)
+	return nil, status.Error(codes.Internal, "decide: internal error")
 }
 
 // Overloaded refuses a decision past the admission limit: nothing was

@@ -30,6 +30,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/edge"
 	"github.com/clawguard/clawguard/server/internal/metrics"
 	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 	"github.com/clawguard/clawguard/server/internal/store"
@@ -136,6 +137,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		ReplicaID: replicaID(),
 	}
 	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer()}
+	if d.Validator, err = edge.New(rpcdecl.RequestTypes(rpcdecl.Services...)...); err != nil {
+		lis.Close()
+		if metricsLis != nil {
+			metricsLis.Close()
+		}
+		return nil, fmt.Errorf("refusing to start: %w", err)
+	}
 
 	services, err := buildServices(ctx, d)
 	if err != nil {

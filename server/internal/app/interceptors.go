@@ -14,6 +14,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	validation "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/protovalidate"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
@@ -22,15 +23,17 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 )
 
 // Chain is the interceptor order of STYLE.md: request id → audit of refused
-// calls → metrics → logging
-// → auth (health/reflection skipped) → principal check → domain interceptors
-// (the guard) → recovery. Recovery sits innermost so a panicking handler
+// calls → metrics → logging → auth (health/reflection skipped) → principal
+// check → validation (the protos' protovalidate rules: nothing malformed
+// reaches the guard, a handler or the database) → domain interceptors (the
+// guard) → recovery. Recovery sits innermost so a panicking handler
 // becomes Internal and is still logged and counted by the outer layers.
 type Chain struct {
 	Unary  []grpc.UnaryServerInterceptor
@@ -61,6 +64,7 @@ func buildChain(d *api.Deps, grpcMetrics *grpcprom.ServerMetrics, extra Chain) C
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(d.Auth.Authenticate), needsAuth),
 			selector.UnaryServerInterceptor(noteCallerUnary, needsAuth),
 			selector.UnaryServerInterceptor(principalUnary, needsAuth),
+			validation.UnaryServerInterceptor(d.Validator),
 		},
 		Stream: []grpc.StreamServerInterceptor{
 			requestIDStream,
@@ -71,6 +75,9 @@ func buildChain(d *api.Deps, grpcMetrics *grpcprom.ServerMetrics, extra Chain) C
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(d.Auth.Authenticate), needsAuth),
 			selector.StreamServerInterceptor(noteCallerStream, needsAuth),
 			selector.StreamServerInterceptor(principalStream, needsAuth),
+			// A bad DecideStream frame costs only its own answer: the handler
+			// validates each frame; a failing RecvMsg here would end the stream.
+			validation.StreamServerInterceptor(d.Validator, validation.WithIgnoreMessages((&guardv1.DecideStreamRequest{}).ProtoReflect().Type())),
 		},
 	}
 	c.Unary = append(c.Unary, extra.Unary...)

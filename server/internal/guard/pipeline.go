@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -222,7 +223,7 @@ func (p *pipeline) send(batch []op) {
 		}
 		if len(rows) > 0 {
 			written, err := collectIDs(p.pool.Query(ctx, insertBatchSQL, batchArgs(rows)...))
-			p.settleRows(rows, written, err)
+			p.settleRows(ctx, rows, written, err)
 		}
 		return
 	}
@@ -236,7 +237,7 @@ func (p *pipeline) send(batch []op) {
 		// The batch's implicit transaction commits at its end.
 		err = res.Close()
 	}
-	p.settleRows(rows, written, err)
+	p.settleRows(ctx, rows, written, err)
 }
 
 // collectIDs reads the ids the log INSERT returned (rows it wrote).
@@ -256,12 +257,32 @@ func collectIDs(ids pgx.Rows, err error) (map[string]bool, error) {
 	return written, ids.Err()
 }
 
-func (p *pipeline) settleRows(rows []*pendingRow, written map[string]bool, err error) {
+func (p *pipeline) settleRows(ctx context.Context, rows []*pendingRow, written map[string]bool, err error) {
+	if err != nil && len(rows) > 1 && refusedByDatabase(err) {
+		// The database answered and refused the multi-row INSERT: one row
+		// carries a value it cannot store. Written alone, only that row
+		// fails; the decisions batched with it are logged and answered on
+		// their merits, never turned into "guard failure" denies.
+		p.log.Warn("decision log batch refused; writing its rows one by one", "rows", len(rows), "err", err)
+		for _, r := range rows {
+			one := []*pendingRow{r}
+			written, err := collectIDs(p.pool.Query(ctx, insertBatchSQL, batchArgs(one)...))
+			p.settleRows(ctx, one, written, err)
+		}
+		return
+	}
 	if err != nil {
 		p.logFailed(rows, err)
 		return
 	}
 	settle(rows, written, nil)
+}
+
+// refusedByDatabase: Postgres answered with an error (a value, not the
+// connection), so the same rows written apart can succeed.
+func refusedByDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
 }
 
 func (p *pipeline) logFailed(rows []*pendingRow, err error) {

@@ -132,6 +132,26 @@ func AdminMethods(services ...protoreflect.FullName) []Method {
 	return out
 }
 
+// RequestTypes are the request messages of every method of the given
+// services (what the edge validator compiles at boot).
+func RequestTypes(services ...protoreflect.FullName) []protoreflect.MessageDescriptor {
+	var out []protoreflect.MessageDescriptor
+	for _, svcName := range services {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(svcName)
+		if err != nil {
+			continue
+		}
+		sd, ok := d.(protoreflect.ServiceDescriptor)
+		if !ok {
+			continue
+		}
+		for i := 0; i < sd.Methods().Len(); i++ {
+			out = append(out, sd.Methods().Get(i).Input())
+		}
+	}
+	return out
+}
+
 // Method is one declared RPC.
 type Method struct {
 	FullMethod string

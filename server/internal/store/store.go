@@ -73,6 +73,27 @@ func IsCheckViolation(err error) bool {
 	return hasCode(err, codeCheckViolation) || hasCode(err, codeNotNullViolation)
 }
 
+// IsDataException reports a value Postgres cannot hold or parse (SQLSTATE
+// class 22: a NUL byte in text, a string too long for its column, a
+// malformed number or time, \u0000 in jsonb). It is the request's fault
+// (→ InvalidArgument): retrying it changes nothing.
+func IsDataException(err error) bool { return hasClass(err, "22") }
+
+// IsIntegrityViolation reports any integrity constraint (SQLSTATE class 23)
+// the specific checks above do not name (exclusion, restrict).
+func IsIntegrityViolation(err error) bool { return hasClass(err, "23") }
+
+// IsRetryableConflict reports a serialization failure or deadlock (class
+// 40): the same transaction may succeed when run again (→ Aborted).
+func IsRetryableConflict(err error) bool { return hasClass(err, "40") }
+
+// IsDatabaseError reports an error the server received from Postgres
+// (anything else is the connection, the pool or the context).
+func IsDatabaseError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
+}
+
 // ConstraintName is the violated constraint, for error messages.
 func ConstraintName(err error) string {
 	var pgErr *pgconn.PgError
@@ -84,6 +105,11 @@ func ConstraintName(err error) string {
 
 // IsNoRows reports an empty single-row result (→ NotFound).
 func IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+func hasClass(err error, class string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, class)
+}
 
 func hasCode(err error, code string) bool {
 	var pgErr *pgconn.PgError

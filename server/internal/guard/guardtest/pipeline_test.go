@@ -66,3 +66,50 @@ func TestOneFailingStatementDoesNotFailItsBatch(t *testing.T) {
 		t.Logf("no batching happened (%d batches, %d reads): the test proved little", batches, reads)
 	}
 }
+
+// The log rows of a batch go out as one multi-row INSERT: one row the
+// database cannot store (a NUL byte — the edge refuses those, this is the
+// second fence) failed the whole INSERT, and every decision batched with it
+// became an unlogged, failed-closed deny. Only the bad row may fail.
+func TestOneUnstorableLogRowDoesNotFailItsBatch(t *testing.T) {
+	srv := testserver.Start(t)
+	cat := guard.NewCatalog()
+	cat.MustRegister(guard.Entry{Action: "t.good",
+		Baseline: func(*guard.Input, guard.Facts) (guard.Decision, error) { return guard.Allow("ok"), nil }})
+	eng := guard.NewEngine(cat, srv.Pool, guard.Options{Pipelines: 1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer eng.Close()
+	host := &guardv1.Actor{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}}
+	const n = 40
+	for round := range 5 {
+		var wg sync.WaitGroup
+		results := make([]*guardv1.DecideResponse, n)
+		errs := make([]error, n)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				in := guard.Input{Action: "t.good", Actor: host}
+				if i == n/2 {
+					in.Action = "t.good\x00" // not in the catalog: allowed, but its log row cannot be stored
+				}
+				results[i], errs[i] = eng.Decide(ctx, &guard.Request{Input: in})
+			}()
+		}
+		wg.Wait()
+		for i, r := range results {
+			if i == n/2 {
+				if errs[i] == nil && r.GetDecision().GetEffect() == allow {
+					t.Fatalf("round %d: the unloggable decision was allowed: %v", round, r.GetDecision())
+				}
+				continue
+			}
+			if errs[i] != nil || r.GetDecision().GetEffect() != allow {
+				t.Fatalf("round %d, decision %d: %v (%v), want allow — a neighbour's bad row failed it", round, i, r.GetDecision(), errs[i])
+			}
+		}
+	}
+	var logged int
+	if err := srv.Pool.QueryRow(ctx, `SELECT count(*) FROM decisions WHERE action = 't.good' AND effect = 'allow'`).Scan(&logged); err != nil || logged != 5*(n-1) {
+		t.Fatalf("logged allows = %d (%v), want %d", logged, err, 5*(n-1))
+	}
+}
