@@ -15,6 +15,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
 // Approvals: the hold contract (server/internal/approvals).
@@ -110,12 +111,22 @@ func (s *ApprovalsService) Watch(req *guardv1.WatchRequest, stream grpc.ServerSt
 // requestKind is a non-catalog hold kind.
 var requestKind = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
-// guardedKinds are the approval actions grants are checked against: such
-// holds come only from guard decisions, never from Request (a bridge must
-// not be able to mint a grant-shaped hold for a command it chose).
-var guardedKinds = map[string]bool{
-	approvals.KindCLICommand: true, approvals.KindCreateAgent: true, approvals.KindInstallPackages: true,
-	approvals.KindAddMCPServer: true, approvals.KindA2AMessageGate: true, approvals.KindSenderAdmit: true,
+// RequestableKind refuses the kinds grants are checked against — every
+// catalog entry's approval action, read from the catalog so a new entry is
+// covered the moment it is registered: such holds come only from guard
+// decisions, never from Request (a bridge must not be able to mint a
+// grant-shaped hold for a command it chose). No catalog: nothing may be
+// requested (fail closed).
+func RequestableKind(cat *guard.Catalog, kind string) error {
+	switch {
+	case !requestKind.MatchString(kind):
+		return InvalidArgument("kind", "want a lower-case hold kind such as %q or %q", approvals.KindChannelRegistration, approvals.KindOneCLICredential)
+	case cat == nil:
+		return status.Error(codes.Unavailable, "the guard is not wired (failing closed)")
+	case cat.IsApprovalKind(kind):
+		return InvalidArgument("kind", "%q holds come only from guard decisions", kind)
+	}
+	return nil
 }
 
 func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequest) (*guardv1.RequestResponse, error) {
@@ -123,13 +134,16 @@ func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequ
 	if err != nil {
 		return nil, err
 	}
+	var cat *guard.Catalog
+	if s.d.Guard != nil {
+		cat = s.d.Guard.Catalog
+	}
+	if err := RequestableKind(cat, req.GetKind()); err != nil {
+		return nil, err
+	}
 	// A Request asserts nobody (the requester is the system): credential
 	// gateways, whose bridge tokens carry no channel, file holds too.
 	switch {
-	case !requestKind.MatchString(req.GetKind()):
-		return nil, InvalidArgument("kind", "want a lower-case hold kind such as %q or %q", approvals.KindChannelRegistration, approvals.KindOneCLICredential)
-	case guardedKinds[req.GetKind()]:
-		return nil, InvalidArgument("kind", "%q holds come only from guard decisions", req.GetKind())
 	case req.GetCard().GetTitle() == "":
 		return nil, InvalidArgument("card.title", "required")
 	}

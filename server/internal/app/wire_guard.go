@@ -44,7 +44,7 @@ func wireGuard(d *api.Deps, s *services) error {
 		Pipelines: 2,
 		Yield:     true,
 	})
-	d.Metrics.PreInit(cat.Actions())
+	d.Metrics.PreInit(cat.Actions(), approvals.HoldKinds(cat.ApprovalKinds()))
 	d.Guard = eng
 	if t := d.Config.AdmissionTarget; t > 0 {
 		// Shed load past what answers within the target (see admission).
@@ -56,7 +56,7 @@ func wireGuard(d *api.Deps, s *services) error {
 	admin := api.NewAdminGuard(d, s.invoke)
 	s.chain.Unary = append(s.chain.Unary, admin.Unary)
 	s.chain.Stream = append(s.chain.Stream, admin.Stream)
-	d.Approvals.OnApproved(approvals.KindCLICommand, admin.Replay)
+	d.Approvals.OnApproved(commands.ApprovalAction, admin.Replay)
 	s.shutdown = append(s.shutdown, eng.Close)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/inbound"
+	"github.com/clawguard/clawguard/server/internal/permissions"
 	"github.com/clawguard/clawguard/server/internal/registry"
 )
 
@@ -27,7 +28,7 @@ func wireInbound(d *api.Deps, s *services) {
 		Sessions: registry.FindOrOpenSessionTx,
 	})
 	d.Inbound = svc
-	for _, kind := range []string{approvals.KindSenderAdmit, approvals.KindChannelRegistration} {
+	for _, kind := range []string{permissions.SenderAdmitApprovalAction, approvals.KindChannelRegistration} {
 		d.Approvals.OnApproved(kind, func(ctx context.Context, h *guardv1.Hold) error {
 			return svc.HoldResolved(ctx, h, guardv1.Outcome_OUTCOME_APPROVE)
 		})

@@ -419,7 +419,7 @@ func TestRequestAwaitListGet(t *testing.T) {
 	ctx := context.Background()
 
 	for _, bad := range []*guardv1.RequestRequest{
-		{Kind: approvals.KindCLICommand, Card: &guardv1.HoldCard{Title: "x"}},
+		{Kind: "cli_command", Card: &guardv1.HoldCard{Title: "x"}},
 		{Kind: "Bad Kind", Card: &guardv1.HoldCard{Title: "x"}},
 		{Kind: approvals.KindChannelRegistration},
 	} {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-
-	"github.com/clawguard/clawguard/server/internal/metrics"
 )
 
 // Start prepares the replica before it serves: the event position it
@@ -142,10 +140,19 @@ func (s *Service) RefreshGauges(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("count pending holds: %w", err)
 	}
-	for _, k := range metrics.HoldKinds {
+	// Zero every known kind with no pending hold now: the pre-initialised
+	// ones and any seen pending before (a requested kind outside the
+	// catalog's list would otherwise keep its last count).
+	s.gaugeMu.Lock()
+	defer s.gaugeMu.Unlock()
+	for _, k := range append(s.metrics.HoldKinds(), s.pendingKinds...) {
 		if !seen[k] {
 			s.metrics.HoldsPending.WithLabelValues(k).Set(0)
 		}
+	}
+	s.pendingKinds = s.pendingKinds[:0]
+	for k := range seen {
+		s.pendingKinds = append(s.pendingKinds, k)
 	}
 	s.metrics.OldestPendingHoldSeconds.Set(oldest)
 	return nil

@@ -33,6 +33,9 @@ type Service struct {
 	mu       sync.RWMutex
 	approved map[string][]ApprovedFunc
 
+	gaugeMu      sync.Mutex
+	pendingKinds []string // kinds with pending holds at the last RefreshGauges
+
 	// Tunables (defaults from New; tests shorten them).
 	ExpiryInterval    time.Duration // how often pending holds past expires_at are expired
 	GaugeInterval     time.Duration // how often HoldsPending is refreshed from the table

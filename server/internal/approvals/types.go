@@ -15,6 +15,7 @@
 package approvals
 
 import (
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -22,17 +23,25 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
-// Hold kinds (the approval action a grant must carry).
+// Hold kinds no decision creates (channel registration comes from inbound,
+// credential use through Approvals.Request). The kinds decisions create are
+// the catalog's approval actions (guard.Catalog.ApprovalKinds), declared
+// once by the domain that registers the entry.
 const (
-	KindCLICommand          = "cli_command"
-	KindCreateAgent         = "create_agent"
-	KindInstallPackages     = "install_packages"
-	KindAddMCPServer        = "add_mcp_server"
-	KindA2AMessageGate      = "a2a_message_gate"
-	KindSenderAdmit         = "sender_admit"
 	KindChannelRegistration = "channel_registration"
 	KindOneCLICredential    = "onecli_credential"
 )
+
+// RequestKinds are the hold kinds no decision creates.
+var RequestKinds = []string{KindChannelRegistration, KindOneCLICredential}
+
+// HoldKinds is every kind a hold can have: the catalog's approval kinds and
+// RequestKinds, sorted (the label set of the hold metrics).
+func HoldKinds(approvalKinds []string) []string {
+	out := slices.Concat(approvalKinds, RequestKinds)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
 
 // CreateRequest is everything needed to create a hold. It is created in the
 // caller's transaction (Decide creates the hold in the same transaction as

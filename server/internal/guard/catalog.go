@@ -149,6 +149,33 @@ func (c *Catalog) List() []*Entry {
 	return out
 }
 
+// ApprovalKinds lists the hold kinds grants must carry — every entry's
+// approval action — sorted and deduplicated: the kinds of the holds only a
+// decision creates. Security lists (kinds a bridge may not request, metric
+// label sets) are derived from it, so a new entry updates them.
+func (c *Catalog) ApprovalKinds() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range c.List() {
+		if k := e.ApprovalAction; k != "" && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// IsApprovalKind reports whether kind is some entry's approval action.
+func (c *Catalog) IsApprovalKind(kind string) bool {
+	for _, e := range c.List() {
+		if e.ApprovalAction == kind {
+			return true
+		}
+	}
+	return false
+}
+
 // Actions lists the action names, sorted.
 func (c *Catalog) Actions() []string {
 	es := c.List()

@@ -20,12 +20,13 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/permissions"
 )
 
-// Catalog actions consulted here (entries registered by the permissions domain).
+// Catalog actions consulted here: the permissions domain's entries.
 const (
-	ActionChannelsRegister = "channels.register"
-	ActionSendersAdmit     = "senders.admit"
+	ActionChannelsRegister = permissions.ChannelsRegister
+	ActionSendersAdmit     = permissions.SendersAdmit
 )
 
 // Option values of the channel-registration card.
@@ -151,7 +152,7 @@ func (s *Service) decide(ctx context.Context, req *guardv1.DecideRequest) *guard
 // resolved the hold.
 func (s *Service) HoldResolved(ctx context.Context, hold *guardv1.Hold, o guardv1.Outcome) error {
 	switch hold.GetKind() {
-	case approvals.KindSenderAdmit:
+	case permissions.SenderAdmitApprovalAction:
 		if o == guardv1.Outcome_OUTCOME_APPROVE {
 			return s.SenderAdmitApproved(ctx, hold)
 		}

@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/permissions"
 )
 
 const (
 	strangerID = "telegram:stranger"
-	kindAdmit  = approvals.KindSenderAdmit
+	kindAdmit  = permissions.SenderAdmitApprovalAction
 )
 
 // newSenderFixture is the seed's beforeEach: agent group ag-1, a group chat

@@ -10,13 +10,14 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/permissions"
 )
 
 // SenderAdmitDedupKey is the one live sender_admit hold per chat and sender;
 // it frees once the hold is resolved, so a rejected sender is asked about
 // again on their next message (no deny list).
 func SenderAdmitDedupKey(messagingGroupID, senderUserID string) string {
-	return approvals.KindSenderAdmit + ":" + messagingGroupID + ":" + senderUserID
+	return permissions.SenderAdmitApprovalAction + ":" + messagingGroupID + ":" + senderUserID
 }
 
 var senderAdmitOptions = []*guardv1.HoldOption{
@@ -98,7 +99,7 @@ func (s *Service) admitUnknown(ctx context.Context, mg messagingGroup, agentGrou
 		// Without an identity there is nobody to admit: the guard still
 		// decides, but no card is offered.
 		req.Card = &guardv1.HoldCard{
-			Kind:              approvals.KindSenderAdmit,
+			Kind:              permissions.SenderAdmitApprovalAction,
 			Title:             "👤 New sender",
 			Question:          fmt.Sprintf("%s wants to talk to your agent in %s. Allow?", displayName(m), chatName(mg)),
 			Options:           senderAdmitOptions,
@@ -182,8 +183,8 @@ func (s *Service) admitApprovedLate(ctx context.Context, mgID, agentGroupID, sen
 	var id string
 	err := s.pool.QueryRow(ctx, `SELECT id FROM holds
 		WHERE kind = $1 AND dedup_key = $2 AND status = 'approved' AND consumed_at IS NULL
-		ORDER BY resolved_at DESC LIMIT 1`, approvals.KindSenderAdmit,
-		approvals.ScopedDedupKey(approvals.KindSenderAdmit, agentGroupID, "", SenderAdmitDedupKey(mgID, sender))).Scan(&id)
+		ORDER BY resolved_at DESC LIMIT 1`, permissions.SenderAdmitApprovalAction,
+		approvals.ScopedDedupKey(permissions.SenderAdmitApprovalAction, agentGroupID, "", SenderAdmitDedupKey(mgID, sender))).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}

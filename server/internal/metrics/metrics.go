@@ -10,6 +10,7 @@ package metrics
 import (
 	"net/http"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,20 +33,6 @@ var Outcomes = []string{"approve", "reject", "expire", "sweep"}
 // enforced decision and deny rates (or fire ClawguardDenySpike).
 var QueryKinds = []string{"dry_run", "read"}
 
-// HoldKinds are the values of the kind label on approval metrics: the hold
-// kind a grant must carry (a catalog entry's approval_action), plus the kinds
-// that come in through Approvals.Request.
-var HoldKinds = []string{
-	"cli_command",
-	"create_agent",
-	"install_packages",
-	"add_mcp_server",
-	"a2a_message_gate",
-	"sender_admit",
-	"channel_registration",
-	"onecli_credential",
-}
-
 // Metrics is the server's metric set; one per process, built by NewMetrics.
 type Metrics struct {
 	// Guard. action is always a catalog action ("non_catalog" for others).
@@ -60,7 +47,7 @@ type Metrics struct {
 	DecisionsShedTotal prometheus.Counter
 	AdmissionLimit     prometheus.Gauge
 
-	// Approvals; the kind label is the hold kind (see HoldKinds), never a
+	// Approvals; the kind label is the hold kind (see PreInit), never a
 	// catalog action.
 	HoldsCreatedTotal        *prometheus.CounterVec   // {kind}
 	HoldsResolvedTotal       *prometheus.CounterVec   // {kind, outcome}
@@ -78,6 +65,8 @@ type Metrics struct {
 
 	// Server.
 	PanicsTotal prometheus.Counter
+
+	holdKinds []string // set by PreInit
 }
 
 // decisionBuckets are fine-grained below 10ms: the decision target is p99 ≤ 2ms,
@@ -186,9 +175,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // PreInit creates every label combination at zero so rate() and the dashboard
 // show a value from the first scrape instead of "no data" until the first event.
-// actions are the catalog action names (the action label of decision metrics);
-// hold metrics are initialised for every entry of HoldKinds.
-func (m *Metrics) PreInit(actions []string) {
+// actions are the catalog action names (the action label of decision metrics),
+// holdKinds every hold kind (the catalog's approval kinds and the requested
+// ones, approvals.HoldKinds): both derived from the catalog at start-up,
+// never listed here.
+func (m *Metrics) PreInit(actions, holdKinds []string) {
+	m.holdKinds = slices.Clone(holdKinds)
 	for _, a := range actions {
 		for _, e := range Effects {
 			m.DecisionsTotal.WithLabelValues(a, e)
@@ -209,7 +201,7 @@ func (m *Metrics) PreInit(actions []string) {
 	for _, e := range Effects {
 		m.DecisionSeconds.WithLabelValues(e)
 	}
-	for _, k := range HoldKinds {
+	for _, k := range holdKinds {
 		m.HoldsCreatedTotal.WithLabelValues(k)
 		m.HoldsPending.WithLabelValues(k)
 		m.TimeToResolveSeconds.WithLabelValues(k)
@@ -219,6 +211,9 @@ func (m *Metrics) PreInit(actions []string) {
 		}
 	}
 }
+
+// HoldKinds are the hold kinds PreInit was given.
+func (m *Metrics) HoldKinds() []string { return m.holdKinds }
 
 // ObserveDecision counts one decision and its latency.
 func (m *Metrics) ObserveDecision(action, effect string, took time.Duration) {

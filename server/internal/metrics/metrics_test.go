@@ -49,7 +49,7 @@ func gatheredNames(t *testing.T, g prometheus.Gatherer) map[string]bool {
 func TestNewMetricsRegistersEverySeriesAfterPreInit(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	m.PreInit([]string{"a2a.send", "agents.create"})
+	m.PreInit([]string{"a2a.send", "agents.create"}, []string{"a2a_message_gate", "create_agent"})
 
 	names := gatheredNames(t, reg)
 	for _, n := range serverNames {
@@ -66,7 +66,8 @@ func TestPreInitCreatesEveryLabelCombination(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	actions := []string{"a2a.send", "agents.create", "roles.grant"}
-	m.PreInit(actions)
+	kinds := []string{"a2a_message_gate", "create_agent", "cli_command", "onecli_credential"}
+	m.PreInit(actions, kinds)
 
 	cases := []struct {
 		name string
@@ -76,11 +77,11 @@ func TestPreInitCreatesEveryLabelCombination(t *testing.T) {
 		{"clawguard_guard_queries_total", len(actions) * len(Effects) * len(QueryKinds)},
 		{"clawguard_guard_decision_seconds", len(Effects)},
 		{"clawguard_guard_mode_decisions_total", len(actions) * len(Modes) * 2},
-		{"clawguard_approvals_partial_approvals_total", len(HoldKinds)},
-		{"clawguard_approvals_holds_created_total", len(HoldKinds)},
-		{"clawguard_approvals_holds_resolved_total", len(HoldKinds) * len(Outcomes)},
-		{"clawguard_approvals_holds_pending", len(HoldKinds)},
-		{"clawguard_approvals_time_to_resolve_seconds", len(HoldKinds)},
+		{"clawguard_approvals_partial_approvals_total", len(kinds)},
+		{"clawguard_approvals_holds_created_total", len(kinds)},
+		{"clawguard_approvals_holds_resolved_total", len(kinds) * len(Outcomes)},
+		{"clawguard_approvals_holds_pending", len(kinds)},
+		{"clawguard_approvals_time_to_resolve_seconds", len(kinds)},
 	}
 	for _, c := range cases {
 		got, err := testutil.GatherAndCount(reg, c.name)

@@ -19,17 +19,21 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/pkgname"
+	"github.com/clawguard/clawguard/server/internal/a2a"
+	"github.com/clawguard/clawguard/server/internal/agents"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/pushes"
+	"github.com/clawguard/clawguard/server/internal/selfmod"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
-// Catalog actions a runner applies through ApplyAction.
+// Catalog actions a runner applies through ApplyAction: the names the
+// domains register their entries under, not copies of them.
 const (
-	ActionCreateAgent     = "agents.create"
-	ActionInstallPackages = "self_mod.install_packages"
-	ActionAddMcpServer    = "self_mod.add_mcp_server"
-	ActionA2ASend         = "a2a.send"
+	ActionCreateAgent     = agents.Action
+	ActionInstallPackages = selfmod.InstallAction
+	ActionAddMcpServer    = selfmod.MCPAction
+	ActionA2ASend         = a2a.Action
 )
 
 // selfModPrefix marks the actions the guard always holds for approval.

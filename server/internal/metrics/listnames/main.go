@@ -27,7 +27,7 @@ func (oneMethod) GetServiceInfo() map[string]grpc.ServiceInfo {
 
 func main() {
 	reg := metrics.NewRegistry()
-	metrics.NewMetrics(reg).PreInit([]string{"a2a.send"})
+	metrics.NewMetrics(reg).PreInit([]string{"a2a.send"}, []string{"a2a_message_gate"})
 	metrics.RegisterBuildInfo(reg, "dev")
 	metrics.NewGRPCServerMetrics(reg).InitializeMetrics(oneMethod{})
 	rec := httptest.NewRecorder()
