@@ -9400,11 +9400,12 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fGetGroupRequest\x125\n" +
 	"\x02id\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x02id\"9\n" +
 	"\x10GetGroupResponse\x12%\n" +
-	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"H\n" +
-	"\x11ListGroupsRequest\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"s\n" +
+	"\x11ListGroupsRequest\x12 \n" +
+	"\x05limit\x18\x01 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"e\n" +
+	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"e\n" +
 	"\x12ListGroupsResponse\x12'\n" +
 	"\x06groups\x18\x01 \x03(\v2\x0f.guard.v1.GroupR\x06groups\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x80\x02\n" +
@@ -9716,21 +9717,23 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
 	"\x13CreateTokenResponse\x12%\n" +
 	"\x05token\x18\x01 \x01(\v2\x0f.guard.v1.TokenR\x05token\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"H\n" +
-	"\x11ListTokensRequest\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"s\n" +
+	"\x11ListTokensRequest\x12 \n" +
+	"\x05limit\x18\x01 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"e\n" +
+	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"e\n" +
 	"\x12ListTokensResponse\x12'\n" +
 	"\x06tokens\x18\x01 \x03(\v2\x0f.guard.v1.TokenR\x06tokens\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"G\n" +
 	"\x12RevokeTokenRequest\x121\n" +
 	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"\x15\n" +
-	"\x13RevokeTokenResponse\"I\n" +
-	"\x12ListRunnersRequest\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\x13RevokeTokenResponse\"t\n" +
+	"\x12ListRunnersRequest\x12 \n" +
+	"\x05limit\x18\x01 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"i\n" +
+	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"i\n" +
 	"\x13ListRunnersResponse\x12*\n" +
 	"\arunners\x18\x01 \x03(\v2\x10.guard.v1.RunnerR\arunners\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x84\x02\n" +
