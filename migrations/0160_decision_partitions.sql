@@ -61,12 +61,18 @@ BEGIN
     CREATE TABLE decisions (LIKE decisions_unpartitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
         PARTITION BY RANGE (at);
     CREATE TABLE decisions_default PARTITION OF decisions DEFAULT;
-    -- Days with rows get their partition (at most the last 31: older rows,
-    -- if any, wait in the default partition for retention's batched delete).
+    -- Days with rows get their partition (at most the last 31); older rows,
+    -- if any, share one partition of everything before those days, dropped
+    -- whole once retention passes its end. The default partition stays
+    -- empty: making a partition scans it under the parent's lock.
     SELECT GREATEST(min(at) AT TIME ZONE 'UTC', now() AT TIME ZONE 'UTC' - INTERVAL '31 days')::date
-        INTO oldest FROM decisions_unpartitioned;
-    PERFORM decisions_ensure_partitions(LEAST(COALESCE(oldest, current_date), (now() AT TIME ZONE 'UTC')::date),
-        (now() AT TIME ZONE 'UTC')::date + 3);
+        INTO oldest FROM decisions_unpartitioned HAVING count(*) > 0;
+    oldest := LEAST(COALESCE(oldest, current_date), (now() AT TIME ZONE 'UTC')::date);
+    PERFORM decisions_ensure_partitions(oldest, (now() AT TIME ZONE 'UTC')::date + 3);
+    IF EXISTS (SELECT 1 FROM decisions_unpartitioned WHERE at < oldest::timestamp AT TIME ZONE 'UTC') THEN
+        EXECUTE format('CREATE TABLE %I PARTITION OF decisions FOR VALUES FROM (MINVALUE) TO (%L)',
+            'decisions_before_' || to_char(oldest, 'YYYYMMDD'), oldest::timestamp AT TIME ZONE 'UTC');
+    END IF;
     INSERT INTO decisions SELECT * FROM decisions_unpartitioned;
     DROP TABLE decisions_unpartitioned;
 

@@ -34,8 +34,10 @@ func TestDecisionPartitionsCarryRows(t *testing.T) {
 			}
 			for q, want := range map[string]int{
 				`SELECT count(*) FROM decisions`:         3,
-				`SELECT count(*) FROM decisions_default`: 1, // older than the 31 days given partitions
-				`SELECT count(*) FROM decision_requests WHERE runner_id = 'r1' AND request_id = 'req-1' AND decision_id = 'd-old' AND answer = '\x0a01'`: 1,
+				`SELECT count(*) FROM decisions_default`: 0,
+				// Older than the 31 days given their own partitions: one partition of everything before.
+				`SELECT count(*) FROM decisions WHERE id = 'd-ancient' AND tableoid = ('decisions_before_' || to_char(((now() - interval '31 days') AT TIME ZONE 'UTC')::date, 'YYYYMMDD'))::regclass`: 1,
+				`SELECT count(*) FROM decision_requests WHERE runner_id = 'r1' AND request_id = 'req-1' AND decision_id = 'd-old' AND answer = '\x0a01'`:                                               1,
 				`SELECT count(*) FROM decision_requests`:                                                               2,
 				`SELECT count(*) FROM pg_partitioned_table WHERE partrelid = 'decisions'::regclass`:                    1,
 				`SELECT count(*) FROM pg_indexes WHERE tablename = 'decisions' AND indexname = 'decisions_hold_idx'`:   1,

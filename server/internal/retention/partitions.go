@@ -46,13 +46,16 @@ func EnsureDecisionPartitions(ctx context.Context, db DB, now time.Time) (int, e
 }
 
 // DropDecisionPartitions drops every daily partition whose whole day is
-// before cutoff; it returns the names it dropped.
+// before cutoff, and the partition of rows older than the days 0160 gave
+// partitions (decisions_before_DAY) once DAY is; it returns the names it
+// dropped.
 func DropDecisionPartitions(ctx context.Context, db DB, cutoff time.Time) ([]string, error) {
 	var dropped []string
 	err := underPartitionLock(ctx, db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-			WHERE i.inhparent = 'decisions'::regclass AND c.relname ~ '^decisions_[0-9]{8}$'
-			  AND to_date(substr(c.relname, 11), 'YYYYMMDD') + 1 <= ($1::timestamptz AT TIME ZONE 'UTC')::date
+			WHERE i.inhparent = 'decisions'::regclass AND c.relname ~ '^decisions_(before_)?[0-9]{8}$'
+			  AND to_date(right(c.relname, 8), 'YYYYMMDD') + CASE WHEN c.relname LIKE 'decisions\_before\_%' THEN 0 ELSE 1 END
+			      <= ($1::timestamptz AT TIME ZONE 'UTC')::date
 			ORDER BY c.relname`, cutoff)
 		if err != nil {
 			return err

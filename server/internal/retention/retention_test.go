@@ -358,3 +358,31 @@ func TestPartitionsMadeAhead(t *testing.T) {
 		t.Fatal("a decision two days ahead went to the default partition")
 	}
 }
+
+// TestPartitionOfOlderRowsDropped: the partition 0160 gives rows older than
+// the days it partitions (decisions_before_DAY) is dropped whole once
+// retention passes DAY, and not before.
+func TestPartitionOfOlderRowsDropped(t *testing.T) {
+	srv := testserver.Start(t, noRetention)
+	ctx := context.Background()
+	end := retention.Day(time.Now()).AddDate(0, 0, -20)
+	name := "decisions_before_" + end.Format("20060102")
+	exec(t, srv.Pool, `CREATE TABLE `+name+` PARTITION OF decisions FOR VALUES FROM (MINVALUE) TO ('`+end.Format(time.RFC3339)+`')`)
+	exec(t, srv.Pool, `INSERT INTO decisions (id, at, action, actor, actor_kind, effect)
+		VALUES ('older', now() - interval '25 days', 'cli_command', '{}', 'system', 'allow')`)
+	p := &retention.Pruner{DB: srv.Pool, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		DecisionRetention: 30 * 24 * time.Hour, CitationWindow: time.Minute}
+	if err := p.PruneOnce(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM decisions WHERE id = 'older' AND tableoid = '`+name+`'::regclass`); n != 1 {
+		t.Fatal("the partition of older rows was dropped before retention passed its end")
+	}
+	p.DecisionRetention = 10 * 24 * time.Hour
+	if err := p.PruneOnce(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, srv.Pool, `SELECT count(*) FROM pg_class WHERE relname = '`+name+`'`); n != 0 {
+		t.Fatalf("%s past retention not dropped", name)
+	}
+}
