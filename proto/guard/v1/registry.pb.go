@@ -5126,8 +5126,12 @@ func (x *Member) GetAddedAt() *timestamppb.Timestamp {
 
 // ListMembersRequest names a group.
 type ListMembersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5169,10 +5173,26 @@ func (x *ListMembersRequest) GetGroup() string {
 	return ""
 }
 
+func (x *ListMembersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListMembersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListMembersResponse is the members.
 type ListMembersResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5212,6 +5232,13 @@ func (x *ListMembersResponse) GetMembers() []*Member {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *ListMembersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // AddMemberRequest admits a user.
@@ -5482,9 +5509,13 @@ func (x *RoleGrant) GetGrantedAt() *timestamppb.Timestamp {
 
 // ListRolesRequest filters grants.
 type ListRolesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5533,10 +5564,26 @@ func (x *ListRolesRequest) GetGroup() string {
 	return ""
 }
 
+func (x *ListRolesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListRolesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListRolesResponse is the grants.
 type ListRolesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Roles         []*RoleGrant           `protobuf:"bytes,1,rep,name=roles,proto3" json:"roles,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Roles []*RoleGrant           `protobuf:"bytes,1,rep,name=roles,proto3" json:"roles,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5576,6 +5623,13 @@ func (x *ListRolesResponse) GetRoles() []*RoleGrant {
 		return x.Roles
 	}
 	return nil
+}
+
+func (x *ListRolesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GrantRoleRequest grants a role; scope is required (never a silent global).
@@ -5861,7 +5915,11 @@ func (x *User) GetCreatedAt() *timestamppb.Timestamp {
 
 // ListUsersRequest lists users.
 type ListUsersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5896,10 +5954,26 @@ func (*ListUsersRequest) Descriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
 }
 
+func (x *ListUsersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListUsersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListUsersResponse is the users.
 type ListUsersResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Users         []*User                `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Users []*User                `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5939,6 +6013,13 @@ func (x *ListUsersResponse) GetUsers() []*User {
 		return x.Users
 	}
 	return nil
+}
+
+func (x *ListUsersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetUserRequest names a user.
@@ -9405,7 +9486,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"e\n" +
+	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"e\n" +
 	"\x12ListGroupsResponse\x12'\n" +
 	"\x06groups\x18\x01 \x03(\v2\x0f.guard.v1.GroupR\x06groups\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x80\x02\n" +
@@ -9526,11 +9607,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06Member\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x125\n" +
-	"\badded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\"Q\n" +
+	"\badded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\"\xb1\x01\n" +
 	"\x12ListMembersRequest\x12;\n" +
-	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"A\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
+	"\x05limit\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"i\n" +
 	"\x13ListMembersResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.guard.v1.MemberR\amembers\"\x8b\x01\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.guard.v1.MemberR\amembers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8b\x01\n" +
 	"\x10AddMemberRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12:\n" +
 	"\auser_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\"=\n" +
@@ -9546,12 +9632,17 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeR\x05scope\x12\x14\n" +
 	"\x05group\x18\x04 \x01(\tR\x05group\x129\n" +
 	"\n" +
-	"granted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tgrantedAt\"\x8b\x01\n" +
+	"granted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tgrantedAt\"\xeb\x01\n" +
 	"\x10ListRolesRequest\x12:\n" +
 	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12;\n" +
-	"\x05group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\">\n" +
+	"\x05group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
+	"\x05limit\x18\x03 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"f\n" +
 	"\x11ListRolesResponse\x12)\n" +
-	"\x05roles\x18\x01 \x03(\v2\x13.guard.v1.RoleGrantR\x05roles\"\xee\x01\n" +
+	"\x05roles\x18\x01 \x03(\v2\x13.guard.v1.RoleGrantR\x05roles\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xee\x01\n" +
 	"\x10GrantRoleRequest\x12:\n" +
 	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12,\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x0e.guard.v1.RoleB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04role\x123\n" +
@@ -9569,10 +9660,15 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x12\n" +
-	"\x10ListUsersRequest\"9\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"r\n" +
+	"\x10ListUsersRequest\x12 \n" +
+	"\x05limit\x18\x01 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"a\n" +
 	"\x11ListUsersResponse\x12$\n" +
-	"\x05users\x18\x01 \x03(\v2\x0e.guard.v1.UserR\x05users\"C\n" +
+	"\x05users\x18\x01 \x03(\v2\x0e.guard.v1.UserR\x05users\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"C\n" +
 	"\x0eGetUserRequest\x121\n" +
 	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"5\n" +
 	"\x0fGetUserResponse\x12\"\n" +
@@ -9722,7 +9818,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"e\n" +
+	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"e\n" +
 	"\x12ListTokensResponse\x12'\n" +
 	"\x06tokens\x18\x01 \x03(\v2\x0f.guard.v1.TokenR\x06tokens\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"G\n" +
@@ -9733,7 +9829,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"i\n" +
+	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"i\n" +
 	"\x13ListRunnersResponse\x12*\n" +
 	"\arunners\x18\x01 \x03(\v2\x10.guard.v1.RunnerR\arunners\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x84\x02\n" +

@@ -115,3 +115,50 @@ func TestRegistryListsPage(t *testing.T) {
 	checkPaging(ctx, t, "ListTokens", n, "tok_pg", tokens, groups)
 	checkPaging(ctx, t, "ListRunners", n, "rn_pg", runners, groups)
 }
+
+// Issue 13: users, role grants and members page like the rest.
+func TestPeopleListsPage(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 230
+	// Every user an admin of one group, every other one a global owner too:
+	// the role keyset crosses global (NULL group) and scoped grants.
+	if _, err := srv.Pool.Exec(ctx, `
+		INSERT INTO agent_groups (id, name) VALUES ('ag_people', 'people');
+		INSERT INTO users (id) SELECT 'pg:u' || lpad(i::text, 4, '0') FROM generate_series(1, 230) AS i;
+		INSERT INTO agent_group_members (agent_group_id, user_id) SELECT 'ag_people', 'pg:u' || lpad(i::text, 4, '0') FROM generate_series(1, 230) AS i;
+		INSERT INTO user_roles (user_id, role, agent_group_id) SELECT 'pg:u' || lpad(i::text, 4, '0'), 'admin', 'ag_people' FROM generate_series(1, 230) AS i;
+		INSERT INTO user_roles (user_id, role) SELECT 'pg:u' || lpad(i::text, 4, '0'), 'owner' FROM generate_series(2, 230, 2) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	reg := srv.Operator(t).Registry
+
+	users := func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+		r, err := reg.ListUsers(ctx, &guardv1.ListUsersRequest{Limit: limit, PageToken: token})
+		return ids(r.GetUsers()), r.GetNextPageToken(), err
+	}
+	members := func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+		r, err := reg.ListMembers(ctx, &guardv1.ListMembersRequest{Group: "ag_people", Limit: limit, PageToken: token})
+		var out []string
+		for _, m := range r.GetMembers() {
+			out = append(out, m.GetUserId())
+		}
+		return out, r.GetNextPageToken(), err
+	}
+	roles := func(group string) listPage {
+		return func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+			r, err := reg.ListRoles(ctx, &guardv1.ListRolesRequest{Group: group, Limit: limit, PageToken: token})
+			var out []string
+			for _, g := range r.GetRoles() {
+				out = append(out, g.GetUserId()+"/"+g.GetRole().String()+"/"+g.GetGroup())
+			}
+			return out, r.GetNextPageToken(), err
+		}
+	}
+	checkPaging(ctx, t, "ListUsers", n, "pg:", users, members)
+	checkPaging(ctx, t, "ListMembers", n, "pg:", members, users)
+	checkPaging(ctx, t, "ListRoles", n+n/2, "pg:", roles(""), roles("ag_people"))
+	checkPaging(ctx, t, "ListRoles of a group", n, "pg:", roles("ag_people"), roles(""))
+}

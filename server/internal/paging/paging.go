@@ -38,7 +38,8 @@ func Limit(n int32) (int, error) {
 // the previous page.
 type Cursor struct {
 	At     time.Time `json:"t"`
-	Key    string    `json:"k,omitempty"` // lists sorted by a text key (NextKey)
+	Key    string    `json:"k,omitempty"`  // lists sorted by a text key (NextKey)
+	Keys   []string  `json:"ks,omitempty"` // lists sorted by several text keys (NextKeys)
 	ID     string    `json:"i"`
 	Filter string    `json:"f"`
 }
@@ -101,6 +102,35 @@ func DecodeKey(token, filter string) (*Cursor, error) {
 	}
 	var c Cursor
 	if err := json.Unmarshal(b, &c); err != nil || c.ID == "" || !c.At.IsZero() {
+		return nil, bad("not a page token")
+	}
+	if c.Filter != filter {
+		return nil, bad("issued for other filters")
+	}
+	return &c, nil
+}
+
+// NextKeys is the token of the page after the row whose sort keys are keys
+// under filter, for lists sorted by several text columns.
+func NextKeys(filter string, keys ...string) string {
+	b, _ := json.Marshal(Cursor{Keys: keys, Filter: filter})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeKeys reads a NextKeys token of n keys as Decode reads a Next one.
+func DecodeKeys(token, filter string, n int) (*Cursor, error) {
+	if token == "" {
+		return nil, nil
+	}
+	bad := func(why string) error {
+		return status.Errorf(codes.InvalidArgument, "page_token: %s; pass next_page_token from the previous page of the same query", why)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return nil, bad("not a page token")
+	}
+	var c Cursor
+	if err := json.Unmarshal(b, &c); err != nil || len(c.Keys) != n || c.ID != "" || !c.At.IsZero() {
 		return nil, bad("not a page token")
 	}
 	if c.Filter != filter {

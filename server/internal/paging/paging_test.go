@@ -55,3 +55,17 @@ func TestKeyTokenRoundTripAndBinding(t *testing.T) {
 		t.Fatalf("a key token on a time list: %v, want InvalidArgument", err)
 	}
 }
+
+func TestKeysTokenRoundTripAndBinding(t *testing.T) {
+	f := Filter("roles", "u1")
+	c, err := DecodeKeys(NextKeys(f, "u1", "admin", ""), f, 3)
+	if err != nil || len(c.Keys) != 3 || c.Keys[1] != "admin" {
+		t.Fatalf("round trip: %+v %v", c, err)
+	}
+	if _, err := DecodeKeys(NextKeys(f, "u1", "admin", ""), Filter("roles", "u2"), 3); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("token of other filters: %v, want InvalidArgument", err)
+	}
+	if _, err := DecodeKeys(NextKey("alpha", "ag_1", f), f, 3); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a one-key token on a three-key list: %v, want InvalidArgument", err)
+	}
+}

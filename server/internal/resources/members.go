@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
 func scanMember(row pgx.Row) (*guardv1.Member, error) {
@@ -24,13 +25,33 @@ func (s *Service) ListMembers(ctx context.Context, req *guardv1.ListMembersReque
 	if err := s.visibleGroup(ctx, req.GetGroup()); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT agent_group_id, user_id, added_at FROM agent_group_members WHERE agent_group_id = $1 ORDER BY user_id`, req.GetGroup())
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging on user_id, bound to the group.
+	filter := paging.Filter("members", req.GetGroup())
+	cur, err := paging.DecodeKey(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	afterID := ""
+	if cur != nil {
+		afterID = cur.ID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT agent_group_id, user_id, added_at FROM agent_group_members
+		WHERE agent_group_id = $1 AND user_id > $2 ORDER BY user_id LIMIT $3`, req.GetGroup(), afterID, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListMembersResponse{}
 	for rows.Next() {
+		if len(out.Members) == limit {
+			// One row past the page: there is a next one.
+			out.NextPageToken = paging.NextKey("", out.Members[limit-1].GetUserId(), filter)
+			break
+		}
 		m, err := scanMember(rows)
 		if err != nil {
 			return nil, err

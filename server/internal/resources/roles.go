@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
 // roleGrant is a validated grant: the scope is always explicit — GLOBAL
@@ -82,16 +83,43 @@ func (s *Service) ListRoles(ctx context.Context, req *guardv1.ListRolesRequest) 
 	if err != nil {
 		return nil, err
 	}
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging (user_id, role, group; '' = global sorts first, as
+	// NULLS FIRST did), bound to the filters and the viewer.
+	filter := paging.Filter("roles", v.all, v.groups, v.userID, req.GetUserId(), req.GetGroup())
+	cur, err := paging.DecodeKeys(req.GetPageToken(), filter, 3)
+	if err != nil {
+		return nil, err
+	}
+	after := []string{"", "", ""}
+	if cur != nil {
+		after = cur.Keys
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+roleColumns+` FROM user_roles
 		WHERE ($1 OR agent_group_id = ANY($2) OR user_id = $3)
 		  AND ($4 = '' OR user_id = $4) AND ($5 = '' OR agent_group_id = $5)
-		ORDER BY user_id, role, agent_group_id NULLS FIRST`, v.all, v.groups, v.userID, req.GetUserId(), req.GetGroup())
+		  AND (NOT $6 OR (user_id, role, COALESCE(agent_group_id, '')) > ($7, $8, $9))
+		ORDER BY user_id, role, COALESCE(agent_group_id, '') LIMIT $10`,
+		v.all, v.groups, v.userID, req.GetUserId(), req.GetGroup(), cur != nil, after[0], after[1], after[2], limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListRolesResponse{}
 	for rows.Next() {
+		if len(out.Roles) == limit {
+			// One row past the page: there is a next one.
+			last := out.Roles[limit-1]
+			role := "admin"
+			if last.GetRole() == guardv1.Role_ROLE_OWNER {
+				role = "owner"
+			}
+			out.NextPageToken = paging.NextKeys(filter, last.GetUserId(), role, last.GetGroup())
+			break
+		}
 		r, err := scanRole(rows)
 		if err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -40,7 +41,7 @@ func scanUser(row pgx.Row) (*guardv1.User, error) {
 
 // ListUsers lists users (operator, owners, global admins; others see only
 // themselves).
-func (s *Service) ListUsers(ctx context.Context, _ *guardv1.ListUsersRequest) (*guardv1.ListUsersResponse, error) {
+func (s *Service) ListUsers(ctx context.Context, req *guardv1.ListUsersRequest) (*guardv1.ListUsersResponse, error) {
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -50,13 +51,33 @@ func (s *Service) ListUsers(ctx context.Context, _ *guardv1.ListUsersRequest) (*
 			return nil, err
 		}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, display_name, created_at FROM users WHERE $1 OR id = $2 ORDER BY id`, v.all, v.userID)
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging on id, bound to the viewer.
+	filter := paging.Filter("users", v.all, v.userID)
+	cur, err := paging.DecodeKey(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	afterID := ""
+	if cur != nil {
+		afterID = cur.ID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, display_name, created_at FROM users WHERE ($1 OR id = $2) AND id > $3 ORDER BY id LIMIT $4`,
+		v.all, v.userID, afterID, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListUsersResponse{}
 	for rows.Next() {
+		if len(out.Users) == limit {
+			// One row past the page: there is a next one.
+			out.NextPageToken = paging.NextKey("", out.Users[limit-1].GetId(), filter)
+			break
+		}
 		u, err := scanUser(rows)
 		if err != nil {
 			return nil, err
