@@ -4771,8 +4771,12 @@ func (x *Destination) GetTargetMessagingGroup() string {
 
 // ListDestinationsRequest names a group.
 type ListDestinationsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4814,10 +4818,26 @@ func (x *ListDestinationsRequest) GetGroup() string {
 	return ""
 }
 
+func (x *ListDestinationsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListDestinationsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListDestinationsResponse is the destinations.
 type ListDestinationsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Destinations  []*Destination         `protobuf:"bytes,1,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Destinations []*Destination         `protobuf:"bytes,1,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4857,6 +4877,13 @@ func (x *ListDestinationsResponse) GetDestinations() []*Destination {
 		return x.Destinations
 	}
 	return nil
+}
+
+func (x *ListDestinationsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // AddDestinationRequest adds a destination.
@@ -6382,8 +6409,12 @@ type ListWiringsRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Group          string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	MessagingGroup string                 `protobuf:"bytes,2,opt,name=messaging_group,json=messagingGroup,proto3" json:"messaging_group,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListWiringsRequest) Reset() {
@@ -6430,10 +6461,26 @@ func (x *ListWiringsRequest) GetMessagingGroup() string {
 	return ""
 }
 
+func (x *ListWiringsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListWiringsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListWiringsResponse is the wirings.
 type ListWiringsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Wirings       []*Wiring              `protobuf:"bytes,1,rep,name=wirings,proto3" json:"wirings,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Wirings []*Wiring              `protobuf:"bytes,1,rep,name=wirings,proto3" json:"wirings,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6473,6 +6520,13 @@ func (x *ListWiringsResponse) GetWirings() []*Wiring {
 		return x.Wirings
 	}
 	return nil
+}
+
+func (x *ListWiringsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // CreateWiringRequest wires a chat to a group.
@@ -7330,8 +7384,12 @@ func (x *MessagePolicy) GetMode() EnforcementMode {
 
 // ListPoliciesRequest filters policies.
 type ListPoliciesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7373,10 +7431,26 @@ func (x *ListPoliciesRequest) GetGroup() string {
 	return ""
 }
 
+func (x *ListPoliciesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListPoliciesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListPoliciesResponse is the policies.
 type ListPoliciesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policies      []*MessagePolicy       `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Policies []*MessagePolicy       `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7416,6 +7490,13 @@ func (x *ListPoliciesResponse) GetPolicies() []*MessagePolicy {
 		return x.Policies
 	}
 	return nil
+}
+
+func (x *ListPoliciesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // SetPolicyRequest sets (or replaces) a policy.
@@ -9588,11 +9669,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
 	"\ftarget_group\x18\x03 \x01(\tR\vtargetGroup\x124\n" +
-	"\x16target_messaging_group\x18\x04 \x01(\tR\x14targetMessagingGroup\"V\n" +
+	"\x16target_messaging_group\x18\x04 \x01(\tR\x14targetMessagingGroup\"\xb6\x01\n" +
 	"\x17ListDestinationsRequest\x12;\n" +
-	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"U\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
+	"\x05limit\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"}\n" +
 	"\x18ListDestinationsResponse\x129\n" +
-	"\fdestinations\x18\x01 \x03(\v2\x15.guard.v1.DestinationR\fdestinations\"\x9d\x02\n" +
+	"\fdestinations\x18\x01 \x03(\v2\x15.guard.v1.DestinationR\fdestinations\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9d\x02\n" +
 	"\x15AddDestinationRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
 	"\x04name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x01\xba\x01\x01\x00R\x04name\x12H\n" +
@@ -9688,12 +9774,17 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fmessaging_group\x18\x02 \x01(\tR\x0emessagingGroup\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\tR\x05group\x129\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xa1\x01\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x81\x02\n" +
 	"\x12ListWiringsRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12N\n" +
-	"\x0fmessaging_group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x00R\x0emessagingGroup\"A\n" +
+	"\x0fmessaging_group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x00R\x0emessagingGroup\x12 \n" +
+	"\x05limit\x18\x03 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"i\n" +
 	"\x13ListWiringsResponse\x12*\n" +
-	"\awirings\x18\x01 \x03(\v2\x10.guard.v1.WiringR\awirings\"\xa2\x01\n" +
+	"\awirings\x18\x01 \x03(\v2\x10.guard.v1.WiringR\awirings\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa2\x01\n" +
 	"\x13CreateWiringRequest\x12N\n" +
 	"\x0fmessaging_group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x00R\x0emessagingGroup\x12;\n" +
 	"\x05group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"@\n" +
@@ -9745,11 +9836,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12\x1c\n" +
 	"\tapprovals\x18\x04 \x01(\x05R\tapprovals\x123\n" +
 	"\x16also_approver_user_ids\x18\x06 \x03(\tR\x13alsoApproverUserIds\x12-\n" +
-	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"R\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"\xb2\x01\n" +
 	"\x13ListPoliciesRequest\x12;\n" +
-	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"K\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
+	"\x05limit\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"s\n" +
 	"\x14ListPoliciesResponse\x123\n" +
-	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\"\xa8\x03\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x03\n" +
 	"\x10SetPolicyRequest\x12D\n" +
 	"\n" +
 	"from_group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\tfromGroup\x12@\n" +

@@ -162,3 +162,54 @@ func TestPeopleListsPage(t *testing.T) {
 	checkPaging(ctx, t, "ListRoles", n+n/2, "pg:", roles(""), roles("ag_people"))
 	checkPaging(ctx, t, "ListRoles of a group", n, "pg:", roles("ag_people"), roles(""))
 }
+
+// Issue 13: destinations, message policies and wirings page like the rest.
+func TestRoutingListsPage(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 230
+	// Policies cross from-group boundaries; wirings share created_at in threes.
+	if _, err := srv.Pool.Exec(ctx, `
+		INSERT INTO agent_groups (id, name) SELECT 'ag_rt' || lpad(i::text, 4, '0'), 'rt-' || i FROM generate_series(1, 230) AS i;
+		INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) SELECT 'ag_rt0001', 'dest-' || lpad(i::text, 4, '0'), 'ag_rt' || lpad(i::text, 4, '0') FROM generate_series(1, 230) AS i;
+		INSERT INTO agent_message_policies (from_agent_group_id, to_agent_group_id, approver_user_id)
+		SELECT 'ag_rt' || lpad((1 + i % 3)::text, 4, '0'), 'ag_rt' || lpad(i::text, 4, '0'), 'pg:olga' FROM generate_series(1, 230) AS i;
+		INSERT INTO messaging_groups (id, channel_type, platform_id) SELECT 'mg_rt' || lpad(i::text, 4, '0'), 'pg', 'chat' || i FROM generate_series(1, 230) AS i;
+		INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id, created_at)
+		SELECT 'wr_rt' || lpad(i::text, 4, '0'), 'mg_rt' || lpad(i::text, 4, '0'), 'ag_rt0002', '2026-11-30T06:00:00Z'::timestamptz + (i / 3) * interval '1 second' FROM generate_series(1, 230) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	reg := srv.Operator(t).Registry
+
+	destinations := func(group string) listPage {
+		return func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+			r, err := reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: group, Limit: limit, PageToken: token})
+			var out []string
+			for _, d := range r.GetDestinations() {
+				out = append(out, d.GetName())
+			}
+			return out, r.GetNextPageToken(), err
+		}
+	}
+	policies := func(group string) listPage {
+		return func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+			r, err := reg.ListPolicies(ctx, &guardv1.ListPoliciesRequest{Group: group, Limit: limit, PageToken: token})
+			var out []string
+			for _, p := range r.GetPolicies() {
+				out = append(out, p.GetFromGroup()+">"+p.GetToGroup())
+			}
+			return out, r.GetNextPageToken(), err
+		}
+	}
+	wirings := func(group string) listPage {
+		return func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+			r, err := reg.ListWirings(ctx, &guardv1.ListWiringsRequest{Group: group, Limit: limit, PageToken: token})
+			return ids(r.GetWirings()), r.GetNextPageToken(), err
+		}
+	}
+	checkPaging(ctx, t, "ListDestinations", n, "dest-", destinations("ag_rt0001"), destinations("ag_rt0002"))
+	checkPaging(ctx, t, "ListPolicies", n, "ag_rt", policies(""), policies("ag_rt0001"))
+	checkPaging(ctx, t, "ListWirings", n, "wr_rt", wirings("ag_rt0002"), wirings(""))
+}

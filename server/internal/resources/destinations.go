@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
 func scanDestination(row pgx.Row) (*guardv1.Destination, error) {
@@ -21,13 +22,33 @@ func (s *Service) ListDestinations(ctx context.Context, req *guardv1.ListDestina
 	if err := s.visibleGroup(ctx, req.GetGroup()); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+destinationColumns+` FROM agent_destinations WHERE agent_group_id = $1 ORDER BY name`, req.GetGroup())
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging on name (unique in a group), bound to the group.
+	filter := paging.Filter("destinations", req.GetGroup())
+	cur, err := paging.DecodeKey(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	afterName := ""
+	if cur != nil {
+		afterName = cur.ID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+destinationColumns+` FROM agent_destinations
+		WHERE agent_group_id = $1 AND name > $2 ORDER BY name LIMIT $3`, req.GetGroup(), afterName, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListDestinationsResponse{}
 	for rows.Next() {
+		if len(out.Destinations) == limit {
+			// One row past the page: there is a next one.
+			out.NextPageToken = paging.NextKey("", out.Destinations[limit-1].GetName(), filter)
+			break
+		}
 		d, err := scanDestination(rows)
 		if err != nil {
 			return nil, err

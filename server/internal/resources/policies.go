@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
 func scanPolicy(row pgx.Row) (*guardv1.MessagePolicy, error) {
@@ -27,16 +28,37 @@ func (s *Service) ListPolicies(ctx context.Context, req *guardv1.ListPoliciesReq
 	if err != nil {
 		return nil, err
 	}
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging (from, to), bound to the filter and the viewer.
+	filter := paging.Filter("policies", v.all, v.groups, req.GetGroup())
+	cur, err := paging.DecodeKey(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	afterFrom, afterTo := "", ""
+	if cur != nil {
+		afterFrom, afterTo = cur.Key, cur.ID
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+policyColumns+` FROM agent_message_policies
 		WHERE ($1 OR from_agent_group_id = ANY($2) OR to_agent_group_id = ANY($2))
 		  AND ($3 = '' OR from_agent_group_id = $3 OR to_agent_group_id = $3)
-		ORDER BY from_agent_group_id, to_agent_group_id`, v.all, v.groups, req.GetGroup())
+		  AND ($5 = '' OR (from_agent_group_id, to_agent_group_id) > ($4, $5))
+		ORDER BY from_agent_group_id, to_agent_group_id LIMIT $6`, v.all, v.groups, req.GetGroup(), afterFrom, afterTo, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListPoliciesResponse{}
 	for rows.Next() {
+		if len(out.Policies) == limit {
+			// One row past the page: there is a next one.
+			last := out.Policies[limit-1]
+			out.NextPageToken = paging.NextKey(last.GetFromGroup(), last.GetToGroup(), filter)
+			break
+		}
 		p, err := scanPolicy(rows)
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -28,15 +29,37 @@ func (s *Service) ListWirings(ctx context.Context, req *guardv1.ListWiringsReque
 	if err != nil {
 		return nil, err
 	}
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging (created_at, id), bound to the filters and the viewer.
+	filter := paging.Filter("wirings", v.all, v.groups, req.GetGroup(), req.GetMessagingGroup())
+	cur, err := paging.Decode(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	var after *time.Time
+	afterID := ""
+	if cur != nil {
+		after, afterID = &cur.At, cur.ID
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+wiringColumns+` FROM messaging_group_agents
 		WHERE ($1 OR agent_group_id = ANY($2)) AND ($3 = '' OR agent_group_id = $3) AND ($4 = '' OR messaging_group_id = $4)
-		ORDER BY created_at, id`, v.all, v.groups, req.GetGroup(), req.GetMessagingGroup())
+		  AND ($5::timestamptz IS NULL OR (created_at, id) > ($5, $6))
+		ORDER BY created_at, id LIMIT $7`, v.all, v.groups, req.GetGroup(), req.GetMessagingGroup(), after, afterID, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListWiringsResponse{}
 	for rows.Next() {
+		if len(out.Wirings) == limit {
+			// One row past the page: there is a next one.
+			last := out.Wirings[limit-1]
+			out.NextPageToken = paging.Next(last.GetCreatedAt().AsTime(), last.GetId(), filter)
+			break
+		}
 		w, err := scanWiring(rows)
 		if err != nil {
 			return nil, err
