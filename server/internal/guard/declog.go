@@ -55,10 +55,34 @@ SELECT id, at, action, actor, actor_kind, agent_group_id, session_id, effect, re
 FROM rows WHERE request_id = '' OR id IN (SELECT decision_id FROM claimed)
 RETURNING id`
 
+// insertPlainSQL is insertBatchSQL for a batch where no row carries a
+// request id (nothing to claim): the plain multi-row insert.
+const insertPlainSQL = `INSERT INTO decisions
+  (id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
+   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, trace, mode, would_effect, would_reason)
+SELECT id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
+   grant_id, hold_id, latency_us, dry_run, runner_id, request_id, trace, mode, would_effect, would_reason
+FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[]::jsonb[], $5::text[], $6::text[], $7::text[],
+    $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bool[], $15::text[], $16::text[], $17::bytea[],
+    $18::text[]::jsonb[], $19::text[], $20::text[], $21::text[])
+  AS u(id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
+       grant_id, hold_id, latency_us, dry_run, runner_id, request_id, answer, trace, mode, would_effect, would_reason)
+RETURNING id`
+
+// insertSQL is the statement for rows: the claim only when one needs it.
+func insertSQL(rows []*pendingRow) string {
+	for _, p := range rows {
+		if p.row.RequestID != "" {
+			return insertBatchSQL
+		}
+	}
+	return insertPlainSQL
+}
+
 // insertTx writes one row in the caller's transaction (grant and hold paths).
 func insertTx(ctx context.Context, tx pgx.Tx, r *logRow) error {
 	rows := []*pendingRow{{row: r}}
-	written, err := collectIDs(tx.Query(ctx, insertBatchSQL, batchArgs(rows)...))
+	written, err := collectIDs(tx.Query(ctx, insertSQL(rows), batchArgs(rows)...))
 	if err != nil {
 		return fmt.Errorf("log decision: %w", err)
 	}

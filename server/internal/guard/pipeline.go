@@ -186,7 +186,7 @@ func (p *pipeline) send(batch []op) {
 		b.Queue(r.query, r.args...)
 	}
 	if len(rows) > 0 {
-		b.Queue(insertBatchSQL, batchArgs(rows)...)
+		b.Queue(insertSQL(rows), batchArgs(rows)...)
 	}
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
@@ -222,7 +222,7 @@ func (p *pipeline) send(batch []op) {
 			r.done <- p.pool.QueryRow(ctx, r.query, r.args...).Scan(r.dest...)
 		}
 		if len(rows) > 0 {
-			written, err := collectIDs(p.pool.Query(ctx, insertBatchSQL, batchArgs(rows)...))
+			written, err := collectIDs(p.pool.Query(ctx, insertSQL(rows), batchArgs(rows)...))
 			p.settleRows(ctx, rows, written, err)
 		}
 		return
@@ -266,7 +266,7 @@ func (p *pipeline) settleRows(ctx context.Context, rows []*pendingRow, written m
 		p.log.Warn("decision log batch refused; writing its rows one by one", "rows", len(rows), "err", err)
 		for _, r := range rows {
 			one := []*pendingRow{r}
-			written, err := collectIDs(p.pool.Query(ctx, insertBatchSQL, batchArgs(one)...))
+			written, err := collectIDs(p.pool.Query(ctx, insertSQL(one), batchArgs(one)...))
 			p.settleRows(ctx, one, written, err)
 		}
 		return
