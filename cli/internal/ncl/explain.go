@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/clawguard/clawguard/cli/internal/render"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -108,10 +110,14 @@ const decidedByNonCatalog = "non-catalog"
 // naming the closest catalog actions.
 func unknownAction(ctx context.Context, c *clients, action string) error {
 	var near []string
-	if resp, err := c.reg.ListCatalog(ctx, &guardv1.ListCatalogRequest{}); err == nil {
+	entries, err := pages(ctx, c, 0, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		resp, err := c.reg.ListCatalog(ctx, &guardv1.ListCatalogRequest{Limit: size, PageToken: token})
+		return render.Msgs(resp.GetEntries()), resp.GetNextPageToken(), err
+	})
+	if err == nil {
 		prefix, _, _ := strings.Cut(action, ".")
-		for _, e := range resp.GetEntries() {
-			if strings.HasPrefix(e.GetAction(), prefix+".") || strings.Contains(e.GetAction(), action) {
+		for _, m := range entries {
+			if e := m.(*guardv1.CatalogEntry); strings.HasPrefix(e.GetAction(), prefix+".") || strings.Contains(e.GetAction(), action) {
 				near = append(near, e.GetAction())
 			}
 		}

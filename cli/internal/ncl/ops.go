@@ -153,25 +153,35 @@ func (a *app) runnersCmd() *cobra.Command {
 }
 
 func (a *app) catalogCmd() *cobra.Command {
+	var catalogLimit int32
 	list := &cobra.Command{
 		Use: "list", Short: "List the guarded actions the server knows", Example: "  ncl catalog list\n  ncl catalog list -o json | jq -r '.[].action'", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if catalogLimit < 0 {
+				return usagef("--limit: must not be negative")
+			}
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
-				resp, err := c.reg.ListCatalog(ctx, &guardv1.ListCatalogRequest{})
+				var exempt []string
+				entries, err := pages(ctx, c, catalogLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+					resp, err := c.reg.ListCatalog(ctx, &guardv1.ListCatalogRequest{Limit: size, PageToken: token})
+					exempt = resp.GetExemptDeliveryActions()
+					return render.Msgs(resp.GetEntries()), resp.GetNextPageToken(), err
+				})
 				if err != nil {
 					return err
 				}
 				p := a.printer()
-				if err := p.List(&guardv1.CatalogEntry{}, render.Msgs(resp.GetEntries())); err != nil {
+				if err := p.List(&guardv1.CatalogEntry{}, entries); err != nil {
 					return err
 				}
-				if !p.JSON && !p.Quiet && len(resp.GetExemptDeliveryActions()) > 0 {
-					fmt.Fprintf(a.stdout, "\nexempt delivery actions: %s\n", strings.Join(resp.GetExemptDeliveryActions(), ", "))
+				if !p.JSON && !p.Quiet && len(exempt) > 0 {
+					fmt.Fprintf(a.stdout, "\nexempt delivery actions: %s\n", strings.Join(exempt, ", "))
 				}
 				return nil
 			})
 		},
 	}
+	list.Flags().Int32Var(&catalogLimit, "limit", 0, "at most this many (0 = all: every page is read)")
 	var (
 		action, mode string
 		approvals    int32

@@ -6813,7 +6813,11 @@ func (x *MessagingGroup) GetCreatedAt() *timestamppb.Timestamp {
 
 // ListMessagingGroupsRequest lists chats.
 type ListMessagingGroupsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6848,12 +6852,28 @@ func (*ListMessagingGroupsRequest) Descriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
 }
 
+func (x *ListMessagingGroupsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListMessagingGroupsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListMessagingGroupsResponse is the chats.
 type ListMessagingGroupsResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	MessagingGroups []*MessagingGroup      `protobuf:"bytes,1,rep,name=messaging_groups,json=messagingGroups,proto3" json:"messaging_groups,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMessagingGroupsResponse) Reset() {
@@ -6891,6 +6911,13 @@ func (x *ListMessagingGroupsResponse) GetMessagingGroups() []*MessagingGroup {
 		return x.MessagingGroups
 	}
 	return nil
+}
+
+func (x *ListMessagingGroupsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetMessagingGroupRequest names a chat.
@@ -7786,8 +7813,12 @@ func (x *UserDm) GetAddress() string {
 
 // ListUserDmsRequest filters DMs.
 type ListUserDmsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7829,10 +7860,26 @@ func (x *ListUserDmsRequest) GetUserId() string {
 	return ""
 }
 
+func (x *ListUserDmsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListUserDmsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListUserDmsResponse is the DMs.
 type ListUserDmsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Dms           []*UserDm              `protobuf:"bytes,1,rep,name=dms,proto3" json:"dms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Dms   []*UserDm              `protobuf:"bytes,1,rep,name=dms,proto3" json:"dms,omitempty"`
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7872,6 +7919,13 @@ func (x *ListUserDmsResponse) GetDms() []*UserDm {
 		return x.Dms
 	}
 	return nil
+}
+
+func (x *ListUserDmsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // SetUserDmRequest records a DM.
@@ -8744,7 +8798,11 @@ func (x *CatalogEntry) GetMode() EnforcementMode {
 
 // ListCatalogRequest lists the catalog.
 type ListCatalogRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8779,14 +8837,30 @@ func (*ListCatalogRequest) Descriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
 }
 
+func (x *ListCatalogRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListCatalogRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListCatalogResponse is the catalog, sorted by action.
 type ListCatalogResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Entries []*CatalogEntry        `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
 	// Delivery actions runners may leave unmapped.
 	ExemptDeliveryActions []string `protobuf:"bytes,2,rep,name=exempt_delivery_actions,json=exemptDeliveryActions,proto3" json:"exempt_delivery_actions,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Set when more match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListCatalogResponse) Reset() {
@@ -8831,6 +8905,13 @@ func (x *ListCatalogResponse) GetExemptDeliveryActions() []string {
 		return x.ExemptDeliveryActions
 	}
 	return nil
+}
+
+func (x *ListCatalogResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DecisionRecord is one row of the decision log.
@@ -9803,10 +9884,15 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06denied\x18\x06 \x01(\bR\x06denied\x12\x19\n" +
 	"\bis_group\x18\a \x01(\bR\aisGroup\x129\n" +
 	"\n" +
-	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x1c\n" +
-	"\x1aListMessagingGroupsRequest\"b\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"|\n" +
+	"\x1aListMessagingGroupsRequest\x12 \n" +
+	"\x05limit\x18\x01 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"\x8a\x01\n" +
 	"\x1bListMessagingGroupsResponse\x12C\n" +
-	"\x10messaging_groups\x18\x01 \x03(\v2\x18.guard.v1.MessagingGroupR\x0fmessagingGroups\"M\n" +
+	"\x10messaging_groups\x18\x01 \x03(\v2\x18.guard.v1.MessagingGroupR\x0fmessagingGroups\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"M\n" +
 	"\x18GetMessagingGroupRequest\x121\n" +
 	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"^\n" +
 	"\x19GetMessagingGroupResponse\x12A\n" +
@@ -9864,11 +9950,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06UserDm\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12!\n" +
 	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"P\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"\xb0\x01\n" +
 	"\x12ListUserDmsRequest\x12:\n" +
-	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\"9\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12 \n" +
+	"\x05limit\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"a\n" +
 	"\x13ListUserDmsResponse\x12\"\n" +
-	"\x03dms\x18\x01 \x03(\v2\x10.guard.v1.UserDmR\x03dms\"\xc4\x01\n" +
+	"\x03dms\x18\x01 \x03(\v2\x10.guard.v1.UserDmR\x03dms\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc4\x01\n" +
 	"\x10SetUserDmRequest\x12:\n" +
 	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12;\n" +
 	"\fchannel_type\x18\x02 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\vchannelType\x127\n" +
@@ -9936,11 +10027,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\bresource\x18\x04 \x01(\tR\bresource\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x1c\n" +
 	"\tapprovals\x18\x06 \x01(\x05R\tapprovals\x12-\n" +
-	"\x04mode\x18\a \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"\x14\n" +
-	"\x12ListCatalogRequest\"\x7f\n" +
+	"\x04mode\x18\a \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"t\n" +
+	"\x12ListCatalogRequest\x12 \n" +
+	"\x05limit\x18\x01 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"\xa7\x01\n" +
 	"\x13ListCatalogResponse\x120\n" +
 	"\aentries\x18\x01 \x03(\v2\x16.guard.v1.CatalogEntryR\aentries\x126\n" +
-	"\x17exempt_delivery_actions\x18\x02 \x03(\tR\x15exemptDeliveryActions\"\x8e\x04\n" +
+	"\x17exempt_delivery_actions\x18\x02 \x03(\tR\x15exemptDeliveryActions\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\x8e\x04\n" +
 	"\x0eDecisionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +

@@ -213,3 +213,64 @@ func TestRoutingListsPage(t *testing.T) {
 	checkPaging(ctx, t, "ListPolicies", n, "ag_rt", policies(""), policies("ag_rt0001"))
 	checkPaging(ctx, t, "ListWirings", n, "wr_rt", wirings("ag_rt0002"), wirings(""))
 }
+
+// Issue 13: chats, DM addresses and the (in-memory) catalog page too.
+func TestChatListsAndCatalogPage(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 230
+	// Chats cross channel types; users have two DM channels each.
+	if _, err := srv.Pool.Exec(ctx, `
+		INSERT INTO messaging_groups (id, channel_type, platform_id) SELECT 'mg_pg' || lpad(i::text, 4, '0'), 'pg' || (i % 3), 'chat' || i FROM generate_series(1, 230) AS i;
+		INSERT INTO users (id) SELECT 'pg:u' || lpad(i::text, 4, '0') FROM generate_series(1, 115) AS i;
+		INSERT INTO user_dms (user_id, channel_type, address) SELECT 'pg:u' || lpad(i::text, 4, '0'), c, 'addr' || i FROM generate_series(1, 115) AS i, (VALUES ('pga'), ('pgb')) AS t(c)`); err != nil {
+		t.Fatal(err)
+	}
+	reg := srv.Operator(t).Registry
+
+	chats := func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+		r, err := reg.ListMessagingGroups(ctx, &guardv1.ListMessagingGroupsRequest{Limit: limit, PageToken: token})
+		return ids(r.GetMessagingGroups()), r.GetNextPageToken(), err
+	}
+	dms := func(user string) listPage {
+		return func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+			r, err := reg.ListUserDms(ctx, &guardv1.ListUserDmsRequest{UserId: user, Limit: limit, PageToken: token})
+			var out []string
+			for _, d := range r.GetDms() {
+				out = append(out, d.GetUserId()+"/"+d.GetChannelType())
+			}
+			return out, r.GetNextPageToken(), err
+		}
+	}
+	catalog := func(ctx context.Context, limit int32, token string) ([]string, string, error) {
+		r, err := reg.ListCatalog(ctx, &guardv1.ListCatalogRequest{Limit: limit, PageToken: token})
+		var out []string
+		for _, e := range r.GetEntries() {
+			out = append(out, e.GetAction())
+		}
+		return out, r.GetNextPageToken(), err
+	}
+	checkPaging(ctx, t, "ListMessagingGroups", n, "mg_pg", chats, dms(""))
+	checkPaging(ctx, t, "ListUserDms", n, "pg:", dms(""), dms("pg:u0001"))
+
+	// The catalog is the server's, not seeded: every entry once across
+	// pages of 5, the same entries as one page of 1000.
+	whole, next, err := catalog(ctx, 1000, "")
+	if err != nil || next != "" || len(whole) <= 10 {
+		t.Fatalf("catalog in one page: %d entries, next %q, %v", len(whole), next, err)
+	}
+	seen, pages := pageThrough(ctx, t, "ListCatalog", 5, "", catalog)
+	if len(seen) != len(whole) || pages != (len(whole)+4)/5 {
+		t.Fatalf("catalog paged %d entries in %d pages, want %d", len(seen), pages, len(whole))
+	}
+	if _, _, err := catalog(ctx, 1001, ""); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("catalog limit 1001: %v, want InvalidArgument", err)
+	}
+	if _, next, _ := catalog(ctx, 5, ""); next == "" {
+		t.Fatal("catalog page of 5 has no next page")
+	} else if _, _, err := chats(ctx, 5, next); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a catalog token on ListMessagingGroups: %v, want InvalidArgument", err)
+	}
+}

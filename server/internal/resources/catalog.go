@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
 // exemptLister is the optional half of a Catalog: the server's declared
@@ -19,18 +20,44 @@ type exemptLister interface {
 
 // ListCatalog lists the guard catalog, sorted by action; any authenticated
 // caller may read it (it is what `ncl catalog list` and the runners' banner show).
-func (s *Service) ListCatalog(ctx context.Context, _ *guardv1.ListCatalogRequest) (*guardv1.ListCatalogResponse, error) {
+func (s *Service) ListCatalog(ctx context.Context, req *guardv1.ListCatalogRequest) (*guardv1.ListCatalogResponse, error) {
 	if _, err := s.viewer(ctx); err != nil && status.Code(err) != codes.PermissionDenied {
 		return nil, err
 	}
 	if s.catalog == nil {
 		return nil, status.Error(codes.Unavailable, "the guard catalog is not wired on this server")
 	}
-	out := &guardv1.ListCatalogResponse{Entries: slices.Clone(s.catalog.List())}
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging on action over the sorted entries (everyone sees the
+	// same catalog: the token binds only to the list).
+	filter := paging.Filter("catalog")
+	cur, err := paging.DecodeKey(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	entries := slices.Clone(s.catalog.List())
+	slices.SortFunc(entries, func(a, b *guardv1.CatalogEntry) int { return strings.Compare(a.GetAction(), b.GetAction()) })
+	if cur != nil {
+		from, _ := slices.BinarySearchFunc(entries, cur.ID, func(e *guardv1.CatalogEntry, action string) int {
+			return strings.Compare(e.GetAction(), action)
+		})
+		for from < len(entries) && entries[from].GetAction() <= cur.ID {
+			from++
+		}
+		entries = entries[from:]
+	}
+	out := &guardv1.ListCatalogResponse{}
+	if len(entries) > limit {
+		entries = entries[:limit]
+		out.NextPageToken = paging.NextKey("", entries[limit-1].GetAction(), filter)
+	}
+	out.Entries = entries
 	if err := s.withSettings(ctx, out.Entries); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out.Entries, func(a, b *guardv1.CatalogEntry) int { return strings.Compare(a.GetAction(), b.GetAction()) })
 	if e, ok := s.catalog.(exemptLister); ok {
 		out.ExemptDeliveryActions = slices.Sorted(slices.Values(e.ExemptDeliveryActions()))
 	}

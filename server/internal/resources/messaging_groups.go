@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -55,19 +56,40 @@ func scanMessagingGroup(row pgx.Row) (*guardv1.MessagingGroup, error) {
 const messagingGroupVisible = `($1 OR EXISTS (SELECT 1 FROM messaging_group_agents w WHERE w.messaging_group_id = m.id AND w.agent_group_id = ANY($2)))`
 
 // ListMessagingGroups lists chats the caller may see.
-func (s *Service) ListMessagingGroups(ctx context.Context, _ *guardv1.ListMessagingGroupsRequest) (*guardv1.ListMessagingGroupsResponse, error) {
+func (s *Service) ListMessagingGroups(ctx context.Context, req *guardv1.ListMessagingGroupsRequest) (*guardv1.ListMessagingGroupsResponse, error) {
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+messagingGroupColumns+` FROM messaging_groups m WHERE `+messagingGroupVisible+
-		` ORDER BY m.channel_type, m.platform_id`, v.all, v.groups)
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging (channel_type, platform_id: unique), bound to the viewer.
+	filter := paging.Filter("messaging_groups", v.all, v.groups)
+	cur, err := paging.DecodeKey(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	afterType, afterPlatform := "", ""
+	if cur != nil {
+		afterType, afterPlatform = cur.Key, cur.ID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+messagingGroupColumns+` FROM messaging_groups m WHERE `+messagingGroupVisible+`
+		AND ($4 = '' OR (m.channel_type, m.platform_id) > ($3, $4))
+		ORDER BY m.channel_type, m.platform_id LIMIT $5`, v.all, v.groups, afterType, afterPlatform, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListMessagingGroupsResponse{}
 	for rows.Next() {
+		if len(out.MessagingGroups) == limit {
+			// One row past the page: there is a next one.
+			last := out.MessagingGroups[limit-1]
+			out.NextPageToken = paging.NextKey(last.GetChannelType(), last.GetPlatformId(), filter)
+			break
+		}
 		m, err := scanMessagingGroup(rows)
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
 func scanDM(row pgx.Row) (*guardv1.UserDm, error) {
@@ -27,14 +28,36 @@ func (s *Service) ListUserDms(ctx context.Context, req *guardv1.ListUserDmsReque
 			return nil, err
 		}
 	}
+	limit, err := paging.Limit(req.GetLimit())
+	if err != nil {
+		return nil, err
+	}
+	// Keyset paging (user_id, channel_type), bound to the filter and the viewer.
+	filter := paging.Filter("user_dms", v.all, v.userID, req.GetUserId())
+	cur, err := paging.DecodeKey(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, err
+	}
+	afterUser, afterType := "", ""
+	if cur != nil {
+		afterUser, afterType = cur.Key, cur.ID
+	}
 	rows, err := s.pool.Query(ctx, `SELECT user_id, channel_type, address FROM user_dms
-		WHERE ($1 OR user_id = $2) AND ($3 = '' OR user_id = $3) ORDER BY user_id, channel_type`, v.all, v.userID, req.GetUserId())
+		WHERE ($1 OR user_id = $2) AND ($3 = '' OR user_id = $3)
+		  AND ($5 = '' OR (user_id, channel_type) > ($4, $5))
+		ORDER BY user_id, channel_type LIMIT $6`, v.all, v.userID, req.GetUserId(), afterUser, afterType, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListUserDmsResponse{}
 	for rows.Next() {
+		if len(out.Dms) == limit {
+			// One row past the page: there is a next one.
+			last := out.Dms[limit-1]
+			out.NextPageToken = paging.NextKey(last.GetUserId(), last.GetChannelType(), filter)
+			break
+		}
 		d, err := scanDM(rows)
 		if err != nil {
 			return nil, err
