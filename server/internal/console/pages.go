@@ -160,7 +160,7 @@ func (c *Console) deciders(r *http.Request, s *session, h *guardv1.Hold) ([]stri
 	}
 	var grants []*guardv1.RoleGrant
 	for _, q := range reqs {
-		resp, err := call[*guardv1.ListRolesResponse](c, r, s, guardv1.Registry_ListRoles_FullMethodName, q)
+		resp, err := callAll[*guardv1.ListRolesResponse](c, r, s, guardv1.Registry_ListRoles_FullMethodName, q)
 		if err != nil {
 			note = "owners and global admins you may not list also may"
 			continue
@@ -256,7 +256,7 @@ type whatifData struct {
 
 func (c *Console) whatifForm(r *http.Request, s *session) whatifData {
 	d := whatifData{}
-	if cat, err := call[*guardv1.ListCatalogResponse](c, r, s, guardv1.Registry_ListCatalog_FullMethodName, &guardv1.ListCatalogRequest{}); err == nil {
+	if cat, err := callAll[*guardv1.ListCatalogResponse](c, r, s, guardv1.Registry_ListCatalog_FullMethodName, &guardv1.ListCatalogRequest{}); err == nil {
 		for _, e := range cat.GetEntries() {
 			d.Actions = append(d.Actions, e.GetAction())
 		}
@@ -370,7 +370,7 @@ func (c *Console) table(w http.ResponseWriter, r *http.Request, s *session, nav,
 }
 
 func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request, s *session) {
-	resp, err := call[*guardv1.ListGroupsResponse](c, r, s, guardv1.Registry_ListGroups_FullMethodName, &guardv1.ListGroupsRequest{})
+	resp, err := callAll[*guardv1.ListGroupsResponse](c, r, s, guardv1.Registry_ListGroups_FullMethodName, &guardv1.ListGroupsRequest{})
 	t := tableData{Headers: []string{"ID", "NAME", "CLI SCOPE", "BASE IMAGE", "CREATED"}, Empty: "no groups you may read"}
 	for _, g := range resp.GetGroups() {
 		t.Rows = append(t.Rows, []cell{txt(g.GetId()), txt(g.GetName()), txt(strings.ToLower(strings.TrimPrefix(g.GetConfig().GetCliScope().String(), "CLI_SCOPE_"))), txt(g.GetBaseImage()), txt(when(g.GetCreatedAt()))})
@@ -383,7 +383,7 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request, s *session)
 func (c *Console) destinationsPage(w http.ResponseWriter, r *http.Request, s *session) {
 	groups := []string{r.URL.Query().Get("group")}
 	if groups[0] == "" {
-		gs, err := call[*guardv1.ListGroupsResponse](c, r, s, guardv1.Registry_ListGroups_FullMethodName, &guardv1.ListGroupsRequest{})
+		gs, err := callAll[*guardv1.ListGroupsResponse](c, r, s, guardv1.Registry_ListGroups_FullMethodName, &guardv1.ListGroupsRequest{})
 		if err != nil {
 			c.table(w, r, s, "destinations", "Destinations", tableData{}, err)
 			return
@@ -395,7 +395,7 @@ func (c *Console) destinationsPage(w http.ResponseWriter, r *http.Request, s *se
 	}
 	t := tableData{Headers: []string{"GROUP", "NAME", "TARGET GROUP", "TARGET CHAT"}, Empty: "no destinations you may read"}
 	for _, g := range groups[:min(len(groups), 100)] {
-		resp, err := call[*guardv1.ListDestinationsResponse](c, r, s, guardv1.Registry_ListDestinations_FullMethodName,
+		resp, err := callAll[*guardv1.ListDestinationsResponse](c, r, s, guardv1.Registry_ListDestinations_FullMethodName,
 			&guardv1.ListDestinationsRequest{Group: g})
 		if err != nil {
 			c.table(w, r, s, "destinations", "Destinations", t, err)
@@ -409,7 +409,7 @@ func (c *Console) destinationsPage(w http.ResponseWriter, r *http.Request, s *se
 }
 
 func (c *Console) policiesPage(w http.ResponseWriter, r *http.Request, s *session) {
-	resp, err := call[*guardv1.ListPoliciesResponse](c, r, s, guardv1.Registry_ListPolicies_FullMethodName,
+	resp, err := callAll[*guardv1.ListPoliciesResponse](c, r, s, guardv1.Registry_ListPolicies_FullMethodName,
 		&guardv1.ListPoliciesRequest{Group: r.URL.Query().Get("group")})
 	t := tableData{Headers: []string{"FROM", "TO", "APPROVER", "MEANS"}, Empty: "no message policies you may read"}
 	for _, p := range resp.GetPolicies() {
@@ -420,7 +420,7 @@ func (c *Console) policiesPage(w http.ResponseWriter, r *http.Request, s *sessio
 }
 
 func (c *Console) rolesPage(w http.ResponseWriter, r *http.Request, s *session) {
-	resp, err := call[*guardv1.ListRolesResponse](c, r, s, guardv1.Registry_ListRoles_FullMethodName,
+	resp, err := callAll[*guardv1.ListRolesResponse](c, r, s, guardv1.Registry_ListRoles_FullMethodName,
 		&guardv1.ListRolesRequest{Group: r.URL.Query().Get("group")})
 	t := tableData{Headers: []string{"USER", "ROLE", "SCOPE", "GROUP", "GRANTED"}, Empty: "no role grants you may read"}
 	for _, g := range resp.GetRoles() {
@@ -430,7 +430,7 @@ func (c *Console) rolesPage(w http.ResponseWriter, r *http.Request, s *session) 
 }
 
 func (c *Console) runnersPage(w http.ResponseWriter, r *http.Request, s *session) {
-	resp, err := call[*guardv1.ListRunnersResponse](c, r, s, guardv1.Registry_ListRunners_FullMethodName, &guardv1.ListRunnersRequest{})
+	resp, err := callAll[*guardv1.ListRunnersResponse](c, r, s, guardv1.Registry_ListRunners_FullMethodName, &guardv1.ListRunnersRequest{})
 	t := tableData{Headers: []string{"ID", "HOST", "VERSION", "LIVE", "SESSIONS", "LEASE EXPIRES", "CAPABILITIES"}, Empty: "no runners"}
 	for _, x := range resp.GetRunners() {
 		live := "no"

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -91,6 +92,35 @@ func call[T proto.Message](c *Console, r *http.Request, s *session, method strin
 		return zero, status.Errorf(codes.Internal, "%s answered %T", method, m)
 	}
 	return t, nil
+}
+
+// callAll calls a paged List RPC page after page (1,000 rows a page) and
+// returns every page's rows in one answer: the console's tables and pickers
+// show everything the user may read, not the first page.
+func callAll[T proto.Message](c *Console, r *http.Request, s *session, method string, req proto.Message) (T, error) {
+	var zero T
+	rf := req.ProtoReflect()
+	rf.Set(rf.Descriptor().Fields().ByName("limit"), protoreflect.ValueOfInt32(1000))
+	var all T
+	for first := true; ; first = false {
+		page, err := call[T](c, r, s, method, req)
+		if err != nil {
+			return zero, err
+		}
+		pr := page.ProtoReflect()
+		nextF := pr.Descriptor().Fields().ByName("next_page_token")
+		next := pr.Get(nextF).String()
+		pr.Clear(nextF)
+		if first {
+			all = page
+		} else {
+			proto.Merge(all, page)
+		}
+		if next == "" {
+			return all, nil
+		}
+		rf.Set(rf.Descriptor().Fields().ByName("page_token"), protoreflect.ValueOfString(next))
+	}
 }
 
 var funcs = template.FuncMap{
