@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,169 +19,52 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/clawguard/clawguard/deploy/metricnames"
+	"github.com/clawguard/clawguard/e2e/procs"
 	"github.com/clawguard/clawguard/migrations/pgtest"
 )
 
 // repoRoot is the workspace root (tests run in e2e/).
 const repoRoot = ".."
 
-var binDir string
+var bins *procs.Bins
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "clawguard-e2e-bin-")
+	b, err := procs.NewBins(repoRoot)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	binDir = dir
+	bins = b
 	code := pgtest.Main(m)
-	os.RemoveAll(dir)
+	b.Close()
 	os.Exit(code)
 }
 
-var build struct {
-	once sync.Once
-	out  []byte
-	err  error
-}
-
-// bin returns the path of one of the programs, built once per test binary
-// from this tree the way `make build` builds them (static, trimmed paths,
-// so the build cache of `make build` is reused).
-func bin(t *testing.T, name string) string {
-	t.Helper()
-	build.once.Do(func() {
-		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", binDir+string(filepath.Separator),
-			"./server/cmd/clawguard-server", "./runner/cmd/clawguard-runner", "./cli/cmd/ncl", "./runner/agent/demo")
-		cmd.Dir = repoRoot
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		build.out, build.err = cmd.CombinedOutput()
-	})
-	if build.err != nil {
-		t.Fatalf("go build the binaries: %v\n%s", build.err, build.out)
-	}
-	if name == "demo-agent" {
-		name = "demo" // go build names the binary after its directory
-	}
-	return filepath.Join(binDir, name)
-}
+// bin is one of the programs, built once per test binary (procs.Bins).
+func bin(t *testing.T, name string) string { return bins.Path(t, name) }
 
 // proc is one program of the system, its output in a log file.
-type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-}
+type proc = procs.Proc
 
 // start runs a program until the test ends (SIGTERM, then SIGKILL after 15s).
 // On failure the tail of its log is printed.
 func start(t *testing.T, name string, env []string, argv ...string) *proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(cleanEnv(), env...)
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("--- %s log (last 60 lines) ---\n%s", name, p.tail(60))
-		}
-	})
-	return p
+	return procs.Start(t, name, env, 60, argv...)
 }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop asks the program to shut down and kills it if it does not in time.
-func (p *proc) stop() {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.kill()
-	}
-}
-
-// kill ends the program at once (a crash, not a shutdown).
-func (p *proc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// cleanEnv is this process's environment without CLAWGUARD_* settings, so
-// programs are configured by their flags only.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CLAWGUARD_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+func cleanEnv() []string { return procs.CleanEnv() }
 
 // waitFor polls cond until it holds or the deadline passes; cond's string
 // says what it saw last, for the failure message.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, last)
-		}
-		<-tick.C
-	}
+	procs.WaitFor(t, timeout, 50*time.Millisecond, what, cond)
 }
 
-// freePort is a TCP port free on every address of this network namespace.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
-}
+func freePort(t *testing.T) string { return procs.FreePort(t) }
 
-func loopback(t *testing.T) string { return net.JoinHostPort("127.0.0.1", freePort(t)) }
+func loopback(t *testing.T) string { return procs.Loopback(t) }
 
 // server is one clawguard-server replica.
 type server struct {
@@ -207,8 +87,8 @@ func startServer(t *testing.T, name, dbURL, addr, metricsAddr, tokenFile string,
 	defer conn.Close()
 	hc := healthpb.NewHealthClient(conn)
 	waitFor(t, 60*time.Second, name+" SERVING", func() (bool, string) {
-		if s.exited() {
-			t.Fatalf("%s exited during start:\n%s", name, s.tail(30))
+		if s.Exited() {
+			t.Fatalf("%s exited during start:\n%s", name, s.Tail(30))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

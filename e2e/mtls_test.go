@@ -111,8 +111,8 @@ func TestMutualTLSEndToEnd(t *testing.T) {
 		return res.GetStatus(), err
 	}
 	waitFor(t, 60*time.Second, "SERVING over mTLS", func() (bool, string) {
-		if srv.exited() {
-			t.Fatalf("server exited:\n%s", srv.tail(30))
+		if srv.Exited() {
+			t.Fatalf("server exited:\n%s", srv.Tail(30))
 		}
 		st, err := healthOver(pki.client)
 		return err == nil && st == healthpb.HealthCheckResponse_SERVING, fmt.Sprint(st, err)
@@ -149,8 +149,8 @@ func TestMutualTLSEndToEnd(t *testing.T) {
 		"--agent-env", "CLAWGUARD_DEMO_SCRIPT=[]", "--group", group,
 		"--tls-ca", pki.ca, "--tls-cert", pki.clientCert, "--tls-key", pki.clientKey)
 	waitFor(t, 60*time.Second, "runner /readyz 200 over mTLS", func() (bool, string) {
-		if r.exited() {
-			t.Fatalf("runner exited:\n%s", r.tail(30))
+		if r.Exited() {
+			t.Fatalf("runner exited:\n%s", r.Tail(30))
 		}
 		code, err := httpStatus("http://" + runnerMetrics + "/readyz")
 		return err == nil && code == http.StatusOK, fmt.Sprint(code, err)

@@ -160,7 +160,7 @@ func TestMultiHost(t *testing.T) {
 			AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&n)
 		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
 	})
-	r1.kill()
+	r1.Kill()
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestMultiHost(t *testing.T) {
 	if n, _ := sample(body, "clawguard_runner_stream_reconnects_total"); n == "" || n == "0" {
 		t.Errorf("runner A clawguard_runner_stream_reconnects_total = %q, want > 0 after losing replica 1", n)
 	}
-	if r2.exited() {
+	if r2.Exited() {
 		t.Errorf("replica 2 exited; it should serve on alone")
 	}
 }

@@ -203,7 +203,7 @@ func TestPostgresRestartDuringReplays(t *testing.T) {
 	x.startRunners()
 	const n = 200
 	ids := x.holds(t, "pg", n)
-	x.sender.p.stop() // replays start when it comes back, all at once
+	x.sender.p.Stop() // replays start when it comes back, all at once
 	x.approve(t, ids)
 	x.sender.start()
 	waitFor(t, 60*time.Second, "the first replays applied", func() (bool, string) {
@@ -241,7 +241,7 @@ func TestDecisionLogRefusingInsertsDuringReplays(t *testing.T) {
 	x.startRunners()
 	const n = 30
 	ids := x.holds(t, "revoke", n)
-	x.sender.p.stop()
+	x.sender.p.Stop()
 	x.approve(t, ids)
 	if _, err := s.admin.Exec(ctxT(t), `REVOKE INSERT ON decisions FROM clawguard`); err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func TestRunnerKilledBetweenAllowAndApplyAnotherTakesOver(t *testing.T) {
 		_ = s.admin.QueryRow(ctxT(t), `SELECT count(DISTINCT grant_id) FROM decisions WHERE effect = 'allow' AND grant_id = ANY($1)`, ids).Scan(&allowed)
 		return allowed >= 1, fmt.Sprintf("%d of %d allowed", allowed, n)
 	})
-	x.sender.p.kill()
+	x.sender.p.Kill()
 	killed := time.Now()
 	waitFor(t, 60*time.Second, "the session taken over by another runner", func() (bool, string) {
 		var owner string
@@ -329,7 +329,7 @@ func TestBurstOfApprovalsAtOnce(t *testing.T) {
 	x.startRunners()
 	const n = 2000
 	ids := x.holds(t, "burst", n)
-	x.sender.p.stop()
+	x.sender.p.Stop()
 	x.approve(t, ids)
 	x.sender.start()
 	x.settle(t, fmt.Sprintf("%d approvals at once", n), ids, "burst", time.Now(), 4*time.Minute)
@@ -358,7 +358,7 @@ func TestMessagesToAStoppedAgentSurviveARunnerRestart(t *testing.T) {
 	if got := x.count(t, []string{}, "inbox").received; got != 0 {
 		t.Fatalf("the stopped agent recorded %d messages", got)
 	}
-	x.recv.p.kill()
+	x.recv.p.Kill()
 	restarted := time.Now()
 	x.recv.agent = bin(t, "demo-agent")
 	x.recv.start()
@@ -388,7 +388,7 @@ func TestCleanlyStoppedRunnerRestartsAtOnce(t *testing.T) {
 	if err := s.admin.QueryRow(ctxT(t), `SELECT instance_id FROM runners WHERE id = $1`, r.id).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	r.p.stop() // SIGTERM: a clean stop
+	r.p.Stop() // SIGTERM: a clean stop
 	restarted := time.Now()
 	r.start()
 	waitFor(t, 20*time.Second, "the restarted runner registered (the old lease had 40 s or more left)", func() (bool, string) {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/clawguard/clawguard/e2e/procs"
 	"github.com/clawguard/clawguard/migrations/pgtest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -28,153 +27,40 @@ import (
 // repoRoot is the workspace root (tests run in e2e/faults).
 const repoRoot = "../.."
 
-var binDir string
+var bins *procs.Bins
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "clawguard-faults-bin-")
+	b, err := procs.NewBins(repoRoot)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
 		os.Exit(1)
 	}
-	binDir = dir
+	bins = b
 	code := m.Run()
-	os.RemoveAll(dir)
+	b.Close()
 	os.Exit(code)
 }
 
-var build struct {
-	once sync.Once
-	out  []byte
-	err  error
-}
-
-// bin is one of the programs, built once per test binary from this tree the
-// way `make build` builds them.
-func bin(t *testing.T, name string) string {
-	t.Helper()
-	build.once.Do(func() {
-		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", binDir+string(filepath.Separator),
-			"./server/cmd/clawguard-server", "./runner/cmd/clawguard-runner", "./cli/cmd/ncl", "./runner/agent/demo")
-		cmd.Dir = repoRoot
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		build.out, build.err = cmd.CombinedOutput()
-	})
-	if build.err != nil {
-		t.Fatalf("go build the binaries: %v\n%s", build.err, build.out)
-	}
-	if name == "demo-agent" {
-		name = "demo"
-	}
-	return filepath.Join(binDir, name)
-}
+// bin is one of the programs, built once per test binary (procs.Bins).
+func bin(t *testing.T, name string) string { return bins.Path(t, name) }
 
 // proc is one program of the system, its output in a log file.
-type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-}
+type proc = procs.Proc
 
 func start(t *testing.T, name string, argv ...string) *proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = cleanEnv()
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("--- %s log (last 40 lines) ---\n%s", name, p.tail(40))
-		}
-	})
-	return p
+	return procs.Start(t, name, nil, 40, argv...)
 }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop is a clean shutdown (SIGTERM), a kill after 15s.
-func (p *proc) stop() {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.kill()
-	}
-}
-
-// kill is a crash: SIGKILL, nothing cleaned up.
-func (p *proc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CLAWGUARD_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+func cleanEnv() []string { return procs.CleanEnv() }
 
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, last)
-		}
-		<-tick.C
-	}
+	procs.WaitFor(t, timeout, 100*time.Millisecond, what, cond)
 }
 
-func loopback(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func loopback(t *testing.T) string { return procs.Loopback(t) }
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -260,9 +146,9 @@ func (s *system) startServer(i int) {
 	}
 	defer conn.Close()
 	hc := healthpb.NewHealthClient(conn)
-	waitFor(t, 60*time.Second, p.name+" SERVING", func() (bool, string) {
-		if p.exited() {
-			t.Fatalf("%s exited during start:\n%s", p.name, p.tail(30))
+	waitFor(t, 60*time.Second, p.Name+" SERVING", func() (bool, string) {
+		if p.Exited() {
+			t.Fatalf("%s exited during start:\n%s", p.Name, p.Tail(30))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
