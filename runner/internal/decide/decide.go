@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -70,7 +71,7 @@ func New(guard guardv1.GuardClient, log *slog.Logger) *Client {
 // the server shed (ResourceExhausted: it decided nothing) is asked again
 // after the server's hint, until ctx ends; the caller then fails closed.
 func (c *Client) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
-	for {
+	for attempt := 0; ; attempt++ {
 		resp, err := c.decideOnce(ctx, req)
 		after, shed := shedDelay(err)
 		if !shed {
@@ -79,7 +80,7 @@ func (c *Client) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guard
 		if c.OnShed != nil {
 			c.OnShed()
 		}
-		t := time.NewTimer(after)
+		t := time.NewTimer(shedBackoff(after, attempt))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -87,6 +88,15 @@ func (c *Client) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guard
 			return nil, err
 		}
 	}
+}
+
+// shedBackoff waits the server's hint, doubled for each refusal in a row
+// (capped at 2 s) and jittered by ±25 %, so many shed callers spread out
+// instead of coming back together and being shed again.
+func shedBackoff(hint time.Duration, attempt int) time.Duration {
+	d := hint << min(attempt, 6)
+	d = min(d, 2*time.Second)
+	return d*3/4 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
 // shedDelay reports whether err is the server's admission refusal and how

@@ -189,3 +189,17 @@ func TestShedDecisionsAreAskedAgainAfterTheHint(t *testing.T) {
 		t.Fatalf("shed past the deadline: %v, want ResourceExhausted or DeadlineExceeded", err)
 	}
 }
+
+func TestShedBackoffDoublesWithJitterAndIsCapped(t *testing.T) {
+	for attempt, want := range []time.Duration{40 * time.Millisecond, 80 * time.Millisecond, 160 * time.Millisecond} {
+		for range 50 {
+			got := shedBackoff(40*time.Millisecond, attempt)
+			if got < want*3/4 || got > want*5/4 {
+				t.Fatalf("attempt %d: %s, want %s ±25%%", attempt, got, want)
+			}
+		}
+	}
+	if got := shedBackoff(40*time.Millisecond, 30); got > 2*time.Second*5/4 {
+		t.Fatalf("a long run of refusals waits %s, want at most 2s +25%%", got)
+	}
+}
