@@ -62,6 +62,20 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 			}
 			n = len(list)
 			for _, c := range list {
+				// The claim's statement may have started before another
+				// replica committed a re-send of this hold (its row lock is
+				// released by then, and the recheck of a locked row does not
+				// re-run the NOT EXISTS): look again with a fresh snapshot
+				// now that the row lock is ours.
+				var still bool
+				if err := tx.QueryRow(ctx, `SELECT applied_at IS NULL AND unapplied_at IS NULL
+					AND NOT EXISTS (SELECT 1 FROM runner_pushes p WHERE p.hold_id = holds.id AND p.acked_at IS NULL)
+					FROM holds WHERE id = $1`, c.hold.Id).Scan(&still); err != nil {
+					return fmt.Errorf("recheck unapplied approval %s: %w", c.hold.Id, err)
+				}
+				if !still {
+					continue
+				}
 				why := ""
 				switch {
 				case c.denied != "" && !c.hold.Consumed:
