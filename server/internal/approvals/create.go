@@ -118,7 +118,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	// an exclusive hold what its own rule asks (a message policy's
 	// approvals), since only its named users may approve it.
 	required := max(req.Approvals, 1)
-	if ruleName == ruleAdminsOfScope {
+	if ruleName == ruleAdminsOfScope && !choiceCard(req.Options) {
 		if required, err = s.requiredApprovals(ctx, tx, req.CatalogAction, groupID, global); err != nil {
 			return CreateResult{}, err
 		}
@@ -217,6 +217,20 @@ func ScopedDedupKey(kind, anchorGroup, session, key string) string {
 		return ""
 	}
 	return kind + "/" + anchorGroup + "/" + session + "/" + key
+}
+
+// choiceCard reports a card whose buttons are choices (channel registration:
+// a new agent, or wire to an existing one) rather than approve / reject:
+// one approver's pick decides it, so a quorum does not apply.
+func choiceCard(opts []*guardv1.HoldOption) bool {
+	for _, o := range opts {
+		switch o.GetValue() {
+		case "approve", "reject", ChoiceRejectWithReason:
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // requiredApprovals is a hold's quorum: the largest of its approver scope's

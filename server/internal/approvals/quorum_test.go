@@ -138,6 +138,12 @@ func TestQuorumSourcesAndUnreachableQuorum(t *testing.T) {
 	if h.GetApprovalsRequired() != 3 {
 		t.Fatalf("group setting: approvals_required = %d, want 3", h.GetApprovalsRequired())
 	}
+	// A card of choices (channel registration) is decided by one pick.
+	h = createOn(t, srv, approvals.CreateRequest{Kind: "test_choice", CatalogAction: "test.action", SessionID: "sess-1", Scope: group, Title: "t",
+		Options: []*guardv1.HoldOption{{Label: "New agent", Value: "new_agent"}, {Label: "Reject", Value: "reject"}}})
+	if h.GetApprovalsRequired() != 1 {
+		t.Fatalf("choice card: approvals_required = %d, want 1", h.GetApprovalsRequired())
+	}
 	// Global scope: only the owner and the global admin are eligible.
 	res := create(t, srv.Deps().Approvals, srv.Pool, approvals.CreateRequest{Kind: "test_q3", SessionID: "sess-1", Scope: global, Title: "t"})
 	if !res.NoApprover || res.Hold != nil {
