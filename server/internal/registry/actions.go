@@ -107,16 +107,10 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 			return err
 		}
 		// The guard always holds self-modification, so a genuine ALLOW for it
-		// consumed an approved hold — unless its gate is in audit or warn
-		// mode, re-checked live here (a switch back to enforce wins).
-		if c.grant == "" && strings.HasPrefix(req.GetAction(), selfModPrefix) {
-			relaxed, err := relaxedNowTx(ctx, tx, c.mode, req.GetAction(), "", "")
-			if err != nil {
-				return err
-			}
-			if !relaxed {
-				return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: a %s ALLOW must carry the grant of an approved hold, and this one has none", req.GetDecisionId(), req.GetAction())
-			}
+		// consumed an approved hold — or was given by an audit or warn mode
+		// (whether that mode still holds, recheckTx asks the baseline).
+		if c.grant == "" && c.mode == "" && strings.HasPrefix(req.GetAction(), selfModPrefix) {
+			return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: a %s ALLOW must carry the grant of an approved hold, and this one has none", req.GetDecisionId(), req.GetAction())
 		}
 		if err := boundToDecision(c, req); err != nil {
 			return err
@@ -148,24 +142,6 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
 	return &guardv1.ApplyActionResponse{Result: st, Message: out.Message}, nil
-}
-
-// relaxedNowTx reports whether a grantless ALLOW that an audit or warn mode
-// gave (mode, from the cited decision) may still apply: the gate's mode is
-// re-read live — a message policy's own mode for the pair from → to, else
-// the action's — so an operator's switch back to enforce refuses it.
-func relaxedNowTx(ctx context.Context, tx pgx.Tx, mode, action, from, to string) (bool, error) {
-	if mode == "" {
-		return false, nil
-	}
-	var live string
-	err := tx.QueryRow(ctx, `SELECT COALESCE(
-			NULLIF((SELECT mode FROM agent_message_policies WHERE from_agent_group_id = $2 AND to_agent_group_id = $3), ''),
-			(SELECT mode FROM action_settings WHERE action = $1), 'enforce')`, action, from, to).Scan(&live)
-	if err != nil {
-		return false, fmt.Errorf("read enforcement mode: %w", err)
-	}
-	return live == "audit" || live == "warn", nil
 }
 
 // applied is what an application returned (recorded on a hold, so a
@@ -336,15 +312,10 @@ func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, sess appliedSession,
 	case d.Effect == guard.EffectDeny:
 		return status.Errorf(codes.PermissionDenied, "not applied: the guard now denies it (%s); decision %q no longer holds", d.Reason, c.id)
 	case d.Effect == guard.EffectHold && c.hold == nil:
-		// A gate rolled out in audit or warn lets it run without an
-		// approval, if it still is (for this target).
-		relaxed, err := relaxedNowTx(ctx, tx, c.mode, req.GetAction(), sess.groupID, resource["to"])
-		if err != nil {
-			return err
-		}
-		if !relaxed {
-			return status.Errorf(codes.PermissionDenied, "not applied: it needs an approval (%s) and the cited decision %q carries none", d.Reason, c.id)
-		}
+		// A gate still in audit or warn mode answers ALLOW here (the
+		// baseline reads the live mode of this target's policy and action);
+		// a HOLD means it is enforced now, and the citation has no approval.
+		return status.Errorf(codes.PermissionDenied, "not applied: it needs an approval (%s) and the cited decision %q carries none", d.Reason, c.id)
 	}
 	return nil
 }
