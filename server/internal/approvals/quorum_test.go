@@ -84,9 +84,6 @@ func TestQuorumTwoApprovalsWithD1(t *testing.T) {
 	if got.GetStatus() != guardv1.HoldStatus_HOLD_STATUS_PENDING || len(got.GetApprovals()) != 1 || got.GetApprovals()[0].GetUserId() != owner {
 		t.Fatalf("after one approval: %v", got)
 	}
-	if s := approvals.QuorumSummary(got); s != "1 of 2 approvals given, approved by "+owner {
-		t.Fatalf("summary %q", s)
-	}
 	// The same approver again: counted once, nothing published.
 	if got, err = approve(t, srv, h.Id, owner); err != nil || len(got.GetApprovals()) != 1 || got.GetStatus() != guardv1.HoldStatus_HOLD_STATUS_PENDING {
 		t.Fatalf("double click: %v %v", got, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -249,23 +248,6 @@ func (s *Service) approveTowardQuorumTx(ctx context.Context, tx pgx.Tx, cur *gua
 	}
 	s.metrics.ApprovalsPartialTotal.WithLabelValues(h.Kind).Inc()
 	return h, true, nil
-}
-
-// QuorumSummary says where a hold's quorum stands, for cards and listings:
-// "2 of 3 approvals needed, Dana approved" ("" for a single-approval hold).
-func QuorumSummary(h *guardv1.Hold) string {
-	if h.GetApprovalsRequired() <= 1 {
-		return ""
-	}
-	out := fmt.Sprintf("%d of %d approvals given", len(h.GetApprovals()), h.GetApprovalsRequired())
-	if len(h.GetApprovals()) == 0 {
-		return fmt.Sprintf("%d approvals needed", h.GetApprovalsRequired())
-	}
-	names := make([]string, 0, len(h.GetApprovals()))
-	for _, a := range h.GetApprovals() {
-		names = append(names, a.GetUserId())
-	}
-	return out + ", approved by " + strings.Join(names, ", ")
 }
 
 func hasOption(h *guardv1.Hold, v string) bool {
