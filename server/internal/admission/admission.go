@@ -83,8 +83,8 @@ func (l *Limiter) Acquire() bool {
 
 // Release ends an admitted decision: a slow one shrinks the limit (at most
 // once per cooldown), a fast one that found the limit nearly used grows it
-// by about one per limit's worth of decisions.
-func (l *Limiter) Release(took time.Duration) {
+// by about one per limit's worth of decisions. It returns the limit now.
+func (l *Limiter) Release(took time.Duration) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	busy := l.inflight >= int(l.limit)/2
@@ -99,6 +99,7 @@ func (l *Limiter) Release(took time.Duration) {
 	case busy:
 		l.limit = min(float64(l.o.Max), l.limit+1/l.limit)
 	}
+	return int(l.limit)
 }
 
 // Limit is the current limit and the decisions in flight.

@@ -142,11 +142,7 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 			return nil, Overloaded(l.RetryAfter())
 		}
 		start := time.Now()
-		defer func() {
-			l.Release(time.Since(start))
-			lim, _ := l.Limit()
-			s.d.Metrics.AdmissionLimit.Set(float64(lim))
-		}()
+		defer func() { s.d.Metrics.AdmissionLimit.Set(float64(l.Release(time.Since(start)))) }()
 	}
 	if caller.Principal.Kind == guardv1.Principal_PRINCIPAL_USER {
 		if err := s.userMayAsk(ctx, caller.Principal.UserID, r.Actor); err != nil {
