@@ -2,6 +2,7 @@
 # A throwaway local Postgres for `make run` and `make test`.
 #   pg.sh start DIR   → starts (initialising if needed) a cluster in DIR, prints its URL
 #   pg.sh stop DIR    → stops it
+# PG_DURABLE=1 starts it with fsync and synchronous commit on (benchmarks).
 # Uses the machine's own Postgres binaries (PATH, pg_config, /usr/lib/postgresql/*/bin).
 # As root the server runs as the "postgres" user (initdb and postgres refuse root).
 # Without binaries it falls back to a `postgres` container when Docker is reachable.
@@ -53,6 +54,10 @@ start)
     echo "no Postgres found and no Docker daemon reachable: install Postgres with 'apt-get install postgresql'" >&2
     exit 1
   fi
+  # Throwaway clusters skip fsync; PG_DURABLE=1 keeps Postgres' defaults
+  # (fsync, synchronous_commit, full_page_writes on), as benchmarks need.
+  durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  if [ "${PG_DURABLE:-}" = 1 ]; then durability=""; fi
   if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; chmod 700 "$dir"; fi
   if [ ! -f "$dir/data/PG_VERSION" ]; then
     as_pg "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
@@ -63,7 +68,7 @@ start)
   else
     port=$(free_port)
     as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500" \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 $durability -c max_connections=500" \
       start >/dev/null || { tail -20 "$dir/postgres.log" >&2; exit 1; }
     echo "$port" > "$dir/port"
   fi

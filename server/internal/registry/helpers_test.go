@@ -70,6 +70,27 @@ func (r *testRunner) register(ctx context.Context) (*guardv1.RegisterRunnerRespo
 	})
 }
 
+// expireLease ends a runner's lease (time moved forward in the table rather
+// than waited for). The registry clock is stamped in the same statement: a
+// test database is cloned from a template migrated minutes earlier, so the
+// server's first sweep would otherwise read that age as a database outage
+// and give every lease that lapsed since, this one included, a grace period.
+func expireLease(t *testing.T, srv *testserver.Server, runnerID string) {
+	t.Helper()
+	// Clock first, then the runner: the sweep's lock order, so the two
+	// cannot deadlock.
+	err := pgx.BeginFunc(ctxT(t), srv.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctxT(t), `UPDATE registry_clock SET seen_at = now() WHERE id = 1`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, runnerID)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("expire %s's lease: %v", runnerID, err)
+	}
+}
+
 func (r *testRunner) mustRegister(t *testing.T) {
 	t.Helper()
 	if _, err := r.register(ctxT(t)); err != nil {

@@ -82,9 +82,7 @@ func TestPushQueuedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	old := newRunner(t, srv, "runner-old", "h1", nil)
 	old.mustRegister(t)
 	sess := old.open(t, g)
-	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, old.id); err != nil {
-		t.Fatal(err)
-	}
+	expireLease(t, srv, old.id)
 	newer := newRunner(t, srv, "runner-new", "h2", nil)
 	newer.mustRegister(t)
 

@@ -155,9 +155,7 @@ func TestTakeoverRunnerFinishesAConsumedReplayOnce(t *testing.T) {
 		t.Fatalf("replay on runner A: %v (%v), want ALLOW", first.GetDecision(), err)
 	}
 	// Runner A dies before applying; runner B takes the session over.
-	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, ra.id); err != nil {
-		t.Fatal(err)
-	}
+	expireLease(t, srv, ra.id)
 	rb := newRunner(t, srv, "runner-b", "h2", nil)
 	rb.mustRegister(t)
 	if moved := rb.open(t, g); moved.GetId() != sess.GetId() || moved.GetRunnerId() != rb.id {

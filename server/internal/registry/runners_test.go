@@ -208,9 +208,7 @@ func TestLeaseExpiryMovesSessionsRespectingPinsAndRetargetsPushes(t *testing.T) 
 
 	// The dying runner stops heartbeating; its lease runs out (time moved
 	// forward in the table rather than waited for).
-	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, dying.id); err != nil {
-		t.Fatal(err)
-	}
+	expireLease(t, srv, dying.id)
 	owner := func(session string) string {
 		var r *string
 		if err := srv.Pool.QueryRow(ctxT(t), `SELECT runner_id FROM sessions WHERE id = $1`, session).Scan(&r); err != nil {
@@ -266,9 +264,7 @@ func TestConcurrentSweepsCountAndMoveOnce(t *testing.T) {
 	live := newRunner(t, b, "runner-live", "h2", nil)
 	live.mustRegister(t)
 	live.connect(t).keepAlive(100 * time.Millisecond)
-	if _, err := a.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, dying.id); err != nil {
-		t.Fatal(err)
-	}
+	expireLease(t, a, dying.id)
 	eventually(t, "every session to move to the live runner", func() bool {
 		var n int
 		if err := a.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM sessions WHERE id = ANY($1) AND runner_id = $2`, sessions, live.id).Scan(&n); err != nil {
@@ -451,9 +447,7 @@ func TestOpenSession(t *testing.T) {
 	// A dead runner's session is taken over by the runner that opens it,
 	// with its pending pushes.
 	pending := enqueue(t, srv, s1.GetId(), "still mine")
-	if _, err := srv.Pool.Exec(ctxT(t), `UPDATE runners SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, a.id); err != nil {
-		t.Fatal(err)
-	}
+	expireLease(t, srv, a.id)
 	b := newRunner(t, srv, "runner-b", "h2", nil)
 	b.mustRegister(t)
 	taken := b.open(t, g)

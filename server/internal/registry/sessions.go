@@ -82,7 +82,12 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 				return err
 			}
 			if !moved {
-				return status.Errorf(codes.Aborted, "session %q changed owner concurrently; retry", id)
+				// Another mover (a replica's lease sweep) won the row. If it
+				// gave the session to this runner, that is what was asked.
+				var now string
+				if err := tx.QueryRow(ctx, `SELECT COALESCE(runner_id, '') FROM sessions WHERE id = $1 AND status = 'active'`, id).Scan(&now); err != nil || now != runnerID {
+					return status.Errorf(codes.Aborted, "session %q changed owner concurrently; retry", id)
+				}
 			}
 		}
 		sess, err := readSessionTx(ctx, tx, id)
