@@ -41,7 +41,7 @@ func wireGuard(d *api.Deps, s *services) error {
 		Holds:        holdCreator(d.Approvals),
 		// One pipelined round trip carries the facts reads and log
 		// rows of many concurrent decisions (see BENCHMARKS.md).
-		Pipelines: 2,
+		Pipelines: d.Config.GuardPipelines,
 		Yield:     true,
 	})
 	d.Metrics.PreInit(cat.Actions(), approvals.HoldKinds(cat.ApprovalKinds()))

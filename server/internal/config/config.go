@@ -66,6 +66,9 @@ type Config struct {
 	AdmissionTarget time.Duration
 	// AdmissionMaxInFlight caps the adaptive limit.
 	AdmissionMaxInFlight int
+	// GuardPipelines is how many batches of decision reads and log rows
+	// may be in flight to Postgres at once (each on its own connection).
+	GuardPipelines int
 	// ConsoleListen serves the approvals console ("" = off), with the gRPC
 	// listener's TLS certificate when one is set.
 	ConsoleListen string
@@ -94,6 +97,7 @@ func Default() Config {
 		MaxConns:             32,
 		AdmissionTarget:      20 * time.Millisecond,
 		AdmissionMaxInFlight: 4096,
+		GuardPipelines:       2,
 		ConsoleSessionTTL:    8 * time.Hour,
 	}
 }
@@ -126,6 +130,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	integer(fs, &c.MaxConns, "max-conns", "database pool size")
 	dur(fs, &c.AdmissionTarget, "admission-target", "decision latency above which decisions in flight are limited, the rest refused with ResourceExhausted (0 = off)")
 	integer(fs, &c.AdmissionMaxInFlight, "admission-max-inflight", "upper bound of the adaptive limit on decisions in flight")
+	integer(fs, &c.GuardPipelines, "guard-pipelines", "decision batches (facts reads and log rows) in flight to Postgres at once")
 	str(fs, &c.ConsoleListen, "console-listen", "approvals console (web) listen address (empty = off)")
 	dur(fs, &c.ConsoleSessionTTL, "console-session-ttl", "how long a console sign-in lasts")
 }
@@ -196,6 +201,9 @@ func (c Config) Validate() error {
 	}
 	if c.GlobalHoldApprovals < 1 || c.GlobalHoldApprovals > MaxApprovals || c.GroupHoldApprovals < 1 || c.GroupHoldApprovals > MaxApprovals {
 		return fmt.Errorf("--global-hold-approvals and --group-hold-approvals: want 1 to %d", MaxApprovals)
+	}
+	if c.GuardPipelines < 1 || c.GuardPipelines > c.MaxConns {
+		return fmt.Errorf("--guard-pipelines %d: want 1 to --max-conns (%d)", c.GuardPipelines, c.MaxConns)
 	}
 	if c.AdmissionTarget < 0 || c.AdmissionMaxInFlight < 8 {
 		return errors.New("--admission-target must not be negative and --admission-max-inflight at least 8")

@@ -28,10 +28,11 @@ func TestEnvTwinsAndValidation(t *testing.T) {
 
 func TestValidateNamesTheSetting(t *testing.T) {
 	cases := map[string]func(*Config){
-		"--database-url": func(c *Config) { c.DatabaseURL = "mysql://x" },
-		"--listen":       func(c *Config) { c.Listen = "nope" },
-		"--tls-cert":     func(c *Config) { c.TLSCert = "a" },
-		"--log-level":    func(c *Config) { c.LogLevel = "loud" },
+		"--database-url":    func(c *Config) { c.DatabaseURL = "mysql://x" },
+		"--listen":          func(c *Config) { c.Listen = "nope" },
+		"--tls-cert":        func(c *Config) { c.TLSCert = "a" },
+		"--log-level":       func(c *Config) { c.LogLevel = "loud" },
+		"--guard-pipelines": func(c *Config) { c.GuardPipelines = c.MaxConns + 1 },
 	}
 	for want, mutate := range cases {
 		c := Default()
