@@ -1,42 +1,63 @@
 // Package admission sheds decisions the server cannot answer in time:
-// an adaptive concurrency limit (additive increase, multiplicative
-// decrease on latency, the AIMD of TCP and of Netflix's concurrency-limits)
-// on the decisions in flight. Past the limit a decision is refused at once
-// with ResourceExhausted and a retry hint, so the admitted ones keep their
-// latency and an overloaded server keeps its goodput instead of queueing
-// every caller into timeouts. A refusal decides nothing: the caller (the
-// runner) waits and asks again; it never runs the action unchecked.
+// an adaptive concurrency limit on the decisions in flight, adjusted once
+// per window from the window's mean latency (additive increase while it
+// meets the target, a decrease proportional to the overshoot when it does
+// not: the gradient limiters of Netflix's concurrency-limits, not the
+// per-sample AIMD of TCP, whose every slow outlier shrank the limit and
+// collapsed it to its floor under a closed loop). Past the limit a decision
+// is refused at once with ResourceExhausted and a retry hint, so the
+// admitted ones keep their latency and an overloaded server keeps its
+// goodput instead of queueing every caller into timeouts. A refusal decides
+// nothing: the caller (the runner) waits and asks again; it never runs the
+// action unchecked.
+//
+// The retry hint adapts too. Refusals are not free (each is a gRPC round
+// trip with authentication), and a fixed hint lets many waiting callers
+// come back faster than the server admits them: their refusals then take
+// the CPU the decisions need. The hint grows while a window refuses more
+// than a fifth of what it admits and shrinks back when it refuses less.
 package admission
 
 import (
+	"math"
 	"sync"
 	"time"
 )
 
 // Options tune a Limiter.
 type Options struct {
-	// Target is the latency above which the limit shrinks (default 20ms).
+	// Target is the mean decision latency the limit steers to (default 20ms).
 	Target time.Duration
 	// Min and Max bound the limit (defaults 8 and 4096); Initial is where it
 	// starts (default 256).
 	Min, Max, Initial int
-	// Backoff is the multiplicative decrease (default 0.9), applied at most
-	// once per Cooldown (default Target) so one slow burst counts once.
-	Backoff  float64
-	Cooldown time.Duration
+	// Window is how often the limit and the hint are adjusted (default
+	// 5×Target, at least 50ms): long enough to average out one slow batch.
+	Window time.Duration
+	// MaxRetryAfter caps the retry hint (default 2s); its floor is 2×Target.
+	MaxRetryAfter time.Duration
 	// Now is the clock (tests).
 	Now func() time.Time
 }
+
+// shedShare is the refusals per admitted decision the hint steers to.
+const shedShare = 0.2
 
 // Limiter is an adaptive limit on concurrent decisions; safe for
 // concurrent use.
 type Limiter struct {
 	o Options
 
-	mu        sync.Mutex
-	limit     float64
-	inflight  int
-	lastShrnk time.Time
+	mu       sync.Mutex
+	limit    float64
+	inflight int
+	retry    time.Duration
+
+	// The current window.
+	start        time.Time
+	done, shed   int
+	took         time.Duration
+	peakInflight int
 }
 
 // New builds a limiter.
@@ -57,16 +78,16 @@ func New(o Options) *Limiter {
 		o.Initial = 256
 	}
 	o.Initial = min(max(o.Initial, o.Min), o.Max)
-	if o.Backoff <= 0 || o.Backoff >= 1 {
-		o.Backoff = 0.9
+	if o.Window <= 0 {
+		o.Window = max(5*o.Target, 50*time.Millisecond)
 	}
-	if o.Cooldown <= 0 {
-		o.Cooldown = o.Target
+	if o.MaxRetryAfter < 2*o.Target {
+		o.MaxRetryAfter = max(2*time.Second, 2*o.Target)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Limiter{o: o, limit: float64(o.Initial)}
+	return &Limiter{o: o, limit: float64(o.Initial), retry: 2 * o.Target, start: o.Now()}
 }
 
 // Acquire admits one decision, or reports false when the limit is reached.
@@ -75,31 +96,45 @@ func (l *Limiter) Acquire() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inflight >= int(l.limit) {
+		l.shed++
 		return false
 	}
 	l.inflight++
+	l.peakInflight = max(l.peakInflight, l.inflight)
 	return true
 }
 
-// Release ends an admitted decision: a slow one shrinks the limit (at most
-// once per cooldown), a fast one that found the limit nearly used grows it
-// by about one per limit's worth of decisions. It returns the limit now.
+// Release ends an admitted decision and, at the end of a window, adjusts
+// the limit and the retry hint. It returns the limit now.
 func (l *Limiter) Release(took time.Duration) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	busy := l.inflight >= int(l.limit)/2
 	l.inflight--
-	now := l.o.Now()
-	switch {
-	case took > l.o.Target:
-		if now.Sub(l.lastShrnk) >= l.o.Cooldown {
-			l.limit = max(float64(l.o.Min), l.limit*l.o.Backoff)
-			l.lastShrnk = now
-		}
-	case busy:
-		l.limit = min(float64(l.o.Max), l.limit+1/l.limit)
+	l.done++
+	l.took += took
+	if now := l.o.Now(); now.Sub(l.start) >= l.o.Window {
+		l.adjust()
+		l.start, l.done, l.shed, l.took, l.peakInflight = now, 0, 0, 0, l.inflight
 	}
 	return int(l.limit)
+}
+
+// adjust ends a window (called with mu held and done > 0).
+func (l *Limiter) adjust() {
+	mean := l.took / time.Duration(l.done)
+	switch {
+	case mean > l.o.Target:
+		// Proportional: twice the target halves the limit, at most.
+		l.limit = max(float64(l.o.Min), l.limit*max(0.5, float64(l.o.Target)/float64(mean)))
+	case l.peakInflight >= int(l.limit)/2:
+		// Meeting the target while busy: there may be room for more.
+		l.limit = min(float64(l.o.Max), l.limit+max(1, math.Sqrt(l.limit)))
+	}
+	// Steer the refusals toward shedShare of the admitted decisions: the
+	// hint scales by how far off they are (at most ×2 or ×½ a window).
+	ratio := float64(l.shed) / float64(l.done) / shedShare
+	l.retry = time.Duration(float64(l.retry) * min(2, max(0.5, ratio)))
+	l.retry = min(l.o.MaxRetryAfter, max(2*l.o.Target, l.retry))
 }
 
 // Limit is the current limit and the decisions in flight.
@@ -109,8 +144,10 @@ func (l *Limiter) Limit() (limit, inflight int) {
 	return int(l.limit), l.inflight
 }
 
-// RetryAfter is the hint a refused caller gets: long enough for the
-// decisions in flight to drain at the target latency.
+// RetryAfter is the hint a refused caller gets: 2×Target while refusals
+// are rare, longer while waiting callers outnumber what the server admits.
 func (l *Limiter) RetryAfter() time.Duration {
-	return 2 * l.o.Target
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.retry
 }

@@ -23,55 +23,193 @@ func TestRefusesPastTheLimitAndAdmitsAgainAfterRelease(t *testing.T) {
 	}
 }
 
-func TestSlowDecisionsShrinkTheLimitOncePerCooldown(t *testing.T) {
+// window runs one window of n decisions on l, each taking took, all in
+// flight at once, and ends it.
+func window(c *clock, l *Limiter, n int, took time.Duration) {
+	for i := 0; i < n; i++ {
+		l.Acquire()
+	}
+	for i := 0; i < n-1; i++ {
+		l.Release(took)
+	}
+	c.t = c.t.Add(l.o.Window)
+	l.Release(took)
+}
+
+func TestASlowWindowShrinksTheLimitInProportionOnce(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
-	l := New(Options{Initial: 100, Min: 10, Target: 10 * time.Millisecond, Cooldown: time.Second, Now: c.now})
-	for i := 0; i < 5; i++ {
-		l.Acquire()
+	l := New(Options{Initial: 100, Min: 10, Target: 10 * time.Millisecond, Now: c.now})
+	window(c, l, 5, 16*time.Millisecond) // mean 1.6× the target
+	if lim, _ := l.Limit(); lim != 62 {
+		t.Fatalf("limit after a window at 1.6× the target = %d, want 62 (100 / 1.6)", lim)
 	}
-	for i := 0; i < 5; i++ {
-		l.Release(50 * time.Millisecond) // all slow, within one cooldown
+	window(c, l, 5, time.Second) // far over: at most halved
+	if lim, _ := l.Limit(); lim != 31 {
+		t.Fatalf("limit after a window at 100× the target = %d, want 31 (halved, no more)", lim)
 	}
-	if lim, _ := l.Limit(); lim != 90 {
-		t.Fatalf("limit after one slow burst = %d, want 90 (one decrease)", lim)
-	}
-	c.t = c.t.Add(time.Second)
-	l.Acquire()
-	l.Release(50 * time.Millisecond)
-	if lim, _ := l.Limit(); lim != 81 {
-		t.Fatalf("limit after the next cooldown = %d, want 81", lim)
-	}
-	for i := 0; i < 100; i++ {
-		c.t = c.t.Add(time.Second)
-		l.Acquire()
-		l.Release(time.Second)
+	for i := 0; i < 20; i++ {
+		window(c, l, 5, time.Second)
 	}
 	if lim, _ := l.Limit(); lim != 10 {
 		t.Fatalf("limit never goes below Min: %d", lim)
 	}
 }
 
-func TestFastDecisionsGrowABusyLimitButNotAnIdleOne(t *testing.T) {
-	l := New(Options{Initial: 10, Max: 12, Target: time.Second})
-	// Idle: one at a time never grows it.
-	for i := 0; i < 100; i++ {
+// The per-sample rule this replaced shrank the limit on every slow
+// outlier; under a closed loop on a shared machine some decision of every
+// few milliseconds is slow, and the limit collapsed to its floor.
+func TestSlowOutliersInAFastWindowDoNotShrinkTheLimit(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	l := New(Options{Initial: 100, Target: 20 * time.Millisecond, Now: c.now})
+	for i := 0; i < 60; i++ {
 		l.Acquire()
-		l.Release(time.Millisecond)
 	}
-	if lim, _ := l.Limit(); lim != 10 {
-		t.Fatalf("an idle limit grew to %d", lim)
+	for i := 0; i < 57; i++ {
+		l.Release(5 * time.Millisecond)
 	}
-	// Busy: many at once, all fast: it grows, up to Max.
-	for round := 0; round < 200; round++ {
-		n := 0
-		for l.Acquire() {
-			n++
+	l.Release(80 * time.Millisecond) // GC pause, fsync stall
+	l.Release(80 * time.Millisecond)
+	c.t = c.t.Add(l.o.Window)
+	l.Release(5 * time.Millisecond) // mean 7.4 ms
+	if lim, _ := l.Limit(); lim < 100 {
+		t.Fatalf("a window meeting its target on average shrank the limit to %d", lim)
+	}
+}
+
+func TestFastWindowsGrowABusyLimitButNotAnIdleOne(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	l := New(Options{Initial: 16, Max: 40, Target: time.Second, Now: c.now})
+	for i := 0; i < 50; i++ {
+		window(c, l, 1, time.Millisecond) // one at a time: idle
+	}
+	if lim, _ := l.Limit(); lim != 16 {
+		t.Fatalf("an idle limit moved to %d", lim)
+	}
+	window(c, l, 16, time.Millisecond) // the whole limit in use
+	if lim, _ := l.Limit(); lim != 20 {
+		t.Fatalf("a busy, fast window grew the limit to %d, want 20 (+√16)", lim)
+	}
+	for i := 0; i < 50; i++ {
+		lim, _ := l.Limit()
+		window(c, l, lim, time.Millisecond)
+	}
+	if lim, _ := l.Limit(); lim != 40 {
+		t.Fatalf("a busy, fast limit is %d, want Max 40", lim)
+	}
+}
+
+func TestRetryHintGrowsWhileRefusalsOutnumberAdmissionsAndFallsBack(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	l := New(Options{Initial: 10, Min: 10, Max: 10, Target: 10 * time.Millisecond, Now: c.now})
+	if got := l.RetryAfter(); got != 20*time.Millisecond {
+		t.Fatalf("initial hint %v, want 2×Target", got)
+	}
+	overloaded := func() {
+		for i := 0; i < 10; i++ {
+			l.Acquire()
 		}
-		for i := 0; i < n; i++ {
+		for i := 0; i < 30; i++ {
+			if l.Acquire() {
+				t.Fatal("admitted past the limit")
+			}
+		}
+		for i := 0; i < 9; i++ {
 			l.Release(time.Millisecond)
 		}
+		c.t = c.t.Add(l.o.Window)
+		l.Release(time.Millisecond)
 	}
-	if lim, _ := l.Limit(); lim != 12 {
-		t.Fatalf("a busy, fast limit is %d, want Max 12", lim)
+	overloaded() // 3 refusals per admission: ×2 (capped)
+	if got := l.RetryAfter(); got != 40*time.Millisecond {
+		t.Fatalf("hint after an overloaded window %v, want 40ms", got)
+	}
+	for i := 0; i < 20; i++ {
+		overloaded()
+	}
+	if got := l.RetryAfter(); got != 2*time.Second {
+		t.Fatalf("hint under lasting overload %v, want the 2s cap", got)
+	}
+	for i := 0; i < 20; i++ {
+		window(c, l, 5, time.Millisecond) // nothing refused
+	}
+	if got := l.RetryAfter(); got != 20*time.Millisecond {
+		t.Fatalf("hint after the overload %v, want back at 2×Target", got)
+	}
+}
+
+// A closed loop of 512 callers against a modelled server whose throughput
+// grows with concurrency (batching) and saturates: X(L) = 8000·L/(L+40)
+// per second, FIFO, so a decision's latency is about L/X(L). The limit
+// must settle where the mean latency meets the 20 ms target (L ≈ 120,
+// X ≈ 6,000/s), not collapse to its floor, and the adaptive hint must keep
+// the refusals a minority of the work.
+func TestClosedLoopSettlesAtTheTargetWithoutCollapsing(t *testing.T) {
+	const (
+		callers = 512
+		tick    = time.Millisecond
+		ticks   = 30_000
+	)
+	c := &clock{t: time.Unix(0, 0)}
+	l := New(Options{Target: 20 * time.Millisecond, Now: c.now})
+	type call struct{ caller, started int }
+	var (
+		queue   []call
+		readyAt = make([]int, callers) // tick each caller asks next
+		credit  float64
+		done    int
+		refused int
+		limits  []int
+	)
+	for now := 0; now < ticks; now++ {
+		c.t = time.Unix(0, 0).Add(time.Duration(now) * tick)
+		inflight := float64(len(queue))
+		credit += 8000 * inflight / (inflight + 40) * tick.Seconds()
+		for credit >= 1 && len(queue) > 0 {
+			d := queue[0]
+			queue = queue[1:]
+			credit--
+			l.Release(time.Duration(now-d.started) * tick)
+			readyAt[d.caller] = now
+			if now >= ticks/2 {
+				done++
+			}
+		}
+		if len(queue) == 0 {
+			credit = 0
+		}
+		for i := range readyAt {
+			if readyAt[i] != now {
+				continue
+			}
+			if l.Acquire() {
+				queue = append(queue, call{i, now})
+				readyAt[i] = -1
+				continue
+			}
+			if now >= ticks/2 {
+				refused++
+			}
+			readyAt[i] = now + int(l.RetryAfter()/tick)
+		}
+		if now >= ticks/2 && now%100 == 0 {
+			lim, _ := l.Limit()
+			limits = append(limits, lim)
+		}
+	}
+	goodput := float64(done) / (float64(ticks/2) * tick.Seconds())
+	var sum int
+	for _, x := range limits {
+		sum += x
+	}
+	mean := sum / len(limits)
+	t.Logf("goodput %.0f/s, mean limit %d, refusals per admission %.2f, hint %v", goodput, mean, float64(refused)/float64(done), l.RetryAfter())
+	if mean < 80 || mean > 180 {
+		t.Errorf("mean limit %d, want near 120 (where the latency meets the target)", mean)
+	}
+	if goodput < 5000 {
+		t.Errorf("goodput %.0f/s, want near the 6,000/s the target allows", goodput)
+	}
+	if float64(refused) > 0.5*float64(done) {
+		t.Errorf("%d refusals for %d decisions: the hint let refusals take the server", refused, done)
 	}
 }
