@@ -152,7 +152,7 @@ func TestBrowserApprovesAHoldLive(t *testing.T) {
 	screenshot(t, ctx, "pending")
 
 	do(t, ctx, "open the hold",
-		chromedp.Click(chromedp.CSS(row+` a`)),
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).click()`, row+` a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#approve`)))
 	page := get(t, ctx, "read the hold page", chromedp.Text(chromedp.CSS(`#hold`)))
 	for _, want := range []string{"deploy notes ready", "only telegram:dana", "a2a_message_gate", "requested"} {
@@ -199,11 +199,27 @@ func TestBrowserApprovesAHoldLive(t *testing.T) {
 	}
 	assertPending(t, f, hold)
 
-	// Dana approves from the hold page.
-	do(t, ctx, "approve",
+	// A live re-render keeps what Dana is typing: the part changed (its
+	// history emptied here), so it is replaced, and the reason survives.
+	do(t, ctx, "type a reason",
 		chromedp.Navigate(f.base+"/holds/"+hold),
 		chromedp.WaitVisible(chromedp.CSS(`#approve`)),
-		chromedp.Click(chromedp.CSS(`#approve`)),
+		chromedp.Evaluate[chromedp.Void](`(() => { const i = document.querySelector('form.reject input[name=reason]'); i.focus(); i.value = 'half typed'; })()`))
+	kept := get(t, ctx, "the reason after a re-render", chromedp.Evaluate[string](`(async () => {
+			document.querySelector('ol.history').innerHTML = '';
+			await window.clawguardRefresh();
+			if (!document.querySelector('ol.history li')) return 'not re-rendered';
+			const i = document.querySelector('form.reject input[name=reason]');
+			return i === document.activeElement ? i.value : 'focus lost'; })()`, chromedp.EvalAwaitPromise))
+	if kept != "half typed" {
+		t.Fatalf("reason input after a live re-render: %q, want the typed text", kept)
+	}
+
+	// Dana approves from the hold page. The click is one step in the page
+	// (a live re-render may replace the button between a lookup and a click).
+	do(t, ctx, "approve",
+		chromedp.WaitVisible(chromedp.CSS(`#approve`)),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('approve').click()`),
 		chromedp.WaitVisible(chromedp.CSS(`#hold-status.approved`)))
 
 	// The runner replays the send with the grant, as it does on approval;

@@ -12,14 +12,44 @@
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html === null) return;
+        // Parsed and serialized by the browser, so an unchanged part
+        // compares equal and is left alone (no flicker, nothing lost).
+        var next = document.createElement("template");
+        next.innerHTML = html;
+        if (next.innerHTML === el.innerHTML) return;
         var before = {};
         el.querySelectorAll("[data-hold]").forEach(function (n) { before[n.getAttribute("data-hold")] = true; });
-        el.innerHTML = html;
+        var typed = keepTyped(el);
+        el.innerHTML = next.innerHTML;
+        typed(el);
         el.querySelectorAll("tr[data-hold]").forEach(function (n) {
           if (!before[n.getAttribute("data-hold")]) n.classList.add("new");
         });
       });
   }
+
+  // keepTyped remembers what the user typed into el's text fields (a
+  // reject reason) and where the focus was; the returned function puts
+  // both back into the re-rendered part.
+  function keepTyped(el) {
+    var values = {}, focused = null;
+    function key(n) { return (n.form ? n.form.getAttribute("action") + "|" + n.form.className : "") + "|" + n.name; }
+    el.querySelectorAll("input[type=text], textarea").forEach(function (n) {
+      if (n.value) values[key(n)] = n.value;
+      if (n === document.activeElement) focused = key(n);
+    });
+    return function (el) {
+      el.querySelectorAll("input[type=text], textarea").forEach(function (n) {
+        var k = key(n);
+        if (values[k] !== undefined) n.value = values[k];
+        if (k === focused) n.focus();
+      });
+    };
+  }
+
+  // Re-renders every live part now (the browser test; a console user
+  // never needs it: events do it).
+  window.clawguardRefresh = function () { return Promise.all(Array.prototype.map.call(live, refresh)); };
 
   var es = new EventSource("/events");
   es.addEventListener("open", function () {
