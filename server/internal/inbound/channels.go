@@ -11,6 +11,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/resources"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -487,7 +488,9 @@ func (s *Service) captureName(ctx context.Context, m *guardv1.RouteInboundReques
 		if err != nil || !found || p.AwaitingNameFrom != sender {
 			return err // vanished or re-armed meanwhile: create nothing
 		}
-		if created, err = createAgentGroupTx(ctx, tx, name); err != nil {
+		// A taken name gets a suffix (the reply below says which): the
+		// approver answered in a chat, asking again would only cost a turn.
+		if created.ID, created.Name, err = resources.CreateGroupTx(ctx, tx, resources.NewGroup{Name: name}, resources.SuffixTakenName); err != nil {
 			return err
 		}
 		if err := completeRegistrationTx(ctx, tx, p, created.ID); err != nil {
@@ -508,24 +511,4 @@ func (s *Service) captureName(ctx context.Context, m *guardv1.RouteInboundReques
 	}
 	r := outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_NAME_CAPTURED, mgID, "created agent "+created.Name)
 	return r, true, nil
-}
-
-// createAgentGroupTx creates a group named name, or name-2, name-3, ...
-// when the name is taken.
-func createAgentGroupTx(ctx context.Context, tx pgx.Tx, name string) (agentGroup, error) {
-	for i := 1; i <= 50; i++ {
-		candidate := name
-		if i > 1 {
-			candidate = fmt.Sprintf("%s-%d", name, i)
-		}
-		g := agentGroup{ID: store.NewID("ag_", 10), Name: candidate}
-		tag, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, g.ID, g.Name)
-		if err != nil {
-			return g, fmt.Errorf("create agent group %q: %w", candidate, err)
-		}
-		if tag.RowsAffected() == 1 {
-			return g, nil
-		}
-	}
-	return agentGroup{}, fmt.Errorf("create agent group %q: name taken", name)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/agents"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/pushes"
+	"github.com/clawguard/clawguard/server/internal/resources"
 	"github.com/clawguard/clawguard/server/internal/selfmod"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
@@ -370,15 +371,10 @@ func applyCreateAgent(ctx context.Context, tx pgx.Tx, sess appliedSession, req *
 	if len(instructions) > MaxInstructions {
 		return nil, "", status.Errorf(codes.InvalidArgument, "payload.instructions: longer than %d bytes", MaxInstructions)
 	}
-	id := store.NewID("ag_", 10)
-	if _, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name, instructions) VALUES ($1, $2, $3)`, id, name, instructions); err != nil {
-		if store.IsUniqueViolation(err) {
-			return nil, "", status.Errorf(codes.AlreadyExists, "agent group named %q already exists", name)
-		}
-		return nil, "", fmt.Errorf("create agent group: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO container_configs (agent_group_id) VALUES ($1)`, id); err != nil {
-		return nil, "", fmt.Errorf("create container config: %w", err)
+	// The approval was for this name: a taken one is refused, not renamed.
+	id, _, err := resources.CreateGroupTx(ctx, tx, resources.NewGroup{Name: name, Instructions: instructions}, resources.RefuseTakenName)
+	if err != nil {
+		return nil, "", err
 	}
 	local, err := freeDestinationName(ctx, tx, sess.groupID, normalizeName(name))
 	if err != nil {
@@ -436,22 +432,6 @@ func strList(req *guardv1.ApplyActionRequest, key string) ([]string, error) {
 	return out, nil
 }
 
-// lockConfigTx reads (creating if missing) a group's container config for update.
-func lockConfigTx(ctx context.Context, tx pgx.Tx, groupID string) (apt, npm []string, mcp []map[string]any, err error) {
-	if _, err = tx.Exec(ctx, `INSERT INTO container_configs (agent_group_id) VALUES ($1) ON CONFLICT DO NOTHING`, groupID); err != nil {
-		return nil, nil, nil, fmt.Errorf("ensure container config: %w", err)
-	}
-	var raw []byte
-	err = tx.QueryRow(ctx, `SELECT apt_packages, npm_packages, mcp_servers FROM container_configs WHERE agent_group_id = $1 FOR UPDATE`, groupID).Scan(&apt, &npm, &raw)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read container config: %w", err)
-	}
-	if err = json.Unmarshal(raw, &mcp); err != nil {
-		return nil, nil, nil, fmt.Errorf("decode mcp_servers: %w", err)
-	}
-	return apt, npm, mcp, nil
-}
-
 func applyInstallPackages(ctx context.Context, tx pgx.Tx, sess appliedSession, req *guardv1.ApplyActionRequest) (map[string]any, string, error) {
 	addApt, err := strList(req, "apt")
 	if err != nil {
@@ -474,11 +454,11 @@ func applyInstallPackages(ctx context.Context, tx pgx.Tx, sess appliedSession, r
 			return nil, "", status.Errorf(codes.InvalidArgument, "payload.npm: invalid package name %q", p)
 		}
 	}
-	apt, npm, _, err := lockConfigTx(ctx, tx, sess.groupID)
+	c, err := resources.LockConfigTx(ctx, tx, sess.groupID)
 	if err != nil {
 		return nil, "", err
 	}
-	apt, npm = union(apt, addApt), union(npm, addNpm)
+	apt, npm := union(c.Apt, addApt), union(c.Npm, addNpm)
 	var version int64
 	err = tx.QueryRow(ctx, `UPDATE container_configs SET apt_packages = $2, npm_packages = $3, version = version + 1, updated_at = now()
 		WHERE agent_group_id = $1 RETURNING version`, sess.groupID, apt, npm).Scan(&version)
@@ -506,7 +486,7 @@ func applyAddMcpServer(ctx context.Context, tx pgx.Tx, sess appliedSession, req 
 	if err != nil {
 		return nil, "", err
 	}
-	env := map[string]any{}
+	env := map[string]string{}
 	for k, v := range req.GetPayload().GetFields()["env"].GetStructValue().GetFields() {
 		sv, ok := v.GetKind().(*structpb.Value_StringValue)
 		if !ok {
@@ -514,14 +494,15 @@ func applyAddMcpServer(ctx context.Context, tx pgx.Tx, sess appliedSession, req 
 		}
 		env[k] = sv.StringValue
 	}
-	_, _, mcp, err := lockConfigTx(ctx, tx, sess.groupID)
+	c, err := resources.LockConfigTx(ctx, tx, sess.groupID)
 	if err != nil {
 		return nil, "", err
 	}
-	entry := map[string]any{"name": name, "command": command, "args": toAny(args), "env": env}
+	mcp := c.MCP
+	entry := resources.MCPServer{Name: name, Command: command, Args: args, Env: env}
 	replaced := false
 	for i, m := range mcp {
-		if m["name"] == name {
+		if m.Name == name {
 			mcp[i], replaced = entry, true
 		}
 	}

@@ -14,34 +14,34 @@ import (
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
-// mcpServer is the JSONB shape of container_configs.mcp_servers.
-type mcpServer struct {
+// MCPServer is the JSONB shape of container_configs.mcp_servers.
+type MCPServer struct {
 	Name    string            `json:"name"`
 	Command string            `json:"command"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 }
 
-// groupConfig is a container_configs row.
-type groupConfig struct {
-	cliScope, cpus, memory string
-	apt, npm               []string
-	mcp                    []mcpServer
-	version                int64
-	holdApprovals          int32 // quorum of the group's holds (0 = default)
+// GroupConfig is a container_configs row.
+type GroupConfig struct {
+	CLIScope, CPUs, Memory string
+	Apt, Npm               []string
+	MCP                    []MCPServer
+	Version                int64
+	HoldApprovals          int32 // quorum of the group's holds (0 = default)
 }
 
-func (c groupConfig) proto() *guardv1.GroupConfig {
+func (c GroupConfig) proto() *guardv1.GroupConfig {
 	out := &guardv1.GroupConfig{
-		CliScope:      cliScopeProto(c.cliScope),
-		Cpus:          c.cpus,
-		Memory:        c.memory,
-		AptPackages:   c.apt,
-		NpmPackages:   c.npm,
-		Version:       c.version,
-		HoldApprovals: c.holdApprovals,
+		CliScope:      cliScopeProto(c.CLIScope),
+		Cpus:          c.CPUs,
+		Memory:        c.Memory,
+		AptPackages:   c.Apt,
+		NpmPackages:   c.Npm,
+		Version:       c.Version,
+		HoldApprovals: c.HoldApprovals,
 	}
-	for _, m := range c.mcp {
+	for _, m := range c.MCP {
 		out.McpServers = append(out.McpServers, &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env})
 	}
 	return out
@@ -72,10 +72,13 @@ func cliScopeColumn(s guardv1.CliScope) (string, error) {
 	return "", invalid("cli_scope", "unknown value %d (want disabled, group or global)", s)
 }
 
-// lockConfig locks a group's config row (creating the default row when the
-// group has none) and reads it; an unknown group is NotFound.
-func lockConfig(ctx context.Context, tx pgx.Tx, group string) (groupConfig, error) {
-	var c groupConfig
+// LockConfigTx locks a group's config row (creating the default row when
+// the group has none) and reads it; an unknown group is NotFound. It is the
+// one lock of a group's container config: the admin edits here and an
+// agent's approved self-modification (selfmod) both take it, so their
+// read-modify-writes serialize.
+func LockConfigTx(ctx context.Context, tx pgx.Tx, group string) (GroupConfig, error) {
+	var c GroupConfig
 	if err := required("group", group); err != nil {
 		return c, err
 	}
@@ -93,9 +96,9 @@ func lockConfig(ctx context.Context, tx pgx.Tx, group string) (groupConfig, erro
 	return readConfig(ctx, tx, group, true)
 }
 
-func readConfig(ctx context.Context, q store.Querier, group string, forUpdate bool) (groupConfig, error) {
+func readConfig(ctx context.Context, q store.Querier, group string, forUpdate bool) (GroupConfig, error) {
 	var (
-		c   groupConfig
+		c   GroupConfig
 		mcp []byte
 	)
 	sql := `SELECT cli_scope, cpus, memory, apt_packages, npm_packages, mcp_servers, version, hold_approvals
@@ -103,15 +106,15 @@ func readConfig(ctx context.Context, q store.Querier, group string, forUpdate bo
 	if forUpdate {
 		sql += ` FOR UPDATE`
 	}
-	err := q.QueryRow(ctx, sql, group).Scan(&c.cliScope, &c.cpus, &c.memory, &c.apt, &c.npm, &mcp, &c.version, &c.holdApprovals)
+	err := q.QueryRow(ctx, sql, group).Scan(&c.CLIScope, &c.CPUs, &c.Memory, &c.Apt, &c.Npm, &mcp, &c.Version, &c.HoldApprovals)
 	if store.IsNoRows(err) {
 		// A group without a row reads as the defaults.
-		return groupConfig{cliScope: "group", apt: []string{}, npm: []string{}}, nil
+		return GroupConfig{CLIScope: "group", Apt: []string{}, Npm: []string{}}, nil
 	}
 	if err != nil {
 		return c, err
 	}
-	if err := json.Unmarshal(mcp, &c.mcp); err != nil {
+	if err := json.Unmarshal(mcp, &c.MCP); err != nil {
 		return c, fmt.Errorf("decode mcp_servers of %s: %w", group, err)
 	}
 	return c, nil
@@ -119,18 +122,18 @@ func readConfig(ctx context.Context, q store.Querier, group string, forUpdate bo
 
 // writeConfig stores c; containerChange bumps the version and queues a
 // restart (rebuild: a new image) for every active session of the group.
-func writeConfig(ctx context.Context, tx pgx.Tx, group string, c groupConfig, containerChange bool, reason string, rebuild bool) (groupConfig, error) {
-	mcp, err := json.Marshal(orEmpty(c.mcp))
+func writeConfig(ctx context.Context, tx pgx.Tx, group string, c GroupConfig, containerChange bool, reason string, rebuild bool) (GroupConfig, error) {
+	mcp, err := json.Marshal(orEmpty(c.MCP))
 	if err != nil {
 		return c, fmt.Errorf("encode mcp servers: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE container_configs SET cli_scope = $2, cpus = $3, memory = $4,
 		apt_packages = $5, npm_packages = $6, mcp_servers = $7, hold_approvals = $8, updated_at = now() WHERE agent_group_id = $1`,
-		group, c.cliScope, c.cpus, c.memory, orEmpty(c.apt), orEmpty(c.npm), mcp, c.holdApprovals); err != nil {
+		group, c.CLIScope, c.CPUs, c.Memory, orEmpty(c.Apt), orEmpty(c.Npm), mcp, c.HoldApprovals); err != nil {
 		return c, err
 	}
 	if containerChange {
-		if c.version, err = configChanged(ctx, tx, group, reason, rebuild); err != nil {
+		if c.Version, err = configChanged(ctx, tx, group, reason, rebuild); err != nil {
 			return c, err
 		}
 	}
@@ -190,19 +193,19 @@ func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGrou
 			return nil, err
 		}
 	}
-	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {
 		limits := false
 		if scope != "" {
-			c.cliScope = scope
+			c.CLIScope = scope
 		}
-		if req.Cpus != nil && *req.Cpus != c.cpus {
-			c.cpus, limits = *req.Cpus, true
+		if req.Cpus != nil && *req.Cpus != c.CPUs {
+			c.CPUs, limits = *req.Cpus, true
 		}
-		if req.Memory != nil && *req.Memory != c.memory {
-			c.memory, limits = *req.Memory, true
+		if req.Memory != nil && *req.Memory != c.Memory {
+			c.Memory, limits = *req.Memory, true
 		}
 		if req.HoldApprovals != nil {
-			c.holdApprovals = *req.HoldApprovals
+			c.HoldApprovals = *req.HoldApprovals
 		}
 		return configChange{container: limits, reason: "resource limits changed", rebuild: false}, nil
 	})
@@ -222,10 +225,10 @@ type configChange struct {
 // changeConfig locks the group's config, lets change edit it, and writes it
 // back (bumping the version and queueing restarts as the change says), in
 // one transaction.
-func (s *Service) changeConfig(ctx context.Context, group string, change func(c *groupConfig) (configChange, error)) (groupConfig, error) {
-	var out groupConfig
+func (s *Service) changeConfig(ctx context.Context, group string, change func(c *GroupConfig) (configChange, error)) (GroupConfig, error) {
+	var out GroupConfig
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := lockConfig(ctx, tx, group)
+		c, err := LockConfigTx(ctx, tx, group)
 		if err != nil {
 			return err
 		}

@@ -24,11 +24,11 @@ func (s *Service) AddGroupMcpServer(ctx context.Context, req *guardv1.AddGroupMc
 	if err := required("server.command", strings.TrimSpace(srv.GetCommand())); err != nil {
 		return nil, err
 	}
-	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
-		if slices.ContainsFunc(c.mcp, func(m mcpServer) bool { return m.Name == srv.GetName() }) {
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {
+		if slices.ContainsFunc(c.MCP, func(m MCPServer) bool { return m.Name == srv.GetName() }) {
 			return configChange{}, status.Errorf(codes.AlreadyExists, "group %q already has MCP server %q", req.GetGroup(), srv.GetName())
 		}
-		c.mcp = append(c.mcp, mcpServer{Name: srv.GetName(), Command: srv.GetCommand(), Args: srv.GetArgs(), Env: srv.GetEnv()})
+		c.MCP = append(c.MCP, MCPServer{Name: srv.GetName(), Command: srv.GetCommand(), Args: srv.GetArgs(), Env: srv.GetEnv()})
 		return configChange{container: true, reason: "MCP server added", rebuild: false}, nil
 	})
 	if err != nil {
@@ -42,12 +42,12 @@ func (s *Service) RemoveGroupMcpServer(ctx context.Context, req *guardv1.RemoveG
 	if err := required("name", req.GetName()); err != nil {
 		return nil, err
 	}
-	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
-		i := slices.IndexFunc(c.mcp, func(m mcpServer) bool { return m.Name == req.GetName() })
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {
+		i := slices.IndexFunc(c.MCP, func(m MCPServer) bool { return m.Name == req.GetName() })
 		if i < 0 {
 			return configChange{}, notFound("group %q has no MCP server %q", req.GetGroup(), req.GetName())
 		}
-		c.mcp = slices.Delete(c.mcp, i, i+1)
+		c.MCP = slices.Delete(c.MCP, i, i+1)
 		return configChange{container: true, reason: "MCP server removed", rebuild: false}, nil
 	})
 	if err != nil {

@@ -8,12 +8,12 @@ import (
 	"github.com/clawguard/clawguard/proto/pkgname"
 )
 
-func packageList(c *groupConfig, m guardv1.PackageManager) (*[]string, func(string) bool, error) {
+func packageList(c *GroupConfig, m guardv1.PackageManager) (*[]string, func(string) bool, error) {
 	switch m {
 	case guardv1.PackageManager_PACKAGE_MANAGER_APT:
-		return &c.apt, pkgname.Apt, nil
+		return &c.Apt, pkgname.Apt, nil
 	case guardv1.PackageManager_PACKAGE_MANAGER_NPM:
-		return &c.npm, pkgname.Npm, nil
+		return &c.Npm, pkgname.Npm, nil
 	case guardv1.PackageManager_PACKAGE_MANAGER_UNSPECIFIED:
 		return nil, nil, invalid("manager", "required: apt or npm")
 	}
@@ -23,7 +23,7 @@ func packageList(c *groupConfig, m guardv1.PackageManager) (*[]string, func(stri
 // AddGroupPackage adds packages to the group's image: validated names, no
 // duplicates; anything new bumps the version and rebuilds.
 func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPackageRequest) (*guardv1.AddGroupPackageResponse, error) {
-	if _, valid, err := packageList(&groupConfig{}, req.GetManager()); err != nil {
+	if _, valid, err := packageList(&GroupConfig{}, req.GetManager()); err != nil {
 		return nil, err
 	} else {
 		if len(req.GetPackages()) == 0 {
@@ -35,7 +35,7 @@ func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPack
 			}
 		}
 	}
-	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {
 		list, _, _ := packageList(c, req.GetManager())
 		added := false
 		for _, p := range req.GetPackages() {
@@ -54,13 +54,13 @@ func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPack
 
 // RemoveGroupPackage removes a package; one the group does not have is NotFound.
 func (s *Service) RemoveGroupPackage(ctx context.Context, req *guardv1.RemoveGroupPackageRequest) (*guardv1.RemoveGroupPackageResponse, error) {
-	if _, _, err := packageList(&groupConfig{}, req.GetManager()); err != nil {
+	if _, _, err := packageList(&GroupConfig{}, req.GetManager()); err != nil {
 		return nil, err
 	}
 	if err := required("package", req.GetPackage()); err != nil {
 		return nil, err
 	}
-	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *groupConfig) (configChange, error) {
+	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {
 		list, _, _ := packageList(c, req.GetManager())
 		i := slices.Index(*list, req.GetPackage())
 		if i < 0 {

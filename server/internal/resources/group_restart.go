@@ -13,11 +13,11 @@ import (
 func (s *Service) RestartGroup(ctx context.Context, req *guardv1.RestartGroupRequest) (*guardv1.RestartGroupResponse, error) {
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := lockConfig(ctx, tx, req.GetGroup())
+		c, err := LockConfigTx(ctx, tx, req.GetGroup())
 		if err != nil {
 			return err
 		}
-		ids, err := pushes.RestartGroupTx(ctx, tx, req.GetGroup(), "restart requested", req.GetRebuildImage(), c.version)
+		ids, err := pushes.RestartGroupTx(ctx, tx, req.GetGroup(), "restart requested", req.GetRebuildImage(), c.Version)
 		n = len(ids)
 		return err
 	})

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
@@ -60,14 +62,14 @@ func scanGroup(row pgx.Row) (*guardv1.Group, error) {
 	var (
 		g       guardv1.Group
 		created time.Time
-		c       groupConfig
+		c       GroupConfig
 		mcp     []byte
 	)
 	if err := row.Scan(&g.Id, &g.Name, &g.BaseImage, &g.PinnedHost, &created, &g.Instructions,
-		&c.cliScope, &c.cpus, &c.memory, &c.apt, &c.npm, &mcp, &c.version, &c.holdApprovals); err != nil {
+		&c.CLIScope, &c.CPUs, &c.Memory, &c.Apt, &c.Npm, &mcp, &c.Version, &c.HoldApprovals); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(mcp, &c.mcp); err != nil {
+	if err := json.Unmarshal(mcp, &c.MCP); err != nil {
 		return nil, fmt.Errorf("decode mcp_servers of %s: %w", g.Id, err)
 	}
 	g.CreatedAt = ts(created)
@@ -83,7 +85,8 @@ func ReadGroup(ctx context.Context, q store.Querier, id string) (*guardv1.Group,
 	return scanGroup(q.QueryRow(ctx, `SELECT `+groupColumns+groupFrom+` WHERE g.id = $1`, id))
 }
 
-// CreateGroup creates a group and its container config in one transaction.
+// CreateGroup creates a group and its container config in one transaction;
+// a taken name is AlreadyExists (the admin picks another).
 func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupRequest) (*guardv1.CreateGroupResponse, error) {
 	name := strings.TrimSpace(req.GetName())
 	if err := required("name", name); err != nil {
@@ -96,17 +99,10 @@ func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupReque
 	if err := checkPlacement(req.GetBaseImage(), &req.PinnedHost); err != nil {
 		return nil, err
 	}
-	if scope == "" {
-		scope = "group"
-	}
-	id := store.NewID("ag_", 8)
 	var g *guardv1.Group
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name, base_image, pinned_host) VALUES ($1, $2, $3, $4)`,
-			id, name, req.GetBaseImage(), req.GetPinnedHost()); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO container_configs (agent_group_id, cli_scope) VALUES ($1, $2)`, id, scope); err != nil {
+		id, _, err := CreateGroupTx(ctx, tx, NewGroup{Name: name, BaseImage: req.GetBaseImage(), PinnedHost: req.GetPinnedHost(), CLIScope: scope}, RefuseTakenName)
+		if err != nil {
 			return err
 		}
 		g, err = scanGroup(tx.QueryRow(ctx, `SELECT `+groupColumns+groupFrom+` WHERE g.id = $1`, id))
@@ -116,6 +112,79 @@ func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupReque
 		return nil, err
 	}
 	return &guardv1.CreateGroupResponse{Group: g}, nil
+}
+
+// NewGroup is an agent group to create (CreateGroupTx).
+type NewGroup struct {
+	Name         string // trimmed; required
+	Instructions string // what its agent starts with (an agent's create_agent)
+	BaseImage    string
+	PinnedHost   string
+	CLIScope     string // a cli_scope column value; "" is "group"
+}
+
+// TakenName says what CreateGroupTx does when the name is already a group's.
+type TakenName int
+
+const (
+	// RefuseTakenName answers AlreadyExists and creates nothing: the name
+	// was chosen on purpose — an admin's CreateGroup, or an agent's
+	// create_agent whose approval was for exactly that name.
+	RefuseTakenName TakenName = iota
+	// SuffixTakenName takes the first free name of name-2 … name-50: the
+	// name came as a chat reply (a channel registered to a new agent), and
+	// the reply that creates the group reports the name it got.
+	SuffixTakenName
+)
+
+// suffixAttempts bounds SuffixTakenName (name, name-2 … name-50).
+const suffixAttempts = 50
+
+// CreateGroupTx creates an agent group with its container config in the
+// caller's transaction, and returns its id and the name it got. It is the
+// one way a group comes to exist (admin CreateGroup, an agent's
+// create_agent, inbound's "new agent" on channel registration), so every
+// group has the same id shape (ag_ + 16 hex), the same name normalization
+// (trimmed, non-empty) and a config row from the start; taken says how a
+// name collision ends.
+func CreateGroupTx(ctx context.Context, tx pgx.Tx, g NewGroup, taken TakenName) (id, name string, err error) {
+	base := strings.TrimSpace(g.Name)
+	if err := required("name", base); err != nil {
+		return "", "", err
+	}
+	scope := g.CLIScope
+	if scope == "" {
+		scope = "group"
+	}
+	attempts := 1
+	if taken == SuffixTakenName {
+		attempts = suffixAttempts
+	}
+	for i := 1; i <= attempts; i++ {
+		name = base
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", base, i)
+		}
+		id = store.NewID("ag_", 8)
+		// ON CONFLICT: a taken name leaves the transaction usable for the
+		// next candidate.
+		tag, err := tx.Exec(ctx, `INSERT INTO agent_groups (id, name, instructions, base_image, pinned_host)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING`, id, name, g.Instructions, g.BaseImage, g.PinnedHost)
+		if err != nil {
+			return "", "", fmt.Errorf("create agent group %q: %w", name, err)
+		}
+		if tag.RowsAffected() == 0 {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO container_configs (agent_group_id, cli_scope) VALUES ($1, $2)`, id, scope); err != nil {
+			return "", "", fmt.Errorf("create container config of %s: %w", id, err)
+		}
+		return id, name, nil
+	}
+	if taken == SuffixTakenName {
+		return "", "", status.Errorf(codes.AlreadyExists, "agent group names %q to %q are all taken", base, fmt.Sprintf("%s-%d", base, suffixAttempts))
+	}
+	return "", "", status.Errorf(codes.AlreadyExists, "agent group named %q already exists", base)
 }
 
 // GetGroup reads a group; a group the caller may not see reads as NotFound.
