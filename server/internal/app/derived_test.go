@@ -1,18 +1,22 @@
 package app
 
 import (
+	"context"
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/metrics"
+	"github.com/clawguard/clawguard/server/internal/registry"
 )
 
 // The security-relevant lists are read from the catalog, not kept by hand:
@@ -57,5 +61,36 @@ func TestSecurityListsFollowTheCatalog(t *testing.T) {
 	n, err := testutil.GatherAndCount(reg, "clawguard_guard_decisions_total")
 	if err != nil || n != len(cat.Actions())*len(metrics.Effects) {
 		t.Fatalf("decision series = %d (%v), want one per action and effect (%d)", n, err, len(cat.Actions())*len(metrics.Effects))
+	}
+}
+
+// ApplyAction performs exactly what the domains hand apply steps for, and
+// the registry refuses an apply step the catalog has no entry for (or a
+// second one for an action).
+func TestAppliedActionsFollowTheDomains(t *testing.T) {
+	cat, err := BuildCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := registry.CatalogFunc(func(a string) bool { _, ok := cat.Lookup(a); return ok })
+	svc, err := registry.New(nil, nil, nil, registry.Options{Appliers: Appliers()}, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a2a.send", "agents.create", "self_mod.add_mcp_server", "self_mod.install_packages"}
+	if got := svc.AppliedActions(); !slices.Equal(got, want) {
+		t.Fatalf("applied actions = %v, want %v", got, want)
+	}
+	noop := func(context.Context, pgx.Tx, registry.Session, *guardv1.ApplyActionRequest) (registry.Applied, error) {
+		return registry.Applied{}, nil
+	}
+	for name, extra := range map[string]registry.Applier{
+		"not in the catalog": {Action: "t.unknown", Apply: noop},
+		"a second step":      {Action: "agents.create", Apply: noop},
+		"no Apply":           {Action: "senders.admit"},
+	} {
+		if _, err := registry.New(nil, nil, nil, registry.Options{Appliers: append(Appliers(), extra)}, known); err == nil {
+			t.Errorf("%s: the registry accepted it", name)
+		}
 	}
 }

@@ -37,7 +37,9 @@ func buildServices(ctx context.Context, d *api.Deps) (*services, error) {
 		return nil, err
 	}
 	wireInbound(d, s)
-	wireRegistry(d, s)
+	if err := wireRegistry(d, s); err != nil {
+		return nil, err
+	}
 	wireResources(d)
 	wireRetention(d, s)
 

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/registry"
+	"github.com/clawguard/clawguard/server/internal/agents"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 )
 
@@ -169,7 +169,7 @@ func TestApplyCreateAgent(t *testing.T) {
 	if _, err := f.apply(t, d, "agents.create", map[string]any{"name": ""}, nil); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("empty name: %v, want InvalidArgument", err)
 	}
-	long := strings.Repeat("x", registry.MaxInstructions+1)
+	long := strings.Repeat("x", agents.MaxInstructions+1)
 	if _, err := f.apply(t, d, "agents.create", map[string]any{"name": "long-" + randHex(), "instructions": long}, nil); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("instructions over the bound: %v, want InvalidArgument", err)
 	}

@@ -29,6 +29,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -59,6 +60,9 @@ type Options struct {
 	// AckDeadline is how long a push sent on a live stream may stay
 	// unacknowledged before it is sent again on that stream (default 30s).
 	AckDeadline time.Duration
+	// Appliers are the apply steps of the actions ApplyAction performs,
+	// each from the domain that registers the action's catalog entry.
+	Appliers []Applier
 	// PushWindow bounds the pushes in flight (sent, unacknowledged, not yet
 	// due again) on one stream: flow control, so a burst never outruns the
 	// runner (default 256).
@@ -97,11 +101,19 @@ type Service struct {
 	hub     *hub
 	// baseline re-checks what ApplyAction is about to apply (D3 at apply).
 	baseline func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)
+	// appliers are the domains' apply steps by action (Options.Appliers).
+	appliers map[string]Applier
 }
 
-// New builds the registry. catalog is the guard catalog conformance checks against.
-func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, opts Options, catalog Catalog) *Service {
-	return &Service{pool: pool, metrics: m, log: log, opts: opts.withDefaults(), catalog: catalog, hub: newHub(), baseline: opts.Baseline}
+// New builds the registry. catalog is the guard catalog conformance checks
+// against; every apply step must be for one of its actions.
+func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, opts Options, catalog Catalog) (*Service, error) {
+	byAction, err := appliers(opts.Appliers, catalog)
+	if err != nil {
+		return nil, fmt.Errorf("refusing to start: %w", err)
+	}
+	return &Service{pool: pool, metrics: m, log: log, opts: opts.withDefaults(), catalog: catalog, hub: newHub(),
+		baseline: opts.Baseline, appliers: byAction}, nil
 }
 
 // Catalog is the catalog registrations are checked against (the CI walk uses it).

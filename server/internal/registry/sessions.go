@@ -204,7 +204,7 @@ func assignSessionTx(ctx context.Context, tx pgx.Tx, id, owner, runner string) (
 	if _, err := pushes.EnqueueTx(ctx, tx, id, &guardv1.Push{Body: &guardv1.Push_Start{Start: &guardv1.StartSession{}}}); err != nil {
 		return false, err
 	}
-	if err := eventTx(ctx, tx, id, "in", "notice", map[string]any{"event": "session_moved", "from_runner": owner, "to_runner": runner}); err != nil {
+	if err := EventTx(ctx, tx, id, "in", "notice", map[string]any{"event": "session_moved", "from_runner": owner, "to_runner": runner}); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -231,8 +231,8 @@ func readSessionTx(ctx context.Context, q pgx.Tx, id string) (*guardv1.Session, 
 	return &out, nil
 }
 
-// eventTx records a session event (the session's history).
-func eventTx(ctx context.Context, tx pgx.Tx, sessionID, direction, kind string, body map[string]any) error {
+// EventTx records a session event (the session's history).
+func EventTx(ctx context.Context, tx pgx.Tx, sessionID, direction, kind string, body map[string]any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("encode session event: %w", err)

@@ -83,8 +83,8 @@ func checkInstall(in *guard.Input, f guard.Facts) error {
 	if _, ok := in.AgentGroup(); ok && !f.Bool("group_exists") {
 		return errors.New("install_packages failed: agent group not found.")
 	}
-	apt, okA := strings(in.Payload["apt"])
-	npm, okN := strings(in.Payload["npm"])
+	apt, okA := stringList(in.Payload["apt"])
+	npm, okN := stringList(in.Payload["npm"])
 	if !okA || !okN {
 		return errors.New("install_packages failed: apt and npm must be lists of package names.")
 	}
@@ -117,8 +117,8 @@ func checkMCP(in *guard.Input, f guard.Facts) error {
 	return nil
 }
 
-// strings reads an optional list of strings (absent = empty).
-func strings(v any) ([]string, bool) {
+// stringList reads an optional list of strings (absent = empty).
+func stringList(v any) ([]string, bool) {
 	if v == nil {
 		return nil, true
 	}
@@ -138,8 +138,8 @@ func strings(v any) ([]string, bool) {
 }
 
 func sameList(a, b any) bool {
-	la, okA := strings(a)
-	lb, okB := strings(b)
+	la, okA := stringList(a)
+	lb, okB := stringList(b)
 	if !okA || !okB {
 		return false
 	}
