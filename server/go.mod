@@ -5,9 +5,11 @@ go 1.26.0
 require (
 	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.12-20260825204119-511051f7f437.2
 	buf.build/go/protovalidate v1.4.0
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1
+	github.com/jackc/pgxlisten v0.0.0-20250802141604-12b92425684c
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/sync v0.23.0
 	google.golang.org/grpc v1.85.0

@@ -4,6 +4,9 @@ import (
 	"context"
 
 	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/listener"
+	"github.com/clawguard/clawguard/server/internal/registry"
 )
 
 // services is what the domain packages contribute to the server. Each
@@ -20,7 +23,8 @@ type services struct {
 // buildServices builds the domain services in dependency order, each from
 // what the steps above it built: it reads top to bottom. A step sets its
 // service on d and adds interceptors, background loops and shutdown hooks
-// to s.
+// to s. The last step is the replica's one LISTEN connection, with a
+// handler for each domain's NOTIFY channel.
 func buildServices(ctx context.Context, d *api.Deps) (*services, error) {
 	s := &services{}
 	// The hold contract first: the guard creates holds through it, inbound
@@ -42,6 +46,15 @@ func buildServices(ctx context.Context, d *api.Deps) (*services, error) {
 	}
 	wireResources(d)
 	wireRetention(d, s)
+	// The replica's one LISTEN connection (outside the pool, one reconnect
+	// loop): every domain a NOTIFY wakes registers its channel here. Hold
+	// events wake the event reader (Watch, Await, webhook), runner pushes
+	// the runners' Connect streams; after each reconnect every handler
+	// re-reads what it may have missed (HandleBacklog).
+	l := listener.New(d.Store.Pool.Config().ConnConfig, d.Log)
+	l.Handle(approvals.EventsChannel, d.Approvals.EventWakeups())
+	l.Handle(registry.PushChannel, d.Registry.PushWakeups())
+	s.background = append(s.background, l.Run)
 
 	s.guard = api.NewGuardService(d)
 	s.approvals = api.NewApprovalsService(d)

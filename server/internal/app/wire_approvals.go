@@ -8,8 +8,9 @@ import (
 )
 
 // Approvals: the hold contract. Start sweeps "swept on restart" holds and
-// fixes the event position before serving; Run holds the LISTEN connection,
-// the event fan-out, the expiry sweeper, the pending gauges and the webhook.
+// fixes the event position before serving; Run holds the event fan-out (woken
+// by the replica's listener, see buildServices), the expiry sweeper, the
+// pending gauges and the webhook.
 func wireApprovals(ctx context.Context, d *api.Deps, s *services) error {
 	svc := approvals.New(d.Store.Pool, d.Metrics, d.Log, d.Config)
 	if err := svc.Start(ctx); err != nil {

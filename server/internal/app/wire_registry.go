@@ -11,10 +11,10 @@ import (
 )
 
 // Registry: runner registration (conformance against the guard's own
-// catalog — the one Decide uses, so the two cannot disagree),
-// the push listener (one LISTEN connection per replica) and the lease sweep
-// (every replica; conditional UPDATEs make them safe together). ApplyAction
-// performs what the domains hand it apply steps for.
+// catalog — the one Decide uses, so the two cannot disagree) and the lease
+// sweep (every replica; conditional UPDATEs make them safe together).
+// ApplyAction performs what the domains hand it apply steps for. Its push
+// wake-ups ride the replica's listener (see buildServices).
 func wireRegistry(d *api.Deps, s *services) error {
 	cat := d.Guard.Catalog
 	catalog := registry.CatalogFunc(func(action string) bool {
@@ -32,7 +32,7 @@ func wireRegistry(d *api.Deps, s *services) error {
 		return err
 	}
 	d.Registry = svc
-	s.background = append(s.background, svc.Listen, svc.SweepLoop)
+	s.background = append(s.background, svc.SweepLoop)
 	return nil
 }
 

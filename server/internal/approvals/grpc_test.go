@@ -18,6 +18,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/listener"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 )
 
@@ -557,7 +558,7 @@ func TestWatchSurvivesListenerLoss(t *testing.T) {
 	var killed int
 	for deadline := time.Now().Add(10 * time.Second); killed == 0; time.Sleep(20 * time.Millisecond) {
 		killed = count(t, srv.Pool, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND query = 'LISTEN `+approvals.EventsChannel+`'`)
+			WHERE datname = current_database() AND application_name = '`+listener.AppName+`'`)
 		if time.Now().After(deadline) {
 			t.Fatal("no LISTEN connection found")
 		}

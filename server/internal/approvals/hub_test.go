@@ -17,6 +17,7 @@ import (
 	"github.com/clawguard/clawguard/migrations/pgtest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/listener"
 	"github.com/clawguard/clawguard/server/internal/metrics"
 )
 
@@ -66,6 +67,10 @@ func TestSlowFollowerNeverBlocksHolds(t *testing.T) {
 	}
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(ctx) }()
+	// The replica's listener, as app assembles it, wakes the event reader.
+	l := listener.New(pool.Config().ConnConfig, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l.Handle(EventsChannel, svc.EventWakeups())
+	go func() { _ = l.Run(ctx) }()
 	if _, err := pool.Exec(ctx, `INSERT INTO users (id) VALUES ('slack:o'); INSERT INTO user_roles (user_id, role) VALUES ('slack:o', 'owner')`); err != nil {
 		t.Fatal(err)
 	}

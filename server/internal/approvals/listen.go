@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // catchUp reads everything after the hub's position and broadcasts it.
@@ -21,8 +22,8 @@ func (s *Service) catchUp(ctx context.Context) error {
 	}
 }
 
-// readLoop re-reads the table whenever the listener wakes it (or every
-// PollInterval, in case a notification was lost with a connection).
+// readLoop re-reads the table whenever the replica's listener wakes it (or
+// every PollInterval, in case a notification was lost with a connection).
 func (s *Service) readLoop(ctx context.Context) error {
 	t := time.NewTicker(s.PollInterval)
 	defer t.Stop()
@@ -39,48 +40,23 @@ func (s *Service) readLoop(ctx context.Context) error {
 	}
 }
 
-// listenLoop holds this replica's one LISTEN connection (outside the pool),
-// reconnecting with back-off; each notification pokes the reader.
-func (s *Service) listenLoop(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := s.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.log.Warn("hold event listener lost; reconnecting", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+// EventWakeups is the listener's handler of EventsChannel (registered in
+// app's buildServices): a NOTIFY pokes the event reader, and so does every
+// (re)connect of the listener, since events committed while nobody listened
+// are only in the table.
+type EventWakeups struct{ hub *hub }
+
+// EventWakeups returns the handler that wakes this replica's event reader.
+func (s *Service) EventWakeups() EventWakeups { return EventWakeups{hub: s.hub} }
+
+// HandleNotification pokes the reader.
+func (w EventWakeups) HandleNotification(context.Context, *pgconn.Notification, *pgx.Conn) error {
+	w.hub.poke()
 	return nil
 }
 
-func (s *Service) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer closeConn(conn)
-	if _, err := conn.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
-		return err
-	}
-	// Anything committed while we were not listening.
-	s.hub.poke()
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		s.hub.poke()
-	}
-}
-
-// closeConn closes a dedicated connection without hanging on a dead network.
-func closeConn(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
+// HandleBacklog pokes the reader: anything committed while not listening.
+func (w EventWakeups) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	w.hub.poke()
+	return nil
 }

@@ -57,12 +57,12 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Run is the replica's background work until ctx ends: the LISTEN
-// connection and event reader (Watch, Await, webhook), the expiry sweeper,
-// the pending-hold gauges, and the webhook notifier when configured.
+// Run is the replica's background work until ctx ends: the event reader
+// (Watch, Await, webhook; the replica's listener wakes it through
+// EventWakeups), the expiry sweeper, the pending-hold gauges, and the
+// webhook notifier when configured.
 func (s *Service) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.listenLoop(ctx) })
 	g.Go(func() error { return s.readLoop(ctx) })
 	g.Go(func() error { return s.every(ctx, s.ExpiryInterval, "expire holds", s.expireTick) })
 	g.Go(func() error { return s.every(ctx, s.GaugeInterval, "refresh hold gauges", s.RefreshGauges) })

@@ -7,11 +7,12 @@
 // (UNIQUE(hold_id, type) is the backstop). Writers take one transaction-
 // scoped advisory lock before inserting, so cursors commit in increasing
 // order and a reader that has passed cursor N never sees a smaller one
-// appear later. Each replica holds one LISTEN connection; a NOTIFY only
-// wakes its reader, which re-reads the table after its last cursor and
-// fans the events out to in-process subscribers (Watch streams, Await,
-// the webhook), each with its own buffer: a full buffer drops that
-// subscriber (ResourceExhausted), which resumes from its cursor.
+// appear later. Each replica holds one LISTEN connection (package
+// listener, shared with the other channels); a NOTIFY only wakes its
+// reader, which re-reads the table after its last cursor and fans the
+// events out to in-process subscribers (Watch streams, Await, the
+// webhook), each with its own buffer: a full buffer drops that subscriber
+// (ResourceExhausted), which resumes from its cursor.
 package approvals
 
 import (

@@ -220,3 +220,10 @@ func (s *Service) postOnce(ctx context.Context, client *http.Client, body []byte
 	}
 	return nil
 }
+
+// closeConn closes a dedicated connection without hanging on a dead network.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}

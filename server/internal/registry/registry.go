@@ -116,5 +116,10 @@ func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, opts Options,
 		baseline: opts.Baseline, appliers: byAction}, nil
 }
 
+// SetRescanInterval changes the pending-push rescan (the safety net under
+// NOTIFY) of streams connected after the call; tests lengthen it to prove
+// the NOTIFY path.
+func (s *Service) SetRescanInterval(d time.Duration) { s.opts.RescanInterval = d }
+
 // Catalog is the catalog registrations are checked against (the CI walk uses it).
 func (s *Service) Catalog() Catalog { return s.catalog }

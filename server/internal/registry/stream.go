@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -70,46 +71,25 @@ func (h *hub) wakeAll() {
 	}
 }
 
-// Listen holds this replica's one LISTEN connection and wakes the local
-// streams of the runner each notification names. On a lost connection it
-// wakes every stream (they re-read) and reconnects.
-func (s *Service) Listen(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := s.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.log.WarnContext(ctx, "push listener lost; reconnecting", "err", err)
-		s.hub.wakeAll()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+// PushWakeups is the listener's handler of PushChannel (registered in
+// app's buildServices): a NOTIFY wakes the local streams of the runner it
+// names, and every (re)connect of the listener wakes every stream, since
+// pushes stored while nobody listened are only in the table.
+type PushWakeups struct{ hub *hub }
+
+// PushWakeups returns the handler that wakes this replica's runner streams.
+func (s *Service) PushWakeups() PushWakeups { return PushWakeups{hub: s.hub} }
+
+// HandleNotification wakes the streams of the runner the payload names.
+func (w PushWakeups) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	w.hub.wake(n.Payload)
 	return nil
 }
 
-func (s *Service) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("connect listener: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+PushChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	// Anything that happened while we were not listening.
-	s.hub.wakeAll()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		s.hub.wake(n.Payload)
-	}
+// HandleBacklog wakes every stream: they re-read their pending pushes.
+func (w PushWakeups) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	w.hub.wakeAll()
+	return nil
 }
 
 // Stream is the server side of Registry.Connect.

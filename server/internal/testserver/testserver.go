@@ -50,17 +50,25 @@ func Start(t testing.TB, opts ...Option) *Server {
 // the first one's URL).
 func StartOn(t testing.TB, dbURL string, opts ...Option) *Server {
 	t.Helper()
-	return startOn(t, dbURL, nil, opts...)
+	return startOn(t, dbURL, nil, nil, opts...)
+}
+
+// StartTuned runs a replica on a fresh database after tune has adjusted its
+// services' timings (between app.New and Run: e.g. a long poll fallback,
+// so a test proves the NOTIFY path).
+func StartTuned(t testing.TB, tune func(*api.Deps), opts ...Option) *Server {
+	t.Helper()
+	return startOn(t, pgtest.NewDB(t), nil, tune, opts...)
 }
 
 // StartLogged runs a replica on a fresh database whose log is the server's
 // own (logs.New: JSON, info) written to w, for tests of what it logs.
 func StartLogged(t testing.TB, w io.Writer, opts ...Option) *Server {
 	t.Helper()
-	return startOn(t, pgtest.NewDB(t), logs.New(w, slog.LevelInfo), opts...)
+	return startOn(t, pgtest.NewDB(t), logs.New(w, slog.LevelInfo), nil, opts...)
 }
 
-func startOn(t testing.TB, dbURL string, log *slog.Logger, opts ...Option) *Server {
+func startOn(t testing.TB, dbURL string, log *slog.Logger, tune func(*api.Deps), opts ...Option) *Server {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DatabaseURL = dbURL
@@ -92,6 +100,9 @@ func startOn(t testing.TB, dbURL string, log *slog.Logger, opts ...Option) *Serv
 		t.Fatalf("testserver: operator token: %v", err)
 	}
 	s.OperatorToken = strings.TrimSpace(string(tok))
+	if tune != nil {
+		tune(srv.Deps())
+	}
 	go func() { s.done <- srv.Run(ctx) }()
 	t.Cleanup(s.Stop)
 	return s
