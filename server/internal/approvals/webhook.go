@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -178,27 +179,23 @@ func (s *Service) postEvent(ctx context.Context, client *http.Client, ev *guardv
 		return
 	}
 	sig := Sign(s.webhookSecret, body)
-	backoff := s.WebhookBackoff
-	for attempt := 1; ; attempt++ {
+	attempt := 0
+	_, err = backoff.Retry(ctx, func() (struct{}, error) {
+		attempt++
 		err := s.postOnce(ctx, client, body, sig, ev.Cursor)
-		if err == nil {
-			return
+		if err != nil {
+			s.metrics.WebhookFailuresTotal.Inc()
 		}
-		s.metrics.WebhookFailuresTotal.Inc()
-		if ctx.Err() != nil {
-			return
-		}
-		if attempt >= s.WebhookAttempts {
-			s.log.Error("webhook: giving up on event", "cursor", ev.Cursor, "hold", ev.GetHold().GetId(), "attempts", attempt, "err", err)
-			return
-		}
-		s.log.Warn("webhook: delivery failed; retrying", "cursor", ev.Cursor, "attempt", attempt, "in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, s.WebhookMaxBackoff)
+		return struct{}{}, err
+	},
+		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: s.WebhookBackoff, Multiplier: 2, MaxInterval: s.WebhookMaxBackoff}),
+		backoff.WithMaxTries(uint(max(1, s.WebhookAttempts))),
+		backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, in time.Duration) {
+			s.log.Warn("webhook: delivery failed; retrying", "cursor", ev.Cursor, "attempt", attempt, "in", in, "err", err)
+		}))
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("webhook: giving up on event", "cursor", ev.Cursor, "hold", ev.GetHold().GetId(), "attempts", attempt, "err", err)
 	}
 }
 

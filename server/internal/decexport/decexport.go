@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -62,16 +63,18 @@ type Shipper struct {
 // Run ships until ctx ends: a full batch is followed at once by the next,
 // a failed one after a growing pause.
 func (s *Shipper) Run(ctx context.Context) error {
-	backoff := s.interval()
+	// After a failure: the interval, doubling up to maxBackoff; a batch
+	// shipped starts it over.
+	retry := backoff.ExponentialBackOff{InitialInterval: s.interval(), Multiplier: 2, MaxInterval: maxBackoff}
 	for ctx.Err() == nil {
 		n, err := s.ShipOnce(ctx)
 		wait := s.interval()
 		switch {
 		case err != nil && ctx.Err() == nil:
-			s.Log.Warn("decision export failed; retrying", "err", err, "in", backoff)
-			wait, backoff = backoff, min(2*backoff, maxBackoff)
+			wait = retry.NextBackOff()
+			s.Log.Warn("decision export failed; retrying", "err", err, "in", wait)
 		case err == nil:
-			backoff = s.interval()
+			retry.Reset()
 			if n == s.batch() {
 				wait = 0
 			}
