@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -181,29 +182,25 @@ func (e *ConformanceError) Banner() string {
 }
 
 // Register sends the manifest derived from the action registry. A
-// FailedPrecondition is a *ConformanceError; an unreachable server is
-// retried until ctx ends.
+// FailedPrecondition is a *ConformanceError; an unreachable server (or a
+// lease still held by an earlier process) is retried with back-off, 200 ms
+// doubling to 5 s, until ctx ends.
 func (r *Runner) Register(ctx context.Context) error {
 	host := r.Config.Host
 	caps := []string{r.Runtime.Name()}
 	if r.Runtime.Name() == "docker" {
 		caps = append(caps, "image-build")
 	}
-	backoff := 200 * time.Millisecond
-	for {
-		resp, err := r.regCli.RegisterRunner(ctx, &guardv1.RegisterRunnerRequest{
-			RunnerId: r.Config.ID, Host: host, Version: Version, Capabilities: caps,
-			DeliveryActions: r.Actions.Manifest(), InstanceId: r.instanceID,
-		})
-		if err == nil {
-			r.heartbeat = resp.GetHeartbeatInterval().AsDuration()
-			// The server places sessions by this identity (the token's host and
-			// labels, narrowed by --host): say which it is.
-			r.Log.Info("registered", "host", resp.GetHost(), "labels", resp.GetLabels())
-			return nil
-		}
+	req := &guardv1.RegisterRunnerRequest{
+		RunnerId: r.Config.ID, Host: host, Version: Version, Capabilities: caps,
+		DeliveryActions: r.Actions.Manifest(), InstanceId: r.instanceID,
+	}
+	resp, err := backoff.Retry(ctx, func() (*guardv1.RegisterRunnerResponse, error) {
+		resp, err := r.regCli.RegisterRunner(ctx, req)
 		st := status.Convert(err)
 		switch st.Code() {
+		case codes.OK:
+			return resp, nil
 		case codes.FailedPrecondition:
 			ce := &ConformanceError{Message: st.Message()}
 			for _, d := range st.Details() {
@@ -211,23 +208,32 @@ func (r *Runner) Register(ctx context.Context) error {
 					ce.Violations = append(ce.Violations, v.GetViolations()...)
 				}
 			}
-			return ce
-		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
-			r.Log.Warn("server not reachable; retrying registration", "err", err, "backoff", backoff)
-		case codes.AlreadyExists:
-			// An earlier process of this runner still holds the lease; it
-			// expires without heartbeats, then this process takes over.
-			r.Log.Warn("runner id held by another live process; waiting for its lease", "err", err)
+			return nil, backoff.Permanent(ce)
+		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.AlreadyExists:
+			return nil, err
 		default:
-			return fmt.Errorf("register runner: %w", err)
+			return nil, backoff.Permanent(fmt.Errorf("register runner: %w", err))
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
+	},
+		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}),
+		backoff.WithMaxElapsedTime(0), // until ctx ends
+		backoff.WithNotify(func(err error, d time.Duration) {
+			if status.Code(err) == codes.AlreadyExists {
+				// An earlier process of this runner still holds the lease; it
+				// expires without heartbeats, then this process takes over.
+				r.Log.Warn("runner id held by another live process; waiting for its lease", "err", err)
+				return
+			}
+			r.Log.Warn("server not reachable; retrying registration", "err", err, "backoff", d)
+		}))
+	if err != nil {
+		return err
 	}
+	r.heartbeat = resp.GetHeartbeatInterval().AsDuration()
+	// The server places sessions by this identity (the token's host and
+	// labels, narrowed by --host): say which it is.
+	r.Log.Info("registered", "host", resp.GetHost(), "labels", resp.GetLabels())
+	return nil
 }
 
 // Run registers, cleans up orphans, opens the configured sessions and

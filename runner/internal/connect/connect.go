@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
 )
@@ -331,27 +333,26 @@ func (c *Client) worker(ctx context.Context, session string, q *queue) {
 	}
 }
 
-// apply applies one push, trying it again with back-off while Apply answers
-// Retry (the guard or the database is unreachable), for up to RetryFor.
+// apply applies one push, trying it again with back-off (200 ms doubling to
+// 5 s) while Apply answers Retry (the guard or the database is
+// unreachable); it gives up once the next try would start past RetryFor.
 func (c *Client) apply(ctx context.Context, p *guardv1.Push) error {
-	deadline := time.Now().Add(c.RetryFor)
-	backoff := 200 * time.Millisecond
-	for {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := c.Applier.Apply(ctx, p)
-		if !IsRetry(err) {
-			return err
+		if err != nil && !IsRetry(err) {
+			return struct{}{}, backoff.Permanent(err)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still not applied after %s: %w", c.RetryFor, err)
-		}
-		c.Log.Warn("push not applied yet; trying again", "push", p.GetId(), "session", p.GetSessionId(), "err", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		return struct{}{}, err
+	},
+		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}),
+		backoff.WithMaxElapsedTime(c.RetryFor),
+		backoff.WithNotify(func(err error, d time.Duration) {
+			c.Log.Warn("push not applied yet; trying again", "push", p.GetId(), "session", p.GetSessionId(), "err", err, "backoff", d)
+		}))
+	if IsRetry(err) {
+		return fmt.Errorf("still not applied after %s: %w", c.RetryFor, err)
 	}
+	return err
 }
 
 // ack queues an ack for the current stream (or the next one), waiting while

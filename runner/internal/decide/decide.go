@@ -13,12 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -71,7 +71,8 @@ func New(guard guardv1.GuardClient, log *slog.Logger) *Client {
 // the server shed (ResourceExhausted: it decided nothing) is asked again
 // after the server's hint, until ctx ends; the caller then fails closed.
 func (c *Client) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
-	for attempt := 0; ; attempt++ {
+	var waits shedWaits
+	for {
 		resp, err := c.decideOnce(ctx, req)
 		after, shed := shedDelay(err)
 		if !shed {
@@ -80,7 +81,7 @@ func (c *Client) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guard
 		if c.OnShed != nil {
 			c.OnShed()
 		}
-		t := time.NewTimer(shedBackoff(after, attempt))
+		t := time.NewTimer(waits.next(after))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -90,13 +91,32 @@ func (c *Client) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guard
 	}
 }
 
-// shedBackoff waits the server's hint, doubled for each refusal in a row
-// (capped at 2 s) and jittered by ±25 %, so many shed callers spread out
-// instead of coming back together and being shed again.
-func shedBackoff(hint time.Duration, attempt int) time.Duration {
-	d := hint << min(attempt, 6)
-	d = min(d, 2*time.Second)
-	return d*3/4 + time.Duration(rand.Int64N(int64(d/2)+1))
+// shedMaxWait caps the doubling of shed waits (a longer hint is still
+// waited in full).
+const shedMaxWait = 2 * time.Second
+
+// shedWaits spaces the re-asks of one shed decision: the server's latest
+// hint (it adapts to the refusal rate), doubled for each refusal in a row
+// (capped at shedMaxWait) and jittered by ±25 %, so many shed callers
+// spread out instead of coming back together and being shed again.
+type shedWaits struct {
+	hint     time.Duration
+	refusals int
+	exp      backoff.ExponentialBackOff
+}
+
+func (w *shedWaits) next(hint time.Duration) time.Duration {
+	if hint != w.hint {
+		// A new hint: start from it, doubled once per refusal so far.
+		w.hint = hint
+		w.exp = backoff.ExponentialBackOff{InitialInterval: hint, Multiplier: 2, MaxInterval: max(shedMaxWait, hint)}
+		for range min(w.refusals, 32) {
+			w.exp.NextBackOff()
+		}
+		w.exp.RandomizationFactor = 0.25
+	}
+	w.refusals++
+	return w.exp.NextBackOff()
 }
 
 // shedDelay reports whether err is the server's admission refusal and how

@@ -191,15 +191,38 @@ func TestShedDecisionsAreAskedAgainAfterTheHint(t *testing.T) {
 }
 
 func TestShedBackoffDoublesWithJitterAndIsCapped(t *testing.T) {
-	for attempt, want := range []time.Duration{40 * time.Millisecond, 80 * time.Millisecond, 160 * time.Millisecond} {
-		for range 50 {
-			got := shedBackoff(40*time.Millisecond, attempt)
-			if got < want*3/4 || got > want*5/4 {
+	for range 50 {
+		var w shedWaits
+		for attempt, want := range []time.Duration{40 * time.Millisecond, 80 * time.Millisecond, 160 * time.Millisecond} {
+			if got := w.next(40 * time.Millisecond); got < want*3/4 || got > want*5/4 {
 				t.Fatalf("attempt %d: %s, want %s ±25%%", attempt, got, want)
 			}
 		}
 	}
-	if got := shedBackoff(40*time.Millisecond, 30); got > 2*time.Second*5/4 {
-		t.Fatalf("a long run of refusals waits %s, want at most 2s +25%%", got)
+	var w shedWaits
+	for range 30 {
+		if got := w.next(40 * time.Millisecond); got > 2*time.Second*5/4 {
+			t.Fatalf("a long run of refusals waits %s, want at most 2s +25%%", got)
+		}
+	}
+	// A hint above the cap is waited in full.
+	if got := w.next(3 * time.Second); got < 3*time.Second*3/4 || got > 3*time.Second*5/4 {
+		t.Fatalf("a 3s hint waits %s, want 3s ±25%%", got)
+	}
+}
+
+// The server's hint adapts: a new one is doubled for the refusals so far.
+func TestShedBackoffFollowsANewHint(t *testing.T) {
+	for range 50 {
+		var w shedWaits
+		w.next(40 * time.Millisecond)
+		w.next(40 * time.Millisecond)
+		want := 400 * time.Millisecond // the third refusal: 100ms doubled twice
+		if got := w.next(100 * time.Millisecond); got < want*3/4 || got > want*5/4 {
+			t.Fatalf("a new 100ms hint after two refusals waits %s, want %s ±25%%", got, want)
+		}
+		if got := w.next(100 * time.Millisecond); got < 2*want*3/4 || got > 2*want*5/4 {
+			t.Fatalf("then %s, want %s ±25%%", got, 2*want)
+		}
 	}
 }

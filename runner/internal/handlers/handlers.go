@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -115,7 +116,8 @@ type handlers struct {
 
 // apply cites the ALLOW decision and has the server make the mutation. A
 // transport failure (the replica died mid-call) is retried with the same
-// citation on whichever replica the connection reaches next: the server
+// citation (back-off 100 ms doubling to 2 s, for up to applyRetryFor) on
+// whichever replica the connection reaches next: the server
 // commits citation and mutation in one transaction, so a retry either
 // applies it or finds the citation already used — which then means the
 // attempt whose answer was lost committed.
@@ -129,7 +131,7 @@ func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*
 	}
 	ctx, cancel := context.WithTimeout(ctx, applyRetryFor)
 	defer cancel()
-	backoff := 100 * time.Millisecond
+	delays := backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: 2 * time.Second}
 	for attempt := 0; ; attempt++ {
 		res, err := h.reg.ApplyAction(ctx, req, grpc.WaitForReady(true))
 		switch {
@@ -142,13 +144,15 @@ func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*
 		case status.Code(err) != codes.Unavailable || ctx.Err() != nil:
 			return nil, err
 		}
-		h.d.Log.Warn("apply: server unavailable; retrying with the same citation", "action", action, "decision", c.DecisionID, "err", err)
+		d := delays.NextBackOff()
+		h.d.Log.Warn("apply: server unavailable; retrying with the same citation", "action", action, "decision", c.DecisionID, "err", err, "in", d)
+		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
-			return nil, err
-		case <-time.After(backoff):
+			t.Stop()
+			return nil, err // the server's last answer, not the deadline
+		case <-t.C:
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 )
@@ -26,5 +27,29 @@ func TestLoopRetriesUntilCancelled(t *testing.T) {
 	}
 	if len(attempts) != 4 || attempts[3] != 3 {
 		t.Fatalf("attempts = %v, want 0..3", attempts)
+	}
+}
+
+// The delay doubles from min to max and starts over after a healthy run.
+func TestLoopBacksOffAndStartsOverAfterAHealthyRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	healthy := map[int]bool{4: true}
+	var waits []time.Duration
+	err := loop(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "test", 100*time.Millisecond, time.Second,
+		func(n int) (bool, error) {
+			if n == 8 {
+				cancel()
+			}
+			return healthy[n], errors.New("down")
+		},
+		func(_ context.Context, d time.Duration) { waits = append(waits, d) })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("loop = %v, want context.Canceled", err)
+	}
+	ms := time.Millisecond
+	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms}
+	if !slices.Equal(waits, want) {
+		t.Fatalf("waits %v, want %v", waits, want)
 	}
 }
