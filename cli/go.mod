@@ -3,6 +3,7 @@ module github.com/clawguard/clawguard/cli
 go 1.26.0
 
 require (
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/clawguard/clawguard/migrations v0.0.0
 	github.com/clawguard/clawguard/proto v0.0.0
 	github.com/go-telegram/bot v1.19.0

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -173,9 +174,9 @@ func (a *app) watch(ctx context.Context, req *guardv1.WatchRequest) error {
 	}
 	p := a.printer()
 	fmt.Fprintln(a.stderr, "ncl: watching hold events (Ctrl-C to stop)")
-	backoff := watchBackoffMin
+	delays := backoff.ExponentialBackOff{InitialInterval: watchBackoffMin, Multiplier: 2, MaxInterval: watchBackoffMax}
 	for {
-		err := a.watchOnce(ctx, c, req, p, func() { backoff = watchBackoffMin })
+		err := a.watchOnce(ctx, c, req, p, delays.Reset)
 		if ctx.Err() != nil {
 			return nil // interrupted: a normal end of a watch
 		}
@@ -186,13 +187,13 @@ func (a *app) watch(ctx context.Context, req *guardv1.WatchRequest) error {
 		if !req.FromNow {
 			from = fmt.Sprintf("cursor %d", req.AfterCursor)
 		}
-		fmt.Fprintf(a.stderr, "ncl: watch interrupted (%v); reconnecting in %s from %s\n", err, backoff, from)
+		wait := delays.NextBackOff()
+		fmt.Fprintf(a.stderr, "ncl: watch interrupted (%v); reconnecting in %s from %s\n", err, wait, from)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, watchBackoffMax)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/go-telegram/bot"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -124,14 +125,14 @@ func (b *Bridge) work(ctx context.Context) (context.Context, context.CancelFunc)
 // retry runs fn until it succeeds, fails permanently or ctx ends; it
 // backs off after each transient failure.
 func (b *Bridge) retry(ctx context.Context, op string, fn func(context.Context) error) error {
-	delay := 100 * time.Millisecond
+	delays := b.retryDelays()
 	for {
 		err := fn(ctx)
 		if err == nil || !transient(err) {
 			return err
 		}
 		b.m.Errors.WithLabelValues(op).Inc()
-		wait := delay
+		wait := delays.NextBackOff()
 		var tooMany *bot.TooManyRequestsError
 		if errors.As(err, &tooMany) && tooMany.RetryAfter > 0 {
 			wait = time.Duration(tooMany.RetryAfter) * time.Second // Telegram's flood control says how long
@@ -142,8 +143,13 @@ func (b *Bridge) retry(ctx context.Context, op string, fn func(context.Context) 
 			return err
 		case <-time.After(wait):
 		}
-		delay = min(2*delay, b.cfg.RetryMax)
 	}
+}
+
+// retryDelays is the back-off of every retry loop of the bridge: 100 ms,
+// doubling up to RetryMax.
+func (b *Bridge) retryDelays() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: b.cfg.RetryMax}
 }
 
 // transient: worth retrying (the server or Telegram is briefly away).

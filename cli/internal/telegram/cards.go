@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-telegram/bot/models"
 	"google.golang.org/grpc/codes"
@@ -22,7 +21,7 @@ import (
 // state write with the card map; a replayed event finds its card recorded
 // and sends nothing twice.
 func (b *Bridge) watchLoop(ctx context.Context) error {
-	delay := 100 * time.Millisecond
+	delays := b.retryDelays()
 	for ctx.Err() == nil {
 		err := b.watchOnce(ctx)
 		b.watching.Store(false)
@@ -39,11 +38,11 @@ func (b *Bridge) watchLoop(ctx context.Context) error {
 			}
 		}
 		b.m.Errors.WithLabelValues("watch").Inc()
+		delay := delays.NextBackOff()
 		b.log.Warn("Approvals.Watch ended; reconnecting", "err", err, "in", delay)
 		if !sleep(ctx, delay) {
 			return nil
 		}
-		delay = min(2*delay, b.cfg.RetryMax)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"strconv"
-	"time"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -13,7 +12,7 @@ import (
 // outboxLoop delivers agent replies and notices for Telegram chats from
 // the chat outbox, moving the stored cursor after each one.
 func (b *Bridge) outboxLoop(ctx context.Context) error {
-	delay := 100 * time.Millisecond
+	delays := b.retryDelays()
 	for ctx.Err() == nil {
 		err := b.outboxOnce(ctx)
 		b.outboxing.Store(false)
@@ -21,11 +20,11 @@ func (b *Bridge) outboxLoop(ctx context.Context) error {
 			return nil
 		}
 		b.m.Errors.WithLabelValues("outbox").Inc()
+		delay := delays.NextBackOff()
 		b.log.Warn("chat outbox stream ended; reconnecting", "err", err, "in", delay)
 		if !sleep(ctx, delay) {
 			return nil
 		}
-		delay = min(2*delay, b.cfg.RetryMax)
 	}
 	return nil
 }

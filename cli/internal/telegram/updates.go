@@ -19,7 +19,7 @@ import (
 // after it is handled and the new offset is on disk; a stop mid-batch
 // leaves the rest unconfirmed, so Telegram hands them out again.
 func (b *Bridge) pollLoop(ctx context.Context) error {
-	delay := 100 * time.Millisecond
+	delays := b.retryDelays()
 	for ctx.Err() == nil {
 		ups, err := b.api.getUpdates(ctx, b.st.snapshot().UpdateOffset, b.cfg.PollTimeout)
 		if err != nil {
@@ -27,14 +27,14 @@ func (b *Bridge) pollLoop(ctx context.Context) error {
 				return nil
 			}
 			b.m.Errors.WithLabelValues("get_updates").Inc()
+			delay := delays.NextBackOff()
 			b.log.Warn("getUpdates failed", "err", err, "retry_in", delay)
 			if !sleep(ctx, delay) {
 				return nil
 			}
-			delay = min(2*delay, b.cfg.RetryMax)
 			continue
 		}
-		delay = 100 * time.Millisecond
+		delays.Reset()
 		b.lastPoll.Store(time.Now().UnixNano())
 		for _, u := range ups {
 			if ctx.Err() != nil {
