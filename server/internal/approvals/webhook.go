@@ -135,15 +135,20 @@ func (s *Service) leadWebhook(ctx context.Context) (led bool, err error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	for lctx.Err() == nil {
 		err := s.Follow(lctx, cursor, false, nil, func(ev *guardv1.WatchResponse) error {
-			s.postEvent(lctx, client, ev)
-			if lctx.Err() != nil {
+			if !s.postEvent(lctx, client, ev) {
 				return lctx.Err()
 			}
+			// Recorded even when leadership is ending: an event delivered
+			// but not recorded is posted again by the next leader. Never
+			// backwards, in case a new leader has already moved on.
 			cursor = ev.Cursor
-			if _, err := s.pool.Exec(lctx, `UPDATE webhook_progress SET cursor = $2, updated_at = now() WHERE url = $1`, s.cfg.WebhookURL, cursor); err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(lctx), 5*time.Second)
+			_, err := s.pool.Exec(rctx, `UPDATE webhook_progress SET cursor = $2, updated_at = now() WHERE url = $1 AND cursor < $2`, s.cfg.WebhookURL, cursor)
+			cancel()
+			if err != nil {
 				return fmt.Errorf("record webhook progress: %w", err)
 			}
-			return nil
+			return lctx.Err()
 		})
 		if lctx.Err() != nil {
 			return true, nil
@@ -171,18 +176,22 @@ func (s *Service) leadWebhook(ctx context.Context) (led bool, err error) {
 
 // postEvent delivers one event, retrying with exponential back-off; after
 // WebhookAttempts failures the event is logged and skipped so one bad
-// event cannot stall the stream forever.
-func (s *Service) postEvent(ctx context.Context, client *http.Client, ev *guardv1.WatchResponse) {
+// event cannot stall the stream forever. It reports whether the event is
+// done with (delivered or skipped); only an end of ctx leaves it undone.
+// A post under way when ctx ends is finished (within the client's
+// timeout), so a stopping leader does not leave the receiver with an
+// event it then gets again from the next leader.
+func (s *Service) postEvent(ctx context.Context, client *http.Client, ev *guardv1.WatchResponse) bool {
 	body, err := WebhookBody(ev)
 	if err != nil {
 		s.log.Error("webhook: encode event", "cursor", ev.Cursor, "err", err)
-		return
+		return true
 	}
 	sig := Sign(s.webhookSecret, body)
 	attempt := 0
 	_, err = backoff.Retry(ctx, func() (struct{}, error) {
 		attempt++
-		err := s.postOnce(ctx, client, body, sig, ev.Cursor)
+		err := s.postOnce(context.WithoutCancel(ctx), client, body, sig, ev.Cursor)
 		if err != nil {
 			s.metrics.WebhookFailuresTotal.Inc()
 		}
@@ -194,9 +203,14 @@ func (s *Service) postEvent(ctx context.Context, client *http.Client, ev *guardv
 		backoff.WithNotify(func(err error, in time.Duration) {
 			s.log.Warn("webhook: delivery failed; retrying", "cursor", ev.Cursor, "attempt", attempt, "in", in, "err", err)
 		}))
-	if err != nil && ctx.Err() == nil {
-		s.log.Error("webhook: giving up on event", "cursor", ev.Cursor, "hold", ev.GetHold().GetId(), "attempts", attempt, "err", err)
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() != nil:
+		return false
 	}
+	s.log.Error("webhook: giving up on event", "cursor", ev.Cursor, "hold", ev.GetHold().GetId(), "attempts", attempt, "err", err)
+	return true
 }
 
 func (s *Service) postOnce(ctx context.Context, client *http.Client, body []byte, sig string, cursor int64) error {
