@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/clawguard/clawguard/proto/enumword"
 )
 
 // Value is m as a JSON value (a map for a message).
@@ -72,7 +74,9 @@ func fixSingle(fd protoreflect.FieldDescriptor, v any) any {
 	case protoreflect.EnumKind:
 		if s, ok := v.(string); ok {
 			if ev := fd.Enum().Values().ByName(protoreflect.Name(s)); ev != nil {
-				return EnumWord(fd.Enum(), ev.Number())
+				if w, err := enumword.WordOf(fd.Enum(), ev.Number()); err == nil {
+					return w
+				}
 			}
 		}
 	case protoreflect.MessageKind, protoreflect.GroupKind:
@@ -84,23 +88,4 @@ func fixSingle(fd protoreflect.FieldDescriptor, v any) any {
 		}
 	}
 	return v
-}
-
-// EnumWord is an enum value as people type it: EFFECT_ALLOW → "allow",
-// SENDER_POLICY_REQUEST_APPROVAL → "request_approval"; unspecified → "".
-func EnumWord(ed protoreflect.EnumDescriptor, n protoreflect.EnumNumber) string {
-	if n == 0 {
-		return ""
-	}
-	ev := ed.Values().ByNumber(n)
-	if ev == nil {
-		return fmt.Sprintf("%d", n)
-	}
-	return strings.ToLower(strings.TrimPrefix(string(ev.Name()), EnumPrefix(ed)))
-}
-
-// EnumPrefix is the shared prefix of an enum's value names, taken from its
-// zero value (EFFECT_UNSPECIFIED → "EFFECT_").
-func EnumPrefix(ed protoreflect.EnumDescriptor) string {
-	return strings.TrimSuffix(string(ed.Values().ByNumber(0).Name()), "UNSPECIFIED")
 }

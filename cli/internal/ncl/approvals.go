@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -42,7 +43,7 @@ func (a *app) approvalsList() *cobra.Command {
   ncl approvals list --mine --as telegram:dana   # what dana may resolve`,
 		Args: none,
 	}
-	statusWords := append(render.EnumWords(holdStatusEnum), "all")
+	statusWords := append(enumword.Words(holdStatusEnum), "all")
 	cmd.Flags().StringVar(&statusWord, "status", "pending", "one of: "+strings.Join(statusWords, ", "))
 	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind (cli_command, a2a_message_gate, ...)")
 	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group")

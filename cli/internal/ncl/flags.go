@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/enumword"
 )
 
 // enumFlag is a flag holding a proto enum, set by its lower-case word.
@@ -17,10 +18,8 @@ type enumFlag struct {
 }
 
 func (f *enumFlag) String() string {
-	if f.val == 0 {
-		return ""
-	}
-	return strings.ToLower(strings.TrimPrefix(string(f.ed.Values().ByNumber(f.val).Name()), render.EnumPrefix(f.ed)))
+	w, _ := enumword.WordOf(f.ed, f.val) // val came from ParseEnum: a known word or 0
+	return w
 }
 
 func (f *enumFlag) Set(s string) error {
@@ -37,7 +36,7 @@ func (f *enumFlag) Type() string { return "word" }
 // enumVar adds an enum flag with its words in the help text and completion.
 func enumVar(cmd *cobra.Command, name string, ed protoreflect.EnumDescriptor, usage string) *enumFlag {
 	f := &enumFlag{ed: ed}
-	words := render.EnumWords(ed)
+	words := enumword.Words(ed)
 	cmd.Flags().Var(f, name, fmt.Sprintf("%s (%s)", usage, strings.Join(words, "|")))
 	_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(words, cobra.ShellCompDirectiveNoFileComp))
 	return f

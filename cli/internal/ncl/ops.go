@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -224,17 +225,11 @@ default (clawguard-server --global-hold-approvals / --group-hold-approvals).`,
 
 // parseMode reads an --mode flag ("" = unspecified, i.e. inherit).
 func parseMode(s string) (guardv1.EnforcementMode, error) {
-	switch s {
-	case "":
-		return guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED, nil
-	case "enforce":
-		return guardv1.EnforcementMode_ENFORCEMENT_MODE_ENFORCE, nil
-	case "audit":
-		return guardv1.EnforcementMode_ENFORCEMENT_MODE_AUDIT, nil
-	case "warn":
-		return guardv1.EnforcementMode_ENFORCEMENT_MODE_WARN, nil
+	m, err := enumword.Parse[guardv1.EnforcementMode](s)
+	if err != nil {
+		return 0, usagef("--mode %q: want %s", s, strings.Join(enumword.Words(m.Descriptor()), ", "))
 	}
-	return 0, usagef("--mode %q: want enforce, audit or warn", s)
+	return m, nil
 }
 
 func (a *app) decisionsCmd() *cobra.Command {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -78,7 +79,7 @@ func (a *app) roleChange(verb, short, example string, call func(context.Context,
 			if grp != "" {
 				where = "in group " + grp
 			}
-			return a.printer().Done(fmt.Sprintf("revoked %s of %s %s", render.EnumWord(r), user, where))
+			return a.printer().Done(fmt.Sprintf("revoked %s of %s %s", enumword.String(r), user, where))
 		})
 	}
 	return cmd

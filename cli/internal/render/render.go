@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	"github.com/clawguard/clawguard/proto/jsonview"
 )
 
@@ -181,40 +182,14 @@ func writeJSON(w io.Writer, v any) error {
 // words ("allow", not "EFFECT_ALLOW"), 64-bit integers as numbers.
 func JSONValue(m proto.Message) (any, error) { return jsonview.Value(m) }
 
-// EnumWord is an enum value as people type it: EFFECT_ALLOW → "allow",
-// SENDER_POLICY_REQUEST_APPROVAL → "request_approval"; unspecified → "".
-func EnumWord(e protoreflect.Enum) string {
-	return enumWord(e.Descriptor(), e.Number())
-}
-
-func enumWord(ed protoreflect.EnumDescriptor, n protoreflect.EnumNumber) string {
-	return jsonview.EnumWord(ed, n)
-}
-
-// EnumPrefix is the shared prefix of an enum's value names, taken from its
-// zero value (EFFECT_UNSPECIFIED → "EFFECT_").
-func EnumPrefix(ed protoreflect.EnumDescriptor) string { return jsonview.EnumPrefix(ed) }
-
-// EnumWords lists the non-zero words of an enum, for help and completion.
-func EnumWords(ed protoreflect.EnumDescriptor) []string {
-	var out []string
-	vals := ed.Values()
-	for i := 0; i < vals.Len(); i++ {
-		if n := vals.Get(i).Number(); n != 0 {
-			out = append(out, enumWord(ed, n))
-		}
-	}
-	return out
-}
-
 // ParseEnum accepts a word ("request_approval", "request-approval", any
 // case) or the full value name and returns its number.
 func ParseEnum(ed protoreflect.EnumDescriptor, s string) (protoreflect.EnumNumber, error) {
-	w := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
-	for _, name := range []string{EnumPrefix(ed) + w, w} {
-		if ev := ed.Values().ByName(protoreflect.Name(name)); ev != nil && ev.Number() != 0 {
-			return ev.Number(), nil
-		}
+	// People type the word loosely; enumword reads only the exact word.
+	w := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
+	w = strings.TrimPrefix(w, strings.ToLower(enumword.Prefix(ed)))
+	if n, err := enumword.NumberOf(ed, w); err == nil && n != 0 {
+		return n, nil
 	}
-	return 0, fmt.Errorf("invalid value %q (want one of: %s)", s, strings.Join(EnumWords(ed), ", "))
+	return 0, fmt.Errorf("invalid value %q (want one of: %s)", s, strings.Join(enumword.Words(ed), ", "))
 }

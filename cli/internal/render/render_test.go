@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -184,11 +185,11 @@ func golden(t *testing.T, path string, got []byte) {
 
 func TestEnumWords(t *testing.T) {
 	cases := map[string]string{
-		EnumWord(guardv1.Effect_EFFECT_ALLOW):                         "allow",
-		EnumWord(guardv1.Effect_EFFECT_DENY):                          "deny",
-		EnumWord(guardv1.SenderPolicy_SENDER_POLICY_REQUEST_APPROVAL): "request_approval",
-		EnumWord(guardv1.RoleScope_ROLE_SCOPE_GLOBAL):                 "global",
-		EnumWord(guardv1.Effect_EFFECT_UNSPECIFIED):                   "",
+		enumword.String(guardv1.Effect_EFFECT_ALLOW):                         "allow",
+		enumword.String(guardv1.Effect_EFFECT_DENY):                          "deny",
+		enumword.String(guardv1.SenderPolicy_SENDER_POLICY_REQUEST_APPROVAL): "request_approval",
+		enumword.String(guardv1.RoleScope_ROLE_SCOPE_GLOBAL):                 "global",
+		enumword.String(guardv1.Effect_EFFECT_UNSPECIFIED):                   "",
 	}
 	for got, want := range cases {
 		if got != want {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -61,7 +62,7 @@ func modeWord(m guardv1.EnforcementMode, def string) string {
 	if m == guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED {
 		return def
 	}
-	return EnumWord(m)
+	return enumword.String(m)
 }
 
 // Quorum says where a hold's approvals stand: "1 of 2 (telegram:dana)";
@@ -86,7 +87,7 @@ func init() {
 		cols: []col{
 			c("ID", (*guardv1.Group).GetId),
 			c("NAME", (*guardv1.Group).GetName),
-			c("CLI SCOPE", func(g *guardv1.Group) string { return EnumWord(g.GetConfig().GetCliScope()) }),
+			c("CLI SCOPE", func(g *guardv1.Group) string { return enumword.String(g.GetConfig().GetCliScope()) }),
 			c("BASE IMAGE", (*guardv1.Group).GetBaseImage),
 			c("PINNED HOST", (*guardv1.Group).GetPinnedHost),
 			c("CREATED", func(g *guardv1.Group) string { return Time(g.GetCreatedAt()) }),
@@ -104,7 +105,7 @@ func init() {
 	register[*guardv1.GroupConfig](view{
 		cols: []col{
 			c("VERSION", func(g *guardv1.GroupConfig) string { return num(g.GetVersion()) }),
-			c("CLI SCOPE", func(g *guardv1.GroupConfig) string { return EnumWord(g.GetCliScope()) }),
+			c("CLI SCOPE", func(g *guardv1.GroupConfig) string { return enumword.String(g.GetCliScope()) }),
 			c("CPUS", (*guardv1.GroupConfig).GetCpus),
 			c("MEMORY", (*guardv1.GroupConfig).GetMemory),
 			c("APT PACKAGES", func(g *guardv1.GroupConfig) string { return strings.Join(g.GetAptPackages(), " ") }),
@@ -127,7 +128,7 @@ func init() {
 			c("GROUP", (*guardv1.Session).GetAgentGroupId),
 			c("MESSAGING GROUP", (*guardv1.Session).GetMessagingGroupId),
 			c("RUNNER", (*guardv1.Session).GetRunnerId),
-			c("STATUS", func(s *guardv1.Session) string { return EnumWord(s.GetStatus()) }),
+			c("STATUS", func(s *guardv1.Session) string { return enumword.String(s.GetStatus()) }),
 			c("LAST ACTIVE", func(s *guardv1.Session) string { return Time(s.GetLastActiveAt()) }),
 		},
 		detail: []col{c("CREATED", func(s *guardv1.Session) string { return Time(s.GetCreatedAt()) })},
@@ -167,8 +168,8 @@ func init() {
 	register[*guardv1.RoleGrant](view{
 		cols: []col{
 			c("USER", (*guardv1.RoleGrant).GetUserId),
-			c("ROLE", func(r *guardv1.RoleGrant) string { return EnumWord(r.GetRole()) }),
-			c("SCOPE", func(r *guardv1.RoleGrant) string { return EnumWord(r.GetScope()) }),
+			c("ROLE", func(r *guardv1.RoleGrant) string { return enumword.String(r.GetRole()) }),
+			c("SCOPE", func(r *guardv1.RoleGrant) string { return enumword.String(r.GetScope()) }),
 			c("GROUP", (*guardv1.RoleGrant).GetGroup),
 			c("GRANTED", func(r *guardv1.RoleGrant) string { return Time(r.GetGrantedAt()) }),
 		},
@@ -197,7 +198,7 @@ func init() {
 			c("CHANNEL", (*guardv1.MessagingGroup).GetChannelType),
 			c("PLATFORM ID", (*guardv1.MessagingGroup).GetPlatformId),
 			c("NAME", (*guardv1.MessagingGroup).GetName),
-			c("UNKNOWN SENDERS", func(m *guardv1.MessagingGroup) string { return EnumWord(m.GetUnknownSenderPolicy()) }),
+			c("UNKNOWN SENDERS", func(m *guardv1.MessagingGroup) string { return enumword.String(m.GetUnknownSenderPolicy()) }),
 			c("GROUP CHAT", func(m *guardv1.MessagingGroup) string { return yesNo(m.GetIsGroup()) }),
 			c("DENIED", func(m *guardv1.MessagingGroup) string { return yesNo(m.GetDenied()) }),
 		},
@@ -227,7 +228,7 @@ func init() {
 	register[*guardv1.Token](view{
 		cols: []col{
 			c("ID", (*guardv1.Token).GetId),
-			c("KIND", func(t *guardv1.Token) string { return EnumWord(t.GetKind()) }),
+			c("KIND", func(t *guardv1.Token) string { return enumword.String(t.GetKind()) }),
 			c("NAME", (*guardv1.Token).GetName),
 			c("RUNNER", (*guardv1.Token).GetRunnerId),
 			c("USER", (*guardv1.Token).GetUserId),
@@ -262,7 +263,7 @@ func init() {
 	register[*guardv1.CatalogEntry](view{
 		cols: []col{
 			c("ACTION", (*guardv1.CatalogEntry).GetAction),
-			c("ACCESS", func(e *guardv1.CatalogEntry) string { return EnumWord(e.GetAccess()) }),
+			c("ACCESS", func(e *guardv1.CatalogEntry) string { return enumword.String(e.GetAccess()) }),
 			c("APPROVAL ACTION", (*guardv1.CatalogEntry).GetApprovalAction),
 			c("RESOURCE", (*guardv1.CatalogEntry).GetResource),
 			c("MODE", func(e *guardv1.CatalogEntry) string { return modeWord(e.GetMode(), "enforce") }),
@@ -281,7 +282,7 @@ func init() {
 			c("AT", func(d *guardv1.DecisionRecord) string { return Time(d.GetAt()) }),
 			c("ACTION", (*guardv1.DecisionRecord).GetAction),
 			c("ACTOR", func(d *guardv1.DecisionRecord) string { return Actor(d.GetActor()) }),
-			c("EFFECT", func(d *guardv1.DecisionRecord) string { return EnumWord(d.GetEffect()) }),
+			c("EFFECT", func(d *guardv1.DecisionRecord) string { return enumword.String(d.GetEffect()) }),
 			c("DECIDED BY", (*guardv1.DecisionRecord).GetDecidedBy),
 			c("HOLD", (*guardv1.DecisionRecord).GetHoldId),
 			c("REASON", func(d *guardv1.DecisionRecord) string {
@@ -300,7 +301,7 @@ func init() {
 				if d.GetMode() == "" {
 					return ""
 				}
-				return EnumWord(d.GetWouldEffect()) + ": " + d.GetWouldReason()
+				return enumword.String(d.GetWouldEffect()) + ": " + d.GetWouldReason()
 			}),
 			c("LATENCY", func(d *guardv1.DecisionRecord) string { return Duration(d.GetLatency()) }),
 		},
@@ -309,12 +310,12 @@ func init() {
 	register[*guardv1.Hold](view{
 		cols: []col{
 			c("ID", (*guardv1.Hold).GetId),
-			c("STATUS", func(h *guardv1.Hold) string { return EnumWord(h.GetStatus()) }),
+			c("STATUS", func(h *guardv1.Hold) string { return enumword.String(h.GetStatus()) }),
 			c("KIND", (*guardv1.Hold).GetKind),
 			c("ACTION", (*guardv1.Hold).GetCatalogAction),
 			c("GROUP", (*guardv1.Hold).GetAgentGroupId),
 			c("APPROVER", func(h *guardv1.Hold) string { return Rule(h.GetApproverRule()) }),
-			c("SCOPE", func(h *guardv1.Hold) string { return EnumWord(h.GetApproverScope()) }),
+			c("SCOPE", func(h *guardv1.Hold) string { return enumword.String(h.GetApproverScope()) }),
 			c("CREATED", func(h *guardv1.Hold) string { return Time(h.GetCreatedAt()) }),
 			c("TITLE", func(h *guardv1.Hold) string { return Truncate(h.GetTitle(), 60) }),
 		},
@@ -349,10 +350,10 @@ func init() {
 	})
 	register[*guardv1.Decision](view{
 		cols: []col{
-			c("EFFECT", func(d *guardv1.Decision) string { return EnumWord(d.GetEffect()) }),
+			c("EFFECT", func(d *guardv1.Decision) string { return enumword.String(d.GetEffect()) }),
 			c("REASON", (*guardv1.Decision).GetReason),
 			c("APPROVER RULE", func(d *guardv1.Decision) string { return Rule(d.GetApproverRule()) }),
-			c("APPROVER SCOPE", func(d *guardv1.Decision) string { return EnumWord(d.GetApproverScope()) }),
+			c("APPROVER SCOPE", func(d *guardv1.Decision) string { return enumword.String(d.GetApproverScope()) }),
 			c("DECIDED BY", (*guardv1.Decision).GetDecidedBy),
 		},
 		// A gate in audit or warn mode: what it answered, and what enforce would.
@@ -362,10 +363,10 @@ func init() {
 				if d.GetMode() == "" {
 					return ""
 				}
-				return EnumWord(d.GetWouldEffect()) + ": " + d.GetWouldReason()
+				return enumword.String(d.GetWouldEffect()) + ": " + d.GetWouldReason()
 			}),
 		},
-		id: idOf(func(d *guardv1.Decision) string { return EnumWord(d.GetEffect()) }),
+		id: idOf(func(d *guardv1.Decision) string { return enumword.String(d.GetEffect()) }),
 	})
 }
 

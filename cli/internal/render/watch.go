@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -36,13 +37,13 @@ func (p Printer) Event(ev *guardv1.WatchResponse) error {
 		_, err := fmt.Fprintln(p.W, h.GetId())
 		return err
 	}
-	parts := []string{Time(ev.GetAt()), fmt.Sprintf("#%d", ev.GetCursor()), EnumWord(ev.GetType()), h.GetId(), cell(h.GetKind())}
+	parts := []string{Time(ev.GetAt()), fmt.Sprintf("#%d", ev.GetCursor()), enumword.String(ev.GetType()), h.GetId(), cell(h.GetKind())}
 	if g := h.GetAgentGroupId(); g != "" {
 		parts = append(parts, "group="+g)
 	}
 	switch ev.GetType() {
 	case guardv1.EventType_EVENT_TYPE_REQUESTED:
-		parts = append(parts, "approver="+Rule(h.GetApproverRule()), "scope="+cell(EnumWord(h.GetApproverScope())))
+		parts = append(parts, "approver="+Rule(h.GetApproverRule()), "scope="+cell(enumword.String(h.GetApproverScope())))
 		if ev.GetUndelivered() {
 			parts = append(parts, "undelivered")
 		} else if d := h.GetDeliveredTo(); d != "" {
@@ -52,7 +53,7 @@ func (p Printer) Event(ev *guardv1.WatchResponse) error {
 			parts = append(parts, fmt.Sprintf("%q", Truncate(t, 80)))
 		}
 	case guardv1.EventType_EVENT_TYPE_RESOLVED:
-		parts = append(parts, "outcome="+EnumWord(ev.GetOutcome()))
+		parts = append(parts, "outcome="+enumword.String(ev.GetOutcome()))
 		if r := ev.GetResolver(); r != "" {
 			parts = append(parts, "by="+r)
 		}

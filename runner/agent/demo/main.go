@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
+	"github.com/clawguard/clawguard/proto/enumword"
 )
 
 // Step is one scripted action.
@@ -198,7 +199,7 @@ func (a *agent) send(ctx context.Context, id, action string, payload map[string]
 		a.record(map[string]any{"type": "send", "request_id": id, "action": action, "error": err.Error()})
 		return nil
 	}
-	ev := map[string]any{"type": "send", "request_id": id, "action": action, "status": strings.TrimPrefix(resp.GetStatus().String(), "SEND_STATUS_"),
+	ev := map[string]any{"type": "send", "request_id": id, "action": action, "status": strings.ToUpper(enumword.String(resp.GetStatus())),
 		"reason": resp.GetReason(), "hold_id": resp.GetHoldId()}
 	if resp.GetResult() != nil {
 		b, _ := protojson.Marshal(resp.GetResult())
@@ -238,7 +239,7 @@ func (a *agent) flood(ctx context.Context, n int) {
 				Action: "install_packages", Payload: &structpb.Struct{}})
 			key := "error"
 			if err == nil {
-				key = strings.TrimPrefix(resp.GetStatus().String(), "SEND_STATUS_") + ": " + resp.GetReason()
+				key = strings.ToUpper(enumword.String(resp.GetStatus())) + ": " + resp.GetReason()
 			}
 			mu.Lock()
 			counts[key]++
@@ -287,7 +288,7 @@ func (a *agent) inbox(ctx context.Context) {
 
 func (a *agent) handle(ctx context.Context, it *agentv1.InboxResponse) {
 	if n := it.GetNotice(); n != nil {
-		a.record(map[string]any{"type": "notice", "kind": strings.TrimPrefix(n.GetKind().String(), "NOTICE_KIND_"),
+		a.record(map[string]any{"type": "notice", "kind": strings.ToUpper(enumword.String(n.GetKind())),
 			"text": n.GetText(), "hold_id": n.GetHoldId(), "request_id": n.GetRequestId()})
 		return
 	}

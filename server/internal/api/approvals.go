@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/authn"
@@ -25,8 +26,12 @@ func (s *ApprovalsService) List(ctx context.Context, req *guardv1.ListRequest) (
 	if err != nil {
 		return nil, err
 	}
+	statusWord, err := enumword.Word(req.GetStatus())
+	if err != nil {
+		return nil, InvalidArgument("status", "%v", err)
+	}
 	f := approvals.ListFilter{
-		Status:    approvals.StatusString(req.GetStatus()),
+		Status:    statusWord,
 		Kind:      req.GetKind(),
 		GroupID:   req.GetAgentGroupId(),
 		Limit:     req.GetLimit(),
@@ -269,7 +274,7 @@ func (s *ApprovalsService) actingUser(ctx context.Context, caller authn.Caller, 
 		return caller.Principal.UserID, nil
 	case guardv1.Principal_PRINCIPAL_OPERATOR, guardv1.Principal_PRINCIPAL_BRIDGE:
 		if asUser == "" {
-			return "", InvalidArgument("as_user", "required for %s tokens (the clicking user)", authn.KindString(caller.Principal.Kind))
+			return "", InvalidArgument("as_user", "required for %s tokens (the clicking user)", enumword.String(caller.Principal.Kind))
 		}
 		if isBridge(caller) {
 			if err := bridgeAsserts(ctx, s.d.Log, caller, "as_user", asUser); err != nil {
@@ -278,5 +283,5 @@ func (s *ApprovalsService) actingUser(ctx context.Context, caller authn.Caller, 
 		}
 		return asUser, nil
 	}
-	return "", status.Errorf(codes.PermissionDenied, "%s tokens do not act as a user", authn.KindString(caller.Principal.Kind))
+	return "", status.Errorf(codes.PermissionDenied, "%s tokens do not act as a user", enumword.String(caller.Principal.Kind))
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/commands"
@@ -249,7 +250,7 @@ func applyActorRules(c authn.Caller, r *guard.Request) error {
 		r.RequestID = scopedRequestID(c, r.RequestID)
 		return nil
 	}
-	return status.Errorf(codes.PermissionDenied, "%s tokens may not ask the guard", authn.KindString(c.Principal.Kind))
+	return status.Errorf(codes.PermissionDenied, "%s tokens may not ask the guard", enumword.String(c.Principal.Kind))
 }
 
 // bridgeDecides keeps a bridge's question inside its channels: the human

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
@@ -30,7 +31,7 @@ func (s *RegistryService) GetDecision(ctx context.Context, req *guardv1.GetDecis
 // ExplainRecord explains a logged decision from its trace.
 func ExplainRecord(cat *guard.Catalog, d *guardv1.DecisionRecord, trace []byte) *guardv1.Explanation {
 	return cat.ExplainLogged(guard.Logged{
-		Action: d.GetAction(), Actor: d.GetActor(), Effect: guard.Effect(guard.EffectString(d.GetEffect())),
+		Action: d.GetAction(), Actor: d.GetActor(), Effect: guard.Effect(enumword.String(d.GetEffect())),
 		Reason: d.GetReason(), DecidedBy: d.GetDecidedBy(), Grant: d.GetGrant(), Trace: trace,
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	"github.com/clawguard/clawguard/server/internal/authn"
 )
 
@@ -67,7 +68,7 @@ func auditRefused(ctx context.Context, log *slog.Logger, method string, slot *ca
 	}
 	fields := []any{"audit", true, "method", method, "code", code.String(), "why", status.Convert(err).Message()}
 	if c := slot.caller; c != nil {
-		fields = append(fields, "principal", authn.KindString(c.Principal.Kind), "token", c.Principal.TokenID)
+		fields = append(fields, "principal", enumword.String(c.Principal.Kind), "token", c.Principal.TokenID)
 		if c.Principal.RunnerID != "" {
 			fields = append(fields, "runner", c.Principal.RunnerID)
 		}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/authn"
@@ -167,7 +168,7 @@ func checkPrincipal(ctx context.Context, fullMethod string) error {
 		return status.Error(codes.Unauthenticated, "unauthenticated")
 	}
 	if !rpcdecl.Allows(r, caller.Principal.Kind) {
-		return status.Errorf(codes.PermissionDenied, "%s tokens may not call %s", authn.KindString(caller.Principal.Kind), r.GetAction())
+		return status.Errorf(codes.PermissionDenied, "%s tokens may not call %s", enumword.String(caller.Principal.Kind), r.GetAction())
 	}
 	return nil
 }

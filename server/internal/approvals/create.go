@@ -172,6 +172,10 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	}
 	options, _ := json.Marshal(optRows)
 
+	scope, err := scopeWord(req.Scope)
+	if err != nil {
+		return CreateResult{}, fmt.Errorf("create hold: %w", err)
+	}
 	resource := req.Resource
 	if resource == nil {
 		resource = map[string]string{}
@@ -184,7 +188,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
 		RETURNING `+holdColumns,
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
-		approverUser, ruleName, scopeString(req.Scope), dedupKey, nullTime(expires), req.Title, req.Question, options,
+		approverUser, ruleName, scope, dedupKey, nullTime(expires), req.Title, req.Question, options,
 		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered))
 	hold, err := HoldFromRow(row)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
@@ -40,19 +41,13 @@ func readEvents(ctx context.Context, q store.Querier, after int64, limit int) ([
 		if err := protojson.Unmarshal(body, ev.Hold); err != nil {
 			return nil, fmt.Errorf("hold event %d: %w", ev.Cursor, err)
 		}
-		switch typ {
-		case "resolved":
-			ev.Type = guardv1.EventType_EVENT_TYPE_RESOLVED
-		case "approved_partial":
-			ev.Type = guardv1.EventType_EVENT_TYPE_APPROVED_PARTIAL
-		case "warned":
-			ev.Type = guardv1.EventType_EVENT_TYPE_WARNED
-		case "unapplied":
-			ev.Type = guardv1.EventType_EVENT_TYPE_UNAPPLIED
-		default:
-			ev.Type = guardv1.EventType_EVENT_TYPE_REQUESTED
+		var err error
+		if ev.Type, err = enumword.Parse[guardv1.EventType](typ); err != nil || ev.Type == 0 {
+			return nil, fmt.Errorf("hold event %d: type %q: %v", ev.Cursor, typ, err)
 		}
-		ev.Outcome = outcomeFromString(outcome)
+		if ev.Outcome, err = enumword.Parse[guardv1.Outcome](outcome); err != nil {
+			return nil, fmt.Errorf("hold event %d: %w", ev.Cursor, err)
+		}
 		ev.At = timestamppb.New(at)
 		out = append(out, &ev)
 	}

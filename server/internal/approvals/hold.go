@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
@@ -84,8 +85,12 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 	if ex := h.ApproverRule.GetExclusive(); ex != nil {
 		ex.AlsoUserIds = also
 	}
-	h.ApproverScope = scopeFromString(scope)
-	h.Status = statusFromString(status)
+	if h.ApproverScope, err = enumword.Parse[guardv1.ApproverScope](scope); err != nil {
+		return nil, fmt.Errorf("hold %s: approver scope: %w", h.Id, err)
+	}
+	if h.Status, err = enumword.Parse[guardv1.HoldStatus](status); err != nil {
+		return nil, fmt.Errorf("hold %s: status: %w", h.Id, err)
+	}
 	h.CreatedAt = timestamppb.New(created)
 	if expires != nil {
 		h.ExpiresAt = timestamppb.New(*expires)
@@ -126,94 +131,31 @@ const (
 	ruleAdminsOfScope = "admins-of-scope"
 )
 
-func scopeFromString(s string) guardv1.ApproverScope {
-	if s == "global" {
-		return guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
+// scopeWord stores a scope; unspecified is the seed's default, 'group'.
+func scopeWord(s guardv1.ApproverScope) (string, error) {
+	if s == guardv1.ApproverScope_APPROVER_SCOPE_UNSPECIFIED {
+		s = guardv1.ApproverScope_APPROVER_SCOPE_GROUP
 	}
-	return guardv1.ApproverScope_APPROVER_SCOPE_GROUP
+	return enumword.Word(s)
 }
 
-// scopeString stores a scope; unspecified is the seed's default, 'group'.
-func scopeString(s guardv1.ApproverScope) string {
-	if s == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
-		return "global"
-	}
-	return "group"
+// resolvedStatus is the status a resolution outcome leaves a hold in.
+var resolvedStatus = map[guardv1.Outcome]guardv1.HoldStatus{
+	guardv1.Outcome_OUTCOME_APPROVE: guardv1.HoldStatus_HOLD_STATUS_APPROVED,
+	guardv1.Outcome_OUTCOME_REJECT:  guardv1.HoldStatus_HOLD_STATUS_REJECTED,
+	guardv1.Outcome_OUTCOME_EXPIRE:  guardv1.HoldStatus_HOLD_STATUS_EXPIRED,
+	guardv1.Outcome_OUTCOME_SWEEP:   guardv1.HoldStatus_HOLD_STATUS_SWEPT,
 }
 
-func statusFromString(s string) guardv1.HoldStatus {
-	switch s {
-	case "pending":
-		return guardv1.HoldStatus_HOLD_STATUS_PENDING
-	case "approved":
-		return guardv1.HoldStatus_HOLD_STATUS_APPROVED
-	case "rejected":
-		return guardv1.HoldStatus_HOLD_STATUS_REJECTED
-	case "expired":
-		return guardv1.HoldStatus_HOLD_STATUS_EXPIRED
-	case "swept":
-		return guardv1.HoldStatus_HOLD_STATUS_SWEPT
+// resolutionWords are the holds.status and hold_events.outcome values of a
+// resolution; an outcome that resolves no hold is an error.
+func resolutionWords(o guardv1.Outcome) (status, outcome string, err error) {
+	st, ok := resolvedStatus[o]
+	if !ok {
+		return "", "", fmt.Errorf("outcome %s resolves no hold", enumword.String(o))
 	}
-	return guardv1.HoldStatus_HOLD_STATUS_UNSPECIFIED
-}
-
-// StatusString is the holds.status value of a status ("" for unspecified).
-func StatusString(s guardv1.HoldStatus) string {
-	switch s {
-	case guardv1.HoldStatus_HOLD_STATUS_PENDING:
-		return "pending"
-	case guardv1.HoldStatus_HOLD_STATUS_APPROVED:
-		return "approved"
-	case guardv1.HoldStatus_HOLD_STATUS_REJECTED:
-		return "rejected"
-	case guardv1.HoldStatus_HOLD_STATUS_EXPIRED:
-		return "expired"
-	case guardv1.HoldStatus_HOLD_STATUS_SWEPT:
-		return "swept"
+	if status, err = enumword.Word(st); err == nil {
+		outcome, err = enumword.Word(o)
 	}
-	return ""
-}
-
-// OutcomeString is the hold_events.outcome / metric label of an outcome.
-func OutcomeString(o guardv1.Outcome) string {
-	switch o {
-	case guardv1.Outcome_OUTCOME_APPROVE:
-		return "approve"
-	case guardv1.Outcome_OUTCOME_REJECT:
-		return "reject"
-	case guardv1.Outcome_OUTCOME_EXPIRE:
-		return "expire"
-	case guardv1.Outcome_OUTCOME_SWEEP:
-		return "sweep"
-	}
-	return ""
-}
-
-func outcomeFromString(s string) guardv1.Outcome {
-	switch s {
-	case "approve":
-		return guardv1.Outcome_OUTCOME_APPROVE
-	case "reject":
-		return guardv1.Outcome_OUTCOME_REJECT
-	case "expire":
-		return guardv1.Outcome_OUTCOME_EXPIRE
-	case "sweep":
-		return guardv1.Outcome_OUTCOME_SWEEP
-	}
-	return guardv1.Outcome_OUTCOME_UNSPECIFIED
-}
-
-// statusOf is the status a resolution outcome leaves a hold in.
-func statusOf(o guardv1.Outcome) string {
-	switch o {
-	case guardv1.Outcome_OUTCOME_APPROVE:
-		return "approved"
-	case guardv1.Outcome_OUTCOME_REJECT:
-		return "rejected"
-	case guardv1.Outcome_OUTCOME_EXPIRE:
-		return "expired"
-	case guardv1.Outcome_OUTCOME_SWEEP:
-		return "swept"
-	}
-	return ""
+	return status, outcome, err
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 )
@@ -86,7 +87,7 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 			return status.Errorf(codes.PermissionDenied, "%s may not resolve hold %s", r.Clicker, r.HoldID)
 		}
 		if cur.Status != guardv1.HoldStatus_HOLD_STATUS_PENDING {
-			return status.Errorf(codes.FailedPrecondition, "hold %s already resolved (%s)", r.HoldID, StatusString(cur.Status))
+			return status.Errorf(codes.FailedPrecondition, "hold %s already resolved (%s)", r.HoldID, enumword.String(cur.Status))
 		}
 		if cur.ExpiresAt != nil && !cur.ExpiresAt.AsTime().After(time.Now()) {
 			return status.Errorf(codes.FailedPrecondition, "hold %s has expired", r.HoldID)
@@ -264,20 +265,24 @@ func hasOption(h *guardv1.Hold, v string) bool {
 // delivery-action hold, a notice on reject and expiry). It returns nil
 // when the hold was not pending (someone else resolved it first).
 func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome guardv1.Outcome, resolver, reason, choice string) (*guardv1.Hold, error) {
+	statusWord, outcomeWord, err := resolutionWords(outcome)
+	if err != nil {
+		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
+	}
 	// An approval of a kind with no handlers is dispatched by its commit.
 	hold, err := HoldFromRow(tx.QueryRow(ctx, `UPDATE holds
 		SET status = $2, resolved_at = now(), resolver = $3, reason = $4, choice = $5,
 		    awaiting_reason_from = '', awaiting_reason_at = NULL,
 		    dispatched_at = CASE WHEN $2 = 'approved' AND NOT kind = ANY($6) THEN now() END
 		WHERE id = $1 AND status = 'pending'
-		RETURNING `+holdColumns, id, statusOf(outcome), resolver, reason, choice, s.handlerKinds()))
+		RETURNING `+holdColumns, id, statusWord, resolver, reason, choice, s.handlerKinds()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
 	}
-	if err := insertEventTx(ctx, tx, hold, "resolved", OutcomeString(outcome), resolver, false); err != nil {
+	if err := insertEventTx(ctx, tx, hold, "resolved", outcomeWord, resolver, false); err != nil {
 		return nil, err
 	}
 	if hold.SessionId == "" {
@@ -319,10 +324,10 @@ func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome) {
 	if h.CreatedAt != nil && h.ResolvedAt != nil {
 		waited = h.ResolvedAt.AsTime().Sub(h.CreatedAt.AsTime())
 	}
-	s.metrics.ObserveResolved(h.Kind, OutcomeString(outcome), waited)
+	s.metrics.ObserveResolved(h.Kind, enumword.String(outcome), waited)
 	// Audit, after the commit (expire and sweep have no resolver).
 	s.log.Info("hold resolved", "audit", true, "hold", h.Id, "kind", h.Kind, "group", h.AgentGroupId,
-		"outcome", OutcomeString(outcome), "resolver", h.Resolver, "reason", h.Reason, "waited", waited)
+		"outcome", enumword.String(outcome), "resolver", h.Resolver, "reason", h.Reason, "waited", waited)
 }
 
 // runApproved runs the kind's approved handlers after commit, each isolated:
@@ -470,7 +475,7 @@ func (s *Service) resolveWhere(ctx context.Context, where string, args []any, ou
 			return nil
 		})
 		if err != nil {
-			return total, fmt.Errorf("%s holds: %w", OutcomeString(outcome), err)
+			return total, fmt.Errorf("%s holds: %w", enumword.String(outcome), err)
 		}
 		for _, h := range resolved {
 			s.observeResolved(h, outcome)

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -250,7 +251,9 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 	case revoked != nil:
 		err = status.Error(codes.Unauthenticated, "token revoked")
 	default:
-		p.Kind = KindFromString(kind)
+		if p.Kind, err = enumword.Parse[guardv1.Principal](kind); err != nil || p.Kind == 0 {
+			return cached{}, status.Errorf(codes.Internal, "token %s: kind %q: %v", p.TokenID, kind, err)
+		}
 		if runnerID != nil {
 			p.RunnerID = *runnerID
 		}
@@ -272,36 +275,6 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 	a.cache[token] = c
 	a.mu.Unlock()
 	return c, nil
-}
-
-// KindFromString maps the tokens.kind column to a principal kind.
-func KindFromString(s string) guardv1.Principal {
-	switch s {
-	case "operator":
-		return guardv1.Principal_PRINCIPAL_OPERATOR
-	case "runner":
-		return guardv1.Principal_PRINCIPAL_RUNNER
-	case "bridge":
-		return guardv1.Principal_PRINCIPAL_BRIDGE
-	case "user":
-		return guardv1.Principal_PRINCIPAL_USER
-	}
-	return guardv1.Principal_PRINCIPAL_UNSPECIFIED
-}
-
-// KindString is the tokens.kind column value of a principal kind.
-func KindString(p guardv1.Principal) string {
-	switch p {
-	case guardv1.Principal_PRINCIPAL_OPERATOR:
-		return "operator"
-	case guardv1.Principal_PRINCIPAL_RUNNER:
-		return "runner"
-	case guardv1.Principal_PRINCIPAL_BRIDGE:
-		return "bridge"
-	case guardv1.Principal_PRINCIPAL_USER:
-		return "user"
-	}
-	return ""
 }
 
 func bearer(ctx context.Context) (string, error) {

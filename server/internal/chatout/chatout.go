@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -47,16 +48,15 @@ func (s *Service) Post(ctx context.Context, sessionID string, kind guardv1.ChatM
 	case strings.ContainsRune(text, 0) || !utf8.ValidString(text):
 		return nil, status.Error(codes.InvalidArgument, "text: must be valid UTF-8 without NUL characters")
 	}
-	kindName := "reply"
-	switch kind {
-	case guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_UNSPECIFIED, guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_REPLY:
-	case guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_NOTICE:
-		kindName = "notice"
-	default:
+	if kind == guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_UNSPECIFIED {
+		kind = guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_REPLY
+	}
+	kindName, err := enumword.Word(kind)
+	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, "kind: want REPLY or NOTICE")
 	}
 	resp := &guardv1.PostChatMessageResponse{}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, writeLockKey); err != nil {
 			return fmt.Errorf("chat outbox lock: %w", err)
 		}
@@ -129,9 +129,9 @@ func (s *Service) read(ctx context.Context, channelType string, after int64) ([]
 		if err := r.Scan(&m.Cursor, &m.ChannelType, &m.PlatformId, &m.MessagingGroupId, &m.SessionId, &m.AgentGroupId, &kind, &m.Text, &at); err != nil {
 			return nil, err
 		}
-		m.Kind = guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_REPLY
-		if kind == "notice" {
-			m.Kind = guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_NOTICE
+		var err error
+		if m.Kind, err = enumword.Parse[guardv1.ChatMessageKind](kind); err != nil || m.Kind == 0 {
+			return nil, fmt.Errorf("chat message %d: kind %q: %v", m.Cursor, kind, err)
 		}
 		m.CreatedAt = timestamppb.New(at)
 		return m, nil

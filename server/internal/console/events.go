@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -69,9 +70,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		return write(": connected\n\n")
 	}
 	err := c.d.Backend.Watch(ctx, s.caller(), req, started, func(ev *guardv1.WatchResponse) error {
-		le := liveEvent{Type: "requested", Hold: ev.GetHold().GetId(), Kind: ev.GetHold().GetKind(), Status: holdStatus(ev.GetHold().GetStatus())}
+		le := liveEvent{Type: "requested", Hold: ev.GetHold().GetId(), Kind: ev.GetHold().GetKind(), Status: enumword.String(ev.GetHold().GetStatus())}
 		if ev.GetType() == guardv1.EventType_EVENT_TYPE_RESOLVED {
-			le.Type, le.Outcome = "resolved", outcomeWord(ev.GetOutcome())
+			le.Type, le.Outcome = "resolved", enumword.String(ev.GetOutcome())
 		}
 		b, _ := json.Marshal(le)
 		return write(fmt.Sprintf("id: %d\nevent: hold\ndata: %s\n\n", ev.GetCursor(), b))

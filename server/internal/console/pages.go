@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 )
@@ -373,7 +374,7 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request, s *session)
 	resp, err := callAll[*guardv1.ListGroupsResponse](c, r, s, guardv1.Registry_ListGroups_FullMethodName, &guardv1.ListGroupsRequest{})
 	t := tableData{Headers: []string{"ID", "NAME", "CLI SCOPE", "BASE IMAGE", "CREATED"}, Empty: "no groups you may read"}
 	for _, g := range resp.GetGroups() {
-		t.Rows = append(t.Rows, []cell{txt(g.GetId()), txt(g.GetName()), txt(strings.ToLower(strings.TrimPrefix(g.GetConfig().GetCliScope().String(), "CLI_SCOPE_"))), txt(g.GetBaseImage()), txt(when(g.GetCreatedAt()))})
+		t.Rows = append(t.Rows, []cell{txt(g.GetId()), txt(g.GetName()), txt(enumword.String(g.GetConfig().GetCliScope())), txt(g.GetBaseImage()), txt(when(g.GetCreatedAt()))})
 	}
 	c.table(w, r, s, "groups", "Groups", t, err)
 }
@@ -424,7 +425,7 @@ func (c *Console) rolesPage(w http.ResponseWriter, r *http.Request, s *session) 
 		&guardv1.ListRolesRequest{Group: r.URL.Query().Get("group")})
 	t := tableData{Headers: []string{"USER", "ROLE", "SCOPE", "GROUP", "GRANTED"}, Empty: "no role grants you may read"}
 	for _, g := range resp.GetRoles() {
-		t.Rows = append(t.Rows, []cell{txt(g.GetUserId()), txt(roleWord(g.GetRole())), txt(scopeWord(g.GetScope())), txt(g.GetGroup()), txt(when(g.GetGrantedAt()))})
+		t.Rows = append(t.Rows, []cell{txt(g.GetUserId()), txt(enumword.String(g.GetRole())), txt(enumword.String(g.GetScope())), txt(g.GetGroup()), txt(when(g.GetGrantedAt()))})
 	}
 	c.table(w, r, s, "roles", "Roles", t, err)
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
@@ -131,13 +132,13 @@ var funcs = template.FuncMap{
 	"actorID":   actorID,
 	"rule":      func(h *guardv1.Hold) string { return guard.RuleInWords(h.GetApproverRule(), h.GetApproverScope()) },
 	"ruleWords": guard.RuleInWords,
-	"effect":    func(e guardv1.Effect) string { return guard.EffectString(e) },
-	"status":    holdStatus,
-	"outcome":   outcomeWord,
+	"effect":    func(e guardv1.Effect) string { return enumword.String(e) },
+	"status":    func(s guardv1.HoldStatus) string { return enumword.String(s) },
+	"outcome":   func(o guardv1.Outcome) string { return enumword.String(o) },
 	"payload":   payloadJSON,
 	"cutparts":  cutParts,
-	"scope":     scopeWord,
-	"role":      roleWord,
+	"scope":     func(s guardv1.RoleScope) string { return enumword.String(s) },
+	"role":      func(r guardv1.Role) string { return enumword.String(r) },
 	"join":      strings.Join,
 	"kv":        kv,
 }
@@ -196,20 +197,6 @@ func actorID(a *guardv1.Actor) string {
 	}
 	return "-"
 }
-
-func holdStatus(s guardv1.HoldStatus) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "HOLD_STATUS_"))
-}
-
-func outcomeWord(o guardv1.Outcome) string {
-	return strings.ToLower(strings.TrimPrefix(o.String(), "OUTCOME_"))
-}
-
-func scopeWord(s guardv1.RoleScope) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "ROLE_SCOPE_"))
-}
-
-func roleWord(r guardv1.Role) string { return strings.ToLower(strings.TrimPrefix(r.String(), "ROLE_")) }
 
 func kv(m map[string]string) string {
 	parts := make([]string, 0, len(m))

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
 )
@@ -186,7 +187,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, _ := authn.FromContext(actx)
 	if caller.Principal.Kind != guardv1.Principal_PRINCIPAL_USER {
-		again("the console signs in users: use a user token, not a " + authn.KindString(caller.Principal.Kind) + " token")
+		again("the console signs in users: use a user token, not a " + enumword.String(caller.Principal.Kind) + " token")
 		return
 	}
 	id := randomToken()

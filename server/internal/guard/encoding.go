@@ -3,30 +3,17 @@ package guard
 import (
 	"encoding/json"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
+// effectProto is the proto of an engine effect (the same word); anything
+// else is DENY (fail closed).
 func effectProto(e Effect) guardv1.Effect {
-	switch e {
-	case EffectAllow:
-		return guardv1.Effect_EFFECT_ALLOW
-	case EffectHold:
-		return guardv1.Effect_EFFECT_HOLD
+	if p, err := enumword.Parse[guardv1.Effect](string(e)); err == nil && p != guardv1.Effect_EFFECT_UNSPECIFIED {
+		return p
 	}
 	return guardv1.Effect_EFFECT_DENY
-}
-
-// EffectString is the lower-case name of a proto effect ("" when unspecified).
-func EffectString(e guardv1.Effect) string {
-	switch e {
-	case guardv1.Effect_EFFECT_ALLOW:
-		return string(EffectAllow)
-	case guardv1.Effect_EFFECT_HOLD:
-		return string(EffectHold)
-	case guardv1.Effect_EFFECT_DENY:
-		return string(EffectDeny)
-	}
-	return ""
 }
 
 // actorJSON is the decision log's actor column (hand-built: it is on the

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/placement"
 	"github.com/clawguard/clawguard/server/internal/pushes"
@@ -223,9 +224,8 @@ func readSessionTx(ctx context.Context, q pgx.Tx, id string) (*guardv1.Session, 
 		return nil, fmt.Errorf("read session %s: %w", id, err)
 	}
 	out.MessagingGroupId, out.RunnerId = mg, runner
-	out.Status = guardv1.SessionStatus_SESSION_STATUS_ACTIVE
-	if st == "stopped" {
-		out.Status = guardv1.SessionStatus_SESSION_STATUS_STOPPED
+	if out.Status, err = enumword.Parse[guardv1.SessionStatus](st); err != nil {
+		return nil, fmt.Errorf("read session %s: %w", id, err)
 	}
 	out.CreatedAt, out.LastActiveAt = timestamppb.New(created), timestamppb.New(last)
 	return &out, nil

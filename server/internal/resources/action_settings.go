@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"fmt"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/config"
@@ -10,39 +11,6 @@ import (
 // Operator settings of catalog actions: the quorum their holds need and
 // their enforcement mode (action_settings; the guard reads the mode live
 // with every decision, approvals the quorum when a hold is created).
-
-// ModeString is the stored name of a mode; UNSPECIFIED is "" (inherit).
-func ModeString(m guardv1.EnforcementMode) string {
-	switch m {
-	case guardv1.EnforcementMode_ENFORCEMENT_MODE_ENFORCE:
-		return "enforce"
-	case guardv1.EnforcementMode_ENFORCEMENT_MODE_AUDIT:
-		return "audit"
-	case guardv1.EnforcementMode_ENFORCEMENT_MODE_WARN:
-		return "warn"
-	}
-	return ""
-}
-
-// ModeFromString is the mode a stored name names ("" → UNSPECIFIED).
-func ModeFromString(s string) guardv1.EnforcementMode {
-	switch s {
-	case "enforce":
-		return guardv1.EnforcementMode_ENFORCEMENT_MODE_ENFORCE
-	case "audit":
-		return guardv1.EnforcementMode_ENFORCEMENT_MODE_AUDIT
-	case "warn":
-		return guardv1.EnforcementMode_ENFORCEMENT_MODE_WARN
-	}
-	return guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
-}
-
-func validMode(field string, m guardv1.EnforcementMode) error {
-	if _, ok := guardv1.EnforcementMode_name[int32(m)]; !ok {
-		return invalid(field, "unknown mode %d (want enforce, audit or warn)", m)
-	}
-	return nil
-}
 
 func validApprovals(field string, n int32) error {
 	if n < 0 || n > config.MaxApprovals {
@@ -61,14 +29,14 @@ func (s *Service) SetActionSettings(ctx context.Context, req *guardv1.SetActionS
 	if err := validApprovals("approvals", req.GetApprovals()); err != nil {
 		return nil, err
 	}
-	if err := validMode("mode", req.GetMode()); err != nil {
+	mode, err := enumColumn("mode", req.GetMode())
+	if err != nil {
 		return nil, err
 	}
 	entry := s.catalogEntry(req.GetAction())
 	if entry == nil {
 		return nil, invalid("action", "%q is not a catalog action (ncl catalog list)", req.GetAction())
 	}
-	mode := ModeString(req.GetMode())
 	if mode == "" {
 		mode = "enforce"
 	}
@@ -77,7 +45,10 @@ func (s *Service) SetActionSettings(ctx context.Context, req *guardv1.SetActionS
 		req.GetAction(), req.GetApprovals(), mode); err != nil {
 		return nil, err
 	}
-	entry.Approvals, entry.Mode = req.GetApprovals(), ModeFromString(mode)
+	if entry.Mode, err = enumFromColumn[guardv1.EnforcementMode]("mode", mode); err != nil {
+		return nil, err
+	}
+	entry.Approvals = req.GetApprovals()
 	return &guardv1.SetActionSettingsResponse{Entry: entry}, nil
 }
 
@@ -113,7 +84,10 @@ func (s *Service) withSettings(ctx context.Context, entries []*guardv1.CatalogEn
 			return err
 		}
 		if e := byAction[action]; e != nil {
-			e.Approvals, e.Mode = approvals, ModeFromString(mode)
+			if e.Mode, err = enumFromColumn[guardv1.EnforcementMode]("mode", mode); err != nil {
+				return fmt.Errorf("action %s: %w", action, err)
+			}
+			e.Approvals = approvals
 		}
 	}
 	return rows.Err()

@@ -3,6 +3,7 @@ package resources
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,36 +14,10 @@ import (
 	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
-func effectColumn(e guardv1.Effect) (string, error) {
-	switch e {
-	case guardv1.Effect_EFFECT_UNSPECIFIED:
-		return "", nil
-	case guardv1.Effect_EFFECT_ALLOW:
-		return "allow", nil
-	case guardv1.Effect_EFFECT_HOLD:
-		return "hold", nil
-	case guardv1.Effect_EFFECT_DENY:
-		return "deny", nil
-	}
-	return "", invalid("effect", "unknown value %d (want allow, hold or deny)", e)
-}
-
-func effectProto(s string) guardv1.Effect {
-	switch s {
-	case "allow":
-		return guardv1.Effect_EFFECT_ALLOW
-	case "hold":
-		return guardv1.Effect_EFFECT_HOLD
-	case "deny":
-		return guardv1.Effect_EFFECT_DENY
-	}
-	return guardv1.Effect_EFFECT_UNSPECIFIED
-}
-
 // ListDecisions reads the decision log, newest first, filtered by action,
 // effect, group and time. A restricted viewer sees its groups' decisions.
 func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsRequest) (*guardv1.ListDecisionsResponse, error) {
-	effect, err := effectColumn(req.GetEffect())
+	effect, err := enumColumn("effect", req.GetEffect())
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +98,14 @@ func scanDecision(row pgx.Row) (*guardv1.DecisionRecord, []byte, error) {
 		&d.Grant, &d.HoldId, &latencyUS, &d.DryRun, &trace, &d.Mode, &would, &d.WouldReason); err != nil {
 		return nil, nil, err
 	}
-	d.At, d.Effect, d.WouldEffect = ts(at), effectProto(ef), effectProto(would)
+	var err error
+	if d.Effect, err = enumFromColumn[guardv1.Effect]("effect", ef); err != nil {
+		return nil, nil, fmt.Errorf("decision %s: %w", d.Id, err)
+	}
+	if d.WouldEffect, err = enumFromColumn[guardv1.Effect]("would_effect", would); err != nil {
+		return nil, nil, fmt.Errorf("decision %s: %w", d.Id, err)
+	}
+	d.At = ts(at)
 	d.Latency = durationpb.New(time.Duration(latencyUS) * time.Microsecond)
 	d.Actor = decodeActor(actor, kind, group, sess)
 	return &d, trace, nil

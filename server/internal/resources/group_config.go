@@ -31,9 +31,17 @@ type GroupConfig struct {
 	HoldApprovals          int32 // quorum of the group's holds (0 = default)
 }
 
-func (c GroupConfig) proto() *guardv1.GroupConfig {
+func (c GroupConfig) proto() (*guardv1.GroupConfig, error) {
+	scope := c.CLIScope
+	if scope == "" {
+		scope = "group" // a group without a config row reads as group
+	}
+	cliScope, err := enumFromColumn[guardv1.CliScope]("cli_scope", scope)
+	if err != nil {
+		return nil, err
+	}
 	out := &guardv1.GroupConfig{
-		CliScope:      cliScopeProto(c.CLIScope),
+		CliScope:      cliScope,
 		Cpus:          c.CPUs,
 		Memory:        c.Memory,
 		AptPackages:   c.Apt,
@@ -44,32 +52,7 @@ func (c GroupConfig) proto() *guardv1.GroupConfig {
 	for _, m := range c.MCP {
 		out.McpServers = append(out.McpServers, &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env})
 	}
-	return out
-}
-
-func cliScopeProto(s string) guardv1.CliScope {
-	switch s {
-	case "disabled":
-		return guardv1.CliScope_CLI_SCOPE_DISABLED
-	case "global":
-		return guardv1.CliScope_CLI_SCOPE_GLOBAL
-	}
-	return guardv1.CliScope_CLI_SCOPE_GROUP
-}
-
-// cliScopeColumn maps the enum; UNSPECIFIED is "" (unchanged / default).
-func cliScopeColumn(s guardv1.CliScope) (string, error) {
-	switch s {
-	case guardv1.CliScope_CLI_SCOPE_UNSPECIFIED:
-		return "", nil
-	case guardv1.CliScope_CLI_SCOPE_DISABLED:
-		return "disabled", nil
-	case guardv1.CliScope_CLI_SCOPE_GROUP:
-		return "group", nil
-	case guardv1.CliScope_CLI_SCOPE_GLOBAL:
-		return "global", nil
-	}
-	return "", invalid("cli_scope", "unknown value %d (want disabled, group or global)", s)
+	return out, nil
 }
 
 // LockConfigTx locks a group's config row (creating the default row when
@@ -178,7 +161,7 @@ func (s *Service) GetGroupConfig(ctx context.Context, req *guardv1.GetGroupConfi
 // UpdateGroupConfig changes cli_scope and limits (unset = unchanged; an
 // empty limit removes it). A limit change restarts the group's containers.
 func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGroupConfigRequest) (*guardv1.UpdateGroupConfigResponse, error) {
-	scope, err := cliScopeColumn(req.GetCliScope())
+	scope, err := enumColumn("cli_scope", req.GetCliScope())
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +195,11 @@ func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGrou
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.UpdateGroupConfigResponse{Config: out.proto()}, nil
+	cfg, err := out.proto()
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.UpdateGroupConfigResponse{Config: cfg}, nil
 }
 
 // configChange is what an edit of a group's config did to its container.

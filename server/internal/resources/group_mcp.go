@@ -34,7 +34,11 @@ func (s *Service) AddGroupMcpServer(ctx context.Context, req *guardv1.AddGroupMc
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.AddGroupMcpServerResponse{Config: out.proto()}, nil
+	cfg, err := out.proto()
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.AddGroupMcpServerResponse{Config: cfg}, nil
 }
 
 // RemoveGroupMcpServer removes an MCP server by name.
@@ -53,5 +57,9 @@ func (s *Service) RemoveGroupMcpServer(ctx context.Context, req *guardv1.RemoveG
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.RemoveGroupMcpServerResponse{Config: out.proto()}, nil
+	cfg, err := out.proto()
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.RemoveGroupMcpServerResponse{Config: cfg}, nil
 }

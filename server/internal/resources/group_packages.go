@@ -49,7 +49,11 @@ func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPack
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.AddGroupPackageResponse{Config: out.proto()}, nil
+	cfg, err := out.proto()
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.AddGroupPackageResponse{Config: cfg}, nil
 }
 
 // RemoveGroupPackage removes a package; one the group does not have is NotFound.
@@ -72,5 +76,9 @@ func (s *Service) RemoveGroupPackage(ctx context.Context, req *guardv1.RemoveGro
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.RemoveGroupPackageResponse{Config: out.proto()}, nil
+	cfg, err := out.proto()
+	if err != nil {
+		return nil, err
+	}
+	return &guardv1.RemoveGroupPackageResponse{Config: cfg}, nil
 }

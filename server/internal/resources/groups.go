@@ -73,7 +73,10 @@ func scanGroup(row pgx.Row) (*guardv1.Group, error) {
 		return nil, fmt.Errorf("decode mcp_servers of %s: %w", g.Id, err)
 	}
 	g.CreatedAt = ts(created)
-	g.Config = c.proto()
+	var err error
+	if g.Config, err = c.proto(); err != nil {
+		return nil, fmt.Errorf("group %s: %w", g.Id, err)
+	}
 	return &g, nil
 }
 
@@ -92,7 +95,7 @@ func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupReque
 	if err := required("name", name); err != nil {
 		return nil, err
 	}
-	scope, err := cliScopeColumn(req.GetCliScope())
+	scope, err := enumColumn("cli_scope", req.GetCliScope())
 	if err != nil {
 		return nil, err
 	}

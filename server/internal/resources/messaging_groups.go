@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -11,30 +12,6 @@ import (
 	"github.com/clawguard/clawguard/server/internal/paging"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
-
-func senderPolicyColumn(p guardv1.SenderPolicy) (string, error) {
-	switch p {
-	case guardv1.SenderPolicy_SENDER_POLICY_UNSPECIFIED:
-		return "", nil
-	case guardv1.SenderPolicy_SENDER_POLICY_PUBLIC:
-		return "public", nil
-	case guardv1.SenderPolicy_SENDER_POLICY_REQUEST_APPROVAL:
-		return "request_approval", nil
-	case guardv1.SenderPolicy_SENDER_POLICY_STRICT:
-		return "strict", nil
-	}
-	return "", invalid("unknown_sender_policy", "unknown value %d (want public, request_approval or strict)", p)
-}
-
-func senderPolicyProto(s string) guardv1.SenderPolicy {
-	switch s {
-	case "public":
-		return guardv1.SenderPolicy_SENDER_POLICY_PUBLIC
-	case "request_approval":
-		return guardv1.SenderPolicy_SENDER_POLICY_REQUEST_APPROVAL
-	}
-	return guardv1.SenderPolicy_SENDER_POLICY_STRICT
-}
 
 const messagingGroupColumns = `m.id, m.channel_type, m.platform_id, m.name, m.is_group, m.unknown_sender_policy, m.denied_at IS NOT NULL, m.created_at`
 
@@ -47,7 +24,10 @@ func scanMessagingGroup(row pgx.Row) (*guardv1.MessagingGroup, error) {
 	if err := row.Scan(&m.Id, &m.ChannelType, &m.PlatformId, &m.Name, &m.IsGroup, &policy, &m.Denied, &created); err != nil {
 		return nil, err
 	}
-	m.UnknownSenderPolicy = senderPolicyProto(policy)
+	var err error
+	if m.UnknownSenderPolicy, err = enumFromColumn[guardv1.SenderPolicy]("unknown_sender_policy", policy); err != nil {
+		return nil, fmt.Errorf("messaging group %s: %w", m.Id, err)
+	}
 	m.CreatedAt = ts(created)
 	return &m, nil
 }
@@ -127,7 +107,7 @@ func (s *Service) CreateMessagingGroup(ctx context.Context, req *guardv1.CreateM
 	if err := required("platform_id", strings.TrimSpace(req.GetPlatformId())); err != nil {
 		return nil, err
 	}
-	policy, err := senderPolicyColumn(req.GetUnknownSenderPolicy())
+	policy, err := enumColumn("unknown_sender_policy", req.GetUnknownSenderPolicy())
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +125,7 @@ func (s *Service) UpdateMessagingGroup(ctx context.Context, req *guardv1.UpdateM
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}
-	policy, err := senderPolicyColumn(req.GetUnknownSenderPolicy())
+	policy, err := enumColumn("unknown_sender_policy", req.GetUnknownSenderPolicy())
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,9 +15,14 @@ func scanPolicy(row pgx.Row) (*guardv1.MessagePolicy, error) {
 		p    guardv1.MessagePolicy
 		mode string
 	)
-	err := row.Scan(&p.FromGroup, &p.ToGroup, &p.ApproverUserId, &mode, &p.AlsoApproverUserIds, &p.Approvals)
-	p.Mode = ModeFromString(mode)
-	return &p, err
+	if err := row.Scan(&p.FromGroup, &p.ToGroup, &p.ApproverUserId, &mode, &p.AlsoApproverUserIds, &p.Approvals); err != nil {
+		return nil, err
+	}
+	var err error
+	if p.Mode, err = enumFromColumn[guardv1.EnforcementMode]("mode", mode); err != nil {
+		return nil, fmt.Errorf("policy %s → %s: %w", p.FromGroup, p.ToGroup, err)
+	}
+	return &p, nil
 }
 
 const policyColumns = `from_agent_group_id, to_agent_group_id, approver_user_id, mode, also_approvers, approvals`
@@ -82,7 +88,8 @@ func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) 
 	if err := validUserID("approver_user_id", req.GetApproverUserId()); err != nil {
 		return nil, err
 	}
-	if err := validMode("mode", req.GetMode()); err != nil {
+	mode, err := enumColumn("mode", req.GetMode())
+	if err != nil {
 		return nil, err
 	}
 	also := []string{}
@@ -110,7 +117,7 @@ func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) 
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (from_agent_group_id, to_agent_group_id) DO UPDATE SET approver_user_id = EXCLUDED.approver_user_id,
 			mode = EXCLUDED.mode, also_approvers = EXCLUDED.also_approvers, approvals = EXCLUDED.approvals, created_at = now()
-		RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId(), ModeString(req.GetMode()),
+		RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId(), mode,
 		also, req.GetApprovals()))
 	if err != nil {
 		return nil, err

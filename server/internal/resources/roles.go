@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,15 +23,12 @@ func validGrant(userID string, role guardv1.Role, scope guardv1.RoleScope, group
 	if err := required("user_id", userID); err != nil {
 		return g, err
 	}
-	switch role {
-	case guardv1.Role_ROLE_OWNER:
-		g.role = "owner"
-	case guardv1.Role_ROLE_ADMIN:
-		g.role = "admin"
-	case guardv1.Role_ROLE_UNSPECIFIED:
+	var err error
+	if g.role, err = enumColumn("role", role); err != nil {
+		return g, err
+	}
+	if g.role == "" {
 		return g, invalid("role", "required: owner or admin")
-	default:
-		return g, invalid("role", "unknown value %d (want owner or admin)", role)
 	}
 	switch scope {
 	case guardv1.RoleScope_ROLE_SCOPE_GLOBAL:
@@ -62,9 +60,9 @@ func scanRole(row pgx.Row) (*guardv1.RoleGrant, error) {
 	if err := row.Scan(&r.UserId, &role, &r.Group, &granted); err != nil {
 		return nil, err
 	}
-	r.Role = guardv1.Role_ROLE_ADMIN
-	if role == "owner" {
-		r.Role = guardv1.Role_ROLE_OWNER
+	var err error
+	if r.Role, err = enumFromColumn[guardv1.Role]("role", role); err != nil {
+		return nil, fmt.Errorf("role of %s: %w", r.UserId, err)
 	}
 	r.Scope = guardv1.RoleScope_ROLE_SCOPE_GLOBAL
 	if r.Group != "" {

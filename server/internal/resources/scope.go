@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
 )
@@ -103,7 +104,7 @@ func (s *Service) viewer(ctx context.Context) (viewer, error) {
 			return viewer{}, fmt.Errorf("read roles: %w", err)
 		}
 	default:
-		return viewer{}, status.Errorf(codes.PermissionDenied, "%s tokens read admin resources only for an agent session", authn.KindString(c.Principal.Kind))
+		return viewer{}, status.Errorf(codes.PermissionDenied, "%s tokens read admin resources only for an agent session", enumword.String(c.Principal.Kind))
 	}
 	return v, nil
 }

@@ -26,9 +26,9 @@ func scanSession(row pgx.Row) (*guardv1.Session, error) {
 	if err := row.Scan(&s.Id, &s.AgentGroupId, &s.MessagingGroupId, &s.RunnerId, &st, &created, &lastSeen); err != nil {
 		return nil, err
 	}
-	s.Status = guardv1.SessionStatus_SESSION_STATUS_ACTIVE
-	if st == "stopped" {
-		s.Status = guardv1.SessionStatus_SESSION_STATUS_STOPPED
+	var err error
+	if s.Status, err = enumFromColumn[guardv1.SessionStatus]("status", st); err != nil {
+		return nil, fmt.Errorf("session %s: %w", s.Id, err)
 	}
 	s.CreatedAt, s.LastActiveAt = ts(created), ts(lastSeen)
 	return &s, nil

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/paging"
@@ -27,13 +28,16 @@ func scanToken(row pgx.Row) (*guardv1.Token, error) {
 		revoked *time.Time
 		labels  []byte
 	)
-	if err := row.Scan(&t.Id, &kind, &t.Name, &t.RunnerId, &t.UserId, &created, &revoked, &t.Host, &labels, &t.Channels); err != nil {
+	err := row.Scan(&t.Id, &kind, &t.Name, &t.RunnerId, &t.UserId, &created, &revoked, &t.Host, &labels, &t.Channels)
+	if err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(labels, &t.Labels); err != nil {
 		return nil, fmt.Errorf("token %s labels: %w", t.Id, err)
 	}
-	t.Kind = authn.KindFromString(kind)
+	if t.Kind, err = enumword.Parse[guardv1.Principal](kind); err != nil {
+		return nil, fmt.Errorf("token %s: %w", t.Id, err)
+	}
 	t.CreatedAt, t.RevokedAt = ts(created), tsPtr(revoked)
 	return &t, nil
 }
@@ -99,7 +103,10 @@ func checkTokenBindings(kind string, req *guardv1.CreateTokenRequest) (host stri
 // and labels it is placed by; user tokens act as an existing user; bridge
 // tokens speak for their channel namespaces; operator tokens carry nothing.
 func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenRequest) (*guardv1.CreateTokenResponse, error) {
-	kind := authn.KindString(req.GetKind())
+	kind, err := enumColumn("kind", req.GetKind())
+	if err != nil {
+		return nil, err
+	}
 	if kind == "" {
 		return nil, invalid("kind", "required: operator, runner, bridge or user")
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/app"
 	"github.com/clawguard/clawguard/server/internal/guard"
@@ -317,7 +318,7 @@ func TestStreamManyInFlightAndBadFrames(t *testing.T) {
 		delete(want, r.GetCorrelationId())
 		switch exp {
 		case "allow", "deny":
-			if r.GetError() != nil || guard.EffectString(r.GetResponse().GetDecision().GetEffect()) != exp {
+			if r.GetError() != nil || enumword.String(r.GetResponse().GetDecision().GetEffect()) != exp {
 				t.Errorf("%s: %v, want %s", r.GetCorrelationId(), r, exp)
 			}
 		default:
