@@ -180,7 +180,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if resource == nil {
 		resource = map[string]string{}
 	}
-	row := tx.QueryRow(ctx, `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, requester,
+	hold, err := readHold(ctx, tx, `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, requester,
 			approver_user_id, approver_rule, approver_scope, dedup_key, expires_at, title, question, options,
 			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required, also_approvers, resource, also_delivered_to)
 		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), $9, $10, NULLIF($11, ''),
@@ -190,7 +190,6 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
 		approverUser, ruleName, scope, dedupKey, nullTime(expires), req.Title, req.Question, options,
 		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered))
-	hold, err := HoldFromRow(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent request with the same key won the race; it has
 		// committed (ON CONFLICT waited for it), so this statement sees it.
@@ -259,8 +258,8 @@ func (s *Service) requiredApprovals(ctx context.Context, q store.Querier, action
 // with the key that is already past its expiry is expired here (with its
 // event), so it neither dedups nor blocks the unique index.
 func (s *Service) liveByDedupKey(ctx context.Context, tx pgx.Tx, key string) (*guardv1.Hold, error) {
-	h, err := HoldFromRow(tx.QueryRow(ctx, `SELECT `+holdColumns+` FROM holds
-		WHERE dedup_key = $1 AND status = 'pending' FOR UPDATE`, key))
+	h, err := readHold(ctx, tx, `SELECT `+holdColumns+` FROM holds
+		WHERE dedup_key = $1 AND status = 'pending' FOR UPDATE`, key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -16,56 +16,100 @@ import (
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
-// holdColumns is the one column list every hold read uses (HoldFromRow
-// scans it in this order).
-const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, ''), COALESCE(agent_group_id, ''),
-	requester, COALESCE(approver_user_id, ''), approver_rule, approver_scope, COALESCE(dedup_key, ''),
-	expires_at, status, title, question, options, COALESCE(delivered_to, ''), origin_channel_type,
-	delivery_action, created_at, resolved_at, resolver, choice, reason, consumed_at IS NOT NULL, awaiting_reason_from,
-	also_approvers, also_delivered_to, approvals_required, COALESCE((SELECT jsonb_agg(jsonb_build_object('user_id', a.user_id, 'at', a.approved_at) ORDER BY a.approved_at, a.user_id)
-		FROM hold_approvals a WHERE a.hold_id = holds.id), '[]'), resource, unapplied_reason`
+// holdColumns is the one column list every hold read uses, named for
+// holdRow's fields (readHold / holdFromRow scan it by name).
+const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, '') AS session_id,
+	COALESCE(agent_group_id, '') AS agent_group_id, requester, COALESCE(approver_user_id, '') AS approver_user_id,
+	approver_rule, approver_scope, COALESCE(dedup_key, '') AS dedup_key, expires_at, status, title, question, options,
+	COALESCE(delivered_to, '') AS delivered_to, origin_channel_type, delivery_action, created_at, resolved_at,
+	resolver, choice, reason, consumed_at IS NOT NULL AS consumed, awaiting_reason_from, also_approvers,
+	also_delivered_to, approvals_required,
+	COALESCE((SELECT jsonb_agg(jsonb_build_object('user_id', a.user_id, 'at', a.approved_at) ORDER BY a.approved_at, a.user_id)
+		FROM hold_approvals a WHERE a.hold_id = holds.id), '[]') AS approvals,
+	resource, unapplied_reason`
 
-// HoldColumns is the column list HoldFromRow scans, for
-// "SELECT " + HoldColumns() + " FROM holds ..." (unqualified column names).
-func HoldColumns() string { return holdColumns }
+// holdRow is one row of holdColumns as stored; proto turns it into the
+// Hold every caller shares.
+type holdRow struct {
+	ID                 string            `db:"id"`
+	Kind               string            `db:"kind"`
+	CatalogAction      string            `db:"catalog_action"`
+	Payload            []byte            `db:"payload"`
+	SessionID          string            `db:"session_id"`
+	AgentGroupID       string            `db:"agent_group_id"`
+	Requester          []byte            `db:"requester"`
+	ApproverUserID     string            `db:"approver_user_id"`
+	ApproverRule       string            `db:"approver_rule"`
+	ApproverScope      string            `db:"approver_scope"`
+	DedupKey           string            `db:"dedup_key"`
+	ExpiresAt          *time.Time        `db:"expires_at"`
+	Status             string            `db:"status"`
+	Title              string            `db:"title"`
+	Question           string            `db:"question"`
+	Options            []byte            `db:"options"`
+	DeliveredTo        string            `db:"delivered_to"`
+	OriginChannelType  string            `db:"origin_channel_type"`
+	DeliveryAction     string            `db:"delivery_action"`
+	CreatedAt          time.Time         `db:"created_at"`
+	ResolvedAt         *time.Time        `db:"resolved_at"`
+	Resolver           string            `db:"resolver"`
+	Choice             string            `db:"choice"`
+	Reason             string            `db:"reason"`
+	Consumed           bool              `db:"consumed"`
+	AwaitingReasonFrom string            `db:"awaiting_reason_from"`
+	AlsoApprovers      []string          `db:"also_approvers"`
+	AlsoDeliveredTo    []string          `db:"also_delivered_to"`
+	ApprovalsRequired  int32             `db:"approvals_required"`
+	Approvals          []byte            `db:"approvals"`
+	Resource           map[string]string `db:"resource"`
+	UnappliedReason    string            `db:"unapplied_reason"`
+}
 
-// HoldFromRow scans one row selected with HoldColumns into the proto every
-// caller shares.
-func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
-	var (
-		h                                 guardv1.Hold
-		payload, requester, options       []byte
-		approvals                         []byte
-		also                              []string
-		approverUser, rule, scope, status string
-		expires, resolved                 *time.Time
-		created                           time.Time
-	)
-	err := row.Scan(&h.Id, &h.Kind, &h.CatalogAction, &payload, &h.SessionId, &h.AgentGroupId,
-		&requester, &approverUser, &rule, &scope, &h.DedupKey,
-		&expires, &status, &h.Title, &h.Question, &options, &h.DeliveredTo, &h.OriginChannelType,
-		&h.DeliveryAction, &created, &resolved, &h.Resolver, &h.Choice, &h.Reason, &h.Consumed, &h.AwaitingReasonFrom,
-		&also, &h.AlsoDeliveredTo, &h.ApprovalsRequired, &approvals, &h.Resource, &h.UnappliedReason)
+// holdFromRow reads one row selected with holdColumns (a pgx.RowToFunc).
+func holdFromRow(row pgx.CollectableRow) (*guardv1.Hold, error) {
+	r, err := pgx.RowToStructByName[holdRow](row)
 	if err != nil {
 		return nil, err
 	}
-	if len(h.Resource) == 0 {
-		h.Resource = nil
+	return r.proto()
+}
+
+// readHold runs a statement that returns holdColumns and reads its first
+// row (pgx.ErrNoRows when there is none).
+func readHold(ctx context.Context, q store.Querier, sql string, args ...any) (*guardv1.Hold, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
 	}
-	if len(payload) > 0 {
+	return pgx.CollectOneRow(rows, holdFromRow)
+}
+
+func (r holdRow) proto() (*guardv1.Hold, error) {
+	h := &guardv1.Hold{
+		Id: r.ID, Kind: r.Kind, CatalogAction: r.CatalogAction, SessionId: r.SessionID, AgentGroupId: r.AgentGroupID,
+		DedupKey: r.DedupKey, Title: r.Title, Question: r.Question, DeliveredTo: r.DeliveredTo,
+		OriginChannelType: r.OriginChannelType, DeliveryAction: r.DeliveryAction, Resolver: r.Resolver,
+		Choice: r.Choice, Reason: r.Reason, Consumed: r.Consumed, AwaitingReasonFrom: r.AwaitingReasonFrom,
+		AlsoDeliveredTo: r.AlsoDeliveredTo, ApprovalsRequired: r.ApprovalsRequired, UnappliedReason: r.UnappliedReason,
+		CreatedAt: timestamppb.New(r.CreatedAt),
+	}
+	if len(r.Resource) > 0 {
+		h.Resource = r.Resource
+	}
+	if len(r.Payload) > 0 {
 		h.Payload = &structpb.Struct{}
-		if err := protojson.Unmarshal(payload, h.Payload); err != nil {
+		if err := protojson.Unmarshal(r.Payload, h.Payload); err != nil {
 			return nil, fmt.Errorf("hold %s: payload: %w", h.Id, err)
 		}
 	}
-	if len(requester) > 0 && string(requester) != "{}" {
+	if len(r.Requester) > 0 && string(r.Requester) != "{}" {
 		h.Requester = &guardv1.Actor{}
-		if err := protojson.Unmarshal(requester, h.Requester); err != nil {
+		if err := protojson.Unmarshal(r.Requester, h.Requester); err != nil {
 			return nil, fmt.Errorf("hold %s: requester: %w", h.Id, err)
 		}
 	}
 	var opts []holdOption
-	if err := json.Unmarshal(options, &opts); err != nil {
+	if err := json.Unmarshal(r.Options, &opts); err != nil {
 		return nil, fmt.Errorf("hold %s: options: %w", h.Id, err)
 	}
 	for _, o := range opts {
@@ -75,35 +119,35 @@ func HoldFromRow(row pgx.Row) (*guardv1.Hold, error) {
 		UserID string    `json:"user_id"`
 		At     time.Time `json:"at"`
 	}
-	if err := json.Unmarshal(approvals, &given); err != nil {
+	if err := json.Unmarshal(r.Approvals, &given); err != nil {
 		return nil, fmt.Errorf("hold %s: approvals: %w", h.Id, err)
 	}
 	for _, a := range given {
 		h.Approvals = append(h.Approvals, &guardv1.HoldApproval{UserId: a.UserID, At: timestamppb.New(a.At)})
 	}
-	h.ApproverRule = ruleOf(rule, approverUser, h.AgentGroupId)
+	h.ApproverRule = ruleOf(r.ApproverRule, r.ApproverUserID, h.AgentGroupId)
 	if ex := h.ApproverRule.GetExclusive(); ex != nil {
-		ex.AlsoUserIds = also
+		ex.AlsoUserIds = r.AlsoApprovers
 	}
-	if h.ApproverScope, err = enumword.Parse[guardv1.ApproverScope](scope); err != nil {
+	var err error
+	if h.ApproverScope, err = enumword.Parse[guardv1.ApproverScope](r.ApproverScope); err != nil {
 		return nil, fmt.Errorf("hold %s: approver scope: %w", h.Id, err)
 	}
-	if h.Status, err = enumword.Parse[guardv1.HoldStatus](status); err != nil {
+	if h.Status, err = enumword.Parse[guardv1.HoldStatus](r.Status); err != nil {
 		return nil, fmt.Errorf("hold %s: status: %w", h.Id, err)
 	}
-	h.CreatedAt = timestamppb.New(created)
-	if expires != nil {
-		h.ExpiresAt = timestamppb.New(*expires)
+	if r.ExpiresAt != nil {
+		h.ExpiresAt = timestamppb.New(*r.ExpiresAt)
 	}
-	if resolved != nil {
-		h.ResolvedAt = timestamppb.New(*resolved)
+	if r.ResolvedAt != nil {
+		h.ResolvedAt = timestamppb.New(*r.ResolvedAt)
 	}
-	return &h, nil
+	return h, nil
 }
 
 // GetHold reads one hold (pgx.ErrNoRows when absent).
 func GetHold(ctx context.Context, q store.Querier, id string) (*guardv1.Hold, error) {
-	return HoldFromRow(q.QueryRow(ctx, `SELECT `+holdColumns+` FROM holds WHERE id = $1`, id))
+	return readHold(ctx, q, `SELECT `+holdColumns+` FROM holds WHERE id = $1`, id)
 }
 
 // holdOption is the JSON shape of holds.options.

@@ -95,7 +95,7 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) ([]*guardv1.
 	out := []*guardv1.Hold{}
 	more := false
 	for rows.Next() {
-		h, err := HoldFromRow(rows)
+		h, err := holdFromRow(rows)
 		if err != nil {
 			return nil, "", fmt.Errorf("list holds: %w", err)
 		}

@@ -35,8 +35,8 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 			rows, err := tx.Query(ctx, `SELECT `+holdColumns+`, replay_attempts,
 				COALESCE((SELECT d.reason FROM decisions d
 				          WHERE d.grant_id = holds.id AND d.session_id = holds.session_id AND d.effect = 'deny' AND d.at >= holds.resolved_at
-				          ORDER BY d.at DESC LIMIT 1), ''),
-				COALESCE((SELECT p.last_error FROM runner_pushes p WHERE p.hold_id = holds.id ORDER BY p.created_at DESC, p.seq DESC LIMIT 1), '')
+				          ORDER BY d.at DESC LIMIT 1), '') AS denied_reason,
+				COALESCE((SELECT p.last_error FROM runner_pushes p WHERE p.hold_id = holds.id ORDER BY p.created_at DESC, p.seq DESC LIMIT 1), '') AS last_push_error
 				FROM holds
 				WHERE status = 'approved' AND delivery_action <> '' AND session_id IS NOT NULL
 				  AND applied_at IS NULL AND unapplied_at IS NULL
@@ -52,10 +52,17 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 				denied, lastFailed string
 			}
 			list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
-				var c candidate
-				h, err := HoldFromRow(scanTail{row, []any{&c.attempts, &c.denied, &c.lastFailed}})
-				c.hold = h
-				return c, err
+				r, err := pgx.RowToStructByName[struct {
+					holdRow
+					Attempts      int    `db:"replay_attempts"`
+					DeniedReason  string `db:"denied_reason"`
+					LastPushError string `db:"last_push_error"`
+				}](row)
+				if err != nil {
+					return candidate{}, err
+				}
+				h, err := r.proto()
+				return candidate{hold: h, attempts: r.Attempts, denied: r.DeniedReason, lastFailed: r.LastPushError}, err
 			})
 			if err != nil {
 				return fmt.Errorf("find unapplied approvals: %w", err)
@@ -149,14 +156,6 @@ func (s *Service) giveUpTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, why 
 	}
 	return nil
 }
-
-// scanTail scans the hold columns and then extra trailing columns.
-type scanTail struct {
-	row   pgx.Row
-	extra []any
-}
-
-func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.extra...)...) }
 
 func (s *Service) reconcileTick(ctx context.Context) error {
 	_, _, err := s.ReconcileReplays(ctx, s.ReplayGrace)

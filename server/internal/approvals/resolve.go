@@ -63,7 +63,13 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 		batch.Queue(`SELECT `+holdColumns+` FROM holds WHERE id = $1 FOR UPDATE`, r.HoldID)
 		batch.Queue(rolesQuery, r.Clicker)
 		br := tx.SendBatch(ctx, batch)
-		cur, err := HoldFromRow(br.QueryRow())
+		cur, err := func() (*guardv1.Hold, error) {
+			rows, err := br.Query()
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectOneRow(rows, holdFromRow)
+		}()
 		if err != nil {
 			br.Close()
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -152,8 +158,8 @@ func armReasonCaptureTx(ctx context.Context, tx pgx.Tx, holdID, clicker string) 
 		WHERE awaiting_reason_from = $1 AND status = 'pending' AND id <> $2`, clicker, holdID); err != nil {
 		return nil, fmt.Errorf("clear earlier reason captures of %s: %w", clicker, err)
 	}
-	h, err := HoldFromRow(tx.QueryRow(ctx, `UPDATE holds SET awaiting_reason_from = $2, awaiting_reason_at = now()
-		WHERE id = $1 AND status = 'pending' RETURNING `+holdColumns, holdID, clicker))
+	h, err := readHold(ctx, tx, `UPDATE holds SET awaiting_reason_from = $2, awaiting_reason_at = now()
+		WHERE id = $1 AND status = 'pending' RETURNING `+holdColumns, holdID, clicker)
 	if err != nil {
 		return nil, fmt.Errorf("arm reason capture on %s: %w", holdID, err)
 	}
@@ -270,12 +276,12 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
 	}
 	// An approval of a kind with no handlers is dispatched by its commit.
-	hold, err := HoldFromRow(tx.QueryRow(ctx, `UPDATE holds
+	hold, err := readHold(ctx, tx, `UPDATE holds
 		SET status = $2, resolved_at = now(), resolver = $3, reason = $4, choice = $5,
 		    awaiting_reason_from = '', awaiting_reason_at = NULL,
 		    dispatched_at = CASE WHEN $2 = 'approved' AND NOT kind = ANY($6) THEN now() END
 		WHERE id = $1 AND status = 'pending'
-		RETURNING `+holdColumns, id, statusWord, resolver, reason, choice, s.handlerKinds()))
+		RETURNING `+holdColumns, id, statusWord, resolver, reason, choice, s.handlerKinds())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -424,7 +430,7 @@ func (s *Service) DispatchMissed(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("claim undispatched holds: %w", err)
 	}
-	holds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*guardv1.Hold, error) { return HoldFromRow(r) })
+	holds, err := pgx.CollectRows(rows, holdFromRow)
 	if err != nil {
 		return 0, fmt.Errorf("claim undispatched holds: %w", err)
 	}

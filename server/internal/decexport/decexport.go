@@ -105,7 +105,8 @@ func (s *Shipper) ShipOnce(ctx context.Context) (int, error) {
 		if err != nil {
 			return fmt.Errorf("read export watermark: %w", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT id, at, action, actor::text, actor_kind, COALESCE(agent_group_id, ''), COALESCE(session_id, ''),
+		// The columns are record's, by name (encode reads them so).
+		rows, err := tx.Query(ctx, `SELECT id, at, action, actor, actor_kind, COALESCE(agent_group_id, '') AS agent_group_id, COALESCE(session_id, '') AS session_id,
 				effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run, runner_id, request_id, mode, would_effect, would_reason
 			FROM decisions WHERE (at, id) > ($1, $2) AND at < now() - make_interval(secs => $3)
 			ORDER BY at, id LIMIT $4`, at, id, s.settle().Seconds(), s.batch())
@@ -149,26 +150,26 @@ type position struct {
 
 // record is one NDJSON line.
 type record struct {
-	Version     int             `json:"version"`
-	ID          string          `json:"id"`
-	At          time.Time       `json:"at"`
-	Action      string          `json:"action"`
-	Actor       json.RawMessage `json:"actor"`
-	ActorKind   string          `json:"actor_kind"`
-	Group       string          `json:"agent_group_id,omitempty"`
-	Session     string          `json:"session_id,omitempty"`
-	Effect      string          `json:"effect"`
-	Reason      string          `json:"reason,omitempty"`
-	DecidedBy   string          `json:"decided_by,omitempty"`
-	Grant       string          `json:"grant_id,omitempty"`
-	Hold        string          `json:"hold_id,omitempty"`
-	LatencyUS   int64           `json:"latency_us"`
-	DryRun      bool            `json:"dry_run,omitempty"`
-	Runner      string          `json:"runner_id,omitempty"`
-	Request     string          `json:"request_id,omitempty"`
-	Mode        string          `json:"mode,omitempty"`
-	WouldEffect string          `json:"would_effect,omitempty"`
-	WouldReason string          `json:"would_reason,omitempty"`
+	Version     int             `json:"version" db:"-"`
+	ID          string          `json:"id" db:"id"`
+	At          time.Time       `json:"at" db:"at"`
+	Action      string          `json:"action" db:"action"`
+	Actor       json.RawMessage `json:"actor" db:"actor"`
+	ActorKind   string          `json:"actor_kind" db:"actor_kind"`
+	Group       string          `json:"agent_group_id,omitempty" db:"agent_group_id"`
+	Session     string          `json:"session_id,omitempty" db:"session_id"`
+	Effect      string          `json:"effect" db:"effect"`
+	Reason      string          `json:"reason,omitempty" db:"reason"`
+	DecidedBy   string          `json:"decided_by,omitempty" db:"decided_by"`
+	Grant       string          `json:"grant_id,omitempty" db:"grant_id"`
+	Hold        string          `json:"hold_id,omitempty" db:"hold_id"`
+	LatencyUS   int64           `json:"latency_us" db:"latency_us"`
+	DryRun      bool            `json:"dry_run,omitempty" db:"dry_run"`
+	Runner      string          `json:"runner_id,omitempty" db:"runner_id"`
+	Request     string          `json:"request_id,omitempty" db:"request_id"`
+	Mode        string          `json:"mode,omitempty" db:"mode"`
+	WouldEffect string          `json:"would_effect,omitempty" db:"would_effect"`
+	WouldReason string          `json:"would_reason,omitempty" db:"would_reason"`
 }
 
 // encode gzips the rows as NDJSON and returns the last row's position.
@@ -183,13 +184,11 @@ func encode(rows pgx.Rows) ([]byte, position, int, error) {
 	enc := json.NewEncoder(zw)
 	enc.SetEscapeHTML(false)
 	for rows.Next() {
-		r := record{Version: Version}
-		var actor string
-		if err := rows.Scan(&r.ID, &r.At, &r.Action, &actor, &r.ActorKind, &r.Group, &r.Session, &r.Effect, &r.Reason, &r.DecidedBy,
-			&r.Grant, &r.Hold, &r.LatencyUS, &r.DryRun, &r.Runner, &r.Request, &r.Mode, &r.WouldEffect, &r.WouldReason); err != nil {
+		r, err := pgx.RowToStructByName[record](rows)
+		if err != nil {
 			return nil, last, 0, fmt.Errorf("read decision: %w", err)
 		}
-		r.Actor = json.RawMessage(actor)
+		r.Version = Version
 		if err := enc.Encode(r); err != nil {
 			return nil, last, 0, fmt.Errorf("encode decision %s: %w", r.ID, err)
 		}

@@ -81,34 +81,52 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 	return out, rows.Err()
 }
 
-const decisionColumns = `id, at, action, actor, actor_kind, COALESCE(agent_group_id, ''), COALESCE(session_id, ''),
-		effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run, trace, mode, would_effect, would_reason`
+// decisionColumns are decisionRow's, by name.
+const decisionColumns = `id, at, action, actor, actor_kind, COALESCE(agent_group_id, '') AS agent_group_id,
+		COALESCE(session_id, '') AS session_id, effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run,
+		trace, mode, would_effect, would_reason`
+
+// decisionRow is one decisionColumns row as stored.
+type decisionRow struct {
+	ID          string    `db:"id"`
+	At          time.Time `db:"at"`
+	Action      string    `db:"action"`
+	Actor       []byte    `db:"actor"`
+	ActorKind   string    `db:"actor_kind"`
+	Group       string    `db:"agent_group_id"`
+	Session     string    `db:"session_id"`
+	Effect      string    `db:"effect"`
+	Reason      string    `db:"reason"`
+	DecidedBy   string    `db:"decided_by"`
+	Grant       string    `db:"grant_id"`
+	Hold        string    `db:"hold_id"`
+	LatencyUS   int64     `db:"latency_us"`
+	DryRun      bool      `db:"dry_run"`
+	Trace       []byte    `db:"trace"`
+	Mode        string    `db:"mode"`
+	WouldEffect string    `db:"would_effect"`
+	WouldReason string    `db:"would_reason"`
+}
 
 // scanDecision reads one decisionColumns row and its trace (nil when none).
-func scanDecision(row pgx.Row) (*guardv1.DecisionRecord, []byte, error) {
-	var (
-		d                     guardv1.DecisionRecord
-		at                    time.Time
-		actor, trace          []byte
-		kind, group, sess, ef string
-		would                 string
-		latencyUS             int64
-	)
-	if err := row.Scan(&d.Id, &at, &d.Action, &actor, &kind, &group, &sess, &ef, &d.Reason, &d.DecidedBy,
-		&d.Grant, &d.HoldId, &latencyUS, &d.DryRun, &trace, &d.Mode, &would, &d.WouldReason); err != nil {
+func scanDecision(row pgx.CollectableRow) (*guardv1.DecisionRecord, []byte, error) {
+	r, err := pgx.RowToStructByName[decisionRow](row)
+	if err != nil {
 		return nil, nil, err
 	}
-	var err error
-	if d.Effect, err = enumFromColumn[guardv1.Effect]("effect", ef); err != nil {
+	d := &guardv1.DecisionRecord{
+		Id: r.ID, At: ts(r.At), Action: r.Action, Actor: decodeActor(r.Actor, r.ActorKind, r.Group, r.Session),
+		Reason: r.Reason, DecidedBy: r.DecidedBy, Grant: r.Grant, HoldId: r.Hold,
+		Latency: durationpb.New(time.Duration(r.LatencyUS) * time.Microsecond), DryRun: r.DryRun,
+		Mode: r.Mode, WouldReason: r.WouldReason,
+	}
+	if d.Effect, err = enumFromColumn[guardv1.Effect]("effect", r.Effect); err != nil {
 		return nil, nil, fmt.Errorf("decision %s: %w", d.Id, err)
 	}
-	if d.WouldEffect, err = enumFromColumn[guardv1.Effect]("would_effect", would); err != nil {
+	if d.WouldEffect, err = enumFromColumn[guardv1.Effect]("would_effect", r.WouldEffect); err != nil {
 		return nil, nil, fmt.Errorf("decision %s: %w", d.Id, err)
 	}
-	d.At = ts(at)
-	d.Latency = durationpb.New(time.Duration(latencyUS) * time.Microsecond)
-	d.Actor = decodeActor(actor, kind, group, sess)
-	return &d, trace, nil
+	return d, r.Trace, nil
 }
 
 // GetDecision reads one logged decision and its trace (what explains it). A
@@ -122,12 +140,23 @@ func (s *Service) GetDecision(ctx context.Context, id string) (*guardv1.Decision
 	if err != nil {
 		return nil, nil, err
 	}
-	d, trace, err := scanDecision(s.pool.QueryRow(ctx, `SELECT `+decisionColumns+` FROM decisions
-		WHERE id = $1 AND ($2 OR agent_group_id = ANY($3))`, id, v.all, v.groups))
+	rows, err := s.pool.Query(ctx, `SELECT `+decisionColumns+` FROM decisions
+		WHERE id = $1 AND ($2 OR agent_group_id = ANY($3))`, id, v.all, v.groups)
+	if err != nil {
+		return nil, nil, err
+	}
+	type logged struct {
+		d     *guardv1.DecisionRecord
+		trace []byte
+	}
+	got, err := pgx.CollectOneRow(rows, func(row pgx.CollectableRow) (logged, error) {
+		d, trace, err := scanDecision(row)
+		return logged{d, trace}, err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, notFound("decision %s not found", id)
 	}
-	return d, trace, err
+	return got.d, got.trace, err
 }
 
 // decodeActor reads the stored actor; a row whose JSON does not parse still
