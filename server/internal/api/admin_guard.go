@@ -38,12 +38,14 @@ type Invoker func(ctx context.Context, fullMethod string, req proto.Message) (an
 // bridges → system (approval reads only). An agent's held call becomes a cli_command hold holding
 // the request; Replay runs it once approved.
 type AdminGuard struct {
-	d      *Deps
+	d      AdminGuardDeps
 	invoke Invoker
 }
 
 // NewAdminGuard builds the interceptor; invoke runs a handler for Replay.
-func NewAdminGuard(d *Deps, invoke Invoker) *AdminGuard { return &AdminGuard{d: d, invoke: invoke} }
+func NewAdminGuard(d AdminGuardDeps, invoke Invoker) *AdminGuard {
+	return &AdminGuard{d: d, invoke: invoke}
+}
 
 var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
 
@@ -74,7 +76,7 @@ func (g *AdminGuard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 
 func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.Rule, caller authn.Caller,
 	msg proto.Message, grant string, run func(context.Context) (any, error)) (any, error) {
-	if g.d.Guard == nil {
+	if g.d.Engine == nil {
 		return nil, status.Error(codes.Unavailable, "the guard is not wired (failing closed)")
 	}
 	actor := caller.Actor()
@@ -100,7 +102,7 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 		}
 		req.Card = card
 	}
-	resp, err := g.d.Guard.Decide(ctx, req)
+	resp, err := g.d.Engine.Decide(ctx, req)
 	if errors.Is(err, guard.ErrUnavailable) {
 		return nil, ReplayUnavailable()
 	}
@@ -136,7 +138,7 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 
 func (g *AdminGuard) cliScope(ctx context.Context, group string) (string, error) {
 	var scope string
-	err := g.d.Store.Pool.QueryRow(ctx, `SELECT cli_scope FROM container_configs WHERE agent_group_id = $1`, group).Scan(&scope)
+	err := g.d.Pool.QueryRow(ctx, `SELECT cli_scope FROM container_configs WHERE agent_group_id = $1`, group).Scan(&scope)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "group", nil
 	}
@@ -265,7 +267,7 @@ func (g *AdminGuard) notify(ctx context.Context, h *guardv1.Hold, kind guardv1.N
 	if h.GetSessionId() == "" {
 		return fmt.Errorf("cli_command hold %s has no session to notify", h.GetId())
 	}
-	return store.InTx(ctx, g.d.Store.Pool, func(tx pgx.Tx) error {
+	return store.InTx(ctx, g.d.Pool, func(tx pgx.Tx) error {
 		_, err := pushes.EnqueueTx(ctx, tx, h.GetSessionId(), &guardv1.Push{Body: &guardv1.Push_Notify{
 			Notify: &guardv1.NotifyAgent{Kind: kind, Text: text, HoldId: h.GetId()}}})
 		return err

@@ -139,11 +139,7 @@ func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequ
 	if err != nil {
 		return nil, err
 	}
-	var cat *guard.Catalog
-	if s.d.Guard != nil {
-		cat = s.d.Guard.Catalog
-	}
-	if err := RequestableKind(cat, req.GetKind()); err != nil {
+	if err := RequestableKind(s.d.Catalog, req.GetKind()); err != nil {
 		return nil, err
 	}
 	// A Request asserts nobody (the requester is the system): credential
@@ -199,7 +195,7 @@ func (s *ApprovalsService) requestGroup(ctx context.Context, sessionID, groupID 
 		return groupID, nil
 	}
 	var sessionGroup string
-	err := s.d.Store.Pool.QueryRow(ctx, `SELECT agent_group_id FROM sessions WHERE id = $1`, sessionID).Scan(&sessionGroup)
+	err := s.d.Pool.QueryRow(ctx, `SELECT agent_group_id FROM sessions WHERE id = $1`, sessionID).Scan(&sessionGroup)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", InvalidArgument("session_id", "no session %q", sessionID)
 	}

@@ -117,7 +117,7 @@ func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) err
 
 // decide validates, applies the caller's actor rules and asks the engine.
 func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
-	if s.d.Guard == nil {
+	if s.d.Engine == nil {
 		return nil, status.Error(codes.Unavailable, "the guard is not wired")
 	}
 	if err := ValidateDecide(req); err != nil {
@@ -137,7 +137,7 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 	if err := applyActorRules(caller, r); err != nil {
 		return nil, err
 	}
-	if l := s.d.Admission; l != nil {
+	if l := s.admission.Load(); l != nil {
 		if !l.Acquire() {
 			s.d.Metrics.DecisionsShedTotal.Inc()
 			return nil, Overloaded(l.RetryAfter())
@@ -155,7 +155,7 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 			return nil, err
 		}
 	}
-	resp, err := s.d.Guard.Decide(ctx, r)
+	resp, err := s.d.Engine.Decide(ctx, r)
 	switch {
 	case err == nil:
 		return resp, nil
@@ -200,7 +200,7 @@ func (s *GuardService) checkCard(req *guardv1.DecideRequest) error {
 	if c.GetPayload() != nil && !proto.Equal(c.GetPayload(), req.GetPayload()) {
 		return InvalidArgument("card.payload", "must be the decided payload (or unset)")
 	}
-	if e, ok := s.d.Guard.Catalog.Lookup(req.GetAction()); ok && e.ApprovalAction == commands.ApprovalAction {
+	if e, ok := s.d.Engine.Catalog.Lookup(req.GetAction()); ok && e.ApprovalAction == commands.ApprovalAction {
 		return InvalidArgument("card", "admin commands are held by calling the RPC itself, not through Guard.Decide")
 	}
 	return nil
@@ -273,7 +273,7 @@ func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *g
 			continue
 		}
 		var channel string
-		err := s.d.Store.Pool.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, mg).Scan(&channel)
+		err := s.d.Pool.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, mg).Scan(&channel)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // no such chat: the baseline denies
 		}

@@ -16,7 +16,7 @@ import (
 // themselves. A dry run reads facts (destinations, policies, scopes) that
 // would otherwise be an oracle across groups.
 func (s *GuardService) userMayAsk(ctx context.Context, user string, a *guardv1.Actor) error {
-	roles, err := approvals.LoadRoles(ctx, s.d.Store.Pool, user)
+	roles, err := approvals.LoadRoles(ctx, s.d.Pool, user)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "read roles: %v", err)
 	}

@@ -22,8 +22,8 @@ func (s *RegistryService) GetDecision(ctx context.Context, req *guardv1.GetDecis
 	if err != nil {
 		return nil, DBError("decision", err)
 	}
-	if s.d.Guard != nil {
-		d.Explanation = ExplainRecord(s.d.Guard.Catalog, d, trace)
+	if s.d.Catalog != nil {
+		d.Explanation = ExplainRecord(s.d.Catalog, d, trace)
 	}
 	return &guardv1.GetDecisionResponse{Decision: d}, nil
 }

@@ -5,10 +5,8 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,9 +41,10 @@ const streamWorkers = 64
 type Server struct {
 	cfg        config.Config
 	log        *slog.Logger
-	deps       *api.Deps
+	deps       *Parts
 	grpc       *grpc.Server
 	health     *health.Server
+	guardAPI   *api.GuardService
 	metricsReg interface{ Unregister() }
 	lis        net.Listener
 	metricsLis net.Listener
@@ -73,8 +72,11 @@ func (s *Server) ConsoleAddr() string {
 	return s.consoleLis.Addr().String()
 }
 
-// Deps exposes the shared dependencies (tests).
-func (s *Server) Deps() *api.Deps { return s.deps }
+// Deps exposes the parts the replica was built from (tests).
+func (s *Server) Deps() *Parts { return s.deps }
+
+// GuardAPI is the replica's Guard service (tests swap its admission limiter).
+func (s *Server) GuardAPI() *api.GuardService { return s.guardAPI }
 
 // New opens the database, checks (or applies) the schema, binds the
 // listeners and registers every service. Errors are one clear line.
@@ -128,13 +130,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	m := metrics.NewMetrics(reg)
 	metrics.RegisterBuildInfo(reg, Version)
 	grpcMetrics := metrics.NewGRPCServerMetrics(reg)
-	d := &api.Deps{
-		Store:     st,
-		Metrics:   m,
-		Log:       log,
-		Config:    cfg,
-		Auth:      authn.NewAuthenticator(st.Pool),
-		ReplicaID: replicaID(),
+	d := &Parts{
+		Store:   st,
+		Metrics: m,
+		Log:     log,
+		Config:  cfg,
+		Auth:    authn.NewAuthenticator(st.Pool),
 	}
 	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer()}
 	if d.Validator, err = edge.New(rpcdecl.RequestTypes(rpcdecl.Services...)...); err != nil {
@@ -173,6 +174,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		opts = append(opts, grpc.Creds(creds))
 	}
 	s.grpc = grpc.NewServer(opts...)
+	s.guardAPI = services.guard
 	guardv1.RegisterGuardServer(s.grpc, services.guard)
 	guardv1.RegisterApprovalsServer(s.grpc, services.approvals)
 	guardv1.RegisterRegistryServer(s.grpc, services.registry)
@@ -317,11 +319,4 @@ func tlsConfig(cfg config.Config) (*tls.Config, error) {
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return tc, nil
-}
-
-func replicaID() string {
-	host, _ := os.Hostname()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return host + "-" + hex.EncodeToString(b)
 }

@@ -25,7 +25,6 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 )
@@ -41,7 +40,7 @@ type Chain struct {
 	Stream []grpc.StreamServerInterceptor
 }
 
-func buildChain(d *api.Deps, grpcMetrics *grpcprom.ServerMetrics, extra Chain) Chain {
+func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, extra Chain) Chain {
 	logger := interceptorLogger(d.Log)
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),

@@ -24,8 +24,9 @@ type services struct {
 // what the steps above it built: it reads top to bottom. A step sets its
 // service on d and adds interceptors, background loops and shutdown hooks
 // to s. The last step is the replica's one LISTEN connection, with a
-// handler for each domain's NOTIFY channel.
-func buildServices(ctx context.Context, d *api.Deps) (*services, error) {
+// handler for each domain's NOTIFY channel. Last, each gRPC service is
+// handed exactly the parts its handlers use.
+func buildServices(ctx context.Context, d *Parts) (*services, error) {
 	s := &services{}
 	// The hold contract first: the guard creates holds through it, inbound
 	// and the admin replay register their after-approve handlers on it.
@@ -56,8 +57,16 @@ func buildServices(ctx context.Context, d *api.Deps) (*services, error) {
 	l.Handle(registry.PushChannel, d.Registry.PushWakeups())
 	s.background = append(s.background, l.Run)
 
-	s.guard = api.NewGuardService(d)
-	s.approvals = api.NewApprovalsService(d)
-	s.registry = api.NewRegistryService(d)
+	s.guard = api.NewGuardService(api.GuardDeps{
+		Engine: d.Guard, Pool: d.Store.Pool, Metrics: d.Metrics, Log: d.Log,
+		Admission: d.Admission, Validator: d.Validator,
+	})
+	s.approvals = api.NewApprovalsService(api.ApprovalsDeps{
+		Approvals: d.Approvals, Catalog: d.Guard.Catalog, Pool: d.Store.Pool, Log: d.Log,
+	})
+	s.registry = api.NewRegistryService(api.RegistryDeps{
+		Resources: d.Resources, Registry: d.Registry, Inbound: d.Inbound, ChatOut: d.ChatOut,
+		Catalog: d.Guard.Catalog, Log: d.Log,
+	})
 	return s, nil
 }

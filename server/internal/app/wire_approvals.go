@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 
-	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 )
 
@@ -11,7 +10,7 @@ import (
 // fixes the event position before serving; Run holds the event fan-out (woken
 // by the replica's listener, see buildServices), the expiry sweeper, the
 // pending gauges and the webhook.
-func wireApprovals(ctx context.Context, d *api.Deps, s *services) error {
+func wireApprovals(ctx context.Context, d *Parts, s *services) error {
 	svc := approvals.New(d.Store.Pool, d.Metrics, d.Log, d.Config)
 	if err := svc.Start(ctx); err != nil {
 		return err

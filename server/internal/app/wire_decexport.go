@@ -5,13 +5,12 @@ import (
 	"os"
 	"strings"
 
-	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/decexport"
 )
 
 // Decision export: with --decision-export-url, every replica runs the
 // shipper; the watermark row's lock lets one post at a time.
-func wireDecisionExport(d *api.Deps, s *services) error {
+func wireDecisionExport(d *Parts, s *services) error {
 	c := d.Config
 	if c.DecisionExportURL == "" {
 		return nil

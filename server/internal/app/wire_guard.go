@@ -27,7 +27,7 @@ import (
 // entries come from their rule options), the engine with its batched
 // decision log, holds through approvals, and the admin-RPC interceptor
 // whose held calls are replayed on approval.
-func wireGuard(d *api.Deps, s *services) error {
+func wireGuard(d *Parts, s *services) error {
 	cat, err := BuildCatalog()
 	if err != nil {
 		return err
@@ -53,7 +53,7 @@ func wireGuard(d *api.Deps, s *services) error {
 		d.Metrics.AdmissionLimit.Set(float64(lim))
 	}
 
-	admin := api.NewAdminGuard(d, s.invoke)
+	admin := api.NewAdminGuard(api.AdminGuardDeps{Engine: eng, Pool: d.Store.Pool, Log: d.Log}, s.invoke)
 	s.chain.Unary = append(s.chain.Unary, admin.Unary)
 	s.chain.Stream = append(s.chain.Stream, admin.Stream)
 	d.Approvals.OnApproved(commands.ApprovalAction, admin.Replay)

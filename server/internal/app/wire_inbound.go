@@ -4,7 +4,6 @@ import (
 	"context"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/inbound"
@@ -16,7 +15,7 @@ import (
 // (senders.admit), registration holds come from approvals; approved
 // sender_admit and channel_registration holds are carried out by OnApproved
 // handlers, rejected registrations by following the hold events.
-func wireInbound(d *api.Deps, s *services) {
+func wireInbound(d *Parts, s *services) {
 	decider := engineDecider{d.Guard}
 	svc := inbound.New(inbound.Config{
 		Pool:     d.Store.Pool,

@@ -5,7 +5,6 @@ import (
 
 	"github.com/clawguard/clawguard/server/internal/a2a"
 	"github.com/clawguard/clawguard/server/internal/agents"
-	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/selfmod"
 )
@@ -15,7 +14,7 @@ import (
 // sweep (every replica; conditional UPDATEs make them safe together).
 // ApplyAction performs what the domains hand it apply steps for. Its push
 // wake-ups ride the replica's listener (see buildServices).
-func wireRegistry(d *api.Deps, s *services) error {
+func wireRegistry(d *Parts, s *services) error {
 	cat := d.Guard.Catalog
 	catalog := registry.CatalogFunc(func(action string) bool {
 		_, ok := cat.Lookup(action)

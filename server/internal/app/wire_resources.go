@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/resources"
@@ -12,7 +11,7 @@ import (
 
 // The admin resources: plain reads and writes over the pool; ListCatalog
 // shows the guard's catalog and the registry's declared exemption list.
-func wireResources(d *api.Deps) {
+func wireResources(d *Parts) {
 	d.Resources = resources.New(d.Store.Pool, catalogView(d.Guard.Catalog))
 }
 

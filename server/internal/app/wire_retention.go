@@ -4,14 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/decexport"
 	"github.com/clawguard/clawguard/server/internal/retention"
 )
 
 // Retention: every replica prunes old decisions and hold events in bounded
 // batches, once a minute (SKIP LOCKED lets replicas share the work).
-func wireRetention(d *api.Deps, s *services) {
+func wireRetention(d *Parts, s *services) {
 	p := &retention.Pruner{
 		DB:                d.Store.Pool,
 		Log:               d.Log,

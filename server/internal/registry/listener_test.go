@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/app"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/config"
 	"github.com/clawguard/clawguard/server/internal/listener"
@@ -22,7 +22,7 @@ import (
 // fallbacks are an hour here, so nothing but the listener can deliver them.
 func TestListenerLossStillWakesHoldEventsAndRunnerPushes(t *testing.T) {
 	t.Parallel()
-	srv := testserver.StartTuned(t, func(d *api.Deps) {
+	srv := testserver.StartTuned(t, func(d *app.Parts) {
 		d.Approvals.PollInterval = time.Hour
 		d.Registry.SetRescanInterval(time.Hour)
 	}, func(c *config.Config) { c.PushAckDeadline = 2 * time.Hour })

@@ -20,7 +20,6 @@ import (
 
 	"github.com/clawguard/clawguard/migrations/pgtest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/app"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/config"
@@ -56,7 +55,7 @@ func StartOn(t testing.TB, dbURL string, opts ...Option) *Server {
 // StartTuned runs a replica on a fresh database after tune has adjusted its
 // services' timings (between app.New and Run: e.g. a long poll fallback,
 // so a test proves the NOTIFY path).
-func StartTuned(t testing.TB, tune func(*api.Deps), opts ...Option) *Server {
+func StartTuned(t testing.TB, tune func(*app.Parts), opts ...Option) *Server {
 	t.Helper()
 	return startOn(t, pgtest.NewDB(t), nil, tune, opts...)
 }
@@ -68,7 +67,7 @@ func StartLogged(t testing.TB, w io.Writer, opts ...Option) *Server {
 	return startOn(t, pgtest.NewDB(t), logs.New(w, slog.LevelInfo), nil, opts...)
 }
 
-func startOn(t testing.TB, dbURL string, log *slog.Logger, tune func(*api.Deps), opts ...Option) *Server {
+func startOn(t testing.TB, dbURL string, log *slog.Logger, tune func(*app.Parts), opts ...Option) *Server {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DatabaseURL = dbURL
@@ -134,7 +133,7 @@ func (s *Server) Stop() {
 }
 
 // Deps exposes the replica's dependencies.
-func (s *Server) Deps() *api.Deps { return s.Server.Deps() }
+func (s *Server) Deps() *app.Parts { return s.Server.Deps() }
 
 // Token mints a token of the given kind ("runner" needs runnerID, "user" needs userID).
 func (s *Server) Token(t testing.TB, kind, runnerID, userID string) string {

@@ -23,7 +23,7 @@ func TestDecisionsPastTheAdmissionLimitAreShedNotDecided(t *testing.T) {
 	full := admission.New(admission.Options{Initial: 8, Min: 8, Max: 8})
 	for full.Acquire() {
 	}
-	srv.Deps().Admission = full
+	srv.GuardAPI().SetAdmission(full)
 	before := testutil.ToFloat64(srv.Deps().Metrics.DecisionsShedTotal)
 	req := &guardv1.DecideRequest{Action: "agents.create", Actor: w.actor("agent:{A}:{SA}"), Payload: w.payload(map[string]any{"name": "x"})}
 
