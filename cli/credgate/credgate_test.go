@@ -1,26 +1,17 @@
 package credgate_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/clawguard/clawguard/cli/credgate"
-	"github.com/clawguard/clawguard/migrations/pgtest"
+	"github.com/clawguard/clawguard/cli/internal/clitest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -28,13 +19,7 @@ import (
 // a fresh Postgres database; the gateway uses a bridge token, as a
 // credential gateway would.
 
-func TestMain(m *testing.M) {
-	code := pgtest.Main(m)
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(clitest.Main(m)) }
 
 func TestApprovedByTheGroupsAdmin(t *testing.T) {
 	t.Parallel()
@@ -105,7 +90,7 @@ func TestSweptWhenTheServerRestarts(t *testing.T) {
 	defer cancel()
 	got := f.ask(ctx, credgate.Request{AgentGroupID: f.group, Question: "Use the Slack token?"})
 	h := f.pending(t)
-	f.srv.restart(t)
+	f.srv.Restart(t)
 	d := got.wait(t)
 	if d.err != nil || d.Outcome != credgate.Swept || d.Allowed() || d.HoldID != h.GetId() {
 		t.Fatalf("decision = %+v, err %v; want sweep", d.Decision, d.err)
@@ -139,7 +124,7 @@ func TestRefusesWithoutATimelyAnswer(t *testing.T) {
 		t.Fatalf("unknown session: %v, want InvalidArgument", err)
 	}
 	// The server goes away for good: the gateway's deadline passes undecided.
-	f.srv.stop()
+	f.srv.Stop()
 	gone, cancel3 := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel3()
 	c.Margin = time.Second
@@ -151,7 +136,7 @@ func TestRefusesWithoutATimelyAnswer(t *testing.T) {
 // ---- harness ----
 
 type fixture struct {
-	srv   *server
+	srv   *clitest.Server
 	conn  *grpc.ClientConn // bridge token: the gateway
 	op    *grpc.ClientConn // operator: the approver's side
 	group string
@@ -160,8 +145,8 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	s := startServer(t)
-	op := dial(t, s.addr, s.operatorToken(t))
+	s := clitest.Start(t)
+	op := s.Operator(t)
 	reg := guardv1.NewRegistryClient(op)
 	ctx := context.Background()
 	f := &fixture{srv: s, op: op, owner: "telegram:olivia"}
@@ -176,11 +161,7 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.group = g.GetGroup().GetId()
-	tok, err := reg.CreateToken(ctx, &guardv1.CreateTokenRequest{Kind: guardv1.Principal_PRINCIPAL_BRIDGE, Name: "credential-gateway"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.conn = dial(t, s.addr, tok.GetSecret())
+	f.conn = s.Dial(t, s.Token(t, &guardv1.CreateTokenRequest{Kind: guardv1.Principal_PRINCIPAL_BRIDGE, Name: "credential-gateway"}))
 	return f
 }
 
@@ -224,7 +205,7 @@ func (f *fixture) list(t *testing.T) []*guardv1.Hold {
 func (f *fixture) pending(t *testing.T) *guardv1.Hold {
 	t.Helper()
 	var h *guardv1.Hold
-	waitFor(t, 30*time.Second, "the credential hold", func() bool {
+	clitest.WaitFor(t, 30*time.Second, "the credential hold", func() bool {
 		hs := f.list(t)
 		if len(hs) == 1 && hs[0].GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
 			h = hs[0]
@@ -249,141 +230,4 @@ func (f *fixture) resolve(t *testing.T, id string, o guardv1.Outcome, reason str
 	if err != nil {
 		t.Fatalf("resolve %s %s: %v", id, o, err)
 	}
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	serverBin string
-	buildErr  error
-)
-
-// server is clawguard-server built from this tree.
-type server struct {
-	addr, dbURL, tokenFile string
-	logs                   *syncBuffer
-	stop                   func()
-}
-
-func startServer(t *testing.T) *server {
-	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "credgate-"); buildErr != nil {
-			return
-		}
-		serverBin = filepath.Join(binDir, "clawguard-server")
-		if out, err := exec.Command("go", "build", "-o", serverBin, "github.com/clawguard/clawguard/server/cmd/clawguard-server").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build clawguard-server: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	s := &server{addr: freeAddr(t), dbURL: pgtest.NewEmptyDB(t), tokenFile: filepath.Join(t.TempDir(), "operator.token"), logs: &syncBuffer{}}
-	t.Cleanup(func() {
-		s.stop()
-		if t.Failed() {
-			t.Logf("server log:\n%s", s.logs.String())
-		}
-	})
-	s.start(t)
-	return s
-}
-
-func (s *server) start(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, serverBin, "serve", "--database-url", s.dbURL, "--auto-migrate",
-		"--listen", s.addr, "--metrics-listen", "", "--operator-token-file", s.tokenFile, "--shutdown-timeout", "1s")
-	cmd.Stdout, cmd.Stderr = s.logs, s.logs
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	s.stop = func() { once.Do(func() { cancel(); _ = cmd.Wait() }) }
-	conn := dial(t, s.addr, "")
-	hc := healthpb.NewHealthClient(conn)
-	waitFor(t, 60*time.Second, "the server SERVING", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		_, statErr := os.Stat(s.tokenFile)
-		return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING && statErr == nil
-	})
-}
-
-// restart stops the server (SIGTERM) and starts it on the same address and database.
-func (s *server) restart(t *testing.T) {
-	t.Helper()
-	s.stop()
-	s.start(t)
-}
-
-func (s *server) operatorToken(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(s.tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
-}
-
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	if b == "" {
-		return nil, nil
-	}
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-func (bearer) RequireTransportSecurity() bool { return false }
-
-func dial(t *testing.T, addr, token string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -5,158 +5,29 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
-
-	"github.com/clawguard/clawguard/migrations/pgtest"
+	"github.com/clawguard/clawguard/cli/internal/clitest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
-func TestMain(m *testing.M) {
-	code := pgtest.Main(m)
-	if serverBinDir != "" {
-		_ = os.RemoveAll(serverBinDir)
-	}
-	os.Exit(code)
-}
-
-var (
-	buildOnce    sync.Once
-	serverBin    string
-	serverBinDir string
-	buildErr     error
-)
-
-// buildServer builds clawguard-server from this tree once per test binary.
-func buildServer(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		serverBinDir, buildErr = os.MkdirTemp("", "ncl-e2e-")
-		if buildErr != nil {
-			return
-		}
-		serverBin = filepath.Join(serverBinDir, "clawguard-server")
-		out, err := exec.Command("go", "build", "-o", serverBin, "github.com/clawguard/clawguard/server/cmd/clawguard-server").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build clawguard-server: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return serverBin
-}
+func TestMain(m *testing.M) { os.Exit(clitest.Main(m)) }
 
 // realServer is clawguard-server built from this tree, serving on loopback
-// over a fresh Postgres database.
-type realServer struct {
-	bin, dbURL string
-	addr       string
-	tokenFile  string
-	home       string
-	logs       *syncBuffer
-	stop       func()
-}
+// over a fresh Postgres database (clitest).
+type realServer struct{ *clitest.Server }
 
-func startRealServer(t *testing.T) *realServer {
-	t.Helper()
-	dir := t.TempDir()
-	s := &realServer{
-		bin: buildServer(t), dbURL: pgtest.NewEmptyDB(t), addr: freeAddr(t),
-		tokenFile: filepath.Join(dir, "operator.token"), home: dir, logs: &syncBuffer{},
-	}
-	t.Cleanup(func() {
-		if s.stop != nil {
-			s.stop()
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", s.logs.String())
-		}
-	})
-	s.start(t)
-	return s
-}
-
-// start runs the server process and waits until it is SERVING.
-func (s *realServer) start(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, s.bin, "serve", "--database-url", s.dbURL, "--auto-migrate",
-		"--listen", s.addr, "--metrics-listen", "", "--operator-token-file", s.tokenFile,
-		"--shutdown-timeout", "1s") // a live watch stream would hold a graceful stop for the default 10s
-	cmd.Stdout, cmd.Stderr = s.logs, s.logs
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	s.stop = func() { cancel(); _ = cmd.Wait() }
-	waitServing(t, s.addr, s.tokenFile, s.logs)
-}
-
-// restart stops the server (graceful, SIGTERM) and starts it again on the
-// same address and database.
-func (s *realServer) restart(t *testing.T) {
-	t.Helper()
-	s.stop()
-	s.stop = nil
-	s.start(t)
-}
-
-func waitServing(t *testing.T, addr, tokenFile string, logs *syncBuffer) {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			if _, err := os.Stat(tokenFile); err == nil {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server never became SERVING (last: %v, %v)\n%s", resp.GetStatus(), err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+func startRealServer(t *testing.T) *realServer { return &realServer{clitest.Start(t)} }
 
 // env is the environment ncl sees: the server, its operator token, and a
 // HOME without a config file.
 func (s *realServer) env(extra ...string) func(string) string {
-	m := map[string]string{"CLAWGUARD_SERVER": s.addr, "CLAWGUARD_TOKEN_FILE": s.tokenFile, "HOME": s.home}
+	m := map[string]string{"CLAWGUARD_SERVER": s.Addr, "CLAWGUARD_TOKEN_FILE": s.TokenFile, "HOME": s.Dir}
 	for i := 0; i+1 < len(extra); i += 2 {
 		m[extra[i]] = extra[i+1]
 	}
@@ -297,7 +168,7 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("version", func(t *testing.T) {
 		out := srv.must(t, "version")
-		if out != "client: "+Version+"\nserver: dev ("+srv.addr+")\n" {
+		if out != "client: "+Version+"\nserver: dev ("+srv.Addr+")\n" {
 			t.Errorf("ncl version:\n%s", out)
 		}
 		v := jsonObj(t, srv.must(t, "version", "-o", "json"))
@@ -427,17 +298,7 @@ func TestEndToEnd(t *testing.T) {
 // Approvals.Request API a chat bridge would use.
 func requestHold(t *testing.T, srv *realServer, group string) string {
 	t.Helper()
-	tok, err := os.ReadFile(srv.tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	resp, err := guardv1.NewApprovalsClient(conn).Request(ctx, &guardv1.RequestRequest{
+	resp, err := guardv1.NewApprovalsClient(srv.Operator(t)).Request(context.Background(), &guardv1.RequestRequest{
 		Kind:          "onecli_credential",
 		AgentGroupId:  group,
 		Card:          &guardv1.HoldCard{Title: "use the deploy key", Question: "Allow research to use the deploy key?"},
@@ -479,23 +340,6 @@ func waitLine(t *testing.T, lines *bufio.Scanner, words ...string) {
 	}
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestWatchAcrossServerRestart: the real server goes away under a running
 // watch; the watch reconnects and resumes after its last cursor, so every
 // event shows exactly once.
@@ -510,7 +354,7 @@ func TestWatchAcrossServerRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	var stderr syncBuffer
+	var stderr clitest.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		code := Run(ctx, []string{"approvals", "watch", "--after", "0", "-o", "json"}, pw, &stderr, srv.env())
@@ -551,7 +395,7 @@ func TestWatchAcrossServerRestart(t *testing.T) {
 	if ev := next(); holdOf(ev) != h1 || ev["type"] != "requested" {
 		t.Fatalf("first event = %v, want requested %s", ev, h1)
 	}
-	srv.restart(t)
+	srv.Restart(t)
 	h2 := requestHold(t, srv, group)
 	ev := next()
 	if holdOf(ev) != h2 || ev["type"] != "requested" {

@@ -15,7 +15,7 @@ func TestApprovalsListReadsEveryPage(t *testing.T) {
 	srv := startRealServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, srv.dbURL)
+	conn, err := pgx.Connect(ctx, srv.DBURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestGroupsListReadsEveryPage(t *testing.T) {
 	srv := startRealServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, srv.dbURL)
+	conn, err := pgx.Connect(ctx, srv.DBURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clawguard/clawguard/cli/internal/clitest"
 )
 
 // The clawguard-telegram binary: configured by CLAWGUARD_* environment
@@ -29,10 +31,10 @@ func TestBinaryConfiguredByEnvLogsJSONAndStopsCleanly(t *testing.T) {
 	run := func() (stop func() string) {
 		cmd := exec.Command(bin)
 		cmd.Env = append(os.Environ(),
-			"CLAWGUARD_SERVER="+e.addr, "CLAWGUARD_TOKEN="+e.bridgeTk,
+			"CLAWGUARD_SERVER="+e.srv.Addr, "CLAWGUARD_TOKEN="+e.bridgeTk,
 			"CLAWGUARD_TELEGRAM_BOT_TOKEN_FILE="+botFile, "CLAWGUARD_TELEGRAM_API_URL="+e.tg.srv.URL,
 			"CLAWGUARD_DATA_DIR="+e.dataDir, "CLAWGUARD_HTTP_LISTEN=127.0.0.1:0", "CLAWGUARD_POLL_TIMEOUT=1s")
-		stderr := &syncBuffer{}
+		stderr := &clitest.SyncBuffer{}
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -1,151 +1,56 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/clawguard/clawguard/migrations/pgtest"
+	"github.com/clawguard/clawguard/cli/internal/clitest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
-func TestMain(m *testing.M) {
-	code := pgtest.Main(m)
-	if serverBinDir != "" {
-		_ = os.RemoveAll(serverBinDir)
-	}
-	os.Exit(code)
-}
-
-var (
-	buildOnce    sync.Once
-	serverBin    string
-	serverBinDir string
-	buildErr     error
-)
-
-// buildServer builds clawguard-server from this tree once per test binary.
-func buildServer(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		serverBinDir, buildErr = os.MkdirTemp("", "telegram-e2e-")
-		if buildErr != nil {
-			return
-		}
-		serverBin = filepath.Join(serverBinDir, "clawguard-server")
-		out, err := exec.Command("go", "build", "-o", serverBin, "github.com/clawguard/clawguard/server/cmd/clawguard-server").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build clawguard-server: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return serverBin
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+func TestMain(m *testing.M) { os.Exit(clitest.Main(m)) }
 
 // env is one test's world: the real server on a fresh database, the fake
 // Telegram, and a bridge that can be stopped and started again.
 type env struct {
 	t        *testing.T
-	addr     string
+	srv      *clitest.Server // the real server; the bridge logs next to it
 	db       *pgxpool.Pool
 	op       *grpc.ClientConn
 	tg       *fakeTelegram
 	dataDir  string
 	bridgeTk string
-	logs     *syncBuffer
 
-	stopBridge  func()
-	startServer func()
-	stopServer  func()
-	tokenFile   string
-	bridge      *Bridge
-	httpAddr    string
+	stopBridge func()
+	bridge     *Bridge
+	httpAddr   string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	dir := t.TempDir()
-	dbURL := pgtest.NewEmptyDB(t)
-	e := &env{t: t, addr: freeAddr(t), tg: newFakeTelegram(t), dataDir: filepath.Join(dir, "bridge"), logs: &syncBuffer{}}
-	tokenFile := filepath.Join(dir, "operator.token")
-	e.tokenFile = tokenFile
-	e.startServer = func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cmd := exec.CommandContext(ctx, buildServer(t), "serve", "--database-url", dbURL, "--auto-migrate",
-			"--listen", e.addr, "--metrics-listen", "", "--operator-token-file", tokenFile, "--shutdown-timeout", "1s")
-		cmd.Stdout, cmd.Stderr = e.logs, e.logs
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-		cmd.WaitDelay = 10 * time.Second
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start server: %v", err)
-		}
-		e.stopServer = func() { cancel(); _ = cmd.Wait() }
-	}
-	e.startServer()
+	srv := clitest.Start(t)
+	e := &env{t: t, srv: srv, tg: newFakeTelegram(t), dataDir: filepath.Join(t.TempDir(), "bridge")}
 	t.Cleanup(func() {
 		if e.stopBridge != nil {
-			e.stopBridge()
-		}
-		e.stopServer()
-		if t.Failed() {
-			t.Logf("server and bridge log:\n%s", e.logs.String())
+			e.stopBridge() // before the server stops (cleanups run last first)
 		}
 	})
-	e.waitServing(tokenFile)
-	opToken, err := os.ReadFile(tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.op = e.conn(strings.TrimSpace(string(opToken)))
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	e.db = pool
-	tok, err := guardv1.NewRegistryClient(e.op).CreateToken(context.Background(), &guardv1.CreateTokenRequest{
+	e.op = srv.Operator(t)
+	e.db = srv.DB(t)
+	e.bridgeTk = srv.Token(t, &guardv1.CreateTokenRequest{
 		Kind: guardv1.Principal_PRINCIPAL_BRIDGE, Name: "telegram", Channels: []string{"telegram"}})
-	if err != nil {
-		t.Fatalf("create bridge token: %v", err)
-	}
-	e.bridgeTk = tok.GetSecret()
 	// A live runner, so sessions opened for routed messages are placed.
 	e.exec(`INSERT INTO runners (id, host, lease_expires_at) VALUES ('r1', 'h1', now() + interval '1 hour')`)
 	return e
@@ -155,51 +60,27 @@ func newEnv(t *testing.T) *env {
 // address and database.
 func (e *env) restartServer(whileDown func()) {
 	e.t.Helper()
-	e.stopServer()
+	e.srv.Stop()
 	whileDown()
-	e.startServer()
-	e.waitServing(e.tokenFile)
-}
-
-func (e *env) waitServing(tokenFile string) {
-	e.t.Helper()
-	conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	e.eventually(60*time.Second, "server SERVING", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		_, ferr := os.Stat(tokenFile)
-		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING && ferr == nil
-	})
+	e.srv.Run(e.t)
 }
 
 func (e *env) conn(token string) *grpc.ClientConn {
-	c, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(bearer{token: token}))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { c.Close() })
-	return c
+	return e.srv.Dial(e.t, token)
 }
 
 // startBridge runs the bridge in process until stopBridge (a graceful stop).
 func (e *env) startBridge() {
 	e.t.Helper()
 	cfg := Default()
-	cfg.Server, cfg.Token, cfg.BotToken = e.addr, e.bridgeTk, e.tg.token
+	cfg.Server, cfg.Token, cfg.BotToken = e.srv.Addr, e.bridgeTk, e.tg.token
 	cfg.APIURL, cfg.DataDir, cfg.HTTPListen = e.tg.srv.URL, e.dataDir, "127.0.0.1:0"
 	cfg.PollTimeout, cfg.RetryMax = time.Second, 500*time.Millisecond
 	conn, err := Dial(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	log := slog.New(slog.NewJSONHandler(io.MultiWriter(e.logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewJSONHandler(io.MultiWriter(e.srv.Logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b, err := New(cfg, conn, log)
 	if err != nil {
 		e.t.Fatal(err)
@@ -353,17 +234,6 @@ func (e *env) textTo(chatID int64, want string) {
 		}
 		return false
 	})
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // requestFor files a sessionless hold only user may resolve (a credential
