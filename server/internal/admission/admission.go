@@ -122,13 +122,22 @@ func (l *Limiter) Release(took time.Duration) int {
 // adjust ends a window (called with mu held and done > 0).
 func (l *Limiter) adjust() {
 	mean := l.took / time.Duration(l.done)
+	// Only a limit in use moves: a slow window with the decisions in flight
+	// far below the limit (an fsync stall at everyday load) is not what
+	// the limit admits, and shrinking it would only shed later.
+	busy := l.peakInflight >= int(l.limit)/2
 	switch {
-	case mean > l.o.Target:
+	case busy && mean > l.o.Target:
 		// Proportional: twice the target halves the limit, at most.
 		l.limit = max(float64(l.o.Min), l.limit*max(0.5, float64(l.o.Target)/float64(mean)))
-	case l.peakInflight >= int(l.limit)/2:
+	case busy:
 		// Meeting the target while busy: there may be room for more.
 		l.limit = min(float64(l.o.Max), l.limit+max(1, math.Sqrt(l.limit)))
+	case mean <= l.o.Target && l.limit < float64(l.o.Initial):
+		// Fast and quiet after a shrink: back toward where it started, so
+		// the next burst of an everyday load is not refused by a limit set
+		// during the last stall.
+		l.limit = min(float64(l.o.Initial), l.limit+max(1, math.Sqrt(l.limit)))
 	}
 	// Steer the refusals toward shedShare of the admitted decisions: the
 	// hint scales by how far off they are (at most ×2 or ×½ a window).

@@ -39,19 +39,47 @@ func window(c *clock, l *Limiter, n int, took time.Duration) {
 func TestASlowWindowShrinksTheLimitInProportionOnce(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	l := New(Options{Initial: 100, Min: 10, Target: 10 * time.Millisecond, Now: c.now})
-	window(c, l, 5, 16*time.Millisecond) // mean 1.6× the target
+	window(c, l, 100, 16*time.Millisecond) // the limit in use, mean 1.6× the target
 	if lim, _ := l.Limit(); lim != 62 {
 		t.Fatalf("limit after a window at 1.6× the target = %d, want 62 (100 / 1.6)", lim)
 	}
-	window(c, l, 5, time.Second) // far over: at most halved
+	window(c, l, 62, time.Second) // far over: at most halved
 	if lim, _ := l.Limit(); lim != 31 {
 		t.Fatalf("limit after a window at 100× the target = %d, want 31 (halved, no more)", lim)
 	}
 	for i := 0; i < 20; i++ {
-		window(c, l, 5, time.Second)
+		lim, _ := l.Limit()
+		window(c, l, lim, time.Second)
 	}
 	if lim, _ := l.Limit(); lim != 10 {
 		t.Fatalf("limit never goes below Min: %d", lim)
+	}
+}
+
+// Everyday load: a stall makes a window slow while the decisions in
+// flight are far below the limit. The limit is not what made it slow, and
+// shrinking it toward what is in flight would shed the next burst (146
+// refusals at 2,000/s, 40 % of capacity, before this rule).
+func TestASlowWindowFarBelowTheLimitLeavesIt(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	l := New(Options{Initial: 256, Target: 20 * time.Millisecond, Now: c.now})
+	for i := 0; i < 10; i++ {
+		window(c, l, 12, 60*time.Millisecond)
+	}
+	if lim, _ := l.Limit(); lim != 256 {
+		t.Fatalf("slow windows with 12 of 256 in flight moved the limit to %d", lim)
+	}
+	// A stall that did fill it shrinks it; quiet, fast windows after it
+	// bring it back to where it started (and no further).
+	window(c, l, 256, 60*time.Millisecond)
+	if lim, _ := l.Limit(); lim != 128 {
+		t.Fatalf("limit after a full, slow window = %d, want 128", lim)
+	}
+	for i := 0; i < 30; i++ {
+		window(c, l, 12, 5*time.Millisecond)
+	}
+	if lim, _ := l.Limit(); lim != 256 {
+		t.Fatalf("limit after quiet, fast windows = %d, want back at 256", lim)
 	}
 }
 
