@@ -439,8 +439,9 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 					}
 					i, _ := strconv.Atoi(r.GetCorrelationId())
 					var rerr error
-					if r.GetError() != nil {
-						rerr = errors.New(r.GetError().GetMessage())
+					if e := r.GetError(); e != nil {
+						// The frame's code, so refusals count as ResourceExhausted.
+						rerr = status.Error(codes.Code(e.GetCode()), e.GetMessage())
 					}
 					record(i, sched(i), r.GetResponse(), rerr)
 				}
