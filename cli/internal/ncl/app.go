@@ -140,6 +140,23 @@ func (a *app) list(cmd *cobra.Command, typ proto.Message, f func(ctx context.Con
 	})
 }
 
+// listPages prints every item of a paged List RPC, up to limit (0 = all;
+// negative is a usage error).
+func (a *app) listPages(cmd *cobra.Command, typ proto.Message, limit int32,
+	page func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error)) error {
+	if limit < 0 {
+		return usagef("--limit: must not be negative")
+	}
+	return a.list(cmd, typ, func(ctx context.Context, c *clients) ([]proto.Message, error) {
+		return pages(ctx, c, limit, page)
+	})
+}
+
+// limitFlag is every list command's --limit.
+func limitFlag(cmd *cobra.Command, limit *int32) {
+	cmd.Flags().Int32Var(limit, "limit", 0, "at most this many (0 = all: every page is read)")
+}
+
 // maxPage is the server's largest page (every List RPC's documented maximum).
 const maxPage = 1000
 

@@ -50,7 +50,7 @@ func (a *app) approvalsList() *cobra.Command {
 	cmd.Flags().BoolVar(&req.EligibleForMe, "mine", false, "only holds I (or --as) may resolve")
 	cmd.Flags().StringVar(&req.AsUser, "as", "", "with --mine and an operator or bridge token: whose eligibility")
 	var limit int32
-	cmd.Flags().Int32Var(&limit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(cmd, &limit)
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statusWords, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if statusWord != "all" {
@@ -64,15 +64,10 @@ func (a *app) approvalsList() *cobra.Command {
 		if req.AsUser != "" && !req.EligibleForMe {
 			return usagef("--as on list only means something with --mine")
 		}
-		if limit < 0 {
-			return usagef("--limit: must not be negative")
-		}
-		return a.list(cmd, &guardv1.Hold{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-			return pages(ctx, c, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-				req.Limit, req.PageToken = size, token
-				resp, err := c.appr.List(ctx, &req)
-				return render.Msgs(resp.GetHolds()), resp.GetNextPageToken(), err
-			})
+		return a.listPages(cmd, &guardv1.Hold{}, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+			req.Limit, req.PageToken = size, token
+			resp, err := c.appr.List(ctx, &req)
+			return render.Msgs(resp.GetHolds()), resp.GetNextPageToken(), err
 		})
 	}
 	return cmd

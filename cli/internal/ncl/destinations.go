@@ -17,18 +17,13 @@ func (a *app) destinationsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List where groups may send messages", Example: "  ncl destinations list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.Destination{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: lgroup, Limit: size, PageToken: token})
-					return render.Msgs(resp.GetDestinations()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.Destination{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: lgroup, Limit: size, PageToken: token})
+				return render.Msgs(resp.GetDestinations()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&listLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &listLimit)
 	list.Flags().StringVar(&lgroup, "group", "", "only destinations of this group")
 	var req guardv1.AddDestinationRequest
 	add := &cobra.Command{

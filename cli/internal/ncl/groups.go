@@ -35,15 +35,10 @@ func (a *app) groupsList() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "list", Short: "List agent groups", Example: "  ncl groups list -o json", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.Group{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, limit, listGroupsPage)
-			})
+			return a.listPages(cmd, &guardv1.Group{}, limit, listGroupsPage)
 		},
 	}
-	cmd.Flags().Int32Var(&limit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(cmd, &limit)
 	return cmd
 }
 

@@ -17,18 +17,13 @@ func (a *app) membersCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List members of a group", Example: "  ncl members list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.Member{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListMembers(ctx, &guardv1.ListMembersRequest{Group: lgroup, Limit: size, PageToken: token})
-					return render.Msgs(resp.GetMembers()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.Member{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListMembers(ctx, &guardv1.ListMembersRequest{Group: lgroup, Limit: size, PageToken: token})
+				return render.Msgs(resp.GetMembers()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&listLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &listLimit)
 	list.Flags().StringVar(&lgroup, "group", "", "the agent group")
 	var agroup, auser string
 	add := &cobra.Command{

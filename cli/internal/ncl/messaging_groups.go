@@ -15,18 +15,13 @@ func (a *app) messagingGroupsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List messaging groups (chats)", Example: "  ncl messaging-groups list", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.MessagingGroup{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListMessagingGroups(ctx, &guardv1.ListMessagingGroupsRequest{Limit: size, PageToken: token})
-					return render.Msgs(resp.GetMessagingGroups()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.MessagingGroup{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListMessagingGroups(ctx, &guardv1.ListMessagingGroupsRequest{Limit: size, PageToken: token})
+				return render.Msgs(resp.GetMessagingGroups()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&listLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &listLimit)
 	get := &cobra.Command{
 		Use: "get <id>", Short: "Show one messaging group", Example: "  ncl messaging-groups get mg_5d0c8e2f1a9b3c47", Args: one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -108,18 +108,13 @@ only telegram chats, and resolves holds only as such a user.`,
 	list := &cobra.Command{
 		Use: "list", Short: "List tokens (never their secrets)", Example: "  ncl tokens list", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tokensLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.Token{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, tokensLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListTokens(ctx, &guardv1.ListTokensRequest{Limit: size, PageToken: token})
-					return render.Msgs(resp.GetTokens()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.Token{}, tokensLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListTokens(ctx, &guardv1.ListTokensRequest{Limit: size, PageToken: token})
+				return render.Msgs(resp.GetTokens()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&tokensLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &tokensLimit)
 	revoke := &cobra.Command{
 		Use: "revoke <id>", Short: "Revoke a token", Example: "  ncl tokens revoke tk_123", Args: one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -138,18 +133,13 @@ func (a *app) runnersCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List runners, their leases and sessions", Example: "  ncl runners list", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runnersLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.Runner{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, runnersLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListRunners(ctx, &guardv1.ListRunnersRequest{Limit: size, PageToken: token})
-					return render.Msgs(resp.GetRunners()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.Runner{}, runnersLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListRunners(ctx, &guardv1.ListRunnersRequest{Limit: size, PageToken: token})
+				return render.Msgs(resp.GetRunners()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&runnersLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &runnersLimit)
 	return noun("runners", "Runners (one per host)", "  ncl runners list", list)
 }
 
@@ -182,7 +172,7 @@ func (a *app) catalogCmd() *cobra.Command {
 			})
 		},
 	}
-	list.Flags().Int32Var(&catalogLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &catalogLimit)
 	var (
 		action, mode string
 		approvals    int32
@@ -255,15 +245,10 @@ func (a *app) decisionsCmd() *cobra.Command {
 			}
 			req.Since = timestamppb.New(t)
 		}
-		if limit < 0 {
-			return usagef("--limit: must not be negative")
-		}
-		return a.list(cmd, &guardv1.DecisionRecord{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-			return pages(ctx, c, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-				req.Limit, req.PageToken = size, token
-				resp, err := c.reg.ListDecisions(ctx, &req)
-				return render.Msgs(resp.GetDecisions()), resp.GetNextPageToken(), err
-			})
+		return a.listPages(cmd, &guardv1.DecisionRecord{}, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+			req.Limit, req.PageToken = size, token
+			resp, err := c.reg.ListDecisions(ctx, &req)
+			return render.Msgs(resp.GetDecisions()), resp.GetNextPageToken(), err
 		})
 	}
 	get := &cobra.Command{

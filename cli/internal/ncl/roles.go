@@ -18,18 +18,13 @@ func (a *app) rolesCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List role grants", Example: "  ncl roles list --user telegram:alice", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.RoleGrant{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListRoles(ctx, &guardv1.ListRolesRequest{UserId: luser, Group: lgroup, Limit: size, PageToken: token})
-					return render.Msgs(resp.GetRoles()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.RoleGrant{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListRoles(ctx, &guardv1.ListRolesRequest{UserId: luser, Group: lgroup, Limit: size, PageToken: token})
+				return render.Msgs(resp.GetRoles()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&listLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &listLimit)
 	list.Flags().StringVar(&luser, "user", "", "only grants of this user")
 	list.Flags().StringVar(&lgroup, "group", "", "only grants scoped to this group")
 	grant := a.roleChange("grant", "Grant a role (owner or admin) globally or for one group",

@@ -16,18 +16,13 @@ func (a *app) sessionsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List sessions", Example: "  ncl sessions list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.Session{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListSessions(ctx, &guardv1.ListSessionsRequest{Group: group, RunnerId: runner, Limit: size, PageToken: token})
-					return render.Msgs(resp.GetSessions()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.Session{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListSessions(ctx, &guardv1.ListSessionsRequest{Group: group, RunnerId: runner, Limit: size, PageToken: token})
+				return render.Msgs(resp.GetSessions()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&listLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &listLimit)
 	list.Flags().StringVar(&group, "group", "", "only sessions of this agent group")
 	list.Flags().StringVar(&runner, "runner", "", "only sessions on this runner")
 	get := &cobra.Command{

@@ -17,18 +17,13 @@ func (a *app) userDmsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List where approval cards reach users", Example: "  ncl user-dms list --user telegram:dana", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.UserDm{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListUserDms(ctx, &guardv1.ListUserDmsRequest{UserId: luser, Limit: size, PageToken: token})
-					return render.Msgs(resp.GetDms()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.UserDm{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListUserDms(ctx, &guardv1.ListUserDmsRequest{UserId: luser, Limit: size, PageToken: token})
+				return render.Msgs(resp.GetDms()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&listLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &listLimit)
 	list.Flags().StringVar(&luser, "user", "", "only this user")
 	var req guardv1.SetUserDmRequest
 	set := &cobra.Command{

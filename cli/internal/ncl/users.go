@@ -15,18 +15,13 @@ func (a *app) usersCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List users", Example: "  ncl users list", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.User{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListUsers(ctx, &guardv1.ListUsersRequest{Limit: size, PageToken: token})
-					return render.Msgs(resp.GetUsers()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.User{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListUsers(ctx, &guardv1.ListUsersRequest{Limit: size, PageToken: token})
+				return render.Msgs(resp.GetUsers()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&listLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &listLimit)
 	get := &cobra.Command{
 		Use: "get <id>", Short: "Show one user", Example: "  ncl users get telegram:alice", Args: one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {

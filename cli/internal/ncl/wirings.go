@@ -16,18 +16,13 @@ func (a *app) wiringsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List which messaging groups reach which agent groups", Example: "  ncl wirings list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listLimit < 0 {
-				return usagef("--limit: must not be negative")
-			}
-			return a.list(cmd, &guardv1.Wiring{}, func(ctx context.Context, c *clients) ([]proto.Message, error) {
-				return pages(ctx, c, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-					resp, err := c.reg.ListWirings(ctx, &guardv1.ListWiringsRequest{Group: lgroup, MessagingGroup: lmg, Limit: size, PageToken: token})
-					return render.Msgs(resp.GetWirings()), resp.GetNextPageToken(), err
-				})
+			return a.listPages(cmd, &guardv1.Wiring{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListWirings(ctx, &guardv1.ListWiringsRequest{Group: lgroup, MessagingGroup: lmg, Limit: size, PageToken: token})
+				return render.Msgs(resp.GetWirings()), resp.GetNextPageToken(), err
 			})
 		},
 	}
-	list.Flags().Int32Var(&listLimit, "limit", 0, "at most this many (0 = all: every page is read)")
+	limitFlag(list, &listLimit)
 	list.Flags().StringVar(&lgroup, "group", "", "only wirings to this agent group")
 	list.Flags().StringVar(&lmg, "messaging-group", "", "only wirings from this messaging group")
 	var cgroup, cmg string
