@@ -60,26 +60,7 @@ func Next(at time.Time, id, filter string) string {
 // Decode reads a page token for a query with filter: nil for the first
 // page (""), InvalidArgument for a token that does not parse or was issued
 // for other filters.
-func Decode(token, filter string) (*Cursor, error) {
-	if token == "" {
-		return nil, nil
-	}
-	bad := func(why string) error {
-		return status.Errorf(codes.InvalidArgument, "page_token: %s; pass next_page_token from the previous page of the same query", why)
-	}
-	b, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil {
-		return nil, bad("not a page token")
-	}
-	var c Cursor
-	if err := json.Unmarshal(b, &c); err != nil || c.ID == "" || c.At.IsZero() {
-		return nil, bad("not a page token")
-	}
-	if c.Filter != filter {
-		return nil, bad("issued for other filters")
-	}
-	return &c, nil
-}
+func Decode(token, filter string) (*Cursor, error) { return decode(token, filter, true) }
 
 // NextKey is the token of the page after the row (key, id) under filter,
 // for lists sorted by a text key (a name) rather than a time.
@@ -89,7 +70,11 @@ func NextKey(key, id, filter string) string {
 }
 
 // DecodeKey reads a NextKey token as Decode reads a Next one.
-func DecodeKey(token, filter string) (*Cursor, error) {
+func DecodeKey(token, filter string) (*Cursor, error) { return decode(token, filter, false) }
+
+// decode reads a token of either kind: timed says a Next token (an at)
+// rather than a NextKey one (no at).
+func decode(token, filter string, timed bool) (*Cursor, error) {
 	if token == "" {
 		return nil, nil
 	}
@@ -101,7 +86,7 @@ func DecodeKey(token, filter string) (*Cursor, error) {
 		return nil, bad("not a page token")
 	}
 	var c Cursor
-	if err := json.Unmarshal(b, &c); err != nil || c.ID == "" || !c.At.IsZero() {
+	if err := json.Unmarshal(b, &c); err != nil || c.ID == "" || c.At.IsZero() == timed {
 		return nil, bad("not a page token")
 	}
 	if c.Filter != filter {
