@@ -1,10 +1,11 @@
 package registry_test
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,17 +37,32 @@ func approvedHold(t *testing.T, srv *testserver.Server, sessionID, kind, action 
 // which REVOKE does not bind); the returned func lifts it.
 func refuseDecisionLog(t *testing.T, srv *testserver.Server) func() {
 	t.Helper()
-	if _, err := srv.Pool.Exec(ctxT(t), `
+	ddl(t, srv, `
 		CREATE FUNCTION refuse_decision_log() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION insufficient_privilege USING MESSAGE = 'permission denied for table decisions'; END $$;
-		CREATE TRIGGER refuse_decision_log BEFORE INSERT ON decisions FOR EACH ROW EXECUTE FUNCTION refuse_decision_log()`); err != nil {
-		t.Fatal(err)
-	}
+		CREATE TRIGGER refuse_decision_log BEFORE INSERT ON decisions FOR EACH ROW EXECUTE FUNCTION refuse_decision_log()`)
 	return func() {
 		t.Helper()
-		if _, err := srv.Pool.Exec(context.Background(), `DROP TRIGGER refuse_decision_log ON decisions; DROP FUNCTION refuse_decision_log()`); err != nil {
+		ddl(t, srv, `DROP TRIGGER refuse_decision_log ON decisions; DROP FUNCTION refuse_decision_log()`)
+	}
+}
+
+// ddl runs a test's schema change on the decision log. It locks every
+// partition while the server's own loops (reconciler, retention) write to
+// them, so Postgres may pick it as a deadlock victim: that says nothing
+// about the test, and the change (one transaction) is simply run again.
+func ddl(t *testing.T, srv *testserver.Server, sql string) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		_, err := srv.Pool.Exec(ctxT(t), sql)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40P01" && attempt < 5 {
+			continue
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
+		return
 	}
 }
 
