@@ -2,12 +2,10 @@ package registry_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
+	"github.com/clawguard/clawguard/migrations/pgtest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/testserver"
@@ -32,20 +30,10 @@ func TestDatabaseOutageLongerThanALeaseMovesNoSession(t *testing.T) {
 	// An hour without the database: nothing stamped the clock, the healthy
 	// runner's lease lapsed during it, the dead one's before it began.
 	// The server's own sweep loop takes the same rows; a deadlock with it
-	// (Postgres aborts one side) is retried, it says nothing about the test.
-	for attempt := 0; ; attempt++ {
-		_, err := srv.Pool.Exec(ctxT(t), `WITH clock AS (UPDATE registry_clock SET seen_at = now() - interval '1 hour')
-			UPDATE runners SET lease_expires_at = now() - CASE id WHEN $1 THEN interval '30 minutes' ELSE interval '2 hours' END, expired_at = NULL
-			WHERE id IN ($1, $2)`, healthy.id, dead.id)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "40P01" && attempt < 5 {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		break
-	}
+	// (Postgres aborts one side) is retried by pgtest.Exec.
+	pgtest.Exec(t, srv.Pool, `WITH clock AS (UPDATE registry_clock SET seen_at = now() - interval '1 hour')
+		UPDATE runners SET lease_expires_at = now() - CASE id WHEN $1 THEN interval '30 minutes' ELSE interval '2 hours' END, expired_at = NULL
+		WHERE id IN ($1, $2)`, healthy.id, dead.id)
 	if err := srv.Deps().Registry.Sweep(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,13 @@ package registry_test
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/migrations/pgtest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/testserver"
@@ -34,35 +33,18 @@ func approvedHold(t *testing.T, srv *testserver.Server, sessionID, kind, action 
 
 // refuseDecisionLog makes every INSERT into the decision log fail, as a
 // REVOKE INSERT would for an unprivileged role (the test role is a superuser,
-// which REVOKE does not bind); the returned func lifts it.
+// which REVOKE does not bind); the returned func lifts it. The DDL locks
+// every partition while the server's loops write to them: pgtest.Exec runs
+// it again if Postgres picks it as a deadlock victim.
 func refuseDecisionLog(t *testing.T, srv *testserver.Server) func() {
 	t.Helper()
-	ddl(t, srv, `
+	pgtest.Exec(t, srv.Pool, `
 		CREATE FUNCTION refuse_decision_log() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION insufficient_privilege USING MESSAGE = 'permission denied for table decisions'; END $$;
 		CREATE TRIGGER refuse_decision_log BEFORE INSERT ON decisions FOR EACH ROW EXECUTE FUNCTION refuse_decision_log()`)
 	return func() {
 		t.Helper()
-		ddl(t, srv, `DROP TRIGGER refuse_decision_log ON decisions; DROP FUNCTION refuse_decision_log()`)
-	}
-}
-
-// ddl runs a test's schema change on the decision log. It locks every
-// partition while the server's own loops (reconciler, retention) write to
-// them, so Postgres may pick it as a deadlock victim: that says nothing
-// about the test, and the change (one transaction) is simply run again.
-func ddl(t *testing.T, srv *testserver.Server, sql string) {
-	t.Helper()
-	for attempt := 0; ; attempt++ {
-		_, err := srv.Pool.Exec(ctxT(t), sql)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "40P01" && attempt < 5 {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return
+		pgtest.Exec(t, srv.Pool, `DROP TRIGGER refuse_decision_log ON decisions; DROP FUNCTION refuse_decision_log()`)
 	}
 }
 

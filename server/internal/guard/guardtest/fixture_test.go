@@ -52,9 +52,7 @@ func (w *world) exec(sql string) {
 	if sql == "" {
 		return
 	}
-	if _, err := w.srv.Pool.Exec(context.Background(), w.sub(sql)); err != nil {
-		w.t.Fatalf("setup SQL: %v\n%s", err, w.sub(sql))
-	}
+	pgtest.Exec(w.t, w.srv.Pool, w.sub(sql))
 }
 
 func (w *world) count(sql string) int {
