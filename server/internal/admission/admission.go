@@ -16,6 +16,15 @@
 // come back faster than the server admits them: their refusals then take
 // the CPU the decisions need. The hint grows while a window refuses more
 // than a fifth of what it admits and shrinks back when it refuses less.
+//
+// A shrink must pay for itself. When the latency comes from outside what is
+// admitted (other processes taking the CPU, a slow disk), a smaller limit
+// answers fewer decisions no faster, and a target-only rule walks the limit
+// to its floor (1,023 answered a second where 5,400 were possible). So the
+// window after a shrink is left to settle (it still carries decisions
+// admitted before it), the next one is compared with the window that caused
+// the shrink, and a shrink that did not lower the mean by a tenth is undone
+// and the limit held for a while before it is tried again.
 package admission
 
 import (
@@ -43,6 +52,15 @@ type Options struct {
 // shedShare is the refusals per admitted decision the hint steers to.
 const shedShare = 0.2
 
+const (
+	// helpedBy is the share by which a shrink must lower the mean latency
+	// to count as having helped.
+	helpedBy = 0.1
+	// holdWindows is how long a limit whose shrink did not help is held
+	// before shrinking is tried again.
+	holdWindows = 20
+)
+
 // Limiter is an adaptive limit on concurrent decisions; safe for
 // concurrent use.
 type Limiter struct {
@@ -58,6 +76,15 @@ type Limiter struct {
 	done, shed   int
 	took         time.Duration
 	peakInflight int
+
+	// The last shrink, until it is judged: the limit before it and the
+	// mean latency of the window that caused it.
+	shrankFrom float64
+	shrankAt   time.Duration
+	// settle skips judging the window right after a shrink; hold counts
+	// the windows a futile shrink keeps the limit from shrinking again.
+	settle bool
+	hold   int
 }
 
 // New builds a limiter.
@@ -121,29 +148,54 @@ func (l *Limiter) Release(took time.Duration) int {
 
 // adjust ends a window (called with mu held and done > 0).
 func (l *Limiter) adjust() {
-	mean := l.took / time.Duration(l.done)
-	// Only a limit in use moves: a slow window with the decisions in flight
-	// far below the limit (an fsync stall at everyday load) is not what
-	// the limit admits, and shrinking it would only shed later.
-	busy := l.peakInflight >= int(l.limit)/2
-	switch {
-	case busy && mean > l.o.Target:
-		// Proportional: twice the target halves the limit, at most.
-		l.limit = max(float64(l.o.Min), l.limit*max(0.5, float64(l.o.Target)/float64(mean)))
-	case busy:
-		// Meeting the target while busy: there may be room for more.
-		l.limit = min(float64(l.o.Max), l.limit+max(1, math.Sqrt(l.limit)))
-	case mean <= l.o.Target && l.limit < float64(l.o.Initial):
-		// Fast and quiet after a shrink: back toward where it started, so
-		// the next burst of an everyday load is not refused by a limit set
-		// during the last stall.
-		l.limit = min(float64(l.o.Initial), l.limit+max(1, math.Sqrt(l.limit)))
-	}
+	l.adjustLimit(l.took / time.Duration(l.done))
 	// Steer the refusals toward shedShare of the admitted decisions: the
 	// hint scales by how far off they are (at most ×2 or ×½ a window).
 	ratio := float64(l.shed) / float64(l.done) / shedShare
 	l.retry = time.Duration(float64(l.retry) * min(2, max(0.5, ratio)))
 	l.retry = min(l.o.MaxRetryAfter, max(2*l.o.Target, l.retry))
+}
+
+func (l *Limiter) adjustLimit(mean time.Duration) {
+	if l.hold > 0 {
+		l.hold--
+	}
+	if l.settle {
+		// Still mostly decisions admitted under the old limit.
+		l.settle = false
+		return
+	}
+	// Only a limit in use moves: a slow window with the decisions in flight
+	// far below the limit (an fsync stall at everyday load) is not what
+	// the limit admits, and shrinking it would only shed later.
+	busy := l.peakInflight >= int(l.limit)/2
+	slow := mean > l.o.Target
+	judged := l.shrankAt > 0
+	if judged && slow && busy && float64(mean) > (1-helpedBy)*float64(l.shrankAt) {
+		// The last shrink did not lower the latency: it is not ours.
+		l.limit, l.shrankAt, l.hold = l.shrankFrom, 0, holdWindows
+		return
+	}
+	l.shrankAt = 0
+	switch {
+	case busy && slow && l.hold > 0:
+		// Held after a futile shrink.
+	case busy && slow:
+		// Proportional: twice the target halves the limit, at most.
+		shrunk := max(float64(l.o.Min), l.limit*max(0.5, float64(l.o.Target)/float64(mean)))
+		if shrunk < l.limit {
+			l.shrankFrom, l.shrankAt, l.settle = l.limit, mean, true
+			l.limit = shrunk
+		}
+	case busy:
+		// Meeting the target while busy: there may be room for more.
+		l.limit = min(float64(l.o.Max), l.limit+max(1, math.Sqrt(l.limit)))
+	case !slow && l.limit < float64(l.o.Initial):
+		// Fast and quiet after a shrink: back toward where it started, so
+		// the next burst of an everyday load is not refused by a limit set
+		// during the last stall.
+		l.limit = min(float64(l.o.Initial), l.limit+max(1, math.Sqrt(l.limit)))
+	}
 }
 
 // Limit is the current limit and the decisions in flight.
