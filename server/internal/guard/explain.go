@@ -51,14 +51,11 @@ func encodeTrace(e *Entry, in *Input, f Facts) []byte {
 	b = append(b, `{"f":{`...)
 	first := true
 	for _, fact := range e.Facts {
-		v, ok := f.vals[fact.Name]
-		if !ok {
-			continue
-		}
-		b = traceKey(b, fact.Name, &first)
-		if v == nil {
-			b = append(b, "null"...)
-		} else {
+		// A NULL fact is left out (ExplainLogged reads it back as NULL):
+		// most facts of most decisions are NULL, and this column is most of
+		// the decision log's WAL.
+		if v := f.vals[fact.Name]; v != nil {
+			b = traceKey(b, fact.Name, &first)
 			b = appendJSONString(b, *v)
 		}
 	}
@@ -152,6 +149,13 @@ func (c *Catalog) ExplainLogged(l Logged) *guardv1.Explanation {
 			in.Resource, in.Payload = t.Resource, t.Args
 			if t.Facts != nil {
 				f.vals = t.Facts
+			}
+			if e != nil {
+				for _, fact := range e.Facts {
+					if _, ok := f.vals[fact.Name]; !ok {
+						f.vals[fact.Name] = nil // left out of the trace: NULL
+					}
+				}
 			}
 		}
 	}

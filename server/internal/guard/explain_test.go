@@ -121,8 +121,46 @@ func TestTraceRoundTrips(t *testing.T) {
 	if err := json.Unmarshal(b, &tr); err != nil {
 		t.Fatalf("%s: %v", b, err)
 	}
-	if *tr.Facts["a"] != odd || tr.Facts["b"] != nil || *tr.Facts[modeFact] != "audit" || tr.Resource["to"] != odd ||
-		tr.Args["name"] != odd || tr.Args["secret"] != nil || len(tr.Facts) != 3 {
+	// b is NULL: left out of the trace, read back as NULL by ExplainLogged.
+	if _, kept := tr.Facts["b"]; kept || *tr.Facts["a"] != odd || *tr.Facts[modeFact] != "audit" || tr.Resource["to"] != odd ||
+		tr.Args["name"] != odd || tr.Args["secret"] != nil || len(tr.Facts) != 2 {
 		t.Fatalf("round trip: %s → %+v", b, tr)
+	}
+}
+
+// NULL facts are left out of the trace; a logged decision is still
+// explained exactly as when it was decided, the NULL facts named among
+// those the baseline read.
+func TestALoggedDecisionWithNullFactsExplainsAsDecided(t *testing.T) {
+	e := &Entry{Action: "t.nulls", Facts: []Fact{{Name: "a", SQL: "SELECT 1"}, {Name: "b", SQL: "SELECT NULL"}, {Name: "c", SQL: "SELECT NULL"}},
+		Baseline: func(in *Input, f Facts) (Decision, error) {
+			if f.Has("b") {
+				return Decision{Effect: EffectAllow, Reason: "b is set"}, nil
+			}
+			return Decision{Effect: EffectDeny, Reason: "b is not set"}, nil
+		}}
+	cat := NewCatalog()
+	cat.MustRegister(*e)
+	e, _ = cat.Lookup("t.nulls") // as registered: with the mode fact
+	f := NewFacts(map[string]string{"a": "1"})
+	for _, fact := range e.Facts {
+		if fact.Name != "a" {
+			f.vals[fact.Name] = nil // as read live: NULL
+		}
+	}
+	agent := &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "g", SessionId: "s"}}}
+	in := &Input{Action: "t.nulls", Actor: agent}
+	d := Decision{Effect: EffectDeny, Reason: "b is not set", DecidedBy: ByBaseline}
+	dry := Explain(e, in, f, d)
+	if names := dry.GetChecks()[0].GetFacts(); len(names) != len(e.Facts) || len(e.Facts) < 3 {
+		t.Fatalf("fixture: the dry run names %v, want every fact of %v", names, e.Facts)
+	}
+	trace := encodeTrace(e, in, f)
+	if strings.Contains(string(trace), `"b"`) {
+		t.Fatalf("trace %s keeps a NULL fact", trace)
+	}
+	logged := cat.ExplainLogged(Logged{Action: "t.nulls", Actor: agent, Effect: d.Effect, Reason: d.Reason, DecidedBy: d.DecidedBy, Trace: trace})
+	if !proto.Equal(logged, dry) {
+		t.Fatalf("logged explanation differs from the dry run:\n got %v\nwant %v", logged, dry)
 	}
 }
