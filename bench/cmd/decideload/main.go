@@ -15,10 +15,28 @@
 // Postgres (every "postgres" process, from /proc), and WAL bytes written
 // per decision (pg_current_wal_lsn).
 //
+// -approvals R runs, in parallel with the decision load (either mode, open
+// or closed loop) and over the same warm-up and measured period, approval
+// round trips at R/s, open loop (as BenchmarkApprovalRoundTrip in
+// server/internal/approvals does them one at a time), on a runner, session
+// and owner user of its own: the runner's Guard.Decide of the agent's
+// self_mod.install_packages HOLDs → the owner's Approvals.Resolve approves →
+// the replay push arrives on the runner's Registry.Connect stream (acked) →
+// the runner's Guard.Decide with grant = hold id is ALLOW. It reports the
+// measured round trips, their failures by step and kind (no push within
+// 10 s after Resolve is one), and p50/p95/p99/p99.9 of approve → allowed,
+// the whole loop (from the scheduled time), Resolve, push arrival after
+// Resolve returned, and the replay Decide. Like the server's benchmark it
+// replays but never applies (ApplyAction), so in a run longer than the
+// server's replay grace (30 s) the reconciler re-sends the early replays
+// (shown as stray replay pushes, acked); at the end it gives its approved
+// holds up and stops its session, so nothing is re-sent after it.
+//
 //	decideload -database-url URL -addr 127.0.0.1:7443 -mode unary -rate 2000 -duration 20s
 //	decideload ... -mode unary -closed 512            (closed loop: max throughput)
 //	decideload ... -mode stream -rate 20000 -streams 4
 //	decideload ... -mode unary -find-max   (steps the rate up until p99 or errors break)
+//	decideload ... -mode unary -rate 2000 -approvals 100   (approval round trips alongside)
 package main
 
 import (
@@ -62,6 +80,7 @@ type config struct {
 	destinations, closed       int
 	honourRetry                bool
 	serverPID                  int
+	approvals                  float64
 }
 
 func main() {
@@ -84,6 +103,7 @@ func main() {
 	flag.BoolVar(&c.findMax, "find-max", false, "step the rate up by -step until p99 > -p99 or errors, report the last good rate")
 	flag.Float64Var(&c.step, "step", 1000, "rate increment for -find-max")
 	flag.DurationVar(&c.p99Target, "p99", 2*time.Millisecond, "p99 target for -find-max")
+	flag.Float64Var(&c.approvals, "approvals", 0, "approval round trips per second alongside the decisions (hold → owner approves → replay push → replay ALLOW), open loop; 0 = off")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "decideload:", err)
@@ -105,33 +125,47 @@ func run(c config) error {
 		return err
 	}
 	defer acct.close()
+	var appr *approvals
+	if c.approvals < 0 {
+		return fmt.Errorf("-approvals %v: want 0 (off) or a rate per second", c.approvals)
+	}
+	if c.approvals > 0 {
+		if appr, err = setupApprovals(ctx, c); err != nil {
+			return err
+		}
+		defer appr.close()
+		fmt.Printf("approvals: %.0f round trips/s on runner %s (own session, owner user)\n", c.approvals, appr.runner)
+	}
 	if c.closed > 0 {
 		before := acct.sample(ctx)
-		r, err := closedLoop(ctx, c, fx)
+		r, ar, err := alongside(ctx, c, appr, func() (*result, error) { return closedLoop(ctx, c, fx) })
 		if err != nil {
 			return err
 		}
 		r.cost = acct.since(ctx, before, r.completed)
 		r.print()
+		ar.print()
 		return nil
 	}
 	if !c.findMax {
 		before := acct.sample(ctx)
-		r, err := measure(ctx, c, fx, c.rate)
+		r, ar, err := alongside(ctx, c, appr, func() (*result, error) { return measure(ctx, c, fx, c.rate) })
 		if err != nil {
 			return err
 		}
 		r.cost = acct.since(ctx, before, r.completed)
 		r.print()
+		ar.print()
 		return nil
 	}
 	var best *result
 	for rate := c.rate; ; rate += c.step {
-		r, err := measure(ctx, c, fx, rate)
+		r, ar, err := alongside(ctx, c, appr, func() (*result, error) { return measure(ctx, c, fx, rate) })
 		if err != nil {
 			return err
 		}
 		r.print()
+		ar.print()
 		if r.errors > 0 || r.overload > 0 || r.pct(0.99) > c.p99Target || r.achieved < 0.98*rate {
 			break
 		}
