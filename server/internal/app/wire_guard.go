@@ -103,13 +103,22 @@ func holdCreator(svc *approvals.Service) guard.HoldCreator {
 		if c.GetExpiresAt() != nil {
 			req.ExpiresAt = c.GetExpiresAt().AsTime()
 		}
+		if hr.BeforeEvent != nil {
+			req.BeforeEvent = func(ctx context.Context, tx pgx.Tx, res approvals.CreateResult) error {
+				return hr.BeforeEvent(ctx, tx, holdResult(res))
+			}
+		}
 		res, err := svc.CreateHoldTx(ctx, tx, req)
 		if err != nil {
 			return guard.HoldResult{}, err
 		}
-		return guard.HoldResult{HoldID: res.Hold.GetId(), Created: res.Created, Undelivered: res.Undelivered,
-			NoApprover: res.NoApprover, Reason: res.Reason}, nil
+		return holdResult(res), nil
 	}
+}
+
+func holdResult(res approvals.CreateResult) guard.HoldResult {
+	return guard.HoldResult{HoldID: res.Hold.GetId(), Created: res.Created, Undelivered: res.Undelivered,
+		NoApprover: res.NoApprover, Reason: res.Reason}
 }
 
 // invoke calls an RPC's handler in-process by reflection on the service

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -18,7 +20,24 @@ import (
 // their last cursor, so nothing is missed or duplicated.
 const EventsChannel = "clawguard_hold_events"
 
-// readEvents reads up to limit events after cursor, oldest first.
+// readSettled runs read in a transaction that first takes the event lock
+// exclusive (see eventLockKey): it waits until no writer that drew a
+// cursor is still in flight and keeps new ones out, so each statement of
+// read (READ COMMITTED: a snapshot per statement, taken after the lock)
+// sees every cursor below the newest it sees. Held for read's statements
+// only; writers queue behind it and then commit in parallel again.
+func readSettled(ctx context.Context, pool *pgxpool.Pool, read func(tx pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, eventLockKey); err != nil {
+			return fmt.Errorf("wait for hold event writers: %w", err)
+		}
+		return read(tx)
+	})
+}
+
+// readEvents reads up to limit events after cursor, oldest first. Only
+// under readSettled: a plain read may see a cursor committed before a
+// smaller one.
 func readEvents(ctx context.Context, q store.Querier, after int64, limit int) ([]*guardv1.WatchResponse, error) {
 	rows, err := q.Query(ctx, `SELECT cursor, type, COALESCE(outcome, ''), resolver, undelivered, hold, created_at, approvals_remaining
 		FROM hold_events WHERE cursor > $1 ORDER BY cursor LIMIT $2`, after, limit)
@@ -54,10 +73,14 @@ func readEvents(ctx context.Context, q store.Querier, after int64, limit int) ([
 	return out, rows.Err()
 }
 
-// LatestCursor is the newest event's cursor (0 when none).
-func LatestCursor(ctx context.Context, q store.Querier) (int64, error) {
+// LatestCursor is the newest event's cursor (0 when none), settled: no
+// smaller cursor can still commit after it.
+func LatestCursor(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	var c int64
-	if err := q.QueryRow(ctx, `SELECT COALESCE(max(cursor), 0) FROM hold_events`).Scan(&c); err != nil {
+	err := readSettled(ctx, pool, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT COALESCE(max(cursor), 0) FROM hold_events`).Scan(&c)
+	})
+	if err != nil {
 		return 0, fmt.Errorf("latest hold event: %w", err)
 	}
 	return c, nil

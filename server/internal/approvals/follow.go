@@ -109,12 +109,17 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 
 // readRetained reads the events after c, failing with OutOfRange when a
 // prune since the Watch began (watermark pruned0) went past c. The
-// watermark is read in the same snapshot as the events, so a batch pruned
-// between the two is never silently skipped. (Old pending holds' events
-// stay below the watermark, harmlessly: that is why it must have moved.)
+// watermark is read after the events, so a batch pruned between the two
+// reads is never silently skipped: the watermark shows it and the events
+// are not used. (Old pending holds' events stay below the watermark,
+// harmlessly: that is why it must have moved.)
 func (s *Service) readRetained(ctx context.Context, c, pruned0 int64) ([]*guardv1.WatchResponse, error) {
 	var evs []*guardv1.WatchResponse
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := readSettled(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if evs, err = readEvents(ctx, tx, c, 500); err != nil {
+			return err
+		}
 		through, err := retention.PrunedThrough(ctx, tx)
 		if err != nil {
 			return err
@@ -122,8 +127,7 @@ func (s *Service) readRetained(ctx context.Context, c, pruned0 int64) ([]*guardv
 		if through > pruned0 && through > c {
 			return retention.CursorPruned(c, through)
 		}
-		evs, err = readEvents(ctx, tx, c, 500)
-		return err
+		return nil
 	})
 	return evs, err
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -619,6 +620,89 @@ func TestConcurrentWritersNoEventMissed(t *testing.T) {
 	}
 	if len(evs) != 2*writers*each {
 		t.Fatalf("%d events, want %d", len(evs), 2*writers*each)
+	}
+}
+
+// TestAnEarlierCursorStillInFlightIsNotSkipped: writers commit their events
+// in parallel, so a hold whose event drew the smaller cursor can commit
+// after one with a larger cursor. The readers of both replicas must wait
+// for it (a reader that read the larger one alone would advance past the
+// smaller for good: an approval lost to every Watch, webhook and bridge).
+func TestAnEarlierCursorStillInFlightIsNotSkipped(t *testing.T) {
+	t.Parallel()
+	a := testserver.Start(t)
+	seed(t, a)
+	b := testserver.StartOn(t, a.URL)
+	onA, onB := watch(t, a.Operator(t), &guardv1.WatchRequest{FromNow: true}), watch(t, b.Operator(t), &guardv1.WatchRequest{FromNow: true})
+	ctx := context.Background()
+
+	slow, err := a.Pool.Begin(ctx) // draws the smaller cursor, commits last
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Rollback(ctx)
+	first, err := a.Deps().Approvals.CreateHoldTx(ctx, slow, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick := make(chan *guardv1.Hold, 1)
+	go func() { // commits at once (a writer never waits for another)
+		h, err := createOnErr(a, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "quick"})
+		if err != nil {
+			t.Error(err)
+		}
+		quick <- h
+	}()
+	second := <-quick
+	if second == nil {
+		t.FailNow()
+	}
+	// Both replicas' readers, woken by the quick one's notification, wait
+	// for the slow writer instead of reading past its cursor.
+	waitForEventLockWaiters(t, a.Pool, 2)
+	if err := slow.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*watcher{"A": onA, "B": onB} {
+		evs := w.waitFor(t, 2)
+		if len(evs) != 2 || evs[0].GetHold().GetId() != first.Hold.GetId() || evs[1].GetHold().GetId() != second.GetId() ||
+			evs[0].GetCursor() >= evs[1].GetCursor() {
+			t.Fatalf("replica %s saw %v, want the slow hold's event then the quick one's", name, evs)
+		}
+	}
+}
+
+// createOnErr is createOn for goroutines: the error instead of t.Fatal.
+func createOnErr(srv *testserver.Server, req approvals.CreateRequest) (*guardv1.Hold, error) {
+	var res approvals.CreateResult
+	err := pgx.BeginFunc(context.Background(), srv.Pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = srv.Deps().Approvals.CreateHoldTx(context.Background(), tx, req)
+		return err
+	})
+	return res.Hold, err
+}
+
+// waitForEventLockWaiters waits until n sessions wait for the hold event
+// lock (a bigint advisory key shows as classid, objid: its two halves).
+func waitForEventLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
+			  AND (classid::bigint << 32 | objid::bigint) = $1
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, approvals.EventLockKey).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions wait for an advisory lock, want %d (a reader read past a cursor still in flight?)", waiting, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -6,12 +6,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
 // catchUp reads everything after the hub's position and broadcasts it.
 func (s *Service) catchUp(ctx context.Context) error {
 	for {
-		evs, err := readEvents(ctx, s.pool, s.hub.position(), 500)
+		var evs []*guardv1.WatchResponse
+		err := readSettled(ctx, s.pool, func(tx pgx.Tx) (err error) {
+			evs, err = readEvents(ctx, tx, s.hub.position(), 500)
+			return err
+		})
 		if err != nil {
 			return err
 		}

@@ -140,9 +140,6 @@ func (s *Service) giveUpTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, why 
 	if err != nil {
 		return fmt.Errorf("re-read unapplied hold %s: %w", h.Id, err)
 	}
-	if err := insertEventTx(ctx, tx, cur, "unapplied", "", "", false); err != nil {
-		return err
-	}
 	what := h.Kind
 	if h.Title != "" {
 		what = h.Kind + " (" + h.Title + ")"
@@ -154,7 +151,8 @@ func (s *Service) giveUpTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, why 
 	if err != nil && !errors.Is(err, pushes.ErrNoSession) {
 		return fmt.Errorf("notify requester of unapplied hold %s: %w", h.Id, err)
 	}
-	return nil
+	// Last: the event lock is held from here to commit.
+	return insertEventTx(ctx, tx, cur, "unapplied", "", "", false)
 }
 
 func (s *Service) reconcileTick(ctx context.Context) error {

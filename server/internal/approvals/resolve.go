@@ -288,11 +288,21 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 	if err != nil {
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
 	}
+	if err := s.pushResolutionTx(ctx, tx, hold, outcome, reason); err != nil {
+		return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
+	}
+	// Last: the event lock is held from here to commit.
 	if err := insertEventTx(ctx, tx, hold, "resolved", outcomeWord, resolver, false); err != nil {
 		return nil, err
 	}
+	return hold, nil
+}
+
+// pushResolutionTx tells the hold's session (if any) how it was resolved:
+// the replay of an approved delivery-action hold, or a notice.
+func (s *Service) pushResolutionTx(ctx context.Context, tx pgx.Tx, hold *guardv1.Hold, outcome guardv1.Outcome, reason string) error {
 	if hold.SessionId == "" {
-		return hold, nil
+		return nil
 	}
 	var push *guardv1.Push
 	what := hold.Kind
@@ -317,12 +327,11 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 			Kind: guardv1.NoticeKind_NOTICE_KIND_FAILED, Text: fmt.Sprintf("Your %s request expired without a decision.", what), HoldId: hold.Id,
 		}}}
 	}
-	if push != nil {
-		if _, err := pushes.EnqueueTx(ctx, tx, hold.SessionId, push); err != nil {
-			return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
-		}
+	if push == nil {
+		return nil
 	}
-	return hold, nil
+	_, err := pushes.EnqueueTx(ctx, tx, hold.SessionId, push)
+	return err
 }
 
 func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome) {

@@ -7,7 +7,9 @@
 // (UNIQUE(hold_id, type) is the backstop). Writers take one transaction-
 // scoped advisory lock before inserting, so cursors commit in increasing
 // order and a reader that has passed cursor N never sees a smaller one
-// appear later. Each replica holds one LISTEN connection (package
+// appear later. Every hold and resolution waits on that lock, so the event
+// is each transaction's last write: it is held for the insert and the
+// commit only. Each replica holds one LISTEN connection (package
 // listener, shared with the other channels); a NOTIFY only wakes its
 // reader, which re-reads the table after its last cursor and fans the
 // events out to in-process subscribers (Watch streams, Await, the
@@ -16,9 +18,11 @@
 package approvals
 
 import (
+	"context"
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -71,6 +75,12 @@ type CreateRequest struct {
 	// Approvals is the quorum an exclusive rule asks (a message policy's);
 	// admin-chain holds take theirs from scope, action and group settings.
 	Approvals int
+	// BeforeEvent, when set, runs in the transaction right before a created
+	// hold's requested event is written, with the result CreateHoldTx is
+	// about to return: what the caller still writes in that transaction
+	// goes here, because the event takes the event lock, held to commit,
+	// and every hold and resolution waits on it. Its error is returned.
+	BeforeEvent func(ctx context.Context, tx pgx.Tx, res CreateResult) error
 }
 
 // CreateResult says what happened.

@@ -57,7 +57,7 @@ func (s *Service) notifyWarning(ctx context.Context, w guard.Warning) error {
 			}
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO hold_events (hold_id, type, hold)
-			SELECT $2, 'warned', $3 FROM (SELECT pg_advisory_xact_lock($1)) AS event_lock`,
+			SELECT $2, 'warned', $3 FROM (SELECT pg_advisory_xact_lock_shared($1)) AS event_lock`,
 			eventLockKey, w.DecisionID, body)
 		if err != nil {
 			return fmt.Errorf("warned event: %w", err)

@@ -26,6 +26,10 @@ type HoldRequest struct {
 	Card          *guardv1.HoldCard
 	// Approvals is the quorum the decision's rule asks (0 = one / settings).
 	Approvals int
+	// BeforeEvent, when set, runs in the transaction right before a created
+	// hold's requested event is written (the event lock is held from that
+	// write to commit, so the decision's log row goes in before it).
+	BeforeEvent func(ctx context.Context, tx pgx.Tx, res HoldResult) error
 }
 
 // HoldResult is what the approvals service did.
@@ -53,18 +57,29 @@ func (e *Engine) holdWithCard(ctx context.Context, req *Request, entry *Entry, d
 		resp.HoldError = "this action has no approval kind; no hold can be created"
 		return e.finish(ctx, req, d, resp, row, start)
 	}
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		res, err := e.holds(ctx, tx, hr)
-		if err != nil {
-			return fmt.Errorf("create hold: %w", err)
-		}
+	logged := false
+	logTx := func(ctx context.Context, tx pgx.Tx, res HoldResult) error {
 		resp.HoldId, resp.HoldCreated, resp.Undelivered = res.HoldID, res.Created, res.Undelivered
 		if res.NoApprover {
 			resp.HoldError = res.Reason
 		}
 		row.Hold = res.HoldID
 		e.fill(req, d, resp, row, start)
+		logged = true
 		return insertTx(ctx, tx, row)
+	}
+	// A created hold's log row is written before its event (BeforeEvent);
+	// one deduplicated onto a live hold, or not created, after.
+	hr.BeforeEvent = logTx
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		res, err := e.holds(ctx, tx, hr)
+		if err != nil {
+			return fmt.Errorf("create hold: %w", err)
+		}
+		if logged {
+			return nil
+		}
+		return logTx(ctx, tx, res)
 	})
 	if err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
 		// The hold could not be made: still a HOLD (never an allow), and say why.
