@@ -29,19 +29,15 @@ func Entry() guard.Entry {
 		Description:    "an agent messages another agent group (resource to=<group>)",
 		Args:           func(in *guard.Input) []any { return []any{in.Resource["to"]} },
 		Facts: []guard.Fact{
-			{Name: "destination", SQL: `SELECT EXISTS (SELECT 1 FROM agent_destinations
-				WHERE agent_group_id = $1 AND target_agent_group_id = $6::text)`},
-			{Name: "target_exists", SQL: `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $6::text)`},
-			{Name: "policy_approver", SQL: `SELECT approver_user_id FROM agent_message_policies
-				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
+			guard.Lookup{Table: "agent_destinations", Key: []guard.KeyEq{
+				{Column: "agent_group_id", Equals: guard.ActorGroup}, {Column: "target_agent_group_id", Equals: guard.Arg(0)}}}.Fact("destination"),
+			guard.Lookup{Table: "agent_groups", Key: []guard.KeyEq{{Column: "id", Equals: guard.Arg(0)}}}.Fact("target_exists"),
+			policy("approver_user_id", "").Fact("policy_approver"),
 			// Further named approvers and the policy's quorum.
-			{Name: "policy_also", SQL: `SELECT array_to_string(also_approvers, ' ') FROM agent_message_policies
-				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
-			{Name: "policy_approvals", SQL: `SELECT approvals FROM agent_message_policies
-				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
+			policy("also_approvers", "array_to_string(%s, ' ')").Fact("policy_also"),
+			policy("approvals", "").Fact("policy_approvals"),
 			// The policy's own enforcement mode ("" inherits a2a.send's).
-			{Name: "policy_mode", SQL: `SELECT mode FROM agent_message_policies
-				WHERE from_agent_group_id = $1 AND to_agent_group_id = $6::text`},
+			policy("mode", "").Fact("policy_mode"),
 		},
 		// The decision is about resource.to; a payload naming another target
 		// would be approved by one policy's approver and delivered elsewhere:
@@ -65,6 +61,14 @@ func Entry() guard.Entry {
 			return held != "" && held == in.Resource["to"] && (pt == "" || pt == held)
 		},
 	}
+}
+
+// policy reads a column of the message policy from the actor's group to
+// the target.
+func policy(column, expr string) guard.Lookup {
+	return guard.Lookup{Table: "agent_message_policies", Key: []guard.KeyEq{
+		{Column: "from_agent_group_id", Equals: guard.ActorGroup}, {Column: "to_agent_group_id", Equals: guard.Arg(0)}},
+		Column: column, Expr: expr}
 }
 
 // HeldTarget is the target group recorded in a held message's payload: "to"

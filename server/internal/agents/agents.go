@@ -26,7 +26,7 @@ func Entry() guard.Entry {
 		Description:    "an agent creates a sub-agent (create_agent)",
 		Facts: []guard.Fact{
 			commands.CLIScopeFact,
-			{Name: "group_exists", SQL: `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $1)`},
+			commands.GroupExistsFact,
 		},
 		Precheck: func(in *guard.Input, f guard.Facts) error {
 			if in.Arg("name") == "" {

@@ -31,7 +31,12 @@ var GroupArgs = []string{"agent_group_id", "group", "from_group"}
 
 // CLIScopeFact reads the actor group's cli_scope (NULL when the group has
 // no container config row: that reads as "group").
-var CLIScopeFact = guard.Fact{Name: "cli_scope", SQL: `SELECT cli_scope FROM container_configs WHERE agent_group_id = $1`}
+var CLIScopeFact = guard.Lookup{Table: "container_configs",
+	Key: []guard.KeyEq{{Column: "agent_group_id", Equals: guard.ActorGroup}}, Column: "cli_scope"}.Fact("cli_scope")
+
+// GroupExistsFact reads whether the actor's agent group exists.
+var GroupExistsFact = guard.Lookup{Table: "agent_groups",
+	Key: []guard.KeyEq{{Column: "id", Equals: guard.ActorGroup}}}.Fact("group_exists")
 
 // CLIScope is the actor group's cli_scope, "group" when the row is missing.
 func CLIScope(f guard.Facts) string {

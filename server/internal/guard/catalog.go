@@ -28,6 +28,9 @@ import (
 type Fact struct {
 	Name string
 	SQL  string
+	// Lookup, set by Lookup.Fact (which derives SQL from it), lets the
+	// replica's snapshot answer the fact without reading the database.
+	Lookup *Lookup
 }
 
 // Entry is one catalog entry (the seed's GuardedActionSpec).
@@ -72,15 +75,41 @@ var actionRe = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)+$`)
 type Catalog struct {
 	mu      sync.RWMutex
 	entries map[string]*compiled
+	tables  tableSet
+	// session are the engine's own lookups of the actor's session: its
+	// runner and its group.
+	session [2]compiledLookup
 }
 
 type compiled struct {
 	*Entry
 	queries [4]string // the facts statement's variants, built once (see variant)
+	// lookups are the facts as snapshot lookups, in Facts order, when every
+	// fact is one (fromSnapshot): the decision can then be made from the
+	// replica's copy.
+	lookups      []compiledLookup
+	fromSnapshot bool
+}
+
+// The engine's lookups of the actor's session (the live path joins the
+// same row: commonFrom).
+var sessionLookups = [2]Lookup{
+	{Table: "sessions", Key: []KeyEq{{"id", ActorSession}}, Column: "runner_id"},
+	{Table: "sessions", Key: []KeyEq{{"id", ActorSession}}, Column: "agent_group_id"},
 }
 
 // NewCatalog returns an empty catalog.
-func NewCatalog() *Catalog { return &Catalog{entries: map[string]*compiled{}} }
+func NewCatalog() *Catalog {
+	c := &Catalog{entries: map[string]*compiled{}}
+	for i, l := range sessionLookups {
+		t, v, err := c.tables.add(l)
+		if err != nil {
+			panic(err) // a constant above
+		}
+		c.session[i] = compiledLookup{Lookup: l, table: t, value: v}
+	}
+	return c
+}
 
 // Register adds an entry; a duplicate or malformed entry is an error.
 func (c *Catalog) Register(e Entry) error {
@@ -95,6 +124,14 @@ func (c *Catalog) Register(e Entry) error {
 		if f.Name == "" || f.SQL == "" || seen[f.Name] || f.Name == modeFact {
 			return fmt.Errorf("guard catalog: %s has an empty or repeated fact %q", e.Action, f.Name)
 		}
+		if f.Lookup != nil {
+			if err := f.Lookup.check(); err != nil {
+				return fmt.Errorf("guard catalog: %s fact %s: %w", e.Action, f.Name, err)
+			}
+			if f.SQL != f.Lookup.sql() {
+				return fmt.Errorf("guard catalog: %s fact %s: SQL is not its lookup's (use Lookup.Fact)", e.Action, f.Name)
+			}
+		}
 		seen[f.Name] = true
 	}
 	c.mu.Lock()
@@ -105,10 +142,26 @@ func (c *Catalog) Register(e Entry) error {
 	entry := e
 	// Every entry also reads its action's enforcement mode (the action name
 	// is a checked dotted identifier, safe as a literal).
-	facts := append(slices.Clone(entry.Facts), Fact{Name: modeFact,
-		SQL: `SELECT mode FROM action_settings WHERE action = '` + e.Action + `'`})
+	mode := Lookup{Table: "action_settings", Key: []KeyEq{{"action", Literal(e.Action)}}, Column: "mode"}
+	facts := append(slices.Clone(entry.Facts), mode.Fact(modeFact))
 	entry.Facts = facts
-	c.entries[e.Action] = &compiled{Entry: &entry, queries: factsQueries(facts)}
+	ce := &compiled{Entry: &entry, queries: factsQueries(facts), fromSnapshot: true}
+	tables := c.tables.clone()
+	for _, f := range facts {
+		if f.Lookup == nil {
+			ce.fromSnapshot, ce.lookups = false, nil
+			break
+		}
+		t, v, err := tables.add(*f.Lookup)
+		if err != nil {
+			return fmt.Errorf("guard catalog: %s fact %s: %w", e.Action, f.Name, err)
+		}
+		ce.lookups = append(ce.lookups, compiledLookup{Lookup: *f.Lookup, table: t, value: v})
+	}
+	if ce.fromSnapshot {
+		c.tables = tables // only an entry the snapshot serves adds what it reads
+	}
+	c.entries[e.Action] = ce
 	return nil
 }
 

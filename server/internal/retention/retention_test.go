@@ -2,6 +2,7 @@ package retention_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -384,5 +385,49 @@ func TestPartitionOfOlderRowsDropped(t *testing.T) {
 	}
 	if n := count(t, srv.Pool, `SELECT count(*) FROM pg_class WHERE relname = '`+name+`'`); n != 0 {
 		t.Fatalf("%s past retention not dropped", name)
+	}
+}
+
+// TestFactChangesPrunedWholeRevisionsOldestFirst: a snapshot catching up
+// takes the oldest revision it finds as complete, so pruning deletes whole
+// revisions, oldest first, at most a batch of them per statement, and
+// keeps every revision recorded since the cutoff.
+func TestFactChangesPrunedWholeRevisionsOldestFirst(t *testing.T) {
+	pool, err := pgxpool.New(context.Background(), pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for i := range 5 { // five revisions of three rows each
+		exec(t, pool, fmt.Sprintf(`INSERT INTO agent_groups (id, name) VALUES ('g%[1]d-a', 'g%[1]d-a'), ('g%[1]d-b', 'g%[1]d-b'), ('g%[1]d-c', 'g%[1]d-c')`, i))
+	}
+	// The first four are old.
+	exec(t, pool, `UPDATE fact_changes SET at = now() - interval '2 hours' WHERE rev <= 4`)
+	revs := func() string {
+		var s string
+		if err := pool.QueryRow(context.Background(), `SELECT string_agg(rev || 'x' || n, ' ' ORDER BY rev) FROM
+			(SELECT rev, count(*) AS n FROM fact_changes GROUP BY rev) AS r`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := revs(); got != "1x3 2x3 3x3 4x3 5x3" {
+		t.Fatalf("before: %s", got)
+	}
+	cutoff := time.Now().Add(-time.Hour)
+	if n, err := retention.PruneFactChanges(context.Background(), pool, cutoff, 3); err != nil || n != 3 {
+		t.Fatalf("first batch pruned %d revisions (%v), want 3", n, err)
+	}
+	if got := revs(); got != "4x3 5x3" {
+		t.Fatalf("after one batch of three: %s, want revisions 4 and 5 whole", got)
+	}
+	if n, err := retention.PruneFactChanges(context.Background(), pool, cutoff, 3); err != nil || n != 1 {
+		t.Fatalf("second batch pruned %d revisions (%v), want 1", n, err)
+	}
+	if n, err := retention.PruneFactChanges(context.Background(), pool, cutoff, 3); err != nil || n != 0 {
+		t.Fatalf("third batch pruned %d revisions (%v), want 0 (revision 5 is recent)", n, err)
+	}
+	if got := revs(); got != "5x3" {
+		t.Fatalf("after: %s, want revision 5 whole", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/pkgname"
+	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
@@ -24,7 +25,7 @@ const (
 	MaxPackages           = 20
 )
 
-var groupExists = guard.Fact{Name: "group_exists", SQL: `SELECT EXISTS (SELECT 1 FROM agent_groups WHERE id = $1)`}
+var groupExists = commands.GroupExistsFact
 
 // Entries are the two self-mod entries.
 func Entries() []guard.Entry {
