@@ -14,6 +14,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/metrics"
 	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/resources"
+	"github.com/clawguard/clawguard/server/internal/snapshot"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -35,6 +36,7 @@ type Parts struct {
 	Approvals *approvals.Service
 	ChatOut   *chatout.Service   // agent replies and notices for chats, read by bridges
 	Guard     *guard.Engine      // the decision function, its catalog and the decision log
+	Snapshot  *snapshot.Snapshot // the guard's fact tables in memory (nil = --fact-snapshot=false)
 	Admission *admission.Limiter // sheds decisions past the adaptive limit (nil = off)
 	Inbound   *inbound.Service   // RouteInbound: channel registration, sender admission, delivery
 	Registry  *registry.Service  // runners: registration, leases, Connect, ApplyAction

@@ -7,6 +7,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/listener"
 	"github.com/clawguard/clawguard/server/internal/registry"
+	"github.com/clawguard/clawguard/server/internal/snapshot"
 )
 
 // services is what the domain packages contribute to the server. Each
@@ -38,7 +39,7 @@ func buildServices(ctx context.Context, d *Parts) (*services, error) {
 		return nil, err
 	}
 	// The catalog and the decision engine, which every later step consults.
-	if err := wireGuard(d, s); err != nil {
+	if err := wireGuard(ctx, d, s); err != nil {
 		return nil, err
 	}
 	wireInbound(d, s)
@@ -55,6 +56,9 @@ func buildServices(ctx context.Context, d *Parts) (*services, error) {
 	l := listener.New(d.Store.Pool.Config().ConnConfig, d.Log)
 	l.Handle(approvals.EventsChannel, d.Approvals.EventWakeups())
 	l.Handle(registry.PushChannel, d.Registry.PushWakeups())
+	if d.Snapshot != nil {
+		l.Handle(snapshot.Channel, d.Snapshot)
+	}
 	s.background = append(s.background, l.Run)
 
 	s.guard = api.NewGuardService(api.GuardDeps{

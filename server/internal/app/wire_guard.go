@@ -21,16 +21,35 @@ import (
 	"github.com/clawguard/clawguard/server/internal/permissions"
 	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 	"github.com/clawguard/clawguard/server/internal/selfmod"
+	"github.com/clawguard/clawguard/server/internal/snapshot"
 )
 
 // Guard: the catalog (every domain registers its entries; the admin RPCs'
 // entries come from their rule options), the engine with its batched
 // decision log, holds through approvals, and the admin-RPC interceptor
 // whose held calls are replayed on approval.
-func wireGuard(d *Parts, s *services) error {
+func wireGuard(ctx context.Context, d *Parts, s *services) error {
 	cat, err := BuildCatalog()
 	if err != nil {
 		return err
+	}
+	// The log's own connections: plain decisions commit on them without
+	// waiting for the disk when --decision-log-commit=async.
+	logPool, err := d.Store.OpenLogPool(ctx, d.Config.GuardPipelines+1, d.Config.DecisionLogCommit == "async")
+	if err != nil {
+		return err
+	}
+	s.shutdown = append(s.shutdown, logPool.Close) // after eng.Close, appended below: shutdown runs in reverse
+	var snap guard.Snapshot
+	if d.Config.FactSnapshot {
+		d.Snapshot = snapshot.New(d.Store.Pool, cat.Tables(), snapshot.Options{
+			Log:          d.Log.With("component", "snapshot"),
+			OnRefresh:    d.Metrics.ObserveSnapshotRefresh,
+			OnError:      func(error) { d.Metrics.SnapshotRefreshErrorsTotal.Inc() },
+			OnUnmirrored: func(n int) { d.Metrics.SnapshotTablesUnmirrored.Set(float64(n)) },
+		})
+		snap = d.Snapshot
+		s.background = append(s.background, func(ctx context.Context) error { d.Snapshot.Run(ctx); return nil })
 	}
 	eng := guard.NewEngine(cat, d.Store.Pool, guard.Options{
 		Log:          d.Log.With("component", "guard"),
@@ -41,8 +60,11 @@ func wireGuard(d *Parts, s *services) error {
 		Holds:        holdCreator(d.Approvals),
 		// One pipelined round trip carries the facts reads and log
 		// rows of many concurrent decisions (see BENCHMARKS.md).
-		Pipelines: d.Config.GuardPipelines,
-		Yield:     true,
+		Pipelines:       d.Config.GuardPipelines,
+		Yield:           true,
+		LogPool:         logPool,
+		Snapshot:        snap,
+		ObserveSnapshot: d.Metrics.ObserveSnapshotDecision,
 	})
 	d.Metrics.PreInit(cat.Actions(), approvals.HoldKinds(cat.ApprovalKinds()))
 	d.Guard = eng

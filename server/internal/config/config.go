@@ -69,6 +69,16 @@ type Config struct {
 	// GuardPipelines is how many batches of decision reads and log rows
 	// may be in flight to Postgres at once (each on its own connection).
 	GuardPipelines int
+	// FactSnapshot keeps the tables the guard's lookups read in memory, so
+	// a decision skips the facts read (package snapshot); a decision made
+	// from it is logged only while the database is still at its revision.
+	FactSnapshot bool
+	// DecisionLogCommit is how the log rows of plain decisions (no grant
+	// consumed, no hold created) commit: "async" (synchronous_commit off:
+	// visible to every replica at once, on disk within 3 × wal_writer_delay;
+	// whatever cites or consumes a decision commits synchronously and so
+	// flushes it first) or "sync" (each batch waits for its WAL flush).
+	DecisionLogCommit string
 	// ConsoleListen serves the approvals console ("" = off), with the gRPC
 	// listener's TLS certificate when one is set.
 	ConsoleListen string
@@ -98,6 +108,8 @@ func Default() Config {
 		AdmissionTarget:      20 * time.Millisecond,
 		AdmissionMaxInFlight: 4096,
 		GuardPipelines:       2,
+		FactSnapshot:         true,
+		DecisionLogCommit:    "async",
 		ConsoleSessionTTL:    8 * time.Hour,
 	}
 }
@@ -131,6 +143,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	dur(fs, &c.AdmissionTarget, "admission-target", "decision latency above which decisions in flight are limited, the rest refused with ResourceExhausted (0 = off)")
 	integer(fs, &c.AdmissionMaxInFlight, "admission-max-inflight", "upper bound of the adaptive limit on decisions in flight")
 	integer(fs, &c.GuardPipelines, "guard-pipelines", "decision batches (facts reads and log rows) in flight to Postgres at once")
+	boolean(fs, &c.FactSnapshot, "fact-snapshot", "decide from an in-memory copy of the guard's fact tables, checked against the database's revision when each decision is logged (false = read every decision's facts)")
+	str(fs, &c.DecisionLogCommit, "decision-log-commit", "how plain decisions' log rows commit: async (visible at once, flushed within 3 x wal_writer_delay; citing or consuming one flushes it) or sync")
 	str(fs, &c.ConsoleListen, "console-listen", "approvals console (web) listen address (empty = off)")
 	dur(fs, &c.ConsoleSessionTTL, "console-session-ttl", "how long a console sign-in lasts")
 }
@@ -204,6 +218,9 @@ func (c Config) Validate() error {
 	}
 	if c.GuardPipelines < 1 || c.GuardPipelines > c.MaxConns {
 		return fmt.Errorf("--guard-pipelines %d: want 1 to --max-conns (%d)", c.GuardPipelines, c.MaxConns)
+	}
+	if c.DecisionLogCommit != "async" && c.DecisionLogCommit != "sync" {
+		return fmt.Errorf("--decision-log-commit %q: want async or sync", c.DecisionLogCommit)
 	}
 	if c.AdmissionTarget < 0 || c.AdmissionMaxInFlight < 8 {
 		return errors.New("--admission-target must not be negative and --admission-max-inflight at least 8")

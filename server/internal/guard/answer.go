@@ -47,6 +47,8 @@ func (e *Engine) finish(ctx context.Context, req *Request, d Decision, resp *gua
 	err := e.pipe.write(ctx, row)
 	switch {
 	case err == nil:
+	case errors.Is(err, errStale):
+		return nil, err // decideFromSnapshot decides again, live
 	case errors.Is(err, errConflict):
 		return e.prior(ctx, req)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -72,6 +72,10 @@ type Engine struct {
 	pipe        *pipeline
 	reads       Querier // the pipeline, or the pool
 	common      [4]string
+	snap        Snapshot
+	// observeSnapshot counts decisions answered from the snapshot
+	// ("snapshot") and those whose revision check failed ("stale").
+	observeSnapshot func(outcome string)
 }
 
 // Options configure an Engine.
@@ -100,6 +104,16 @@ type Options struct {
 	// Holds creates a HOLD's hold in the decision's transaction (the
 	// approvals service); nil: a HOLD reports that holds cannot be created.
 	Holds HoldCreator
+	// Snapshot, when set, is the replica's copy of the tables the lookups
+	// read: decisions it can settle skip the facts read (decideFromSnapshot).
+	Snapshot Snapshot
+	// ObserveSnapshot counts decisions answered from the snapshot
+	// ("snapshot") and those sent live by a failed revision check ("stale").
+	ObserveSnapshot func(outcome string)
+	// LogPool, when set, carries the pipeline's batches (the facts reads and
+	// the log rows of plain decisions) instead of the pool: app gives it
+	// connections with synchronous_commit off (see --decision-log-commit).
+	LogPool *pgxpool.Pool
 }
 
 // NewEngine builds an engine; Close it after the last Decide.
@@ -107,10 +121,15 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	logPool := o.LogPool
+	if logPool == nil {
+		logPool = pool
+	}
 	e := &Engine{
 		Catalog: cat, pool: pool, log: o.Log, observe: o.Observe, common: factsQueries(nil),
 		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn, holds: o.Holds,
-		pipe: newPipeline(pool, o.Log, o.Pipelines, o.Yield),
+		pipe: newPipeline(logPool, o.Log, o.Pipelines, o.Yield),
+		snap: o.Snapshot, observeSnapshot: o.ObserveSnapshot,
 	}
 	e.reads = e.pipe
 	if o.DirectReads {
@@ -133,6 +152,141 @@ func (e *Engine) Close() { e.pipe.close() }
 // ("guard failure (failing closed)").
 func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideResponse, error) {
 	start := time.Now()
+	if resp, err, done := e.decideFromSnapshot(ctx, req, start); done {
+		return resp, err
+	}
+	return e.decideLive(ctx, req, start)
+}
+
+// decideFromSnapshot decides from the replica's copy of the facts when the
+// copy can settle the answer alone: a catalog entry whose facts are all
+// lookups, no grant to consume, no dry run, no hold to create. Its log row
+// carries the copy's revision and is written only while the database is
+// still at it (the pipeline's check, in the INSERT), so a change committed
+// before the row is written — a revocation the copy has not applied yet —
+// is never answered from the copy: done is false and the caller decides
+// live, as it does whenever the copy cannot settle the answer.
+func (e *Engine) decideFromSnapshot(ctx context.Context, req *Request, start time.Time) (_ *guardv1.DecideResponse, _ error, done bool) {
+	if e.snap == nil || req.Grant != "" || req.DryRun {
+		return nil, nil, false
+	}
+	ce, ok := e.Catalog.lookup(req.Action)
+	if !ok || !ce.fromSnapshot {
+		return nil, nil, false
+	}
+	in := &req.Input
+	args, ok := stringArgs(ce.Entry, in)
+	if !ok {
+		return nil, nil, false
+	}
+	tables := e.snap.Tables()
+	if tables == nil {
+		return nil, nil, false
+	}
+	c, f, err := e.lookupFacts(tables, ce, in, args)
+	rev := tables.Revision()
+	if err != nil {
+		return nil, nil, false // the live path reads (and reports) it
+	}
+	if req.RequireOwnedSession && !ownsSession(req, c) {
+		return nil, nil, false // a session just placed here: confirm live
+	}
+	fd := evaluate(ce.Entry, in, f)
+	if fd.Effect == EffectHold && req.Card != nil {
+		return nil, nil, false // holds are created live, in the decision's transaction
+	}
+	resp := &guardv1.DecideResponse{DecisionId: store.NewID("dec_", 12)}
+	row := &logRow{ID: resp.DecisionId, Action: in.Action, RunnerID: req.RunnerID, RequestID: req.RequestID,
+		Trace: encodeTrace(ce.Entry, in, f), Rev: rev, CheckRev: true}
+	resp, err = e.finish(ctx, req, fd, resp, row, start)
+	if errors.Is(err, errStale) {
+		// The database moved past the copy (or the request id was decided
+		// before): decide live, and have the copy catch up.
+		e.snap.Behind(rev)
+		if e.observeSnapshot != nil {
+			e.observeSnapshot("stale")
+		}
+		return nil, nil, false
+	}
+	if err == nil && e.observeSnapshot != nil {
+		e.observeSnapshot("snapshot")
+	}
+	return resp, err, true
+}
+
+// stringArgs is an entry's Args as the strings its lookups compare keys
+// with (ok false when one is not a string or Args panics: decide live).
+func stringArgs(e *Entry, in *Input) (out []string, ok bool) {
+	if e.Args == nil {
+		return nil, true
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, ok = nil, false
+		}
+	}()
+	raw := e.Args(in)
+	out = make([]string, len(raw))
+	for i, a := range raw {
+		if out[i], ok = a.(string); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// lookupFacts reads an entry's facts and the actor's session from a view.
+func (e *Engine) lookupFacts(v *FactTables, ce *compiled, in *Input, args []string) (common, Facts, error) {
+	group, _ := in.AgentGroup()
+	r := lookupReader{v: v, group: group, session: in.Session(), args: args}
+	var c common
+	var err error
+	if c.sessionRunner, err = r.read(&e.Catalog.session[0]); err != nil {
+		return common{}, Facts{}, err
+	}
+	if c.sessionGroup, err = r.read(&e.Catalog.session[1]); err != nil {
+		return common{}, Facts{}, err
+	}
+	f := Facts{vals: make(map[string]*string, len(ce.lookups))}
+	for i := range ce.lookups {
+		val, err := r.read(&ce.lookups[i])
+		if err != nil {
+			return common{}, Facts{}, err
+		}
+		f.vals[ce.Facts[i].Name] = val
+	}
+	return c, f, nil
+}
+
+// ReadFacts reads in's catalog entry's facts and the actor's session row
+// as a decision does: from tables (a snapshot copy) when it is set and the
+// entry is served from it (ok false otherwise), else from the database in
+// one statement through q. Tests compare the two readings.
+func (e *Engine) ReadFacts(ctx context.Context, q Querier, tables *FactTables, in Input) (runner, group *string, f Facts, ok bool, err error) {
+	ce, found := e.Catalog.lookup(in.Action)
+	if !found {
+		return nil, nil, Facts{}, false, fmt.Errorf("%s is not in the catalog", in.Action)
+	}
+	var c common
+	if tables != nil {
+		args, argsOK := stringArgs(ce.Entry, &in)
+		if !ce.fromSnapshot || !argsOK {
+			return nil, nil, Facts{}, false, nil
+		}
+		c, f, err = e.lookupFacts(tables, ce, &in, args)
+		return c.sessionRunner, c.sessionGroup, f, true, err
+	}
+	actor, _ := in.AgentGroup()
+	args := []any{actor, in.Session(), "", "", ""}
+	if ce.Args != nil {
+		args = append(args, ce.Args(&in)...)
+	}
+	c, f, err = readFacts(ctx, q, ce.queries[0], ce.Facts, args)
+	return c.sessionRunner, c.sessionGroup, f, true, err
+}
+
+// decideLive reads the decision's facts from the database (one round trip).
+func (e *Engine) decideLive(ctx context.Context, req *Request, start time.Time) (*guardv1.DecideResponse, error) {
 	in := &req.Input
 	ce, inCatalog := e.Catalog.lookup(in.Action)
 	v := variant(in.Grant, req.RequestID)

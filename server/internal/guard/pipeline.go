@@ -16,24 +16,37 @@ import (
 )
 
 // pipeline carries the hot path's database work. Whatever queued while the
-// previous batch ran goes out as ONE pgx batch on one
-// connection: the facts statements of new decisions and a single multi-row
-// INSERT of the log rows of decided ones. Each decision still reads its
-// facts in one statement and waits for its log row to commit before it
-// answers (an ALLOW's id is citable at once); a busy server pays one round
-// trip per burst, not two per decision. An idle server sends batches of one.
-// Batching is natural (what queued while the last batch ran), never timed.
+// previous batch ran goes out as ONE pgx batch on one connection: the
+// facts statements of decisions read live and a single multi-row INSERT of
+// the log rows of decided ones. Each decision still reads its facts in one
+// statement and waits for its log row to commit before it answers (an
+// ALLOW's id is citable at once); a busy server pays one round trip per
+// burst, not two per decision. Batching is natural (what queued while the
+// last batch ran), never timed.
+//
+// The round trip is made by the caller itself when fewer than slots
+// batches are in flight (flat combining): at everyday load a decision
+// finds the pipeline idle and sends its own batch of one, so no goroutine
+// is woken to send it and none to hand the answer back — on a VM each such
+// wake-up is a context switch that costs more than the decision. A batch
+// that ends with more queued hands the queue to a goroutine that keeps the
+// slot, so no caller waits for batches after its own.
 type pipeline struct {
 	pool  *pgxpool.Pool
 	log   *slog.Logger
-	ch    chan op
+	slots int
 	yield bool
-	wg    sync.WaitGroup
 
-	// mu guards closed: enqueuers hold it shared, close exclusively, so
-	// nothing is ever sent on the closed channel (late callers get errClosed).
-	mu     sync.RWMutex
-	closed bool
+	mu       sync.Mutex
+	queue    []op
+	inflight int // batches being sent (≤ slots)
+	closed   bool
+	drained  *sync.Cond // signalled when inflight drops to 0 after close
+	// carry hands a finished batch's slot, with the next batch, to one of
+	// slots long-lived goroutines (a fresh goroutine per hand-over would
+	// grow a new stack through pgx's deep calls every time). Buffered:
+	// there are never more hand-overs pending than slots.
+	carry chan []op
 
 	batches, reads, rows atomic.Int64 // for tests and the benchmark
 }
@@ -53,47 +66,112 @@ type readReq struct {
 
 const maxPipelineBatch = 256
 
-func newPipeline(pool *pgxpool.Pool, log *slog.Logger, workers int, yield bool) *pipeline {
-	p := &pipeline{pool: pool, log: log, ch: make(chan op, 4*maxPipelineBatch), yield: yield}
-	for range max(workers, 1) {
-		p.wg.Add(1)
-		go p.run()
+func newPipeline(pool *pgxpool.Pool, log *slog.Logger, slots int, yield bool) *pipeline {
+	p := &pipeline{pool: pool, log: log, slots: max(slots, 1), yield: yield}
+	p.drained = sync.NewCond(&p.mu)
+	p.carry = make(chan []op, p.slots)
+	for range p.slots {
+		go func() {
+			for batch := range p.carry {
+				p.drain(batch)
+			}
+		}()
 	}
 	return p
 }
 
 var errClosed = errors.New("guard engine closed")
 
-// close stops the workers after the queue drains.
+// close refuses new work and waits for the batches in flight, and what
+// they still had queued, to be sent.
 func (p *pipeline) close() {
 	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
-		close(p.ch)
+	defer p.mu.Unlock()
+	if p.closed {
+		return
 	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	p.closed = true
+	for p.inflight > 0 {
+		p.drained.Wait()
+	}
+	close(p.carry)
 }
 
-// enqueue hands an op to the workers unless the pipeline is closed or ctx ends.
-func (p *pipeline) enqueue(ctx context.Context, o op) error {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
+// submit queues o; if a slot is free the caller sends what is queued now.
+// o's done channel is answered in every case (buffered: send never blocks).
+func (p *pipeline) submit(o op) error {
+	p.mu.Lock()
 	if p.closed {
+		p.mu.Unlock()
 		return errClosed
 	}
-	select {
-	case p.ch <- o:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	p.queue = append(p.queue, o)
+	if p.inflight >= p.slots {
+		p.mu.Unlock()
+		return nil // a batch in flight takes it when it ends
 	}
+	p.inflight++
+	batch := p.takeLocked()
+	p.mu.Unlock()
+	p.send(batch)
+	if next := p.nextLocked(); next != nil {
+		p.carry <- next
+	}
+	return nil
+}
+
+// drain keeps sending batches on a slot until the queue is empty.
+func (p *pipeline) drain(batch []op) {
+	for batch != nil {
+		if p.yield && len(batch) < maxPipelineBatch {
+			// Let decisions that are runnable right now join this batch.
+			// (A timer linger would cost a millisecond or more here: VM
+			// timer slack; a yield costs microseconds.)
+			runtime.Gosched()
+			p.mu.Lock()
+			batch = append(batch, p.takeUpTo(maxPipelineBatch-len(batch))...)
+			p.mu.Unlock()
+		}
+		p.send(batch)
+		batch = p.nextLocked()
+	}
+}
+
+// nextLocked takes the next batch for a slot that just finished one, or
+// gives the slot up when nothing is queued.
+func (p *pipeline) nextLocked() []op {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		p.inflight--
+		if p.inflight == 0 {
+			p.drained.Broadcast()
+		}
+		return nil
+	}
+	return p.takeLocked()
+}
+
+// takeLocked takes up to a batch's worth of the queue (p.mu held).
+func (p *pipeline) takeLocked() []op { return p.takeUpTo(maxPipelineBatch) }
+
+func (p *pipeline) takeUpTo(n int) []op {
+	if n > len(p.queue) {
+		n = len(p.queue)
+	}
+	batch := p.queue[:n:n]
+	if n == len(p.queue) {
+		p.queue = nil
+	} else {
+		p.queue = p.queue[n:]
+	}
+	return batch
 }
 
 // write queues a log row and waits until it is committed (or refused).
 func (p *pipeline) write(ctx context.Context, r *logRow) error {
 	pr := &pendingRow{row: r, done: make(chan error, 1)}
-	if err := p.enqueue(ctx, op{row: pr}); err != nil {
+	if err := p.submit(op{row: pr}); err != nil {
 		return err
 	}
 	// Queued: wait for the batch even if the caller gives up, so an answer
@@ -114,45 +192,15 @@ type pipedRow struct {
 }
 
 func (r *pipedRow) Scan(dest ...any) error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
 	req := &readReq{ctx: r.ctx, query: r.query, args: r.args, dest: dest, done: make(chan error, 1)}
-	if err := r.p.enqueue(r.ctx, op{read: req}); err != nil {
+	if err := r.p.submit(op{read: req}); err != nil {
 		return err
 	}
 	// Always wait: the batch scans into dest and the caller owns it after.
 	return <-req.done
-}
-
-func (p *pipeline) run() {
-	defer p.wg.Done()
-	batch := make([]op, 0, maxPipelineBatch)
-	for first := range p.ch {
-		batch = append(batch[:0], first)
-		batch = p.drain(batch)
-		if p.yield && len(batch) < maxPipelineBatch {
-			// Let decisions that are runnable right now join this batch.
-			// (A timer linger would cost a millisecond or more here: VM
-			// timer slack; a yield costs microseconds.)
-			runtime.Gosched()
-			batch = p.drain(batch)
-		}
-		p.send(batch)
-	}
-}
-
-// drain adds whatever is queued right now.
-func (p *pipeline) drain(batch []op) []op {
-	for len(batch) < maxPipelineBatch {
-		select {
-		case o, ok := <-p.ch:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, o)
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 func (p *pipeline) send(batch []op) {
@@ -186,7 +234,8 @@ func (p *pipeline) send(batch []op) {
 		b.Queue(r.query, r.args...)
 	}
 	if len(rows) > 0 {
-		b.Queue(insertSQL(rows), batchArgs(rows)...)
+		sql, args := insertStatement(rows)
+		b.Queue(sql, args...)
 	}
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
@@ -222,7 +271,8 @@ func (p *pipeline) send(batch []op) {
 			r.done <- p.pool.QueryRow(ctx, r.query, r.args...).Scan(r.dest...)
 		}
 		if len(rows) > 0 {
-			written, err := collectIDs(p.pool.Query(ctx, insertSQL(rows), batchArgs(rows)...))
+			sql, args := insertStatement(rows)
+			written, err := collectIDs(p.pool.Query(ctx, sql, args...))
 			p.settleRows(ctx, rows, written, err)
 		}
 		return
@@ -266,7 +316,8 @@ func (p *pipeline) settleRows(ctx context.Context, rows []*pendingRow, written m
 		p.log.Warn("decision log batch refused; writing its rows one by one", "rows", len(rows), "err", err)
 		for _, r := range rows {
 			one := []*pendingRow{r}
-			written, err := collectIDs(p.pool.Query(ctx, insertSQL(one), batchArgs(one)...))
+			sql, args := insertStatement(one)
+			written, err := collectIDs(p.pool.Query(ctx, sql, args...))
 			p.settleRows(ctx, one, written, err)
 		}
 		return

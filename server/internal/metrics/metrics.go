@@ -46,6 +46,14 @@ type Metrics struct {
 	// decided; the caller retries) and the adaptive limit in force.
 	DecisionsShedTotal prometheus.Counter
 	AdmissionLimit     prometheus.Gauge
+	// The fact snapshot: decisions answered from it or sent live by a
+	// failed revision check, its catch-ups, the revision it is at, and the
+	// tables it cannot serve (their trigger does not match; alert on > 0).
+	SnapshotDecisionsTotal     *prometheus.CounterVec // {outcome}: snapshot, stale
+	SnapshotRefreshesTotal     *prometheus.CounterVec // {kind}: delta, full
+	SnapshotRefreshErrorsTotal prometheus.Counter
+	SnapshotRevision           prometheus.Gauge
+	SnapshotTablesUnmirrored   prometheus.Gauge
 
 	// Approvals; the kind label is the hold kind (see PreInit), never a
 	// catalog action.
@@ -108,6 +116,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "clawguard", Subsystem: "guard", Name: "admission_limit",
 			Help: "The adaptive limit on decisions in flight on this replica (0 when admission control is off).",
 		}),
+		SnapshotDecisionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "snapshot_decisions_total",
+			Help: "Decisions made from the replica's fact snapshot, by outcome: snapshot (answered from it), stale (the database had moved past it when the decision was logged; decided again live).",
+		}, []string{"outcome"}),
+		SnapshotRefreshesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "snapshot_refreshes_total",
+			Help: "Catch-ups of the fact snapshot that changed it, by kind: delta (the changed keys re-read) or full (every table re-read).",
+		}, []string{"kind"}),
+		SnapshotRefreshErrorsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "snapshot_refresh_errors_total",
+			Help: "Catch-ups of the fact snapshot that failed (retried; decisions are read live meanwhile).",
+		}),
+		SnapshotRevision: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "snapshot_revision",
+			Help: "The fact revision the replica's snapshot is exact at.",
+		}),
+		SnapshotTablesUnmirrored: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "snapshot_tables_unmirrored",
+			Help: "Fact tables the snapshot does not serve because their fact_changed trigger does not match the catalog (their lookups are read live).",
+		}),
 		ModeDecisionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "mode_decisions_total",
 			Help: "Decisions a gate in audit or warn mode let run, by catalog action, mode and what enforce would have answered (hold, deny).",
@@ -165,6 +193,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(
 		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
 		m.DecisionsShedTotal, m.AdmissionLimit,
+		m.SnapshotDecisionsTotal, m.SnapshotRefreshesTotal, m.SnapshotRefreshErrorsTotal, m.SnapshotRevision, m.SnapshotTablesUnmirrored,
 		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,
 		m.TimeToResolveSeconds, m.WebhookFailuresTotal,
 		m.ConformanceRefusalsTotal, m.RunnersLive, m.LeaseExpirationsTotal, m.PushesPending,
@@ -201,6 +230,12 @@ func (m *Metrics) PreInit(actions, holdKinds []string) {
 	for _, e := range Effects {
 		m.DecisionSeconds.WithLabelValues(e)
 	}
+	for _, o := range []string{"snapshot", "stale"} {
+		m.SnapshotDecisionsTotal.WithLabelValues(o)
+	}
+	for _, k := range []string{"delta", "full"} {
+		m.SnapshotRefreshesTotal.WithLabelValues(k)
+	}
 	for _, k := range holdKinds {
 		m.HoldsCreatedTotal.WithLabelValues(k)
 		m.HoldsPending.WithLabelValues(k)
@@ -219,6 +254,17 @@ func (m *Metrics) HoldKinds() []string { return m.holdKinds }
 func (m *Metrics) ObserveDecision(action, effect string, took time.Duration) {
 	m.DecisionsTotal.WithLabelValues(action, effect).Inc()
 	m.DecisionSeconds.WithLabelValues(effect).Observe(took.Seconds())
+}
+
+// ObserveSnapshotDecision counts a decision made from the fact snapshot.
+func (m *Metrics) ObserveSnapshotDecision(outcome string) {
+	m.SnapshotDecisionsTotal.WithLabelValues(outcome).Inc()
+}
+
+// ObserveSnapshotRefresh counts a catch-up of the fact snapshot.
+func (m *Metrics) ObserveSnapshotRefresh(kind string, rev int64, _ time.Duration) {
+	m.SnapshotRefreshesTotal.WithLabelValues(kind).Inc()
+	m.SnapshotRevision.Set(float64(rev))
 }
 
 // ObserveMode counts one decision a gate's audit or warn mode let run.

@@ -43,6 +43,35 @@ func Open(ctx context.Context, url string, maxConns int) (*Store, error) {
 // Close closes the pool.
 func (s *Store) Close() { s.Pool.Close() }
 
+// LogPoolApp is the application_name suffix of the decision log's
+// connections, so operators can tell them apart in pg_stat_activity.
+const LogPoolApp = "clawguard-decision-log"
+
+// OpenLogPool opens the decision log's own small pool, configured as the
+// main one: conns connections, committing with synchronous_commit off when
+// async (the commit returns once the WAL record is written, not flushed;
+// Postgres flushes it within 3 × wal_writer_delay, and any later
+// synchronous commit — a citation applied, a grant consumed — flushes it
+// first, since the WAL is flushed in order).
+func (s *Store) OpenLogPool(ctx context.Context, conns int, async bool) (*pgxpool.Pool, error) {
+	cfg := s.Pool.Config()
+	cfg.MaxConns = int32(conns)
+	cfg.MinConns = 0
+	name := LogPoolApp
+	if base := cfg.ConnConfig.RuntimeParams["application_name"]; base != "" {
+		name = base + "/" + LogPoolApp
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	if async {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open decision log pool: %w", err)
+	}
+	return pool, nil
+}
+
 // InTx runs fn in a transaction, committing when it returns nil and rolling
 // back otherwise.
 func (s *Store) InTx(ctx context.Context, fn func(pgx.Tx) error) error {

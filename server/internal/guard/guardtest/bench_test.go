@@ -7,6 +7,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/app"
 	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/snapshot"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 )
 
@@ -30,16 +31,21 @@ func BenchmarkEngineDecide(b *testing.B) {
 		return &guard.Request{Input: guard.Input{Action: "a2a.send", Resource: map[string]string{"to": "bb"},
 			Actor: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ba", SessionId: "bsa"}}}}}
 	}
+	snap := snapshot.New(srv.Pool, cat.Tables(), snapshot.Options{})
+	if err := snap.Refresh(ctx); err != nil {
+		b.Fatal(err)
+	}
 	for _, o := range []guard.Options{
 		{DirectReads: true, Pipelines: 2},
 		{Pipelines: 1},
 		{Pipelines: 2},
 		{Pipelines: 1, Yield: true},
 		{Pipelines: 2, Yield: true},
+		{Pipelines: 2, Yield: true, Snapshot: snap},
 	} {
 		eng := guard.NewEngine(cat, srv.Pool, o)
 		defer eng.Close()
-		b.Run(fmt.Sprintf("direct=%v,pipes=%d,yield=%v", o.DirectReads, o.Pipelines, o.Yield),
+		b.Run(fmt.Sprintf("direct=%v,pipes=%d,yield=%v,snapshot=%v", o.DirectReads, o.Pipelines, o.Yield, o.Snapshot != nil),
 			func(b *testing.B) { benchEngine(b, eng, req) })
 	}
 }
