@@ -85,7 +85,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 		return nil, err
 	}
 	conn, err := grpc.NewClient(cfg.Server, grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(bearer{token: token, secure: secure}))
+		grpc.WithPerRPCCredentials(bearer{token: token, secure: secure}),
+		// Fixed flow-control windows, as the server's: no BDP pings and
+		// window updates (a write and a wake-up each) on the decision stream.
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(8<<20))
 	if err != nil {
 		return nil, fmt.Errorf("--server: %w", err)
 	}

@@ -58,7 +58,22 @@ func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) err
 			sendErr = stream.Send(r)
 		}
 	}
-	defer wg.Wait()
+	// Frames are answered by workers that live as long as the stream (a
+	// goroutine per frame would grow a fresh stack through the engine's
+	// calls every time): an idle worker takes the next frame, and one is
+	// started only when none is idle, so there are at most StreamInFlight.
+	frames := make(chan *guardv1.DecideStreamRequest)
+	worker := func(f *guardv1.DecideStreamRequest) {
+		defer wg.Done()
+		for ; f != nil; f = <-frames {
+			send(s.answerFrame(ctx, f))
+			<-sem
+		}
+	}
+	defer func() {
+		close(frames) // idle workers receive nil and end
+		wg.Wait()
+	}()
 	for {
 		frame, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -72,47 +87,54 @@ func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) err
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out := &guardv1.DecideStreamResponse{CorrelationId: frame.GetCorrelationId()}
-			var resp *guardv1.DecideResponse
-			err := func() (err error) {
-				defer func() {
-					if r := recover(); r != nil {
-						s.d.Log.Error("DecideStream frame panicked", "panic", r)
-						err = status.Error(codes.Internal, "internal error")
-					}
-				}()
-				if frame.GetCorrelationId() == "" {
-					return InvalidArgument("correlation_id", "required")
-				}
-				if len(frame.GetCorrelationId()) > maxIDLen {
-					return InvalidArgument("correlation_id", "longer than %d characters", maxIDLen)
-				}
-				if frame.GetRequest() == nil {
-					return InvalidArgument("request", "required")
-				}
-				// The stream interceptor skips frames: validated here, a bad
-				// one is answered alone and the stream goes on.
-				if err := s.d.Validator.Validate(frame.GetRequest()); err != nil {
-					return edge.Status(err)
-				}
-				resp, err = s.decide(ctx, frame.GetRequest())
-				return err
-			}()
-			if err != nil {
-				st := status.Convert(err)
-				out.Error = &guardv1.StreamError{Code: int32(st.Code()), Message: st.Message()}
-				if d := RetryDelay(st); d > 0 {
-					out.Error.RetryAfter = durationpb.New(d)
-				}
-			} else {
-				out.Response = resp
-			}
-			send(out)
-		}()
+		select {
+		case frames <- frame:
+		default:
+			wg.Add(1)
+			go worker(frame)
+		}
 	}
+}
+
+// answerFrame decides one DecideStream frame; a bad frame is answered
+// alone (a per-frame StreamError) and the stream goes on.
+func (s *GuardService) answerFrame(ctx context.Context, frame *guardv1.DecideStreamRequest) *guardv1.DecideStreamResponse {
+	out := &guardv1.DecideStreamResponse{CorrelationId: frame.GetCorrelationId()}
+	var resp *guardv1.DecideResponse
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				s.d.Log.Error("DecideStream frame panicked", "panic", r)
+				err = status.Error(codes.Internal, "internal error")
+			}
+		}()
+		if frame.GetCorrelationId() == "" {
+			return InvalidArgument("correlation_id", "required")
+		}
+		if len(frame.GetCorrelationId()) > maxIDLen {
+			return InvalidArgument("correlation_id", "longer than %d characters", maxIDLen)
+		}
+		if frame.GetRequest() == nil {
+			return InvalidArgument("request", "required")
+		}
+		// The stream interceptor skips frames: validated here, a bad
+		// one is answered alone and the stream goes on.
+		if err := s.d.Validator.Validate(frame.GetRequest()); err != nil {
+			return edge.Status(err)
+		}
+		resp, err = s.decide(ctx, frame.GetRequest())
+		return err
+	}()
+	if err != nil {
+		st := status.Convert(err)
+		out.Error = &guardv1.StreamError{Code: int32(st.Code()), Message: st.Message()}
+		if d := RetryDelay(st); d > 0 {
+			out.Error.RetryAfter = durationpb.New(d)
+		}
+	} else {
+		out.Response = resp
+	}
+	return out
 }
 
 // decide validates, applies the caller's actor rules and asks the engine.
