@@ -357,17 +357,10 @@ func (a *approvals) run(ctx context.Context, rate float64, warmup, duration time
 	var wg sync.WaitGroup
 	start := time.Now().Add(50 * time.Millisecond)
 	interval := time.Duration(float64(time.Second) / rate)
-	for i := range total {
-		sched := start.Add(time.Duration(i) * interval)
-		if d := time.Until(sched); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
-		}
+	pace(start, interval, total, func(i int, sched time.Time) bool {
 		if ctx.Err() != nil {
 			r.notRun = int64(total - i)
-			break
+			return false
 		}
 		wg.Add(1)
 		go func() {
@@ -385,7 +378,8 @@ func (a *approvals) run(ctx context.Context, rate float64, warmup, duration time
 			}
 			trips[i], done[i] = t, true
 		}()
-	}
+		return true
+	})
 	wg.Wait()
 	elapsed := time.Since(start.Add(warmup))
 	ok := 0

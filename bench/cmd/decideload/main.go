@@ -331,6 +331,8 @@ func (r *result) print() {
 
 func dial(c config, token string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// As the runner dials: fixed flow-control windows.
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(8<<20),
 		grpc.WithPerRPCCredentials(bearer(token)))
 }
 
@@ -412,14 +414,10 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 		for i := range clients {
 			clients[i] = guardv1.NewGuardClient(conns[i])
 		}
-		for i := range total {
-			sched := start.Add(time.Duration(i) * interval)
-			if d := time.Until(sched); d > 0 {
-				time.Sleep(d)
-			}
+		pace(start, interval, total, func(i int, sched time.Time) bool {
 			if inflight.Load() >= int64(c.maxInFlight) {
 				overload.Add(1)
-				continue
+				return true
 			}
 			inflight.Add(1)
 			wg.Add(1)
@@ -431,7 +429,8 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 				resp, err := clients[i%n].Decide(cctx, fx.request(i))
 				record(i, sched, resp, err)
 			}()
-		}
+			return true
+		})
 		wg.Wait()
 	case "stream":
 		per := make([][]int, c.streams)
@@ -439,7 +438,11 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 			per[i%c.streams] = append(per[i%c.streams], i)
 		}
 		sched := func(i int) time.Time { return start.Add(time.Duration(i) * interval) }
+		// One pacer for every stream: each stream's sender takes its due
+		// requests from a queue long enough never to hold the pacer up.
+		queues := make([]chan int, c.streams)
 		for s := range c.streams {
+			queues[s] = make(chan int, len(per[s]))
 			stream, err := guardv1.NewGuardClient(conns[s]).DecideStream(ctx)
 			if err != nil {
 				return nil, err
@@ -447,12 +450,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 			wg.Add(2)
 			go func() { // sender
 				defer wg.Done()
-				for _, i := range per[s] {
-					if d := time.Until(sched(i)); d > 0 {
-						time.Sleep(d)
-					}
-					inflight.Add(1)
-					sent[i] = time.Now()
+				for i := range queues[s] {
 					if err := stream.Send(&guardv1.DecideStreamRequest{CorrelationId: strconv.Itoa(i), Request: fx.request(i)}); err != nil {
 						errs.Add(1)
 						return
@@ -480,6 +478,15 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 					record(i, sched(i), r.GetResponse(), rerr)
 				}
 			}()
+		}
+		pace(start, interval, total, func(i int, _ time.Time) bool {
+			inflight.Add(1)
+			sent[i] = time.Now()
+			queues[i%c.streams] <- i
+			return true
+		})
+		for _, q := range queues {
+			close(q)
 		}
 		wg.Wait()
 	default:
