@@ -131,6 +131,19 @@ func (l *Limiter) Acquire() bool {
 	return true
 }
 
+// Saturated reports whether the next Acquire would refuse, without
+// admitting anything: a transport-level check that refuses before a
+// refusal costs authentication and decoding.
+func (l *Limiter) Saturated() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inflight >= int(l.limit) {
+		l.shed++
+		return true
+	}
+	return false
+}
+
 // Release ends an admitted decision and, at the end of a window, adjusts
 // the limit and the retry hint. It returns the limit now.
 func (l *Limiter) Release(took time.Duration) int {

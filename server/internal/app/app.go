@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -181,6 +182,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		// fixed window never limits throughput.
 		grpc.InitialWindowSize(StreamWindow),
 		grpc.InitialConnWindowSize(ConnWindow),
+		// Past the admission limit a Guard.Decide is refused as the
+		// transport reads its headers (api.GuardService.TapOverload).
+		grpc.InTapHandle(services.guard.TapOverload),
 	}
 	if cfg.TLSCert != "" {
 		creds, err := serverTLS(cfg)
@@ -217,6 +221,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	if metricsLis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(reg))
+		if cfg.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		probes(mux, s.health)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		s.background = append(s.background, func(ctx context.Context) error {

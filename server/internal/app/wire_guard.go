@@ -65,6 +65,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 		LogPool:         logPool,
 		Snapshot:        snap,
 		ObserveSnapshot: d.Metrics.ObserveSnapshotDecision,
+		ObserveBatch:    d.Metrics.ObserveLogBatch,
 	})
 	d.Metrics.PreInit(cat.Actions(), approvals.HoldKinds(cat.ApprovalKinds()))
 	d.Guard = eng

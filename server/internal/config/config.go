@@ -79,6 +79,9 @@ type Config struct {
 	// whatever cites or consumes a decision commits synchronously and so
 	// flushes it first) or "sync" (each batch waits for its WAL flush).
 	DecisionLogCommit string
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
+	// the metrics listener, for performance work; off by default.
+	Pprof bool
 	// ConsoleListen serves the approvals console ("" = off), with the gRPC
 	// listener's TLS certificate when one is set.
 	ConsoleListen string
@@ -145,6 +148,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	integer(fs, &c.GuardPipelines, "guard-pipelines", "decision batches (facts reads and log rows) in flight to Postgres at once")
 	boolean(fs, &c.FactSnapshot, "fact-snapshot", "decide from an in-memory copy of the guard's fact tables, checked against the database's revision when each decision is logged (false = read every decision's facts)")
 	str(fs, &c.DecisionLogCommit, "decision-log-commit", "how plain decisions' log rows commit: async (visible at once, flushed within 3 x wal_writer_delay; citing or consuming one flushes it) or sync")
+	boolean(fs, &c.Pprof, "pprof", "serve Go's profiles at /debug/pprof/ on the metrics listener")
 	str(fs, &c.ConsoleListen, "console-listen", "approvals console (web) listen address (empty = off)")
 	dur(fs, &c.ConsoleSessionTTL, "console-session-ttl", "how long a console sign-in lasts")
 }

@@ -17,7 +17,7 @@ func (e *Engine) afterTx(ctx context.Context, req *Request, d Decision, resp *gu
 	row *logRow, err error) (*guardv1.DecideResponse, error) {
 	switch {
 	case err == nil:
-		e.count(req, d.Effect, row.LatencyUS)
+		e.count(req, d.Effect, answeredIn(row))
 		if resp.HoldCreated {
 			// Audit, after the commit: who asked for what, and who may answer.
 			e.log.InfoContext(ctx, "hold requested", "audit", true, "hold", resp.HoldId, "action", req.Action,
@@ -37,6 +37,12 @@ func (e *Engine) afterTx(ctx context.Context, req *Request, d Decision, resp *gu
 	fresh := &guardv1.DecideResponse{DecisionId: store.NewID("dec_", 12)}
 	return e.finish(ctx, req, failClosed(), fresh,
 		&logRow{ID: fresh.DecisionId, Action: req.Action, RunnerID: req.RunnerID, DryRun: req.DryRun}, time.Now())
+}
+
+// answeredIn is how long the decision took until now, its log row written:
+// the row's latency_us stops where the row was filled.
+func answeredIn(row *logRow) time.Duration {
+	return time.Duration(row.LatencyUS)*time.Microsecond + time.Since(row.At)
 }
 
 // finish logs the decision (batched) and answers. A log failure turns an
@@ -61,7 +67,7 @@ func (e *Engine) finish(ctx context.Context, req *Request, d Decision, resp *gua
 		d = failClosed()
 		e.fill(req, d, resp, row, start)
 	}
-	e.count(req, d.Effect, row.LatencyUS)
+	e.count(req, d.Effect, answeredIn(row))
 	e.relaxed(ctx, req, d, resp)
 	return resp, nil
 }

@@ -110,6 +110,9 @@ type Options struct {
 	// ObserveSnapshot counts decisions answered from the snapshot
 	// ("snapshot") and those sent live by a failed revision check ("stale").
 	ObserveSnapshot func(outcome string)
+	// ObserveBatch is told of each pipeline batch: its facts reads, its log
+	// rows and its round trip (metrics).
+	ObserveBatch func(reads, rows int, took time.Duration)
 	// LogPool, when set, carries the pipeline's batches (the facts reads and
 	// the log rows of plain decisions) instead of the pool: app gives it
 	// connections with synchronous_commit off (see --decision-log-commit).
@@ -131,6 +134,7 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 		pipe: newPipeline(logPool, o.Log, o.Pipelines, o.Yield),
 		snap: o.Snapshot, observeSnapshot: o.ObserveSnapshot,
 	}
+	e.pipe.observe = o.ObserveBatch
 	e.reads = e.pipe
 	if o.DirectReads {
 		e.reads = pool
@@ -430,8 +434,7 @@ func (e *Engine) consumeGrant(ctx context.Context, req *Request, entry *Entry, d
 	return e.afterTx(ctx, req, d, resp, row, err)
 }
 
-func (e *Engine) count(req *Request, eff Effect, latencyUS int64) {
-	took := time.Duration(latencyUS) * time.Microsecond
+func (e *Engine) count(req *Request, eff Effect, took time.Duration) {
 	action := e.metricAction(req.Action)
 	if kind := e.queryKind(req); kind != "" {
 		if e.observeQuery != nil {

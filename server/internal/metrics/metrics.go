@@ -49,6 +49,10 @@ type Metrics struct {
 	// The fact snapshot: decisions answered from it or sent live by a
 	// failed revision check, its catch-ups, the revision it is at, and the
 	// tables it cannot serve (their trigger does not match; alert on > 0).
+	// The decision log's batches: round trip and size (facts reads and log
+	// rows together).
+	LogBatchSeconds            prometheus.Histogram
+	LogBatchSize               prometheus.Histogram
 	SnapshotDecisionsTotal     *prometheus.CounterVec // {outcome}: snapshot, stale
 	SnapshotRefreshesTotal     *prometheus.CounterVec // {kind}: delta, full
 	SnapshotRefreshErrorsTotal prometheus.Counter
@@ -105,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"action", "effect", "kind"}),
 		DecisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "decision_seconds",
-			Help:    "Time to reach a guard decision, including database reads and hold creation.",
+			Help:    "Time to answer a guard decision, from the engine being asked to the decision logged (database reads, hold creation and the log commit included).",
 			Buckets: decisionBuckets,
 		}, []string{"effect"}),
 		DecisionsShedTotal: prometheus.NewCounter(prometheus.CounterOpts{
@@ -115,6 +119,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		AdmissionLimit: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "admission_limit",
 			Help: "The adaptive limit on decisions in flight on this replica (0 when admission control is off).",
+		}),
+		LogBatchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "log_batch_seconds",
+			Help:    "Round trip of one batch of the decision pipeline (facts reads and log rows, committed).",
+			Buckets: decisionBuckets,
+		}),
+		LogBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "log_batch_size",
+			Help:    "Statements' worth of decisions in one batch of the decision pipeline (facts reads plus log rows).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
 		SnapshotDecisionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "snapshot_decisions_total",
@@ -193,6 +207,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(
 		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
 		m.DecisionsShedTotal, m.AdmissionLimit,
+		m.LogBatchSeconds, m.LogBatchSize,
 		m.SnapshotDecisionsTotal, m.SnapshotRefreshesTotal, m.SnapshotRefreshErrorsTotal, m.SnapshotRevision, m.SnapshotTablesUnmirrored,
 		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,
 		m.TimeToResolveSeconds, m.WebhookFailuresTotal,
@@ -254,6 +269,12 @@ func (m *Metrics) HoldKinds() []string { return m.holdKinds }
 func (m *Metrics) ObserveDecision(action, effect string, took time.Duration) {
 	m.DecisionsTotal.WithLabelValues(action, effect).Inc()
 	m.DecisionSeconds.WithLabelValues(effect).Observe(took.Seconds())
+}
+
+// ObserveLogBatch records one batch of the decision pipeline.
+func (m *Metrics) ObserveLogBatch(reads, rows int, took time.Duration) {
+	m.LogBatchSeconds.Observe(took.Seconds())
+	m.LogBatchSize.Observe(float64(reads + rows))
 }
 
 // ObserveSnapshotDecision counts a decision made from the fact snapshot.

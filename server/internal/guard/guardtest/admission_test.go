@@ -41,6 +41,17 @@ func TestDecisionsPastTheAdmissionLimitAreShedNotDecided(t *testing.T) {
 	if !hinted {
 		t.Fatal("the refusal carries no retry hint")
 	}
+	// The refusal is made where the transport reads the call's headers,
+	// before authentication and validation spend anything on it: a call
+	// with no token at all is refused the same way.
+	anon := testserver.ClientsFor(srv.Conn(t, "", ""))
+	if _, err := anon.Guard.Decide(ctx, &guardv1.DecideRequest{Action: "Not An Action"}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("an unauthenticated, invalid Decide at the limit: %v, want ResourceExhausted (refused before auth)", err)
+	}
+	if _, err := anon.Guard.Decide(ctx, &guardv1.DecideRequest{Action: "a2a.send"}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("%v", err)
+	}
+	before += 2
 
 	stream, err := op.Guard.DecideStream(ctx)
 	if err != nil {
