@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -23,18 +24,6 @@ var DefaultOptions = []*guardv1.HoldOption{
 	{Label: "Reject with reason…", Value: "reject_with_reason"},
 }
 
-// eventLockKey orders hold_events for its readers (the table is the truth
-// for Watch): a reader that advances past cursor N must never later see a
-// smaller one appear, which a writer that drew it earlier and committed
-// later would do. Writers hold the lock SHARED from drawing their cursor
-// to commit, so they commit in parallel (one serialised fsync per hold
-// and per resolution convoyed every approval behind the slowest disk
-// flush: inserts waited 61 ms on average at 60 approvals/s); a reader
-// takes it EXCLUSIVE before it reads (readSettled), which waits out every
-// writer in flight and admits no new one until its snapshot is taken, so
-// every cursor it can see below the newest is already committed.
-const eventLockKey int64 = 0x636c_6177_6576_7473 // "clawevts"
-
 // CreateHoldTx creates a hold in the caller's transaction: approver picking
 // (scoped admins of the anchor group, then global admins, then owners, each
 // by grant time; anchor empty → global admins then owners; exclusive → that
@@ -43,10 +32,11 @@ const eventLockKey int64 = 0x636c_6177_6576_7473 // "clawevts"
 // type), dedup (a live hold with the key is returned, Created=false) and the
 // `requested` event. No eligible approver → no row, NoApprover with Reason.
 //
-// Writing the event takes the event lock (eventLockKey) until the caller's
-// transaction ends, so it is CreateHoldTx's last write: what the caller
-// still has to write goes in req.BeforeEvent, and after CreateHoldTx
-// nothing but the commit should follow.
+// The event is CreateHoldTx's last write: its cursor is drawn there, and a
+// cursor drawn but not committed holds up every reader that passes it (see
+// readEvents), so what the caller still has to write goes in
+// req.BeforeEvent, and after CreateHoldTx nothing but the commit should
+// follow.
 func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest) (CreateResult, error) {
 	if req.Kind == "" {
 		return CreateResult{}, errors.New("create hold: kind is required")
@@ -217,7 +207,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 			return CreateResult{}, err
 		}
 	}
-	// Last: the event lock is held from here to commit.
+	// Last: the event's cursor is in flight from here to commit.
 	if err := insertEventTx(ctx, tx, hold, "requested", "", "", target == ""); err != nil {
 		return CreateResult{}, err
 	}
@@ -437,9 +427,8 @@ func insertPartialEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, appro
 	if err != nil {
 		return fmt.Errorf("hold event: encode hold: %w", err)
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO hold_events (hold_id, type, resolver, approvals_remaining, hold)
-		SELECT $2, 'approved_partial', $3, $4, $5 FROM (SELECT pg_advisory_xact_lock_shared($1)) AS event_lock`,
-		eventLockKey, h.Id, approver, remaining, body)
+	err = insertEvent(ctx, tx, `INSERT INTO hold_events (hold_id, type, resolver, approvals_remaining, hold)
+		VALUES ($1, 'approved_partial', $2, $3, $4)`, h.Id, approver, remaining, body)
 	if err != nil {
 		return fmt.Errorf("hold event approved_partial %s: %w", h.Id, err)
 	}
@@ -448,20 +437,38 @@ func insertPartialEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, appro
 
 // insertEventTx appends a lifecycle event in tx (exactly once: hold_events
 // is UNIQUE(hold_id, type), so a second one fails the transaction rather
-// than publishing twice). It first takes the event lock shared, held to
-// commit; a reader waits for it, so it is the transaction's last statement.
+// than publishing twice). Its cursor is in flight until the transaction
+// commits and readers wait at it, so it is the transaction's last statement.
 func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome, resolver string, undelivered bool) error {
 	body, err := protojson.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("hold event: encode hold: %w", err)
 	}
-	// One round trip: the lock is taken while producing the row, before
-	// the insert draws the cursor from its sequence.
-	_, err = tx.Exec(ctx, `INSERT INTO hold_events (hold_id, type, outcome, resolver, undelivered, hold)
-		SELECT $2, $3, NULLIF($4, ''), $5, $6, $7 FROM (SELECT pg_advisory_xact_lock_shared($1)) AS event_lock`,
-		eventLockKey, h.Id, typ, outcome, resolver, undelivered, body)
+	err = insertEvent(ctx, tx, `INSERT INTO hold_events (hold_id, type, outcome, resolver, undelivered, hold)
+		VALUES ($1, $2, NULLIF($3, ''), $4, $5, $6)`, h.Id, typ, outcome, resolver, undelivered, body)
 	if err != nil {
 		return fmt.Errorf("hold event %s %s: %w", typ, h.Id, err)
 	}
 	return nil
+}
+
+// insertEvent runs one hold_events INSERT in tx. A reader may have settled
+// the cursor the insert drew, tombstoning it while the insert was between
+// drawing the cursor and writing its row (see readEvents): the insert then
+// fails on the cursor alone, and is made again, with a fresh cursor, from a
+// savepoint taken in the same round trip. Nothing else of tx is undone.
+func insertEvent(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
+	for attempt := 1; ; attempt++ {
+		b := &pgx.Batch{}
+		b.Queue(`SAVEPOINT hold_event`)
+		b.Queue(sql, args...)
+		err := tx.SendBatch(ctx, b).Close()
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "23505" || pgErr.ConstraintName != "hold_events_pkey" || attempt == 5 {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT hold_event`); err != nil {
+			return err
+		}
+	}
 }

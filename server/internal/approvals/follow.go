@@ -3,7 +3,6 @@ package approvals
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -62,15 +61,13 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 	}
 	// Backfill (c, pos] from the table; the subscription carries the rest.
 	for c < pos {
-		evs, err := s.readRetained(ctx, c, pruned0)
+		prev := c
+		evs, reached, err := s.readRetained(ctx, c, pruned0)
 		if status.Code(err) == codes.OutOfRange {
 			return err
 		}
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "%v", err)
-		}
-		if len(evs) == 0 {
-			break
 		}
 		for _, ev := range evs {
 			if ev.Cursor > pos {
@@ -81,7 +78,10 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 			}
 			c = ev.Cursor
 		}
-		if evs[len(evs)-1].Cursor >= pos {
+		// Past the tombstones the read ended on, never past pos: what
+		// follows it comes through the subscription.
+		c = max(c, min(reached, pos))
+		if c == prev {
 			break
 		}
 	}
@@ -113,21 +113,17 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 // reads is never silently skipped: the watermark shows it and the events
 // are not used. (Old pending holds' events stay below the watermark,
 // harmlessly: that is why it must have moved.)
-func (s *Service) readRetained(ctx context.Context, c, pruned0 int64) ([]*guardv1.WatchResponse, error) {
-	var evs []*guardv1.WatchResponse
-	err := readSettled(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if evs, err = readEvents(ctx, tx, c, 500); err != nil {
-			return err
-		}
-		through, err := retention.PrunedThrough(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if through > pruned0 && through > c {
-			return retention.CursorPruned(c, through)
-		}
-		return nil
-	})
-	return evs, err
+func (s *Service) readRetained(ctx context.Context, c, pruned0 int64) ([]*guardv1.WatchResponse, int64, error) {
+	evs, reached, err := readEvents(ctx, s.pool, c, 500)
+	if err != nil {
+		return nil, c, err
+	}
+	through, err := retention.PrunedThrough(ctx, s.pool)
+	if err != nil {
+		return nil, c, err
+	}
+	if through > pruned0 && through > c {
+		return nil, c, retention.CursorPruned(c, through)
+	}
+	return evs, reached, nil
 }

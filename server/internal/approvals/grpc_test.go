@@ -2,6 +2,7 @@ package approvals_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -658,8 +659,13 @@ func TestAnEarlierCursorStillInFlightIsNotSkipped(t *testing.T) {
 		t.FailNow()
 	}
 	// Both replicas' readers, woken by the quick one's notification, wait
-	// for the slow writer instead of reading past its cursor.
-	waitForEventLockWaiters(t, a.Pool, 2)
+	// for the slow writer (settling the gap its cursor leaves) instead of
+	// reading past its cursor.
+	var pid int
+	if err := slow.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	waitForWaitersOn(t, a.Pool, pid, 2)
 	if err := slow.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -683,26 +689,71 @@ func createOnErr(srv *testserver.Server, req approvals.CreateRequest) (*guardv1.
 	return res.Hold, err
 }
 
-// waitForEventLockWaiters waits until n sessions wait for the hold event
-// lock (a bigint advisory key shows as classid, objid: its two halves).
-func waitForEventLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
+// waitForWaitersOn waits until n sessions wait for a transaction (or a
+// subtransaction: the event is inserted under a savepoint) of backend pid.
+func waitForWaitersOn(t *testing.T, pool *pgxpool.Pool, pid, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testserver.Eventually(t, 10*time.Second, fmt.Sprintf("%d readers to wait for backend %d (a reader read past a cursor still in flight?)", n, pid), func() bool {
 		var waiting int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
-			WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
-			  AND (classid::bigint << 32 | objid::bigint) = $1
-			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, approvals.EventLockKey).Scan(&waiting); err != nil {
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks w
+			WHERE w.locktype = 'transactionid' AND NOT w.granted AND w.transactionid IN (
+				SELECT h.transactionid FROM pg_locks h WHERE h.locktype = 'transactionid' AND h.granted AND h.pid = $1)`, pid).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting >= n {
-			return
+		return waiting >= n
+	})
+}
+
+// TestGapsAreSettledNeverSkipped: a writer that rolls back after drawing a
+// cursor leaves a gap; readers tombstone it and deliver what follows. A
+// writer that drew a cursor a reader has already settled cannot commit an
+// event there: its insert fails and its transaction rolls back whole, so
+// no event lands behind a reader's back.
+func TestGapsAreSettledNeverSkipped(t *testing.T) {
+	t.Parallel()
+	a := testserver.Start(t)
+	seed(t, a)
+	b := testserver.StartOn(t, a.URL)
+	onA, onB := watch(t, a.Operator(t), &guardv1.WatchRequest{FromNow: true}), watch(t, b.Operator(t), &guardv1.WatchRequest{FromNow: true})
+	ctx := context.Background()
+
+	// A rolled-back writer's cursor.
+	rolled, err := a.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Deps().Approvals.CreateHoldTx(ctx, rolled, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "rolled back"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rolled.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A writer caught between drawing its cursor and inserting.
+	late, err := a.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Rollback(ctx)
+	var drawn int64
+	if err := late.QueryRow(ctx, `SELECT nextval(pg_get_serial_sequence('hold_events', 'cursor'))`).Scan(&drawn); err != nil {
+		t.Fatal(err)
+	}
+	after, err := createOnErr(a, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "after the gaps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*watcher{"A": onA, "B": onB} {
+		evs := w.waitFor(t, 1)
+		if len(evs) != 1 || evs[0].GetHold().GetId() != after.GetId() {
+			t.Fatalf("replica %s saw %v, want only the event after the gaps", name, evs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions wait for an advisory lock, want %d (a reader read past a cursor still in flight?)", waiting, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := late.Exec(ctx, `INSERT INTO hold_events (cursor, hold_id, type, hold) VALUES ($1, 'h-late', 'requested', '{}')`, drawn); err == nil {
+		t.Fatal("an event was inserted at a cursor the readers had passed")
+	}
+	var tombstones int
+	if err := a.Pool.QueryRow(ctx, `SELECT count(*) FROM hold_events WHERE type = 'skipped'`).Scan(&tombstones); err != nil || tombstones != 2 {
+		t.Fatalf("%d tombstones (%v), want 2: the rolled-back cursor and the late one", tombstones, err)
 	}
 }
 
@@ -758,5 +809,34 @@ func TestMissedDispatchIsRecovered(t *testing.T) {
 	}
 	if n := count(t, srv.Pool, `SELECT count(*) FROM holds WHERE status = 'approved' AND dispatched_at IS NULL`); n != 0 {
 		t.Fatalf("%d approved holds left undispatched", n)
+	}
+}
+
+// TestAnEventWhoseCursorWasSettledIsRetried: a writer whose drawn cursor a
+// reader settled first (tombstoned) does not fail: its event is inserted
+// again, under a fresh cursor, and the rest of its transaction stands.
+func TestAnEventWhoseCursorWasSettledIsRetried(t *testing.T) {
+	t.Parallel()
+	a := testserver.Start(t)
+	seed(t, a)
+	ctx := context.Background()
+	var next int64
+	if err := a.Pool.QueryRow(ctx, `SELECT nextval(pg_get_serial_sequence('hold_events', 'cursor')) + 1`).Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	// A reader settled the cursor the next writer will draw.
+	if _, err := a.Pool.Exec(ctx, `INSERT INTO hold_events (cursor, hold_id, type, hold) VALUES ($1, '', 'skipped', '{}')`, next); err != nil {
+		t.Fatal(err)
+	}
+	h, err := createOnErr(a, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "drawn a settled cursor"})
+	if err != nil {
+		t.Fatalf("a writer whose cursor was settled failed: %v", err)
+	}
+	var cursor int64
+	if err := a.Pool.QueryRow(ctx, `SELECT cursor FROM hold_events WHERE hold_id = $1 AND type = 'requested'`, h.GetId()).Scan(&cursor); err != nil {
+		t.Fatal(err)
+	}
+	if cursor <= next {
+		t.Fatalf("the event has cursor %d, want one after the settled %d", cursor, next)
 	}
 }

@@ -66,10 +66,12 @@ func (s *subscription) Err() error {
 }
 
 // broadcast sends events (ascending cursors above h.last) to every
-// subscriber without blocking.
-func (h *hub) broadcast(evs []*guardv1.WatchResponse) {
+// subscriber without blocking, and moves the position to through (the
+// read's end: tombstones after the last event are passed too).
+func (h *hub) broadcast(evs []*guardv1.WatchResponse, through int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer func() { h.last = max(h.last, through) }()
 	for _, ev := range evs {
 		if ev.Cursor <= h.last {
 			continue

@@ -27,8 +27,8 @@ func TestHubDropsOnlyTheSlowSubscriber(t *testing.T) {
 	slow, _ := h.subscribe(1)
 	fast, _ := h.subscribe(10)
 	evs := []*guardv1.WatchResponse{{Cursor: 1}, {Cursor: 2}, {Cursor: 3}}
-	h.broadcast(evs) // never blocks, whatever the subscribers do
-	h.broadcast(evs) // replays below the position are ignored
+	h.broadcast(evs, 3) // never blocks, whatever the subscribers do
+	h.broadcast(evs, 3) // replays below the position are ignored
 	var got []int64
 	for ev := range fast.C {
 		got = append(got, ev.Cursor)

@@ -6,23 +6,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
 // catchUp reads everything after the hub's position and broadcasts it.
 func (s *Service) catchUp(ctx context.Context) error {
 	for {
-		var evs []*guardv1.WatchResponse
-		err := readSettled(ctx, s.pool, func(tx pgx.Tx) (err error) {
-			evs, err = readEvents(ctx, tx, s.hub.position(), 500)
-			return err
-		})
+		from := s.hub.position()
+		evs, through, err := readEvents(ctx, s.pool, from, 500)
 		if err != nil {
 			return err
 		}
-		s.hub.broadcast(evs)
-		if len(evs) < 500 {
+		s.hub.broadcast(evs, through)
+		if through-from < 500 {
 			return nil
 		}
 	}

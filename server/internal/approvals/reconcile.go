@@ -151,7 +151,7 @@ func (s *Service) giveUpTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, why 
 	if err != nil && !errors.Is(err, pushes.ErrNoSession) {
 		return fmt.Errorf("notify requester of unapplied hold %s: %w", h.Id, err)
 	}
-	// Last: the event lock is held from here to commit.
+	// Last: the event's cursor is in flight from here to commit.
 	return insertEventTx(ctx, tx, cur, "unapplied", "", "", false)
 }
 

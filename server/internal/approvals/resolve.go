@@ -291,7 +291,7 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 	if err := s.pushResolutionTx(ctx, tx, hold, outcome, reason); err != nil {
 		return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
 	}
-	// Last: the event lock is held from here to commit.
+	// Last: the event's cursor is in flight from here to commit.
 	if err := insertEventTx(ctx, tx, hold, "resolved", outcomeWord, resolver, false); err != nil {
 		return nil, err
 	}

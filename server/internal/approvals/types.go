@@ -4,12 +4,13 @@
 //
 // Events, exactly once and in order: every creation and resolution writes
 // one hold_events row in the transaction that makes the change
-// (UNIQUE(hold_id, type) is the backstop). Writers take one transaction-
-// scoped advisory lock before inserting, so cursors commit in increasing
-// order and a reader that has passed cursor N never sees a smaller one
-// appear later. Every hold and resolution waits on that lock, so the event
-// is each transaction's last write: it is held for the insert and the
-// commit only. Each replica holds one LISTEN connection (package
+// (UNIQUE(hold_id, type) is the backstop). Writers take no lock and commit
+// in parallel; cursors can commit out of order, and a reader settles every
+// gap below what it passes (a tombstone that waits for the one writer
+// holding the cursor, see readEvents), so a reader that has passed cursor
+// N never sees a smaller one appear later. The event is each transaction's
+// last write, so a drawn cursor is in flight only for the insert and the
+// commit. Each replica holds one LISTEN connection (package
 // listener, shared with the other channels); a NOTIFY only wakes its
 // reader, which re-reads the table after its last cursor and fans the
 // events out to in-process subscribers (Watch streams, Await, the

@@ -1,4 +1,0 @@
-package approvals
-
-// EventLockKey is eventLockKey for the external tests (pg_locks checks).
-const EventLockKey = eventLockKey
