@@ -319,7 +319,7 @@ func TestCompletionScripts(t *testing.T) {
 // the ids the server mints (resources.newID, guard.newID).
 var (
 	exampleID = regexp.MustCompile(`\b(ag|hold|sess|mg|mga|tok|wr|dec|ho)_[A-Za-z0-9]+\b`)
-	realID    = regexp.MustCompile(`^((ag|mg|mga|tok|wr)_[0-9a-f]{16}|(hold|sess)_[0-9a-f]{20}|dec_[0-9a-f]{24})$`)
+	realID    = regexp.MustCompile(`^((ag|mg|mga|tok|wr)_[0-9a-f]{16}|(hold|sess)_[0-9a-f]{20}|dec_[0-9a-f]{28})$`)
 )
 
 // TestEveryCommandHasHelpAndExample: --help works on every level and shows

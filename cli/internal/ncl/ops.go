@@ -253,7 +253,7 @@ func (a *app) decisionsCmd() *cobra.Command {
 	}
 	get := &cobra.Command{
 		Use: "get <decision-id>", Short: "Show one logged decision and why it was made",
-		Example: "  ncl decisions get dec_0123456789abcdef01234567",
+		Example: "  ncl decisions get dec_019ad9f0a1b2c3d4e5f6a7b8c9d0",
 		Args:    one("decision-id"),
 	}
 	get.RunE = func(cmd *cobra.Command, args []string) error {

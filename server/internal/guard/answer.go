@@ -34,7 +34,7 @@ func (e *Engine) afterTx(ctx context.Context, req *Request, d Decision, resp *gu
 		return nil, unavailable(err)
 	}
 	e.log.Error("guard transaction failed; failing closed", "action", req.Action, "err", err)
-	fresh := &guardv1.DecideResponse{DecisionId: store.NewID("dec_", 12)}
+	fresh := &guardv1.DecideResponse{DecisionId: store.NewOrderedID("dec_", time.Now())}
 	return e.finish(ctx, req, failClosed(), fresh,
 		&logRow{ID: fresh.DecisionId, Action: req.Action, RunnerID: req.RunnerID, DryRun: req.DryRun}, time.Now())
 }

@@ -199,7 +199,7 @@ func (e *Engine) decideFromSnapshot(ctx context.Context, req *Request, start tim
 	if fd.Effect == EffectHold && req.Card != nil {
 		return nil, nil, false // holds are created live, in the decision's transaction
 	}
-	resp := &guardv1.DecideResponse{DecisionId: store.NewID("dec_", 12)}
+	resp := &guardv1.DecideResponse{DecisionId: store.NewOrderedID("dec_", time.Now())}
 	row := &logRow{ID: resp.DecisionId, Action: in.Action, RunnerID: req.RunnerID, RequestID: req.RequestID,
 		Trace: encodeTrace(ce.Entry, in, f), Rev: rev, CheckRev: true}
 	resp, err = e.finish(ctx, req, fd, resp, row, start)
@@ -335,7 +335,7 @@ func (e *Engine) decideLive(ctx context.Context, req *Request, start time.Time) 
 		fd = evaluate(entry, in, f)
 	}
 
-	resp := &guardv1.DecideResponse{DecisionId: store.NewID("dec_", 12)}
+	resp := &guardv1.DecideResponse{DecisionId: store.NewOrderedID("dec_", time.Now())}
 	row := &logRow{ID: resp.DecisionId, Action: in.Action, RunnerID: req.RunnerID, RequestID: req.RequestID, DryRun: req.DryRun}
 	if err == nil {
 		row.Trace = encodeTrace(entry, in, f)
