@@ -465,6 +465,7 @@ func (s *Service) SweepOnStart(ctx context.Context) (int, error) {
 }
 
 func (s *Service) resolveWhere(ctx context.Context, where string, args []any, outcome guardv1.Outcome) (int, error) {
+	ctx = context.WithValue(ctx, bulkEventsKey{}, true) // up to 100 events a transaction
 	total := 0
 	for {
 		var resolved []*guardv1.Hold
