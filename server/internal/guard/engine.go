@@ -311,7 +311,14 @@ func (e *Engine) decideLive(ctx context.Context, req *Request, start time.Time) 
 		if entry != nil && entry.Args != nil {
 			args = append(args, entry.Args(in)...)
 		}
-		return readFacts(ctx, e.reads, query, facts, args)
+		reads := e.reads
+		if in.Grant != "" {
+			// A replay is an approval's last step and its consumption a
+			// transaction of its own: its facts are read at once, not
+			// behind a batch of other decisions' log rows.
+			reads = e.pool
+		}
+		return readFacts(ctx, reads, query, facts, args)
 	}()
 	switch {
 	case err != nil && ctx.Err() != nil:
