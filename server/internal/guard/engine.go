@@ -156,10 +156,11 @@ func (e *Engine) Close() { e.pipe.close() }
 // ("guard failure (failing closed)").
 func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideResponse, error) {
 	start := time.Now()
-	if resp, err, done := e.decideFromSnapshot(ctx, req, start); done {
+	resp, err, done, holding := e.decideFromSnapshot(ctx, req, start)
+	if done {
 		return resp, err
 	}
-	return e.decideLive(ctx, req, start)
+	return e.decideLive(ctx, req, start, holding)
 }
 
 // decideFromSnapshot decides from the replica's copy of the facts when the
@@ -170,34 +171,38 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 // before the row is written — a revocation the copy has not applied yet —
 // is never answered from the copy: done is false and the caller decides
 // live, as it does whenever the copy cannot settle the answer.
-func (e *Engine) decideFromSnapshot(ctx context.Context, req *Request, start time.Time) (_ *guardv1.DecideResponse, _ error, done bool) {
+//
+// holding reports that the copy answered HOLD for a request with a card:
+// the live decision will most likely create a hold, a transaction of its
+// own, so its facts are read at once rather than behind a batch.
+func (e *Engine) decideFromSnapshot(ctx context.Context, req *Request, start time.Time) (_ *guardv1.DecideResponse, _ error, done, holding bool) {
 	if e.snap == nil || req.Grant != "" || req.DryRun {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	ce, ok := e.Catalog.lookup(req.Action)
 	if !ok || !ce.fromSnapshot {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	in := &req.Input
 	args, ok := stringArgs(ce.Entry, in)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	tables := e.snap.Tables()
 	if tables == nil {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	c, f, err := e.lookupFacts(tables, ce, in, args)
 	rev := tables.Revision()
 	if err != nil {
-		return nil, nil, false // the live path reads (and reports) it
+		return nil, nil, false, false // the live path reads (and reports) it
 	}
 	if req.RequireOwnedSession && !ownsSession(req, c) {
-		return nil, nil, false // a session just placed here: confirm live
+		return nil, nil, false, false // a session just placed here: confirm live
 	}
 	fd := evaluate(ce.Entry, in, f)
 	if fd.Effect == EffectHold && req.Card != nil {
-		return nil, nil, false // holds are created live, in the decision's transaction
+		return nil, nil, false, true // holds are created live, in the decision's transaction
 	}
 	resp := &guardv1.DecideResponse{DecisionId: store.NewOrderedID("dec_", time.Now())}
 	row := &logRow{ID: resp.DecisionId, Action: in.Action, RunnerID: req.RunnerID, RequestID: req.RequestID,
@@ -210,12 +215,12 @@ func (e *Engine) decideFromSnapshot(ctx context.Context, req *Request, start tim
 		if e.observeSnapshot != nil {
 			e.observeSnapshot("stale")
 		}
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	if err == nil && e.observeSnapshot != nil {
 		e.observeSnapshot("snapshot")
 	}
-	return resp, err, true
+	return resp, err, true, false
 }
 
 // stringArgs is an entry's Args as the strings its lookups compare keys
@@ -289,8 +294,10 @@ func (e *Engine) ReadFacts(ctx context.Context, q Querier, tables *FactTables, i
 	return c.sessionRunner, c.sessionGroup, f, true, err
 }
 
-// decideLive reads the decision's facts from the database (one round trip).
-func (e *Engine) decideLive(ctx context.Context, req *Request, start time.Time) (*guardv1.DecideResponse, error) {
+// decideLive reads the decision's facts from the database (one round trip),
+// through the pipeline unless direct: a replay (its grant is consumed in a
+// transaction of its own) and a likely hold are read at once.
+func (e *Engine) decideLive(ctx context.Context, req *Request, start time.Time, direct bool) (*guardv1.DecideResponse, error) {
 	in := &req.Input
 	ce, inCatalog := e.Catalog.lookup(in.Action)
 	v := variant(in.Grant, req.RequestID)
@@ -312,10 +319,10 @@ func (e *Engine) decideLive(ctx context.Context, req *Request, start time.Time) 
 			args = append(args, entry.Args(in)...)
 		}
 		reads := e.reads
-		if in.Grant != "" {
-			// A replay is an approval's last step and its consumption a
-			// transaction of its own: its facts are read at once, not
-			// behind a batch of other decisions' log rows.
+		if direct || in.Grant != "" {
+			// A replay is an approval's last step, and it and a hold are
+			// each a transaction of their own: read at once, not behind a
+			// batch of other decisions' log rows.
 			reads = e.pool
 		}
 		return readFacts(ctx, reads, query, facts, args)
