@@ -631,10 +631,7 @@ func TestConcurrentWritersNoEventMissed(t *testing.T) {
 // smaller for good: an approval lost to every Watch, webhook and bridge).
 func TestAnEarlierCursorStillInFlightIsNotSkipped(t *testing.T) {
 	t.Parallel()
-	a := testserver.Start(t)
-	seed(t, a)
-	b := testserver.StartOn(t, a.URL)
-	onA, onB := watch(t, a.Operator(t), &guardv1.WatchRequest{FromNow: true}), watch(t, b.Operator(t), &guardv1.WatchRequest{FromNow: true})
+	a, onA, onB := twoWatchedReplicas(t)
 	ctx := context.Background()
 
 	slow, err := a.Pool.Begin(ctx) // draws the smaller cursor, commits last
@@ -678,6 +675,16 @@ func TestAnEarlierCursorStillInFlightIsNotSkipped(t *testing.T) {
 	}
 }
 
+// twoWatchedReplicas starts replicas A and B on one seeded database, each
+// with an operator's Watch from now; A is returned to write through.
+func twoWatchedReplicas(t *testing.T) (*testserver.Server, *watcher, *watcher) {
+	t.Helper()
+	a := testserver.Start(t)
+	seed(t, a)
+	b := testserver.StartOn(t, a.URL)
+	return a, watch(t, a.Operator(t), &guardv1.WatchRequest{FromNow: true}), watch(t, b.Operator(t), &guardv1.WatchRequest{FromNow: true})
+}
+
 // createOnErr is createOn for goroutines: the error instead of t.Fatal.
 func createOnErr(srv *testserver.Server, req approvals.CreateRequest) (*guardv1.Hold, error) {
 	var res approvals.CreateResult
@@ -711,10 +718,7 @@ func waitForWaitersOn(t *testing.T, pool *pgxpool.Pool, pid, n int) {
 // no event lands behind a reader's back.
 func TestGapsAreSettledNeverSkipped(t *testing.T) {
 	t.Parallel()
-	a := testserver.Start(t)
-	seed(t, a)
-	b := testserver.StartOn(t, a.URL)
-	onA, onB := watch(t, a.Operator(t), &guardv1.WatchRequest{FromNow: true}), watch(t, b.Operator(t), &guardv1.WatchRequest{FromNow: true})
+	a, onA, onB := twoWatchedReplicas(t)
 	ctx := context.Background()
 
 	// A rolled-back writer's cursor.
