@@ -428,7 +428,8 @@ func insertPartialEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, appro
 		return fmt.Errorf("hold event: encode hold: %w", err)
 	}
 	err = insertEvent(ctx, tx, `INSERT INTO hold_events (hold_id, type, resolver, approvals_remaining, hold)
-		VALUES ($1, 'approved_partial', $2, $3, $4)`, h.Id, approver, remaining, body)
+		SELECT $2, 'approved_partial', $3, $4, $5 FROM (SELECT pg_advisory_xact_lock_shared($1)) AS compat`,
+		previousReleaseEventLock, h.Id, approver, remaining, body)
 	if err != nil {
 		return fmt.Errorf("hold event approved_partial %s: %w", h.Id, err)
 	}
@@ -445,12 +446,22 @@ func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome
 		return fmt.Errorf("hold event: encode hold: %w", err)
 	}
 	err = insertEvent(ctx, tx, `INSERT INTO hold_events (hold_id, type, outcome, resolver, undelivered, hold)
-		VALUES ($1, $2, NULLIF($3, ''), $4, $5, $6)`, h.Id, typ, outcome, resolver, undelivered, body)
+		SELECT $2, $3, NULLIF($4, ''), $5, $6, $7 FROM (SELECT pg_advisory_xact_lock_shared($1)) AS compat`,
+		previousReleaseEventLock, h.Id, typ, outcome, resolver, undelivered, body)
 	if err != nil {
 		return fmt.Errorf("hold event %s %s: %w", typ, h.Id, err)
 	}
 	return nil
 }
+
+// previousReleaseEventLock is the advisory lock the previous release's
+// event readers take exclusive before reading, its writers shared to
+// commit. Writers still take it shared, so a replica of the previous
+// release still running during a rolling upgrade never reads past a cursor
+// in flight; this release's readers never take it, so it orders nothing
+// between this release's writers (shared never waits for shared). Drop it
+// once no replica of the previous release can be running.
+const previousReleaseEventLock int64 = 0x636c_6177_6576_7473 // "clawevts"
 
 // bulkEventsKey marks a context whose transaction writes many events.
 type bulkEventsKey struct{}

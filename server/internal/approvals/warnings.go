@@ -56,7 +56,8 @@ func (s *Service) notifyWarning(ctx context.Context, w guard.Warning) error {
 				return fmt.Errorf("push warning to session: %w", err)
 			}
 		}
-		err := insertEvent(ctx, tx, `INSERT INTO hold_events (hold_id, type, hold) VALUES ($1, 'warned', $2)`, w.DecisionID, body)
+		err := insertEvent(ctx, tx, `INSERT INTO hold_events (hold_id, type, hold)
+			SELECT $2, 'warned', $3 FROM (SELECT pg_advisory_xact_lock_shared($1)) AS compat`, previousReleaseEventLock, w.DecisionID, body)
 		if err != nil {
 			return fmt.Errorf("warned event: %w", err)
 		}
