@@ -24,6 +24,8 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
 // Headers of an export request.
@@ -106,7 +108,7 @@ func (s *Shipper) ShipOnce(ctx context.Context) (int, error) {
 			return fmt.Errorf("read export watermark: %w", err)
 		}
 		// The columns are record's, by name (encode reads them so).
-		rows, err := tx.Query(ctx, `SELECT id, at, action, actor, actor_kind, COALESCE(agent_group_id, '') AS agent_group_id, COALESCE(session_id, '') AS session_id,
+		rows, err := tx.Query(ctx, `SELECT id, at, action, `+guard.LoggedActorSQL+` AS actor, actor_kind, COALESCE(agent_group_id, '') AS agent_group_id, COALESCE(session_id, '') AS session_id,
 				effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run, runner_id, request_id, mode, would_effect, would_reason
 			FROM decisions WHERE (at, id) > ($1, $2) AND at < now() - make_interval(secs => $3)
 			ORDER BY at, id LIMIT $4`, at, id, s.settle().Seconds(), s.batch())

@@ -112,7 +112,7 @@ func (e *Engine) fill(req *Request, d Decision, resp *guardv1.DecideResponse, ro
 		// naming a pending hold must not carry that hold to ApplyAction.
 		row.Grant = ""
 	}
-	row.Actor, row.ActorKind = actorJSON(req.Actor), ActorKind(req.Actor)
+	row.Actor, row.ActorKind = storedActor(req.Actor), ActorKind(req.Actor)
 	if row.ActorKind == "" {
 		row.ActorKind = "system"
 	}

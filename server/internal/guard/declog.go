@@ -12,16 +12,17 @@ import (
 
 // logRow is one row of the decision log.
 type logRow struct {
-	ID, Action, Actor, ActorKind string
-	Group, Session               *string
-	Effect, Reason, DecidedBy    string
-	Grant, Hold                  string
-	LatencyUS                    int64
-	DryRun                       bool
-	RunnerID, RequestID          string
-	Answer                       []byte // set when RequestID is: the stored answer for retries
-	Trace                        []byte // catalog decisions: what Explain needs later (explain.go)
-	At                           time.Time
+	ID, Action, ActorKind     string
+	Actor                     *string // NULL when the kind and columns imply it (storedActor)
+	Group, Session            *string
+	Effect, Reason, DecidedBy string
+	Grant, Hold               string
+	LatencyUS                 int64
+	DryRun                    bool
+	RunnerID, RequestID       string
+	Answer                    []byte // set when RequestID is: the stored answer for retries
+	Trace                     []byte // catalog decisions: what Explain needs later (explain.go)
+	At                        time.Time
 	// Mode is the gate's audit or warn mode when it relaxed the answer;
 	// WouldEffect and WouldReason are what enforce would have answered.
 	Mode, WouldEffect, WouldReason string
@@ -182,17 +183,18 @@ func valuesArgs(rows []*pendingRow) []any {
 func batchArgs(rows []*pendingRow) []any {
 	n := len(rows)
 	var (
-		ids, actions, actors, kinds, effects = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		reasons, by, grants, holds           = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		runners, reqs                        = make([]string, n), make([]string, n)
-		ats                                  = make([]time.Time, n)
-		groups, sessions                     = make([]*string, n), make([]*string, n)
-		lat                                  = make([]int64, n)
-		dry                                  = make([]bool, n)
-		answers                              = make([][]byte, n)
-		traces                               = make([]*string, n)
-		modes, wouldEff, wouldWhy            = make([]string, n), make([]string, n), make([]string, n)
-		revs                                 = make([]int64, n)
+		ids, actions, kinds, effects = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		actors                       = make([]*string, n)
+		reasons, by, grants, holds   = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		runners, reqs                = make([]string, n), make([]string, n)
+		ats                          = make([]time.Time, n)
+		groups, sessions             = make([]*string, n), make([]*string, n)
+		lat                          = make([]int64, n)
+		dry                          = make([]bool, n)
+		answers                      = make([][]byte, n)
+		traces                       = make([]*string, n)
+		modes, wouldEff, wouldWhy    = make([]string, n), make([]string, n), make([]string, n)
+		revs                         = make([]int64, n)
 	)
 	for i, p := range rows {
 		r := p.row

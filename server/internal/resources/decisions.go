@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/paging"
 )
 
@@ -82,7 +83,7 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 }
 
 // decisionColumns are decisionRow's, by name.
-const decisionColumns = `id, at, action, actor, actor_kind, COALESCE(agent_group_id, '') AS agent_group_id,
+const decisionColumns = `id, at, action, ` + guard.LoggedActorSQL + ` AS actor, actor_kind, COALESCE(agent_group_id, '') AS agent_group_id,
 		COALESCE(session_id, '') AS session_id, effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run,
 		trace, mode, would_effect, would_reason`
 
