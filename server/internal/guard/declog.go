@@ -62,7 +62,6 @@ const (
 	unnestRows = `unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[]::jsonb[], $5::text[], $6::text[], $7::text[],
     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bool[], $15::text[], $16::text[], $17::bytea[],
     $18::text[]::jsonb[], $19::text[], $20::text[], $21::text[], $22::bigint[])`
-	revCheck  = `rev < 0 OR rev = (SELECT rev FROM fact_revision)`
 	logParams = 22 // per row, in rowColumns order
 
 	valuesMaxRows = 16
@@ -84,8 +83,25 @@ func valuesRow(i int) string {
 	return b.String()
 }
 
-// insertStatementSQL builds the statement for n rows, with or without the claim.
-func insertStatementSQL(n int, claim bool) string {
+// revCheck is the condition a row must meet: decided live (rev < 0), or
+// from the snapshot at the database's fact revision — and with the
+// triggers that keep the revision honest still in place on every mirrored
+// table: with one dropped or disabled (a bulk load's DISABLE TRIGGER ALL),
+// changes would commit without moving the revision, and a copy at an
+// unmoved revision would be stale. So a missing trigger sends the rows
+// live, from the first decision after it went.
+func revCheck(mirrored []string) string {
+	if len(mirrored) == 0 {
+		return `rev < 0`
+	}
+	return `rev < 0 OR (rev = (SELECT rev FROM fact_revision) AND (SELECT count(*) FROM pg_trigger
+      WHERE tgrelid = ANY (ARRAY['` + strings.Join(mirrored, `', '`) + `']::regclass[])
+        AND tgname IN ('fact_changed', 'fact_truncated') AND tgenabled IN ('O', 'A')) = ` + fmt.Sprint(2*len(mirrored)) + `)`
+}
+
+// insertStatementSQL builds the statement for n rows, with or without the
+// claim, checking decisions from the snapshot against the mirrored tables.
+func insertStatementSQL(n int, claim bool, mirrored []string) string {
 	source := unnestRows
 	if n <= valuesMaxRows {
 		rows := make([]string, n)
@@ -99,13 +115,13 @@ func insertStatementSQL(n int, claim bool) string {
 SELECT ` + logColumns + `
 FROM ` + source + `
   AS u(` + rowColumns + `)
-WHERE ` + revCheck + `
+WHERE ` + revCheck(mirrored) + `
 RETURNING id`
 	}
 	return `WITH rows AS (
   SELECT * FROM ` + source + `
     AS u(` + rowColumns + `)
-  WHERE ` + revCheck + `
+  WHERE ` + revCheck(mirrored) + `
 ), claimed AS (
   INSERT INTO decision_requests (runner_id, request_id, decision_id, at, answer)
   SELECT runner_id, request_id, id, at, answer FROM rows WHERE request_id <> ''
@@ -118,20 +134,27 @@ FROM rows WHERE request_id = '' OR id IN (SELECT decision_id FROM claimed)
 RETURNING id`
 }
 
-// The statements, built once: [claim][rows] for VALUES lists, and the
-// two unnest forms.
-var insertStatements = func() (out [2][valuesMaxRows + 1]string) {
+// logStatements are the log INSERTs, built once per set of mirrored
+// tables: [claim][rows] for VALUES lists, [claim][0] the unnest forms.
+type logStatements [2][valuesMaxRows + 1]string
+
+func newLogStatements(mirrored []string) *logStatements {
+	var out logStatements
 	for c := range 2 {
 		for n := 1; n <= valuesMaxRows; n++ {
-			out[c][n] = insertStatementSQL(n, c == 1)
+			out[c][n] = insertStatementSQL(n, c == 1, mirrored)
 		}
-		out[c][0] = insertStatementSQL(valuesMaxRows+1, c == 1)
+		out[c][0] = insertStatementSQL(valuesMaxRows+1, c == 1, mirrored)
 	}
-	return out
-}()
+	return &out
+}
 
-// insertStatement is the log INSERT for rows and its arguments.
-func insertStatement(rows []*pendingRow) (string, []any) {
+// liveStatements write rows decided live only (the transactions of grants
+// and holds): no snapshot revision to check.
+var liveStatements = newLogStatements(nil)
+
+// insert is the log INSERT for rows and its arguments.
+func (ls *logStatements) insert(rows []*pendingRow) (string, []any) {
 	claim := 0
 	for _, p := range rows {
 		if p.row.RequestID != "" {
@@ -140,14 +163,15 @@ func insertStatement(rows []*pendingRow) (string, []any) {
 		}
 	}
 	if len(rows) <= valuesMaxRows {
-		return insertStatements[claim][len(rows)], valuesArgs(rows)
+		return ls[claim][len(rows)], valuesArgs(rows)
 	}
-	return insertStatements[claim][0], batchArgs(rows)
+	return ls[claim][0], batchArgs(rows)
 }
 
-// insertTx writes one row in the caller's transaction (grant and hold paths).
+// insertTx writes one row decided live in the caller's transaction (grant
+// and hold paths).
 func insertTx(ctx context.Context, tx pgx.Tx, r *logRow) error {
-	sql, args := insertStatement([]*pendingRow{{row: r}})
+	sql, args := liveStatements.insert([]*pendingRow{{row: r}})
 	written, err := collectIDs(tx.Query(ctx, sql, args...))
 	if err != nil {
 		return fmt.Errorf("log decision: %w", err)

@@ -135,6 +135,13 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 		snap: o.Snapshot, observeSnapshot: o.ObserveSnapshot,
 	}
 	e.pipe.observe = o.ObserveBatch
+	if e.snap != nil {
+		var mirrored []string
+		for _, t := range cat.Tables() {
+			mirrored = append(mirrored, t.Name)
+		}
+		e.pipe.stmts = newLogStatements(mirrored)
+	}
 	e.reads = e.pipe
 	if o.DirectReads {
 		e.reads = pool

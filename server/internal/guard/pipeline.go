@@ -51,6 +51,8 @@ type pipeline struct {
 	batches, reads, rows atomic.Int64 // for tests and the benchmark
 	// observe is told of each batch: its facts reads, log rows and round trip.
 	observe func(reads, rows int, took time.Duration)
+	// stmts are the log INSERTs, checking rows decided from the snapshot.
+	stmts *logStatements
 }
 
 type op struct {
@@ -72,7 +74,7 @@ const maxPipelineBatch = 256
 const fullBatch = 64
 
 func newPipeline(pool *pgxpool.Pool, log *slog.Logger, slots int, yield bool) *pipeline {
-	p := &pipeline{pool: pool, log: log, slots: max(slots, 1), yield: yield}
+	p := &pipeline{pool: pool, log: log, slots: max(slots, 1), yield: yield, stmts: liveStatements}
 	p.drained = sync.NewCond(&p.mu)
 	p.carry = make(chan []op, p.slots)
 	for range p.slots {
@@ -248,7 +250,7 @@ func (p *pipeline) send(batch []op) {
 		b.Queue(r.query, r.args...)
 	}
 	if len(rows) > 0 {
-		sql, args := insertStatement(rows)
+		sql, args := p.stmts.insert(rows)
 		b.Queue(sql, args...)
 	}
 	conn, err := p.pool.Acquire(ctx)
@@ -285,7 +287,7 @@ func (p *pipeline) send(batch []op) {
 			r.done <- p.pool.QueryRow(ctx, r.query, r.args...).Scan(r.dest...)
 		}
 		if len(rows) > 0 {
-			sql, args := insertStatement(rows)
+			sql, args := p.stmts.insert(rows)
 			written, err := collectIDs(p.pool.Query(ctx, sql, args...))
 			p.settleRows(ctx, rows, written, err)
 		}
@@ -330,7 +332,7 @@ func (p *pipeline) settleRows(ctx context.Context, rows []*pendingRow, written m
 		p.log.Warn("decision log batch refused; writing its rows one by one", "rows", len(rows), "err", err)
 		for _, r := range rows {
 			one := []*pendingRow{r}
-			sql, args := insertStatement(one)
+			sql, args := p.stmts.insert(one)
 			written, err := collectIDs(p.pool.Query(ctx, sql, args...))
 			p.settleRows(ctx, one, written, err)
 		}

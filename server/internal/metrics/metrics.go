@@ -48,7 +48,7 @@ type Metrics struct {
 	AdmissionLimit     prometheus.Gauge
 	// The fact snapshot: decisions answered from it or sent live by a
 	// failed revision check, its catch-ups, the revision it is at, and the
-	// tables it cannot serve (their trigger does not match; alert on > 0).
+	// tables whose triggers do not match (none is served then; alert on > 0).
 	// The decision log's batches: round trip and size (facts reads and log
 	// rows together).
 	LogBatchSeconds            prometheus.Histogram
@@ -148,7 +148,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		SnapshotTablesUnmirrored: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "snapshot_tables_unmirrored",
-			Help: "Fact tables the snapshot does not serve because their fact_changed trigger does not match the catalog (their lookups are read live).",
+			Help: "Mirrored fact tables whose triggers do not match the catalog; while any does, no snapshot is served and every decision reads its facts live.",
 		}),
 		ModeDecisionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "mode_decisions_total",

@@ -8,9 +8,10 @@
 //
 // The copy never decides on its own authority: the guard logs a decision
 // made from it only while fact_revision still equals the copy's revision
-// (checked by the log INSERT), so a lagging copy costs a live decision,
-// never a stale answer. A table whose trigger does not match what the
-// catalog mirrors is not served (its lookups are read live) and is reported.
+// (checked by the log INSERT, with the triggers that move the revision),
+// so a lagging copy costs a live decision, never a stale answer. While a
+// mirrored table's trigger does not match what the catalog mirrors, no
+// copy is served (every decision is read live) and that is reported.
 package snapshot
 
 import (
@@ -63,9 +64,15 @@ type Snapshot struct {
 	// refreshing serialises catch-ups (each applies on top of the last).
 	refreshing sync.Mutex
 
-	// cur is the copy at its latest revision (nil before the first load);
-	// each catch-up publishes a new one.
+	// cur is the copy at its latest revision (nil before the first load,
+	// and while a trigger does not match); each catch-up publishes a new one.
 	cur atomic.Pointer[guard.FactTables]
+	// behind is set by a decision whose revision check failed: a catch-up
+	// that then finds the revision unmoved checks the triggers (a dropped
+	// or disabled one fails the check without moving the revision).
+	behind atomic.Bool
+	// reported: the trigger problems were logged (once, until fixed).
+	reported atomic.Bool
 }
 
 // New returns a copy of the tables specs describes (guard.Catalog.Tables),
@@ -130,8 +137,11 @@ func (s *Snapshot) Wake() {
 	}
 }
 
-// Behind implements guard.Snapshot: a decision found the database past rev.
-func (s *Snapshot) Behind(int64) { s.Wake() }
+// Behind implements guard.Snapshot: a decision's revision check failed.
+func (s *Snapshot) Behind(int64) {
+	s.behind.Store(true)
+	s.Wake()
+}
 
 // HandleNotification implements listener.Handler: a fact change committed.
 func (s *Snapshot) HandleNotification(context.Context, *pgconn.Notification, *pgx.Conn) error {
@@ -169,6 +179,9 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 			return fmt.Errorf("read fact revision: %w", err)
 		}
 		if ready && cur == have {
+			if s.behind.Swap(false) {
+				s.triggersIntact(ctx, tx) // serves nothing if one went
+			}
 			return nil
 		}
 		if ready && cur > have {
@@ -262,31 +275,51 @@ func (s *Snapshot) catchUp(ctx context.Context, tx pgx.Tx, prev *guard.FactTable
 
 // loadAll re-checks the triggers and reads every served table whole.
 func (s *Snapshot) loadAll(ctx context.Context, tx pgx.Tx, cur int64) error {
-	problems, err := CheckTriggers(ctx, tx, s.specs)
-	if err != nil {
-		return err
+	if !s.triggersIntact(ctx, tx) {
+		return nil
 	}
 	usable := make([]bool, len(s.specs))
 	tables := make([]map[string][][]*string, len(s.specs))
-	unmirrored := 0
-	for t, sp := range s.specs {
-		if p := problems[sp.Name]; p != "" {
-			unmirrored++
-			s.o.Log.Error("fact snapshot: table not served from memory; its lookups are read live", "table", sp.Name, "problem", p)
-			tables[t] = map[string][][]*string{}
-			continue
-		}
+	for t := range s.specs {
 		usable[t] = true
+		var err error
 		if tables[t], err = s.loadTable(ctx, tx, t, nil); err != nil {
 			return err
 		}
 	}
-	if s.o.OnUnmirrored != nil {
-		s.o.OnUnmirrored(unmirrored)
-	}
 	s.cur.Store(guard.NewFactTables(cur, usable, tables))
 	s.loadedOnce.Do(func() { close(s.loaded) })
 	return nil
+}
+
+// triggersIntact checks every mirrored table's triggers. While one does
+// not match what the catalog mirrors, no copy is served at all (every
+// decision reads its facts live): the guard's log INSERT refuses rows
+// decided from a copy unless every mirrored table's triggers are in place,
+// so a copy would only cost each decision a wasted attempt. Reported
+// (OnUnmirrored, the log) and checked again on every catch-up until fixed.
+func (s *Snapshot) triggersIntact(ctx context.Context, tx pgx.Tx) bool {
+	problems, err := CheckTriggers(ctx, tx, s.specs)
+	if err != nil {
+		s.o.Log.Warn("fact snapshot: cannot check the triggers; serving no copy", "err", err)
+		s.cur.Store(nil)
+		return false
+	}
+	if s.o.OnUnmirrored != nil {
+		s.o.OnUnmirrored(len(problems))
+	}
+	if len(problems) == 0 {
+		if s.reported.Swap(false) {
+			s.o.Log.Info("fact snapshot: the mirrored tables' triggers are in place again")
+		}
+		return true
+	}
+	if s.cur.Swap(nil) != nil || !s.reported.Swap(true) {
+		for table, p := range problems {
+			s.o.Log.Error("fact snapshot: a mirrored table's trigger does not match; no copy is served, every decision reads its facts live", "table", table, "problem", p)
+		}
+	}
+	return false
 }
 
 // loadTable reads table t's rows: every row (keys nil) or those with the

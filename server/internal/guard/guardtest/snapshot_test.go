@@ -99,6 +99,44 @@ func TestStaleCopyNeverAnswers(t *testing.T) {
 	}
 }
 
+// TestAChangeBehindDisabledTriggersIsNotAnsweredFromTheCopy: a bulk load's
+// DISABLE TRIGGER (or a dropped trigger) lets changes commit without moving
+// the revision; the log INSERT also checks the triggers are in place, so
+// the copy is not trusted from the first decision after they went.
+func TestAChangeBehindDisabledTriggersIsNotAnsweredFromTheCopy(t *testing.T) {
+	for name, off := range map[string]string{
+		"disabled": `ALTER TABLE agent_destinations DISABLE TRIGGER ALL`,
+		"dropped":  `DROP TRIGGER fact_changed ON agent_destinations`,
+		"truncate trigger dropped, table truncated": `DROP TRIGGER fact_truncated ON agent_destinations`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := testserver.Start(t)
+			w := newWorld(t, srv)
+			w.exec(`INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('{A}', 'b', '{B}')`)
+			eng, o := pinnedEngine(t, srv)
+			if resp, err := eng.Decide(ctx, send(w, "{A}:{SA}", "{B}")); err != nil || resp.GetDecision().GetEffect() != allow || o.snapshot.Load() != 1 {
+				t.Fatalf("before: %v %v (from the copy: %d)", resp, err, o.snapshot.Load())
+			}
+			rev := dbRevision(t, srv)
+			change := `DELETE FROM agent_destinations WHERE agent_group_id = '{A}'`
+			if strings.Contains(name, "truncate") {
+				change = `TRUNCATE agent_destinations`
+			}
+			w.exec(off + `; ` + change)
+			if got := dbRevision(t, srv); got != rev {
+				t.Fatalf("the revision moved (%d → %d): the change did not bypass the triggers", rev, got)
+			}
+			resp, err := eng.Decide(ctx, send(w, "{A}:{SA}", "{B}"))
+			if err != nil || resp.GetDecision().GetEffect() != deny {
+				t.Fatalf("after the destination went behind the triggers' back: %v %v, want deny", resp, err)
+			}
+			if o.stale.Load() != 1 {
+				t.Fatalf("%d decisions sent live, want 1", o.stale.Load())
+			}
+		})
+	}
+}
+
 // TestNoAllowAfterACommittedRevocation: agents on replicas A and B keep
 // sending while an operator revokes and re-grants the destination; no
 // decision that began after a revocation's commit returned and ended before
