@@ -10,7 +10,6 @@ import "hash/maphash"
 // not the table.
 type FactTables struct {
 	revision int64
-	usable   []bool
 	tables   []*factTable
 }
 
@@ -25,10 +24,9 @@ var factSeed = maphash.MakeSeed()
 func shardOf(key []byte) int { return int(maphash.Bytes(factSeed, key) % factShards) }
 
 // NewFactTables is the copy of whole tables at rev: rows[t] maps each key
-// of table t to its rows' values; usable[t] false marks a table that is not
-// mirrored (its lookups are read live).
-func NewFactTables(rev int64, usable []bool, rows []map[string][][]*string) *FactTables {
-	ft := &FactTables{revision: rev, usable: usable, tables: make([]*factTable, len(rows))}
+// of table t to its rows' values.
+func NewFactTables(rev int64, rows []map[string][][]*string) *FactTables {
+	ft := &FactTables{revision: rev, tables: make([]*factTable, len(rows))}
 	for t, m := range rows {
 		ft.tables[t] = newFactTable(m)
 	}
@@ -50,7 +48,7 @@ func newFactTable(m map[string][][]*string) *factTable {
 // replaces table t; otherwise each key of changed[t] gets the rows it maps
 // to (none: the key is gone).
 func (ft *FactTables) With(rev int64, changed, whole []map[string][][]*string) *FactTables {
-	out := &FactTables{revision: rev, usable: ft.usable, tables: make([]*factTable, len(ft.tables))}
+	out := &FactTables{revision: rev, tables: make([]*factTable, len(ft.tables))}
 	copy(out.tables, ft.tables)
 	for t := range out.tables {
 		if t < len(whole) && whole[t] != nil {
@@ -85,22 +83,10 @@ func (ft *FactTables) With(rev int64, changed, whole []map[string][][]*string) *
 // Revision is the fact_revision the copy is exact at.
 func (ft *FactTables) Revision() int64 { return ft.revision }
 
-// Usable reports whether table is mirrored.
-func (ft *FactTables) Usable(table int) bool { return table < len(ft.usable) && ft.usable[table] }
-
 // Rows are the mirrored values (TableSpec.Values, NULL as nil) of table's
 // rows whose key is key (the key columns' values joined by KeySep).
 func (ft *FactTables) Rows(table int, key []byte) [][]*string {
 	return ft.tables[table].shards[shardOf(key)][string(key)]
-}
-
-// Len is the number of keys of table (tests and metrics).
-func (ft *FactTables) Len(table int) int {
-	n := 0
-	for _, m := range ft.tables[table].shards {
-		n += len(m)
-	}
-	return n
 }
 
 // Each calls fn for every key of table and its rows (tests, debugging).

@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -224,9 +223,6 @@ type compiledLookup struct {
 	table, value int
 }
 
-// errNotMirrored: a lookup of a table the snapshot cannot serve.
-var errNotMirrored = errors.New("table not mirrored")
-
 // lookupReader reads a decision's lookups from one view, reading each
 // (table, key) once: a2a.send's four policy columns are one row.
 type lookupReader struct {
@@ -248,9 +244,6 @@ type seenRows struct {
 
 // read reads one lookup.
 func (r *lookupReader) read(cl *compiledLookup) (*string, error) {
-	if !r.v.Usable(cl.table) {
-		return nil, errNotMirrored
-	}
 	key := r.key[:0]
 	for i, k := range cl.Key {
 		if i > 0 {

@@ -234,7 +234,7 @@ func (s *Snapshot) catchUp(ctx context.Context, tx pgx.Tx, prev *guard.FactTable
 	whole := make([]bool, len(s.specs))
 	for _, c := range changes {
 		t, ok := index[c.table]
-		if !ok || !prev.Usable(t) {
+		if !ok {
 			continue // a table the catalog does not mirror
 		}
 		if c.key == nil {
@@ -278,16 +278,14 @@ func (s *Snapshot) loadAll(ctx context.Context, tx pgx.Tx, cur int64) error {
 	if !s.triggersIntact(ctx, tx) {
 		return nil
 	}
-	usable := make([]bool, len(s.specs))
 	tables := make([]map[string][][]*string, len(s.specs))
 	for t := range s.specs {
-		usable[t] = true
 		var err error
 		if tables[t], err = s.loadTable(ctx, tx, t, nil); err != nil {
 			return err
 		}
 	}
-	s.cur.Store(guard.NewFactTables(cur, usable, tables))
+	s.cur.Store(guard.NewFactTables(cur, tables))
 	s.loadedOnce.Do(func() { close(s.loaded) })
 	return nil
 }

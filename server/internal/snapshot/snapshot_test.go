@@ -71,10 +71,6 @@ func (r *refreshes) get(kind string) int {
 func dump(sp []guard.TableSpec, ft *guard.FactTables) map[string][]string {
 	out := map[string][]string{}
 	for t, s := range sp {
-		if !ft.Usable(t) {
-			out[s.Name] = []string{"(not mirrored)"}
-			continue
-		}
 		lines := []string{}
 		ft.Each(t, func(key string, rows [][]*string) {
 			var rs []string
