@@ -40,9 +40,6 @@ const (
 
 var guardActionPattern = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)*$`)
 
-// DecideMethod is Guard.Decide's full method name.
-var DecideMethod = guardv1.Guard_Decide_FullMethodName
-
 // TapOverload is the server's tap (grpc.InTapHandle): while admission
 // control is at its limit, a Guard.Decide is refused where the transport
 // reads its headers, before a stream, a handler or the interceptors (auth,
@@ -51,10 +48,11 @@ var DecideMethod = guardv1.Guard_Decide_FullMethodName
 // admitted: a refusal at the handler cost about what a decision costs. The
 // handler's Acquire still refuses what slips past between the two checks.
 func (s *GuardService) TapOverload(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if info.FullMethodName != DecideMethod {
+	l := s.admission.Load()
+	if l == nil || info.FullMethodName != guardv1.Guard_Decide_FullMethodName {
 		return ctx, nil
 	}
-	if l := s.admission.Load(); l != nil && l.Saturated() {
+	if l.Saturated() {
 		s.d.Metrics.DecisionsShedTotal.Inc()
 		return nil, Overloaded(l.RetryAfter())
 	}
