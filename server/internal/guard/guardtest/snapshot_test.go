@@ -1,6 +1,7 @@
 package guardtest
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -96,6 +97,42 @@ func TestStaleCopyNeverAnswers(t *testing.T) {
 	}
 	if o.snapshot.Load() != 1 {
 		t.Fatalf("%d decisions answered from the copy, want 1 (only while it was current)", o.snapshot.Load())
+	}
+}
+
+// TestASessionMovedAwayIsNotActedForFromTheCopy: the copy says which
+// runner hosts a session; after the session moved, the runner it left
+// cannot have its agent's actions decided from the copy (the move bumped the
+// revision, so the live check says "not yours": PermissionDenied, nothing
+// logged), and the runner it moved to, which the copy does not name yet, is
+// confirmed live and answered.
+func TestASessionMovedAwayIsNotActedForFromTheCopy(t *testing.T) {
+	srv := testserver.Start(t)
+	w := newWorld(t, srv)
+	w.exec(`INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('{A}', 'b', '{B}');
+		INSERT INTO runners (id) VALUES ('{R}-new')`)
+	eng, o := pinnedEngine(t, srv)
+	asRunner := func(runner string) *guard.Request {
+		r := send(w, "{A}:{SA}", "{B}")
+		r.RunnerID, r.RequireOwnedSession = w.sub(runner), true
+		return r
+	}
+	if resp, err := eng.Decide(ctx, asRunner("{R}")); err != nil || resp.GetDecision().GetEffect() != allow || o.snapshot.Load() != 1 {
+		t.Fatalf("the host, before the move: %v %v (from the copy: %d)", resp, err, o.snapshot.Load())
+	}
+	w.exec(`UPDATE sessions SET runner_id = '{R}-new' WHERE id = '{SA}'`)
+	before := w.count(`SELECT count(*) FROM decisions`)
+	if _, err := eng.Decide(ctx, asRunner("{R}")); !errors.Is(err, guard.ErrActorNotOwned) {
+		t.Fatalf("the runner the session left: %v, want ErrActorNotOwned", err)
+	}
+	if n := w.count(`SELECT count(*) FROM decisions`); n != before {
+		t.Fatalf("%d decisions logged for the runner the session left", n-before)
+	}
+	if resp, err := eng.Decide(ctx, asRunner("{R}-new")); err != nil || resp.GetDecision().GetEffect() != allow {
+		t.Fatalf("the runner the session moved to: %v %v, want allow", resp, err)
+	}
+	if o.snapshot.Load() != 1 {
+		t.Fatalf("%d decisions answered from the copy, want only the first", o.snapshot.Load())
 	}
 }
 
