@@ -463,23 +463,12 @@ func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome
 // once no replica of the previous release can be running.
 const previousReleaseEventLock int64 = 0x636c_6177_6576_7473 // "clawevts"
 
-// bulkEventsKey marks a context whose transaction writes many events.
-type bulkEventsKey struct{}
-
 // insertEvent runs one hold_events INSERT in tx. A reader may have settled
 // the cursor the insert drew, tombstoning it while the insert was between
 // drawing the cursor and writing its row (see readEvents): the insert then
 // fails on the cursor alone, and is made again, with a fresh cursor, from a
 // savepoint taken in the same round trip. Nothing else of tx is undone.
 func insertEvent(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
-	if ctx.Value(bulkEventsKey{}) != nil {
-		// A savepoint per event would overflow the transaction's cache of
-		// subtransactions (64), which slows every snapshot taken while it
-		// runs: a bulk transaction's events go in plainly, and a settled
-		// cursor fails the batch, which its loop makes again next round.
-		_, err := tx.Exec(ctx, sql, args...)
-		return err
-	}
 	for attempt := 1; ; attempt++ {
 		b := &pgx.Batch{}
 		b.Queue(`SAVEPOINT hold_event`)

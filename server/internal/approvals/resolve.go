@@ -464,13 +464,19 @@ func (s *Service) SweepOnStart(ctx context.Context) (int, error) {
 	return s.resolveWhere(ctx, `status = 'pending' AND swept_on_restart AND created_at < $1`, []any{s.startedAt}, guardv1.Outcome_OUTCOME_SWEEP)
 }
 
+// resolveBatch is how many holds one expiry or sweep transaction resolves.
+// Each event is inserted under a savepoint (insertEvent), and a transaction
+// of more than 64 subtransactions overflows their cache, which slows every
+// snapshot the cluster takes while it runs: 50 stay below.
+const resolveBatch = 50
+
 func (s *Service) resolveWhere(ctx context.Context, where string, args []any, outcome guardv1.Outcome) (int, error) {
-	ctx = context.WithValue(ctx, bulkEventsKey{}, true) // up to 100 events a transaction
 	total := 0
 	for {
 		var resolved []*guardv1.Hold
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, `SELECT id FROM holds WHERE `+where+` ORDER BY created_at LIMIT 100 FOR UPDATE SKIP LOCKED`, args...)
+			rows, err := tx.Query(ctx, `SELECT id FROM holds WHERE `+where+` ORDER BY created_at LIMIT $`+fmt.Sprint(len(args)+1)+` FOR UPDATE SKIP LOCKED`,
+				append(args, resolveBatch)...)
 			if err != nil {
 				return err
 			}
@@ -497,7 +503,7 @@ func (s *Service) resolveWhere(ctx context.Context, where string, args []any, ou
 			s.observeResolved(h, outcome)
 		}
 		total += len(resolved)
-		if len(resolved) < 100 {
+		if len(resolved) < resolveBatch {
 			return total, nil
 		}
 	}
