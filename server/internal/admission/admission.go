@@ -122,8 +122,7 @@ func New(o Options) *Limiter {
 func (l *Limiter) Acquire() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.inflight >= int(l.limit) {
-		l.shed++
+	if l.refuseLocked() {
 		return false
 	}
 	l.inflight++
@@ -133,10 +132,15 @@ func (l *Limiter) Acquire() bool {
 
 // Saturated reports whether the next Acquire would refuse, without
 // admitting anything: a transport-level check that refuses before a
-// refusal costs authentication and decoding.
+// refusal costs authentication and decoding. A true counts as a refusal.
 func (l *Limiter) Saturated() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.refuseLocked()
+}
+
+// refuseLocked reports (and counts, for the retry hint) a refusal at the limit.
+func (l *Limiter) refuseLocked() bool {
 	if l.inflight >= int(l.limit) {
 		l.shed++
 		return true
