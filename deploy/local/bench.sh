@@ -1,29 +1,95 @@
 #!/usr/bin/env bash
-# make bench: a throwaway Postgres, one clawguard-server, and the open-loop
-# load generator (bench/cmd/decideload) against Guard.Decide and
-# Guard.DecideStream. Figures go to stdout; BENCHMARKS.md records a run.
-#   RATE_UNARY (default 6400)  RATE_STREAM (default 20000)  DURATION (default 20s)
+# make bench: the issue-16 table, reproduced (BENCHMARKS.md records runs of it).
+# A throwaway Postgres with fsync and synchronous commit on, and for every run
+# a fresh database and a fresh clawguard-server, so each run's CPU and WAL per
+# decision are its own; bench/cmd/decideload drives the load and measures.
+#   BENCH_RUNS  the runs, in order (default: all of them, as below)
+#   DURATION    measured period of each run (default 10s), WARMUP (default 3s)
+#   MAX_CONNS   the server's Postgres pool (default 32)
+#   SERVER      the server binary (default bin/clawguard-server; e.g. an older build to compare)
+# Runs:
+#   open2000 / stream2000   Decide / DecideStream at 2,000/s, open loop
+#   closed                  512 in flight, closed loop, the defaults (admission control on)
+#   closed-max              the same with admission control off: the maximum
+#   open80 / open150        Decide open loop at 80 % / 150 % of closed-max's answered rate
+#   stream25k               DecideStream offered 25,000/s
+#   approvals               100 approval round trips/s beside 2,000 Decide/s
+# The table goes to stdout and to .data/bench/report-<time>.md, the raw runs to .jsonl beside it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 data=${BENCH_DIR:-$root/.data/bench}
+runs=${BENCH_RUNS:-open2000 stream2000 closed closed-max open80 open150 stream25k approvals}
+server_bin=${SERVER:-$root/bin/clawguard-server}
 mkdir -p "$data"
-url=$("$root/deploy/local/pg.sh" start "$data/pg")
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+report="$data/report-$stamp.jsonl"
+
+url=$(PG_DURABLE=1 "$root/deploy/local/pg.sh" start "$data/pg-durable")
 db=${url/\/postgres\?/\/clawguard_bench?}
-psql "$url" -qc "DROP DATABASE IF EXISTS clawguard_bench" -c "CREATE DATABASE clawguard_bench" >/dev/null
 go build -o "$data/decideload" "$root/bench/cmd/decideload"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$root/bin/clawguard-server" serve --database-url "$db" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" \
-  --auto-migrate --operator-token-file "$data/operator.token" --log-level error --max-conns "${MAX_CONNS:-32}" >"$data/server.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+server=""
+stop_server() {
+  if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; server=""; fi
+}
+trap 'stop_server; "$root/deploy/local/pg.sh" stop "$data/pg-durable"' EXIT
+
+# run LABEL [server flags...] -- [decideload flags...]
+run() {
+  local label=$1; shift
+  local sargs=()
+  while [ "$1" != -- ]; do sargs+=("$1"); shift; done
+  shift
+  psql "$url" -qc "DROP DATABASE IF EXISTS clawguard_bench" -c "CREATE DATABASE clawguard_bench" >/dev/null
+  local port mport
+  port=$(free_port); mport=$(free_port)
+  "$server_bin" serve --database-url "$db" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" \
+    --auto-migrate --log-level error --max-conns "${MAX_CONNS:-32}" "${sargs[@]}" >"$data/server-$label.log" 2>&1 &
+  server=$!
+  local up=""
+  for _ in $(seq 1 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$up" ] || { echo "clawguard-server did not start; its log:" >&2; cat "$data/server-$label.log" >&2; exit 1; }
+  echo "== $label"
+  "$data/decideload" -database-url "$db" -addr "127.0.0.1:$port" -metrics "http://127.0.0.1:$mport/metrics" \
+    -server-pid "$server" -duration "${DURATION:-10s}" -warmup "${WARMUP:-3s}" -report "$report" -label "$label" "$@"
+  stop_server
+}
+
+# The answered rate of an earlier run in this report.
+answered() {
+  sed -n "s/^{\"label\":\"$1\".*\"answered_per_s\":\([0-9.]*\).*/\1/p" "$report" | tail -1
+}
+
+max_rate() {
+  local m
+  m=$(answered closed-max)
+  if [ -z "$m" ]; then
+    echo "   (no closed-max run in this report: measuring it first)" >&2
+    run closed-max --admission-target 0 -- -mode unary -closed 512 >&2
+    m=$(answered closed-max)
+  fi
+  echo "$m"
+}
+
+for r in $runs; do
+  case "$r" in
+  open2000) run open2000 -- -mode unary -rate 2000 ;;
+  stream2000) run stream2000 -- -mode stream -rate 2000 ;;
+  closed) run closed -- -mode unary -closed 512 ;;
+  closed-max) run closed-max --admission-target 0 -- -mode unary -closed 512 ;;
+  open80) m=$(max_rate); run open80 -- -mode unary -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*0.8}')" ;;
+  open150) m=$(max_rate); run open150 -- -mode unary -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*1.5}')" ;;
+  stream25k) run stream25k -- -mode stream -rate 25000 ;;
+  approvals) run approvals -- -mode unary -rate 2000 -approvals 100 ;;
+  *) echo "unknown run $r (BENCH_RUNS)" >&2; exit 2 ;;
+  esac
 done
-echo "== Guard.Decide (unary), open loop"
-"$data/decideload" -database-url "$db" -addr "127.0.0.1:$port" -metrics "http://127.0.0.1:$mport/metrics" \
-  -mode unary -rate "${RATE_UNARY:-6400}" -duration "${DURATION:-20s}"
-echo "== Guard.DecideStream, open loop"
-"$data/decideload" -database-url "$db" -addr "127.0.0.1:$port" -metrics "http://127.0.0.1:$mport/metrics" \
-  -mode stream -rate "${RATE_STREAM:-20000}" -duration "${DURATION:-20s}"
+
+echo
+echo "== summary ($(nproc) cores, load average before the last run: $(cut -d' ' -f1-3 /proc/loadavg))"
+"$data/decideload" -summarize "$report" | tee "$data/report-$stamp.md"

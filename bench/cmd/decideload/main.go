@@ -81,6 +81,7 @@ type config struct {
 	honourRetry                bool
 	serverPID                  int
 	approvals                  float64
+	report, label              string
 }
 
 func main() {
@@ -104,7 +105,17 @@ func main() {
 	flag.Float64Var(&c.step, "step", 1000, "rate increment for -find-max")
 	flag.DurationVar(&c.p99Target, "p99", 2*time.Millisecond, "p99 target for -find-max")
 	flag.Float64Var(&c.approvals, "approvals", 0, "approval round trips per second alongside the decisions (hold → owner approves → replay push → replay ALLOW), open loop; 0 = off")
+	flag.StringVar(&c.report, "report", "", "append each run's figures to this file as a JSON line (for -summarize)")
+	flag.StringVar(&c.label, "label", "", "the run's name in the -report file")
+	summary := flag.String("summarize", "", "print the runs of this -report file as a Markdown table, and exit")
 	flag.Parse()
+	if *summary != "" {
+		if err := summarize(*summary, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "decideload:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "decideload:", err)
 		os.Exit(1)
@@ -136,6 +147,9 @@ func run(c config) error {
 		defer appr.close()
 		fmt.Printf("approvals: %.0f round trips/s on runner %s (own session, owner user)\n", c.approvals, appr.runner)
 	}
+	if err := awaitSnapshot(ctx, c); err != nil {
+		return err
+	}
 	if c.closed > 0 {
 		before := acct.sample(ctx)
 		r, ar, err := alongside(ctx, c, appr, func() (*result, error) { return closedLoop(ctx, c, fx) })
@@ -145,7 +159,7 @@ func run(c config) error {
 		r.cost = acct.since(ctx, before, r.completed)
 		r.print()
 		ar.print()
-		return nil
+		return c.record(r, ar)
 	}
 	if !c.findMax {
 		before := acct.sample(ctx)
@@ -156,7 +170,7 @@ func run(c config) error {
 		r.cost = acct.since(ctx, before, r.completed)
 		r.print()
 		ar.print()
-		return nil
+		return c.record(r, ar)
 	}
 	var best *result
 	for rate := c.rate; ; rate += c.step {
@@ -166,6 +180,9 @@ func run(c config) error {
 		}
 		r.print()
 		ar.print()
+		if err := c.record(r, ar); err != nil {
+			return err
+		}
 		if r.errors > 0 || r.overload > 0 || r.pct(0.99) > c.p99Target || r.achieved < 0.98*rate {
 			break
 		}
@@ -177,6 +194,14 @@ func run(c config) error {
 	}
 	fmt.Printf("max sustained: %.0f decisions/s with p99 %s\n", best.rate, best.pct(0.99))
 	return nil
+}
+
+// record appends the run to the -report file, if one is named.
+func (c config) record(r *result, ar *approvalResult) error {
+	if c.report == "" {
+		return nil
+	}
+	return appendReport(c.report, newReportRow(c, r, ar))
 }
 
 // fixture is the load's world: groups g_i each with a session s_i on one
@@ -286,6 +311,7 @@ type result struct {
 	lat               []time.Duration // from the scheduled time (open loop)
 	svc               []time.Duration // from the actual send (excludes the generator's own timer lag)
 	errors, overload  int64
+	warmErrors        int64  // of errors, those of requests scheduled in the warm-up
 	errCodes          string // errors by gRPC code, e.g. "ResourceExhausted=12"
 	denies            int64
 	heapPerInFlight   float64
@@ -309,10 +335,10 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 }
 
 func (r *result) print() {
-	fmt.Printf("%-6s rate %6.0f/s  achieved %8.1f/s  n=%d  p50 %-9s p95 %-9s p99 %-9s p99.9 %-9s max %-9s errors %d overload %d non-allow %d\n",
+	fmt.Printf("%-6s rate %6.0f/s  achieved %8.1f/s  n=%d  p50 %-9s p95 %-9s p99 %-9s p99.9 %-9s max %-9s errors %d (warm-up %d) overload %d non-allow %d\n",
 		r.mode, r.rate, r.achieved, len(r.lat), r.pct(0.50).Round(time.Microsecond), r.pct(0.95).Round(time.Microsecond),
 		r.pct(0.99).Round(time.Microsecond), r.pct(0.999).Round(time.Microsecond), r.pct(1).Round(time.Microsecond),
-		r.errors, r.overload, r.denies)
+		r.errors, r.warmErrors, r.overload, r.denies)
 	if r.errCodes != "" {
 		fmt.Printf("       errors by code: %s\n", r.errCodes)
 	}
@@ -361,7 +387,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	sent := make([]time.Time, total) // when the request actually left (generator lag = sent - scheduled)
 	svc := make([]time.Duration, total)
 	done := make([]bool, total)
-	var errs, overload, denies atomic.Int64
+	var errs, warmErrs, overload, denies atomic.Int64
 	var inflight atomic.Int64
 	var inflightSum, inflightSamples atomic.Int64
 	errCodes := &codeCounts{}
@@ -369,6 +395,9 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 		inflight.Add(-1)
 		if err != nil {
 			errs.Add(1)
+			if i < warm {
+				warmErrs.Add(1)
+			}
 			errCodes.add(err)
 			return
 		}
@@ -495,7 +524,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	close(sampleStop)
 	<-sampleDone
 	elapsed := time.Since(start.Add(c.warmup))
-	r := &result{mode: c.mode, rate: rate, errors: errs.Load(), overload: overload.Load(), denies: denies.Load(), heapIdle: heapIdle, heapRun: heapRun,
+	r := &result{mode: c.mode, rate: rate, errors: errs.Load(), warmErrors: warmErrs.Load(), overload: overload.Load(), denies: denies.Load(), heapIdle: heapIdle, heapRun: heapRun,
 		errCodes: errCodes.String()}
 	completed := 0
 	for i := range total {
@@ -526,22 +555,59 @@ func sortDurations(d []time.Duration) { sort.Slice(d, func(a, b int) bool { retu
 
 // scrapeHeap reads go_memstats_heap_inuse_bytes from a metrics endpoint (0 when unavailable).
 func scrapeHeap(url string) float64 {
+	v, _ := scrapeMetric(url, "go_memstats_heap_inuse_bytes")
+	return v
+}
+
+// scrapeMetric reads one unlabelled sample from a metrics endpoint.
+func scrapeMetric(url, name string) (float64, bool) {
 	if url == "" {
-		return 0
+		return 0, false
 	}
 	resp, err := http.Get(url)
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "go_memstats_heap_inuse_bytes ") {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "go_memstats_heap_inuse_bytes ")), 64)
-			return v
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
 		}
 	}
-	return 0
+	return 0, false
+}
+
+// awaitSnapshot waits until the server's fact snapshot has applied the
+// fixture (its revision metric reaches the database's), so the warm-up
+// starts from the steady state instead of the catch-up of a bulk load
+// (decisions for sessions the copy does not know yet are made live).
+// Without -metrics, or with the snapshot off, it returns at once.
+func awaitSnapshot(ctx context.Context, c config) error {
+	if _, ok := scrapeMetric(c.metrics, "clawguard_guard_snapshot_revision"); !ok {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, c.dbURL)
+	if err != nil {
+		return fmt.Errorf("await snapshot: %w", err)
+	}
+	defer conn.Close(ctx)
+	var want int64
+	if err := conn.QueryRow(ctx, `SELECT rev FROM fact_revision`).Scan(&want); err != nil {
+		return fmt.Errorf("await snapshot: %w", err)
+	}
+	start := time.Now()
+	for {
+		if have, ok := scrapeMetric(c.metrics, "clawguard_guard_snapshot_revision"); ok && int64(have) >= want {
+			fmt.Printf("the server's fact snapshot applied the fixture (revision %d) in %s\n", want, time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if time.Since(start) > 30*time.Second {
+			return fmt.Errorf("await snapshot: the server's copy is not at revision %d after 30s", want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func randHex(n int) string {

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// reportRow is one run as a line of the -report file (JSON lines), so a
+// suite of runs (make bench) can print them as one table (-summarize).
+type reportRow struct {
+	Label    string  `json:"label"`
+	Mode     string  `json:"mode"`
+	Offered  float64 `json:"offered_per_s,omitempty"` // open loop
+	Closed   int     `json:"closed,omitempty"`        // closed loop: requests in flight
+	Achieved float64 `json:"answered_per_s"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+	P999     float64 `json:"p99_9_ms"`
+	Errors   int64   `json:"errors"`
+	WarmErrs int64   `json:"errors_in_warm_up"` // open loop; a closed loop counts the measured period only
+	ErrCodes string  `json:"errors_by_code,omitempty"`
+	// Per answered decision, warm-up included.
+	ServerCPU float64 `json:"server_cpu_us"`
+	PGCPU     float64 `json:"postgres_cpu_us"`
+	WAL       float64 `json:"wal_bytes"`
+
+	Approvals *approvalReport `json:"approvals,omitempty"`
+}
+
+type approvalReport struct {
+	Offered  float64 `json:"offered_per_s"`
+	Achieved float64 `json:"completed_per_s"`
+	Errors   int64   `json:"errors"`
+	P50      float64 `json:"approve_to_allowed_p50_ms"`
+	P99      float64 `json:"approve_to_allowed_p99_ms"`
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func newReportRow(c config, r *result, ar *approvalResult) reportRow {
+	row := reportRow{
+		Label: c.label, Mode: c.mode, Achieved: r.achieved, Closed: c.closed,
+		P50: ms(r.pct(0.50)), P99: ms(r.pct(0.99)), P999: ms(r.pct(0.999)),
+		Errors: r.errors, WarmErrs: r.warmErrors, ErrCodes: r.errCodes,
+		ServerCPU: r.cost.serverCPU, PGCPU: r.cost.pgCPU, WAL: r.cost.walBytes,
+	}
+	if c.closed == 0 {
+		row.Offered = r.rate
+	}
+	if ar != nil {
+		row.Approvals = &approvalReport{
+			Offered: ar.rate, Achieved: ar.achieved, Errors: ar.errors,
+			P50: ms(pct(ar.afterClick, 0.50)), P99: ms(pct(ar.afterClick, 0.99)),
+		}
+	}
+	return row
+}
+
+// appendReport adds row to the JSON-lines file at path.
+func appendReport(path string, row reportRow) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	line, err := json.Marshal(row)
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("report: %w", err)
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// summarize prints the rows of a -report file as a Markdown table.
+func summarize(path string, w io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("summarize: %w", err)
+	}
+	defer f.Close()
+	fmt.Fprintln(w, "| run | load | answered/s | p50 / p99 / p99.9 ms | errors | CPU per decision, server + Postgres µs | WAL B | approvals: completed/s, approve → allowed p50 / p99 ms |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		var r reportRow
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return fmt.Errorf("summarize %s line %d: %w", path, n, err)
+		}
+		load := fmt.Sprintf("%s open %.0f/s", r.Mode, r.Offered)
+		if r.Closed > 0 {
+			load = fmt.Sprintf("%s closed %d", r.Mode, r.Closed)
+		}
+		errs := fmt.Sprint(r.Errors)
+		if r.ErrCodes != "" {
+			errs = strings.ReplaceAll(r.ErrCodes, "|", "/")
+		}
+		if r.WarmErrs > 0 {
+			errs += fmt.Sprintf(" (%d in the warm-up)", r.WarmErrs)
+		}
+		appr := ""
+		if a := r.Approvals; a != nil {
+			appr = fmt.Sprintf("%.1f of %.0f (%d errors), %.2f / %.2f", a.Achieved, a.Offered, a.Errors, a.P50, a.P99)
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f / %.2f / %.2f | %s | %.0f + %.0f | %.0f | %s |\n",
+			r.Label, load, r.Achieved, r.P50, r.P99, r.P999, errs, r.ServerCPU, r.PGCPU, r.WAL, appr)
+	}
+	return sc.Err()
+}
