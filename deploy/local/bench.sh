@@ -12,13 +12,16 @@
 #   closed                  512 in flight, closed loop, the defaults (admission control on)
 #   closed-max              the same with admission control off: the maximum
 #   open80 / open150        Decide open loop at 80 % / 150 % of closed-max's answered rate
+#   open150-reask           the same 150 %, each refused decision asked again as the runner does
+#                           (the server's retry hint, doubled per refusal, until 10 s after it was due)
+#   open150-reask-hint10s   (not in the default runs) the same with --admission-max-retry-after 10s
 #   stream25k               DecideStream offered 25,000/s
 #   approvals               100 approval round trips/s beside 2,000 Decide/s
 # The table goes to stdout and to .data/bench/report-<time>.md, the raw runs to .jsonl beside it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 data=${BENCH_DIR:-$root/.data/bench}
-runs=${BENCH_RUNS:-open2000 stream2000 closed closed-max open80 open150 stream25k approvals}
+runs=${BENCH_RUNS:-open2000 stream2000 closed closed-max open80 open150 open150-reask stream25k approvals}
 server_bin=${SERVER:-$root/bin/clawguard-server}
 mkdir -p "$data"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -84,6 +87,9 @@ for r in $runs; do
   closed-max) run closed-max --admission-target 0 -- -mode unary -closed 512 ;;
   open80) m=$(max_rate); run open80 -- -mode unary -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*0.8}')" ;;
   open150) m=$(max_rate); run open150 -- -mode unary -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*1.5}')" ;;
+  open150-reask) m=$(max_rate); run open150-reask -- -mode unary -reask -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*1.5}')" ;;
+  open150-reask-hint10s) m=$(max_rate)
+    run open150-reask-hint10s --admission-max-retry-after 10s -- -mode unary -reask -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*1.5}')" ;;
   stream25k) run stream25k -- -mode stream -rate 25000 ;;
   approvals) run approvals -- -mode unary -rate 2000 -approvals 100 ;;
   *) echo "unknown run $r (BENCH_RUNS)" >&2; exit 2 ;;

@@ -82,6 +82,8 @@ type config struct {
 	serverPID                  int
 	approvals                  float64
 	report, label              string
+	reask                      bool
+	reaskDeadline              time.Duration
 }
 
 func main() {
@@ -105,6 +107,8 @@ func main() {
 	flag.Float64Var(&c.step, "step", 1000, "rate increment for -find-max")
 	flag.DurationVar(&c.p99Target, "p99", 2*time.Millisecond, "p99 target for -find-max")
 	flag.Float64Var(&c.approvals, "approvals", 0, "approval round trips per second alongside the decisions (hold → owner approves → replay push → replay ALLOW), open loop; 0 = off")
+	flag.BoolVar(&c.reask, "reask", false, "open loop, unary: a shed decision is asked again after the server's hint, doubled for each refusal in a row and jittered, as the runner does, until -reask-deadline after it was scheduled; latency is from the scheduled time, \"from send\" from the attempt that was answered, and answered/s counts answers given in the measured period")
+	flag.DurationVar(&c.reaskDeadline, "reask-deadline", 10*time.Second, "with -reask: how long after its scheduled time a decision is still asked again")
 	flag.StringVar(&c.report, "report", "", "append each run's figures to this file as a JSON line (for -summarize)")
 	flag.StringVar(&c.label, "label", "", "the run's name in the -report file")
 	summary := flag.String("summarize", "", "print the runs of this -report file as a Markdown table, and exit")
@@ -124,6 +128,9 @@ func main() {
 
 func run(c config) error {
 	ctx := context.Background()
+	if c.reask && (c.mode != "unary" || c.closed > 0) {
+		return errors.New("-reask is for the open loop of -mode unary (a closed loop honours the hint with -honour-retry)")
+	}
 	fx, err := setup(ctx, c.dbURL, c.groups, c.destinations)
 	if err != nil {
 		return err
@@ -311,7 +318,9 @@ type result struct {
 	lat               []time.Duration // from the scheduled time (open loop)
 	svc               []time.Duration // from the actual send (excludes the generator's own timer lag)
 	errors, overload  int64
-	warmErrors        int64  // of errors, those of requests scheduled in the warm-up
+	warmErrors        int64 // of errors, those of requests scheduled in the warm-up
+	refusals          int64 // -reask: every shed attempt, re-asked or not
+	reask             bool
 	errCodes          string // errors by gRPC code, e.g. "ResourceExhausted=12"
 	denies            int64
 	heapPerInFlight   float64
@@ -341,6 +350,9 @@ func (r *result) print() {
 		r.errors, r.warmErrors, r.overload, r.denies)
 	if r.errCodes != "" {
 		fmt.Printf("       errors by code: %s\n", r.errCodes)
+	}
+	if r.reask {
+		fmt.Printf("       re-asked as the runner does: %d refusals; errors are decisions still refused %s after they were scheduled\n", r.refusals, "-reask-deadline")
 	}
 	fmt.Printf("       from send (no generator lag): p50 %-9s p95 %-9s p99 %-9s p99.9 %s\n",
 		pct(r.svc, 0.50).Round(time.Microsecond), pct(r.svc, 0.95).Round(time.Microsecond),
@@ -387,7 +399,8 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	sent := make([]time.Time, total) // when the request actually left (generator lag = sent - scheduled)
 	svc := make([]time.Duration, total)
 	done := make([]bool, total)
-	var errs, warmErrs, overload, denies atomic.Int64
+	answeredAt := make([]time.Time, total) // -reask: answers are counted when given
+	var errs, warmErrs, overload, denies, refusals atomic.Int64
 	var inflight atomic.Int64
 	var inflightSum, inflightSamples atomic.Int64
 	errCodes := &codeCounts{}
@@ -407,6 +420,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 		now := time.Now()
 		lat[i] = now.Sub(sched)
 		svc[i] = now.Sub(sent[i])
+		answeredAt[i] = now
 		done[i] = true
 	}
 
@@ -453,10 +467,30 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 			sent[i] = time.Now()
 			go func() {
 				defer wg.Done()
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				resp, err := clients[i%n].Decide(cctx, fx.request(i))
-				record(i, sched, resp, err)
+				if !c.reask {
+					cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
+					resp, err := clients[i%n].Decide(cctx, fx.request(i))
+					record(i, sched, resp, err)
+					return
+				}
+				deadline := sched.Add(c.reaskDeadline)
+				var waits reaskWaits
+				for {
+					cctx, cancel := context.WithDeadline(ctx, deadline)
+					resp, err := clients[i%n].Decide(cctx, fx.request(i))
+					cancel()
+					if hint, shed := shedDelay(err); shed {
+						refusals.Add(1)
+						if w := waits.next(hint); time.Now().Add(w).Before(deadline) {
+							time.Sleep(w)
+							sent[i] = time.Now()
+							continue
+						}
+					}
+					record(i, sched, resp, err)
+					return
+				}
 			}()
 			return true
 		})
@@ -524,7 +558,9 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	close(sampleStop)
 	<-sampleDone
 	elapsed := time.Since(start.Add(c.warmup))
+	measuredFrom, measuredTo := start.Add(c.warmup), start.Add(c.warmup+c.duration)
 	r := &result{mode: c.mode, rate: rate, errors: errs.Load(), warmErrors: warmErrs.Load(), overload: overload.Load(), denies: denies.Load(), heapIdle: heapIdle, heapRun: heapRun,
+		refusals: refusals.Load(), reask: c.reask,
 		errCodes: errCodes.String()}
 	completed := 0
 	for i := range total {
@@ -541,6 +577,17 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	sortDurations(r.lat)
 	sortDurations(r.svc)
 	r.achieved = float64(completed) / elapsed.Seconds()
+	if c.reask {
+		// Goodput: the answers given in the measured period, whenever
+		// their decisions were first asked (re-asks land later).
+		given := 0
+		for i := range total {
+			if done[i] && !answeredAt[i].Before(measuredFrom) && answeredAt[i].Before(measuredTo) {
+				given++
+			}
+		}
+		r.achieved = float64(given) / c.duration.Seconds()
+	}
 	if s := inflightSamples.Load(); s > 0 {
 		r.meanInFlight = float64(inflightSum.Load()) / float64(s)
 	}
@@ -640,4 +687,16 @@ func (c *codeCounts) String() string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// reaskWaits spaces the re-asks of one shed decision as the runner's
+// decide client does (runner/internal/decide): the server's hint, doubled
+// for each refusal in a row up to max(2s, hint), jittered by ±25 %.
+type reaskWaits struct{ refusals int }
+
+func (w *reaskWaits) next(hint time.Duration) time.Duration {
+	d := hint << min(w.refusals, 16)
+	d = min(d, max(2*time.Second, hint))
+	w.refusals++
+	return time.Duration(float64(d) * (0.75 + 0.5*mrand.Float64()))
 }

@@ -24,6 +24,7 @@ type reportRow struct {
 	Errors   int64   `json:"errors"`
 	WarmErrs int64   `json:"errors_in_warm_up"` // open loop; a closed loop counts the measured period only
 	ErrCodes string  `json:"errors_by_code,omitempty"`
+	Refusals int64   `json:"refusals_reasked,omitempty"` // -reask: every shed attempt
 	// Per answered decision, warm-up included.
 	ServerCPU float64 `json:"server_cpu_us"`
 	PGCPU     float64 `json:"postgres_cpu_us"`
@@ -46,7 +47,7 @@ func newReportRow(c config, r *result, ar *approvalResult) reportRow {
 	row := reportRow{
 		Label: c.label, Mode: c.mode, Achieved: r.achieved, Closed: c.closed,
 		P50: ms(r.pct(0.50)), P99: ms(r.pct(0.99)), P999: ms(r.pct(0.999)),
-		Errors: r.errors, WarmErrs: r.warmErrors, ErrCodes: r.errCodes,
+		Errors: r.errors, WarmErrs: r.warmErrors, ErrCodes: r.errCodes, Refusals: r.refusals,
 		ServerCPU: r.cost.serverCPU, PGCPU: r.cost.pgCPU, WAL: r.cost.walBytes,
 	}
 	if c.closed == 0 {
@@ -104,6 +105,9 @@ func summarize(path string, w io.Writer) error {
 		}
 		if r.WarmErrs > 0 {
 			errs += fmt.Sprintf(" (%d in the warm-up)", r.WarmErrs)
+		}
+		if r.Refusals > 0 {
+			errs += fmt.Sprintf("; %d refusals asked again", r.Refusals)
 		}
 		appr := ""
 		if a := r.Approvals; a != nil {

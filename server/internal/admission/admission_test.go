@@ -208,6 +208,15 @@ func TestRetryHintGrowsWhileRefusalsOutnumberAdmissionsAndFallsBack(t *testing.T
 	if got := l.RetryAfter(); got != 20*time.Millisecond {
 		t.Fatalf("hint after the overload %v, want back at 2×Target", got)
 	}
+
+	// A longer cap lets the hint follow a longer overload.
+	l = New(Options{Initial: 10, Min: 10, Max: 10, Target: 10 * time.Millisecond, MaxRetryAfter: 10 * time.Second, Now: c.now})
+	for i := 0; i < 20; i++ {
+		overloaded()
+	}
+	if got := l.RetryAfter(); got != 10*time.Second {
+		t.Fatalf("hint under lasting overload with a 10s cap: %v", got)
+	}
 }
 
 // model is a closed loop of callers against a modelled server whose

@@ -71,7 +71,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 	d.Guard = eng
 	if t := d.Config.AdmissionTarget; t > 0 {
 		// Shed load past what answers within the target (see admission).
-		d.Admission = admission.New(admission.Options{Target: t, Max: d.Config.AdmissionMaxInFlight})
+		d.Admission = admission.New(admission.Options{Target: t, Max: d.Config.AdmissionMaxInFlight, MaxRetryAfter: d.Config.AdmissionMaxRetryAfter})
 		lim, _ := d.Admission.Limit()
 		d.Metrics.AdmissionLimit.Set(float64(lim))
 	}

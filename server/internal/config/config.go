@@ -66,6 +66,10 @@ type Config struct {
 	AdmissionTarget time.Duration
 	// AdmissionMaxInFlight caps the adaptive limit.
 	AdmissionMaxInFlight int
+	// AdmissionMaxRetryAfter caps the retry hint a refused caller gets: a
+	// longer cap keeps an overloaded server's goodput (fewer re-asks to
+	// refuse), a shorter one re-asks sooner after a spike.
+	AdmissionMaxRetryAfter time.Duration
 	// GuardPipelines is how many batches of decision reads and log rows
 	// may be in flight to Postgres at once (each on its own connection).
 	GuardPipelines int
@@ -95,25 +99,26 @@ const MaxApprovals = 10
 // Default is the config before flags and env.
 func Default() Config {
 	return Config{
-		Listen:               "127.0.0.1:7443",
-		MetricsListen:        "127.0.0.1:9464",
-		DefaultHoldTTL:       72 * time.Hour,
-		GlobalHoldApprovals:  1,
-		GroupHoldApprovals:   1,
-		LeaseTTL:             15 * time.Second,
-		CitationWindow:       2 * time.Minute,
-		PushAckDeadline:      30 * time.Second,
-		DecisionRetention:    720 * time.Hour,
-		EventRetention:       720 * time.Hour,
-		ShutdownTimeout:      10 * time.Second,
-		LogLevel:             "info",
-		MaxConns:             32,
-		AdmissionTarget:      20 * time.Millisecond,
-		AdmissionMaxInFlight: 4096,
-		GuardPipelines:       2,
-		FactSnapshot:         true,
-		DecisionLogCommit:    "async",
-		ConsoleSessionTTL:    8 * time.Hour,
+		Listen:                 "127.0.0.1:7443",
+		MetricsListen:          "127.0.0.1:9464",
+		DefaultHoldTTL:         72 * time.Hour,
+		GlobalHoldApprovals:    1,
+		GroupHoldApprovals:     1,
+		LeaseTTL:               15 * time.Second,
+		CitationWindow:         2 * time.Minute,
+		PushAckDeadline:        30 * time.Second,
+		DecisionRetention:      720 * time.Hour,
+		EventRetention:         720 * time.Hour,
+		ShutdownTimeout:        10 * time.Second,
+		LogLevel:               "info",
+		MaxConns:               32,
+		AdmissionTarget:        20 * time.Millisecond,
+		AdmissionMaxInFlight:   4096,
+		AdmissionMaxRetryAfter: 2 * time.Second,
+		GuardPipelines:         2,
+		FactSnapshot:           true,
+		DecisionLogCommit:      "async",
+		ConsoleSessionTTL:      8 * time.Hour,
 	}
 }
 
@@ -145,6 +150,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	integer(fs, &c.MaxConns, "max-conns", "database pool size")
 	dur(fs, &c.AdmissionTarget, "admission-target", "decision latency above which decisions in flight are limited, the rest refused with ResourceExhausted (0 = off)")
 	integer(fs, &c.AdmissionMaxInFlight, "admission-max-inflight", "upper bound of the adaptive limit on decisions in flight")
+	dur(fs, &c.AdmissionMaxRetryAfter, "admission-max-retry-after", "upper bound of the retry hint refused decisions get (it grows while refusals outnumber a fifth of the admitted decisions)")
 	integer(fs, &c.GuardPipelines, "guard-pipelines", "decision batches (facts reads and log rows) in flight to Postgres at once")
 	boolean(fs, &c.FactSnapshot, "fact-snapshot", "decide from an in-memory copy of the guard's fact tables, checked against the database's revision when each decision is logged (false = read every decision's facts)")
 	str(fs, &c.DecisionLogCommit, "decision-log-commit", "how plain decisions' log rows commit: async (visible at once, flushed within 3 x wal_writer_delay; citing or consuming one flushes it) or sync")
@@ -228,6 +234,9 @@ func (c Config) Validate() error {
 	}
 	if c.AdmissionTarget < 0 || c.AdmissionMaxInFlight < 8 {
 		return errors.New("--admission-target must not be negative and --admission-max-inflight at least 8")
+	}
+	if c.AdmissionTarget > 0 && c.AdmissionMaxRetryAfter < 2*c.AdmissionTarget {
+		return fmt.Errorf("--admission-max-retry-after %s: want at least twice --admission-target (%s), the hint's floor", c.AdmissionMaxRetryAfter, c.AdmissionTarget)
 	}
 	if c.MaxConns < 2 {
 		return errors.New("--max-conns must be at least 2")

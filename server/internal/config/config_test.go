@@ -4,6 +4,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEnvTwinsAndValidation(t *testing.T) {
@@ -33,6 +34,9 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		"--tls-cert":        func(c *Config) { c.TLSCert = "a" },
 		"--log-level":       func(c *Config) { c.LogLevel = "loud" },
 		"--guard-pipelines": func(c *Config) { c.GuardPipelines = c.MaxConns + 1 },
+		"--admission-max-retry-after": func(c *Config) {
+			c.AdmissionTarget, c.AdmissionMaxRetryAfter = 20*time.Millisecond, 30*time.Millisecond
+		},
 	}
 	for want, mutate := range cases {
 		c := Default()
