@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
@@ -45,8 +46,9 @@ var guardActionPattern = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)*$`)
 // reads its headers, before a stream, a handler or the interceptors (auth,
 // validation, logging) exist. Past the limit refusals are most of what
 // arrives, and the cheaper each is, the more CPU is left for the decisions
-// admitted: a refusal at the handler cost about what a decision costs. The
-// handler's Acquire still refuses what slips past between the two checks.
+// admitted: a refusal at the handler cost about what a decision costs.
+// AdmitUnary, the first interceptor that matters, refuses what slips past
+// between the two checks.
 func (s *GuardService) TapOverload(ctx context.Context, info *tap.Info) (context.Context, error) {
 	l := s.admission.Load()
 	if l == nil || info.FullMethodName != guardv1.Guard_Decide_FullMethodName {
@@ -58,6 +60,35 @@ func (s *GuardService) TapOverload(ctx context.Context, info *tap.Info) (context
 	}
 	return context.WithValue(ctx, arrivedKey{}, time.Now()), nil
 }
+
+// AdmitUnary is the interceptor that admits a Guard.Decide ahead of the
+// rest of the chain (app puts it before logging, authentication and
+// validation). Under overload most calls pass the tap while the limiter
+// still has room and find it full once a worker runs them; admitted here,
+// a refusal costs none of that chain, where before it paid for all of it
+// (validation alone was 18 % of the server's CPU at 150 % offered) and
+// left a warning line per refusal. The decision holds its place until the
+// handler returns, so the limiter steers by the whole call.
+func (s *GuardService) AdmitUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	l := s.admission.Load()
+	if l == nil || info.FullMethod != guardv1.Guard_Decide_FullMethodName {
+		return handler(ctx, req)
+	}
+	if !l.Acquire() {
+		s.d.Metrics.DecisionsShedTotal.Inc()
+		return nil, Overloaded(l.RetryAfter())
+	}
+	start, ok := ctx.Value(arrivedKey{}).(time.Time)
+	if !ok {
+		start = time.Now()
+	}
+	defer func() { s.d.Metrics.AdmissionLimit.Set(float64(l.Release(time.Since(start)))) }()
+	return handler(context.WithValue(ctx, admittedKey{}, true), req)
+}
+
+// admittedKey marks a call AdmitUnary admitted, so decide does not ask the
+// limiter a second time.
+type admittedKey struct{}
 
 // arrivedKey holds when the transport read a Guard.Decide's headers: the
 // limiter steers by the latency from there, so time a call spends queued
@@ -188,14 +219,15 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 	if err := applyActorRules(caller, r); err != nil {
 		return nil, err
 	}
-	if l := s.admission.Load(); l != nil {
+	if l := s.admission.Load(); l != nil && ctx.Value(admittedKey{}) == nil {
+		// A DecideStream frame, or a call served without AdmitUnary.
 		if !l.Acquire() {
 			s.d.Metrics.DecisionsShedTotal.Inc()
 			return nil, Overloaded(l.RetryAfter())
 		}
 		start, ok := ctx.Value(arrivedKey{}).(time.Time)
 		if !ok {
-			start = time.Now() // a DecideStream frame: from when it is handled
+			start = time.Now() // from when it is handled
 		}
 		defer func() { s.d.Metrics.AdmissionLimit.Set(float64(l.Release(time.Since(start)))) }()
 	}

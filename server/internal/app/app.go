@@ -162,7 +162,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		}
 		return nil, err
 	}
-	chain := buildChain(d, grpcMetrics, services.chain)
+	chain := buildChain(d, grpcMetrics, services.guard.AdmitUnary, services.chain)
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(chain.Unary...),
 		grpc.ChainStreamInterceptor(chain.Stream...),

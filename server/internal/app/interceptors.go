@@ -40,7 +40,7 @@ type Chain struct {
 	Stream []grpc.StreamServerInterceptor
 }
 
-func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, extra Chain) Chain {
+func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, admit grpc.UnaryServerInterceptor, extra Chain) Chain {
 	logger := interceptorLogger(d.Log)
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
@@ -54,10 +54,16 @@ func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, extra Chain) Chai
 	})
 
 	auditUnary, auditStream := refusedAudit(d.Log)
+	// Admission control goes before the audit, metrics, logging, auth and
+	// validation a refused decision would otherwise pay for.
+	if admit == nil {
+		admit = passUnary
+	}
 	c := Chain{
 		Unary: []grpc.UnaryServerInterceptor{
 			requestIDUnary,
 			versionUnary,
+			admit,
 			auditUnary,
 			grpcMetrics.UnaryServerInterceptor(),
 			quietHotCalls(d.Log, logging.UnaryServerInterceptor(logger, logOpts...)),
@@ -85,6 +91,11 @@ func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, extra Chain) Chai
 	c.Unary = append(c.Unary, recovery.UnaryServerInterceptor(recoveryOpt))
 	c.Stream = append(c.Stream, recovery.StreamServerInterceptor(recoveryOpt))
 	return c
+}
+
+// passUnary is the interceptor that adds nothing.
+func passUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	return h(ctx, req)
 }
 
 // callLevel is the level of a call's "finished call" line.
@@ -176,10 +187,10 @@ type requestIDKey struct{}
 
 func withRequestID(ctx context.Context) context.Context {
 	id := ""
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("x-request-id"); len(v) > 0 && len(v[0]) <= 64 {
-			id = v[0]
-		}
+	// One key, not FromIncomingContext's copy of every header (4 % of the
+	// server's CPU on Guard.Decide's path).
+	if v := metadata.ValueFromIncomingContext(ctx, "x-request-id"); len(v) > 0 && len(v[0]) <= 64 {
+		id = v[0]
 	}
 	if id == "" {
 		b := make([]byte, 8)

@@ -289,12 +289,10 @@ func bearer(ctx context.Context) (string, error) {
 	return strings.TrimSpace(token), nil
 }
 
+// metadataValue is a request header's first value ("" when absent), read
+// without copying the others.
 func metadataValue(ctx context.Context, key string) string {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return ""
-	}
-	if v := md.Get(key); len(v) > 0 {
+	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
 		return v[0]
 	}
 	return ""
