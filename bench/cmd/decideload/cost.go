@@ -241,7 +241,8 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 		go ask(clients[w%n])
 	}
 	wg.Wait()
-	r := &result{mode: fmt.Sprintf("closed %d", c.closed), errors: errs.Load(), denies: denies.Load(), lat: lat, errCodes: errCodes.String()}
+	r := &result{mode: fmt.Sprintf("closed %d", c.closed), errors: errs.Load(), denies: denies.Load(), lat: lat, errCodes: errCodes.String(),
+		calls: seq.Load()}
 	sortDurations(r.lat)
 	r.svc = r.lat
 	r.completed = int(answered.Load())

@@ -320,6 +320,7 @@ type result struct {
 	errors, overload  int64
 	warmErrors        int64 // of errors, those of requests scheduled in the warm-up
 	refusals          int64 // -reask: every shed attempt, re-asked or not
+	calls             int64 // every call (or frame) sent, answered or refused, warm-up included
 	reask             bool
 	errCodes          string // errors by gRPC code, e.g. "ResourceExhausted=12"
 	denies            int64
@@ -331,6 +332,15 @@ type result struct {
 }
 
 func (r *result) pct(p float64) time.Duration { return pct(r.lat, p) }
+
+// perCallServerCPU is the server's CPU per call it was sent, answered or
+// refused: past the limit, what a refusal costs shows here.
+func (r *result) perCallServerCPU() float64 {
+	if r.calls == 0 {
+		return 0
+	}
+	return r.cost.serverCPU * float64(r.cost.decisions) / float64(r.calls)
+}
 
 func pct(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
@@ -360,6 +370,9 @@ func (r *result) print() {
 	if r.cost.decisions > 0 {
 		fmt.Printf("       per decision: server CPU %.1f µs, Postgres CPU %.1f µs, WAL %.0f bytes (over %d answered decisions, warm-up included)\n",
 			r.cost.serverCPU, r.cost.pgCPU, r.cost.walBytes, r.cost.decisions)
+		if r.calls > int64(r.cost.decisions) {
+			fmt.Printf("       per call, answered or refused: server CPU %.1f µs (over %d calls)\n", r.perCallServerCPU(), r.calls)
+		}
 	}
 	if r.heapPerInFlight > 0 {
 		fmt.Printf("       server heap in use: idle %.1f MiB, under load %.1f MiB; mean in flight %.1f → %.1f KiB per in-flight decision (upper bound)\n",
@@ -400,7 +413,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	svc := make([]time.Duration, total)
 	done := make([]bool, total)
 	answeredAt := make([]time.Time, total) // -reask: answers are counted when given
-	var errs, warmErrs, overload, denies, refusals atomic.Int64
+	var errs, warmErrs, overload, denies, refusals, calls atomic.Int64
 	var inflight atomic.Int64
 	var inflightSum, inflightSamples atomic.Int64
 	errCodes := &codeCounts{}
@@ -468,6 +481,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 			go func() {
 				defer wg.Done()
 				if !c.reask {
+					calls.Add(1)
 					cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 					defer cancel()
 					resp, err := clients[i%n].Decide(cctx, fx.request(i))
@@ -477,6 +491,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 				deadline := sched.Add(c.reaskDeadline)
 				var waits reaskWaits
 				for {
+					calls.Add(1)
 					cctx, cancel := context.WithDeadline(ctx, deadline)
 					resp, err := clients[i%n].Decide(cctx, fx.request(i))
 					cancel()
@@ -514,6 +529,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 			go func() { // sender
 				defer wg.Done()
 				for i := range queues[s] {
+					calls.Add(1)
 					if err := stream.Send(&guardv1.DecideStreamRequest{CorrelationId: strconv.Itoa(i), Request: fx.request(i)}); err != nil {
 						errs.Add(1)
 						return
@@ -560,7 +576,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	elapsed := time.Since(start.Add(c.warmup))
 	measuredFrom, measuredTo := start.Add(c.warmup), start.Add(c.warmup+c.duration)
 	r := &result{mode: c.mode, rate: rate, errors: errs.Load(), warmErrors: warmErrs.Load(), overload: overload.Load(), denies: denies.Load(), heapIdle: heapIdle, heapRun: heapRun,
-		refusals: refusals.Load(), reask: c.reask,
+		refusals: refusals.Load(), reask: c.reask, calls: calls.Load(),
 		errCodes: errCodes.String()}
 	completed := 0
 	for i := range total {

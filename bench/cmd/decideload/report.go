@@ -27,8 +27,10 @@ type reportRow struct {
 	Refusals int64   `json:"refusals_reasked,omitempty"` // -reask: every shed attempt
 	// Per answered decision, warm-up included.
 	ServerCPU float64 `json:"server_cpu_us"`
-	PGCPU     float64 `json:"postgres_cpu_us"`
-	WAL       float64 `json:"wal_bytes"`
+	// Per call sent, answered or refused (past the limit: what refusals cost).
+	ServerCPUPerCall float64 `json:"server_cpu_per_call_us,omitempty"`
+	PGCPU            float64 `json:"postgres_cpu_us"`
+	WAL              float64 `json:"wal_bytes"`
 
 	Approvals *approvalReport `json:"approvals,omitempty"`
 }
@@ -49,6 +51,7 @@ func newReportRow(c config, r *result, ar *approvalResult) reportRow {
 		P50: ms(r.pct(0.50)), P99: ms(r.pct(0.99)), P999: ms(r.pct(0.999)),
 		Errors: r.errors, WarmErrs: r.warmErrors, ErrCodes: r.errCodes, Refusals: r.refusals,
 		ServerCPU: r.cost.serverCPU, PGCPU: r.cost.pgCPU, WAL: r.cost.walBytes,
+		ServerCPUPerCall: r.perCallServerCPU(),
 	}
 	if c.closed == 0 {
 		row.Offered = r.rate
@@ -113,8 +116,12 @@ func summarize(path string, w io.Writer) error {
 		if a := r.Approvals; a != nil {
 			appr = fmt.Sprintf("%.1f of %.0f (%d errors), %.2f / %.2f", a.Achieved, a.Offered, a.Errors, a.P50, a.P99)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f / %.2f / %.2f | %s | %.0f + %.0f | %.0f | %s |\n",
-			r.Label, load, r.Achieved, r.P50, r.P99, r.P999, errs, r.ServerCPU, r.PGCPU, r.WAL, appr)
+		cpu := fmt.Sprintf("%.0f + %.0f", r.ServerCPU, r.PGCPU)
+		if r.ServerCPUPerCall > 0 && r.ServerCPUPerCall < 0.95*r.ServerCPU {
+			cpu += fmt.Sprintf(" (server per call sent: %.0f)", r.ServerCPUPerCall)
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f / %.2f / %.2f | %s | %s | %.0f | %s |\n",
+			r.Label, load, r.Achieved, r.P50, r.P99, r.P999, errs, cpu, r.WAL, appr)
 	}
 	return sc.Err()
 }
