@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"buf.build/go/protovalidate"
@@ -116,9 +117,12 @@ func nulInStructs(m protoreflect.Message, prefix string) string {
 	case listName:
 		return nulInValue(structpb.NewListValue(m.Interface().(*structpb.ListValue)), strings.TrimSuffix(prefix, "."))
 	}
+	if !mayHoldStruct(m.Descriptor()) {
+		return ""
+	}
 	found := ""
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind {
+		if !fieldMayHoldStruct(fd) {
 			return true
 		}
 		path := prefix + string(fd.Name())
@@ -141,6 +145,54 @@ func nulInStructs(m protoreflect.Message, prefix string) string {
 		return found == ""
 	})
 	return found
+}
+
+// reachesStruct caches, per message type, whether a Struct, Value or
+// ListValue can be found in it at any depth: the walk above skips every
+// field that cannot lead to one (most of a request, and on Guard.Decide's
+// path all but its payloads).
+var reachesStruct sync.Map // protoreflect.FullName → bool
+
+func mayHoldStruct(md protoreflect.MessageDescriptor) bool {
+	if v, ok := reachesStruct.Load(md.FullName()); ok {
+		return v.(bool)
+	}
+	found := reaches(md, map[protoreflect.FullName]bool{})
+	reachesStruct.Store(md.FullName(), found)
+	return found
+}
+
+// reaches walks the type graph once (seen breaks cycles: a type being
+// walked is answered by its other fields).
+func reaches(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]bool) bool {
+	switch md.FullName() {
+	case structName, valueName, listName:
+		return true
+	}
+	if seen[md.FullName()] {
+		return false
+	}
+	seen[md.FullName()] = true
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if fd.IsMap() {
+			fd = fd.MapValue()
+		}
+		if (fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind) && reaches(fd.Message(), seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldMayHoldStruct reports whether a field's value (a map's values) can
+// hold a Struct, Value or ListValue.
+func fieldMayHoldStruct(fd protoreflect.FieldDescriptor) bool {
+	if fd.IsMap() {
+		fd = fd.MapValue()
+	}
+	return (fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind) && mayHoldStruct(fd.Message())
 }
 
 func nulInStruct(s *structpb.Struct, path string) string {

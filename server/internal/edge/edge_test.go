@@ -7,8 +7,10 @@ import (
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -138,4 +140,81 @@ func TestValidatorRefusesNULAndOverlongValues(t *testing.T) {
 			t.Errorf("%T refused: %v", m, err)
 		}
 	}
+}
+
+// The NUL walk skips only what cannot hold a Struct: every request type is
+// asked, and a NUL planted in each Struct the type graph can reach (through
+// messages, lists and maps, to any depth) is found; a type with no Struct
+// is accepted without a walk.
+func TestNulWalkReachesEveryStructARequestCanHold(t *testing.T) {
+	v, err := edge.New(rpcdecl.RequestTypes(rpcdecl.Services...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withNul, _ := structpb.NewStruct(map[string]any{"x": "a\x00"})
+	planted := 0
+	for _, md := range rpcdecl.RequestTypes(rpcdecl.Services...) {
+		for _, msg := range plantStructs(md, withNul, 4) {
+			planted++
+			err := v.Validate(msg)
+			if err == nil || !strings.Contains(err.Error(), "must not contain a NUL byte") {
+				t.Errorf("%s with a NUL in %s: %v, want refused", md.FullName(), protojsonString(msg), err)
+			}
+		}
+	}
+	if planted < 3 {
+		t.Fatalf("planted NULs in only %d places; the request types hold at least the Decide payload, the card's and Request's", planted)
+	}
+}
+
+// plantStructs returns one message of type md per path to a Struct field
+// (depth-bounded), with s set at the end of the path and nothing else set.
+func plantStructs(md protoreflect.MessageDescriptor, s *structpb.Struct, depth int) []proto.Message {
+	if depth == 0 {
+		return nil
+	}
+	var out []proto.Message
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		val := fd
+		if fd.IsMap() {
+			val = fd.MapValue()
+		}
+		if val.Kind() != protoreflect.MessageKind {
+			continue
+		}
+		var inner []protoreflect.Message
+		name := val.Message().FullName()
+		switch {
+		case name == s.ProtoReflect().Descriptor().FullName():
+			inner = []protoreflect.Message{s.ProtoReflect()}
+		case strings.HasPrefix(string(name), "google.protobuf."):
+			// Value and ListValue are walked as Go types; a Struct in them is
+			// the payload tests' business.
+		default:
+			for _, m := range plantStructs(val.Message(), s, depth-1) {
+				inner = append(inner, m.ProtoReflect())
+			}
+		}
+		for _, in := range inner {
+			m := dynamicpb.NewMessage(md)
+			switch {
+			case fd.IsMap():
+				mp := m.Mutable(fd).Map()
+				mp.Set(protoreflect.ValueOfString("k").MapKey(), protoreflect.ValueOfMessage(in))
+			case fd.IsList():
+				m.Mutable(fd).List().Append(protoreflect.ValueOfMessage(in))
+			default:
+				m.Set(fd, protoreflect.ValueOfMessage(in))
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func protojsonString(m proto.Message) string {
+	b, _ := protojson.Marshal(m)
+	return string(b)
 }
