@@ -194,6 +194,9 @@ func TestDecisionsPrunedRecentAndCitableKept(t *testing.T) {
 	for i := range 12 {
 		insert("old-"+strconv.Itoa(i), "40 days")
 	}
+	// In the first hour of a UTC day "an hour ago" is yesterday, which a
+	// fresh database has no partition for (0160 makes today's on).
+	exec(t, srv.Pool, `SELECT decisions_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1, (now() AT TIME ZONE 'UTC')::date)`)
 	insert("recent", "1 hour")
 	insert("citable", "30 seconds")
 
