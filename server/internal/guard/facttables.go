@@ -89,6 +89,15 @@ func (ft *FactTables) Rows(table int, key []byte) [][]*string {
 	return ft.tables[table].shards[shardOf(key)][string(key)]
 }
 
+// Keys is how many keys table holds.
+func (ft *FactTables) Keys(table int) int {
+	n := 0
+	for _, m := range ft.tables[table].shards {
+		n += len(m)
+	}
+	return n
+}
+
 // Each calls fn for every key of table and its rows (tests, debugging).
 func (ft *FactTables) Each(table int, fn func(key string, rows [][]*string)) {
 	for _, m := range ft.tables[table].shards {

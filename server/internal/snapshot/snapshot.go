@@ -203,6 +203,16 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// A catch-up reads a table whole instead of by its changed keys when at
+// least wholeReloadMin keys changed and they are at least 1/wholeReloadShare
+// of the keys the copy holds: here a scan costs ~0.3 µs a row and a read by
+// key list ~6 µs a key (50,000 destinations: 16 ms against 290 ms, which
+// left the first half second after a bulk load deciding live).
+const (
+	wholeReloadMin   = 1024
+	wholeReloadShare = 8
+)
+
 // catchUp applies the changes of revisions (prev's, cur]; applied is false
 // when fact_changes no longer holds all of them (pruned: reload instead).
 func (s *Snapshot) catchUp(ctx context.Context, tx pgx.Tx, prev *guard.FactTables, cur int64) (applied bool, err error) {
@@ -249,6 +259,11 @@ func (s *Snapshot) catchUp(ctx context.Context, tx pgx.Tx, prev *guard.FactTable
 			changed[t] = map[string]bool{}
 		}
 		changed[t][k] = true
+	}
+	for t := range s.specs {
+		if n := len(changed[t]); n >= wholeReloadMin && n*wholeReloadShare >= prev.Keys(t) {
+			whole[t] = true // a bulk change: one scan is cheaper than a key list
+		}
 	}
 	fresh := make([]map[string][][]*string, len(s.specs))
 	wholeRows := make([]map[string][][]*string, len(s.specs))

@@ -150,6 +150,9 @@ func TestCopyFollowsEveryChange(t *testing.T) {
 		{"a runner deleted (sessions set NULL)", `DELETE FROM runners WHERE id = 'r2'`},
 		{"a group deleted (cascades)", `DELETE FROM agent_groups WHERE id = 'g2'`},
 		{"action settings truncated", `TRUNCATE action_settings`},
+		{"a bulk load (the table is read whole)", `INSERT INTO agent_groups (id, name) SELECT 'bulk' || i, 'bulk' || i FROM generate_series(1, 1500) i;
+			INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) SELECT 'bulk' || i, 'to-g1', 'g1' FROM generate_series(1, 1500) i`},
+		{"a bulk delete, one key kept", `DELETE FROM agent_groups WHERE id LIKE 'bulk%' AND id <> 'bulk7'`},
 		{"everything in one transaction", `INSERT INTO agent_groups (id, name) VALUES ('g4', 'four');
 			INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('g4', 'x', 'g1');
 			UPDATE sessions SET agent_group_id = 'g4' WHERE id = 's1';
