@@ -622,7 +622,8 @@ func scrapeHeap(url string) float64 {
 	return v
 }
 
-// scrapeMetric reads one unlabelled sample from a metrics endpoint.
+// scrapeMetric reads one sample from a metrics endpoint; name is the
+// series as exposed (with its labels, if any).
 func scrapeMetric(url, name string) (float64, bool) {
 	if url == "" {
 		return 0, false
@@ -648,7 +649,9 @@ func scrapeMetric(url, name string) (float64, bool) {
 // (decisions for sessions the copy does not know yet are made live).
 // Without -metrics, or with the snapshot off, it returns at once.
 func awaitSnapshot(ctx context.Context, c config) error {
-	if _, ok := scrapeMetric(c.metrics, "clawguard_guard_snapshot_revision"); !ok {
+	// A server with the snapshot on made its first full load at boot,
+	// seconds before the fixture was in; one with it off never does.
+	if loads, ok := scrapeMetric(c.metrics, `clawguard_guard_snapshot_refreshes_total{kind="full"}`); !ok || loads == 0 {
 		return nil
 	}
 	conn, err := pgx.Connect(ctx, c.dbURL)
