@@ -150,7 +150,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	integer(fs, &c.MaxConns, "max-conns", "database pool size")
 	dur(fs, &c.AdmissionTarget, "admission-target", "decision latency above which decisions in flight are limited, the rest refused with ResourceExhausted (0 = off)")
 	integer(fs, &c.AdmissionMaxInFlight, "admission-max-inflight", "upper bound of the adaptive limit on decisions in flight")
-	dur(fs, &c.AdmissionMaxRetryAfter, "admission-max-retry-after", "upper bound of the retry hint refused decisions get (it grows while refusals outnumber a fifth of the admitted decisions)")
+	dur(fs, &c.AdmissionMaxRetryAfter, "admission-max-retry-after", "upper bound of the retry hint refused decisions get (it grows while refusals outnumber a fifth of the admitted decisions; at least twice --admission-target)")
 	integer(fs, &c.GuardPipelines, "guard-pipelines", "decision batches (facts reads and log rows) in flight to Postgres at once")
 	boolean(fs, &c.FactSnapshot, "fact-snapshot", "decide from an in-memory copy of the guard's fact tables, checked against the database's revision when each decision is logged (false = read every decision's facts)")
 	str(fs, &c.DecisionLogCommit, "decision-log-commit", "how plain decisions' log rows commit: async (visible at once, flushed within 3 x wal_writer_delay; citing or consuming one flushes it) or sync")
@@ -235,8 +235,10 @@ func (c Config) Validate() error {
 	if c.AdmissionTarget < 0 || c.AdmissionMaxInFlight < 8 {
 		return errors.New("--admission-target must not be negative and --admission-max-inflight at least 8")
 	}
-	if c.AdmissionTarget > 0 && c.AdmissionMaxRetryAfter < 2*c.AdmissionTarget {
-		return fmt.Errorf("--admission-max-retry-after %s: want at least twice --admission-target (%s), the hint's floor", c.AdmissionMaxRetryAfter, c.AdmissionTarget)
+	if c.AdmissionMaxRetryAfter <= 0 {
+		// Below twice the target it is raised to that (the hint's floor), as
+		// before the setting existed: a long target with the default cap boots.
+		return fmt.Errorf("--admission-max-retry-after %s: want a positive duration", c.AdmissionMaxRetryAfter)
 	}
 	if c.MaxConns < 2 {
 		return errors.New("--max-conns must be at least 2")
