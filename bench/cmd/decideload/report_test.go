@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Runs appended to a report come back as one table, a row each, with the
+// closed loop's load, the warm-up's errors and the re-asks spelled out.
+func TestReportRoundTripsToATable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	open := &result{mode: "unary", rate: 2000, achieved: 1999.5, errors: 3, warmErrors: 2, errCodes: "ResourceExhausted=3",
+		refusals: 40, calls: 30000, lat: []time.Duration{time.Millisecond, 2 * time.Millisecond},
+		cost: cost{decisions: 26000, serverCPU: 300, pgCPU: 200, walBytes: 740}}
+	closed := &result{mode: "closed 512", achieved: 13000, lat: []time.Duration{30 * time.Millisecond}}
+	for _, row := range []reportRow{
+		newReportRow(config{label: "open2000", mode: "unary"}, open, &approvalResult{rate: 100, achieved: 99.9, afterClick: []time.Duration{5 * time.Millisecond}}),
+		newReportRow(config{label: "closed-max", mode: "unary", closed: 512}, closed, nil),
+	} {
+		if err := appendReport(path, row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if err := summarize(path, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want a header, a rule and two rows, got:\n%s", out.String())
+	}
+	for _, want := range []string{"| open2000 | unary open 2000/s | 2000 |", "(2 in the warm-up); 40 refusals asked again",
+		"300 + 200 (server per call sent: 260)", "99.9 of 100 (0 errors), 5.00"} {
+		if !strings.Contains(lines[2], want) {
+			t.Errorf("row %q lacks %q", lines[2], want)
+		}
+	}
+	if !strings.Contains(lines[3], "| closed-max | unary closed 512 | 13000 |") {
+		t.Errorf("closed-loop row: %q", lines[3])
+	}
+}
+
+// Re-asks wait the hint, doubled per refusal in a row, jittered by ±25 %,
+// and capped at max(2 s, hint), as the runner's decide client does.
+func TestReaskWaitsDoubleWithJitterUpToTheCap(t *testing.T) {
+	var w reaskWaits
+	hint := 40 * time.Millisecond
+	for i, base := range []time.Duration{40, 80, 160, 320, 640, 1280, 2000, 2000} {
+		base *= time.Millisecond
+		got := w.next(hint)
+		if got < base*3/4 || got > base*5/4 {
+			t.Fatalf("wait %d: %v, want %v ± 25 %%", i, got, base)
+		}
+	}
+	long := reaskWaits{refusals: 3}
+	if got := long.next(5 * time.Second); got < 3750*time.Millisecond || got > 6250*time.Millisecond {
+		t.Fatalf("a hint above 2 s is waited in full (jittered): %v", got)
+	}
+}
