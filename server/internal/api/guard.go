@@ -18,6 +18,7 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/admission"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/edge"
@@ -74,6 +75,18 @@ func (s *GuardService) AdmitUnary(ctx context.Context, req any, info *grpc.Unary
 	if l == nil || info.FullMethod != guardv1.Guard_Decide_FullMethodName {
 		return handler(ctx, req)
 	}
+	release, err := s.admit(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return handler(context.WithValue(ctx, admittedKey{}, true), req)
+}
+
+// admit takes a place in l for one decision, or refuses it (counted, with
+// the retry hint); release gives the place back with the decision's
+// latency, from when the transport read it (the tap) or else from now.
+func (s *GuardService) admit(ctx context.Context, l *admission.Limiter) (release func(), err error) {
 	if !l.Acquire() {
 		s.d.Metrics.DecisionsShedTotal.Inc()
 		return nil, Overloaded(l.RetryAfter())
@@ -82,8 +95,7 @@ func (s *GuardService) AdmitUnary(ctx context.Context, req any, info *grpc.Unary
 	if !ok {
 		start = time.Now()
 	}
-	defer func() { s.d.Metrics.AdmissionLimit.Set(float64(l.Release(time.Since(start)))) }()
-	return handler(context.WithValue(ctx, admittedKey{}, true), req)
+	return func() { s.d.Metrics.AdmissionLimit.Set(float64(l.Release(time.Since(start)))) }, nil
 }
 
 // admittedKey marks a call AdmitUnary admitted, so decide does not ask the
@@ -221,15 +233,11 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 	}
 	if l := s.admission.Load(); l != nil && ctx.Value(admittedKey{}) == nil {
 		// A DecideStream frame, or a call served without AdmitUnary.
-		if !l.Acquire() {
-			s.d.Metrics.DecisionsShedTotal.Inc()
-			return nil, Overloaded(l.RetryAfter())
+		release, err := s.admit(ctx, l)
+		if err != nil {
+			return nil, err
 		}
-		start, ok := ctx.Value(arrivedKey{}).(time.Time)
-		if !ok {
-			start = time.Now() // from when it is handled
-		}
-		defer func() { s.d.Metrics.AdmissionLimit.Set(float64(l.Release(time.Since(start)))) }()
+		defer release()
 	}
 	if caller.Principal.Kind == guardv1.Principal_PRINCIPAL_USER {
 		if err := s.userMayAsk(ctx, caller.Principal.UserID, r.Actor); err != nil {
