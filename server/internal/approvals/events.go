@@ -30,8 +30,9 @@ const EventsChannel = "clawguard_hold_events"
 // the cursor): if the writer's row is in flight, the insert waits for that
 // writer alone and then yields to its committed row, or takes its place if
 // the writer rolled back; a writer that has drawn the cursor but not yet
-// inserted finds the tombstone and fails (its whole transaction rolls
-// back and is retried by its caller, nothing half-done). Either way the
+// inserted finds the tombstone: its insert fails on the cursor alone and
+// insertEvent makes it again, with a fresh cursor, from a savepoint, so
+// nothing else of the writer's transaction is undone. Either way the
 // gap is settled before the reader passes it. Gaps are rare (a rolled-back
 // writer, sequence values lost in a crash, a writer caught between its
 // draw and its commit), so readers almost never write, and never wait for

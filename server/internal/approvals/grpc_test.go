@@ -714,8 +714,9 @@ func waitForWaitersOn(t *testing.T, pool *pgxpool.Pool, pid, n int) {
 // TestGapsAreSettledNeverSkipped: a writer that rolls back after drawing a
 // cursor leaves a gap; readers tombstone it and deliver what follows. A
 // writer that drew a cursor a reader has already settled cannot commit an
-// event there: its insert fails and its transaction rolls back whole, so
-// no event lands behind a reader's back.
+// event there: an insert at that cursor fails (insertEvent then retries
+// under a fresh one, TestAnEventWhoseCursorWasSettledIsRetried), so no
+// event lands behind a reader's back.
 func TestGapsAreSettledNeverSkipped(t *testing.T) {
 	t.Parallel()
 	a, onA, onB := twoWatchedReplicas(t)
