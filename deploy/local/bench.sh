@@ -68,7 +68,9 @@ answered() {
   sed -n "s/^{\"label\":\"$1\".*\"answered_per_s\":\([0-9.]*\).*/\1/p" "$report" | tail -1
 }
 
-max_rate() {
+# of_max SHARE: SHARE of closed-max's answered rate (measured first if this
+# report has no closed-max run), as a whole number of decisions a second.
+of_max() {
   local m
   m=$(answered closed-max)
   if [ -z "$m" ]; then
@@ -76,7 +78,7 @@ max_rate() {
     run closed-max --admission-target 0 -- -mode unary -closed 512 >&2
     m=$(answered closed-max)
   fi
-  echo "$m"
+  awk -v m="$m" -v f="$1" 'BEGIN{printf "%d", m*f}'
 }
 
 for r in $runs; do
@@ -85,11 +87,10 @@ for r in $runs; do
   stream2000) run stream2000 -- -mode stream -rate 2000 ;;
   closed) run closed -- -mode unary -closed 512 ;;
   closed-max) run closed-max --admission-target 0 -- -mode unary -closed 512 ;;
-  open80) m=$(max_rate); run open80 -- -mode unary -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*0.8}')" ;;
-  open150) m=$(max_rate); run open150 -- -mode unary -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*1.5}')" ;;
-  open150-reask) m=$(max_rate); run open150-reask -- -mode unary -reask -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*1.5}')" ;;
-  open150-reask-hint10s) m=$(max_rate)
-    run open150-reask-hint10s --admission-max-retry-after 10s -- -mode unary -reask -rate "$(awk -v m="$m" 'BEGIN{printf "%d", m*1.5}')" ;;
+  open80) rate=$(of_max 0.8); run open80 -- -mode unary -rate "$rate" ;;
+  open150) rate=$(of_max 1.5); run open150 -- -mode unary -rate "$rate" ;;
+  open150-reask) rate=$(of_max 1.5); run open150-reask -- -mode unary -reask -rate "$rate" ;;
+  open150-reask-hint10s) rate=$(of_max 1.5); run open150-reask-hint10s --admission-max-retry-after 10s -- -mode unary -reask -rate "$rate" ;;
   stream25k) run stream25k -- -mode stream -rate 25000 ;;
   approvals) run approvals -- -mode unary -rate 2000 -approvals 100 ;;
   *) echo "unknown run $r (BENCH_RUNS)" >&2; exit 2 ;;
