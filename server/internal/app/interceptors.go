@@ -54,15 +54,12 @@ func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, admit grpc.UnaryS
 	})
 
 	auditUnary, auditStream := refusedAudit(d.Log)
-	// Admission control goes before the audit, metrics, logging, auth and
-	// validation a refused decision would otherwise pay for.
-	if admit == nil {
-		admit = passUnary
-	}
 	c := Chain{
 		Unary: []grpc.UnaryServerInterceptor{
 			requestIDUnary,
 			versionUnary,
+			// Admission control, before the audit, metrics, logging, auth
+			// and validation a refused decision would otherwise pay for.
 			admit,
 			auditUnary,
 			grpcMetrics.UnaryServerInterceptor(),
@@ -91,11 +88,6 @@ func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, admit grpc.UnaryS
 	c.Unary = append(c.Unary, recovery.UnaryServerInterceptor(recoveryOpt))
 	c.Stream = append(c.Stream, recovery.StreamServerInterceptor(recoveryOpt))
 	return c
-}
-
-// passUnary is the interceptor that adds nothing.
-func passUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	return h(ctx, req)
 }
 
 // callLevel is the level of a call's "finished call" line.
