@@ -175,24 +175,30 @@ func reaches(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]b
 	seen[md.FullName()] = true
 	fields := md.Fields()
 	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		if fd.IsMap() {
-			fd = fd.MapValue()
-		}
-		if (fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind) && reaches(fd.Message(), seen) {
+		if m := valueMessage(fields.Get(i)); m != nil && reaches(m, seen) {
 			return true
 		}
 	}
 	return false
 }
 
-// fieldMayHoldStruct reports whether a field's value (a map's values) can
-// hold a Struct, Value or ListValue.
+// fieldMayHoldStruct reports whether a field's values can hold a Struct,
+// Value or ListValue.
 func fieldMayHoldStruct(fd protoreflect.FieldDescriptor) bool {
+	m := valueMessage(fd)
+	return m != nil && mayHoldStruct(m)
+}
+
+// valueMessage is the message type of a field's values (a map's values),
+// nil when they are scalars.
+func valueMessage(fd protoreflect.FieldDescriptor) protoreflect.MessageDescriptor {
 	if fd.IsMap() {
 		fd = fd.MapValue()
 	}
-	return (fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind) && mayHoldStruct(fd.Message())
+	if fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind {
+		return nil
+	}
+	return fd.Message()
 }
 
 func nulInStruct(s *structpb.Struct, path string) string {
