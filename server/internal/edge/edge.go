@@ -132,13 +132,11 @@ func nulInStructs(m protoreflect.Message, prefix string) string {
 			for i := 0; i < l.Len() && found == ""; i++ {
 				found = nulInStructs(l.Get(i).Message(), fmt.Sprintf("%s[%d].", path, i))
 			}
-		case fd.IsMap():
-			if fd.MapValue().Kind() == protoreflect.MessageKind {
-				v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-					found = nulInStructs(mv.Message(), fmt.Sprintf("%s[%q].", path, k.String()))
-					return found == ""
-				})
-			}
+		case fd.IsMap(): // of messages: fieldMayHoldStruct passed it
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				found = nulInStructs(mv.Message(), fmt.Sprintf("%s[%q].", path, k.String()))
+				return found == ""
+			})
 		default:
 			found = nulInStructs(v.Message(), path+".")
 		}
