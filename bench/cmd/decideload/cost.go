@@ -26,8 +26,10 @@ const clockTicks = 100
 type cost struct {
 	decisions                int
 	serverCPU, pgCPU         float64 // µs of CPU per decision
+	generatorCPU             float64 // µs of this process's CPU per decision (it shares the machine)
 	walBytes                 float64 // WAL bytes per decision
 	serverTicks, pgTicks     int64
+	generatorTicks           int64
 	walLSN                   string
 	started                  time.Time
 	serverPID, postmasterPID int
@@ -59,7 +61,7 @@ func newAccounting(ctx context.Context, dbURL string, serverPID int) (*accountin
 func (a *accounting) close() { _ = a.conn.Close(context.Background()) }
 
 func (a *accounting) sample(ctx context.Context) cost {
-	c := cost{started: time.Now(), serverPID: a.serverPID, postmasterPID: a.postmasterPID}
+	c := cost{started: time.Now(), serverPID: a.serverPID, postmasterPID: a.postmasterPID, generatorTicks: ticks(os.Getpid())}
 	if a.serverPID > 0 {
 		c.serverTicks = ticks(a.serverPID)
 	}
@@ -84,6 +86,7 @@ func (a *accounting) since(ctx context.Context, before cost, n int) cost {
 	if before.postmasterPID > 0 {
 		out.pgCPU = float64(now.pgTicks-before.pgTicks) * perTick / float64(n)
 	}
+	out.generatorCPU = float64(now.generatorTicks-before.generatorTicks) * perTick / float64(n)
 	var wal float64
 	if before.walLSN != "" && a.conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)`, before.walLSN).Scan(&wal) == nil {
 		out.walBytes = wal / float64(n)

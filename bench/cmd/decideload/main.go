@@ -368,8 +368,8 @@ func (r *result) print() {
 		pct(r.svc, 0.50).Round(time.Microsecond), pct(r.svc, 0.95).Round(time.Microsecond),
 		pct(r.svc, 0.99).Round(time.Microsecond), pct(r.svc, 0.999).Round(time.Microsecond))
 	if r.cost.decisions > 0 {
-		fmt.Printf("       per decision: server CPU %.1f µs, Postgres CPU %.1f µs, WAL %.0f bytes (over %d answered decisions, warm-up included)\n",
-			r.cost.serverCPU, r.cost.pgCPU, r.cost.walBytes, r.cost.decisions)
+		fmt.Printf("       per decision: server CPU %.1f µs, Postgres CPU %.1f µs, WAL %.0f bytes (over %d answered decisions, warm-up included); this generator's CPU %.1f µs\n",
+			r.cost.serverCPU, r.cost.pgCPU, r.cost.walBytes, r.cost.decisions, r.cost.generatorCPU)
 		if r.calls > int64(r.cost.decisions) {
 			fmt.Printf("       per call, answered or refused: server CPU %.1f µs (over %d calls)\n", r.perCallServerCPU(), r.calls)
 		}

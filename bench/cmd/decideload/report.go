@@ -30,7 +30,9 @@ type reportRow struct {
 	// Per call sent, answered or refused (past the limit: what refusals cost).
 	ServerCPUPerCall float64 `json:"server_cpu_per_call_us,omitempty"`
 	PGCPU            float64 `json:"postgres_cpu_us"`
-	WAL              float64 `json:"wal_bytes"`
+	// decideload's own CPU per answered decision: it shares the machine.
+	GeneratorCPU float64 `json:"generator_cpu_us,omitempty"`
+	WAL          float64 `json:"wal_bytes"`
 
 	Approvals *approvalReport `json:"approvals,omitempty"`
 }
@@ -50,7 +52,7 @@ func newReportRow(c config, r *result, ar *approvalResult) reportRow {
 		Label: c.label, Mode: c.mode, Achieved: r.achieved, Closed: c.closed,
 		P50: ms(r.pct(0.50)), P99: ms(r.pct(0.99)), P999: ms(r.pct(0.999)),
 		Errors: r.errors, WarmErrs: r.warmErrors, ErrCodes: r.errCodes, Refusals: r.refusals,
-		ServerCPU: r.cost.serverCPU, PGCPU: r.cost.pgCPU, WAL: r.cost.walBytes,
+		ServerCPU: r.cost.serverCPU, PGCPU: r.cost.pgCPU, GeneratorCPU: r.cost.generatorCPU, WAL: r.cost.walBytes,
 		ServerCPUPerCall: r.perCallServerCPU(),
 	}
 	if c.closed == 0 {
@@ -90,8 +92,8 @@ func summarize(path string, w io.Writer) error {
 		return fmt.Errorf("summarize: %w", err)
 	}
 	defer f.Close()
-	fmt.Fprintln(w, "| run | load | answered/s | p50 / p99 / p99.9 ms | errors | CPU per decision, server + Postgres µs | WAL B | approvals: completed/s, approve → allowed p50 / p99 ms |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| run | load | answered/s | p50 / p99 / p99.9 ms | errors | CPU per decision, server + Postgres µs | generator CPU µs | WAL B | approvals: completed/s, approve → allowed p50 / p99 ms |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		var r reportRow
@@ -120,8 +122,12 @@ func summarize(path string, w io.Writer) error {
 		if r.ServerCPUPerCall > 0 && r.ServerCPUPerCall < 0.95*r.ServerCPU {
 			cpu += fmt.Sprintf(" (server per call sent: %.0f)", r.ServerCPUPerCall)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f / %.2f / %.2f | %s | %s | %.0f | %s |\n",
-			r.Label, load, r.Achieved, r.P50, r.P99, r.P999, errs, cpu, r.WAL, appr)
+		gen := ""
+		if r.GeneratorCPU > 0 {
+			gen = fmt.Sprintf("%.0f", r.GeneratorCPU)
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f / %.2f / %.2f | %s | %s | %s | %.0f | %s |\n",
+			r.Label, load, r.Achieved, r.P50, r.P99, r.P999, errs, cpu, gen, r.WAL, appr)
 	}
 	return sc.Err()
 }
