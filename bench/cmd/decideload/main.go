@@ -63,6 +63,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -90,7 +91,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.dbURL, "database-url", os.Getenv("CLAWGUARD_DATABASE_URL"), "the server's database (fixture setup)")
 	flag.StringVar(&c.addr, "addr", "127.0.0.1:7443", "server gRPC address")
-	flag.StringVar(&c.mode, "mode", "unary", "unary (Guard.Decide) or stream (Guard.DecideStream)")
+	flag.StringVar(&c.mode, "mode", "unary", "unary (Guard.Decide), stream (Guard.DecideStream), or health (grpc.health.v1 Check on the same open loop: the machine's floor for a unary call)")
 	flag.StringVar(&c.metrics, "metrics", "", "server metrics URL (http://host:port/metrics) to estimate heap per in-flight decision")
 	flag.Float64Var(&c.rate, "rate", 5000, "arrival rate, decisions per second")
 	flag.DurationVar(&c.duration, "duration", 15*time.Second, "measured duration")
@@ -380,6 +381,33 @@ func (r *result) print() {
 	}
 }
 
+// unaryCall is the open loop's call: Guard.Decide, or for -mode health the
+// health check on the same connections, answered as an ALLOW so it counts
+// like a decision (the floor: transport, the server's interceptors, no guard).
+func unaryCall(mode string, conns []*grpc.ClientConn) func(ctx context.Context, i int, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+	n := len(conns)
+	if mode == "health" {
+		clients := make([]healthpb.HealthClient, n)
+		for i := range clients {
+			clients[i] = healthpb.NewHealthClient(conns[i])
+		}
+		allowed := &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_ALLOW}}
+		return func(ctx context.Context, i int, _ *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+			if _, err := clients[i%n].Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+				return nil, err
+			}
+			return allowed, nil
+		}
+	}
+	clients := make([]guardv1.GuardClient, n)
+	for i := range clients {
+		clients[i] = guardv1.NewGuardClient(conns[i])
+	}
+	return func(ctx context.Context, i int, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+		return clients[i%n].Decide(ctx, req)
+	}
+}
+
 func dial(c config, token string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// As the runner dials: fixed flow-control windows.
@@ -465,11 +493,10 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	}()
 
 	switch c.mode {
-	case "unary":
-		clients := make([]guardv1.GuardClient, n)
-		for i := range clients {
-			clients[i] = guardv1.NewGuardClient(conns[i])
-		}
+	case "unary", "health":
+		decide := unaryCall(c.mode, conns)
+		pool := newSenders()
+		defer pool.close()
 		pace(start, interval, total, func(i int, sched time.Time) bool {
 			if inflight.Load() >= int64(c.maxInFlight) {
 				overload.Add(1)
@@ -478,13 +505,13 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 			inflight.Add(1)
 			wg.Add(1)
 			sent[i] = time.Now()
-			go func() {
+			pool.run(func() {
 				defer wg.Done()
 				if !c.reask {
 					calls.Add(1)
 					cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 					defer cancel()
-					resp, err := clients[i%n].Decide(cctx, fx.request(i))
+					resp, err := decide(cctx, i, fx.request(i))
 					record(i, sched, resp, err)
 					return
 				}
@@ -493,7 +520,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 				for {
 					calls.Add(1)
 					cctx, cancel := context.WithDeadline(ctx, deadline)
-					resp, err := clients[i%n].Decide(cctx, fx.request(i))
+					resp, err := decide(cctx, i, fx.request(i))
 					cancel()
 					if hint, shed := shedDelay(err); shed {
 						refusals.Add(1)
@@ -506,7 +533,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 					record(i, sched, resp, err)
 					return
 				}
-			}()
+			})
 			return true
 		})
 		wg.Wait()
@@ -569,7 +596,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 		}
 		wg.Wait()
 	default:
-		return nil, fmt.Errorf("-mode %q: want unary or stream", c.mode)
+		return nil, fmt.Errorf("-mode %q: want unary, stream or health", c.mode)
 	}
 	close(sampleStop)
 	<-sampleDone
