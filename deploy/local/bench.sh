@@ -8,6 +8,9 @@
 #   MAX_CONNS   the server's Postgres pool (default 32)
 #   SERVER      the server binary (default bin/clawguard-server; e.g. an older build to compare)
 # Runs:
+#   floor2000               the machine's floor: the gRPC health check on the same open loop at
+#                           2,000/s (transport and the server's interceptors, no guard, no Postgres);
+#                           runs on this VM differ by as much between sessions as a change does
 #   open2000 / stream2000   Decide / DecideStream at 2,000/s, open loop
 #   closed                  512 in flight, closed loop, the defaults (admission control on)
 #   closed-max              the same with admission control off: the maximum
@@ -21,7 +24,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 data=${BENCH_DIR:-$root/.data/bench}
-runs=${BENCH_RUNS:-open2000 stream2000 closed closed-max open80 open150 open150-reask stream25k approvals}
+runs=${BENCH_RUNS:-floor2000 open2000 stream2000 closed closed-max open80 open150 open150-reask stream25k approvals}
 server_bin=${SERVER:-$root/bin/clawguard-server}
 mkdir -p "$data"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -83,6 +86,7 @@ of_max() {
 
 for r in $runs; do
   case "$r" in
+  floor2000) run floor2000 -- -mode health -rate 2000 ;;
   open2000) run open2000 -- -mode unary -rate 2000 ;;
   stream2000) run stream2000 -- -mode stream -rate 2000 ;;
   closed) run closed -- -mode unary -closed 512 ;;
