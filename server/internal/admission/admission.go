@@ -18,13 +18,15 @@
 // than a fifth of what it admits and shrinks back when it refuses less.
 //
 // A shrink must pay for itself. When the latency comes from outside what is
-// admitted (other processes taking the CPU, a slow disk), a smaller limit
-// answers fewer decisions no faster, and a target-only rule walks the limit
-// to its floor (1,023 answered a second where 5,400 were possible). So the
-// window after a shrink is left to settle (it still carries decisions
-// admitted before it), the next one is compared with the window that caused
-// the shrink, and a shrink that did not lower the mean by a tenth is undone
-// and the limit held for a while before it is tried again.
+// admitted (other processes taking the CPU, a slow disk, refusals being
+// answered), a smaller limit answers fewer decisions no faster, and a
+// target-only rule walks the limit to its floor (1,023 answered a second
+// where 5,400 were possible). So the window after a shrink is left to settle
+// (it still carries decisions admitted before it), and the next one is
+// compared with the window that caused the shrink: a shrink that lost more
+// than half of the answers a second its cut would lose to outside latency
+// is undone, with the shrinks before it since the target was last met, and
+// the limit is held for a while before shrinking is tried again.
 package admission
 
 import (
@@ -53,9 +55,9 @@ type Options struct {
 const shedShare = 0.2
 
 const (
-	// helpedBy is the share by which a shrink must lower the mean latency
-	// to count as having helped.
-	helpedBy = 0.1
+	// judgedCut is the least cut of the limit (a share of it) that is
+	// judged afterwards; smaller trims near the target are not.
+	judgedCut = 0.1
 	// holdWindows is how long a limit whose shrink did not help is held
 	// before shrinking is tried again.
 	holdWindows = 20
@@ -77,10 +79,14 @@ type Limiter struct {
 	took         time.Duration
 	peakInflight int
 
-	// The last shrink, until it is judged: the limit before it and the
-	// mean latency of the window that caused it.
+	// The last shrink, while it awaits judgement: the limit before it and
+	// the answers a second of the window that caused it.
+	judging    bool
 	shrankFrom float64
-	shrankAt   time.Duration
+	shrankRate float64
+	// slowFrom is the limit before the first shrink since a window last
+	// met the target (0 while they do).
+	slowFrom float64
 	// settle skips judging the window right after a shrink; hold counts
 	// the windows a futile shrink keeps the limit from shrinking again.
 	settle bool
@@ -157,15 +163,16 @@ func (l *Limiter) Release(took time.Duration) int {
 	l.done++
 	l.took += took
 	if now := l.o.Now(); now.Sub(l.start) >= l.o.Window {
-		l.adjust()
+		l.adjust(float64(l.done) / now.Sub(l.start).Seconds())
 		l.start, l.done, l.shed, l.took, l.peakInflight = now, 0, 0, 0, l.inflight
 	}
 	return int(l.limit)
 }
 
-// adjust ends a window (called with mu held and done > 0).
-func (l *Limiter) adjust() {
-	l.adjustLimit(l.took / time.Duration(l.done))
+// adjust ends a window that answered rate decisions a second (called
+// with mu held and done > 0).
+func (l *Limiter) adjust(rate float64) {
+	l.adjustLimit(l.took/time.Duration(l.done), rate)
 	// Steer the refusals toward shedShare of the admitted decisions: the
 	// hint scales by how far off they are (at most ×2 or ×½ a window).
 	ratio := float64(l.shed) / float64(l.done) / shedShare
@@ -173,7 +180,7 @@ func (l *Limiter) adjust() {
 	l.retry = min(l.o.MaxRetryAfter, max(2*l.o.Target, l.retry))
 }
 
-func (l *Limiter) adjustLimit(mean time.Duration) {
+func (l *Limiter) adjustLimit(mean time.Duration, rate float64) {
 	if l.hold > 0 {
 		l.hold--
 	}
@@ -187,13 +194,29 @@ func (l *Limiter) adjustLimit(mean time.Duration) {
 	// the limit admits, and shrinking it would only shed later.
 	busy := l.peakInflight >= int(l.limit)/2
 	slow := mean > l.o.Target
-	judged := l.shrankAt > 0
-	if judged && slow && busy && float64(mean) > (1-helpedBy)*float64(l.shrankAt) {
-		// The last shrink did not lower the latency: it is not ours.
-		l.limit, l.shrankAt, l.hold = l.shrankFrom, 0, holdWindows
-		return
+	// A shrink helped when it kept most of the answers a second: it
+	// removed queueing, not work. By Little's law, a cut of the limit to
+	// a share c of it keeps every answer when the latency was all queueing
+	// and only c of them when the latency comes from outside what is
+	// admitted (other processes taking the CPU, refusals being answered);
+	// a shrink that kept less than halfway, (1+c)/2, did not pay. (Batching
+	// makes a busy server answer a few fewer at a lower limit even when the
+	// shrink helps.) Judged by the latency alone, windows made faster by
+	// chance — contention comes and goes — passed shrinks that only cut
+	// what is admitted, and walked the limit down to its floor.
+	if l.judging && slow && busy {
+		if c := l.limit / l.shrankFrom; rate < l.shrankRate*(1+c)/2 {
+			// Not ours, and most likely neither was the latency behind
+			// the shrinks since the target was last met (a chance-fast
+			// window passed them): back to where that began, and hold.
+			l.limit, l.judging, l.hold = max(l.shrankFrom, l.slowFrom), false, holdWindows
+			return
+		}
 	}
-	l.shrankAt = 0
+	l.judging = false
+	if !slow {
+		l.slowFrom = 0
+	}
 	switch {
 	case busy && slow && l.hold > 0:
 		// Held after a futile shrink.
@@ -201,7 +224,13 @@ func (l *Limiter) adjustLimit(mean time.Duration) {
 		// Proportional: twice the target halves the limit, at most.
 		shrunk := max(float64(l.o.Min), l.limit*max(0.5, float64(l.o.Target)/float64(mean)))
 		if shrunk < l.limit {
-			l.shrankFrom, l.shrankAt, l.settle = l.limit, mean, true
+			if l.slowFrom == 0 {
+				l.slowFrom = l.limit
+			}
+			// A trim near the target is not judged: too small to tell
+			// from noise, and too small to walk the limit down.
+			l.judging = shrunk <= (1-judgedCut)*l.limit
+			l.shrankFrom, l.shrankRate, l.settle = l.limit, rate, true
 			l.limit = shrunk
 		}
 	case busy:
