@@ -154,6 +154,9 @@ func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) err
 		if err != nil {
 			return err
 		}
+		if s.refusedAsRead(frame, send) {
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -166,6 +169,35 @@ func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) err
 			go worker(frame)
 		}
 	}
+}
+
+// refusedAsRead answers frame with a refusal where the stream reads it
+// while admission control is at its limit, before a worker, validation
+// and the caller's checks cost anything — as TapOverload does for
+// Guard.Decide. Past the limit refusals are most of what arrives: at
+// 25,000 frames/s offered their cost (~43 µs of server CPU each) left the
+// server CPU for under 2,000 decisions a second. A frame with a bad
+// correlation id goes the usual way, to be answered InvalidArgument.
+func (s *GuardService) refusedAsRead(frame *guardv1.DecideStreamRequest, send func(*guardv1.DecideStreamResponse)) bool {
+	l := s.admission.Load()
+	if l == nil || !validCorrelationID(frame.GetCorrelationId()) || !l.Saturated() {
+		return false
+	}
+	s.d.Metrics.DecisionsShedTotal.Inc()
+	send(&guardv1.DecideStreamResponse{CorrelationId: frame.GetCorrelationId(), Error: streamError(Overloaded(l.RetryAfter()))})
+	return true
+}
+
+func validCorrelationID(id string) bool { return id != "" && len(id) <= maxIDLen }
+
+// streamError is err as a DecideStream frame's error, with its retry hint.
+func streamError(err error) *guardv1.StreamError {
+	st := status.Convert(err)
+	out := &guardv1.StreamError{Code: int32(st.Code()), Message: st.Message()}
+	if d := RetryDelay(st); d > 0 {
+		out.RetryAfter = durationpb.New(d)
+	}
+	return out
 }
 
 // answerFrame decides one DecideStream frame; a bad frame is answered
@@ -198,11 +230,7 @@ func (s *GuardService) answerFrame(ctx context.Context, frame *guardv1.DecideStr
 		return err
 	}()
 	if err != nil {
-		st := status.Convert(err)
-		out.Error = &guardv1.StreamError{Code: int32(st.Code()), Message: st.Message()}
-		if d := RetryDelay(st); d > 0 {
-			out.Error.RetryAfter = durationpb.New(d)
-		}
+		out.Error = streamError(err)
 	} else {
 		out.Response = resp
 	}

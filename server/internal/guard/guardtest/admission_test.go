@@ -67,6 +67,22 @@ func TestDecisionsPastTheAdmissionLimitAreShedNotDecided(t *testing.T) {
 	if e := frame.GetError(); codes.Code(e.GetCode()) != codes.ResourceExhausted || e.GetRetryAfter().AsDuration() <= 0 {
 		t.Fatalf("stream frame at the limit: %v, want ResourceExhausted with retry_after", frame)
 	}
+	// A frame is refused as the stream reads it, before validation: an
+	// invalid request at the limit is refused the same way. One whose
+	// correlation id could not carry the answer is told so instead.
+	if err := stream.Send(&guardv1.DecideStreamRequest{CorrelationId: "c1-invalid", Request: &guardv1.DecideRequest{Action: "Not An Action"}}); err != nil {
+		t.Fatal(err)
+	}
+	if frame, err = stream.Recv(); err != nil || frame.GetCorrelationId() != "c1-invalid" || codes.Code(frame.GetError().GetCode()) != codes.ResourceExhausted {
+		t.Fatalf("an invalid frame at the limit: %v %v, want ResourceExhausted (refused before validation)", frame, err)
+	}
+	if err := stream.Send(&guardv1.DecideStreamRequest{Request: req}); err != nil {
+		t.Fatal(err)
+	}
+	if frame, err = stream.Recv(); err != nil || codes.Code(frame.GetError().GetCode()) != codes.InvalidArgument {
+		t.Fatalf("a frame without a correlation id at the limit: %v %v, want InvalidArgument", frame, err)
+	}
+	before++
 	if n := w.count(`SELECT count(*) FROM decisions WHERE agent_group_id = '{A}'`); n != 0 {
 		t.Fatalf("%d decisions logged for shed requests", n)
 	}

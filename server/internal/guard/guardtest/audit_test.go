@@ -22,6 +22,12 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestGuardHoldIsAudited: a hold the guard creates (an agent's held a2a
 // send) is one info line "hold requested" naming the hold, the action, the
 // actor and the approver rule — logged after the commit; a dry run is not.

@@ -168,7 +168,16 @@ func TestRequestIDIsIdempotent(t *testing.T) {
 }
 
 func TestActorRules(t *testing.T) {
-	srv := testserver.Start(t)
+	// The server's log is shown if this fails: one clean-clone CI run had
+	// "another runner's session" answered OK instead of PermissionDenied,
+	// which an unreadable facts statement (a fail-closed DENY) would do.
+	var logs lockedBuffer
+	srv := testserver.StartLogged(t, &logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
 	w := newWorld(t, srv)
 	w.exec(`INSERT INTO runners (id) VALUES ('{R}-other');
 		INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('{SA}-elsewhere', '{A}', '{R}-other')`)
@@ -207,7 +216,7 @@ func TestActorRules(t *testing.T) {
 			before := w.count(`SELECT count(*) FROM decisions`)
 			resp, err := decide(c.c, c.actor)
 			if status.Code(err) != c.code {
-				t.Fatalf("code %v (%v), want %v", status.Code(err), err, c.code)
+				t.Fatalf("code %v (%v), want %v; answer %v", status.Code(err), err, c.code, resp)
 			}
 			if err == nil && resp.GetDecision().GetEffect() != c.effect {
 				t.Fatalf("effect %v, want %v", resp.GetDecision().GetEffect(), c.effect)
