@@ -125,10 +125,19 @@ func New(o Options) *Limiter {
 
 // Acquire admits one decision, or reports false when the limit is reached.
 // An admitted decision must call Release with how long it took.
-func (l *Limiter) Acquire() bool {
+func (l *Limiter) Acquire() bool { return l.acquire(false) }
+
+// AcquirePriority admits a decision that may use the reserve above the
+// limit (an eighth of it, at least one): few decisions, each the last step
+// of work already done — an approved action's replay, which a human is
+// waiting on. It still counts in flight and in the latency the limit
+// steers by, and past the reserve it is refused like any other.
+func (l *Limiter) AcquirePriority() bool { return l.acquire(true) }
+
+func (l *Limiter) acquire(priority bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.refuseLocked() {
+	if l.refuseLocked(priority) {
 		return false
 	}
 	l.inflight++
@@ -139,15 +148,25 @@ func (l *Limiter) Acquire() bool {
 // Saturated reports whether the next Acquire would refuse, without
 // admitting anything: a transport-level check that refuses before a
 // refusal costs authentication and decoding. A true counts as a refusal.
-func (l *Limiter) Saturated() bool {
+func (l *Limiter) Saturated() bool { return l.saturated(false) }
+
+// SaturatedPriority is Saturated for AcquirePriority.
+func (l *Limiter) SaturatedPriority() bool { return l.saturated(true) }
+
+func (l *Limiter) saturated(priority bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.refuseLocked()
+	return l.refuseLocked(priority)
 }
 
-// refuseLocked reports (and counts, for the retry hint) a refusal at the limit.
-func (l *Limiter) refuseLocked() bool {
-	if l.inflight >= int(l.limit) {
+// refuseLocked reports (and counts, for the retry hint) a refusal at the
+// limit, or for priority past the reserve above it.
+func (l *Limiter) refuseLocked(priority bool) bool {
+	ceiling := int(l.limit)
+	if priority {
+		ceiling += max(1, ceiling/8)
+	}
+	if l.inflight >= ceiling {
 		l.shed++
 		return true
 	}

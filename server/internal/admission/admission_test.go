@@ -24,6 +24,34 @@ func TestRefusesPastTheLimitAndAdmitsAgainAfterRelease(t *testing.T) {
 	}
 }
 
+// At the limit a priority decision (an approved action's replay) still
+// has a reserve of an eighth of the limit, and is refused past it.
+func TestPriorityDecisionsHaveAReserveAboveTheLimit(t *testing.T) {
+	l := New(Options{Initial: 16, Min: 16, Max: 16})
+	for l.Acquire() {
+	}
+	if l.Saturated() == false {
+		t.Fatal("not saturated at the limit")
+	}
+	for i := range 2 {
+		if l.SaturatedPriority() || !l.AcquirePriority() {
+			t.Fatalf("priority decision %d refused within the reserve (16 + 2)", i+1)
+		}
+	}
+	if !l.SaturatedPriority() || l.AcquirePriority() {
+		t.Fatal("a priority decision was admitted past the reserve")
+	}
+	if _, inflight := l.Limit(); inflight != 18 {
+		t.Fatalf("in flight %d, want 18", inflight)
+	}
+	small := New(Options{Initial: 2, Min: 2, Max: 2})
+	small.Acquire()
+	small.Acquire()
+	if !small.AcquirePriority() || small.AcquirePriority() {
+		t.Fatal("a small limit's reserve is one")
+	}
+}
+
 // window runs one window of n decisions on l, each taking took, all in
 // flight at once, and ends it.
 func window(c *clock, l *Limiter, n int, took time.Duration) {

@@ -75,7 +75,8 @@ func (s *GuardService) AdmitUnary(ctx context.Context, req any, info *grpc.Unary
 	if l == nil || info.FullMethod != guardv1.Guard_Decide_FullMethodName {
 		return handler(ctx, req)
 	}
-	release, err := s.admit(ctx, l)
+	d, _ := req.(*guardv1.DecideRequest)
+	release, err := s.admit(ctx, l, isReplay(d))
 	if err != nil {
 		return nil, err
 	}
@@ -83,11 +84,22 @@ func (s *GuardService) AdmitUnary(ctx context.Context, req any, info *grpc.Unary
 	return handler(context.WithValue(ctx, admittedKey{}, true), req)
 }
 
-// admit takes a place in l for one decision, or refuses it (counted, with
-// the retry hint); release gives the place back with the decision's
-// latency, from when the transport read it (the tap) or else from now.
-func (s *GuardService) admit(ctx context.Context, l *admission.Limiter) (release func(), err error) {
-	if !l.Acquire() {
+// isReplay: req carries a grant — an approved action's replay, the last
+// step of an approval a human is waiting on. Admission gives replays the
+// reserve above its limit (admission.Limiter.AcquirePriority); a forged
+// grant gets no more than that reserve and is then decided (DENY) live.
+func isReplay(req *guardv1.DecideRequest) bool { return req.GetGrant() != "" }
+
+// admit takes a place in l for one decision (a replay may use the reserve
+// above the limit), or refuses it (counted, with the retry hint); release
+// gives the place back with the decision's latency, from when the
+// transport read it (the tap) or else from now.
+func (s *GuardService) admit(ctx context.Context, l *admission.Limiter, replay bool) (release func(), err error) {
+	admitted := l.Acquire
+	if replay {
+		admitted = l.AcquirePriority
+	}
+	if !admitted() {
 		s.d.Metrics.DecisionsShedTotal.Inc()
 		return nil, Overloaded(l.RetryAfter())
 	}
@@ -177,10 +189,18 @@ func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) err
 // Guard.Decide. Past the limit refusals are most of what arrives: at
 // 25,000 frames/s offered their cost (~43 µs of server CPU each) left the
 // server CPU for under 2,000 decisions a second. A frame with a bad
-// correlation id goes the usual way, to be answered InvalidArgument.
+// correlation id goes the usual way, to be answered InvalidArgument; a
+// replay may use the reserve above the limit (isReplay).
 func (s *GuardService) refusedAsRead(frame *guardv1.DecideStreamRequest, send func(*guardv1.DecideStreamResponse)) bool {
 	l := s.admission.Load()
-	if l == nil || !validCorrelationID(frame.GetCorrelationId()) || !l.Saturated() {
+	if l == nil || !validCorrelationID(frame.GetCorrelationId()) {
+		return false
+	}
+	saturated := l.Saturated
+	if isReplay(frame.GetRequest()) {
+		saturated = l.SaturatedPriority
+	}
+	if !saturated() {
 		return false
 	}
 	s.d.Metrics.DecisionsShedTotal.Inc()
@@ -261,7 +281,7 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 	}
 	if l := s.admission.Load(); l != nil && ctx.Value(admittedKey{}) == nil {
 		// A DecideStream frame, or a call served without AdmitUnary.
-		release, err := s.admit(ctx, l)
+		release, err := s.admit(ctx, l, isReplay(req))
 		if err != nil {
 			return nil, err
 		}

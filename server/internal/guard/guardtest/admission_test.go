@@ -90,6 +90,16 @@ func TestDecisionsPastTheAdmissionLimitAreShedNotDecided(t *testing.T) {
 		t.Fatalf("decisions_shed_total = %v, want %v", got, before+2)
 	}
 
+	// A replay (a grant) may use the reserve above the limit: it is the
+	// last step of an approval a human is waiting on. A forged grant gets
+	// that far and is then decided like any other.
+	replay := &guardv1.DecideRequest{Action: req.GetAction(), Actor: req.GetActor(), Payload: req.GetPayload(), Grant: "hold_forged"}
+	if err := stream.Send(&guardv1.DecideStreamRequest{CorrelationId: "c1-replay", Request: replay}); err != nil {
+		t.Fatal(err)
+	}
+	if frame, err = stream.Recv(); err != nil || codes.Code(frame.GetError().GetCode()) == codes.ResourceExhausted || frame.GetResponse().GetDecision().GetEffect() != guardv1.Effect_EFFECT_DENY {
+		t.Fatalf("a replay at the limit: %v %v, want it decided (a forged grant: DENY), not refused", frame, err)
+	}
 	full.Release(0)
 	if err := stream.Send(&guardv1.DecideStreamRequest{CorrelationId: "c2", Request: req}); err != nil {
 		t.Fatal(err)
