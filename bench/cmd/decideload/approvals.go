@@ -27,10 +27,10 @@ const pushWait = 10 * time.Second
 
 // approvals is the approval round-trip load (-approvals R), the protocol of
 // server/internal/approvals/roundtrip_bench_test.go: the runner's
-// Guard.Decide of the agent's self_mod.install_packages HOLDs → the owner's
+// decision of the agent's self_mod.install_packages HOLDs → the owner's
 // Approvals.Resolve approves → the replay push arrives on the runner's
-// Connect stream (acked) → the runner's Guard.Decide with grant = hold id is
-// ALLOW. It has a runner of its own, registered with the delivery actions
+// Connect stream (acked) → the runner's decision with grant = hold id is
+// ALLOW, both over the runner's DecideStream (streamDecider). It has a runner of its own, registered with the delivery actions
 // the held action needs (a registered runner holds its lease only while it
 // heartbeats, and registration re-places its sessions; the decision load's
 // runner is left as setup made it), one agent group with a session on it,
@@ -40,7 +40,7 @@ type approvals struct {
 	runner, instance      string
 	group, session        string
 	runnerConn, ownerConn *grpc.ClientConn
-	guard                 guardv1.GuardClient
+	guard                 *streamDecider // the runner's DecideStream
 	owner                 guardv1.ApprovalsClient
 	agent                 *guardv1.Actor
 
@@ -103,10 +103,14 @@ func setupApprovals(ctx context.Context, c config) (*approvals, error) {
 		a.runnerConn.Close()
 		return nil, err
 	}
-	a.guard, a.owner = guardv1.NewGuardClient(a.runnerConn), guardv1.NewApprovalsClient(a.ownerConn)
+	a.owner = guardv1.NewApprovalsClient(a.ownerConn)
 	if err := a.connect(ctx, group); err != nil {
 		a.runnerConn.Close()
 		a.ownerConn.Close()
+		return nil, fmt.Errorf("approvals fixture: %w", err)
+	}
+	if a.guard, err = newStreamDecider(ctx, a.runnerConn); err != nil {
+		a.close()
 		return nil, fmt.Errorf("approvals fixture: %w", err)
 	}
 	return a, nil
@@ -220,6 +224,9 @@ func (a *approvals) close() {
 	case <-time.After(2 * time.Second):
 	}
 	a.cancelStream()
+	if a.guard != nil {
+		a.guard.close()
+	}
 	a.runnerConn.Close()
 	a.ownerConn.Close()
 }

@@ -19,10 +19,11 @@
 // or closed loop) and over the same warm-up and measured period, approval
 // round trips at R/s, open loop (as BenchmarkApprovalRoundTrip in
 // server/internal/approvals does them one at a time), on a runner, session
-// and owner user of its own: the runner's Guard.Decide of the agent's
+// and owner user of its own: the runner's decision of the agent's
 // self_mod.install_packages HOLDs → the owner's Approvals.Resolve approves →
 // the replay push arrives on the runner's Registry.Connect stream (acked) →
-// the runner's Guard.Decide with grant = hold id is ALLOW. It reports the
+// the runner's decision with grant = hold id is ALLOW (both asked over one
+// Guard.DecideStream, as the runner asks). It reports the
 // measured round trips, their failures by step and kind (no push within
 // 10 s after Resolve is one), and p50/p95/p99/p99.9 of approve → allowed,
 // the whole loop (from the scheduled time), Resolve, push arrival after
