@@ -40,6 +40,40 @@ func TestUnackedPushIsSentAgainOnTheLiveStream(t *testing.T) {
 	}
 }
 
+// Acks are written in batches by a goroutine of their own; a release waits
+// for the ones read before it, so a session's next runner is never sent
+// what this one acked. Acks right before the release are stored once the
+// released lease can be taken over.
+func TestAcksBeforeAReleaseAreStored(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, shortLease(time.Minute))
+	first := newRunner(t, srv, "runner-a", "h1", nil)
+	first.mustRegister(t)
+	sess := first.open(t, group(t, srv, "g", ""))
+	st := first.connect(t)
+	var ids []string
+	for range 20 {
+		ids = append(ids, enqueue(t, srv, sess.GetId(), "acked, then released"))
+	}
+	for range ids {
+		st.ack(t, st.next(t).GetId())
+	}
+	if err := st.s.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Release{Release: &guardv1.LeaseRelease{}}}); err != nil {
+		t.Fatal(err)
+	}
+	second := *first
+	second.instance = "inst-restarted"
+	eventually(t, "the released lease to be taken over", func() bool {
+		_, err := second.register(ctxT(t))
+		return err == nil
+	})
+	var unacked int
+	if err := srv.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM runner_pushes WHERE id = ANY($1) AND acked_at IS NULL`, ids).Scan(&unacked); err != nil || unacked != 0 {
+		t.Fatalf("%d of %d pushes acked before the release are not stored (%v)", unacked, len(ids), err)
+	}
+	st.close()
+}
+
 // A burst larger than the window is sent a window at a time: acks open it.
 func TestPushWindowBoundsPushesInFlight(t *testing.T) {
 	t.Parallel()

@@ -147,17 +147,34 @@ func (s *Service) Connect(stream Stream, tokenRunnerID string) error {
 	answers := make(chan pushAnswer, 4*s.opts.PushWindow)
 	pushErr := make(chan error, 1)
 	go func() { pushErr <- s.pushLoop(ctx, runnerID, wake, answers, send) }()
+	// Acks are written by a goroutine of their own, as many as queued in
+	// one statement: written one at a time by the read loop, each with its
+	// commit, they fell behind 100 approvals a second on a saturated
+	// machine, the window filled with acked pushes, and new pushes waited
+	// seconds. An ack lost with the stream is harmless: the push is sent
+	// again and the runner acks a duplicate without applying it twice.
+	acks := make(chan ackReq, 4*s.opts.PushWindow)
+	ackErr := make(chan error, 1)
+	go func() { ackErr <- s.ackWriter(ctx, runnerID, acks, answers) }()
 	recvErr := make(chan error, 1)
 	// Recv unblocks when the handler returns (the stream ends).
-	go func() { recvErr <- s.recvLoop(ctx, runnerID, instanceID, stream, answers, send) }()
+	go func() { recvErr <- s.recvLoop(ctx, runnerID, instanceID, stream, acks, answers, send) }()
 
 	var result error
 	select {
 	case result = <-recvErr:
+		// The acks read before the stream ended are written before the
+		// handler returns (a heartbeat and a release wait for them too).
+		if err := <-ackErr; err != nil && result == nil {
+			result = err
+		}
 		cancel()
 		<-pushErr
 	case result = <-pushErr:
 		cancel()
+	case result = <-ackErr:
+		cancel()
+		<-pushErr
 	}
 	sendMu.Lock()
 	closed = true
@@ -179,7 +196,8 @@ type pushAnswer struct {
 	done bool
 }
 
-func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, stream Stream, answers chan<- pushAnswer, send func(*guardv1.ConnectResponse) error) error {
+func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, stream Stream, acks chan<- ackReq, answers chan<- pushAnswer, send func(*guardv1.ConnectResponse) error) error {
+	defer close(acks) // ackWriter writes what is queued, then ends
 	for {
 		req, err := stream.Recv()
 		if err != nil {
@@ -187,6 +205,14 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 		}
 		switch f := req.GetFrame().(type) {
 		case *guardv1.ConnectRequest_Ack:
+			if f.Ack.GetOk() && f.Ack.GetPushId() != "" {
+				select {
+				case acks <- ackReq{id: f.Ack.GetPushId()}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				continue
+			}
 			again, err := s.ack(ctx, runnerID, f.Ack)
 			if err != nil {
 				return err
@@ -196,6 +222,10 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 			default: // the push loop is behind; its next scan sees the table
 			}
 		case *guardv1.ConnectRequest_Heartbeat:
+			// The acks before it are stored before it is answered.
+			if err := acksWritten(ctx, acks); err != nil {
+				return err
+			}
 			expires, err := s.renew(ctx, runnerID, instanceID)
 			if err != nil {
 				return err
@@ -204,6 +234,11 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 				return err
 			}
 		case *guardv1.ConnectRequest_Release:
+			// What this runner applied is recorded before the lease goes,
+			// so its sessions' next runner is not sent it.
+			if err := acksWritten(ctx, acks); err != nil {
+				return err
+			}
 			if err := s.release(ctx, runnerID, instanceID); err != nil {
 				return err
 			}
@@ -357,21 +392,100 @@ func (s *Service) release(ctx context.Context, runnerID, instanceID string) erro
 	return nil
 }
 
-// ack records the runner's answer to a push of its own (an unknown id or
-// another runner's push is ignored — the runner may answer after a move).
-// ok marks it applied (idempotent). A failure records the error and leaves
-// the push pending, to be sent again (again = true) until MaxPushAttempts.
+// maxAckBatch bounds the acks one statement writes.
+const maxAckBatch = 256
+
+// ackReq is a successful ack for ackWriter, or (no id) a barrier: written
+// is answered once every ack queued before it is stored.
+type ackReq struct {
+	id      string
+	written chan error
+}
+
+// acksWritten waits until the acks queued so far are stored.
+func acksWritten(ctx context.Context, acks chan<- ackReq) error {
+	b := ackReq{written: make(chan error, 1)}
+	select {
+	case acks <- b:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-b.written:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ackWriter records the runner's successful acks, every ack queued since
+// the last statement in one, and tells the push loop each push is done.
+// It ends once acks is closed and what was queued is written.
+func (s *Service) ackWriter(ctx context.Context, runnerID string, acks <-chan ackReq, answers chan<- pushAnswer) error {
+	ids := make([]string, 0, maxAckBatch)
+	var barriers []chan error
+	for {
+		r, open := <-acks
+		if !open {
+			return nil
+		}
+		ids, barriers = ids[:0], barriers[:0]
+		take := func(r ackReq) {
+			if r.written != nil {
+				barriers = append(barriers, r.written)
+			} else {
+				ids = append(ids, r.id)
+			}
+		}
+		take(r)
+	queued:
+		for open && len(ids) < maxAckBatch {
+			select {
+			case r, open = <-acks:
+				if open {
+					take(r)
+				}
+			default:
+				break queued
+			}
+		}
+		var err error
+		if len(ids) > 0 {
+			_, err = s.pool.Exec(ctx, `UPDATE runner_pushes SET acked_at = now(), last_error = ''
+			WHERE id = ANY($1) AND runner_id = $2 AND acked_at IS NULL`, ids, runnerID)
+			if err != nil {
+				err = status.Errorf(codes.Unavailable, "ack %d pushes: %v", len(ids), err)
+			}
+		}
+		for _, b := range barriers {
+			b <- err
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if !open {
+			return nil
+		}
+		for _, id := range ids {
+			select {
+			case answers <- pushAnswer{id: id, done: true}:
+			default: // the push loop is behind; its next scan sees the table
+			}
+		}
+	}
+}
+
+// ack records the runner's failure answer to a push of its own (an unknown
+// id or another runner's push is ignored — the runner may answer after a
+// move; a successful ack goes to ackWriter): it records the error and
+// leaves the push pending, to be sent again (again = true) until
+// MaxPushAttempts.
 func (s *Service) ack(ctx context.Context, runnerID string, a *guardv1.PushAck) (again bool, err error) {
 	if a.GetPushId() == "" {
 		return false, status.Error(codes.InvalidArgument, "ack.push_id: required")
-	}
-	if a.GetOk() {
-		_, err := s.pool.Exec(ctx, `UPDATE runner_pushes SET acked_at = now(), last_error = ''
-			WHERE id = $1 AND runner_id = $2 AND acked_at IS NULL`, a.GetPushId(), runnerID)
-		if err != nil {
-			return false, status.Errorf(codes.Unavailable, "ack push %s: %v", a.GetPushId(), err)
-		}
-		return false, nil
 	}
 	errText := a.GetError()
 	if errText == "" {
