@@ -235,8 +235,12 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 			}
 		case *guardv1.ConnectRequest_Release:
 			// What this runner applied is recorded before the lease goes,
-			// so its sessions' next runner is not sent it.
-			if err := acksWritten(ctx, acks); err != nil {
+			// so its sessions' next runner is not sent it — also when the
+			// runner hangs up right after the frame, as release does.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackWriteTimeout)
+			err := acksWritten(wctx, acks)
+			cancel()
+			if err != nil {
 				return err
 			}
 			if err := s.release(ctx, runnerID, instanceID); err != nil {
@@ -392,8 +396,13 @@ func (s *Service) release(ctx context.Context, runnerID, instanceID string) erro
 	return nil
 }
 
-// maxAckBatch bounds the acks one statement writes.
-const maxAckBatch = 256
+const (
+	// maxAckBatch bounds the acks one statement writes.
+	maxAckBatch = 256
+	// ackWriteTimeout bounds one ack statement, which outlives a runner
+	// that hung up after its acks (they are still worth storing).
+	ackWriteTimeout = 10 * time.Second
+)
 
 // ackReq is a successful ack for ackWriter, or (no id) a barrier: written
 // is answered once every ack queued before it is stored.
@@ -451,8 +460,10 @@ func (s *Service) ackWriter(ctx context.Context, runnerID string, acks <-chan ac
 		}
 		var err error
 		if len(ids) > 0 {
-			_, err = s.pool.Exec(ctx, `UPDATE runner_pushes SET acked_at = now(), last_error = ''
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackWriteTimeout)
+			_, err = s.pool.Exec(wctx, `UPDATE runner_pushes SET acked_at = now(), last_error = ''
 			WHERE id = ANY($1) AND runner_id = $2 AND acked_at IS NULL`, ids, runnerID)
+			cancel()
 			if err != nil {
 				err = status.Errorf(codes.Unavailable, "ack %d pushes: %v", len(ids), err)
 			}
