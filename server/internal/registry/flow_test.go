@@ -42,8 +42,9 @@ func TestUnackedPushIsSentAgainOnTheLiveStream(t *testing.T) {
 
 // Acks are written in batches by a goroutine of their own; a release waits
 // for the ones read before it, so a session's next runner is never sent
-// what this one acked. Acks right before the release are stored once the
-// released lease can be taken over.
+// what this one acked. With the pushes' rows locked the ack statement
+// waits, and so must the release; once the lock goes, the acks are stored
+// by the time the released lease can be taken over.
 func TestAcksBeforeAReleaseAreStored(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t, shortLease(time.Minute))
@@ -56,9 +57,33 @@ func TestAcksBeforeAReleaseAreStored(t *testing.T) {
 		ids = append(ids, enqueue(t, srv, sess.GetId(), "acked, then released"))
 	}
 	for range ids {
-		st.ack(t, st.next(t).GetId())
+		st.next(t)
+	}
+	lock, err := srv.Pool.Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctxT(t)) }()
+	if _, err := lock.Exec(ctxT(t), `SELECT 1 FROM runner_pushes WHERE id = ANY($1) FOR UPDATE`, ids); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		st.ack(t, id)
 	}
 	if err := st.s.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Release{Release: &guardv1.LeaseRelease{}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the ack statement to wait for the lock", func() bool {
+		var n int
+		err := srv.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE runner_pushes SET acked_at%'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	var instance string
+	if err := srv.Pool.QueryRow(ctxT(t), `SELECT instance_id FROM runners WHERE id = $1`, first.id).Scan(&instance); err != nil || instance != first.instance {
+		t.Fatalf("lease holder while the acks wait: %q (%v), want %q: released before the acks were stored", instance, err, first.instance)
+	}
+	if err := lock.Commit(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	second := *first
@@ -71,7 +96,6 @@ func TestAcksBeforeAReleaseAreStored(t *testing.T) {
 	if err := srv.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM runner_pushes WHERE id = ANY($1) AND acked_at IS NULL`, ids).Scan(&unacked); err != nil || unacked != 0 {
 		t.Fatalf("%d of %d pushes acked before the release are not stored (%v)", unacked, len(ids), err)
 	}
-	st.close()
 }
 
 // A burst larger than the window is sent a window at a time: acks open it.
