@@ -128,10 +128,24 @@ func parentOf(pid int) int {
 	return p
 }
 
+// reapedTicks is the CPU of a process's children that have exited and been
+// waited for (cutime + cstime, fields 16 and 17 of stat).
+func reapedTicks(pid int) int64 {
+	f := statFields(pid)
+	if len(f) < 15 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[13], 10, 64)
+	s, _ := strconv.ParseInt(f[14], 10, 64)
+	return u + s
+}
+
 // treeTicks is the CPU of a postmaster and its children (backends,
-// checkpointer, WAL writer, ...).
+// checkpointer, WAL writer, ...), including the children that have exited
+// since: a backend whose connection closed mid-run takes its CPU out of the
+// live sum, and the postmaster, which reaps it, gains it as cutime/cstime.
 func treeTicks(root int) int64 {
-	total := ticks(root)
+	total := ticks(root) + reapedTicks(root)
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
