@@ -107,7 +107,11 @@ func (s *GuardService) admit(ctx context.Context, l *admission.Limiter, replay b
 	if !ok {
 		start = time.Now()
 	}
-	return func() { s.d.Metrics.AdmissionLimit.Set(float64(l.Release(time.Since(start)))) }, nil
+	return func() {
+		took := time.Since(start)
+		s.d.Metrics.AdmittedSeconds.Observe(took.Seconds())
+		s.d.Metrics.AdmissionLimit.Set(float64(l.Release(took)))
+	}, nil
 }
 
 // admittedKey marks a call AdmitUnary admitted, so decide does not ask the

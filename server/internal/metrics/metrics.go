@@ -46,6 +46,12 @@ type Metrics struct {
 	// decided; the caller retries) and the adaptive limit in force.
 	DecisionsShedTotal prometheus.Counter
 	AdmissionLimit     prometheus.Gauge
+	// AdmittedSeconds is an admitted decision's time in the server, from
+	// where admission saw it (a Guard.Decide's headers read by the
+	// transport; a DecideStream frame taken by its read loop) to its
+	// answer: the latency the limiter steers by, queueing for a worker and
+	// the CPU included, which decision_seconds (from the engine) leaves out.
+	AdmittedSeconds prometheus.Histogram
 	// The fact snapshot: decisions answered from it or sent live by a
 	// failed revision check, its catch-ups, the revision it is at, and the
 	// tables whose triggers do not match (none is served then; alert on > 0).
@@ -115,6 +121,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		DecisionsShedTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "decisions_shed_total",
 			Help: "Decisions refused by admission control (ResourceExhausted with a retry hint; nothing was decided).",
+		}),
+		AdmittedSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "clawguard", Subsystem: "guard", Name: "admitted_seconds",
+			Help:    "Time an admitted Guard.Decide or DecideStream frame spent in the server, from admission seeing it (the transport reading a call's headers; the stream's read loop taking a frame) to its answer: what admission control steers by.",
+			Buckets: decisionBuckets,
 		}),
 		AdmissionLimit: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "clawguard", Subsystem: "guard", Name: "admission_limit",
@@ -206,7 +217,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(
 		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
-		m.DecisionsShedTotal, m.AdmissionLimit,
+		m.DecisionsShedTotal, m.AdmissionLimit, m.AdmittedSeconds,
 		m.LogBatchSeconds, m.LogBatchSize,
 		m.SnapshotDecisionsTotal, m.SnapshotRefreshesTotal, m.SnapshotRefreshErrorsTotal, m.SnapshotRevision, m.SnapshotTablesUnmirrored,
 		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,

@@ -19,6 +19,7 @@ var serverNames = []string{
 	"clawguard_guard_mode_decisions_total",
 	"clawguard_guard_decisions_shed_total",
 	"clawguard_guard_admission_limit",
+	"clawguard_guard_admitted_seconds",
 	"clawguard_guard_log_batch_seconds",
 	"clawguard_guard_log_batch_size",
 	"clawguard_guard_snapshot_decisions_total",

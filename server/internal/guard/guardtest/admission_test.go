@@ -3,7 +3,9 @@ package guardtest
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,6 +27,7 @@ func TestDecisionsPastTheAdmissionLimitAreShedNotDecided(t *testing.T) {
 	}
 	srv.GuardAPI().SetAdmission(full)
 	before := testutil.ToFloat64(srv.Deps().Metrics.DecisionsShedTotal)
+	admittedBefore := sampleCount(t, srv.Deps().Metrics.AdmittedSeconds)
 	req := &guardv1.DecideRequest{Action: "agents.create", Actor: w.actor("agent:{A}:{SA}"), Payload: w.payload(map[string]any{"name": "x"})}
 
 	_, err := op.Guard.Decide(ctx, req)
@@ -89,6 +92,9 @@ func TestDecisionsPastTheAdmissionLimitAreShedNotDecided(t *testing.T) {
 	if got := testutil.ToFloat64(srv.Deps().Metrics.DecisionsShedTotal); got != before+2 {
 		t.Fatalf("decisions_shed_total = %v, want %v", got, before+2)
 	}
+	if got := sampleCount(t, srv.Deps().Metrics.AdmittedSeconds); got != admittedBefore {
+		t.Fatalf("admitted_seconds counted %d decisions while every one was refused", got-admittedBefore)
+	}
 
 	// A replay (a grant) may use the reserve above the limit: it is the
 	// last step of an approval a human is waiting on. A forged grant gets
@@ -107,4 +113,17 @@ func TestDecisionsPastTheAdmissionLimitAreShedNotDecided(t *testing.T) {
 	if frame, err = stream.Recv(); err != nil || frame.GetResponse().GetDecision() == nil {
 		t.Fatalf("after a slot freed: %v %v, want a decision", frame, err)
 	}
+	// Both decided frames (the replay and c2) were timed from admission.
+	if got := sampleCount(t, srv.Deps().Metrics.AdmittedSeconds); got != admittedBefore+2 {
+		t.Fatalf("admitted_seconds counted %d decisions, want 2", got-admittedBefore)
+	}
+}
+
+func sampleCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }
