@@ -21,7 +21,13 @@ type panel struct {
 			UID string `json:"uid"`
 		} `json:"datasource"`
 	} `json:"targets"`
-	GridPos struct{ H, W, X, Y int } `json:"gridPos"`
+	GridPos     struct{ H, W, X, Y int } `json:"gridPos"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit string   `json:"unit"`
+			Max  *float64 `json:"max"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
 }
 
 type dashboard struct {
@@ -121,6 +127,22 @@ func TestPanelsFollowTheDataSourceVariable(t *testing.T) {
 		}
 		if p.GridPos.W <= 0 || p.GridPos.X+p.GridPos.W > 24 {
 			t.Errorf("panel %q: gridPos %+v does not fit the 24-column grid", p.Title, p.GridPos)
+		}
+	}
+}
+
+// TestPercentPanelsShowRatios: a panel drawn in percent (clipped at 100 %)
+// shows shares only; a rate per second or a count drawn that way is clipped
+// at 1 and read as a share (three panels were, the admission panel among them).
+func TestPercentPanelsShowRatios(t *testing.T) {
+	for _, p := range load(t).Panels {
+		if p.FieldConfig.Defaults.Unit != "percentunit" {
+			continue
+		}
+		for _, tg := range p.Targets {
+			if !strings.Contains(tg.Expr, ":ratio_") {
+				t.Errorf("panel %q is drawn in percent but queries %q, not a ratio", p.Title, tg.Expr)
+			}
 		}
 	}
 }
