@@ -293,8 +293,13 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 		var out []*guardv1.Push
 		var outIDs []string
 		resent := 0
+		// backlog: pushes are left unsent (the window is full, or there are
+		// more than one read returns), so acks that free the window are a
+		// reason to read again; otherwise the next push comes with a wake-up.
+		backlog := len(list) >= maxPendingRead
 		for _, p := range list {
 			if inFlight >= s.opts.PushWindow {
+				backlog = true
 				break
 			}
 			at, ok := sent[p.GetId()]
@@ -323,9 +328,9 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 			}
 			sent[p.GetId()] = now
 		}
-		// Wait for a wake-up, the rescan tick, or acks that free half the
-		// window. A failed push is due again at the next scan, not at once:
-		// a failing push must not spin.
+		// Wait for a wake-up, the rescan tick, or (with a backlog) acks that
+		// free half the window. A failed push is due again at the next scan,
+		// not at once: a failing push must not spin.
 		freed := 0
 		for waiting := true; waiting; {
 			select {
@@ -338,7 +343,7 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 			case a := <-answers:
 				if _, ok := sent[a.id]; ok {
 					delete(sent, a.id)
-					if a.done {
+					if a.done && backlog {
 						if freed++; freed >= max(1, s.opts.PushWindow/2) || len(sent) == 0 {
 							waiting = false
 						}
@@ -349,10 +354,13 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 	}
 }
 
-// pending is the runner's unacked pushes, oldest first.
+// maxPendingRead bounds one read of a runner's unacked pushes.
+const maxPendingRead = 1000
+
+// pending is the runner's unacked pushes, oldest first (at most maxPendingRead).
 func (s *Service) pending(ctx context.Context, runnerID string) ([]*guardv1.Push, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, body, created_at FROM runner_pushes
-		WHERE runner_id = $1 AND acked_at IS NULL ORDER BY created_at, seq LIMIT 1000`, runnerID)
+		WHERE runner_id = $1 AND acked_at IS NULL ORDER BY created_at, seq LIMIT $2`, runnerID, maxPendingRead)
 	if err != nil {
 		return nil, err
 	}
