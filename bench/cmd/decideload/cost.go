@@ -207,8 +207,12 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 	errCodes := &codeCounts{}
 	start := time.Now()
 	stop := start.Add(c.warmup + c.duration)
+	var admittedBefore *buckets // at the end of the warm-up
+	marked := make(chan struct{})
 	go func() {
+		defer close(marked)
 		time.Sleep(c.warmup)
+		admittedBefore = scrapeBuckets(c.metrics, admittedMetric)
 		measured.Store(true)
 	}()
 	var mStart time.Time
@@ -258,8 +262,9 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 		go ask(clients[w%n])
 	}
 	wg.Wait()
+	<-marked
 	r := &result{mode: fmt.Sprintf("closed %d", c.closed), errors: errs.Load(), denies: denies.Load(), lat: lat, errCodes: errCodes.String(),
-		calls: seq.Load()}
+		calls: seq.Load(), admitted: summarizeAdmitted(scrapeBuckets(c.metrics, admittedMetric).since(admittedBefore))}
 	sortDurations(r.lat)
 	r.svc = r.lat
 	r.completed = int(answered.Load())

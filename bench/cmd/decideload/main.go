@@ -330,7 +330,8 @@ type result struct {
 	meanInFlight      float64
 	heapIdle, heapRun float64
 	cost              cost
-	completed         int // every answered decision, warm-up included (what the CPU and WAL were spent on)
+	completed         int              // every answered decision, warm-up included (what the CPU and WAL were spent on)
+	admitted          *admittedSummary // the server's view of the measured period's admitted decisions (-metrics)
 }
 
 func (r *result) pct(p float64) time.Duration { return pct(r.lat, p) }
@@ -369,6 +370,10 @@ func (r *result) print() {
 	fmt.Printf("       from send (no generator lag): p50 %-9s p95 %-9s p99 %-9s p99.9 %s\n",
 		pct(r.svc, 0.50).Round(time.Microsecond), pct(r.svc, 0.95).Round(time.Microsecond),
 		pct(r.svc, 0.99).Round(time.Microsecond), pct(r.svc, 0.999).Round(time.Microsecond))
+	if a := r.admitted; a != nil {
+		fmt.Printf("       in the server, from admission to answer (%s): admitted p50 / p99 %s ms over %.0f decisions\n",
+			admittedMetric, a, a.N)
+	}
 	if r.cost.decisions > 0 {
 		fmt.Printf("       per decision: server CPU %.1f µs, Postgres CPU %.1f µs, WAL %.0f bytes (over %d answered decisions, warm-up included); this generator's CPU %.1f µs\n",
 			r.cost.serverCPU, r.cost.pgCPU, r.cost.walBytes, r.cost.decisions, r.cost.generatorCPU)
@@ -468,6 +473,8 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 
 	heapIdle := scrapeHeap(c.metrics)
 	var heapRun float64
+	var admittedBefore *buckets // at the end of the warm-up
+	admittedMarked := false
 	start := time.Now().Add(50 * time.Millisecond)
 	interval := time.Duration(float64(time.Second) / rate)
 	var wg sync.WaitGroup
@@ -483,6 +490,9 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 				return
 			case now := <-t.C:
 				if now.After(start.Add(c.warmup)) {
+					if !admittedMarked {
+						admittedMarked, admittedBefore = true, scrapeBuckets(c.metrics, admittedMetric)
+					}
 					inflightSum.Add(inflight.Load())
 					inflightSamples.Add(1)
 				}
@@ -601,11 +611,12 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	}
 	close(sampleStop)
 	<-sampleDone
+	admitted := summarizeAdmitted(scrapeBuckets(c.metrics, admittedMetric).since(admittedBefore))
 	elapsed := time.Since(start.Add(c.warmup))
 	measuredFrom, measuredTo := start.Add(c.warmup), start.Add(c.warmup+c.duration)
 	r := &result{mode: c.mode, rate: rate, errors: errs.Load(), warmErrors: warmErrs.Load(), overload: overload.Load(), denies: denies.Load(), heapIdle: heapIdle, heapRun: heapRun,
 		refusals: refusals.Load(), reask: c.reask, calls: calls.Load(),
-		errCodes: errCodes.String()}
+		errCodes: errCodes.String(), admitted: admitted}
 	completed := 0
 	for i := range total {
 		if !done[i] {

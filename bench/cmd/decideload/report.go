@@ -33,6 +33,11 @@ type reportRow struct {
 	// decideload's own CPU per answered decision: it shares the machine.
 	GeneratorCPU float64 `json:"generator_cpu_us,omitempty"`
 	WAL          float64 `json:"wal_bytes"`
+	// The server's histogram of admitted decisions, from admission to
+	// answer, over the measured period (absent without -metrics).
+	AdmittedP50      float64 `json:"admitted_p50_ms,omitempty"`
+	AdmittedP99      float64 `json:"admitted_p99_ms,omitempty"`
+	AdmittedWithin25 float64 `json:"admitted_within_25ms,omitempty"` // share
 
 	Approvals *approvalReport `json:"approvals,omitempty"`
 }
@@ -57,6 +62,12 @@ func newReportRow(c config, r *result, ar *approvalResult) reportRow {
 	}
 	if c.closed == 0 {
 		row.Offered = r.rate
+	}
+	if a := r.admitted; a != nil {
+		row.AdmittedP50, row.AdmittedP99 = ms(a.P50), ms(a.P99)
+		if a.Within25 >= 0 {
+			row.AdmittedWithin25 = a.Within25
+		}
 	}
 	if ar != nil {
 		row.Approvals = &approvalReport{
@@ -92,8 +103,8 @@ func summarize(path string, w io.Writer) error {
 		return fmt.Errorf("summarize: %w", err)
 	}
 	defer f.Close()
-	fmt.Fprintln(w, "| run | load | answered/s | p50 / p99 / p99.9 ms | errors | CPU per decision, server + Postgres µs | generator CPU µs | WAL B | approvals: completed/s, approve → allowed p50 / p99 ms |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| run | load | answered/s | p50 / p99 / p99.9 ms | in the server: admitted p50 / p99 ms (share ≤ 25 ms) | errors | CPU per decision, server + Postgres µs | generator CPU µs | WAL B | approvals: completed/s, approve → allowed p50 / p99 ms |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		var r reportRow
@@ -122,12 +133,19 @@ func summarize(path string, w io.Writer) error {
 		if r.ServerCPUPerCall > 0 && r.ServerCPUPerCall < 0.95*r.ServerCPU {
 			cpu += fmt.Sprintf(" (server per call sent: %.0f)", r.ServerCPUPerCall)
 		}
+		admitted := ""
+		if r.AdmittedP99 > 0 {
+			admitted = fmt.Sprintf("%.2f / %.2f", r.AdmittedP50, r.AdmittedP99)
+			if r.AdmittedWithin25 > 0 {
+				admitted += fmt.Sprintf(" (%.1f %%)", 100*r.AdmittedWithin25)
+			}
+		}
 		gen := ""
 		if r.GeneratorCPU > 0 {
 			gen = fmt.Sprintf("%.0f", r.GeneratorCPU)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f / %.2f / %.2f | %s | %s | %s | %.0f | %s |\n",
-			r.Label, load, r.Achieved, r.P50, r.P99, r.P999, errs, cpu, gen, r.WAL, appr)
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f / %.2f / %.2f | %s | %s | %s | %s | %.0f | %s |\n",
+			r.Label, load, r.Achieved, r.P50, r.P99, r.P999, admitted, errs, cpu, gen, r.WAL, appr)
 	}
 	return sc.Err()
 }

@@ -14,7 +14,8 @@ func TestReportRoundTripsToATable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.jsonl")
 	open := &result{mode: "unary", rate: 2000, achieved: 1999.5, errors: 3, warmErrors: 2, errCodes: "ResourceExhausted=3",
 		refusals: 40, calls: 30000, lat: []time.Duration{time.Millisecond, 2 * time.Millisecond},
-		cost: cost{decisions: 26000, serverCPU: 300, pgCPU: 200, generatorCPU: 150, walBytes: 740}}
+		cost:     cost{decisions: 26000, serverCPU: 300, pgCPU: 200, generatorCPU: 150, walBytes: 740},
+		admitted: &admittedSummary{N: 20000, P50: 1500 * time.Microsecond, P99: 12 * time.Millisecond, Within25: 0.995}}
 	closed := &result{mode: "closed 512", achieved: 13000, lat: []time.Duration{30 * time.Millisecond}}
 	for _, row := range []reportRow{
 		newReportRow(config{label: "open2000", mode: "unary"}, open, &approvalResult{rate: 100, achieved: 99.9, afterClick: []time.Duration{5 * time.Millisecond}}),
@@ -32,7 +33,7 @@ func TestReportRoundTripsToATable(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("want a header, a rule and two rows, got:\n%s", out.String())
 	}
-	for _, want := range []string{"| open2000 | unary open 2000/s | 2000 |", "(2 in the warm-up); 40 refusals asked again",
+	for _, want := range []string{"| open2000 | unary open 2000/s | 2000 |", "| 1.50 / 12.00 (99.5 %) |", "(2 in the warm-up); 40 refusals asked again",
 		"300 + 200 (server per call sent: 260) | 150 | 740 |", "99.9 of 100 (0 errors), 5.00"} {
 		if !strings.Contains(lines[2], want) {
 			t.Errorf("row %q lacks %q", lines[2], want)
