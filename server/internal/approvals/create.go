@@ -273,7 +273,7 @@ func (s *Service) liveByDedupKey(ctx context.Context, tx pgx.Tx, key string) (*g
 		return nil, fmt.Errorf("create hold: dedup lookup: %w", err)
 	}
 	if h.ExpiresAt != nil && !h.ExpiresAt.AsTime().After(time.Now()) {
-		if _, err := s.resolveTx(ctx, tx, h.Id, guardv1.Outcome_OUTCOME_EXPIRE, "", "", ""); err != nil {
+		if _, err := s.resolveTx(ctx, tx, h.Id, guardv1.Outcome_OUTCOME_EXPIRE, "", "", "", nil); err != nil {
 			return nil, err
 		}
 		return nil, nil
@@ -440,12 +440,14 @@ func insertPartialEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, appro
 // is UNIQUE(hold_id, type), so a second one fails the transaction rather
 // than publishing twice). Its cursor is in flight until the transaction
 // commits and readers wait at it, so it is the transaction's last statement.
-func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome, resolver string, undelivered bool) error {
+// Statements in before (the transaction's other last writes) go out in the
+// same round trip, ahead of the event.
+func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome, resolver string, undelivered bool, before ...statement) error {
 	body, err := protojson.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("hold event: encode hold: %w", err)
 	}
-	err = insertEvent(ctx, tx, `INSERT INTO hold_events (hold_id, type, outcome, resolver, undelivered, hold)
+	err = insertEventAfter(ctx, tx, before, `INSERT INTO hold_events (hold_id, type, outcome, resolver, undelivered, hold)
 		SELECT $2, $3, NULLIF($4, ''), $5, $6, $7 FROM (SELECT pg_advisory_xact_lock_shared($1)) AS compat`,
 		previousReleaseEventLock, h.Id, typ, outcome, resolver, undelivered, body)
 	if err != nil {
@@ -469,8 +471,25 @@ const previousReleaseEventLock int64 = 0x636c_6177_6576_7473 // "clawevts"
 // fails on the cursor alone, and is made again, with a fresh cursor, from a
 // savepoint taken in the same round trip. Nothing else of tx is undone.
 func insertEvent(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
+	return insertEventAfter(ctx, tx, nil, sql, args...)
+}
+
+// statement is one SQL statement and its arguments.
+type statement struct {
+	sql  string
+	args []any
+}
+
+// insertEventAfter is insertEvent with the statements in before sent in the
+// same round trip, ahead of the savepoint: a retry of the event keeps them.
+func insertEventAfter(ctx context.Context, tx pgx.Tx, before []statement, sql string, args ...any) error {
 	for attempt := 1; ; attempt++ {
 		b := &pgx.Batch{}
+		if attempt == 1 {
+			for _, st := range before {
+				b.Queue(st.sql, st.args...)
+			}
+		}
 		b.Queue(`SAVEPOINT hold_event`)
 		b.Queue(sql, args...)
 		err := tx.SendBatch(ctx, b).Close()

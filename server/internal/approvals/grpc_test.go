@@ -160,7 +160,8 @@ func TestResolveValidationAndPushes(t *testing.T) {
 	p := lastPush(t, srv, "replay")
 	r := p.GetReplay()
 	if r.GetHoldId() != h.GetId() || r.GetDeliveryAction() != "install_packages" || r.GetCatalogAction() != "self_mod.install_packages" ||
-		!proto.Equal(r.GetPayload(), payload) || p.GetSessionId() != "sess-1" {
+		!proto.Equal(r.GetPayload(), payload) || p.GetSessionId() != "sess-1" ||
+		p.GetAgentGroupId() == "" || p.GetAgentGroupId() != h.GetAgentGroupId() {
 		t.Fatalf("replay push: %v", p)
 	}
 

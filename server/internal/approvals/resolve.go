@@ -58,10 +58,14 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 	)
 	armed := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// The hold (locked) and the clicker's roles in one round trip.
+		// The hold (locked), the clicker's roles and the hold's session
+		// (locked for the push a resolution sends it, pushes.LockTargetSQL)
+		// in one round trip; the hold is locked first, as everywhere.
 		batch := &pgx.Batch{}
 		batch.Queue(`SELECT `+holdColumns+` FROM holds WHERE id = $1 FOR UPDATE`, r.HoldID)
 		batch.Queue(rolesQuery, r.Clicker)
+		batch.Queue(`SELECT runner_id, agent_group_id, id FROM sessions
+			WHERE id = (SELECT session_id FROM holds WHERE id = $1) FOR SHARE`, r.HoldID)
 		br := tx.SendBatch(ctx, batch)
 		cur, err := func() (*guardv1.Hold, error) {
 			rows, err := br.Query()
@@ -83,6 +87,10 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 			return fmt.Errorf("read roles of %s: %w", r.Clicker, err)
 		}
 		roles, err := scanRoles(rows, r.Clicker)
+		var target *pushes.Target
+		if err == nil {
+			target, err = scanTarget(br)
+		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -116,7 +124,7 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 				return err
 			}
 		}
-		hold, err = s.resolveTx(ctx, tx, r.HoldID, r.Outcome, r.Clicker, r.Reason, r.Choice)
+		hold, err = s.resolveTx(ctx, tx, r.HoldID, r.Outcome, r.Clicker, r.Reason, r.Choice, target)
 		if err != nil {
 			return err
 		}
@@ -270,7 +278,11 @@ func hasOption(h *guardv1.Hold, v string) bool {
 // resolved event and the session's push (replay on approve of a
 // delivery-action hold, a notice on reject and expiry). It returns nil
 // when the hold was not pending (someone else resolved it first).
-func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome guardv1.Outcome, resolver, reason, choice string) (*guardv1.Hold, error) {
+//
+// target, when the caller has locked the hold's session already
+// (pushes.LockTargetSQL), lets the push go out with the event, in one round
+// trip; without it the session is locked here.
+func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome guardv1.Outcome, resolver, reason, choice string, target *pushes.Target) (*guardv1.Hold, error) {
 	statusWord, outcomeWord, err := resolutionWords(outcome)
 	if err != nil {
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
@@ -288,19 +300,46 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 	if err != nil {
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
 	}
-	if err := s.pushResolutionTx(ctx, tx, hold, outcome, reason); err != nil {
-		return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
+	var before []statement
+	if push := resolutionPush(hold, outcome, reason); push != nil {
+		if target != nil && target.SessionID == hold.SessionId {
+			sql, args, err := target.Insert(push)
+			if err != nil {
+				return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
+			}
+			before = append(before, statement{sql, args})
+		} else if _, err := pushes.EnqueueTx(ctx, tx, hold.SessionId, push); err != nil {
+			return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
+		}
 	}
 	// Last: the event's cursor is in flight from here to commit.
-	if err := insertEventTx(ctx, tx, hold, "resolved", outcomeWord, resolver, false); err != nil {
+	if err := insertEventTx(ctx, tx, hold, "resolved", outcomeWord, resolver, false, before...); err != nil {
 		return nil, err
 	}
 	return hold, nil
 }
 
-// pushResolutionTx tells the hold's session (if any) how it was resolved:
-// the replay of an approved delivery-action hold, or a notice.
-func (s *Service) pushResolutionTx(ctx context.Context, tx pgx.Tx, hold *guardv1.Hold, outcome guardv1.Outcome, reason string) error {
+// scanTarget reads the hold's session as the resolution batch locked it
+// (nil for a hold without one).
+func scanTarget(br pgx.BatchResults) (*pushes.Target, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("lock the hold's session: %w", err)
+	}
+	targets, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pushes.Target, error) {
+		var t pushes.Target
+		return t, r.Scan(&t.RunnerID, &t.GroupID, &t.SessionID)
+	})
+	if err != nil || len(targets) == 0 {
+		return nil, err
+	}
+	return &targets[0], nil
+}
+
+// resolutionPush is what tells the hold's session (if any) how it was
+// resolved: the replay of an approved delivery-action hold, or a notice
+// (nil: nothing to tell).
+func resolutionPush(hold *guardv1.Hold, outcome guardv1.Outcome, reason string) *guardv1.Push {
 	if hold.SessionId == "" {
 		return nil
 	}
@@ -327,11 +366,7 @@ func (s *Service) pushResolutionTx(ctx context.Context, tx pgx.Tx, hold *guardv1
 			Kind: guardv1.NoticeKind_NOTICE_KIND_FAILED, Text: fmt.Sprintf("Your %s request expired without a decision.", what), HoldId: hold.Id,
 		}}}
 	}
-	if push == nil {
-		return nil
-	}
-	_, err := pushes.EnqueueTx(ctx, tx, hold.SessionId, push)
-	return err
+	return push
 }
 
 func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome) {
@@ -486,7 +521,7 @@ func (s *Service) resolveWhere(ctx context.Context, where string, args []any, ou
 			}
 			resolved = resolved[:0]
 			for _, id := range ids {
-				h, err := s.resolveTx(ctx, tx, id, outcome, "", "", "")
+				h, err := s.resolveTx(ctx, tx, id, outcome, "", "", "", nil)
 				if err != nil {
 					return err
 				}

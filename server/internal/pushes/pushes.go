@@ -51,35 +51,56 @@ func RestartGroupTx(ctx context.Context, tx pgx.Tx, groupID, reason string, rebu
 // none right now: the push waits and follows the session when it is
 // reassigned). p.Id, p.SessionId and p.AgentGroupId are filled in.
 func EnqueueTx(ctx context.Context, tx pgx.Tx, sessionID string, p *guardv1.Push) (string, error) {
-	var runnerID *string
-	var groupID string
-	// FOR SHARE serializes the push with a move of the session (which
-	// updates this row, then re-targets unacked pushes): a move waits for
-	// this push to commit and carries it, or this push waits for the move
-	// and goes to the new runner — never to the old one.
-	err := tx.QueryRow(ctx, `SELECT runner_id, agent_group_id FROM sessions WHERE id = $1 FOR SHARE`, sessionID).Scan(&runnerID, &groupID)
+	var t Target
+	err := tx.QueryRow(ctx, LockTargetSQL, sessionID).Scan(&t.RunnerID, &t.GroupID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("%w: %s", ErrNoSession, sessionID)
 	}
 	if err != nil {
 		return "", fmt.Errorf("look up session %s: %w", sessionID, err)
 	}
-	if p.GetId() == "" {
-		p.Id = NewID()
-	}
-	p.SessionId = sessionID
-	p.AgentGroupId = groupID
-	body, err := proto.Marshal(p)
+	t.SessionID = sessionID
+	sql, args, err := t.Insert(p)
 	if err != nil {
-		return "", fmt.Errorf("encode push: %w", err)
+		return "", err
 	}
-	// A replay names its hold, so the reconciler can tell one in flight.
-	_, err = tx.Exec(ctx, `INSERT INTO runner_pushes (id, runner_id, session_id, kind, body, hold_id) VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''))
-		ON CONFLICT (id) DO NOTHING`, p.Id, runnerID, sessionID, Kind(p), body, p.GetReplay().GetHoldId())
-	if err != nil {
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		return "", fmt.Errorf("store push: %w", err)
 	}
 	return p.Id, nil
+}
+
+// LockTargetSQL reads a session's runner and group ($1: the session id)
+// FOR SHARE. The lock serializes a push with a move of the session (which
+// updates this row, then re-targets unacked pushes): a move waits for the
+// push to commit and carries it, or the push waits for the move and goes to
+// the new runner — never to the old one. A caller may read it in a batch of
+// its own (as a subquery for the id) and hand the row to Target.Insert.
+const LockTargetSQL = `SELECT runner_id, agent_group_id FROM sessions WHERE id = $1 FOR SHARE`
+
+// Target is a session read with LockTargetSQL in the transaction the push
+// is stored in.
+type Target struct {
+	SessionID string
+	RunnerID  *string // nil while no runner hosts the session
+	GroupID   string
+}
+
+// Insert is the statement that stores p for t (p.Id, p.SessionId and
+// p.AgentGroupId are filled in), to run in the transaction that locked t.
+func (t Target) Insert(p *guardv1.Push) (string, []any, error) {
+	if p.GetId() == "" {
+		p.Id = NewID()
+	}
+	p.SessionId = t.SessionID
+	p.AgentGroupId = t.GroupID
+	body, err := proto.Marshal(p)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode push: %w", err)
+	}
+	// A replay names its hold, so the reconciler can tell one in flight.
+	return `INSERT INTO runner_pushes (id, runner_id, session_id, kind, body, hold_id) VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''))
+		ON CONFLICT (id) DO NOTHING`, []any{p.Id, t.RunnerID, t.SessionID, Kind(p), body, p.GetReplay().GetHoldId()}, nil
 }
 
 // Kind is the runner_pushes.kind of a push.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/clawguard/clawguard/migrations/pgtest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 )
@@ -117,5 +118,91 @@ func TestPushQueuedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	var runner string
 	if err := srv.Pool.QueryRow(ctxT(t), `SELECT runner_id FROM runner_pushes WHERE id = $1`, pushID).Scan(&runner); err != nil || runner != newer.id {
 		t.Fatalf("push stored during the move targets %q (%v), want the new runner %q", runner, err, newer.id)
+	}
+}
+
+// The same for the replay an approval sends: Resolve locks the hold's
+// session in its first round trip and stores the push with the event, so a
+// move that starts while the resolution is in flight waits for it and
+// carries the replay to the new runner.
+func TestReplayPushResolvedDuringAMoveGoesToTheNewRunner(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	g := group(t, srv, "approving", "")
+	old := newRunner(t, srv, "runner-old", "h1", nil)
+	old.mustRegister(t)
+	sess := old.open(t, g)
+	expireLease(t, srv, old.id)
+	newer := newRunner(t, srv, "runner-new", "h2", nil)
+	newer.mustRegister(t)
+	owner := "telegram:owner-" + randHex()
+	hold := "hold_moving_" + randHex()
+	for _, q := range []string{
+		`INSERT INTO users (id) VALUES ('` + owner + `')`,
+		`INSERT INTO user_roles (user_id, role) VALUES ('` + owner + `', 'owner')`,
+		`INSERT INTO holds (id, kind, catalog_action, delivery_action, payload, session_id, agent_group_id, approver_rule, approver_scope)
+			VALUES ('` + hold + `', 'install_packages', 'self_mod.install_packages', 'install_packages', '{"apt":["curl"]}',
+			'` + sess.GetId() + `', '` + g + `', 'admins-of-scope', 'global')`,
+	} {
+		if _, err := srv.Pool.Exec(ctxT(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Stall the resolution at its last statement, the event's INSERT.
+	stall, err := srv.Pool.Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stall.Rollback(context.Background()) }()
+	if _, err := stall.Exec(ctxT(t), `LOCK TABLE hold_events IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	resolved := make(chan error, 1)
+	go func() {
+		_, err := srv.Deps().Approvals.Resolve(context.Background(), approvals.Resolution{HoldID: hold, Outcome: guardv1.Outcome_OUTCOME_APPROVE, Clicker: owner})
+		resolved <- err
+	}()
+	waitingOn := func(query string) bool {
+		var waiting bool
+		_ = srv.Pool.QueryRow(ctxT(t), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE $1)`, "%"+query+"%").Scan(&waiting)
+		return waiting
+	}
+	eventually(t, "the resolution to wait at its event", func() bool { return waitingOn("INSERT INTO hold_events") })
+
+	moved := make(chan error, 1)
+	go func() {
+		_, err := newer.c.Registry.OpenSession(context.Background(), &guardv1.OpenSessionRequest{AgentGroupId: g})
+		moved <- err
+	}()
+	done := false
+	eventually(t, "the move to block on the session row or finish", func() bool {
+		select {
+		case err := <-moved:
+			if err != nil {
+				t.Errorf("move: %v", err)
+			}
+			done = true
+			return true
+		default:
+		}
+		return waitingOn("UPDATE sessions")
+	})
+	if done {
+		t.Fatal("the session moved while its approval's replay was being stored")
+	}
+	if err := stall.Rollback(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-resolved; err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	if err := <-moved; err != nil {
+		t.Fatalf("move: %v", err)
+	}
+	var runner string
+	if err := srv.Pool.QueryRow(ctxT(t), `SELECT runner_id FROM runner_pushes WHERE hold_id = $1 AND kind = 'replay'`, hold).Scan(&runner); err != nil || runner != newer.id {
+		t.Fatalf("the replay resolved during the move targets %q (%v), want the new runner %q", runner, err, newer.id)
 	}
 }
