@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // logRow is one row of the decision log.
@@ -170,7 +172,7 @@ func (ls *logStatements) insert(rows []*pendingRow) (string, []any) {
 
 // insertTx writes one row decided live in the caller's transaction (grant
 // and hold paths).
-func insertTx(ctx context.Context, tx pgx.Tx, r *logRow) error {
+func insertTx(ctx context.Context, tx store.Querier, r *logRow) error {
 	sql, args := liveStatements.insert([]*pendingRow{{row: r}})
 	written, err := collectIDs(tx.Query(ctx, sql, args...))
 	if err != nil {
@@ -259,4 +261,53 @@ func settle(rows []*pendingRow, written map[string]bool, err error) {
 			p.done <- nil
 		}
 	}
+}
+
+// consumeSQL [claim] consumes a grant and logs the replay's ALLOW in one
+// statement, so in one round trip and one transaction: the hold is
+// consumed_by the row's id ($1) only if it is approved, unused and of the
+// entry's approval action ($23 the grant, $24 the kind), and the row is
+// written only if it was. Its claim of (runner_id, request_id) has no ON
+// CONFLICT: a request id decided before fails the statement, and the
+// consume with it (errConflict: the earlier answer stands).
+var consumeSQL = [2]string{consumeStatementSQL(false), consumeStatementSQL(true)}
+
+func consumeStatementSQL(claim bool) string {
+	head := `WITH consumed AS (
+  UPDATE holds SET consumed_at = now(), consumed_by = $1
+  WHERE id = $23 AND status = 'approved' AND consumed_at IS NULL AND kind = $24
+  RETURNING id
+), rows AS (
+  SELECT * FROM (VALUES ` + valuesRow(0) + `) AS u(` + rowColumns + `)
+  WHERE EXISTS (SELECT 1 FROM consumed)
+)`
+	if claim {
+		head += `, claimed AS (
+  INSERT INTO decision_requests (runner_id, request_id, decision_id, at, answer)
+  SELECT runner_id, request_id, id, at, answer FROM rows
+)`
+	}
+	return head + `
+INSERT INTO decisions (` + logColumns + `)
+SELECT ` + logColumns + ` FROM rows
+RETURNING id`
+}
+
+// consumeAndLog runs consumeSQL for r: won is whether the grant was
+// consumed (and r logged); when not, nothing was written.
+func consumeAndLog(ctx context.Context, q store.Querier, r *logRow, grant, kind string) (won bool, err error) {
+	claim := 0
+	if r.RequestID != "" {
+		claim = 1
+	}
+	args := append(valuesArgs([]*pendingRow{{row: r}}), grant, kind)
+	written, err := collectIDs(q.Query(ctx, consumeSQL[claim], args...))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "decision_requests_pkey" {
+		return false, errConflict
+	}
+	if err != nil {
+		return false, fmt.Errorf("consume grant: %w", err)
+	}
+	return written[r.ID], nil
 }

@@ -167,6 +167,38 @@ func TestRequestIDIsIdempotent(t *testing.T) {
 	}
 }
 
+// The consume and the replay's log row are one statement: a replay whose
+// request id another decision claimed after it read its facts is not
+// logged, and its grant stays unused for a later replay. (A claim with no
+// stored answer stands in for that race: the facts read finds no prior
+// answer, the claim then conflicts.)
+func TestReplayWhoseRequestIDIsTakenLeavesTheGrantUnused(t *testing.T) {
+	srv := testserver.Start(t)
+	w := newWorld(t, srv)
+	runner := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "runner", w.R, ""), ""))
+	w.exec(approvedHold("{A}-taken", "create_agent", "approved", `{"name":"Scout"}`, false))
+	w.exec(`INSERT INTO decision_requests (runner_id, request_id, decision_id, at) VALUES ('{R}', 'taken-1', 'dec_other', now())`)
+	rep := agentCreate(w, nil)
+	rep.Grant, rep.RequestId = w.sub("{A}-taken"), "taken-1"
+	if resp, err := runner.Guard.Decide(ctx, rep); err == nil && resp.GetDecision().GetEffect() == allow {
+		t.Fatalf("a replay whose request id was taken was allowed: %v", resp)
+	}
+	if n := w.count(`SELECT count(*) FROM holds WHERE id = '{A}-taken' AND consumed_at IS NULL AND consumed_by IS NULL`); n != 1 {
+		t.Fatal("the grant was consumed by a replay that was not logged")
+	}
+	if n := w.count(`SELECT count(*) FROM decisions WHERE grant_id = '{A}-taken'`); n != 0 {
+		t.Fatalf("%d decisions logged for the refused replay", n)
+	}
+	// The grant still serves the replay under a fresh request id.
+	rep.RequestId = "taken-2"
+	if resp, err := runner.Guard.Decide(ctx, rep); err != nil || resp.GetDecision().GetEffect() != allow {
+		t.Fatalf("the replay again: %v %v, want ALLOW", resp, err)
+	}
+	if n := w.count(`SELECT count(*) FROM holds WHERE id = '{A}-taken' AND consumed_by IS NOT NULL`); n != 1 {
+		t.Fatal("the second replay did not consume the grant")
+	}
+}
+
 func TestActorRules(t *testing.T) {
 	// The server's log is shown if this fails: one clean-clone CI run had
 	// "another runner's session" answered OK instead of PermissionDenied,
