@@ -109,15 +109,7 @@ func statFields(pid int) []string {
 }
 
 // ticks is a process's utime + stime (fields 14 and 15 of stat).
-func ticks(pid int) int64 {
-	f := statFields(pid)
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s
-}
+func ticks(pid int) int64 { return fieldPair(pid, 11) }
 
 func parentOf(pid int) int {
 	f := statFields(pid)
@@ -130,14 +122,18 @@ func parentOf(pid int) int {
 
 // reapedTicks is the CPU of a process's children that have exited and been
 // waited for (cutime + cstime, fields 16 and 17 of stat).
-func reapedTicks(pid int) int64 {
+func reapedTicks(pid int) int64 { return fieldPair(pid, 13) }
+
+// fieldPair is the sum of stat fields i and i+1 after "(comm)" (0 when
+// the process is gone).
+func fieldPair(pid, i int) int64 {
 	f := statFields(pid)
-	if len(f) < 15 {
+	if len(f) < i+2 {
 		return 0
 	}
-	u, _ := strconv.ParseInt(f[13], 10, 64)
-	s, _ := strconv.ParseInt(f[14], 10, 64)
-	return u + s
+	a, _ := strconv.ParseInt(f[i], 10, 64)
+	b, _ := strconv.ParseInt(f[i+1], 10, 64)
+	return a + b
 }
 
 // treeTicks is the CPU of a postmaster and its children (backends,

@@ -67,13 +67,7 @@ func TestDatabaseOutageLongerThanALeaseMovesNoSession(t *testing.T) {
 func TestPushQueuedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t)
-	g := group(t, srv, "moving", "")
-	old := newRunner(t, srv, "runner-old", "h1", nil)
-	old.mustRegister(t)
-	sess := old.open(t, g)
-	expireLease(t, srv, old.id)
-	newer := newRunner(t, srv, "runner-new", "h2", nil)
-	newer.mustRegister(t)
+	g, sess, newer := sessionToMove(t, srv, "moving")
 
 	tx, err := srv.Pool.Begin(ctxT(t))
 	if err != nil {
@@ -84,34 +78,12 @@ func TestPushQueuedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved := make(chan error, 1)
-	go func() {
-		_, err := newer.c.Registry.OpenSession(context.Background(), &guardv1.OpenSessionRequest{AgentGroupId: g})
-		moved <- err
-	}()
-	// The move is under way: either waiting on the session row, or (without
-	// the serialization) already done.
-	done := false
-	eventually(t, "the move to block on the session row or finish", func() bool {
-		select {
-		case err := <-moved:
-			if err != nil {
-				t.Errorf("move: %v", err)
-			}
-			done = true
-			return true
-		default:
-		}
-		var waiting bool
-		_ = srv.Pool.QueryRow(ctxT(t), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%UPDATE sessions%')`).Scan(&waiting)
-		return waiting
-	})
+	wait, done := startMove(t, srv, newer, g)
 	if err := tx.Commit(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	if !done {
-		if err := <-moved; err != nil {
+		if err := wait(); err != nil {
 			t.Fatalf("move: %v", err)
 		}
 	}
@@ -128,13 +100,7 @@ func TestPushQueuedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 func TestReplayPushResolvedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t)
-	g := group(t, srv, "approving", "")
-	old := newRunner(t, srv, "runner-old", "h1", nil)
-	old.mustRegister(t)
-	sess := old.open(t, g)
-	expireLease(t, srv, old.id)
-	newer := newRunner(t, srv, "runner-new", "h2", nil)
-	newer.mustRegister(t)
+	g, sess, newer := sessionToMove(t, srv, "approving")
 	owner := "telegram:owner-" + randHex()
 	hold := "hold_moving_" + randHex()
 	for _, q := range []string{
@@ -163,32 +129,9 @@ func TestReplayPushResolvedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 		_, err := srv.Deps().Approvals.Resolve(context.Background(), approvals.Resolution{HoldID: hold, Outcome: guardv1.Outcome_OUTCOME_APPROVE, Clicker: owner})
 		resolved <- err
 	}()
-	waitingOn := func(query string) bool {
-		var waiting bool
-		_ = srv.Pool.QueryRow(ctxT(t), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE $1)`, "%"+query+"%").Scan(&waiting)
-		return waiting
-	}
-	eventually(t, "the resolution to wait at its event", func() bool { return waitingOn("INSERT INTO hold_events") })
+	eventually(t, "the resolution to wait at its event", func() bool { return waitingOnLock(t, srv, "INSERT INTO hold_events") })
 
-	moved := make(chan error, 1)
-	go func() {
-		_, err := newer.c.Registry.OpenSession(context.Background(), &guardv1.OpenSessionRequest{AgentGroupId: g})
-		moved <- err
-	}()
-	done := false
-	eventually(t, "the move to block on the session row or finish", func() bool {
-		select {
-		case err := <-moved:
-			if err != nil {
-				t.Errorf("move: %v", err)
-			}
-			done = true
-			return true
-		default:
-		}
-		return waitingOn("UPDATE sessions")
-	})
+	wait, done := startMove(t, srv, newer, g)
 	if done {
 		t.Fatal("the session moved while its approval's replay was being stored")
 	}
@@ -198,11 +141,63 @@ func TestReplayPushResolvedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	if err := <-resolved; err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
-	if err := <-moved; err != nil {
+	if err := wait(); err != nil {
 		t.Fatalf("move: %v", err)
 	}
 	var runner string
 	if err := srv.Pool.QueryRow(ctxT(t), `SELECT runner_id FROM runner_pushes WHERE hold_id = $1 AND kind = 'replay'`, hold).Scan(&runner); err != nil || runner != newer.id {
 		t.Fatalf("the replay resolved during the move targets %q (%v), want the new runner %q", runner, err, newer.id)
 	}
+}
+
+// sessionToMove is a session of a new group g on a runner whose lease has
+// expired, and a live runner, newer, that a session of g can move it to.
+func sessionToMove(t *testing.T, srv *testserver.Server, name string) (g string, sess *guardv1.Session, newer *testRunner) {
+	t.Helper()
+	g = group(t, srv, name, "")
+	old := newRunner(t, srv, "runner-old", "h1", nil)
+	old.mustRegister(t)
+	sess = old.open(t, g)
+	expireLease(t, srv, old.id)
+	newer = newRunner(t, srv, "runner-new", "h2", nil)
+	newer.mustRegister(t)
+	return g, sess, newer
+}
+
+// startMove asks to open a session of g (its session is on a runner
+// whose lease expired, so this moves it) and returns once the move waits on
+// the session row or has finished (done). wait yields the move's result.
+func startMove(t *testing.T, srv *testserver.Server, to *testRunner, g string) (wait func() error, done bool) {
+	t.Helper()
+	moved := make(chan error, 1)
+	go func() {
+		_, err := to.c.Registry.OpenSession(context.Background(), &guardv1.OpenSessionRequest{AgentGroupId: g})
+		moved <- err
+	}()
+	var result error
+	eventually(t, "the move to block on the session row or finish", func() bool {
+		select {
+		case result = <-moved:
+			done = true
+			return true
+		default:
+		}
+		return waitingOnLock(t, srv, "UPDATE sessions")
+	})
+	if done {
+		if result != nil {
+			t.Errorf("move: %v", result)
+		}
+		return func() error { return result }, true
+	}
+	return func() error { return <-moved }, false
+}
+
+// waitingOnLock: a statement containing query waits for a lock.
+func waitingOnLock(t *testing.T, srv *testserver.Server, query string) bool {
+	t.Helper()
+	var waiting bool
+	_ = srv.Pool.QueryRow(ctxT(t), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+		AND wait_event_type = 'Lock' AND query LIKE $1)`, "%"+query+"%").Scan(&waiting)
+	return waiting
 }
