@@ -170,8 +170,8 @@ func (ls *logStatements) insert(rows []*pendingRow) (string, []any) {
 	return ls[claim][0], batchArgs(rows)
 }
 
-// insertTx writes one row decided live in the caller's transaction (grant
-// and hold paths).
+// insertTx writes one row decided live: in the caller's transaction (hold
+// paths), or as a statement of its own (a replay that consumed nothing).
 func insertTx(ctx context.Context, tx store.Querier, r *logRow) error {
 	sql, args := liveStatements.insert([]*pendingRow{{row: r}})
 	written, err := collectIDs(tx.Query(ctx, sql, args...))
