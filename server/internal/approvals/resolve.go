@@ -58,14 +58,17 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 	)
 	armed := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// The hold (locked), the clicker's roles and the hold's session
-		// (locked for the push a resolution sends it, pushes.LockTargetSQL)
-		// in one round trip; the hold is locked first, as everywhere.
+		// The hold (locked), the clicker's roles and, when the resolution
+		// will push to the hold's session (a reject's notice, an approved
+		// delivery action's replay: resolutionPush), that session, locked
+		// as pushes.LockTargetSQL does, in one round trip. The hold is
+		// locked first, as everywhere.
 		batch := &pgx.Batch{}
 		batch.Queue(`SELECT `+holdColumns+` FROM holds WHERE id = $1 FOR UPDATE`, r.HoldID)
 		batch.Queue(rolesQuery, r.Clicker)
 		batch.Queue(`SELECT runner_id, agent_group_id, id FROM sessions
-			WHERE id = (SELECT session_id FROM holds WHERE id = $1) FOR SHARE`, r.HoldID)
+			WHERE id = (SELECT session_id FROM holds WHERE id = $1 AND ($2 OR delivery_action <> '')) FOR SHARE`,
+			r.HoldID, r.Outcome == guardv1.Outcome_OUTCOME_REJECT)
 		br := tx.SendBatch(ctx, batch)
 		cur, err := func() (*guardv1.Hold, error) {
 			rows, err := br.Query()
