@@ -5,10 +5,10 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // admittedMetric is the server's histogram of an admitted decision's time
@@ -34,46 +34,31 @@ func scrapeBuckets(url, metric string) *buckets {
 		return nil
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	return parseBuckets(resp.Body, metric)
+}
+
+// parseBuckets reads an unlabelled histogram from the text exposition
+// format (nil when it is absent or not a histogram).
+func parseBuckets(exposition io.Reader, metric string) *buckets {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(exposition)
 	if err != nil {
 		return nil
 	}
-	return parseBuckets(string(body), metric)
-}
-
-// parseBuckets reads the _bucket series of an unlabelled histogram from
-// the text exposition format.
-func parseBuckets(exposition, metric string) *buckets {
-	type point struct{ le, n float64 }
-	var pts []point
-	prefix := metric + `_bucket{le="`
-	for _, line := range strings.Split(exposition, "\n") {
-		rest, ok := strings.CutPrefix(line, prefix)
-		if !ok {
-			continue
-		}
-		bound, value, ok := strings.Cut(rest, `"} `)
-		if !ok {
-			continue
-		}
-		le, err := strconv.ParseFloat(bound, 64) // "+Inf" parses as +Inf
-		if err != nil {
-			continue
-		}
-		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
-		pts = append(pts, point{le, n})
-	}
-	if len(pts) == 0 {
+	f, ok := families[metric]
+	if !ok || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetHistogram() == nil {
 		return nil
 	}
-	sort.Slice(pts, func(a, b int) bool { return pts[a].le < pts[b].le })
+	h := f.GetMetric()[0].GetHistogram()
 	b := &buckets{}
-	for _, p := range pts {
-		b.le = append(b.le, p.le)
-		b.count = append(b.count, p.n)
+	for _, bk := range h.GetBucket() {
+		b.le = append(b.le, bk.GetUpperBound())
+		b.count = append(b.count, float64(bk.GetCumulativeCount()))
+	}
+	if n := len(b.le); n == 0 || !math.IsInf(b.le[n-1], 1) {
+		// An exposition without the +Inf bucket: it is the sample count.
+		b.le = append(b.le, math.Inf(1))
+		b.count = append(b.count, float64(h.GetSampleCount()))
 	}
 	return b
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,18 +14,20 @@ clawguard_guard_admitted_seconds_bucket{le="0.05"} 100
 clawguard_guard_admitted_seconds_bucket{le="+Inf"} 100
 clawguard_guard_admitted_seconds_sum 0.9
 clawguard_guard_admitted_seconds_count 100
-clawguard_guard_admitted_seconds_other{le="0.01"} 7
 `
 
 // The window's histogram is the later scrape less the earlier one, and its
 // quantiles are interpolated within a bucket as histogram_quantile does.
 func TestAdmittedWindowQuantiles(t *testing.T) {
-	before := parseBuckets(`clawguard_guard_admitted_seconds_bucket{le="0.01"} 50
+	before := parseBuckets(strings.NewReader(`# TYPE clawguard_guard_admitted_seconds histogram
+clawguard_guard_admitted_seconds_bucket{le="0.01"} 50
 clawguard_guard_admitted_seconds_bucket{le="0.025"} 50
 clawguard_guard_admitted_seconds_bucket{le="0.05"} 50
 clawguard_guard_admitted_seconds_bucket{le="+Inf"} 50
-`, admittedMetric)
-	after := parseBuckets(exposition, admittedMetric)
+clawguard_guard_admitted_seconds_sum 0.4
+clawguard_guard_admitted_seconds_count 50
+`), admittedMetric)
+	after := parseBuckets(strings.NewReader(exposition), admittedMetric)
 	if after == nil || len(after.le) != 4 {
 		t.Fatalf("parsed %+v, want 4 buckets", after)
 	}
@@ -47,11 +50,11 @@ clawguard_guard_admitted_seconds_bucket{le="+Inf"} 50
 }
 
 func TestAdmittedWindowNeedsBothScrapes(t *testing.T) {
-	after := parseBuckets(exposition, admittedMetric)
+	after := parseBuckets(strings.NewReader(exposition), admittedMetric)
 	if got := after.since(nil); got != nil {
 		t.Errorf("no earlier scrape: %+v, want nil", got)
 	}
-	if parseBuckets("clawguard_guard_decision_seconds_bucket{le=\"0.01\"} 3\n", admittedMetric) != nil {
+	if parseBuckets(strings.NewReader("clawguard_guard_decision_seconds_bucket{le=\"0.01\"} 3\n"), admittedMetric) != nil {
 		t.Error("an older server without the histogram must give nil")
 	}
 	if summarizeAdmitted(after.since(after)) != nil {
