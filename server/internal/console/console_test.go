@@ -472,3 +472,26 @@ func TestQuorumHoldOnTheCard(t *testing.T) {
 		t.Fatalf("after both approvals the hold is %s", st)
 	}
 }
+
+// Sign-in sends the browser only to a console page: every off-site
+// variant, posted as the form's next or given to the sign-in page, lands
+// on the home page, read from the Location header a browser follows.
+func TestSignInNeverRedirectsOffSite(t *testing.T) {
+	f := start(t)
+	b := newBrowser(t, f.base)
+	nextField := regexp.MustCompile(`name="next" value="([^"]*)"`)
+	for _, next := range append(console.OffSiteTargets, "/holds/hold_1?x=1") {
+		want := "/holds"
+		if next == "/holds/hold_1?x=1" {
+			want = next // a console page survives
+		}
+		_, page := b.get("/signin?next=" + url.QueryEscape(next))
+		if m := nextField.FindStringSubmatch(page); m == nil || m[1] != want {
+			t.Errorf("sign-in page for next=%q carries next %v, want %q", next, m, want)
+		}
+		resp, body := b.post("/signin", url.Values{"csrf": {csrfOf(t, page)}, "token": {f.dana}, "next": {next}})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("sign-in with next=%q: %d Location %q, want %q (%.200s)", next, resp.StatusCode, resp.Header.Get("Location"), want, body)
+		}
+	}
+}
