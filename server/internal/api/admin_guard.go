@@ -90,6 +90,19 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 			FillGroup(msg, caller.Agent.GroupID)
 		}
 	}
+	// The handler's own checks come before the guard: a request the handler
+	// would refuse is refused now, never held for a human to approve only to
+	// fail once replayed (a hold that can never succeed).
+	if g.d.Precheck != nil {
+		if err := g.d.Precheck(msg); err != nil {
+			if caller.Agent != nil {
+				g.d.Log.InfoContext(ctx, "agent's admin call refused before the guard: invalid request", "audit", true,
+					"method", fullMethod, "agent_group", caller.Agent.GroupID, "session", caller.Agent.SessionID,
+					"why", status.Convert(err).Message())
+			}
+			return nil, err
+		}
+	}
 	payload, err := messageMap(msg)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encode request: %v", err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/server/internal/admission"
 	"github.com/clawguard/clawguard/server/internal/approvals"
@@ -55,4 +56,7 @@ type AdminGuardDeps struct {
 	Engine *guard.Engine // consulted for every admin RPC
 	Pool   *pgxpool.Pool // cli_scope reads and the replay's transaction
 	Log    *slog.Logger
+	// Precheck is the handlers' own request checks (resources.Service.Precheck),
+	// run before the guard is consulted (nil: none).
+	Precheck func(proto.Message) error
 }

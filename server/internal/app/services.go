@@ -47,6 +47,8 @@ func buildServices(ctx context.Context, d *Parts) (*services, error) {
 		return nil, err
 	}
 	wireResources(d)
+	// The admin RPCs' guard: the handlers' checks (resources), then the guard.
+	wireAdminGuard(d, s)
 	wireRetention(d, s)
 	// The replica's one LISTEN connection (outside the pool, one reconnect
 	// loop): every domain a NOTIFY wakes registers its channel here. Hold

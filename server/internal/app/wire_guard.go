@@ -76,12 +76,18 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 		d.Metrics.AdmissionLimit.Set(float64(lim))
 	}
 
-	admin := api.NewAdminGuard(api.AdminGuardDeps{Engine: eng, Pool: d.Store.Pool, Log: d.Log}, s.invoke)
+	s.shutdown = append(s.shutdown, eng.Close)
+	return nil
+}
+
+// wireAdminGuard adds the interceptor that consults the guard for every
+// admin RPC, after the handlers' own request checks (the resources'
+// Precheck), and replays approved cli_command holds.
+func wireAdminGuard(d *Parts, s *services) {
+	admin := api.NewAdminGuard(api.AdminGuardDeps{Engine: d.Guard, Pool: d.Store.Pool, Log: d.Log, Precheck: d.Resources.Precheck}, s.invoke)
 	s.chain.Unary = append(s.chain.Unary, admin.Unary)
 	s.chain.Stream = append(s.chain.Stream, admin.Stream)
 	d.Approvals.OnApproved(commands.ApprovalAction, admin.Replay)
-	s.shutdown = append(s.shutdown, eng.Close)
-	return nil
 }
 
 // BuildCatalog registers every domain's entries and checks that every admin

@@ -23,19 +23,13 @@ func validApprovals(field string, n int32) error {
 // action must be in the catalog (a setting for a name nobody decides would
 // silently do nothing).
 func (s *Service) SetActionSettings(ctx context.Context, req *guardv1.SetActionSettingsRequest) (*guardv1.SetActionSettingsResponse, error) {
-	if err := required("action", req.GetAction()); err != nil {
-		return nil, err
-	}
-	if err := validApprovals("approvals", req.GetApprovals()); err != nil {
+	entry, err := s.checkSetActionSettings(req)
+	if err != nil {
 		return nil, err
 	}
 	mode, err := enumColumn("mode", req.GetMode())
 	if err != nil {
 		return nil, err
-	}
-	entry := s.catalogEntry(req.GetAction())
-	if entry == nil {
-		return nil, invalid("action", "%q is not a catalog action (ncl catalog list)", req.GetAction())
 	}
 	if mode == "" {
 		mode = "enforce"

@@ -61,14 +61,8 @@ func (s *Service) ListDestinations(ctx context.Context, req *guardv1.ListDestina
 // AddDestination lets a group message exactly one target: another agent
 // group or a chat. Unknown groups or targets are NotFound (foreign keys).
 func (s *Service) AddDestination(ctx context.Context, req *guardv1.AddDestinationRequest) (*guardv1.AddDestinationResponse, error) {
-	if err := required("group", req.GetGroup()); err != nil {
+	if err := checkAddDestination(req); err != nil {
 		return nil, err
-	}
-	if err := required("name", req.GetName()); err != nil {
-		return nil, err
-	}
-	if (req.GetTargetGroup() == "") == (req.GetTargetMessagingGroup() == "") {
-		return nil, invalid("target_group", "set exactly one of target_group and target_messaging_group")
 	}
 	d, err := scanDestination(s.pool.QueryRow(ctx, `INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id, target_messaging_group_id)
 		VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, '')) RETURNING `+destinationColumns,
@@ -81,10 +75,7 @@ func (s *Service) AddDestination(ctx context.Context, req *guardv1.AddDestinatio
 
 // RemoveDestination revokes a destination by name.
 func (s *Service) RemoveDestination(ctx context.Context, req *guardv1.RemoveDestinationRequest) (*guardv1.RemoveDestinationResponse, error) {
-	if err := required("group", req.GetGroup()); err != nil {
-		return nil, err
-	}
-	if err := required("name", req.GetName()); err != nil {
+	if err := checkGroupAndName(req.GetGroup(), req.GetName()); err != nil {
 		return nil, err
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM agent_destinations WHERE agent_group_id = $1 AND name = $2`, req.GetGroup(), req.GetName())

@@ -161,20 +161,9 @@ func (s *Service) GetGroupConfig(ctx context.Context, req *guardv1.GetGroupConfi
 // UpdateGroupConfig changes cli_scope and limits (unset = unchanged; an
 // empty limit removes it). A limit change restarts the group's containers.
 func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGroupConfigRequest) (*guardv1.UpdateGroupConfigResponse, error) {
-	scope, err := enumColumn("cli_scope", req.GetCliScope())
+	scope, err := checkUpdateGroupConfig(req)
 	if err != nil {
 		return nil, err
-	}
-	if req.Cpus != nil && *req.Cpus != "" && !cpusValue.MatchString(*req.Cpus) {
-		return nil, invalid("cpus", "%q is not a number of CPUs (e.g. 1.5)", *req.Cpus)
-	}
-	if req.Memory != nil && *req.Memory != "" && !memoryValue.MatchString(*req.Memory) {
-		return nil, invalid("memory", "%q is not a memory size (e.g. 512m, 2g)", *req.Memory)
-	}
-	if req.HoldApprovals != nil {
-		if err := validApprovals("hold_approvals", *req.HoldApprovals); err != nil {
-			return nil, err
-		}
 	}
 	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {
 		limits := false

@@ -3,7 +3,6 @@ package resources
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,16 +13,10 @@ import (
 // AddGroupMcpServer adds an MCP server (unique by name) and restarts the
 // group's containers.
 func (s *Service) AddGroupMcpServer(ctx context.Context, req *guardv1.AddGroupMcpServerRequest) (*guardv1.AddGroupMcpServerResponse, error) {
-	srv := req.GetServer()
-	if srv == nil {
-		return nil, invalid("server", "required")
-	}
-	if !mcpName.MatchString(srv.GetName()) {
-		return nil, invalid("server.name", "%q is not a valid MCP server name (letters, digits, . _ -)", srv.GetName())
-	}
-	if err := required("server.command", strings.TrimSpace(srv.GetCommand())); err != nil {
+	if err := checkAddGroupMcpServer(req); err != nil {
 		return nil, err
 	}
+	srv := req.GetServer()
 	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {
 		if slices.ContainsFunc(c.MCP, func(m MCPServer) bool { return m.Name == srv.GetName() }) {
 			return configChange{}, status.Errorf(codes.AlreadyExists, "group %q already has MCP server %q", req.GetGroup(), srv.GetName())
@@ -43,7 +36,7 @@ func (s *Service) AddGroupMcpServer(ctx context.Context, req *guardv1.AddGroupMc
 
 // RemoveGroupMcpServer removes an MCP server by name.
 func (s *Service) RemoveGroupMcpServer(ctx context.Context, req *guardv1.RemoveGroupMcpServerRequest) (*guardv1.RemoveGroupMcpServerResponse, error) {
-	if err := required("name", req.GetName()); err != nil {
+	if err := checkRemoveGroupMcpServer(req); err != nil {
 		return nil, err
 	}
 	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {

@@ -23,17 +23,8 @@ func packageList(c *GroupConfig, m guardv1.PackageManager) (*[]string, func(stri
 // AddGroupPackage adds packages to the group's image: validated names, no
 // duplicates; anything new bumps the version and rebuilds.
 func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPackageRequest) (*guardv1.AddGroupPackageResponse, error) {
-	if _, valid, err := packageList(&GroupConfig{}, req.GetManager()); err != nil {
+	if err := checkAddGroupPackage(req); err != nil {
 		return nil, err
-	} else {
-		if len(req.GetPackages()) == 0 {
-			return nil, invalid("packages", "required")
-		}
-		for _, p := range req.GetPackages() {
-			if !valid(p) {
-				return nil, invalid("packages", "%q is not a valid package name", p)
-			}
-		}
 	}
 	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {
 		list, _, _ := packageList(c, req.GetManager())
@@ -58,10 +49,7 @@ func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPack
 
 // RemoveGroupPackage removes a package; one the group does not have is NotFound.
 func (s *Service) RemoveGroupPackage(ctx context.Context, req *guardv1.RemoveGroupPackageRequest) (*guardv1.RemoveGroupPackageResponse, error) {
-	if _, _, err := packageList(&GroupConfig{}, req.GetManager()); err != nil {
-		return nil, err
-	}
-	if err := required("package", req.GetPackage()); err != nil {
+	if err := checkRemoveGroupPackage(req); err != nil {
 		return nil, err
 	}
 	out, err := s.changeConfig(ctx, req.GetGroup(), func(c *GroupConfig) (configChange, error) {

@@ -11,6 +11,9 @@ import (
 
 // RestartGroup queues a restart for every active session of the group.
 func (s *Service) RestartGroup(ctx context.Context, req *guardv1.RestartGroupRequest) (*guardv1.RestartGroupResponse, error) {
+	if err := required("group", req.GetGroup()); err != nil {
+		return nil, err
+	}
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		c, err := LockConfigTx(ctx, tx, req.GetGroup())

@@ -91,15 +91,8 @@ func ReadGroup(ctx context.Context, q store.Querier, id string) (*guardv1.Group,
 // CreateGroup creates a group and its container config in one transaction;
 // a taken name is AlreadyExists (the admin picks another).
 func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupRequest) (*guardv1.CreateGroupResponse, error) {
-	name := strings.TrimSpace(req.GetName())
-	if err := required("name", name); err != nil {
-		return nil, err
-	}
-	scope, err := enumColumn("cli_scope", req.GetCliScope())
+	name, scope, err := checkCreateGroup(req)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkPlacement(req.GetBaseImage(), &req.PinnedHost); err != nil {
 		return nil, err
 	}
 	var g *guardv1.Group
@@ -260,13 +253,7 @@ func (s *Service) ListGroups(ctx context.Context, req *guardv1.ListGroupsRequest
 // new base image is a container change: the config version is bumped and
 // every active session gets a rebuild.
 func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupRequest) (*guardv1.UpdateGroupResponse, error) {
-	if err := required("id", req.GetId()); err != nil {
-		return nil, err
-	}
-	if req.Name != "" && strings.TrimSpace(req.Name) == "" {
-		return nil, invalid("name", "blank")
-	}
-	if err := checkPlacement(req.GetBaseImage(), req.PinnedHost); err != nil {
+	if err := checkUpdateGroup(req); err != nil {
 		return nil, err
 	}
 	var g *guardv1.Group

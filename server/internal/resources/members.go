@@ -63,10 +63,7 @@ func (s *Service) ListMembers(ctx context.Context, req *guardv1.ListMembersReque
 
 // AddMember admits an existing user to an existing group.
 func (s *Service) AddMember(ctx context.Context, req *guardv1.AddMemberRequest) (*guardv1.AddMemberResponse, error) {
-	if err := required("group", req.GetGroup()); err != nil {
-		return nil, err
-	}
-	if err := required("user_id", req.GetUserId()); err != nil {
+	if err := checkMember(req.GetGroup(), req.GetUserId()); err != nil {
 		return nil, err
 	}
 	m, err := scanMember(s.pool.QueryRow(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id) VALUES ($1, $2)
@@ -79,10 +76,7 @@ func (s *Service) AddMember(ctx context.Context, req *guardv1.AddMemberRequest) 
 
 // RemoveMember removes a member.
 func (s *Service) RemoveMember(ctx context.Context, req *guardv1.RemoveMemberRequest) (*guardv1.RemoveMemberResponse, error) {
-	if err := required("group", req.GetGroup()); err != nil {
-		return nil, err
-	}
-	if err := required("user_id", req.GetUserId()); err != nil {
+	if err := checkMember(req.GetGroup(), req.GetUserId()); err != nil {
 		return nil, err
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM agent_group_members WHERE agent_group_id = $1 AND user_id = $2`, req.GetGroup(), req.GetUserId())

@@ -3,7 +3,6 @@ package resources
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,13 +100,7 @@ func (s *Service) GetMessagingGroup(ctx context.Context, req *guardv1.GetMessagi
 
 // CreateMessagingGroup registers a chat; (channel_type, platform_id) is unique.
 func (s *Service) CreateMessagingGroup(ctx context.Context, req *guardv1.CreateMessagingGroupRequest) (*guardv1.CreateMessagingGroupResponse, error) {
-	if err := required("channel_type", strings.TrimSpace(req.GetChannelType())); err != nil {
-		return nil, err
-	}
-	if err := required("platform_id", strings.TrimSpace(req.GetPlatformId())); err != nil {
-		return nil, err
-	}
-	policy, err := enumColumn("unknown_sender_policy", req.GetUnknownSenderPolicy())
+	policy, err := checkCreateMessagingGroup(req)
 	if err != nil {
 		return nil, err
 	}
@@ -122,10 +115,7 @@ func (s *Service) CreateMessagingGroup(ctx context.Context, req *guardv1.CreateM
 
 // UpdateMessagingGroup changes a chat's name or sender policy (unset = unchanged).
 func (s *Service) UpdateMessagingGroup(ctx context.Context, req *guardv1.UpdateMessagingGroupRequest) (*guardv1.UpdateMessagingGroupResponse, error) {
-	if err := required("id", req.GetId()); err != nil {
-		return nil, err
-	}
-	policy, err := enumColumn("unknown_sender_policy", req.GetUnknownSenderPolicy())
+	policy, err := checkUpdateMessagingGroup(req)
 	if err != nil {
 		return nil, err
 	}

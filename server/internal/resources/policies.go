@@ -79,36 +79,9 @@ func (s *Service) ListPolicies(ctx context.Context, req *guardv1.ListPoliciesReq
 // keys). The approver is only format-checked: a policy naming a user that
 // does not exist denies at send time (the seed's ghost-policy edge).
 func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) (*guardv1.SetPolicyResponse, error) {
-	if err := required("from_group", req.GetFromGroup()); err != nil {
-		return nil, err
-	}
-	if err := required("to_group", req.GetToGroup()); err != nil {
-		return nil, err
-	}
-	if err := validUserID("approver_user_id", req.GetApproverUserId()); err != nil {
-		return nil, err
-	}
-	mode, err := enumColumn("mode", req.GetMode())
+	mode, also, err := checkSetPolicy(req)
 	if err != nil {
 		return nil, err
-	}
-	also := []string{}
-	seen := map[string]bool{req.GetApproverUserId(): true}
-	for _, u := range req.GetAlsoApproverUserIds() {
-		if err := validUserID("also_approver_user_ids", u); err != nil {
-			return nil, err
-		}
-		if !seen[u] {
-			seen[u] = true
-			also = append(also, u)
-		}
-	}
-	if err := validApprovals("approvals", req.GetApprovals()); err != nil {
-		return nil, err
-	}
-	// A quorum the named approvers cannot reach would hold every message forever.
-	if n := int(req.GetApprovals()); n > 1+len(also) {
-		return nil, invalid("approvals", "%d approvals need at least %d distinct approvers; the policy names %d", n, n, 1+len(also))
 	}
 	// A policy's mode ("" inherits a2a.send's) lets an operator roll a new
 	// policy out in audit or warn before enforcing it.
@@ -127,10 +100,7 @@ func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) 
 
 // RemovePolicy removes a policy.
 func (s *Service) RemovePolicy(ctx context.Context, req *guardv1.RemovePolicyRequest) (*guardv1.RemovePolicyResponse, error) {
-	if err := required("from_group", req.GetFromGroup()); err != nil {
-		return nil, err
-	}
-	if err := required("to_group", req.GetToGroup()); err != nil {
+	if err := checkPolicyEnds(req.GetFromGroup(), req.GetToGroup()); err != nil {
 		return nil, err
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM agent_message_policies WHERE from_agent_group_id = $1 AND to_agent_group_id = $2`,

@@ -103,35 +103,14 @@ func checkTokenBindings(kind string, req *guardv1.CreateTokenRequest) (host stri
 // and labels it is placed by; user tokens act as an existing user; bridge
 // tokens speak for their channel namespaces; operator tokens carry nothing.
 func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenRequest) (*guardv1.CreateTokenResponse, error) {
-	kind, err := enumColumn("kind", req.GetKind())
+	nt, err := checkCreateToken(req)
 	if err != nil {
 		return nil, err
 	}
-	if kind == "" {
-		return nil, invalid("kind", "required: operator, runner, bridge or user")
-	}
-	runnerID, userID := strings.TrimSpace(req.GetRunnerId()), strings.TrimSpace(req.GetUserId())
-	if kind == "runner" {
-		if err := required("runner_id", runnerID); err != nil {
-			return nil, invalid("runner_id", "required for a runner token")
-		}
-	} else if runnerID != "" {
-		return nil, invalid("runner_id", "only runner tokens are bound to a runner")
-	}
-	host, labels, channels, err := checkTokenBindings(kind, req)
-	if err != nil {
-		return nil, err
-	}
-	labelsJSON, err := json.Marshal(labels)
+	kind, runnerID, userID, host, channels := nt.kind, nt.runnerID, nt.userID, nt.host, nt.channels
+	labelsJSON, err := json.Marshal(nt.labels)
 	if err != nil {
 		return nil, fmt.Errorf("encode labels: %w", err)
-	}
-	if kind == "user" {
-		if err := required("user_id", userID); err != nil {
-			return nil, invalid("user_id", "required for a user token")
-		}
-	} else if userID != "" {
-		return nil, invalid("user_id", "only user tokens act as a user")
 	}
 	secret, err := authn.NewSecret()
 	if err != nil {

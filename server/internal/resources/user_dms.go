@@ -2,7 +2,6 @@ package resources
 
 import (
 	"context"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -69,13 +68,7 @@ func (s *Service) ListUserDms(ctx context.Context, req *guardv1.ListUserDmsReque
 
 // SetUserDm records (or replaces) where a user's cards go on a channel type.
 func (s *Service) SetUserDm(ctx context.Context, req *guardv1.SetUserDmRequest) (*guardv1.SetUserDmResponse, error) {
-	if err := required("user_id", req.GetUserId()); err != nil {
-		return nil, err
-	}
-	if err := required("channel_type", strings.TrimSpace(req.GetChannelType())); err != nil {
-		return nil, err
-	}
-	if err := required("address", strings.TrimSpace(req.GetAddress())); err != nil {
+	if err := checkSetUserDm(req); err != nil {
 		return nil, err
 	}
 	d, err := scanDM(s.pool.QueryRow(ctx, `INSERT INTO user_dms (user_id, channel_type, address) VALUES ($1, $2, $3)
@@ -89,10 +82,7 @@ func (s *Service) SetUserDm(ctx context.Context, req *guardv1.SetUserDmRequest) 
 
 // RemoveUserDm forgets a DM address.
 func (s *Service) RemoveUserDm(ctx context.Context, req *guardv1.RemoveUserDmRequest) (*guardv1.RemoveUserDmResponse, error) {
-	if err := required("user_id", req.GetUserId()); err != nil {
-		return nil, err
-	}
-	if err := required("channel_type", req.GetChannelType()); err != nil {
+	if err := checkRemoveUserDm(req); err != nil {
 		return nil, err
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM user_dms WHERE user_id = $1 AND channel_type = $2`, req.GetUserId(), req.GetChannelType())

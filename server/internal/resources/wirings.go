@@ -71,10 +71,7 @@ func (s *Service) ListWirings(ctx context.Context, req *guardv1.ListWiringsReque
 
 // CreateWiring wires an existing chat to an existing group (once).
 func (s *Service) CreateWiring(ctx context.Context, req *guardv1.CreateWiringRequest) (*guardv1.CreateWiringResponse, error) {
-	if err := required("messaging_group", req.GetMessagingGroup()); err != nil {
-		return nil, err
-	}
-	if err := required("group", req.GetGroup()); err != nil {
+	if err := checkCreateWiring(req); err != nil {
 		return nil, err
 	}
 	w, err := scanWiring(s.pool.QueryRow(ctx, `INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id)
