@@ -126,6 +126,10 @@ func (a *app) approvalsResolve(approve bool) *cobra.Command {
 			if by != "" {
 				line += " as " + by
 			}
+			if approve && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING && h.GetApprovalsRequired() > 1 {
+				// One approval of a quorum: the hold waits for the others.
+				line = fmt.Sprintf("approval recorded on hold %s (%s); still pending: approvals %s", h.GetId(), h.GetKind(), render.Quorum(h))
+			}
 			return p.Done(line)
 		})
 	}

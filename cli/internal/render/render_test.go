@@ -241,3 +241,12 @@ func TestYAMLIsTheJSONValue(t *testing.T) {
 		t.Errorf("yaml event:\n%s", b.String())
 	}
 }
+
+// An approval whose approver is no longer eligible is listed but not counted.
+func TestQuorumCountsOnlyEligibleApprovals(t *testing.T) {
+	h := &guardv1.Hold{ApprovalsRequired: 2, Approvals: []*guardv1.HoldApproval{
+		{UserId: "telegram:dana", Ineligible: true}, {UserId: "telegram:carol"}}}
+	if got, want := Quorum(h), "1 of 2 (telegram:dana [no longer eligible: not counted], telegram:carol)"; got != want {
+		t.Fatalf("Quorum = %q, want %q", got, want)
+	}
+}

@@ -66,16 +66,24 @@ func modeWord(m guardv1.EnforcementMode, def string) string {
 }
 
 // Quorum says where a hold's approvals stand: "1 of 2 (telegram:dana)";
-// "" for a hold that needs one approval.
+// an approver no longer eligible is listed but not counted ("1 of 2
+// (telegram:dana [no longer eligible: not counted], telegram:carol)"); ""
+// for a hold that needs one approval.
 func Quorum(h *guardv1.Hold) string {
 	if h.GetApprovalsRequired() <= 1 {
 		return ""
 	}
 	names := make([]string, 0, len(h.GetApprovals()))
+	counted := 0
 	for _, a := range h.GetApprovals() {
+		if a.GetIneligible() {
+			names = append(names, a.GetUserId()+" [no longer eligible: not counted]")
+			continue
+		}
+		counted++
 		names = append(names, a.GetUserId())
 	}
-	out := fmt.Sprintf("%d of %d", len(names), h.GetApprovalsRequired())
+	out := fmt.Sprintf("%d of %d", counted, h.GetApprovalsRequired())
 	if len(names) > 0 {
 		out += " (" + strings.Join(names, ", ") + ")"
 	}

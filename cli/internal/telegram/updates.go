@@ -281,7 +281,13 @@ func (b *Bridge) handleClick(ctx context.Context, q *models.CallbackQuery) error
 	case h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING && outcome == guardv1.Outcome_OUTCOME_APPROVE:
 		// One approval of a quorum: recorded, more are needed.
 		b.m.Clicks.WithLabelValues("resolved").Inc()
-		progress := fmt.Sprintf("%d of %d", len(h.GetApprovals()), h.GetApprovalsRequired())
+		counted := 0
+		for _, a := range h.GetApprovals() {
+			if !a.GetIneligible() {
+				counted++
+			}
+		}
+		progress := fmt.Sprintf("%d of %d", counted, h.GetApprovalsRequired())
 		b.answer(ctx, q.ID, "Approval recorded ("+progress+").", false)
 		b.noteOnCard(ctx, h, "👍 "+clicker+" approved ("+progress+" approvals)")
 	default:

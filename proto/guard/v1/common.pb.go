@@ -900,9 +900,14 @@ func (x *Decision) GetWouldReason() string {
 
 // HoldApproval is one approver's click toward a hold's quorum.
 type HoldApproval struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	At     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// The approver may no longer resolve the hold (a role revoked, a message
+	// policy that no longer names them): the approval stays on record but does
+	// not count toward the quorum. Judged now for a pending hold; for an
+	// approved one, as it stood when the quorum was met.
+	Ineligible    bool `protobuf:"varint,3,opt,name=ineligible,proto3" json:"ineligible,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -949,6 +954,13 @@ func (x *HoldApproval) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *HoldApproval) GetIneligible() bool {
+	if x != nil {
+		return x.Ineligible
+	}
+	return false
 }
 
 // Explanation says in words why the guard decided what it did: the catalog
@@ -1463,7 +1475,8 @@ type Hold struct {
 	// Distinct eligible approvals the hold needs before its grant exists
 	// (quorum; 1 = a single approval).
 	ApprovalsRequired int32 `protobuf:"varint,26,opt,name=approvals_required,json=approvalsRequired,proto3" json:"approvals_required,omitempty"`
-	// The approvals given so far, oldest first (each by a distinct user).
+	// The approvals given so far, oldest first (each by a distinct user);
+	// only those not marked ineligible count toward approvals_required.
 	Approvals []*HoldApproval `protobuf:"bytes,27,rep,name=approvals,proto3" json:"approvals,omitempty"`
 	// The resource the decision was about (e.g. {"to": "<group>"} for
 	// a2a.send); a grant replays only this resource, with this payload.
@@ -1758,10 +1771,13 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"decided_by\x18\x05 \x01(\tR\tdecidedBy\x12\x12\n" +
 	"\x04mode\x18\x06 \x01(\tR\x04mode\x123\n" +
 	"\fwould_effect\x18\a \x01(\x0e2\x10.guard.v1.EffectR\vwouldEffect\x12!\n" +
-	"\fwould_reason\x18\b \x01(\tR\vwouldReason\"S\n" +
+	"\fwould_reason\x18\b \x01(\tR\vwouldReason\"s\n" +
 	"\fHoldApproval\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12*\n" +
-	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc2\x01\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1e\n" +
+	"\n" +
+	"ineligible\x18\x03 \x01(\bR\n" +
+	"ineligible\"\xc2\x01\n" +
 	"\vExplanation\x12\x18\n" +
 	"\asummary\x18\x01 \x01(\tR\asummary\x12.\n" +
 	"\x05entry\x18\x02 \x01(\v2\x18.guard.v1.ExplainedEntryR\x05entry\x120\n" +

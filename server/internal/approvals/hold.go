@@ -24,7 +24,7 @@ const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, '')
 	COALESCE(delivered_to, '') AS delivered_to, origin_channel_type, delivery_action, created_at, resolved_at,
 	resolver, choice, reason, consumed_at IS NOT NULL AS consumed, awaiting_reason_from, also_approvers,
 	also_delivered_to, approvals_required,
-	COALESCE((SELECT jsonb_agg(jsonb_build_object('user_id', a.user_id, 'at', a.approved_at) ORDER BY a.approved_at, a.user_id)
+	COALESCE((SELECT jsonb_agg(jsonb_build_object('user_id', a.user_id, 'at', a.approved_at, 'counted', a.counted) ORDER BY a.approved_at, a.user_id)
 		FROM hold_approvals a WHERE a.hold_id = holds.id), '[]') AS approvals,
 	resource, unapplied_reason`
 
@@ -116,14 +116,16 @@ func (r holdRow) proto() (*guardv1.Hold, error) {
 		h.Options = append(h.Options, &guardv1.HoldOption{Label: o.Label, Value: o.Value})
 	}
 	var given []struct {
-		UserID string    `json:"user_id"`
-		At     time.Time `json:"at"`
+		UserID  string    `json:"user_id"`
+		At      time.Time `json:"at"`
+		Counted *bool     `json:"counted"` // set once the quorum was met
 	}
 	if err := json.Unmarshal(r.Approvals, &given); err != nil {
 		return nil, fmt.Errorf("hold %s: approvals: %w", h.Id, err)
 	}
 	for _, a := range given {
-		h.Approvals = append(h.Approvals, &guardv1.HoldApproval{UserId: a.UserID, At: timestamppb.New(a.At)})
+		h.Approvals = append(h.Approvals, &guardv1.HoldApproval{UserId: a.UserID, At: timestamppb.New(a.At),
+			Ineligible: a.Counted != nil && !*a.Counted})
 	}
 	h.ApproverRule = ruleOf(r.ApproverRule, r.ApproverUserID, h.AgentGroupId)
 	if ex := h.ApproverRule.GetExclusive(); ex != nil {

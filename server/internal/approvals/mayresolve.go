@@ -18,6 +18,21 @@ type Roles struct {
 	AdminOf map[string]bool
 }
 
+// add records one user_roles row (group "" = a global grant).
+func (r *Roles) add(role, group string) {
+	switch {
+	case role == "owner":
+		r.Owner = true
+	case role == "admin" && group == "":
+		r.GlobalAdmin = true
+	case role == "admin":
+		if r.AdminOf == nil {
+			r.AdminOf = map[string]bool{}
+		}
+		r.AdminOf[group] = true
+	}
+}
+
 // LoadRoles reads a user's roles in one query.
 func LoadRoles(ctx context.Context, q store.Querier, userID string) (Roles, error) {
 	rows, err := q.Query(ctx, rolesQuery, userID)
@@ -37,14 +52,7 @@ func scanRoles(rows pgx.Rows, userID string) (Roles, error) {
 		if err := rows.Scan(&role, &group); err != nil {
 			return r, fmt.Errorf("read roles of %s: %w", userID, err)
 		}
-		switch {
-		case role == "owner":
-			r.Owner = true
-		case role == "admin" && group == "":
-			r.GlobalAdmin = true
-		case role == "admin":
-			r.AdminOf[group] = true
-		}
+		r.add(role, group)
 	}
 	if err := rows.Err(); err != nil {
 		return r, fmt.Errorf("read roles of %s: %w", userID, err)

@@ -111,6 +111,10 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) ([]*guardv1.
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("list holds: %w", err)
 	}
+	rows.Close()
+	if err := judgeApprovals(ctx, s.pool, out...); err != nil {
+		return nil, "", err
+	}
 	next := ""
 	if more {
 		last := out[len(out)-1]
@@ -135,6 +139,9 @@ func (s *Service) Get(ctx context.Context, v Viewer, id string) (*guardv1.Hold, 
 	}
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "hold %s not found", id)
+	}
+	if err := judgeApprovals(ctx, s.pool, h); err != nil {
+		return nil, err
 	}
 	return h, nil
 }

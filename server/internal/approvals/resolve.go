@@ -229,45 +229,6 @@ func (s *Service) DisarmReasonCapture(ctx context.Context, holdID, clicker strin
 	return tag.RowsAffected() > 0, nil
 }
 
-// approveTowardQuorumTx records one approval of a hold that needs several
-// (the hold row is locked by the caller, so concurrent clicks on any replica
-// are counted one at a time). It reports partial = true while the quorum is
-// not met: the hold stays pending and an approved_partial event says who
-// approved and how many remain. A second click by the same user counts once
-// and publishes nothing. When this click completes the quorum it reports
-// partial = false and the caller approves the hold.
-func (s *Service) approveTowardQuorumTx(ctx context.Context, tx pgx.Tx, cur *guardv1.Hold, clicker string) (*guardv1.Hold, bool, error) {
-	// One statement, run after the caller's row lock is held, so its
-	// snapshot sees every approval committed before ours (the locked read
-	// of cur may predate them). The CTE's insert is not visible to the
-	// count in the same statement, hence the sum.
-	var inserted, before int
-	err := tx.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO hold_approvals (hold_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1)
-		SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM hold_approvals WHERE hold_id = $1)`, cur.Id, clicker).Scan(&inserted, &before)
-	if err != nil {
-		return nil, false, fmt.Errorf("record approval of hold %s: %w", cur.Id, err)
-	}
-	if inserted == 0 {
-		h, err := GetHold(ctx, tx, cur.Id)
-		return h, true, err // already counted
-	}
-	given := before + 1
-	if given >= int(cur.ApprovalsRequired) {
-		return nil, false, nil
-	}
-	h, err := GetHold(ctx, tx, cur.Id)
-	if err != nil {
-		return nil, false, fmt.Errorf("re-read hold %s: %w", cur.Id, err)
-	}
-	remaining := int(cur.ApprovalsRequired) - given
-	if err := insertPartialEventTx(ctx, tx, h, clicker, remaining); err != nil {
-		return nil, false, err
-	}
-	s.metrics.ApprovalsPartialTotal.WithLabelValues(h.Kind).Inc()
-	return h, true, nil
-}
-
 func hasOption(h *guardv1.Hold, v string) bool {
 	for _, o := range h.Options {
 		if o.GetValue() == v {

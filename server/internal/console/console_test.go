@@ -495,3 +495,34 @@ func TestSignInNeverRedirectsOffSite(t *testing.T) {
 		}
 	}
 }
+
+// An approval that no longer counts (the policy stopped naming its
+// approver while the hold was partial) is shown, marked, and not counted.
+func TestQuorumHoldShowsWhoNoLongerCounts(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	op := f.srv.Operator(t)
+	setPolicy := func(approver string, also ...string) {
+		t.Helper()
+		if _, err := op.Registry.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: "research", ToGroup: "ops",
+			ApproverUserId: approver, AlsoApproverUserIds: also, Approvals: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPolicy("telegram:dana", "telegram:eve")
+	hold := f.ask(t, "two keys").GetHoldId()
+	dana := newBrowser(t, f.base)
+	csrf := dana.signIn(f.dana)
+	if resp, _ := dana.post("/holds/"+hold+"/resolve", url.Values{"csrf": {csrf}, "outcome": {"approve"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("Dana's approval: %d", resp.StatusCode)
+	}
+	setPolicy("telegram:eve", "telegram:olga")
+	eve := newBrowser(t, f.base)
+	eve.signIn(f.eve)
+	_, page := eve.get("/holds/" + hold)
+	for _, want := range []string{"0 of 2 approvals — telegram:dana", "(no longer eligible: not counted)", "only telegram:eve, telegram:olga", `id="approve"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("Eve's page after the policy change lacks %q:\n%s", want, page)
+		}
+	}
+}

@@ -36,6 +36,9 @@ type holdData struct {
 	CanResolve bool
 	// Approved: this user's approval already counts toward the quorum.
 	Approved bool
+	// Counted: the approvals that count toward the quorum (an approver no
+	// longer eligible is listed, marked, and not counted).
+	Counted int
 	// Waiting: approved, replayed with a grant, and not yet consumed — the
 	// page follows the decision log until the replay's answer arrives.
 	Waiting      bool
@@ -67,6 +70,10 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	for _, a := range h.GetApprovals() {
+		if a.GetIneligible() {
+			continue
+		}
+		d.Counted++
 		if a.GetUserId() == s.UserID {
 			d.Approved = true
 		}

@@ -84,14 +84,25 @@ func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) 
 		return nil, err
 	}
 	// A policy's mode ("" inherits a2a.send's) lets an operator roll a new
-	// policy out in audit or warn before enforcing it.
-	p, err := scanPolicy(s.pool.QueryRow(ctx, `INSERT INTO agent_message_policies
-			(from_agent_group_id, to_agent_group_id, approver_user_id, mode, also_approvers, approvals)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (from_agent_group_id, to_agent_group_id) DO UPDATE SET approver_user_id = EXCLUDED.approver_user_id,
-			mode = EXCLUDED.mode, also_approvers = EXCLUDED.also_approvers, approvals = EXCLUDED.approvals, created_at = now()
-		RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId(), mode,
-		also, req.GetApprovals()))
+	// policy out in audit or warn before enforcing it. The holds the policy
+	// made while they are pending follow it, in the same transaction: an
+	// approver it no longer names can no longer approve, nor count toward a
+	// quorum.
+	var p *guardv1.MessagePolicy
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		p, err = scanPolicy(tx.QueryRow(ctx, `INSERT INTO agent_message_policies
+				(from_agent_group_id, to_agent_group_id, approver_user_id, mode, also_approvers, approvals)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (from_agent_group_id, to_agent_group_id) DO UPDATE SET approver_user_id = EXCLUDED.approver_user_id,
+				mode = EXCLUDED.mode, also_approvers = EXCLUDED.also_approvers, approvals = EXCLUDED.approvals, created_at = now()
+			RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId(), mode,
+			also, req.GetApprovals()))
+		if err != nil || s.policyHolds == nil {
+			return err
+		}
+		return s.policyHolds(ctx, tx, p)
+	})
 	if err != nil {
 		return nil, err
 	}

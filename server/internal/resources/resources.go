@@ -35,14 +35,20 @@ type Catalog interface {
 
 // Service serves the admin resources over one pool.
 type Service struct {
-	pool    *pgxpool.Pool
-	catalog Catalog
+	pool        *pgxpool.Pool
+	catalog     Catalog
+	policyHolds PolicyHolds
 }
 
+// PolicyHolds runs in the transaction that sets a message policy, with the
+// policy as written: the pending holds the policy made follow it (the
+// approvals service owns them; app wires it).
+type PolicyHolds func(ctx context.Context, tx pgx.Tx, p *guardv1.MessagePolicy) error
+
 // New builds the service over the guard's catalog (nil: ListCatalog answers
-// Unavailable).
-func New(pool *pgxpool.Pool, catalog Catalog) *Service {
-	return &Service{pool: pool, catalog: catalog}
+// Unavailable); policyHolds may be nil.
+func New(pool *pgxpool.Pool, catalog Catalog, policyHolds PolicyHolds) *Service {
+	return &Service{pool: pool, catalog: catalog, policyHolds: policyHolds}
 }
 
 // invalid is InvalidArgument naming the field.
