@@ -28,6 +28,11 @@ func Entry() guard.Entry {
 		ApprovalAction: ApprovalAction,
 		Description:    "an agent messages another agent group (resource to=<group>)",
 		Args:           func(in *guard.Input) []any { return []any{in.Resource["to"]} },
+		// The target is read only through the actor group's own rows: its
+		// destination (whose foreign key means the target exists) and its
+		// policies (readable from either end). Without a destination the
+		// answer does not depend on the target at all.
+		Names: func(*guard.Input) []guard.Ref { return []guard.Ref{} },
 		Facts: []guard.Fact{
 			guard.Lookup{Table: "agent_destinations", Key: []guard.KeyEq{
 				{Column: "agent_group_id", Equals: guard.ActorGroup}, {Column: "target_agent_group_id", Equals: guard.Arg(0)}}}.Fact("destination"),

@@ -292,7 +292,7 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 		defer release()
 	}
 	if caller.Principal.Kind == guardv1.Principal_PRINCIPAL_USER {
-		if err := s.userMayAsk(ctx, caller.Principal.UserID, r.Actor); err != nil {
+		if err := s.userMayAsk(ctx, caller.Principal.UserID, r); err != nil {
 			return nil, err
 		}
 	}
@@ -402,6 +402,8 @@ func applyActorRules(c authn.Caller, r *guard.Request) error {
 // bridgeDecides keeps a bridge's question inside its channels: the human
 // it asserts is a user of its namespaces, and a chat it names (resource
 // messaging_group or payload messaging_group_id) is one of its channels'.
+// A chat of another channel and one that does not exist are refused in
+// the same words: the answer is no oracle of other channels' chats.
 func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *guardv1.DecideRequest) error {
 	if h := req.GetActor().GetHuman(); h != nil {
 		if err := bridgeAsserts(ctx, s.d.Log, c, "actor.human.user_id", h.GetUserId()); err != nil {
@@ -420,16 +422,13 @@ func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *g
 		}
 		var channel string
 		err := s.d.Pool.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, mg).Scan(&channel)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // no such chat: the baseline denies
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return DBError("messaging group", err)
 		}
-		if !c.Principal.SpeaksForChannel(channel) {
-			s.d.Log.InfoContext(ctx, "bridge refused: decision about a chat of another channel",
+		if err != nil || !c.Principal.SpeaksForChannel(channel) {
+			s.d.Log.InfoContext(ctx, "bridge refused: decision about a chat that is not of its channels",
 				"token", c.Principal.TokenID, "messaging_group", mg, "channel", channel, "channels", c.Principal.Channels)
-			return status.Errorf(codes.PermissionDenied, "messaging group %q is a %s chat; this bridge speaks for %v", mg, channel, c.Principal.Channels)
+			return status.Errorf(codes.PermissionDenied, "messaging group %q is not a chat of this bridge's channels %v", mg, c.Principal.Channels)
 		}
 	}
 	return nil

@@ -50,6 +50,13 @@ type Entry struct {
 	// extra parameters ($6 onwards) from the input.
 	Facts []Fact
 	Args  func(in *Input) []any
+	// Names are the objects the request names that the facts read beyond
+	// the actor's own group (through Args): a caller that may read only
+	// some objects (a user's dry run) is answered only when it may read
+	// every one, and one it may not reads as not found. An entry with Args
+	// declares them (nil Names there is refused to such callers); an empty
+	// answer says the facts read nothing the actor's group cannot.
+	Names func(in *Input) []Ref
 	// Precheck refuses malformed requests before the baseline runs: the
 	// error text is the deny reason and no hold is ever created.
 	Precheck func(in *Input, f Facts) error
@@ -66,6 +73,21 @@ type Entry struct {
 	Explain   ExplainFunc
 	TraceArgs []string
 }
+
+// Ref is an object a request names.
+type Ref struct {
+	Kind RefKind
+	ID   string
+}
+
+// RefKind is what kind of object a Ref names.
+type RefKind int
+
+// The kinds of object a request names.
+const (
+	RefAgentGroup RefKind = iota + 1
+	RefChat               // a messaging group
+)
 
 var actionRe = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)+$`)
 

@@ -54,6 +54,8 @@ func channelsRegister() guard.Entry {
 		Args: func(in *guard.Input) []any {
 			return []any{messagingGroup(in), in.Actor.GetHuman().GetUserId()}
 		},
+		// The chat's pending registration; the user's roles are the actor's own.
+		Names: func(in *guard.Input) []guard.Ref { return refs(guard.Ref{Kind: guard.RefChat, ID: messagingGroup(in)}) },
 		Facts: []guard.Fact{
 			{Name: "pending_approver", SQL: `SELECT approver_user_id FROM pending_channel_registrations WHERE messaging_group_id = $6::text`},
 			{Name: "is_owner", SQL: `SELECT EXISTS (SELECT 1 FROM user_roles WHERE user_id = $7::text AND role = 'owner')`},
@@ -87,6 +89,10 @@ func sendersAdmit() guard.Entry {
 		ApprovalAction: SenderAdmitApprovalAction,
 		Description:    "an unknown sender messages a chat (resource messaging_group=<id>)",
 		Args:           func(in *guard.Input) []any { return []any{messagingGroup(in), admitGroup(in)} },
+		// The chat's sender policy and its wiring to the named group.
+		Names: func(in *guard.Input) []guard.Ref {
+			return refs(guard.Ref{Kind: guard.RefChat, ID: messagingGroup(in)}, guard.Ref{Kind: guard.RefAgentGroup, ID: admitGroup(in)})
+		},
 		// Bind a sender_admit grant to the sender, chat and agent group it
 		// was approved for: an approval for one stranger must not admit
 		// another, nor into another group of the chat.
@@ -134,6 +140,17 @@ func admitGroup(in *guard.Input) string {
 		return g
 	}
 	return in.Arg("agent_group_id")
+}
+
+// refs drops the references the input leaves empty.
+func refs(rs ...guard.Ref) []guard.Ref {
+	out := rs[:0]
+	for _, r := range rs {
+		if r.ID != "" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func policyName(p string) string {

@@ -34,6 +34,19 @@ func scanMessagingGroup(row pgx.Row) (*guardv1.MessagingGroup, error) {
 // A restricted viewer sees the chats wired to its groups.
 const messagingGroupVisible = `($1 OR EXISTS (SELECT 1 FROM messaging_group_agents w WHERE w.messaging_group_id = m.id AND w.agent_group_id = ANY($2)))`
 
+// ChatVisible says whether a viewer who reads the given groups (not all)
+// sees the chat: the read rule of the chat listings above, for callers
+// outside this package (a user's dry run).
+func ChatVisible(ctx context.Context, q store.Querier, groups []string, chat string) (bool, error) {
+	if groups == nil {
+		groups = []string{}
+	}
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messaging_groups m WHERE m.id = $3 AND `+messagingGroupVisible+`)`,
+		false, groups, chat).Scan(&ok)
+	return ok, err
+}
+
 // ListMessagingGroups lists chats the caller may see.
 func (s *Service) ListMessagingGroups(ctx context.Context, req *guardv1.ListMessagingGroupsRequest) (*guardv1.ListMessagingGroupsResponse, error) {
 	v, err := s.viewer(ctx)
