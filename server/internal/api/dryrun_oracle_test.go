@@ -58,12 +58,18 @@ var nameSpots = []struct{ resource, payload string }{
 // named id, the decision id and every timestamp taken out.
 func dryRun(t *testing.T, c testserver.Clients, action string, actor *guardv1.Actor, resource map[string]string, payload map[string]any, id string) string {
 	t.Helper()
+	return decideAs(t, c, true, action, actor, resource, payload, id)
+}
+
+// decideAs is dryRun for a dry run or a real decision.
+func decideAs(t *testing.T, c testserver.Clients, dry bool, action string, actor *guardv1.Actor, resource map[string]string, payload map[string]any, id string) string {
+	t.Helper()
 	p, err := structpb.NewStruct(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp, err := c.Guard.Decide(context.Background(), &guardv1.DecideRequest{Action: action, Actor: actor,
-		Resource: resource, Payload: p, DryRun: true})
+		Resource: resource, Payload: p, DryRun: dry})
 	var out string
 	if err != nil {
 		out = fmt.Sprintf("%s: %s", status.Code(err), status.Convert(err).Message())
@@ -213,15 +219,22 @@ func TestBridgeDecisionsAreNoOracleOfOtherChannels(t *testing.T) {
 	slack := testserver.ClientsFor(srv.Conn(t, srv.BridgeToken(t, "slack"), ""))
 	for _, action := range []string{"senders.admit", "channels.register"} {
 		for _, dry := range []bool{true, false} {
-			ask := func(chat string) string {
-				_, err := slack.Guard.Decide(context.Background(), &guardv1.DecideRequest{Action: action, DryRun: dry,
-					Actor:    &guardv1.Actor{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{UserId: "slack:sam"}}},
-					Resource: map[string]string{"messaging_group": chat}})
-				return strings.ReplaceAll(fmt.Sprintf("%s: %s", status.Code(err), status.Convert(err).Message()), chat, "<ID>")
-			}
-			got, ghost := ask("mg-theirs"), ask("mg-ghost")
-			if got != ghost || !strings.HasPrefix(got, "PermissionDenied") {
-				t.Errorf("slack bridge, %s (dry run %v): a telegram chat answers %q, a missing one %q", action, dry, got, ghost)
+			// Every place a request can name its chat.
+			for _, spot := range nameSpots[:5] {
+				ask := func(chat string) string {
+					res, pay := map[string]string{}, map[string]any{}
+					if spot.resource != "" {
+						res[spot.resource] = chat
+					} else {
+						pay[spot.payload] = chat
+					}
+					return decideAs(t, slack, dry, action, &guardv1.Actor{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{UserId: "slack:sam"}}}, res, pay, chat)
+				}
+				got, ghost := ask("mg-theirs"), ask("mg-ghost")
+				if got != ghost {
+					t.Errorf("slack bridge, %s (dry run %v) naming the chat in %s%s: a telegram chat answers %q, a missing one %q",
+						action, dry, spot.resource, spot.payload, got, ghost)
+				}
 			}
 		}
 	}

@@ -297,7 +297,7 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 		}
 	}
 	if isBridge(caller) {
-		if err := s.bridgeDecides(ctx, caller, req); err != nil {
+		if err := s.bridgeDecides(ctx, caller, req, r); err != nil {
 			return nil, err
 		}
 	}
@@ -400,11 +400,12 @@ func applyActorRules(c authn.Caller, r *guard.Request) error {
 }
 
 // bridgeDecides keeps a bridge's question inside its channels: the human
-// it asserts is a user of its namespaces, and a chat it names (resource
-// messaging_group or payload messaging_group_id) is one of its channels'.
-// A chat of another channel and one that does not exist are refused in
-// the same words: the answer is no oracle of other channels' chats.
-func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *guardv1.DecideRequest) error {
+// it asserts is a user of its namespaces, and every chat the decision
+// would read (guard.Entry.Names, wherever the request names it) is one of
+// its channels'. A chat of another channel and one that does not exist
+// are refused in the same words: the answer is no oracle of other
+// channels' chats.
+func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *guardv1.DecideRequest, r *guard.Request) error {
 	if h := req.GetActor().GetHuman(); h != nil {
 		if err := bridgeAsserts(ctx, s.d.Log, c, "actor.human.user_id", h.GetUserId()); err != nil {
 			return err
@@ -412,14 +413,15 @@ func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *g
 	} else if err := bridgeMaySpeak(ctx, s.d.Log, c); err != nil {
 		return err
 	}
-	chats := []string{req.GetResource()["messaging_group"]}
-	if v, ok := req.GetPayload().GetFields()["messaging_group_id"]; ok {
-		chats = append(chats, v.GetStringValue())
+	refs, err := s.namedObjects(r)
+	if err != nil {
+		return err
 	}
-	for _, mg := range chats {
-		if mg == "" {
-			continue
+	for _, ref := range refs {
+		if ref.Kind != guard.RefChat {
+			continue // a bridge speaks for its channels' chats, whatever group they are wired to
 		}
+		mg := ref.ID
 		var channel string
 		err := s.d.Pool.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, mg).Scan(&channel)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -33,22 +33,15 @@ func (s *GuardService) userMayAsk(ctx context.Context, user string, r *guard.Req
 	if !actorAskable(user, roles, r.Actor) {
 		return status.Error(codes.PermissionDenied, "actor: a user asks only about agents of groups they administer, or about themselves")
 	}
-	entry, ok := s.d.Engine.Catalog.Lookup(r.Action)
-	if !ok {
-		return nil // not in the catalog: allowed, reading nothing
-	}
-	if entry.Names == nil {
-		if entry.Args != nil {
-			// Facts read from the request, undeclared: fail closed.
-			return status.Errorf(codes.PermissionDenied, "%s: a dry run of this action is for owners and global admins", r.Action)
-		}
-		return nil
+	refs, err := s.namedObjects(r)
+	if err != nil {
+		return err
 	}
 	groups := make([]string, 0, len(roles.AdminOf))
 	for g := range roles.AdminOf {
 		groups = append(groups, g)
 	}
-	for _, ref := range entry.Names(&r.Input) {
+	for _, ref := range refs {
 		switch ref.Kind {
 		case guard.RefAgentGroup:
 			if !roles.AdminOf[ref.ID] {
@@ -67,6 +60,23 @@ func (s *GuardService) userMayAsk(ctx context.Context, user string, r *guard.Req
 		}
 	}
 	return nil
+}
+
+// namedObjects are the objects a decision of r would read from the
+// request (guard.Entry.Names), for callers that may read only some: an
+// entry that reads the request without declaring them is refused (fail
+// closed); an action outside the catalog reads nothing.
+func (s *GuardService) namedObjects(r *guard.Request) ([]guard.Ref, error) {
+	entry, ok := s.d.Engine.Catalog.Lookup(r.Action)
+	switch {
+	case !ok:
+		return nil, nil
+	case entry.Names != nil:
+		return entry.Names(&r.Input), nil
+	case entry.Args != nil:
+		return nil, status.Errorf(codes.PermissionDenied, "%s: reads objects it does not declare; only the operator, owners and global admins may ask", r.Action)
+	}
+	return nil, nil
 }
 
 // actorAskable: a scoped admin asks about agents of their groups; anyone
