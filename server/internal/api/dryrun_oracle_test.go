@@ -19,7 +19,7 @@ import (
 
 // A dry run is no oracle across groups (issue 29): a user asks only about
 // what they may read, and an object of another group reads exactly as one
-// that does not exist.
+// that does not exist — to an agent asking through its runner as well.
 
 // oracleWorld: dana administers "mine" (session s-mine); "theirs" is
 // eve's, with a chat wired to it that holds strangers for approval, a
@@ -103,6 +103,9 @@ func TestDryRunsAreNoOracleAcrossGroups(t *testing.T) {
 	for i := range askers {
 		askers[i].c = testserver.ClientsFor(srv.Conn(t, srv.Token(t, "user", "", askers[i].user), ""))
 	}
+	// An agent of mine, through its runner (the header names its session).
+	askers = append(askers, asker{name: "an agent of mine", c: testserver.ClientsFor(srv.Conn(t, srv.Token(t, "runner", "r1", ""), "s-mine")),
+		actors: map[string]*guardv1.Actor{"itself": nil}})
 	// Objects of another group, each against an id that names nothing.
 	pairs := []struct{ exists, ghost string }{
 		{"theirs", "ghost-group"}, {"mg-theirs", "mg-ghost"}, {"mg-new", "mg-ghost"},
@@ -157,7 +160,7 @@ func TestDryRunsAreNoOracleAcrossGroups(t *testing.T) {
 	work := make(chan comparison)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
+	for w := 0; w < 8; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -256,5 +259,28 @@ func TestEveryEntryThatReadsTheRequestDeclaresWhatItNames(t *testing.T) {
 		if e.Args != nil && e.Names == nil {
 			t.Errorf("%s reads the request (Args) but declares no Names", e.Action)
 		}
+	}
+}
+
+// An agent cannot file an admission card for a chat (of another group, or
+// any): senders.admit is decided for a chat's sender, and the refusal
+// shows none of the chat's facts.
+func TestAgentCannotAskForASendersAdmission(t *testing.T) {
+	srv := testserver.Start(t)
+	oracleWorld(t, srv)
+	agent := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "runner", "r1", ""), "s-mine"))
+	payload, _ := structpb.NewStruct(map[string]any{"messaging_group_id": "mg-theirs", "agent_group_id": "theirs", "sender_user_id": "telegram:mallory"})
+	resp, err := agent.Guard.Decide(context.Background(), &guardv1.DecideRequest{Action: "senders.admit",
+		Resource: map[string]string{"messaging_group": "mg-theirs", "agent_group": "theirs"}, Payload: payload,
+		Card: &guardv1.HoldCard{Title: "👤 New sender", Question: "mallory wants in", Payload: payload}})
+	if err != nil || resp.GetDecision().GetEffect() != guardv1.Effect_EFFECT_DENY || resp.GetHoldId() != "" {
+		t.Fatalf("an agent asking to admit a sender: %v %v, want DENY and no hold", resp, err)
+	}
+	var holds int
+	if err := srv.Pool.QueryRow(context.Background(), `SELECT count(*) FROM holds`).Scan(&holds); err != nil || holds != 0 {
+		t.Fatalf("%d holds (%v), want none", holds, err)
+	}
+	if strings.Contains(resp.GetDecision().GetReason(), "theirs") || strings.Contains(resp.GetDecision().GetReason(), "request_approval") {
+		t.Fatalf("the refusal names the chat's facts: %q", resp.GetDecision().GetReason())
 	}
 }

@@ -6,6 +6,7 @@
 package permissions
 
 import (
+	"errors"
 	"fmt"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -55,7 +56,8 @@ func channelsRegister() guard.Entry {
 			return []any{messagingGroup(in), in.Actor.GetHuman().GetUserId()}
 		},
 		// The chat's pending registration; the user's roles are the actor's own.
-		Names: func(in *guard.Input) []guard.Ref { return refs(guard.Ref{Kind: guard.RefChat, ID: messagingGroup(in)}) },
+		Names:    func(in *guard.Input) []guard.Ref { return refs(guard.Ref{Kind: guard.RefChat, ID: messagingGroup(in)}) },
+		Precheck: humanOnly("channel registration is resolved by a human approver"),
 		Facts: []guard.Fact{
 			{Name: "pending_approver", SQL: `SELECT approver_user_id FROM pending_channel_registrations WHERE messaging_group_id = $6::text`},
 			{Name: "is_owner", SQL: `SELECT EXISTS (SELECT 1 FROM user_roles WHERE user_id = $7::text AND role = 'owner')`},
@@ -92,6 +94,16 @@ func sendersAdmit() guard.Entry {
 		// The chat's sender policy and its wiring to the named group.
 		Names: func(in *guard.Input) []guard.Ref {
 			return refs(guard.Ref{Kind: guard.RefChat, ID: messagingGroup(in)}, guard.Ref{Kind: guard.RefAgentGroup, ID: admitGroup(in)})
+		},
+		// The sender is a chat's (a user, or the system for one without an
+		// identity): an agent, through its runner, has no admission to ask
+		// for, and must neither file an admission card for another group's
+		// chat nor read its policy.
+		Precheck: func(in *guard.Input, _ guard.Facts) error {
+			if _, agent := in.AgentGroup(); agent {
+				return errors.New("sender admission is decided for a chat's sender, not " + guard.ActorInWords(in.Actor))
+			}
+			return nil
 		},
 		// Bind a sender_admit grant to the sender, chat and agent group it
 		// was approved for: an approval for one stranger must not admit
@@ -140,6 +152,18 @@ func admitGroup(in *guard.Input) string {
 		return g
 	}
 	return in.Arg("agent_group_id")
+}
+
+// humanOnly refuses a non-human actor before the baseline: a precheck's
+// deny shows none of the facts read (they are of a chat the actor may not
+// read), and no hold is created.
+func humanOnly(why string) func(in *guard.Input, _ guard.Facts) error {
+	return func(in *guard.Input, _ guard.Facts) error {
+		if in.Actor.GetHuman().GetUserId() == "" {
+			return errors.New(why + "; the actor is " + guard.ActorInWords(in.Actor))
+		}
+		return nil
+	}
 }
 
 // refs drops the references the input leaves empty.
