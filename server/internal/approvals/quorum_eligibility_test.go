@@ -305,9 +305,14 @@ func TestQuorumFollowsAPolicyChangedWhilePartial(t *testing.T) {
 		t.Fatalf("the newly named approver completes it: %v %v", got, err)
 	}
 
-	// One approval: the policy's approver replaced before anyone clicked.
+	// One approval: the policy's approver replaced after arming "Reject
+	// with reason…" — the capture ends with the approver's place.
 	setPolicy(t, srv, deliveree, nil, 0)
 	id = a2aHold(t, srv)
+	if resp, err := userClients(t, srv, deliveree).Approvals.Resolve(context.Background(), &guardv1.ResolveRequest{Id: id,
+		Outcome: guardv1.Outcome_OUTCOME_REJECT, Choice: approvals.ChoiceRejectWithReason}); err != nil || resp.GetHold().GetAwaitingReasonFrom() != deliveree {
+		t.Fatalf("arming the reason capture: %v %v", resp, err)
+	}
 	setPolicy(t, srv, otherAdmin, nil, 0)
 	if _, err := approve(t, srv, id, deliveree); code(err) != codes.PermissionDenied {
 		t.Fatalf("replaced approver on a single-approval hold: %v, want PermissionDenied", err)
