@@ -321,3 +321,24 @@ func TestQuorumFollowsAPolicyChangedWhilePartial(t *testing.T) {
 		t.Fatalf("the policy's new approver: %v %v", got, err)
 	}
 }
+
+// An approver who armed "Reject with reason…" and then lost their role
+// no longer holds the other approvers off.
+func TestARevokedApproversReasonCaptureHoldsNobodyOff(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	seed(t, srv)
+	h := createOn(t, srv, approvals.CreateRequest{Kind: "test_qcap", SessionID: "sess-1", Scope: group, Title: "t"})
+	resp, err := userClients(t, srv, scopedAdmin).Approvals.Resolve(context.Background(), &guardv1.ResolveRequest{Id: h.Id,
+		Outcome: guardv1.Outcome_OUTCOME_REJECT, Choice: approvals.ChoiceRejectWithReason})
+	if err != nil || resp.GetHold().GetAwaitingReasonFrom() != scopedAdmin {
+		t.Fatalf("arming the reason capture: %v %v", resp, err)
+	}
+	if _, err := approve(t, srv, h.Id, globalAdmin); code(err) != codes.FailedPrecondition {
+		t.Fatalf("another approver while the capture is armed: %v, want FailedPrecondition", err)
+	}
+	revokeScoped(t, srv, scopedAdmin, "ag-1")
+	if got, err := approve(t, srv, h.Id, globalAdmin); err != nil || got.GetStatus() != guardv1.HoldStatus_HOLD_STATUS_APPROVED {
+		t.Fatalf("approval after the capturing approver's role was revoked: %v %v", got, err)
+	}
+}

@@ -113,7 +113,15 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 			return status.Errorf(codes.InvalidArgument, "choice: %q is not an option of hold %s", r.Choice, r.HoldID)
 		}
 		if cur.AwaitingReasonFrom != "" && cur.AwaitingReasonFrom != r.Clicker {
-			return status.Errorf(codes.FailedPrecondition, "hold %s awaits a reject reason from %s", r.HoldID, cur.AwaitingReasonFrom)
+			// The capture holds the others off only while its approver may
+			// still resolve the hold (a role revoked since ends it).
+			still, err := MayResolve(ctx, tx, cur.ApproverRule, cur.ApproverScope, cur.AwaitingReasonFrom)
+			if err != nil {
+				return err
+			}
+			if still {
+				return status.Errorf(codes.FailedPrecondition, "hold %s awaits a reject reason from %s", r.HoldID, cur.AwaitingReasonFrom)
+			}
 		}
 		if armsReasonCapture(cur, r) {
 			hold, err = armReasonCaptureTx(ctx, tx, r.HoldID, r.Clicker)
