@@ -2,7 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -59,3 +63,39 @@ func bridgeRoutes(ctx context.Context, log *slog.Logger, c authn.Caller, channel
 }
 
 func isBridge(c authn.Caller) bool { return c.Principal.Kind == guardv1.Principal_PRINCIPAL_BRIDGE }
+
+// bridgeDecides keeps a bridge's question inside its channels: the human
+// it asserts is a user of its namespaces, and a chat it names (resource
+// messaging_group or payload messaging_group_id) is one of its channels'.
+func bridgeDecides(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, c authn.Caller, req *guardv1.DecideRequest) error {
+	if h := req.GetActor().GetHuman(); h != nil {
+		if err := bridgeAsserts(ctx, log, c, "actor.human.user_id", h.GetUserId()); err != nil {
+			return err
+		}
+	} else if err := bridgeMaySpeak(ctx, log, c); err != nil {
+		return err
+	}
+	chats := []string{req.GetResource()["messaging_group"]}
+	if v, ok := req.GetPayload().GetFields()["messaging_group_id"]; ok {
+		chats = append(chats, v.GetStringValue())
+	}
+	for _, mg := range chats {
+		if mg == "" {
+			continue
+		}
+		var channel string
+		err := pool.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, mg).Scan(&channel)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // no such chat: the baseline denies
+		}
+		if err != nil {
+			return DBError("messaging group", err)
+		}
+		if !c.Principal.SpeaksForChannel(channel) {
+			log.InfoContext(ctx, "bridge refused: decision about a chat of another channel",
+				"token", c.Principal.TokenID, "messaging_group", mg, "channel", channel, "channels", c.Principal.Channels)
+			return status.Errorf(codes.PermissionDenied, "messaging group %q is a %s chat; this bridge speaks for %v", mg, channel, c.Principal.Channels)
+		}
+	}
+	return nil
+}
