@@ -515,8 +515,9 @@ func (x *AgentActor) GetSessionId() string {
 
 // HumanActor is a human user.
 type HumanActor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespaced "<channel>:<handle>".
+	UserId        string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1735,22 +1736,22 @@ var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
 	"\n" +
-	"\x15guard/v1/common.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x01\n" +
+	"\x15guard/v1/common.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x01\n" +
 	"\x05Actor\x12)\n" +
 	"\x04host\x18\x01 \x01(\v2\x13.guard.v1.HostActorH\x00R\x04host\x12,\n" +
 	"\x05agent\x18\x02 \x01(\v2\x14.guard.v1.AgentActorH\x00R\x05agent\x12,\n" +
 	"\x05human\x18\x03 \x01(\v2\x14.guard.v1.HumanActorH\x00R\x05human\x12/\n" +
-	"\x06system\x18\x04 \x01(\v2\x15.guard.v1.SystemActorH\x00R\x06systemB\x06\n" +
-	"\x04kind\"\v\n" +
-	"\tHostActor\"\x97\x01\n" +
+	"\x06system\x18\x04 \x01(\v2\x15.guard.v1.SystemActorH\x00R\x06systemB\r\n" +
+	"\x04kind\x12\x05\xbaH\x02\b\x01\"\v\n" +
+	"\tHostActor\"\x99\x01\n" +
 	"\n" +
-	"AgentActor\x12G\n" +
-	"\x0eagent_group_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\fagentGroupId\x12@\n" +
+	"AgentActor\x12I\n" +
+	"\x0eagent_group_id\x18\x01 \x01(\tB#\xbaH r\x1e\x10\x01\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\fagentGroupId\x12@\n" +
 	"\n" +
-	"session_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\"H\n" +
+	"session_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\"T\n" +
 	"\n" +
-	"HumanActor\x12:\n" +
-	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\"\r\n" +
+	"HumanActor\x12F\n" +
+	"\auser_id\x18\x01 \x01(\tB-\xbaH*r(\x18\x80\x012#^[a-z0-9_-]+:[A-Za-z0-9._:@#+=/-]+$R\x06userId\"\r\n" +
 	"\vSystemActor\"\x96\x01\n" +
 	"\fApproverRule\x12;\n" +
 	"\texclusive\x18\x01 \x01(\v2\x1b.guard.v1.ExclusiveApproverH\x00R\texclusive\x12A\n" +

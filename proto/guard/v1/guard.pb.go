@@ -32,7 +32,7 @@ type DecideRequest struct {
 	Actor  *Actor `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
 	// Domain resource references, e.g. {"to": "<group>"} for a2a.send.
 	Resource map[string]string `protobuf:"bytes,3,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Action arguments (at most 256 KiB encoded).
+	// Action arguments (at most 256 KiB encoded, as every Struct of a request).
 	Payload *structpb.Struct `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
 	// The id of an approved hold carried by a replay. A replay is idempotent
 	// per hold: whichever runner hosts the hold's session gets the ALLOW (and
@@ -423,9 +423,9 @@ var File_guard_v1_guard_proto protoreflect.FileDescriptor
 
 const file_guard_v1_guard_proto_rawDesc = "" +
 	"\n" +
-	"\x14guard/v1/guard.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\x88\x04\n" +
-	"\rDecideRequest\x120\n" +
-	"\x06action\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x12%\n" +
+	"\x14guard/v1/guard.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\x99\x04\n" +
+	"\rDecideRequest\x12A\n" +
+	"\x06action\x18\x01 \x01(\tB)\xbaH&r$\x10\x01\x18\x80\x012\x1d^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$R\x06action\x12%\n" +
 	"\x05actor\x18\x02 \x01(\v2\x0f.guard.v1.ActorR\x05actor\x12r\n" +
 	"\bresource\x18\x03 \x03(\v2%.guard.v1.DecideRequest.ResourceEntryB/\xbaH,\x9a\x01)\x10 \"\x1ar\x18\x10\x01\x18\x80\x012\x11^[A-Za-z0-9_.-]*$*\tr\a\x18\x80\b\xba\x01\x01\x00R\bresource\x121\n" +
 	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x127\n" +
@@ -446,10 +446,10 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"\n" +
 	"hold_error\x18\x05 \x01(\tR\tholdError\x12 \n" +
 	"\vundelivered\x18\x06 \x01(\bR\vundelivered\x127\n" +
-	"\vexplanation\x18\a \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"\x92\x01\n" +
-	"\x13DecideStreamRequest\x12H\n" +
-	"\x0ecorrelation_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\rcorrelationId\x121\n" +
-	"\arequest\x18\x02 \x01(\v2\x17.guard.v1.DecideRequestR\arequest\"\xa0\x01\n" +
+	"\vexplanation\x18\a \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"\x9c\x01\n" +
+	"\x13DecideStreamRequest\x12J\n" +
+	"\x0ecorrelation_id\x18\x01 \x01(\tB#\xbaH r\x1e\x10\x01\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\rcorrelationId\x129\n" +
+	"\arequest\x18\x02 \x01(\v2\x17.guard.v1.DecideRequestB\x06\xbaH\x03\xc8\x01\x01R\arequest\"\xa0\x01\n" +
 	"\x14DecideStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tR\rcorrelationId\x124\n" +
 	"\bresponse\x18\x02 \x01(\v2\x18.guard.v1.DecideResponseR\bresponse\x12+\n" +

@@ -2,13 +2,17 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+
+	"github.com/jackc/pgx/v5"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
 // Bridges speak for their channel namespaces only (the token's channels,
@@ -59,3 +63,40 @@ func bridgeRoutes(ctx context.Context, log *slog.Logger, c authn.Caller, channel
 }
 
 func isBridge(c authn.Caller) bool { return c.Principal.Kind == guardv1.Principal_PRINCIPAL_BRIDGE }
+
+// bridgeDecides keeps a bridge's question inside its channels: the human
+// it asserts is a user of its namespaces, and every chat the decision
+// would read (guard.Entry.Names, wherever the request names it) is one of
+// its channels'. A chat of another channel and one that does not exist
+// are refused in the same words: the answer is no oracle of other
+// channels' chats.
+func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *guardv1.DecideRequest, r *guard.Request) error {
+	if h := req.GetActor().GetHuman(); h != nil {
+		if err := bridgeAsserts(ctx, s.d.Log, c, "actor.human.user_id", h.GetUserId()); err != nil {
+			return err
+		}
+	} else if err := bridgeMaySpeak(ctx, s.d.Log, c); err != nil {
+		return err
+	}
+	refs, err := s.namedObjects(r)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		if ref.Kind != guard.RefChat {
+			continue // a bridge speaks for its channels' chats, whatever group they are wired to
+		}
+		mg := ref.ID
+		var channel string
+		err := s.d.Pool.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, mg).Scan(&channel)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return DBError("messaging group", err)
+		}
+		if err != nil || !c.Principal.SpeaksForChannel(channel) {
+			s.d.Log.InfoContext(ctx, "bridge refused: decision about a chat that is not of its channels",
+				"token", c.Principal.TokenID, "messaging_group", mg, "channel", channel, "channels", c.Principal.Channels)
+			return status.Errorf(codes.PermissionDenied, "messaging group %q is not a chat of this bridge's channels %v", mg, c.Principal.Channels)
+		}
+	}
+	return nil
+}

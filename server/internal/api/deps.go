@@ -31,6 +31,10 @@ type GuardDeps struct {
 	Log       *slog.Logger       //
 	Admission *admission.Limiter // sheds decisions past the adaptive limit (nil = off)
 	Validator *edge.Validator    // the protos' request rules, per DecideStream frame
+	// HeldByTheirRPC are the catalog actions whose holds only the admin-RPC
+	// interceptor creates (the RPC itself is the held payload): a card for
+	// one through Guard.Decide is refused.
+	HeldByTheirRPC map[string]bool
 }
 
 // ApprovalsDeps is what the Approvals service (approvals.go) uses.

@@ -4,32 +4,24 @@ import (
 	"context"
 	"errors"
 	"io"
-	"regexp"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/admission"
-	"github.com/clawguard/clawguard/server/internal/authn"
-	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/edge"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
 // Limits at the edge.
 const (
-	MaxPayloadBytes = 256 << 10
-	maxIDLen        = 128
-	maxActionLen    = 128
+	maxIDLen = 128
 	// StreamInFlight bounds the decisions one DecideStream evaluates at
 	// once; when it is reached the server stops reading frames and gRPC
 	// flow control pushes back on the runner. It is above admission
@@ -39,8 +31,6 @@ const (
 	// in flight to refuse, and an offered 20,000/s waited 2.5 s in queues.
 	StreamInFlight = 1024
 )
-
-var guardActionPattern = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)*$`)
 
 // TapOverload is the server's tap (grpc.InTapHandle): while admission
 // control is at its limit, a Guard.Decide is refused where the transport
@@ -236,18 +226,9 @@ func (s *GuardService) answerFrame(ctx context.Context, frame *guardv1.DecideStr
 				err = status.Error(codes.Internal, "internal error")
 			}
 		}()
-		if frame.GetCorrelationId() == "" {
-			return InvalidArgument("correlation_id", "required")
-		}
-		if len(frame.GetCorrelationId()) > maxIDLen {
-			return InvalidArgument("correlation_id", "longer than %d characters", maxIDLen)
-		}
-		if frame.GetRequest() == nil {
-			return InvalidArgument("request", "required")
-		}
 		// The stream interceptor skips frames: validated here, a bad
 		// one is answered alone and the stream goes on.
-		if err := s.d.Validator.Validate(frame.GetRequest()); err != nil {
+		if err := s.d.Validator.Validate(frame); err != nil {
 			return edge.Status(err)
 		}
 		resp, err = s.decide(ctx, frame.GetRequest())
@@ -261,60 +242,47 @@ func (s *GuardService) answerFrame(ctx context.Context, frame *guardv1.DecideStr
 	return out
 }
 
-// decide validates, applies the caller's actor rules and asks the engine.
+// decide asks the engine for one request: the caller's terms make it the
+// engine's request, admission control gives it a place, and what the
+// engine says is mapped once (decideError).
 func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
 	if s.d.Engine == nil {
 		return nil, status.Error(codes.Unavailable, "the guard is not wired")
 	}
-	if err := ValidateDecide(req); err != nil {
-		return nil, err
-	}
-	caller, ok := authn.FromContext(ctx)
-	if !ok {
-		return nil, status.Error(codes.Unauthenticated, "unauthenticated")
-	}
-	if req.GetActor() == nil && caller.Agent == nil {
-		return nil, InvalidArgument("actor", "required")
-	}
-	if err := s.checkCard(req); err != nil {
-		return nil, err
-	}
-	r := guard.FromProto(req)
-	if err := applyActorRules(caller, r); err != nil {
+	r, err := s.callerRequest(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	if l := s.admission.Load(); l != nil && ctx.Value(admittedKey{}) == nil {
 		// A DecideStream frame, or a call served without AdmitUnary.
-		release, err := s.admit(ctx, l, isReplay(req))
+		release, err := s.admit(ctx, l, r.Grant != "")
 		if err != nil {
 			return nil, err
 		}
 		defer release()
 	}
-	if caller.Principal.Kind == guardv1.Principal_PRINCIPAL_USER {
-		if err := s.userMayAsk(ctx, caller.Principal.UserID, r); err != nil {
-			return nil, err
-		}
-	}
-	if isBridge(caller) {
-		if err := s.bridgeDecides(ctx, caller, req, r); err != nil {
-			return nil, err
-		}
-	}
 	resp, err := s.d.Engine.Decide(ctx, r)
+	if err != nil {
+		return nil, s.decideError(ctx, r, err)
+	}
+	return resp, nil
+}
+
+// decideError is the status of an engine error: a runner naming a session
+// it does not host is refused, a replay the guard could not decide is
+// retried, a cancelled call says so; anything else is the server's fault.
+func (s *GuardService) decideError(ctx context.Context, r *guard.Request, err error) error {
 	switch {
-	case err == nil:
-		return resp, nil
 	case errors.Is(err, guard.ErrActorNotOwned):
-		return nil, status.Errorf(codes.PermissionDenied, "runner %q does not host session %q of group %q",
-			caller.Principal.RunnerID, r.Session(), r.Actor.GetAgent().GetAgentGroupId())
+		return status.Errorf(codes.PermissionDenied, "runner %q does not host session %q of group %q",
+			r.RunnerID, r.Session(), r.Actor.GetAgent().GetAgentGroupId())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return nil, status.FromContextError(err).Err()
+		return status.FromContextError(err).Err()
 	case errors.Is(err, guard.ErrUnavailable):
-		return nil, ReplayUnavailable()
+		return ReplayUnavailable()
 	}
 	s.d.Log.ErrorContext(ctx, "decide failed", "action", r.Action, "err", err)
-	return nil, status.Error(codes.Internal, "decide: internal error")
+	return status.Error(codes.Internal, "decide: internal error")
 }
 
 // Overloaded refuses a decision past the admission limit: nothing was
@@ -331,163 +299,3 @@ func Overloaded(after time.Duration) error {
 func ReplayUnavailable() error {
 	return Retryable("the guard could not decide this replay right now; nothing was decided and the grant is unused: retry", guard.RetryAfter)
 }
-
-// checkCard: a card's payload becomes the hold's payload — what the approver
-// judges and what runs on approval — so it must be the decided request
-// itself. Admin-RPC holds (cli_command) come only from the RPC interceptor,
-// in-process: a card for one through Guard.Decide could carry another
-// command than the one decided (a group-scoped members.add whose approval
-// replays roles.grant).
-func (s *GuardService) checkCard(req *guardv1.DecideRequest) error {
-	c := req.GetCard()
-	if c == nil {
-		return nil
-	}
-	if c.GetPayload() != nil && !proto.Equal(c.GetPayload(), req.GetPayload()) {
-		return InvalidArgument("card.payload", "must be the decided payload (or unset)")
-	}
-	if e, ok := s.d.Engine.Catalog.Lookup(req.GetAction()); ok && e.ApprovalAction == commands.ApprovalAction {
-		return InvalidArgument("card", "admin commands are held by calling the RPC itself, not through Guard.Decide")
-	}
-	return nil
-}
-
-// applyActorRules: the operator may name any actor; a runner only agents on
-// sessions it hosts (its x-clawguard-session agent, or a named session the
-// engine checks against sessions.runner_id); a bridge humans (and itself,
-// the system). Request ids are scoped to the caller.
-func applyActorRules(c authn.Caller, r *guard.Request) error {
-	switch c.Principal.Kind {
-	case guardv1.Principal_PRINCIPAL_OPERATOR:
-		r.RequestID = scopedRequestID(c, r.RequestID)
-		return nil
-	case guardv1.Principal_PRINCIPAL_RUNNER:
-		r.RunnerID = c.Principal.RunnerID
-		if c.Agent != nil {
-			// The header's agent was checked at authentication.
-			own := &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: c.Agent.GroupID, SessionId: c.Agent.SessionID}}}
-			if r.Actor != nil && !proto.Equal(r.Actor, own) {
-				return status.Error(codes.PermissionDenied, "actor: differs from the agent of the x-clawguard-session header")
-			}
-			r.Actor = own
-			return nil
-		}
-		a := r.Actor.GetAgent()
-		if a == nil {
-			return status.Error(codes.PermissionDenied, "actor: runners may only act for agents on sessions they host")
-		}
-		if a.GetSessionId() == "" {
-			return status.Error(codes.PermissionDenied, "actor.agent.session_id: a runner must name the session it hosts")
-		}
-		r.RequireOwnedSession = true
-		return nil
-	case guardv1.Principal_PRINCIPAL_BRIDGE:
-		switch r.Actor.GetKind().(type) {
-		case *guardv1.Actor_Human, *guardv1.Actor_System:
-			r.RequestID = scopedRequestID(c, r.RequestID)
-			return nil
-		}
-		return status.Error(codes.PermissionDenied, "actor: bridges may only assert human users")
-	case guardv1.Principal_PRINCIPAL_USER:
-		// What-if only (ncl explain, the console); userMayAsk scopes the actor.
-		if !r.DryRun || r.Card != nil {
-			return status.Error(codes.PermissionDenied, "user tokens may only ask dry runs (explain)")
-		}
-		r.RequestID = scopedRequestID(c, r.RequestID)
-		return nil
-	}
-	return status.Errorf(codes.PermissionDenied, "%s tokens may not ask the guard", enumword.String(c.Principal.Kind))
-}
-
-// bridgeDecides keeps a bridge's question inside its channels: the human
-// it asserts is a user of its namespaces, and every chat the decision
-// would read (guard.Entry.Names, wherever the request names it) is one of
-// its channels'. A chat of another channel and one that does not exist
-// are refused in the same words: the answer is no oracle of other
-// channels' chats.
-func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *guardv1.DecideRequest, r *guard.Request) error {
-	if h := req.GetActor().GetHuman(); h != nil {
-		if err := bridgeAsserts(ctx, s.d.Log, c, "actor.human.user_id", h.GetUserId()); err != nil {
-			return err
-		}
-	} else if err := bridgeMaySpeak(ctx, s.d.Log, c); err != nil {
-		return err
-	}
-	refs, err := s.namedObjects(r)
-	if err != nil {
-		return err
-	}
-	for _, ref := range refs {
-		if ref.Kind != guard.RefChat {
-			continue // a bridge speaks for its channels' chats, whatever group they are wired to
-		}
-		mg := ref.ID
-		var channel string
-		err := s.d.Pool.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, mg).Scan(&channel)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return DBError("messaging group", err)
-		}
-		if err != nil || !c.Principal.SpeaksForChannel(channel) {
-			s.d.Log.InfoContext(ctx, "bridge refused: decision about a chat that is not of its channels",
-				"token", c.Principal.TokenID, "messaging_group", mg, "channel", channel, "channels", c.Principal.Channels)
-			return status.Errorf(codes.PermissionDenied, "messaging group %q is not a chat of this bridge's channels %v", mg, c.Principal.Channels)
-		}
-	}
-	return nil
-}
-
-func scopedRequestID(c authn.Caller, id string) string {
-	if id == "" {
-		return ""
-	}
-	return c.Principal.TokenID + "/" + id
-}
-
-// ValidateDecide refuses malformed requests before anything is read or
-// written; the message names the field.
-func ValidateDecide(req *guardv1.DecideRequest) error {
-	switch {
-	case req.GetAction() == "":
-		return InvalidArgument("action", "required")
-	case len(req.GetAction()) > maxActionLen || !guardActionPattern.MatchString(req.GetAction()):
-		return InvalidArgument("action", "must be a dotted lower-case catalog name")
-	case len(req.GetGrant()) > maxIDLen:
-		return InvalidArgument("grant", "longer than %d characters", maxIDLen)
-	case len(req.GetRequestId()) > maxIDLen:
-		return InvalidArgument("request_id", "longer than %d characters", maxIDLen)
-	case proto.Size(req.GetPayload()) > MaxPayloadBytes:
-		return InvalidArgument("payload", "larger than %d KiB", MaxPayloadBytes>>10)
-	case proto.Size(req.GetCard()) > MaxPayloadBytes:
-		return InvalidArgument("card", "larger than %d KiB", MaxPayloadBytes>>10)
-	}
-	if err := validateActor(req.GetActor()); err != nil {
-		return err
-	}
-	for k, v := range req.GetResource() {
-		if k == "" || len(k) > maxIDLen || len(v) > 1024 {
-			return InvalidArgument("resource", "keys must be 1..%d characters and values at most 1024", maxIDLen)
-		}
-	}
-	return nil
-}
-
-func validateActor(a *guardv1.Actor) error {
-	switch k := a.GetKind().(type) {
-	case nil:
-		if a == nil {
-			return nil // a runner's header may supply it; applyActorRules decides
-		}
-		return InvalidArgument("actor", "no kind set (host, agent, human or system)")
-	case *guardv1.Actor_Agent:
-		if k.Agent.GetAgentGroupId() == "" {
-			return InvalidArgument("actor.agent.agent_group_id", "required")
-		}
-	case *guardv1.Actor_Human:
-		if !guardUserIDPattern.MatchString(k.Human.GetUserId()) {
-			return InvalidArgument("actor.human.user_id", "must be namespaced \"<channel>:<handle>\"")
-		}
-	}
-	return nil
-}
-
-var guardUserIDPattern = regexp.MustCompile(`^[a-z0-9_-]+:.+$`)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/listener"
 	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/snapshot"
@@ -65,7 +66,7 @@ func buildServices(ctx context.Context, d *Parts) (*services, error) {
 
 	s.guard = api.NewGuardService(api.GuardDeps{
 		Engine: d.Guard, Pool: d.Store.Pool, Metrics: d.Metrics, Log: d.Log,
-		Admission: d.Admission, Validator: d.Validator,
+		Admission: d.Admission, Validator: d.Validator, HeldByTheirRPC: commands.HeldByTheirRPC(d.Guard.Catalog),
 	})
 	s.approvals = api.NewApprovalsService(api.ApprovalsDeps{
 		Approvals: d.Approvals, Catalog: d.Guard.Catalog, Pool: d.Store.Pool, Log: d.Log,

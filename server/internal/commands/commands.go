@@ -228,3 +228,15 @@ func argValues(args map[string]any, path []string) []string {
 	}
 	return []string{"?"}
 }
+
+// HeldByTheirRPC are the catalog's actions whose holds only the admin-RPC
+// interceptor creates, storing the RPC itself as the held payload.
+func HeldByTheirRPC(cat *guard.Catalog) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range cat.List() {
+		if e.ApprovalAction == ApprovalAction {
+			out[e.Action] = true
+		}
+	}
+	return out
+}

@@ -1,8 +1,8 @@
 // Package edge validates requests where they enter the server: the
 // protovalidate rules declared in the protos (lengths, id shapes, enum
-// values, list sizes, no NUL bytes), plus what those rules cannot express —
-// no NUL byte anywhere in a google.protobuf.Struct payload, which Postgres
-// refuses in text and jsonb. A request that fails never reaches a handler,
+// values, list sizes, no NUL bytes), plus what those rules cannot express
+// about a google.protobuf.Struct payload: no NUL byte anywhere in it, which
+// Postgres refuses in text and jsonb, and at most MaxStructBytes encoded. A request that fails never reaches a handler,
 // the guard or the database, and the caller gets InvalidArgument naming the
 // field.
 package edge
@@ -21,6 +21,10 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 )
+
+// MaxStructBytes bounds one Struct payload of a request, encoded (a
+// request as a whole is bounded by the server's MaxRecvMsgSize).
+const MaxStructBytes = 256 << 10
 
 // Validator is a protovalidate.Validator (so the go-grpc-middleware
 // interceptor can use it) that adds the Struct payload check and says
@@ -46,13 +50,13 @@ func (v *Validator) Validate(msg proto.Message, opts ...protovalidate.Validation
 	if err != nil && !errors.As(err, &verr) {
 		return err
 	}
-	if path := nulInStructs(msg.ProtoReflect(), ""); path != "" {
+	if bad := badStruct(msg.ProtoReflect(), ""); bad.path != "" {
 		if verr == nil {
 			verr = &protovalidate.ValidationError{}
 		}
 		verr.Violations = append(verr.Violations, &protovalidate.Violation{Proto: validate.Violation_builder{
-			RuleId:  proto.String("guard.struct.no_nul"),
-			Message: proto.String(path + ": must not contain a NUL byte"),
+			RuleId:  proto.String(bad.rule),
+			Message: proto.String(bad.path + ": " + bad.message),
 		}.Build()})
 	}
 	if verr == nil || len(verr.Violations) == 0 {
@@ -106,8 +110,54 @@ var (
 	listName   = (&structpb.ListValue{}).ProtoReflect().Descriptor().FullName()
 )
 
-// nulInStructs is the path of the first Struct key or string value that
-// carries a NUL byte, "" when none does. It visits set fields only.
+// structFault is the first Struct payload a request may not carry.
+type structFault struct{ path, rule, message string }
+
+// badStruct finds the first Struct, Value or ListValue larger than
+// MaxStructBytes, or with a key or string value that carries a NUL byte
+// (path "" when there is none). It visits set fields only.
+func badStruct(m protoreflect.Message, prefix string) structFault {
+	switch m.Descriptor().FullName() {
+	case structName, valueName, listName:
+		path := strings.TrimSuffix(prefix, ".")
+		if proto.Size(m.Interface()) > MaxStructBytes {
+			return structFault{path, "guard.struct.max_bytes", fmt.Sprintf("larger than %d KiB", MaxStructBytes>>10)}
+		}
+		if nul := nulInStructs(m, prefix); nul != "" {
+			return structFault{nul, "guard.struct.no_nul", "must not contain a NUL byte"}
+		}
+		return structFault{}
+	}
+	if !mayHoldStruct(m.Descriptor()) {
+		return structFault{}
+	}
+	var found structFault
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if !fieldMayHoldStruct(fd) {
+			return true
+		}
+		path := prefix + string(fd.Name())
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len() && found.path == ""; i++ {
+				found = badStruct(l.Get(i).Message(), fmt.Sprintf("%s[%d].", path, i))
+			}
+		case fd.IsMap(): // of messages: fieldMayHoldStruct passed it
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				found = badStruct(mv.Message(), fmt.Sprintf("%s[%q].", path, k.String()))
+				return found.path == ""
+			})
+		default:
+			found = badStruct(v.Message(), path+".")
+		}
+		return found.path == ""
+	})
+	return found
+}
+
+// nulInStructs is the path of the first key or string value of a Struct,
+// Value or ListValue that carries a NUL byte, "" when none does.
 func nulInStructs(m protoreflect.Message, prefix string) string {
 	switch m.Descriptor().FullName() {
 	case structName:
@@ -117,32 +167,7 @@ func nulInStructs(m protoreflect.Message, prefix string) string {
 	case listName:
 		return nulInValue(structpb.NewListValue(m.Interface().(*structpb.ListValue)), strings.TrimSuffix(prefix, "."))
 	}
-	if !mayHoldStruct(m.Descriptor()) {
-		return ""
-	}
-	found := ""
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if !fieldMayHoldStruct(fd) {
-			return true
-		}
-		path := prefix + string(fd.Name())
-		switch {
-		case fd.IsList():
-			l := v.List()
-			for i := 0; i < l.Len() && found == ""; i++ {
-				found = nulInStructs(l.Get(i).Message(), fmt.Sprintf("%s[%d].", path, i))
-			}
-		case fd.IsMap(): // of messages: fieldMayHoldStruct passed it
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				found = nulInStructs(mv.Message(), fmt.Sprintf("%s[%q].", path, k.String()))
-				return found == ""
-			})
-		default:
-			found = nulInStructs(v.Message(), path+".")
-		}
-		return found == ""
-	})
-	return found
+	return ""
 }
 
 // reachesStruct caches, per message type, whether a Struct, Value or

@@ -120,6 +120,20 @@ var sessionLookups = [2]Lookup{
 	{Table: "sessions", Key: []KeyEq{{"id", ActorSession}}, Column: "agent_group_id"},
 }
 
+// argsOf is the entry's Args(in), its facts' parameters from $6 on; ok
+// false when Args panics.
+func (ce *compiled) argsOf(in *Input) (args []any, ok bool) {
+	if ce.Args == nil {
+		return nil, true
+	}
+	defer func() {
+		if recover() != nil {
+			args, ok = nil, false
+		}
+	}()
+	return ce.Args(in), true
+}
+
 // NewCatalog returns an empty catalog.
 func NewCatalog() *Catalog {
 	c := &Catalog{entries: map[string]*compiled{}}

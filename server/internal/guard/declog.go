@@ -28,10 +28,17 @@ type logRow struct {
 	// Mode is the gate's audit or warn mode when it relaxed the answer;
 	// WouldEffect and WouldReason are what enforce would have answered.
 	Mode, WouldEffect, WouldReason string
-	// CheckRev: the decision was made from the snapshot at fact revision
-	// Rev; the row is written only while the database is still there.
-	Rev      int64
-	CheckRev bool
+	// fence, when set, is the fact revision a copy was read at: the row is
+	// written only while the database is still at it (see reading.fence).
+	fence *int64
+}
+
+// rev is the row's fence as the INSERT's rev parameter (-1: read live).
+func (r *logRow) rev() int64 {
+	if r.fence == nil {
+		return -1
+	}
+	return *r.fence
 }
 
 // errConflict says another decision already holds this (runner, request_id).
@@ -195,12 +202,8 @@ func valuesArgs(rows []*pendingRow) []any {
 	out := make([]any, 0, len(rows)*logParams)
 	for _, p := range rows {
 		r := p.row
-		rev := int64(-1)
-		if r.CheckRev {
-			rev = r.Rev
-		}
 		out = append(out, r.ID, r.At, r.Action, r.Actor, r.ActorKind, r.Group, r.Session, r.Effect, r.Reason, r.DecidedBy,
-			r.Grant, r.Hold, r.LatencyUS, r.DryRun, r.RunnerID, r.RequestID, r.Answer, traceArg(r.Trace), r.Mode, r.WouldEffect, r.WouldReason, rev)
+			r.Grant, r.Hold, r.LatencyUS, r.DryRun, r.RunnerID, r.RequestID, r.Answer, traceArg(r.Trace), r.Mode, r.WouldEffect, r.WouldReason, r.rev())
 	}
 	return out
 }
@@ -229,10 +232,7 @@ func batchArgs(rows []*pendingRow) []any {
 		grants[i], holds[i], lat[i], dry[i], runners[i], reqs[i], answers[i] = r.Grant, r.Hold, r.LatencyUS, r.DryRun, r.RunnerID, r.RequestID, r.Answer
 		traces[i] = traceArg(r.Trace)
 		modes[i], wouldEff[i], wouldWhy[i] = r.Mode, r.WouldEffect, r.WouldReason
-		revs[i] = -1
-		if r.CheckRev {
-			revs[i] = r.Rev
-		}
+		revs[i] = r.rev()
 	}
 	return []any{ids, ats, actions, actors, kinds, groups, sessions, effects, reasons, by, grants, holds, lat, dry, runners, reqs, answers, traces,
 		modes, wouldEff, wouldWhy, revs}
@@ -253,7 +253,7 @@ func settle(rows []*pendingRow, written map[string]bool, err error) {
 		switch {
 		case err != nil:
 			p.done <- err
-		case !written[p.row.ID] && p.row.CheckRev:
+		case !written[p.row.ID] && p.row.fence != nil:
 			p.done <- errStale
 		case !written[p.row.ID]:
 			p.done <- errConflict

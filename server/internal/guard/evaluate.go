@@ -4,8 +4,88 @@ import (
 	"fmt"
 	"maps"
 
+	"google.golang.org/protobuf/proto"
+
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
+
+// step is the write a verdict needs before it is answered.
+type step int
+
+const (
+	// stepLog logs the decision (batched) and answers it.
+	stepLog step = iota
+	// stepPrior answers what an earlier request with the same id was told.
+	stepPrior
+	// stepCited answers a replay of a grant an earlier decision consumed
+	// with that decision (its citation); nothing is written.
+	stepCited
+	// stepConsume consumes the grant and logs the ALLOW in one statement.
+	stepConsume
+	// stepHold creates the hold and logs the HOLD in one transaction.
+	stepHold
+	// stepNotOwned refuses a runner acting for a session it does not host.
+	stepNotOwned
+)
+
+// verdict is what a reading decides: the decision, and what recording it
+// takes. judge makes it without any I/O.
+type verdict struct {
+	Decision
+	step  step
+	prior *guardv1.DecideResponse // stepPrior
+	// explanation answers a dry run; trace is the log row's (explain.go).
+	explanation *guardv1.Explanation
+	trace       []byte
+	// cause: the facts could not be read, so nothing was decided (the
+	// record step fails closed, or answers Unavailable to a replay).
+	cause error
+}
+
+// judge is the pure part of a decision: from what was read to the verdict.
+// err is the reading's failure, if any.
+func judge(p *plan, r *reading, err error) verdict {
+	if err != nil {
+		return verdict{Decision: failClosed(), cause: err}
+	}
+	req, in, e := p.req, &p.req.Input, p.Entry()
+	if r.prior != nil {
+		var prior guardv1.DecideResponse
+		if proto.Unmarshal(r.prior, &prior) != nil {
+			return verdict{Decision: failClosed()}
+		}
+		return verdict{step: stepPrior, prior: &prior}
+	}
+	if p.badArgs {
+		return verdict{Decision: failClosed()}
+	}
+	if req.RequireOwnedSession && !ownsSession(req, r.common) {
+		return verdict{step: stepNotOwned}
+	}
+	v := verdict{Decision: evaluate(e, in, r.facts)}
+	switch {
+	case p.retryable() && req.RunnerID != "" && v.Effect != EffectDeny && consumedReplay(e, in, r.grant):
+		// Idempotent per hold, not per runner: the session's runner (a
+		// takeover one too) gets the consuming decision's answer while the
+		// baseline still holds, and ApplyAction applies it once. Only
+		// runners: an in-process caller acts on the ALLOW itself, so for it
+		// a used grant stays a DENY.
+		v.step = stepCited
+		return v
+	case in.Grant != "" && v.Effect == EffectHold:
+		v.Decision = checkGrant(e, in, r.grant)
+		if v.Effect == EffectAllow && !req.DryRun {
+			v.step = stepConsume
+		}
+	case v.Effect == EffectHold && req.Card != nil && !req.DryRun:
+		v.step = stepHold
+	}
+	v.trace = encodeTrace(e, in, r.facts)
+	if req.DryRun {
+		v.explanation = Explain(e, in, r.facts, v.Decision)
+	}
+	return v
+}
 
 // evaluate is the pure part of Decide: catalog entry → precheck → baseline,
 // failing closed on an error, a panic or a malformed decision. e == nil is

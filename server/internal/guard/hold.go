@@ -2,9 +2,6 @@ package guard
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -45,53 +42,8 @@ type HoldResult struct {
 // service's CreateHoldTx behind an adapter, so this package stays a leaf).
 type HoldCreator func(ctx context.Context, tx pgx.Tx, req HoldRequest) (HoldResult, error)
 
-// holdWithCard creates the hold in the decision's transaction.
-func (e *Engine) holdWithCard(ctx context.Context, req *Request, entry *Entry, d Decision,
-	resp *guardv1.DecideResponse, row *logRow, start time.Time) (*guardv1.DecideResponse, error) {
-	if e.holds == nil {
-		resp.HoldError = "holds cannot be created: the approvals service is not wired"
-		return e.finish(ctx, req, d, resp, row, start)
-	}
-	hr := e.holdRequest(req, entry, d)
-	if hr.Kind == "" {
-		resp.HoldError = "this action has no approval kind; no hold can be created"
-		return e.finish(ctx, req, d, resp, row, start)
-	}
-	logged := false
-	logTx := func(ctx context.Context, tx pgx.Tx, res HoldResult) error {
-		resp.HoldId, resp.HoldCreated, resp.Undelivered = res.HoldID, res.Created, res.Undelivered
-		if res.NoApprover {
-			resp.HoldError = res.Reason
-		}
-		row.Hold = res.HoldID
-		e.fill(req, d, resp, row, start)
-		logged = true
-		return insertTx(ctx, tx, row)
-	}
-	// A created hold's log row is written before its event (BeforeEvent);
-	// one deduplicated onto a live hold, or not created, after.
-	hr.BeforeEvent = logTx
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		res, err := e.holds(ctx, tx, hr)
-		if err != nil {
-			return fmt.Errorf("create hold: %w", err)
-		}
-		if logged {
-			return nil
-		}
-		return logTx(ctx, tx, res)
-	})
-	if err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
-		// The hold could not be made: still a HOLD (never an allow), and say why.
-		e.log.Error("hold creation failed", "action", req.Action, "err", err)
-		resp.HoldId, resp.HoldCreated, resp.Undelivered, row.Hold = "", false, false, ""
-		resp.HoldError = "the hold could not be created (try again)"
-		return e.finish(ctx, req, d, resp, row, start)
-	}
-	return e.afterTx(ctx, req, d, resp, row, err)
-}
-
-func (e *Engine) holdRequest(req *Request, entry *Entry, d Decision) HoldRequest {
+// holdRequest is the hold a HOLD decision d about req asks for.
+func holdRequest(req *Request, entry *Entry, d Decision) HoldRequest {
 	// The hold kind is the entry's approval action: a caller cannot mint a
 	// hold whose approval would be a grant for some other action.
 	kind := req.Card.GetKind()

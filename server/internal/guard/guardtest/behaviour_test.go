@@ -275,7 +275,7 @@ func TestBadInputIsRefusedAndNothingWritten(t *testing.T) {
 		field string
 	}{
 		{"missing actor", &guardv1.DecideRequest{Action: "a2a.send"}, "actor"},
-		{"actor without a kind", &guardv1.DecideRequest{Action: "a2a.send", Actor: &guardv1.Actor{}}, "actor"},
+		{"actor without a kind", &guardv1.DecideRequest{Action: "a2a.send", Actor: &guardv1.Actor{}}, "actor.kind"},
 		{"agent without a group", &guardv1.DecideRequest{Action: "a2a.send", Actor: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{}}}}, "actor.agent.agent_group_id"},
 		{"human without a namespace", &guardv1.DecideRequest{Action: "a2a.send", Actor: w.actor("human:eve")}, "actor.human.user_id"},
 		{"missing action", &guardv1.DecideRequest{Actor: w.actor("host")}, "action"},
@@ -344,7 +344,7 @@ func TestStreamManyInFlightAndBadFrames(t *testing.T) {
 		case 7:
 			want[id] = "actor"
 		case 9:
-			want[id] = "action"
+			want[id] = "request.action" // the frame is validated whole
 		default:
 			want[id] = "allow"
 		}
