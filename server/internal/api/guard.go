@@ -314,7 +314,7 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 		return nil, ReplayUnavailable()
 	}
 	s.d.Log.ErrorContext(ctx, "decide failed", "action", r.Action, "err", err)
-	return nil, status.Error(codes.Internal, "decide: internal error")
+	return nil, DBError("decide", err)
 }
 
 // Overloaded refuses a decision past the admission limit: nothing was
