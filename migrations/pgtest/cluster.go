@@ -60,6 +60,11 @@ func (c *Cluster) URL() string {
 func BinDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if _, err := exec.LookPath("pg_ctl"); err == nil {
+			// The real directory, where pg_basebackup is too (PATH may hold
+			// links to initdb and pg_ctl alone).
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				p = real
+			}
 			return filepath.Dir(p), nil
 		}
 	}
