@@ -167,6 +167,9 @@ func TestPrimaryKilledAndItsSynchronousStandbyPromoted(t *testing.T) {
 	if tl.lost != 0 {
 		t.Fatalf("lost: %s", tl)
 	}
+	if n := x.resent(t, told); n != 0 {
+		t.Fatalf("%d approved holds were applied only when the reconciler replayed them again: their first replay gave up", n)
+	}
 	// The new primary has no standby: the servers say so.
 	s.replicationReads("none", 0)
 }
