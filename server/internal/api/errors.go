@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -65,6 +67,11 @@ func DBError(what string, err error) error {
 	}
 	if status.Code(err) != codes.Unknown {
 		return err
+	}
+	if errors.Is(err, guard.ErrUnavailable) {
+		// The guard could not decide (its database): nothing was decided.
+		slog.Warn("the guard could not decide", "what", what, "err", err)
+		return Retryable(what+": the guard could not decide now; nothing was done: retry", guard.RetryAfter)
 	}
 	class := store.Classify(err)
 	switch class {

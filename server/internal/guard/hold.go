@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // HoldRequest is what the engine asks the approvals service to create.
@@ -44,6 +45,11 @@ type HoldResult struct {
 // HoldCreator creates a hold in the decision's transaction (the approvals
 // service's CreateHoldTx behind an adapter, so this package stays a leaf).
 type HoldCreator func(ctx context.Context, tx pgx.Tx, req HoldRequest) (HoldResult, error)
+
+// HoldNotCreatedNow is a HOLD's HoldError when its hold could not be created
+// because the database cannot serve now (store.IsUnavailable): asking again
+// later may create it. Other failures say "the hold could not be created".
+const HoldNotCreatedNow = "the hold could not be created now: the database is unavailable (try again)"
 
 // holdWithCard creates the hold in the decision's transaction.
 func (e *Engine) holdWithCard(ctx context.Context, req *Request, entry *Entry, d Decision,
@@ -86,6 +92,9 @@ func (e *Engine) holdWithCard(ctx context.Context, req *Request, entry *Entry, d
 		e.log.Error("hold creation failed", "action", req.Action, "err", err)
 		resp.HoldId, resp.HoldCreated, resp.Undelivered, row.Hold = "", false, false, ""
 		resp.HoldError = "the hold could not be created (try again)"
+		if store.IsUnavailable(err) {
+			resp.HoldError = HoldNotCreatedNow
+		}
 		return e.finish(ctx, req, d, resp, row, start)
 	}
 	return e.afterTx(ctx, req, d, resp, row, err)
