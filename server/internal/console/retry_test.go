@@ -4,9 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/clawguard/clawguard/migrations/pgtest"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 )
 
@@ -54,4 +58,47 @@ func TestAConsoleClickIsAskedAgainWhileTheDatabaseCannotTakeIt(t *testing.T) {
 	if err := f.srv.Pool.QueryRow(ctx, `SELECT status FROM holds WHERE id = $1`, hold).Scan(&st); err != nil || st != "approved" {
 		t.Fatalf("hold %s (%v), want approved", st, err)
 	}
+}
+
+// Signing in while the server cannot reach its database was answered
+// "that token was not accepted" (401): a refusal nobody made. It is 503,
+// in our words, and the same token signs in once the database is back.
+func TestSignInWithoutTheDatabaseIsUnavailableNotRefused(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	dana := newBrowser(t, f.base)
+	_, page := dana.get("/signin")
+	csrf := csrfOf(t, page)
+
+	admin, err := pgx.Connect(ctx, pgtest.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	u, err := url.Parse(f.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	db := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.Exec(ctx, `ALTER DATABASE `+db+` ALLOW_CONNECTIONS false`); err != nil {
+		t.Fatal(err)
+	}
+	allow := func() { _, _ = admin.Exec(context.Background(), `ALTER DATABASE `+db+` ALLOW_CONNECTIONS true`) }
+	defer allow()
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := dana.post("/signin", url.Values{"csrf": {csrf}, "token": {f.dana}, "next": {"/holds"}})
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "the database is unavailable") || strings.Contains(body, "not accepted") {
+		t.Fatalf("sign-in without the database: %d\n%s", resp.StatusCode, body)
+	}
+	allow()
+	// The pool's connections the database dropped each fail once more:
+	// the user signs in again, as after any outage.
+	testserver.Eventually(t, 15*time.Second, "the same token signing in once the database is back", func() bool {
+		_, page := dana.get("/signin")
+		resp, _ := dana.post("/signin", url.Values{"csrf": {csrfOf(t, page)}, "token": {f.dana}, "next": {"/holds"}})
+		return resp.StatusCode == http.StatusSeeOther
+	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -198,6 +199,11 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	ctx := metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", "Bearer "+token))
 	actx, err := c.d.Auth.Authenticate(ctx)
 	if err != nil {
+		if mapped := api.DBError("sign-in", err); status.Code(mapped) == codes.Unavailable {
+			// The token could not be checked (its database): not a refusal.
+			c.failRPC(w, r, nil, mapped)
+			return
+		}
 		c.refused(r, nil, "sign-in with a token that was not accepted: "+status.Convert(err).Message())
 		again("that token was not accepted")
 		return
