@@ -16,6 +16,16 @@ if ! command -v promtool >/dev/null 2>&1; then
   command -v promtool >/dev/null 2>&1 || { echo "deploy/test.sh: promtool still missing after install" >&2; exit 1; }
 fi
 
+# Compose validates the compose files (compose/ha_test.go needs it).
+if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
+  echo "deploy/test.sh: docker compose not found; installing Debian's docker-compose package" >&2
+  sudo=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+  command -v docker-compose >/dev/null 2>&1 || { echo "deploy/test.sh: docker-compose still missing after install" >&2; exit 1; }
+fi
+
 echo "== promtool check config / rules"
 promtool check config prometheus/prometheus.yml
 promtool check config prometheus/local.yml

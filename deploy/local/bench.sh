@@ -7,6 +7,8 @@
 #   DURATION    measured period of each run (default 10s), WARMUP (default 3s)
 #   MAX_CONNS   the server's Postgres pool (default 32)
 #   SERVER      the server binary (default bin/clawguard-server; e.g. an older build to compare)
+#   LOG_COMMIT  the decision log's commit, --decision-log-commit (default: the server's own
+#               default, sync); the report says which was measured
 # Runs:
 #   floor2000               the machine's floor: the gRPC health check on the same open loop at
 #                           2,000/s (transport and the server's interceptors, no guard, no Postgres);
@@ -26,6 +28,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 data=${BENCH_DIR:-$root/.data/bench}
 runs=${BENCH_RUNS:-floor2000 open2000 stream2000 closed closed-max open80 open150 open150-reask stream25k approvals}
 server_bin=${SERVER:-$root/bin/clawguard-server}
+# The mode measured: LOG_COMMIT when set, else what the server defaults to
+# (read from its own --help, so a changed default is what is measured and said).
+log_commit=${LOG_COMMIT:-$("$server_bin" serve --help 2>&1 | sed -n '/-decision-log-commit/,/default/s/.*(default "\([a-z]*\)").*/\1/p' | head -1)}
+[ -n "$log_commit" ] || { echo "bench: could not read the server's --decision-log-commit default; set LOG_COMMIT" >&2; exit 1; }
 mkdir -p "$data"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 report="$data/report-$stamp.jsonl"
@@ -51,7 +57,7 @@ run() {
   local port mport
   port=$(free_port); mport=$(free_port)
   "$server_bin" serve --database-url "$db" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" \
-    --auto-migrate --log-level error --max-conns "${MAX_CONNS:-32}" "${sargs[@]}" >"$data/server-$label.log" 2>&1 &
+    --auto-migrate --log-level error --max-conns "${MAX_CONNS:-32}" --decision-log-commit "$log_commit" "${sargs[@]}" >"$data/server-$label.log" 2>&1 &
   server=$!
   local up=""
   for _ in $(seq 1 200); do
@@ -102,5 +108,9 @@ for r in $runs; do
 done
 
 echo
-echo "== summary ($(nproc) cores, load average before the last run: $(cut -d' ' -f1-3 /proc/loadavg))"
-"$data/decideload" -summarize "$report" | tee "$data/report-$stamp.md"
+echo "== summary ($(nproc) cores, load average before the last run: $(cut -d' ' -f1-3 /proc/loadavg); decision log commit: $log_commit)"
+{
+  echo "Decision log commit: $log_commit (--decision-log-commit)."
+  echo
+  "$data/decideload" -summarize "$report"
+} | tee "$data/report-$stamp.md"

@@ -77,9 +77,20 @@ type system struct {
 	dbURL     string        // what the servers use: a non-superuser role, so REVOKE bites
 	servers   []*proc
 	addrs     []string
+	metrics   []string // each server's /metrics address ("" when off)
 	tokenFile string
 	op        *grpc.ClientConn
 	flags     []string // serve flags after the common ones (later ones win)
+	opts      systemOptions
+}
+
+// systemOptions shape the installation newSystemWith starts.
+type systemOptions struct {
+	pg      pgtest.Options // its Postgres cluster
+	metrics bool           // servers serve /metrics and /readyz on loopback
+	// beforeServers runs once the database and its role exist, before the
+	// servers start (a standby, a DSN naming both).
+	beforeServers func(s *system)
 }
 
 // serverFlags tune the servers for a test's time budget: short leases,
@@ -87,6 +98,11 @@ type system struct {
 var serverFlags = []string{"--lease-ttl", "3s", "--push-ack-deadline", "3s", "--log-level", "info"}
 
 func newSystem(t *testing.T, extraServerFlags ...string) *system {
+	t.Helper()
+	return newSystemWith(t, systemOptions{}, extraServerFlags...)
+}
+
+func newSystemWith(t *testing.T, o systemOptions, extraServerFlags ...string) *system {
 	t.Helper()
 	if _, err := pgtest.BinDir(); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -100,12 +116,12 @@ func newSystem(t *testing.T, extraServerFlags ...string) *system {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	pg, err := pgtest.StartCluster(ctxT(t), dir)
+	pg, err := pgtest.StartClusterWith(ctxT(t), dir, o.pg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pg.Stop() })
-	s := &system{t: t, pg: pg, flags: append(append([]string{}, serverFlags...), extraServerFlags...)}
+	s := &system{t: t, pg: pg, flags: append(append([]string{}, serverFlags...), extraServerFlags...), opts: o}
 	s.admin, err = pgxpool.New(ctxT(t), pg.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +139,9 @@ func newSystem(t *testing.T, extraServerFlags ...string) *system {
 	}
 	s.dbURL = fmt.Sprintf("postgres://clawguard@127.0.0.1:%d/clawguard?sslmode=disable", pg.Port)
 	s.tokenFile = filepath.Join(t.TempDir(), "operator.token")
+	if o.beforeServers != nil {
+		o.beforeServers(s)
+	}
 	for i := range 2 {
 		s.startServer(i)
 	}
@@ -136,9 +155,12 @@ func newSystem(t *testing.T, extraServerFlags ...string) *system {
 
 func (s *system) startServer(i int) {
 	t := s.t
-	addr := loopback(t)
+	addr, metrics := loopback(t), ""
+	if s.opts.metrics {
+		metrics = loopback(t)
+	}
 	args := append([]string{bin(t, "clawguard-server"), "serve", "--database-url", s.dbURL, "--auto-migrate",
-		"--listen", addr, "--metrics-listen", "", "--operator-token-file", s.tokenFile}, s.flags...)
+		"--listen", addr, "--metrics-listen", metrics, "--operator-token-file", s.tokenFile}, s.flags...)
 	p := start(t, fmt.Sprintf("server-%d", i), args...)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -161,6 +183,7 @@ func (s *system) startServer(i int) {
 	})
 	s.servers = append(s.servers, p)
 	s.addrs = append(s.addrs, addr)
+	s.metrics = append(s.metrics, metrics)
 }
 
 // dial is a gRPC connection with a bearer token.

@@ -26,6 +26,28 @@ type Cluster struct {
 	Dir  string
 	Port int
 	bin  string
+	opts Options
+}
+
+// Options shape a cluster (StartClusterWith); the zero value is
+// StartCluster's.
+type Options struct {
+	// Settings are extra "name=value" server settings, after the defaults
+	// (fsync, synchronous_commit and full_page_writes off): a later one
+	// wins, so "synchronous_commit=on" gives back durable commits.
+	Settings []string
+	// Data is the data directory ("" = Dir/data).
+	Data string
+	// WALDir keeps the WAL outside the data directory (initdb --waldir).
+	WALDir string
+}
+
+// DataDir is the cluster's data directory.
+func (c *Cluster) DataDir() string {
+	if c.opts.Data != "" {
+		return c.opts.Data
+	}
+	return filepath.Join(c.Dir, "data")
 }
 
 // URL is the admin connection URL of the cluster's "postgres" database.
@@ -38,6 +60,11 @@ func (c *Cluster) URL() string {
 func BinDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if _, err := exec.LookPath("pg_ctl"); err == nil {
+			// The real directory, where pg_basebackup is too (PATH may hold
+			// links to initdb and pg_ctl alone).
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				p = real
+			}
 			return filepath.Dir(p), nil
 		}
 	}
@@ -58,6 +85,11 @@ func BinDir() (string, error) {
 // missing) on a free loopback port. As root it runs the server as the
 // "postgres" user, since initdb and postgres refuse to run as root.
 func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
+	return StartClusterWith(ctx, dir, Options{})
+}
+
+// StartClusterWith is StartCluster shaped by o.
+func StartClusterWith(ctx context.Context, dir string, o Options) (*Cluster, error) {
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -72,10 +104,14 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Port: port, bin: bin}
-	data := filepath.Join(dir, "data")
+	c := &Cluster{Dir: dir, Port: port, bin: bin, opts: o}
+	data := c.DataDir()
 	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
-		if out, err := c.run(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+		args := []string{"-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"}
+		if o.WALDir != "" {
+			args = append(args, "--waldir", o.WALDir)
+		}
+		if out, err := c.run(ctx, "initdb", args...); err != nil {
 			return nil, fmt.Errorf("initdb: %w: %s", err, out)
 		}
 	}
@@ -89,7 +125,10 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 // and restart the database under a running system).
 func (c *Cluster) Start(ctx context.Context) error {
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", c.Port, c.Dir)
-	if out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-l", filepath.Join(c.Dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start"); err != nil {
+	for _, kv := range c.opts.Settings {
+		opts += " -c " + kv
+	}
+	if out, err := c.run(ctx, "pg_ctl", "-D", c.DataDir(), "-l", filepath.Join(c.Dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start"); err != nil {
 		return fmt.Errorf("pg_ctl start: %w: %s", err, out)
 	}
 	return nil
@@ -97,7 +136,14 @@ func (c *Cluster) Start(ctx context.Context) error {
 
 // Stop stops the cluster (fast shutdown).
 func (c *Cluster) Stop() error {
-	out, err := c.run(context.Background(), "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-m", "fast", "-w", "stop")
+	return c.StopMode("fast")
+}
+
+// StopMode stops the cluster with pg_ctl's shutdown mode: "smart", "fast",
+// or "immediate" (every process quits at once, no checkpoint: what a crash
+// leaves, replayed from the WAL at the next start).
+func (c *Cluster) StopMode(mode string) error {
+	out, err := c.run(context.Background(), "pg_ctl", "-D", c.DataDir(), "-m", mode, "-w", "stop")
 	if err != nil {
 		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
 	}

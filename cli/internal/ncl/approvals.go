@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/click"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -109,11 +110,24 @@ func (a *app) approvalsResolve(approve bool) *cobra.Command {
 		}
 		req.Id = args[0]
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
-			resp, err := c.appr.Resolve(ctx, &req)
+			// A click the server cannot take now (its database restarting,
+			// out of disk) is asked again, after the server's hint, until
+			// --timeout: the same request, which counts once.
+			res, err := click.Resolve(ctx, click.Calls{
+				Resolve: func(ctx context.Context, r *guardv1.ResolveRequest) (*guardv1.ResolveResponse, error) {
+					return c.appr.Resolve(ctx, r)
+				},
+				Get: func(ctx context.Context, id string) (*guardv1.Hold, error) {
+					g, err := c.appr.Get(ctx, &guardv1.GetRequest{Id: id})
+					return g.GetHold(), err
+				},
+			}, &req, click.Options{For: a.timeout, Clicker: req.AsUser, OnRetry: func(err error, wait time.Duration) {
+				fmt.Fprintf(a.stderr, "ncl: %s; trying again in %s\n", status.Convert(err).Message(), wait.Round(time.Millisecond))
+			}})
 			if err != nil {
 				return err
 			}
-			h := resp.GetHold()
+			h := res.Hold
 			p := a.printer()
 			if p.JSON || p.Quiet {
 				return p.Object(h)

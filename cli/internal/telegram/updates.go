@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/proto/click"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -246,7 +247,24 @@ func (b *Bridge) handleClick(ctx context.Context, q *models.CallbackQuery) error
 	}
 	value := hold.GetOptions()[idx].GetValue()
 	outcome, choice := resolution(value)
-	resp, err := b.appr.Resolve(ctx, &guardv1.ResolveRequest{Id: holdID, Outcome: outcome, AsUser: clicker, Choice: choice})
+	// A click the server cannot take now is asked again after its hint
+	// (click.Resolve); one still refused that way goes back to the update
+	// loop's retry, which asks again. A button pressed twice, or an attempt
+	// whose answer was lost, is recognised as this user's resolution.
+	res, err := click.Resolve(ctx, click.Calls{
+		Resolve: func(ctx context.Context, r *guardv1.ResolveRequest) (*guardv1.ResolveResponse, error) {
+			return b.appr.Resolve(ctx, r)
+		},
+		Get: func(ctx context.Context, id string) (*guardv1.Hold, error) {
+			g, err := b.appr.Get(ctx, &guardv1.GetRequest{Id: id})
+			return g.GetHold(), err
+		},
+	}, &guardv1.ResolveRequest{Id: holdID, Outcome: outcome, AsUser: clicker, Choice: choice}, click.Options{
+		Clicker: clicker, Earlier: true,
+		OnRetry: func(err error, wait time.Duration) {
+			b.log.Warn("click not taken now; asking again", "hold", holdID, "user", clicker, "err", err, "in", wait)
+		},
+	})
 	if err != nil {
 		if transient(err) {
 			return err
@@ -266,8 +284,8 @@ func (b *Bridge) handleClick(ctx context.Context, q *models.CallbackQuery) error
 		b.log.Info("click refused", "hold", holdID, "user", clicker, "option", value, "err", err)
 		return nil
 	}
-	h := resp.GetHold()
-	b.log.Info("click resolved", "hold", holdID, "user", clicker, "option", value, "status", h.GetStatus().String())
+	h := res.Hold
+	b.log.Info("click resolved", "hold", holdID, "user", clicker, "option", value, "status", h.GetStatus().String(), "repeated", res.Repeated)
 	switch {
 	case h.GetAwaitingReasonFrom() == clicker && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING:
 		b.m.Clicks.WithLabelValues("awaiting_reason").Inc()

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -150,19 +151,42 @@ func TestDBErrorSpeaksOurWords(t *testing.T) {
 		{`INSERT INTO agent_groups (id, name) VALUES ('g', 'again')`, nil, codes.AlreadyExists},
 		{`SELECT 1/0`, nil, codes.InvalidArgument},           // 22012
 		{`SELECT * FROM no_such_table`, nil, codes.Internal}, // 42P01: our bug, not retryable
+		// Issue 29: a database that cannot serve now is Unavailable (with a
+		// retry hint, below), whatever Postgres called it: these were
+		// Internal, and a click answered Internal was lost.
+		{raise("53100"), nil, codes.Unavailable}, // disk full
+		{raise("53300"), nil, codes.Unavailable}, // too many connections
+		{raise("57P01"), nil, codes.Unavailable}, // admin shutdown (pg_ctl stop -m fast)
+		{raise("57P03"), nil, codes.Unavailable}, // cannot connect now (starting up)
+		{raise("25006"), nil, codes.Unavailable}, // read-only transaction (a demoted primary)
+		{raise("58030"), nil, codes.Unavailable}, // I/O error
+		{raise("40001"), nil, codes.Aborted},     // serialization failure
 	} {
 		_, err := srv.Pool.Exec(ctx, c.sql, c.args...)
 		got := api.DBError("thing", err)
 		if status.Code(got) != c.want {
 			t.Errorf("%s: %v → %v, want %v", c.sql, err, got, c.want)
 		}
-		if got != nil && (strings.Contains(got.Error(), "SQLSTATE") || strings.Contains(got.Error(), "invalid input") || strings.Contains(got.Error(), "no_such_table")) {
+		if got != nil && (strings.Contains(got.Error(), "SQLSTATE") || strings.Contains(got.Error(), "invalid input") ||
+			strings.Contains(got.Error(), "no_such_table") || strings.Contains(got.Error(), "raised")) {
 			t.Errorf("%s: database text reached the client: %v", c.sql, got)
+		}
+		if status.Code(got) == codes.Unavailable && api.RetryDelay(status.Convert(got)) <= 0 {
+			t.Errorf("%s: Unavailable without a RetryInfo hint: %v", c.sql, got)
 		}
 	}
 	srv.Pool.Close()
 	_, err := srv.Pool.Exec(ctx, `SELECT 1`)
-	if got := api.DBError("thing", err); status.Code(got) != codes.Unavailable {
-		t.Errorf("closed pool: %v → %v, want Unavailable", err, got)
+	if got := api.DBError("thing", err); status.Code(got) != codes.Unavailable || api.RetryDelay(status.Convert(got)) <= 0 {
+		t.Errorf("closed pool: %v → %v, want Unavailable with a hint", err, got)
 	}
+	// Not a database error at all: Internal, not a reason to retry.
+	if got := api.DBError("thing", errors.New("encode result: boom")); status.Code(got) != codes.Internal || strings.Contains(got.Error(), "boom") {
+		t.Errorf("plain error → %v, want Internal in our words", got)
+	}
+}
+
+// raise is a statement that makes Postgres itself answer with SQLSTATE code.
+func raise(code string) string {
+	return `DO $$ BEGIN RAISE EXCEPTION 'raised ` + code + `' USING ERRCODE = '` + code + `'; END $$`
 }

@@ -282,7 +282,7 @@ func (s *GuardService) decideError(ctx context.Context, r *guard.Request, err er
 		return ReplayUnavailable()
 	}
 	s.d.Log.ErrorContext(ctx, "decide failed", "action", r.Action, "err", err)
-	return status.Error(codes.Internal, "decide: internal error")
+	return DBError("decide", err)
 }
 
 // Overloaded refuses a decision past the admission limit: nothing was

@@ -25,7 +25,7 @@ import (
 func (s *GuardService) userMayAsk(ctx context.Context, user string, r *guard.Request) error {
 	roles, err := approvals.LoadRoles(ctx, s.d.Pool, user)
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "read roles: %v", err)
+		return DBError("roles", err)
 	}
 	if roles.Owner || roles.GlobalAdmin {
 		return nil

@@ -38,7 +38,7 @@ func (s *RegistryService) Connect(stream guardv1.Registry_ConnectServer) error {
 	if err != nil {
 		return err
 	}
-	return s.d.Registry.Connect(stream, c.Principal.RunnerID)
+	return DBError("runner stream", s.d.Registry.Connect(stream, c.Principal.RunnerID))
 }
 
 // OpenSession opens (or returns) a group's session on the calling runner.

@@ -57,6 +57,7 @@ type Server struct {
 	lis        net.Listener
 	metricsLis net.Listener
 	consoleLis net.Listener
+	db         *dbState // what watchDatabase last found, for /readyz
 	background []func(ctx context.Context) error
 	shutdown   []func()
 }
@@ -110,7 +111,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	}
 	if cfg.OperatorTokenFile != "" {
 		// The file exists from the first start; the token is registered once
-		// the schema is current (now, or when watchSchema sees it become so).
+		// the schema is current (now, or when watchDatabase sees it become so).
 		if _, err := authn.ReadOrCreateSecret(cfg.OperatorTokenFile); err != nil {
 			return nil, err
 		}
@@ -145,7 +146,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		Config:  cfg,
 		Auth:    authn.NewAuthenticator(st.Pool),
 	}
-	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer()}
+	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer(), db: &dbState{}}
 	if d.Validator, err = edge.New(rpcdecl.RequestTypes(rpcdecl.Services...)...); err != nil {
 		lis.Close()
 		if metricsLis != nil {
@@ -227,7 +228,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		}
-		probes(mux, s.health)
+		probes(mux, s.health, s.db)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		s.background = append(s.background, func(ctx context.Context) error {
 			go func() { <-ctx.Done(); _ = srv.Close() }()
@@ -247,7 +248,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// NOT_SERVING until the schema is current (an older or unmigrated
 	// database must not take traffic).
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	g.Go(func() error { return s.watchSchema(gctx) })
+	g.Go(func() error { return s.watchDatabase(gctx) })
 	for _, fn := range s.background {
 		g.Go(func() error { return fn(gctx) })
 	}
@@ -275,40 +276,6 @@ func (s *Server) Run(ctx context.Context) error {
 		s.shutdown[i]()
 	}
 	return err
-}
-
-// watchSchema flips health to SERVING once the schema is at the version
-// this binary needs, and back to NOT_SERVING if it ever is not.
-func (s *Server) watchSchema(ctx context.Context) error {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	last := healthpb.HealthCheckResponse_UNKNOWN
-	for {
-		current, err := migrations.Current(ctx, s.deps.Store.Pool)
-		st := healthpb.HealthCheckResponse_SERVING
-		if err != nil || !current {
-			st = healthpb.HealthCheckResponse_NOT_SERVING
-			if st != last {
-				s.log.Warn("schema not current (run clawguard-server migrate); NOT_SERVING", "err", err)
-			}
-		}
-		if st == healthpb.HealthCheckResponse_SERVING && last != st && s.cfg.OperatorTokenFile != "" {
-			if err := authn.EnsureOperatorToken(ctx, s.deps.Store.Pool, s.cfg.OperatorTokenFile); err != nil {
-				s.log.Error("register operator token", "err", err)
-			}
-		}
-		if st != last {
-			for _, svc := range []string{"", "guard.v1.Guard", "guard.v1.Approvals", "guard.v1.Registry"} {
-				s.health.SetServingStatus(svc, st)
-			}
-			last = st
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
 }
 
 func serverTLS(cfg config.Config) (credentials.TransportCredentials, error) {

@@ -25,12 +25,14 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 )
 
 // Chain is the interceptor order of STYLE.md: request id → audit of refused
-// calls → metrics → logging → auth (health/reflection skipped) → principal
+// calls → metrics → logging → errors not yet a status mapped (edgeErrors)
+// → auth (health/reflection skipped) → principal
 // check → validation (the protos' protovalidate rules: nothing malformed
 // reaches the guard, a handler or the database) → domain interceptors (the
 // guard) → recovery. Recovery sits innermost so a panicking handler
@@ -64,6 +66,7 @@ func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, admit grpc.UnaryS
 			auditUnary,
 			grpcMetrics.UnaryServerInterceptor(),
 			quietHotCalls(d.Log, logging.UnaryServerInterceptor(logger, logOpts...)),
+			edgeErrorsUnary,
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(d.Auth.Authenticate), needsAuth),
 			selector.UnaryServerInterceptor(noteCallerUnary, needsAuth),
 			selector.UnaryServerInterceptor(principalUnary, needsAuth),
@@ -75,6 +78,7 @@ func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, admit grpc.UnaryS
 			auditStream,
 			grpcMetrics.StreamServerInterceptor(),
 			logging.StreamServerInterceptor(logger, logOpts...),
+			edgeErrorsStream,
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(d.Auth.Authenticate), needsAuth),
 			selector.StreamServerInterceptor(noteCallerStream, needsAuth),
 			selector.StreamServerInterceptor(principalStream, needsAuth),
@@ -88,6 +92,31 @@ func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, admit grpc.UnaryS
 	c.Unary = append(c.Unary, recovery.UnaryServerInterceptor(recoveryOpt))
 	c.Stream = append(c.Stream, recovery.StreamServerInterceptor(recoveryOpt))
 	return c
+}
+
+// edgeErrorsUnary passes every error that is not yet a gRPC status — the
+// authentication's or a handler's, a database error wrapped with context —
+// through api.DBError, the one mapping of storage errors to codes: nothing
+// reaches a client as Unknown carrying the database's text, and a database
+// that cannot serve is Unavailable with a retry hint wherever it was met.
+// It sits inside logging and metrics, so they see the mapped code.
+func edgeErrorsUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	resp, err := h(ctx, req)
+	return resp, edgeError(info.FullMethod, err)
+}
+
+// edgeErrorsStream is edgeErrorsUnary for streams.
+func edgeErrorsStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return edgeError(info.FullMethod, h(srv, ss))
+}
+
+func edgeError(fullMethod string, err error) error {
+	if err == nil || status.Code(err) != codes.Unknown {
+		return err
+	}
+	// "/guard.v1.Approvals/Resolve" → "Approvals.Resolve"
+	what := strings.TrimPrefix(fullMethod, "/guard.v1.")
+	return api.DBError(strings.ReplaceAll(what, "/", "."), err)
 }
 
 // callLevel is the level of a call's "finished call" line.

@@ -30,7 +30,7 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 	if !fromNow {
 		var err error
 		if pruned0, err = retention.PrunedThrough(ctx, s.pool); err != nil {
-			return status.Errorf(codes.Unavailable, "%v", err)
+			return err // the API maps it (api.DBError)
 		}
 		if after > 0 && after < pruned0 {
 			return retention.CursorPruned(after, pruned0)
@@ -67,7 +67,7 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 			return err
 		}
 		if err != nil {
-			return status.Errorf(codes.Unavailable, "%v", err)
+			return err // the API maps it (api.DBError)
 		}
 		for _, ev := range evs {
 			if ev.Cursor > pos {

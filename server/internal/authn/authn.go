@@ -195,7 +195,7 @@ func (a *Authenticator) agentFor(ctx context.Context, runnerID, sessionID string
 		return nil, status.Errorf(codes.PermissionDenied, "runner %q does not host session %q", runnerID, sessionID)
 	}
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "check session owner: %v", err)
+		return nil, fmt.Errorf("check session owner: %w", err) // mapped at the edge (api.DBError)
 	}
 	return &Agent{GroupID: group, SessionID: sessionID}, nil
 }
@@ -247,7 +247,7 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 	case errors.Is(err, pgx.ErrNoRows):
 		err = status.Error(codes.Unauthenticated, "unknown token")
 	case err != nil:
-		return cached{}, status.Errorf(codes.Unavailable, "authenticate: %v", err)
+		return cached{}, fmt.Errorf("authenticate: %w", err) // mapped at the edge (api.DBError)
 	case revoked != nil:
 		err = status.Error(codes.Unauthenticated, "token revoked")
 	default:

@@ -78,10 +78,12 @@ type Config struct {
 	// from it is logged only while the database is still at its revision.
 	FactSnapshot bool
 	// DecisionLogCommit is how the log rows of plain decisions (no grant
-	// consumed, no hold created) commit: "async" (synchronous_commit off:
+	// consumed, no hold created) commit: "sync", the default (each batch
+	// waits for its WAL flush: an answer leaves only once its row survives
+	// a crash), or "async", an explicit opt-in (synchronous_commit off:
 	// visible to every replica at once, on disk within 3 × wal_writer_delay;
-	// whatever cites or consumes a decision commits synchronously and so
-	// flushes it first) or "sync" (each batch waits for its WAL flush).
+	// a Postgres crash can lose the last moments' rows of answered
+	// decisions nothing cited yet).
 	DecisionLogCommit string
 	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
 	// the metrics listener, for performance work; off by default.
@@ -117,7 +119,7 @@ func Default() Config {
 		AdmissionMaxRetryAfter: 2 * time.Second,
 		GuardPipelines:         2,
 		FactSnapshot:           true,
-		DecisionLogCommit:      "async",
+		DecisionLogCommit:      "sync",
 		ConsoleSessionTTL:      8 * time.Hour,
 	}
 }
@@ -153,7 +155,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	dur(fs, &c.AdmissionMaxRetryAfter, "admission-max-retry-after", "upper bound of the retry hint refused decisions get (it grows while refusals outnumber a fifth of the admitted decisions; at least twice --admission-target)")
 	integer(fs, &c.GuardPipelines, "guard-pipelines", "decision batches (facts reads and log rows) in flight to Postgres at once")
 	boolean(fs, &c.FactSnapshot, "fact-snapshot", "decide from an in-memory copy of the guard's fact tables, checked against the database's revision when each decision is logged (false = read every decision's facts)")
-	str(fs, &c.DecisionLogCommit, "decision-log-commit", "how plain decisions' log rows commit: async (visible at once, flushed within 3 x wal_writer_delay; citing or consuming one flushes it) or sync")
+	str(fs, &c.DecisionLogCommit, "decision-log-commit", "how plain decisions' log rows commit: sync (the default: an answer leaves once its row is on disk) or async (opt-in: the answer does not wait for the disk; a Postgres crash can lose the last moments' rows of answered decisions)")
 	boolean(fs, &c.Pprof, "pprof", "serve Go's profiles at /debug/pprof/ on the metrics listener")
 	str(fs, &c.ConsoleListen, "console-listen", "approvals console (web) listen address (empty = off)")
 	dur(fs, &c.ConsoleSessionTTL, "console-session-ttl", "how long a console sign-in lasts")

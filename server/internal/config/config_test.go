@@ -45,3 +45,25 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		}
 	}
 }
+
+// Issue 29 (7): the asynchronous log commit, the old default, answered
+// ALLOWs a Postgres crash then lost from the log. The synchronous commit is
+// the default; asynchronous is an explicit choice, and nothing else.
+func TestTheDecisionLogCommitsSynchronouslyUnlessAskedNotTo(t *testing.T) {
+	if got := Default().DecisionLogCommit; got != "sync" {
+		t.Fatalf("default --decision-log-commit = %q, want sync", got)
+	}
+	for arg, want := range map[string]string{"--decision-log-commit=async": "", "--decision-log-commit=sync": "", "--decision-log-commit=off": "--decision-log-commit"} {
+		c := Default()
+		c.DatabaseURL = "postgres://127.0.0.1/db"
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		c.Bind(fs)
+		if err := fs.Parse([]string{arg}); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v", arg, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,8 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/clawguard/clawguard/proto/click"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 )
 
@@ -65,7 +68,7 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 	// The buttons are there exactly when Resolve would accept the click.
 	if h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
 		if d.CanResolve, err = approvals.MayResolve(ctx, c.d.Pool, h.GetApproverRule(), h.GetApproverScope(), s.UserID); err != nil {
-			c.fail(w, r, s, http.StatusServiceUnavailable, err.Error())
+			c.failRPC(w, r, s, api.DBError("approver rule", err))
 			return
 		}
 	}
@@ -98,14 +101,14 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	if err != nil {
-		c.fail(w, r, s, http.StatusServiceUnavailable, "read the hold's events: "+err.Error())
+		c.failRPC(w, r, s, api.DBError("the hold's events", err))
 		return
 	}
 	// The decisions that made it and the replays that used it, each read
 	// through GetDecision (so read scoping applies to them as well).
 	ids, err := c.holdDecisionIDs(r, h.GetId())
 	if err != nil {
-		c.fail(w, r, s, http.StatusServiceUnavailable, "read the hold's decisions: "+err.Error())
+		c.failRPC(w, r, s, api.DBError("the hold's decisions", err))
 		return
 	}
 	for _, id := range ids {
@@ -202,9 +205,26 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, http.StatusBadRequest, "outcome: want approve or reject")
 		return
 	}
-	if _, err := call[*guardv1.ResolveResponse](c, r, s, guardv1.Approvals_Resolve_FullMethodName, req); err != nil {
+	// A click the server cannot take now (the database restarting, out of
+	// disk) is asked again after its hint, for a bounded time, rather than
+	// shown as a failure; an attempt whose answer was lost is recognised.
+	res, err := click.Resolve(r.Context(), click.Calls{
+		Resolve: func(ctx context.Context, req *guardv1.ResolveRequest) (*guardv1.ResolveResponse, error) {
+			return backendCall[*guardv1.ResolveResponse](ctx, c, s, guardv1.Approvals_Resolve_FullMethodName, req)
+		},
+		Get: func(ctx context.Context, id string) (*guardv1.Hold, error) {
+			g, err := backendCall[*guardv1.GetResponse](ctx, c, s, guardv1.Approvals_Get_FullMethodName, &guardv1.GetRequest{Id: id})
+			return g.GetHold(), err
+		},
+	}, req, click.Options{For: clickRetryFor, Clicker: s.UserID, OnRetry: func(err error, wait time.Duration) {
+		c.d.Log.Warn("console click not taken now; asking again", "user", s.UserID, "hold", id, "err", err, "in", wait)
+	}})
+	if err != nil {
 		c.failRPC(w, r, s, err)
 		return
+	}
+	if res.Repeated {
+		c.d.Log.Info("console click: an earlier attempt had resolved it", "user", s.UserID, "hold", id)
 	}
 	c.d.Log.Info("console resolve", "user", s.UserID, "hold", id, "outcome", r.PostFormValue("outcome"))
 	http.Redirect(w, r, "/holds/"+id, http.StatusSeeOther)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -83,8 +84,17 @@ func (c *Console) failRPC(w http.ResponseWriter, r *http.Request, s *session, er
 
 // call runs a unary RPC as the session's user and types the answer.
 func call[T proto.Message](c *Console, r *http.Request, s *session, method string, req proto.Message) (T, error) {
+	return backendCall[T](r.Context(), c, s, method, req)
+}
+
+// clickRetryFor bounds how long a click is asked again while the server
+// cannot take it: within a browser's patience for one form post.
+const clickRetryFor = 20 * time.Second
+
+// backendCall is call on a context of the caller's choosing.
+func backendCall[T proto.Message](ctx context.Context, c *Console, s *session, method string, req proto.Message) (T, error) {
 	var zero T
-	m, err := c.d.Backend.Call(r.Context(), s.caller(), method, req)
+	m, err := c.d.Backend.Call(ctx, s.caller(), method, req)
 	if err != nil {
 		return zero, err
 	}

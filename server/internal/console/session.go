@@ -13,13 +13,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // Cookie names. The session cookie carries a random id whose SHA-256 is the
@@ -84,13 +88,27 @@ func (c *Console) load(ctx context.Context, r *http.Request) (*session, error) {
 	return s, nil
 }
 
+// loadRetrying is load for a form post (a click): a database that cannot
+// serve now is asked again, with back-off, for up to clickRetryFor, so the
+// click is not lost to an outage shorter than that.
+func (c *Console) loadRetrying(ctx context.Context, r *http.Request) (*session, error) {
+	return backoff.Retry(ctx, func() (*session, error) {
+		s, err := c.load(ctx, r)
+		if err != nil && !store.IsUnavailable(err) {
+			return nil, backoff.Permanent(err)
+		}
+		return s, err
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.25,
+		Multiplier: 2, MaxInterval: api.DBRetryAfter}), backoff.WithMaxElapsedTime(clickRetryFor))
+}
+
 // get wraps a page that needs a session: without one, the browser goes to
 // sign-in (an event stream gets 401).
 func (c *Console) get(h func(w http.ResponseWriter, r *http.Request, s *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, err := c.load(r.Context(), r)
 		if err != nil {
-			c.fail(w, r, nil, http.StatusServiceUnavailable, "the console cannot read its sessions: "+err.Error())
+			c.failRPC(w, r, nil, api.DBError("console session", err))
 			return
 		}
 		if s == nil {
@@ -110,9 +128,9 @@ func (c *Console) get(h func(w http.ResponseWriter, r *http.Request, s *session)
 func (c *Console) post(h func(w http.ResponseWriter, r *http.Request, s *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 512<<10)
-		s, err := c.load(r.Context(), r)
+		s, err := c.loadRetrying(r.Context(), r)
 		if err != nil {
-			c.fail(w, r, nil, http.StatusServiceUnavailable, "the console cannot read its sessions: "+err.Error())
+			c.failRPC(w, r, nil, api.DBError("console session", err))
 			return
 		}
 		var why string
@@ -181,6 +199,11 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	ctx := metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", "Bearer "+token))
 	actx, err := c.d.Auth.Authenticate(ctx)
 	if err != nil {
+		if mapped := api.DBError("sign-in", err); status.Code(mapped) == codes.Unavailable {
+			// The token could not be checked (its database): not a refusal.
+			c.failRPC(w, r, nil, mapped)
+			return
+		}
 		c.refused(r, nil, "sign-in with a token that was not accepted: "+status.Convert(err).Message())
 		again("that token was not accepted")
 		return
@@ -195,7 +218,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		INSERT INTO console_sessions (id_hash, token_id, user_id, csrf, expires_at) VALUES ($1, $2, $3, $4, $5)`,
 		hashID(id), caller.Principal.TokenID, caller.Principal.UserID, randomToken(), c.now().Add(c.d.SessionTTL))
 	if err != nil {
-		c.fail(w, r, nil, http.StatusServiceUnavailable, "could not start a session: "+err.Error())
+		c.failRPC(w, r, nil, api.DBError("console session", err))
 		return
 	}
 	c.d.Log.Info("console sign-in", "user", caller.Principal.UserID, "token", caller.Principal.TokenID)
@@ -206,7 +229,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, s *session) {
 	if _, err := c.d.Pool.Exec(r.Context(), `DELETE FROM console_sessions WHERE id_hash = $1`, s.idHash); err != nil {
-		c.fail(w, r, s, http.StatusServiceUnavailable, "could not end the session: "+err.Error())
+		c.failRPC(w, r, s, api.DBError("console session", err))
 		return
 	}
 	http.SetCookie(w, c.cookie(SessionCookie, "", -1))

@@ -42,6 +42,11 @@ type HoldResult struct {
 // service's CreateHoldTx behind an adapter, so this package stays a leaf).
 type HoldCreator func(ctx context.Context, tx pgx.Tx, req HoldRequest) (HoldResult, error)
 
+// HoldNotCreatedNow is a HOLD's HoldError when its hold could not be created
+// because the database cannot serve now (store.IsUnavailable): asking again
+// later may create it. Other failures say "the hold could not be created".
+const HoldNotCreatedNow = "the hold could not be created now: the database is unavailable (try again)"
+
 // holdRequest is the hold a HOLD decision d about req asks for.
 func holdRequest(req *Request, entry *Entry, d Decision) HoldRequest {
 	// The hold kind is the entry's approval action: a caller cannot mint a

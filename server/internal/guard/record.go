@@ -173,6 +173,9 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 	})
 	if err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
 		e.log.Error("hold creation failed", "action", p.req.Action, "err", err)
+		if store.IsUnavailable(err) {
+			return unheld(HoldNotCreatedNow)
+		}
 		return unheld("the hold could not be created (try again)")
 	}
 	return a, err

@@ -11,6 +11,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/resources"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
@@ -280,10 +281,11 @@ func lockRegistrationTx(ctx context.Context, tx pgx.Tx, mgID string) (pendingReg
 
 // mayRegister is the channels.register consult with the human actor: every
 // click and the name reply pass it (owner / global admin / delivered-to
-// approver, and a pending registration must exist).
-func (s *Service) mayRegister(ctx context.Context, userID, mgID string) (bool, string) {
+// approver, and a pending registration must exist). An error (wrapping
+// guard.ErrUnavailable) says the guard could not decide: neither yes nor no.
+func (s *Service) mayRegister(ctx context.Context, userID, mgID string) (bool, string, error) {
 	if userID == "" {
-		return false, "channel registration is resolved by a human approver"
+		return false, "channel registration is resolved by a human approver", nil
 	}
 	payload, _ := structpb.NewStruct(map[string]any{"messaging_group_id": mgID})
 	resp := s.decide(ctx, &guardv1.DecideRequest{
@@ -292,8 +294,11 @@ func (s *Service) mayRegister(ctx context.Context, userID, mgID string) (bool, s
 		Resource: map[string]string{"messaging_group": mgID},
 		Payload:  payload,
 	})
+	if undecided(resp) {
+		return false, "", fmt.Errorf("channel registration by %s: %w", userID, guard.ErrUnavailable)
+	}
 	d := resp.GetDecision()
-	return d.GetEffect() == guardv1.Effect_EFFECT_ALLOW, d.GetReason()
+	return d.GetEffect() == guardv1.Effect_EFFECT_ALLOW, d.GetReason(), nil
 }
 
 // ChannelRegistrationResolved carries out a click on a registration card:
@@ -329,7 +334,11 @@ func (s *Service) ChannelRegistrationResolved(ctx context.Context, hold *guardv1
 		return fmt.Errorf("read pending registration of %s: %w", mgID, err)
 	}
 	resolver := hold.GetResolver()
-	if ok, why := s.mayRegister(ctx, resolver, mgID); !ok {
+	ok, why, err := s.mayRegister(ctx, resolver, mgID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", approvals.ErrRetryLater, err)
+	}
+	if !ok {
 		s.log.WarnContext(ctx, "channel registration click refused by the guard", "hold", hold.GetId(), "resolver", resolver, "reason", why)
 		return nil
 	}
@@ -472,7 +481,11 @@ func (s *Service) captureName(ctx context.Context, m *guardv1.RouteInboundReques
 		}
 		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mgID, reason), true, nil
 	}
-	if ok, why := s.mayRegister(ctx, sender, mgID); !ok {
+	ok, why, err := s.mayRegister(ctx, sender, mgID)
+	if err != nil {
+		return nil, false, err // not a refusal: the capture stays armed and the bridge sends the reply again
+	}
+	if !ok {
 		s.log.WarnContext(ctx, "agent name reply refused by the guard; capture disarmed", "messaging_group", mgID, "user", sender, "reason", why)
 		return consumed("agent name reply refused: " + why)
 	}

@@ -20,6 +20,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/permissions"
 )
 
@@ -141,9 +142,20 @@ func (s *Service) decide(ctx context.Context, req *guardv1.DecideRequest) *guard
 	resp, err := g.Decide(ctx, req)
 	if err != nil || resp.GetDecision() == nil {
 		s.log.WarnContext(ctx, "guard consult failed; denying", "action", req.GetAction(), "err", err)
-		return &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_DENY, Reason: "guard failure (failing closed)"}}
+		return &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_DENY,
+			Reason: guard.ReasonFailClosed, DecidedBy: guard.ByGuardFailure}}
 	}
 	return resp
+}
+
+// undecided reports a deny the guard gave because it could not decide (its
+// database unreachable, the decision log refusing rows): not a judgement of
+// the message or the click. It is not carried out as one: a routed message
+// is answered Unavailable (the bridge sends it again), an approved hold's
+// continuation is dispatched again later (approvals.ErrRetryLater).
+func undecided(resp *guardv1.DecideResponse) bool {
+	return resp.GetDecision().GetDecidedBy() == guard.ByGuardFailure ||
+		(resp.GetHoldId() == "" && resp.GetHoldError() == guard.HoldNotCreatedNow)
 }
 
 // HoldResolved carries out a resolved hold of a kind this package owns

@@ -10,6 +10,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/permissions"
 )
 
@@ -112,6 +113,9 @@ func (s *Service) admitUnknown(ctx context.Context, mg messagingGroup, agentGrou
 		req.Actor = &guardv1.Actor{Kind: &guardv1.Actor_System{System: &guardv1.SystemActor{}}}
 	}
 	resp := s.decide(ctx, req)
+	if undecided(resp) {
+		return nil, false, fmt.Errorf("sender admission of %s: %w", sender, guard.ErrUnavailable)
+	}
 	d := resp.GetDecision()
 	switch d.GetEffect() {
 	case guardv1.Effect_EFFECT_ALLOW:
@@ -163,6 +167,9 @@ func (s *Service) SenderAdmitApproved(ctx context.Context, hold *guardv1.Hold) e
 		Payload:  hold.GetPayload(),
 		Grant:    hold.GetId(),
 	})
+	if undecided(resp) {
+		return fmt.Errorf("%w: the admission of %s (hold %s): %w", approvals.ErrRetryLater, sender, hold.GetId(), guard.ErrUnavailable)
+	}
 	if d := resp.GetDecision(); d.GetEffect() != guardv1.Effect_EFFECT_ALLOW {
 		s.log.WarnContext(ctx, "approved sender not admitted", "hold", hold.GetId(), "sender", sender, "reason", d.GetReason())
 		return nil

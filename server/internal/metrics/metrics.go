@@ -33,6 +33,10 @@ var Outcomes = []string{"approve", "reject", "expire", "sweep"}
 // enforced decision and deny rates (or fire ClawguardDenySpike).
 var QueryKinds = []string{"dry_run", "read"}
 
+// ReplicationModes are the mode label values of clawguard_database_replication
+// (store.Replication.Mode; app checks the two lists agree).
+var ReplicationModes = []string{"synchronous", "asynchronous", "none", "standby", "unknown"}
+
 // Metrics is the server's metric set; one per process, built by NewMetrics.
 type Metrics struct {
 	// Guard. action is always a catalog action ("non_catalog" for others).
@@ -83,6 +87,11 @@ type Metrics struct {
 
 	// Server.
 	PanicsTotal prometheus.Counter
+
+	// Database: what the server's Postgres says about its standbys
+	// (store.Replication, read every few seconds).
+	DatabaseSynchronousStandbys prometheus.Gauge
+	DatabaseReplication         *prometheus.GaugeVec // {mode}: 1 for the current mode
 
 	holdKinds []string // set by PreInit
 }
@@ -214,6 +223,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "clawguard", Subsystem: "server", Name: "panics_total",
 			Help: "Panics recovered in gRPC handlers (each became an Internal error).",
 		}),
+		DatabaseSynchronousStandbys: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "database", Name: "synchronous_standbys",
+			Help: "Synchronous standbys streaming from the server's Postgres primary (0: an approval acknowledged just before a failover can be lost; -1: the server's role may not read it, grant pg_monitor).",
+		}),
+		DatabaseReplication: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "database", Name: "replication",
+			Help: "1 for what the server's Postgres is: synchronous (a primary with a synchronous standby), asynchronous (standbys, none synchronous), none (no standby), standby (the server is connected to a standby), unknown.",
+		}, []string{"mode"}),
 	}
 	reg.MustRegister(
 		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
@@ -223,7 +240,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,
 		m.TimeToResolveSeconds, m.WebhookFailuresTotal,
 		m.ConformanceRefusalsTotal, m.RunnersLive, m.LeaseExpirationsTotal, m.PushesPending,
-		m.PanicsTotal,
+		m.PanicsTotal, m.DatabaseSynchronousStandbys, m.DatabaseReplication,
 	)
 	return m
 }
@@ -262,6 +279,9 @@ func (m *Metrics) PreInit(actions, holdKinds []string) {
 	for _, k := range []string{"delta", "full"} {
 		m.SnapshotRefreshesTotal.WithLabelValues(k)
 	}
+	for _, mode := range ReplicationModes {
+		m.DatabaseReplication.WithLabelValues(mode)
+	}
 	for _, k := range holdKinds {
 		m.HoldsCreatedTotal.WithLabelValues(k)
 		m.HoldsPending.WithLabelValues(k)
@@ -270,6 +290,19 @@ func (m *Metrics) PreInit(actions, holdKinds []string) {
 		for _, o := range Outcomes {
 			m.HoldsResolvedTotal.WithLabelValues(k, o)
 		}
+	}
+}
+
+// ObserveReplication sets the database gauges: synchronous standbys (-1
+// unknown) and the mode, one of ReplicationModes.
+func (m *Metrics) ObserveReplication(mode string, synchronous int) {
+	m.DatabaseSynchronousStandbys.Set(float64(synchronous))
+	for _, k := range ReplicationModes {
+		v := 0.0
+		if k == mode {
+			v = 1
+		}
+		m.DatabaseReplication.WithLabelValues(k).Set(v)
 	}
 }
 

@@ -39,6 +39,8 @@ var serverNames = []string{
 	"clawguard_registry_lease_expirations_total",
 	"clawguard_registry_pushes_pending",
 	"clawguard_server_panics_total",
+	"clawguard_database_synchronous_standbys",
+	"clawguard_database_replication",
 }
 
 func gatheredNames(t *testing.T, g prometheus.Gatherer) map[string]bool {

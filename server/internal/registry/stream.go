@@ -271,7 +271,7 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 			if ctx.Err() != nil {
 				return nil
 			}
-			return status.Errorf(codes.Unavailable, "read pushes: %v", err)
+			return fmt.Errorf("read pushes: %w", err)
 		}
 		now := time.Now()
 		still := make(map[string]bool, len(list))
@@ -396,7 +396,7 @@ func (s *Service) release(ctx context.Context, runnerID, instanceID string) erro
 	defer cancel()
 	tag, err := s.pool.Exec(ctx, `UPDATE runners SET instance_id = '' WHERE id = $1 AND instance_id = $2`, runnerID, instanceID)
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "release lease of %s: %v", runnerID, err)
+		return fmt.Errorf("release lease of %s: %w", runnerID, err)
 	}
 	if tag.RowsAffected() == 1 {
 		s.log.InfoContext(ctx, "runner released its lease", "runner", runnerID)
@@ -473,7 +473,7 @@ func (s *Service) ackWriter(ctx context.Context, runnerID string, acks <-chan ac
 			WHERE id = ANY($1) AND runner_id = $2 AND acked_at IS NULL`, ids, runnerID)
 			cancel()
 			if err != nil {
-				err = status.Errorf(codes.Unavailable, "ack %d pushes: %v", len(ids), err)
+				err = fmt.Errorf("ack %d pushes: %w", len(ids), err)
 			}
 		}
 		for _, b := range barriers {
@@ -519,7 +519,7 @@ func (s *Service) ack(ctx context.Context, runnerID string, a *guardv1.PushAck) 
 		return false, nil
 	}
 	if err != nil {
-		return false, status.Errorf(codes.Unavailable, "record push failure %s: %v", a.GetPushId(), err)
+		return false, fmt.Errorf("record push failure %s: %w", a.GetPushId(), err)
 	}
 	if gaveUp {
 		s.log.WarnContext(ctx, "push abandoned after repeated failures", "push", a.GetPushId(), "runner", runnerID, "attempts", MaxPushAttempts, "err", errText)

@@ -1,5 +1,6 @@
 // Package store is the server's Postgres access: one pool, one transaction
-// helper, and the mapping of database errors to what they mean. Queries live
+// helper, and the classification of database errors by what they mean
+// (errors.go; the API maps each class to its gRPC code). Queries live
 // in the package that owns them, next to the code that uses them.
 package store
 
@@ -83,45 +84,11 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error 
 	return pgx.BeginFunc(ctx, pool, fn)
 }
 
-// Postgres error codes the API maps to statuses.
-const (
-	codeUniqueViolation     = "23505"
-	codeForeignKeyViolation = "23503"
-	codeCheckViolation      = "23514"
-	codeNotNullViolation    = "23502"
-)
-
 // IsUniqueViolation reports a duplicate key (→ AlreadyExists).
-func IsUniqueViolation(err error) bool { return hasCode(err, codeUniqueViolation) }
+func IsUniqueViolation(err error) bool { return Classify(err) == ClassUnique }
 
 // IsForeignKeyViolation reports a reference to a missing row (→ NotFound or FailedPrecondition).
-func IsForeignKeyViolation(err error) bool { return hasCode(err, codeForeignKeyViolation) }
-
-// IsCheckViolation reports a value the schema refuses (→ InvalidArgument).
-func IsCheckViolation(err error) bool {
-	return hasCode(err, codeCheckViolation) || hasCode(err, codeNotNullViolation)
-}
-
-// IsDataException reports a value Postgres cannot hold or parse (SQLSTATE
-// class 22: a NUL byte in text, a string too long for its column, a
-// malformed number or time, \u0000 in jsonb). It is the request's fault
-// (→ InvalidArgument): retrying it changes nothing.
-func IsDataException(err error) bool { return hasClass(err, "22") }
-
-// IsIntegrityViolation reports any integrity constraint (SQLSTATE class 23)
-// the specific checks above do not name (exclusion, restrict).
-func IsIntegrityViolation(err error) bool { return hasClass(err, "23") }
-
-// IsRetryableConflict reports a serialization failure or deadlock (class
-// 40): the same transaction may succeed when run again (→ Aborted).
-func IsRetryableConflict(err error) bool { return hasClass(err, "40") }
-
-// IsDatabaseError reports an error the server received from Postgres
-// (anything else is the connection, the pool or the context).
-func IsDatabaseError(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr)
-}
+func IsForeignKeyViolation(err error) bool { return Classify(err) == ClassForeignKey }
 
 // ConstraintName is the violated constraint, for error messages.
 func ConstraintName(err error) string {
@@ -134,16 +101,6 @@ func ConstraintName(err error) string {
 
 // IsNoRows reports an empty single-row result (→ NotFound).
 func IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
-
-func hasClass(err error, class string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, class)
-}
-
-func hasCode(err error, code string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == code
-}
 
 // unwrapConnect keeps one line of pgx's connect error (it repeats the
 // cause once per address tried).
