@@ -219,11 +219,14 @@ func (x *SendRequest) GetPayload() *structpb.Struct {
 
 // SendResponse is the immediate outcome.
 type SendResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        SendStatus             `protobuf:"varint,1,opt,name=status,proto3,enum=agent.v1.SendStatus" json:"status,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	HoldId        string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
-	Result        *structpb.Struct       `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status SendStatus             `protobuf:"varint,1,opt,name=status,proto3,enum=agent.v1.SendStatus" json:"status,omitempty"`
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	HoldId string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
+	Result *structpb.Struct       `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	// For HELD: who may approve it, in words, from the guard's approver rule
+	// (e.g. "telegram:dana", "an admin of agent group ag_1"); "" when unknown.
+	Approvers     string `protobuf:"bytes,5,opt,name=approvers,proto3" json:"approvers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -284,6 +287,13 @@ func (x *SendResponse) GetResult() *structpb.Struct {
 		return x.Result
 	}
 	return nil
+}
+
+func (x *SendResponse) GetApprovers() string {
+	if x != nil {
+		return x.Approvers
+	}
+	return ""
 }
 
 // InboxRequest starts the inbox stream.
@@ -493,12 +503,16 @@ func (x *InboundMessage) GetAt() *timestamppb.Timestamp {
 
 // Notice is a system notice about one of the agent's actions.
 type Notice struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          NoticeKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=agent.v1.NoticeKind" json:"kind,omitempty"`
-	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	HoldId        string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
-	RequestId     string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Kind      NoticeKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=agent.v1.NoticeKind" json:"kind,omitempty"`
+	Text      string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	HoldId    string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	// For RESULT: the action's result (what SendResponse.result would have
+	// held), so an approved action's output reaches the agent too; for
+	// mcp_call, the MCP CallToolResult as JSON.
+	Result        *structpb.Struct `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -564,6 +578,13 @@ func (x *Notice) GetRequestId() string {
 func (x *Notice) GetAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.At
+	}
+	return nil
+}
+
+func (x *Notice) GetResult() *structpb.Struct {
+	if x != nil {
+		return x.Result
 	}
 	return nil
 }
@@ -960,12 +981,13 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x121\n" +
-	"\apayload\x18\x03 \x01(\v2\x17.google.protobuf.StructR\apayload\"\x9e\x01\n" +
+	"\apayload\x18\x03 \x01(\v2\x17.google.protobuf.StructR\apayload\"\xbc\x01\n" +
 	"\fSendResponse\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.agent.v1.SendStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\x12/\n" +
-	"\x06result\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06result\"\x0e\n" +
+	"\x06result\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06result\x12\x1c\n" +
+	"\tapprovers\x18\x05 \x01(\tR\tapprovers\"\x0e\n" +
 	"\fInboxRequest\"y\n" +
 	"\rInboxResponse\x124\n" +
 	"\amessage\x18\x01 \x01(\v2\x18.agent.v1.InboundMessageH\x00R\amessage\x12*\n" +
@@ -977,14 +999,15 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x0esender_user_id\x18\x03 \x01(\tR\fsenderUserId\x12\x12\n" +
 	"\x04text\x18\x04 \x01(\tR\x04text\x121\n" +
 	"\apayload\x18\x05 \x01(\v2\x17.google.protobuf.StructR\apayload\x12*\n" +
-	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xaa\x01\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xdb\x01\n" +
 	"\x06Notice\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.agent.v1.NoticeKindR\x04kind\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x14\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12/\n" +
+	"\x06result\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x06result\"\x14\n" +
 	"\x12ListActionsRequest\"E\n" +
 	"\x13ListActionsResponse\x12.\n" +
 	"\aactions\x18\x01 \x03(\v2\x14.agent.v1.ActionSpecR\aactions\"\x95\x01\n" +
@@ -1074,22 +1097,23 @@ var file_agent_v1_gateway_proto_depIdxs = []int32{
 	16, // 6: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
 	1,  // 7: agent.v1.Notice.kind:type_name -> agent.v1.NoticeKind
 	16, // 8: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	10, // 9: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
-	13, // 10: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
-	15, // 11: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
-	2,  // 12: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
-	4,  // 13: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
-	8,  // 14: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
-	11, // 15: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
-	3,  // 16: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
-	5,  // 17: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
-	9,  // 18: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
-	12, // 19: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	15, // 9: agent.v1.Notice.result:type_name -> google.protobuf.Struct
+	10, // 10: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
+	13, // 11: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
+	15, // 12: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
+	2,  // 13: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
+	4,  // 14: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
+	8,  // 15: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
+	11, // 16: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
+	3,  // 17: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
+	5,  // 18: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
+	9,  // 19: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
+	12, // 20: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_gateway_proto_init() }
