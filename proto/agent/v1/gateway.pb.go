@@ -95,8 +95,12 @@ const (
 	NoticeKind_NOTICE_KIND_RESULT      NoticeKind = 5
 	NoticeKind_NOTICE_KIND_FAILED      NoticeKind = 6
 	NoticeKind_NOTICE_KIND_INFO        NoticeKind = 7
+	// A gate in warn mode let the action run; enforce would have held or
+	// denied it (the server's guard.v1 NOTICE_KIND_WARNING: the two enums
+	// share their numbers, a pushed notice keeps its kind).
+	NoticeKind_NOTICE_KIND_WARNING NoticeKind = 8
 	// The set of guarded MCP tools changed (ListTools answers differently).
-	NoticeKind_NOTICE_KIND_TOOLS_CHANGED NoticeKind = 8
+	NoticeKind_NOTICE_KIND_TOOLS_CHANGED NoticeKind = 9
 )
 
 // Enum value maps for NoticeKind.
@@ -110,7 +114,8 @@ var (
 		5: "NOTICE_KIND_RESULT",
 		6: "NOTICE_KIND_FAILED",
 		7: "NOTICE_KIND_INFO",
-		8: "NOTICE_KIND_TOOLS_CHANGED",
+		8: "NOTICE_KIND_WARNING",
+		9: "NOTICE_KIND_TOOLS_CHANGED",
 	}
 	NoticeKind_value = map[string]int32{
 		"NOTICE_KIND_UNSPECIFIED":   0,
@@ -121,7 +126,8 @@ var (
 		"NOTICE_KIND_RESULT":        5,
 		"NOTICE_KIND_FAILED":        6,
 		"NOTICE_KIND_INFO":          7,
-		"NOTICE_KIND_TOOLS_CHANGED": 8,
+		"NOTICE_KIND_WARNING":       8,
+		"NOTICE_KIND_TOOLS_CHANGED": 9,
 	}
 )
 
@@ -509,9 +515,8 @@ type Notice struct {
 	HoldId    string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
 	RequestId string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	At        *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
-	// For RESULT: the action's result (what SendResponse.result would have
-	// held), so an approved action's output reaches the agent too; for
-	// mcp_call, the MCP CallToolResult as JSON.
+	// A RESULT notice's structured result, when the action has one: an
+	// approved mcp_call's MCP CallToolResult as JSON.
 	Result        *structpb.Struct `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1036,7 +1041,7 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x10SEND_STATUS_DONE\x10\x01\x12\x14\n" +
 	"\x10SEND_STATUS_HELD\x10\x02\x12\x16\n" +
 	"\x12SEND_STATUS_DENIED\x10\x03\x12\x16\n" +
-	"\x12SEND_STATUS_FAILED\x10\x04*\xf0\x01\n" +
+	"\x12SEND_STATUS_FAILED\x10\x04*\x89\x02\n" +
 	"\n" +
 	"NoticeKind\x12\x1b\n" +
 	"\x17NOTICE_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -1046,8 +1051,9 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x14NOTICE_KIND_REJECTED\x10\x04\x12\x16\n" +
 	"\x12NOTICE_KIND_RESULT\x10\x05\x12\x16\n" +
 	"\x12NOTICE_KIND_FAILED\x10\x06\x12\x14\n" +
-	"\x10NOTICE_KIND_INFO\x10\a\x12\x1d\n" +
-	"\x19NOTICE_KIND_TOOLS_CHANGED\x10\b2\x93\x02\n" +
+	"\x10NOTICE_KIND_INFO\x10\a\x12\x17\n" +
+	"\x13NOTICE_KIND_WARNING\x10\b\x12\x1d\n" +
+	"\x19NOTICE_KIND_TOOLS_CHANGED\x10\t2\x93\x02\n" +
 	"\fAgentGateway\x125\n" +
 	"\x04Send\x12\x15.agent.v1.SendRequest\x1a\x16.agent.v1.SendResponse\x12:\n" +
 	"\x05Inbox\x12\x16.agent.v1.InboxRequest\x1a\x17.agent.v1.InboxResponse0\x01\x12J\n" +

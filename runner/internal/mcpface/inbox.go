@@ -35,7 +35,7 @@ func (NoAck) Ack(context.Context, []string) error { return nil }
 // item is one inbox item as the model is shown it.
 type item struct {
 	ID   string         `json:"id"`
-	Kind string         `json:"kind"` // message, held, approved, rejected, result, denied, failed, info
+	Kind string         `json:"kind"` // message, held, approved, rejected, result, denied, failed, warning, info
 	Text string         `json:"text,omitempty"`
 	From string         `json:"from_agent_group_id,omitempty"`
 	User string         `json:"sender_user_id,omitempty"`
@@ -67,6 +67,7 @@ var kindWords = map[agentv1.NoticeKind]string{
 	agentv1.NoticeKind_NOTICE_KIND_RESULT:   "result",
 	agentv1.NoticeKind_NOTICE_KIND_FAILED:   "failed",
 	agentv1.NoticeKind_NOTICE_KIND_INFO:     "info",
+	agentv1.NoticeKind_NOTICE_KIND_WARNING:  "warning",
 }
 
 func toItem(id string, r *agentv1.InboxResponse) item {
