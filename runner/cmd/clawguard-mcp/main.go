@@ -65,6 +65,11 @@ func main() {
 }
 
 func run(ctx context.Context, socket string, callWait, maxWait time.Duration, log *slog.Logger) error {
+	if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		// Served anyway (the host would only see a dead server): the tools
+		// appear once the socket answers.
+		log.Warn("clawguard-mcp: no gateway socket here yet; is this the agent's container?", "socket", socket, "err", err)
+	}
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("gateway %s: %w", socket, err)

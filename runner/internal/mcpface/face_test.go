@@ -147,27 +147,33 @@ type harness struct {
 	notes *notes
 }
 
-func serve(t *testing.T, gw *scriptedGateway, protocol string) *harness {
-	t.Helper()
+// dialScripted serves gw on a fresh unix socket and dials it.
+func dialScripted(tb testing.TB, gw *scriptedGateway) *grpc.ClientConn {
+	tb.Helper()
 	dir, err := os.MkdirTemp("", "cgmcp")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	tb.Cleanup(func() { os.RemoveAll(dir) })
 	ln, err := net.Listen("unix", filepath.Join(dir, "gw.sock"))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	srv := grpc.NewServer()
 	agentv1.RegisterAgentGatewayServer(srv, gw)
 	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
+	tb.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("unix://"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	tb.Cleanup(func() { conn.Close() })
+	return conn
+}
 
+func serve(t *testing.T, gw *scriptedGateway, protocol string) *harness {
+	t.Helper()
+	conn := dialScripted(t, gw)
 	h := &harness{gw: gw, acks: &acks{}, notes: &notes{}}
 	h.face = New(Config{Gateway: agentv1.NewAgentGatewayClient(conn), Acker: h.acks, CallWait: time.Second, MaxWait: 5 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -26,6 +26,12 @@ type Acker interface {
 	Ack(ctx context.Context, ids []string) error
 }
 
+// AckFunc is a function as an Acker (the gateway's Ack RPC, for one).
+type AckFunc func(ctx context.Context, ids []string) error
+
+// Ack calls f.
+func (f AckFunc) Ack(ctx context.Context, ids []string) error { return f(ctx, ids) }
+
 // NoAck acknowledges nothing: the stream's delivery already was the take.
 type NoAck struct{}
 
