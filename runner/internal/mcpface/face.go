@@ -75,8 +75,14 @@ type Face struct {
 	seq    atomic.Uint64
 
 	refreshMu sync.Mutex
-	offered   map[string]string // tool name → digest of its definition
-	told      map[string]bool   // refusals already told to the model
+	retrying  atomic.Bool
+	offered   map[string]offeredTool
+	told      map[string]bool // refusals already told to the model
+}
+
+type offeredTool struct {
+	digest  string // of its definition: an unchanged tool is not added again
+	guarded bool   // a guarded MCP server's tool (not a delivery action)
 }
 
 // New builds the server; Run serves it.
@@ -96,7 +102,7 @@ func New(cfg Config) *Face {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	f := &Face{cfg: cfg, log: cfg.Log, prefix: "mcp-" + hex.EncodeToString(b) + "-",
-		offered: map[string]string{}, told: map[string]bool{}}
+		offered: map[string]offeredTool{}, told: map[string]bool{}}
 	f.inbox = newInbox(f.announce)
 	// The SDK's own log (every notification sent) is noise on stderr.
 	sdkLog := slog.New(slog.DiscardHandler)
@@ -142,13 +148,41 @@ func (f *Face) Run(ctx context.Context, t mcp.Transport) error {
 	// Tools first, so the first tools/list is whole: many hosts never ask
 	// again. A runner that cannot be reached yet gets its tools offered
 	// when the inbox stream reaches it (list_changed).
-	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := f.Refresh(lctx); err != nil {
-		f.log.Warn("clawguard-mcp: tools not loaded yet", "err", err)
-	}
+	lctx, lcancel := context.WithTimeout(ctx, 15*time.Second)
+	err := f.Refresh(lctx)
 	lcancel()
+	if err != nil {
+		f.log.Warn("clawguard-mcp: tools not loaded yet; trying again", "err", err)
+		go f.refreshUntilLoaded(ctx)
+	}
 	go f.followInbox(ctx)
 	return f.server.Run(ctx, t)
+}
+
+// refreshUntilLoaded retries Refresh with back-off until it succeeds once
+// (one such loop at a time).
+func (f *Face) refreshUntilLoaded(ctx context.Context) {
+	if !f.retrying.CompareAndSwap(false, true) {
+		return
+	}
+	defer f.retrying.Store(false)
+	delays := backoff.ExponentialBackOff{InitialInterval: 500 * time.Millisecond, Multiplier: 2, MaxInterval: 30 * time.Second, RandomizationFactor: 0.2}
+	for {
+		t := time.NewTimer(delays.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := f.Refresh(rctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		f.log.Debug("clawguard-mcp: refresh tools", "err", err)
+	}
 }
 
 // Refresh reads the runner's actions and guarded tools and offers them,
@@ -161,12 +195,16 @@ func (f *Face) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list actions: %w", err)
 	}
+	// The guarded tools: when they cannot be listed now, the delivery
+	// actions are still brought up to date and the guarded tools offered
+	// so far stay; the error makes the caller try again.
 	var tools []*agentv1.McpTool
+	var toolsErr error
 	switch lt, err := f.cfg.Gateway.ListTools(ctx, &agentv1.ListToolsRequest{}, grpc.WaitForReady(true)); {
 	case status.Code(err) == codes.Unimplemented:
 		// A runner without guarded MCP servers.
 	case err != nil:
-		return fmt.Errorf("list tools: %w", err)
+		toolsErr = fmt.Errorf("list guarded MCP tools: %w", err)
 	default:
 		tools = lt.GetTools()
 	}
@@ -176,6 +214,7 @@ func (f *Face) Refresh(ctx context.Context) error {
 		handler mcp.ToolHandler
 	}
 	defs := map[string]def{}
+	guarded := map[string]bool{}
 	var cands []candidate
 	var refused []string
 	for _, a := range acts.GetActions() {
@@ -201,6 +240,7 @@ func (f *Face) Refresh(ctx context.Context) error {
 			continue
 		}
 		cands = append(cands, candidate{name: name, origin: origin})
+		guarded[name] = true
 		desc := t.GetDescription()
 		if t.GetEffect() != "allow" {
 			desc += " (Clawguard: calls to it may be held for approval.)"
@@ -212,8 +252,8 @@ func (f *Face) Refresh(ctx context.Context) error {
 	refused = append(refused, more...)
 
 	var gone []string
-	for name := range f.offered {
-		if !ok[name] {
+	for name, o := range f.offered {
+		if !ok[name] && (!o.guarded || toolsErr == nil) {
 			gone = append(gone, name)
 			delete(f.offered, name)
 		}
@@ -223,11 +263,11 @@ func (f *Face) Refresh(ctx context.Context) error {
 	}
 	for name := range ok {
 		d := defs[name]
-		digest := toolDigest(d.tool)
-		if f.offered[name] == digest {
+		o := offeredTool{digest: toolDigest(d.tool), guarded: guarded[name]}
+		if f.offered[name] == o {
 			continue
 		}
-		f.offered[name] = digest
+		f.offered[name] = o
 		f.server.AddTool(d.tool, d.handler)
 	}
 	for _, r := range refused {
@@ -237,7 +277,7 @@ func (f *Face) Refresh(ctx context.Context) error {
 			f.inbox.local(r)
 		}
 	}
-	return nil
+	return toolsErr
 }
 
 // inputSchema checks a schema is a JSON object of type object (what MCP
@@ -365,10 +405,12 @@ func (f *Face) take(ctx context.Context, r *agentv1.InboxResponse) {
 		f.inbox.consumed(id)
 		f.ack([]string{id})
 		go func() {
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			if err := f.Refresh(rctx); err != nil {
-				f.log.Warn("clawguard-mcp: refresh tools after tools changed", "err", err)
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := f.Refresh(rctx)
+			cancel()
+			if err != nil {
+				f.log.Warn("clawguard-mcp: refresh tools after tools changed; trying again", "err", err)
+				f.refreshUntilLoaded(ctx)
 			}
 		}()
 		return

@@ -28,13 +28,14 @@ import (
 // answers (the e2e tests run the real runner).
 type scriptedGateway struct {
 	agentv1.UnimplementedAgentGatewayServer
-	mu      sync.Mutex
-	actions []*agentv1.ActionSpec
-	tools   []*agentv1.McpTool // nil with noTools: ListTools is Unimplemented
-	noTools bool
-	sends   []*agentv1.SendRequest
-	answer  func(*agentv1.SendRequest) *agentv1.SendResponse
-	items   chan *agentv1.InboxResponse
+	mu       sync.Mutex
+	actions  []*agentv1.ActionSpec
+	tools    []*agentv1.McpTool // nil with noTools: ListTools is Unimplemented
+	noTools  bool
+	toolsErr error // ListTools fails with it
+	sends    []*agentv1.SendRequest
+	answer   func(*agentv1.SendRequest) *agentv1.SendResponse
+	items    chan *agentv1.InboxResponse
 }
 
 func (g *scriptedGateway) ListActions(context.Context, *agentv1.ListActionsRequest) (*agentv1.ListActionsResponse, error) {
@@ -48,6 +49,9 @@ func (g *scriptedGateway) ListTools(context.Context, *agentv1.ListToolsRequest) 
 	defer g.mu.Unlock()
 	if g.noTools {
 		return nil, status.Error(codes.Unimplemented, "no guarded MCP servers")
+	}
+	if g.toolsErr != nil {
+		return nil, g.toolsErr
 	}
 	return &agentv1.ListToolsResponse{Tools: g.tools}, nil
 }
@@ -498,5 +502,33 @@ func TestGuardedToolNames(t *testing.T) {
 	long := guardedToolName(strings.Repeat("s", 40), strings.Repeat("t", 40))
 	if len(long) != maxToolName || !toolNameRule.MatchString(long) || long == guardedToolName(strings.Repeat("s", 40), strings.Repeat("t", 41)) {
 		t.Fatalf("long name %q", long)
+	}
+}
+
+// TestGuardedToolsThatCannotBeListedYet: the delivery actions are offered
+// at once, the guarded tools once they can be listed (the host is told),
+// and a later listing failure keeps the guarded tools offered so far.
+func TestGuardedToolsThatCannotBeListedYet(t *testing.T) {
+	gw := newScripted()
+	gw.noTools = false
+	gw.toolsErr = status.Error(codes.Unavailable, "servers starting")
+	gw.tools = []*agentv1.McpTool{{Server: "fs", Tool: "read_file", InputSchemaJson: `{"type":"object"}`}}
+	h := serve(t, gw, "2025-06-18")
+	if got := toolNames(t, h.cs); !slices.Equal(got, []string{"install_packages", ReadInbox, "reply", WaitForMessages}) {
+		t.Fatalf("tools while guarded tools cannot be listed = %v", got)
+	}
+	gw.mu.Lock()
+	gw.toolsErr = nil
+	gw.mu.Unlock()
+	waitFor(t, "the guarded tool", func() bool { return slices.Contains(toolNames(t, h.cs), "fs__read_file") })
+	waitFor(t, "tools/list_changed", func() bool { return h.notes.count(func() int { return h.notes.toolsList }) > 0 })
+	gw.mu.Lock()
+	gw.toolsErr = status.Error(codes.Unavailable, "runner busy")
+	gw.mu.Unlock()
+	if err := h.face.Refresh(context.Background()); err == nil {
+		t.Fatal("a failed listing was not reported")
+	}
+	if got := toolNames(t, h.cs); !slices.Contains(got, "fs__read_file") {
+		t.Fatalf("a failed listing dropped the guarded tools: %v", got)
 	}
 }
