@@ -89,7 +89,7 @@ func (h *mcpHost) call(t *testing.T, name string, args map[string]any) *mcp.Call
 	return res
 }
 
-func resultText(r *mcp.CallToolResult) string {
+func toolText(r *mcp.CallToolResult) string {
 	var b strings.Builder
 	for _, c := range r.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {
@@ -99,7 +99,7 @@ func resultText(r *mcp.CallToolResult) string {
 	return b.String()
 }
 
-func resultData(t *testing.T, r *mcp.CallToolResult) map[string]any {
+func toolData(t *testing.T, r *mcp.CallToolResult) map[string]any {
 	t.Helper()
 	b, _ := json.Marshal(r.StructuredContent)
 	var m map[string]any
@@ -109,16 +109,16 @@ func resultData(t *testing.T, r *mcp.CallToolResult) map[string]any {
 	return m
 }
 
-func inboxItems(t *testing.T, r *mcp.CallToolResult) []map[string]any {
+func toolItems(t *testing.T, r *mcp.CallToolResult) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	for _, it := range resultData(t, r)["items"].([]any) {
+	for _, it := range toolData(t, r)["items"].([]any) {
 		out = append(out, it.(map[string]any))
 	}
 	return out
 }
 
-func normJSON(t *testing.T, v any) string {
+func sameJSON(t *testing.T, v any) string {
 	t.Helper()
 	var b []byte
 	switch x := v.(type) {
@@ -180,8 +180,8 @@ func TestMCPFaceOverTheRealGateway(t *testing.T) {
 			t.Errorf("delivery action %s is not a tool", spec.GetName())
 			continue
 		}
-		if normJSON(t, tl.InputSchema) != normJSON(t, spec.GetInputSchemaJson()) || tl.Description != spec.GetDescription() {
-			t.Errorf("%s: tool schema %s, the runner's %s", spec.GetName(), normJSON(t, tl.InputSchema), spec.GetInputSchemaJson())
+		if sameJSON(t, tl.InputSchema) != sameJSON(t, spec.GetInputSchemaJson()) || tl.Description != spec.GetDescription() {
+			t.Errorf("%s: tool schema %s, the runner's %s", spec.GetName(), sameJSON(t, tl.InputSchema), spec.GetInputSchemaJson())
 		}
 	}
 	if len(offered) != len(specs)+2 || offered[mcpface.ReadInbox] == nil || offered[mcpface.WaitForMessages] == nil {
@@ -194,14 +194,14 @@ func TestMCPFaceOverTheRealGateway(t *testing.T) {
 
 	// Allowed (cli_request is exempt; the server guards the command): done.
 	res := ha.call(t, "cli_request", map[string]any{"method": "ListGroups"})
-	if res.IsError || resultData(t, res)["status"] != "done" || !strings.Contains(resultText(res), `"groups"`) {
-		t.Fatalf("cli_request: %s", resultText(res))
+	if res.IsError || toolData(t, res)["status"] != "done" || !strings.Contains(toolText(res), `"groups"`) {
+		t.Fatalf("cli_request: %s", toolText(res))
 	}
 
 	// Malformed: refused by the schema, clearly, and no hold is made.
 	res = ha.call(t, "install_packages", map[string]any{"apt": []any{"Bad Name"}})
-	if !res.IsError || resultData(t, res)["status"] != "failed" || !strings.Contains(resultText(res), `apt[]: pattern: "Bad Name"`) {
-		t.Fatalf("malformed install_packages: %s", resultText(res))
+	if !res.IsError || toolData(t, res)["status"] != "failed" || !strings.Contains(toolText(res), `apt[]: pattern: "Bad Name"`) {
+		t.Fatalf("malformed install_packages: %s", toolText(res))
 	}
 	if l, err := s.op.approvals.List(ctx, &guardv1.ListRequest{}); err != nil || len(l.GetHolds()) != 0 {
 		t.Fatalf("holds after a malformed request: %v %v", l.GetHolds(), err)
@@ -209,14 +209,14 @@ func TestMCPFaceOverTheRealGateway(t *testing.T) {
 
 	// Denied: no destination alpha → gamma.
 	res = ha.call(t, "send_message", map[string]any{"to": gamma, "text": "hi"})
-	if !res.IsError || resultData(t, res)["status"] != "denied" || resultData(t, res)["reason"] == "" {
-		t.Fatalf("send_message to gamma: %s", resultText(res))
+	if !res.IsError || toolData(t, res)["status"] != "denied" || toolData(t, res)["reason"] == "" {
+		t.Fatalf("send_message to gamma: %s", toolText(res))
 	}
 
 	// Nothing for beta yet: wait_for_messages times out cleanly.
 	res = hb.call(t, mcpface.WaitForMessages, map[string]any{"timeout_seconds": 1})
-	if res.IsError || resultData(t, res)["timed_out"] != true || len(inboxItems(t, res)) != 0 {
-		t.Fatalf("wait_for_messages on an empty inbox: %s", resultText(res))
+	if res.IsError || toolData(t, res)["timed_out"] != true || len(toolItems(t, res)) != 0 {
+		t.Fatalf("wait_for_messages on an empty inbox: %s", toolText(res))
 	}
 	waited := make(chan *mcp.CallToolResult, 1)
 	go func() {
@@ -233,11 +233,11 @@ func TestMCPFaceOverTheRealGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	res = ha.call(t, "send_message", map[string]any{"to": beta, "text": "hello beta"})
-	d := resultData(t, res)
+	d := toolData(t, res)
 	holdID, _ := d["hold_id"].(string)
 	if res.IsError || d["status"] != "held" || holdID == "" || d["approvers"] != dana ||
-		!strings.Contains(resultText(res), "held for approval by telegram:dana as "+holdID+"; you will be told the outcome") {
-		t.Fatalf("held send_message: %s %v", resultText(res), d)
+		!strings.Contains(toolText(res), "held for approval by telegram:dana as "+holdID+"; you will be told the outcome") {
+		t.Fatalf("held send_message: %s %v", toolText(res), d)
 	}
 	hold, err := s.op.approvals.Get(ctx, &guardv1.GetRequest{Id: holdID})
 	if err != nil || hold.GetHold().GetStatus() != guardv1.HoldStatus_HOLD_STATUS_PENDING {
@@ -248,7 +248,7 @@ func TestMCPFaceOverTheRealGateway(t *testing.T) {
 	// Beta's agent was waiting: the message arrives.
 	select {
 	case res := <-waited:
-		if res == nil || !strings.Contains(resultText(res), "message from agent group "+alpha+": hello beta") {
+		if res == nil || !strings.Contains(toolText(res), "message from agent group "+alpha+": hello beta") {
 			t.Fatalf("beta's wait_for_messages: %v", res)
 		}
 	case <-time.After(90 * time.Second):
@@ -259,14 +259,14 @@ func TestMCPFaceOverTheRealGateway(t *testing.T) {
 	waitFor(t, 60*time.Second, "the inbox resource's update", func() bool { return ha.updated() > 0 })
 	var results []map[string]any
 	waitFor(t, 60*time.Second, "the RESULT of the approved send", func() bool {
-		for _, it := range inboxItems(t, ha.call(t, mcpface.ReadInbox, nil)) {
+		for _, it := range toolItems(t, ha.call(t, mcpface.ReadInbox, nil)) {
 			if it["hold_id"] == holdID && it["kind"] == "result" {
 				results = append(results, it)
 			}
 		}
 		return len(results) > 0
 	})
-	for _, it := range inboxItems(t, ha.call(t, mcpface.ReadInbox, nil)) {
+	for _, it := range toolItems(t, ha.call(t, mcpface.ReadInbox, nil)) {
 		if it["hold_id"] == holdID && it["kind"] == "result" {
 			results = append(results, it)
 		}
@@ -304,8 +304,8 @@ func TestMCPFaceInTheAgentImage(t *testing.T) {
 			t.Errorf("tools/list in the container lacks %s: %v", want, names)
 		}
 	}
-	if res := h.call(t, "cli_request", map[string]any{"method": "ListGroups"}); res.IsError || !strings.Contains(resultText(res), g) {
-		t.Fatalf("cli_request from the container: %s", resultText(res))
+	if res := h.call(t, "cli_request", map[string]any{"method": "ListGroups"}); res.IsError || !strings.Contains(toolText(res), g) {
+		t.Fatalf("cli_request from the container: %s", toolText(res))
 	}
 }
 
