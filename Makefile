@@ -49,10 +49,11 @@ proto-check: tools ## fail if buf lint fails, regeneration changes anything, or 
 	else echo "buf breaking: no previous main with proto/ to compare against"; fi
 
 .PHONY: build
-build: ## build bin/clawguard-server, bin/clawguard-runner, bin/ncl, bin/clawguard-telegram (static)
+build: ## build bin/clawguard-server, bin/clawguard-runner, bin/clawguard-mcp, bin/ncl, bin/clawguard-telegram (static)
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-server ./server/cmd/clawguard-server
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-runner ./runner/cmd/clawguard-runner
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(NCL_LDFLAGS)" -o bin/ncl ./cli/cmd/ncl
 	CGO_ENABLED=0 go build -trimpath -o bin/clawguard-telegram ./cli/cmd/clawguard-telegram
 	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
@@ -60,17 +61,19 @@ build: ## build bin/clawguard-server, bin/clawguard-runner, bin/ncl, bin/clawgua
 	  && [ "$$(bin/ncl --version)" = "ncl version $(VERSION)" ] || { echo "the binaries do not report version $(VERSION)" >&2; exit 1; }
 
 .PHONY: demo-image
-demo-image: ## build the demo agent image clawguard-agent-demo:latest (FROM scratch; needs Docker)
+demo-image: ## build the demo agent image clawguard-agent-demo:latest (FROM scratch, with clawguard-mcp; needs Docker)
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
-	cd runner && go run ./internal/runtime/docker/buildbase -binary ../bin/demo-agent -tag clawguard-agent-demo:latest
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
+	cd runner && go run ./internal/runtime/docker/buildbase -binary ../bin/demo-agent -mcp ../bin/clawguard-mcp -tag clawguard-agent-demo:latest
 
 .PHONY: debian-image
 debian-image: ## build clawguard-debian:<suite> (mmdebstrap, cached in Docker) and the demo agent on it, clawguard-agent-demo-debian:latest
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
 	base=$$(deploy/local/debian-image.sh) && cd runner && \
-	  go run ./internal/runtime/docker/buildbase -from "$$base" -binary ../bin/demo-agent -tag clawguard-agent-demo-debian:latest
+	  go run ./internal/runtime/docker/buildbase -from "$$base" -binary ../bin/demo-agent -mcp ../bin/clawguard-mcp -tag clawguard-agent-demo-debian:latest
 
 .PHONY: run
 run: build ## start a throwaway Postgres, the server, a runner and the demo agent (Ctrl-C stops all)

@@ -64,7 +64,7 @@ bin/ncl policies set --from "$demo" --to "$helper" --approver "$owner" >/dev/nul
 
 runtime=process
 if docker info >/dev/null 2>&1; then
-  (cd runner && go run ./internal/runtime/docker/buildbase -binary "$root/bin/demo-agent" -tag clawguard-agent-demo:latest) >/dev/null \
+  (cd runner && go run ./internal/runtime/docker/buildbase -binary "$root/bin/demo-agent" -mcp "$root/bin/clawguard-mcp" -tag clawguard-agent-demo:latest) >/dev/null \
     && runtime=docker
 fi
 bin/clawguard-runner --server "$CLAWGUARD_SERVER" --token-file "$data/runner.token" --id local-1 \

@@ -1,13 +1,22 @@
 // Package pkgname is the one rule for the apt and npm package names an agent
-// may ask to install. The server's precheck, the admin RPCs, ApplyAction and
-// the runner's image build all check it: the names end up in a RUN line.
+// may ask to install. The server's precheck, the admin RPCs, ApplyAction,
+// the runner's payload schema and its image build all check it: the names
+// end up in a RUN line.
 package pkgname
 
 import "regexp"
 
+// AptPattern and NpmPattern are the rules as regular expressions, in the
+// syntax Go and JSON Schema (ECMA-262) read alike, so a schema can carry
+// them as its "pattern".
+const (
+	AptPattern = `^[a-z0-9][a-z0-9._+-]*$`
+	NpmPattern = `^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$`
+)
+
 var (
-	apt = regexp.MustCompile(`^[a-z0-9][a-z0-9._+-]*$`)
-	npm = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$`)
+	apt = regexp.MustCompile(AptPattern)
+	npm = regexp.MustCompile(NpmPattern)
 )
 
 // Apt reports whether name is a valid Debian package name.

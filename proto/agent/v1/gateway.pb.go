@@ -95,6 +95,12 @@ const (
 	NoticeKind_NOTICE_KIND_RESULT      NoticeKind = 5
 	NoticeKind_NOTICE_KIND_FAILED      NoticeKind = 6
 	NoticeKind_NOTICE_KIND_INFO        NoticeKind = 7
+	// A gate in warn mode let the action run; enforce would have held or
+	// denied it (the server's guard.v1 NOTICE_KIND_WARNING: the two enums
+	// share their numbers, a pushed notice keeps its kind).
+	NoticeKind_NOTICE_KIND_WARNING NoticeKind = 8
+	// The set of guarded MCP tools changed (ListTools answers differently).
+	NoticeKind_NOTICE_KIND_TOOLS_CHANGED NoticeKind = 9
 )
 
 // Enum value maps for NoticeKind.
@@ -108,16 +114,20 @@ var (
 		5: "NOTICE_KIND_RESULT",
 		6: "NOTICE_KIND_FAILED",
 		7: "NOTICE_KIND_INFO",
+		8: "NOTICE_KIND_WARNING",
+		9: "NOTICE_KIND_TOOLS_CHANGED",
 	}
 	NoticeKind_value = map[string]int32{
-		"NOTICE_KIND_UNSPECIFIED": 0,
-		"NOTICE_KIND_HELD":        1,
-		"NOTICE_KIND_DENIED":      2,
-		"NOTICE_KIND_APPROVED":    3,
-		"NOTICE_KIND_REJECTED":    4,
-		"NOTICE_KIND_RESULT":      5,
-		"NOTICE_KIND_FAILED":      6,
-		"NOTICE_KIND_INFO":        7,
+		"NOTICE_KIND_UNSPECIFIED":   0,
+		"NOTICE_KIND_HELD":          1,
+		"NOTICE_KIND_DENIED":        2,
+		"NOTICE_KIND_APPROVED":      3,
+		"NOTICE_KIND_REJECTED":      4,
+		"NOTICE_KIND_RESULT":        5,
+		"NOTICE_KIND_FAILED":        6,
+		"NOTICE_KIND_INFO":          7,
+		"NOTICE_KIND_WARNING":       8,
+		"NOTICE_KIND_TOOLS_CHANGED": 9,
 	}
 )
 
@@ -215,11 +225,14 @@ func (x *SendRequest) GetPayload() *structpb.Struct {
 
 // SendResponse is the immediate outcome.
 type SendResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        SendStatus             `protobuf:"varint,1,opt,name=status,proto3,enum=agent.v1.SendStatus" json:"status,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	HoldId        string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
-	Result        *structpb.Struct       `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status SendStatus             `protobuf:"varint,1,opt,name=status,proto3,enum=agent.v1.SendStatus" json:"status,omitempty"`
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	HoldId string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
+	Result *structpb.Struct       `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	// For HELD: who may approve it, in words, from the guard's approver rule
+	// (e.g. "telegram:dana", "an admin of agent group ag_1"); "" when unknown.
+	Approvers     string `protobuf:"bytes,5,opt,name=approvers,proto3" json:"approvers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -280,6 +293,13 @@ func (x *SendResponse) GetResult() *structpb.Struct {
 		return x.Result
 	}
 	return nil
+}
+
+func (x *SendResponse) GetApprovers() string {
+	if x != nil {
+		return x.Approvers
+	}
+	return ""
 }
 
 // InboxRequest starts the inbox stream.
@@ -489,12 +509,15 @@ func (x *InboundMessage) GetAt() *timestamppb.Timestamp {
 
 // Notice is a system notice about one of the agent's actions.
 type Notice struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          NoticeKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=agent.v1.NoticeKind" json:"kind,omitempty"`
-	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	HoldId        string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
-	RequestId     string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Kind      NoticeKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=agent.v1.NoticeKind" json:"kind,omitempty"`
+	Text      string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	HoldId    string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	// A RESULT notice's structured result, when the action has one: an
+	// approved mcp_call's MCP CallToolResult as JSON.
+	Result        *structpb.Struct `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -564,6 +587,396 @@ func (x *Notice) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Notice) GetResult() *structpb.Struct {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// ListActionsRequest asks for the session's delivery actions.
+type ListActionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActionsRequest) Reset() {
+	*x = ListActionsRequest{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActionsRequest) ProtoMessage() {}
+
+func (x *ListActionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActionsRequest.ProtoReflect.Descriptor instead.
+func (*ListActionsRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{6}
+}
+
+// ListActionsResponse lists delivery actions, sorted by name.
+type ListActionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actions       []*ActionSpec          `protobuf:"bytes,1,rep,name=actions,proto3" json:"actions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActionsResponse) Reset() {
+	*x = ListActionsResponse{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActionsResponse) ProtoMessage() {}
+
+func (x *ListActionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActionsResponse.ProtoReflect.Descriptor instead.
+func (*ListActionsResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListActionsResponse) GetActions() []*ActionSpec {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+// ActionSpec describes one delivery action.
+type ActionSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Delivery action name (what Send takes), e.g. "install_packages".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// One or two sentences for a model: what it does and when it is held.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schema (draft 2020-12) of the payload, as JSON text.
+	InputSchemaJson string `protobuf:"bytes,3,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
+	// The guard catalog action consulted before it runs ("" = unguarded).
+	CatalogAction string `protobuf:"bytes,4,opt,name=catalog_action,json=catalogAction,proto3" json:"catalog_action,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionSpec) Reset() {
+	*x = ActionSpec{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionSpec) ProtoMessage() {}
+
+func (x *ActionSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionSpec.ProtoReflect.Descriptor instead.
+func (*ActionSpec) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ActionSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ActionSpec) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ActionSpec) GetInputSchemaJson() string {
+	if x != nil {
+		return x.InputSchemaJson
+	}
+	return ""
+}
+
+func (x *ActionSpec) GetCatalogAction() string {
+	if x != nil {
+		return x.CatalogAction
+	}
+	return ""
+}
+
+// ListToolsRequest asks for the session's guarded MCP tools.
+type ListToolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsRequest) Reset() {
+	*x = ListToolsRequest{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsRequest) ProtoMessage() {}
+
+func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListToolsRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{9}
+}
+
+// ListToolsResponse lists guarded MCP tools, sorted by server then tool.
+type ListToolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tools         []*McpTool             `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsResponse) Reset() {
+	*x = ListToolsResponse{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsResponse) ProtoMessage() {}
+
+func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
+func (*ListToolsResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListToolsResponse) GetTools() []*McpTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// McpTool is one tool of a guarded MCP server.
+type McpTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The MCP server's name as added (add_mcp_server / ncl mcp servers).
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// The tool's name on that server.
+	Tool        string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// The tool's input JSON Schema as the server declared it, as JSON text.
+	InputSchemaJson string `protobuf:"bytes,4,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
+	// The operator's effect for the tool: "allow" or "hold" ("deny" is never
+	// listed); "" when unset (the server's default applies).
+	Effect        string `protobuf:"bytes,5,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpTool) Reset() {
+	*x = McpTool{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpTool) ProtoMessage() {}
+
+func (x *McpTool) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpTool.ProtoReflect.Descriptor instead.
+func (*McpTool) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *McpTool) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *McpTool) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *McpTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *McpTool) GetInputSchemaJson() string {
+	if x != nil {
+		return x.InputSchemaJson
+	}
+	return ""
+}
+
+func (x *McpTool) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+// McpCallPayload documents the payload of Send(action "mcp_call"); it is
+// sent as a google.protobuf.Struct with these keys: {"server": ..., "tool":
+// ..., "arguments": {...}}. A DONE answer's result is the MCP CallToolResult
+// as JSON ({"content": [...], "structuredContent": {...}, "isError": bool}).
+type McpCallPayload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Arguments     *structpb.Struct       `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpCallPayload) Reset() {
+	*x = McpCallPayload{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpCallPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpCallPayload) ProtoMessage() {}
+
+func (x *McpCallPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpCallPayload.ProtoReflect.Descriptor instead.
+func (*McpCallPayload) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *McpCallPayload) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *McpCallPayload) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *McpCallPayload) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
 var File_agent_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_agent_v1_gateway_proto_rawDesc = "" +
@@ -573,12 +986,13 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x121\n" +
-	"\apayload\x18\x03 \x01(\v2\x17.google.protobuf.StructR\apayload\"\x9e\x01\n" +
+	"\apayload\x18\x03 \x01(\v2\x17.google.protobuf.StructR\apayload\"\xbc\x01\n" +
 	"\fSendResponse\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.agent.v1.SendStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\x12/\n" +
-	"\x06result\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06result\"\x0e\n" +
+	"\x06result\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06result\x12\x1c\n" +
+	"\tapprovers\x18\x05 \x01(\tR\tapprovers\"\x0e\n" +
 	"\fInboxRequest\"y\n" +
 	"\rInboxResponse\x124\n" +
 	"\amessage\x18\x01 \x01(\v2\x18.agent.v1.InboundMessageH\x00R\amessage\x12*\n" +
@@ -590,21 +1004,44 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x0esender_user_id\x18\x03 \x01(\tR\fsenderUserId\x12\x12\n" +
 	"\x04text\x18\x04 \x01(\tR\x04text\x121\n" +
 	"\apayload\x18\x05 \x01(\v2\x17.google.protobuf.StructR\apayload\x12*\n" +
-	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xaa\x01\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xdb\x01\n" +
 	"\x06Notice\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.agent.v1.NoticeKindR\x04kind\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\x85\x01\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12/\n" +
+	"\x06result\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x06result\"\x14\n" +
+	"\x12ListActionsRequest\"E\n" +
+	"\x13ListActionsResponse\x12.\n" +
+	"\aactions\x18\x01 \x03(\v2\x14.agent.v1.ActionSpecR\aactions\"\x95\x01\n" +
+	"\n" +
+	"ActionSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
+	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12%\n" +
+	"\x0ecatalog_action\x18\x04 \x01(\tR\rcatalogAction\"\x12\n" +
+	"\x10ListToolsRequest\"<\n" +
+	"\x11ListToolsResponse\x12'\n" +
+	"\x05tools\x18\x01 \x03(\v2\x11.agent.v1.McpToolR\x05tools\"\x9b\x01\n" +
+	"\aMcpTool\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12*\n" +
+	"\x11input_schema_json\x18\x04 \x01(\tR\x0finputSchemaJson\x12\x16\n" +
+	"\x06effect\x18\x05 \x01(\tR\x06effect\"s\n" +
+	"\x0eMcpCallPayload\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x125\n" +
+	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments*\x85\x01\n" +
 	"\n" +
 	"SendStatus\x12\x1b\n" +
 	"\x17SEND_STATUS_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10SEND_STATUS_DONE\x10\x01\x12\x14\n" +
 	"\x10SEND_STATUS_HELD\x10\x02\x12\x16\n" +
 	"\x12SEND_STATUS_DENIED\x10\x03\x12\x16\n" +
-	"\x12SEND_STATUS_FAILED\x10\x04*\xd1\x01\n" +
+	"\x12SEND_STATUS_FAILED\x10\x04*\x89\x02\n" +
 	"\n" +
 	"NoticeKind\x12\x1b\n" +
 	"\x17NOTICE_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -614,10 +1051,14 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x14NOTICE_KIND_REJECTED\x10\x04\x12\x16\n" +
 	"\x12NOTICE_KIND_RESULT\x10\x05\x12\x16\n" +
 	"\x12NOTICE_KIND_FAILED\x10\x06\x12\x14\n" +
-	"\x10NOTICE_KIND_INFO\x10\a2\x81\x01\n" +
+	"\x10NOTICE_KIND_INFO\x10\a\x12\x17\n" +
+	"\x13NOTICE_KIND_WARNING\x10\b\x12\x1d\n" +
+	"\x19NOTICE_KIND_TOOLS_CHANGED\x10\t2\x93\x02\n" +
 	"\fAgentGateway\x125\n" +
 	"\x04Send\x12\x15.agent.v1.SendRequest\x1a\x16.agent.v1.SendResponse\x12:\n" +
-	"\x05Inbox\x12\x16.agent.v1.InboxRequest\x1a\x17.agent.v1.InboxResponse0\x01B7Z5github.com/clawguard/clawguard/proto/agent/v1;agentv1b\x06proto3"
+	"\x05Inbox\x12\x16.agent.v1.InboxRequest\x1a\x17.agent.v1.InboxResponse0\x01\x12J\n" +
+	"\vListActions\x12\x1c.agent.v1.ListActionsRequest\x1a\x1d.agent.v1.ListActionsResponse\x12D\n" +
+	"\tListTools\x12\x1a.agent.v1.ListToolsRequest\x1a\x1b.agent.v1.ListToolsResponseB7Z5github.com/clawguard/clawguard/proto/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_gateway_proto_rawDescOnce sync.Once
@@ -632,7 +1073,7 @@ func file_agent_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_agent_v1_gateway_proto_goTypes = []any{
 	(SendStatus)(0),               // 0: agent.v1.SendStatus
 	(NoticeKind)(0),               // 1: agent.v1.NoticeKind
@@ -642,28 +1083,43 @@ var file_agent_v1_gateway_proto_goTypes = []any{
 	(*InboxResponse)(nil),         // 5: agent.v1.InboxResponse
 	(*InboundMessage)(nil),        // 6: agent.v1.InboundMessage
 	(*Notice)(nil),                // 7: agent.v1.Notice
-	(*structpb.Struct)(nil),       // 8: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*ListActionsRequest)(nil),    // 8: agent.v1.ListActionsRequest
+	(*ListActionsResponse)(nil),   // 9: agent.v1.ListActionsResponse
+	(*ActionSpec)(nil),            // 10: agent.v1.ActionSpec
+	(*ListToolsRequest)(nil),      // 11: agent.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),     // 12: agent.v1.ListToolsResponse
+	(*McpTool)(nil),               // 13: agent.v1.McpTool
+	(*McpCallPayload)(nil),        // 14: agent.v1.McpCallPayload
+	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_agent_v1_gateway_proto_depIdxs = []int32{
-	8,  // 0: agent.v1.SendRequest.payload:type_name -> google.protobuf.Struct
+	15, // 0: agent.v1.SendRequest.payload:type_name -> google.protobuf.Struct
 	0,  // 1: agent.v1.SendResponse.status:type_name -> agent.v1.SendStatus
-	8,  // 2: agent.v1.SendResponse.result:type_name -> google.protobuf.Struct
+	15, // 2: agent.v1.SendResponse.result:type_name -> google.protobuf.Struct
 	6,  // 3: agent.v1.InboxResponse.message:type_name -> agent.v1.InboundMessage
 	7,  // 4: agent.v1.InboxResponse.notice:type_name -> agent.v1.Notice
-	8,  // 5: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
-	9,  // 6: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
+	15, // 5: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
+	16, // 6: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
 	1,  // 7: agent.v1.Notice.kind:type_name -> agent.v1.NoticeKind
-	9,  // 8: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	2,  // 9: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
-	4,  // 10: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
-	3,  // 11: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
-	5,  // 12: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	16, // 8: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	15, // 9: agent.v1.Notice.result:type_name -> google.protobuf.Struct
+	10, // 10: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
+	13, // 11: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
+	15, // 12: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
+	2,  // 13: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
+	4,  // 14: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
+	8,  // 15: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
+	11, // 16: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
+	3,  // 17: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
+	5,  // 18: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
+	9,  // 19: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
+	12, // 20: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_gateway_proto_init() }
@@ -681,7 +1137,7 @@ func file_agent_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_gateway_proto_rawDesc), len(file_agent_v1_gateway_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

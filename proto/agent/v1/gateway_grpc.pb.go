@@ -19,8 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentGateway_Send_FullMethodName  = "/agent.v1.AgentGateway/Send"
-	AgentGateway_Inbox_FullMethodName = "/agent.v1.AgentGateway/Inbox"
+	AgentGateway_Send_FullMethodName        = "/agent.v1.AgentGateway/Send"
+	AgentGateway_Inbox_FullMethodName       = "/agent.v1.AgentGateway/Inbox"
+	AgentGateway_ListActions_FullMethodName = "/agent.v1.AgentGateway/ListActions"
+	AgentGateway_ListTools_FullMethodName   = "/agent.v1.AgentGateway/ListTools"
 )
 
 // AgentGatewayClient is the client API for AgentGateway service.
@@ -36,6 +38,15 @@ type AgentGatewayClient interface {
 	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*SendResponse, error)
 	// Inbox streams inbound messages and system notices for this session.
 	Inbox(ctx context.Context, in *InboxRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InboxResponse], error)
+	// ListActions describes the delivery actions this runner accepts from the
+	// session, each with the JSON Schema of its payload: the same definition
+	// the runner validates a Send with (clawguard-mcp exposes them as tools).
+	ListActions(ctx context.Context, in *ListActionsRequest, opts ...grpc.CallOption) (*ListActionsResponse, error)
+	// ListTools lists the tools of the guarded MCP servers this session may
+	// call (servers the runner hosts outside the agent's container). Tools
+	// the operator denied are not listed. Calling one is Send with the
+	// delivery action "mcp_call" (McpCallPayload shape in its payload).
+	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
 }
 
 type agentGatewayClient struct {
@@ -75,6 +86,26 @@ func (c *agentGatewayClient) Inbox(ctx context.Context, in *InboxRequest, opts .
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentGateway_InboxClient = grpc.ServerStreamingClient[InboxResponse]
 
+func (c *agentGatewayClient) ListActions(ctx context.Context, in *ListActionsRequest, opts ...grpc.CallOption) (*ListActionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListActionsResponse)
+	err := c.cc.Invoke(ctx, AgentGateway_ListActions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentGatewayClient) ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolsResponse)
+	err := c.cc.Invoke(ctx, AgentGateway_ListTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentGatewayServer is the server API for AgentGateway service.
 // All implementations must embed UnimplementedAgentGatewayServer
 // for forward compatibility.
@@ -88,6 +119,15 @@ type AgentGatewayServer interface {
 	Send(context.Context, *SendRequest) (*SendResponse, error)
 	// Inbox streams inbound messages and system notices for this session.
 	Inbox(*InboxRequest, grpc.ServerStreamingServer[InboxResponse]) error
+	// ListActions describes the delivery actions this runner accepts from the
+	// session, each with the JSON Schema of its payload: the same definition
+	// the runner validates a Send with (clawguard-mcp exposes them as tools).
+	ListActions(context.Context, *ListActionsRequest) (*ListActionsResponse, error)
+	// ListTools lists the tools of the guarded MCP servers this session may
+	// call (servers the runner hosts outside the agent's container). Tools
+	// the operator denied are not listed. Calling one is Send with the
+	// delivery action "mcp_call" (McpCallPayload shape in its payload).
+	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
 	mustEmbedUnimplementedAgentGatewayServer()
 }
 
@@ -103,6 +143,12 @@ func (UnimplementedAgentGatewayServer) Send(context.Context, *SendRequest) (*Sen
 }
 func (UnimplementedAgentGatewayServer) Inbox(*InboxRequest, grpc.ServerStreamingServer[InboxResponse]) error {
 	return status.Error(codes.Unimplemented, "method Inbox not implemented")
+}
+func (UnimplementedAgentGatewayServer) ListActions(context.Context, *ListActionsRequest) (*ListActionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListActions not implemented")
+}
+func (UnimplementedAgentGatewayServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
 }
 func (UnimplementedAgentGatewayServer) mustEmbedUnimplementedAgentGatewayServer() {}
 func (UnimplementedAgentGatewayServer) testEmbeddedByValue()                      {}
@@ -154,6 +200,42 @@ func _AgentGateway_Inbox_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentGateway_InboxServer = grpc.ServerStreamingServer[InboxResponse]
 
+func _AgentGateway_ListActions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListActionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentGatewayServer).ListActions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentGateway_ListActions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentGatewayServer).ListActions(ctx, req.(*ListActionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentGateway_ListTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentGatewayServer).ListTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentGateway_ListTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentGatewayServer).ListTools(ctx, req.(*ListToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentGateway_ServiceDesc is the grpc.ServiceDesc for AgentGateway service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -164,6 +246,14 @@ var AgentGateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Send",
 			Handler:    _AgentGateway_Send_Handler,
+		},
+		{
+			MethodName: "ListActions",
+			Handler:    _AgentGateway_ListActions_Handler,
+		},
+		{
+			MethodName: "ListTools",
+			Handler:    _AgentGateway_ListTools_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 		DataDir: dataDir, Runtime: r.Runtime, AgentBase: base, AgentEnv: cfg.AgentEnv,
 		DefaultCPUs: cfg.ContainerCPUs, DefaultMemory: cfg.ContainerMemory,
 		Conn: conn, Engine: r.Engine, Metrics: r.Metrics, Log: log,
-		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }},
+		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }, Actions: r.Actions.Specs},
 	})
 	r.Engine.Notifier = r.Sessions
 	if err := handlers.Register(r.Actions, handlers.Deps{Conn: conn, Restart: r.Sessions.RestartSession, OnWake: r.Sessions.OnWake, Log: log}); err != nil {

@@ -70,10 +70,8 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 	if payload == nil {
 		payload = &structpb.Struct{}
 	}
-	if a.Precheck != nil {
-		if err := a.Precheck(s, payload); err != nil {
-			return Failed("%v", err)
-		}
+	if err := e.Registry.Validate(s, name, payload); err != nil {
+		return Failed("%v", err)
 	}
 	var resource map[string]string
 	if a.Resource != nil {
@@ -115,7 +113,9 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 		if resp.GetUndelivered() {
 			r += " (no approver DM is known; an approver will see it in ncl approvals list)"
 		}
-		return Held(resp.GetHoldId(), r)
+		out := Held(resp.GetHoldId(), r)
+		out.Approvers = Approvers(resp.GetDecision().GetApproverRule())
+		return out
 	case guardv1.Effect_EFFECT_DENY:
 		e.count(name, "deny")
 		return Denied(resp.GetDecision().GetReason())
@@ -158,10 +158,8 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 	if payload == nil {
 		payload = &structpb.Struct{}
 	}
-	if a.Precheck != nil {
-		if err := a.Precheck(s, payload); err != nil {
-			return Failed("%v", err)
-		}
+	if err := e.Registry.Validate(s, name, payload); err != nil {
+		return Failed("%v", err)
 	}
 	resource := r.GetResource()
 	if a.Resource != nil {
@@ -243,7 +241,29 @@ func (e *Engine) notify(s Session, requestID, name string, out Outcome) {
 		agentv1.SendStatus_SEND_STATUS_FAILED: agentv1.NoticeKind_NOTICE_KIND_FAILED,
 	}[out.Status]
 	text := NoticeText(name, out)
-	e.Notifier.Notify(s.ID, &agentv1.Notice{Kind: kind, Text: text, HoldId: out.HoldID, RequestId: requestID, At: timestamppb.Now()})
+	n := &agentv1.Notice{Kind: kind, Text: text, HoldId: out.HoldID, RequestId: requestID, At: timestamppb.Now()}
+	if out.Status == agentv1.SendStatus_SEND_STATUS_DONE {
+		n.Result = out.Result
+	}
+	e.Notifier.Notify(s.ID, n)
+}
+
+// Approvers puts a HOLD's approver rule in words for the agent.
+func Approvers(r *guardv1.ApproverRule) string {
+	if x := r.GetExclusive(); x != nil {
+		return strings.Join(append([]string{x.GetUserId()}, x.GetAlsoUserIds()...), " or ")
+	}
+	if a := r.GetAdminsOfScope(); a != nil {
+		who := "an owner or global admin"
+		if g := a.GetAgentGroupId(); g != "" {
+			who = "an admin of agent group " + g
+		}
+		if d := a.GetDeliveredTo(); d != "" {
+			who += " (asked: " + d + ")"
+		}
+		return who
+	}
+	return ""
 }
 
 // NoticeText is the human line an agent gets for an outcome.
@@ -255,6 +275,9 @@ func NoticeText(name string, out Outcome) string {
 		}
 		return name + " done"
 	case agentv1.SendStatus_SEND_STATUS_HELD:
+		if out.Approvers != "" {
+			return fmt.Sprintf("%s is waiting for approval by %s (hold %s): %s", name, out.Approvers, out.HoldID, out.Reason)
+		}
 		return fmt.Sprintf("%s is waiting for approval (hold %s): %s", name, out.HoldID, out.Reason)
 	case agentv1.SendStatus_SEND_STATUS_DENIED:
 		return fmt.Sprintf("%s denied: %s", name, out.Reason)

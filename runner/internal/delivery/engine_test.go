@@ -3,10 +3,12 @@ package delivery
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
@@ -60,8 +62,8 @@ func newEngine(d Decider, ran *[]Call) (*Engine, *notices) {
 	r := NewRegistry(nil)
 	r.MustRegister(Action{
 		Name: "install_packages", CatalogAction: "self_mod.install_packages", ApprovalKind: "install_packages",
-		Precheck: func(_ Session, p *structpb.Struct) error { return CheckInstallPackages(p) },
-		Card:     func(Session, *structpb.Struct) (string, string) { return "Install packages", "ok?" },
+		Schema: InstallPackagesSchema(),
+		Card:   func(Session, *structpb.Struct) (string, string) { return "Install packages", "ok?" },
 		Run: func(_ context.Context, c Call) Outcome {
 			*ran = append(*ran, c)
 			return Done(nil, "installed")
@@ -100,7 +102,58 @@ func TestEngineHoldCreatesCardAndNotifiesHeld(t *testing.T) {
 	}
 }
 
-func TestEnginePrecheckAnswersBeforeAnyDecision(t *testing.T) {
+func TestEngineHeldSaysWhoMayApprove(t *testing.T) {
+	d := &fakeDecider{resp: &guardv1.DecideResponse{HoldId: "hold_9", Decision: &guardv1.Decision{
+		Effect: guardv1.Effect_EFFECT_HOLD, Reason: "needs admin",
+		ApproverRule: &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "telegram:dana"}}}}}}
+	var ran []Call
+	e, n := newEngine(d, &ran)
+	out := e.Submit(context.Background(), sess, "r1", "install_packages", pkgs(t))
+	if out.Approvers != "telegram:dana" || !strings.Contains(n.ns[0].GetText(), "approval by telegram:dana (hold hold_9)") {
+		t.Fatalf("out = %+v, notice = %q", out, n.ns[0].GetText())
+	}
+	for _, c := range []struct {
+		rule *guardv1.ApproverRule
+		want string
+	}{
+		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "u1", AlsoUserIds: []string{"u2"}}}}, "u1 or u2"},
+		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{AgentGroupId: "ag_1", DeliveredTo: "telegram:dana"}}}, "an admin of agent group ag_1 (asked: telegram:dana)"},
+		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{}}}, "an owner or global admin"},
+		{nil, ""},
+	} {
+		if got := Approvers(c.rule); got != c.want {
+			t.Errorf("Approvers(%v) = %q, want %q", c.rule, got, c.want)
+		}
+	}
+}
+
+func TestEngineResultNoticeCarriesTheResult(t *testing.T) {
+	d := &fakeDecider{resp: decision(guardv1.Effect_EFFECT_ALLOW, "ok")}
+	r := NewRegistry(nil)
+	res := mustStruct(t, map[string]any{"content": []any{map[string]any{"type": "text", "text": "42"}}})
+	r.MustRegister(Action{Name: "act", CatalogAction: "a.b", ApprovalKind: "a",
+		Run: func(context.Context, Call) Outcome { return Done(res, "ran") }})
+	n := &notices{}
+	e := &Engine{Registry: r, Decider: d, Notifier: n, DecideWait: 200 * time.Millisecond}
+	e.Replay(context.Background(), sess, &guardv1.ReplayAction{HoldId: "hold_1", DeliveryAction: "act", CatalogAction: "a.b"})
+	last := n.ns[len(n.ns)-1]
+	if last.GetKind() != agentv1.NoticeKind_NOTICE_KIND_RESULT || last.GetHoldId() != "hold_1" || !proto.Equal(last.GetResult(), res) {
+		t.Fatalf("notices = %v", n.ns)
+	}
+}
+
+func TestEngineReplayOfAMalformedPayloadIsNotDecided(t *testing.T) {
+	d := &fakeDecider{resp: decision(guardv1.Effect_EFFECT_ALLOW, "ok")}
+	var ran []Call
+	e, _ := newEngine(d, &ran)
+	out := e.Replay(context.Background(), sess, &guardv1.ReplayAction{HoldId: "hold_1", DeliveryAction: "install_packages",
+		CatalogAction: "self_mod.install_packages", Payload: mustStruct(t, map[string]any{"apt": []any{"x; rm -rf /"}})})
+	if out.Status != agentv1.SendStatus_SEND_STATUS_FAILED || len(d.reqs) != 0 || len(ran) != 0 {
+		t.Fatalf("out = %+v, decisions = %d, ran = %d", out, len(d.reqs), len(ran))
+	}
+}
+
+func TestEngineSchemaRefusalAnswersBeforeAnyDecision(t *testing.T) {
 	d := &fakeDecider{}
 	var ran []Call
 	e, n := newEngine(d, &ran)

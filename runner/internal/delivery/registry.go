@@ -16,6 +16,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
@@ -46,7 +47,10 @@ type Outcome struct {
 	Status agentv1.SendStatus
 	Reason string
 	HoldID string
-	Result *structpb.Struct
+	// Approvers says who may approve a HELD action, in words (from the
+	// decision's approver rule; "" when the runner was not told).
+	Approvers string
+	Result    *structpb.Struct
 	// Undecided marks an outcome that is not final: the guard could not
 	// decide (unreachable, or it failed closed for an infrastructure reason),
 	// or it allowed but the server could not be reached to apply. Nothing was
@@ -85,8 +89,17 @@ type Action struct {
 	// ApprovalKind is the hold kind a HOLD creates (the catalog entry's
 	// approval action, e.g. "install_packages", "a2a_message_gate").
 	ApprovalKind string
-	// Precheck validates the payload before any decision; its error is told
-	// to the agent and no hold is ever created for a malformed request.
+	// Description tells an agent (a model, through clawguard-mcp) what the
+	// action does, in a sentence or two.
+	Description string
+	// Schema is the payload's JSON Schema: the one definition of a
+	// well-formed payload. The engine validates every payload (fresh and
+	// replayed) with it before any decision, so no hold is ever created for
+	// a malformed request, and ListActions serves it. nil: any object.
+	Schema *jsonschema.Schema
+	// Precheck, when set, runs after the schema, for what depends on the
+	// runner's state rather than the payload's shape; its error is told to
+	// the agent, and nothing is decided.
 	Precheck func(s Session, p *structpb.Struct) error
 	// Resource gives the decision's resource map (e.g. {"to": group}).
 	Resource func(s Session, p *structpb.Struct) map[string]string
@@ -99,8 +112,13 @@ type Action struct {
 // Registry holds the delivery actions. Safe for concurrent use.
 type Registry struct {
 	mu      sync.RWMutex
-	actions map[string]Action
+	actions map[string]registered
 	log     *slog.Logger
+}
+
+type registered struct {
+	Action
+	schema compiled
 }
 
 // NewRegistry returns an empty registry.
@@ -108,7 +126,7 @@ func NewRegistry(log *slog.Logger) *Registry {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Registry{actions: map[string]Action{}, log: log}
+	return &Registry{actions: map[string]registered{}, log: log}
 }
 
 // Register adds or replaces an action. Replacing a guarded action with an
@@ -120,6 +138,10 @@ func (r *Registry) Register(a Action) error {
 	if a.CatalogAction != "" && a.ApprovalKind == "" {
 		return fmt.Errorf("delivery action %q: a guarded action needs its approval kind", a.Name)
 	}
+	schema, err := compile(a.Name, a.Schema)
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if old, ok := r.actions[a.Name]; ok {
@@ -129,7 +151,7 @@ func (r *Registry) Register(a Action) error {
 		}
 		r.log.Warn("delivery action handler replaced", "action", a.Name, "catalog_action", a.CatalogAction)
 	}
-	r.actions[a.Name] = a
+	r.actions[a.Name] = registered{Action: a, schema: schema}
 	return nil
 }
 
@@ -145,7 +167,39 @@ func (r *Registry) Get(name string) (Action, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	a, ok := r.actions[name]
-	return a, ok
+	return a.Action, ok
+}
+
+// Validate checks a payload against the action's schema (and its
+// Precheck); the error is what the agent is told.
+func (r *Registry) Validate(s Session, name string, p *structpb.Struct) error {
+	r.mu.RLock()
+	a, ok := r.actions[name]
+	r.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("unknown action %q", name)
+	}
+	if err := a.schema.validate(name, p); err != nil {
+		return err
+	}
+	if a.Precheck != nil {
+		return a.Precheck(s, p)
+	}
+	return nil
+}
+
+// Specs describes every action with its payload schema, sorted by name
+// (what the gateway's ListActions answers).
+func (r *Registry) Specs() []*agentv1.ActionSpec {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*agentv1.ActionSpec, 0, len(r.actions))
+	for _, n := range r.namesLocked() {
+		a := r.actions[n]
+		out = append(out, &agentv1.ActionSpec{Name: n, Description: a.Description,
+			InputSchemaJson: a.schema.text, CatalogAction: a.CatalogAction})
+	}
+	return out
 }
 
 // Names lists the registered actions, sorted.

@@ -2,9 +2,14 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -66,51 +71,141 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 	return s
 }
 
-func TestPrechecks(t *testing.T) {
+// payloadCases are payloads each action's schema must accept ("" ) or
+// refuse (a substring of the message the agent is told).
+func payloadCases() []struct {
+	name, action string
+	in           map[string]any
+	want         string
+} {
 	many := make([]any, 21)
 	for i := range many {
 		many[i] = "pkg"
 	}
-	cases := []struct {
-		name  string
-		check func(*structpb.Struct) error
-		in    map[string]any
-		want  string // "" = ok; else a substring of the error
+	ten := many[:10]
+	eleven := many[:11]
+	return []struct {
+		name, action string
+		in           map[string]any
+		want         string
 	}{
-		{"apt ok", CheckInstallPackages, map[string]any{"apt": []any{"cowsay", "g++", "lib.x-1"}}, ""},
-		{"npm scoped ok", CheckInstallPackages, map[string]any{"npm": []any{"@scope/pkg", "left-pad"}}, ""},
-		{"none", CheckInstallPackages, map[string]any{}, "at least one"},
-		{"too many", CheckInstallPackages, map[string]any{"apt": many}, "max 20"},
-		{"exactly 20", CheckInstallPackages, map[string]any{"apt": many[:20]}, ""},
-		{"bad apt", CheckInstallPackages, map[string]any{"apt": []any{"Bad;rm -rf"}}, `invalid apt package name "Bad;rm -rf"`},
-		{"apt leading dash", CheckInstallPackages, map[string]any{"apt": []any{"-x"}}, "invalid apt"},
-		{"bad npm", CheckInstallPackages, map[string]any{"npm": []any{"@/x"}}, "invalid npm"},
-		{"npm uppercase", CheckInstallPackages, map[string]any{"npm": []any{"LeftPad"}}, "invalid npm"},
-		{"apt not a list", CheckInstallPackages, map[string]any{"apt": "cowsay"}, "list of strings"},
-		{"apt numbers", CheckInstallPackages, map[string]any{"apt": []any{1.0}}, "list of strings"},
-		{"mcp ok", CheckAddMCPServer, map[string]any{"name": "fs", "command": "mcp-fs", "args": []any{"/w"}, "env": map[string]any{"A": "b"}}, ""},
-		{"mcp no command", CheckAddMCPServer, map[string]any{"name": "fs"}, "name and command are required"},
-		{"mcp no name", CheckAddMCPServer, map[string]any{"command": "x"}, "name and command are required"},
-		{"mcp env not strings", CheckAddMCPServer, map[string]any{"name": "fs", "command": "x", "env": map[string]any{"A": 1.0}}, "must be a string"},
-		{"create ok", CheckCreateAgent, map[string]any{"name": "helper"}, ""},
-		{"create empty", CheckCreateAgent, map[string]any{"name": "  "}, "name is required"},
-		{"create missing", CheckCreateAgent, map[string]any{}, "name is required"},
-		{"create with instructions", CheckCreateAgent, map[string]any{"name": "helper", "instructions": "be brief"}, ""},
-		{"create instructions not a string", CheckCreateAgent, map[string]any{"name": "helper", "instructions": []any{"x"}}, "instructions must be a string"},
-		{"create instructions too long", CheckCreateAgent, map[string]any{"name": "helper", "instructions": strings.Repeat("x", MaxInstructions+1)}, "instructions longer than"},
-		{"send ok", CheckSendMessage, map[string]any{"to": "g2", "text": "hi"}, ""},
-		{"send no target", CheckSendMessage, map[string]any{"text": "hi"}, "to (the target"},
-		{"send empty", CheckSendMessage, map[string]any{"to": "g2"}, "text or payload"},
+		{"apt ok", "install_packages", map[string]any{"apt": []any{"cowsay", "g++", "lib.x-1"}}, ""},
+		{"npm scoped ok", "install_packages", map[string]any{"npm": []any{"@scope/pkg", "left-pad"}}, ""},
+		{"apt null npm ok", "install_packages", map[string]any{"apt": nil, "npm": []any{"x"}, "reason": "why"}, ""},
+		{"none", "install_packages", map[string]any{}, "1 to 20 packages"},
+		{"empty lists", "install_packages", map[string]any{"apt": []any{}, "npm": nil}, "1 to 20 packages"},
+		{"too many apt", "install_packages", map[string]any{"apt": many}, "maxItems"},
+		{"exactly 20", "install_packages", map[string]any{"apt": many[:20]}, ""},
+		{"10 and 10", "install_packages", map[string]any{"apt": ten, "npm": ten}, ""},
+		{"10 and 11", "install_packages", map[string]any{"apt": ten, "npm": eleven}, "maxItems"},
+		{"11 and 10", "install_packages", map[string]any{"apt": eleven, "npm": ten}, "maxItems"},
+		{"bad apt", "install_packages", map[string]any{"apt": []any{"Bad;rm -rf"}}, `apt[]: pattern: "Bad;rm -rf"`},
+		{"apt leading dash", "install_packages", map[string]any{"apt": []any{"-x"}}, "pattern"},
+		{"bad npm", "install_packages", map[string]any{"npm": []any{"@/x"}}, "pattern"},
+		{"npm uppercase", "install_packages", map[string]any{"npm": []any{"LeftPad"}}, "pattern"},
+		{"apt not a list", "install_packages", map[string]any{"apt": "cowsay"}, "type"},
+		{"apt numbers", "install_packages", map[string]any{"apt": []any{1.0}}, "type"},
+		{"reason not a string", "install_packages", map[string]any{"apt": []any{"x"}, "reason": 3.0}, "type"},
+		{"mcp ok", "add_mcp_server", map[string]any{"name": "fs", "command": "mcp-fs", "args": []any{"/w"}, "env": map[string]any{"A": "b"}}, ""},
+		{"mcp no command", "add_mcp_server", map[string]any{"name": "fs"}, `"command"`},
+		{"mcp no name", "add_mcp_server", map[string]any{"command": "x"}, `"name"`},
+		{"mcp empty name", "add_mcp_server", map[string]any{"name": "", "command": "x"}, "minLength"},
+		{"mcp env not strings", "add_mcp_server", map[string]any{"name": "fs", "command": "x", "env": map[string]any{"A": 1.0}}, "type"},
+		{"mcp env null", "add_mcp_server", map[string]any{"name": "fs", "command": "x", "env": nil}, "type"},
+		{"mcp args not strings", "add_mcp_server", map[string]any{"name": "fs", "command": "x", "args": []any{true}}, "type"},
+		{"create ok", "create_agent", map[string]any{"name": "helper"}, ""},
+		{"create empty", "create_agent", map[string]any{"name": "  "}, "pattern"},
+		{"create nbsp", "create_agent", map[string]any{"name": "\u00a0\u3000"}, "pattern"},
+		{"create missing", "create_agent", map[string]any{}, `"name"`},
+		{"create with instructions", "create_agent", map[string]any{"name": "helper", "instructions": "be brief"}, ""},
+		{"create instructions not a string", "create_agent", map[string]any{"name": "helper", "instructions": []any{"x"}}, "type"},
+		{"create instructions at the bound", "create_agent", map[string]any{"name": "h", "instructions": strings.Repeat("\U0001F600", MaxInstructions)}, ""},
+		{"create instructions too long", "create_agent", map[string]any{"name": "helper", "instructions": strings.Repeat("x", MaxInstructions+1)}, "maxLength"},
+		{"send ok", "send_message", map[string]any{"to": "g2", "text": "hi"}, ""},
+		{"send payload only", "send_message", map[string]any{"to": "g2", "payload": map[string]any{"k": 1.0}}, ""},
+		{"send no target", "send_message", map[string]any{"text": "hi"}, `"to"`},
+		{"send empty", "send_message", map[string]any{"to": "g2"}, "text or payload"},
+		{"send empty text", "send_message", map[string]any{"to": "g2", "text": ""}, "text or payload"},
+		{"send text too long", "send_message", map[string]any{"to": "g2", "text": strings.Repeat("x", MaxMessageText+1)}, "maxLength"},
 	}
-	for _, c := range cases {
+}
+
+func schemaRegistry(t *testing.T) *Registry {
+	r := NewRegistry(nil)
+	for name, s := range map[string]*jsonschema.Schema{
+		"install_packages": InstallPackagesSchema(), "add_mcp_server": AddMCPServerSchema(),
+		"create_agent": CreateAgentSchema(), "send_message": SendMessageSchema(),
+	} {
+		r.MustRegister(Action{Name: name, Schema: s, Run: run})
+	}
+	return r
+}
+
+func TestPayloadSchemas(t *testing.T) {
+	r := schemaRegistry(t)
+	for _, c := range payloadCases() {
 		t.Run(c.name, func(t *testing.T) {
-			err := c.check(mustStruct(t, c.in))
+			err := r.Validate(sess, c.action, mustStruct(t, c.in))
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("unexpected error %v", err)
 			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 				t.Fatalf("err = %v, want %q", err, c.want)
+			case err != nil && !strings.HasPrefix(err.Error(), c.action+" failed: "):
+				t.Fatalf("err = %v, want it to name the action", err)
 			}
 		})
+	}
+}
+
+// TestServedSchemaIsTheValidatedSchema: what ListActions serves, read back
+// by a validator of its own, refuses exactly what the engine refuses.
+func TestServedSchemaIsTheValidatedSchema(t *testing.T) {
+	r := schemaRegistry(t)
+	served := map[string]*jsonschema.Resolved{}
+	for _, spec := range r.Specs() {
+		var s jsonschema.Schema
+		if err := json.Unmarshal([]byte(spec.GetInputSchemaJson()), &s); err != nil {
+			t.Fatalf("%s: served schema: %v", spec.GetName(), err)
+		}
+		if s.Schema != Draft || s.Type != "object" {
+			t.Fatalf("%s: served schema %s", spec.GetName(), spec.GetInputSchemaJson())
+		}
+		res, err := s.Resolve(nil)
+		if err != nil {
+			t.Fatalf("%s: %v", spec.GetName(), err)
+		}
+		served[spec.GetName()] = res
+	}
+	if len(served) != 4 {
+		t.Fatalf("specs = %v", r.Specs())
+	}
+	for _, c := range payloadCases() {
+		p := mustStruct(t, c.in)
+		engine := r.Validate(sess, c.action, p) == nil
+		agent := served[c.action].Validate(p.AsMap()) == nil
+		if engine != agent || engine != (c.want == "") {
+			t.Errorf("%s: engine accepts %v, served schema accepts %v", c.name, engine, agent)
+		}
+	}
+}
+
+func TestNonBlankIsTrimSpace(t *testing.T) {
+	re := regexp.MustCompile(NonBlank)
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if utf8.ValidRune(r) && re.MatchString(string(r)) == unicode.IsSpace(r) {
+			t.Fatalf("NonBlank on %U: match %v, unicode.IsSpace %v", r, re.MatchString(string(r)), unicode.IsSpace(r))
+		}
+	}
+}
+
+func TestUnschemedActionTakesAnyObject(t *testing.T) {
+	r := NewRegistry(nil)
+	r.MustRegister(Action{Name: "free", Run: run})
+	if err := r.Validate(sess, "free", mustStruct(t, map[string]any{"x": 1.0})); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(Action{Name: "bad", Schema: &jsonschema.Schema{Type: "string"}, Run: run}); err == nil {
+		t.Fatal("a payload schema that is not an object was registered")
 	}
 }

@@ -167,9 +167,9 @@ func TestCreateAgentAllowedForGlobalScopeHeldForGroupScope(t *testing.T) {
 	if held.s("status") != "HELD" || held.s("hold_id") == "" {
 		t.Fatalf("group-scope create_agent: %v", held)
 	}
-	// The malformed request is answered by the precheck: FAILED, no hold.
+	// The malformed request is answered by the payload schema: FAILED, no hold.
 	bad := waitEvent(t, sc, "empty-name create_agent", func(e event) bool { return e.s("type") == "send" && e.s("request_id") == "script-2" })
-	if bad.s("status") != "FAILED" || !strings.Contains(bad.s("reason"), "name is required") {
+	if bad.s("status") != "FAILED" || !strings.Contains(bad.s("reason"), "name: pattern") {
 		t.Fatalf("empty name: %v", bad)
 	}
 	// A retried send (same request id) gets the same hold; nothing is made twice.
@@ -240,7 +240,7 @@ func TestGarbageAndFloodGetNoticesAndDoNotStallTheRunner(t *testing.T) {
 	unknown := doServed(t, sn, step("no_such_action", map[string]any{}))
 	bad := doServed(t, sn, step("install_packages", map[string]any{"apt": []any{"Bad Name"}}))
 	if unknown.s("status") != "FAILED" || !strings.Contains(unknown.s("reason"), "unknown action") ||
-		bad.s("status") != "FAILED" || !strings.Contains(bad.s("reason"), `invalid apt package name "Bad Name"`) {
+		bad.s("status") != "FAILED" || !strings.Contains(bad.s("reason"), `apt[]: pattern: "Bad Name"`) {
 		t.Fatalf("garbage requests: %v %v", unknown, bad)
 	}
 	// The other session was never stalled.

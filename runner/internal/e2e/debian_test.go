@@ -61,7 +61,7 @@ func TestApprovedAptPackageIsInstalledAndRunsInTheRestartedContainer(t *testing.
 		t.Fatal(err)
 	}
 	defer build.Close()
-	if err := build.BuildBaseImageFrom(ctx, base, demoAgent, agentImage); err != nil {
+	if err := build.BuildAgentBase(ctx, docker.BaseImage{From: base, Agent: demoAgent, MCP: mcpBin, Tag: agentImage}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dc.ImageRemove(context.Background(), agentImage, image.RemoveOptions{Force: true}) })

@@ -36,6 +36,7 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/app"
 	"github.com/clawguard/clawguard/runner/internal/config"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
+	"github.com/clawguard/clawguard/runner/internal/runtime/runtimetest"
 	"github.com/clawguard/clawguard/runner/internal/sessions"
 )
 
@@ -45,6 +46,8 @@ var (
 	dockerErr   error // nil when the demo image was built
 	serverBin   string
 	demoAgent   string
+	mcpBin      string // clawguard-mcp, also in the demo image at docker.MCPBinaryPath
+	quietAgent  string // an agent that only waits (it reads no inbox): the runtime tests' sleeper
 	buildOutput string
 )
 
@@ -57,9 +60,12 @@ func TestMain(m *testing.M) {
 	bins = dir
 	serverBin = filepath.Join(dir, "clawguard-server")
 	demoAgent = filepath.Join(dir, "demo-agent")
+	mcpBin = filepath.Join(dir, "clawguard-mcp")
+	quietAgent = filepath.Join(dir, "quiet-agent")
 	for _, b := range []struct{ out, pkg string }{
 		{serverBin, "github.com/clawguard/clawguard/server/cmd/clawguard-server"},
 		{demoAgent, "github.com/clawguard/clawguard/runner/agent/demo"},
+		{mcpBin, "github.com/clawguard/clawguard/runner/cmd/clawguard-mcp"},
 	} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -67,6 +73,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
 			os.Exit(1)
 		}
+	}
+	if err := runtimetest.BuildSleeperTo(quietAgent); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	dockerErr = buildDemoImage()
 	code := pgtest.Main(m)
@@ -82,7 +92,7 @@ func buildDemoImage() error {
 		return err
 	}
 	defer r.Close()
-	return r.BuildBaseImage(ctx, demoAgent, demoImage)
+	return r.BuildAgentBase(ctx, docker.BaseImage{Agent: demoAgent, MCP: mcpBin, Tag: demoImage})
 }
 
 func needDocker(t *testing.T) {
@@ -229,6 +239,8 @@ type runnerOpts struct {
 	script     any // the demo agent's CLAWGUARD_DEMO_SCRIPT
 	decideWait time.Duration
 	noRun      bool // build the runner but don't start it
+	// agentBinary replaces the demo agent under the process runtime.
+	agentBinary string
 	// Host-wide container caps (--container-cpus / --container-memory).
 	containerCPUs, containerMemory string
 }
@@ -263,6 +275,9 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 		cfg.Runtime = "process"
 	}
 	cfg.AgentBinary, cfg.AgentImage = demoAgent, demoImage
+	if o.agentBinary != "" {
+		cfg.AgentBinary = o.agentBinary
+	}
 	if s.cert != nil {
 		cfg.TLSCA = s.cert.certFile
 	}

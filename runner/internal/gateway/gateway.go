@@ -43,13 +43,15 @@ type Submitter interface {
 
 // Options tune one session's gateway.
 type Options struct {
-	Known       func(action string) bool // required: is the action registered
-	Rate        float64                  // sends per second (default 20)
-	Burst       int                      // default 40
-	MaxInFlight int                      // concurrent actions (default 8)
-	MaxConns    int                      // concurrent connections (default 16)
-	ActionTime  time.Duration            // upper bound for one action (default 2m)
-	OnActivity  func()                   // called on every send and inbox delivery
+	Known func(action string) bool // required: is the action registered
+	// Actions describes the delivery actions for ListActions (nil: none).
+	Actions     func() []*agentv1.ActionSpec
+	Rate        float64       // sends per second (default 20)
+	Burst       int           // default 40
+	MaxInFlight int           // concurrent actions (default 8)
+	MaxConns    int           // concurrent connections (default 16)
+	ActionTime  time.Duration // upper bound for one action (default 2m)
+	OnActivity  func()        // called on every send and inbox delivery
 	Log         *slog.Logger
 }
 
@@ -199,7 +201,7 @@ func (g *Gateway) Send(ctx context.Context, req *agentv1.SendRequest) (*agentv1.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ActionTime)
 		defer cancel()
 		out := g.sub.Submit(actx, g.sess, req.GetRequestId(), req.GetAction(), req.GetPayload())
-		entry.resp = &agentv1.SendResponse{Status: out.Status, Reason: out.Reason, HoldId: out.HoldID, Result: out.Result}
+		entry.resp = &agentv1.SendResponse{Status: out.Status, Reason: out.Reason, HoldId: out.HoldID, Result: out.Result, Approvers: out.Approvers}
 		close(entry.done)
 	}()
 	select {
@@ -258,6 +260,17 @@ func (g *Gateway) remember(id string, e *sent) {
 			}
 		}
 	}
+}
+
+// ListActions describes the delivery actions the session may send, each
+// with the JSON Schema its payload is validated with.
+func (g *Gateway) ListActions(context.Context, *agentv1.ListActionsRequest) (*agentv1.ListActionsResponse, error) {
+	g.activity()
+	var specs []*agentv1.ActionSpec
+	if g.opts.Actions != nil {
+		specs = g.opts.Actions()
+	}
+	return &agentv1.ListActionsResponse{Actions: specs}, nil
 }
 
 // Inbox streams the session's messages and notices; a newer Inbox call

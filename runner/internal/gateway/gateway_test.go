@@ -242,3 +242,38 @@ func TestInboxSurvivesAgentReconnects(t *testing.T) {
 		t.Fatalf("after reconnect got %v", got)
 	}
 }
+
+func TestListActionsServesTheRegistrysSpecs(t *testing.T) {
+	reg := delivery.NewRegistry(nil)
+	reg.MustRegister(delivery.Action{Name: "install_packages", CatalogAction: "self_mod.install_packages", ApprovalKind: "install_packages",
+		Description: "install", Schema: delivery.InstallPackagesSchema(), Run: func(context.Context, delivery.Call) delivery.Outcome { return delivery.Outcome{} }})
+	_, c := start(t, &countingSubmitter{}, Options{Actions: reg.Specs})
+	resp, err := c.ListActions(context.Background(), &agentv1.ListActionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := resp.GetActions()
+	if len(a) != 1 || a[0].GetName() != "install_packages" || a[0].GetCatalogAction() != "self_mod.install_packages" ||
+		a[0].GetInputSchemaJson() != reg.Specs()[0].GetInputSchemaJson() || !strings.Contains(a[0].GetInputSchemaJson(), `"apt"`) {
+		t.Fatalf("ListActions = %v", a)
+	}
+}
+
+func TestSendAnswersWhoMayApprove(t *testing.T) {
+	sub := submitterFunc(func() delivery.Outcome {
+		o := delivery.Held("hold_1", "needs approval")
+		o.Approvers = "telegram:dana"
+		return o
+	})
+	_, c := start(t, sub, Options{})
+	resp, err := c.Send(context.Background(), &agentv1.SendRequest{RequestId: "r1", Action: "install_packages"})
+	if err != nil || resp.GetStatus() != agentv1.SendStatus_SEND_STATUS_HELD || resp.GetHoldId() != "hold_1" || resp.GetApprovers() != "telegram:dana" {
+		t.Fatalf("Send = %v, %v", resp, err)
+	}
+}
+
+type submitterFunc func() delivery.Outcome
+
+func (f submitterFunc) Submit(context.Context, delivery.Session, string, string, *structpb.Struct) delivery.Outcome {
+	return f()
+}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -41,7 +44,9 @@ func resolveMethod(p *structpb.Struct) (protoreflect.MethodDescriptor, error) {
 	}
 	svcName, method, qualified := strings.Cut(strings.TrimPrefix(m, "/"), "/")
 	if !qualified {
-		svcName, method = "", m
+		svcName, method = "", strings.TrimPrefix(m, "/")
+	} else if svcName == "" {
+		return nil, fmt.Errorf("cli_request failed: unknown command %q", m)
 	}
 	for _, s := range cliServices {
 		if svcName != "" && svcName != s && "guard.v1."+svcName != s {
@@ -62,6 +67,64 @@ func resolveMethod(p *structpb.Struct) (protoreflect.MethodDescriptor, error) {
 		return md, nil
 	}
 	return nil, fmt.Errorf("cli_request failed: unknown command %q", m)
+}
+
+// cliRequestSchema is cli_request's payload schema: method is one of the
+// commands resolveMethod finds (derived from it, over every method of the
+// services an agent may reach), bare ("ListGroups", "/ListGroups") or
+// qualified ("Registry/ListGroups", "/guard.v1.Approvals/List").
+func cliRequestSchema() *jsonschema.Schema {
+	var bare []string
+	qualified := map[string][]string{}
+	seen := map[string]bool{}
+	for _, svc := range cliServices {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+		if err != nil {
+			panic(fmt.Sprintf("cli_request: service %s is not linked in: %v", svc, err))
+		}
+		methods := d.(protoreflect.ServiceDescriptor).Methods()
+		for i := range methods.Len() {
+			name := string(methods.Get(i).Name())
+			if _, err := resolveMethod(methodPayload(svc + "/" + name)); err == nil {
+				qualified[svc] = append(qualified[svc], name)
+			}
+			if !seen[name] {
+				seen[name] = true
+				if _, err := resolveMethod(methodPayload(name)); err == nil {
+					bare = append(bare, name)
+				}
+			}
+		}
+	}
+	alts := []string{alternation(bare)}
+	for _, svc := range cliServices {
+		short := svc[strings.LastIndexByte(svc, '.')+1:]
+		pkg := regexp.QuoteMeta(strings.TrimSuffix(svc, short))
+		alts = append(alts, "(?:"+pkg+")?"+short+"/"+alternation(qualified[svc]))
+	}
+	return &jsonschema.Schema{
+		Type:     "object",
+		Required: []string{"method"},
+		Properties: map[string]*jsonschema.Schema{
+			"method": {Type: "string", Pattern: "^/?(?:" + strings.Join(alts, "|") + ")$",
+				Description: "The admin command's RPC, e.g. \"ListGroups\", \"GetGroup\" or \"Approvals/List\""},
+			"request": {Types: []string{"object", "null"},
+				Description: "The RPC's request message as JSON (protobuf JSON names), e.g. {\"id\": \"ag_1\"}"},
+		},
+		PropertyOrder: []string{"method", "request"},
+	}
+}
+
+func methodPayload(m string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{"method": structpb.NewStringValue(m)}}
+}
+
+func alternation(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = regexp.QuoteMeta(n)
+	}
+	return "(?:" + strings.Join(q, "|") + ")"
 }
 
 // cliRequest calls the admin RPC as the session's agent. The server's guard

@@ -61,25 +61,29 @@ func Register(reg *delivery.Registry, d Deps) error {
 	for _, a := range []delivery.Action{
 		{
 			Name: CreateAgent, CatalogAction: "agents.create", ApprovalKind: "create_agent",
-			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return delivery.CheckCreateAgent(p) },
-			Card:     createAgentCard,
-			Run:      h.createAgent,
+			Description: "Create a new agent (its own agent group) with instructions; you can message it afterwards. Usually held for an admin's approval.",
+			Schema:      delivery.CreateAgentSchema(),
+			Card:        createAgentCard,
+			Run:         h.createAgent,
 		},
 		{
 			Name: InstallPackages, CatalogAction: "self_mod.install_packages", ApprovalKind: "install_packages",
-			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return delivery.CheckInstallPackages(p) },
-			Card:     installPackagesCard,
-			Run:      h.installPackages,
+			Description: "Install apt or npm packages into your container: once approved, your image is rebuilt and your container restarted with them. Usually held for an admin's approval.",
+			Schema:      delivery.InstallPackagesSchema(),
+			Card:        installPackagesCard,
+			Run:         h.installPackages,
 		},
 		{
 			Name: AddMCPServer, CatalogAction: "self_mod.add_mcp_server", ApprovalKind: "add_mcp_server",
-			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return delivery.CheckAddMCPServer(p) },
-			Card:     addMCPServerCard,
-			Run:      h.addMCPServer,
+			Description: "Ask for an MCP server to be added to your container's configuration (its command, arguments and environment); once approved, your container restarts with it. Usually held for an admin's approval.",
+			Schema:      delivery.AddMCPServerSchema(),
+			Card:        addMCPServerCard,
+			Run:         h.addMCPServer,
 		},
 		{
 			Name: SendMessage, CatalogAction: "a2a.send", ApprovalKind: "a2a_message_gate",
-			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return delivery.CheckSendMessage(p) },
+			Description: "Send a message to another agent group (by its id). The guard may allow it, hold it for approval or deny it by the groups' message policy.",
+			Schema:      delivery.SendMessageSchema(),
 			Resource: func(s delivery.Session, p *structpb.Struct) map[string]string {
 				return map[string]string{"from": s.GroupID, "to": delivery.String(p, "to")}
 			},
@@ -89,17 +93,19 @@ func Register(reg *delivery.Registry, d Deps) error {
 		{
 			// Unmapped on purpose: the server's declared exemption. Every inner
 			// command is an admin RPC the server guards at dispatch.
-			Name:     CLIRequest,
-			Precheck: func(_ delivery.Session, p *structpb.Struct) error { _, err := resolveMethod(p); return err },
-			Run:      h.cliRequest,
+			Name:        CLIRequest,
+			Description: "Run an admin command (an ncl command: a Registry or Approvals RPC, e.g. ListGroups) as this agent. The server guards each command; some are held for approval.",
+			Schema:      cliRequestSchema(),
+			Run:         h.cliRequest,
 		},
 		{
 			// Unmapped on purpose: the server's declared exemption. The agent
 			// speaks only into its own session's chat; the server picks the
 			// chat from the session, never from the payload.
-			Name:     Reply,
-			Precheck: func(_ delivery.Session, p *structpb.Struct) error { return checkReply(p) },
-			Run:      h.reply,
+			Name:        Reply,
+			Description: "Post a message into this session's chat (the people who talk to you there read it).",
+			Schema:      replySchema(),
+			Run:         h.reply,
 		},
 	} {
 		if err := reg.Register(a); err != nil {

@@ -2,10 +2,9 @@ package handlers
 
 import (
 	"context"
-	"errors"
-	"strings"
-	"unicode/utf8"
+	"fmt"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -17,16 +16,19 @@ import (
 // maxReplyChars is the server's limit on one chat message.
 const maxReplyChars = 4096
 
-// checkReply: {"text": "...", "notice": bool}, 1 to 4096 characters.
-func checkReply(p *structpb.Struct) error {
-	text := delivery.String(p, "text")
-	switch {
-	case strings.TrimSpace(text) == "":
-		return errors.New("reply needs a text")
-	case utf8.RuneCountInString(text) > maxReplyChars:
-		return errors.New("reply text is longer than 4096 characters")
+// replySchema: {"text": "...", "notice": bool}, 1 to 4096 characters, not
+// all white space.
+func replySchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Type:     "object",
+		Required: []string{"text"},
+		Properties: map[string]*jsonschema.Schema{
+			"text": {Type: "string", Pattern: delivery.NonBlank, MaxLength: delivery.Ptr(maxReplyChars),
+				Description: fmt.Sprintf("The message (at most %d characters)", maxReplyChars)},
+			"notice": {Type: "boolean", Description: "Post it as a notice rather than a reply"},
+		},
+		PropertyOrder: []string{"text", "notice"},
 	}
-	return nil
 }
 
 // reply queues the agent's message for its session's chat; the chat's

@@ -28,7 +28,11 @@ import (
 
 // Where things live inside agent images.
 const (
-	AgentBinaryPath  = "/agent"
+	AgentBinaryPath = "/agent"
+	// MCPBinaryPath is clawguard-mcp, the agent's MCP server (an agent's
+	// MCP host runs it over stdio; it reaches the runner only through the
+	// gateway socket).
+	MCPBinaryPath    = "/usr/local/bin/clawguard-mcp"
 	PackagesManifest = "/etc/clawguard/packages.json"
 	// LabelBaseImage records the base image id a group image was built from,
 	// so a rebuilt base forces a rebuilt group image.
@@ -267,43 +271,70 @@ func (r *Runtime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (
 }
 
 // BuildBaseImage builds a FROM scratch image holding only the static binary
-// at /agent, run as nobody. The demo agent image and test images come from here.
+// at /agent, run as nobody. Test images come from here.
 func (r *Runtime) BuildBaseImage(ctx context.Context, binaryPath, tag string) error {
-	return r.BuildBaseImageFrom(ctx, "scratch", binaryPath, tag)
+	return r.BuildAgentBase(ctx, BaseImage{Agent: binaryPath, Tag: tag})
 }
 
 // BuildBaseImageFrom is BuildBaseImage on another base: an operating system
 // image with a package manager (see deploy/local/debian-image.sh), so the
 // packages its groups are approved get installed.
 func (r *Runtime) BuildBaseImageFrom(ctx context.Context, from, binaryPath, tag string) error {
-	if !imageRefPattern.MatchString(tag) {
-		return fmt.Errorf("base image tag %q is not a plain image reference", tag)
+	return r.BuildAgentBase(ctx, BaseImage{From: from, Agent: binaryPath, Tag: tag})
+}
+
+// BaseImage is an agent base image: the agent at /agent (its entrypoint,
+// run as nobody) and, when MCP is set, clawguard-mcp at MCPBinaryPath, on
+// From. Both binaries must be static. Group images are built FROM it, so
+// they carry both.
+type BaseImage struct {
+	From  string // base image (default scratch)
+	Agent string // the agent binary
+	MCP   string // the clawguard-mcp binary ("" = none)
+	Tag   string
+}
+
+// BuildAgentBase builds a BaseImage.
+func (r *Runtime) BuildAgentBase(ctx context.Context, b BaseImage) error {
+	if b.From == "" {
+		b.From = "scratch"
 	}
-	if !imageRefPattern.MatchString(from) {
-		return fmt.Errorf("base image %q is not a plain image reference", from)
+	if !imageRefPattern.MatchString(b.Tag) {
+		return fmt.Errorf("base image tag %q is not a plain image reference", b.Tag)
 	}
-	bin, err := os.ReadFile(binaryPath)
-	if err != nil {
-		return fmt.Errorf("base image: %w", err)
+	if !imageRefPattern.MatchString(b.From) {
+		return fmt.Errorf("base image %q is not a plain image reference", b.From)
 	}
-	if err := checkStatic(bin); err != nil {
-		return fmt.Errorf("base image: %s: %w", binaryPath, err)
+	files := map[string]tarFile{}
+	dockerfile := "FROM " + b.From + "\n"
+	for _, bin := range []struct{ src, name, dst string }{{b.Agent, "agent", AgentBinaryPath}, {b.MCP, "clawguard-mcp", MCPBinaryPath}} {
+		if bin.src == "" {
+			if bin.name == "agent" {
+				return errors.New("base image: no agent binary")
+			}
+			continue
+		}
+		data, err := os.ReadFile(bin.src)
+		if err != nil {
+			return fmt.Errorf("base image: %w", err)
+		}
+		if err := checkStatic(data); err != nil {
+			return fmt.Errorf("base image: %s: %w", bin.src, err)
+		}
+		files[bin.name] = tarFile{data: data, mode: 0o755}
+		dockerfile += "COPY " + bin.name + " " + bin.dst + "\n"
 	}
-	dockerfile := "FROM " + from + "\n" +
-		"COPY agent " + AgentBinaryPath + "\n" +
-		"USER " + DefaultUser + "\n" +
+	dockerfile += "USER " + DefaultUser + "\n" +
 		`ENTRYPOINT ["` + AgentBinaryPath + `"]` + "\n"
-	buildCtx, err := tarContext(map[string]tarFile{
-		"Dockerfile": {data: []byte(dockerfile), mode: 0o644},
-		"agent":      {data: bin, mode: 0o755},
-	})
+	files["Dockerfile"] = tarFile{data: []byte(dockerfile), mode: 0o644}
+	buildCtx, err := tarContext(files)
 	if err != nil {
 		return err
 	}
-	if err := r.build(ctx, buildCtx, tag, nil, "none", nil); err != nil {
-		return fmt.Errorf("build base image %s: %w", tag, err)
+	if err := r.build(ctx, buildCtx, b.Tag, nil, "none", nil); err != nil {
+		return fmt.Errorf("build base image %s: %w", b.Tag, err)
 	}
-	r.log.Info("base image built", "image", tag, "from", from, "binary", binaryPath)
+	r.log.Info("base image built", "image", b.Tag, "from", b.From, "agent", b.Agent, "mcp", b.MCP)
 	return nil
 }
 

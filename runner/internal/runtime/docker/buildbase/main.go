@@ -1,9 +1,10 @@
 // Command buildbase builds an agent image from a static binary (FROM scratch,
-// or -from an operating system image) through the Docker API (the same code
-// path the runner and its tests use), for the Makefile:
+// or -from an operating system image), with clawguard-mcp beside it
+// (-mcp), through the Docker API (the same code path the runner and its
+// tests use), for the Makefile:
 //
-//	go run ./internal/runtime/docker/buildbase -binary ../bin/demo-agent -tag clawguard-agent-demo:latest
-//	go run ./internal/runtime/docker/buildbase -from clawguard-debian:bookworm -binary ../bin/demo-agent -tag clawguard-agent-demo-debian:latest
+//	go run ./internal/runtime/docker/buildbase -binary ../bin/demo-agent -mcp ../bin/clawguard-mcp -tag clawguard-agent-demo:latest
+//	go run ./internal/runtime/docker/buildbase -from clawguard-debian:bookworm -binary ../bin/demo-agent -mcp ../bin/clawguard-mcp -tag clawguard-agent-demo-debian:latest
 package main
 
 import (
@@ -20,6 +21,7 @@ func main() {
 	binary := flag.String("binary", "", "static agent binary to put at /agent")
 	tag := flag.String("tag", "", "image tag to build, e.g. clawguard-agent-demo:latest")
 	from := flag.String("from", "scratch", "base image (an OS image with apt-get gets approved packages installed)")
+	mcp := flag.String("mcp", "", "static clawguard-mcp binary to put at "+docker.MCPBinaryPath)
 	flag.Parse()
 	if *binary == "" || *tag == "" || flag.NArg() > 0 {
 		flag.Usage()
@@ -33,7 +35,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer r.Close()
-	if err := r.BuildBaseImageFrom(ctx, *from, *binary, *tag); err != nil {
+	if err := r.BuildAgentBase(ctx, docker.BaseImage{From: *from, Agent: *binary, MCP: *mcp, Tag: *tag}); err != nil {
 		fmt.Fprintln(os.Stderr, "buildbase:", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,87 @@
+// Command clawguard-mcp is the agent's MCP server: run by the agent's MCP
+// host (Claude Code, any MCP client) over stdio inside the agent's
+// container, it offers the runner's delivery actions and guarded MCP tools
+// as MCP tools and the session's inbox as tools and notifications. It talks
+// to the runner only over the session's gateway socket
+// ($CLAWGUARD_GATEWAY_SOCKET, /run/clawguard/gateway.sock in a container).
+//
+//	claude mcp add clawguard -- /usr/local/bin/clawguard-mcp
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
+	"github.com/clawguard/clawguard/runner/internal/mcpface"
+)
+
+// version is set at build time (-X main.version=...).
+var version = "dev"
+
+// defaultSocket is where the gateway socket is mounted in an agent container.
+const defaultSocket = "/run/clawguard/gateway.sock"
+
+func main() {
+	socket := flag.String("socket", envOr("CLAWGUARD_GATEWAY_SOCKET", defaultSocket), "the session's agent gateway socket (env CLAWGUARD_GATEWAY_SOCKET)")
+	callWait := flag.Duration("call-wait", 30*time.Second, "how long a tool call waits for the runner before answering that its outcome will come through the inbox")
+	maxWait := flag.Duration("max-wait", 5*time.Minute, "the longest wait_for_messages may wait")
+	logLevel := flag.String("log-level", "warn", "stderr log level: debug, info, warn, error")
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
+	if flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "clawguard-mcp: no arguments expected; it speaks MCP on stdin/stdout")
+		os.Exit(2)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintln(os.Stderr, "clawguard-mcp: --log-level:", err)
+		os.Exit(2)
+	}
+	// stdout is the MCP stream: every log line goes to stderr.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *socket, *callWait, *maxWait, log); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "clawguard-mcp:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, socket string, callWait, maxWait time.Duration, log *slog.Logger) error {
+	if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		// Served anyway (the host would only see a dead server): the tools
+		// appear once the socket answers.
+		log.Warn("clawguard-mcp: no gateway socket here yet; is this the agent's container?", "socket", socket, "err", err)
+	}
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("gateway %s: %w", socket, err)
+	}
+	defer conn.Close()
+	f := mcpface.New(mcpface.Config{Gateway: agentv1.NewAgentGatewayClient(conn), CallWait: callWait, MaxWait: maxWait, Version: version, Log: log})
+	return f.Run(ctx, &mcp.StdioTransport{})
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
