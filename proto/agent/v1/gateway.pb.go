@@ -95,8 +95,12 @@ const (
 	NoticeKind_NOTICE_KIND_RESULT      NoticeKind = 5
 	NoticeKind_NOTICE_KIND_FAILED      NoticeKind = 6
 	NoticeKind_NOTICE_KIND_INFO        NoticeKind = 7
+	// A gate in warn mode let the action run; enforce would have held or
+	// denied it (the server's guard.v1 NOTICE_KIND_WARNING: the two enums
+	// share their numbers, a pushed notice keeps its kind).
+	NoticeKind_NOTICE_KIND_WARNING NoticeKind = 8
 	// The set of guarded MCP tools changed (ListTools answers differently).
-	NoticeKind_NOTICE_KIND_TOOLS_CHANGED NoticeKind = 8
+	NoticeKind_NOTICE_KIND_TOOLS_CHANGED NoticeKind = 9
 )
 
 // Enum value maps for NoticeKind.
@@ -110,7 +114,8 @@ var (
 		5: "NOTICE_KIND_RESULT",
 		6: "NOTICE_KIND_FAILED",
 		7: "NOTICE_KIND_INFO",
-		8: "NOTICE_KIND_TOOLS_CHANGED",
+		8: "NOTICE_KIND_WARNING",
+		9: "NOTICE_KIND_TOOLS_CHANGED",
 	}
 	NoticeKind_value = map[string]int32{
 		"NOTICE_KIND_UNSPECIFIED":   0,
@@ -121,7 +126,8 @@ var (
 		"NOTICE_KIND_RESULT":        5,
 		"NOTICE_KIND_FAILED":        6,
 		"NOTICE_KIND_INFO":          7,
-		"NOTICE_KIND_TOOLS_CHANGED": 8,
+		"NOTICE_KIND_WARNING":       8,
+		"NOTICE_KIND_TOOLS_CHANGED": 9,
 	}
 )
 
@@ -493,12 +499,15 @@ func (x *InboundMessage) GetAt() *timestamppb.Timestamp {
 
 // Notice is a system notice about one of the agent's actions.
 type Notice struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          NoticeKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=agent.v1.NoticeKind" json:"kind,omitempty"`
-	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	HoldId        string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
-	RequestId     string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Kind      NoticeKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=agent.v1.NoticeKind" json:"kind,omitempty"`
+	Text      string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	HoldId    string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	// A RESULT notice's structured result, when the action has one: an
+	// approved mcp_call's MCP CallToolResult as JSON.
+	Result        *structpb.Struct `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -564,6 +573,13 @@ func (x *Notice) GetRequestId() string {
 func (x *Notice) GetAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.At
+	}
+	return nil
+}
+
+func (x *Notice) GetResult() *structpb.Struct {
+	if x != nil {
+		return x.Result
 	}
 	return nil
 }
@@ -977,14 +993,15 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x0esender_user_id\x18\x03 \x01(\tR\fsenderUserId\x12\x12\n" +
 	"\x04text\x18\x04 \x01(\tR\x04text\x121\n" +
 	"\apayload\x18\x05 \x01(\v2\x17.google.protobuf.StructR\apayload\x12*\n" +
-	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xaa\x01\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xdb\x01\n" +
 	"\x06Notice\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.agent.v1.NoticeKindR\x04kind\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x14\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12/\n" +
+	"\x06result\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x06result\"\x14\n" +
 	"\x12ListActionsRequest\"E\n" +
 	"\x13ListActionsResponse\x12.\n" +
 	"\aactions\x18\x01 \x03(\v2\x14.agent.v1.ActionSpecR\aactions\"\x95\x01\n" +
@@ -1013,7 +1030,7 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x10SEND_STATUS_DONE\x10\x01\x12\x14\n" +
 	"\x10SEND_STATUS_HELD\x10\x02\x12\x16\n" +
 	"\x12SEND_STATUS_DENIED\x10\x03\x12\x16\n" +
-	"\x12SEND_STATUS_FAILED\x10\x04*\xf0\x01\n" +
+	"\x12SEND_STATUS_FAILED\x10\x04*\x89\x02\n" +
 	"\n" +
 	"NoticeKind\x12\x1b\n" +
 	"\x17NOTICE_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -1023,8 +1040,9 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x14NOTICE_KIND_REJECTED\x10\x04\x12\x16\n" +
 	"\x12NOTICE_KIND_RESULT\x10\x05\x12\x16\n" +
 	"\x12NOTICE_KIND_FAILED\x10\x06\x12\x14\n" +
-	"\x10NOTICE_KIND_INFO\x10\a\x12\x1d\n" +
-	"\x19NOTICE_KIND_TOOLS_CHANGED\x10\b2\x93\x02\n" +
+	"\x10NOTICE_KIND_INFO\x10\a\x12\x17\n" +
+	"\x13NOTICE_KIND_WARNING\x10\b\x12\x1d\n" +
+	"\x19NOTICE_KIND_TOOLS_CHANGED\x10\t2\x93\x02\n" +
 	"\fAgentGateway\x125\n" +
 	"\x04Send\x12\x15.agent.v1.SendRequest\x1a\x16.agent.v1.SendResponse\x12:\n" +
 	"\x05Inbox\x12\x16.agent.v1.InboxRequest\x1a\x17.agent.v1.InboxResponse0\x01\x12J\n" +
@@ -1074,22 +1092,23 @@ var file_agent_v1_gateway_proto_depIdxs = []int32{
 	16, // 6: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
 	1,  // 7: agent.v1.Notice.kind:type_name -> agent.v1.NoticeKind
 	16, // 8: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	10, // 9: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
-	13, // 10: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
-	15, // 11: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
-	2,  // 12: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
-	4,  // 13: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
-	8,  // 14: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
-	11, // 15: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
-	3,  // 16: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
-	5,  // 17: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
-	9,  // 18: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
-	12, // 19: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	15, // 9: agent.v1.Notice.result:type_name -> google.protobuf.Struct
+	10, // 10: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
+	13, // 11: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
+	15, // 12: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
+	2,  // 13: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
+	4,  // 14: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
+	8,  // 15: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
+	11, // 16: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
+	3,  // 17: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
+	5,  // 18: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
+	9,  // 19: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
+	12, // 20: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_gateway_proto_init() }
