@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/clawguard/clawguard/proto/mcpcall"
 )
 
 // The seed's install_packages validation (src/modules/self-mod/request.ts).
@@ -47,13 +49,21 @@ func CheckInstallPackages(p *structpb.Struct) error {
 	return nil
 }
 
-// CheckAddMCPServer validates {name, command, args?, env?}.
+// CheckAddMCPServer validates {name, command, args?, env?, image?}.
 func CheckAddMCPServer(p *structpb.Struct) error {
 	if String(p, "name") == "" || String(p, "command") == "" {
 		return errors.New("add_mcp_server failed: name and command are required")
 	}
+	if !mcpcall.ValidServer(String(p, "name")) {
+		return fmt.Errorf("add_mcp_server failed: %q is not a valid MCP server name (letters, digits, . _ -)", String(p, "name"))
+	}
 	if _, err := StringList(p, "args"); err != nil {
 		return fmt.Errorf("add_mcp_server failed: %w", err)
+	}
+	if v, ok := p.GetFields()["image"]; ok {
+		if _, isStr := v.GetKind().(*structpb.Value_StringValue); !isStr {
+			return errors.New("add_mcp_server failed: image must be a string (an image reference)")
+		}
 	}
 	if env := p.GetFields()["env"]; env != nil {
 		s := env.GetStructValue()

@@ -108,14 +108,6 @@ type SessionSpec struct {
 	PidsLimit     int64             // 0 → DefaultPidsLimit
 }
 
-// MCPServer is one MCP server in a group's config.
-type MCPServer struct {
-	Name    string            `json:"name"`
-	Command string            `json:"command"`
-	Args    []string          `json:"args,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-}
-
 // GroupImageSpec describes the image of one agent group at one config version.
 type GroupImageSpec struct {
 	GroupID       string
@@ -123,7 +115,6 @@ type GroupImageSpec struct {
 	BaseImage     string // the group's base (docker: image ref; process: agent binary path)
 	AptPackages   []string
 	NpmPackages   []string
-	MCPServers    []MCPServer
 	// Output receives the build's output when an image is built (nil:
 	// discarded), for the approver and the agent.
 	Output io.Writer
