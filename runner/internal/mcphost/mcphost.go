@@ -220,6 +220,7 @@ func (h *Host) start(inst *instance) {
 		client := mcp.NewClient(&mcp.Implementation{Name: "clawguard-runner", Version: "v1"}, &mcp.ClientOptions{
 			Capabilities: &mcp.ClientCapabilities{},
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				log.Debug("tools/list_changed from the server")
 				go h.relist(inst)
 			},
 		})
