@@ -60,9 +60,9 @@ func GroupImageTag(groupID string, configVersion int64) (string, error) {
 // (Installed); on one without (the FROM scratch default) they are recorded
 // only.
 type Manifest struct {
-	Group         string         `json:"group"`
-	ConfigVersion int64          `json:"config_version"`
-	Apt           []string       `json:"apt"`
+	Group         string   `json:"group"`
+	ConfigVersion int64    `json:"config_version"`
+	Apt           []string `json:"apt"`
 	Npm           []string `json:"npm"`
 	Installed     bool     `json:"installed"`
 }
