@@ -220,7 +220,9 @@ func init() {
 	register[*guardv1.McpServerInfo](view{
 		cols: []col{
 			c("SERVER", (*guardv1.McpServerInfo).GetName),
-			c("COMMAND", func(m *guardv1.McpServerInfo) string { return strings.TrimSpace(m.GetCommand() + " " + strings.Join(m.GetArgs(), " ")) }),
+			c("COMMAND", func(m *guardv1.McpServerInfo) string {
+				return strings.TrimSpace(m.GetCommand() + " " + strings.Join(m.GetArgs(), " "))
+			}),
 			c("IMAGE", func(m *guardv1.McpServerInfo) string { return orDash(m.GetImage()) }),
 			c("DEFAULT", func(m *guardv1.McpServerInfo) string {
 				if m.GetDefaultEffect() == guardv1.Effect_EFFECT_UNSPECIFIED {
