@@ -15,8 +15,11 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
@@ -353,5 +356,70 @@ func (w *mcpWorld) checkIsolation(t *testing.T) {
 	}
 	if found == 0 {
 		t.Fatal("the agent's process was not found")
+	}
+}
+
+// An approved call whose apply another runner process claimed (one that
+// died before its result was delivered) is not run again: the agent is told
+// it may or may not have run. At most once, never silent.
+func TestApprovedMCPCallClaimedByADeadRunnerIsNotRunAgain(t *testing.T) {
+	w := newMCPWorld(t, "process")
+	ctx := context.Background()
+	held := w.call(t, "write_file", map[string]any{"path": "claimed.txt", "content": "twice?"})
+	if held.GetStatus() != agentv1.SendStatus_SEND_STATUS_HELD {
+		t.Fatalf("want HELD: %v", held)
+	}
+	hold := held.GetHoldId()
+	pool, err := pgxpool.New(ctx, w.s.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// Approved, and the replay taken by the runner that then died: it
+	// consumed the grant and claimed the apply, and never ran the call.
+	if _, err := pool.Exec(ctx, `UPDATE holds SET status = 'approved', resolved_at = now() WHERE id = $1`, hold); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := os.ReadFile(filepath.Join(w.r.dataDir, "runner.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dial(t, w.s.addr, string(tok), nil)
+	actx := metadata.AppendToOutgoingContext(ctx, "x-clawguard-session", w.sess.ID)
+	var res map[string]string // the decided resource, as the hold keeps it
+	if err := pool.QueryRow(ctx, `SELECT resource FROM holds WHERE id = $1`, hold).Scan(&res); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := structpb.NewStruct(map[string]any{"server": "fs", "tool": "write_file", "arguments": map[string]any{"path": "claimed.txt", "content": "twice?"}})
+	d, err := guardv1.NewGuardClient(conn).Decide(actx, &guardv1.DecideRequest{Action: "mcp.call", Resource: res, Payload: p, Grant: hold, RequestId: "replay:" + hold})
+	if err != nil || d.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW {
+		t.Fatalf("the dead runner's replay: %v %v", d, err)
+	}
+	claimed := proto.Clone(p).(*structpb.Struct)
+	claimed.Fields["claim"] = structpb.NewStringValue("inst_dead")
+	if _, err := guardv1.NewRegistryClient(conn).ApplyAction(actx, &guardv1.ApplyActionRequest{DecisionId: d.GetDecisionId(), SessionId: w.sess.ID,
+		Action: "mcp.call", Payload: claimed, Resource: res}); err != nil {
+		t.Fatalf("the dead runner's claim: %v", err)
+	}
+	// Its replay push, sent again to the live runner.
+	body, err := proto.Marshal(&guardv1.Push{Id: "push_again", SessionId: w.sess.ID, AgentGroupId: w.group, Body: &guardv1.Push_Replay{Replay: &guardv1.ReplayAction{
+		HoldId: hold, DeliveryAction: "mcp_call", CatalogAction: "mcp.call", Payload: p, Resource: res}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO runner_pushes (id, runner_id, session_id, kind, body, hold_id) VALUES ('push_again', $1, $2, 'replay', $3, $4)`,
+		w.r.Config.ID, w.sess.ID, body, hold); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEvent(t, w.sess, "the not-run-again notice", func(e event) bool { return e.s("kind") == "FAILED" && e.s("hold_id") == hold })
+	if !strings.Contains(ev.s("text"), "was not run again") {
+		t.Fatalf("notice: %v", ev)
+	}
+	waitFor(t, 30*time.Second, "the push acknowledged", func() bool {
+		var acked bool
+		return pool.QueryRow(ctx, `SELECT acked_at IS NOT NULL FROM runner_pushes WHERE id = 'push_again'`).Scan(&acked) == nil && acked
+	})
+	if _, err := os.Stat(filepath.Join(w.r.dataDir, "mcp", w.group, "fs", "claimed.txt")); !os.IsNotExist(err) {
+		t.Fatalf("a call claimed by another process ran again (%v)", err)
 	}
 }
