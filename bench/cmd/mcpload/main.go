@@ -31,10 +31,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/mcpcall"
 )
 
 type config struct {
@@ -56,6 +58,12 @@ func main() {
 	flag.DurationVar(&c.duration, "duration", 20*time.Second, "measured duration of each path")
 	flag.DurationVar(&c.warmup, "warmup", 3*time.Second, "unmeasured warm-up at the same rate")
 	flag.Parse()
+	// The runner starts both from other working directories.
+	for _, p := range []*string{&c.agentBin, &c.mcpBin, &c.runnerBin} {
+		if abs, err := filepath.Abs(*p); err == nil {
+			*p = abs
+		}
+	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpload:", err)
 		os.Exit(1)
@@ -138,7 +146,7 @@ func run(c config) error {
 	}
 	defer func() { runner.Process.Signal(os.Interrupt); runner.Wait() }()
 
-	socks, err := waitSockets(filepath.Join(dir, "data", "sockets"), c.sessions, 60*time.Second)
+	socks, err := waitSockets(ctx, reg, groups, runnerID, filepath.Join(dir, "data", "sockets"), 60*time.Second)
 	if err != nil {
 		return err
 	}
@@ -192,27 +200,59 @@ func run(c config) error {
 		return nil
 	}
 
+	// The decision alone: Guard.Decide of the same mcp.call, as the runner
+	// asks it (its token, the session asserted), to split the guarded cost.
+	rconn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(rt.GetSecret())))
+	if err != nil {
+		return err
+	}
+	defer rconn.Close()
+	guard := guardv1.NewGuardClient(rconn)
+	sessions, err := sessionIDs(socks)
+	if err != nil {
+		return err
+	}
+	digest, err := mcpcall.Digest("fs", "read_file", map[string]any{"path": "f.txt"})
+	if err != nil {
+		return err
+	}
+	decideOnly := func(i int) error {
+		actx := metadata.AppendToOutgoingContext(ctx, "x-clawguard-session", sessions[i%len(sessions)])
+		r, err := guard.Decide(actx, &guardv1.DecideRequest{Action: mcpcall.CatalogAction, Resource: mcpcall.Resource("fs", "read_file", digest), Payload: args0})
+		if err != nil {
+			return err
+		}
+		if r.GetDecision().GetEffect() != guardv1.Effect_EFFECT_ALLOW {
+			return fmt.Errorf("decide: %v", r.GetDecision())
+		}
+		return nil
+	}
+
 	// One call each first: servers started, streams up.
 	for i := range c.sessions {
 		if err := guarded(i); err != nil {
 			return fmt.Errorf("first guarded call: %w", err)
 		}
 	}
-	d := openLoop(c, directCall)
-	g := openLoop(c, guarded)
-	fmt.Printf("mcpload: %d sessions, %.0f calls/s, %s measured per path\n", c.sessions, c.rate, c.duration)
-	fmt.Printf("%-26s %8s %8s %8s %8s %8s %7s\n", "path", "calls", "p50", "p95", "p99", "p99.9", "errors")
+	// The paths interleaved on one schedule (each at -rate), so each sees
+	// the same machine: a shared machine's noise lands on all of them.
+	res := openLoop(c, []func(int) error{directCall, guarded, decideOnly})
+	d, g, o := res[0], res[1], res[2]
+	fmt.Printf("mcpload: %d sessions, %.0f calls/s per path (interleaved), %s measured\n", c.sessions, c.rate, c.duration)
+	fmt.Printf("%-30s %8s %9s %9s %9s %9s %7s\n", "path", "calls", "p50", "p95", "p99", "p99.9", "errors")
 	for _, row := range []struct {
 		name string
 		r    result
-	}{{"direct stdio", d}, {"guarded (gateway+guard)", g}} {
-		fmt.Printf("%-26s %8d %8s %8s %8s %8s %7d\n", row.name, len(row.r.lat), ms(pct(row.r.lat, 50)), ms(pct(row.r.lat, 95)),
+	}{{"direct stdio", d}, {"guarded (gateway+guard)", g}, {"the decision alone", o}} {
+		fmt.Printf("%-30s %8d %9s %9s %9s %9s %7d\n", row.name, len(row.r.lat), ms(pct(row.r.lat, 50)), ms(pct(row.r.lat, 95)),
 			ms(pct(row.r.lat, 99)), ms(pct(row.r.lat, 99.9)), row.r.errors)
 	}
-	fmt.Printf("%-26s %8s %8s %8s %8s %8s\n", "added by the guarded path", "", ms(pct(g.lat, 50)-pct(d.lat, 50)), ms(pct(g.lat, 95)-pct(d.lat, 95)),
+	fmt.Printf("%-30s %8s %9s %9s %9s %9s\n", "added by the guarded path", "", ms(pct(g.lat, 50)-pct(d.lat, 50)), ms(pct(g.lat, 95)-pct(d.lat, 95)),
 		ms(pct(g.lat, 99)-pct(d.lat, 99)), ms(pct(g.lat, 99.9)-pct(d.lat, 99.9)))
-	if g.firstErr != nil || d.firstErr != nil {
-		fmt.Printf("first errors: guarded %v, direct %v\n", g.firstErr, d.firstErr)
+	for i, r := range res {
+		if r.firstErr != nil {
+			fmt.Printf("path %d first error: %v\n", i, r.firstErr)
+		}
 	}
 	return nil
 }
@@ -223,15 +263,17 @@ type result struct {
 	firstErr error
 }
 
-// openLoop issues calls at c.rate for warm-up + duration, each on its own
+// openLoop issues calls of every path at c.rate each, interleaved (tick i
+// runs path i mod len(paths)), for warm-up + duration, each on its own
 // goroutine at its scheduled time, and measures from that time.
-func openLoop(c config, call func(i int) error) result {
-	interval := time.Duration(float64(time.Second) / c.rate)
+func openLoop(c config, paths []func(i int) error) []result {
+	n := len(paths)
+	interval := time.Duration(float64(time.Second) / (c.rate * float64(n)))
 	total := int((c.warmup + c.duration) / interval)
 	warm := int(c.warmup / interval)
 	var (
 		mu  sync.Mutex
-		res result
+		res = make([]result, n)
 		wg  sync.WaitGroup
 	)
 	start := time.Now()
@@ -241,26 +283,39 @@ func openLoop(c config, call func(i int) error) result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := call(i)
+			p := i % n
+			err := paths[p](i / n)
 			took := time.Since(at)
 			if i < warm {
 				return
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			r := &res[p]
 			if err != nil {
-				res.errors++
-				if res.firstErr == nil {
-					res.firstErr = err
+				r.errors++
+				if r.firstErr == nil {
+					r.firstErr = err
 				}
 				return
 			}
-			res.lat = append(res.lat, took)
+			r.lat = append(r.lat, took)
 		}()
 	}
 	wg.Wait()
-	sort.Slice(res.lat, func(a, b int) bool { return res.lat[a] < res.lat[b] })
+	for p := range res {
+		sort.Slice(res[p].lat, func(a, b int) bool { return res[p].lat[a] < res[p].lat[b] })
+	}
 	return res
+}
+
+// sessionIDs are the sessions of the gateway sockets (<session>.sock).
+func sessionIDs(socks []string) ([]string, error) {
+	out := make([]string, len(socks))
+	for i, s := range socks {
+		out[i] = strings.TrimSuffix(filepath.Base(s), ".sock")
+	}
+	return out, nil
 }
 
 func pct(sorted []time.Duration, p float64) time.Duration {
@@ -273,18 +328,27 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond)) }
 
-// waitSockets waits for n gateway sockets of the runner's sessions.
-func waitSockets(dir string, n int, within time.Duration) ([]string, error) {
+// waitSockets waits for the runner's session of each group and its
+// gateway socket (the runner may be handed other sessions too: those of
+// runners gone before it).
+func waitSockets(ctx context.Context, reg guardv1.RegistryClient, groups []string, runnerID, dir string, within time.Duration) ([]string, error) {
 	deadline := time.Now().Add(within)
-	for {
-		socks, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
-		if len(socks) >= n {
-			sort.Strings(socks)
-			return socks[:n], nil
+	out := make([]string, 0, len(groups))
+	for _, g := range groups {
+		for {
+			resp, err := reg.ListSessions(ctx, &guardv1.ListSessionsRequest{Group: g, RunnerId: runnerID})
+			if err == nil && len(resp.GetSessions()) > 0 {
+				sock := filepath.Join(dir, resp.GetSessions()[0].GetId()+".sock")
+				if _, err := os.Stat(sock); err == nil {
+					out = append(out, sock)
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("no session socket of group %s on runner %s after %s (%v)", g, runnerID, within, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%d of %d session sockets after %s", len(socks), n, within)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	return out, nil
 }
