@@ -309,3 +309,20 @@ func TestQuorumAndAuditModeOnATool(t *testing.T) {
 		t.Fatalf("GetDecision does not name server and tool: %s", s)
 	}
 }
+
+// The settings are admin RPCs like the others: an agent reads its own
+// group's, and its change of a setting is held for its group's admins.
+func TestAnAgentsSettingChangeIsHeld(t *testing.T) {
+	w := newWorld(t)
+	if _, err := w.agent.Registry.ListMcpTools(w.ctx, &guardv1.ListMcpToolsRequest{Group: w.group, Server: "fs"}); err != nil {
+		t.Fatalf("an agent reading its own group's tools: %v", err)
+	}
+	_, err := w.agent.Registry.SetMcpTool(w.ctx, &guardv1.SetMcpToolRequest{Group: w.group, Server: "fs", Tool: "write_file", Effect: guardv1.Effect_EFFECT_ALLOW})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "approval") {
+		t.Fatalf("an agent allowing its own tool: %v, want held for approval", err)
+	}
+	var n int
+	if err := w.srv.Pool.QueryRow(w.ctx, `SELECT count(*) FROM mcp_tool_settings`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the held setting was applied: %d rows (%v)", n, err)
+	}
+}
