@@ -136,6 +136,13 @@ func (t *Tools) run(ctx context.Context, c delivery.Call) delivery.Outcome {
 		}
 	}
 	res, err := t.d.Host.Call(ctx, c.Session.GroupID, server, tool, args)
+	if errors.Is(err, mcphost.ErrNoServer) {
+		// The guard found the server in the group's config; this runner's
+		// copy of it is older (the restart push that re-reads it is on its way).
+		if err = t.refresh(ctx, c.Session); err == nil {
+			res, err = t.d.Host.Call(ctx, c.Session.GroupID, server, tool, args)
+		}
+	}
 	if err != nil {
 		return delivery.Failed("mcp_call %s/%s allowed but not run: %v", server, tool, err)
 	}
