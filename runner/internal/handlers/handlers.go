@@ -250,8 +250,8 @@ func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.O
 	if build, err := h.d.Restart(ctx, c.Session, true); err != nil {
 		return delivery.Failed("MCP server %q added to config but the restart failed; the running container was kept: %v%s", name, err, buildTail(build))
 	}
-	h.onWake(c, fmt.Sprintf("The MCP server %q an admin approved (command: %s) is hosted by the runner, outside your container: "+
-		"list your guarded MCP tools again, verify its tools answer, then report the result to the user.", name, clip(strings.TrimSpace(delivery.String(c.Payload, "command")), 200)))
+	h.onWake(c, fmt.Sprintf("The MCP server %q an admin approved (command: %s) is hosted by the runner, outside your container. "+
+		"Verify its tools answer (list your guarded MCP tools again), then report the result to the user.", name, clip(strings.TrimSpace(delivery.String(c.Payload, "command")), 200)))
 	return delivery.Done(res.GetResult(), fmt.Sprintf("MCP server %q added; container restarted", name))
 }
 
