@@ -12,10 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -182,6 +185,9 @@ func (t *Tools) replay(ctx context.Context, c delivery.Call, server, tool string
 	if err != nil {
 		out := delivery.Failed("approved mcp_call %s/%s not run: %v", server, tool, err)
 		out.Undecided = delivery.Transient(err)
+		// The session moved: its new host replays it (a denial on the live
+		// re-check is PermissionDenied too, and is told).
+		out.NotHosted = status.Code(err) == codes.PermissionDenied && strings.Contains(status.Convert(err).Message(), "does not host")
 		return out
 	}
 	n := &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_RESULT, HoldId: hold, At: timestamppb.Now()}
