@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -14,6 +15,9 @@ import (
 	"github.com/clawguard/clawguard/migrations/pgtest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/mcpcall"
+	"github.com/clawguard/clawguard/server/internal/app"
+	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/snapshot"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 )
 
@@ -324,5 +328,72 @@ func TestAnAgentsSettingChangeIsHeld(t *testing.T) {
 	var n int
 	if err := w.srv.Pool.QueryRow(w.ctx, `SELECT count(*) FROM mcp_tool_settings`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("the held setting was applied: %d rows (%v)", n, err)
+	}
+}
+
+// A replica's copy loaded before a setting changed never answers after it:
+// a tool set to deny, a default changed, the server removed are each decided
+// live from the first decision after their commit. While nothing changed,
+// the copy answers (mcp.call's facts are all lookups of mirrored tables).
+func TestSettingsFromAStaleCopyNeverAnswer(t *testing.T) {
+	w := newWorld(t)
+	w.setTool(t, "read_file", guardv1.Effect_EFFECT_ALLOW, 0, 0)
+	cat, err := app.BuildCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := snapshot.New(w.srv.Pool, cat.Tables(), snapshot.Options{})
+	if err := snap.Refresh(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var fromCopy, stale atomic.Int64
+	eng := guard.NewEngine(cat, w.srv.Pool, guard.Options{Snapshot: snap, ObserveSnapshot: func(outcome string) {
+		switch outcome {
+		case "snapshot":
+			fromCopy.Add(1)
+		case "stale":
+			stale.Add(1)
+		}
+	}})
+	t.Cleanup(eng.Close)
+	decide := func() *guardv1.DecideResponse {
+		t.Helper()
+		req := call(t, "fs", "read_file", map[string]any{"path": "a"})
+		req.Actor = &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: w.group, SessionId: "s1"}}}
+		resp, err := eng.DecideProto(w.ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if r := decide(); effect(r) != guardv1.Effect_EFFECT_ALLOW || fromCopy.Load() != 1 {
+		t.Fatalf("copy current: %v (from the copy: %d)", r.GetDecision(), fromCopy.Load())
+	}
+	for _, st := range []struct {
+		name   string
+		change func()
+		want   guardv1.Effect
+	}{
+		{"the tool set to deny", func() { w.setTool(t, "read_file", guardv1.Effect_EFFECT_DENY, 0, 0) }, guardv1.Effect_EFFECT_DENY},
+		{"the tool's setting removed: the default holds", func() { w.setTool(t, "read_file", guardv1.Effect_EFFECT_UNSPECIFIED, 0, 0) }, guardv1.Effect_EFFECT_HOLD},
+		{"the server's default set to allow", func() {
+			if _, err := w.op.Registry.SetMcpServerDefault(w.ctx, &guardv1.SetMcpServerDefaultRequest{Group: w.group, Server: "fs", Effect: guardv1.Effect_EFFECT_ALLOW}); err != nil {
+				t.Fatal(err)
+			}
+		}, guardv1.Effect_EFFECT_ALLOW},
+		{"the server removed", func() {
+			if _, err := w.op.Registry.RemoveGroupMcpServer(w.ctx, &guardv1.RemoveGroupMcpServerRequest{Group: w.group, Name: "fs"}); err != nil {
+				t.Fatal(err)
+			}
+		}, guardv1.Effect_EFFECT_DENY},
+	} {
+		st.change()
+		before := stale.Load()
+		if r := decide(); effect(r) != st.want {
+			t.Fatalf("%s: %v, want %v", st.name, r.GetDecision(), st.want)
+		}
+		if stale.Load() == before {
+			t.Fatalf("%s: answered from the stale copy", st.name)
+		}
 	}
 }
