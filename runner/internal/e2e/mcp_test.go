@@ -97,6 +97,21 @@ func newMCPWorld(t *testing.T, runtime string) *mcpWorld {
 		t.Fatal(err)
 	}
 	w.r = s.startRunner(t, runnerOpts{runtime: runtime, groups: []string{w.group}})
+	t.Cleanup(func() {
+		if t.Failed() { // the runner's own lines (the harness shows the tail, mostly agent output)
+			b, _ := os.ReadFile(w.r.logFile)
+			var own []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if !strings.Contains(l, "agent output") {
+					own = append(own, l)
+				}
+			}
+			t.Logf("runner log without agent output:\n%s", strings.Join(own, "\n"))
+			if w.sess != nil {
+				dumpEvents(t, w.sess)
+			}
+		}
+	})
 	w.sess = w.r.session(t, w.group)
 	conn, err := grpc.NewClient("unix://"+w.sess.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
