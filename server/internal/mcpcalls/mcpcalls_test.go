@@ -397,3 +397,22 @@ func TestSettingsFromAStaleCopyNeverAnswer(t *testing.T) {
 		}
 	}
 }
+
+// The listings page like every List RPC: by name, a token bound to the list.
+func TestToolListingPages(t *testing.T) {
+	w := newWorld(t)
+	for _, tool := range []string{"c", "a", "b"} {
+		w.setTool(t, tool, guardv1.Effect_EFFECT_ALLOW, 0, 0)
+	}
+	first, err := w.op.Registry.ListMcpTools(w.ctx, &guardv1.ListMcpToolsRequest{Group: w.group, Server: "fs", Limit: 2})
+	if err != nil || len(first.GetTools()) != 2 || first.GetTools()[0].GetTool() != "a" || first.GetNextPageToken() == "" {
+		t.Fatalf("first page: %v, %v", first, err)
+	}
+	next, err := w.op.Registry.ListMcpTools(w.ctx, &guardv1.ListMcpToolsRequest{Group: w.group, Server: "fs", Limit: 2, PageToken: first.GetNextPageToken()})
+	if err != nil || len(next.GetTools()) != 1 || next.GetTools()[0].GetTool() != "c" || next.GetNextPageToken() != "" {
+		t.Fatalf("second page: %v, %v", next, err)
+	}
+	if _, err := w.op.Registry.ListMcpServers(w.ctx, &guardv1.ListMcpServersRequest{Group: w.group, PageToken: first.GetNextPageToken()}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a tools token on the servers list: %v, want InvalidArgument", err)
+	}
+}
