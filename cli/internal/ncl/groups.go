@@ -294,14 +294,15 @@ func (a *app) groupsMcp() *cobra.Command {
 	var srv guardv1.McpServer
 	var env []string
 	add := &cobra.Command{
-		Use: "add <group>", Short: "Add an MCP server to a group",
+		Use: "add <group>", Short: "Add a guarded MCP server to a group (the runner hosts it; ncl mcp tools set decides its tools)",
 		Example: "  ncl groups mcp add ag_4888a21379a5cf01 --name files --command mcp-files --arg /data --env LOG=debug",
 		Args:    one("group"),
 	}
 	add.Flags().StringVar(&srv.Name, "name", "", "server name")
 	add.Flags().StringVar(&srv.Command, "command", "", "command to run")
 	add.Flags().StringArrayVar(&srv.Args, "arg", nil, "argument (repeatable)")
-	add.Flags().StringArrayVar(&env, "env", nil, "environment KEY=VALUE (repeatable)")
+	add.Flags().StringArrayVar(&env, "env", nil, "environment KEY=VALUE (repeatable): only the server gets it, never the agent")
+	add.Flags().StringVar(&srv.Image, "image", "", "docker runtime: the image of the server's own container (default: the group's agent image)")
 	required(add, "name", "command")
 	add.RunE = func(cmd *cobra.Command, args []string) error {
 		e, err := kvPairs("env", env)

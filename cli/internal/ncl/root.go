@@ -75,6 +75,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.wiringsCmd(),
 		a.messagingGroupsCmd(),
 		a.policiesCmd(),
+		a.mcpCmd(),
 		a.userDmsCmd(),
 		a.tokensCmd(),
 		a.runnersCmd(),

@@ -225,6 +225,64 @@ func init() {
 		},
 		id: idOf(func(p *guardv1.MessagePolicy) string { return p.GetFromGroup() + " " + p.GetToGroup() }),
 	})
+	register[*guardv1.McpServerInfo](view{
+		cols: []col{
+			c("SERVER", (*guardv1.McpServerInfo).GetName),
+			c("COMMAND", func(m *guardv1.McpServerInfo) string {
+				return strings.TrimSpace(m.GetCommand() + " " + strings.Join(m.GetArgs(), " "))
+			}),
+			c("IMAGE", func(m *guardv1.McpServerInfo) string { return orDash(m.GetImage()) }),
+			c("DEFAULT", func(m *guardv1.McpServerInfo) string {
+				if m.GetDefaultEffect() == guardv1.Effect_EFFECT_UNSPECIFIED {
+					return "hold (unset)"
+				}
+				return enumword.String(m.GetDefaultEffect())
+			}),
+			c("APPROVALS", func(m *guardv1.McpServerInfo) string { return fmt.Sprint(max(m.GetApprovals(), 1)) }),
+			c("MODE", func(m *guardv1.McpServerInfo) string { return modeWord(m.GetMode(), "inherit") }),
+			c("STATUS", func(m *guardv1.McpServerInfo) string {
+				if len(m.GetRunners()) == 0 {
+					return "not started"
+				}
+				var parts []string
+				for _, r := range m.GetRunners() {
+					p := r.GetRunnerId() + ": " + r.GetState()
+					if r.GetState() == "running" {
+						p += fmt.Sprintf(" (%d tools)", r.GetTools())
+					}
+					if r.GetError() != "" {
+						p += " — " + r.GetError()
+					}
+					parts = append(parts, p)
+				}
+				return strings.Join(parts, "; ")
+			}),
+		},
+		id: idOf((*guardv1.McpServerInfo).GetName),
+	})
+	register[*guardv1.McpToolInfo](view{
+		cols: []col{
+			c("TOOL", (*guardv1.McpToolInfo).GetTool),
+			c("EFFECT", func(m *guardv1.McpToolInfo) string { return enumword.String(m.GetEffect()) }),
+			c("FROM", func(m *guardv1.McpToolInfo) string {
+				return map[guardv1.McpEffectSource]string{
+					guardv1.McpEffectSource_MCP_EFFECT_SOURCE_TOOL:           "tool setting",
+					guardv1.McpEffectSource_MCP_EFFECT_SOURCE_SERVER_DEFAULT: "server default",
+					guardv1.McpEffectSource_MCP_EFFECT_SOURCE_BUILT_IN:       "unset (hold)",
+				}[m.GetSource()]
+			}),
+			c("APPROVALS", func(m *guardv1.McpToolInfo) string { return fmt.Sprint(max(m.GetApprovals(), 1)) }),
+			c("MODE", func(m *guardv1.McpToolInfo) string { return modeWord(m.GetMode(), "inherit") }),
+			c("SEEN", func(m *guardv1.McpToolInfo) string {
+				if m.GetLastSeen() == nil {
+					return "never (set ahead)"
+				}
+				return m.GetLastSeen().AsTime().UTC().Format("2006-01-02 15:04Z")
+			}),
+			c("DESCRIPTION", (*guardv1.McpToolInfo).GetDescription),
+		},
+		id: idOf((*guardv1.McpToolInfo).GetTool),
+	})
 	register[*guardv1.UserDm](view{
 		cols: []col{
 			c("USER", (*guardv1.UserDm).GetUserId),
@@ -488,4 +546,11 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/mcpcall"
 )
 
 // watchLoop follows Approvals.Watch from the stored cursor. Each event is
@@ -219,7 +221,9 @@ func cardText(h *guardv1.Hold) string {
 		title = h.GetKind()
 	}
 	fmt.Fprintf(&sb, "🔐 %s", title)
-	if q := h.GetQuestion(); q != "" {
+	if h.GetKind() == mcpcall.ApprovalKind {
+		sb.WriteString(mcpCallText(h))
+	} else if q := h.GetQuestion(); q != "" {
 		fmt.Fprintf(&sb, "\n\n%s", q)
 	}
 	if e := h.GetExpiresAt(); e != nil {
@@ -268,4 +272,24 @@ func optionLabel(h *guardv1.Hold, value string) string {
 		}
 	}
 	return ""
+}
+
+// mcpCallText is an MCP tool call's card body, from what the grant is
+// bound to (the hold's resource and payload), not from the requester's
+// words: the server, the tool and the exact arguments that will run.
+func mcpCallText(h *guardv1.Hold) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n\nGroup %s asks to call an MCP tool.\nServer: %s\nTool: %s\nArguments (exactly these run):\n",
+		h.GetAgentGroupId(), h.GetResource()[mcpcall.KeyServer], h.GetResource()[mcpcall.KeyTool])
+	args := h.GetPayload().GetFields()[mcpcall.KeyArguments].GetStructValue()
+	b, err := json.MarshalIndent(args.AsMap(), "", "  ")
+	if err != nil {
+		b = []byte("(not shown: " + err.Error() + ")")
+	}
+	const max = 3000 // Telegram's message limit is 4096 characters
+	if r := []rune(string(b)); len(r) > max {
+		b = []byte(string(r[:max]) + fmt.Sprintf("… [%d more characters: read them with ncl approvals get %s before approving]", len(r)-max, h.GetId()))
+	}
+	sb.Write(b)
+	return sb.String()
 }

@@ -39,6 +39,8 @@ const (
 	NoticeKind_NOTICE_KIND_INFO        NoticeKind = 7
 	// A gate in warn mode let the action run; enforce would have held or denied it.
 	NoticeKind_NOTICE_KIND_WARNING NoticeKind = 8
+	// The session's guarded MCP tools changed (an operator set an effect).
+	NoticeKind_NOTICE_KIND_TOOLS_CHANGED NoticeKind = 9
 )
 
 // Enum value maps for NoticeKind.
@@ -53,17 +55,19 @@ var (
 		6: "NOTICE_KIND_FAILED",
 		7: "NOTICE_KIND_INFO",
 		8: "NOTICE_KIND_WARNING",
+		9: "NOTICE_KIND_TOOLS_CHANGED",
 	}
 	NoticeKind_value = map[string]int32{
-		"NOTICE_KIND_UNSPECIFIED": 0,
-		"NOTICE_KIND_HELD":        1,
-		"NOTICE_KIND_DENIED":      2,
-		"NOTICE_KIND_APPROVED":    3,
-		"NOTICE_KIND_REJECTED":    4,
-		"NOTICE_KIND_RESULT":      5,
-		"NOTICE_KIND_FAILED":      6,
-		"NOTICE_KIND_INFO":        7,
-		"NOTICE_KIND_WARNING":     8,
+		"NOTICE_KIND_UNSPECIFIED":   0,
+		"NOTICE_KIND_HELD":          1,
+		"NOTICE_KIND_DENIED":        2,
+		"NOTICE_KIND_APPROVED":      3,
+		"NOTICE_KIND_REJECTED":      4,
+		"NOTICE_KIND_RESULT":        5,
+		"NOTICE_KIND_FAILED":        6,
+		"NOTICE_KIND_INFO":          7,
+		"NOTICE_KIND_WARNING":       8,
+		"NOTICE_KIND_TOOLS_CHANGED": 9,
 	}
 )
 
@@ -518,6 +522,62 @@ func (x SenderPolicy) Number() protoreflect.EnumNumber {
 // Deprecated: Use SenderPolicy.Descriptor instead.
 func (SenderPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{8}
+}
+
+// McpEffectSource says where a tool's effect comes from.
+type McpEffectSource int32
+
+const (
+	McpEffectSource_MCP_EFFECT_SOURCE_UNSPECIFIED McpEffectSource = 0
+	// The tool's own setting (ncl mcp tools set).
+	McpEffectSource_MCP_EFFECT_SOURCE_TOOL McpEffectSource = 1
+	// The server's default for tools nobody set (ncl mcp servers set-default).
+	McpEffectSource_MCP_EFFECT_SOURCE_SERVER_DEFAULT McpEffectSource = 2
+	// Nobody set either: hold.
+	McpEffectSource_MCP_EFFECT_SOURCE_BUILT_IN McpEffectSource = 3
+)
+
+// Enum value maps for McpEffectSource.
+var (
+	McpEffectSource_name = map[int32]string{
+		0: "MCP_EFFECT_SOURCE_UNSPECIFIED",
+		1: "MCP_EFFECT_SOURCE_TOOL",
+		2: "MCP_EFFECT_SOURCE_SERVER_DEFAULT",
+		3: "MCP_EFFECT_SOURCE_BUILT_IN",
+	}
+	McpEffectSource_value = map[string]int32{
+		"MCP_EFFECT_SOURCE_UNSPECIFIED":    0,
+		"MCP_EFFECT_SOURCE_TOOL":           1,
+		"MCP_EFFECT_SOURCE_SERVER_DEFAULT": 2,
+		"MCP_EFFECT_SOURCE_BUILT_IN":       3,
+	}
+)
+
+func (x McpEffectSource) Enum() *McpEffectSource {
+	p := new(McpEffectSource)
+	*p = x
+	return p
+}
+
+func (x McpEffectSource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (McpEffectSource) Descriptor() protoreflect.EnumDescriptor {
+	return file_guard_v1_registry_proto_enumTypes[9].Descriptor()
+}
+
+func (McpEffectSource) Type() protoreflect.EnumType {
+	return &file_guard_v1_registry_proto_enumTypes[9]
+}
+
+func (x McpEffectSource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use McpEffectSource.Descriptor instead.
+func (McpEffectSource) EnumDescriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{9}
 }
 
 // ApprovalPending is attached to a FailedPrecondition status when an agent's
@@ -2706,11 +2766,15 @@ func (x *Runner) GetRegisteredAt() *timestamppb.Timestamp {
 
 // McpServer is an MCP server configured for a group.
 type McpServer struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Command       string                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
-	Args          []string               `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
-	Env           map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Command string                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	Args    []string               `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	Env     map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Docker runtime: the image the server's own container runs (command and
+	// args are its entrypoint); "" = the group's agent image. The process
+	// runtime runs command on the host and ignores it.
+	Image         string `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2771,6 +2835,13 @@ func (x *McpServer) GetEnv() map[string]string {
 		return x.Env
 	}
 	return nil
+}
+
+func (x *McpServer) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
 }
 
 // GroupConfig is a group's container config.
@@ -9413,6 +9484,986 @@ func (x *SetActionSettingsResponse) GetEntry() *CatalogEntry {
 	return nil
 }
 
+// McpServerState is one runner's view of a server it hosts.
+type McpServerState struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RunnerId string                 `protobuf:"bytes,1,opt,name=runner_id,json=runnerId,proto3" json:"runner_id,omitempty"`
+	// "running", "stopped" or "failed".
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Tools         int32                  `protobuf:"varint,4,opt,name=tools,proto3" json:"tools,omitempty"`
+	ReportedAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=reported_at,json=reportedAt,proto3" json:"reported_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpServerState) Reset() {
+	*x = McpServerState{}
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpServerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpServerState) ProtoMessage() {}
+
+func (x *McpServerState) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpServerState.ProtoReflect.Descriptor instead.
+func (*McpServerState) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{147}
+}
+
+func (x *McpServerState) GetRunnerId() string {
+	if x != nil {
+		return x.RunnerId
+	}
+	return ""
+}
+
+func (x *McpServerState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *McpServerState) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *McpServerState) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
+func (x *McpServerState) GetReportedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReportedAt
+	}
+	return nil
+}
+
+// McpServerInfo is a guarded MCP server of a group.
+type McpServerInfo struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Command string                 `protobuf:"bytes,3,opt,name=command,proto3" json:"command,omitempty"`
+	Args    []string               `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
+	Image   string                 `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
+	// The effect of tools nobody set; unspecified = not set (hold).
+	DefaultEffect Effect `protobuf:"varint,6,opt,name=default_effect,json=defaultEffect,proto3,enum=guard.v1.Effect" json:"default_effect,omitempty"`
+	// Quorum of the holds of those tools (0: the defaults).
+	Approvals int32 `protobuf:"varint,7,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	// Their enforcement mode (unspecified: mcp.call's).
+	Mode          EnforcementMode   `protobuf:"varint,8,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	Runners       []*McpServerState `protobuf:"bytes,9,rep,name=runners,proto3" json:"runners,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpServerInfo) Reset() {
+	*x = McpServerInfo{}
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpServerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpServerInfo) ProtoMessage() {}
+
+func (x *McpServerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpServerInfo.ProtoReflect.Descriptor instead.
+func (*McpServerInfo) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{148}
+}
+
+func (x *McpServerInfo) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *McpServerInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *McpServerInfo) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *McpServerInfo) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *McpServerInfo) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *McpServerInfo) GetDefaultEffect() Effect {
+	if x != nil {
+		return x.DefaultEffect
+	}
+	return Effect_EFFECT_UNSPECIFIED
+}
+
+func (x *McpServerInfo) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *McpServerInfo) GetMode() EnforcementMode {
+	if x != nil {
+		return x.Mode
+	}
+	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
+}
+
+func (x *McpServerInfo) GetRunners() []*McpServerState {
+	if x != nil {
+		return x.Runners
+	}
+	return nil
+}
+
+// McpToolInfo is one tool of a guarded MCP server and what a call gets.
+type McpToolInfo struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Group       string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Server      string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	Tool        string                 `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	Description string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	// The effect a call gets (allow, hold or deny).
+	Effect Effect          `protobuf:"varint,5,opt,name=effect,proto3,enum=guard.v1.Effect" json:"effect,omitempty"`
+	Source McpEffectSource `protobuf:"varint,6,opt,name=source,proto3,enum=guard.v1.McpEffectSource" json:"source,omitempty"`
+	// Quorum and mode of its holds, as effective (0 / unspecified: defaults).
+	Approvals int32           `protobuf:"varint,7,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	Mode      EnforcementMode `protobuf:"varint,8,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	// The tool's own setting (unspecified: none; the server's default applies).
+	ToolEffect Effect `protobuf:"varint,9,opt,name=tool_effect,json=toolEffect,proto3,enum=guard.v1.Effect" json:"tool_effect,omitempty"`
+	// When a runner last listed it (unset: never; a setting made ahead).
+	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpToolInfo) Reset() {
+	*x = McpToolInfo{}
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpToolInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpToolInfo) ProtoMessage() {}
+
+func (x *McpToolInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpToolInfo.ProtoReflect.Descriptor instead.
+func (*McpToolInfo) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{149}
+}
+
+func (x *McpToolInfo) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *McpToolInfo) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *McpToolInfo) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *McpToolInfo) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *McpToolInfo) GetEffect() Effect {
+	if x != nil {
+		return x.Effect
+	}
+	return Effect_EFFECT_UNSPECIFIED
+}
+
+func (x *McpToolInfo) GetSource() McpEffectSource {
+	if x != nil {
+		return x.Source
+	}
+	return McpEffectSource_MCP_EFFECT_SOURCE_UNSPECIFIED
+}
+
+func (x *McpToolInfo) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *McpToolInfo) GetMode() EnforcementMode {
+	if x != nil {
+		return x.Mode
+	}
+	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
+}
+
+func (x *McpToolInfo) GetToolEffect() Effect {
+	if x != nil {
+		return x.ToolEffect
+	}
+	return Effect_EFFECT_UNSPECIFIED
+}
+
+func (x *McpToolInfo) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+// ListMcpServersRequest lists a group's guarded MCP servers.
+type ListMcpServersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMcpServersRequest) Reset() {
+	*x = ListMcpServersRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMcpServersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMcpServersRequest) ProtoMessage() {}
+
+func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
+func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{150}
+}
+
+func (x *ListMcpServersRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListMcpServersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListMcpServersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListMcpServersResponse is the servers, by name.
+type ListMcpServersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Servers       []*McpServerInfo       `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMcpServersResponse) Reset() {
+	*x = ListMcpServersResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMcpServersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMcpServersResponse) ProtoMessage() {}
+
+func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
+func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{151}
+}
+
+func (x *ListMcpServersResponse) GetServers() []*McpServerInfo {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *ListMcpServersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// SetMcpServerDefaultRequest sets a server's default for unset tools.
+type SetMcpServerDefaultRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Server string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// Unspecified: remove the default (hold).
+	Effect        Effect          `protobuf:"varint,3,opt,name=effect,proto3,enum=guard.v1.Effect" json:"effect,omitempty"`
+	Approvals     int32           `protobuf:"varint,4,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	Mode          EnforcementMode `protobuf:"varint,5,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMcpServerDefaultRequest) Reset() {
+	*x = SetMcpServerDefaultRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMcpServerDefaultRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMcpServerDefaultRequest) ProtoMessage() {}
+
+func (x *SetMcpServerDefaultRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMcpServerDefaultRequest.ProtoReflect.Descriptor instead.
+func (*SetMcpServerDefaultRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{152}
+}
+
+func (x *SetMcpServerDefaultRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SetMcpServerDefaultRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *SetMcpServerDefaultRequest) GetEffect() Effect {
+	if x != nil {
+		return x.Effect
+	}
+	return Effect_EFFECT_UNSPECIFIED
+}
+
+func (x *SetMcpServerDefaultRequest) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *SetMcpServerDefaultRequest) GetMode() EnforcementMode {
+	if x != nil {
+		return x.Mode
+	}
+	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
+}
+
+// SetMcpServerDefaultResponse is the server as it is now.
+type SetMcpServerDefaultResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        *McpServerInfo         `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMcpServerDefaultResponse) Reset() {
+	*x = SetMcpServerDefaultResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMcpServerDefaultResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMcpServerDefaultResponse) ProtoMessage() {}
+
+func (x *SetMcpServerDefaultResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMcpServerDefaultResponse.ProtoReflect.Descriptor instead.
+func (*SetMcpServerDefaultResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{153}
+}
+
+func (x *SetMcpServerDefaultResponse) GetServer() *McpServerInfo {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+// ListMcpToolsRequest lists a server's tools.
+type ListMcpToolsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Server string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// next_page_token of the previous page (same filters); empty = first page.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMcpToolsRequest) Reset() {
+	*x = ListMcpToolsRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMcpToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMcpToolsRequest) ProtoMessage() {}
+
+func (x *ListMcpToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMcpToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListMcpToolsRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{154}
+}
+
+func (x *ListMcpToolsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListMcpToolsRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ListMcpToolsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListMcpToolsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListMcpToolsResponse is the tools, by name.
+type ListMcpToolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tools         []*McpToolInfo         `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMcpToolsResponse) Reset() {
+	*x = ListMcpToolsResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMcpToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMcpToolsResponse) ProtoMessage() {}
+
+func (x *ListMcpToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMcpToolsResponse.ProtoReflect.Descriptor instead.
+func (*ListMcpToolsResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{155}
+}
+
+func (x *ListMcpToolsResponse) GetTools() []*McpToolInfo {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ListMcpToolsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// SetMcpToolRequest sets (or, with effect unspecified, removes) a tool's setting.
+type SetMcpToolRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	Tool          string                 `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	Effect        Effect                 `protobuf:"varint,4,opt,name=effect,proto3,enum=guard.v1.Effect" json:"effect,omitempty"`
+	Approvals     int32                  `protobuf:"varint,5,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	Mode          EnforcementMode        `protobuf:"varint,6,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMcpToolRequest) Reset() {
+	*x = SetMcpToolRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMcpToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMcpToolRequest) ProtoMessage() {}
+
+func (x *SetMcpToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMcpToolRequest.ProtoReflect.Descriptor instead.
+func (*SetMcpToolRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{156}
+}
+
+func (x *SetMcpToolRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SetMcpToolRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *SetMcpToolRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *SetMcpToolRequest) GetEffect() Effect {
+	if x != nil {
+		return x.Effect
+	}
+	return Effect_EFFECT_UNSPECIFIED
+}
+
+func (x *SetMcpToolRequest) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *SetMcpToolRequest) GetMode() EnforcementMode {
+	if x != nil {
+		return x.Mode
+	}
+	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
+}
+
+// SetMcpToolResponse is the tool as it is now.
+type SetMcpToolResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          *McpToolInfo           `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMcpToolResponse) Reset() {
+	*x = SetMcpToolResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMcpToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMcpToolResponse) ProtoMessage() {}
+
+func (x *SetMcpToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMcpToolResponse.ProtoReflect.Descriptor instead.
+func (*SetMcpToolResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{157}
+}
+
+func (x *SetMcpToolResponse) GetTool() *McpToolInfo {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+// ReportedMcpTool is a tool as the server listed it.
+type ReportedMcpTool struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportedMcpTool) Reset() {
+	*x = ReportedMcpTool{}
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportedMcpTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportedMcpTool) ProtoMessage() {}
+
+func (x *ReportedMcpTool) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportedMcpTool.ProtoReflect.Descriptor instead.
+func (*ReportedMcpTool) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{158}
+}
+
+func (x *ReportedMcpTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReportedMcpTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+// ReportMcpToolsRequest reports a hosted server's state and tools.
+type ReportMcpToolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Tools         []*ReportedMcpTool     `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportMcpToolsRequest) Reset() {
+	*x = ReportMcpToolsRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportMcpToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportMcpToolsRequest) ProtoMessage() {}
+
+func (x *ReportMcpToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportMcpToolsRequest.ProtoReflect.Descriptor instead.
+func (*ReportMcpToolsRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{159}
+}
+
+func (x *ReportMcpToolsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReportMcpToolsRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ReportMcpToolsRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ReportMcpToolsRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ReportMcpToolsRequest) GetTools() []*ReportedMcpTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// ReportMcpToolsResponse is the effect of each reported tool for the
+// session's group, in the order reported.
+type ReportMcpToolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tools         []*McpToolInfo         `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportMcpToolsResponse) Reset() {
+	*x = ReportMcpToolsResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportMcpToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportMcpToolsResponse) ProtoMessage() {}
+
+func (x *ReportMcpToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportMcpToolsResponse.ProtoReflect.Descriptor instead.
+func (*ReportMcpToolsResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{160}
+}
+
+func (x *ReportMcpToolsResponse) GetTools() []*McpToolInfo {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 var File_guard_v1_registry_proto protoreflect.FileDescriptor
 
 const file_guard_v1_registry_proto_rawDesc = "" +
@@ -9600,13 +10651,14 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc9\x02\n" +
 	"\tMcpServer\x12 \n" +
 	"\x04name\x18\x01 \x01(\tB\f\xbaH\tr\a\x18\x80\x01\xba\x01\x01\x00R\x04name\x12&\n" +
 	"\acommand\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\acommand\x12)\n" +
 	"\x04args\x18\x03 \x03(\tB\x15\xbaH\x12\x92\x01\x0f\x10\x80\x01\"\n" +
 	"r\b\x18\x80\x80\x01\xba\x01\x01\x00R\x04args\x12Z\n" +
-	"\x03env\x18\x04 \x03(\v2\x1c.guard.v1.McpServer.EnvEntryB*\xbaH'\x9a\x01$\x10\x80\x01\"\x14r\x12\x10\x01\x18\x80\x022\v^[^=\\x00]*$*\tr\a\x18\x80 \xba\x01\x01\x00R\x03env\x1a6\n" +
+	"\x03env\x18\x04 \x03(\v2\x1c.guard.v1.McpServer.EnvEntryB*\xbaH'\x9a\x01$\x10\x80\x01\"\x14r\x12\x10\x01\x18\x80\x022\v^[^=\\x00]*$*\tr\a\x18\x80 \xba\x01\x01\x00R\x03env\x123\n" +
+	"\x05image\x18\x05 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x042\x13^[^\\x00-\\x20\\x7f]*$R\x05image\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x02\n" +
@@ -10076,7 +11128,85 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\tapprovals\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
 	"\x04mode\x18\x03 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"I\n" +
 	"\x19SetActionSettingsResponse\x12,\n" +
-	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry*\xea\x01\n" +
+	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry\"\xac\x01\n" +
+	"\x0eMcpServerState\x12\x1b\n" +
+	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x14\n" +
+	"\x05tools\x18\x04 \x01(\x05R\x05tools\x12;\n" +
+	"\vreported_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"reportedAt\"\xb7\x02\n" +
+	"\rMcpServerInfo\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\acommand\x18\x03 \x01(\tR\acommand\x12\x12\n" +
+	"\x04args\x18\x04 \x03(\tR\x04args\x12\x14\n" +
+	"\x05image\x18\x05 \x01(\tR\x05image\x127\n" +
+	"\x0edefault_effect\x18\x06 \x01(\x0e2\x10.guard.v1.EffectR\rdefaultEffect\x12\x1c\n" +
+	"\tapprovals\x18\a \x01(\x05R\tapprovals\x12-\n" +
+	"\x04mode\x18\b \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\x122\n" +
+	"\arunners\x18\t \x03(\v2\x18.guard.v1.McpServerStateR\arunners\"\x87\x03\n" +
+	"\vMcpToolInfo\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12(\n" +
+	"\x06effect\x18\x05 \x01(\x0e2\x10.guard.v1.EffectR\x06effect\x121\n" +
+	"\x06source\x18\x06 \x01(\x0e2\x19.guard.v1.McpEffectSourceR\x06source\x12\x1c\n" +
+	"\tapprovals\x18\a \x01(\x05R\tapprovals\x12-\n" +
+	"\x04mode\x18\b \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\x121\n" +
+	"\vtool_effect\x18\t \x01(\x0e2\x10.guard.v1.EffectR\n" +
+	"toolEffect\x127\n" +
+	"\tlast_seen\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\xb4\x01\n" +
+	"\x15ListMcpServersRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
+	"\x05limit\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"s\n" +
+	"\x16ListMcpServersResponse\x121\n" +
+	"\aservers\x18\x01 \x03(\v2\x17.guard.v1.McpServerInfoR\aservers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa4\x02\n" +
+	"\x1aSetMcpServerDefaultRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x123\n" +
+	"\x06server\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06server\x122\n" +
+	"\x06effect\x18\x03 \x01(\x0e2\x10.guard.v1.EffectB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06effect\x12'\n" +
+	"\tapprovals\x18\x04 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"N\n" +
+	"\x1bSetMcpServerDefaultResponse\x12/\n" +
+	"\x06server\x18\x01 \x01(\v2\x17.guard.v1.McpServerInfoR\x06server\"\xe7\x01\n" +
+	"\x13ListMcpToolsRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x123\n" +
+	"\x06server\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06server\x12 \n" +
+	"\x05limit\x18\x03 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"k\n" +
+	"\x14ListMcpToolsResponse\x12+\n" +
+	"\x05tools\x18\x01 \x03(\v2\x15.guard.v1.McpToolInfoR\x05tools\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xce\x02\n" +
+	"\x11SetMcpToolRequest\x12;\n" +
+	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x123\n" +
+	"\x06server\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06server\x121\n" +
+	"\x04tool\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x04tool\x122\n" +
+	"\x06effect\x18\x04 \x01(\x0e2\x10.guard.v1.EffectB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06effect\x12'\n" +
+	"\tapprovals\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
+	"\x04mode\x18\x06 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"?\n" +
+	"\x12SetMcpToolResponse\x12)\n" +
+	"\x04tool\x18\x01 \x01(\v2\x15.guard.v1.McpToolInfoR\x04tool\"t\n" +
+	"\x0fReportedMcpTool\x121\n" +
+	"\x04name\x18\x01 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x04name\x12.\n" +
+	"\vdescription\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80@\xba\x01\x01\x00R\vdescription\"\xb4\x02\n" +
+	"\x15ReportMcpToolsRequest\x12@\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\x123\n" +
+	"\x06server\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06server\x12D\n" +
+	"\x05state\x18\x03 \x01(\tB.\xbaH+r)\x18\x102\v^[a-z0-9]*$R\arunningR\astoppedR\x06failedR\x05state\x12\"\n" +
+	"\x05error\x18\x04 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\x05error\x12:\n" +
+	"\x05tools\x18\x05 \x03(\v2\x19.guard.v1.ReportedMcpToolB\t\xbaH\x06\x92\x01\x03\x10\x80\bR\x05tools\"E\n" +
+	"\x16ReportMcpToolsResponse\x12+\n" +
+	"\x05tools\x18\x01 \x03(\v2\x15.guard.v1.McpToolInfoR\x05tools*\x89\x02\n" +
 	"\n" +
 	"NoticeKind\x12\x1b\n" +
 	"\x17NOTICE_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -10087,7 +11217,8 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x12NOTICE_KIND_RESULT\x10\x05\x12\x16\n" +
 	"\x12NOTICE_KIND_FAILED\x10\x06\x12\x14\n" +
 	"\x10NOTICE_KIND_INFO\x10\a\x12\x17\n" +
-	"\x13NOTICE_KIND_WARNING\x10\b*\xe9\x01\n" +
+	"\x13NOTICE_KIND_WARNING\x10\b\x12\x1d\n" +
+	"\x19NOTICE_KIND_TOOLS_CHANGED\x10\t*\xe9\x01\n" +
 	"\fRouteOutcome\x12\x1d\n" +
 	"\x19ROUTE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ROUTE_OUTCOME_DELIVERED\x10\x01\x12\x16\n" +
@@ -10127,7 +11258,12 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x19SENDER_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SENDER_POLICY_PUBLIC\x10\x01\x12\"\n" +
 	"\x1eSENDER_POLICY_REQUEST_APPROVAL\x10\x02\x12\x18\n" +
-	"\x14SENDER_POLICY_STRICT\x10\x032\xc47\n" +
+	"\x14SENDER_POLICY_STRICT\x10\x03*\x96\x01\n" +
+	"\x0fMcpEffectSource\x12!\n" +
+	"\x1dMCP_EFFECT_SOURCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16MCP_EFFECT_SOURCE_TOOL\x10\x01\x12$\n" +
+	" MCP_EFFECT_SOURCE_SERVER_DEFAULT\x10\x02\x12\x1e\n" +
+	"\x1aMCP_EFFECT_SOURCE_BUILT_IN\x10\x032\xb5<\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -10253,7 +11389,18 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x11SetActionSettings\x12\".guard.v1.SetActionSettingsRequest\x1a#.guard.v1.SetActionSettingsResponse\"+\xca\xf3\x18'\n" +
 	"\x14catalog.settings.set\x10\x02\x1a\acatalog\"\x02\x01\x02(\x01\x12z\n" +
 	"\rListDecisions\x12\x1e.guard.v1.ListDecisionsRequest\x1a\x1f.guard.v1.ListDecisionsResponse\"(\xca\xf3\x18$\n" +
-	"\x0edecisions.list\x10\x01\x1a\tdecisions\"\x03\x01\x02\x04(\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
+	"\x0edecisions.list\x10\x01\x1a\tdecisions\"\x03\x01\x02\x04(\x01\x12|\n" +
+	"\x0eListMcpServers\x12\x1f.guard.v1.ListMcpServersRequest\x1a .guard.v1.ListMcpServersResponse\"'\xca\xf3\x18#\n" +
+	"\x10mcp.servers.list\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12\x91\x01\n" +
+	"\x13SetMcpServerDefault\x12$.guard.v1.SetMcpServerDefaultRequest\x1a%.guard.v1.SetMcpServerDefaultResponse\"-\xca\xf3\x18)\n" +
+	"\x17mcp.servers.set-default\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12t\n" +
+	"\fListMcpTools\x12\x1d.guard.v1.ListMcpToolsRequest\x1a\x1e.guard.v1.ListMcpToolsResponse\"%\xca\xf3\x18!\n" +
+	"\x0emcp.tools.list\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12l\n" +
+	"\n" +
+	"SetMcpTool\x12\x1b.guard.v1.SetMcpToolRequest\x1a\x1c.guard.v1.SetMcpToolResponse\"#\xca\xf3\x18\x1f\n" +
+	"\rmcp.tools.set\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12y\n" +
+	"\x0eReportMcpTools\x12\x1f.guard.v1.ReportMcpToolsRequest\x1a .guard.v1.ReportMcpToolsResponse\"$\xca\xf3\x18 \n" +
+	"\x19registry.report_mcp_tools\x10\x01\"\x01\x02B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
 var (
 	file_guard_v1_registry_proto_rawDescOnce sync.Once
@@ -10267,8 +11414,8 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 	return file_guard_v1_registry_proto_rawDescData
 }
 
-var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 156)
+var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 170)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -10279,421 +11426,465 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(Role)(0),                            // 6: guard.v1.Role
 	(RoleScope)(0),                       // 7: guard.v1.RoleScope
 	(SenderPolicy)(0),                    // 8: guard.v1.SenderPolicy
-	(*ApprovalPending)(nil),              // 9: guard.v1.ApprovalPending
-	(*ConformanceViolations)(nil),        // 10: guard.v1.ConformanceViolations
-	(*DeliveryActionDecl)(nil),           // 11: guard.v1.DeliveryActionDecl
-	(*RegisterRunnerRequest)(nil),        // 12: guard.v1.RegisterRunnerRequest
-	(*RegisterRunnerResponse)(nil),       // 13: guard.v1.RegisterRunnerResponse
-	(*ConnectRequest)(nil),               // 14: guard.v1.ConnectRequest
-	(*ConnectHello)(nil),                 // 15: guard.v1.ConnectHello
-	(*PushAck)(nil),                      // 16: guard.v1.PushAck
-	(*Heartbeat)(nil),                    // 17: guard.v1.Heartbeat
-	(*LeaseRelease)(nil),                 // 18: guard.v1.LeaseRelease
-	(*ConnectResponse)(nil),              // 19: guard.v1.ConnectResponse
-	(*LeaseRenewed)(nil),                 // 20: guard.v1.LeaseRenewed
-	(*Push)(nil),                         // 21: guard.v1.Push
-	(*ReplayAction)(nil),                 // 22: guard.v1.ReplayAction
-	(*DeliverMessage)(nil),               // 23: guard.v1.DeliverMessage
-	(*RestartContainer)(nil),             // 24: guard.v1.RestartContainer
-	(*NotifyAgent)(nil),                  // 25: guard.v1.NotifyAgent
-	(*StartSession)(nil),                 // 26: guard.v1.StartSession
-	(*OpenSessionRequest)(nil),           // 27: guard.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),          // 28: guard.v1.OpenSessionResponse
-	(*GetSessionConfigRequest)(nil),      // 29: guard.v1.GetSessionConfigRequest
-	(*GetSessionConfigResponse)(nil),     // 30: guard.v1.GetSessionConfigResponse
-	(*ApplyActionRequest)(nil),           // 31: guard.v1.ApplyActionRequest
-	(*ApplyActionResponse)(nil),          // 32: guard.v1.ApplyActionResponse
-	(*RouteInboundRequest)(nil),          // 33: guard.v1.RouteInboundRequest
-	(*RouteInboundResponse)(nil),         // 34: guard.v1.RouteInboundResponse
-	(*PostChatMessageRequest)(nil),       // 35: guard.v1.PostChatMessageRequest
-	(*PostChatMessageResponse)(nil),      // 36: guard.v1.PostChatMessageResponse
-	(*WatchChatOutboxRequest)(nil),       // 37: guard.v1.WatchChatOutboxRequest
-	(*WatchChatOutboxResponse)(nil),      // 38: guard.v1.WatchChatOutboxResponse
-	(*Runner)(nil),                       // 39: guard.v1.Runner
-	(*McpServer)(nil),                    // 40: guard.v1.McpServer
-	(*GroupConfig)(nil),                  // 41: guard.v1.GroupConfig
-	(*Group)(nil),                        // 42: guard.v1.Group
-	(*CreateGroupRequest)(nil),           // 43: guard.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),          // 44: guard.v1.CreateGroupResponse
-	(*GetGroupRequest)(nil),              // 45: guard.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),             // 46: guard.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),            // 47: guard.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),           // 48: guard.v1.ListGroupsResponse
-	(*UpdateGroupRequest)(nil),           // 49: guard.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),          // 50: guard.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),           // 51: guard.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),          // 52: guard.v1.DeleteGroupResponse
-	(*GetGroupConfigRequest)(nil),        // 53: guard.v1.GetGroupConfigRequest
-	(*GetGroupConfigResponse)(nil),       // 54: guard.v1.GetGroupConfigResponse
-	(*UpdateGroupConfigRequest)(nil),     // 55: guard.v1.UpdateGroupConfigRequest
-	(*UpdateGroupConfigResponse)(nil),    // 56: guard.v1.UpdateGroupConfigResponse
-	(*AddGroupPackageRequest)(nil),       // 57: guard.v1.AddGroupPackageRequest
-	(*AddGroupPackageResponse)(nil),      // 58: guard.v1.AddGroupPackageResponse
-	(*RemoveGroupPackageRequest)(nil),    // 59: guard.v1.RemoveGroupPackageRequest
-	(*RemoveGroupPackageResponse)(nil),   // 60: guard.v1.RemoveGroupPackageResponse
-	(*AddGroupMcpServerRequest)(nil),     // 61: guard.v1.AddGroupMcpServerRequest
-	(*AddGroupMcpServerResponse)(nil),    // 62: guard.v1.AddGroupMcpServerResponse
-	(*RemoveGroupMcpServerRequest)(nil),  // 63: guard.v1.RemoveGroupMcpServerRequest
-	(*RemoveGroupMcpServerResponse)(nil), // 64: guard.v1.RemoveGroupMcpServerResponse
-	(*RestartGroupRequest)(nil),          // 65: guard.v1.RestartGroupRequest
-	(*RestartGroupResponse)(nil),         // 66: guard.v1.RestartGroupResponse
-	(*Session)(nil),                      // 67: guard.v1.Session
-	(*ListSessionsRequest)(nil),          // 68: guard.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),         // 69: guard.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),            // 70: guard.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),           // 71: guard.v1.GetSessionResponse
-	(*GetSessionHistoryRequest)(nil),     // 72: guard.v1.GetSessionHistoryRequest
-	(*SessionEvent)(nil),                 // 73: guard.v1.SessionEvent
-	(*GetSessionHistoryResponse)(nil),    // 74: guard.v1.GetSessionHistoryResponse
-	(*Destination)(nil),                  // 75: guard.v1.Destination
-	(*ListDestinationsRequest)(nil),      // 76: guard.v1.ListDestinationsRequest
-	(*ListDestinationsResponse)(nil),     // 77: guard.v1.ListDestinationsResponse
-	(*AddDestinationRequest)(nil),        // 78: guard.v1.AddDestinationRequest
-	(*AddDestinationResponse)(nil),       // 79: guard.v1.AddDestinationResponse
-	(*RemoveDestinationRequest)(nil),     // 80: guard.v1.RemoveDestinationRequest
-	(*RemoveDestinationResponse)(nil),    // 81: guard.v1.RemoveDestinationResponse
-	(*Member)(nil),                       // 82: guard.v1.Member
-	(*ListMembersRequest)(nil),           // 83: guard.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),          // 84: guard.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 85: guard.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),            // 86: guard.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),          // 87: guard.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),         // 88: guard.v1.RemoveMemberResponse
-	(*RoleGrant)(nil),                    // 89: guard.v1.RoleGrant
-	(*ListRolesRequest)(nil),             // 90: guard.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),            // 91: guard.v1.ListRolesResponse
-	(*GrantRoleRequest)(nil),             // 92: guard.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),            // 93: guard.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),            // 94: guard.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),           // 95: guard.v1.RevokeRoleResponse
-	(*User)(nil),                         // 96: guard.v1.User
-	(*ListUsersRequest)(nil),             // 97: guard.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),            // 98: guard.v1.ListUsersResponse
-	(*GetUserRequest)(nil),               // 99: guard.v1.GetUserRequest
-	(*GetUserResponse)(nil),              // 100: guard.v1.GetUserResponse
-	(*CreateUserRequest)(nil),            // 101: guard.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),           // 102: guard.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),            // 103: guard.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),           // 104: guard.v1.UpdateUserResponse
-	(*Wiring)(nil),                       // 105: guard.v1.Wiring
-	(*ListWiringsRequest)(nil),           // 106: guard.v1.ListWiringsRequest
-	(*ListWiringsResponse)(nil),          // 107: guard.v1.ListWiringsResponse
-	(*CreateWiringRequest)(nil),          // 108: guard.v1.CreateWiringRequest
-	(*CreateWiringResponse)(nil),         // 109: guard.v1.CreateWiringResponse
-	(*DeleteWiringRequest)(nil),          // 110: guard.v1.DeleteWiringRequest
-	(*DeleteWiringResponse)(nil),         // 111: guard.v1.DeleteWiringResponse
-	(*MessagingGroup)(nil),               // 112: guard.v1.MessagingGroup
-	(*ListMessagingGroupsRequest)(nil),   // 113: guard.v1.ListMessagingGroupsRequest
-	(*ListMessagingGroupsResponse)(nil),  // 114: guard.v1.ListMessagingGroupsResponse
-	(*GetMessagingGroupRequest)(nil),     // 115: guard.v1.GetMessagingGroupRequest
-	(*GetMessagingGroupResponse)(nil),    // 116: guard.v1.GetMessagingGroupResponse
-	(*CreateMessagingGroupRequest)(nil),  // 117: guard.v1.CreateMessagingGroupRequest
-	(*CreateMessagingGroupResponse)(nil), // 118: guard.v1.CreateMessagingGroupResponse
-	(*UpdateMessagingGroupRequest)(nil),  // 119: guard.v1.UpdateMessagingGroupRequest
-	(*UpdateMessagingGroupResponse)(nil), // 120: guard.v1.UpdateMessagingGroupResponse
-	(*DeleteMessagingGroupRequest)(nil),  // 121: guard.v1.DeleteMessagingGroupRequest
-	(*DeleteMessagingGroupResponse)(nil), // 122: guard.v1.DeleteMessagingGroupResponse
-	(*MessagePolicy)(nil),                // 123: guard.v1.MessagePolicy
-	(*ListPoliciesRequest)(nil),          // 124: guard.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),         // 125: guard.v1.ListPoliciesResponse
-	(*SetPolicyRequest)(nil),             // 126: guard.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),            // 127: guard.v1.SetPolicyResponse
-	(*RemovePolicyRequest)(nil),          // 128: guard.v1.RemovePolicyRequest
-	(*RemovePolicyResponse)(nil),         // 129: guard.v1.RemovePolicyResponse
-	(*UserDm)(nil),                       // 130: guard.v1.UserDm
-	(*ListUserDmsRequest)(nil),           // 131: guard.v1.ListUserDmsRequest
-	(*ListUserDmsResponse)(nil),          // 132: guard.v1.ListUserDmsResponse
-	(*SetUserDmRequest)(nil),             // 133: guard.v1.SetUserDmRequest
-	(*SetUserDmResponse)(nil),            // 134: guard.v1.SetUserDmResponse
-	(*RemoveUserDmRequest)(nil),          // 135: guard.v1.RemoveUserDmRequest
-	(*RemoveUserDmResponse)(nil),         // 136: guard.v1.RemoveUserDmResponse
-	(*Token)(nil),                        // 137: guard.v1.Token
-	(*CreateTokenRequest)(nil),           // 138: guard.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),          // 139: guard.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),            // 140: guard.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),           // 141: guard.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),           // 142: guard.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),          // 143: guard.v1.RevokeTokenResponse
-	(*ListRunnersRequest)(nil),           // 144: guard.v1.ListRunnersRequest
-	(*ListRunnersResponse)(nil),          // 145: guard.v1.ListRunnersResponse
-	(*CatalogEntry)(nil),                 // 146: guard.v1.CatalogEntry
-	(*ListCatalogRequest)(nil),           // 147: guard.v1.ListCatalogRequest
-	(*ListCatalogResponse)(nil),          // 148: guard.v1.ListCatalogResponse
-	(*DecisionRecord)(nil),               // 149: guard.v1.DecisionRecord
-	(*GetDecisionRequest)(nil),           // 150: guard.v1.GetDecisionRequest
-	(*GetDecisionResponse)(nil),          // 151: guard.v1.GetDecisionResponse
-	(*ListDecisionsRequest)(nil),         // 152: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 153: guard.v1.ListDecisionsResponse
-	(*SetActionSettingsRequest)(nil),     // 154: guard.v1.SetActionSettingsRequest
-	(*SetActionSettingsResponse)(nil),    // 155: guard.v1.SetActionSettingsResponse
-	nil,                                  // 156: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 157: guard.v1.RegisterRunnerResponse.LabelsEntry
-	nil,                                  // 158: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 159: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 160: guard.v1.Runner.LabelsEntry
-	nil,                                  // 161: guard.v1.McpServer.EnvEntry
-	nil,                                  // 162: guard.v1.DeleteGroupResponse.RemovedEntry
-	nil,                                  // 163: guard.v1.Token.LabelsEntry
-	nil,                                  // 164: guard.v1.CreateTokenRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),        // 165: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 166: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 167: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 168: guard.v1.EnforcementMode
-	(Principal)(0),                       // 169: guard.v1.Principal
-	(Access)(0),                          // 170: guard.v1.Access
-	(*Actor)(nil),                        // 171: guard.v1.Actor
-	(Effect)(0),                          // 172: guard.v1.Effect
-	(*Explanation)(nil),                  // 173: guard.v1.Explanation
+	(McpEffectSource)(0),                 // 9: guard.v1.McpEffectSource
+	(*ApprovalPending)(nil),              // 10: guard.v1.ApprovalPending
+	(*ConformanceViolations)(nil),        // 11: guard.v1.ConformanceViolations
+	(*DeliveryActionDecl)(nil),           // 12: guard.v1.DeliveryActionDecl
+	(*RegisterRunnerRequest)(nil),        // 13: guard.v1.RegisterRunnerRequest
+	(*RegisterRunnerResponse)(nil),       // 14: guard.v1.RegisterRunnerResponse
+	(*ConnectRequest)(nil),               // 15: guard.v1.ConnectRequest
+	(*ConnectHello)(nil),                 // 16: guard.v1.ConnectHello
+	(*PushAck)(nil),                      // 17: guard.v1.PushAck
+	(*Heartbeat)(nil),                    // 18: guard.v1.Heartbeat
+	(*LeaseRelease)(nil),                 // 19: guard.v1.LeaseRelease
+	(*ConnectResponse)(nil),              // 20: guard.v1.ConnectResponse
+	(*LeaseRenewed)(nil),                 // 21: guard.v1.LeaseRenewed
+	(*Push)(nil),                         // 22: guard.v1.Push
+	(*ReplayAction)(nil),                 // 23: guard.v1.ReplayAction
+	(*DeliverMessage)(nil),               // 24: guard.v1.DeliverMessage
+	(*RestartContainer)(nil),             // 25: guard.v1.RestartContainer
+	(*NotifyAgent)(nil),                  // 26: guard.v1.NotifyAgent
+	(*StartSession)(nil),                 // 27: guard.v1.StartSession
+	(*OpenSessionRequest)(nil),           // 28: guard.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),          // 29: guard.v1.OpenSessionResponse
+	(*GetSessionConfigRequest)(nil),      // 30: guard.v1.GetSessionConfigRequest
+	(*GetSessionConfigResponse)(nil),     // 31: guard.v1.GetSessionConfigResponse
+	(*ApplyActionRequest)(nil),           // 32: guard.v1.ApplyActionRequest
+	(*ApplyActionResponse)(nil),          // 33: guard.v1.ApplyActionResponse
+	(*RouteInboundRequest)(nil),          // 34: guard.v1.RouteInboundRequest
+	(*RouteInboundResponse)(nil),         // 35: guard.v1.RouteInboundResponse
+	(*PostChatMessageRequest)(nil),       // 36: guard.v1.PostChatMessageRequest
+	(*PostChatMessageResponse)(nil),      // 37: guard.v1.PostChatMessageResponse
+	(*WatchChatOutboxRequest)(nil),       // 38: guard.v1.WatchChatOutboxRequest
+	(*WatchChatOutboxResponse)(nil),      // 39: guard.v1.WatchChatOutboxResponse
+	(*Runner)(nil),                       // 40: guard.v1.Runner
+	(*McpServer)(nil),                    // 41: guard.v1.McpServer
+	(*GroupConfig)(nil),                  // 42: guard.v1.GroupConfig
+	(*Group)(nil),                        // 43: guard.v1.Group
+	(*CreateGroupRequest)(nil),           // 44: guard.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),          // 45: guard.v1.CreateGroupResponse
+	(*GetGroupRequest)(nil),              // 46: guard.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),             // 47: guard.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),            // 48: guard.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),           // 49: guard.v1.ListGroupsResponse
+	(*UpdateGroupRequest)(nil),           // 50: guard.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),          // 51: guard.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),           // 52: guard.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),          // 53: guard.v1.DeleteGroupResponse
+	(*GetGroupConfigRequest)(nil),        // 54: guard.v1.GetGroupConfigRequest
+	(*GetGroupConfigResponse)(nil),       // 55: guard.v1.GetGroupConfigResponse
+	(*UpdateGroupConfigRequest)(nil),     // 56: guard.v1.UpdateGroupConfigRequest
+	(*UpdateGroupConfigResponse)(nil),    // 57: guard.v1.UpdateGroupConfigResponse
+	(*AddGroupPackageRequest)(nil),       // 58: guard.v1.AddGroupPackageRequest
+	(*AddGroupPackageResponse)(nil),      // 59: guard.v1.AddGroupPackageResponse
+	(*RemoveGroupPackageRequest)(nil),    // 60: guard.v1.RemoveGroupPackageRequest
+	(*RemoveGroupPackageResponse)(nil),   // 61: guard.v1.RemoveGroupPackageResponse
+	(*AddGroupMcpServerRequest)(nil),     // 62: guard.v1.AddGroupMcpServerRequest
+	(*AddGroupMcpServerResponse)(nil),    // 63: guard.v1.AddGroupMcpServerResponse
+	(*RemoveGroupMcpServerRequest)(nil),  // 64: guard.v1.RemoveGroupMcpServerRequest
+	(*RemoveGroupMcpServerResponse)(nil), // 65: guard.v1.RemoveGroupMcpServerResponse
+	(*RestartGroupRequest)(nil),          // 66: guard.v1.RestartGroupRequest
+	(*RestartGroupResponse)(nil),         // 67: guard.v1.RestartGroupResponse
+	(*Session)(nil),                      // 68: guard.v1.Session
+	(*ListSessionsRequest)(nil),          // 69: guard.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 70: guard.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),            // 71: guard.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 72: guard.v1.GetSessionResponse
+	(*GetSessionHistoryRequest)(nil),     // 73: guard.v1.GetSessionHistoryRequest
+	(*SessionEvent)(nil),                 // 74: guard.v1.SessionEvent
+	(*GetSessionHistoryResponse)(nil),    // 75: guard.v1.GetSessionHistoryResponse
+	(*Destination)(nil),                  // 76: guard.v1.Destination
+	(*ListDestinationsRequest)(nil),      // 77: guard.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil),     // 78: guard.v1.ListDestinationsResponse
+	(*AddDestinationRequest)(nil),        // 79: guard.v1.AddDestinationRequest
+	(*AddDestinationResponse)(nil),       // 80: guard.v1.AddDestinationResponse
+	(*RemoveDestinationRequest)(nil),     // 81: guard.v1.RemoveDestinationRequest
+	(*RemoveDestinationResponse)(nil),    // 82: guard.v1.RemoveDestinationResponse
+	(*Member)(nil),                       // 83: guard.v1.Member
+	(*ListMembersRequest)(nil),           // 84: guard.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),          // 85: guard.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 86: guard.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),            // 87: guard.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),          // 88: guard.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),         // 89: guard.v1.RemoveMemberResponse
+	(*RoleGrant)(nil),                    // 90: guard.v1.RoleGrant
+	(*ListRolesRequest)(nil),             // 91: guard.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),            // 92: guard.v1.ListRolesResponse
+	(*GrantRoleRequest)(nil),             // 93: guard.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),            // 94: guard.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),            // 95: guard.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),           // 96: guard.v1.RevokeRoleResponse
+	(*User)(nil),                         // 97: guard.v1.User
+	(*ListUsersRequest)(nil),             // 98: guard.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 99: guard.v1.ListUsersResponse
+	(*GetUserRequest)(nil),               // 100: guard.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 101: guard.v1.GetUserResponse
+	(*CreateUserRequest)(nil),            // 102: guard.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 103: guard.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),            // 104: guard.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),           // 105: guard.v1.UpdateUserResponse
+	(*Wiring)(nil),                       // 106: guard.v1.Wiring
+	(*ListWiringsRequest)(nil),           // 107: guard.v1.ListWiringsRequest
+	(*ListWiringsResponse)(nil),          // 108: guard.v1.ListWiringsResponse
+	(*CreateWiringRequest)(nil),          // 109: guard.v1.CreateWiringRequest
+	(*CreateWiringResponse)(nil),         // 110: guard.v1.CreateWiringResponse
+	(*DeleteWiringRequest)(nil),          // 111: guard.v1.DeleteWiringRequest
+	(*DeleteWiringResponse)(nil),         // 112: guard.v1.DeleteWiringResponse
+	(*MessagingGroup)(nil),               // 113: guard.v1.MessagingGroup
+	(*ListMessagingGroupsRequest)(nil),   // 114: guard.v1.ListMessagingGroupsRequest
+	(*ListMessagingGroupsResponse)(nil),  // 115: guard.v1.ListMessagingGroupsResponse
+	(*GetMessagingGroupRequest)(nil),     // 116: guard.v1.GetMessagingGroupRequest
+	(*GetMessagingGroupResponse)(nil),    // 117: guard.v1.GetMessagingGroupResponse
+	(*CreateMessagingGroupRequest)(nil),  // 118: guard.v1.CreateMessagingGroupRequest
+	(*CreateMessagingGroupResponse)(nil), // 119: guard.v1.CreateMessagingGroupResponse
+	(*UpdateMessagingGroupRequest)(nil),  // 120: guard.v1.UpdateMessagingGroupRequest
+	(*UpdateMessagingGroupResponse)(nil), // 121: guard.v1.UpdateMessagingGroupResponse
+	(*DeleteMessagingGroupRequest)(nil),  // 122: guard.v1.DeleteMessagingGroupRequest
+	(*DeleteMessagingGroupResponse)(nil), // 123: guard.v1.DeleteMessagingGroupResponse
+	(*MessagePolicy)(nil),                // 124: guard.v1.MessagePolicy
+	(*ListPoliciesRequest)(nil),          // 125: guard.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 126: guard.v1.ListPoliciesResponse
+	(*SetPolicyRequest)(nil),             // 127: guard.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),            // 128: guard.v1.SetPolicyResponse
+	(*RemovePolicyRequest)(nil),          // 129: guard.v1.RemovePolicyRequest
+	(*RemovePolicyResponse)(nil),         // 130: guard.v1.RemovePolicyResponse
+	(*UserDm)(nil),                       // 131: guard.v1.UserDm
+	(*ListUserDmsRequest)(nil),           // 132: guard.v1.ListUserDmsRequest
+	(*ListUserDmsResponse)(nil),          // 133: guard.v1.ListUserDmsResponse
+	(*SetUserDmRequest)(nil),             // 134: guard.v1.SetUserDmRequest
+	(*SetUserDmResponse)(nil),            // 135: guard.v1.SetUserDmResponse
+	(*RemoveUserDmRequest)(nil),          // 136: guard.v1.RemoveUserDmRequest
+	(*RemoveUserDmResponse)(nil),         // 137: guard.v1.RemoveUserDmResponse
+	(*Token)(nil),                        // 138: guard.v1.Token
+	(*CreateTokenRequest)(nil),           // 139: guard.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),          // 140: guard.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),            // 141: guard.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),           // 142: guard.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),           // 143: guard.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),          // 144: guard.v1.RevokeTokenResponse
+	(*ListRunnersRequest)(nil),           // 145: guard.v1.ListRunnersRequest
+	(*ListRunnersResponse)(nil),          // 146: guard.v1.ListRunnersResponse
+	(*CatalogEntry)(nil),                 // 147: guard.v1.CatalogEntry
+	(*ListCatalogRequest)(nil),           // 148: guard.v1.ListCatalogRequest
+	(*ListCatalogResponse)(nil),          // 149: guard.v1.ListCatalogResponse
+	(*DecisionRecord)(nil),               // 150: guard.v1.DecisionRecord
+	(*GetDecisionRequest)(nil),           // 151: guard.v1.GetDecisionRequest
+	(*GetDecisionResponse)(nil),          // 152: guard.v1.GetDecisionResponse
+	(*ListDecisionsRequest)(nil),         // 153: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 154: guard.v1.ListDecisionsResponse
+	(*SetActionSettingsRequest)(nil),     // 155: guard.v1.SetActionSettingsRequest
+	(*SetActionSettingsResponse)(nil),    // 156: guard.v1.SetActionSettingsResponse
+	(*McpServerState)(nil),               // 157: guard.v1.McpServerState
+	(*McpServerInfo)(nil),                // 158: guard.v1.McpServerInfo
+	(*McpToolInfo)(nil),                  // 159: guard.v1.McpToolInfo
+	(*ListMcpServersRequest)(nil),        // 160: guard.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),       // 161: guard.v1.ListMcpServersResponse
+	(*SetMcpServerDefaultRequest)(nil),   // 162: guard.v1.SetMcpServerDefaultRequest
+	(*SetMcpServerDefaultResponse)(nil),  // 163: guard.v1.SetMcpServerDefaultResponse
+	(*ListMcpToolsRequest)(nil),          // 164: guard.v1.ListMcpToolsRequest
+	(*ListMcpToolsResponse)(nil),         // 165: guard.v1.ListMcpToolsResponse
+	(*SetMcpToolRequest)(nil),            // 166: guard.v1.SetMcpToolRequest
+	(*SetMcpToolResponse)(nil),           // 167: guard.v1.SetMcpToolResponse
+	(*ReportedMcpTool)(nil),              // 168: guard.v1.ReportedMcpTool
+	(*ReportMcpToolsRequest)(nil),        // 169: guard.v1.ReportMcpToolsRequest
+	(*ReportMcpToolsResponse)(nil),       // 170: guard.v1.ReportMcpToolsResponse
+	nil,                                  // 171: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 172: guard.v1.RegisterRunnerResponse.LabelsEntry
+	nil,                                  // 173: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 174: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 175: guard.v1.Runner.LabelsEntry
+	nil,                                  // 176: guard.v1.McpServer.EnvEntry
+	nil,                                  // 177: guard.v1.DeleteGroupResponse.RemovedEntry
+	nil,                                  // 178: guard.v1.Token.LabelsEntry
+	nil,                                  // 179: guard.v1.CreateTokenRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 180: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 181: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 182: google.protobuf.Struct
+	(EnforcementMode)(0),                 // 183: guard.v1.EnforcementMode
+	(Principal)(0),                       // 184: guard.v1.Principal
+	(Access)(0),                          // 185: guard.v1.Access
+	(*Actor)(nil),                        // 186: guard.v1.Actor
+	(Effect)(0),                          // 187: guard.v1.Effect
+	(*Explanation)(nil),                  // 188: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
-	11,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	156, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	165, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	166, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	157, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
-	15,  // 5: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
-	16,  // 6: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
-	17,  // 7: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
-	18,  // 8: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
-	21,  // 9: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
-	20,  // 10: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	165, // 11: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	165, // 12: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
-	22,  // 13: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
-	23,  // 14: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
-	24,  // 15: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
-	25,  // 16: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
-	26,  // 17: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	167, // 18: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	158, // 19: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	167, // 20: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	12,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	171, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	180, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	181, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	172, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
+	16,  // 5: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
+	17,  // 6: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
+	18,  // 7: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
+	19,  // 8: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
+	22,  // 9: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
+	21,  // 10: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
+	180, // 11: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	180, // 12: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	23,  // 13: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
+	24,  // 14: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
+	25,  // 15: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
+	26,  // 16: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
+	27,  // 17: guard.v1.Push.start:type_name -> guard.v1.StartSession
+	182, // 18: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	173, // 19: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	182, // 20: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 21: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	67,  // 22: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	42,  // 23: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	67,  // 24: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	42,  // 25: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	167, // 26: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	159, // 27: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	167, // 28: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	167, // 29: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	68,  // 22: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	43,  // 23: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	68,  // 24: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	43,  // 25: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	182, // 26: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	174, // 27: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	182, // 28: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	182, // 29: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
 	1,   // 30: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
 	2,   // 31: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
 	2,   // 32: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	165, // 33: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	160, // 34: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	165, // 35: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11,  // 36: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	165, // 37: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	161, // 38: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	180, // 33: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	175, // 34: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	180, // 35: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 36: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	180, // 37: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	176, // 38: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
 	3,   // 39: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	40,  // 40: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	165, // 41: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	41,  // 42: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	41,  // 40: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	180, // 41: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	42,  // 42: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
 	3,   // 43: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	42,  // 44: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	42,  // 45: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	42,  // 46: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	42,  // 47: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	162, // 48: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	41,  // 49: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 44: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	43,  // 45: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	43,  // 46: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	43,  // 47: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	177, // 48: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	42,  // 49: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
 	3,   // 50: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	41,  // 51: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 51: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
 	4,   // 52: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	41,  // 53: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 53: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
 	4,   // 54: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	41,  // 55: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	40,  // 56: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	41,  // 57: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	41,  // 58: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 55: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	41,  // 56: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	42,  // 57: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 58: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	5,   // 59: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	165, // 60: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	165, // 61: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	67,  // 62: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	67,  // 63: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	167, // 64: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	165, // 65: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	73,  // 66: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	75,  // 67: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	75,  // 68: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	165, // 69: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	82,  // 70: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	82,  // 71: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	180, // 60: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	180, // 61: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	68,  // 62: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	68,  // 63: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	182, // 64: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	180, // 65: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	74,  // 66: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	76,  // 67: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	76,  // 68: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	180, // 69: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	83,  // 70: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	83,  // 71: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
 	6,   // 72: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
 	7,   // 73: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	165, // 74: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	89,  // 75: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	180, // 74: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	90,  // 75: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
 	6,   // 76: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 77: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	89,  // 78: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	90,  // 78: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
 	6,   // 79: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 80: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	165, // 81: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	96,  // 82: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	96,  // 83: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	96,  // 84: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	96,  // 85: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	165, // 86: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	105, // 87: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	105, // 88: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	180, // 81: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	97,  // 82: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	97,  // 83: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	97,  // 84: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	97,  // 85: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	180, // 86: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	106, // 87: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	106, // 88: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
 	8,   // 89: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	165, // 90: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	112, // 91: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	112, // 92: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	180, // 90: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	113, // 91: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	113, // 92: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
 	8,   // 93: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	112, // 94: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	113, // 94: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
 	8,   // 95: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	112, // 96: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	168, // 97: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	123, // 98: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	168, // 99: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	123, // 100: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	130, // 101: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	130, // 102: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	169, // 103: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	165, // 104: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	165, // 105: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	163, // 106: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	169, // 107: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	164, // 108: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	137, // 109: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	137, // 110: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	39,  // 111: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	170, // 112: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	168, // 113: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	146, // 114: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	165, // 115: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	171, // 116: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	172, // 117: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	166, // 118: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	173, // 119: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	172, // 120: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	149, // 121: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	172, // 122: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	165, // 123: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	149, // 124: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	168, // 125: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	146, // 126: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	12,  // 127: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	14,  // 128: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	27,  // 129: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	29,  // 130: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	31,  // 131: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	33,  // 132: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	35,  // 133: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	37,  // 134: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	43,  // 135: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	45,  // 136: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	47,  // 137: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	49,  // 138: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	51,  // 139: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	53,  // 140: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	55,  // 141: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	57,  // 142: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	59,  // 143: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	61,  // 144: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	63,  // 145: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	65,  // 146: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	68,  // 147: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	70,  // 148: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	72,  // 149: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	76,  // 150: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	78,  // 151: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	80,  // 152: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	83,  // 153: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	85,  // 154: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	87,  // 155: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	90,  // 156: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	92,  // 157: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	94,  // 158: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	97,  // 159: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	99,  // 160: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	101, // 161: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	103, // 162: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	106, // 163: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	108, // 164: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	110, // 165: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	113, // 166: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	115, // 167: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	117, // 168: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	119, // 169: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	121, // 170: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	124, // 171: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	126, // 172: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	128, // 173: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	131, // 174: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	133, // 175: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	135, // 176: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	138, // 177: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	140, // 178: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	142, // 179: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	144, // 180: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	147, // 181: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	150, // 182: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	154, // 183: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	152, // 184: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	13,  // 185: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	19,  // 186: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	28,  // 187: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	30,  // 188: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	32,  // 189: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	34,  // 190: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	36,  // 191: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	38,  // 192: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	44,  // 193: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	46,  // 194: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	48,  // 195: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	50,  // 196: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	52,  // 197: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	54,  // 198: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	56,  // 199: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	58,  // 200: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	60,  // 201: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	62,  // 202: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	64,  // 203: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	66,  // 204: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	69,  // 205: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	71,  // 206: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	74,  // 207: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	77,  // 208: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	79,  // 209: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	81,  // 210: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	84,  // 211: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	86,  // 212: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	88,  // 213: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	91,  // 214: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	93,  // 215: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	95,  // 216: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	98,  // 217: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	100, // 218: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	102, // 219: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	104, // 220: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	107, // 221: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	109, // 222: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	111, // 223: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	114, // 224: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	116, // 225: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	118, // 226: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	120, // 227: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	122, // 228: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	125, // 229: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	127, // 230: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	129, // 231: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	132, // 232: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	134, // 233: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	136, // 234: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	139, // 235: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	141, // 236: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	143, // 237: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	145, // 238: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	148, // 239: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	151, // 240: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	155, // 241: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	153, // 242: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	185, // [185:243] is the sub-list for method output_type
-	127, // [127:185] is the sub-list for method input_type
-	127, // [127:127] is the sub-list for extension type_name
-	127, // [127:127] is the sub-list for extension extendee
-	0,   // [0:127] is the sub-list for field type_name
+	113, // 96: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	183, // 97: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	124, // 98: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	183, // 99: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	124, // 100: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	131, // 101: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	131, // 102: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	184, // 103: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	180, // 104: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	180, // 105: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	178, // 106: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	184, // 107: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	179, // 108: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	138, // 109: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	138, // 110: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	40,  // 111: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	185, // 112: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	183, // 113: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	147, // 114: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	180, // 115: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	186, // 116: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	187, // 117: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	181, // 118: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	188, // 119: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	187, // 120: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	150, // 121: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	187, // 122: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	180, // 123: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	150, // 124: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	183, // 125: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	147, // 126: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	180, // 127: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	187, // 128: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	183, // 129: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	157, // 130: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	187, // 131: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 132: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	183, // 133: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	187, // 134: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	180, // 135: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	158, // 136: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	187, // 137: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	183, // 138: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	158, // 139: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	159, // 140: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	187, // 141: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	183, // 142: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	159, // 143: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	168, // 144: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	159, // 145: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	13,  // 146: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	15,  // 147: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	28,  // 148: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	30,  // 149: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	32,  // 150: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	34,  // 151: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	36,  // 152: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	38,  // 153: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	44,  // 154: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	46,  // 155: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	48,  // 156: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	50,  // 157: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	52,  // 158: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	54,  // 159: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	56,  // 160: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	58,  // 161: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	60,  // 162: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	62,  // 163: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	64,  // 164: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	66,  // 165: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	69,  // 166: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	71,  // 167: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	73,  // 168: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	77,  // 169: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	79,  // 170: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	81,  // 171: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	84,  // 172: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	86,  // 173: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	88,  // 174: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	91,  // 175: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	93,  // 176: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	95,  // 177: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	98,  // 178: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	100, // 179: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	102, // 180: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	104, // 181: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	107, // 182: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	109, // 183: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	111, // 184: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	114, // 185: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	116, // 186: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	118, // 187: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	120, // 188: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	122, // 189: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	125, // 190: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	127, // 191: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	129, // 192: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	132, // 193: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	134, // 194: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	136, // 195: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	139, // 196: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	141, // 197: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	143, // 198: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	145, // 199: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	148, // 200: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	151, // 201: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	155, // 202: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	153, // 203: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	160, // 204: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	162, // 205: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	164, // 206: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	166, // 207: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	169, // 208: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	14,  // 209: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	20,  // 210: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	29,  // 211: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	31,  // 212: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	33,  // 213: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	35,  // 214: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	37,  // 215: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	39,  // 216: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	45,  // 217: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	47,  // 218: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	49,  // 219: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	51,  // 220: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	53,  // 221: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	55,  // 222: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	57,  // 223: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	59,  // 224: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	61,  // 225: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	63,  // 226: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	65,  // 227: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	67,  // 228: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	70,  // 229: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	72,  // 230: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	75,  // 231: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	78,  // 232: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	80,  // 233: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	82,  // 234: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	85,  // 235: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	87,  // 236: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	89,  // 237: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	92,  // 238: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	94,  // 239: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	96,  // 240: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	99,  // 241: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	101, // 242: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	103, // 243: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	105, // 244: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	108, // 245: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	110, // 246: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	112, // 247: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	115, // 248: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	117, // 249: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	119, // 250: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	121, // 251: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	123, // 252: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	126, // 253: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	128, // 254: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	130, // 255: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	133, // 256: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	135, // 257: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	137, // 258: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	140, // 259: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	142, // 260: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	144, // 261: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	146, // 262: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	149, // 263: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	152, // 264: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	156, // 265: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	154, // 266: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	161, // 267: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	163, // 268: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	165, // 269: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	167, // 270: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	170, // 271: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	209, // [209:272] is the sub-list for method output_type
+	146, // [146:209] is the sub-list for method input_type
+	146, // [146:146] is the sub-list for extension type_name
+	146, // [146:146] is the sub-list for extension extendee
+	0,   // [0:146] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -10727,8 +11918,8 @@ func file_guard_v1_registry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   156,
+			NumEnums:      10,
+			NumMessages:   170,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

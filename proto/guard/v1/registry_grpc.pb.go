@@ -77,6 +77,11 @@ const (
 	Registry_GetDecision_FullMethodName          = "/guard.v1.Registry/GetDecision"
 	Registry_SetActionSettings_FullMethodName    = "/guard.v1.Registry/SetActionSettings"
 	Registry_ListDecisions_FullMethodName        = "/guard.v1.Registry/ListDecisions"
+	Registry_ListMcpServers_FullMethodName       = "/guard.v1.Registry/ListMcpServers"
+	Registry_SetMcpServerDefault_FullMethodName  = "/guard.v1.Registry/SetMcpServerDefault"
+	Registry_ListMcpTools_FullMethodName         = "/guard.v1.Registry/ListMcpTools"
+	Registry_SetMcpTool_FullMethodName           = "/guard.v1.Registry/SetMcpTool"
+	Registry_ReportMcpTools_FullMethodName       = "/guard.v1.Registry/ReportMcpTools"
 )
 
 // RegistryClient is the client API for Registry service.
@@ -212,6 +217,23 @@ type RegistryClient interface {
 	SetActionSettings(ctx context.Context, in *SetActionSettingsRequest, opts ...grpc.CallOption) (*SetActionSettingsResponse, error)
 	// ListDecisions reads the decision log.
 	ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error)
+	// ListMcpServers lists a group's guarded MCP servers: each with its
+	// default effect for tools nobody set, and its state on the runners that
+	// host it.
+	ListMcpServers(ctx context.Context, in *ListMcpServersRequest, opts ...grpc.CallOption) (*ListMcpServersResponse, error)
+	// SetMcpServerDefault sets a server's effect for the tools nobody set
+	// (allow, hold or deny; unset = hold), with their quorum and mode.
+	SetMcpServerDefault(ctx context.Context, in *SetMcpServerDefaultRequest, opts ...grpc.CallOption) (*SetMcpServerDefaultResponse, error)
+	// ListMcpTools lists a server's tools (as its runners reported them, and
+	// any with a setting) with the effect each call gets and where it comes from.
+	ListMcpTools(ctx context.Context, in *ListMcpToolsRequest, opts ...grpc.CallOption) (*ListMcpToolsResponse, error)
+	// SetMcpTool sets one tool's effect, quorum and mode; effect unspecified
+	// removes the tool's setting (the server's default applies again).
+	SetMcpTool(ctx context.Context, in *SetMcpToolRequest, opts ...grpc.CallOption) (*SetMcpToolResponse, error)
+	// ReportMcpTools is the runner's report of a guarded MCP server it hosts
+	// for a session: its state and the tools it lists. The answer is each
+	// tool's effect for that session's group (what ListTools shows the agent).
+	ReportMcpTools(ctx context.Context, in *ReportMcpToolsRequest, opts ...grpc.CallOption) (*ReportMcpToolsResponse, error)
 }
 
 type registryClient struct {
@@ -814,6 +836,56 @@ func (c *registryClient) ListDecisions(ctx context.Context, in *ListDecisionsReq
 	return out, nil
 }
 
+func (c *registryClient) ListMcpServers(ctx context.Context, in *ListMcpServersRequest, opts ...grpc.CallOption) (*ListMcpServersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMcpServersResponse)
+	err := c.cc.Invoke(ctx, Registry_ListMcpServers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SetMcpServerDefault(ctx context.Context, in *SetMcpServerDefaultRequest, opts ...grpc.CallOption) (*SetMcpServerDefaultResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetMcpServerDefaultResponse)
+	err := c.cc.Invoke(ctx, Registry_SetMcpServerDefault_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) ListMcpTools(ctx context.Context, in *ListMcpToolsRequest, opts ...grpc.CallOption) (*ListMcpToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMcpToolsResponse)
+	err := c.cc.Invoke(ctx, Registry_ListMcpTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SetMcpTool(ctx context.Context, in *SetMcpToolRequest, opts ...grpc.CallOption) (*SetMcpToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetMcpToolResponse)
+	err := c.cc.Invoke(ctx, Registry_SetMcpTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) ReportMcpTools(ctx context.Context, in *ReportMcpToolsRequest, opts ...grpc.CallOption) (*ReportMcpToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportMcpToolsResponse)
+	err := c.cc.Invoke(ctx, Registry_ReportMcpTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegistryServer is the server API for Registry service.
 // All implementations must embed UnimplementedRegistryServer
 // for forward compatibility.
@@ -947,6 +1019,23 @@ type RegistryServer interface {
 	SetActionSettings(context.Context, *SetActionSettingsRequest) (*SetActionSettingsResponse, error)
 	// ListDecisions reads the decision log.
 	ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error)
+	// ListMcpServers lists a group's guarded MCP servers: each with its
+	// default effect for tools nobody set, and its state on the runners that
+	// host it.
+	ListMcpServers(context.Context, *ListMcpServersRequest) (*ListMcpServersResponse, error)
+	// SetMcpServerDefault sets a server's effect for the tools nobody set
+	// (allow, hold or deny; unset = hold), with their quorum and mode.
+	SetMcpServerDefault(context.Context, *SetMcpServerDefaultRequest) (*SetMcpServerDefaultResponse, error)
+	// ListMcpTools lists a server's tools (as its runners reported them, and
+	// any with a setting) with the effect each call gets and where it comes from.
+	ListMcpTools(context.Context, *ListMcpToolsRequest) (*ListMcpToolsResponse, error)
+	// SetMcpTool sets one tool's effect, quorum and mode; effect unspecified
+	// removes the tool's setting (the server's default applies again).
+	SetMcpTool(context.Context, *SetMcpToolRequest) (*SetMcpToolResponse, error)
+	// ReportMcpTools is the runner's report of a guarded MCP server it hosts
+	// for a session: its state and the tools it lists. The answer is each
+	// tool's effect for that session's group (what ListTools shows the agent).
+	ReportMcpTools(context.Context, *ReportMcpToolsRequest) (*ReportMcpToolsResponse, error)
 	mustEmbedUnimplementedRegistryServer()
 }
 
@@ -1130,6 +1219,21 @@ func (UnimplementedRegistryServer) SetActionSettings(context.Context, *SetAction
 }
 func (UnimplementedRegistryServer) ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListDecisions not implemented")
+}
+func (UnimplementedRegistryServer) ListMcpServers(context.Context, *ListMcpServersRequest) (*ListMcpServersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMcpServers not implemented")
+}
+func (UnimplementedRegistryServer) SetMcpServerDefault(context.Context, *SetMcpServerDefaultRequest) (*SetMcpServerDefaultResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetMcpServerDefault not implemented")
+}
+func (UnimplementedRegistryServer) ListMcpTools(context.Context, *ListMcpToolsRequest) (*ListMcpToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMcpTools not implemented")
+}
+func (UnimplementedRegistryServer) SetMcpTool(context.Context, *SetMcpToolRequest) (*SetMcpToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetMcpTool not implemented")
+}
+func (UnimplementedRegistryServer) ReportMcpTools(context.Context, *ReportMcpToolsRequest) (*ReportMcpToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportMcpTools not implemented")
 }
 func (UnimplementedRegistryServer) mustEmbedUnimplementedRegistryServer() {}
 func (UnimplementedRegistryServer) testEmbeddedByValue()                  {}
@@ -2178,6 +2282,96 @@ func _Registry_ListDecisions_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registry_ListMcpServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMcpServersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).ListMcpServers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_ListMcpServers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).ListMcpServers(ctx, req.(*ListMcpServersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SetMcpServerDefault_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetMcpServerDefaultRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetMcpServerDefault(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetMcpServerDefault_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetMcpServerDefault(ctx, req.(*SetMcpServerDefaultRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_ListMcpTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMcpToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).ListMcpTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_ListMcpTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).ListMcpTools(ctx, req.(*ListMcpToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SetMcpTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetMcpToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetMcpTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetMcpTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetMcpTool(ctx, req.(*SetMcpToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_ReportMcpTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportMcpToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).ReportMcpTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_ReportMcpTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).ReportMcpTools(ctx, req.(*ReportMcpToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Registry_ServiceDesc is the grpc.ServiceDesc for Registry service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2408,6 +2602,26 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListDecisions",
 			Handler:    _Registry_ListDecisions_Handler,
+		},
+		{
+			MethodName: "ListMcpServers",
+			Handler:    _Registry_ListMcpServers_Handler,
+		},
+		{
+			MethodName: "SetMcpServerDefault",
+			Handler:    _Registry_SetMcpServerDefault_Handler,
+		},
+		{
+			MethodName: "ListMcpTools",
+			Handler:    _Registry_ListMcpTools_Handler,
+		},
+		{
+			MethodName: "SetMcpTool",
+			Handler:    _Registry_SetMcpTool_Handler,
+		},
+		{
+			MethodName: "ReportMcpTools",
+			Handler:    _Registry_ReportMcpTools_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -26,7 +26,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/config"
 	"github.com/clawguard/clawguard/runner/internal/connect"
@@ -34,6 +36,8 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/handlers"
+	"github.com/clawguard/clawguard/runner/internal/mcphost"
+	"github.com/clawguard/clawguard/runner/internal/mcptools"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
@@ -54,6 +58,8 @@ type Runner struct {
 	Engine   *delivery.Engine
 	Decide   *decide.Client
 	Sessions *sessions.Manager
+	MCP      *mcphost.Host
+	Tools    *mcptools.Tools
 	Metrics  *metrics.Metrics
 	registry *metricsRegistry
 	regCli   guardv1.RegistryClient
@@ -101,7 +107,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 
 	switch cfg.Runtime {
 	case "docker":
-		d, err := docker.New(ctx, docker.Config{InstallID: cfg.ID, BuildNetwork: cfg.BuildNetwork, Logger: log})
+		d, err := docker.New(ctx, docker.Config{InstallID: cfg.ID, BuildNetwork: cfg.BuildNetwork, MCPNetwork: cfg.MCPNetwork, Logger: log})
 		if err != nil {
 			conn.Close()
 			return nil, err
@@ -120,19 +126,58 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 	if cfg.Runtime == "process" {
 		base = cfg.AgentBinary
 	}
+	launcher, ok := r.Runtime.(rt.MCPLauncher)
+	if !ok {
+		conn.Close()
+		return nil, fmt.Errorf("runtime %s cannot host MCP servers", r.Runtime.Name())
+	}
+	r.MCP = mcphost.New(mcphost.Config{Launcher: launcher, DataDir: filepath.Join(dataDir, "mcp"), Log: log,
+		OnToolsChanged: r.toolsChanged})
+	r.Tools = mcptools.New(mcptools.Deps{Host: r.MCP, Registry: r.regCli, Deliver: r.deliverDurable, Claim: r.instanceID, Log: log,
+		Image: func(g *guardv1.Group) string {
+			if g.GetBaseImage() != "" {
+				return g.GetBaseImage()
+			}
+			return cfg.AgentImage
+		}})
 	r.Sessions = sessions.New(sessions.Config{
 		DataDir: dataDir, Runtime: r.Runtime, AgentBase: base, AgentEnv: cfg.AgentEnv,
 		DefaultCPUs: cfg.ContainerCPUs, DefaultMemory: cfg.ContainerMemory,
 		Conn: conn, Engine: r.Engine, Metrics: r.Metrics, Log: log,
-		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }, Actions: r.Actions.Specs},
+		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }, Actions: r.Actions.Specs, Tools: r.Tools.List},
+		OnGroup: r.Tools.Sync,
 	})
 	r.Engine.Notifier = r.Sessions
 	if err := handlers.Register(r.Actions, handlers.Deps{Conn: conn, Restart: r.Sessions.RestartSession, OnWake: r.Sessions.OnWake, Log: log}); err != nil {
 		conn.Close()
 		return nil, err
 	}
+	if err := r.Actions.Register(r.Tools.Action()); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	r.Metrics.PreInit(r.Actions.Names())
 	return r, nil
+}
+
+// toolsChanged tells the group's sessions here that their MCP tools changed.
+func (r *Runner) toolsChanged(group string) {
+	for _, s := range r.Sessions.List() {
+		if s.GroupID == group {
+			r.Sessions.Notify(s.ID, &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_TOOLS_CHANGED,
+				Text: "Your MCP tools changed: list them again.", At: timestamppb.Now()})
+		}
+	}
+}
+
+// deliverDurable puts an item into a session's durable inbox (synced before
+// it returns; an id seen before is not added again).
+func (r *Runner) deliverDurable(ds delivery.Session, id string, n *agentv1.Notice) error {
+	s, err := r.Sessions.Ensure(ds.ID, ds.GroupID)
+	if err != nil {
+		return err
+	}
+	return s.Inbox.Durable(id, &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Notice{Notice: n}})
 }
 
 // ready: both streams (DecideStream, Connect) are up.
@@ -298,6 +343,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.Sessions.IdleLoop(ctx, r.Config.IdleAfter, min(r.Config.IdleAfter/4+time.Second, time.Minute))
 		done <- struct{}{}
 	}()
+	go r.MCP.IdleLoop(ctx, time.Minute)
 
 	if r.Config.MetricsListen != "" {
 		ln, err := net.Listen("tcp", r.Config.MetricsListen)
@@ -323,6 +369,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
 	r.Sessions.Shutdown(sctx)
+	r.MCP.Close()
 	if fatal == nil {
 		// A clean stop: give the lease up so this id can start again at once.
 		rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Second)

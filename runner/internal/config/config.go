@@ -44,6 +44,9 @@ type Config struct {
 	// BuildNetwork is the Docker network of group image builds that install
 	// packages (apt/npm fetch from their sources); "none" makes them fail.
 	BuildNetwork string
+	// MCPNetwork is the Docker network of guarded MCP servers' containers
+	// ("none" by default; "bridge" for servers that call an API).
+	MCPNetwork string
 }
 
 // Default is the config before flags and env.
@@ -58,6 +61,7 @@ func Default() Config {
 		LogLevel:     "info",
 		AgentEnv:     map[string]string{},
 		BuildNetwork: "default",
+		MCPNetwork:   "none",
 	}
 }
 
@@ -103,6 +107,7 @@ func Parse(args []string) (Config, error) {
 	str(&c.Host, "host", "host to register as: empty takes the one on the runner's token; anything else must be it")
 	str(&c.ContainerCPUs, "container-cpus", "docker: CPU cap of agent containers whose group sets none, e.g. 2 (empty = no limit)")
 	str(&c.ContainerMemory, "container-memory", "docker: memory cap of agent containers whose group sets none, e.g. 8g (empty = no limit)")
+	str(&c.MCPNetwork, "mcp-network", "docker: network of guarded MCP servers' containers (default none; bridge for servers that call an API; agents never have one)")
 	str(&c.BuildNetwork, "build-network", "docker: network of group image builds that install packages (default: Docker's bridge; host; none = installs fail)")
 	dur(&c.IdleAfter, "idle-after", "stop an agent after this long without activity")
 	dur(&c.DecideWait, "decide-wait", "how long an action waits for the guard before failing closed")
@@ -210,6 +215,9 @@ func (c Config) Validate() error {
 		if g == "" || strings.ContainsAny(g, " \t\n") {
 			return fmt.Errorf("--group %q: not a group id or name", g)
 		}
+	}
+	if c.MCPNetwork == "" || strings.ContainsAny(c.MCPNetwork, " \t\n") {
+		return fmt.Errorf("--mcp-network %q: want a Docker network name (none, bridge, ...)", c.MCPNetwork)
 	}
 	if c.BuildNetwork == "" || strings.ContainsAny(c.BuildNetwork, " \t\n") {
 		return fmt.Errorf("--build-network %q: want a Docker network name (default, host, none, ...)", c.BuildNetwork)

@@ -58,7 +58,9 @@ func (e *Engine) log() *slog.Logger {
 // outcome (as a notice, and as the return value for the Send answer).
 func (e *Engine) Submit(ctx context.Context, s Session, requestID, name string, payload *structpb.Struct) Outcome {
 	out := e.submit(ctx, s, requestID, name, payload)
-	e.notify(s, requestID, name, out)
+	if !out.Told {
+		e.notify(s, requestID, name, out)
+	}
 	return out
 }
 
@@ -138,7 +140,9 @@ func (e *Engine) Replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 		return out
 	}
 	e.approvedTold.Delete(r.GetHoldId())
-	e.notify(s, "", r.GetDeliveryAction(), out)
+	if !out.Told {
+		e.notify(s, "", r.GetDeliveryAction(), out)
+	}
 	return out
 }
 
@@ -188,7 +192,7 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 			e.Notifier.Notify(s.ID, &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_APPROVED, HoldId: r.GetHoldId(),
 				Text: name + " approved; running it now", At: timestamppb.Now()})
 		}
-		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId(), Replay: true})
+		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId(), Replay: true, HoldID: r.GetHoldId()})
 	case guardv1.Effect_EFFECT_DENY:
 		e.count(name, "deny")
 		out := Denied(resp.GetDecision().GetReason())

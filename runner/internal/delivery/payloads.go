@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/clawguard/clawguard/proto/mcpcall"
 	"github.com/clawguard/clawguard/proto/pkgname"
 )
 
@@ -48,19 +49,20 @@ func InstallPackagesSchema() *jsonschema.Schema {
 	return s
 }
 
-// AddMCPServerSchema: {name, command, args?, env?}.
+// AddMCPServerSchema: {name, command, args?, env?, image?}.
 func AddMCPServerSchema() *jsonschema.Schema {
 	return &jsonschema.Schema{
 		Type:     "object",
 		Required: []string{"name", "command"},
 		Properties: map[string]*jsonschema.Schema{
-			"name":    {Type: "string", MinLength: Ptr(1), Description: "The server's name, e.g. \"fs\""},
+			"name":    {Type: "string", Pattern: mcpcall.ServerPattern, Description: "The server's name (letters, digits, . _ -), e.g. \"fs\""},
 			"command": {Type: "string", MinLength: Ptr(1), Description: "The command that starts it (stdio), e.g. \"mcp-server-filesystem\""},
 			"args":    StringListSchema("Its arguments", &jsonschema.Schema{Type: "string"}, 0),
 			"env": {Type: "object", Description: "Environment variables for it (the approver sees them)",
 				AdditionalProperties: &jsonschema.Schema{Type: "string"}},
+			"image": {Type: "string", Description: "The image its own container runs (docker runtime; default: the group's base image)"},
 		},
-		PropertyOrder: []string{"name", "command", "args", "env"},
+		PropertyOrder: []string{"name", "command", "args", "env", "image"},
 	}
 }
 

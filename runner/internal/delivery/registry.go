@@ -38,8 +38,10 @@ type Call struct {
 	// DecisionID is the ALLOW decision that authorized the run; handlers cite
 	// it in Registry.ApplyAction. Empty for unmapped (exempt) actions.
 	DecisionID string
-	// Replay is true when the call is an approved hold's replay.
+	// Replay is true when the call is an approved hold's replay, and
+	// HoldID that hold.
 	Replay bool
+	HoldID string
 }
 
 // Outcome is what happened to one action, as the agent is told.
@@ -62,6 +64,10 @@ type Outcome struct {
 	// gets the replay; this runner neither tells the agent nor reports the
 	// push as applied.
 	NotHosted bool
+	// Told marks an outcome the agent already has — in the Send answer
+	// itself (a tool call's result), or as the handler's own durable inbox
+	// item (an approved tool call's result) — so no notice repeats it.
+	Told bool
 }
 
 // Done, Failed and Held build outcomes.

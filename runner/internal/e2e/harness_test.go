@@ -230,6 +230,7 @@ func (s *server) approve(t *testing.T, holdID, asUser string) {
 type runner struct {
 	*app.Runner
 	dataDir string
+	logFile string
 	done    chan error
 }
 
@@ -298,7 +299,7 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 		cancel()
 		t.Fatalf("runner: %v", err)
 	}
-	rn := &runner{Runner: r, dataDir: dataDir, done: make(chan error, 1)}
+	rn := &runner{Runner: r, dataDir: dataDir, logFile: logf.Name(), done: make(chan error, 1)}
 	if o.noRun {
 		t.Cleanup(func() { cancel(); r.Conn.Close() })
 		return rn

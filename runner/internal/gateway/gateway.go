@@ -25,6 +25,8 @@ import (
 	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -52,7 +54,9 @@ type Options struct {
 	MaxConns    int           // concurrent connections (default 16)
 	ActionTime  time.Duration // upper bound for one action (default 2m)
 	OnActivity  func()        // called on every send and inbox delivery
-	Log         *slog.Logger
+	// Tools lists the session's guarded MCP tools (ListTools); nil: none.
+	Tools func(ctx context.Context, s delivery.Session) ([]*agentv1.McpTool, error)
+	Log   *slog.Logger
 }
 
 // Gateway serves one session.
@@ -271,6 +275,27 @@ func (g *Gateway) ListActions(context.Context, *agentv1.ListActionsRequest) (*ag
 		specs = g.opts.Actions()
 	}
 	return &agentv1.ListActionsResponse{Actions: specs}, nil
+}
+
+// ListTools lists the tools of the guarded MCP servers the session may
+// call (the operator's denied ones left out). It counts against the send
+// rate: each one starts servers and asks the server for their effects.
+func (g *Gateway) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*agentv1.ListToolsResponse, error) {
+	g.activity()
+	if !g.limiter.Allow() {
+		return nil, status.Error(codes.ResourceExhausted, "rate limited: too many requests; slow down")
+	}
+	if g.opts.Tools == nil {
+		return &agentv1.ListToolsResponse{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.opts.ActionTime)
+	defer cancel()
+	tools, err := g.opts.Tools(ctx, g.sess)
+	if err != nil {
+		g.log.Warn("list guarded MCP tools", "err", err)
+		return nil, status.Errorf(codes.Unavailable, "guarded MCP tools could not be listed: %v", err)
+	}
+	return &agentv1.ListToolsResponse{Tools: tools}, nil
 }
 
 // Inbox streams the session's messages and notices; a newer Inbox call

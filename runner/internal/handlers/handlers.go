@@ -256,8 +256,8 @@ func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.O
 	if build, err := h.d.Restart(ctx, c.Session, true); err != nil {
 		return delivery.Failed("MCP server %q added to config but the restart failed; the running container was kept: %v%s", name, err, buildTail(build))
 	}
-	h.onWake(c, fmt.Sprintf("Your container was restarted with the MCP server %q an admin approved (command: %s). "+
-		"Verify it starts and its tools answer, then report the result to the user.", name, clip(strings.TrimSpace(delivery.String(c.Payload, "command")), 200)))
+	h.onWake(c, fmt.Sprintf("The MCP server %q an admin approved (command: %s) is hosted by the runner, outside your container. "+
+		"Verify its tools answer (list your guarded MCP tools again), then report the result to the user.", name, clip(strings.TrimSpace(delivery.String(c.Payload, "command")), 200)))
 	return delivery.Done(res.GetResult(), fmt.Sprintf("MCP server %q added; container restarted", name))
 }
 
@@ -298,6 +298,10 @@ func addMCPServerCard(s delivery.Session, p *structpb.Struct) (string, string) {
 	args, _ := delivery.StringList(p, "args")
 	cmd := strings.TrimSpace(delivery.String(p, "command") + " " + strings.Join(args, " "))
 	q := fmt.Sprintf("Agent group %s wants to add MCP server %q: %s", s.GroupID, delivery.String(p, "name"), clip(cmd, 500))
+	if img := delivery.String(p, "image"); img != "" {
+		q += "\n\nImage: " + clip(img, 300)
+	}
+	q += "\n\nThe runner hosts it outside the agent's container; each of its tool calls is then decided by its tool settings (hold until set)."
 	// The env is applied with the server (NODE_OPTIONS, PATH, proxies…):
 	// the approver must see it.
 	if env := p.GetFields()["env"].GetStructValue().GetFields(); len(env) > 0 {

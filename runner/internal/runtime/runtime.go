@@ -34,6 +34,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // WriteInstructions puts a group's instructions at InstructionsFile in a
@@ -106,14 +108,6 @@ type SessionSpec struct {
 	PidsLimit     int64             // 0 → DefaultPidsLimit
 }
 
-// MCPServer is one MCP server in a group's config.
-type MCPServer struct {
-	Name    string            `json:"name"`
-	Command string            `json:"command"`
-	Args    []string          `json:"args,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-}
-
 // GroupImageSpec describes the image of one agent group at one config version.
 type GroupImageSpec struct {
 	GroupID       string
@@ -121,7 +115,6 @@ type GroupImageSpec struct {
 	BaseImage     string // the group's base (docker: image ref; process: agent binary path)
 	AptPackages   []string
 	NpmPackages   []string
-	MCPServers    []MCPServer
 	// Output receives the build's output when an image is built (nil:
 	// discarded), for the approver and the agent.
 	Output io.Writer
@@ -228,4 +221,50 @@ func IdleSince(lastActive, started time.Time) time.Time {
 		return lastActive
 	}
 	return started
+}
+
+// MCPServerSpec is a guarded MCP server to run outside every agent's
+// container (issue 31): the runner alone talks to it, over its stdin and
+// stdout, and only it gets its environment (its credentials).
+type MCPServerSpec struct {
+	GroupID string
+	Name    string // a valid id (mcpcall.ValidServer)
+	Command string
+	Args    []string
+	Env     map[string]string
+	// Image is the docker runtime's image for the server's container; the
+	// process runtime runs Command on the host and ignores it.
+	Image string
+	// DataDir is a host directory of its own: its working directory (the
+	// docker runtime mounts it at ContainerMCPData).
+	DataDir string
+	// Stderr receives its standard error (nil: discarded).
+	Stderr io.Writer
+}
+
+// ContainerMCPData is where a guarded MCP server's data directory appears
+// in its container.
+const ContainerMCPData = "/data"
+
+// LabelMCPServer marks a guarded MCP server's container with its server name.
+const LabelMCPServer = "dev.clawguard.mcp-server"
+
+// Validate checks an MCP server spec at the edge.
+func (s MCPServerSpec) Validate() error {
+	switch {
+	case !ValidID(s.GroupID) || !ValidID(s.Name):
+		return fmt.Errorf("%w: MCP server %q of group %q: invalid id", ErrInvalidSpec, s.Name, s.GroupID)
+	case s.Command == "":
+		return fmt.Errorf("%w: MCP server %q has no command", ErrInvalidSpec, s.Name)
+	case !filepath.IsAbs(s.DataDir):
+		return fmt.Errorf("%w: MCP server data dir %q is not absolute", ErrInvalidSpec, s.DataDir)
+	}
+	return nil
+}
+
+// MCPLauncher starts guarded MCP servers. The transport it returns starts
+// the server when the MCP client connects and stops it when the client
+// closes the connection.
+type MCPLauncher interface {
+	LaunchMCP(ctx context.Context, spec MCPServerSpec) (mcp.Transport, error)
 }

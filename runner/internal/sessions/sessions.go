@@ -48,8 +48,11 @@ type Config struct {
 	Conn                       grpc.ClientConnInterface
 	Engine                     *delivery.Engine
 	Gateway                    gateway.Options // Known is required; OnActivity is set per session
-	Metrics                    *metrics.Metrics
-	Log                        *slog.Logger
+	// OnGroup is told every group config read (the runner hosts the
+	// group's MCP servers as it names them).
+	OnGroup func(*guardv1.Group)
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
 }
 
 // Manager holds the runner's sessions.
@@ -398,9 +401,8 @@ func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group, out io
 		GroupID: s.GroupID, ConfigVersion: cfg.GetVersion(), BaseImage: base,
 		AptPackages: cfg.GetAptPackages(), NpmPackages: cfg.GetNpmPackages(), Output: out,
 	}
-	for _, mcp := range cfg.GetMcpServers() {
-		img.MCPServers = append(img.MCPServers, rt.MCPServer{Name: mcp.GetName(), Command: mcp.GetCommand(), Args: mcp.GetArgs(), Env: mcp.GetEnv()})
-	}
+	// The group's MCP servers are not the container's: the runner hosts
+	// them (mcphost), so neither their commands nor their secrets reach it.
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return rt.SessionSpec{}, fmt.Errorf("session dir: %w", err)
 	}
@@ -469,8 +471,11 @@ func (m *Manager) group(ctx context.Context, s *Session) *guardv1.Group {
 // remember keeps a group's config as the last one read.
 func (m *Manager) remember(g *guardv1.Group) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.groups[g.GetId()] = g
+	m.mu.Unlock()
+	if m.cfg.OnGroup != nil {
+		m.cfg.OnGroup(g)
+	}
 }
 
 // Apply applies one server push (connect.Applier). Any push wakes a stopped

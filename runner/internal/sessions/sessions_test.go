@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -58,7 +59,7 @@ func (f *fakeRegistry) GetSessionConfig(ctx context.Context, req *guardv1.GetSes
 func (f *fakeRegistry) config() *guardv1.GroupConfig {
 	return &guardv1.GroupConfig{
 		CliScope: guardv1.CliScope_CLI_SCOPE_DISABLED, Cpus: "0.5", Memory: "256m", Version: f.version.Load(),
-		AptPackages: []string{"jq"}, McpServers: []*guardv1.McpServer{{Name: "fs", Command: "mcp-fs"}},
+		AptPackages: []string{"jq"}, McpServers: []*guardv1.McpServer{{Name: "fs", Command: "mcp-fs", Env: map[string]string{"TOKEN": "mcp-secret"}}},
 	}
 }
 
@@ -116,8 +117,15 @@ func checkLimits(t *testing.T, r *recordingRuntime, session string, version int6
 	if spec.SessionID != session || spec.CPUs != "0.5" || spec.Memory != "256m" {
 		t.Fatalf("spec of %s: cpus %q memory %q, want 0.5 and 256m (session %s)", spec.SessionID, spec.CPUs, spec.Memory, session)
 	}
-	if img.ConfigVersion != version || len(img.AptPackages) != 1 || img.AptPackages[0] != "jq" || len(img.MCPServers) != 1 || img.MCPServers[0].Command != "mcp-fs" {
-		t.Fatalf("image spec %+v, want version %d with apt jq and MCP server fs", img, version)
+	if img.ConfigVersion != version || len(img.AptPackages) != 1 || img.AptPackages[0] != "jq" {
+		t.Fatalf("image spec %+v, want version %d with apt jq", img, version)
+	}
+	// The group's MCP server is hosted by the runner: neither its command
+	// nor its secret is in what the container is built or started from.
+	for _, what := range []string{fmt.Sprintf("%+v", img), fmt.Sprintf("%+v", spec)} {
+		if strings.Contains(what, "mcp-fs") || strings.Contains(what, "mcp-secret") {
+			t.Fatalf("the agent's container config carries the MCP server: %s", what)
+		}
 	}
 }
 

@@ -77,7 +77,7 @@ func TestAppliedActionsFollowTheDomains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"a2a.send", "agents.create", "self_mod.add_mcp_server", "self_mod.install_packages"}
+	want := []string{"a2a.send", "agents.create", "mcp.call", "self_mod.add_mcp_server", "self_mod.install_packages"}
 	if got := svc.AppliedActions(); !slices.Equal(got, want) {
 		t.Fatalf("applied actions = %v, want %v", got, want)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/clawguard/clawguard/server/internal/a2a"
 	"github.com/clawguard/clawguard/server/internal/agents"
+	"github.com/clawguard/clawguard/server/internal/mcpcalls"
 	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/selfmod"
 )
@@ -38,5 +39,5 @@ func wireRegistry(d *Parts, s *services) error {
 // Appliers are the apply steps of the actions a runner applies, each from
 // the domain that registers the action's catalog entry (BuildCatalog).
 func Appliers() []registry.Applier {
-	return slices.Concat(agents.Appliers(), a2a.Appliers(), selfmod.Appliers())
+	return slices.Concat(agents.Appliers(), a2a.Appliers(), selfmod.Appliers(), mcpcalls.Appliers())
 }

@@ -113,14 +113,17 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		}
 		return CreateResult{NoApprover: true, Reason: reason}, nil
 	}
-	// Quorum: an admin-chain hold needs what scope, action and group ask;
-	// an exclusive hold what its own rule asks (a message policy's
+	// Quorum: an admin-chain hold needs what scope, action and group ask,
+	// and what its decision's own rule asks (an MCP tool's setting); an
+	// exclusive hold what its own rule asks (a message policy's
 	// approvals), since only its named users may approve it.
 	required := max(req.Approvals, 1)
 	if ruleName == ruleAdminsOfScope && !choiceCard(req.Options) {
-		if required, err = s.requiredApprovals(ctx, tx, req.CatalogAction, groupID, global); err != nil {
+		chain, err := s.requiredApprovals(ctx, tx, req.CatalogAction, groupID, global)
+		if err != nil {
 			return CreateResult{}, err
 		}
+		required = max(required, chain)
 	}
 	if len(candidates) < required {
 		return CreateResult{NoApprover: true, Reason: fmt.Sprintf(

@@ -20,6 +20,9 @@ type MCPServer struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// Image runs the server's own container (docker runtime); "" = the
+	// group's agent image.
+	Image string `json:"image,omitempty"`
 }
 
 // GroupConfig is a container_configs row.
@@ -50,7 +53,7 @@ func (c GroupConfig) proto() (*guardv1.GroupConfig, error) {
 		HoldApprovals: c.HoldApprovals,
 	}
 	for _, m := range c.MCP {
-		out.McpServers = append(out.McpServers, &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env})
+		out.McpServers = append(out.McpServers, &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, Image: m.Image})
 	}
 	return out, nil
 }

@@ -21,7 +21,7 @@ func (s *Service) AddGroupMcpServer(ctx context.Context, req *guardv1.AddGroupMc
 		if slices.ContainsFunc(c.MCP, func(m MCPServer) bool { return m.Name == srv.GetName() }) {
 			return configChange{}, status.Errorf(codes.AlreadyExists, "group %q already has MCP server %q", req.GetGroup(), srv.GetName())
 		}
-		c.MCP = append(c.MCP, MCPServer{Name: srv.GetName(), Command: srv.GetCommand(), Args: srv.GetArgs(), Env: srv.GetEnv()})
+		c.MCP = append(c.MCP, MCPServer{Name: srv.GetName(), Command: srv.GetCommand(), Args: srv.GetArgs(), Env: srv.GetEnv(), Image: srv.GetImage()})
 		return configChange{container: true, reason: "MCP server added", rebuild: false}, nil
 	})
 	if err != nil {

@@ -21,7 +21,6 @@ import (
 // Config values are checked before they ever reach an image build or a
 // container's limits (package names: pkgname).
 var (
-	mcpName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	// Docker-style limits: "1.5" CPUs, "512m" / "2g" memory.
 	cpusValue   = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?|\.[0-9]+)$`)
 	memoryValue = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/mcpcall"
 )
 
 // Precheck runs the checks a mutation's request must pass before anything
@@ -161,8 +162,11 @@ func checkAddGroupMcpServer(r *guardv1.AddGroupMcpServerRequest) error {
 	if srv == nil {
 		return invalid("server", "required")
 	}
-	if !mcpName.MatchString(srv.GetName()) {
-		return invalid("server.name", "%q is not a valid MCP server name (letters, digits, . _ -)", srv.GetName())
+	if !mcpcall.ValidServer(srv.GetName()) {
+		return invalid("server.name", "%q is not a valid MCP server name (letters, digits, . _ -; at most 128)", srv.GetName())
+	}
+	if img := srv.GetImage(); img != "" && !imageRef.MatchString(img) {
+		return invalid("server.image", "%q is not an image reference", img)
 	}
 	return required("server.command", strings.TrimSpace(srv.GetCommand()))
 }

@@ -100,7 +100,7 @@ func applyMCP(ctx context.Context, tx pgx.Tx, sess registry.Session, req *guardv
 	}
 	// An approved server replaces its namesake.
 	mcp := c.MCP
-	entry := resources.MCPServer{Name: name, Command: command, Args: args, Env: env}
+	entry := resources.MCPServer{Name: name, Command: command, Args: args, Env: env, Image: registry.PayloadString(req, "image")}
 	replaced := false
 	for i, m := range mcp {
 		if m.Name == name {
@@ -120,10 +120,11 @@ func applyMCP(ctx context.Context, tx pgx.Tx, sess registry.Session, req *guardv
 	if err != nil {
 		return registry.Applied{}, fmt.Errorf("update container config: %w", err)
 	}
-	// The MCP servers are part of the group image's manifest, so this is a
-	// rebuild too; and as one, a runner already running this config version
-	// (the requesting session, restarted by the replay itself) skips it
-	// instead of restarting its agent a second time.
+	// Every session's runner re-reads the config on the restart and hosts
+	// the new server (outside the agent's container). Queued as a rebuild,
+	// a runner already running this config version (the requesting
+	// session, restarted by the replay itself) skips it instead of
+	// restarting its agent a second time.
 	pushIDs, err := pushes.RestartGroupTx(ctx, tx, sess.GroupID, "MCP server added: "+name, true, version)
 	if err != nil {
 		return registry.Applied{}, err

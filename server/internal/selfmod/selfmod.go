@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/mcpcall"
 	"github.com/clawguard/clawguard/proto/pkgname"
 	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/guard"
@@ -53,7 +55,8 @@ func Entries() []guard.Entry {
 			// stored and applied with it (NODE_OPTIONS alone runs code).
 			GrantMatches: func(g *guard.GrantRow, in *guard.Input) bool {
 				return g.Payload["name"] == in.Payload["name"] && g.Payload["command"] == in.Payload["command"] &&
-					sameList(g.Payload["args"], in.Payload["args"]) && sameEnv(g.Payload["env"], in.Payload["env"])
+					sameList(g.Payload["args"], in.Payload["args"]) && sameEnv(g.Payload["env"], in.Payload["env"]) &&
+					sameString(g.Payload["image"], in.Payload["image"])
 			},
 		},
 	}
@@ -115,7 +118,25 @@ func checkMCP(in *guard.Input, f guard.Facts) error {
 	if in.Arg("name") == "" || in.Arg("command") == "" {
 		return errors.New("add_mcp_server failed: name and command are required.")
 	}
+	// The name names the server's container, data directory and every
+	// mcp.call decision about it.
+	if !mcpcall.ValidServer(in.Arg("name")) {
+		return fmt.Errorf("add_mcp_server failed: %q is not a valid MCP server name (letters, digits, . _ -).", in.Arg("name"))
+	}
+	if img, isStr := in.Payload["image"].(string); in.Payload["image"] != nil && (!isStr || !imageRef.MatchString(img)) {
+		return errors.New("add_mcp_server failed: image must be an image reference.")
+	}
 	return nil
+}
+
+// imageRef is the admin RPCs' image reference rule (resources).
+var imageRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
+
+// sameString compares two optional strings (absent = "").
+func sameString(a, b any) bool {
+	sa, okA := a.(string)
+	sb, okB := b.(string)
+	return (okA || a == nil) && (okB || b == nil) && sa == sb
 }
 
 // stringList reads an optional list of strings (absent = empty).

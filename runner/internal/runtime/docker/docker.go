@@ -42,7 +42,11 @@ type Config struct {
 	// Docker's bridge. "none" makes such builds fail. Builds that install
 	// nothing always run with no network.
 	BuildNetwork string
-	Logger       *slog.Logger
+	// MCPNetwork is the network of guarded MCP servers' containers; default
+	// "none". A server that calls an API needs one ("bridge"); an agent's
+	// container never has one, so it reaches no MCP server either way.
+	MCPNetwork string
+	Logger     *slog.Logger
 }
 
 // DefaultUser is nobody:nogroup.
@@ -75,6 +79,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.BuildNetwork == "" {
 		cfg.BuildNetwork = "default"
+	}
+	if cfg.MCPNetwork == "" {
+		cfg.MCPNetwork = "none"
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 10 * time.Second
@@ -312,7 +319,8 @@ func (r *Runtime) Running(ctx context.Context) ([]string, error) {
 	}
 	ids := make([]string, 0, len(cs))
 	for _, c := range cs {
-		if c.State == container.StateRunning {
+		// Guarded MCP servers' containers carry no session.
+		if c.State == container.StateRunning && c.Labels[rt.LabelSession] != "" {
 			ids = append(ids, c.Labels[rt.LabelSession])
 		}
 	}

@@ -288,7 +288,6 @@ func TestBuildGroupImageAndRestart(t *testing.T) {
 	gspec := rt.GroupImageSpec{
 		GroupID: group, ConfigVersion: 3, BaseImage: baseImage,
 		AptPackages: []string{"jq", "curl", "jq"}, NpmPackages: []string{"@scope/tool"},
-		MCPServers: []rt.MCPServer{{Name: "fs", Command: "mcp-fs", Args: []string{"--root", "/workspace"}}},
 	}
 	t.Cleanup(func() {
 		r.RemoveOrphans(context.Background()) // containers first, or the images only lose their tags
@@ -326,7 +325,7 @@ func TestBuildGroupImageAndRestart(t *testing.T) {
 		t.Fatalf("packages manifest in container: %v", err)
 	}
 	if !slices.Equal(got.Apt, []string{"curl", "jq"}) || !slices.Equal(got.Npm, []string{"@scope/tool"}) ||
-		len(got.MCPServers) != 1 || got.MCPServers[0].Command != "mcp-fs" || got.ConfigVersion != 3 {
+		got.ConfigVersion != 3 {
 		t.Errorf("manifest = %+v", got)
 	}
 	// A FROM scratch base has no package manager: recorded only, offline.

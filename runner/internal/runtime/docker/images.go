@@ -58,22 +58,23 @@ func GroupImageTag(groupID string, configVersion int64) (string, error) {
 	return "clawguard-agent-" + groupID + ":" + strconv.FormatInt(configVersion, 10), nil
 }
 
-// Manifest is the group's packages and MCP servers, written into every
+// Manifest is the group's packages, written into every
 // group image at /etc/clawguard/packages.json (the agent and tests read it).
 // On a base image with a package manager the packages are also installed
 // (Installed); on one without (the FROM scratch default) they are recorded
 // only.
 type Manifest struct {
-	Group         string         `json:"group"`
-	ConfigVersion int64          `json:"config_version"`
-	Apt           []string       `json:"apt"`
-	Npm           []string       `json:"npm"`
-	MCPServers    []rt.MCPServer `json:"mcp_servers"`
-	Installed     bool           `json:"installed"`
+	Group         string   `json:"group"`
+	ConfigVersion int64    `json:"config_version"`
+	Apt           []string `json:"apt"`
+	Npm           []string `json:"npm"`
+	Installed     bool     `json:"installed"`
 }
 
 // NewManifest normalises a spec into its manifest: package lists sorted and
-// deduplicated, MCP servers sorted by name, so equal configs hash equally.
+// deduplicated, so equal configs hash equally. The group's MCP servers are
+// not in it: the runner hosts them outside the container (mcphost), so an
+// image never carries their commands or secrets.
 func NewManifest(spec rt.GroupImageSpec) Manifest {
 	norm := func(in []string) []string {
 		out := slices.Clone(in)
@@ -84,23 +85,17 @@ func NewManifest(spec rt.GroupImageSpec) Manifest {
 		}
 		return out
 	}
-	mcp := slices.Clone(spec.MCPServers)
-	slices.SortStableFunc(mcp, func(a, b rt.MCPServer) int { return strings.Compare(a.Name, b.Name) })
-	if mcp == nil {
-		mcp = []rt.MCPServer{}
-	}
 	return Manifest{Group: spec.GroupID, ConfigVersion: spec.ConfigVersion,
-		Apt: norm(spec.AptPackages), Npm: norm(spec.NpmPackages), MCPServers: mcp}
+		Apt: norm(spec.AptPackages), Npm: norm(spec.NpmPackages)}
 }
 
-// Hash is the sha256 of the package lists and MCP servers (not the version),
+// Hash is the sha256 of the package lists (not the version),
 // put on the image as a label.
 func (m Manifest) Hash() string {
 	b, _ := json.Marshal(struct {
-		Apt []string       `json:"apt"`
-		Npm []string       `json:"npm"`
-		MCP []rt.MCPServer `json:"mcp_servers"`
-	}{m.Apt, m.Npm, m.MCPServers})
+		Apt []string `json:"apt"`
+		Npm []string `json:"npm"`
+	}{m.Apt, m.Npm})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

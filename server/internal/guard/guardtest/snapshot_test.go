@@ -323,8 +323,20 @@ func TestSnapshotAndLiveReadTheSameFacts(t *testing.T) {
 			}
 			sql = append(sql, fmt.Sprintf(`INSERT INTO agent_groups (id, name) VALUES ('%s', '%s')`, g, g))
 			if rng.IntN(3) > 0 {
-				sql = append(sql, fmt.Sprintf(`INSERT INTO container_configs (agent_group_id, cli_scope) VALUES ('%s', '%s')`,
-					g, pick([]string{"disabled", "group", "global"})))
+				sql = append(sql, fmt.Sprintf(`INSERT INTO container_configs (agent_group_id, cli_scope, mcp_servers) VALUES ('%s', '%s', '%s')`,
+					g, pick([]string{"disabled", "group", "global"}), pick([]string{`[]`, `[{"name": "fs", "command": "x"}]`,
+						`[{"name": "fs", "command": "x"}, {"name": "gh", "command": "y"}]`})))
+			}
+			// Guarded MCP servers' settings (mcp.call's facts).
+			for _, srv := range []string{"fs", "gh"} {
+				if rng.IntN(2) == 0 {
+					sql = append(sql, fmt.Sprintf(`INSERT INTO mcp_server_settings (agent_group_id, server, default_effect, approvals, mode) VALUES ('%s', '%s', '%s', %d, '%s')`,
+						g, srv, pick([]string{"allow", "hold", "deny"}), rng.IntN(3), pick([]string{"", "audit"})))
+				}
+				if rng.IntN(2) == 0 {
+					sql = append(sql, fmt.Sprintf(`INSERT INTO mcp_tool_settings (agent_group_id, server, tool, effect) VALUES ('%s', '%s', 'write', '%s')`,
+						g, srv, pick([]string{"allow", "hold", "deny"})))
+				}
 			}
 			for s := range 2 {
 				sql = append(sql, fmt.Sprintf(`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s%s%d', '%s', %s)`,
@@ -359,7 +371,8 @@ func TestSnapshotAndLiveReadTheSameFacts(t *testing.T) {
 		}
 		tables := snap.Tables()
 		for range 60 {
-			in := guard.Input{Action: pick(served), Resource: map[string]string{"to": pick(ids)}}
+			in := guard.Input{Action: pick(served), Resource: map[string]string{"to": pick(ids),
+				"server": pick([]string{"fs", "gh", "nope"}), "tool": pick([]string{"write", "read"})}}
 			in.Payload = map[string]any{"name": pick([]string{"", "x"})}
 			switch rng.IntN(4) {
 			case 0:

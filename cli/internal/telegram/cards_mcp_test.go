@@ -1,0 +1,33 @@
+package telegram
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// An MCP tool call's card shows the server, the tool and the exact
+// arguments from the hold's resource and payload, whatever its question says.
+func TestMCPCallCardShowsServerToolAndExactArguments(t *testing.T) {
+	p, _ := structpb.NewStruct(map[string]any{"server": "fs", "tool": "write_file",
+		"arguments": map[string]any{"path": "a.txt", "content": "line 1\nline 2"}})
+	h := &guardv1.Hold{Id: "hold_1", Kind: "mcp_call", AgentGroupId: "ag_1", Title: "MCP tool call: fs / write_file",
+		Question: "innocent words", Payload: p, Resource: map[string]string{"server": "fs", "tool": "write_file", "digest": "d"}}
+	text := cardText(h)
+	for _, want := range []string{"Server: fs", "Tool: write_file", `"path": "a.txt"`, `"content": "line 1\nline 2"`, "hold_1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("card lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "innocent words") {
+		t.Errorf("card shows the requester's words instead of the call:\n%s", text)
+	}
+	long, _ := structpb.NewStruct(map[string]any{"server": "fs", "tool": "write_file", "arguments": map[string]any{"content": strings.Repeat("x", 5000)}})
+	h.Payload = long
+	if text := cardText(h); len([]rune(text)) > 4096 || !strings.Contains(text, "ncl approvals get hold_1") {
+		t.Errorf("a long call's card: %d characters, cut note missing", len([]rune(text)))
+	}
+}
