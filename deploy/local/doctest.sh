@@ -72,16 +72,25 @@ build)
   [ -d "$ctx" ] || { say "no build context $ctx"; exit 1; }
   say "build -f $file $ctx: ok" ;;
 compose)
-  shift; args=()
+  shift; args=() files=()
   while [ $# -gt 0 ]; do
-    case $1 in -p|-f) shift 2 ;; up|-d|--build) shift ;; *) args+=("$1"); shift ;; esac
+    case $1 in -f) files+=("$2"); shift 2 ;; -p) shift 2 ;; up|-d|--build) shift ;; *) args+=("$1"); shift ;; esac
   done
+  [ ${#files[@]} -gt 0 ] || files=(docker-compose.yml)
+  for f in "${files[@]}"; do [ -f "$f" ] || { say "no compose file $f"; exit 1; }; done
+  if [ "${args[0]:-}" = exec ]; then
+    # exec SERVICE CMD...: the service must exist; the command is the container's.
+    grep -q "^  ${args[1]:-}:" "${files[@]}" || { say "no service ${args[1]:-} in ${files[*]}"; exit 1; }
+    say "compose exec ${args[*]:1}: ok"; exit 0
+  fi
   for svc in "${args[@]}"; do
-    grep -q "^  $svc:" docker-compose.yml || { say "no service $svc in docker-compose.yml"; exit 1; }
+    grep -q "^  $svc:" "${files[@]}" || { say "no service $svc in ${files[*]}"; exit 1; }
     case $svc in
     server-a|server-b)
       port=$DOCTEST_PORT; mport=$DOCTEST_METRICS_PORT
       [ "$svc" = server-a ] || { port=$DOCTEST_PORT2; mport=$DOCTEST_METRICS_PORT2; }
+      # compose up of a service already up leaves it running.
+      if curl -fsS "http://127.0.0.1:$mport/readyz" >/dev/null 2>&1; then continue; fi
       "$DOCTEST_ROOT/bin/clawguard-server" serve --database-url "$DOCTEST_DB" --auto-migrate --log-level warn \
         --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" --operator-token-file secrets/operator-token \
         >>"$DOCTEST_LOGS/$svc.log" 2>&1 &

@@ -238,4 +238,3 @@ func isRead(action string) bool {
 	}
 	return false
 }
-
