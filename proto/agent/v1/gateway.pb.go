@@ -284,7 +284,10 @@ func (x *SendResponse) GetResult() *structpb.Struct {
 
 // InboxRequest starts the inbox stream.
 type InboxRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent acknowledges each item with Ack once it has handled it (see
+	// Inbox). Agents written before Ack existed leave it false.
+	Acknowledges  bool `protobuf:"varint,1,opt,name=acknowledges,proto3" json:"acknowledges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,6 +322,13 @@ func (*InboxRequest) Descriptor() ([]byte, []int) {
 	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{2}
 }
 
+func (x *InboxRequest) GetAcknowledges() bool {
+	if x != nil {
+		return x.Acknowledges
+	}
+	return false
+}
+
 // InboxResponse is one inbound item.
 type InboxResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -326,7 +336,10 @@ type InboxResponse struct {
 	//
 	//	*InboxResponse_Message
 	//	*InboxResponse_Notice
-	Item          isInboxResponse_Item `protobuf_oneof:"item"`
+	Item isInboxResponse_Item `protobuf_oneof:"item"`
+	// The item's id in the runner's inbox: the same every time the item is
+	// sent (re-sends and runner restarts included). Ack it; de-duplicate by it.
+	ItemId        string `protobuf:"bytes,3,opt,name=item_id,json=itemId,proto3" json:"item_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -384,6 +397,13 @@ func (x *InboxResponse) GetNotice() *Notice {
 		}
 	}
 	return nil
+}
+
+func (x *InboxResponse) GetItemId() string {
+	if x != nil {
+		return x.ItemId
+	}
+	return ""
 }
 
 type isInboxResponse_Item interface {
@@ -564,6 +584,98 @@ func (x *Notice) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// AckRequest acknowledges handled inbox items.
+type AckRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// InboxResponse.item_id of each item handled.
+	ItemIds       []string `protobuf:"bytes,1,rep,name=item_ids,json=itemIds,proto3" json:"item_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckRequest) Reset() {
+	*x = AckRequest{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckRequest) ProtoMessage() {}
+
+func (x *AckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
+func (*AckRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AckRequest) GetItemIds() []string {
+	if x != nil {
+		return x.ItemIds
+	}
+	return nil
+}
+
+// AckResponse answers an Ack.
+type AckResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many of the ids were items the runner still held (now forgotten).
+	Acknowledged  int32 `protobuf:"varint,1,opt,name=acknowledged,proto3" json:"acknowledged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckResponse) Reset() {
+	*x = AckResponse{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckResponse) ProtoMessage() {}
+
+func (x *AckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
+func (*AckResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AckResponse) GetAcknowledged() int32 {
+	if x != nil {
+		return x.Acknowledged
+	}
+	return 0
+}
+
 var File_agent_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_agent_v1_gateway_proto_rawDesc = "" +
@@ -578,11 +690,13 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.agent.v1.SendStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\x12/\n" +
-	"\x06result\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06result\"\x0e\n" +
-	"\fInboxRequest\"y\n" +
+	"\x06result\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06result\"2\n" +
+	"\fInboxRequest\x12\"\n" +
+	"\facknowledges\x18\x01 \x01(\bR\facknowledges\"\x92\x01\n" +
 	"\rInboxResponse\x124\n" +
 	"\amessage\x18\x01 \x01(\v2\x18.agent.v1.InboundMessageH\x00R\amessage\x12*\n" +
-	"\x06notice\x18\x02 \x01(\v2\x10.agent.v1.NoticeH\x00R\x06noticeB\x06\n" +
+	"\x06notice\x18\x02 \x01(\v2\x10.agent.v1.NoticeH\x00R\x06notice\x12\x17\n" +
+	"\aitem_id\x18\x03 \x01(\tR\x06itemIdB\x06\n" +
 	"\x04item\"\xe8\x01\n" +
 	"\x0eInboundMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
@@ -597,7 +711,12 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\x85\x01\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"'\n" +
+	"\n" +
+	"AckRequest\x12\x19\n" +
+	"\bitem_ids\x18\x01 \x03(\tR\aitemIds\"1\n" +
+	"\vAckResponse\x12\"\n" +
+	"\facknowledged\x18\x01 \x01(\x05R\facknowledged*\x85\x01\n" +
 	"\n" +
 	"SendStatus\x12\x1b\n" +
 	"\x17SEND_STATUS_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -614,10 +733,11 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x14NOTICE_KIND_REJECTED\x10\x04\x12\x16\n" +
 	"\x12NOTICE_KIND_RESULT\x10\x05\x12\x16\n" +
 	"\x12NOTICE_KIND_FAILED\x10\x06\x12\x14\n" +
-	"\x10NOTICE_KIND_INFO\x10\a2\x81\x01\n" +
+	"\x10NOTICE_KIND_INFO\x10\a2\xb5\x01\n" +
 	"\fAgentGateway\x125\n" +
 	"\x04Send\x12\x15.agent.v1.SendRequest\x1a\x16.agent.v1.SendResponse\x12:\n" +
-	"\x05Inbox\x12\x16.agent.v1.InboxRequest\x1a\x17.agent.v1.InboxResponse0\x01B7Z5github.com/clawguard/clawguard/proto/agent/v1;agentv1b\x06proto3"
+	"\x05Inbox\x12\x16.agent.v1.InboxRequest\x1a\x17.agent.v1.InboxResponse0\x01\x122\n" +
+	"\x03Ack\x12\x14.agent.v1.AckRequest\x1a\x15.agent.v1.AckResponseB7Z5github.com/clawguard/clawguard/proto/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_gateway_proto_rawDescOnce sync.Once
@@ -632,7 +752,7 @@ func file_agent_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agent_v1_gateway_proto_goTypes = []any{
 	(SendStatus)(0),               // 0: agent.v1.SendStatus
 	(NoticeKind)(0),               // 1: agent.v1.NoticeKind
@@ -642,25 +762,29 @@ var file_agent_v1_gateway_proto_goTypes = []any{
 	(*InboxResponse)(nil),         // 5: agent.v1.InboxResponse
 	(*InboundMessage)(nil),        // 6: agent.v1.InboundMessage
 	(*Notice)(nil),                // 7: agent.v1.Notice
-	(*structpb.Struct)(nil),       // 8: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*AckRequest)(nil),            // 8: agent.v1.AckRequest
+	(*AckResponse)(nil),           // 9: agent.v1.AckResponse
+	(*structpb.Struct)(nil),       // 10: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_agent_v1_gateway_proto_depIdxs = []int32{
-	8,  // 0: agent.v1.SendRequest.payload:type_name -> google.protobuf.Struct
+	10, // 0: agent.v1.SendRequest.payload:type_name -> google.protobuf.Struct
 	0,  // 1: agent.v1.SendResponse.status:type_name -> agent.v1.SendStatus
-	8,  // 2: agent.v1.SendResponse.result:type_name -> google.protobuf.Struct
+	10, // 2: agent.v1.SendResponse.result:type_name -> google.protobuf.Struct
 	6,  // 3: agent.v1.InboxResponse.message:type_name -> agent.v1.InboundMessage
 	7,  // 4: agent.v1.InboxResponse.notice:type_name -> agent.v1.Notice
-	8,  // 5: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
-	9,  // 6: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
+	10, // 5: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
+	11, // 6: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
 	1,  // 7: agent.v1.Notice.kind:type_name -> agent.v1.NoticeKind
-	9,  // 8: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	11, // 8: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
 	2,  // 9: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
 	4,  // 10: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
-	3,  // 11: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
-	5,  // 12: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
+	8,  // 11: agent.v1.AgentGateway.Ack:input_type -> agent.v1.AckRequest
+	3,  // 12: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
+	5,  // 13: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
+	9,  // 14: agent.v1.AgentGateway.Ack:output_type -> agent.v1.AckResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -681,7 +805,7 @@ func file_agent_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_gateway_proto_rawDesc), len(file_agent_v1_gateway_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

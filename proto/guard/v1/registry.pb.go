@@ -783,8 +783,13 @@ type RegisterRunnerResponse struct {
 	ExemptActions []string `protobuf:"bytes,3,rep,name=exempt_actions,json=exemptActions,proto3" json:"exempt_actions,omitempty"`
 	// The placement identity the runner registered with: its token's host and
 	// labels, narrowed by what it declared. Groups are placed by these.
-	Host          string            `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Host   string            `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
+	Labels map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// How long the lease lasts from its renewal without another. A runner
+	// that cannot renew for this long, less a safety margin counted from when
+	// it sent its last renewal that succeeded, stops its agents (fencing):
+	// by then the server may give its sessions to another runner.
+	LeaseTtl      *durationpb.Duration `protobuf:"bytes,6,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -850,6 +855,13 @@ func (x *RegisterRunnerResponse) GetHost() string {
 func (x *RegisterRunnerResponse) GetLabels() map[string]string {
 	if x != nil {
 		return x.Labels
+	}
+	return nil
+}
+
+func (x *RegisterRunnerResponse) GetLeaseTtl() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseTtl
 	}
 	return nil
 }
@@ -1246,8 +1258,10 @@ func (*ConnectResponse_Lease) isConnectResponse_Frame() {}
 
 // LeaseRenewed confirms a heartbeat.
 type LeaseRenewed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// How long the lease lasts from this renewal (RegisterRunnerResponse.lease_ttl).
+	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1285,6 +1299,13 @@ func (*LeaseRenewed) Descriptor() ([]byte, []int) {
 func (x *LeaseRenewed) GetExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *LeaseRenewed) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
 	}
 	return nil
 }
@@ -9439,13 +9460,14 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"instanceId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x03\n" +
 	"\x16RegisterRunnerResponse\x12D\n" +
 	"\x10lease_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12%\n" +
 	"\x0eexempt_actions\x18\x03 \x03(\tR\rexemptActions\x12\x12\n" +
 	"\x04host\x18\x04 \x01(\tR\x04host\x12D\n" +
-	"\x06labels\x18\x05 \x03(\v2,.guard.v1.RegisterRunnerResponse.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x05 \x03(\v2,.guard.v1.RegisterRunnerResponse.LabelsEntryR\x06labels\x126\n" +
+	"\tlease_ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x01\n" +
@@ -9468,10 +9490,11 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fConnectResponse\x12$\n" +
 	"\x04push\x18\x01 \x01(\v2\x0e.guard.v1.PushH\x00R\x04push\x12.\n" +
 	"\x05lease\x18\x02 \x01(\v2\x16.guard.v1.LeaseRenewedH\x00R\x05leaseB\a\n" +
-	"\x05frame\"I\n" +
+	"\x05frame\"v\n" +
 	"\fLeaseRenewed\x129\n" +
 	"\n" +
-	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x9f\x03\n" +
+	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\x9f\x03\n" +
 	"\x04Push\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -10451,249 +10474,251 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	165, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	166, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	157, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
-	15,  // 5: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
-	16,  // 6: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
-	17,  // 7: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
-	18,  // 8: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
-	21,  // 9: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
-	20,  // 10: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	165, // 11: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	165, // 12: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
-	22,  // 13: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
-	23,  // 14: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
-	24,  // 15: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
-	25,  // 16: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
-	26,  // 17: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	167, // 18: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	158, // 19: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	167, // 20: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
-	0,   // 21: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	67,  // 22: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	42,  // 23: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	67,  // 24: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	42,  // 25: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	167, // 26: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	159, // 27: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	167, // 28: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	167, // 29: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
-	1,   // 30: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	2,   // 31: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
-	2,   // 32: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	165, // 33: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	160, // 34: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	165, // 35: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11,  // 36: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	165, // 37: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	161, // 38: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	3,   // 39: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	40,  // 40: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	165, // 41: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	41,  // 42: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	3,   // 43: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	42,  // 44: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	42,  // 45: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	42,  // 46: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	42,  // 47: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	162, // 48: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	41,  // 49: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 50: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	41,  // 51: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 52: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	41,  // 53: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 54: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	41,  // 55: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	40,  // 56: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	41,  // 57: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	41,  // 58: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	5,   // 59: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	165, // 60: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	165, // 61: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	67,  // 62: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	67,  // 63: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	167, // 64: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	165, // 65: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	73,  // 66: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	75,  // 67: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	75,  // 68: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	165, // 69: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	82,  // 70: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	82,  // 71: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	6,   // 72: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	7,   // 73: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	165, // 74: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	89,  // 75: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	6,   // 76: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 77: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	89,  // 78: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	6,   // 79: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 80: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	165, // 81: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	96,  // 82: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	96,  // 83: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	96,  // 84: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	96,  // 85: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	165, // 86: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	105, // 87: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	105, // 88: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 89: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	165, // 90: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	112, // 91: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	112, // 92: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 93: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	112, // 94: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 95: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	112, // 96: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	168, // 97: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	123, // 98: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	168, // 99: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	123, // 100: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	130, // 101: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	130, // 102: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	169, // 103: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	165, // 104: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	165, // 105: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	163, // 106: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	169, // 107: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	164, // 108: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	137, // 109: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	137, // 110: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	39,  // 111: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	170, // 112: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	168, // 113: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	146, // 114: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	165, // 115: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	171, // 116: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	172, // 117: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	166, // 118: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	173, // 119: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	172, // 120: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	149, // 121: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	172, // 122: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	165, // 123: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	149, // 124: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	168, // 125: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	146, // 126: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	12,  // 127: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	14,  // 128: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	27,  // 129: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	29,  // 130: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	31,  // 131: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	33,  // 132: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	35,  // 133: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	37,  // 134: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	43,  // 135: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	45,  // 136: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	47,  // 137: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	49,  // 138: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	51,  // 139: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	53,  // 140: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	55,  // 141: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	57,  // 142: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	59,  // 143: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	61,  // 144: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	63,  // 145: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	65,  // 146: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	68,  // 147: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	70,  // 148: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	72,  // 149: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	76,  // 150: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	78,  // 151: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	80,  // 152: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	83,  // 153: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	85,  // 154: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	87,  // 155: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	90,  // 156: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	92,  // 157: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	94,  // 158: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	97,  // 159: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	99,  // 160: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	101, // 161: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	103, // 162: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	106, // 163: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	108, // 164: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	110, // 165: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	113, // 166: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	115, // 167: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	117, // 168: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	119, // 169: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	121, // 170: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	124, // 171: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	126, // 172: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	128, // 173: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	131, // 174: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	133, // 175: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	135, // 176: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	138, // 177: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	140, // 178: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	142, // 179: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	144, // 180: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	147, // 181: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	150, // 182: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	154, // 183: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	152, // 184: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	13,  // 185: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	19,  // 186: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	28,  // 187: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	30,  // 188: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	32,  // 189: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	34,  // 190: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	36,  // 191: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	38,  // 192: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	44,  // 193: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	46,  // 194: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	48,  // 195: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	50,  // 196: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	52,  // 197: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	54,  // 198: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	56,  // 199: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	58,  // 200: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	60,  // 201: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	62,  // 202: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	64,  // 203: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	66,  // 204: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	69,  // 205: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	71,  // 206: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	74,  // 207: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	77,  // 208: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	79,  // 209: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	81,  // 210: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	84,  // 211: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	86,  // 212: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	88,  // 213: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	91,  // 214: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	93,  // 215: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	95,  // 216: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	98,  // 217: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	100, // 218: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	102, // 219: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	104, // 220: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	107, // 221: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	109, // 222: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	111, // 223: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	114, // 224: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	116, // 225: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	118, // 226: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	120, // 227: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	122, // 228: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	125, // 229: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	127, // 230: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	129, // 231: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	132, // 232: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	134, // 233: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	136, // 234: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	139, // 235: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	141, // 236: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	143, // 237: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	145, // 238: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	148, // 239: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	151, // 240: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	155, // 241: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	153, // 242: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	185, // [185:243] is the sub-list for method output_type
-	127, // [127:185] is the sub-list for method input_type
-	127, // [127:127] is the sub-list for extension type_name
-	127, // [127:127] is the sub-list for extension extendee
-	0,   // [0:127] is the sub-list for field type_name
+	166, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
+	15,  // 6: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
+	16,  // 7: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
+	17,  // 8: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
+	18,  // 9: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
+	21,  // 10: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
+	20,  // 11: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
+	165, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	166, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
+	165, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	22,  // 15: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
+	23,  // 16: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
+	24,  // 17: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
+	25,  // 18: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
+	26,  // 19: guard.v1.Push.start:type_name -> guard.v1.StartSession
+	167, // 20: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	158, // 21: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	167, // 22: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	0,   // 23: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
+	67,  // 24: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	42,  // 25: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	67,  // 26: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	42,  // 27: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	167, // 28: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	159, // 29: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	167, // 30: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	167, // 31: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	1,   // 32: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
+	2,   // 33: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
+	2,   // 34: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
+	165, // 35: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	160, // 36: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	165, // 37: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	11,  // 38: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	165, // 39: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	161, // 40: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	3,   // 41: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	40,  // 42: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	165, // 43: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	41,  // 44: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 45: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	42,  // 46: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	42,  // 47: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	42,  // 48: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	42,  // 49: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	162, // 50: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	41,  // 51: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 52: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	41,  // 53: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 54: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	41,  // 55: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 56: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	41,  // 57: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	40,  // 58: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	41,  // 59: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	41,  // 60: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 61: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	165, // 62: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	165, // 63: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	67,  // 64: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	67,  // 65: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	167, // 66: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	165, // 67: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	73,  // 68: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	75,  // 69: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	75,  // 70: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	165, // 71: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	82,  // 72: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	82,  // 73: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 74: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 75: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	165, // 76: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	89,  // 77: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 78: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 79: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	89,  // 80: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 81: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 82: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	165, // 83: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	96,  // 84: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	96,  // 85: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	96,  // 86: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	96,  // 87: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	165, // 88: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	105, // 89: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	105, // 90: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 91: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	165, // 92: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	112, // 93: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	112, // 94: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 95: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	112, // 96: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 97: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	112, // 98: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	168, // 99: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	123, // 100: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	168, // 101: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	123, // 102: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	130, // 103: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	130, // 104: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	169, // 105: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	165, // 106: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	165, // 107: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	163, // 108: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	169, // 109: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	164, // 110: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	137, // 111: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	137, // 112: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	39,  // 113: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	170, // 114: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	168, // 115: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	146, // 116: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	165, // 117: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	171, // 118: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	172, // 119: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	166, // 120: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	173, // 121: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	172, // 122: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	149, // 123: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	172, // 124: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	165, // 125: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	149, // 126: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	168, // 127: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	146, // 128: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	12,  // 129: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	14,  // 130: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	27,  // 131: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	29,  // 132: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	31,  // 133: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	33,  // 134: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	35,  // 135: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	37,  // 136: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	43,  // 137: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	45,  // 138: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	47,  // 139: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	49,  // 140: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	51,  // 141: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	53,  // 142: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	55,  // 143: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	57,  // 144: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	59,  // 145: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	61,  // 146: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	63,  // 147: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	65,  // 148: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	68,  // 149: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	70,  // 150: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	72,  // 151: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	76,  // 152: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	78,  // 153: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	80,  // 154: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	83,  // 155: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	85,  // 156: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	87,  // 157: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	90,  // 158: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	92,  // 159: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	94,  // 160: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	97,  // 161: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	99,  // 162: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	101, // 163: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	103, // 164: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	106, // 165: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	108, // 166: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	110, // 167: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	113, // 168: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	115, // 169: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	117, // 170: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	119, // 171: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	121, // 172: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	124, // 173: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	126, // 174: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	128, // 175: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	131, // 176: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	133, // 177: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	135, // 178: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	138, // 179: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	140, // 180: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	142, // 181: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	144, // 182: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	147, // 183: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	150, // 184: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	154, // 185: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	152, // 186: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	13,  // 187: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	19,  // 188: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	28,  // 189: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	30,  // 190: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	32,  // 191: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	34,  // 192: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	36,  // 193: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	38,  // 194: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	44,  // 195: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	46,  // 196: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	48,  // 197: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	50,  // 198: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	52,  // 199: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	54,  // 200: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	56,  // 201: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	58,  // 202: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	60,  // 203: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	62,  // 204: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	64,  // 205: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	66,  // 206: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	69,  // 207: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	71,  // 208: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	74,  // 209: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	77,  // 210: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	79,  // 211: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	81,  // 212: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	84,  // 213: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	86,  // 214: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	88,  // 215: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	91,  // 216: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	93,  // 217: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	95,  // 218: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	98,  // 219: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	100, // 220: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	102, // 221: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	104, // 222: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	107, // 223: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	109, // 224: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	111, // 225: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	114, // 226: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	116, // 227: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	118, // 228: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	120, // 229: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	122, // 230: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	125, // 231: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	127, // 232: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	129, // 233: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	132, // 234: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	134, // 235: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	136, // 236: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	139, // 237: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	141, // 238: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	143, // 239: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	145, // 240: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	148, // 241: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	151, // 242: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	155, // 243: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	153, // 244: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	187, // [187:245] is the sub-list for method output_type
+	129, // [129:187] is the sub-list for method input_type
+	129, // [129:129] is the sub-list for extension type_name
+	129, // [129:129] is the sub-list for extension extendee
+	0,   // [0:129] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
