@@ -35,6 +35,7 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/handlers"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
+	"github.com/clawguard/clawguard/runner/internal/retry"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 	"github.com/clawguard/clawguard/runner/internal/runtime/process"
@@ -218,7 +219,7 @@ func (r *Runner) Register(ctx context.Context) error {
 			return nil, backoff.Permanent(fmt.Errorf("register runner: %w", err))
 		}
 	},
-		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}),
+		backoff.WithBackOff(retry.Exponential(200*time.Millisecond, 5*time.Second)),
 		backoff.WithMaxElapsedTime(0), // until ctx ends
 		backoff.WithNotify(func(err error, d time.Duration) {
 			if status.Code(err) == codes.AlreadyExists {

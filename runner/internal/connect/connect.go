@@ -23,6 +23,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
+	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Applier applies one push. An error is reported in the ack; the push is
@@ -344,7 +345,7 @@ func (c *Client) apply(ctx context.Context, p *guardv1.Push) error {
 		}
 		return struct{}{}, err
 	},
-		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}),
+		backoff.WithBackOff(retry.Exponential(200*time.Millisecond, 5*time.Second)),
 		backoff.WithMaxElapsedTime(c.RetryFor),
 		backoff.WithNotify(func(err error, d time.Duration) {
 			c.Log.Warn("push not applied yet; trying again", "push", p.GetId(), "session", p.GetSessionId(), "err", err, "backoff", d)

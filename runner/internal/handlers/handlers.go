@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -24,6 +23,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
+	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Delivery action names, as containers send them.
@@ -131,7 +131,7 @@ func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*
 	}
 	ctx, cancel := context.WithTimeout(ctx, applyRetryFor)
 	defer cancel()
-	delays := backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: 2 * time.Second}
+	delays := retry.Exponential(100*time.Millisecond, 2*time.Second)
 	for attempt := 0; ; attempt++ {
 		res, err := h.reg.ApplyAction(ctx, req, grpc.WaitForReady(true))
 		switch {
