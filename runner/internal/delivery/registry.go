@@ -39,6 +39,11 @@ type Call struct {
 	DecisionID string
 	// Replay is true when the call is an approved hold's replay.
 	Replay bool
+	// HoldID is the approved hold a replay runs (empty otherwise). What a
+	// replay does outside the database takes its identity from it, so the
+	// hold replayed again (its approval re-made after the database forgot
+	// it) is recognised where its effect lands.
+	HoldID string
 }
 
 // Outcome is what happened to one action, as the agent is told.

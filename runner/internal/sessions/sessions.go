@@ -206,6 +206,18 @@ func (m *Manager) Notify(sessionID string, n *agentv1.Notice) {
 	s.touch()
 }
 
+// NotifyOnce puts a notice about one event into a session's inbox unless
+// the inbox already holds or gave one with that key (delivery.Notifier).
+func (m *Manager) NotifyOnce(sessionID, key string, n *agentv1.Notice) {
+	s := m.Get(sessionID)
+	if s == nil {
+		m.log.Warn("notice for an unknown session dropped", "session", sessionID, "text", n.GetText())
+		return
+	}
+	s.Inbox.PushOnce(key, &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Notice{Notice: n}})
+	s.touch()
+}
+
 // Open sets up a session the server just opened on this runner and starts
 // its agent with the group (and config) OpenSession returned.
 func (m *Manager) Open(ctx context.Context, sess *guardv1.Session, g *guardv1.Group) (*Session, error) {
@@ -353,13 +365,15 @@ func writeFile(path string, b []byte) error {
 // OnWake puts a system message into a session's inbox for the agent that
 // starts next (handlers.Deps.OnWake): the inbox outlives the container, so
 // the restarted agent reads it first thing.
+// The id names the one applied action, so the agent gets it once.
 func (m *Manager) OnWake(ds delivery.Session, id, text string) {
 	s := m.Get(ds.ID)
 	if s == nil {
 		m.log.Warn("on_wake for an unknown session dropped", "session", ds.ID)
 		return
 	}
-	s.Inbox.Message(&agentv1.InboundMessage{Id: id, SenderUserId: SystemSender, Text: text, At: timestamppb.Now()})
+	s.Inbox.PushOnce(id, &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Message{Message: &agentv1.InboundMessage{
+		Id: id, SenderUserId: SystemSender, Text: text, At: timestamppb.Now()}}})
 	s.touch()
 }
 
