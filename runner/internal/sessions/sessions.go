@@ -50,6 +50,10 @@ type Config struct {
 	Gateway                    gateway.Options // Known is required; OnActivity is set per session
 	Metrics                    *metrics.Metrics
 	Log                        *slog.Logger
+	// AckDeadline is how long an agent may hold inbox items without
+	// acknowledging anything before it is restarted (LivenessLoop; default
+	// 5m).
+	AckDeadline time.Duration
 }
 
 // Manager holds the runner's sessions.
@@ -63,6 +67,12 @@ type Manager struct {
 	groups   map[string]*guardv1.Group // last config read per group
 	retrying sync.Map                  // push id → the agent was told its replay waits
 	images   map[string]string         // last image built per group
+
+	// fenced: the runner could not renew its lease in time, so its agents
+	// are stopped and none may start (Fence, Unfence).
+	fenced  atomic.Bool
+	fenceMu sync.Mutex
+	stopped []string // sessions whose agents the fence stopped
 }
 
 // Session is one hosted session.
@@ -238,7 +248,14 @@ func (m *Manager) Wake(ctx context.Context, s *Session) error {
 	return m.start(ctx, s, m.group(ctx, s))
 }
 
+// ErrFenced refuses to start an agent while the runner's lease is not
+// renewed: its session may already be another runner's.
+var ErrFenced = errors.New("the runner's lease is not renewed: no agent may run until it is")
+
 func (m *Manager) start(ctx context.Context, s *Session, g *guardv1.Group) error {
+	if m.fenced.Load() {
+		return fmt.Errorf("start session %s: %w", s.ID, ErrFenced)
+	}
 	spec, err := m.spec(ctx, s, g, nil)
 	if err != nil {
 		// A group image that does not build (an approved package that fails
@@ -256,8 +273,26 @@ func (m *Manager) start(ctx context.Context, s *Session, g *guardv1.Group) error
 	if err != nil {
 		return fmt.Errorf("start session %s: %w", s.ID, err)
 	}
+	if err := m.unlessFenced(ctx, s); err != nil {
+		return err
+	}
+	if !h.Reused {
+		s.Inbox.Restarted()
+	}
 	s.touch()
 	return nil
+}
+
+// unlessFenced stops an agent that started while the fence went up (the
+// fence stops what it finds running; this one may have come after).
+func (m *Manager) unlessFenced(ctx context.Context, s *Session) error {
+	if !m.fenced.Load() {
+		return nil
+	}
+	if err := m.cfg.Runtime.Stop(ctx, s.ID); err != nil {
+		m.log.Error("agent started as the lease fence went up and could not be stopped", "session", s.ID, "err", err)
+	}
+	return fmt.Errorf("start session %s: %w", s.ID, ErrFenced)
 }
 
 // Restart restarts the session's agent on its group's current config (the
@@ -270,6 +305,9 @@ func (m *Manager) Restart(ctx context.Context, s *Session) error {
 // restart rebuilds (writing the build's output to out) and restarts. A
 // build that fails leaves the running agent as it is.
 func (m *Manager) restart(ctx context.Context, s *Session, out io.Writer) error {
+	if m.fenced.Load() {
+		return fmt.Errorf("restart session %s: %w", s.ID, ErrFenced)
+	}
 	spec, err := m.spec(ctx, s, m.group(ctx, s), out)
 	if err != nil {
 		return err
@@ -279,6 +317,10 @@ func (m *Manager) restart(ctx context.Context, s *Session, out io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("restart session %s: %w", s.ID, err)
 	}
+	if err := m.unlessFenced(ctx, s); err != nil {
+		return err
+	}
+	s.Inbox.Restarted()
 	s.touch()
 	return nil
 }
@@ -490,6 +532,11 @@ func (m *Manager) remember(g *guardv1.Group) {
 // Apply applies one server push (connect.Applier). Any push wakes a stopped
 // session.
 func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
+	if m.fenced.Load() {
+		// Nothing is taken while the session may be another runner's; the
+		// push is applied once the lease is renewed (or goes to the new host).
+		return connect.Retry(ErrFenced)
+	}
 	s, err := m.Ensure(p.GetSessionId(), p.GetAgentGroupId())
 	if err != nil {
 		return err
