@@ -203,10 +203,11 @@ func (e *ConformanceError) Banner() string {
 }
 
 // Register sends the manifest derived from the action registry. A
-// FailedPrecondition is a *ConformanceError; an unreachable server (or a
-// lease still held by an earlier process) is retried with back-off, 200 ms
-// doubling to 5 s (jittered), until ctx ends; each attempt is bounded, so a
-// server that hangs is asked again. A registration renews the lease: its
+// FailedPrecondition is a *ConformanceError, a refused token or request
+// final; anything else (an unreachable or failing server, a lease still
+// held by an earlier process) is retried with back-off, 200 ms doubling to
+// 5 s (jittered), until ctx ends; each attempt is bounded, so a server
+// that hangs is asked again. A registration renews the lease: its
 // send time is the lease's (the fence counts from it).
 func (r *Runner) Register(ctx context.Context) error {
 	host := r.Config.Host
@@ -236,10 +237,15 @@ func (r *Runner) Register(ctx context.Context) error {
 				}
 			}
 			return nil, backoff.Permanent(ce)
-		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.AlreadyExists:
-			return nil, err
-		default:
+		case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.Unimplemented:
+			// This runner's token or request is wrong: asking again changes nothing.
 			return nil, backoff.Permanent(fmt.Errorf("register runner: %w", err))
+		default:
+			// The server or its database failing (Unavailable, Internal,
+			// Unknown, a deadline), or an earlier process's lease
+			// (AlreadyExists): a runner that stopped here would leave its
+			// sessions' deliveries waiting, so it keeps asking.
+			return nil, err
 		}
 	},
 		backoff.WithBackOff(retry.Exponential(200*time.Millisecond, 5*time.Second)),
@@ -280,6 +286,8 @@ func registrationRetry(err error) string {
 		return "no answer to the registration in time; retrying it"
 	case codes.ResourceExhausted:
 		return "server overloaded; retrying registration"
+	case codes.Internal, codes.Unknown:
+		return "server failed to register this runner; retrying registration"
 	default:
 		return "registration not accepted yet; retrying it"
 	}
