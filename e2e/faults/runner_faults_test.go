@@ -128,9 +128,12 @@ func TestAPartitionedRunnerStopsItsAgentsBeforeItsLeaseCanExpire(t *testing.T) {
 				"runner "+fault+" past its 3 s lease", stopA.Sub(cut).Seconds(), leaseEnd.Sub(stopA).Seconds(), startB.Sub(stopA).Seconds())
 
 			heal()
+			healed := time.Now()
 			waitFor(t, 60*time.Second, "the healed runner to release the session that moved", func() (bool, string) {
 				return strings.Contains(a.p.Tail(400), "session no longer hosted here; releasing it"), "not released yet"
 			})
+			t.Logf("the healed runner released the moved session %.1f s after the heal (%.1f s after the cut)",
+				time.Since(healed).Seconds(), time.Since(cut).Seconds())
 			if !strings.Contains(a.p.Tail(400), "lease not renewed in time") {
 				t.Fatal("the cut-off runner never said it fenced itself")
 			}
