@@ -55,6 +55,35 @@ func TestMessagesToABusyAgentSurviveARunnerRestart(t *testing.T) {
 	x.settle(t, "10 messages to a SIGSTOPped agent, runner SIGKILLed and restarted", ids, "busy", restarted, 90*time.Second)
 }
 
+// Issue 29, item 8, the other half: a busy agent that never comes back —
+// stopped, its runner running on — is restarted once it has acknowledged
+// nothing for the ack deadline, and the fresh agent gets every message,
+// once (what the stopped one handled as it died is recognised by item id).
+func TestAStoppedAgentIsRestartedAndGetsItsMessages(t *testing.T) {
+	s := newSystem(t)
+	x := newA2A(t, s, true, true)
+	x.recv.extra = []string{"--inbox-ack-deadline", "3s"}
+	x.startRunners()
+	warm := x.holds(t, "warm", 1)
+	x.approve(t, warm)
+	x.settle(t, "warm-up", warm, "warm", time.Now(), 90*time.Second)
+	pid := agentPid(t, x.recv, x.sessB)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	ids := x.holds(t, "stalled", n)
+	x.approve(t, ids)
+	approved := time.Now()
+	tl := x.settle(t, "10 messages to a SIGSTOPped agent, restarted by the ack deadline (3 s)", ids, "stalled", approved, 90*time.Second)
+	if alive(pid) {
+		t.Fatalf("the stopped agent (pid %d) still lives beside its replacement", pid)
+	}
+	if !strings.Contains(x.recv.p.Tail(400), "agent holds inbox items without acknowledging them; restarting it") {
+		t.Fatalf("the runner never said it restarted the stalled agent (%s)", tl)
+	}
+}
+
 // Issue 29, item 10: a runner cut off from the servers — its link
 // blackholed, or the replica holding its streams SIGSTOPped — never
 // noticed, and once the server gave its session to another runner the
