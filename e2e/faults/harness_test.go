@@ -232,6 +232,8 @@ type runner struct {
 	agent             string // agent binary
 	script            string // the demo agent's script
 	server            int    // replica it talks to
+	addr              string // overrides the replica's address (a proxy in front of it)
+	extra             []string
 	p                 *proc
 	starts            int
 }
@@ -255,12 +257,17 @@ func (s *system) newRunner(id, host string, groups ...string) *runner {
 func (r *runner) start() {
 	t := r.s.t
 	t.Helper()
-	argv := []string{bin(t, "clawguard-runner"), "--server", r.s.addrs[r.server], "--token-file", r.tokenFile,
+	addr := r.s.addrs[r.server]
+	if r.addr != "" {
+		addr = r.addr
+	}
+	argv := []string{bin(t, "clawguard-runner"), "--server", addr, "--token-file", r.tokenFile,
 		"--id", r.id, "--host", r.host, "--runtime", "process", "--agent-binary", r.agent, "--data-dir", r.dataDir,
 		"--log-level", "info", "--agent-env", "CLAWGUARD_DEMO_SCRIPT=" + r.script}
 	for _, g := range r.groups {
 		argv = append(argv, "--group", g)
 	}
+	argv = append(argv, r.extra...)
 	r.starts++
 	r.p = start(t, fmt.Sprintf("%s-%d", r.id, r.starts), argv...)
 }

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/cli/internal/retry"
 	"github.com/clawguard/clawguard/proto/click"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -188,7 +188,7 @@ func (a *app) watch(ctx context.Context, req *guardv1.WatchRequest) error {
 	}
 	p := a.printer()
 	fmt.Fprintln(a.stderr, "ncl: watching hold events (Ctrl-C to stop)")
-	delays := backoff.ExponentialBackOff{InitialInterval: watchBackoffMin, Multiplier: 2, MaxInterval: watchBackoffMax}
+	delays := retry.Exponential(watchBackoffMin, watchBackoffMax)
 	for {
 		err := a.watchOnce(ctx, c, req, p, delays.Reset)
 		if ctx.Err() != nil {

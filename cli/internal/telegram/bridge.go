@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/clawguard/clawguard/cli/internal/retry"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -149,7 +150,7 @@ func (b *Bridge) retry(ctx context.Context, op string, fn func(context.Context) 
 // retryDelays is the back-off of every retry loop of the bridge: 100 ms,
 // doubling up to RetryMax.
 func (b *Bridge) retryDelays() *backoff.ExponentialBackOff {
-	return &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: b.cfg.RetryMax}
+	return retry.Exponential(100*time.Millisecond, b.cfg.RetryMax)
 }
 
 // transient: worth retrying (the server or Telegram is briefly away).

@@ -304,7 +304,10 @@ func (x *SendResponse) GetApprovers() string {
 
 // InboxRequest starts the inbox stream.
 type InboxRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent acknowledges each item with Ack once it has handled it (see
+	// Inbox). Agents written before Ack existed leave it false.
+	Acknowledges  bool `protobuf:"varint,1,opt,name=acknowledges,proto3" json:"acknowledges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +342,13 @@ func (*InboxRequest) Descriptor() ([]byte, []int) {
 	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{2}
 }
 
+func (x *InboxRequest) GetAcknowledges() bool {
+	if x != nil {
+		return x.Acknowledges
+	}
+	return false
+}
+
 // InboxResponse is one inbound item.
 type InboxResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -346,7 +356,10 @@ type InboxResponse struct {
 	//
 	//	*InboxResponse_Message
 	//	*InboxResponse_Notice
-	Item          isInboxResponse_Item `protobuf_oneof:"item"`
+	Item isInboxResponse_Item `protobuf_oneof:"item"`
+	// The item's id in the runner's inbox: the same every time the item is
+	// sent (re-sends and runner restarts included). Ack it; de-duplicate by it.
+	ItemId        string `protobuf:"bytes,3,opt,name=item_id,json=itemId,proto3" json:"item_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,6 +417,13 @@ func (x *InboxResponse) GetNotice() *Notice {
 		}
 	}
 	return nil
+}
+
+func (x *InboxResponse) GetItemId() string {
+	if x != nil {
+		return x.ItemId
+	}
+	return ""
 }
 
 type isInboxResponse_Item interface {
@@ -977,6 +997,98 @@ func (x *McpCallPayload) GetArguments() *structpb.Struct {
 	return nil
 }
 
+// AckRequest acknowledges handled inbox items.
+type AckRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// InboxResponse.item_id of each item handled.
+	ItemIds       []string `protobuf:"bytes,1,rep,name=item_ids,json=itemIds,proto3" json:"item_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckRequest) Reset() {
+	*x = AckRequest{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckRequest) ProtoMessage() {}
+
+func (x *AckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
+func (*AckRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AckRequest) GetItemIds() []string {
+	if x != nil {
+		return x.ItemIds
+	}
+	return nil
+}
+
+// AckResponse answers an Ack.
+type AckResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many of the ids were items the runner still held (now forgotten).
+	Acknowledged  int32 `protobuf:"varint,1,opt,name=acknowledged,proto3" json:"acknowledged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckResponse) Reset() {
+	*x = AckResponse{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckResponse) ProtoMessage() {}
+
+func (x *AckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
+func (*AckResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AckResponse) GetAcknowledged() int32 {
+	if x != nil {
+		return x.Acknowledged
+	}
+	return 0
+}
+
 var File_agent_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_agent_v1_gateway_proto_rawDesc = "" +
@@ -992,11 +1104,13 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\x12/\n" +
 	"\x06result\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06result\x12\x1c\n" +
-	"\tapprovers\x18\x05 \x01(\tR\tapprovers\"\x0e\n" +
-	"\fInboxRequest\"y\n" +
+	"\tapprovers\x18\x05 \x01(\tR\tapprovers\"2\n" +
+	"\fInboxRequest\x12\"\n" +
+	"\facknowledges\x18\x01 \x01(\bR\facknowledges\"\x92\x01\n" +
 	"\rInboxResponse\x124\n" +
 	"\amessage\x18\x01 \x01(\v2\x18.agent.v1.InboundMessageH\x00R\amessage\x12*\n" +
-	"\x06notice\x18\x02 \x01(\v2\x10.agent.v1.NoticeH\x00R\x06noticeB\x06\n" +
+	"\x06notice\x18\x02 \x01(\v2\x10.agent.v1.NoticeH\x00R\x06notice\x12\x17\n" +
+	"\aitem_id\x18\x03 \x01(\tR\x06itemIdB\x06\n" +
 	"\x04item\"\xe8\x01\n" +
 	"\x0eInboundMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
@@ -1034,7 +1148,12 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x0eMcpCallPayload\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x125\n" +
-	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments*\x85\x01\n" +
+	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\"'\n" +
+	"\n" +
+	"AckRequest\x12\x19\n" +
+	"\bitem_ids\x18\x01 \x03(\tR\aitemIds\"1\n" +
+	"\vAckResponse\x12\"\n" +
+	"\facknowledged\x18\x01 \x01(\x05R\facknowledged*\x85\x01\n" +
 	"\n" +
 	"SendStatus\x12\x1b\n" +
 	"\x17SEND_STATUS_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -1053,12 +1172,13 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\x12NOTICE_KIND_FAILED\x10\x06\x12\x14\n" +
 	"\x10NOTICE_KIND_INFO\x10\a\x12\x17\n" +
 	"\x13NOTICE_KIND_WARNING\x10\b\x12\x1d\n" +
-	"\x19NOTICE_KIND_TOOLS_CHANGED\x10\t2\x93\x02\n" +
+	"\x19NOTICE_KIND_TOOLS_CHANGED\x10\t2\xc7\x02\n" +
 	"\fAgentGateway\x125\n" +
 	"\x04Send\x12\x15.agent.v1.SendRequest\x1a\x16.agent.v1.SendResponse\x12:\n" +
 	"\x05Inbox\x12\x16.agent.v1.InboxRequest\x1a\x17.agent.v1.InboxResponse0\x01\x12J\n" +
 	"\vListActions\x12\x1c.agent.v1.ListActionsRequest\x1a\x1d.agent.v1.ListActionsResponse\x12D\n" +
-	"\tListTools\x12\x1a.agent.v1.ListToolsRequest\x1a\x1b.agent.v1.ListToolsResponseB7Z5github.com/clawguard/clawguard/proto/agent/v1;agentv1b\x06proto3"
+	"\tListTools\x12\x1a.agent.v1.ListToolsRequest\x1a\x1b.agent.v1.ListToolsResponse\x122\n" +
+	"\x03Ack\x12\x14.agent.v1.AckRequest\x1a\x15.agent.v1.AckResponseB7Z5github.com/clawguard/clawguard/proto/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_agent_v1_gateway_proto_rawDescOnce sync.Once
@@ -1073,7 +1193,7 @@ func file_agent_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_agent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_agent_v1_gateway_proto_goTypes = []any{
 	(SendStatus)(0),               // 0: agent.v1.SendStatus
 	(NoticeKind)(0),               // 1: agent.v1.NoticeKind
@@ -1090,33 +1210,37 @@ var file_agent_v1_gateway_proto_goTypes = []any{
 	(*ListToolsResponse)(nil),     // 12: agent.v1.ListToolsResponse
 	(*McpTool)(nil),               // 13: agent.v1.McpTool
 	(*McpCallPayload)(nil),        // 14: agent.v1.McpCallPayload
-	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*AckRequest)(nil),            // 15: agent.v1.AckRequest
+	(*AckResponse)(nil),           // 16: agent.v1.AckResponse
+	(*structpb.Struct)(nil),       // 17: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_agent_v1_gateway_proto_depIdxs = []int32{
-	15, // 0: agent.v1.SendRequest.payload:type_name -> google.protobuf.Struct
+	17, // 0: agent.v1.SendRequest.payload:type_name -> google.protobuf.Struct
 	0,  // 1: agent.v1.SendResponse.status:type_name -> agent.v1.SendStatus
-	15, // 2: agent.v1.SendResponse.result:type_name -> google.protobuf.Struct
+	17, // 2: agent.v1.SendResponse.result:type_name -> google.protobuf.Struct
 	6,  // 3: agent.v1.InboxResponse.message:type_name -> agent.v1.InboundMessage
 	7,  // 4: agent.v1.InboxResponse.notice:type_name -> agent.v1.Notice
-	15, // 5: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
-	16, // 6: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
+	17, // 5: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
+	18, // 6: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
 	1,  // 7: agent.v1.Notice.kind:type_name -> agent.v1.NoticeKind
-	16, // 8: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	15, // 9: agent.v1.Notice.result:type_name -> google.protobuf.Struct
+	18, // 8: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	17, // 9: agent.v1.Notice.result:type_name -> google.protobuf.Struct
 	10, // 10: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
 	13, // 11: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
-	15, // 12: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
+	17, // 12: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
 	2,  // 13: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
 	4,  // 14: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
 	8,  // 15: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
 	11, // 16: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
-	3,  // 17: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
-	5,  // 18: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
-	9,  // 19: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
-	12, // 20: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
-	17, // [17:21] is the sub-list for method output_type
-	13, // [13:17] is the sub-list for method input_type
+	15, // 17: agent.v1.AgentGateway.Ack:input_type -> agent.v1.AckRequest
+	3,  // 18: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
+	5,  // 19: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
+	9,  // 20: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
+	12, // 21: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
+	16, // 22: agent.v1.AgentGateway.Ack:output_type -> agent.v1.AckResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -1137,7 +1261,7 @@ func file_agent_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_gateway_proto_rawDesc), len(file_agent_v1_gateway_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

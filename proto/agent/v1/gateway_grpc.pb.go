@@ -23,6 +23,7 @@ const (
 	AgentGateway_Inbox_FullMethodName       = "/agent.v1.AgentGateway/Inbox"
 	AgentGateway_ListActions_FullMethodName = "/agent.v1.AgentGateway/ListActions"
 	AgentGateway_ListTools_FullMethodName   = "/agent.v1.AgentGateway/ListTools"
+	AgentGateway_Ack_FullMethodName         = "/agent.v1.AgentGateway/Ack"
 )
 
 // AgentGatewayClient is the client API for AgentGateway service.
@@ -36,7 +37,19 @@ type AgentGatewayClient interface {
 	// Send submits one delivery action. The answer says what happened now
 	// (done, held, denied, failed); later outcomes arrive as notices.
 	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*SendResponse, error)
-	// Inbox streams inbound messages and system notices for this session.
+	// Inbox streams inbound messages and system notices for this session. A
+	// newer Inbox call replaces an older one (one reader per session).
+	//
+	// Delivery is at least once for an agent that acknowledges
+	// (InboxRequest.acknowledges): every item carries an item_id; the agent
+	// handles it, then calls Ack with that id. An item not acknowledged stays
+	// in the runner's durable inbox and is sent again, first, on the next
+	// Inbox stream — after the agent reconnects, is restarted, or the runner
+	// restarts — so the agent must skip an item_id it has already handled
+	// (and Ack it again). An agent that holds unacknowledged items and acks
+	// nothing for the runner's --inbox-ack-deadline is restarted (its items
+	// are kept). Without acknowledges an item counts as handled once written
+	// to the stream: at most once (an agent that dies first never gets it).
 	Inbox(ctx context.Context, in *InboxRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InboxResponse], error)
 	// ListActions describes the delivery actions this runner accepts from the
 	// session, each with the JSON Schema of its payload: the same definition
@@ -47,6 +60,12 @@ type AgentGatewayClient interface {
 	// the operator denied are not listed. Calling one is Send with the
 	// delivery action "mcp_call" (McpCallPayload shape in its payload).
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
+	// Ack acknowledges inbox items the agent has handled, by item_id, so the
+	// runner forgets them. Acknowledging an id twice, or one the runner does
+	// not hold (already acknowledged, or never sent), is not an error. It may
+	// be called on any connection, with or without an open Inbox stream, and
+	// ids may be batched (at most 1024 per call).
+	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 }
 
 type agentGatewayClient struct {
@@ -106,6 +125,16 @@ func (c *agentGatewayClient) ListTools(ctx context.Context, in *ListToolsRequest
 	return out, nil
 }
 
+func (c *agentGatewayClient) Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AckResponse)
+	err := c.cc.Invoke(ctx, AgentGateway_Ack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentGatewayServer is the server API for AgentGateway service.
 // All implementations must embed UnimplementedAgentGatewayServer
 // for forward compatibility.
@@ -117,7 +146,19 @@ type AgentGatewayServer interface {
 	// Send submits one delivery action. The answer says what happened now
 	// (done, held, denied, failed); later outcomes arrive as notices.
 	Send(context.Context, *SendRequest) (*SendResponse, error)
-	// Inbox streams inbound messages and system notices for this session.
+	// Inbox streams inbound messages and system notices for this session. A
+	// newer Inbox call replaces an older one (one reader per session).
+	//
+	// Delivery is at least once for an agent that acknowledges
+	// (InboxRequest.acknowledges): every item carries an item_id; the agent
+	// handles it, then calls Ack with that id. An item not acknowledged stays
+	// in the runner's durable inbox and is sent again, first, on the next
+	// Inbox stream — after the agent reconnects, is restarted, or the runner
+	// restarts — so the agent must skip an item_id it has already handled
+	// (and Ack it again). An agent that holds unacknowledged items and acks
+	// nothing for the runner's --inbox-ack-deadline is restarted (its items
+	// are kept). Without acknowledges an item counts as handled once written
+	// to the stream: at most once (an agent that dies first never gets it).
 	Inbox(*InboxRequest, grpc.ServerStreamingServer[InboxResponse]) error
 	// ListActions describes the delivery actions this runner accepts from the
 	// session, each with the JSON Schema of its payload: the same definition
@@ -128,6 +169,12 @@ type AgentGatewayServer interface {
 	// the operator denied are not listed. Calling one is Send with the
 	// delivery action "mcp_call" (McpCallPayload shape in its payload).
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
+	// Ack acknowledges inbox items the agent has handled, by item_id, so the
+	// runner forgets them. Acknowledging an id twice, or one the runner does
+	// not hold (already acknowledged, or never sent), is not an error. It may
+	// be called on any connection, with or without an open Inbox stream, and
+	// ids may be batched (at most 1024 per call).
+	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	mustEmbedUnimplementedAgentGatewayServer()
 }
 
@@ -149,6 +196,9 @@ func (UnimplementedAgentGatewayServer) ListActions(context.Context, *ListActions
 }
 func (UnimplementedAgentGatewayServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
+}
+func (UnimplementedAgentGatewayServer) Ack(context.Context, *AckRequest) (*AckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Ack not implemented")
 }
 func (UnimplementedAgentGatewayServer) mustEmbedUnimplementedAgentGatewayServer() {}
 func (UnimplementedAgentGatewayServer) testEmbeddedByValue()                      {}
@@ -236,6 +286,24 @@ func _AgentGateway_ListTools_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentGateway_Ack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentGatewayServer).Ack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentGateway_Ack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentGatewayServer).Ack(ctx, req.(*AckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentGateway_ServiceDesc is the grpc.ServiceDesc for AgentGateway service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -254,6 +322,10 @@ var AgentGateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTools",
 			Handler:    _AgentGateway_ListTools_Handler,
+		},
+		{
+			MethodName: "Ack",
+			Handler:    _AgentGateway_Ack_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

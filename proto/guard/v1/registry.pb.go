@@ -843,8 +843,13 @@ type RegisterRunnerResponse struct {
 	ExemptActions []string `protobuf:"bytes,3,rep,name=exempt_actions,json=exemptActions,proto3" json:"exempt_actions,omitempty"`
 	// The placement identity the runner registered with: its token's host and
 	// labels, narrowed by what it declared. Groups are placed by these.
-	Host          string            `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Host   string            `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
+	Labels map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// How long the lease lasts from its renewal without another. A runner
+	// that cannot renew for this long, less a safety margin counted from when
+	// it sent its last renewal that succeeded, stops its agents (fencing):
+	// by then the server may give its sessions to another runner.
+	LeaseTtl      *durationpb.Duration `protobuf:"bytes,6,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -910,6 +915,13 @@ func (x *RegisterRunnerResponse) GetHost() string {
 func (x *RegisterRunnerResponse) GetLabels() map[string]string {
 	if x != nil {
 		return x.Labels
+	}
+	return nil
+}
+
+func (x *RegisterRunnerResponse) GetLeaseTtl() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseTtl
 	}
 	return nil
 }
@@ -1306,8 +1318,10 @@ func (*ConnectResponse_Lease) isConnectResponse_Frame() {}
 
 // LeaseRenewed confirms a heartbeat.
 type LeaseRenewed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// How long the lease lasts from this renewal (RegisterRunnerResponse.lease_ttl).
+	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1345,6 +1359,13 @@ func (*LeaseRenewed) Descriptor() ([]byte, []int) {
 func (x *LeaseRenewed) GetExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *LeaseRenewed) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
 	}
 	return nil
 }
@@ -10490,13 +10511,14 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"instanceId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x03\n" +
 	"\x16RegisterRunnerResponse\x12D\n" +
 	"\x10lease_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12%\n" +
 	"\x0eexempt_actions\x18\x03 \x03(\tR\rexemptActions\x12\x12\n" +
 	"\x04host\x18\x04 \x01(\tR\x04host\x12D\n" +
-	"\x06labels\x18\x05 \x03(\v2,.guard.v1.RegisterRunnerResponse.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x05 \x03(\v2,.guard.v1.RegisterRunnerResponse.LabelsEntryR\x06labels\x126\n" +
+	"\tlease_ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x01\n" +
@@ -10519,10 +10541,11 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fConnectResponse\x12$\n" +
 	"\x04push\x18\x01 \x01(\v2\x0e.guard.v1.PushH\x00R\x04push\x12.\n" +
 	"\x05lease\x18\x02 \x01(\v2\x16.guard.v1.LeaseRenewedH\x00R\x05leaseB\a\n" +
-	"\x05frame\"I\n" +
+	"\x05frame\"v\n" +
 	"\fLeaseRenewed\x129\n" +
 	"\n" +
-	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x9f\x03\n" +
+	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\x9f\x03\n" +
 	"\x04Push\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -11613,278 +11636,280 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	180, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	181, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	172, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
-	16,  // 5: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
-	17,  // 6: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
-	18,  // 7: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
-	19,  // 8: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
-	22,  // 9: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
-	21,  // 10: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	180, // 11: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	180, // 12: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
-	23,  // 13: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
-	24,  // 14: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
-	25,  // 15: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
-	26,  // 16: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
-	27,  // 17: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	182, // 18: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	173, // 19: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	182, // 20: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
-	0,   // 21: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	68,  // 22: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	43,  // 23: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	68,  // 24: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	43,  // 25: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	182, // 26: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	174, // 27: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	182, // 28: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	182, // 29: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
-	1,   // 30: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	2,   // 31: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
-	2,   // 32: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	180, // 33: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	175, // 34: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	180, // 35: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 36: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	180, // 37: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	176, // 38: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	3,   // 39: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	41,  // 40: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	180, // 41: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	42,  // 42: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	3,   // 43: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	43,  // 44: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	43,  // 45: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	43,  // 46: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	43,  // 47: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	177, // 48: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	42,  // 49: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 50: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	42,  // 51: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 52: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	42,  // 53: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 54: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	42,  // 55: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	41,  // 56: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	42,  // 57: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	42,  // 58: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	5,   // 59: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	180, // 60: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	180, // 61: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	68,  // 62: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	68,  // 63: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	182, // 64: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	180, // 65: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	74,  // 66: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	76,  // 67: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	76,  // 68: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	180, // 69: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	83,  // 70: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	83,  // 71: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	6,   // 72: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	7,   // 73: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	180, // 74: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	90,  // 75: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	6,   // 76: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 77: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	90,  // 78: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	6,   // 79: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 80: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	180, // 81: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	97,  // 82: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	97,  // 83: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	97,  // 84: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	97,  // 85: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	180, // 86: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	106, // 87: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	106, // 88: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 89: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	180, // 90: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	113, // 91: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	113, // 92: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 93: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	113, // 94: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 95: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	113, // 96: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	183, // 97: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	124, // 98: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	183, // 99: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	124, // 100: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	131, // 101: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	131, // 102: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	184, // 103: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	180, // 104: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	180, // 105: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	178, // 106: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	184, // 107: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	179, // 108: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	138, // 109: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	138, // 110: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	40,  // 111: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	185, // 112: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	183, // 113: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	147, // 114: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	180, // 115: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	186, // 116: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	187, // 117: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	181, // 118: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	188, // 119: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	187, // 120: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	150, // 121: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	187, // 122: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	180, // 123: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	150, // 124: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	183, // 125: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	147, // 126: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	180, // 127: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	187, // 128: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	183, // 129: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	157, // 130: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	187, // 131: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 132: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	183, // 133: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	187, // 134: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	180, // 135: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	158, // 136: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	187, // 137: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	183, // 138: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	158, // 139: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	159, // 140: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	187, // 141: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	183, // 142: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	159, // 143: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	168, // 144: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	159, // 145: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	13,  // 146: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	15,  // 147: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	28,  // 148: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	30,  // 149: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	32,  // 150: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	34,  // 151: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	36,  // 152: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	38,  // 153: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	44,  // 154: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	46,  // 155: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	48,  // 156: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	50,  // 157: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	52,  // 158: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	54,  // 159: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	56,  // 160: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	58,  // 161: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	60,  // 162: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	62,  // 163: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	64,  // 164: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	66,  // 165: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	69,  // 166: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	71,  // 167: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	73,  // 168: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	77,  // 169: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	79,  // 170: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	81,  // 171: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	84,  // 172: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	86,  // 173: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	88,  // 174: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	91,  // 175: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	93,  // 176: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	95,  // 177: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	98,  // 178: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	100, // 179: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	102, // 180: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	104, // 181: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	107, // 182: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	109, // 183: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	111, // 184: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	114, // 185: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	116, // 186: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	118, // 187: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	120, // 188: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	122, // 189: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	125, // 190: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	127, // 191: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	129, // 192: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	132, // 193: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	134, // 194: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	136, // 195: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	139, // 196: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	141, // 197: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	143, // 198: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	145, // 199: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	148, // 200: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	151, // 201: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	155, // 202: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	153, // 203: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	160, // 204: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	162, // 205: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	164, // 206: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	166, // 207: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	169, // 208: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	14,  // 209: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	20,  // 210: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	29,  // 211: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	31,  // 212: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	33,  // 213: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	35,  // 214: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	37,  // 215: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	39,  // 216: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	45,  // 217: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	47,  // 218: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	49,  // 219: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	51,  // 220: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	53,  // 221: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	55,  // 222: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	57,  // 223: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	59,  // 224: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	61,  // 225: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	63,  // 226: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	65,  // 227: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	67,  // 228: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	70,  // 229: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	72,  // 230: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	75,  // 231: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	78,  // 232: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	80,  // 233: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	82,  // 234: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	85,  // 235: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	87,  // 236: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	89,  // 237: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	92,  // 238: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	94,  // 239: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	96,  // 240: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	99,  // 241: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	101, // 242: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	103, // 243: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	105, // 244: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	108, // 245: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	110, // 246: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	112, // 247: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	115, // 248: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	117, // 249: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	119, // 250: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	121, // 251: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	123, // 252: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	126, // 253: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	128, // 254: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	130, // 255: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	133, // 256: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	135, // 257: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	137, // 258: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	140, // 259: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	142, // 260: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	144, // 261: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	146, // 262: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	149, // 263: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	152, // 264: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	156, // 265: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	154, // 266: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	161, // 267: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	163, // 268: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	165, // 269: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	167, // 270: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	170, // 271: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	209, // [209:272] is the sub-list for method output_type
-	146, // [146:209] is the sub-list for method input_type
-	146, // [146:146] is the sub-list for extension type_name
-	146, // [146:146] is the sub-list for extension extendee
-	0,   // [0:146] is the sub-list for field type_name
+	181, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
+	16,  // 6: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
+	17,  // 7: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
+	18,  // 8: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
+	19,  // 9: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
+	22,  // 10: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
+	21,  // 11: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
+	180, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	181, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
+	180, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	23,  // 15: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
+	24,  // 16: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
+	25,  // 17: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
+	26,  // 18: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
+	27,  // 19: guard.v1.Push.start:type_name -> guard.v1.StartSession
+	182, // 20: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	173, // 21: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	182, // 22: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	0,   // 23: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
+	68,  // 24: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	43,  // 25: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	68,  // 26: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	43,  // 27: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	182, // 28: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	174, // 29: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	182, // 30: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	182, // 31: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	1,   // 32: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
+	2,   // 33: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
+	2,   // 34: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
+	180, // 35: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	175, // 36: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	180, // 37: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	12,  // 38: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	180, // 39: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	176, // 40: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	3,   // 41: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	41,  // 42: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	180, // 43: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	42,  // 44: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 45: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	43,  // 46: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	43,  // 47: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	43,  // 48: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	43,  // 49: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	177, // 50: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	42,  // 51: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 52: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	42,  // 53: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 54: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	42,  // 55: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 56: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	42,  // 57: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	41,  // 58: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	42,  // 59: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 60: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 61: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	180, // 62: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	180, // 63: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	68,  // 64: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	68,  // 65: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	182, // 66: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	180, // 67: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	74,  // 68: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	76,  // 69: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	76,  // 70: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	180, // 71: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	83,  // 72: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	83,  // 73: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 74: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 75: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	180, // 76: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	90,  // 77: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 78: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 79: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	90,  // 80: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 81: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 82: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	180, // 83: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	97,  // 84: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	97,  // 85: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	97,  // 86: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	97,  // 87: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	180, // 88: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	106, // 89: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	106, // 90: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 91: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	180, // 92: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	113, // 93: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	113, // 94: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 95: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	113, // 96: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 97: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	113, // 98: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	183, // 99: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	124, // 100: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	183, // 101: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	124, // 102: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	131, // 103: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	131, // 104: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	184, // 105: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	180, // 106: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	180, // 107: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	178, // 108: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	184, // 109: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	179, // 110: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	138, // 111: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	138, // 112: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	40,  // 113: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	185, // 114: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	183, // 115: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	147, // 116: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	180, // 117: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	186, // 118: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	187, // 119: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	181, // 120: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	188, // 121: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	187, // 122: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	150, // 123: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	187, // 124: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	180, // 125: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	150, // 126: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	183, // 127: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	147, // 128: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	180, // 129: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	187, // 130: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	183, // 131: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	157, // 132: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	187, // 133: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 134: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	183, // 135: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	187, // 136: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	180, // 137: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	158, // 138: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	187, // 139: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	183, // 140: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	158, // 141: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	159, // 142: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	187, // 143: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	183, // 144: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	159, // 145: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	168, // 146: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	159, // 147: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	13,  // 148: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	15,  // 149: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	28,  // 150: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	30,  // 151: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	32,  // 152: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	34,  // 153: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	36,  // 154: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	38,  // 155: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	44,  // 156: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	46,  // 157: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	48,  // 158: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	50,  // 159: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	52,  // 160: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	54,  // 161: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	56,  // 162: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	58,  // 163: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	60,  // 164: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	62,  // 165: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	64,  // 166: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	66,  // 167: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	69,  // 168: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	71,  // 169: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	73,  // 170: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	77,  // 171: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	79,  // 172: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	81,  // 173: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	84,  // 174: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	86,  // 175: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	88,  // 176: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	91,  // 177: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	93,  // 178: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	95,  // 179: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	98,  // 180: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	100, // 181: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	102, // 182: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	104, // 183: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	107, // 184: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	109, // 185: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	111, // 186: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	114, // 187: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	116, // 188: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	118, // 189: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	120, // 190: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	122, // 191: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	125, // 192: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	127, // 193: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	129, // 194: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	132, // 195: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	134, // 196: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	136, // 197: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	139, // 198: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	141, // 199: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	143, // 200: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	145, // 201: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	148, // 202: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	151, // 203: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	155, // 204: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	153, // 205: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	160, // 206: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	162, // 207: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	164, // 208: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	166, // 209: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	169, // 210: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	14,  // 211: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	20,  // 212: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	29,  // 213: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	31,  // 214: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	33,  // 215: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	35,  // 216: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	37,  // 217: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	39,  // 218: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	45,  // 219: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	47,  // 220: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	49,  // 221: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	51,  // 222: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	53,  // 223: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	55,  // 224: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	57,  // 225: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	59,  // 226: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	61,  // 227: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	63,  // 228: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	65,  // 229: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	67,  // 230: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	70,  // 231: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	72,  // 232: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	75,  // 233: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	78,  // 234: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	80,  // 235: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	82,  // 236: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	85,  // 237: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	87,  // 238: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	89,  // 239: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	92,  // 240: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	94,  // 241: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	96,  // 242: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	99,  // 243: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	101, // 244: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	103, // 245: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	105, // 246: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	108, // 247: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	110, // 248: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	112, // 249: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	115, // 250: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	117, // 251: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	119, // 252: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	121, // 253: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	123, // 254: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	126, // 255: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	128, // 256: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	130, // 257: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	133, // 258: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	135, // 259: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	137, // 260: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	140, // 261: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	142, // 262: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	144, // 263: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	146, // 264: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	149, // 265: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	152, // 266: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	156, // 267: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	154, // 268: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	161, // 269: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	163, // 270: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	165, // 271: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	167, // 272: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	170, // 273: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	211, // [211:274] is the sub-list for method output_type
+	148, // [148:211] is the sub-list for method input_type
+	148, // [148:148] is the sub-list for extension type_name
+	148, // [148:148] is the sub-list for extension extendee
+	0,   // [0:148] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }

@@ -13,6 +13,12 @@
 //
 // or {"greet_destinations": true}, or, to exercise the runner's defences, {"flood": N} (N sends at once) and
 // {"garbage": N} (N connections writing junk to the socket).
+//
+// It reads its inbox as an acknowledging agent: each item is recorded in
+// events.jsonl (with its item_id), then acknowledged (AgentGateway.Ack). An
+// item sent again — its ack was lost, or the agent died before sending it —
+// is recognised by the item ids events.jsonl already holds, acknowledged
+// again and not handled twice.
 package main
 
 import (
@@ -62,6 +68,7 @@ type agent struct {
 	mu        sync.Mutex
 	events    *os.File
 	seq       int
+	handled   map[string]bool // inbox item ids recorded in events.jsonl
 }
 
 func main() {
@@ -87,7 +94,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	defer conn.Close()
-	a := &agent{client: agentv1.NewAgentGatewayClient(conn), socket: socket, workspace: ws}
+	a := &agent{client: agentv1.NewAgentGatewayClient(conn), socket: socket, workspace: ws, handled: handledItems(ws)}
 	if f, err := os.OpenFile(filepath.Join(ws, "events.jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
 		a.events = f
 		defer f.Close()
@@ -96,7 +103,8 @@ func run(ctx context.Context) error {
 	// The group's instructions (create_agent's), when it has any.
 	instructions, _ := os.ReadFile(filepath.Join(ws, ".clawguard", "instructions.md"))
 	a.record(map[string]any{"type": "start", "session": os.Getenv("CLAWGUARD_SESSION_ID"), "group": os.Getenv("CLAWGUARD_GROUP_ID"),
-		"packages": strings.TrimSpace(string(pkgs)), "instructions": string(instructions)})
+		"packages": strings.TrimSpace(string(pkgs)), "instructions": string(instructions), "pid": os.Getpid()})
+	defer a.record(map[string]any{"type": "stop"})
 
 	go a.inbox(ctx)
 
@@ -265,10 +273,27 @@ func (a *agent) garbage(n int) {
 	a.record(map[string]any{"type": "garbage", "connections": ok})
 }
 
-// inbox follows the inbox, reconnecting while the agent lives.
+// handledItems reads the inbox item ids an earlier run of the agent in
+// this workspace recorded.
+func handledItems(ws string) map[string]bool {
+	seen := map[string]bool{}
+	b, _ := os.ReadFile(filepath.Join(ws, "events.jsonl"))
+	for _, line := range strings.Split(string(b), "\n") {
+		var ev struct {
+			ItemID string `json:"item_id"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.ItemID != "" {
+			seen[ev.ItemID] = true
+		}
+	}
+	return seen
+}
+
+// inbox follows the inbox, reconnecting while the agent lives: each item
+// is handled once (by item id), then acknowledged.
 func (a *agent) inbox(ctx context.Context) {
 	for ctx.Err() == nil {
-		st, err := a.client.Inbox(ctx, &agentv1.InboxRequest{})
+		st, err := a.client.Inbox(ctx, &agentv1.InboxRequest{Acknowledges: true})
 		if err == nil {
 			for {
 				it, rerr := st.Recv()
@@ -276,7 +301,10 @@ func (a *agent) inbox(ctx context.Context) {
 					err = rerr
 					break
 				}
-				a.handle(ctx, it)
+				if id := it.GetItemId(); id == "" || !a.handled[id] {
+					a.handle(ctx, it)
+				}
+				a.ack(ctx, it.GetItemId())
 			}
 		}
 		if ctx.Err() != nil {
@@ -286,17 +314,32 @@ func (a *agent) inbox(ctx context.Context) {
 	}
 }
 
+// ack tells the runner the item is handled (recorded). A lost ack only
+// means the item comes again, and is recognised.
+func (a *agent) ack(ctx context.Context, id string) {
+	if id == "" {
+		return
+	}
+	a.handled[id] = true
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := a.client.Ack(cctx, &agentv1.AckRequest{ItemIds: []string{id}}); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(os.Stderr, "demo-agent: ack", id+":", err)
+	}
+}
+
 func (a *agent) handle(ctx context.Context, it *agentv1.InboxResponse) {
 	if n := it.GetNotice(); n != nil {
 		a.record(map[string]any{"type": "notice", "kind": strings.ToUpper(enumword.String(n.GetKind())),
-			"text": n.GetText(), "hold_id": n.GetHoldId(), "request_id": n.GetRequestId()})
+			"text": n.GetText(), "hold_id": n.GetHoldId(), "request_id": n.GetRequestId(), "item_id": it.GetItemId()})
 		return
 	}
 	m := it.GetMessage()
 	if m == nil {
 		return
 	}
-	a.record(map[string]any{"type": "message", "id": m.GetId(), "from": m.GetFromAgentGroupId(), "sender": m.GetSenderUserId(), "text": m.GetText()})
+	a.record(map[string]any{"type": "message", "id": m.GetId(), "from": m.GetFromAgentGroupId(), "sender": m.GetSenderUserId(), "text": m.GetText(),
+		"item_id": it.GetItemId()})
 	text := strings.TrimSpace(m.GetText())
 	switch {
 	case strings.HasPrefix(text, "/do "):

@@ -36,9 +36,11 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/handlers"
+	"github.com/clawguard/clawguard/runner/internal/lease"
 	"github.com/clawguard/clawguard/runner/internal/mcphost"
 	"github.com/clawguard/clawguard/runner/internal/mcptools"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
+	"github.com/clawguard/clawguard/runner/internal/retry"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 	"github.com/clawguard/clawguard/runner/internal/runtime/process"
@@ -65,6 +67,10 @@ type Runner struct {
 	regCli   guardv1.RegistryClient
 	applied  *connect.Applied
 	connect  *connect.Client
+	// lease fences the runner when it cannot renew its lease in time.
+	lease *lease.Tracker
+	// holdsDone remembers what replayed holds did outside the database.
+	holdsDone *connect.Applied
 
 	heartbeat  time.Duration
 	instanceID string // random per process: the lease is this process's
@@ -143,12 +149,24 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 	r.Sessions = sessions.New(sessions.Config{
 		DataDir: dataDir, Runtime: r.Runtime, AgentBase: base, AgentEnv: cfg.AgentEnv,
 		DefaultCPUs: cfg.ContainerCPUs, DefaultMemory: cfg.ContainerMemory,
-		Conn: conn, Engine: r.Engine, Metrics: r.Metrics, Log: log,
+		Conn: conn, Engine: r.Engine, Metrics: r.Metrics, Log: log, AckDeadline: cfg.InboxAckDeadline,
 		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }, Actions: r.Actions.Specs, Tools: r.Tools.List},
 		OnGroup: r.Tools.Sync,
 	})
 	r.Engine.Notifier = r.Sessions
-	if err := handlers.Register(r.Actions, handlers.Deps{Conn: conn, Restart: r.Sessions.RestartSession, OnWake: r.Sessions.OnWake, Log: log}); err != nil {
+	r.lease = lease.New(log)
+	r.lease.OnLost = func(ctx context.Context, killBy time.Time) {
+		n := r.Sessions.Fence(ctx, killBy)
+		log.Error("fenced: agents stopped until the lease is renewed", "stopped", n)
+	}
+	r.lease.OnRegained = r.Sessions.Unfence
+	r.holdsDone, err = connect.OpenApplied(filepath.Join(dataDir, "holds-applied.log"), 0)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := handlers.Register(r.Actions, handlers.Deps{Conn: conn, Restart: r.Sessions.RestartSession, OnWake: r.Sessions.OnWake,
+		Done: r.holdsDone, Log: log}); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -230,9 +248,12 @@ func (e *ConformanceError) Banner() string {
 }
 
 // Register sends the manifest derived from the action registry. A
-// FailedPrecondition is a *ConformanceError; an unreachable server (or a
-// lease still held by an earlier process) is retried with back-off, 200 ms
-// doubling to 5 s, until ctx ends.
+// FailedPrecondition is a *ConformanceError, a refused token or request
+// final; anything else (an unreachable or failing server, a lease still
+// held by an earlier process) is retried with back-off, 200 ms doubling to
+// 5 s (jittered), until ctx ends; each attempt is bounded, so a server
+// that hangs is asked again. A registration renews the lease: its
+// send time is the lease's (the fence counts from it).
 func (r *Runner) Register(ctx context.Context) error {
 	host := r.Config.Host
 	caps := []string{r.Runtime.Name()}
@@ -243,8 +264,12 @@ func (r *Runner) Register(ctx context.Context) error {
 		RunnerId: r.Config.ID, Host: host, Version: Version, Capabilities: caps,
 		DeliveryActions: r.Actions.Manifest(), InstanceId: r.instanceID,
 	}
+	var sent time.Time
 	resp, err := backoff.Retry(ctx, func() (*guardv1.RegisterRunnerResponse, error) {
-		resp, err := r.regCli.RegisterRunner(ctx, req)
+		sent = time.Now()
+		actx, cancel := context.WithTimeout(ctx, registerTimeout)
+		resp, err := r.regCli.RegisterRunner(actx, req)
+		cancel()
 		st := status.Convert(err)
 		switch st.Code() {
 		case codes.OK:
@@ -257,13 +282,18 @@ func (r *Runner) Register(ctx context.Context) error {
 				}
 			}
 			return nil, backoff.Permanent(ce)
-		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.AlreadyExists:
-			return nil, err
-		default:
+		case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.Unimplemented:
+			// This runner's token or request is wrong: asking again changes nothing.
 			return nil, backoff.Permanent(fmt.Errorf("register runner: %w", err))
+		default:
+			// The server or its database failing (Unavailable, Internal,
+			// Unknown, a deadline), or an earlier process's lease
+			// (AlreadyExists): a runner that stopped here would leave its
+			// sessions' deliveries waiting, so it keeps asking.
+			return nil, err
 		}
 	},
-		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}),
+		backoff.WithBackOff(retry.Exponential(200*time.Millisecond, 5*time.Second)),
 		backoff.WithMaxElapsedTime(0), // until ctx ends
 		backoff.WithNotify(func(err error, d time.Duration) {
 			if status.Code(err) == codes.AlreadyExists {
@@ -272,22 +302,47 @@ func (r *Runner) Register(ctx context.Context) error {
 				r.Log.Warn("runner id held by another live process; waiting for its lease", "err", err)
 				return
 			}
-			r.Log.Warn("server not reachable; retrying registration", "err", err, "backoff", d)
+			r.Log.Warn(registrationRetry(err), "err", err, "backoff", d)
 		}))
 	if err != nil {
 		return err
 	}
 	r.heartbeat = resp.GetHeartbeatInterval().AsDuration()
+	ttl := resp.GetLeaseTtl().AsDuration()
+	if ttl <= 0 {
+		ttl = 3 * r.heartbeat // a server that does not say: its default relation
+	}
+	r.lease.Renewed(sent, ttl)
 	// The server places sessions by this identity (the token's host and
 	// labels, narrowed by --host): say which it is.
 	r.Log.Info("registered", "host", resp.GetHost(), "labels", resp.GetLabels())
 	return nil
 }
 
+// registerTimeout bounds one registration attempt.
+const registerTimeout = 10 * time.Second
+
+// registrationRetry says why a registration is tried again, as what it was.
+func registrationRetry(err error) string {
+	switch status.Code(err) {
+	case codes.Unavailable:
+		return "server (or its database) unavailable; retrying registration"
+	case codes.DeadlineExceeded:
+		return "no answer to the registration in time; retrying it"
+	case codes.ResourceExhausted:
+		return "server overloaded; retrying registration"
+	case codes.Internal, codes.Unknown:
+		return "server failed to register this runner; retrying registration"
+	default:
+		return "registration not accepted yet; retrying it"
+	}
+}
+
 // Run registers, cleans up orphans, opens the configured sessions and
 // serves until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
 	defer r.Conn.Close()
+	defer r.holdsDone.Close()
 	if err := r.Register(ctx); err != nil {
 		return err
 	}
@@ -317,7 +372,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		OnConnected: func(up bool) { r.setUp(1, up) },
 		OnReconnect: r.Metrics.StreamReconnectsTotal.Inc,
 		OnApplied:   r.Metrics.PushesAppliedTotal.Inc,
+		OnRenewed:   r.lease.Renewed,
 	}
+	go r.lease.Run(ctx)
 	first := true
 	var fatal error // a refused re-registration stops the runner with it
 	r.connect.BeforeConnect = func(ctx context.Context) error {
@@ -344,6 +401,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		done <- struct{}{}
 	}()
 	go r.MCP.IdleLoop(ctx, time.Minute)
+	go r.Sessions.LivenessLoop(ctx, min(r.Config.InboxAckDeadline/4+100*time.Millisecond, 30*time.Second))
 
 	if r.Config.MetricsListen != "" {
 		ln, err := net.Listen("tcp", r.Config.MetricsListen)

@@ -34,8 +34,11 @@ type Config struct {
 	AgentEnv      map[string]string // extra environment for every agent
 	IdleAfter     time.Duration
 	DecideWait    time.Duration
-	LogLevel      string
-	Host          string
+	// InboxAckDeadline is how long an agent may hold inbox items without
+	// acknowledging any before it is restarted (its items are sent again).
+	InboxAckDeadline time.Duration
+	LogLevel         string
+	Host             string
 	// Host-wide container caps (the seed's CONTAINER_CPU_LIMIT and
 	// CONTAINER_MEMORY_LIMIT) for groups that set none of their own; empty
 	// adds no limit at all.
@@ -52,16 +55,17 @@ type Config struct {
 // Default is the config before flags and env.
 func Default() Config {
 	return Config{
-		Server:       "127.0.0.1:7443",
-		Runtime:      "docker",
-		DataDir:      ".data/runner",
-		AgentImage:   "clawguard-agent-demo:latest",
-		IdleAfter:    30 * time.Minute,
-		DecideWait:   30 * time.Second,
-		LogLevel:     "info",
-		AgentEnv:     map[string]string{},
-		BuildNetwork: "default",
-		MCPNetwork:   "none",
+		Server:           "127.0.0.1:7443",
+		Runtime:          "docker",
+		DataDir:          ".data/runner",
+		AgentImage:       "clawguard-agent-demo:latest",
+		IdleAfter:        30 * time.Minute,
+		DecideWait:       30 * time.Second,
+		InboxAckDeadline: 5 * time.Minute,
+		LogLevel:         "info",
+		AgentEnv:         map[string]string{},
+		BuildNetwork:     "default",
+		MCPNetwork:       "none",
 	}
 }
 
@@ -111,6 +115,7 @@ func Parse(args []string) (Config, error) {
 	str(&c.BuildNetwork, "build-network", "docker: network of group image builds that install packages (default: Docker's bridge; host; none = installs fail)")
 	dur(&c.IdleAfter, "idle-after", "stop an agent after this long without activity")
 	dur(&c.DecideWait, "decide-wait", "how long an action waits for the guard before failing closed")
+	dur(&c.InboxAckDeadline, "inbox-ack-deadline", "restart an agent that holds inbox items without acknowledging any for this long (its items are sent again)")
 	if v, ok := os.LookupEnv(EnvName("group")); ok {
 		c.Groups = splitList(v)
 	}
@@ -208,8 +213,8 @@ func (c Config) Validate() error {
 	if c.TLSCA == "" && (c.TLSCert != "" || c.TLSServerName != "") {
 		return errors.New("--tls-cert and --tls-server-name need --tls-ca (TLS is on only with a CA)")
 	}
-	if c.IdleAfter <= 0 || c.DecideWait <= 0 {
-		return errors.New("--idle-after and --decide-wait must be positive")
+	if c.IdleAfter <= 0 || c.DecideWait <= 0 || c.InboxAckDeadline <= 0 {
+		return errors.New("--idle-after, --decide-wait and --inbox-ack-deadline must be positive")
 	}
 	for _, g := range c.Groups {
 		if g == "" || strings.ContainsAny(g, " \t\n") {

@@ -7,7 +7,10 @@
 // queue (the server's push window bounds it; nothing is dropped); different
 // sessions don't wait for each other. A push that is not done yet (the guard
 // could not decide) is tried again here, never acknowledged as done. A clean
-// stop releases the lease on the stream.
+// stop releases the lease on the stream. Each answered heartbeat is reported
+// with its send time (OnRenewed: the runner fences itself by it), and a
+// stream on which heartbeats go unanswered for two intervals is given up and
+// made again.
 package connect
 
 import (
@@ -23,6 +26,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
+	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Applier applies one push. An error is reported in the ack; the push is
@@ -69,8 +73,12 @@ type Client struct {
 	OnConnected   func(up bool)
 	OnReconnect   func()
 	OnApplied     func()
-	MinBackoff    time.Duration // default 100ms
-	MaxBackoff    time.Duration // default 5s
+	// OnRenewed is told of each heartbeat the server answered: when it was
+	// sent and how long the renewed lease lasts (the answer's, else three
+	// heartbeat intervals, the server's default).
+	OnRenewed  func(sent time.Time, ttl time.Duration)
+	MinBackoff time.Duration // default 100ms
+	MaxBackoff time.Duration // default 5s
 	// RetryFor bounds how long a push whose Apply keeps answering Retry is
 	// tried before it is acknowledged as failed (default 10m).
 	RetryFor time.Duration
@@ -219,6 +227,12 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 	if err := st.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Hello{Hello: &guardv1.ConnectHello{RunnerId: c.RunnerID, InstanceId: c.InstanceID}}}); err != nil {
 		return false, fmt.Errorf("hello: %w", err)
 	}
+	// Heartbeats are answered in order: the send times of those not yet
+	// answered, oldest first.
+	var (
+		beatMu sync.Mutex
+		beats  []time.Time
+	)
 	// One writer: heartbeats and acks.
 	werr := make(chan error, 1)
 	go func() {
@@ -230,7 +244,22 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 			case <-sctx.Done():
 				werr <- sctx.Err()
 				return
-			case <-t.C:
+			case now := <-t.C:
+				beatMu.Lock()
+				stalled := len(beats) > 0 && now.Sub(beats[0]) > 2*c.Heartbeat
+				oldest := time.Time{}
+				if stalled {
+					oldest = beats[0]
+				}
+				beats = append(beats, time.Now())
+				beatMu.Unlock()
+				if stalled {
+					// The server (or the path to it) is gone without the
+					// stream noticing: make a new one, elsewhere if it can.
+					werr <- stalledError{time.Since(oldest)}
+					cancel()
+					return
+				}
 				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Heartbeat{Heartbeat: &guardv1.Heartbeat{}}}
 			case a := <-c.acks:
 				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}
@@ -267,7 +296,10 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 		resp, err := st.Recv()
 		if err != nil {
 			cancel()
-			<-werr
+			var stalled stalledError
+			if errors.As(<-werr, &stalled) {
+				err = stalled
+			}
 			if errors.Is(err, io.EOF) && c.isReleased() {
 				close(c.ended)
 			}
@@ -282,7 +314,34 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 		if p := resp.GetPush(); p != nil {
 			c.dispatch(ctx, p)
 		}
+		if l := resp.GetLease(); l != nil {
+			beatMu.Lock()
+			var sent time.Time
+			if len(beats) > 0 {
+				sent, beats = beats[0], beats[1:]
+			}
+			beatMu.Unlock()
+			if !sent.IsZero() && c.OnRenewed != nil {
+				c.OnRenewed(sent, c.leaseTTL(l))
+			}
+		}
 	}
+}
+
+// stalledError ends a stream whose heartbeats go unanswered.
+type stalledError struct{ since time.Duration }
+
+func (e stalledError) Error() string {
+	return fmt.Sprintf("no answer to a heartbeat sent %s ago; giving the stream up", e.since.Round(time.Millisecond))
+}
+
+// leaseTTL is how long a renewal lasts: the server's word, else three
+// heartbeat intervals (the server's default relation).
+func (c *Client) leaseTTL(l *guardv1.LeaseRenewed) time.Duration {
+	if d := l.GetTtl().AsDuration(); d > 0 {
+		return d
+	}
+	return 3 * c.Heartbeat
 }
 
 // dispatch queues a push on its session's worker, unless it is applied
@@ -344,7 +403,7 @@ func (c *Client) apply(ctx context.Context, p *guardv1.Push) error {
 		}
 		return struct{}{}, err
 	},
-		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}),
+		backoff.WithBackOff(retry.Exponential(200*time.Millisecond, 5*time.Second)),
 		backoff.WithMaxElapsedTime(c.RetryFor),
 		backoff.WithNotify(func(err error, d time.Duration) {
 			c.Log.Warn("push not applied yet; trying again", "push", p.GetId(), "session", p.GetSessionId(), "err", err, "backoff", d)

@@ -26,6 +26,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
+	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Client multiplexes decisions over one DecideStream.
@@ -102,18 +103,17 @@ const shedMaxWait = 2 * time.Second
 type shedWaits struct {
 	hint     time.Duration
 	refusals int
-	exp      backoff.ExponentialBackOff
+	exp      *backoff.ExponentialBackOff
 }
 
 func (w *shedWaits) next(hint time.Duration) time.Duration {
-	if hint != w.hint {
+	if hint != w.hint || w.exp == nil {
 		// A new hint: start from it, doubled once per refusal so far.
 		w.hint = hint
-		w.exp = backoff.ExponentialBackOff{InitialInterval: hint, Multiplier: 2, MaxInterval: max(shedMaxWait, hint)}
+		w.exp = retry.Exponential(hint, max(shedMaxWait, hint))
 		for range min(w.refusals, 32) {
 			w.exp.NextBackOff()
 		}
-		w.exp.RandomizationFactor = 0.25
 	}
 	w.refusals++
 	return w.exp.NextBackOff()

@@ -30,6 +30,9 @@ type Decider interface {
 // Notifier puts a notice into a session's inbox.
 type Notifier interface {
 	Notify(sessionID string, n *agentv1.Notice)
+	// NotifyOnce gives a notice about one event at most once: a notice with
+	// a key the session's inbox already holds or gave is not given again.
+	NotifyOnce(sessionID, key string, n *agentv1.Notice)
 }
 
 // Engine runs delivery actions through the guard. Nothing reaches a handler
@@ -96,7 +99,7 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 	if err != nil {
 		e.count(name, "error")
 		e.log().Warn("delivery action failed closed: no guard answer", "action", name, "session", s.ID, "err", err)
-		return Failed("%s not run: the guard could not be reached (%s); nothing was changed, retry later", name, reason(err))
+		return Failed("%s not run: %s; nothing was changed", name, refusal(err))
 	}
 	switch eff := resp.GetDecision().GetEffect(); eff {
 	case guardv1.Effect_EFFECT_ALLOW:
@@ -141,7 +144,11 @@ func (e *Engine) Replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 	}
 	e.approvedTold.Delete(r.GetHoldId())
 	if !out.Told {
-		e.notify(s, "", r.GetDeliveryAction(), out)
+		// Keyed by the hold and what it says: the same outcome of a hold
+		// replayed again (its approval re-made after the database forgot
+		// it) is not told twice; a different one (a retry that succeeded) is.
+		n := outcomeNotice("", r.GetDeliveryAction(), out)
+		e.Notifier.NotifyOnce(s.ID, "replay/"+r.GetHoldId()+"/"+fingerprint(out.Status.String(), n.GetText(), nil), n)
 	}
 	return out
 }
@@ -179,17 +186,19 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 	})
 	if err != nil {
 		e.count(name, "error")
-		out := Failed("approved %s not run: the guard could not be reached (%s)", name, reason(err))
+		out := Failed("approved %s not run here: %s", name, refusal(err))
 		out.Undecided = unreached(err)
-		out.NotHosted = status.Code(err) == codes.PermissionDenied
+		out.NotHosted = NotHosted(err)
 		return out
 	}
 	switch resp.GetDecision().GetEffect() {
 	case guardv1.Effect_EFFECT_ALLOW:
 		e.count(name, "allow")
-		// Once per hold: a replay retried after its apply failed is the same run.
+		// Once per hold: a replay retried after its apply failed is the same
+		// run, and so is the hold replayed again after the database forgot
+		// its approval.
 		if _, told := e.approvedTold.LoadOrStore(r.GetHoldId(), true); !told {
-			e.Notifier.Notify(s.ID, &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_APPROVED, HoldId: r.GetHoldId(),
+			e.Notifier.NotifyOnce(s.ID, "approved/"+r.GetHoldId(), &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_APPROVED, HoldId: r.GetHoldId(),
 				Text: name + " approved; running it now", At: timestamppb.Now()})
 		}
 		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId(), Replay: true, HoldID: r.GetHoldId()})
@@ -238,18 +247,25 @@ func (e *Engine) card(a Action, s Session, requestID string, payload *structpb.S
 }
 
 func (e *Engine) notify(s Session, requestID, name string, out Outcome) {
-	kind := map[agentv1.SendStatus]agentv1.NoticeKind{
+	e.Notifier.Notify(s.ID, outcomeNotice(requestID, name, out))
+}
+
+// outcomeNotice is the agent's notice of an outcome (a DONE one with its result).
+func outcomeNotice(requestID, name string, out Outcome) *agentv1.Notice {
+	n := &agentv1.Notice{Kind: noticeKind(out.Status), Text: NoticeText(name, out), HoldId: out.HoldID, RequestId: requestID, At: timestamppb.Now()}
+	if out.Status == agentv1.SendStatus_SEND_STATUS_DONE {
+		n.Result = out.Result
+	}
+	return n
+}
+
+func noticeKind(st agentv1.SendStatus) agentv1.NoticeKind {
+	return map[agentv1.SendStatus]agentv1.NoticeKind{
 		agentv1.SendStatus_SEND_STATUS_DONE:   agentv1.NoticeKind_NOTICE_KIND_RESULT,
 		agentv1.SendStatus_SEND_STATUS_HELD:   agentv1.NoticeKind_NOTICE_KIND_HELD,
 		agentv1.SendStatus_SEND_STATUS_DENIED: agentv1.NoticeKind_NOTICE_KIND_DENIED,
 		agentv1.SendStatus_SEND_STATUS_FAILED: agentv1.NoticeKind_NOTICE_KIND_FAILED,
-	}[out.Status]
-	text := NoticeText(name, out)
-	n := &agentv1.Notice{Kind: kind, Text: text, HoldId: out.HoldID, RequestId: requestID, At: timestamppb.Now()}
-	if out.Status == agentv1.SendStatus_SEND_STATUS_DONE {
-		n.Result = out.Result
-	}
-	e.Notifier.Notify(s.ID, n)
+	}[st]
 }
 
 // Approvers puts a HOLD's approver rule in words for the agent.
@@ -335,6 +351,19 @@ func Transient(err error) bool {
 	return false
 }
 
+// NotHosted reports whether the server refused because the session is not
+// (any more) placed on this runner: it moved, and its new host acts for
+// it. Other refusals with the same code (a payload that differs from the
+// approved one, a destination the group lacks) are final answers.
+func NotHosted(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.PermissionDenied {
+		return false
+	}
+	m := st.Message()
+	return strings.Contains(m, "does not host session") || strings.Contains(m, "is not hosted by runner")
+}
+
 // reasonFailClosed is the guard's reason for a DENY it gave because it could
 // not decide (server/internal/guard ReasonFailClosed).
 const reasonFailClosed = "guard failure (failing closed)"
@@ -350,4 +379,22 @@ func reason(err error) string {
 		return st.Code().String() + ": " + st.Message()
 	}
 	return err.Error()
+}
+
+// refusal says why the guard gave no answer, as what it was: a guard that
+// could not be reached (or asked to be tried again) is not a guard that
+// refused to hear this runner for a session it no longer hosts, nor one
+// that found the request malformed.
+func refusal(err error) string {
+	switch {
+	case unreached(err):
+		return fmt.Sprintf("the guard could not be reached (%s); try again later", reason(err))
+	case NotHosted(err):
+		return fmt.Sprintf("this runner no longer hosts the session, so the guard would not decide for it here (%s)", reason(err))
+	case status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.InvalidArgument ||
+		status.Code(err) == codes.FailedPrecondition || status.Code(err) == codes.NotFound:
+		return fmt.Sprintf("the guard refused the request (%s)", reason(err))
+	default:
+		return fmt.Sprintf("the guard gave no decision (%s)", reason(err))
+	}
 }

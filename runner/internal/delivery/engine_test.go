@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -35,14 +37,28 @@ func (f *fakeDecider) Decide(ctx context.Context, req *guardv1.DecideRequest) (*
 }
 
 type notices struct {
-	mu sync.Mutex
-	ns []*agentv1.Notice
+	mu   sync.Mutex
+	ns   []*agentv1.Notice
+	keys map[string]bool
 }
 
 func (n *notices) Notify(_ string, x *agentv1.Notice) {
 	n.mu.Lock()
 	n.ns = append(n.ns, x)
 	n.mu.Unlock()
+}
+
+// NotifyOnce keeps the keys it saw, as the session's inbox does.
+func (n *notices) NotifyOnce(_, key string, x *agentv1.Notice) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.keys == nil {
+		n.keys = map[string]bool{}
+	}
+	if !n.keys[key] {
+		n.keys[key] = true
+		n.ns = append(n.ns, x)
+	}
 }
 func (n *notices) kinds() []agentv1.NoticeKind {
 	n.mu.Lock()
@@ -273,5 +289,63 @@ func TestEngineRetriedReplayTellsTheAgentOnce(t *testing.T) {
 	}
 	if k := n.kinds(); len(k) != 2 || k[0] != agentv1.NoticeKind_NOTICE_KIND_APPROVED || k[1] != agentv1.NoticeKind_NOTICE_KIND_RESULT {
 		t.Fatalf("notices = %v, want APPROVED once then RESULT", k)
+	}
+}
+
+// Issue 29, item 11: a hold whose approval the database forgot is approved
+// and replayed again. The replay carries the hold id to the handler (what it
+// does outside the database is named by it), and the agent is not told
+// "approved" or the same outcome twice — each keyed by the hold.
+func TestEngineHoldReplayedAgainIsToldOnceAndNamedByTheHold(t *testing.T) {
+	d := &fakeDecider{resp: decision(guardv1.Effect_EFFECT_ALLOW, "grant")}
+	var ran []Call
+	e, n := newEngine(d, &ran)
+	replay := &guardv1.ReplayAction{HoldId: "hold_9", DeliveryAction: "install_packages", Payload: pkgs(t)}
+	for range 2 {
+		e.Replay(context.Background(), sess, replay)
+		e.approvedTold.Clear() // a runner restarted in between remembers nothing in memory
+	}
+	if len(ran) != 2 || ran[0].HoldID != "hold_9" || ran[1].HoldID != "hold_9" {
+		t.Fatalf("runs %+v, want two carrying hold_9", ran)
+	}
+	if k := n.kinds(); len(k) != 2 || k[0] != agentv1.NoticeKind_NOTICE_KIND_APPROVED || k[1] != agentv1.NoticeKind_NOTICE_KIND_RESULT {
+		t.Fatalf("notices %v, want approved and result once", k)
+	}
+	// A different outcome of the same hold is news: it is told.
+	d.resp = decision(guardv1.Effect_EFFECT_DENY, "revoked meanwhile")
+	e.Replay(context.Background(), sess, replay)
+	if k := n.kinds(); len(k) != 3 || k[2] != agentv1.NoticeKind_NOTICE_KIND_DENIED {
+		t.Fatalf("notices %v, want the denial told", k)
+	}
+}
+
+// Issue 29, item 13: a replay refused because the session moved read "the
+// guard could not be reached (PermissionDenied …)". The words now say what
+// happened, and only a refusal for a session this runner no longer hosts
+// counts as moved.
+func TestEngineSaysWhyTheGuardGaveNoDecision(t *testing.T) {
+	for _, tc := range []struct {
+		err              error
+		want, notWant    string
+		moved, undecided bool
+	}{
+		{status.Error(codes.PermissionDenied, `runner "r1" does not host session "s1" of group "g1"`),
+			"no longer hosts the session", "could not be reached", true, false},
+		{status.Error(codes.PermissionDenied, "payload differs from the one approved in hold h"),
+			"the guard refused the request", "no longer hosts", false, false},
+		{status.Error(codes.Unavailable, "database down"), "could not be reached", "no longer hosts", false, true},
+		{status.Error(codes.Internal, "boom"), "gave no decision", "could not be reached", false, false},
+	} {
+		var ran []Call
+		e, _ := newEngine(&fakeDecider{err: tc.err}, &ran)
+		out := e.Replay(context.Background(), sess, &guardv1.ReplayAction{HoldId: "h", DeliveryAction: "install_packages", Payload: pkgs(t)})
+		if !strings.Contains(out.Reason, tc.want) || strings.Contains(out.Reason, tc.notWant) || out.NotHosted != tc.moved || out.Undecided != tc.undecided {
+			t.Errorf("%v: reason %q moved=%v undecided=%v; want %q, not %q, moved=%v undecided=%v",
+				tc.err, out.Reason, out.NotHosted, out.Undecided, tc.want, tc.notWant, tc.moved, tc.undecided)
+		}
+		sub := e.Submit(context.Background(), sess, "r1", "install_packages", pkgs(t))
+		if !strings.Contains(sub.Reason, tc.want) || strings.Contains(sub.Reason, tc.notWant) {
+			t.Errorf("%v: a fresh send's reason %q; want %q, not %q", tc.err, sub.Reason, tc.want, tc.notWant)
+		}
 	}
 }

@@ -38,9 +38,12 @@ type Call struct {
 	// DecisionID is the ALLOW decision that authorized the run; handlers cite
 	// it in Registry.ApplyAction. Empty for unmapped (exempt) actions.
 	DecisionID string
-	// Replay is true when the call is an approved hold's replay, and
-	// HoldID that hold.
+	// Replay is true when the call is an approved hold's replay.
 	Replay bool
+	// HoldID is the approved hold a replay runs (empty otherwise). What a
+	// replay does outside the database takes its identity from it, so the
+	// hold replayed again (its approval re-made after the database forgot
+	// it) is recognised where its effect lands.
 	HoldID string
 }
 

@@ -299,23 +299,38 @@ func (g *Gateway) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*
 }
 
 // Inbox streams the session's messages and notices; a newer Inbox call
-// replaces an older one.
-func (g *Gateway) Inbox(_ *agentv1.InboxRequest, stream grpc.ServerStreamingServer[agentv1.InboxResponse]) error {
-	ctx, detach := g.inbox.attach(stream.Context())
+// replaces an older one. For an agent that acknowledges, what an earlier
+// stream sent and it never acknowledged comes first.
+func (g *Gateway) Inbox(req *agentv1.InboxRequest, stream grpc.ServerStreamingServer[agentv1.InboxResponse]) error {
+	acks := req.GetAcknowledges()
+	ctx, gen, detach := g.inbox.attach(stream.Context())
 	defer detach()
 	for {
-		e, err := g.inbox.next(ctx)
+		e, err := g.inbox.next(ctx, gen)
 		if err != nil {
 			return nil
 		}
-		if err := stream.Send(e.item); err != nil {
-			g.inbox.unread(e)
+		err = stream.Send(e.item)
+		// Written: taken, or (acks) held until the agent acknowledges it.
+		g.inbox.wrote(e, gen, err, acks)
+		if err != nil {
 			return err
 		}
-		// The agent has it: only now is it gone from the (durable) inbox.
-		g.inbox.took(e)
 		g.activity()
 	}
+}
+
+// maxAckIDs bounds one Ack call.
+const maxAckIDs = 1024
+
+// Ack takes the items the agent says it has handled.
+func (g *Gateway) Ack(_ context.Context, req *agentv1.AckRequest) (*agentv1.AckResponse, error) {
+	ids := req.GetItemIds()
+	if len(ids) > maxAckIDs {
+		return nil, status.Errorf(codes.InvalidArgument, "ack: %d item ids, at most %d per call", len(ids), maxAckIDs)
+	}
+	g.activity()
+	return &agentv1.AckResponse{Acknowledged: int32(g.inbox.Ack(ids))}, nil
 }
 
 func (g *Gateway) activity() {

@@ -15,20 +15,45 @@ func msg(id string) *agentv1.InboxResponse {
 	return &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Message{Message: &agentv1.InboundMessage{Id: id, Text: "text " + id}}}
 }
 
-// takeAll hands every waiting item to "the agent" the way the gateway's
-// Inbox stream does (next, then took once sent).
+// reader is one Inbox stream, read the way the gateway's Inbox handler
+// does (attach, next, wrote), by an agent that acknowledges or not.
+type reader struct {
+	in     *Inbox
+	ctx    context.Context
+	gen    uint64
+	detach func()
+	acks   bool
+}
+
+func read(t *testing.T, in *Inbox, acks bool) *reader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	ctx, gen, detach := in.attach(ctx)
+	r := &reader{in: in, ctx: ctx, gen: gen, detach: detach, acks: acks}
+	t.Cleanup(detach)
+	return r
+}
+
+// next is the next item written to the agent (err: the write failed).
+func (r *reader) next(t *testing.T, err error) entry {
+	t.Helper()
+	e, nerr := r.in.next(r.ctx, r.gen)
+	if nerr != nil {
+		t.Fatalf("no item for the reader: %v", nerr)
+	}
+	r.in.wrote(e, r.gen, err, r.acks)
+	return e
+}
+
+// takeAll hands every waiting item to an agent that does not acknowledge.
 func takeAll(t *testing.T, in *Inbox) []string {
 	t.Helper()
+	r := read(t, in, false)
+	defer r.detach()
 	var got []string
 	for in.Len() > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		e, err := in.next(ctx)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		in.took(e)
-		got = append(got, e.item.GetMessage().GetId())
+		got = append(got, r.next(t, nil).item.GetMessage().GetId())
 	}
 	return got
 }
@@ -49,13 +74,10 @@ func TestDurableInboxSurvivesARestartAndDeliversEachItemOnce(t *testing.T) {
 	}
 	in.Notice(&agentv1.Notice{Text: "local notice"})
 	// The agent takes two, a third is handed out but its send fails (put back).
-	ctx := context.Background()
-	for range 2 {
-		e, _ := in.next(ctx)
-		in.took(e)
-	}
-	e, _ := in.next(ctx)
-	in.unread(e)
+	r := read(t, in, false)
+	r.next(t, nil)
+	r.next(t, nil)
+	r.next(t, errors.New("broken stream"))
 	// The runner dies here (no Close): the file is all that is left.
 	again, err := OpenInbox(path, 0)
 	if err != nil {
@@ -69,13 +91,9 @@ func TestDurableInboxSurvivesARestartAndDeliversEachItemOnce(t *testing.T) {
 		}
 	}
 	var got []string
+	r2 := read(t, again, false)
 	for again.Len() > 0 {
-		e, err := again.next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again.took(e)
-		if m := e.item.GetMessage(); m != nil {
+		if m := r2.next(t, nil).item.GetMessage(); m != nil {
 			got = append(got, m.GetId())
 		}
 	}

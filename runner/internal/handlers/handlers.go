@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -24,6 +23,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
+	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Delivery action names, as containers send them.
@@ -49,7 +49,18 @@ type Deps struct {
 	// after an approved self-modification restart, it asks the agent to
 	// verify the change and report. id is stable for one applied action.
 	OnWake func(s delivery.Session, id, text string)
-	Log    *slog.Logger
+	// Done remembers, in the data dir, what a replayed hold did outside the
+	// database (its container restart), so the hold replayed again — its
+	// approval re-made after the database forgot it — does not do it twice.
+	// Nil: nothing is remembered.
+	Done Done
+	Log  *slog.Logger
+}
+
+// Done is a durable record of ids (connect.Applied).
+type Done interface {
+	Seen(id string) bool
+	Mark(id string) error
 }
 
 // Register adds every action to reg.
@@ -137,7 +148,7 @@ func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*
 	}
 	ctx, cancel := context.WithTimeout(ctx, applyRetryFor)
 	defer cancel()
-	delays := backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: 2 * time.Second}
+	delays := retry.Exponential(100*time.Millisecond, 2*time.Second)
 	for attempt := 0; ; attempt++ {
 		res, err := h.reg.ApplyAction(ctx, req, grpc.WaitForReady(true))
 		switch {
@@ -164,12 +175,13 @@ func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*
 
 // notApplied is the outcome of an apply that failed. When the server could
 // not be reached it is not final (Undecided): a replay is tried again, gets
-// the same ALLOW (same request id) and cites it then. PermissionDenied means
-// the session moved to another runner, which replays it (NotHosted).
+// the same ALLOW (same request id) and cites it then. A session no longer
+// placed on this runner moved to another one, which replays it
+// (NotHosted); any other refusal is the final answer.
 func notApplied(err error, format string, args ...any) delivery.Outcome {
 	out := delivery.Failed(format, args...)
 	out.Undecided = delivery.Transient(err)
-	out.NotHosted = status.Code(err) == codes.PermissionDenied
+	out.NotHosted = delivery.NotHosted(err)
 	return out
 }
 
@@ -191,6 +203,9 @@ func (h *handlers) installPackages(ctx context.Context, c delivery.Call) deliver
 		return notApplied(err, "install_packages approved but not applied: %v", errText(err))
 	}
 	pkgs := packageList(c.Payload)
+	if h.restartedFor(c) {
+		return delivery.Done(res.GetResult(), fmt.Sprintf("installed %s; the container was already rebuilt and restarted for this approval", pkgs))
+	}
 	build, err := h.d.Restart(ctx, c.Session, true)
 	if err != nil {
 		h.d.Log.Error("rebuild after install_packages failed", "session", c.Session.ID, "err", err, "build_output", build)
@@ -200,6 +215,7 @@ func (h *handlers) installPackages(ctx context.Context, c delivery.Call) deliver
 		return out
 	}
 	h.d.Log.Info("install_packages applied", "session", c.Session.ID, "packages", pkgs, "build_output", build)
+	h.restarted(c)
 	h.onWake(c, fmt.Sprintf("Your container was restarted on a rebuilt image with the packages an admin approved (%s). "+
 		"Verify they are installed and work (for example, run each one's --version), then report the result to the user.", pkgs))
 	text := fmt.Sprintf("installed %s; image rebuilt and container restarted%s", pkgs, buildTail(build))
@@ -241,9 +257,38 @@ func buildTail(build string) string {
 
 // onWake is the verify-and-report message for the restarted agent, sent
 // only once the restart succeeded (a failed one is reported as a failure).
+// A replay's is named by its hold, so the agent hears it once per approval.
 func (h *handlers) onWake(c delivery.Call, text string) {
 	if h.d.OnWake != nil {
-		h.d.OnWake(c.Session, "on_wake-"+c.DecisionID, text)
+		h.d.OnWake(c.Session, "on_wake-"+effectID(c), text)
+	}
+}
+
+// effectID names what one authorized run does outside the database: a
+// replay's hold (the same however often the hold is replayed, whatever the
+// database forgot), else the ALLOW that authorized it (the same for a
+// retried send: its decision is idempotent by request id).
+func effectID(c delivery.Call) string {
+	if c.HoldID != "" {
+		return c.HoldID
+	}
+	return c.DecisionID
+}
+
+// restartedFor reports whether this runner already restarted the session's
+// container for this replay's hold: its approval re-made after the
+// database forgot it, the database's half is applied again (above) and the
+// restart, the on_wake message and the chat announcement are not repeated.
+func (h *handlers) restartedFor(c delivery.Call) bool {
+	return c.HoldID != "" && h.d.Done != nil && h.d.Done.Seen("restart/"+c.HoldID)
+}
+
+func (h *handlers) restarted(c delivery.Call) {
+	if c.HoldID == "" || h.d.Done == nil {
+		return
+	}
+	if err := h.d.Done.Mark("restart/" + c.HoldID); err != nil {
+		h.d.Log.Warn("restart for an approval not recorded; replayed again, it would restart again", "hold", c.HoldID, "err", err)
 	}
 }
 
@@ -253,9 +298,13 @@ func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.O
 		return notApplied(err, "add_mcp_server approved but not applied: %v", errText(err))
 	}
 	name := delivery.String(c.Payload, "name")
+	if h.restartedFor(c) {
+		return delivery.Done(res.GetResult(), fmt.Sprintf("MCP server %q added; the container was already restarted for this approval", name))
+	}
 	if build, err := h.d.Restart(ctx, c.Session, true); err != nil {
 		return delivery.Failed("MCP server %q added to config but the restart failed; the running container was kept: %v%s", name, err, buildTail(build))
 	}
+	h.restarted(c)
 	h.onWake(c, fmt.Sprintf("The MCP server %q an admin approved (command: %s) is hosted by the runner, outside your container. "+
 		"Verify its tools answer (list your guarded MCP tools again), then report the result to the user.", name, clip(strings.TrimSpace(delivery.String(c.Payload, "command")), 200)))
 	return delivery.Done(res.GetResult(), fmt.Sprintf("MCP server %q added; container restarted", name))
@@ -263,12 +312,15 @@ func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.O
 
 func (h *handlers) sendMessage(ctx context.Context, c delivery.Call) delivery.Outcome {
 	if delivery.String(c.Payload, "id") == "" {
-		// The message id, stable for this authorized send.
+		// The message id, stable for this authorized send: for a replay,
+		// its hold's, so the hold replayed again (its approval re-made after
+		// the database forgot it) delivers the same message, which the
+		// target's inbox recognises by sender and id.
 		p := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 		for k, v := range c.Payload.GetFields() {
 			p.Fields[k] = v
 		}
-		p.Fields["id"] = structpb.NewStringValue("m_" + c.DecisionID)
+		p.Fields["id"] = structpb.NewStringValue(MessageID(c))
 		c.Payload = p
 	}
 	res, err := h.apply(ctx, c, "a2a.send")
@@ -277,6 +329,10 @@ func (h *handlers) sendMessage(ctx context.Context, c delivery.Call) delivery.Ou
 	}
 	return delivery.Done(res.GetResult(), orText(res.GetMessage(), "message sent to "+delivery.String(c.Payload, "to")))
 }
+
+// MessageID is the id the runner stamps on an agent's message: m_<hold>
+// for an approved hold's replay, else m_<ALLOW decision>.
+func MessageID(c delivery.Call) string { return "m_" + effectID(c) }
 
 func createAgentCard(s delivery.Session, p *structpb.Struct) (string, string) {
 	q := fmt.Sprintf("Agent group %s wants to create a new agent named %q.", s.GroupID, delivery.String(p, "name"))

@@ -30,6 +30,11 @@ type Metrics struct {
 	ContainersRunning     prometheus.Gauge       //
 	DeliveryActionsTotal  *prometheus.CounterVec // {action, effect}
 	PushesAppliedTotal    prometheus.Counter     //
+	// The lease fence: agents stopped because the lease was not renewed in time.
+	LeaseFencesTotal prometheus.Counter //
+	LeaseFenced      prometheus.Gauge   // 1 while fenced
+	// Agents restarted for holding inbox items unacknowledged past the deadline.
+	InboxStalledRestartsTotal prometheus.Counter //
 }
 
 // NewMetrics builds the runner's metrics and registers them on reg; it panics
@@ -61,10 +66,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "clawguard", Subsystem: "runner", Name: "pushes_applied_total",
 			Help: "Server pushes (replays, a2a deliveries, container restarts) applied by this runner.",
 		}),
+		LeaseFencesTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "runner", Name: "lease_fences_total",
+			Help: "Times the runner stopped its agents because it could not renew its lease before the lease could expire.",
+		}),
+		LeaseFenced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "runner", Name: "lease_fenced",
+			Help: "1 while the runner's agents are stopped and pushes refused because its lease is not renewed, else 0.",
+		}),
+		InboxStalledRestartsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "runner", Name: "inbox_stalled_restarts_total",
+			Help: "Agents restarted because they held inbox items without acknowledging any past the ack deadline.",
+		}),
 	}
 	reg.MustRegister(
 		m.StreamConnected, m.StreamReconnectsTotal, m.ContainerSpawnsTotal,
 		m.ContainersRunning, m.DeliveryActionsTotal, m.PushesAppliedTotal,
+		m.LeaseFencesTotal, m.LeaseFenced, m.InboxStalledRestartsTotal,
 	)
 	for _, r := range SpawnResults {
 		m.ContainerSpawnsTotal.WithLabelValues(r)

@@ -17,6 +17,9 @@ var runnerNames = []string{
 	"clawguard_runner_containers_running",
 	"clawguard_runner_delivery_actions_total",
 	"clawguard_runner_pushes_applied_total",
+	"clawguard_runner_lease_fences_total",
+	"clawguard_runner_lease_fenced",
+	"clawguard_runner_inbox_stalled_restarts_total",
 }
 
 func TestNewMetricsRegistersEverySeriesAfterPreInit(t *testing.T) {

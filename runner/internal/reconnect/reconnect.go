@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
+	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Loop calls once until ctx ends. once reports whether its stream was ever
@@ -28,7 +28,7 @@ func loop(ctx context.Context, log *slog.Logger, name string, minB, maxB time.Du
 	if maxB <= 0 {
 		maxB = 5 * time.Second
 	}
-	delays := backoff.ExponentialBackOff{InitialInterval: minB, Multiplier: 2, MaxInterval: maxB}
+	delays := retry.Exponential(minB, maxB)
 	for n := 0; ctx.Err() == nil; n++ {
 		healthy, err := once(n)
 		if ctx.Err() != nil {

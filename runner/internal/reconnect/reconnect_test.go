@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Loop retries until the context ends and stops promptly once it does.
@@ -30,7 +32,8 @@ func TestLoopRetriesUntilCancelled(t *testing.T) {
 	}
 }
 
-// The delay doubles from min to max and starts over after a healthy run.
+// The delay doubles from min to max and starts over after a healthy run;
+// each one is jittered (issue 29: runners reconnected in lockstep).
 func TestLoopBacksOffAndStartsOverAfterAHealthyRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -49,7 +52,15 @@ func TestLoopBacksOffAndStartsOverAfterAHealthyRun(t *testing.T) {
 	}
 	ms := time.Millisecond
 	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms}
-	if !slices.Equal(waits, want) {
-		t.Fatalf("waits %v, want %v", waits, want)
+	if len(waits) != len(want) {
+		t.Fatalf("waits %v, want %d of them", waits, len(want))
+	}
+	for i := range want {
+		if !retry.Around(waits[i], want[i]) {
+			t.Fatalf("waits %v, want %v each ±%.0f%%", waits, want, retry.Jitter*100)
+		}
+	}
+	if slices.Equal(waits[:4], waits[4:]) {
+		t.Fatalf("waits %v: the same delays after the start-over (no jitter)", waits)
 	}
 }

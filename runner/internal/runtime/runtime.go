@@ -135,7 +135,8 @@ type Runtime interface {
 	// Start runs the session, or returns the already running one (Reused).
 	Start(ctx context.Context, spec SessionSpec) (Handle, error)
 	// Stop stops the session's agent (SIGTERM, then SIGKILL after a grace
-	// period) and forgets it. Stopping an unknown session is not an error.
+	// period, or by ctx's deadline when that is sooner) and forgets it.
+	// Stopping an unknown session is not an error.
 	Stop(ctx context.Context, sessionID string) error
 	// Restart stops and starts the session, picking up a new image or config.
 	Restart(ctx context.Context, spec SessionSpec) (Handle, error)

@@ -53,6 +53,10 @@ type Config struct {
 	OnGroup func(*guardv1.Group)
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
+	// AckDeadline is how long an agent may hold inbox items without
+	// acknowledging anything before it is restarted (LivenessLoop; default
+	// 5m).
+	AckDeadline time.Duration
 }
 
 // Manager holds the runner's sessions.
@@ -66,6 +70,12 @@ type Manager struct {
 	groups   map[string]*guardv1.Group // last config read per group
 	retrying sync.Map                  // push id → the agent was told its replay waits
 	images   map[string]string         // last image built per group
+
+	// fenced: the runner could not renew its lease in time, so its agents
+	// are stopped and none may start (Fence, Unfence).
+	fenced  atomic.Bool
+	fenceMu sync.Mutex
+	stopped []string // sessions whose agents the fence stopped
 }
 
 // Session is one hosted session.
@@ -209,6 +219,18 @@ func (m *Manager) Notify(sessionID string, n *agentv1.Notice) {
 	s.touch()
 }
 
+// NotifyOnce puts a notice about one event into a session's inbox unless
+// the inbox already holds or gave one with that key (delivery.Notifier).
+func (m *Manager) NotifyOnce(sessionID, key string, n *agentv1.Notice) {
+	s := m.Get(sessionID)
+	if s == nil {
+		m.log.Warn("notice for an unknown session dropped", "session", sessionID, "text", n.GetText())
+		return
+	}
+	s.Inbox.PushOnce(key, &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Notice{Notice: n}})
+	s.touch()
+}
+
 // Open sets up a session the server just opened on this runner and starts
 // its agent with the group (and config) OpenSession returned.
 func (m *Manager) Open(ctx context.Context, sess *guardv1.Session, g *guardv1.Group) (*Session, error) {
@@ -229,7 +251,14 @@ func (m *Manager) Wake(ctx context.Context, s *Session) error {
 	return m.start(ctx, s, m.group(ctx, s))
 }
 
+// ErrFenced refuses to start an agent while the runner's lease is not
+// renewed: its session may already be another runner's.
+var ErrFenced = errors.New("the runner's lease is not renewed: no agent may run until it is")
+
 func (m *Manager) start(ctx context.Context, s *Session, g *guardv1.Group) error {
+	if m.fenced.Load() {
+		return fmt.Errorf("start session %s: %w", s.ID, ErrFenced)
+	}
 	spec, err := m.spec(ctx, s, g, nil)
 	if err != nil {
 		// A group image that does not build (an approved package that fails
@@ -247,8 +276,26 @@ func (m *Manager) start(ctx context.Context, s *Session, g *guardv1.Group) error
 	if err != nil {
 		return fmt.Errorf("start session %s: %w", s.ID, err)
 	}
+	if err := m.unlessFenced(ctx, s); err != nil {
+		return err
+	}
+	if !h.Reused {
+		s.Inbox.Restarted()
+	}
 	s.touch()
 	return nil
+}
+
+// unlessFenced stops an agent that started while the fence went up (the
+// fence stops what it finds running; this one may have come after).
+func (m *Manager) unlessFenced(ctx context.Context, s *Session) error {
+	if !m.fenced.Load() {
+		return nil
+	}
+	if err := m.cfg.Runtime.Stop(ctx, s.ID); err != nil {
+		m.log.Error("agent started as the lease fence went up and could not be stopped", "session", s.ID, "err", err)
+	}
+	return fmt.Errorf("start session %s: %w", s.ID, ErrFenced)
 }
 
 // Restart restarts the session's agent on its group's current config (the
@@ -261,6 +308,9 @@ func (m *Manager) Restart(ctx context.Context, s *Session) error {
 // restart rebuilds (writing the build's output to out) and restarts. A
 // build that fails leaves the running agent as it is.
 func (m *Manager) restart(ctx context.Context, s *Session, out io.Writer) error {
+	if m.fenced.Load() {
+		return fmt.Errorf("restart session %s: %w", s.ID, ErrFenced)
+	}
 	spec, err := m.spec(ctx, s, m.group(ctx, s), out)
 	if err != nil {
 		return err
@@ -270,6 +320,10 @@ func (m *Manager) restart(ctx context.Context, s *Session, out io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("restart session %s: %w", s.ID, err)
 	}
+	if err := m.unlessFenced(ctx, s); err != nil {
+		return err
+	}
+	s.Inbox.Restarted()
 	s.touch()
 	return nil
 }
@@ -356,13 +410,15 @@ func writeFile(path string, b []byte) error {
 // OnWake puts a system message into a session's inbox for the agent that
 // starts next (handlers.Deps.OnWake): the inbox outlives the container, so
 // the restarted agent reads it first thing.
+// The id names the one applied action, so the agent gets it once.
 func (m *Manager) OnWake(ds delivery.Session, id, text string) {
 	s := m.Get(ds.ID)
 	if s == nil {
 		m.log.Warn("on_wake for an unknown session dropped", "session", ds.ID)
 		return
 	}
-	s.Inbox.Message(&agentv1.InboundMessage{Id: id, SenderUserId: SystemSender, Text: text, At: timestamppb.Now()})
+	s.Inbox.PushOnce(id, &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Message{Message: &agentv1.InboundMessage{
+		Id: id, SenderUserId: SystemSender, Text: text, At: timestamppb.Now()}}})
 	s.touch()
 }
 
@@ -481,6 +537,11 @@ func (m *Manager) remember(g *guardv1.Group) {
 // Apply applies one server push (connect.Applier). Any push wakes a stopped
 // session.
 func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
+	if m.fenced.Load() {
+		// Nothing is taken while the session may be another runner's; the
+		// push is applied once the lease is renewed (or goes to the new host).
+		return connect.Retry(ErrFenced)
+	}
 	s, err := m.Ensure(p.GetSessionId(), p.GetAgentGroupId())
 	if err != nil {
 		return err

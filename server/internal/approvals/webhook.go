@@ -20,6 +20,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/jsonview"
 	"github.com/clawguard/clawguard/server/internal/retention"
+	"github.com/clawguard/clawguard/server/internal/retry"
 )
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>".
@@ -197,7 +198,7 @@ func (s *Service) postEvent(ctx context.Context, client *http.Client, ev *guardv
 		}
 		return struct{}{}, err
 	},
-		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: s.WebhookBackoff, Multiplier: 2, MaxInterval: s.WebhookMaxBackoff}),
+		backoff.WithBackOff(retry.Exponential(s.WebhookBackoff, s.WebhookMaxBackoff)),
 		backoff.WithMaxTries(uint(max(1, s.WebhookAttempts))),
 		backoff.WithMaxElapsedTime(0),
 		backoff.WithNotify(func(err error, in time.Duration) {

@@ -21,11 +21,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/retry"
 )
 
 // Headers of an export request.
@@ -67,16 +67,16 @@ type Shipper struct {
 func (s *Shipper) Run(ctx context.Context) error {
 	// After a failure: the interval, doubling up to maxBackoff; a batch
 	// shipped starts it over.
-	retry := backoff.ExponentialBackOff{InitialInterval: s.interval(), Multiplier: 2, MaxInterval: maxBackoff}
+	delays := retry.Exponential(s.interval(), maxBackoff)
 	for ctx.Err() == nil {
 		n, err := s.ShipOnce(ctx)
 		wait := s.interval()
 		switch {
 		case err != nil && ctx.Err() == nil:
-			wait = retry.NextBackOff()
+			wait = delays.NextBackOff()
 			s.Log.Warn("decision export failed; retrying", "err", err, "in", wait)
 		case err == nil:
-			retry.Reset()
+			delays.Reset()
 			if n == s.batch() {
 				wait = 0
 			}

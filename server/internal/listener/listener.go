@@ -17,6 +17,8 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgxlisten"
+
+	"github.com/clawguard/clawguard/server/internal/retry"
 )
 
 // AppName is the application_name of the listener's connection (appended to
@@ -47,7 +49,7 @@ type Listener struct {
 
 	channels int
 	// Touched by the Listen goroutine only (Connect and the handlers run on it).
-	bo        backoff.ExponentialBackOff
+	bo        *backoff.ExponentialBackOff
 	connects  int // connections attempted
 	listening int // channels listened on by the current connection
 	wait      func(ctx context.Context, d time.Duration) error
@@ -65,7 +67,7 @@ func New(conf *pgx.ConnConfig, log *slog.Logger) *Listener {
 	l := &Listener{
 		conf: c,
 		log:  log.With("component", "listener"),
-		bo:   backoff.ExponentialBackOff{InitialInterval: MinBackoff, Multiplier: 2, MaxInterval: MaxBackoff},
+		bo:   retry.Exponential(MinBackoff, MaxBackoff),
 		wait: sleep,
 	}
 	l.pl = pgxlisten.Listener{

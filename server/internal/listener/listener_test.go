@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/clawguard/clawguard/migrations/pgtest"
+	"github.com/clawguard/clawguard/server/internal/retry"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -90,8 +90,13 @@ func TestReconnectBacksOffExponentially(t *testing.T) {
 	}
 	ms := time.Millisecond
 	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 5000 * ms, 5000 * ms}
-	if !slices.Equal(seq, want) {
-		t.Fatalf("back-off %v, want %v", seq, want)
+	for i := range want {
+		if !retry.Around(seq[i], want[i]) {
+			t.Fatalf("back-off %v, want %v each ±%.0f%%", seq, want, retry.Jitter*100)
+		}
+	}
+	if seq[6] == seq[7] {
+		t.Fatalf("back-off %v: two delays at the cap alike (no jitter)", seq)
 	}
 }
 
@@ -131,8 +136,8 @@ func TestReconnectsAndRunsEveryBacklogAgain(t *testing.T) {
 	}
 	select {
 	case d := <-got:
-		if d != MinBackoff {
-			t.Fatalf("first reconnect after a healthy connection waits %s, want %s", d, MinBackoff)
+		if !retry.Around(d, MinBackoff) {
+			t.Fatalf("first reconnect after a healthy connection waits %s, want %s (jittered)", d, MinBackoff)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no reconnect after the kill")

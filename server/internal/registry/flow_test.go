@@ -33,7 +33,11 @@ func TestUnackedPushIsSentAgainOnTheLiveStream(t *testing.T) {
 		t.Fatalf("re-sent push = %s, want %s", p.GetId(), id)
 	}
 	st.ack(t, id)
-	st.heartbeat(t) // the ack is stored before the heartbeat is answered
+	// The ack is stored before the heartbeat is answered; the answer says
+	// how long the renewed lease lasts (the runner fences itself by it).
+	if l := st.heartbeat(t); l.GetTtl().AsDuration() != srv.Deps().Config.LeaseTTL {
+		t.Fatalf("renewal ttl = %v, want the server's %v", l.GetTtl().AsDuration(), srv.Deps().Config.LeaseTTL)
+	}
 	var acked bool
 	if err := srv.Pool.QueryRow(ctxT(t), `SELECT acked_at IS NOT NULL FROM runner_pushes WHERE id = $1`, id).Scan(&acked); err != nil || !acked {
 		t.Fatalf("push acked = %v (%v)", acked, err)

@@ -105,6 +105,7 @@ func (s *Service) Register(ctx context.Context, tokenRunnerID string, tokenPlace
 	return &guardv1.RegisterRunnerResponse{
 		LeaseExpiresAt:    timestamppb.New(expires),
 		HeartbeatInterval: durationpb.New(s.opts.HeartbeatInterval),
+		LeaseTtl:          durationpb.New(s.opts.LeaseTTL),
 		ExemptActions:     append([]string(nil), ExemptDeliveryActions...),
 		Host:              id.Host,
 		Labels:            id.Labels,

@@ -97,6 +97,10 @@ func TestCIWalkRealManifestConformsRogueRegistrationFails(t *testing.T) {
 	if !res.GetLeaseExpiresAt().AsTime().After(time.Now()) || res.GetHeartbeatInterval().AsDuration() <= 0 {
 		t.Errorf("lease %v / heartbeat %v", res.GetLeaseExpiresAt().AsTime(), res.GetHeartbeatInterval().AsDuration())
 	}
+	// The runner fences itself by the lease's length (issue 29): it is told it.
+	if ttl := res.GetLeaseTtl().AsDuration(); ttl != srv.Deps().Config.LeaseTTL {
+		t.Errorf("lease ttl = %v, want the server's %v", ttl, srv.Deps().Config.LeaseTTL)
+	}
 	if strings.Join(res.GetExemptActions(), ",") != strings.Join(registry.ExemptDeliveryActions, ",") {
 		t.Errorf("exempt actions = %v", res.GetExemptActions())
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -230,7 +231,7 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 			if err != nil {
 				return err
 			}
-			if err := send(&guardv1.ConnectResponse{Frame: &guardv1.ConnectResponse_Lease{Lease: &guardv1.LeaseRenewed{ExpiresAt: timestamppb.New(expires)}}}); err != nil {
+			if err := send(&guardv1.ConnectResponse{Frame: &guardv1.ConnectResponse_Lease{Lease: &guardv1.LeaseRenewed{ExpiresAt: timestamppb.New(expires), Ttl: durationpb.New(s.opts.LeaseTTL)}}}); err != nil {
 				return err
 			}
 		case *guardv1.ConnectRequest_Release:

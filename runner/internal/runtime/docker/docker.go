@@ -259,10 +259,13 @@ func (r *Runtime) Stop(ctx context.Context, sessionID string) error {
 
 func (r *Runtime) stop(ctx context.Context, sessionID string) error {
 	name := r.ContainerName(sessionID)
-	timeout := int(r.cfg.StopTimeout.Round(time.Second) / time.Second)
-	if timeout < 1 {
-		timeout = 1
+	grace := r.cfg.StopTimeout
+	if d, ok := ctx.Deadline(); ok {
+		// SIGKILL by ctx's deadline (a lease fence), leaving the daemon a
+		// moment to answer.
+		grace = min(grace, time.Until(d)-time.Second)
 	}
+	timeout := max(int(grace/time.Second), 0) // 0: SIGKILL right after SIGTERM
 	err := r.cli.ContainerStop(ctx, name, container.StopOptions{Timeout: &timeout})
 	if errdefs.IsNotFound(err) {
 		return nil

@@ -157,7 +157,8 @@ func (r *Runtime) Stop(ctx context.Context, sessionID string) error {
 }
 
 // stop sends SIGTERM to the agent's process group, SIGKILL after the grace
-// period, and waits until the process is reaped.
+// period (or once ctx ends, whichever is first), and waits until the
+// process is reaped.
 func (r *Runtime) stop(ctx context.Context, sessionID string) error {
 	p := r.get(sessionID)
 	if p == nil {
@@ -166,6 +167,8 @@ func (r *Runtime) stop(ctx context.Context, sessionID string) error {
 	pgid := p.cmd.Process.Pid // Setpgid: the group id is the agent's pid
 	if !p.exited() {
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		// A stopped agent (SIGSTOP) handles its SIGTERM only once continued.
+		_ = syscall.Kill(-pgid, syscall.SIGCONT)
 		grace := time.NewTimer(r.cfg.StopTimeout)
 		defer grace.Stop()
 		select {
@@ -179,10 +182,14 @@ func (r *Runtime) stop(ctx context.Context, sessionID string) error {
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("stop session %s: %w", sessionID, err)
 	}
+	// A SIGKILLed process is reaped at once; ctx may be over already (its
+	// deadline was when to kill).
+	reaped := time.NewTimer(reapWait)
+	defer reaped.Stop()
 	select {
 	case <-p.done:
-	case <-ctx.Done():
-		return fmt.Errorf("stop session %s: %w", sessionID, ctx.Err())
+	case <-reaped.C:
+		return fmt.Errorf("stop session %s: not reaped %s after SIGKILL", sessionID, reapWait)
 	}
 	r.mu.Lock()
 	if r.procs[sessionID] == p {
@@ -192,6 +199,9 @@ func (r *Runtime) stop(ctx context.Context, sessionID string) error {
 	r.log.Info("agent process stopped", "session", sessionID)
 	return nil
 }
+
+// reapWait bounds the wait for a SIGKILLed agent to be reaped.
+const reapWait = 5 * time.Second
 
 func (r *Runtime) Restart(ctx context.Context, spec rt.SessionSpec) (rt.Handle, error) {
 	if err := spec.Validate(); err != nil {
