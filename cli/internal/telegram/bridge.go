@@ -35,7 +35,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/clawguard/clawguard/cli/internal/retry"
+	"github.com/clawguard/clawguard/proto/retry"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 

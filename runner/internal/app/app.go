@@ -40,7 +40,7 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/mcphost"
 	"github.com/clawguard/clawguard/runner/internal/mcptools"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
-	"github.com/clawguard/clawguard/runner/internal/retry"
+	"github.com/clawguard/clawguard/proto/retry"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 	"github.com/clawguard/clawguard/runner/internal/runtime/process"

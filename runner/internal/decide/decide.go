@@ -26,7 +26,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
-	"github.com/clawguard/clawguard/runner/internal/retry"
+	"github.com/clawguard/clawguard/proto/retry"
 )
 
 // Client multiplexes decisions over one DecideStream.

@@ -23,7 +23,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
-	"github.com/clawguard/clawguard/runner/internal/retry"
+	"github.com/clawguard/clawguard/proto/retry"
 )
 
 // Delivery action names, as containers send them.

@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/clawguard/clawguard/server/internal/guard"
-	"github.com/clawguard/clawguard/server/internal/retry"
+	"github.com/clawguard/clawguard/proto/retry"
 )
 
 // Headers of an export request.
