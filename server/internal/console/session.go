@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/clawguard/clawguard/proto/retry"
-	"github.com/clawguard/clawguard/server/internal/fault"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
@@ -101,7 +100,7 @@ func (c *Console) loadRetrying(ctx context.Context, r *http.Request) (*session, 
 			return nil, backoff.Permanent(err)
 		}
 		return s, err
-	}, backoff.WithBackOff(retry.Exponential(200*time.Millisecond, fault.DefaultRetryAfter)), backoff.WithMaxElapsedTime(clickRetryFor))
+	}, backoff.WithBackOff(retry.Exponential(200*time.Millisecond, api.DBRetryAfter)), backoff.WithMaxElapsedTime(clickRetryFor))
 }
 
 // get wraps a page that needs a session: without one, the browser goes to
