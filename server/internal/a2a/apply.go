@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -48,10 +48,10 @@ func applySend(ctx context.Context, tx pgx.Tx, sess registry.Session, req *guard
 		return registry.Applied{}, fmt.Errorf("check destination: %w", err)
 	}
 	if !exists {
-		return registry.Applied{}, status.Errorf(codes.NotFound, "target agent group %q not found", to)
+		return registry.Applied{}, fault.New(fault.NotFound, "target agent group %q not found", to)
 	}
 	if !allowed {
-		return registry.Applied{}, status.Errorf(codes.PermissionDenied, "group %q has no destination for %q", sess.GroupID, to)
+		return registry.Applied{}, fault.New(fault.Denied, "group %q has no destination for %q", sess.GroupID, to)
 	}
 	text := registry.PayloadString(req, "text")
 	if text == "" {
@@ -101,10 +101,10 @@ func target(req *guardv1.ApplyActionRequest) (string, error) {
 	case to == "":
 		to = inPayload
 	case inPayload != "" && inPayload != to:
-		return "", status.Errorf(codes.InvalidArgument, "resource.to %q differs from the payload's target %q", to, inPayload)
+		return "", fault.New(fault.Invalid, "resource.to %q differs from the payload's target %q", to, inPayload)
 	}
 	if to == "" {
-		return "", status.Error(codes.InvalidArgument, "resource.to: required (the target agent group id)")
+		return "", fault.New(fault.Invalid, "resource.to: required (the target agent group id)")
 	}
 	return to, nil
 }

@@ -6,9 +6,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/registry"
@@ -32,11 +32,11 @@ func Appliers() []registry.Applier {
 func applyCreate(ctx context.Context, tx pgx.Tx, sess registry.Session, req *guardv1.ApplyActionRequest) (registry.Applied, error) {
 	name := registry.PayloadString(req, "name")
 	if name == "" {
-		return registry.Applied{}, status.Error(codes.InvalidArgument, "payload.name: required")
+		return registry.Applied{}, fault.New(fault.Invalid, "payload.name: required")
 	}
 	instructions := registry.PayloadString(req, "instructions")
 	if len(instructions) > MaxInstructions {
-		return registry.Applied{}, status.Errorf(codes.InvalidArgument, "payload.instructions: longer than %d bytes", MaxInstructions)
+		return registry.Applied{}, fault.New(fault.Invalid, "payload.instructions: longer than %d bytes", MaxInstructions)
 	}
 	// The approval was for this name: a taken one is refused, not renamed.
 	id, _, err := resources.CreateGroupTx(ctx, tx, resources.NewGroup{Name: name, Instructions: instructions}, resources.RefuseTakenName)
@@ -80,5 +80,5 @@ func freeDestinationName(ctx context.Context, tx pgx.Tx, groupID, base string) (
 			return name, nil
 		}
 	}
-	return "", status.Errorf(codes.ResourceExhausted, "no free destination name for %q", base)
+	return "", fault.New(fault.Exhausted, "no free destination name for %q", base)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,10 +20,9 @@ import (
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/commands"
+	"github.com/clawguard/clawguard/server/internal/fault"
 	"github.com/clawguard/clawguard/server/internal/guard"
-	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/rpcdecl"
-	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // Invoker calls an RPC's handler in-process (the approved-command replay).
@@ -81,10 +79,10 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 	}
 	actor := caller.Actor()
 	if caller.Agent != nil {
-		scope, err := g.cliScope(ctx, caller.Agent.GroupID)
+		scope, err := g.d.CLIScope(ctx, caller.Agent.GroupID)
 		if err != nil {
 			g.d.Log.WarnContext(ctx, "read cli_scope", "group", caller.Agent.GroupID, "err", err)
-			return nil, DBError("guard failure (failing closed): cli_scope", err)
+			return nil, err
 		}
 		if scope == "group" {
 			FillGroup(msg, caller.Agent.GroupID)
@@ -98,7 +96,7 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 			if caller.Agent != nil {
 				g.d.Log.InfoContext(ctx, "agent's admin call refused before the guard: invalid request", "audit", true,
 					"method", fullMethod, "agent_group", caller.Agent.GroupID, "session", caller.Agent.SessionID,
-					"why", status.Convert(err).Message())
+					"why", fault.Message(err))
 			}
 			return nil, err
 		}
@@ -147,15 +145,6 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 		return nil, st.Err()
 	}
 	return nil, status.Error(codes.PermissionDenied, d.GetReason())
-}
-
-func (g *AdminGuard) cliScope(ctx context.Context, group string) (string, error) {
-	var scope string
-	err := g.d.Pool.QueryRow(ctx, `SELECT cli_scope FROM container_configs WHERE agent_group_id = $1`, group).Scan(&scope)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "group", nil
-	}
-	return scope, err
 }
 
 // FillGroup sets the agent's own group into the request's empty top-level
@@ -257,14 +246,14 @@ func (g *AdminGuard) Replay(ctx context.Context, h *guardv1.Hold) error {
 	out, err := g.guarded(rctx, method, r, caller, msg, h.GetId(), func(ctx context.Context) (any, error) {
 		return g.invoke(ctx, method, msg)
 	})
-	if st := status.Convert(err); err != nil && st.Code() == codes.Unavailable && RetryDelay(st) > 0 {
+	if st := status.Convert(Status(err)); err != nil && st.Code() == codes.Unavailable && RetryDelay(st) > 0 {
 		// The guard could not decide the replay (nothing decided, grant
 		// unused): dispatch it again later rather than drop the approval.
 		return fmt.Errorf("%w: %s", approvals.ErrRetryLater, st.Message())
 	}
 	if err != nil {
 		return g.notify(ctx, h, guardv1.NoticeKind_NOTICE_KIND_FAILED,
-			fmt.Sprintf("Your `ncl %s` request was approved, but applying it failed: %s", label, status.Convert(err).Message()))
+			fmt.Sprintf("Your `ncl %s` request was approved, but applying it failed: %s", label, status.Convert(Status(err)).Message()))
 	}
 	result := ""
 	if pm, ok := out.(proto.Message); ok {
@@ -280,11 +269,7 @@ func (g *AdminGuard) notify(ctx context.Context, h *guardv1.Hold, kind guardv1.N
 	if h.GetSessionId() == "" {
 		return fmt.Errorf("cli_command hold %s has no session to notify", h.GetId())
 	}
-	return store.InTx(ctx, g.d.Pool, func(tx pgx.Tx) error {
-		_, err := pushes.EnqueueTx(ctx, tx, h.GetSessionId(), &guardv1.Push{Body: &guardv1.Push_Notify{
-			Notify: &guardv1.NotifyAgent{Kind: kind, Text: text, HoldId: h.GetId()}}})
-		return err
-	})
+	return g.d.Notify(ctx, h.GetSessionId(), &guardv1.NotifyAgent{Kind: kind, Text: text, HoldId: h.GetId()})
 }
 
 // parseCaller accepts exactly {kind: "agent", agent_group_id, session_id}

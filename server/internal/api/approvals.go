@@ -2,11 +2,9 @@ package api
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -46,7 +44,7 @@ func (s *ApprovalsService) List(ctx context.Context, req *guardv1.ListRequest) (
 	}
 	holds, next, err := s.d.Approvals.List(ctx, v, f)
 	if err != nil {
-		return nil, DBError("holds", err)
+		return nil, err
 	}
 	return &guardv1.ListResponse{Holds: holds, NextPageToken: next}, nil
 }
@@ -61,7 +59,7 @@ func (s *ApprovalsService) Get(ctx context.Context, req *guardv1.GetRequest) (*g
 	}
 	h, err := s.d.Approvals.Get(ctx, v, req.GetId())
 	if err != nil {
-		return nil, DBError("hold", err)
+		return nil, err
 	}
 	return &guardv1.GetResponse{Hold: h}, nil
 }
@@ -82,7 +80,7 @@ func (s *ApprovalsService) Resolve(ctx context.Context, req *guardv1.ResolveRequ
 		HoldID: req.GetId(), Outcome: req.GetOutcome(), Clicker: clicker, Reason: req.GetReason(), Choice: req.GetChoice(),
 	})
 	if err != nil {
-		return nil, DBError("hold", err)
+		return nil, err
 	}
 	return &guardv1.ResolveResponse{Hold: h}, nil
 }
@@ -110,7 +108,7 @@ func (s *ApprovalsService) Watch(req *guardv1.WatchRequest, stream grpc.ServerSt
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	return DBError("hold events", err)
+	return err
 }
 
 // requestKind is a non-catalog hold kind.
@@ -181,7 +179,7 @@ func (s *ApprovalsService) Request(ctx context.Context, req *guardv1.RequestRequ
 	}
 	res, err := s.d.Approvals.Request(ctx, cr)
 	if err != nil {
-		return nil, DBError("hold request", err)
+		return nil, err
 	}
 	return &guardv1.RequestResponse{Hold: res.Hold, Created: res.Created, Undelivered: res.Undelivered}, nil
 }
@@ -194,13 +192,12 @@ func (s *ApprovalsService) requestGroup(ctx context.Context, sessionID, groupID 
 	if sessionID == "" {
 		return groupID, nil
 	}
-	var sessionGroup string
-	err := s.d.Pool.QueryRow(ctx, `SELECT agent_group_id FROM sessions WHERE id = $1`, sessionID).Scan(&sessionGroup)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", InvalidArgument("session_id", "no session %q", sessionID)
-	}
+	sessionGroup, found, err := s.d.SessionGroup(ctx, sessionID)
 	if err != nil {
-		return "", DBError("session", err)
+		return "", err
+	}
+	if !found {
+		return "", InvalidArgument("session_id", "no session %q", sessionID)
 	}
 	if groupID != "" && groupID != sessionGroup {
 		return "", InvalidArgument("session_id", "session %q is not a session of agent group %q", sessionID, groupID)
@@ -231,11 +228,11 @@ func (s *ApprovalsService) Await(ctx context.Context, req *guardv1.AwaitRequest)
 		return nil, InvalidArgument("timeout", "must not be negative")
 	}
 	if _, err := s.d.Approvals.Get(ctx, v, req.GetId()); err != nil {
-		return nil, DBError("hold", err)
+		return nil, err
 	}
 	h, resolved, err := s.d.Approvals.Await(ctx, req.GetId(), req.GetTimeout().AsDuration())
 	if err != nil {
-		return nil, DBError("hold", err)
+		return nil, err
 	}
 	return &guardv1.AwaitResponse{Hold: h, Resolved: resolved}, nil
 }

@@ -2,10 +2,7 @@ package api
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-
-	"github.com/jackc/pgx/v5"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -87,12 +84,11 @@ func (s *GuardService) bridgeDecides(ctx context.Context, c authn.Caller, req *g
 			continue // a bridge speaks for its channels' chats, whatever group they are wired to
 		}
 		mg := ref.ID
-		var channel string
-		err := s.d.Pool.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, mg).Scan(&channel)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return DBError("messaging group", err)
+		channel, found, err := s.d.Reads.ChatChannel(ctx, mg)
+		if err != nil {
+			return err
 		}
-		if err != nil || !c.Principal.SpeaksForChannel(channel) {
+		if !found || !c.Principal.SpeaksForChannel(channel) {
 			s.d.Log.InfoContext(ctx, "bridge refused: decision about a chat that is not of its channels",
 				"token", c.Principal.TokenID, "messaging_group", mg, "channel", channel, "channels", c.Principal.Channels)
 			return status.Errorf(codes.PermissionDenied, "messaging group %q is not a chat of this bridge's channels %v", mg, c.Principal.Channels)

@@ -4,11 +4,12 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/admission"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/chatout"
@@ -26,7 +27,7 @@ import (
 // GuardDeps is what the Guard service (guard*.go) uses.
 type GuardDeps struct {
 	Engine    *guard.Engine      // the decision function, its catalog and the decision log
-	Pool      *pgxpool.Pool      // the caller checks' reads (a session's chat, a user's roles)
+	Reads     CallerReads        // what the caller checks read (a user's roles, a chat)
 	Metrics   *metrics.Metrics   // shed decisions, the admission limit
 	Log       *slog.Logger       //
 	Admission *admission.Limiter // sheds decisions past the adaptive limit (nil = off)
@@ -41,8 +42,9 @@ type GuardDeps struct {
 type ApprovalsDeps struct {
 	Approvals *approvals.Service // the hold contract
 	Catalog   *guard.Catalog     // which kinds a Request may file (nil: none)
-	Pool      *pgxpool.Pool      // the caller checks' reads (a session's group)
-	Log       *slog.Logger
+	// SessionGroup is a session's group (found false: no such session).
+	SessionGroup func(ctx context.Context, sessionID string) (group string, found bool, err error)
+	Log          *slog.Logger
 }
 
 // RegistryDeps is what the Registry service (registry_*.go) uses.
@@ -58,9 +60,23 @@ type RegistryDeps struct {
 // AdminGuardDeps is what the admin-RPC interceptor (admin_guard.go) uses.
 type AdminGuardDeps struct {
 	Engine *guard.Engine // consulted for every admin RPC
-	Pool   *pgxpool.Pool // cli_scope reads and the replay's transaction
+	// CLIScope is a group's cli_scope ("group" without a config row).
+	CLIScope func(ctx context.Context, group string) (string, error)
+	// Notify queues a notice for a session's agent (the replay's outcome).
+	Notify func(ctx context.Context, sessionID string, n *guardv1.NotifyAgent) error
 	Log    *slog.Logger
 	// Precheck is the handlers' own request checks (resources.Service.Precheck),
 	// run before the guard is consulted (nil: none).
 	Precheck func(proto.Message) error
+}
+
+// CallerReads are the reads the Guard service's caller checks make, each
+// from the package that owns the table.
+type CallerReads interface {
+	// Roles are a user's roles (approvals.LoadRoles).
+	Roles(ctx context.Context, user string) (approvals.Roles, error)
+	// ChatVisible: a chat is wired to one of groups (resources.ChatVisible).
+	ChatVisible(ctx context.Context, groups []string, chat string) (bool, error)
+	// ChatChannel is a chat's channel type (resources.ChatChannel).
+	ChatChannel(ctx context.Context, chat string) (channel string, found bool, err error)
 }

@@ -13,7 +13,9 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/store"
 	"github.com/clawguard/clawguard/server/internal/testserver"
+	"github.com/jackc/pgx/v5"
 )
 
 // A NUL byte in a name reached Postgres, whose refusal came back as
@@ -132,11 +134,12 @@ func TestBadDecideStreamFrameCostsOnlyItsOwnAnswer(t *testing.T) {
 	}
 }
 
-// Database refusals are classified by what they mean, in the server's
-// words: a value Postgres cannot hold is the caller's fault
-// (InvalidArgument, not retried), only an unreachable database is
-// Unavailable, and the database's own text never reaches the client.
-func TestDBErrorSpeaksOurWords(t *testing.T) {
+// Database refusals are classified where the SQL ran (store.Fault) by what
+// they mean, in the server's words, and mapped at the edge (api.Status): a
+// value Postgres cannot hold is the caller's fault (InvalidArgument, not
+// retried), only a database that cannot serve is Unavailable, and the
+// database's own text never reaches the client.
+func TestDatabaseFaultsSpeakOurWords(t *testing.T) {
 	srv := testserver.Start(t)
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -163,7 +166,7 @@ func TestDBErrorSpeaksOurWords(t *testing.T) {
 		{raise("40001"), nil, codes.Aborted},     // serialization failure
 	} {
 		_, err := srv.Pool.Exec(ctx, c.sql, c.args...)
-		got := api.DBError("thing", err)
+		got := api.Status(store.Fault("thing", err))
 		if status.Code(got) != c.want {
 			t.Errorf("%s: %v → %v, want %v", c.sql, err, got, c.want)
 		}
@@ -177,12 +180,26 @@ func TestDBErrorSpeaksOurWords(t *testing.T) {
 	}
 	srv.Pool.Close()
 	_, err := srv.Pool.Exec(ctx, `SELECT 1`)
-	if got := api.DBError("thing", err); status.Code(got) != codes.Unavailable || api.RetryDelay(status.Convert(got)) <= 0 {
+	if got := api.Status(store.Fault("thing", err)); status.Code(got) != codes.Unavailable || api.RetryDelay(status.Convert(got)) <= 0 {
 		t.Errorf("closed pool: %v → %v, want Unavailable with a hint", err, got)
 	}
+	// A database that cannot serve is Unavailable at the edge even when no
+	// code below classified it.
+	if got := api.Status(fmt.Errorf("read something: %w", err)); status.Code(got) != codes.Unavailable || api.RetryDelay(status.Convert(got)) <= 0 {
+		t.Errorf("unclassified closed pool: %v → %v, want Unavailable with a hint", err, got)
+	}
 	// Not a database error at all: Internal, not a reason to retry.
-	if got := api.DBError("thing", errors.New("encode result: boom")); status.Code(got) != codes.Internal || strings.Contains(got.Error(), "boom") {
+	if got := api.Status(errors.New("encode result: boom")); status.Code(got) != codes.Internal || strings.Contains(got.Error(), "boom") {
 		t.Errorf("plain error → %v, want Internal in our words", got)
+	}
+	// A missing row is NotFound only where the query that missed it says
+	// what it was: one that reaches the edge unclassified is a bug, not
+	// "not found" of whatever the handler was about.
+	if got := api.Status(fmt.Errorf("look up a row: %w", pgx.ErrNoRows)); status.Code(got) != codes.Internal {
+		t.Errorf("unclassified no-rows → %v, want Internal", got)
+	}
+	if got := api.Status(store.Fault("group", pgx.ErrNoRows)); status.Code(got) != codes.NotFound || status.Convert(got).Message() != "group not found" {
+		t.Errorf("a missing group → %v, want NotFound \"group not found\"", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,9 +10,10 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/fault"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -45,62 +47,73 @@ func InvalidArgument(field, format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
 }
 
-// DBRetryAfter is the delay DBError suggests when the database cannot
-// serve: long enough for a restart's first connections, short enough that a
-// click lands within a second of the database coming back.
-const DBRetryAfter = time.Second
-
-// DBError maps a database error to the status that means the same thing;
-// what is passed as what names the object ("group", "role grant"). It is
-// the one mapping from store.Classify's classes to codes: handlers call it,
-// and the error interceptor (app) passes every other error that is not yet
-// a status through it. The client gets our words, never the database's text
-// (logged here instead): bad data is InvalidArgument, a constraint
-// FailedPrecondition or AlreadyExists, a conflict Aborted, and a database
+// Status is the one mapping of what went wrong to the status a client is
+// told; the error interceptor (app) passes every error a handler or the
+// authentication returns through it. A fault (package fault) becomes its
+// kind's code with its words, its retry hint and its details; a context
+// error its code. Anything else is no fault a domain made: a database
 // that cannot serve now — unreachable, restarting, shutting down, out of
-// disk or connections, a read-only standby — Unavailable with a RetryInfo
-// hint: the same request may be sent again. Only what retrying cannot
-// change is Internal.
-func DBError(what string, err error) error {
+// disk or connections, a read-only standby — is Unavailable with a retry
+// hint wherever it was met, and the rest is Internal, its text kept in
+// the log, never in the answer.
+func Status(err error) error {
 	if err == nil {
 		return nil
 	}
-	if status.Code(err) != codes.Unknown {
-		return err
+	if _, isStatus := status.FromError(err); isStatus && status.Code(err) != codes.Unknown {
+		return err // the edge's own answers (validation, admission, auth)
 	}
-	if errors.Is(err, guard.ErrUnavailable) {
-		// The guard could not decide (its database): nothing was decided.
-		slog.Warn("the guard could not decide", "what", what, "err", err)
-		return Retryable(what+": the guard could not decide now; nothing was done: retry", guard.RetryAfter)
-	}
-	class := store.Classify(err)
-	switch class {
-	case store.ClassNotFound:
-		return status.Errorf(codes.NotFound, "%s not found", what)
-	case store.ClassUnique:
-		return status.Errorf(codes.AlreadyExists, "%s already exists", what)
-	case store.ClassForeignKey:
-		return status.Errorf(codes.NotFound, "%s refers to something that does not exist (%s)", what, store.ConstraintName(err))
-	case store.ClassCheck:
-		return status.Errorf(codes.InvalidArgument, "%s: value refused by the schema (%s)", what, store.ConstraintName(err))
-	case store.ClassCanceled:
+	switch {
+	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "canceled")
-	case store.ClassDeadline:
+	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	}
-	slog.Warn("database error", "what", what, "class", class.String(), "err", err)
-	switch class {
-	case store.ClassData:
-		return status.Errorf(codes.InvalidArgument, "%s: a value is malformed or too long to store", what)
-	case store.ClassIntegrity:
-		return status.Errorf(codes.FailedPrecondition, "%s: refused by a constraint (%s)", what, store.ConstraintName(err))
-	case store.ClassConflict:
-		return status.Errorf(codes.Aborted, "%s: conflicted with a concurrent change; try again", what)
-	case store.ClassUnavailable:
-		return Retryable(what+": the database is unavailable; retry", DBRetryAfter)
-	case store.ClassRefused:
-		// Postgres answered and refused: retrying changes nothing.
-		return status.Errorf(codes.Internal, "%s: the database refused the operation", what)
+	f, ok := fault.As(err)
+	if !ok {
+		if store.IsUnavailable(err) {
+			slog.Warn("the database is unavailable", "err", err)
+			return Retryable("the database is unavailable; retry", fault.DefaultRetryAfter)
+		}
+		slog.Error("internal error", "err", err)
+		return status.Error(codes.Internal, "internal error")
 	}
-	return status.Errorf(codes.Internal, "%s: internal error", what)
+	code := faultCodes[f.Kind]
+	switch {
+	case f.Kind == fault.Internal:
+		slog.Error("internal error", "err", err)
+	case f.Err != nil && (f.Kind == fault.Unavailable || f.Kind == fault.Aborted):
+		// The caller retries; the log says what the database said.
+		slog.Warn(f.Msg, "kind", f.Kind.String(), "err", f.Err)
+	}
+	st := status.New(code, f.Msg)
+	var details []protoadapt.MessageV1
+	if f.RetryAfter > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(f.RetryAfter)})
+	}
+	for _, d := range f.Details {
+		details = append(details, protoadapt.MessageV1Of(d))
+	}
+	if len(details) > 0 {
+		if withDetails, err := st.WithDetails(details...); err == nil {
+			st = withDetails
+		}
+	}
+	return st.Err()
+}
+
+// faultCodes is each fault kind's code.
+var faultCodes = map[fault.Kind]codes.Code{
+	fault.Internal:        codes.Internal,
+	fault.Invalid:         codes.InvalidArgument,
+	fault.NotFound:        codes.NotFound,
+	fault.Exists:          codes.AlreadyExists,
+	fault.Precondition:    codes.FailedPrecondition,
+	fault.Denied:          codes.PermissionDenied,
+	fault.Unauthenticated: codes.Unauthenticated,
+	fault.Unavailable:     codes.Unavailable,
+	fault.Aborted:         codes.Aborted,
+	fault.Exhausted:       codes.ResourceExhausted,
+	fault.OutOfRange:      codes.OutOfRange,
+	fault.Unimplemented:   codes.Unimplemented,
 }

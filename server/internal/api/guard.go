@@ -206,7 +206,7 @@ func validCorrelationID(id string) bool { return id != "" && len(id) <= maxIDLen
 
 // streamError is err as a DecideStream frame's error, with its retry hint.
 func streamError(err error) *guardv1.StreamError {
-	st := status.Convert(err)
+	st := status.Convert(Status(err))
 	out := &guardv1.StreamError{Code: int32(st.Code()), Message: st.Message()}
 	if d := RetryDelay(st); d > 0 {
 		out.RetryAfter = durationpb.New(d)
@@ -282,7 +282,7 @@ func (s *GuardService) decideError(ctx context.Context, r *guard.Request, err er
 		return ReplayUnavailable()
 	}
 	s.d.Log.ErrorContext(ctx, "decide failed", "action", r.Action, "err", err)
-	return DBError("decide", err)
+	return err
 }
 
 // Overloaded refuses a decision past the admission limit: nothing was

@@ -9,7 +9,6 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/guard"
-	"github.com/clawguard/clawguard/server/internal/resources"
 )
 
 // userMayAsk keeps a user's dry runs inside what they may read (the
@@ -23,9 +22,9 @@ import (
 // does (a dry run reads live facts: sender policies, wirings, pending
 // registrations).
 func (s *GuardService) userMayAsk(ctx context.Context, user string, r *guard.Request) error {
-	roles, err := approvals.LoadRoles(ctx, s.d.Pool, user)
+	roles, err := s.d.Reads.Roles(ctx, user)
 	if err != nil {
-		return DBError("roles", err)
+		return err
 	}
 	if roles.Owner || roles.GlobalAdmin {
 		return nil
@@ -48,9 +47,9 @@ func (s *GuardService) userMayAsk(ctx context.Context, user string, r *guard.Req
 				return status.Errorf(codes.NotFound, "agent group %q not found", ref.ID)
 			}
 		case guard.RefChat:
-			visible, err := resources.ChatVisible(ctx, s.d.Pool, groups, ref.ID)
+			visible, err := s.d.Reads.ChatVisible(ctx, groups, ref.ID)
 			if err != nil {
-				return DBError("messaging group", err)
+				return err
 			}
 			if !visible {
 				return status.Errorf(codes.NotFound, "messaging group %q not found", ref.ID)

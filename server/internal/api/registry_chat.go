@@ -28,7 +28,7 @@ func (s *RegistryService) PostChatMessage(ctx context.Context, req *guardv1.Post
 		return nil, status.Error(codes.Unavailable, "chat outbox is not wired")
 	}
 	resp, err := s.d.ChatOut.Post(ctx, c.Agent.SessionID, req.GetKind(), req.GetText())
-	return resp, DBError("chat message", err)
+	return resp, err
 }
 
 // WatchChatOutbox streams one channel type's chat messages to its bridge
@@ -47,5 +47,5 @@ func (s *RegistryService) WatchChatOutbox(req *guardv1.WatchChatOutboxRequest, s
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	return DBError("chat outbox", err)
+	return err
 }

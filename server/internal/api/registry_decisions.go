@@ -11,8 +11,7 @@ import (
 // The decision log (resources/decisions.go).
 
 func (s *RegistryService) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsRequest) (*guardv1.ListDecisionsResponse, error) {
-	resp, err := s.d.Resources.ListDecisions(ctx, req)
-	return resp, DBError("decisions", err)
+	return s.d.Resources.ListDecisions(ctx, req)
 }
 
 // GetDecision returns one logged decision with its explanation: the same
@@ -20,7 +19,7 @@ func (s *RegistryService) ListDecisions(ctx context.Context, req *guardv1.ListDe
 func (s *RegistryService) GetDecision(ctx context.Context, req *guardv1.GetDecisionRequest) (*guardv1.GetDecisionResponse, error) {
 	d, trace, err := s.d.Resources.GetDecision(ctx, req.GetId())
 	if err != nil {
-		return nil, DBError("decision", err)
+		return nil, err
 	}
 	if s.d.Catalog != nil {
 		d.Explanation = ExplainRecord(s.d.Catalog, d, trace)

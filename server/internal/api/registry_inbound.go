@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,8 +28,5 @@ func (s *RegistryService) RouteInbound(ctx context.Context, req *guardv1.RouteIn
 		}
 	}
 	resp, err := s.d.Inbound.Route(ctx, req)
-	if errors.Is(err, inbound.ErrInvalid) {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	return resp, DBError("inbound message", err)
+	return resp, err
 }

@@ -10,23 +10,19 @@ import (
 // and the runners' reports of what they host.
 
 func (s *RegistryService) ListMcpServers(ctx context.Context, req *guardv1.ListMcpServersRequest) (*guardv1.ListMcpServersResponse, error) {
-	resp, err := s.d.Resources.ListMcpServers(ctx, req)
-	return resp, DBError("mcp servers", err)
+	return s.d.Resources.ListMcpServers(ctx, req)
 }
 
 func (s *RegistryService) SetMcpServerDefault(ctx context.Context, req *guardv1.SetMcpServerDefaultRequest) (*guardv1.SetMcpServerDefaultResponse, error) {
-	resp, err := s.d.Resources.SetMcpServerDefault(ctx, req)
-	return resp, DBError("mcp server default", err)
+	return s.d.Resources.SetMcpServerDefault(ctx, req)
 }
 
 func (s *RegistryService) ListMcpTools(ctx context.Context, req *guardv1.ListMcpToolsRequest) (*guardv1.ListMcpToolsResponse, error) {
-	resp, err := s.d.Resources.ListMcpTools(ctx, req)
-	return resp, DBError("mcp tools", err)
+	return s.d.Resources.ListMcpTools(ctx, req)
 }
 
 func (s *RegistryService) SetMcpTool(ctx context.Context, req *guardv1.SetMcpToolRequest) (*guardv1.SetMcpToolResponse, error) {
-	resp, err := s.d.Resources.SetMcpTool(ctx, req)
-	return resp, DBError("mcp tool", err)
+	return s.d.Resources.SetMcpTool(ctx, req)
 }
 
 // ReportMcpTools takes a runner's report of a server it hosts for a session
@@ -37,5 +33,5 @@ func (s *RegistryService) ReportMcpTools(ctx context.Context, req *guardv1.Repor
 		return nil, err
 	}
 	resp, err := s.d.Resources.ReportMcpTools(ctx, c.Principal.RunnerID, req)
-	return resp, DBError("mcp tools report", err)
+	return resp, err
 }

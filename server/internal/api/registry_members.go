@@ -9,16 +9,13 @@ import (
 // Group members (resources/members.go).
 
 func (s *RegistryService) ListMembers(ctx context.Context, req *guardv1.ListMembersRequest) (*guardv1.ListMembersResponse, error) {
-	resp, err := s.d.Resources.ListMembers(ctx, req)
-	return resp, DBError("members", err)
+	return s.d.Resources.ListMembers(ctx, req)
 }
 
 func (s *RegistryService) AddMember(ctx context.Context, req *guardv1.AddMemberRequest) (*guardv1.AddMemberResponse, error) {
-	resp, err := s.d.Resources.AddMember(ctx, req)
-	return resp, DBError("member", err)
+	return s.d.Resources.AddMember(ctx, req)
 }
 
 func (s *RegistryService) RemoveMember(ctx context.Context, req *guardv1.RemoveMemberRequest) (*guardv1.RemoveMemberResponse, error) {
-	resp, err := s.d.Resources.RemoveMember(ctx, req)
-	return resp, DBError("member", err)
+	return s.d.Resources.RemoveMember(ctx, req)
 }

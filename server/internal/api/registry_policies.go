@@ -9,16 +9,13 @@ import (
 // Agent message policies (resources/policies.go).
 
 func (s *RegistryService) ListPolicies(ctx context.Context, req *guardv1.ListPoliciesRequest) (*guardv1.ListPoliciesResponse, error) {
-	resp, err := s.d.Resources.ListPolicies(ctx, req)
-	return resp, DBError("policies", err)
+	return s.d.Resources.ListPolicies(ctx, req)
 }
 
 func (s *RegistryService) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) (*guardv1.SetPolicyResponse, error) {
-	resp, err := s.d.Resources.SetPolicy(ctx, req)
-	return resp, DBError("policy", err)
+	return s.d.Resources.SetPolicy(ctx, req)
 }
 
 func (s *RegistryService) RemovePolicy(ctx context.Context, req *guardv1.RemovePolicyRequest) (*guardv1.RemovePolicyResponse, error) {
-	resp, err := s.d.Resources.RemovePolicy(ctx, req)
-	return resp, DBError("policy", err)
+	return s.d.Resources.RemovePolicy(ctx, req)
 }

@@ -9,16 +9,13 @@ import (
 // Role grants, scope always explicit (resources/roles.go).
 
 func (s *RegistryService) ListRoles(ctx context.Context, req *guardv1.ListRolesRequest) (*guardv1.ListRolesResponse, error) {
-	resp, err := s.d.Resources.ListRoles(ctx, req)
-	return resp, DBError("role grants", err)
+	return s.d.Resources.ListRoles(ctx, req)
 }
 
 func (s *RegistryService) GrantRole(ctx context.Context, req *guardv1.GrantRoleRequest) (*guardv1.GrantRoleResponse, error) {
-	resp, err := s.d.Resources.GrantRole(ctx, req)
-	return resp, DBError("role grant", err)
+	return s.d.Resources.GrantRole(ctx, req)
 }
 
 func (s *RegistryService) RevokeRole(ctx context.Context, req *guardv1.RevokeRoleRequest) (*guardv1.RevokeRoleResponse, error) {
-	resp, err := s.d.Resources.RevokeRole(ctx, req)
-	return resp, DBError("role grant", err)
+	return s.d.Resources.RevokeRole(ctx, req)
 }

@@ -29,7 +29,7 @@ func (s *RegistryService) RegisterRunner(ctx context.Context, req *guardv1.Regis
 	}
 	token := placement.Identity{Host: c.Principal.Host, Labels: c.Principal.Labels}
 	res, err := s.d.Registry.Register(ctx, c.Principal.RunnerID, token, req)
-	return res, DBError("runner", err)
+	return res, err
 }
 
 // Connect is the runner's stream: hello, then pushes down and acks/heartbeats up.
@@ -38,7 +38,7 @@ func (s *RegistryService) Connect(stream guardv1.Registry_ConnectServer) error {
 	if err != nil {
 		return err
 	}
-	return DBError("runner stream", s.d.Registry.Connect(stream, c.Principal.RunnerID))
+	return s.d.Registry.Connect(stream, c.Principal.RunnerID)
 }
 
 // OpenSession opens (or returns) a group's session on the calling runner.
@@ -48,7 +48,7 @@ func (s *RegistryService) OpenSession(ctx context.Context, req *guardv1.OpenSess
 		return nil, err
 	}
 	res, err := s.d.Registry.OpenSession(ctx, c.Principal.RunnerID, req.GetAgentGroupId(), req.GetMessagingGroupId())
-	return res, DBError("session", err)
+	return res, err
 }
 
 // GetSessionConfig reads the group and config of a session the calling runner
@@ -59,7 +59,7 @@ func (s *RegistryService) GetSessionConfig(ctx context.Context, req *guardv1.Get
 		return nil, err
 	}
 	res, err := s.d.Registry.SessionConfig(ctx, c.Principal.RunnerID, req.GetSessionId())
-	return res, DBError("session config", err)
+	return res, err
 }
 
 // ApplyAction performs a mutation on an agent's behalf, citing its ALLOW decision.
@@ -73,5 +73,5 @@ func (s *RegistryService) ApplyAction(ctx context.Context, req *guardv1.ApplyAct
 		asserted = c.Agent.SessionID
 	}
 	res, err := s.d.Registry.ApplyAction(ctx, c.Principal.RunnerID, asserted, req)
-	return res, DBError("action", err)
+	return res, err
 }

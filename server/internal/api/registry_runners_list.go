@@ -9,6 +9,5 @@ import (
 // Runner listing (resources/runners.go).
 
 func (s *RegistryService) ListRunners(ctx context.Context, req *guardv1.ListRunnersRequest) (*guardv1.ListRunnersResponse, error) {
-	resp, err := s.d.Resources.ListRunners(ctx, req)
-	return resp, DBError("runners", err)
+	return s.d.Resources.ListRunners(ctx, req)
 }

@@ -9,16 +9,13 @@ import (
 // API tokens (resources/tokens.go).
 
 func (s *RegistryService) CreateToken(ctx context.Context, req *guardv1.CreateTokenRequest) (*guardv1.CreateTokenResponse, error) {
-	resp, err := s.d.Resources.CreateToken(ctx, req)
-	return resp, DBError("token", err)
+	return s.d.Resources.CreateToken(ctx, req)
 }
 
 func (s *RegistryService) ListTokens(ctx context.Context, req *guardv1.ListTokensRequest) (*guardv1.ListTokensResponse, error) {
-	resp, err := s.d.Resources.ListTokens(ctx, req)
-	return resp, DBError("tokens", err)
+	return s.d.Resources.ListTokens(ctx, req)
 }
 
 func (s *RegistryService) RevokeToken(ctx context.Context, req *guardv1.RevokeTokenRequest) (*guardv1.RevokeTokenResponse, error) {
-	resp, err := s.d.Resources.RevokeToken(ctx, req)
-	return resp, DBError("token", err)
+	return s.d.Resources.RevokeToken(ctx, req)
 }

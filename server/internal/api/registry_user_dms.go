@@ -9,16 +9,13 @@ import (
 // User DM addresses (resources/user_dms.go).
 
 func (s *RegistryService) ListUserDms(ctx context.Context, req *guardv1.ListUserDmsRequest) (*guardv1.ListUserDmsResponse, error) {
-	resp, err := s.d.Resources.ListUserDms(ctx, req)
-	return resp, DBError("user DMs", err)
+	return s.d.Resources.ListUserDms(ctx, req)
 }
 
 func (s *RegistryService) SetUserDm(ctx context.Context, req *guardv1.SetUserDmRequest) (*guardv1.SetUserDmResponse, error) {
-	resp, err := s.d.Resources.SetUserDm(ctx, req)
-	return resp, DBError("user DM", err)
+	return s.d.Resources.SetUserDm(ctx, req)
 }
 
 func (s *RegistryService) RemoveUserDm(ctx context.Context, req *guardv1.RemoveUserDmRequest) (*guardv1.RemoveUserDmResponse, error) {
-	resp, err := s.d.Resources.RemoveUserDm(ctx, req)
-	return resp, DBError("user DM", err)
+	return s.d.Resources.RemoveUserDm(ctx, req)
 }

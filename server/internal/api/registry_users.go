@@ -9,21 +9,17 @@ import (
 // Users (resources/users.go).
 
 func (s *RegistryService) ListUsers(ctx context.Context, req *guardv1.ListUsersRequest) (*guardv1.ListUsersResponse, error) {
-	resp, err := s.d.Resources.ListUsers(ctx, req)
-	return resp, DBError("users", err)
+	return s.d.Resources.ListUsers(ctx, req)
 }
 
 func (s *RegistryService) GetUser(ctx context.Context, req *guardv1.GetUserRequest) (*guardv1.GetUserResponse, error) {
-	resp, err := s.d.Resources.GetUser(ctx, req)
-	return resp, DBError("user", err)
+	return s.d.Resources.GetUser(ctx, req)
 }
 
 func (s *RegistryService) CreateUser(ctx context.Context, req *guardv1.CreateUserRequest) (*guardv1.CreateUserResponse, error) {
-	resp, err := s.d.Resources.CreateUser(ctx, req)
-	return resp, DBError("user", err)
+	return s.d.Resources.CreateUser(ctx, req)
 }
 
 func (s *RegistryService) UpdateUser(ctx context.Context, req *guardv1.UpdateUserRequest) (*guardv1.UpdateUserResponse, error) {
-	resp, err := s.d.Resources.UpdateUser(ctx, req)
-	return resp, DBError("user", err)
+	return s.d.Resources.UpdateUser(ctx, req)
 }

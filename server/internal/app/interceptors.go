@@ -94,30 +94,23 @@ func buildChain(d *Parts, grpcMetrics *grpcprom.ServerMetrics, admit grpc.UnaryS
 	return c
 }
 
-// edgeErrorsUnary passes every error that is not yet a gRPC status — the
-// authentication's or a handler's, a database error wrapped with context —
-// through api.DBError, the one mapping of storage errors to codes: nothing
-// reaches a client as Unknown carrying the database's text, and a database
-// that cannot serve is Unavailable with a retry hint wherever it was met.
-// It sits inside logging and metrics, so they see the mapped code.
+// edgeErrorsUnary passes every error a handler or the authentication
+// returns through api.Status, the one mapping of what went wrong to a code:
+// a domain's fault becomes its kind's code and words, nothing reaches a
+// client as Unknown carrying a database's text, and a database that cannot
+// serve is Unavailable with a retry hint wherever it was met. It sits inside
+// logging and metrics, so they see the mapped code.
 func edgeErrorsUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	resp, err := h(ctx, req)
-	return resp, edgeError(info.FullMethod, err)
+	return resp, edgeError(err)
 }
 
 // edgeErrorsStream is edgeErrorsUnary for streams.
 func edgeErrorsStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	return edgeError(info.FullMethod, h(srv, ss))
+	return edgeError(h(srv, ss))
 }
 
-func edgeError(fullMethod string, err error) error {
-	if err == nil || status.Code(err) != codes.Unknown {
-		return err
-	}
-	// "/guard.v1.Approvals/Resolve" → "Approvals.Resolve"
-	what := strings.TrimPrefix(fullMethod, "/guard.v1.")
-	return api.DBError(strings.ReplaceAll(what, "/", "."), err)
-}
+func edgeError(err error) error { return api.Status(err) }
 
 // callLevel is the level of a call's "finished call" line.
 func callLevel(c codes.Code) logging.Level {

@@ -8,7 +8,10 @@ import (
 	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/listener"
 	"github.com/clawguard/clawguard/server/internal/registry"
+	"github.com/clawguard/clawguard/server/internal/resources"
 	"github.com/clawguard/clawguard/server/internal/snapshot"
+	"github.com/clawguard/clawguard/server/internal/store"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // services is what the domain packages contribute to the server. Each
@@ -65,15 +68,36 @@ func buildServices(ctx context.Context, d *Parts) (*services, error) {
 	s.background = append(s.background, l.Run)
 
 	s.guard = api.NewGuardService(api.GuardDeps{
-		Engine: d.Guard, Pool: d.Store.Pool, Metrics: d.Metrics, Log: d.Log,
+		Engine: d.Guard, Reads: callerReads{d.Store.Pool}, Metrics: d.Metrics, Log: d.Log,
 		Admission: d.Admission, Validator: d.Validator, HeldByTheirRPC: commands.HeldByTheirRPC(d.Guard.Catalog),
 	})
 	s.approvals = api.NewApprovalsService(api.ApprovalsDeps{
-		Approvals: d.Approvals, Catalog: d.Guard.Catalog, Pool: d.Store.Pool, Log: d.Log,
+		Approvals: d.Approvals, Catalog: d.Guard.Catalog, Log: d.Log,
+		SessionGroup: func(ctx context.Context, id string) (string, bool, error) {
+			return registry.SessionGroup(ctx, d.Store.Pool, id)
+		},
 	})
 	s.registry = api.NewRegistryService(api.RegistryDeps{
 		Resources: d.Resources, Registry: d.Registry, Inbound: d.Inbound, ChatOut: d.ChatOut,
 		Catalog: d.Guard.Catalog, Log: d.Log,
 	})
 	return s, nil
+}
+
+// callerReads are the Guard service's caller checks' reads, each through
+// the package that owns its table.
+type callerReads struct{ pool *pgxpool.Pool }
+
+func (r callerReads) Roles(ctx context.Context, user string) (approvals.Roles, error) {
+	roles, err := approvals.LoadRoles(ctx, r.pool, user)
+	return roles, store.Fault("roles", err)
+}
+
+func (r callerReads) ChatVisible(ctx context.Context, groups []string, chat string) (bool, error) {
+	ok, err := resources.ChatVisible(ctx, r.pool, groups, chat)
+	return ok, store.Fault("messaging group", err)
+}
+
+func (r callerReads) ChatChannel(ctx context.Context, chat string) (string, bool, error) {
+	return resources.ChatChannel(ctx, r.pool, chat)
 }

@@ -63,7 +63,7 @@ func (b backend) Call(ctx context.Context, caller authn.Caller, fullMethod strin
 	}
 	resp, err := h(ctx, req)
 	if err != nil {
-		return nil, edgeError(fullMethod, err) // as the gRPC chain's edgeErrors does
+		return nil, edgeError(err) // as the gRPC chain's edgeErrors does
 	}
 	m, ok := resp.(proto.Message)
 	if !ok {

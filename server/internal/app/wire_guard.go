@@ -6,9 +6,11 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/server/internal/a2a"
@@ -20,6 +22,8 @@ import (
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/mcpcalls"
 	"github.com/clawguard/clawguard/server/internal/permissions"
+	"github.com/clawguard/clawguard/server/internal/pushes"
+	"github.com/clawguard/clawguard/server/internal/resources"
 	"github.com/clawguard/clawguard/server/internal/rpcdecl"
 	"github.com/clawguard/clawguard/server/internal/selfmod"
 	"github.com/clawguard/clawguard/server/internal/snapshot"
@@ -85,7 +89,13 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 // admin RPC, after the handlers' own request checks (the resources'
 // Precheck), and replays approved cli_command holds.
 func wireAdminGuard(d *Parts, s *services) {
-	admin := api.NewAdminGuard(api.AdminGuardDeps{Engine: d.Guard, Pool: d.Store.Pool, Log: d.Log, Precheck: d.Resources.Precheck}, s.invoke)
+	pool := d.Store.Pool
+	admin := api.NewAdminGuard(api.AdminGuardDeps{Engine: d.Guard, Log: d.Log, Precheck: d.Resources.Precheck,
+		CLIScope: func(ctx context.Context, group string) (string, error) { return resources.CLIScope(ctx, pool, group) },
+		Notify: func(ctx context.Context, session string, n *guardv1.NotifyAgent) error {
+			return pushes.Notify(ctx, pool, session, n)
+		},
+	}, s.invoke)
 	s.chain.Unary = append(s.chain.Unary, admin.Unary)
 	s.chain.Stream = append(s.chain.Stream, admin.Stream)
 	d.Approvals.OnApproved(commands.ApprovalAction, admin.Replay)
@@ -156,7 +166,7 @@ func holdResult(res approvals.CreateResult) guard.HoldResult {
 func (s *services) invoke(ctx context.Context, fullMethod string, req proto.Message) (any, error) {
 	svc, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
 	if !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "bad method %q", fullMethod)
+		return nil, fault.New(fault.Invalid, "bad method %q", fullMethod)
 	}
 	var impl any
 	switch svc {
@@ -169,7 +179,7 @@ func (s *services) invoke(ctx context.Context, fullMethod string, req proto.Mess
 	}
 	m := reflect.ValueOf(impl).MethodByName(method)
 	if impl == nil || !m.IsValid() || m.Type().NumIn() != 2 || m.Type().NumOut() != 2 {
-		return nil, status.Errorf(codes.Unimplemented, "%s cannot be replayed", fullMethod)
+		return nil, fault.New(fault.Unimplemented, "%s cannot be replayed", fullMethod)
 	}
 	out := m.Call([]reflect.Value{reflect.ValueOf(ctx), reflect.ValueOf(req)})
 	err, _ := out[1].Interface().(error)

@@ -4,13 +4,16 @@ import (
 	"context"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
 // Await waits until the hold is resolved or timeout passes (0: only the
 // call's deadline), returning the hold as it then is and whether it is
 // resolved. It listens on the replica's event fan-out, never polls.
-func (s *Service) Await(ctx context.Context, id string, timeout time.Duration) (*guardv1.Hold, bool, error) {
+func (s *Service) Await(ctx context.Context, id string, timeout time.Duration) (_ *guardv1.Hold, _ bool, err error) {
+	defer store.Faulted(&err, "hold")
 	wctx := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc

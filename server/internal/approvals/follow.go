@@ -3,8 +3,9 @@ package approvals
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/clawguard/clawguard/server/internal/store"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/retention"
@@ -23,14 +24,15 @@ func (s *Service) Follow(ctx context.Context, after int64, fromNow bool, filter 
 
 // FollowFrom is Follow with started (may be nil), called once the
 // subscription is live with the cursor it starts after.
-func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, filter EventFilter, started func(from int64) error, send func(*guardv1.WatchResponse) error) error {
+func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, filter EventFilter, started func(from int64) error, send func(*guardv1.WatchResponse) error) (err error) {
+	defer store.Faulted(&err, "hold events")
 	// A cursor below the retention watermark would silently skip pruned
 	// events: refuse it (0 = "all retained events"; from_now reads nothing).
 	var pruned0 int64
 	if !fromNow {
 		var err error
 		if pruned0, err = retention.PrunedThrough(ctx, s.pool); err != nil {
-			return err // the API maps it (api.DBError)
+			return err // the API maps it (api.Status)
 		}
 		if after > 0 && after < pruned0 {
 			return retention.CursorPruned(after, pruned0)
@@ -63,11 +65,11 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 	for c < pos {
 		prev := c
 		evs, reached, err := s.readRetained(ctx, c, pruned0)
-		if status.Code(err) == codes.OutOfRange {
+		if fault.Is(err, fault.OutOfRange) {
 			return err
 		}
 		if err != nil {
-			return err // the API maps it (api.DBError)
+			return err // the API maps it (api.Status)
 		}
 		for _, ev := range evs {
 			if ev.Cursor > pos {
@@ -94,7 +96,7 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 			return ctx.Err()
 		case ev, ok := <-sub.C:
 			if !ok {
-				return status.Errorf(codes.ResourceExhausted, "%v (cursor %d)", sub.Err(), c)
+				return fault.New(fault.Exhausted, "%v (cursor %d)", sub.Err(), c)
 			}
 			if ev.Cursor <= c {
 				continue

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/clawguard/clawguard/migrations/pgtest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -134,8 +134,8 @@ func TestSlowFollowerNeverBlocksHolds(t *testing.T) {
 	close(release)
 	select {
 	case err := <-slowErr:
-		if status.Code(err) != codes.ResourceExhausted {
-			t.Fatalf("slow subscriber ended with %v, want ResourceExhausted", err)
+		if !fault.Is(err, fault.Exhausted) {
+			t.Fatalf("slow subscriber ended with %v, want an Exhausted fault", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("slow subscriber was never dropped")

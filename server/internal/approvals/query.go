@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
@@ -37,7 +39,8 @@ type ListFilter struct {
 
 // List returns a page of visible holds matching f, newest first, and the
 // token of the next page ("" when none).
-func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) ([]*guardv1.Hold, string, error) {
+func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) (_ []*guardv1.Hold, _ string, err error) {
+	defer store.Faulted(&err, "holds")
 	limit, err := paging.Limit(f.Limit)
 	if err != nil {
 		return nil, "", err
@@ -63,11 +66,11 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) ([]*guardv1.
 		where = append(where, "session_id IN (SELECT id FROM sessions WHERE runner_id = "+arg(v.RunnerID)+")")
 	case v.UserID != "":
 		if f.EligibleFor != "" && f.EligibleFor != v.UserID {
-			return nil, "", status.Error(codes.PermissionDenied, "a user lists holds as themselves")
+			return nil, "", fault.New(fault.Denied, "a user lists holds as themselves")
 		}
 		f.EligibleFor = v.UserID
 	default:
-		return nil, "", status.Error(codes.PermissionDenied, "no hold is visible to this caller")
+		return nil, "", fault.New(fault.Denied, "no hold is visible to this caller")
 	}
 	filter := paging.Filter(v, f.Status, f.Kind, f.GroupID, f.EligibleFor)
 	cur, err := paging.Decode(f.PageToken, filter)
@@ -125,10 +128,11 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) ([]*guardv1.
 
 // Get returns one hold the viewer may see; any other reads as NotFound (no
 // existence oracle).
-func (s *Service) Get(ctx context.Context, v Viewer, id string) (*guardv1.Hold, error) {
+func (s *Service) Get(ctx context.Context, v Viewer, id string) (_ *guardv1.Hold, err error) {
+	defer store.Faulted(&err, "hold")
 	h, err := GetHold(ctx, s.pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, status.Errorf(codes.NotFound, "hold %s not found", id)
+		return nil, fault.New(fault.NotFound, "hold %s not found", id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get hold: %w", err)
@@ -138,7 +142,7 @@ func (s *Service) Get(ctx context.Context, v Viewer, id string) (*guardv1.Hold, 
 		return nil, err
 	}
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "hold %s not found", id)
+		return nil, fault.New(fault.NotFound, "hold %s not found", id)
 	}
 	if err := judgeApprovals(ctx, s.pool, h); err != nil {
 		return nil, err
@@ -172,9 +176,10 @@ func (s *Service) Visible(ctx context.Context, v Viewer, h *guardv1.Hold) (bool,
 
 // Request creates a hold outside any decision (Approvals.Request): no
 // eligible approver is FailedPrecondition with the reason.
-func (s *Service) Request(ctx context.Context, req CreateRequest) (CreateResult, error) {
+func (s *Service) Request(ctx context.Context, req CreateRequest) (_ CreateResult, err error) {
+	defer store.Faulted(&err, "hold request")
 	var res CreateResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		res, err = s.CreateHoldTx(ctx, tx, req)
 		return err
@@ -183,7 +188,7 @@ func (s *Service) Request(ctx context.Context, req CreateRequest) (CreateResult,
 		return res, err
 	}
 	if res.NoApprover {
-		return res, status.Errorf(codes.FailedPrecondition, "no hold created: %s", res.Reason)
+		return res, fault.New(fault.Precondition, "no hold created: %s", res.Reason)
 	}
 	if res.Created {
 		s.log.Info("hold requested", "audit", true, "hold", res.Hold.Id, "kind", res.Hold.Kind, "group", res.Hold.AgentGroupId,

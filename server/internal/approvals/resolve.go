@@ -7,9 +7,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -36,28 +38,29 @@ type Resolution struct {
 // execution); the resolved event, the runner replay of a delivery-action
 // hold and the requester's notice commit with it. Approved handlers run
 // after the commit. Errors are gRPC statuses.
-func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, error) {
+func (s *Service) Resolve(ctx context.Context, r Resolution) (_ *guardv1.Hold, err error) {
+	defer store.Faulted(&err, "hold")
 	switch r.Outcome {
 	case guardv1.Outcome_OUTCOME_APPROVE:
 		if r.Reason != "" {
-			return nil, status.Error(codes.InvalidArgument, "reason: only a reject carries a reason")
+			return nil, fault.New(fault.Invalid, "reason: only a reject carries a reason")
 		}
 	case guardv1.Outcome_OUTCOME_REJECT:
 	default:
-		return nil, status.Error(codes.InvalidArgument, "outcome: want APPROVE or REJECT")
+		return nil, fault.New(fault.Invalid, "outcome: want APPROVE or REJECT")
 	}
 	if n := utf8.RuneCountInString(r.Reason); n > MaxReasonChars {
-		return nil, status.Errorf(codes.InvalidArgument, "reason: %d characters, at most %d", n, MaxReasonChars)
+		return nil, fault.New(fault.Invalid, "reason: %d characters, at most %d", n, MaxReasonChars)
 	}
 	if r.Clicker == "" {
-		return nil, status.Error(codes.InvalidArgument, "clicker: a resolving user is required")
+		return nil, fault.New(fault.Invalid, "clicker: a resolving user is required")
 	}
 	var (
 		hold    *guardv1.Hold
 		partial bool
 	)
 	armed := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The hold (locked), the clicker's roles and, when the resolution
 		// will push to the hold's session (a reject's notice, an approved
 		// delivery action's replay: resolutionPush), that session, locked
@@ -80,7 +83,7 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 		if err != nil {
 			br.Close()
 			if errors.Is(err, pgx.ErrNoRows) {
-				return status.Errorf(codes.NotFound, "hold %s not found", r.HoldID)
+				return fault.New(fault.NotFound, "hold %s not found", r.HoldID)
 			}
 			return fmt.Errorf("read hold: %w", err)
 		}
@@ -101,16 +104,16 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 			return err
 		}
 		if !MayResolveWithRoles(cur.ApproverRule, cur.ApproverScope, r.Clicker, roles) {
-			return status.Errorf(codes.PermissionDenied, "%s may not resolve hold %s", r.Clicker, r.HoldID)
+			return fault.New(fault.Denied, "%s may not resolve hold %s", r.Clicker, r.HoldID)
 		}
 		if cur.Status != guardv1.HoldStatus_HOLD_STATUS_PENDING {
-			return status.Errorf(codes.FailedPrecondition, "hold %s already resolved (%s)", r.HoldID, enumword.String(cur.Status))
+			return fault.New(fault.Precondition, "hold %s already resolved (%s)", r.HoldID, enumword.String(cur.Status))
 		}
 		if cur.ExpiresAt != nil && !cur.ExpiresAt.AsTime().After(time.Now()) {
-			return status.Errorf(codes.FailedPrecondition, "hold %s has expired", r.HoldID)
+			return fault.New(fault.Precondition, "hold %s has expired", r.HoldID)
 		}
 		if r.Choice != "" && !hasOption(cur, r.Choice) {
-			return status.Errorf(codes.InvalidArgument, "choice: %q is not an option of hold %s", r.Choice, r.HoldID)
+			return fault.New(fault.Invalid, "choice: %q is not an option of hold %s", r.Choice, r.HoldID)
 		}
 		if cur.AwaitingReasonFrom != "" && cur.AwaitingReasonFrom != r.Clicker {
 			// The capture holds the others off only while its approver may
@@ -120,7 +123,7 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 				return err
 			}
 			if still {
-				return status.Errorf(codes.FailedPrecondition, "hold %s awaits a reject reason from %s", r.HoldID, cur.AwaitingReasonFrom)
+				return fault.New(fault.Precondition, "hold %s awaits a reject reason from %s", r.HoldID, cur.AwaitingReasonFrom)
 			}
 		}
 		if armsReasonCapture(cur, r) {
@@ -140,7 +143,7 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, err
 			return err
 		}
 		if hold == nil {
-			return status.Errorf(codes.FailedPrecondition, "hold %s already resolved", r.HoldID)
+			return fault.New(fault.Precondition, "hold %s already resolved", r.HoldID)
 		}
 		return nil
 	})
@@ -211,11 +214,11 @@ func (s *Service) LapseReasonCaptures(ctx context.Context) (int, error) {
 	n := 0
 	for _, c := range lapsed {
 		_, err := s.Resolve(ctx, Resolution{HoldID: c.hold, Outcome: guardv1.Outcome_OUTCOME_REJECT, Clicker: c.user})
-		switch status.Code(err) {
-		case codes.OK:
+		switch {
+		case err == nil:
 			n++
 			s.log.Info("no reject reason came in time; rejected without one", "hold", c.hold, "approver", c.user)
-		case codes.PermissionDenied, codes.FailedPrecondition, codes.NotFound:
+		case fault.Is(err, fault.Denied), fault.Is(err, fault.Precondition), fault.Is(err, fault.NotFound):
 			if _, err := s.DisarmReasonCapture(ctx, c.hold, c.user); err != nil {
 				return n, err
 			}

@@ -12,15 +12,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/jsonview"
-	"github.com/clawguard/clawguard/server/internal/retention"
 	"github.com/clawguard/clawguard/proto/retry"
+	"github.com/clawguard/clawguard/server/internal/retention"
 )
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>".
@@ -154,7 +154,7 @@ func (s *Service) leadWebhook(ctx context.Context) (led bool, err error) {
 		if lctx.Err() != nil {
 			return true, nil
 		}
-		if status.Code(err) == codes.OutOfRange {
+		if fault.Is(err, fault.OutOfRange) {
 			// Our cursor's events were pruned by retention (the URL was
 			// unset for longer than --event-retention): they cannot be
 			// posted any more, so carry on from the oldest retained.
@@ -166,7 +166,7 @@ func (s *Service) leadWebhook(ctx context.Context) (led bool, err error) {
 			cursor = through
 			continue
 		}
-		if status.Code(err) != codes.ResourceExhausted {
+		if !fault.Is(err, fault.Exhausted) {
 			// A slow webhook is dropped and simply resumes; anything else
 			// (the database) gives leadership up.
 			return true, err

@@ -20,12 +20,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/singleflight"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -174,7 +174,7 @@ func (a *Authenticator) Authenticate(ctx context.Context) (context.Context, erro
 	caller := Caller{Principal: p}
 	if sess := metadataValue(ctx, SessionHeader); sess != "" {
 		if p.Kind != guardv1.Principal_PRINCIPAL_RUNNER {
-			return nil, status.Error(codes.PermissionDenied, "only runners may act for an agent session")
+			return nil, fault.New(fault.Denied, "only runners may act for an agent session")
 		}
 		agent, err := a.agentFor(ctx, p.RunnerID, sess)
 		if err != nil {
@@ -192,10 +192,10 @@ func (a *Authenticator) agentFor(ctx context.Context, runnerID, sessionID string
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != runnerID) {
 		// One answer for "no such session" and "another runner's session":
 		// no existence oracle across runners.
-		return nil, status.Errorf(codes.PermissionDenied, "runner %q does not host session %q", runnerID, sessionID)
+		return nil, fault.New(fault.Denied, "runner %q does not host session %q", runnerID, sessionID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("check session owner: %w", err) // mapped at the edge (api.DBError)
+		return nil, fmt.Errorf("check session owner: %w", err) // mapped at the edge (api.Status)
 	}
 	return &Agent{GroupID: group, SessionID: sessionID}, nil
 }
@@ -223,7 +223,7 @@ func (a *Authenticator) principal(ctx context.Context, token string) (Principal,
 		c := r.Val.(cached)
 		return c.p, c.err
 	case <-ctx.Done():
-		return Principal{}, status.FromContextError(ctx.Err()).Err()
+		return Principal{}, ctx.Err()
 	}
 }
 
@@ -245,14 +245,14 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 	).Scan(&p.TokenID, &kind, &runnerID, &userID, &revoked, &p.Host, &labels, &p.Channels)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		err = status.Error(codes.Unauthenticated, "unknown token")
+		err = fault.New(fault.Unauthenticated, "unknown token")
 	case err != nil:
-		return cached{}, fmt.Errorf("authenticate: %w", err) // mapped at the edge (api.DBError)
+		return cached{}, fmt.Errorf("authenticate: %w", err) // mapped at the edge (api.Status)
 	case revoked != nil:
-		err = status.Error(codes.Unauthenticated, "token revoked")
+		err = fault.New(fault.Unauthenticated, "token revoked")
 	default:
 		if p.Kind, err = enumword.Parse[guardv1.Principal](kind); err != nil || p.Kind == 0 {
-			return cached{}, status.Errorf(codes.Internal, "token %s: kind %q: %v", p.TokenID, kind, err)
+			return cached{}, fault.New(fault.Internal, "token %s: kind %q: %v", p.TokenID, kind, err)
 		}
 		if runnerID != nil {
 			p.RunnerID = *runnerID
@@ -261,7 +261,7 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 			p.UserID = *userID
 		}
 		if err = json.Unmarshal(labels, &p.Labels); err != nil {
-			return cached{}, status.Errorf(codes.Internal, "token %s labels: %v", p.TokenID, err)
+			return cached{}, fault.New(fault.Internal, "token %s labels: %v", p.TokenID, err)
 		}
 		if len(p.Labels) == 0 {
 			p.Labels = nil
@@ -280,11 +280,11 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 func bearer(ctx context.Context) (string, error) {
 	v := metadataValue(ctx, "authorization")
 	if v == "" {
-		return "", status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
+		return "", fault.New(fault.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
 	}
 	scheme, token, ok := strings.Cut(v, " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
-		return "", status.Error(codes.Unauthenticated, "malformed authorization header, want \"Bearer <token>\"")
+		return "", fault.New(fault.Unauthenticated, "malformed authorization header, want \"Bearer <token>\"")
 	}
 	return strings.TrimSpace(token), nil
 }

@@ -2,9 +2,12 @@ package authn
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -80,8 +83,8 @@ func TestLookupOutlivesItsFirstCallerAndSeesRevocation(t *testing.T) {
 
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := a.Authenticate(withToken(gone, secret)); status.Code(err) != codes.Canceled {
-		t.Fatalf("cancelled caller: got %v, want Canceled", err)
+	if _, err := a.Authenticate(withToken(gone, secret)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller: got %v, want context.Canceled", err)
 	}
 	if _, err := a.Authenticate(withToken(ctx, secret)); err != nil {
 		t.Fatalf("live caller after a cancelled one: %v", err)
@@ -89,7 +92,7 @@ func TestLookupOutlivesItsFirstCallerAndSeesRevocation(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE tokens SET revoked_at = now() WHERE id = 'op-rev'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Authenticate(withToken(ctx, secret)); status.Code(err) != codes.Unauthenticated {
+	if _, err := a.Authenticate(withToken(ctx, secret)); !fault.Is(err, fault.Unauthenticated) {
 		t.Fatalf("revoked token: got %v, want Unauthenticated", err)
 	}
 }

@@ -11,10 +11,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/clawguard/clawguard/proto/enumword"
@@ -39,21 +41,22 @@ func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool, Poll: 200 * 
 
 // Post queues text for the chat sessionID talks to. A session without a chat
 // is FailedPrecondition; bad text is InvalidArgument.
-func (s *Service) Post(ctx context.Context, sessionID string, kind guardv1.ChatMessageKind, text string) (*guardv1.PostChatMessageResponse, error) {
+func (s *Service) Post(ctx context.Context, sessionID string, kind guardv1.ChatMessageKind, text string) (_ *guardv1.PostChatMessageResponse, err error) {
+	defer store.Faulted(&err, "chat message")
 	switch {
 	case strings.TrimSpace(text) == "":
-		return nil, status.Error(codes.InvalidArgument, "text: required")
+		return nil, fault.New(fault.Invalid, "text: required")
 	case utf8.RuneCountInString(text) > MaxTextChars:
-		return nil, status.Errorf(codes.InvalidArgument, "text: at most %d characters", MaxTextChars)
+		return nil, fault.New(fault.Invalid, "text: at most %d characters", MaxTextChars)
 	case strings.ContainsRune(text, 0) || !utf8.ValidString(text):
-		return nil, status.Error(codes.InvalidArgument, "text: must be valid UTF-8 without NUL characters")
+		return nil, fault.New(fault.Invalid, "text: must be valid UTF-8 without NUL characters")
 	}
 	if kind == guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_UNSPECIFIED {
 		kind = guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_REPLY
 	}
 	kindName, err := enumword.Word(kind)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, "kind: want REPLY or NOTICE")
+		return nil, fault.New(fault.Invalid, "kind: want REPLY or NOTICE")
 	}
 	resp := &guardv1.PostChatMessageResponse{}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -67,7 +70,7 @@ func (s *Service) Post(ctx context.Context, sessionID string, kind guardv1.ChatM
 			RETURNING cursor, channel_type, platform_id`, sessionID, kindName, text).
 			Scan(&resp.Cursor, &resp.ChannelType, &resp.PlatformId)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return status.Errorf(codes.FailedPrecondition, "session %s has no chat to reply to", sessionID)
+			return fault.New(fault.Precondition, "session %s has no chat to reply to", sessionID)
 		}
 		if err != nil {
 			return fmt.Errorf("queue chat message: %w", err)
@@ -82,12 +85,13 @@ func (s *Service) Post(ctx context.Context, sessionID string, kind guardv1.ChatM
 
 // Follow sends every message of channelType after the cursor, in order,
 // then waits for more until ctx ends.
-func (s *Service) Follow(ctx context.Context, channelType string, after int64, send func(*guardv1.WatchChatOutboxResponse) error) error {
+func (s *Service) Follow(ctx context.Context, channelType string, after int64, send func(*guardv1.WatchChatOutboxResponse) error) (err error) {
+	defer store.Faulted(&err, "chat outbox")
 	if strings.TrimSpace(channelType) == "" {
-		return status.Error(codes.InvalidArgument, "channel_type: required")
+		return fault.New(fault.Invalid, "channel_type: required")
 	}
 	if after < 0 {
-		return status.Error(codes.InvalidArgument, "after_cursor: must not be negative")
+		return fault.New(fault.Invalid, "after_cursor: must not be negative")
 	}
 	t := time.NewTicker(s.Poll)
 	defer t.Stop()

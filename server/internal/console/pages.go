@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -17,7 +19,6 @@ import (
 	"github.com/clawguard/clawguard/proto/click"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 )
 
@@ -68,7 +69,7 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 	// The buttons are there exactly when Resolve would accept the click.
 	if h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
 		if d.CanResolve, err = approvals.MayResolve(ctx, c.d.Pool, h.GetApproverRule(), h.GetApproverScope(), s.UserID); err != nil {
-			c.failRPC(w, r, s, api.DBError("approver rule", err))
+			c.failRPC(w, r, s, store.Fault("approver rule", err))
 			return
 		}
 	}
@@ -101,14 +102,14 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	if err != nil {
-		c.failRPC(w, r, s, api.DBError("the hold's events", err))
+		c.failRPC(w, r, s, store.Fault("the hold's events", err))
 		return
 	}
 	// The decisions that made it and the replays that used it, each read
 	// through GetDecision (so read scoping applies to them as well).
 	ids, err := c.holdDecisionIDs(r, h.GetId())
 	if err != nil {
-		c.failRPC(w, r, s, api.DBError("the hold's decisions", err))
+		c.failRPC(w, r, s, store.Fault("the hold's decisions", err))
 		return
 	}
 	for _, id := range ids {

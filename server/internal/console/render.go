@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
@@ -66,7 +69,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, code 
 // failRPC maps a backend error to its page: the gRPC code decides the HTTP
 // status (NotFound 404, PermissionDenied 403, InvalidArgument 400, ...).
 func (c *Console) failRPC(w http.ResponseWriter, r *http.Request, s *session, err error) {
-	st := status.Convert(err)
+	st := status.Convert(api.Status(err))
 	if st.Code() == codes.PermissionDenied || (st.Code() == codes.NotFound && r.Method == http.MethodPost) {
 		c.refused(r, s, st.Message())
 	}
@@ -100,7 +103,7 @@ func backendCall[T proto.Message](ctx context.Context, c *Console, s *session, m
 	}
 	t, ok := m.(T)
 	if !ok {
-		return zero, status.Errorf(codes.Internal, "%s answered %T", method, m)
+		return zero, fault.New(fault.Internal, "%s answered %T", method, m)
 	}
 	return t, nil
 }

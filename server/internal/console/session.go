@@ -110,7 +110,7 @@ func (c *Console) get(h func(w http.ResponseWriter, r *http.Request, s *session)
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, err := c.load(r.Context(), r)
 		if err != nil {
-			c.failRPC(w, r, nil, api.DBError("console session", err))
+			c.failRPC(w, r, nil, store.Fault("console session", err))
 			return
 		}
 		if s == nil {
@@ -132,7 +132,7 @@ func (c *Console) post(h func(w http.ResponseWriter, r *http.Request, s *session
 		r.Body = http.MaxBytesReader(w, r.Body, 512<<10)
 		s, err := c.loadRetrying(r.Context(), r)
 		if err != nil {
-			c.failRPC(w, r, nil, api.DBError("console session", err))
+			c.failRPC(w, r, nil, store.Fault("console session", err))
 			return
 		}
 		var why string
@@ -201,12 +201,12 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	ctx := metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", "Bearer "+token))
 	actx, err := c.d.Auth.Authenticate(ctx)
 	if err != nil {
-		if mapped := api.DBError("sign-in", err); status.Code(mapped) == codes.Unavailable {
+		if mapped := api.Status(store.Fault("sign-in", err)); status.Code(mapped) == codes.Unavailable {
 			// The token could not be checked (its database): not a refusal.
 			c.failRPC(w, r, nil, mapped)
 			return
 		}
-		c.refused(r, nil, "sign-in with a token that was not accepted: "+status.Convert(err).Message())
+		c.refused(r, nil, "sign-in with a token that was not accepted: "+fault.Message(err))
 		again("that token was not accepted")
 		return
 	}
@@ -220,7 +220,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		INSERT INTO console_sessions (id_hash, token_id, user_id, csrf, expires_at) VALUES ($1, $2, $3, $4, $5)`,
 		hashID(id), caller.Principal.TokenID, caller.Principal.UserID, randomToken(), c.now().Add(c.d.SessionTTL))
 	if err != nil {
-		c.failRPC(w, r, nil, api.DBError("console session", err))
+		c.failRPC(w, r, nil, store.Fault("console session", err))
 		return
 	}
 	c.d.Log.Info("console sign-in", "user", caller.Principal.UserID, "token", caller.Principal.TokenID)
@@ -231,7 +231,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, s *session) {
 	if _, err := c.d.Pool.Exec(r.Context(), `DELETE FROM console_sessions WHERE id_hash = $1`, s.idHash); err != nil {
-		c.failRPC(w, r, s, api.DBError("console session", err))
+		c.failRPC(w, r, s, store.Fault("console session", err))
 		return
 	}
 	http.SetCookie(w, c.cookie(SessionCookie, "", -1))

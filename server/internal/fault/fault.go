@@ -157,3 +157,12 @@ func Is(err error, kind Kind) bool {
 	f, ok := As(err)
 	return ok && f.Kind == kind
 }
+
+// Message is the words a caller may read of err: a fault's message, or
+// "internal error" for anything else.
+func Message(err error) string {
+	if f, ok := As(err); ok && f.Kind != Internal {
+		return f.Msg
+	}
+	return "internal error"
+}

@@ -12,11 +12,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/fault"
 )
 
 // ErrActorNotOwned: a runner named an agent actor on a session it does not
-// host (or of another group). Nothing is logged; the API says PermissionDenied.
+// host (or of another group). Nothing is logged; the engine answers a
+// Denied fault wrapping it (notOwned).
 var ErrActorNotOwned = errors.New("actor is not an agent on a session this runner hosts")
+
+// notOwned is the fault of a runner acting for a session it does not host.
+func notOwned(req *Request) error {
+	return fault.Wrap(fault.Denied, ErrActorNotOwned, "runner %q does not host session %q of group %q",
+		req.RunnerID, req.Session(), req.Actor.GetAgent().GetAgentGroupId())
+}
 
 // ErrUnavailable: a grant-carrying decision could not be made for an
 // infrastructure reason (database unreachable, the decision log refusing
@@ -29,8 +37,12 @@ var ErrUnavailable = errors.New("the guard could not decide (retryable)")
 // RetryAfter is the back-off the API suggests with ErrUnavailable.
 const RetryAfter = time.Second
 
-// unavailable wraps an infrastructure failure of a replay.
-func unavailable(cause error) error { return fmt.Errorf("%w: %v", ErrUnavailable, cause) }
+// unavailable is the fault of a replay the guard could not decide for an
+// infrastructure reason (it wraps ErrUnavailable).
+func unavailable(cause error) error {
+	return fault.Unavailablef(RetryAfter, fmt.Errorf("%w: %v", ErrUnavailable, cause),
+		"the guard could not decide this replay right now; nothing was decided and the grant is unused: retry")
+}
 
 // Engine is the decision function with its storage. A decision is a
 // pipeline, one way through: plan (the catalog entry looked up once) →

@@ -63,7 +63,7 @@ func (e *Engine) write(ctx context.Context, p *plan, r *reading, v verdict) (ans
 		return answered{d: v.Decision, resp: &guardv1.DecideResponse{DecisionId: r.grant.ConsumedBy, Decision: &guardv1.Decision{
 			Effect: guardv1.Effect_EFFECT_ALLOW, Reason: grantReason(p.req.Grant), DecidedBy: ByGrant}}}, nil
 	case stepNotOwned:
-		return answered{}, ErrActorNotOwned
+		return answered{}, notOwned(p.req)
 	case stepConsume:
 		return e.consume(ctx, p, v)
 	case stepHold:

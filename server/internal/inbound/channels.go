@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -295,7 +297,7 @@ func (s *Service) mayRegister(ctx context.Context, userID, mgID string) (bool, s
 		Payload:  payload,
 	})
 	if undecided(resp) {
-		return false, "", fmt.Errorf("channel registration by %s: %w", userID, guard.ErrUnavailable)
+		return false, "", fault.Unavailablef(guard.RetryAfter, guard.ErrUnavailable, "channel registration by %s: the guard could not decide now; nothing was done: retry", userID)
 	}
 	d := resp.GetDecision()
 	return d.GetEffect() == guardv1.Effect_EFFECT_ALLOW, d.GetReason(), nil

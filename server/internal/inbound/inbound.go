@@ -9,11 +9,11 @@ package inbound
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -95,9 +95,6 @@ func New(c Config) *Service {
 	return &Service{pool: c.Pool, log: c.Log, guard: c.Guard, holds: c.Holds, resolver: c.Resolver, sessions: c.Sessions}
 }
 
-// ErrInvalid marks a request refused at the edge (→ InvalidArgument).
-var ErrInvalid = errors.New("invalid inbound message")
-
 var userIDPattern = regexp.MustCompile(`^[a-z0-9_-]+:.+$`)
 
 const maxText = 64 << 10
@@ -106,19 +103,19 @@ const maxText = 64 << 10
 func Validate(m *guardv1.RouteInboundRequest) error {
 	switch {
 	case strings.TrimSpace(m.GetChannelType()) == "":
-		return fmt.Errorf("%w: channel_type is required", ErrInvalid)
+		return fault.New(fault.Invalid, "channel_type is required")
 	case strings.TrimSpace(m.GetPlatformId()) == "":
-		return fmt.Errorf("%w: platform_id is required", ErrInvalid)
+		return fault.New(fault.Invalid, "platform_id is required")
 	case m.GetSenderUserId() != "" && !userIDPattern.MatchString(m.GetSenderUserId()):
-		return fmt.Errorf("%w: sender_user_id must be namespaced \"<channel>:<handle>\"", ErrInvalid)
+		return fault.New(fault.Invalid, "sender_user_id must be namespaced \"<channel>:<handle>\"")
 	case len(m.GetText()) > maxText:
-		return fmt.Errorf("%w: text longer than %d bytes", ErrInvalid, maxText)
+		return fault.New(fault.Invalid, "text longer than %d bytes", maxText)
 	}
 	// Postgres text and jsonb refuse NUL; refuse it here, by name.
 	for field, v := range map[string]string{"channel_type": m.GetChannelType(), "platform_id": m.GetPlatformId(),
 		"chat_name": m.GetChatName(), "sender_name": m.GetSenderName(), "message_id": m.GetMessageId(), "text": m.GetText()} {
 		if strings.ContainsRune(v, 0) {
-			return fmt.Errorf("%w: %s contains a NUL character", ErrInvalid, field)
+			return fault.New(fault.Invalid, "%s contains a NUL character", field)
 		}
 	}
 	return nil

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
@@ -53,16 +53,14 @@ func (s *Service) captureReason(ctx context.Context, m *guardv1.RouteInboundRequ
 		HoldID: holdID, Outcome: guardv1.Outcome_OUTCOME_REJECT, Clicker: sender, Reason: reason,
 	})
 	if err != nil {
-		switch status.Code(err) {
-		case codes.PermissionDenied, codes.FailedPrecondition, codes.NotFound:
-		default:
+		if !fault.Is(err, fault.Denied) && !fault.Is(err, fault.Precondition) && !fault.Is(err, fault.NotFound) {
 			return nil, false, err
 		}
 		s.log.WarnContext(ctx, "reject reason refused; capture dropped", "hold", holdID, "user", sender, "err", err)
 		if _, derr := s.resolver.DisarmReasonCapture(ctx, holdID, sender); derr != nil {
 			return nil, false, derr
 		}
-		why := "reject reason refused: " + status.Convert(err).Message()
+		why := "reject reason refused: " + fault.Message(err)
 		if err := s.recordDropped(ctx, "", m, why); err != nil {
 			return nil, false, err
 		}

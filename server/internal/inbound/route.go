@@ -28,7 +28,8 @@ type messagingGroup struct {
 // new-agent name reply is captured first; then the chat's messaging group is resolved (or
 // created); a denied chat drops; an unwired chat goes to channel
 // registration; a wired chat's sender is checked and the message delivered.
-func (s *Service) Route(ctx context.Context, m *guardv1.RouteInboundRequest) (*guardv1.RouteInboundResponse, error) {
+func (s *Service) Route(ctx context.Context, m *guardv1.RouteInboundRequest) (_ *guardv1.RouteInboundResponse, err error) {
+	defer store.Faulted(&err, "inbound message")
 	if err := Validate(m); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -114,7 +116,7 @@ func (s *Service) admitUnknown(ctx context.Context, mg messagingGroup, agentGrou
 	}
 	resp := s.decide(ctx, req)
 	if undecided(resp) {
-		return nil, false, fmt.Errorf("sender admission of %s: %w", sender, guard.ErrUnavailable)
+		return nil, false, fault.Unavailablef(guard.RetryAfter, guard.ErrUnavailable, "sender admission of %s: the guard could not decide now; nothing was done: retry", sender)
 	}
 	d := resp.GetDecision()
 	switch d.GetEffect() {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/mcpcall"
@@ -36,7 +36,7 @@ func Appliers() []registry.Applier {
 func applyCall(_ context.Context, _ pgx.Tx, _ registry.Session, req *guardv1.ApplyActionRequest) (registry.Applied, error) {
 	claim := registry.PayloadString(req, ClaimKey)
 	if claim == "" {
-		return registry.Applied{}, status.Error(codes.InvalidArgument, "payload.claim: required (the runner's claim on running the call)")
+		return registry.Applied{}, fault.New(fault.Invalid, "payload.claim: required (the runner's claim on running the call)")
 	}
 	return registry.Applied{
 		Result: map[string]any{ClaimKey: claim, mcpcall.KeyServer: registry.PayloadString(req, mcpcall.KeyServer),
@@ -50,20 +50,20 @@ func applyCall(_ context.Context, _ pgx.Tx, _ registry.Session, req *guardv1.App
 func resource(req *guardv1.ApplyActionRequest) (map[string]string, error) {
 	b, err := req.GetPayload().MarshalJSON()
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "payload: %v", err)
+		return nil, fault.New(fault.Invalid, "payload: %v", err)
 	}
 	p := map[string]any{}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "payload: %v", err)
+		return nil, fault.New(fault.Invalid, "payload: %v", err)
 	}
 	d, err := payloadDigest(p)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "payload: %v", err)
+		return nil, fault.New(fault.Invalid, "payload: %v", err)
 	}
 	out := mcpcall.Resource(registry.PayloadString(req, mcpcall.KeyServer), registry.PayloadString(req, mcpcall.KeyTool), d)
 	for k, v := range req.GetResource() {
 		if out[k] != v {
-			return nil, status.Errorf(codes.InvalidArgument, "resource.%s %q is not the payload's %q", k, v, out[k])
+			return nil, fault.New(fault.Invalid, "resource.%s %q is not the payload's %q", k, v, out[k])
 		}
 	}
 	return out, nil

@@ -12,8 +12,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/clawguard/clawguard/server/internal/fault"
 )
 
 // Page sizes every List RPC shares.
@@ -29,7 +28,7 @@ func Limit(n int32) (int, error) {
 	case n == 0:
 		return DefaultLimit, nil
 	case n < 0 || n > MaxLimit:
-		return 0, status.Errorf(codes.InvalidArgument, "limit: %d is out of range: 1..%d per page (0 = %d); page through with page_token", n, MaxLimit, DefaultLimit)
+		return 0, fault.New(fault.Invalid, "limit: %d is out of range: 1..%d per page (0 = %d); page through with page_token", n, MaxLimit, DefaultLimit)
 	}
 	return int(n), nil
 }
@@ -79,7 +78,7 @@ func decode(token, filter string, timed bool) (*Cursor, error) {
 		return nil, nil
 	}
 	bad := func(why string) error {
-		return status.Errorf(codes.InvalidArgument, "page_token: %s; pass next_page_token from the previous page of the same query", why)
+		return fault.New(fault.Invalid, "page_token: %s; pass next_page_token from the previous page of the same query", why)
 	}
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
@@ -108,7 +107,7 @@ func DecodeKeys(token, filter string, n int) (*Cursor, error) {
 		return nil, nil
 	}
 	bad := func(why string) error {
-		return status.Errorf(codes.InvalidArgument, "page_token: %s; pass next_page_token from the previous page of the same query", why)
+		return fault.New(fault.Invalid, "page_token: %s; pass next_page_token from the previous page of the same query", why)
 	}
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {

@@ -14,9 +14,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Identity is what groups are placed by: a runner's host and labels.
@@ -36,7 +36,7 @@ func Narrow(token, declared Identity) (id Identity, ignored bool, err error) {
 		return Identity{Labels: map[string]string{}}, declared.Host != "" || len(declared.Labels) > 0, nil
 	}
 	if declared.Host != "" && declared.Host != token.Host {
-		return Identity{}, false, status.Errorf(codes.PermissionDenied,
+		return Identity{}, false, fault.New(fault.Denied,
 			"host %q is not on this runner's token (it carries %q): a runner may narrow its placement, never widen it", declared.Host, token.Host)
 	}
 	var wider []string
@@ -47,7 +47,7 @@ func Narrow(token, declared Identity) (id Identity, ignored bool, err error) {
 	}
 	if len(wider) > 0 {
 		sort.Strings(wider)
-		return Identity{}, false, status.Errorf(codes.PermissionDenied,
+		return Identity{}, false, fault.New(fault.Denied,
 			"labels %s are not on this runner's token: a runner may narrow its placement, never widen it", strings.Join(wider, ", "))
 	}
 	id = Identity{Host: token.Host, Labels: maps.Clone(token.Labels)}

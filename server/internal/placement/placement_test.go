@@ -4,8 +4,7 @@ import (
 	"maps"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/clawguard/clawguard/server/internal/fault"
 )
 
 func TestNarrowNeverWidens(t *testing.T) {
@@ -30,7 +29,7 @@ func TestNarrowNeverWidens(t *testing.T) {
 	for _, c := range cases {
 		got, ignored, err := Narrow(c.token, c.declared)
 		if c.denied {
-			if status.Code(err) != codes.PermissionDenied {
+			if !fault.Is(err, fault.Denied) {
 				t.Errorf("%s: %v, want PermissionDenied", c.name, err)
 			}
 			continue

@@ -47,6 +47,14 @@ func RestartGroupTx(ctx context.Context, tx pgx.Tx, groupID, reason string, rebu
 	return pushIDs, nil
 }
 
+// Notify queues a notice for a session's agent in a transaction of its own.
+func Notify(ctx context.Context, pool store.TxBeginner, sessionID string, n *guardv1.NotifyAgent) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := EnqueueTx(ctx, tx, sessionID, &guardv1.Push{Body: &guardv1.Push_Notify{Notify: n}})
+		return err
+	})
+}
+
 // EnqueueTx stores a push for the runner that owns sessionID (which may be
 // none right now: the push waits and follows the session when it is
 // reassigned). p.Id, p.SessionId and p.AgentGroupId are filled in.

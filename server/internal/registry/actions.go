@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -33,30 +35,31 @@ import (
 // citation window, until it has been applied once; citing it after that
 // answers the recorded result and changes nothing. agentSession is the
 // session the caller asserted with x-clawguard-session ("" when none).
-func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string, req *guardv1.ApplyActionRequest) (*guardv1.ApplyActionResponse, error) {
+func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string, req *guardv1.ApplyActionRequest) (_ *guardv1.ApplyActionResponse, err error) {
+	defer store.Faulted(&err, "action")
 	switch {
 	case req.GetSessionId() == "":
-		return nil, status.Error(codes.InvalidArgument, "session_id: required")
+		return nil, fault.New(fault.Invalid, "session_id: required")
 	case req.GetAction() == "":
-		return nil, status.Error(codes.InvalidArgument, "action: required")
+		return nil, fault.New(fault.Invalid, "action: required")
 	case req.GetDecisionId() == "":
-		return nil, status.Error(codes.InvalidArgument, "decision_id: required (a mutation must cite the ALLOW decision that authorized it)")
+		return nil, fault.New(fault.Invalid, "decision_id: required (a mutation must cite the ALLOW decision that authorized it)")
 	case agentSession != "" && agentSession != req.GetSessionId():
-		return nil, status.Errorf(codes.PermissionDenied, "session_id %q is not the asserted agent session", req.GetSessionId())
+		return nil, fault.New(fault.Denied, "session_id %q is not the asserted agent session", req.GetSessionId())
 	}
 	a, ok := s.appliers[req.GetAction()]
 	if !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "action: %q is not applied through the registry (one of %s)", req.GetAction(), strings.Join(s.AppliedActions(), ", "))
+		return nil, fault.New(fault.Invalid, "action: %q is not applied through the registry (one of %s)", req.GetAction(), strings.Join(s.AppliedActions(), ", "))
 	}
 	var out Applied
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var sess Session
 		var owner string
 		// The session row is locked: a move to another runner waits for
 		// this application (and this one sees a finished move).
 		err := tx.QueryRow(ctx, `SELECT id, agent_group_id, COALESCE(runner_id, '') FROM sessions WHERE id = $1 FOR SHARE`, req.GetSessionId()).Scan(&sess.ID, &sess.GroupID, &owner)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != runnerID) {
-			return status.Errorf(codes.PermissionDenied, "runner %q does not host session %q", runnerID, req.GetSessionId())
+			return fault.New(fault.Denied, "runner %q does not host session %q", runnerID, req.GetSessionId())
 		}
 		if err != nil {
 			return fmt.Errorf("read session: %w", err)
@@ -70,7 +73,7 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 		// audit or warn mode (whether that mode still holds, recheckTx asks
 		// the baseline).
 		if c.grant == "" && c.mode == "" && a.AlwaysHeld {
-			return status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: a %s ALLOW must carry the grant of an approved hold, and this one has none", req.GetDecisionId(), req.GetAction())
+			return fault.New(fault.Precondition, "citation refused: decision %q: a %s ALLOW must carry the grant of an approved hold, and this one has none", req.GetDecisionId(), req.GetAction())
 		}
 		if err := boundToDecision(a, c, req); err != nil {
 			return err
@@ -134,17 +137,17 @@ func readCitationTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, actio
 	err := tx.QueryRow(ctx, `SELECT effect, action, COALESCE(session_id, ''), dry_run, cited_at IS NOT NULL, at <= now() - $2::interval, grant_id, mode
 		FROM decisions WHERE id = $1 FOR UPDATE`, decisionID, window).Scan(&effect, &dAction, &dSession, &dryRun, &cited, &stale, &grant, &mode)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return citation{}, status.Errorf(codes.FailedPrecondition, "citation refused: decision %q not found", decisionID)
+		return citation{}, fault.New(fault.Precondition, "citation refused: decision %q not found", decisionID)
 	}
 	if err != nil {
 		return citation{}, fmt.Errorf("read cited decision: %w", err)
 	}
 	refuse := func(why string) (citation, error) {
-		return citation{}, status.Errorf(codes.FailedPrecondition, "citation refused: decision %q: %s", decisionID, why)
+		return citation{}, fault.New(fault.Precondition, "citation refused: decision %q: %s", decisionID, why)
 	}
 	switch {
 	case dSession != sessionID:
-		return citation{}, status.Errorf(codes.PermissionDenied, "citation refused: decision %q was made for another session", decisionID)
+		return citation{}, fault.New(fault.Denied, "citation refused: decision %q was made for another session", decisionID)
 	case effect != "allow":
 		return refuse("it is a " + effect + ", not an allow")
 	case dryRun:
@@ -207,11 +210,11 @@ func boundToDecision(a Applier, c citation, req *guardv1.ApplyActionRequest) err
 	approved := c.hold.payload
 	b, err := req.GetPayload().MarshalJSON()
 	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "payload: %v", err)
+		return fault.New(fault.Invalid, "payload: %v", err)
 	}
 	got := map[string]any{}
 	if err := json.Unmarshal(b, &got); err != nil {
-		return status.Errorf(codes.InvalidArgument, "payload: %v", err)
+		return fault.New(fault.Invalid, "payload: %v", err)
 	}
 	for _, k := range a.Stamped {
 		if _, had := approved[k]; !had {
@@ -222,10 +225,10 @@ func boundToDecision(a Applier, c citation, req *guardv1.ApplyActionRequest) err
 		approved = map[string]any{}
 	}
 	if !reflect.DeepEqual(approved, got) {
-		return status.Errorf(codes.PermissionDenied, "payload differs from the one approved in hold %s", c.hold.id)
+		return fault.New(fault.Denied, "payload differs from the one approved in hold %s", c.hold.id)
 	}
 	if len(c.hold.resource) > 0 && len(req.GetResource()) > 0 && !maps.Equal(c.hold.resource, req.GetResource()) {
-		return status.Errorf(codes.PermissionDenied, "resource differs from the one approved in hold %s", c.hold.id)
+		return fault.New(fault.Denied, "resource differs from the one approved in hold %s", c.hold.id)
 	}
 	return nil
 }
@@ -235,7 +238,7 @@ func boundToDecision(a Applier, c citation, req *guardv1.ApplyActionRequest) err
 // satisfied only by a citation that consumed an approval.
 func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Session, c citation, req *guardv1.ApplyActionRequest) error {
 	if s.baseline == nil {
-		return status.Error(codes.Unavailable, "the guard is not wired (failing closed)")
+		return fault.New(fault.Unavailable, "the guard is not wired (failing closed)")
 	}
 	resource := map[string]string{}
 	for k, v := range req.GetResource() {
@@ -263,14 +266,14 @@ func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Sess
 	}
 	switch {
 	case d.Effect == guard.EffectDeny && d.DecidedBy == guard.ByPrecheck:
-		return status.Errorf(codes.InvalidArgument, "payload: %s", d.Reason)
+		return fault.New(fault.Invalid, "payload: %s", d.Reason)
 	case d.Effect == guard.EffectDeny:
-		return status.Errorf(codes.PermissionDenied, "not applied: the guard now denies it (%s); decision %q no longer holds", d.Reason, c.id)
+		return fault.New(fault.Denied, "not applied: the guard now denies it (%s); decision %q no longer holds", d.Reason, c.id)
 	case d.Effect == guard.EffectHold && c.hold == nil:
 		// A gate still in audit or warn mode answers ALLOW here (the
 		// baseline reads the live mode of this target's policy and action);
 		// a HOLD means it is enforced now, and the citation has no approval.
-		return status.Errorf(codes.PermissionDenied, "not applied: it needs an approval (%s) and the cited decision %q carries none", d.Reason, c.id)
+		return fault.New(fault.Denied, "not applied: it needs an approval (%s) and the cited decision %q carries none", d.Reason, c.id)
 	}
 	return nil
 }

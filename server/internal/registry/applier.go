@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -102,13 +102,13 @@ func PayloadStrings(req *guardv1.ApplyActionRequest, key string) ([]string, erro
 	}
 	list, isList := v.GetKind().(*structpb.Value_ListValue)
 	if !isList {
-		return nil, status.Errorf(codes.InvalidArgument, "payload.%s: must be a list of strings", key)
+		return nil, fault.New(fault.Invalid, "payload.%s: must be a list of strings", key)
 	}
 	var out []string
 	for _, e := range list.ListValue.GetValues() {
 		sv, ok := e.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return nil, status.Errorf(codes.InvalidArgument, "payload.%s: every entry must be a string", key)
+			return nil, fault.New(fault.Invalid, "payload.%s: every entry must be a string", key)
 		}
 		out = append(out, sv.StringValue)
 	}

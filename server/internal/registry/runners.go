@@ -8,9 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -22,15 +24,16 @@ import (
 // tokenRunnerID is the runner id the caller's token is bound to and
 // tokenPlacement the host and labels the operator put on it: the runner
 // is placed by those, narrowed by what it declares, never widened.
-func (s *Service) Register(ctx context.Context, tokenRunnerID string, tokenPlacement placement.Identity, req *guardv1.RegisterRunnerRequest) (*guardv1.RegisterRunnerResponse, error) {
+func (s *Service) Register(ctx context.Context, tokenRunnerID string, tokenPlacement placement.Identity, req *guardv1.RegisterRunnerRequest) (_ *guardv1.RegisterRunnerResponse, err error) {
+	defer store.Faulted(&err, "runner")
 	switch {
 	case req.GetRunnerId() == "":
-		return nil, status.Error(codes.InvalidArgument, "runner_id: required")
+		return nil, fault.New(fault.Invalid, "runner_id: required")
 	case req.GetInstanceId() == "":
-		return nil, status.Error(codes.InvalidArgument, "instance_id: required (random per runner process)")
+		return nil, fault.New(fault.Invalid, "instance_id: required (random per runner process)")
 	case req.GetRunnerId() != tokenRunnerID:
 		s.log.InfoContext(ctx, "runner registration refused: another runner's id", "token_runner", tokenRunnerID, "runner", req.GetRunnerId())
-		return nil, status.Errorf(codes.PermissionDenied, "this token is bound to runner %q, not %q", tokenRunnerID, req.GetRunnerId())
+		return nil, fault.New(fault.Denied, "this token is bound to runner %q, not %q", tokenRunnerID, req.GetRunnerId())
 	}
 	declared := placement.Identity{Host: req.GetHost(), Labels: req.GetLabels()}
 	id, ignored, err := placement.Narrow(tokenPlacement, declared)
@@ -92,7 +95,7 @@ func (s *Service) Register(ctx context.Context, tokenRunnerID string, tokenPlace
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, status.Errorf(codes.AlreadyExists, "runner id %q is held by another live process (its lease has not expired)", req.GetRunnerId())
+		return nil, fault.New(fault.Exists, "runner id %q is held by another live process (its lease has not expired)", req.GetRunnerId())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("register runner %s: %w", req.GetRunnerId(), err)
@@ -115,12 +118,8 @@ func (s *Service) Register(ctx context.Context, tokenRunnerID string, tokenPlace
 // conformanceError is FailedPrecondition listing every violation, in the
 // message and as a ConformanceViolations detail.
 func conformanceError(violations []string) error {
-	st := status.New(codes.FailedPrecondition,
-		"guard conformance failure: "+strings.Join(violations, "; "))
-	if withDetail, err := st.WithDetails(&guardv1.ConformanceViolations{Violations: violations}); err == nil {
-		st = withDetail
-	}
-	return st.Err()
+	return fault.WithDetails(fault.New(fault.Precondition, "guard conformance failure: %s", strings.Join(violations, "; ")),
+		&guardv1.ConformanceViolations{Violations: violations})
 }
 
 // renew extends the lease of (runnerID, instanceID) if it is still live, or
@@ -135,7 +134,7 @@ func (s *Service) renew(ctx context.Context, runnerID, instanceID string) (time.
 		WHERE id = $1 AND instance_id = $2 AND (lease_expires_at > now() OR expired_at IS NULL)
 		RETURNING lease_expires_at`, runnerID, instanceID, s.opts.LeaseTTL).Scan(&expires)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, status.Errorf(codes.FailedPrecondition,
+		return time.Time{}, fault.New(fault.Precondition,
 			"runner %q has no live lease for this instance (expired or taken over); register again", runnerID)
 	}
 	if err != nil {

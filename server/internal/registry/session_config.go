@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/resources"
@@ -19,12 +21,13 @@ import (
 // through the agent's cli_scope. A session the runner does not host reads as
 // PermissionDenied with the same message whether or not it exists, so the
 // answer is no oracle for other runners' session ids.
-func (s *Service) SessionConfig(ctx context.Context, runnerID, sessionID string) (*guardv1.GetSessionConfigResponse, error) {
+func (s *Service) SessionConfig(ctx context.Context, runnerID, sessionID string) (_ *guardv1.GetSessionConfigResponse, err error) {
+	defer store.Faulted(&err, "session config")
 	if sessionID == "" {
-		return nil, status.Error(codes.InvalidArgument, "session_id: required")
+		return nil, fault.New(fault.Invalid, "session_id: required")
 	}
 	var out *guardv1.GetSessionConfigResponse
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var owner string
 		err := tx.QueryRow(ctx, `SELECT COALESCE(runner_id, '') FROM sessions WHERE id = $1`, sessionID).Scan(&owner)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != runnerID) {
@@ -51,5 +54,5 @@ func (s *Service) SessionConfig(ctx context.Context, runnerID, sessionID string)
 }
 
 func notHostedError(runnerID, sessionID string) error {
-	return status.Errorf(codes.PermissionDenied, "session %q is not hosted by runner %q", sessionID, runnerID)
+	return fault.New(fault.Denied, "session %q is not hosted by runner %q", sessionID, runnerID)
 }

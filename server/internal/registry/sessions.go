@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/clawguard/clawguard/proto/enumword"
@@ -28,19 +28,20 @@ import (
 // a dead (or no) runner is taken over, with its unacknowledged pushes.
 // The answer carries the group with its container config, read in the same
 // transaction (the runner starts the agent with it, whatever the cli_scope).
-func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingGroupID string) (*guardv1.OpenSessionResponse, error) {
+func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingGroupID string) (_ *guardv1.OpenSessionResponse, err error) {
+	defer store.Faulted(&err, "session")
 	if groupID == "" {
-		return nil, status.Error(codes.InvalidArgument, "agent_group_id: required")
+		return nil, fault.New(fault.Invalid, "agent_group_id: required")
 	}
 	var out *guardv1.OpenSessionResponse
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('clawguard_group_sessions:' || $1))`, groupID); err != nil {
 			return fmt.Errorf("lock group sessions: %w", err)
 		}
 		var live bool
 		err := tx.QueryRow(ctx, `SELECT lease_expires_at > now() FROM runners WHERE id = $1`, runnerID).Scan(&live)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
-			return status.Errorf(codes.FailedPrecondition, "runner %q holds no live lease; register first", runnerID)
+			return fault.New(fault.Precondition, "runner %q holds no live lease; register first", runnerID)
 		}
 		if err != nil {
 			return fmt.Errorf("read runner: %w", err)
@@ -52,14 +53,14 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 		err = tx.QueryRow(ctx, `SELECT g.pinned_host, `+placement.RunnerMatchesSQL("g.pinned_host")+`
 			FROM agent_groups g, runners r WHERE g.id = $1 AND r.id = $2`, groupID, runnerID).Scan(&pinned, &placeable)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return status.Errorf(codes.NotFound, "agent group %q not found", groupID)
+			return fault.New(fault.NotFound, "agent group %q not found", groupID)
 		}
 		if err != nil {
 			return fmt.Errorf("read group: %w", err)
 		}
 		if !placeable {
 			s.log.InfoContext(ctx, "open session refused: group not placeable on runner", "runner", runnerID, "group", groupID, "pinned_host", pinned)
-			return status.Errorf(codes.PermissionDenied, "agent group %q is pinned to %q, which runner %q's token does not carry", groupID, pinned, runnerID)
+			return fault.New(fault.Denied, "agent group %q is pinned to %q, which runner %q's token does not carry", groupID, pinned, runnerID)
 		}
 		id, owner, ownerLive, err := activeSessionTx(ctx, tx, groupID, messagingGroupID)
 		if err != nil {
@@ -76,7 +77,7 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 		case owner == runnerID:
 		case ownerLive:
 			s.log.InfoContext(ctx, "open session refused: placed on another live runner", "runner", runnerID, "group", groupID, "session", id)
-			return status.Errorf(codes.PermissionDenied, "session %q of group %q is placed on another live runner", id, groupID)
+			return fault.New(fault.Denied, "session %q of group %q is placed on another live runner", id, groupID)
 		default:
 			moved, err := assignSessionTx(ctx, tx, id, owner, runnerID)
 			if err != nil {
@@ -87,7 +88,7 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 				// gave the session to this runner, that is what was asked.
 				var now string
 				if err := tx.QueryRow(ctx, `SELECT COALESCE(runner_id, '') FROM sessions WHERE id = $1 AND status = 'active'`, id).Scan(&now); err != nil || now != runnerID {
-					return status.Errorf(codes.Aborted, "session %q changed owner concurrently; retry", id)
+					return fault.New(fault.Aborted, "session %q changed owner concurrently; retry", id)
 				}
 			}
 		}
@@ -143,7 +144,7 @@ func FindOrOpenSessionTx(ctx context.Context, tx pgx.Tx, groupID, messagingGroup
 	var pinned string
 	err = tx.QueryRow(ctx, `SELECT pinned_host FROM agent_groups WHERE id = $1`, groupID).Scan(&pinned)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", status.Errorf(codes.NotFound, "agent group %q not found", groupID)
+		return "", fault.New(fault.NotFound, "agent group %q not found", groupID)
 	}
 	if err != nil {
 		return "", fmt.Errorf("read group: %w", err)
@@ -241,4 +242,14 @@ func EventTx(ctx context.Context, tx pgx.Tx, sessionID, direction, kind string, 
 		return fmt.Errorf("record session event: %w", err)
 	}
 	return nil
+}
+
+// SessionGroup is the agent group of a session; found false when there is
+// no such session.
+func SessionGroup(ctx context.Context, q store.Querier, sessionID string) (group string, found bool, err error) {
+	err = q.QueryRow(ctx, `SELECT agent_group_id FROM sessions WHERE id = $1`, sessionID).Scan(&group)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	return group, err == nil, store.Fault("session", err)
 }

@@ -8,10 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -106,7 +108,8 @@ type Stream interface {
 // as they arrive; acks mark pushes applied and open the window again, a push
 // left unacknowledged past AckDeadline is sent again on the same stream,
 // heartbeats renew the lease, and a release frame gives the lease up.
-func (s *Service) Connect(stream Stream, tokenRunnerID string) error {
+func (s *Service) Connect(stream Stream, tokenRunnerID string) (err error) {
+	defer store.Faulted(&err, "runner stream")
 	ctx := stream.Context()
 	first, err := stream.Recv()
 	if err != nil {
@@ -115,9 +118,9 @@ func (s *Service) Connect(stream Stream, tokenRunnerID string) error {
 	hello := first.GetHello()
 	switch {
 	case hello == nil:
-		return status.Error(codes.InvalidArgument, "hello: the first frame must be hello{runner_id, instance_id}")
+		return fault.New(fault.Invalid, "hello: the first frame must be hello{runner_id, instance_id}")
 	case hello.GetRunnerId() != tokenRunnerID:
-		return status.Errorf(codes.PermissionDenied, "this token is bound to runner %q, not %q", tokenRunnerID, hello.GetRunnerId())
+		return fault.New(fault.Denied, "this token is bound to runner %q, not %q", tokenRunnerID, hello.GetRunnerId())
 	}
 	runnerID, instanceID := hello.GetRunnerId(), hello.GetInstanceId()
 	if _, err := s.renew(ctx, runnerID, instanceID); err != nil {
@@ -249,9 +252,9 @@ func (s *Service) recvLoop(ctx context.Context, runnerID, instanceID string, str
 			}
 			return errReleased
 		case *guardv1.ConnectRequest_Hello:
-			return status.Error(codes.InvalidArgument, "hello: sent twice")
+			return fault.New(fault.Invalid, "hello: sent twice")
 		default:
-			return status.Error(codes.InvalidArgument, "frame: empty or unknown")
+			return fault.New(fault.Invalid, "frame: empty or unknown")
 		}
 	}
 }
@@ -505,7 +508,7 @@ func (s *Service) ackWriter(ctx context.Context, runnerID string, acks <-chan ac
 // MaxPushAttempts.
 func (s *Service) ack(ctx context.Context, runnerID string, a *guardv1.PushAck) (again bool, err error) {
 	if a.GetPushId() == "" {
-		return false, status.Error(codes.InvalidArgument, "ack.push_id: required")
+		return false, fault.New(fault.Invalid, "ack.push_id: required")
 	}
 	errText := a.GetError()
 	if errText == "" {

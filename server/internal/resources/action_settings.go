@@ -6,6 +6,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/config"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // Operator settings of catalog actions: the quorum their holds need and
@@ -22,7 +23,8 @@ func validApprovals(field string, n int32) error {
 // SetActionSettings sets a catalog action's quorum and enforcement mode. The
 // action must be in the catalog (a setting for a name nobody decides would
 // silently do nothing).
-func (s *Service) SetActionSettings(ctx context.Context, req *guardv1.SetActionSettingsRequest) (*guardv1.SetActionSettingsResponse, error) {
+func (s *Service) SetActionSettings(ctx context.Context, req *guardv1.SetActionSettingsRequest) (_ *guardv1.SetActionSettingsResponse, err error) {
+	defer store.Faulted(&err, "action settings")
 	entry, err := s.checkSetActionSettings(req)
 	if err != nil {
 		return nil, err

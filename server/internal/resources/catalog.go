@@ -5,11 +5,11 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/clawguard/clawguard/server/internal/fault"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // exemptLister is the optional half of a Catalog: the server's declared
@@ -20,12 +20,13 @@ type exemptLister interface {
 
 // ListCatalog lists the guard catalog, sorted by action; any authenticated
 // caller may read it (it is what `ncl catalog list` and the runners' banner show).
-func (s *Service) ListCatalog(ctx context.Context, req *guardv1.ListCatalogRequest) (*guardv1.ListCatalogResponse, error) {
-	if _, err := s.viewer(ctx); err != nil && status.Code(err) != codes.PermissionDenied {
+func (s *Service) ListCatalog(ctx context.Context, req *guardv1.ListCatalogRequest) (_ *guardv1.ListCatalogResponse, err error) {
+	defer store.Faulted(&err, "catalog")
+	if _, err := s.viewer(ctx); err != nil && fault.KindOf(err) != fault.Denied {
 		return nil, err
 	}
 	if s.catalog == nil {
-		return nil, status.Error(codes.Unavailable, "the guard catalog is not wired on this server")
+		return nil, fault.New(fault.Unavailable, "the guard catalog is not wired on this server")
 	}
 	limit, err := paging.Limit(req.GetLimit())
 	if err != nil {

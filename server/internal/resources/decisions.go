@@ -13,11 +13,13 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/paging"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // ListDecisions reads the decision log, newest first, filtered by action,
 // effect, group and time. A restricted viewer sees its groups' decisions.
-func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsRequest) (*guardv1.ListDecisionsResponse, error) {
+func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsRequest) (_ *guardv1.ListDecisionsResponse, err error) {
+	defer store.Faulted(&err, "decisions")
 	effect, err := enumColumn("effect", req.GetEffect())
 	if err != nil {
 		return nil, err
@@ -133,7 +135,8 @@ func scanDecision(row pgx.CollectableRow) (*guardv1.DecisionRecord, []byte, erro
 // GetDecision reads one logged decision and its trace (what explains it). A
 // restricted viewer reads only its groups' decisions; any other id reads as
 // NotFound (no existence oracle).
-func (s *Service) GetDecision(ctx context.Context, id string) (*guardv1.DecisionRecord, []byte, error) {
+func (s *Service) GetDecision(ctx context.Context, id string) (_ *guardv1.DecisionRecord, _ []byte, err error) {
+	defer store.Faulted(&err, "decision")
 	if err := required("id", id); err != nil {
 		return nil, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 func scanDestination(row pgx.Row) (*guardv1.Destination, error) {
@@ -18,7 +19,8 @@ func scanDestination(row pgx.Row) (*guardv1.Destination, error) {
 const destinationColumns = `agent_group_id, name, COALESCE(target_agent_group_id, ''), COALESCE(target_messaging_group_id, '')`
 
 // ListDestinations lists a group's destinations, by name.
-func (s *Service) ListDestinations(ctx context.Context, req *guardv1.ListDestinationsRequest) (*guardv1.ListDestinationsResponse, error) {
+func (s *Service) ListDestinations(ctx context.Context, req *guardv1.ListDestinationsRequest) (_ *guardv1.ListDestinationsResponse, err error) {
+	defer store.Faulted(&err, "destinations")
 	if err := s.visibleGroup(ctx, req.GetGroup()); err != nil {
 		return nil, err
 	}
@@ -60,7 +62,8 @@ func (s *Service) ListDestinations(ctx context.Context, req *guardv1.ListDestina
 
 // AddDestination lets a group message exactly one target: another agent
 // group or a chat. Unknown groups or targets are NotFound (foreign keys).
-func (s *Service) AddDestination(ctx context.Context, req *guardv1.AddDestinationRequest) (*guardv1.AddDestinationResponse, error) {
+func (s *Service) AddDestination(ctx context.Context, req *guardv1.AddDestinationRequest) (_ *guardv1.AddDestinationResponse, err error) {
+	defer store.Faulted(&err, "destination")
 	if err := checkAddDestination(req); err != nil {
 		return nil, err
 	}
@@ -74,7 +77,8 @@ func (s *Service) AddDestination(ctx context.Context, req *guardv1.AddDestinatio
 }
 
 // RemoveDestination revokes a destination by name.
-func (s *Service) RemoveDestination(ctx context.Context, req *guardv1.RemoveDestinationRequest) (*guardv1.RemoveDestinationResponse, error) {
+func (s *Service) RemoveDestination(ctx context.Context, req *guardv1.RemoveDestinationRequest) (_ *guardv1.RemoveDestinationResponse, err error) {
+	defer store.Faulted(&err, "destination")
 	if err := checkGroupAndName(req.GetGroup(), req.GetName()); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,8 @@ package resources
 import (
 	"testing"
 
-	"google.golang.org/grpc/codes"
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -20,7 +21,7 @@ func TestEnumColumnsFailClosed(t *testing.T) {
 		t.Fatalf("enumColumn(unspecified) = %q, %v (want \"\": not set)", w, err)
 	}
 	_, err := enumColumn("unknown_sender_policy", guardv1.SenderPolicy(9))
-	if status.Code(err) != codes.InvalidArgument {
+	if !fault.Is(err, fault.Invalid) {
 		t.Fatalf("enumColumn(9) = %v, want InvalidArgument", err)
 	}
 	if want := "unknown_sender_policy: unknown value 9 (want public, request_approval or strict)"; status.Convert(err).Message() != want {

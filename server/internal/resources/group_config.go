@@ -3,11 +3,12 @@ package resources
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/pushes"
@@ -56,6 +57,17 @@ func (c GroupConfig) proto() (*guardv1.GroupConfig, error) {
 		out.McpServers = append(out.McpServers, &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, Image: m.Image})
 	}
 	return out, nil
+}
+
+// CLIScope is a group's cli_scope: "group" when it has no config row (the
+// default), as the admin baseline reads it.
+func CLIScope(ctx context.Context, q store.Querier, group string) (string, error) {
+	var scope string
+	err := q.QueryRow(ctx, `SELECT cli_scope FROM container_configs WHERE agent_group_id = $1`, group).Scan(&scope)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "group", nil
+	}
+	return scope, store.Fault("cli_scope", err)
 }
 
 // LockConfigTx locks a group's config row (creating the default row when
@@ -150,9 +162,10 @@ func configChanged(ctx context.Context, tx pgx.Tx, group, reason string, rebuild
 }
 
 // GetGroupConfig reads a group's container config.
-func (s *Service) GetGroupConfig(ctx context.Context, req *guardv1.GetGroupConfigRequest) (*guardv1.GetGroupConfigResponse, error) {
+func (s *Service) GetGroupConfig(ctx context.Context, req *guardv1.GetGroupConfigRequest) (_ *guardv1.GetGroupConfigResponse, err error) {
+	defer store.Faulted(&err, "group config")
 	g, err := s.GetGroup(ctx, &guardv1.GetGroupRequest{Id: req.GetGroup()})
-	if status.Code(err) == codes.InvalidArgument {
+	if fault.KindOf(err) == fault.Invalid {
 		return nil, invalid("group", "required")
 	}
 	if err != nil {
@@ -163,7 +176,8 @@ func (s *Service) GetGroupConfig(ctx context.Context, req *guardv1.GetGroupConfi
 
 // UpdateGroupConfig changes cli_scope and limits (unset = unchanged; an
 // empty limit removes it). A limit change restarts the group's containers.
-func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGroupConfigRequest) (*guardv1.UpdateGroupConfigResponse, error) {
+func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGroupConfigRequest) (_ *guardv1.UpdateGroupConfigResponse, err error) {
+	defer store.Faulted(&err, "group config")
 	scope, err := checkUpdateGroupConfig(req)
 	if err != nil {
 		return nil, err

@@ -7,14 +7,15 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/mcpcall"
 	"github.com/clawguard/clawguard/server/internal/paging"
 	"github.com/clawguard/clawguard/server/internal/pushes"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // The operator's settings of a group's guarded MCP servers (migration
@@ -65,7 +66,8 @@ func lockMCPServer(ctx context.Context, tx pgx.Tx, group, server string) (MCPSer
 
 // SetMcpServerDefault sets (or, with no effect, removes) a server's default
 // for the tools nobody set.
-func (s *Service) SetMcpServerDefault(ctx context.Context, req *guardv1.SetMcpServerDefaultRequest) (*guardv1.SetMcpServerDefaultResponse, error) {
+func (s *Service) SetMcpServerDefault(ctx context.Context, req *guardv1.SetMcpServerDefaultRequest) (_ *guardv1.SetMcpServerDefaultResponse, err error) {
+	defer store.Faulted(&err, "mcp server default")
 	set, err := checkSetMcpServerDefault(req)
 	if err != nil {
 		return nil, err
@@ -99,7 +101,8 @@ func (s *Service) SetMcpServerDefault(ctx context.Context, req *guardv1.SetMcpSe
 
 // SetMcpTool sets (or, with no effect, removes) one tool's setting. A tool
 // no runner has listed yet may be set ahead.
-func (s *Service) SetMcpTool(ctx context.Context, req *guardv1.SetMcpToolRequest) (*guardv1.SetMcpToolResponse, error) {
+func (s *Service) SetMcpTool(ctx context.Context, req *guardv1.SetMcpToolRequest) (_ *guardv1.SetMcpToolResponse, err error) {
+	defer store.Faulted(&err, "mcp tool")
 	set, err := checkSetMcpTool(req)
 	if err != nil {
 		return nil, err
@@ -154,7 +157,8 @@ func toolsChangedTx(ctx context.Context, tx pgx.Tx, group, why string) error {
 }
 
 // ListMcpServers lists a group's MCP servers with their defaults and states.
-func (s *Service) ListMcpServers(ctx context.Context, req *guardv1.ListMcpServersRequest) (*guardv1.ListMcpServersResponse, error) {
+func (s *Service) ListMcpServers(ctx context.Context, req *guardv1.ListMcpServersRequest) (_ *guardv1.ListMcpServersResponse, err error) {
+	defer store.Faulted(&err, "mcp servers")
 	if err := s.visibleGroup(ctx, req.GetGroup()); err != nil {
 		return nil, err
 	}
@@ -270,7 +274,8 @@ func cmpString(a, b string) int {
 
 // ListMcpTools lists a server's tools — those its runners listed and those
 // with a setting — with the effect a call gets and where it comes from.
-func (s *Service) ListMcpTools(ctx context.Context, req *guardv1.ListMcpToolsRequest) (*guardv1.ListMcpToolsResponse, error) {
+func (s *Service) ListMcpTools(ctx context.Context, req *guardv1.ListMcpToolsRequest) (_ *guardv1.ListMcpToolsResponse, err error) {
+	defer store.Faulted(&err, "mcp tools")
 	if err := s.visibleGroup(ctx, req.GetGroup()); err != nil {
 		return nil, err
 	}
@@ -393,7 +398,8 @@ func (s *Service) mcpTools(ctx context.Context, q interface {
 // ReportMcpTools records what the runner hosting a session's server sees —
 // its state and its tools — and answers each tool's effect for the
 // session's group. The session must be placed on the calling runner.
-func (s *Service) ReportMcpTools(ctx context.Context, runnerID string, req *guardv1.ReportMcpToolsRequest) (*guardv1.ReportMcpToolsResponse, error) {
+func (s *Service) ReportMcpTools(ctx context.Context, runnerID string, req *guardv1.ReportMcpToolsRequest) (_ *guardv1.ReportMcpToolsResponse, err error) {
+	defer store.Faulted(&err, "mcp tools report")
 	if err := required("session_id", req.GetSessionId()); err != nil {
 		return nil, err
 	}
@@ -409,11 +415,11 @@ func (s *Service) ReportMcpTools(ctx context.Context, runnerID string, req *guar
 	}
 	var group string
 	out := &guardv1.ReportMcpToolsResponse{}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var owner string
 		err := tx.QueryRow(ctx, `SELECT agent_group_id, COALESCE(runner_id, '') FROM sessions WHERE id = $1`, req.GetSessionId()).Scan(&group, &owner)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != runnerID) {
-			return status.Errorf(codes.PermissionDenied, "runner %q does not host session %q", runnerID, req.GetSessionId())
+			return fault.Deniedf("runner %q does not host session %q", runnerID, req.GetSessionId())
 		}
 		if err != nil {
 			return err

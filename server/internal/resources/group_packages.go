@@ -6,6 +6,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/pkgname"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 func packageList(c *GroupConfig, m guardv1.PackageManager) (*[]string, func(string) bool, error) {
@@ -22,7 +23,8 @@ func packageList(c *GroupConfig, m guardv1.PackageManager) (*[]string, func(stri
 
 // AddGroupPackage adds packages to the group's image: validated names, no
 // duplicates; anything new bumps the version and rebuilds.
-func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPackageRequest) (*guardv1.AddGroupPackageResponse, error) {
+func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPackageRequest) (_ *guardv1.AddGroupPackageResponse, err error) {
+	defer store.Faulted(&err, "group package")
 	if err := checkAddGroupPackage(req); err != nil {
 		return nil, err
 	}
@@ -48,7 +50,8 @@ func (s *Service) AddGroupPackage(ctx context.Context, req *guardv1.AddGroupPack
 }
 
 // RemoveGroupPackage removes a package; one the group does not have is NotFound.
-func (s *Service) RemoveGroupPackage(ctx context.Context, req *guardv1.RemoveGroupPackageRequest) (*guardv1.RemoveGroupPackageResponse, error) {
+func (s *Service) RemoveGroupPackage(ctx context.Context, req *guardv1.RemoveGroupPackageRequest) (_ *guardv1.RemoveGroupPackageResponse, err error) {
+	defer store.Faulted(&err, "group package")
 	if err := checkRemoveGroupPackage(req); err != nil {
 		return nil, err
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
@@ -89,7 +89,8 @@ func ReadGroup(ctx context.Context, q store.Querier, id string) (*guardv1.Group,
 
 // CreateGroup creates a group and its container config in one transaction;
 // a taken name is AlreadyExists (the admin picks another).
-func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupRequest) (*guardv1.CreateGroupResponse, error) {
+func (s *Service) CreateGroup(ctx context.Context, req *guardv1.CreateGroupRequest) (_ *guardv1.CreateGroupResponse, err error) {
+	defer store.Faulted(&err, "group")
 	name, scope, err := checkCreateGroup(req)
 	if err != nil {
 		return nil, err
@@ -177,13 +178,14 @@ func CreateGroupTx(ctx context.Context, tx pgx.Tx, g NewGroup, taken TakenName) 
 		return id, name, nil
 	}
 	if taken == SuffixTakenName {
-		return "", "", status.Errorf(codes.AlreadyExists, "agent group names %q to %q are all taken", base, fmt.Sprintf("%s-%d", base, suffixAttempts))
+		return "", "", fault.Existsf("agent group names %q to %q are all taken", base, fmt.Sprintf("%s-%d", base, suffixAttempts))
 	}
-	return "", "", status.Errorf(codes.AlreadyExists, "agent group named %q already exists", base)
+	return "", "", fault.Existsf("agent group named %q already exists", base)
 }
 
 // GetGroup reads a group; a group the caller may not see reads as NotFound.
-func (s *Service) GetGroup(ctx context.Context, req *guardv1.GetGroupRequest) (*guardv1.GetGroupResponse, error) {
+func (s *Service) GetGroup(ctx context.Context, req *guardv1.GetGroupRequest) (_ *guardv1.GetGroupResponse, err error) {
+	defer store.Faulted(&err, "group")
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}
@@ -205,7 +207,8 @@ func (s *Service) GetGroup(ctx context.Context, req *guardv1.GetGroupRequest) (*
 }
 
 // ListGroups lists a page of the groups the caller may see, by name.
-func (s *Service) ListGroups(ctx context.Context, req *guardv1.ListGroupsRequest) (*guardv1.ListGroupsResponse, error) {
+func (s *Service) ListGroups(ctx context.Context, req *guardv1.ListGroupsRequest) (_ *guardv1.ListGroupsResponse, err error) {
+	defer store.Faulted(&err, "groups")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -251,12 +254,13 @@ func (s *Service) ListGroups(ctx context.Context, req *guardv1.ListGroupsRequest
 // a re-pin moves sessions off runners the new pin does not match). A
 // new base image is a container change: the config version is bumped and
 // every active session gets a rebuild.
-func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupRequest) (*guardv1.UpdateGroupResponse, error) {
+func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupRequest) (_ *guardv1.UpdateGroupResponse, err error) {
+	defer store.Faulted(&err, "group")
 	if err := checkUpdateGroup(req); err != nil {
 		return nil, err
 	}
 	var g *guardv1.Group
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var oldImage string
 		err := tx.QueryRow(ctx, `SELECT base_image FROM agent_groups WHERE id = $1 FOR UPDATE`, req.GetId()).Scan(&oldImage)
 		if store.IsNoRows(err) {
@@ -313,12 +317,13 @@ var groupCascade = []struct{ key, sql string }{
 
 // DeleteGroup deletes a group and every row that depends on it, in one
 // transaction, and counts what went per table.
-func (s *Service) DeleteGroup(ctx context.Context, req *guardv1.DeleteGroupRequest) (*guardv1.DeleteGroupResponse, error) {
+func (s *Service) DeleteGroup(ctx context.Context, req *guardv1.DeleteGroupRequest) (_ *guardv1.DeleteGroupResponse, err error) {
+	defer store.Faulted(&err, "group")
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}
 	removed := map[string]int64{}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var id string
 		err := tx.QueryRow(ctx, `SELECT id FROM agent_groups WHERE id = $1 FOR UPDATE`, req.GetId()).Scan(&id)
 		if store.IsNoRows(err) {

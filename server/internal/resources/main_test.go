@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clawguard/clawguard/server/internal/api"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,13 +26,15 @@ func start(t *testing.T) (*testserver.Server, testserver.Clients) {
 
 // wantCode asserts a status code and, when field is set, that the message
 // names it.
+// wantCode: err is answered code at the API edge, naming field.
 func wantCode(t *testing.T, err error, code codes.Code, field string) {
 	t.Helper()
-	if status.Code(err) != code {
+	st := status.Convert(api.Status(err))
+	if st.Code() != code {
 		t.Fatalf("want %v, got %v", code, err)
 	}
-	if field != "" && !strings.Contains(status.Convert(err).Message(), field) {
-		t.Fatalf("error %q does not name field %q", status.Convert(err).Message(), field)
+	if field != "" && !strings.Contains(st.Message(), field) {
+		t.Fatalf("error %q does not name field %q", st.Message(), field)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 func scanMember(row pgx.Row) (*guardv1.Member, error) {
@@ -21,7 +22,8 @@ func scanMember(row pgx.Row) (*guardv1.Member, error) {
 }
 
 // ListMembers lists a group's members, by user id.
-func (s *Service) ListMembers(ctx context.Context, req *guardv1.ListMembersRequest) (*guardv1.ListMembersResponse, error) {
+func (s *Service) ListMembers(ctx context.Context, req *guardv1.ListMembersRequest) (_ *guardv1.ListMembersResponse, err error) {
+	defer store.Faulted(&err, "members")
 	if err := s.visibleGroup(ctx, req.GetGroup()); err != nil {
 		return nil, err
 	}
@@ -62,7 +64,8 @@ func (s *Service) ListMembers(ctx context.Context, req *guardv1.ListMembersReque
 }
 
 // AddMember admits an existing user to an existing group.
-func (s *Service) AddMember(ctx context.Context, req *guardv1.AddMemberRequest) (*guardv1.AddMemberResponse, error) {
+func (s *Service) AddMember(ctx context.Context, req *guardv1.AddMemberRequest) (_ *guardv1.AddMemberResponse, err error) {
+	defer store.Faulted(&err, "member")
 	if err := checkMember(req.GetGroup(), req.GetUserId()); err != nil {
 		return nil, err
 	}
@@ -75,7 +78,8 @@ func (s *Service) AddMember(ctx context.Context, req *guardv1.AddMemberRequest) 
 }
 
 // RemoveMember removes a member.
-func (s *Service) RemoveMember(ctx context.Context, req *guardv1.RemoveMemberRequest) (*guardv1.RemoveMemberResponse, error) {
+func (s *Service) RemoveMember(ctx context.Context, req *guardv1.RemoveMemberRequest) (_ *guardv1.RemoveMemberResponse, err error) {
+	defer store.Faulted(&err, "member")
 	if err := checkMember(req.GetGroup(), req.GetUserId()); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,8 +48,19 @@ func ChatVisible(ctx context.Context, q store.Querier, groups []string, chat str
 	return ok, err
 }
 
+// ChatChannel is the channel type of a chat; found false when there is no
+// such chat.
+func ChatChannel(ctx context.Context, q store.Querier, chat string) (channel string, found bool, err error) {
+	err = q.QueryRow(ctx, `SELECT channel_type FROM messaging_groups WHERE id = $1`, chat).Scan(&channel)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	return channel, err == nil, store.Fault("messaging group", err)
+}
+
 // ListMessagingGroups lists chats the caller may see.
-func (s *Service) ListMessagingGroups(ctx context.Context, req *guardv1.ListMessagingGroupsRequest) (*guardv1.ListMessagingGroupsResponse, error) {
+func (s *Service) ListMessagingGroups(ctx context.Context, req *guardv1.ListMessagingGroupsRequest) (_ *guardv1.ListMessagingGroupsResponse, err error) {
+	defer store.Faulted(&err, "messaging groups")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -92,7 +104,8 @@ func (s *Service) ListMessagingGroups(ctx context.Context, req *guardv1.ListMess
 }
 
 // GetMessagingGroup reads a chat.
-func (s *Service) GetMessagingGroup(ctx context.Context, req *guardv1.GetMessagingGroupRequest) (*guardv1.GetMessagingGroupResponse, error) {
+func (s *Service) GetMessagingGroup(ctx context.Context, req *guardv1.GetMessagingGroupRequest) (_ *guardv1.GetMessagingGroupResponse, err error) {
+	defer store.Faulted(&err, "messaging group")
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}
@@ -112,7 +125,8 @@ func (s *Service) GetMessagingGroup(ctx context.Context, req *guardv1.GetMessagi
 }
 
 // CreateMessagingGroup registers a chat; (channel_type, platform_id) is unique.
-func (s *Service) CreateMessagingGroup(ctx context.Context, req *guardv1.CreateMessagingGroupRequest) (*guardv1.CreateMessagingGroupResponse, error) {
+func (s *Service) CreateMessagingGroup(ctx context.Context, req *guardv1.CreateMessagingGroupRequest) (_ *guardv1.CreateMessagingGroupResponse, err error) {
+	defer store.Faulted(&err, "messaging group")
 	policy, err := checkCreateMessagingGroup(req)
 	if err != nil {
 		return nil, err
@@ -127,7 +141,8 @@ func (s *Service) CreateMessagingGroup(ctx context.Context, req *guardv1.CreateM
 }
 
 // UpdateMessagingGroup changes a chat's name or sender policy (unset = unchanged).
-func (s *Service) UpdateMessagingGroup(ctx context.Context, req *guardv1.UpdateMessagingGroupRequest) (*guardv1.UpdateMessagingGroupResponse, error) {
+func (s *Service) UpdateMessagingGroup(ctx context.Context, req *guardv1.UpdateMessagingGroupRequest) (_ *guardv1.UpdateMessagingGroupResponse, err error) {
+	defer store.Faulted(&err, "messaging group")
 	policy, err := checkUpdateMessagingGroup(req)
 	if err != nil {
 		return nil, err
@@ -146,7 +161,8 @@ func (s *Service) UpdateMessagingGroup(ctx context.Context, req *guardv1.UpdateM
 
 // DeleteMessagingGroup deletes a chat; its wirings, destinations and pending
 // registration go with it (foreign keys), sessions keep running unwired.
-func (s *Service) DeleteMessagingGroup(ctx context.Context, req *guardv1.DeleteMessagingGroupRequest) (*guardv1.DeleteMessagingGroupResponse, error) {
+func (s *Service) DeleteMessagingGroup(ctx context.Context, req *guardv1.DeleteMessagingGroupRequest) (_ *guardv1.DeleteMessagingGroupResponse, err error) {
+	defer store.Faulted(&err, "messaging group")
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}

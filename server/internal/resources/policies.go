@@ -8,6 +8,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 func scanPolicy(row pgx.Row) (*guardv1.MessagePolicy, error) {
@@ -29,7 +30,8 @@ const policyColumns = `from_agent_group_id, to_agent_group_id, approver_user_id,
 
 // ListPolicies lists message policies the caller may see (either end in a
 // visible group), optionally touching one group.
-func (s *Service) ListPolicies(ctx context.Context, req *guardv1.ListPoliciesRequest) (*guardv1.ListPoliciesResponse, error) {
+func (s *Service) ListPolicies(ctx context.Context, req *guardv1.ListPoliciesRequest) (_ *guardv1.ListPoliciesResponse, err error) {
+	defer store.Faulted(&err, "policies")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -78,7 +80,8 @@ func (s *Service) ListPolicies(ctx context.Context, req *guardv1.ListPoliciesReq
 // another. Both groups must exist; the policy goes with either (foreign
 // keys). The approver is only format-checked: a policy naming a user that
 // does not exist denies at send time (the seed's ghost-policy edge).
-func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) (*guardv1.SetPolicyResponse, error) {
+func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) (_ *guardv1.SetPolicyResponse, err error) {
+	defer store.Faulted(&err, "policy")
 	mode, also, err := checkSetPolicy(req)
 	if err != nil {
 		return nil, err
@@ -110,7 +113,8 @@ func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) 
 }
 
 // RemovePolicy removes a policy.
-func (s *Service) RemovePolicy(ctx context.Context, req *guardv1.RemovePolicyRequest) (*guardv1.RemovePolicyResponse, error) {
+func (s *Service) RemovePolicy(ctx context.Context, req *guardv1.RemovePolicyRequest) (_ *guardv1.RemovePolicyResponse, err error) {
+	defer store.Faulted(&err, "policy")
 	if err := checkPolicyEnds(req.GetFromGroup(), req.GetToGroup()); err != nil {
 		return nil, err
 	}

@@ -3,23 +3,24 @@
 // message policies, user DMs, tokens, runners, catalog, decisions): one file
 // per resource, its SQL next to the code that uses it.
 //
-// Methods return gRPC status errors for bad input, missing rows and refused
-// reads, and database errors unwrapped so the api layer maps them
-// (api.DBError: unique → AlreadyExists, foreign key → NotFound, ...).
+// Methods return faults (package fault): bad input, missing rows and refused
+// reads as they say, and database errors classified where their SQL ran
+// (store.Faulted, deferred first thing in each method: a missing row is
+// NotFound of what the method reads, a unique violation Exists, a database
+// that cannot serve Unavailable).
 // Authorization of writes is the guard interceptor's job, before the handler
 // runs; what a caller may READ is decided here (see scope.go).
 package resources
 
 import (
 	"context"
-	"fmt"
 	"time"
+
+	"github.com/clawguard/clawguard/server/internal/fault"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -53,7 +54,7 @@ func New(pool *pgxpool.Pool, catalog Catalog, policyHolds PolicyHolds) *Service 
 
 // invalid is InvalidArgument naming the field.
 func invalid(field, format string, args ...any) error {
-	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+	return fault.InvalidField(field, format, args...)
 }
 
 // required refuses an empty required field.
@@ -65,7 +66,7 @@ func required(field, v string) error {
 }
 
 func notFound(format string, args ...any) error {
-	return status.Errorf(codes.NotFound, format, args...)
+	return fault.NotFoundf(format, args...)
 }
 
 func ts(t time.Time) *timestamppb.Timestamp {

@@ -9,6 +9,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // roleGrant is a validated grant: the scope is always explicit — GLOBAL
@@ -76,7 +77,8 @@ const roleColumns = `user_id, role, COALESCE(agent_group_id, ''), granted_at`
 
 // ListRoles lists grants, optionally of one user or one group. A restricted
 // viewer sees the grants of its groups and its own.
-func (s *Service) ListRoles(ctx context.Context, req *guardv1.ListRolesRequest) (*guardv1.ListRolesResponse, error) {
+func (s *Service) ListRoles(ctx context.Context, req *guardv1.ListRolesRequest) (_ *guardv1.ListRolesResponse, err error) {
+	defer store.Faulted(&err, "role grants")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -129,7 +131,8 @@ func (s *Service) ListRoles(ctx context.Context, req *guardv1.ListRolesRequest) 
 
 // GrantRole grants a role with an explicit scope; the user (and group) must
 // exist; a duplicate grant is AlreadyExists.
-func (s *Service) GrantRole(ctx context.Context, req *guardv1.GrantRoleRequest) (*guardv1.GrantRoleResponse, error) {
+func (s *Service) GrantRole(ctx context.Context, req *guardv1.GrantRoleRequest) (_ *guardv1.GrantRoleResponse, err error) {
+	defer store.Faulted(&err, "role grant")
 	g, err := validGrant(req.GetUserId(), req.GetRole(), req.GetScope(), req.GetGroup())
 	if err != nil {
 		return nil, err
@@ -143,7 +146,8 @@ func (s *Service) GrantRole(ctx context.Context, req *guardv1.GrantRoleRequest) 
 }
 
 // RevokeRole revokes exactly the named grant (same explicit scope rules).
-func (s *Service) RevokeRole(ctx context.Context, req *guardv1.RevokeRoleRequest) (*guardv1.RevokeRoleResponse, error) {
+func (s *Service) RevokeRole(ctx context.Context, req *guardv1.RevokeRoleRequest) (_ *guardv1.RevokeRoleResponse, err error) {
+	defer store.Faulted(&err, "role grant")
 	g, err := validGrant(req.GetUserId(), req.GetRole(), req.GetScope(), req.GetGroup())
 	if err != nil {
 		return nil, err

@@ -8,12 +8,14 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // ListRunners lists a page of runners (by id) with their lease: live means the lease has not
 // expired (by the database clock, the one every replica shares), sessions
 // counts the active sessions each one hosts.
-func (s *Service) ListRunners(ctx context.Context, req *guardv1.ListRunnersRequest) (*guardv1.ListRunnersResponse, error) {
+func (s *Service) ListRunners(ctx context.Context, req *guardv1.ListRunnersRequest) (_ *guardv1.ListRunnersResponse, err error) {
+	defer store.Faulted(&err, "runners")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err

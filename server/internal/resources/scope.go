@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/clawguard/clawguard/server/internal/fault"
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -60,13 +59,13 @@ func (v viewer) requireAll(what string) error {
 	if v.all {
 		return nil
 	}
-	return status.Errorf(codes.PermissionDenied, "reading %s needs the operator, an owner or a global admin", what)
+	return fault.Deniedf("reading %s needs the operator, an owner or a global admin", what)
 }
 
 func (s *Service) viewer(ctx context.Context) (viewer, error) {
 	c, ok := authn.FromContext(ctx)
 	if !ok {
-		return viewer{}, status.Error(codes.Unauthenticated, "unauthenticated")
+		return viewer{}, fault.New(fault.Unauthenticated, "unauthenticated")
 	}
 	v := viewer{groups: []string{}}
 	switch {
@@ -104,7 +103,7 @@ func (s *Service) viewer(ctx context.Context) (viewer, error) {
 			return viewer{}, fmt.Errorf("read roles: %w", err)
 		}
 	default:
-		return viewer{}, status.Errorf(codes.PermissionDenied, "%s tokens read admin resources only for an agent session", enumword.String(c.Principal.Kind))
+		return viewer{}, fault.Deniedf("%s tokens read admin resources only for an agent session", enumword.String(c.Principal.Kind))
 	}
 	return v, nil
 }

@@ -36,7 +36,8 @@ func scanSession(row pgx.Row) (*guardv1.Session, error) {
 
 // ListSessions lists the sessions the caller may see, optionally of one
 // group or runner, newest first.
-func (s *Service) ListSessions(ctx context.Context, req *guardv1.ListSessionsRequest) (*guardv1.ListSessionsResponse, error) {
+func (s *Service) ListSessions(ctx context.Context, req *guardv1.ListSessionsRequest) (_ *guardv1.ListSessionsResponse, err error) {
+	defer store.Faulted(&err, "sessions")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -99,7 +100,8 @@ func (s *Service) session(ctx context.Context, id string) (*guardv1.Session, err
 }
 
 // GetSession reads a session.
-func (s *Service) GetSession(ctx context.Context, req *guardv1.GetSessionRequest) (*guardv1.GetSessionResponse, error) {
+func (s *Service) GetSession(ctx context.Context, req *guardv1.GetSessionRequest) (_ *guardv1.GetSessionResponse, err error) {
+	defer store.Faulted(&err, "session")
 	sess, err := s.session(ctx, req.GetId())
 	if err != nil {
 		return nil, err
@@ -114,7 +116,8 @@ const (
 )
 
 // GetSessionHistory returns the session's last events, oldest first.
-func (s *Service) GetSessionHistory(ctx context.Context, req *guardv1.GetSessionHistoryRequest) (*guardv1.GetSessionHistoryResponse, error) {
+func (s *Service) GetSessionHistory(ctx context.Context, req *guardv1.GetSessionHistoryRequest) (_ *guardv1.GetSessionHistoryResponse, err error) {
+	defer store.Faulted(&err, "session")
 	if req.GetLimit() < 0 {
 		return nil, invalid("limit", "must not be negative")
 	}

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -102,7 +100,8 @@ func checkTokenBindings(kind string, req *guardv1.CreateTokenRequest) (host stri
 // is stored. Runner tokens are bound to one runner id and carry the host
 // and labels it is placed by; user tokens act as an existing user; bridge
 // tokens speak for their channel namespaces; operator tokens carry nothing.
-func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenRequest) (*guardv1.CreateTokenResponse, error) {
+func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenRequest) (_ *guardv1.CreateTokenResponse, err error) {
+	defer store.Faulted(&err, "token")
 	nt, err := checkCreateToken(req)
 	if err != nil {
 		return nil, err
@@ -114,7 +113,7 @@ func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenReque
 	}
 	secret, err := authn.NewSecret()
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "mint secret: %v", err)
+		return nil, fmt.Errorf("mint secret: %w", err)
 	}
 	name := strings.TrimSpace(req.GetName())
 	if name == "" {
@@ -133,7 +132,8 @@ func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenReque
 }
 
 // ListTokens lists a page of tokens, oldest first; secrets are never stored or shown.
-func (s *Service) ListTokens(ctx context.Context, req *guardv1.ListTokensRequest) (*guardv1.ListTokensResponse, error) {
+func (s *Service) ListTokens(ctx context.Context, req *guardv1.ListTokensRequest) (_ *guardv1.ListTokensResponse, err error) {
+	defer store.Faulted(&err, "tokens")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -182,7 +182,8 @@ func (s *Service) ListTokens(ctx context.Context, req *guardv1.ListTokensRequest
 
 // RevokeToken revokes a token (idempotent: the first revocation time is
 // kept). Every replica refuses it once its authn cache entry expires.
-func (s *Service) RevokeToken(ctx context.Context, req *guardv1.RevokeTokenRequest) (*guardv1.RevokeTokenResponse, error) {
+func (s *Service) RevokeToken(ctx context.Context, req *guardv1.RevokeTokenRequest) (_ *guardv1.RevokeTokenResponse, err error) {
+	defer store.Faulted(&err, "token")
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}

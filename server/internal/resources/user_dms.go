@@ -7,6 +7,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 func scanDM(row pgx.Row) (*guardv1.UserDm, error) {
@@ -17,7 +18,8 @@ func scanDM(row pgx.Row) (*guardv1.UserDm, error) {
 
 // ListUserDms lists DM addresses; a user who is not an owner or global
 // admin sees only their own.
-func (s *Service) ListUserDms(ctx context.Context, req *guardv1.ListUserDmsRequest) (*guardv1.ListUserDmsResponse, error) {
+func (s *Service) ListUserDms(ctx context.Context, req *guardv1.ListUserDmsRequest) (_ *guardv1.ListUserDmsResponse, err error) {
+	defer store.Faulted(&err, "user DMs")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -67,7 +69,8 @@ func (s *Service) ListUserDms(ctx context.Context, req *guardv1.ListUserDmsReque
 }
 
 // SetUserDm records (or replaces) where a user's cards go on a channel type.
-func (s *Service) SetUserDm(ctx context.Context, req *guardv1.SetUserDmRequest) (*guardv1.SetUserDmResponse, error) {
+func (s *Service) SetUserDm(ctx context.Context, req *guardv1.SetUserDmRequest) (_ *guardv1.SetUserDmResponse, err error) {
+	defer store.Faulted(&err, "user DM")
 	if err := checkSetUserDm(req); err != nil {
 		return nil, err
 	}
@@ -81,7 +84,8 @@ func (s *Service) SetUserDm(ctx context.Context, req *guardv1.SetUserDmRequest) 
 }
 
 // RemoveUserDm forgets a DM address.
-func (s *Service) RemoveUserDm(ctx context.Context, req *guardv1.RemoveUserDmRequest) (*guardv1.RemoveUserDmResponse, error) {
+func (s *Service) RemoveUserDm(ctx context.Context, req *guardv1.RemoveUserDmRequest) (_ *guardv1.RemoveUserDmResponse, err error) {
+	defer store.Faulted(&err, "user DM")
 	if err := checkRemoveUserDm(req); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,8 @@ func scanUser(row pgx.Row) (*guardv1.User, error) {
 
 // ListUsers lists users (operator, owners, global admins; others see only
 // themselves).
-func (s *Service) ListUsers(ctx context.Context, req *guardv1.ListUsersRequest) (*guardv1.ListUsersResponse, error) {
+func (s *Service) ListUsers(ctx context.Context, req *guardv1.ListUsersRequest) (_ *guardv1.ListUsersResponse, err error) {
+	defer store.Faulted(&err, "users")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -88,7 +89,8 @@ func (s *Service) ListUsers(ctx context.Context, req *guardv1.ListUsersRequest) 
 }
 
 // GetUser reads a user.
-func (s *Service) GetUser(ctx context.Context, req *guardv1.GetUserRequest) (*guardv1.GetUserResponse, error) {
+func (s *Service) GetUser(ctx context.Context, req *guardv1.GetUserRequest) (_ *guardv1.GetUserResponse, err error) {
+	defer store.Faulted(&err, "user")
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}
@@ -112,7 +114,8 @@ func (s *Service) GetUser(ctx context.Context, req *guardv1.GetUserRequest) (*gu
 }
 
 // CreateUser creates a user with a namespaced id.
-func (s *Service) CreateUser(ctx context.Context, req *guardv1.CreateUserRequest) (*guardv1.CreateUserResponse, error) {
+func (s *Service) CreateUser(ctx context.Context, req *guardv1.CreateUserRequest) (_ *guardv1.CreateUserResponse, err error) {
+	defer store.Faulted(&err, "user")
 	if err := validUserID("id", req.GetId()); err != nil {
 		return nil, err
 	}
@@ -125,7 +128,8 @@ func (s *Service) CreateUser(ctx context.Context, req *guardv1.CreateUserRequest
 }
 
 // UpdateUser changes a user's display name.
-func (s *Service) UpdateUser(ctx context.Context, req *guardv1.UpdateUserRequest) (*guardv1.UpdateUserResponse, error) {
+func (s *Service) UpdateUser(ctx context.Context, req *guardv1.UpdateUserRequest) (_ *guardv1.UpdateUserResponse, err error) {
+	defer store.Faulted(&err, "user")
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}

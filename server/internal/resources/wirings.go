@@ -24,7 +24,8 @@ func scanWiring(row pgx.Row) (*guardv1.Wiring, error) {
 const wiringColumns = `id, messaging_group_id, agent_group_id, created_at`
 
 // ListWirings lists wirings the caller may see, optionally of one group or chat.
-func (s *Service) ListWirings(ctx context.Context, req *guardv1.ListWiringsRequest) (*guardv1.ListWiringsResponse, error) {
+func (s *Service) ListWirings(ctx context.Context, req *guardv1.ListWiringsRequest) (_ *guardv1.ListWiringsResponse, err error) {
+	defer store.Faulted(&err, "wirings")
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -70,7 +71,8 @@ func (s *Service) ListWirings(ctx context.Context, req *guardv1.ListWiringsReque
 }
 
 // CreateWiring wires an existing chat to an existing group (once).
-func (s *Service) CreateWiring(ctx context.Context, req *guardv1.CreateWiringRequest) (*guardv1.CreateWiringResponse, error) {
+func (s *Service) CreateWiring(ctx context.Context, req *guardv1.CreateWiringRequest) (_ *guardv1.CreateWiringResponse, err error) {
+	defer store.Faulted(&err, "wiring")
 	if err := checkCreateWiring(req); err != nil {
 		return nil, err
 	}
@@ -83,7 +85,8 @@ func (s *Service) CreateWiring(ctx context.Context, req *guardv1.CreateWiringReq
 }
 
 // DeleteWiring removes a wiring by id.
-func (s *Service) DeleteWiring(ctx context.Context, req *guardv1.DeleteWiringRequest) (*guardv1.DeleteWiringResponse, error) {
+func (s *Service) DeleteWiring(ctx context.Context, req *guardv1.DeleteWiringRequest) (_ *guardv1.DeleteWiringResponse, err error) {
+	defer store.Faulted(&err, "wiring")
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}

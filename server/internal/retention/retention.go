@@ -10,10 +10,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // DB is what pruning needs (a pool or a transaction).
@@ -272,6 +272,6 @@ func PrunedThrough(ctx context.Context, db DB) (int64, error) {
 
 // CursorPruned is the OutOfRange answer to resuming after a pruned cursor.
 func CursorPruned(after, through int64) error {
-	return status.Errorf(codes.OutOfRange,
+	return fault.New(fault.OutOfRange,
 		"cursor %d was pruned; the oldest retained is %d — resume from %d or from_now", after, through, through)
 }

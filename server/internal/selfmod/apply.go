@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/clawguard/clawguard/server/internal/fault"
+
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -40,16 +40,16 @@ func applyInstall(ctx context.Context, tx pgx.Tx, sess registry.Session, req *gu
 		return registry.Applied{}, err
 	}
 	if n := len(addApt) + len(addNpm); n < 1 || n > MaxPackages {
-		return registry.Applied{}, status.Errorf(codes.InvalidArgument, "payload: 1 to %d packages (apt, npm), got %d", MaxPackages, n)
+		return registry.Applied{}, fault.New(fault.Invalid, "payload: 1 to %d packages (apt, npm), got %d", MaxPackages, n)
 	}
 	for _, p := range addApt {
 		if !pkgname.Apt(p) {
-			return registry.Applied{}, status.Errorf(codes.InvalidArgument, "payload.apt: invalid package name %q", p)
+			return registry.Applied{}, fault.New(fault.Invalid, "payload.apt: invalid package name %q", p)
 		}
 	}
 	for _, p := range addNpm {
 		if !pkgname.Npm(p) {
-			return registry.Applied{}, status.Errorf(codes.InvalidArgument, "payload.npm: invalid package name %q", p)
+			return registry.Applied{}, fault.New(fault.Invalid, "payload.npm: invalid package name %q", p)
 		}
 	}
 	c, err := resources.LockConfigTx(ctx, tx, sess.GroupID)
@@ -77,10 +77,10 @@ func applyInstall(ctx context.Context, tx pgx.Tx, sess registry.Session, req *gu
 func applyMCP(ctx context.Context, tx pgx.Tx, sess registry.Session, req *guardv1.ApplyActionRequest) (registry.Applied, error) {
 	name, command := registry.PayloadString(req, "name"), registry.PayloadString(req, "command")
 	if name == "" {
-		return registry.Applied{}, status.Error(codes.InvalidArgument, "payload.name: required")
+		return registry.Applied{}, fault.New(fault.Invalid, "payload.name: required")
 	}
 	if command == "" {
-		return registry.Applied{}, status.Error(codes.InvalidArgument, "payload.command: required")
+		return registry.Applied{}, fault.New(fault.Invalid, "payload.command: required")
 	}
 	args, err := registry.PayloadStrings(req, "args")
 	if err != nil {
@@ -90,7 +90,7 @@ func applyMCP(ctx context.Context, tx pgx.Tx, sess registry.Session, req *guardv
 	for k, v := range req.GetPayload().GetFields()["env"].GetStructValue().GetFields() {
 		sv, ok := v.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return registry.Applied{}, status.Errorf(codes.InvalidArgument, "payload.env.%s: must be a string", k)
+			return registry.Applied{}, fault.New(fault.Invalid, "payload.env.%s: must be a string", k)
 		}
 		env[k] = sv.StringValue
 	}

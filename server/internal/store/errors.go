@@ -13,7 +13,7 @@ import (
 )
 
 // Class is what a database error means for the request that met it. The
-// API maps each class to one gRPC code (api.DBError); nothing else looks
+// API maps each class to one gRPC code (store.Fault, then api.Status); nothing else looks
 // at SQLSTATEs.
 type Class int
 

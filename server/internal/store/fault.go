@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/clawguard/clawguard/server/internal/fault"
 )
 
@@ -19,6 +21,9 @@ func Fault(what string, err error) error {
 	}
 	if _, ok := fault.As(err); ok {
 		return err
+	}
+	if _, isStatus := err.(interface{ GRPCStatus() *status.Status }); isStatus {
+		return err // the edge's own answer, passed through
 	}
 	switch class := Classify(err); class {
 	case ClassNotFound:
@@ -42,4 +47,13 @@ func Fault(what string, err error) error {
 		return fault.Wrap(fault.Internal, err, "%s: the database refused the operation", what)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Faulted turns *err into store.Fault(what, *err): deferred first thing in
+// a method whose queries all concern what, it classifies every database
+// error the method returns where its SQL ran.
+func Faulted(err *error, what string) {
+	if *err != nil {
+		*err = Fault(what, *err)
+	}
 }

@@ -116,3 +116,8 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
+
+// TxBeginner starts transactions: a pool or a connection.
+type TxBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
