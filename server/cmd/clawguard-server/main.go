@@ -78,12 +78,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	if _, set := os.LookupEnv("GOGC"); !set {
-		// The live heap is small (tens of MB) and every decision allocates
-		// short-lived gRPC/pgx garbage. Each collection also shrinks the
-		// idle gRPC workers' stacks, which the next deep interceptor and
-		// validation chain grows again (7 % of the server's CPU at full
-		// load). 400 against 100: 125 -> 101 µs of server CPU per decision
-		// for ~50 MB of heap at 7,000/s. An operator's GOGC still wins.
+		// The live heap is small and every decision allocates short-lived
+		// gRPC/pgx garbage. Each collection also shrinks the idle gRPC
+		// workers' stacks, which the next deep interceptor and validation
+		// chain grows again: collecting less often buys CPU per decision
+		// for some heap (BENCHMARKS.md, "Figures behind code choices"). An
+		// operator's GOGC still wins.
 		debug.SetGCPercent(serveGCPercent)
 	}
 	log := newLogger(cfg)

@@ -47,9 +47,8 @@ func applyCreate(ctx context.Context, tx pgx.Tx, sess registry.Session, req *gua
 	if err != nil {
 		return registry.Applied{}, err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ($1, $2, $3), ($3, 'parent', $1)`,
-		sess.GroupID, local, id); err != nil {
-		return registry.Applied{}, fmt.Errorf("create destinations: %w", err)
+	if err := resources.LinkChildTx(ctx, tx, sess.GroupID, local, id); err != nil {
+		return registry.Applied{}, err
 	}
 	return registry.Applied{
 		Result:  map[string]any{"agent_group_id": id, "name": name, "destination": local, "instructions": instructions},

@@ -27,8 +27,8 @@ const (
 	// flow control pushes back on the runner. It is above admission
 	// control's usual limit, so under overload frames are refused at once
 	// (ResourceExhausted with a retry hint, per frame) rather than queued
-	// unseen in flow-control windows: at 64 the limiter never saw enough
-	// in flight to refuse, and an offered 20,000/s waited 2.5 s in queues.
+	// unseen in flow-control windows, where the limiter never sees enough
+	// in flight to refuse.
 	StreamInFlight = 1024
 )
 
@@ -56,9 +56,8 @@ func (s *GuardService) TapOverload(ctx context.Context, info *tap.Info) (context
 // rest of the chain (app puts it before logging, authentication and
 // validation). Under overload most calls pass the tap while the limiter
 // still has room and find it full once a worker runs them; admitted here,
-// a refusal costs none of that chain, where before it paid for all of it
-// (validation alone was 18 % of the server's CPU at 150 % offered) and
-// left a warning line per refusal. The decision holds its place until the
+// a refusal costs none of that chain (validation, authentication and a
+// warning line per refusal, most of the server's CPU past the limit). The decision holds its place until the
 // handler returns, so the limiter steers by the whole call.
 func (s *GuardService) AdmitUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	l := s.admission.Load()
@@ -180,9 +179,9 @@ func (s *GuardService) DecideStream(stream guardv1.Guard_DecideStreamServer) err
 // refusedAsRead answers frame with a refusal where the stream reads it
 // while admission control is at its limit, before a worker, validation
 // and the caller's checks cost anything — as TapOverload does for
-// Guard.Decide. Past the limit refusals are most of what arrives: at
-// 25,000 frames/s offered their cost (~43 µs of server CPU each) left the
-// server CPU for under 2,000 decisions a second. A frame with a bad
+// Guard.Decide. Past the limit refusals are most of what arrives, and the
+// cheaper each is, the more CPU is left for the decisions admitted. A
+// frame with a bad
 // correlation id goes the usual way, to be answered InvalidArgument; a
 // replay may use the reserve above the limit (isReplay).
 func (s *GuardService) refusedAsRead(frame *guardv1.DecideStreamRequest, send func(*guardv1.DecideStreamResponse)) bool {

@@ -63,6 +63,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 		ObserveMode:  d.Metrics.ObserveMode,
 		Warn:         d.Approvals.NotifyWarning,
 		Holds:        holdCreator(d.Approvals),
+		ConsumeHold:  approvals.Consume,
 		// One pipelined round trip carries the facts reads and log
 		// rows of many concurrent decisions (see BENCHMARKS.md).
 		Pipelines:       d.Config.GuardPipelines,

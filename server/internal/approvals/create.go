@@ -182,13 +182,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if resource == nil {
 		resource = map[string]string{}
 	}
-	hold, err := readHold(ctx, tx, `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, requester,
-			approver_user_id, approver_rule, approver_scope, dedup_key, expires_at, title, question, options,
-			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required, also_approvers, resource, also_delivered_to)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), $9, $10, NULLIF($11, ''),
-			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19, $20, $21, $22, $23)
-		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
-		RETURNING `+holdColumns,
+	hold, err := readHold(ctx, tx, sqlCreate+holdColumns,
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
 		approverUser, ruleName, scope, dedupKey, nullTime(expires), req.Title, req.Question, options,
 		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered))

@@ -8,7 +8,6 @@ import (
 	"github.com/clawguard/clawguard/server/internal/fault"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/retention"
 )
 
 // EventFilter selects events for one subscriber (nil: all).
@@ -31,11 +30,11 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 	var pruned0 int64
 	if !fromNow {
 		var err error
-		if pruned0, err = retention.PrunedThrough(ctx, s.pool); err != nil {
+		if pruned0, err = PrunedThrough(ctx, s.pool); err != nil {
 			return err // the API maps it (api.Status)
 		}
 		if after > 0 && after < pruned0 {
-			return retention.CursorPruned(after, pruned0)
+			return CursorPruned(after, pruned0)
 		}
 	}
 	sub, pos := s.hub.subscribe(s.SubscriberQueue)
@@ -120,12 +119,12 @@ func (s *Service) readRetained(ctx context.Context, c, pruned0 int64) ([]*guardv
 	if err != nil {
 		return nil, c, err
 	}
-	through, err := retention.PrunedThrough(ctx, s.pool)
+	through, err := PrunedThrough(ctx, s.pool)
 	if err != nil {
 		return nil, c, err
 	}
 	if through > pruned0 && through > c {
-		return nil, c, retention.CursorPruned(c, through)
+		return nil, c, CursorPruned(c, through)
 	}
 	return evs, reached, nil
 }

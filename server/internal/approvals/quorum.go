@@ -108,7 +108,7 @@ func (s *Service) approveTowardQuorumTx(ctx context.Context, tx pgx.Tx, cur *gua
 	// every approval committed before ours (the locked read of cur may
 	// predate them).
 	batch := &pgx.Batch{}
-	batch.Queue(`INSERT INTO hold_approvals (hold_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, cur.Id, clicker)
+	batch.Queue(sqlRecordApproval, cur.Id, clicker)
 	batch.Queue(`SELECT user_id FROM hold_approvals WHERE hold_id = $1`, cur.Id)
 	// The approvers' role rows are locked FOR SHARE: a revocation in flight
 	// either committed before this judgment (and is seen) or waits for it.
@@ -143,7 +143,7 @@ func (s *Service) approveTowardQuorumTx(ctx context.Context, tx pgx.Tx, cur *gua
 		}
 	}
 	if len(counted) >= int(cur.ApprovalsRequired) {
-		if _, err := tx.Exec(ctx, `UPDATE hold_approvals SET counted = (user_id = ANY($2)) WHERE hold_id = $1`, cur.Id, counted); err != nil {
+		if _, err := tx.Exec(ctx, sqlCounted, cur.Id, counted); err != nil {
 			return nil, false, fmt.Errorf("record the approvals that met hold %s's quorum: %w", cur.Id, err)
 		}
 		return nil, false, nil

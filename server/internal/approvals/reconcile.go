@@ -100,7 +100,7 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 					g++
 					continue
 				}
-				if _, err := tx.Exec(ctx, `UPDATE holds SET replay_attempts = replay_attempts + 1, replay_checked_at = now() WHERE id = $1`, c.hold.Id); err != nil {
+				if _, err := tx.Exec(ctx, sqlCountReplay, c.hold.Id); err != nil {
 					return fmt.Errorf("count replay of %s: %w", c.hold.Id, err)
 				}
 				if _, err := pushes.EnqueueTx(ctx, tx, c.hold.SessionId, replayPush(c.hold)); err != nil {
@@ -131,7 +131,7 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 // giveUpTx records that an approved hold will not be applied and tells the
 // requesting session and the approvers (an unapplied event) why.
 func (s *Service) giveUpTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, why string) error {
-	if _, err := tx.Exec(ctx, `UPDATE holds SET unapplied_at = now(), unapplied_reason = $2, replay_checked_at = now() WHERE id = $1`, h.Id, why); err != nil {
+	if _, err := tx.Exec(ctx, sqlUnapplied, h.Id, why); err != nil {
 		return fmt.Errorf("record unapplied hold %s: %w", h.Id, err)
 	}
 	s.log.Warn("approved hold not applied; giving up", "hold", h.Id, "kind", h.Kind, "why", why)

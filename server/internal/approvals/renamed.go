@@ -29,10 +29,7 @@ func RenameApproversTx(ctx context.Context, tx pgx.Tx, sel NamedApprovers, appro
 	}
 	// A reject-reason capture armed by an approver no longer named ends
 	// too: it would hold the others off until it lapsed.
-	tag, err := tx.Exec(ctx, `UPDATE holds SET approver_user_id = $4, also_approvers = $5, approvals_required = GREATEST($6::int, 1),
-			awaiting_reason_from = CASE WHEN awaiting_reason_from = ANY($4::text || $5::text[]) THEN awaiting_reason_from ELSE '' END,
-			awaiting_reason_at = CASE WHEN awaiting_reason_from = ANY($4::text || $5::text[]) THEN awaiting_reason_at END
-		WHERE status = 'pending' AND approver_rule = '`+ruleExclusive+`'
+	tag, err := tx.Exec(ctx, sqlRenameApprovers+ruleExclusive+`'
 		  AND catalog_action = $1 AND agent_group_id = $2 AND resource @> $3::jsonb`,
 		sel.CatalogAction, sel.AgentGroupID, sel.Resource, approver, also, approvals)
 	if err != nil {

@@ -176,12 +176,10 @@ func armsReasonCapture(cur *guardv1.Hold, r Resolution) bool {
 // clears any other capture of theirs (one per approver: their next direct
 // message can only be one reason).
 func armReasonCaptureTx(ctx context.Context, tx pgx.Tx, holdID, clicker string) (*guardv1.Hold, error) {
-	if _, err := tx.Exec(ctx, `UPDATE holds SET awaiting_reason_from = '', awaiting_reason_at = NULL
-		WHERE awaiting_reason_from = $1 AND status = 'pending' AND id <> $2`, clicker, holdID); err != nil {
+	if _, err := tx.Exec(ctx, sqlClearOtherCaptures, clicker, holdID); err != nil {
 		return nil, fmt.Errorf("clear earlier reason captures of %s: %w", clicker, err)
 	}
-	h, err := readHold(ctx, tx, `UPDATE holds SET awaiting_reason_from = $2, awaiting_reason_at = now()
-		WHERE id = $1 AND status = 'pending' RETURNING `+holdColumns, holdID, clicker)
+	h, err := readHold(ctx, tx, sqlArmReason+holdColumns, holdID, clicker)
 	if err != nil {
 		return nil, fmt.Errorf("arm reason capture on %s: %w", holdID, err)
 	}
@@ -232,8 +230,7 @@ func (s *Service) LapseReasonCaptures(ctx context.Context) (int, error) {
 // DisarmReasonCapture ends clicker's capture on a hold (their reason was
 // refused: role revoked, hold gone). It reports whether one was armed.
 func (s *Service) DisarmReasonCapture(ctx context.Context, holdID, clicker string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE holds SET awaiting_reason_from = '', awaiting_reason_at = NULL
-		WHERE id = $1 AND awaiting_reason_from = $2`, holdID, clicker)
+	tag, err := s.pool.Exec(ctx, sqlDisarmReason, holdID, clicker)
 	if err != nil {
 		return false, fmt.Errorf("disarm reason capture on %s: %w", holdID, err)
 	}
@@ -263,12 +260,7 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
 	}
 	// An approval of a kind with no handlers is dispatched by its commit.
-	hold, err := readHold(ctx, tx, `UPDATE holds
-		SET status = $2, resolved_at = now(), resolver = $3, reason = $4, choice = $5,
-		    awaiting_reason_from = '', awaiting_reason_at = NULL,
-		    dispatched_at = CASE WHEN $2 = 'approved' AND NOT kind = ANY($6) THEN now() END
-		WHERE id = $1 AND status = 'pending'
-		RETURNING `+holdColumns, id, statusWord, resolver, reason, choice, s.handlerKinds())
+	hold, err := readHold(ctx, tx, sqlResolve+holdColumns, id, statusWord, resolver, reason, choice, s.handlerKinds())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -387,7 +379,7 @@ func (s *Service) runApproved(ctx context.Context, h *guardv1.Hold) {
 		s.dispatchLater(ctx, h)
 		return
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE holds SET dispatched_at = now() WHERE id = $1 AND dispatched_at IS NULL`, h.Id); err != nil {
+	if _, err := s.pool.Exec(ctx, sqlDispatched, h.Id); err != nil {
 		s.log.Warn("marking an approved hold dispatched failed; the recovery loop may run its handlers again", "hold", h.Id, "err", err)
 	}
 }
@@ -408,16 +400,14 @@ const MaxDispatchAttempts = 8
 func (s *Service) dispatchLater(ctx context.Context, h *guardv1.Hold) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var attempts int
-		err := tx.QueryRow(ctx, `UPDATE holds SET dispatch_attempts = dispatch_attempts + 1,
-				dispatched_at = NULL, dispatch_after = now() + make_interval(secs => 10 * power(2, LEAST(dispatch_attempts, 10)))
-			WHERE id = $1 RETURNING dispatch_attempts`, h.Id).Scan(&attempts)
+		err := tx.QueryRow(ctx, sqlRedispatchLater, h.Id).Scan(&attempts)
 		if err != nil {
 			return err
 		}
 		if attempts < MaxDispatchAttempts {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE holds SET dispatched_at = now() WHERE id = $1`, h.Id); err != nil {
+		if _, err := tx.Exec(ctx, sqlDispatchGivenUp, h.Id); err != nil {
 			return err
 		}
 		return s.giveUpTx(ctx, tx, h, fmt.Sprintf("the guard could not decide its replay in %d attempts", attempts))
@@ -438,14 +428,7 @@ func (s *Service) DispatchMissed(ctx context.Context) (int, error) {
 	if len(kinds) == 0 {
 		return 0, nil
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE holds SET dispatched_at = now()
-		WHERE id IN (SELECT id FROM holds
-		              WHERE status = 'approved' AND dispatched_at IS NULL AND kind = ANY($1)
-		                AND (resolved_at < now() - make_interval(secs => $2) AND dispatch_after IS NULL
-		                     OR dispatch_after <= now())
-		              ORDER BY resolved_at LIMIT 20 FOR UPDATE SKIP LOCKED)
-		  AND dispatched_at IS NULL
-		RETURNING `+holdColumns, kinds, s.DispatchGrace.Seconds())
+	rows, err := s.pool.Query(ctx, sqlClaimUndispatched+holdColumns, kinds, s.DispatchGrace.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("claim undispatched holds: %w", err)
 	}

@@ -20,7 +20,6 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/jsonview"
 	"github.com/clawguard/clawguard/proto/retry"
-	"github.com/clawguard/clawguard/server/internal/retention"
 )
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>".
@@ -158,7 +157,7 @@ func (s *Service) leadWebhook(ctx context.Context) (led bool, err error) {
 			// Our cursor's events were pruned by retention (the URL was
 			// unset for longer than --event-retention): they cannot be
 			// posted any more, so carry on from the oldest retained.
-			through, perr := retention.PrunedThrough(lctx, s.pool)
+			through, perr := PrunedThrough(lctx, s.pool)
 			if perr != nil {
 				return true, perr
 			}

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/store"
+
 	"github.com/clawguard/clawguard/server/internal/fault"
 
 	"github.com/jackc/pgx/v5"
@@ -308,7 +310,8 @@ func EnsureOperatorToken(ctx context.Context, pool *pgxpool.Pool, file string) e
 	return RegisterToken(ctx, pool, "operator-file", "operator", "operator token file "+filepath.Base(file), secret, "", "")
 }
 
-// RegisterToken stores a token's hash (idempotent on the hash).
+// RegisterToken stores a token's hash under a fixed id (idempotent: the
+// operator token file's, registered at every start).
 func RegisterToken(ctx context.Context, pool *pgxpool.Pool, id, kind, name, secret, runnerID, userID string) error {
 	_, err := pool.Exec(ctx, `
 		INSERT INTO tokens (id, kind, name, hash, runner_id, user_id)
@@ -320,6 +323,52 @@ func RegisterToken(ctx context.Context, pool *pgxpool.Pool, id, kind, name, secr
 		return fmt.Errorf("register %s token: %w", kind, err)
 	}
 	return nil
+}
+
+// NewToken is a token to store: only its secret's hash is kept. A runner
+// token carries its runner id and placement (host, labels), a user token
+// its user, a bridge token its channel namespaces.
+type NewToken struct {
+	Kind, Name, Secret string
+	RunnerID, UserID   string
+	Host               string
+	Labels             map[string]string
+	Channels           []string
+}
+
+// StoreToken stores a new token and returns its id. This package owns the
+// tokens table: tokens are stored, registered and revoked here, and read
+// here to authenticate.
+func StoreToken(ctx context.Context, q store.Querier, t NewToken) (string, error) {
+	labels, err := json.Marshal(t.Labels)
+	if err != nil {
+		return "", fmt.Errorf("encode labels: %w", err)
+	}
+	if t.Labels == nil {
+		labels = []byte(`{}`)
+	}
+	channels := t.Channels
+	if channels == nil {
+		channels = []string{}
+	}
+	id := store.NewID("tok_", 8)
+	_, err = q.Exec(ctx, `INSERT INTO tokens (id, kind, name, hash, runner_id, user_id, host, labels, channels)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, $8, $9)`,
+		id, t.Kind, t.Name, Hash(t.Secret), t.RunnerID, t.UserID, t.Host, labels, channels)
+	if err != nil {
+		return "", fmt.Errorf("store %s token: %w", t.Kind, err)
+	}
+	return id, nil
+}
+
+// RevokeToken revokes a token (its first revocation's time stays); found
+// false when there is no such token.
+func RevokeToken(ctx context.Context, q store.Querier, id string) (found bool, err error) {
+	tag, err := q.Exec(ctx, `UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1`, id)
+	if err != nil {
+		return false, fmt.Errorf("revoke token %s: %w", id, err)
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 // ReadOrCreateSecret reads the operator token file, creating it (0600)

@@ -158,10 +158,11 @@ func Is(err error, kind Kind) bool {
 	return ok && f.Kind == kind
 }
 
-// Message is the words a caller may read of err: a fault's message, or
-// "internal error" for anything else.
+// Message is the words a caller may read of err: a fault's message (the
+// server's own words, whatever its kind), or "internal error" for anything
+// else.
 func Message(err error) string {
-	if f, ok := As(err); ok && f.Kind != Internal {
+	if f, ok := As(err); ok {
 		return f.Msg
 	}
 	return "internal error"

@@ -62,7 +62,7 @@ var errStale = errors.New("decided from a stale snapshot")
 //
 // The rows come as a VALUES list of parameters up to valuesMaxRows rows,
 // as column arrays (unnest) beyond: for the one-row batches of everyday
-// load, binding 22 arrays costs Postgres ~50 µs more than 22 scalars.
+// load, binding arrays costs Postgres more than scalars.
 const (
 	logColumns = `id, at, action, actor, actor_kind, agent_group_id, session_id, effect, reason, decided_by,
    grant_id, hold_id, latency_us, dry_run, runner_id, request_id, trace, mode, would_effect, would_reason`
@@ -263,20 +263,23 @@ func settle(rows []*pendingRow, written map[string]bool, err error) {
 	}
 }
 
-// consumeSQL [claim] consumes a grant and logs the replay's ALLOW in one
-// statement, so in one round trip and one transaction: the hold is
-// consumed_by the row's id ($1) only if it is approved, unused and of the
-// entry's approval action ($23 the grant, $24 the kind), and the row is
-// written only if it was. Its claim of (runner_id, request_id) has no ON
+// consumeStatements [claim] consume a grant and log the replay's ALLOW in
+// one statement, so in one round trip and one transaction: the hold owner's
+// consume transition (consume, as approvals.Consume writes it) marks the
+// hold consumed_by the row's id ($1) only if it is approved, unused and of
+// the entry's approval action ($23 the grant, $24 the kind), and the row is
+// written only if it did. Its claim of (runner_id, request_id) has no ON
 // CONFLICT: a request id decided before fails the statement, and the
 // consume with it (errConflict: the earlier answer stands).
-var consumeSQL = [2]string{consumeStatementSQL(false), consumeStatementSQL(true)}
+type consumeStatements [2]string
 
-func consumeStatementSQL(claim bool) string {
+func newConsumeStatements(consume func(decision, hold, kind string) string) *consumeStatements {
+	return &consumeStatements{consumeStatementSQL(consume, false), consumeStatementSQL(consume, true)}
+}
+
+func consumeStatementSQL(consume func(decision, hold, kind string) string, claim bool) string {
 	head := `WITH consumed AS (
-  UPDATE holds SET consumed_at = now(), consumed_by = $1
-  WHERE id = $23 AND status = 'approved' AND consumed_at IS NULL AND kind = $24
-  RETURNING id
+  ` + consume("$1", "$23", "$24") + `
 ), rows AS (
   SELECT * FROM (VALUES ` + valuesRow(0) + `) AS u(` + rowColumns + `)
   WHERE EXISTS (SELECT 1 FROM consumed)
@@ -293,15 +296,15 @@ SELECT ` + logColumns + ` FROM rows
 RETURNING id`
 }
 
-// consumeAndLog runs consumeSQL for r: won is whether the grant was
-// consumed (and r logged); when not, nothing was written.
-func consumeAndLog(ctx context.Context, q store.Querier, r *logRow, grant, kind string) (won bool, err error) {
+// consumeAndLog runs the consume statement for r: won is whether the grant
+// was consumed (and r logged); when not, nothing was written.
+func (cs *consumeStatements) consumeAndLog(ctx context.Context, q store.Querier, r *logRow, grant, kind string) (won bool, err error) {
 	claim := 0
 	if r.RequestID != "" {
 		claim = 1
 	}
 	args := append(valuesArgs([]*pendingRow{{row: r}}), grant, kind)
-	written, err := collectIDs(q.Query(ctx, consumeSQL[claim], args...))
+	written, err := collectIDs(q.Query(ctx, cs[claim], args...))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "decision_requests_pkey" {
 		return false, errConflict
@@ -310,4 +313,13 @@ func consumeAndLog(ctx context.Context, q store.Querier, r *logRow, grant, kind 
 		return false, fmt.Errorf("consume grant: %w", err)
 	}
 	return written[r.ID], nil
+}
+
+// CiteTx records that a decision was cited: the mutation it authorized is
+// being applied in tx (Registry.ApplyAction), and the citation is used.
+func CiteTx(ctx context.Context, tx store.Querier, decisionID string) error {
+	if _, err := tx.Exec(ctx, `UPDATE decisions SET cited_at = now() WHERE id = $1`, decisionID); err != nil {
+		return fmt.Errorf("cite decision %s: %w", decisionID, err)
+	}
+	return nil
 }

@@ -57,6 +57,7 @@ type Engine struct {
 	sources []factSource
 	pipe    *pipeline
 	holds   HoldCreator
+	consume *consumeStatements // nil: no grant can be consumed
 
 	observeDecision func(action, effect string, took time.Duration)
 	// observeQuery counts dry runs and reads apart (kind "dry_run", "read").
@@ -97,6 +98,10 @@ type Options struct {
 	// Holds creates a HOLD's hold in the decision's transaction (the
 	// approvals service); nil: a HOLD reports that holds cannot be created.
 	Holds HoldCreator
+	// ConsumeHold is the hold owner's consume transition (approvals.Consume):
+	// the engine runs it in the statement that logs a replay's ALLOW. Nil:
+	// no grant can be consumed (a replay is denied).
+	ConsumeHold func(decision, hold, kind string) string
 	// Snapshot, when set, is the replica's copy of the tables the lookups
 	// read: decisions it can settle skip the facts read (decideFromSnapshot).
 	Snapshot Snapshot
@@ -128,6 +133,9 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 		snap: o.Snapshot, observeSnapshot: o.ObserveSnapshot,
 	}
 	e.pipe.observe = o.ObserveBatch
+	if o.ConsumeHold != nil {
+		e.consume = newConsumeStatements(o.ConsumeHold)
+	}
 	if e.snap != nil {
 		var mirrored []string
 		for _, t := range cat.Tables() {

@@ -65,7 +65,7 @@ func (e *Engine) write(ctx context.Context, p *plan, r *reading, v verdict) (ans
 	case stepNotOwned:
 		return answered{}, notOwned(p.req)
 	case stepConsume:
-		return e.consume(ctx, p, v)
+		return e.consumeGrant(ctx, p, v)
 	case stepHold:
 		return e.hold(ctx, p, v)
 	}
@@ -114,13 +114,18 @@ func (a answered) stored() answered {
 	return a
 }
 
-// consume allows a replay: one conditional UPDATE consumes the hold (of N
+// consumeGrant allows a replay: one conditional UPDATE consumes the hold (of N
 // concurrent replays, on any replica, exactly one matches it), in the same
 // statement as the ALLOW's log row. consumed_by: only this decision's
 // citation applies the held payload.
-func (e *Engine) consume(ctx context.Context, p *plan, v verdict) (answered, error) {
+func (e *Engine) consumeGrant(ctx context.Context, p *plan, v verdict) (answered, error) {
 	a := e.answer(p, v.Decision, v).stored()
-	won, err := consumeAndLog(ctx, e.pool, a.row, p.req.Grant, p.entry.ApprovalAction)
+	if e.consume == nil {
+		// No hold can be consumed here: the grant is no use (never an allow).
+		a = e.answer(p, Decision{Effect: EffectDeny, Reason: ReasonInvalidGrant, DecidedBy: ByGrant}, v).stored()
+		return a, e.pipe.write(ctx, a.row)
+	}
+	won, err := e.consume.consumeAndLog(ctx, e.pool, a.row, p.req.Grant, p.entry.ApprovalAction)
 	if err != nil || won {
 		return a, err
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/resources"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -105,10 +106,7 @@ func (s *Service) upsertSender(ctx context.Context, m *guardv1.RouteInboundReque
 	if m.GetSenderUserId() == "" {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO users (id, display_name) VALUES ($1, $2)
-		ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name
-		WHERE users.display_name = '' AND EXCLUDED.display_name <> ''`, m.GetSenderUserId(), m.GetSenderName())
-	if err != nil {
+	if err := resources.EnsureUser(ctx, s.pool, m.GetSenderUserId(), m.GetSenderName()); err != nil {
 		return fmt.Errorf("record sender %s: %w", m.GetSenderUserId(), err)
 	}
 	return nil

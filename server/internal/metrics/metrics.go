@@ -96,8 +96,9 @@ type Metrics struct {
 	holdKinds []string // set by PreInit
 }
 
-// decisionBuckets are fine-grained below 10ms: the decision target is p99 ≤ 2ms,
-// so the buckets around it must be narrow enough for histogram_quantile to mean something.
+// decisionBuckets are fine-grained below 10ms, where decisions' tails are,
+// so the buckets around them are narrow enough for histogram_quantile to
+// mean something.
 var decisionBuckets = []float64{
 	0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075,
 	0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,

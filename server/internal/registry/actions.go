@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/approvals"
+
 	"github.com/clawguard/clawguard/server/internal/store"
 
 	"github.com/clawguard/clawguard/server/internal/fault"
@@ -281,8 +283,8 @@ func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Sess
 // markAppliedTx consumes the citation and, for a grant's consuming
 // decision, records the hold as applied with its result.
 func markAppliedTx(ctx context.Context, tx pgx.Tx, c citation, out Applied) error {
-	if _, err := tx.Exec(ctx, `UPDATE decisions SET cited_at = now() WHERE id = $1`, c.id); err != nil {
-		return fmt.Errorf("cite decision: %w", err)
+	if err := guard.CiteTx(ctx, tx, c.id); err != nil {
+		return err
 	}
 	if c.hold == nil {
 		return nil
@@ -291,8 +293,5 @@ func markAppliedTx(ctx context.Context, tx pgx.Tx, c citation, out Applied) erro
 	if err != nil {
 		return fmt.Errorf("encode applied result: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE holds SET applied_at = now(), applied_result = $2 WHERE id = $1 AND applied_at IS NULL`, c.hold.id, b); err != nil {
-		return fmt.Errorf("mark hold %s applied: %w", c.hold.id, err)
-	}
-	return nil
+	return approvals.MarkAppliedTx(ctx, tx, c.hold.id, b)
 }

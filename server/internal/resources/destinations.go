@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -105,6 +106,17 @@ func (s *Service) visibleGroup(ctx context.Context, group string) error {
 	}
 	if !exists || !v.sees(group) {
 		return notFound("group %q not found", group)
+	}
+	return nil
+}
+
+// LinkChildTx gives a parent group and the child it created a destination
+// each: the parent reaches the child as name, the child its parent as
+// "parent" (an approved create_agent).
+func LinkChildTx(ctx context.Context, tx pgx.Tx, parent, name, child string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ($1, $2, $3), ($3, 'parent', $1)`,
+		parent, name, child); err != nil {
+		return fmt.Errorf("create the destinations of %s and %s: %w", parent, child, err)
 	}
 	return nil
 }

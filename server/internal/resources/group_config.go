@@ -234,3 +234,29 @@ func (s *Service) changeConfig(ctx context.Context, group string, change func(c 
 	})
 	return out, err
 }
+
+// SetPackagesTx sets a group's apt and npm packages (an approved
+// install_packages, under LockConfigTx) and returns the config's new
+// version.
+func SetPackagesTx(ctx context.Context, tx pgx.Tx, group string, apt, npm []string) (int64, error) {
+	var version int64
+	err := tx.QueryRow(ctx, `UPDATE container_configs SET apt_packages = $2, npm_packages = $3, version = version + 1, updated_at = now()
+		WHERE agent_group_id = $1 RETURNING version`, group, apt, npm).Scan(&version)
+	if err != nil {
+		return 0, fmt.Errorf("update the packages of %s: %w", group, err)
+	}
+	return version, nil
+}
+
+// SetMCPServersTx sets a group's MCP servers (an approved add_mcp_server,
+// under LockConfigTx; servers is their JSON array) and returns the
+// config's new version.
+func SetMCPServersTx(ctx context.Context, tx pgx.Tx, group string, servers []byte) (int64, error) {
+	var version int64
+	err := tx.QueryRow(ctx, `UPDATE container_configs SET mcp_servers = $2, version = version + 1, updated_at = now()
+		WHERE agent_group_id = $1 RETURNING version`, group, servers).Scan(&version)
+	if err != nil {
+		return 0, fmt.Errorf("update the MCP servers of %s: %w", group, err)
+	}
+	return version, nil
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/approvals"
+
 	"github.com/clawguard/clawguard/server/internal/fault"
 
 	"github.com/jackc/pgx/v5"
@@ -298,21 +300,35 @@ func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupReque
 }
 
 // groupCascade is the seed's group-delete set (groups.test.ts), in delete
-// order: each statement removes one kind of dependent row and is counted.
-// The foreign keys cascade the same rows; deleting them explicitly first
-// is what makes the counts exact.
-var groupCascade = []struct{ key, sql string }{
-	{"holds", `DELETE FROM holds WHERE agent_group_id = $1 OR session_id IN (SELECT id FROM sessions WHERE agent_group_id = $1)`},
-	{"pending_questions", `DELETE FROM pending_questions WHERE agent_group_id = $1 OR session_id IN (SELECT id FROM sessions WHERE agent_group_id = $1)`},
-	{"agent_destinations_owned", `DELETE FROM agent_destinations WHERE agent_group_id = $1`},
-	{"agent_destinations_pointing", `DELETE FROM agent_destinations WHERE target_agent_group_id = $1`},
-	{"pending_channel_registrations", `DELETE FROM pending_channel_registrations WHERE agent_group_id = $1`},
-	{"messaging_group_agents", `DELETE FROM messaging_group_agents WHERE agent_group_id = $1`},
-	{"agent_group_members", `DELETE FROM agent_group_members WHERE agent_group_id = $1`},
-	{"user_roles", `DELETE FROM user_roles WHERE agent_group_id = $1`},
-	{"agent_message_policies", `DELETE FROM agent_message_policies WHERE from_agent_group_id = $1 OR to_agent_group_id = $1`},
-	{"container_configs", `DELETE FROM container_configs WHERE agent_group_id = $1`},
-	{"sessions", `DELETE FROM sessions WHERE agent_group_id = $1`},
+// order: each step removes one kind of dependent row, through the package
+// that owns its table, and is counted. The foreign keys cascade the same
+// rows; deleting them explicitly first is what makes the counts exact.
+var groupCascade = []struct {
+	key    string
+	delete func(ctx context.Context, tx pgx.Tx, group string) (int64, error)
+}{
+	{"holds", func(ctx context.Context, tx pgx.Tx, g string) (int64, error) {
+		return approvals.DeleteGroupHoldsTx(ctx, tx, g)
+	}},
+	{"pending_questions", deleteWhere(`DELETE FROM pending_questions WHERE agent_group_id = $1 OR session_id IN (SELECT id FROM sessions WHERE agent_group_id = $1)`)},
+	{"agent_destinations_owned", deleteWhere(`DELETE FROM agent_destinations WHERE agent_group_id = $1`)},
+	{"agent_destinations_pointing", deleteWhere(`DELETE FROM agent_destinations WHERE target_agent_group_id = $1`)},
+	{"pending_channel_registrations", deleteWhere(`DELETE FROM pending_channel_registrations WHERE agent_group_id = $1`)},
+	{"messaging_group_agents", deleteWhere(`DELETE FROM messaging_group_agents WHERE agent_group_id = $1`)},
+	{"agent_group_members", deleteWhere(`DELETE FROM agent_group_members WHERE agent_group_id = $1`)},
+	{"user_roles", deleteWhere(`DELETE FROM user_roles WHERE agent_group_id = $1`)},
+	{"agent_message_policies", deleteWhere(`DELETE FROM agent_message_policies WHERE from_agent_group_id = $1 OR to_agent_group_id = $1`)},
+	{"container_configs", deleteWhere(`DELETE FROM container_configs WHERE agent_group_id = $1`)},
+	{"sessions", deleteWhere(`DELETE FROM sessions WHERE agent_group_id = $1`)},
+}
+
+// deleteWhere is a cascade step of one of this package's tables: sql
+// deletes a group's rows ($1).
+func deleteWhere(sql string) func(ctx context.Context, tx pgx.Tx, group string) (int64, error) {
+	return func(ctx context.Context, tx pgx.Tx, group string) (int64, error) {
+		tag, err := tx.Exec(ctx, sql, group)
+		return tag.RowsAffected(), err
+	}
 }
 
 // DeleteGroup deletes a group and every row that depends on it, in one
@@ -333,11 +349,11 @@ func (s *Service) DeleteGroup(ctx context.Context, req *guardv1.DeleteGroupReque
 			return err
 		}
 		for _, c := range groupCascade {
-			tag, err := tx.Exec(ctx, c.sql, id)
+			n, err := c.delete(ctx, tx, id)
 			if err != nil {
 				return fmt.Errorf("delete %s: %w", c.key, err)
 			}
-			removed[c.key] = tag.RowsAffected()
+			removed[c.key] = n
 		}
 		_, err = tx.Exec(ctx, `DELETE FROM agent_groups WHERE id = $1`, id)
 		return err

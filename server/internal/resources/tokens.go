@@ -106,25 +106,23 @@ func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenReque
 	if err != nil {
 		return nil, err
 	}
-	kind, runnerID, userID, host, channels := nt.kind, nt.runnerID, nt.userID, nt.host, nt.channels
-	labelsJSON, err := json.Marshal(nt.labels)
-	if err != nil {
-		return nil, fmt.Errorf("encode labels: %w", err)
-	}
 	secret, err := authn.NewSecret()
 	if err != nil {
 		return nil, fmt.Errorf("mint secret: %w", err)
 	}
 	name := strings.TrimSpace(req.GetName())
 	if name == "" {
-		name = kind + " token"
+		name = nt.kind + " token"
 	}
-	t, err := scanToken(s.pool.QueryRow(ctx, `INSERT INTO tokens (id, kind, name, hash, runner_id, user_id, host, labels, channels)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, $8, $9) RETURNING `+tokenColumns,
-		store.NewID("tok_", 8), kind, name, authn.Hash(secret), runnerID, userID, host, labelsJSON, channels))
+	id, err := authn.StoreToken(ctx, s.pool, authn.NewToken{Kind: nt.kind, Name: name, Secret: secret,
+		RunnerID: nt.runnerID, UserID: nt.userID, Host: nt.host, Labels: nt.labels, Channels: nt.channels})
 	if store.IsForeignKeyViolation(err) {
-		return nil, notFound("user %q not found", userID)
+		return nil, notFound("user %q not found", nt.userID)
 	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE id = $1`, id))
 	if err != nil {
 		return nil, err
 	}
@@ -187,9 +185,12 @@ func (s *Service) RevokeToken(ctx context.Context, req *guardv1.RevokeTokenReque
 	if err := required("id", req.GetId()); err != nil {
 		return nil, err
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1`, req.GetId())
-	if err := affected(tag, err, "token %q not found", req.GetId()); err != nil {
+	found, err := authn.RevokeToken(ctx, s.pool, req.GetId())
+	if err != nil {
 		return nil, err
+	}
+	if !found {
+		return nil, notFound("token %q not found", req.GetId())
 	}
 	return &guardv1.RevokeTokenResponse{}, nil
 }

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -142,4 +143,16 @@ func (s *Service) UpdateUser(ctx context.Context, req *guardv1.UpdateUserRequest
 		return nil, err
 	}
 	return &guardv1.UpdateUserResponse{User: u}, nil
+}
+
+// EnsureUser makes sure a user exists, giving it displayName when it has
+// none yet (a chat's sender seen for the first time, a test's user).
+func EnsureUser(ctx context.Context, q store.Querier, id, displayName string) error {
+	_, err := q.Exec(ctx, `INSERT INTO users (id, display_name) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name
+		WHERE users.display_name = '' AND EXCLUDED.display_name <> ''`, id, displayName)
+	if err != nil {
+		return fmt.Errorf("ensure user %s: %w", id, err)
+	}
+	return nil
 }

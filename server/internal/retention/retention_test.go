@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/snapshot"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
@@ -127,7 +130,7 @@ func TestHoldEventsPrunedPendingKeptWatchRefusesPrunedCursor(t *testing.T) {
 	// Batch of 1 and a loop: the bounded batches add up.
 	var pruned int64
 	for {
-		n, err := retention.PruneHoldEvents(ctx, srv.Pool, time.Now().Add(-30*24*time.Hour), 1)
+		n, err := approvals.PruneHoldEvents(ctx, srv.Pool, time.Now().Add(-30*24*time.Hour), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +151,7 @@ func TestHoldEventsPrunedPendingKeptWatchRefusesPrunedCursor(t *testing.T) {
 	if n := count(t, srv.Pool, `SELECT count(*) FROM holds`); n != holdsBefore {
 		t.Fatalf("holds touched: %d, was %d", n, holdsBefore)
 	}
-	if got, err := retention.PrunedThrough(ctx, srv.Pool); err != nil || got != watermark {
+	if got, err := approvals.PrunedThrough(ctx, srv.Pool); err != nil || got != watermark {
 		t.Fatalf("watermark %d (%v), want %d", got, err, watermark)
 	}
 
@@ -200,7 +203,7 @@ func TestDecisionsPrunedRecentAndCitableKept(t *testing.T) {
 	insert("recent", "1 hour")
 	insert("citable", "30 seconds")
 
-	n, err := retention.PruneDecisions(ctx, srv.Pool, time.Now().Add(-30*24*time.Hour), 5)
+	n, err := guard.PruneDecisions(ctx, srv.Pool, time.Now().Add(-30*24*time.Hour), 5)
 	if err != nil || n != 5 {
 		t.Fatalf("one batch pruned %d (%v), want 5", n, err)
 	}
@@ -222,7 +225,7 @@ func TestDecisionsPrunedRecentAndCitableKept(t *testing.T) {
 	// one-day window the clamp is ten days, so the partition of a day twelve
 	// days ago is dropped whole and that of eight days ago stays.
 	day := func(ago int) string {
-		return "decisions_" + retention.Day(time.Now()).AddDate(0, 0, -ago).Format("20060102")
+		return "decisions_" + guard.Day(time.Now()).AddDate(0, 0, -ago).Format("20060102")
 	}
 	exec(t, srv.Pool, `SELECT decisions_ensure_partitions(current_date - 12, current_date - 8)`)
 	insert("twelve-days", "12 days")
@@ -309,7 +312,7 @@ func TestWebhookSkipsPrunedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec(t, first.Pool, `INSERT INTO webhook_progress (url, cursor) VALUES ($1, $2)`, hook.URL, c1) // c1 < the watermark (c2)
-	if n, err := retention.PruneHoldEvents(context.Background(), first.Pool, time.Now().Add(-time.Hour), 10); err != nil || n != 2 {
+	if n, err := approvals.PruneHoldEvents(context.Background(), first.Pool, time.Now().Add(-time.Hour), 10); err != nil || n != 2 {
 		t.Fatalf("pruned %d (%v), want 2", n, err)
 	}
 	testserver.StartOn(t, first.URL, noRetention, func(c *config.Config) { c.WebhookURL, c.WebhookSecretFile = hook.URL, secretFile })
@@ -347,7 +350,7 @@ func TestChatOutboxPrunedPastEventRetention(t *testing.T) {
 func TestPartitionsMadeAhead(t *testing.T) {
 	srv := testserver.Start(t, noRetention)
 	ctx := context.Background()
-	last := "decisions_" + retention.Day(time.Now()).AddDate(0, 0, retention.PartitionsAhead).Format("20060102")
+	last := "decisions_" + guard.Day(time.Now()).AddDate(0, 0, guard.PartitionsAhead).Format("20060102")
 	exec(t, srv.Pool, `DROP TABLE `+last)
 	p := &retention.Pruner{DB: srv.Pool, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), CitationWindow: time.Minute}
 	if err := p.PruneOnce(ctx, time.Now()); err != nil {
@@ -369,7 +372,7 @@ func TestPartitionsMadeAhead(t *testing.T) {
 func TestPartitionOfOlderRowsDropped(t *testing.T) {
 	srv := testserver.Start(t, noRetention)
 	ctx := context.Background()
-	end := retention.Day(time.Now()).AddDate(0, 0, -20)
+	end := guard.Day(time.Now()).AddDate(0, 0, -20)
 	name := "decisions_before_" + end.Format("20060102")
 	exec(t, srv.Pool, `CREATE TABLE `+name+` PARTITION OF decisions FOR VALUES FROM (MINVALUE) TO ('`+end.Format(time.RFC3339)+`')`)
 	exec(t, srv.Pool, `INSERT INTO decisions (id, at, action, actor, actor_kind, effect)
@@ -418,16 +421,16 @@ func TestFactChangesPrunedWholeRevisionsOldestFirst(t *testing.T) {
 		t.Fatalf("before: %s", got)
 	}
 	cutoff := time.Now().Add(-time.Hour)
-	if n, err := retention.PruneFactChanges(context.Background(), pool, cutoff, 3); err != nil || n != 3 {
+	if n, err := snapshot.PruneFactChanges(context.Background(), pool, cutoff, 3); err != nil || n != 3 {
 		t.Fatalf("first batch pruned %d revisions (%v), want 3", n, err)
 	}
 	if got := revs(); got != "4x3 5x3" {
 		t.Fatalf("after one batch of three: %s, want revisions 4 and 5 whole", got)
 	}
-	if n, err := retention.PruneFactChanges(context.Background(), pool, cutoff, 3); err != nil || n != 1 {
+	if n, err := snapshot.PruneFactChanges(context.Background(), pool, cutoff, 3); err != nil || n != 1 {
 		t.Fatalf("second batch pruned %d revisions (%v), want 1", n, err)
 	}
-	if n, err := retention.PruneFactChanges(context.Background(), pool, cutoff, 3); err != nil || n != 0 {
+	if n, err := snapshot.PruneFactChanges(context.Background(), pool, cutoff, 3); err != nil || n != 0 {
 		t.Fatalf("third batch pruned %d revisions (%v), want 0 (revision 5 is recent)", n, err)
 	}
 	if got := revs(); got != "5x3" {

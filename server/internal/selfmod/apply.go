@@ -57,11 +57,9 @@ func applyInstall(ctx context.Context, tx pgx.Tx, sess registry.Session, req *gu
 		return registry.Applied{}, err
 	}
 	apt, npm := union(c.Apt, addApt), union(c.Npm, addNpm)
-	var version int64
-	err = tx.QueryRow(ctx, `UPDATE container_configs SET apt_packages = $2, npm_packages = $3, version = version + 1, updated_at = now()
-		WHERE agent_group_id = $1 RETURNING version`, sess.GroupID, apt, npm).Scan(&version)
+	version, err := resources.SetPackagesTx(ctx, tx, sess.GroupID, apt, npm)
 	if err != nil {
-		return registry.Applied{}, fmt.Errorf("update container config: %w", err)
+		return registry.Applied{}, err
 	}
 	added := append(prefixed("apt: ", addApt), prefixed("npm: ", addNpm)...)
 	pushIDs, err := pushes.RestartGroupTx(ctx, tx, sess.GroupID, "packages installed: "+strings.Join(added, ", "), true, version)
@@ -114,11 +112,9 @@ func applyMCP(ctx context.Context, tx pgx.Tx, sess registry.Session, req *guardv
 	if err != nil {
 		return registry.Applied{}, fmt.Errorf("encode mcp_servers: %w", err)
 	}
-	var version int64
-	err = tx.QueryRow(ctx, `UPDATE container_configs SET mcp_servers = $2, version = version + 1, updated_at = now()
-		WHERE agent_group_id = $1 RETURNING version`, sess.GroupID, raw).Scan(&version)
+	version, err := resources.SetMCPServersTx(ctx, tx, sess.GroupID, raw)
 	if err != nil {
-		return registry.Applied{}, fmt.Errorf("update container config: %w", err)
+		return registry.Applied{}, err
 	}
 	// Every session's runner re-reads the config on the restart and hosts
 	// the new server (outside the agent's container). Queued as a rebuild,

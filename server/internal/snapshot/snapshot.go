@@ -205,9 +205,10 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 
 // A catch-up reads a table whole instead of by its changed keys when at
 // least wholeReloadMin keys changed and they are at least 1/wholeReloadShare
-// of the keys the copy holds: here a scan costs ~0.3 µs a row and a read by
-// key list ~6 µs a key (50,000 destinations: 16 ms against 290 ms, which
-// left the first half second after a bulk load deciding live).
+// of the keys the copy holds: a scan costs a row far less than a read by
+// key list costs a key, and a bulk load read key by key left the replica
+// deciding live for its first half second (BENCHMARKS.md, "Figures behind
+// code choices").
 const (
 	wholeReloadMin   = 1024
 	wholeReloadShare = 8

@@ -121,3 +121,9 @@ type Querier interface {
 type TxBeginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
+
+// DB is a Querier that starts transactions too: a pool or a connection.
+type DB interface {
+	Querier
+	TxBeginner
+}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clawguard/clawguard/server/internal/resources"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -138,20 +140,7 @@ func (s *Server) Deps() *app.Parts { return s.Server.Deps() }
 // Token mints a token of the given kind ("runner" needs runnerID, "user" needs userID).
 func (s *Server) Token(t testing.TB, kind, runnerID, userID string) string {
 	t.Helper()
-	secret, err := authn.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if userID != "" {
-		if _, err := s.Pool.Exec(context.Background(), `INSERT INTO users (id) VALUES ($1) ON CONFLICT DO NOTHING`, userID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	id := "tok_" + strings.TrimPrefix(secret, authn.TokenPrefix)[:12]
-	if err := authn.RegisterToken(context.Background(), s.Pool, id, kind, "test "+kind, secret, runnerID, userID); err != nil {
-		t.Fatal(err)
-	}
-	return secret
+	return s.storeToken(t, authn.NewToken{Kind: kind, RunnerID: runnerID, UserID: userID})
 }
 
 // RunnerToken mints a runner token bound to a host and labels, as
@@ -159,15 +148,7 @@ func (s *Server) Token(t testing.TB, kind, runnerID, userID string) string {
 // (no host and no labels: an unbound token, unpinned groups only).
 func (s *Server) RunnerToken(t testing.TB, runnerID, host string, labels map[string]string) string {
 	t.Helper()
-	secret := s.Token(t, "runner", runnerID, "")
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	if _, err := s.Pool.Exec(context.Background(), `UPDATE tokens SET host = $2, labels = $3 WHERE hash = $1`,
-		authn.Hash(secret), host, labels); err != nil {
-		t.Fatal(err)
-	}
-	return secret
+	return s.storeToken(t, authn.NewToken{Kind: "runner", RunnerID: runnerID, Host: host, Labels: labels})
 }
 
 // BridgeToken mints a bridge token for its channel namespaces, as
@@ -175,12 +156,25 @@ func (s *Server) RunnerToken(t testing.TB, runnerID, host string, labels map[str
 // channels it is a token minted before bindings existed: it asserts nobody.
 func (s *Server) BridgeToken(t testing.TB, channels ...string) string {
 	t.Helper()
-	secret := s.Token(t, "bridge", "", "")
-	if channels == nil {
-		channels = []string{}
+	return s.storeToken(t, authn.NewToken{Kind: "bridge", Channels: channels})
+}
+
+// storeToken stores nt with a fresh secret (its user made first) and
+// returns the secret.
+func (s *Server) storeToken(t testing.TB, nt authn.NewToken) string {
+	t.Helper()
+	ctx := context.Background()
+	secret, err := authn.NewSecret()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := s.Pool.Exec(context.Background(), `UPDATE tokens SET channels = $2 WHERE hash = $1`,
-		authn.Hash(secret), channels); err != nil {
+	if nt.UserID != "" {
+		if err := resources.EnsureUser(ctx, s.Pool, nt.UserID, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nt.Secret, nt.Name = secret, "test "+nt.Kind
+	if _, err := authn.StoreToken(ctx, s.Pool, nt); err != nil {
 		t.Fatal(err)
 	}
 	return secret

@@ -1,4 +1,4 @@
-package retention
+package guard
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // The decision log is partitioned by UTC day on `at` (migration 0160).
@@ -32,7 +34,7 @@ func Day(t time.Time) time.Time {
 
 // EnsureDecisionPartitions creates the partitions of today through
 // PartitionsAhead days later that are missing; it returns how many it made.
-func EnsureDecisionPartitions(ctx context.Context, db DB, now time.Time) (int, error) {
+func EnsureDecisionPartitions(ctx context.Context, db store.DB, now time.Time) (int, error) {
 	var made int
 	err := underPartitionLock(ctx, db, func(tx pgx.Tx) error {
 		today := Day(now)
@@ -49,7 +51,7 @@ func EnsureDecisionPartitions(ctx context.Context, db DB, now time.Time) (int, e
 // before cutoff, and the partition of rows older than the days 0160 gave
 // partitions (decisions_before_DAY) once DAY is; it returns the names it
 // dropped.
-func DropDecisionPartitions(ctx context.Context, db DB, cutoff time.Time) ([]string, error) {
+func DropDecisionPartitions(ctx context.Context, db store.DB, cutoff time.Time) ([]string, error) {
 	var dropped []string
 	err := underPartitionLock(ctx, db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -81,7 +83,7 @@ func DropDecisionPartitions(ctx context.Context, db DB, cutoff time.Time) ([]str
 // underPartitionLock runs fn in a transaction holding the maintenance
 // lock, with a short lock timeout for its DDL; a timed-out attempt is
 // retried a few times after a pause (a busy table frees up in moments).
-func underPartitionLock(ctx context.Context, db DB, fn func(pgx.Tx) error) error {
+func underPartitionLock(ctx context.Context, db store.DB, fn func(pgx.Tx) error) error {
 	var err error
 	for attempt := range lockAttempts {
 		if attempt > 0 {
@@ -106,7 +108,7 @@ const lockNotAvailable = "55P03"
 // lockAttempts bounds underPartitionLock's tries per round.
 const lockAttempts = 5
 
-func partitionTx(ctx context.Context, db DB, fn func(pgx.Tx) error) error {
+func partitionTx(ctx context.Context, db store.DB, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, partitionLockKey); err != nil {
 			return err
@@ -116,4 +118,28 @@ func partitionTx(ctx context.Context, db DB, fn func(pgx.Tx) error) error {
 		}
 		return fn(tx)
 	})
+}
+
+// PruneDecisions deletes up to batch decisions made before cutoff from the
+// default partition, oldest first: daily partitions are dropped whole, so
+// only rows that found no partition of their day are deleted row by row.
+func PruneDecisions(ctx context.Context, db store.Querier, before time.Time, batch int) (int64, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM decisions_default WHERE (id, at) IN (
+		SELECT id, at FROM decisions_default WHERE at < $1 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, batch)
+	if err != nil {
+		return 0, fmt.Errorf("prune decisions: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// PruneDecisionRequests deletes up to batch idempotency keys of decisions
+// made before cutoff (their decisions are gone: a retry that late is a new
+// decision).
+func PruneDecisionRequests(ctx context.Context, db store.Querier, before time.Time, batch int) (int64, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM decision_requests WHERE (runner_id, request_id) IN (
+		SELECT runner_id, request_id FROM decision_requests WHERE at < $1 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, batch)
+	if err != nil {
+		return 0, fmt.Errorf("prune decision request ids: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
