@@ -12,6 +12,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/registry"
+	"github.com/clawguard/clawguard/server/internal/sessions"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -67,7 +68,7 @@ func applySend(ctx context.Context, tx pgx.Tx, sess registry.Session, req *guard
 	if messageID == "" {
 		messageID = store.NewID("msg_", 10)
 	}
-	targetSession, err := registry.FindOrOpenSessionTx(ctx, tx, to, "")
+	targetSession, err := sessions.FindOrOpenTx(ctx, tx, to, "")
 	if err != nil {
 		return registry.Applied{}, err
 	}
@@ -77,7 +78,7 @@ func applySend(ctx context.Context, tx pgx.Tx, sess registry.Session, req *guard
 	if err != nil {
 		return registry.Applied{}, err
 	}
-	if err := registry.EventTx(ctx, tx, targetSession, "in", "message", map[string]any{
+	if err := sessions.EventTx(ctx, tx, targetSession, "in", "message", map[string]any{
 		"message_id": messageID, "from_agent_group_id": sess.GroupID, "from_session_id": sess.ID, "text": text,
 	}); err != nil {
 		return registry.Applied{}, err

@@ -9,6 +9,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/listener"
 	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/resources"
+	"github.com/clawguard/clawguard/server/internal/sessions"
 	"github.com/clawguard/clawguard/server/internal/snapshot"
 	"github.com/clawguard/clawguard/server/internal/store"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -74,7 +75,7 @@ func buildServices(ctx context.Context, d *Parts) (*services, error) {
 	s.approvals = api.NewApprovalsService(api.ApprovalsDeps{
 		Approvals: d.Approvals, Catalog: d.Guard.Catalog, Log: d.Log,
 		SessionGroup: func(ctx context.Context, id string) (string, bool, error) {
-			return registry.SessionGroup(ctx, d.Store.Pool, id)
+			return sessions.Group(ctx, d.Store.Pool, id)
 		},
 	})
 	s.registry = api.NewRegistryService(api.RegistryDeps{

@@ -8,7 +8,6 @@ import (
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/inbound"
 	"github.com/clawguard/clawguard/server/internal/permissions"
-	"github.com/clawguard/clawguard/server/internal/registry"
 )
 
 // Inbound: RouteInbound for bridges. Sender admission asks the guard
@@ -23,8 +22,6 @@ func wireInbound(d *Parts, s *services) {
 		Guard:    func() inbound.Decider { return decider },
 		Holds:    d.Approvals,
 		Resolver: d.Approvals,
-		// The group's session for the chat, opened on a live runner when none.
-		Sessions: registry.FindOrOpenSessionTx,
 	})
 	d.Inbound = svc
 	for _, kind := range []string{permissions.SenderAdmitApprovalAction, approvals.KindChannelRegistration} {

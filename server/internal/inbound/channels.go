@@ -114,14 +114,8 @@ func (s *Service) requestRegistration(ctx context.Context, mg messagingGroup, m 
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO pending_channel_registrations
-				(messaging_group_id, hold_id, original_message, approver_user_id)
-			VALUES ($1, $2, $3, $4)
-			ON CONFLICT (messaging_group_id) DO UPDATE SET hold_id = EXCLUDED.hold_id,
-				original_message = EXCLUDED.original_message, approver_user_id = EXCLUDED.approver_user_id,
-				awaiting_name_from = '', created_at = now()`,
-			mg.ID, res.Hold.GetId(), body, res.Hold.GetDeliveredTo()); err != nil {
-			return fmt.Errorf("record pending registration: %w", err)
+		if err := resources.RecordPendingRegistrationTx(ctx, tx, mg.ID, res.Hold.GetId(), body, res.Hold.GetDeliveredTo()); err != nil {
+			return err
 		}
 		resp = outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_REGISTRATION_PENDING, mg.ID, "channel registration requested")
 		resp.HoldId = res.Hold.GetId()
@@ -175,8 +169,8 @@ func registrationStateTx(ctx context.Context, tx pgx.Tx, mgID string) (registrat
 
 // denyChannelTx remembers the chat as denied and ends its registration.
 func denyChannelTx(ctx context.Context, tx pgx.Tx, mgID string) error {
-	if _, err := tx.Exec(ctx, `UPDATE messaging_groups SET denied_at = COALESCE(denied_at, now()) WHERE id = $1`, mgID); err != nil {
-		return fmt.Errorf("deny channel %s: %w", mgID, err)
+	if err := resources.DenyChatTx(ctx, tx, mgID); err != nil {
+		return err
 	}
 	return endRegistrationTx(ctx, tx, mgID)
 }
@@ -184,8 +178,8 @@ func denyChannelTx(ctx context.Context, tx pgx.Tx, mgID string) error {
 // endRegistrationTx removes the chat's pending registration and any capture
 // armed for it.
 func endRegistrationTx(ctx context.Context, tx pgx.Tx, mgID string) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM pending_channel_registrations WHERE messaging_group_id = $1`, mgID); err != nil {
-		return fmt.Errorf("end registration of %s: %w", mgID, err)
+	if err := resources.EndPendingRegistrationTx(ctx, tx, mgID); err != nil {
+		return err
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM inbound_name_captures WHERE messaging_group_id = $1`, mgID); err != nil {
 		return fmt.Errorf("disarm name captures of %s: %w", mgID, err)
@@ -197,10 +191,8 @@ func endRegistrationTx(ctx context.Context, tx pgx.Tx, mgID string) error {
 // name. One capture per approver: arming another registration leaves the
 // earlier one stale (its chat's next message asks again).
 func armNameCaptureTx(ctx context.Context, tx pgx.Tx, mgID, user string) error {
-	if _, err := tx.Exec(ctx, `UPDATE pending_channel_registrations
-		SET awaiting_name_from = CASE WHEN messaging_group_id = $1 THEN $2 ELSE '' END
-		WHERE messaging_group_id = $1 OR awaiting_name_from = $2`, mgID, user); err != nil {
-		return fmt.Errorf("await agent name: %w", err)
+	if err := resources.AwaitNameTx(ctx, tx, mgID, user); err != nil {
+		return err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO inbound_name_captures (user_id, messaging_group_id) VALUES ($1, $2)
 		ON CONFLICT (user_id) DO UPDATE SET messaging_group_id = EXCLUDED.messaging_group_id, armed_at = now()`, user, mgID); err != nil {
@@ -215,11 +207,7 @@ func disarmNameCaptureTx(ctx context.Context, tx pgx.Tx, mgID, user string) erro
 	if _, err := tx.Exec(ctx, `DELETE FROM inbound_name_captures WHERE user_id = $1`, user); err != nil {
 		return fmt.Errorf("disarm name capture: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE pending_channel_registrations SET awaiting_name_from = ''
-		WHERE messaging_group_id = $1 AND awaiting_name_from = $2`, mgID, user); err != nil {
-		return fmt.Errorf("disarm name capture: %w", err)
-	}
-	return nil
+	return resources.StopAwaitingNameTx(ctx, tx, mgID, user)
 }
 
 type agentGroup struct{ ID, Name string }
@@ -254,31 +242,6 @@ func registrationQuestion(mg messagingGroup, m *guardv1.RouteInboundRequest) str
 		return fmt.Sprintf("%s mentioned the bot in %s (%s). Connect this chat to an agent?", displayName(m), chatName(mg), mg.Channel)
 	}
 	return fmt.Sprintf("%s sent the bot a direct message on %s. Connect this chat to an agent?", displayName(m), mg.Channel)
-}
-
-// pendingRegistration is a locked pending_channel_registrations row.
-type pendingRegistration struct {
-	MessagingGroupID string
-	HoldID           string
-	Original         []byte
-	Approver         string
-	AwaitingNameFrom string
-}
-
-// lockRegistrationTx locks the chat's pending registration; found is false
-// when it vanished (rejected elsewhere, group deleted, ...).
-func lockRegistrationTx(ctx context.Context, tx pgx.Tx, mgID string) (pendingRegistration, bool, error) {
-	p := pendingRegistration{MessagingGroupID: mgID}
-	err := tx.QueryRow(ctx, `SELECT COALESCE(hold_id, ''), original_message, approver_user_id, awaiting_name_from
-		FROM pending_channel_registrations WHERE messaging_group_id = $1 FOR UPDATE`, mgID).
-		Scan(&p.HoldID, &p.Original, &p.Approver, &p.AwaitingNameFrom)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return p, false, nil
-	}
-	if err != nil {
-		return p, false, fmt.Errorf("lock pending registration of %s: %w", mgID, err)
-	}
-	return p, true, nil
 }
 
 // mayRegister is the channels.register consult with the human actor: every
@@ -347,7 +310,7 @@ func (s *Service) ChannelRegistrationResolved(ctx context.Context, hold *guardv1
 
 	var replay []byte
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		p, found, err := lockRegistrationTx(ctx, tx, mgID)
+		p, found, err := resources.LockPendingRegistrationTx(ctx, tx, mgID)
 		if err != nil || !found || p.HoldID != hold.GetId() {
 			return err // vanished or superseded: nothing to do
 		}
@@ -415,20 +378,16 @@ func soleConnectOption(hold *guardv1.Hold) string {
 // completeRegistrationTx wires the chat to the group, admits the sender who
 // triggered the registration (so the replay is not bounced into sender
 // admission) and ends the pending registration.
-func completeRegistrationTx(ctx context.Context, tx pgx.Tx, p pendingRegistration, agentGroupID string) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id)
-		VALUES ($1, $2, $3) ON CONFLICT (messaging_group_id, agent_group_id) DO NOTHING`,
-		store.NewID("mga_", 10), p.MessagingGroupID, agentGroupID); err != nil {
+func completeRegistrationTx(ctx context.Context, tx pgx.Tx, p resources.PendingRegistration, agentGroupID string) error {
+	if err := resources.WireTx(ctx, tx, p.MessagingGroupID, agentGroupID); err != nil {
 		if store.IsForeignKeyViolation(err) {
 			return fmt.Errorf("connect %s: agent group %s does not exist", p.MessagingGroupID, agentGroupID)
 		}
-		return fmt.Errorf("wire %s to %s: %w", p.MessagingGroupID, agentGroupID, err)
+		return err
 	}
 	if m, err := messageFrom(p.Original); err == nil && m.GetSenderUserId() != "" {
-		if _, err := tx.Exec(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id)
-			SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM users WHERE id = $2) ON CONFLICT DO NOTHING`,
-			agentGroupID, m.GetSenderUserId()); err != nil {
-			return fmt.Errorf("admit triggering sender: %w", err)
+		if err := resources.AddKnownMemberTx(ctx, tx, agentGroupID, m.GetSenderUserId()); err != nil {
+			return err
 		}
 	}
 	return endRegistrationTx(ctx, tx, p.MessagingGroupID)
@@ -499,7 +458,7 @@ func (s *Service) captureName(ctx context.Context, m *guardv1.RouteInboundReques
 	var replay []byte
 	var created agentGroup
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		p, found, err := lockRegistrationTx(ctx, tx, mgID)
+		p, found, err := resources.LockPendingRegistrationTx(ctx, tx, mgID)
 		if err != nil || !found || p.AwaitingNameFrom != sender {
 			return err // vanished or re-armed meanwhile: create nothing
 		}

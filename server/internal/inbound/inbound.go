@@ -55,11 +55,6 @@ type Resolver interface {
 	DisarmReasonCapture(ctx context.Context, holdID, clicker string) (bool, error)
 }
 
-// SessionOpener returns the session an agent group's messages from a chat
-// go to, opening one on a live runner when there is none
-// (registry.FindOrOpenSessionTx).
-type SessionOpener func(ctx context.Context, tx pgx.Tx, agentGroupID, messagingGroupID string) (string, error)
-
 // Service is the inbound router.
 type Service struct {
 	pool     *pgxpool.Pool
@@ -67,18 +62,16 @@ type Service struct {
 	guard    func() Decider
 	holds    HoldCreator
 	resolver Resolver
-	sessions SessionOpener
 }
 
-// Config is what New needs. Guard and Sessions are functions because the
-// services that provide them may be wired after this one.
+// Config is what New needs. Guard is a function because the engine may be
+// wired after this service.
 type Config struct {
 	Pool     *pgxpool.Pool
 	Log      *slog.Logger
 	Guard    func() Decider
 	Holds    HoldCreator
-	Resolver Resolver      // nil: reject reasons are not captured
-	Sessions SessionOpener // nil: the built-in fallback
+	Resolver Resolver // nil: reject reasons are not captured
 }
 
 // New builds the service.
@@ -89,10 +82,7 @@ func New(c Config) *Service {
 	if c.Guard == nil {
 		c.Guard = func() Decider { return nil }
 	}
-	if c.Sessions == nil {
-		c.Sessions = fallbackSessionTx
-	}
-	return &Service{pool: c.Pool, log: c.Log, guard: c.Guard, holds: c.Holds, resolver: c.Resolver, sessions: c.Sessions}
+	return &Service{pool: c.Pool, log: c.Log, guard: c.Guard, holds: c.Holds, resolver: c.Resolver}
 }
 
 var userIDPattern = regexp.MustCompile(`^[a-z0-9_-]+:.+$`)

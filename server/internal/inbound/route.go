@@ -15,15 +15,7 @@ import (
 )
 
 // messagingGroup is the part of a messaging_groups row routing needs.
-type messagingGroup struct {
-	ID       string
-	Name     string
-	Policy   string
-	Denied   bool
-	IsGroup  bool
-	Channel  string
-	Platform string
-}
+type messagingGroup = resources.Chat
 
 // Route takes one chat message from a bridge: a pending reject reason or
 // new-agent name reply is captured first; then the chat's messaging group is resolved (or
@@ -115,24 +107,7 @@ func (s *Service) upsertSender(ctx context.Context, m *guardv1.RouteInboundReque
 // resolveGroup finds the chat's messaging group or creates it (new chats
 // start with the schema's default sender policy, strict).
 func (s *Service) resolveGroup(ctx context.Context, m *guardv1.RouteInboundRequest) (messagingGroup, error) {
-	var mg messagingGroup
-	err := s.pool.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO messaging_groups (id, channel_type, platform_id, name, is_group)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (channel_type, platform_id) DO NOTHING
-			RETURNING id, name, unknown_sender_policy, denied_at IS NOT NULL, is_group, channel_type, platform_id)
-		SELECT * FROM ins
-		UNION ALL
-		SELECT id, name, unknown_sender_policy, denied_at IS NOT NULL, is_group, channel_type, platform_id
-		  FROM messaging_groups WHERE channel_type = $2 AND platform_id = $3
-		LIMIT 1`,
-		store.NewID("mg_", 10), m.GetChannelType(), m.GetPlatformId(), m.GetChatName(), m.GetIsGroup(),
-	).Scan(&mg.ID, &mg.Name, &mg.Policy, &mg.Denied, &mg.IsGroup, &mg.Channel, &mg.Platform)
-	if err != nil {
-		return mg, fmt.Errorf("resolve messaging group %s/%s: %w", m.GetChannelType(), m.GetPlatformId(), err)
-	}
-	return mg, nil
+	return resources.FindOrCreateChatTx(ctx, s.pool, m.GetChannelType(), m.GetPlatformId(), m.GetChatName(), m.GetIsGroup())
 }
 
 func (s *Service) wiredGroups(ctx context.Context, mgID string) ([]string, error) {

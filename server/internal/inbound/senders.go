@@ -14,6 +14,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/permissions"
+	"github.com/clawguard/clawguard/server/internal/resources"
 )
 
 // SenderAdmitDedupKey is the one live sender_admit hold per chat and sender;
@@ -176,9 +177,8 @@ func (s *Service) SenderAdmitApproved(ctx context.Context, hold *guardv1.Hold) e
 		s.log.WarnContext(ctx, "approved sender not admitted", "hold", hold.GetId(), "sender", sender, "reason", d.GetReason())
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id) VALUES ($1, $2)
-		ON CONFLICT DO NOTHING`, group, sender); err != nil {
-		return fmt.Errorf("admit %s to %s: %w", sender, group, err)
+	if err := resources.AddMemberTx(ctx, s.pool, group, sender); err != nil {
+		return err
 	}
 	s.log.InfoContext(ctx, "unknown sender admitted", "sender", sender, "agent_group", group, "approver", hold.GetResolver())
 	return s.replay(ctx, hold.GetId(), f["message"])

@@ -3,20 +3,19 @@
 // and labels) is what the operator put on its token, narrowed by what it
 // declares at registration, and a group's pin selects runners by that
 // identity. Every other check ("does this runner host that session?") reads
-// sessions.runner_id, so the invariant kept here is that a session is only
-// ever placed on a runner its group's pin matches.
+// sessions.runner_id, so the invariant is that a session is only ever placed
+// on a runner its group's pin matches: package sessions, which places and
+// moves them, selects runners by RunnerMatchesSQL alone. This package is the
+// rule, with no SQL of its own to run.
 package placement
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"sort"
 	"strings"
 
 	"github.com/clawguard/clawguard/server/internal/fault"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Identity is what groups are placed by: a runner's host and labels.
@@ -82,33 +81,4 @@ func RunnerMatchesSQL(pin string) string {
 	return fmt.Sprintf(`COALESCE(%[1]s = ''
 		OR (strpos(%[1]s, '=') = 0 AND (r.host = %[1]s OR r.labels->>'host' = %[1]s))
 		OR (strpos(%[1]s, '=') > 0 AND r.labels->>split_part(%[1]s, '=', 1) = substr(%[1]s, strpos(%[1]s, '=') + 1)), false)`, pin)
-}
-
-// UnplaceTx takes the active sessions that are no longer placeable where
-// they are (of one group, or on one runner; "" = any) off their runner,
-// with their pending pushes: the old runner can no longer act for them, and
-// the lease sweep places them again on a runner the pin matches. It runs
-// when a group is re-pinned and when a runner registers a narrower identity.
-func UnplaceTx(ctx context.Context, tx pgx.Tx, groupID, runnerID string) ([]string, error) {
-	rows, err := tx.Query(ctx, `
-		UPDATE sessions s SET runner_id = NULL
-		FROM agent_groups g, runners r
-		WHERE g.id = s.agent_group_id AND r.id = s.runner_id AND s.status = 'active'
-		  AND ($1 = '' OR s.agent_group_id = $1) AND ($2 = '' OR s.runner_id = $2)
-		  AND NOT `+RunnerMatchesSQL("g.pinned_host")+`
-		RETURNING s.id`, groupID, runnerID)
-	if err != nil {
-		return nil, fmt.Errorf("unplace sessions: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("unplace sessions: %w", err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	if _, err := tx.Exec(ctx, `UPDATE runner_pushes SET runner_id = NULL WHERE session_id = ANY($1) AND acked_at IS NULL`, ids); err != nil {
-		return nil, fmt.Errorf("unplace pushes: %w", err)
-	}
-	return ids, nil
 }

@@ -1,16 +1,20 @@
 // Package pushes is the durable outbox from the server to runners: work is
 // stored in runner_pushes (in the caller's transaction, so it commits with
 // the change that caused it), NOTIFY wakes whichever replica holds the
-// runner's stream, and a push stays until the runner acknowledges it.
+// runner's stream, and a push stays until the runner acknowledges it. It
+// owns runner_pushes: every write of the table is a function here (the
+// stream's attempts and acks, a move's re-targeting).
 package pushes
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/store"
@@ -126,4 +130,97 @@ func Kind(p *guardv1.Push) string {
 		return "start"
 	}
 	return "notify"
+}
+
+// FollowSessionTx re-targets the session's unacknowledged pushes to runner,
+// its new owner. The mover calls it after updating the session row, which
+// EnqueueTx reads FOR SHARE: a push stored meanwhile waited for the move
+// and went to the new runner, or the move waited for it and carries it.
+func FollowSessionTx(ctx context.Context, q store.Querier, sessionID, runner string) error {
+	if _, err := q.Exec(ctx, `UPDATE runner_pushes SET runner_id = $2 WHERE session_id = $1 AND acked_at IS NULL`, sessionID, runner); err != nil {
+		return fmt.Errorf("re-target pushes of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// UnassignTx takes the sessions' unacknowledged pushes off their runner
+// (the sessions were just taken off it, their rows updated first): they
+// wait, and follow the session when it is placed again.
+func UnassignTx(ctx context.Context, q store.Querier, sessionIDs []string) error {
+	if _, err := q.Exec(ctx, `UPDATE runner_pushes SET runner_id = NULL WHERE session_id = ANY($1) AND acked_at IS NULL`, sessionIDs); err != nil {
+		return fmt.Errorf("unplace pushes: %w", err)
+	}
+	return nil
+}
+
+// Exists reports whether a push of this id is stored (acknowledged or
+// not): a caller that makes ids from what it delivers tells a retry by it.
+func Exists(ctx context.Context, q store.Querier, id string) (bool, error) {
+	tag, err := q.Exec(ctx, `SELECT 1 FROM runner_pushes WHERE id = $1`, id)
+	if err != nil {
+		return false, fmt.Errorf("check earlier delivery: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// Pending is the runner's unacknowledged pushes, oldest first, at most
+// limit.
+func Pending(ctx context.Context, q store.Querier, runnerID string, limit int) ([]*guardv1.Push, error) {
+	rows, err := q.Query(ctx, `SELECT id, body, created_at FROM runner_pushes
+		WHERE runner_id = $1 AND acked_at IS NULL ORDER BY created_at, seq LIMIT $2`, runnerID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*guardv1.Push, error) {
+		var (
+			id      string
+			body    []byte
+			created time.Time
+		)
+		if err := r.Scan(&id, &body, &created); err != nil {
+			return nil, err
+		}
+		p := &guardv1.Push{}
+		if err := proto.Unmarshal(body, p); err != nil {
+			return nil, fmt.Errorf("decode push %s: %w", id, err)
+		}
+		p.Id = id
+		p.CreatedAt = timestamppb.New(created)
+		return p, nil
+	})
+}
+
+// Sending counts one more attempt of each push, before it goes out:
+// attempts is how often a push was sent.
+func Sending(ctx context.Context, q store.Querier, ids []string) error {
+	_, err := q.Exec(ctx, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = ANY($1)`, ids)
+	return err
+}
+
+// Acked records the runner's successful acks of pushes that are its own
+// (a push moved to another runner meanwhile is left to that one) and not
+// yet acknowledged.
+func Acked(ctx context.Context, q store.Querier, runnerID string, ids []string) error {
+	_, err := q.Exec(ctx, `UPDATE runner_pushes SET acked_at = now(), last_error = ''
+			WHERE id = ANY($1) AND runner_id = $2 AND acked_at IS NULL`, ids, runnerID)
+	return err
+}
+
+// Failed records the runner's failure answer to a push of its own,
+// pending: its error is kept and it stays pending, unless it was sent
+// maxAttempts times already, when it is given up (acknowledged with the
+// error). found is false for an unknown id, another runner's push or one
+// already acknowledged (nothing is recorded).
+func Failed(ctx context.Context, q store.Querier, runnerID, pushID, errText string, maxAttempts int) (found, gaveUp bool, err error) {
+	err = q.QueryRow(ctx, `UPDATE runner_pushes SET last_error = $3,
+			acked_at = CASE WHEN attempts >= $4 THEN now() END
+		WHERE id = $1 AND runner_id = $2 AND acked_at IS NULL
+		RETURNING acked_at IS NOT NULL`, pushID, runnerID, errText, maxAttempts).Scan(&gaveUp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("record push failure %s: %w", pushID, err)
+	}
+	return true, gaveUp, nil
 }

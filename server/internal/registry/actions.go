@@ -21,6 +21,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/guard"
+	"github.com/clawguard/clawguard/server/internal/sessions"
 )
 
 // ApplyAction performs a mutation on an agent's behalf. The runner must own
@@ -95,7 +96,7 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 		if err := markAppliedTx(ctx, tx, c, out); err != nil {
 			return err
 		}
-		return EventTx(ctx, tx, sess.ID, "out", "action", map[string]any{
+		return sessions.EventTx(ctx, tx, sess.ID, "out", "action", map[string]any{
 			"action": req.GetAction(), "decision_id": req.GetDecisionId(), "result": out.Result,
 		})
 	})

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/clawguard/clawguard/server/internal/sessions"
 )
 
 // SweepLoop runs Sweep every SweepInterval until ctx ends. Every replica
@@ -71,10 +73,10 @@ func (s *Service) Sweep(ctx context.Context) error {
 		moved := false
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var err error
-			if to, err = pickRunnerTx(ctx, tx, h.pinned); err != nil || to == "" {
+			if to, err = sessions.PickRunnerTx(ctx, tx, h.pinned); err != nil || to == "" {
 				return err
 			}
-			moved, err = assignSessionTx(ctx, tx, h.id, h.owner, to)
+			moved, err = sessions.AssignTx(ctx, tx, h.id, h.owner, to)
 			return err
 		})
 		if err != nil {

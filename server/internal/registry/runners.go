@@ -18,6 +18,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/placement"
+	"github.com/clawguard/clawguard/server/internal/sessions"
 )
 
 // Register checks a runner's manifest and grants (or renews) its lease.
@@ -91,7 +92,7 @@ func (s *Service) Register(ctx context.Context, tokenRunnerID string, tokenPlace
 		if err != nil {
 			return err
 		}
-		unplaced, err = placement.UnplaceTx(ctx, tx, "", req.GetRunnerId())
+		unplaced, err = sessions.UnplaceTx(ctx, tx, "", req.GetRunnerId())
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -13,6 +13,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/resources"
+	"github.com/clawguard/clawguard/server/internal/sessions"
 )
 
 // SessionConfig is the session and its group's current container config,
@@ -36,7 +37,7 @@ func (s *Service) SessionConfig(ctx context.Context, runnerID, sessionID string)
 		if err != nil {
 			return fmt.Errorf("read session owner: %w", err)
 		}
-		sess, err := readSessionTx(ctx, tx, sessionID)
+		sess, err := sessions.ReadTx(ctx, tx, sessionID)
 		if err != nil {
 			return err
 		}

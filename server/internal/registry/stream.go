@@ -14,11 +14,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/pushes"
 )
 
 // PushChannel is the NOTIFY channel of runner_pushes (payload: runner id).
@@ -322,7 +322,7 @@ func (s *Service) pushLoop(ctx context.Context, runnerID string, wake <-chan str
 		}
 		if len(out) > 0 {
 			// Counted before sending: attempts is how often a push went out.
-			if _, err := s.pool.Exec(ctx, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = ANY($1)`, outIDs); err != nil && ctx.Err() == nil {
+			if err := pushes.Sending(ctx, s.pool, outIDs); err != nil && ctx.Err() == nil {
 				s.log.WarnContext(ctx, "count push attempts", "err", err)
 			}
 		}
@@ -363,28 +363,7 @@ const maxPendingRead = 1000
 
 // pending is the runner's unacked pushes, oldest first (at most maxPendingRead).
 func (s *Service) pending(ctx context.Context, runnerID string) ([]*guardv1.Push, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, body, created_at FROM runner_pushes
-		WHERE runner_id = $1 AND acked_at IS NULL ORDER BY created_at, seq LIMIT $2`, runnerID, maxPendingRead)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*guardv1.Push, error) {
-		var (
-			id      string
-			body    []byte
-			created time.Time
-		)
-		if err := r.Scan(&id, &body, &created); err != nil {
-			return nil, err
-		}
-		p := &guardv1.Push{}
-		if err := proto.Unmarshal(body, p); err != nil {
-			return nil, fmt.Errorf("decode push %s: %w", id, err)
-		}
-		p.Id = id
-		p.CreatedAt = timestamppb.New(created)
-		return p, nil
-	})
+	return pushes.Pending(ctx, s.pool, runnerID, maxPendingRead)
 }
 
 // MaxPushAttempts is how often a push the runner fails to apply is sent
@@ -473,8 +452,7 @@ func (s *Service) ackWriter(ctx context.Context, runnerID string, acks <-chan ac
 		var err error
 		if len(ids) > 0 {
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackWriteTimeout)
-			_, err = s.pool.Exec(wctx, `UPDATE runner_pushes SET acked_at = now(), last_error = ''
-			WHERE id = ANY($1) AND runner_id = $2 AND acked_at IS NULL`, ids, runnerID)
+			err = pushes.Acked(wctx, s.pool, runnerID, ids)
 			cancel()
 			if err != nil {
 				err = fmt.Errorf("ack %d pushes: %w", len(ids), err)
@@ -514,16 +492,9 @@ func (s *Service) ack(ctx context.Context, runnerID string, a *guardv1.PushAck) 
 	if errText == "" {
 		errText = "runner reported failure"
 	}
-	var gaveUp bool
-	err = s.pool.QueryRow(ctx, `UPDATE runner_pushes SET last_error = $3,
-			acked_at = CASE WHEN attempts >= $4 THEN now() END
-		WHERE id = $1 AND runner_id = $2 AND acked_at IS NULL
-		RETURNING acked_at IS NOT NULL`, a.GetPushId(), runnerID, errText, MaxPushAttempts).Scan(&gaveUp)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("record push failure %s: %w", a.GetPushId(), err)
+	found, gaveUp, err := pushes.Failed(ctx, s.pool, runnerID, a.GetPushId(), errText, MaxPushAttempts)
+	if err != nil || !found {
+		return false, err
 	}
 	if gaveUp {
 		s.log.WarnContext(ctx, "push abandoned after repeated failures", "push", a.GetPushId(), "runner", runnerID, "attempts", MaxPushAttempts, "err", errText)

@@ -16,7 +16,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/paging"
-	"github.com/clawguard/clawguard/server/internal/placement"
+	"github.com/clawguard/clawguard/server/internal/sessions"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -281,7 +281,7 @@ func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupReque
 		if req.PinnedHost != nil {
 			// Sessions the new pin does not match leave their runner; the
 			// lease sweep places them on one it does.
-			if _, err := placement.UnplaceTx(ctx, tx, req.GetId(), ""); err != nil {
+			if _, err := sessions.UnplaceTx(ctx, tx, req.GetId(), ""); err != nil {
 				return err
 			}
 		}

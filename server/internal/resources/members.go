@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -88,4 +89,25 @@ func (s *Service) RemoveMember(ctx context.Context, req *guardv1.RemoveMemberReq
 		return nil, err
 	}
 	return &guardv1.RemoveMemberResponse{}, nil
+}
+
+// AddMemberTx makes user a member of the group (once: a member stays as
+// they are). An unknown user is a foreign key violation.
+func AddMemberTx(ctx context.Context, q store.Querier, groupID, user string) error {
+	if _, err := q.Exec(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id) VALUES ($1, $2)
+		ON CONFLICT DO NOTHING`, groupID, user); err != nil {
+		return fmt.Errorf("admit %s to %s: %w", user, groupID, err)
+	}
+	return nil
+}
+
+// AddKnownMemberTx is AddMemberTx for a user who may not exist: an
+// unknown user is left out, no error.
+func AddKnownMemberTx(ctx context.Context, q store.Querier, groupID, user string) error {
+	if _, err := q.Exec(ctx, `INSERT INTO agent_group_members (agent_group_id, user_id)
+		SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM users WHERE id = $2) ON CONFLICT DO NOTHING`,
+		groupID, user); err != nil {
+		return fmt.Errorf("admit %s to %s: %w", user, groupID, err)
+	}
+	return nil
 }

@@ -172,3 +172,47 @@ func (s *Service) DeleteMessagingGroup(ctx context.Context, req *guardv1.DeleteM
 	}
 	return &guardv1.DeleteMessagingGroupResponse{}, nil
 }
+
+// Chat is a messaging group as inbound routing reads it.
+type Chat struct {
+	ID       string
+	Name     string
+	Policy   string // unknown_sender_policy
+	Denied   bool
+	IsGroup  bool
+	Channel  string
+	Platform string
+}
+
+// FindOrCreateChatTx is the chat (channel type, platform id), created with
+// name and isGroup when it is new (with the schema's default sender
+// policy, strict); an existing chat is returned as it is.
+func FindOrCreateChatTx(ctx context.Context, q store.Querier, channelType, platformID, name string, isGroup bool) (Chat, error) {
+	var c Chat
+	err := q.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO messaging_groups (id, channel_type, platform_id, name, is_group)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (channel_type, platform_id) DO NOTHING
+			RETURNING id, name, unknown_sender_policy, denied_at IS NOT NULL, is_group, channel_type, platform_id)
+		SELECT * FROM ins
+		UNION ALL
+		SELECT id, name, unknown_sender_policy, denied_at IS NOT NULL, is_group, channel_type, platform_id
+		  FROM messaging_groups WHERE channel_type = $2 AND platform_id = $3
+		LIMIT 1`,
+		store.NewID("mg_", 10), channelType, platformID, name, isGroup,
+	).Scan(&c.ID, &c.Name, &c.Policy, &c.Denied, &c.IsGroup, &c.Channel, &c.Platform)
+	if err != nil {
+		return c, fmt.Errorf("resolve messaging group %s/%s: %w", channelType, platformID, err)
+	}
+	return c, nil
+}
+
+// DenyChatTx remembers the chat as denied (its messages are dropped; the
+// first denial's time is kept).
+func DenyChatTx(ctx context.Context, q store.Querier, mgID string) error {
+	if _, err := q.Exec(ctx, `UPDATE messaging_groups SET denied_at = COALESCE(denied_at, now()) WHERE id = $1`, mgID); err != nil {
+		return fmt.Errorf("deny channel %s: %w", mgID, err)
+	}
+	return nil
+}

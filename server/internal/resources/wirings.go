@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,4 +96,16 @@ func (s *Service) DeleteWiring(ctx context.Context, req *guardv1.DeleteWiringReq
 		return nil, err
 	}
 	return &guardv1.DeleteWiringResponse{}, nil
+}
+
+// WireTx wires the chat to the group unless it is already (a registration
+// approved on the chat's card). A group that does not exist is a foreign
+// key violation (store.IsForeignKeyViolation).
+func WireTx(ctx context.Context, q store.Querier, mgID, groupID string) error {
+	if _, err := q.Exec(ctx, `INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id)
+		VALUES ($1, $2, $3) ON CONFLICT (messaging_group_id, agent_group_id) DO NOTHING`,
+		store.NewID("mga_", 10), mgID, groupID); err != nil {
+		return fmt.Errorf("wire %s to %s: %w", mgID, groupID, err)
+	}
+	return nil
 }
