@@ -20,7 +20,7 @@ import (
 // one gets its line with its migration.
 var owner = map[string]string{
 	// A session row from creation to deletion, and its history.
-	"sessions":       "sessions", // moving: resources/groups.go's delete cascade, to sessions.DeleteGroupTx (the lead, i30b)
+	"sessions":       "sessions",
 	"session_events": "sessions",
 	// The durable outbox to runners (acks, re-targeting on a move).
 	"runner_pushes": "pushes",
@@ -30,17 +30,17 @@ var owner = map[string]string{
 
 	// The admin resources; chats, their wirings and registrations too.
 	"agent_groups":                  "resources",
-	"container_configs":             "resources", // moving: selfmod writes it today (the lead, i30b)
-	"agent_destinations":            "resources", // moving: agents writes it today (the lead, i30b)
+	"container_configs":             "resources",
+	"agent_destinations":            "resources",
 	"agent_group_members":           "resources",
 	"agent_message_policies":        "resources",
 	"messaging_groups":              "resources",
 	"messaging_group_agents":        "resources",
 	"pending_channel_registrations": "resources",
-	"users":                         "resources", // moving: inbound (route.go's upsertSender) and testserver write it today (the lead, i30b)
+	"users":                         "resources",
 	"user_roles":                    "resources",
 	"user_dms":                      "resources",
-	"tokens":                        "resources", // moving: authn, testserver write it today (the lead, i30b)
+	"tokens":                        "authn",
 	"action_settings":               "resources",
 	"pending_questions":             "resources",
 	"mcp_server_settings":           "resources",
@@ -49,19 +49,19 @@ var owner = map[string]string{
 	"mcp_server_states":             "resources",
 
 	// The hold contract and its event log.
-	"holds":              "approvals", // moving: guard, registry, resources write it today (the lead, i30b)
+	"holds":              "approvals",
 	"hold_approvals":     "approvals",
-	"hold_events":        "approvals", // moving: retention writes it today (the lead, i30b)
-	"hold_events_pruned": "approvals", // moving: retention writes it today (the lead, i30b)
+	"hold_events":        "approvals",
+	"hold_events_pruned": "approvals",
 	"webhook_progress":   "approvals",
 
 	// The decision log.
-	"decisions":         "guard", // moving: registry (actions.go) writes it today (the lead, i30b)
-	"decision_requests": "guard", // moving: retention writes it today (the lead, i30b)
-	"decisions_default": "guard", // moving: retention writes it today (the lead, i30b)
+	"decisions":         "guard",
+	"decision_requests": "guard",
+	"decisions_default": "guard",
 
-	"chat_outbox":      "chatout",  // moving: retention writes it today (the lead, i30b)
-	"fact_changes":     "snapshot", // moving: retention writes it today (the lead, i30b)
+	"chat_outbox":      "chatout",
+	"fact_changes":     "snapshot",
 	"fact_revision":    "snapshot",
 	"console_sessions": "console",
 	"decision_export":  "decexport",

@@ -319,7 +319,9 @@ var groupCascade = []struct {
 	{"user_roles", deleteWhere(`DELETE FROM user_roles WHERE agent_group_id = $1`)},
 	{"agent_message_policies", deleteWhere(`DELETE FROM agent_message_policies WHERE from_agent_group_id = $1 OR to_agent_group_id = $1`)},
 	{"container_configs", deleteWhere(`DELETE FROM container_configs WHERE agent_group_id = $1`)},
-	{"sessions", deleteWhere(`DELETE FROM sessions WHERE agent_group_id = $1`)},
+	{"sessions", func(ctx context.Context, tx pgx.Tx, g string) (int64, error) {
+		return sessions.DeleteGroupTx(ctx, tx, g)
+	}},
 }
 
 // deleteWhere is a cascade step of one of this package's tables: sql
