@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,6 +163,8 @@ type model struct {
 type faceOpts struct {
 	queueMax int
 	acker    Acker
+	log      *slog.Logger
+	face     **Face // set to the Face, for tests that break its disk
 }
 
 func startFace(t *testing.T, r *runnerSide, queue string, o faceOpts) *model {
@@ -172,7 +175,10 @@ func startFace(t *testing.T, r *runnerSide, queue string, o faceOpts) *model {
 	}
 	t.Cleanup(func() { conn.Close() })
 	f := New(Config{Gateway: agentv1.NewAgentGatewayClient(conn), Acker: o.acker, QueuePath: queue, QueueMax: o.queueMax,
-		CallWait: time.Second, MaxWait: 10 * time.Second})
+		CallWait: time.Second, MaxWait: 10 * time.Second, Log: o.log})
+	if o.face != nil {
+		*o.face = f
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	st, ct := mcp.NewInMemoryTransports()
 	m := &model{stop: cancel, done: make(chan struct{})}
@@ -371,6 +377,63 @@ func TestAFullQueueStopsAcknowledgingAndLosesNothing(t *testing.T) {
 	if got := m2.read(t); len(got) != 0 {
 		t.Fatalf("shown again: %q", got)
 	}
+}
+
+// An item that cannot be written to the queue (its disk fails) is not
+// acknowledged: the runner keeps it and sends it again until it can be;
+// then it is acknowledged and shown, once.
+func TestAnItemThatCannotBeQueuedIsNotAcknowledged(t *testing.T) {
+	r := newRunnerSide(t)
+	dir := filepath.Join(t.TempDir(), "ws", ".clawguard-mcp")
+	ack := &countingAcker{gw: agentv1.NewAgentGatewayClient(dialUnix(t, r.sock))}
+	failures := &countHandler{match: "inbox item not queued"}
+	var f *Face
+	m := startFace(t, r, filepath.Join(dir, "inbox.jsonl"), faceOpts{acker: ack, log: slog.New(failures), face: &f})
+	// The disk goes: the open log fails its next write, and so does every
+	// attempt to write it anew.
+	f.inbox.mu.Lock()
+	f.inbox.q.f.Close()
+	err := os.Rename(dir, dir+".away")
+	f.inbox.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.push("p1", "hello")
+	waitFor(t, "the item refused by the queue twice (sent again in between)", func() bool { return failures.count() >= 2 })
+	if got := ack.ackedIDs(); len(got) != 0 || r.inbox.Len() != 1 {
+		t.Fatalf("acknowledged %v (the runner holds %d) with nothing on disk", got, r.inbox.Len())
+	}
+	if err := os.Rename(dir+".away", dir); err != nil { // the disk is back
+		t.Fatal(err)
+	}
+	waitFor(t, "p1 acknowledged once queued", func() bool { return r.inbox.Len() == 0 })
+	if got := m.read(t); !slices.Equal(got, []string{"hello"}) {
+		t.Fatalf("the model was shown %q, want [hello] once", got)
+	}
+}
+
+// countHandler counts log records whose message contains match.
+type countHandler struct {
+	match string
+	mu    sync.Mutex
+	n     int
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.mu.Lock()
+		h.n++
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
+func (h *countHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
 }
 
 // A second clawguard-mcp of the session (another MCP host started it)
