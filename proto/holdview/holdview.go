@@ -177,6 +177,9 @@ var GroupResourceKeys = map[string][]string{
 // by their name).
 func command(p *structpb.Struct, n Names) string {
 	method := str(p, "method")
+	if method == "" {
+		return ""
+	}
 	verb := method
 	var in protoreflect.MessageDescriptor
 	if d, err := protoregistry.GlobalFiles.FindDescriptorByName(fullName(method)); err == nil {
