@@ -493,7 +493,9 @@ func init() {
 			}),
 			c("EXPIRES", func(h *guardv1.Hold) string { return Time(h.GetExpiresAt()) }),
 			c("RESOLVED", func(h *guardv1.Hold) string { return Time(h.GetResolvedAt()) }),
-			cx("RESOLVER", func(h *guardv1.Hold, e env) string { return named(e.names0().UserName(h.GetResolver()), h.GetResolver()) }),
+			cx("RESOLVER", func(h *guardv1.Hold, e env) string {
+				return named(e.names0().UserName(h.GetResolver()), h.GetResolver())
+			}),
 			c("CHOICE", (*guardv1.Hold).GetChoice),
 			c("REASON", (*guardv1.Hold).GetReason),
 			c("CONSUMED", func(h *guardv1.Hold) string { return yesNo(h.GetConsumed()) }),
