@@ -64,11 +64,12 @@ a2a.send (--resource to=ops).`,
 		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			// A resource naming a group may name it: a name of a group the
-			// caller reads becomes its id; anything else is asked as given
-			// (the guard answers for groups the caller does not read too).
+			// caller reads, or of a destination of the actor's group, becomes
+			// the group's id; anything else is asked as given (the guard
+			// answers for groups the caller does not read too).
 			for _, k := range holdview.GroupResourceKeys[action] {
 				if v, ok := req.Resource[k]; ok {
-					req.Resource[k] = a.names.groupOrAsIs(v)
+					req.Resource[k] = a.names.targetOrAsIs(v, req.GetActor().GetAgent().GetAgentGroupId())
 				}
 			}
 			resp, err := c.guard.Decide(ctx, req)

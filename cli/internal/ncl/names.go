@@ -137,6 +137,31 @@ func (n *names) groupOrAsIs(ref string) string {
 	return ref
 }
 
+// targetOrAsIs is groupOrAsIs, and else, for an agent of group from, the
+// target group of its destination named ref (what its agents call it: a
+// group admin reads their group's destinations, not always the target).
+func (n *names) targetOrAsIs(ref, from string) string {
+	if id := n.groupOrAsIs(ref); id != ref || from == "" {
+		return id
+	}
+	if _, ok := n.groups[ref]; ok {
+		return ref
+	}
+	all, err := pages(n.ctx, n.c, 0, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		resp, err := c.reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: from, Limit: size, PageToken: token})
+		return render.Msgs(resp.GetDestinations()), resp.GetNextPageToken(), err
+	})
+	if err != nil {
+		return ref
+	}
+	for _, m := range all {
+		if d := m.(*guardv1.Destination); d.GetName() == ref && d.GetTargetGroup() != "" {
+			return d.GetTargetGroup()
+		}
+	}
+	return ref
+}
+
 // user resolves ref, a user id (<channel>:<handle>) or a display name, to
 // the id. An id is taken as it is (a policy may name an approver before
 // they sign up); a display name must be one user's.
