@@ -29,6 +29,39 @@ type names struct {
 	users      map[string]*guardv1.User // by id
 	usersRead  bool
 	usersErr   error
+	// called: what the readable groups' destinations call the groups they
+	// target, for a group the caller may not read (a scoped admin reads
+	// "to ops", as the agent said it, not the target's id).
+	called map[string]string
+}
+
+// maxCalledGroups bounds the destination lists read to name groups the
+// caller may not read (a scoped admin has few groups; an owner reads all).
+const maxCalledGroups = 20
+
+func (n *names) readCalled() {
+	if n.called != nil {
+		return
+	}
+	n.called = map[string]string{}
+	read := 0
+	for id := range n.groups {
+		if read++; read > maxCalledGroups {
+			return
+		}
+		all, err := pages(n.ctx, n.c, 0, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+			resp, err := c.reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: id, Limit: size, PageToken: token})
+			return render.Msgs(resp.GetDestinations()), resp.GetNextPageToken(), err
+		})
+		if err != nil {
+			continue
+		}
+		for _, m := range all {
+			if d := m.(*guardv1.Destination); d.GetTargetGroup() != "" && n.called[d.GetTargetGroup()] == "" {
+				n.called[d.GetTargetGroup()] = d.GetName()
+			}
+		}
+	}
 }
 
 func newNames(ctx context.Context, c *clients) *names { return &names{ctx: ctx, c: c} }
@@ -66,13 +99,20 @@ func (n *names) readUsers() error {
 	return n.usersErr
 }
 
-// GroupName is the group's name ("" when not readable).
+// GroupName is the group's name, or what a readable group's destination
+// calls it ("" when neither is known).
 func (n *names) GroupName(id string) string {
 	if g, ok := n.groups[id]; ok {
 		return g.GetName()
 	}
-	_ = n.readGroups()
-	return n.groups[id].GetName()
+	if n.readGroups() != nil {
+		return ""
+	}
+	if g, ok := n.groups[id]; ok {
+		return g.GetName()
+	}
+	n.readCalled()
+	return n.called[id]
 }
 
 // UserName is the user's display name ("" when none or not readable).
