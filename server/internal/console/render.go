@@ -138,13 +138,15 @@ func callAll[T proto.Message](c *Console, r *http.Request, s *session, method st
 }
 
 var funcs = template.FuncMap{
-	"ago":       func(t *timestamppb.Timestamp) string { return since(t, time.Now()) },
-	"until":     func(t *timestamppb.Timestamp) string { return until(t, time.Now()) },
-	"when":      func(t *timestamppb.Timestamp) string { return when(t) },
-	"actor":     actorInWords,
-	"actorID":   actorID,
-	"actorRef":  actorRef,
-	"rule":      func(n holdview.Names, h *guardv1.Hold) string { return ruleInWords(n, h.GetApproverRule(), h.GetApproverScope()) },
+	"ago":      func(t *timestamppb.Timestamp) string { return since(t, time.Now()) },
+	"until":    func(t *timestamppb.Timestamp) string { return until(t, time.Now()) },
+	"when":     func(t *timestamppb.Timestamp) string { return when(t) },
+	"actor":    actorInWords,
+	"actorID":  actorID,
+	"actorRef": actorRef,
+	"rule": func(n holdview.Names, h *guardv1.Hold) string {
+		return ruleInWords(n, h.GetApproverRule(), h.GetApproverScope())
+	},
 	"ruleWords": ruleInWords,
 	"gref":      func(n holdview.Names, id string) template.HTML { return ref(n0(n).GroupName(id), id) },
 	"grefLine":  func(n holdview.Names, id string) template.HTML { return refLine(n0(n).GroupName(id), id) },
