@@ -89,11 +89,21 @@ func failAt(t *testing.T, ctx context.Context, what string, err error) {
 // when set (the README's pictures come from there), else a temp dir.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	dir := os.Getenv("CLAWGUARD_SCREENSHOT_DIR")
+	saveShot(t, name, os.Getenv("CLAWGUARD_SCREENSHOT_DIR"), get(t, ctx, "screenshot "+name, chromedp.CaptureScreenshot()))
+}
+
+// fullScreenshot is screenshot of the whole page, not only the viewport.
+func fullScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	saveShot(t, name, os.Getenv("CLAWGUARD_SCREENSHOT_DIR"), get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100)))
+}
+
+// saveShot writes a screenshot into dir (a temp dir when "").
+func saveShot(t *testing.T, name, dir string, png []byte) {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	png := get(t, ctx, "screenshot "+name, chromedp.CaptureScreenshot())
 	if len(png) < 1000 || string(png[1:4]) != "PNG" {
 		t.Fatalf("screenshot %s is not a PNG (%d bytes)", name, len(png))
 	}

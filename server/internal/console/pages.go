@@ -548,22 +548,23 @@ func policyMeans(n holdview.Names, p *guardv1.MessagePolicy, approvers []string,
 		names[i] = holdview.User(n, u)
 	}
 	route := "messages " + holdview.Group(n, p.GetFromGroup()) + " → " + holdview.Group(n, p.GetToGroup())
-	var who string
+	var held string
 	switch {
 	case len(names) == 1:
-		who = "hold for " + names[0] + " alone"
+		held = "held for " + names[0] + " alone"
 	case need >= len(names):
-		who = "hold until all of " + strings.Join(names, ", ") + " approve"
+		held = "held until all of " + strings.Join(names, ", ") + " approve"
 	default:
-		who = fmt.Sprintf("hold until %d of %s approve", need, strings.Join(names, ", "))
+		held = fmt.Sprintf("held until %d of %s approve", need, strings.Join(names, ", "))
 	}
-	means := route + " " + who + " (nobody else, not even an owner; one reject rejects)"
 	switch p.GetMode() {
 	case guardv1.EnforcementMode_ENFORCEMENT_MODE_AUDIT:
-		means = route + " run; the decision log records that they would " + who + " (audit)"
+		return route + " run; the decision log records that they would be " + held + " (audit)"
 	case guardv1.EnforcementMode_ENFORCEMENT_MODE_WARN:
-		means = route + " run; the agent and the group's admins are told they would " + who + " (warn)"
-	case guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED:
+		return route + " run; the agent and the group's admins are told they would be " + held + " (warn)"
+	}
+	means := route + " are " + held + " (nobody else, not even an owner; one reject rejects)"
+	if p.GetMode() == guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED {
 		means += "; the mode is a2a.send's (ncl catalog list)"
 	}
 	return means

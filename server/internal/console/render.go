@@ -266,6 +266,9 @@ func actorInWords(n holdview.Names, a *guardv1.Actor) string {
 func actorRef(n holdview.Names, a *guardv1.Actor) template.HTML {
 	id := actorID(a)
 	label := id
+	if hu := a.GetHuman(); hu != nil {
+		label = "human:" + holdview.User(n, hu.GetUserId())
+	}
 	if ag := a.GetAgent(); ag != nil {
 		label = "agent:" + holdview.Group(n, ag.GetAgentGroupId())
 		if ag.GetSessionId() != "" {

@@ -129,7 +129,7 @@ func TestPagesSayWhatIsAskedByName(t *testing.T) {
 	olga.signIn(f.olga)
 	_, pol := olga.get("/policies")
 	mustContain(t, "the Policies page", pol, "Dana (telegram:dana), Eve (telegram:eve), Olga (telegram:olga)", "2 of 3", "audit",
-		"messages Research lab → Ops team run; the decision log records that they would hold until 2 of Dana, Eve, Olga approve (audit)",
+		"messages Research lab → Ops team run; the decision log records that they would be held until 2 of Dana, Eve, Olga approve (audit)",
 		`data-label="FROM">Research lab<div class="sub"><code class="id">research</code></div>`)
 
 	// Decisions: the actor by its group's name, the id as its title.
