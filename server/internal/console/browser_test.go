@@ -135,6 +135,7 @@ func signInBrowser(t *testing.T, ctx context.Context, base, token string) {
 func TestBrowserApprovesAHoldLive(t *testing.T) {
 	exe := chromium(t)
 	f := start(t)
+	named(t, f) // the groups and users by name, as the README shows them
 	ctx := newTab(t, exe)
 	signInBrowser(t, ctx, f.base, f.dana)
 
@@ -165,7 +166,7 @@ func TestBrowserApprovesAHoldLive(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).click()`, row+` a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#approve`)))
 	page := get(t, ctx, "read the hold page", chromedp.Text(chromedp.CSS(`#hold`)))
-	for _, want := range []string{"deploy notes ready", "only telegram:dana", "a2a_message_gate", "requested"} {
+	for _, want := range []string{"deploy notes ready", "to ops: deploy notes ready", "Research lab", "only Dana (telegram:dana)", "a2a_message_gate", "requested"} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("hold page lacks %q:\n%s", want, page)
 		}
@@ -254,7 +255,7 @@ func TestBrowserApprovesAHoldLive(t *testing.T) {
 	do(t, ctx, "what if",
 		chromedp.Navigate(f.base+"/whatif"),
 		chromedp.WaitVisible(chromedp.CSS(`form.whatif`)),
-		chromedp.SetValue(chromedp.CSS(`input[name="actor"]`), "agent:research"),
+		chromedp.SetValue(chromedp.CSS(`input[name="actor"]`), "agent:Research lab"),
 		chromedp.SetValue(chromedp.CSS(`textarea[name="resource"]`), "to=ops"),
 		chromedp.Submit(chromedp.CSS(`form.whatif`)),
 		chromedp.WaitVisible(chromedp.CSS(`section.answer .why`)),
