@@ -97,7 +97,8 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 		d.Deciders[i] = userLabel(namesOf(r).book(), u)
 	}
 	d.Outcome, d.PayloadHeading = outcomeWords(namesOf(r).book(), h, time.Now())
-	if r.URL.Query().Get("said") == saidAlready && holdview.Approved(h, s.UserID) || r.URL.Query().Get("said") == saidAlready && h.GetResolver() == s.UserID {
+	// The notice is this approver's own: anyone else's page says nothing.
+	if r.URL.Query().Get("said") == saidAlready && (holdview.Approved(h, s.UserID) || h.GetResolver() == s.UserID) {
 		d.Said = "Already approved; " + holdview.Progress(h, "") + ": your click changed nothing."
 		if h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
 			d.Said = "Already approved; " + holdview.Progress(h, "") + " — waiting for the other approvals."
