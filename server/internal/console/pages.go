@@ -251,7 +251,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		before.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_APPROVED && before.GetResolver() == s.UserID)
 	if err != nil {
 		if mine && status.Code(err) == codes.FailedPrecondition {
-			// Her approval resolved it before: the click stands as it was.
+			// This approver's approval resolved it before: the click stands.
 			http.Redirect(w, r, "/holds/"+id+"?said="+saidAlready, http.StatusSeeOther)
 			return
 		}
