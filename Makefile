@@ -90,7 +90,7 @@ e2e: ## run only the end-to-end tests: real binaries and Postgres; the multi-hos
 .PHONY: console-screenshots
 console-screenshots: ## retake the README's console screenshots (headless Chromium, a test Postgres)
 	CLAWGUARD_SCREENSHOT_DIR=$(CURDIR)/server/internal/console/screenshots \
-	  go test -count=1 -run TestBrowserApprovesAHoldLive ./server/internal/console/
+	  go test -count=1 -run 'TestBrowserApprovesAHoldLive|TestBrowserPagesFitAPhoneAndADesk' ./server/internal/console/
 
 .PHONY: lint
 lint: tools ## gofmt, go vet, buf lint

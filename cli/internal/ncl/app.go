@@ -42,7 +42,25 @@ type app struct {
 	settings config.Settings
 	conn     *grpc.ClientConn
 	clients  *clients
+
+	// refs are the command's group and user arguments, given by name or
+	// id: do resolves them to ids before the call (names.go).
+	groupRefs, userRefs []*string
+	// names is the command's name book, set by do.
+	names *names
+	// viewer is the user the command reads as, when the command line says
+	// (--as): "you approved" in a quorum's progress.
+	viewer *string
 }
+
+// structured: -o json or -o yaml.
+func (a *app) structured() bool { return a.output == "json" || a.output == "yaml" }
+
+// groupArgs marks values that name an agent group (by id or name).
+func (a *app) groupArgs(refs ...*string) { a.groupRefs = append(a.groupRefs, refs...) }
+
+// userArgs marks values that name a user (by id or display name).
+func (a *app) userArgs(refs ...*string) { a.userRefs = append(a.userRefs, refs...) }
 
 type clients struct {
 	reg   guardv1.RegistryClient
@@ -77,7 +95,15 @@ func (a *app) close() {
 }
 
 func (a *app) printer() render.Printer {
-	return render.Printer{W: a.stdout, JSON: a.output == "json" || a.output == "yaml", YAML: a.output == "yaml", Quiet: a.quiet}
+	p := render.Printer{W: a.stdout, JSON: a.output == "json" || a.output == "yaml", YAML: a.output == "yaml", Quiet: a.quiet,
+		Wide: a.output == "wide"}
+	if a.viewer != nil {
+		p.Viewer = *a.viewer
+	}
+	if a.names != nil {
+		p.Names = a.names
+	}
+	return p
 }
 
 // do runs one unary call with the command's deadline; gRPC errors come back
@@ -89,15 +115,22 @@ func (a *app) do(cmd *cobra.Command, f func(ctx context.Context, c *clients) err
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
 	defer cancel()
+	a.names = newNames(ctx, c)
+	if err := a.names.groupsIn(a.groupRefs...); err != nil {
+		return asServerError(err, a.settings.Server)
+	}
+	if err := a.names.usersIn(a.userRefs...); err != nil {
+		return asServerError(err, a.settings.Server)
+	}
 	return asServerError(f(ctx, c), a.settings.Server)
 }
 
 // checkGlobals validates the flags every command shares.
 func (a *app) checkGlobals() error {
 	switch a.output {
-	case "table", "json", "yaml":
+	case "table", "wide", "json", "yaml":
 	default:
-		return usagef("invalid --output %q (want table, json or yaml)", a.output)
+		return usagef("invalid --output %q (want table, wide, json or yaml)", a.output)
 	}
 	if a.quiet && a.output != "table" {
 		return usagef("-q and -o %s are exclusive", a.output)

@@ -17,6 +17,7 @@ import (
 	"github.com/clawguard/clawguard/proto/click"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 	"github.com/clawguard/clawguard/proto/retry"
 )
 
@@ -40,14 +41,15 @@ func (a *app) approvalsList() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "list", Short: "List holds (pending ones by default), newest first",
 		Example: `  ncl approvals list
-  ncl approvals list --status all --group ag_4888a21379a5cf01
-  ncl approvals list --mine --as telegram:dana   # what dana may resolve`,
+  ncl approvals list --status all --group research
+  ncl approvals list --mine --as telegram:dana   # what dana may resolve (and "you approved")
+  ncl approvals list -o wide                     # with the ids behind the names`,
 		Args: none,
 	}
 	statusWords := append(enumword.Words(holdStatusEnum), "all")
 	cmd.Flags().StringVar(&statusWord, "status", "pending", "one of: "+strings.Join(statusWords, ", "))
 	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind (cli_command, a2a_message_gate, ...)")
-	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group")
+	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group (id or name)")
 	cmd.Flags().BoolVar(&req.EligibleForMe, "mine", false, "only holds I (or --as) may resolve")
 	cmd.Flags().StringVar(&req.AsUser, "as", "", "with --mine and an operator or bridge token: whose eligibility")
 	var limit int32
@@ -65,6 +67,9 @@ func (a *app) approvalsList() *cobra.Command {
 		if req.AsUser != "" && !req.EligibleForMe {
 			return usagef("--as on list only means something with --mine")
 		}
+		a.groupArgs(&req.AgentGroupId)
+		a.userArgs(&req.AsUser)
+		a.viewer = &req.AsUser
 		return a.listPages(cmd, &guardv1.Hold{}, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 			req.Limit, req.PageToken = size, token
 			resp, err := c.appr.List(ctx, &req)
@@ -109,7 +114,16 @@ func (a *app) approvalsResolve(approve bool) *cobra.Command {
 			return usagef("--reason is %d characters; at most %d reach the requester", n, maxReason)
 		}
 		req.Id = args[0]
+		a.userArgs(&req.AsUser)
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			// What the hold was before the click: a second approval by
+			// the same approver is told apart from a first one.
+			var before *guardv1.Hold
+			if approve {
+				if g, err := c.appr.Get(ctx, &guardv1.GetRequest{Id: req.Id}); err == nil {
+					before = g.GetHold()
+				}
+			}
 			// A click the server cannot take now (its database restarting,
 			// out of disk) is asked again, after the server's hint, until
 			// --timeout: the same request, which counts once.
@@ -125,6 +139,16 @@ func (a *app) approvalsResolve(approve bool) *cobra.Command {
 				fmt.Fprintf(a.stderr, "ncl: %s; trying again in %s\n", status.Convert(err).Message(), wait.Round(time.Millisecond))
 			}})
 			if err != nil {
+				if approve && alreadyApprovedBy(before, req.AsUser) && status.Code(err) == codes.FailedPrecondition {
+					// The clicker's own approval resolved it before: their
+					// click stands, nothing more was done.
+					p := a.printer()
+					if p.JSON || p.Quiet {
+						return p.Object(before)
+					}
+					return p.Done(fmt.Sprintf("already approved; %s: hold %s (%s) is %s", holdview.Progress(before, ""), before.GetId(),
+						before.GetKind(), enumword.String(before.GetStatus())))
+				}
 				return err
 			}
 			h := res.Hold
@@ -143,6 +167,11 @@ func (a *app) approvalsResolve(approve bool) *cobra.Command {
 			if approve && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING && h.GetApprovalsRequired() > 1 {
 				// One approval of a quorum: the hold waits for the others.
 				line = fmt.Sprintf("approval recorded on hold %s (%s); still pending: approvals %s", h.GetId(), h.GetKind(), render.Quorum(h))
+				if repeatedApproval(before, h, req.AsUser) {
+					// The server records an approver once and says OK again.
+					line = fmt.Sprintf("already approved; %s: hold %s (%s) is still pending (approvals %s)",
+						holdview.Progress(h, ""), h.GetId(), h.GetKind(), render.Quorum(h))
+				}
 			}
 			return p.Done(line)
 		})
@@ -164,7 +193,7 @@ starts at the current end. -o json prints one JSON object per line.`,
 		Args:    none,
 	}
 	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind")
-	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group")
+	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group (id or name)")
 	cmd.Flags().Int64Var(&req.AfterCursor, "after", 0, "resume after this cursor (0 with --after: replay all retained events)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		req.FromNow = !cmd.Flags().Changed("after")
@@ -185,6 +214,14 @@ func (a *app) watch(ctx context.Context, req *guardv1.WatchRequest) error {
 	c, err := a.connect()
 	if err != nil {
 		return err
+	}
+	if req.AgentGroupId != "" {
+		rctx, cancel := context.WithTimeout(ctx, a.timeout)
+		req.AgentGroupId, err = newNames(rctx, c).group(req.AgentGroupId)
+		cancel()
+		if err != nil {
+			return asServerError(err, a.settings.Server)
+		}
 	}
 	p := a.printer()
 	fmt.Fprintln(a.stderr, "ncl: watching hold events (Ctrl-C to stop)")
@@ -245,4 +282,33 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// alreadyApprovedBy: before the click, hold h was no longer pending and
+// clicker had approved it (as its quorum's approver or its resolver).
+// Only a known clicker (--as) is recognised: a user token's user is the
+// server's to know.
+func alreadyApprovedBy(h *guardv1.Hold, clicker string) bool {
+	if h == nil || clicker == "" || h.GetStatus() != guardv1.HoldStatus_HOLD_STATUS_APPROVED {
+		return false
+	}
+	return h.GetResolver() == clicker || holdview.Approved(h, clicker)
+}
+
+// repeatedApproval: the click added no approval to a quorum hold. With a
+// known clicker, theirs was on record before; without one, no approver
+// appeared that was not there before.
+func repeatedApproval(before, after *guardv1.Hold, clicker string) bool {
+	if before == nil {
+		return false
+	}
+	if clicker != "" {
+		return holdview.Approved(before, clicker)
+	}
+	for _, a := range after.GetApprovals() {
+		if !holdview.Approved(before, a.GetUserId()) {
+			return false
+		}
+	}
+	return true
 }

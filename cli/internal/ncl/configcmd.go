@@ -32,7 +32,7 @@ func (a *app) configCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			if a.output != "table" {
+			if a.structured() {
 				rows := []map[string]any{}
 				for _, n := range f.Names() {
 					p := f.Profiles[n]

@@ -17,6 +17,7 @@ func (a *app) destinationsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List where groups may send messages", Example: "  ncl destinations list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&lgroup)
 			return a.listPages(cmd, &guardv1.Destination{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 				resp, err := c.reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: lgroup, Limit: size, PageToken: token})
 				return render.Msgs(resp.GetDestinations()), resp.GetNextPageToken(), err
@@ -41,6 +42,7 @@ approver of a message policy on the pair (see: ncl policies set).`,
 	add.MarkFlagsOneRequired("target-group", "target-messaging-group")
 	add.MarkFlagsMutuallyExclusive("target-group", "target-messaging-group")
 	add.RunE = func(cmd *cobra.Command, _ []string) error {
+		a.groupArgs(&req.Group, &req.TargetGroup)
 		return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 			resp, err := c.reg.AddDestination(ctx, &req)
 			return resp.GetDestination(), err
@@ -50,7 +52,9 @@ approver of a message policy on the pair (see: ncl policies set).`,
 	remove := &cobra.Command{
 		Use: "remove", Short: "Remove a destination", Example: "  ncl destinations remove --group ag_4888a21379a5cf01 --name b", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.done(cmd, fmt.Sprintf("removed destination %s of group %s", rname, rgroup), func(ctx context.Context, c *clients) error {
+			a.groupArgs(&rgroup)
+			name := rgroup
+			return a.done(cmd, fmt.Sprintf("removed destination %s of group %s", rname, name), func(ctx context.Context, c *clients) error {
 				_, err := c.reg.RemoveDestination(ctx, &guardv1.RemoveDestinationRequest{Group: rgroup, Name: rname})
 				return err
 			})

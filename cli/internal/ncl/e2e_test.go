@@ -130,11 +130,18 @@ func TestEndToEnd(t *testing.T) {
 	// Destination and message policy A → B.
 	srv.must(t, "destinations", "add", "--group", a, "--name", "b", "--target-group", b)
 	srv.must(t, "policies", "set", "--from", a, "--to", b, "--approver", "telegram:dana")
-	if out := srv.must(t, "destinations", "list", "--group", a); !strings.Contains(out, "group "+b) {
+	// Tables by name; -o wide adds the ids behind them.
+	if out := srv.must(t, "destinations", "list", "--group", a); !strings.Contains(out, "group ops") || strings.Contains(out, b) {
 		t.Errorf("destinations list:\n%s", out)
 	}
-	if out := srv.must(t, "policies", "list"); !strings.Contains(out, "telegram:dana") {
+	if out := srv.must(t, "destinations", "list", "--group", a, "-o", "wide"); !strings.Contains(out, b) || !strings.Contains(out, "group ops") {
+		t.Errorf("destinations list -o wide:\n%s", out)
+	}
+	if out := srv.must(t, "policies", "list"); !strings.Contains(out, "Dana") || !strings.Contains(out, "research") {
 		t.Errorf("policies list:\n%s", out)
+	}
+	if out := srv.must(t, "policies", "list", "-o", "wide"); !strings.Contains(out, "telegram:dana") || !strings.Contains(out, a) {
+		t.Errorf("policies list -o wide:\n%s", out)
 	}
 
 	t.Run("catalog", func(t *testing.T) {
@@ -208,8 +215,13 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("approve: %q", out)
 		}
 		waitLine(t, lines, "resolved", hold)
-		if r := srv.ncl(t, "approvals", "approve", hold, "--as", "telegram:dana"); r.code != ExitServer {
-			t.Errorf("second approve: exit %d (%s), want %d", r.code, r.err, ExitServer)
+		// Dana's second click: her approval stands, and ncl says so.
+		if r := srv.ncl(t, "approvals", "approve", hold, "--as", "telegram:dana"); r.code != 0 || !strings.Contains(r.out, "already approved; 1 of 1") {
+			t.Errorf("Dana's second approve: exit %d (%s) %q, want 0 and \"already approved\"", r.code, r.err, r.out)
+		}
+		// Anyone else's click on the resolved hold is still refused.
+		if r := srv.ncl(t, "approvals", "approve", hold, "--as", "telegram:alice"); r.code != ExitServer {
+			t.Errorf("approve of a resolved hold by another: exit %d (%s), want %d", r.code, r.err, ExitServer)
 		}
 		cancel()
 		if r := <-watchDone; r.code != 0 {

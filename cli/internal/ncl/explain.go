@@ -11,6 +11,7 @@ import (
 
 	"github.com/clawguard/clawguard/cli/internal/render"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 )
 
 func (a *app) explainCmd() *cobra.Command {
@@ -26,7 +27,9 @@ the explanation in words (the checks, the facts they read, what would change
 the answer) — the same one the console and 'ncl decisions get' show.
 
 --actor is host, agent:<group>[:<session>] or human:<user> (user ids contain
-a colon themselves: human:telegram:dana).`,
+a colon themselves: human:telegram:dana). The group and the user may be
+given by name (agent:research, human:Dana), and so may the target group of
+a2a.send (--resource to=ops).`,
 		Example: `  ncl explain --action a2a.send --actor agent:ag_4888a21379a5cf01 --resource to=ag_19b61273c0b2e0e3
   ncl explain --action roles.grant --actor human:telegram:alice --payload '{"group":"ag_4888a21379a5cf01"}' -o json`,
 		Args: none,
@@ -51,7 +54,24 @@ a colon themselves: human:telegram:dana).`,
 				return err
 			}
 		}
+		// The actor's group or user by name or id (an admin asks about
+		// their own group's agents: it is one they may read).
+		switch k := act.GetKind().(type) {
+		case *guardv1.Actor_Agent:
+			a.groupArgs(&k.Agent.AgentGroupId)
+		case *guardv1.Actor_Human:
+			a.userArgs(&k.Human.UserId)
+		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			// A resource naming a group may name it: a name of a group the
+			// caller reads, or of a destination of the actor's group, becomes
+			// the group's id; anything else is asked as given (the guard
+			// answers for groups the caller does not read too).
+			for _, k := range holdview.GroupResourceKeys[action] {
+				if v, ok := req.Resource[k]; ok {
+					req.Resource[k] = a.names.targetOrAsIs(v, req.GetActor().GetAgent().GetAgentGroupId())
+				}
+			}
 			resp, err := c.guard.Decide(ctx, req)
 			if err != nil {
 				return err

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
@@ -52,17 +50,14 @@ func (a *app) groupsGet() *cobra.Command {
 	return &cobra.Command{
 		Use: "get <id|name>", Short: "Show one agent group with its config",
 		Long: `Show one agent group with its config. The argument is the group's id or,
-when no group has that id, its exact name.`,
+when no group has that id, its exact name (two groups of that name: refused,
+naming their ids).`,
 		Example: "  ncl groups get ag_4888a21379a5cf01\n  ncl groups get research -q   # the id of the group named research",
 		Args:    one("id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			a.groupArgs(&args[0])
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
 				resp, err := c.reg.GetGroup(ctx, &guardv1.GetGroupRequest{Id: args[0]})
-				if status.Code(err) == codes.NotFound {
-					if g, ok := groupByName(ctx, c, args[0]); ok {
-						return a.printer().Object(g)
-					}
-				}
 				if err != nil {
 					return err
 				}
@@ -104,7 +99,7 @@ where the catalog says so) or global (any group — a wide blast radius).`,
 func (a *app) groupsUpdate() *cobra.Command {
 	var name, image, host string
 	cmd := &cobra.Command{
-		Use: "update <id>", Short: "Rename a group or change its image or pinned host",
+		Use: "update <id|name>", Short: "Rename a group or change its image or pinned host",
 		Example: "  ncl groups update ag_4888a21379a5cf01 --name research-2\n  ncl groups update ag_4888a21379a5cf01 --pinned-host ''   # unpin",
 		Args:    one("id"),
 	}
@@ -112,7 +107,8 @@ func (a *app) groupsUpdate() *cobra.Command {
 	cmd.Flags().StringVar(&image, "base-image", "", "new base image")
 	cmd.Flags().StringVar(&host, "pinned-host", "", "new pinned host or key=value label selector ('' unpins; sessions move to a matching runner)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		req := &guardv1.UpdateGroupRequest{Id: args[0], Name: name, BaseImage: image}
+		a.groupArgs(&args[0])
+		req := &guardv1.UpdateGroupRequest{Name: name, BaseImage: image}
 		if cmd.Flags().Changed("pinned-host") {
 			req.PinnedHost = &host
 		}
@@ -120,6 +116,7 @@ func (a *app) groupsUpdate() *cobra.Command {
 			return usagef("nothing to update: give --name, --base-image or --pinned-host")
 		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			req.Id = args[0]
 			resp, err := c.reg.UpdateGroup(ctx, req)
 			if err != nil {
 				return err
@@ -132,9 +129,10 @@ func (a *app) groupsUpdate() *cobra.Command {
 
 func (a *app) groupsDelete() *cobra.Command {
 	return &cobra.Command{
-		Use: "delete <id>", Short: "Delete an agent group and everything that hangs off it",
-		Example: "  ncl groups delete ag_4888a21379a5cf01", Args: one("id"),
+		Use: "delete <id|name>", Short: "Delete an agent group and everything that hangs off it",
+		Example: "  ncl groups delete ag_4888a21379a5cf01\n  ncl groups delete research", Args: one("id|name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			a.groupArgs(&args[0])
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
 				resp, err := c.reg.DeleteGroup(ctx, &guardv1.DeleteGroupRequest{Id: args[0]})
 				if err != nil {
@@ -169,11 +167,12 @@ func removedSummary(m map[string]int64) string {
 func (a *app) groupsRestart() *cobra.Command {
 	var rebuild bool
 	cmd := &cobra.Command{
-		Use: "restart <id>", Short: "Restart the group's containers (after a config change)",
-		Example: "  ncl groups restart ag_4888a21379a5cf01 --rebuild-image", Args: one("id"),
+		Use: "restart <id|name>", Short: "Restart the group's containers (after a config change)",
+		Example: "  ncl groups restart ag_4888a21379a5cf01 --rebuild-image\n  ncl groups restart research", Args: one("id|name"),
 	}
 	cmd.Flags().BoolVar(&rebuild, "rebuild-image", false, "rebuild the group's image first (after package changes)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		a.groupArgs(&args[0])
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.RestartGroup(ctx, &guardv1.RestartGroupRequest{Group: args[0], RebuildImage: rebuild})
 			if err != nil {
@@ -193,6 +192,7 @@ func (a *app) groupsConfig() *cobra.Command {
 	get := &cobra.Command{
 		Use: "get <group>", Short: "Show a group's container config", Example: "  ncl groups config get ag_4888a21379a5cf01", Args: one("group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			a.groupArgs(&args[0])
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
 				resp, err := c.reg.GetGroupConfig(ctx, &guardv1.GetGroupConfigRequest{Group: args[0]})
 				if err != nil {
@@ -216,7 +216,8 @@ func (a *app) groupsConfig() *cobra.Command {
 	update.Flags().StringVar(&memory, "memory", "", "memory limit ('' falls back to the runner's --container-memory)")
 	update.Flags().Int32Var(&holdApprovals, "hold-approvals", 0, "distinct approvals every hold of the group needs (0 = scope default)")
 	update.RunE = func(cmd *cobra.Command, args []string) error {
-		req := &guardv1.UpdateGroupConfigRequest{Group: args[0], CliScope: guardv1.CliScope(scope.val)}
+		a.groupArgs(&args[0])
+		req := &guardv1.UpdateGroupConfigRequest{CliScope: guardv1.CliScope(scope.val)}
 		if cmd.Flags().Changed("cpus") {
 			req.Cpus = &cpus
 		}
@@ -230,6 +231,7 @@ func (a *app) groupsConfig() *cobra.Command {
 			return usagef("nothing to update: give --cli-scope, --cpus, --memory or --hold-approvals")
 		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
+			req.Group = args[0]
 			resp, err := c.reg.UpdateGroupConfig(ctx, req)
 			if err != nil {
 				return err
@@ -254,6 +256,7 @@ func (a *app) groupsPackages() *cobra.Command {
 	addMgr := enumVar(add, "manager", managerEnum, "package manager")
 	required(add, "manager")
 	add.RunE = func(cmd *cobra.Command, args []string) error {
+		a.groupArgs(&args[0])
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.AddGroupPackage(ctx, &guardv1.AddGroupPackageRequest{
 				Group: args[0], Manager: guardv1.PackageManager(addMgr.val), Packages: args[1:],
@@ -277,6 +280,7 @@ func (a *app) groupsPackages() *cobra.Command {
 	rmMgr := enumVar(remove, "manager", managerEnum, "package manager")
 	required(remove, "manager")
 	remove.RunE = func(cmd *cobra.Command, args []string) error {
+		a.groupArgs(&args[0])
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.RemoveGroupPackage(ctx, &guardv1.RemoveGroupPackageRequest{
 				Group: args[0], Manager: guardv1.PackageManager(rmMgr.val), Package: args[1],
@@ -310,6 +314,7 @@ func (a *app) groupsMcp() *cobra.Command {
 			return err
 		}
 		srv.Env = e
+		a.groupArgs(&args[0])
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: args[0], Server: &srv})
 			if err != nil {
@@ -326,6 +331,7 @@ func (a *app) groupsMcp() *cobra.Command {
 	remove.Flags().StringVar(&name, "name", "", "server name")
 	required(remove, "name")
 	remove.RunE = func(cmd *cobra.Command, args []string) error {
+		a.groupArgs(&args[0])
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.RemoveGroupMcpServer(ctx, &guardv1.RemoveGroupMcpServerRequest{Group: args[0], Name: name})
 			if err != nil {
@@ -335,23 +341,4 @@ func (a *app) groupsMcp() *cobra.Command {
 		})
 	}
 	return noun("mcp", "MCP servers of a group", "  ncl groups mcp add ag_4888a21379a5cf01 --name files --command mcp-files", add, remove)
-}
-
-// groupByName finds the one group with exactly this name, so people (and
-// scripts) can say "research" instead of its id.
-func groupByName(ctx context.Context, c *clients, name string) (*guardv1.Group, bool) {
-	all, err := pages(ctx, c, 0, listGroupsPage)
-	if err != nil {
-		return nil, false
-	}
-	var found *guardv1.Group
-	for _, m := range all {
-		if g := m.(*guardv1.Group); g.GetName() == name {
-			if found != nil {
-				return nil, false // ambiguous: keep the not-found answer
-			}
-			found = g
-		}
-	}
-	return found, found != nil
 }

@@ -22,6 +22,7 @@ func (a *app) mcpCmd() *cobra.Command {
 		Use: "list", Short: "List a group's guarded MCP servers with their defaults and state",
 		Example: "  ncl mcp servers list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&sgroup)
 			return a.listPages(cmd, &guardv1.McpServerInfo{}, sLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 				resp, err := c.reg.ListMcpServers(ctx, &guardv1.ListMcpServersRequest{Group: sgroup, Limit: size, PageToken: token})
 				return render.Msgs(resp.GetServers()), resp.GetNextPageToken(), err
@@ -53,6 +54,7 @@ holds and gates of those tools, as for any gate.`,
 		if err != nil {
 			return err
 		}
+		a.groupArgs(&dgroup)
 		return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 			resp, err := c.reg.SetMcpServerDefault(ctx, &guardv1.SetMcpServerDefaultRequest{Group: dgroup, Server: dserver,
 				Effect: effect, Approvals: dapprovals, Mode: mode})
@@ -72,6 +74,7 @@ holds and gates of those tools, as for any gate.`,
 		Use: "list", Short: "List a server's tools with the effect a call gets and where it comes from",
 		Example: "  ncl mcp tools list --group ag_4888a21379a5cf01 --server fs", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&tgroup)
 			return a.listPages(cmd, &guardv1.McpToolInfo{}, tLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 				resp, err := c.reg.ListMcpTools(ctx, &guardv1.ListMcpToolsRequest{Group: tgroup, Server: tserver, Limit: size, PageToken: token})
 				return render.Msgs(resp.GetTools()), resp.GetNextPageToken(), err
@@ -107,6 +110,7 @@ yet may be set ahead. --approvals asks a quorum of distinct approvers;
 		if err != nil {
 			return err
 		}
+		a.groupArgs(&sg)
 		return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 			resp, err := c.reg.SetMcpTool(ctx, &guardv1.SetMcpToolRequest{Group: sg, Server: ss, Tool: st,
 				Effect: effect, Approvals: sapprovals, Mode: mode})

@@ -17,6 +17,7 @@ func (a *app) membersCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List members of a group", Example: "  ncl members list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&lgroup)
 			return a.listPages(cmd, &guardv1.Member{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 				resp, err := c.reg.ListMembers(ctx, &guardv1.ListMembersRequest{Group: lgroup, Limit: size, PageToken: token})
 				return render.Msgs(resp.GetMembers()), resp.GetNextPageToken(), err
@@ -29,6 +30,8 @@ func (a *app) membersCmd() *cobra.Command {
 	add := &cobra.Command{
 		Use: "add", Short: "Add a user to a group", Example: "  ncl members add --group ag_4888a21379a5cf01 --user telegram:alice", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&agroup)
+			a.userArgs(&auser)
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.AddMember(ctx, &guardv1.AddMemberRequest{Group: agroup, UserId: auser})
 				return resp.GetMember(), err
@@ -42,7 +45,10 @@ func (a *app) membersCmd() *cobra.Command {
 	remove := &cobra.Command{
 		Use: "remove", Short: "Remove a user from a group", Example: "  ncl members remove --group ag_4888a21379a5cf01 --user telegram:alice", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.done(cmd, fmt.Sprintf("removed %s from group %s", ruser, rgroup), func(ctx context.Context, c *clients) error {
+			a.groupArgs(&rgroup)
+			a.userArgs(&ruser)
+			user, group := ruser, rgroup
+			return a.done(cmd, fmt.Sprintf("removed %s from group %s", user, group), func(ctx context.Context, c *clients) error {
 				_, err := c.reg.RemoveMember(ctx, &guardv1.RemoveMemberRequest{Group: rgroup, UserId: ruser})
 				return err
 			})

@@ -47,11 +47,14 @@ func startFake(t *testing.T) *fakeServer {
 		t.Fatal(err)
 	}
 	f := &fakeServer{addr: l.Addr().String(), dropOnce: true}
-	s := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	s := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		f.mu.Lock()
 		f.auth = append(f.auth, md.Get("authorization")...)
-		f.last = req.(proto.Message)
+		// Reading names for a table is not the command's request.
+		if !strings.HasSuffix(info.FullMethod, "/ListGroups") && !strings.HasSuffix(info.FullMethod, "/ListUsers") {
+			f.last = req.(proto.Message)
+		}
 		f.mu.Unlock()
 		return h(ctx, req)
 	}))
@@ -147,7 +150,7 @@ func TestServerErrors(t *testing.T) {
 		stdoutH string
 	}{
 		{[]string{"groups", "get", "ag_ok"}, 0, "", "research"},
-		{[]string{"groups", "get", "ag_missing"}, 1, "ncl: not found: group ag_missing not found\n", ""},
+		{[]string{"groups", "get", "ag_missing"}, 1, "ncl: not found: no group named \"ag_missing\"\n", ""},
 		{[]string{"groups", "get", "ag_held"}, 1, "ncl: approval pending: hold ho_42 — approve with: ncl approvals approve ho_42\n", ""},
 		{[]string{"groups", "get", "ag_busy"}, 2, "ncl: unavailable: the guard is not wired\n", ""},
 		{[]string{"runners", "list"}, 1, "ncl: unimplemented: method ListRunners not implemented\n", ""},
@@ -280,7 +283,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"explain", "--action", "a2a.send", "--actor", "robot"}, noToken, 2, "want host, agent:"},
 		{[]string{"explain", "--action", "a2a.send", "--actor", "host", "--payload", "[1]"}, noToken, 2, "not a JSON object"},
 		{[]string{"decisions", "list", "--since", "yesterday"}, noToken, 2, "--since"},
-		{[]string{"-o", "xml", "groups", "list"}, noToken, 2, "want table, json or yaml"},
+		{[]string{"-o", "xml", "groups", "list"}, noToken, 2, "want table, wide, json or yaml"},
 		{[]string{"-o", "yaml", "-q", "groups", "list"}, noToken, 2, "-q and -o yaml are exclusive"},
 		{[]string{"approvals", "list", "--status", "bogus"}, noToken, 2, "want one of: pending, approved, rejected, expired, swept, all"},
 		{[]string{"--token", "x", "groups", "list"}, noToken, 2, "unknown flag: --token"},

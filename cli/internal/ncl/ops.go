@@ -57,9 +57,10 @@ only telegram chats, and resolves holds only as such a user.`,
 		if a.quiet && secretFile == "" {
 			return usagef("-q prints only the token id, so the secret would be lost: add --secret-file (or use --secret-only)")
 		}
-		if secretOnly && a.output != "table" {
+		if secretOnly && a.structured() {
 			return usagef("--secret-only and -o %s are exclusive", a.output)
 		}
+		a.userArgs(&req.UserId)
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.CreateToken(ctx, &req)
 			if err != nil {
@@ -245,6 +246,7 @@ func (a *app) decisionsCmd() *cobra.Command {
 			}
 			req.Since = timestamppb.New(t)
 		}
+		a.groupArgs(&req.Group)
 		return a.listPages(cmd, &guardv1.DecisionRecord{}, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 			req.Limit, req.PageToken = size, token
 			resp, err := c.reg.ListDecisions(ctx, &req)

@@ -17,6 +17,7 @@ func (a *app) policiesCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List message policies", Example: "  ncl policies list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&lgroup)
 			return a.listPages(cmd, &guardv1.MessagePolicy{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 				resp, err := c.reg.ListPolicies(ctx, &guardv1.ListPoliciesRequest{Group: lgroup, Limit: size, PageToken: token})
 				return render.Msgs(resp.GetPolicies()), resp.GetNextPageToken(), err
@@ -50,6 +51,10 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 			if err != nil {
 				return err
 			}
+			a.groupArgs(&from, &to)
+			for i := range approvers {
+				a.userArgs(&approvers[i])
+			}
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: from, ToGroup: to,
 					ApproverUserId: approvers[0], AlsoApproverUserIds: approvers[1:], Approvals: papprovals, Mode: mode})
@@ -67,7 +72,9 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 	remove := &cobra.Command{
 		Use: "remove", Short: "Remove a message policy", Example: "  ncl policies remove --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.done(cmd, fmt.Sprintf("removed policy %s → %s", rfrom, rto), func(ctx context.Context, c *clients) error {
+			a.groupArgs(&rfrom, &rto)
+			from, to := rfrom, rto
+			return a.done(cmd, fmt.Sprintf("removed policy %s → %s", from, to), func(ctx context.Context, c *clients) error {
 				_, err := c.reg.RemovePolicy(ctx, &guardv1.RemovePolicyRequest{FromGroup: rfrom, ToGroup: rto})
 				return err
 			})

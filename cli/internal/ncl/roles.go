@@ -18,6 +18,8 @@ func (a *app) rolesCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List role grants", Example: "  ncl roles list --user telegram:alice", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&lgroup)
+			a.userArgs(&luser)
 			return a.listPages(cmd, &guardv1.RoleGrant{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 				resp, err := c.reg.ListRoles(ctx, &guardv1.ListRolesRequest{UserId: luser, Group: lgroup, Limit: size, PageToken: token})
 				return render.Msgs(resp.GetRoles()), resp.GetNextPageToken(), err
@@ -62,6 +64,8 @@ func (a *app) roleChange(verb, short, example string, call func(context.Context,
 			return usagef("--scope global takes no --group (did you mean --scope group?)")
 		}
 		r := guardv1.Role(role.val)
+		a.groupArgs(&grp)
+		a.userArgs(&user)
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			m, err := call(ctx, c, user, r, s, grp)
 			if err != nil {

@@ -28,9 +28,10 @@ There is deliberately no --token flag: a secret on the command line lands in
 shell history and in every other user's "ps" output. Point --token-file at a
 0600 file, or export CLAWGUARD_TOKEN.
 
-Output: aligned tables by default; -o json for scripts (a list is an array,
-a created or fetched object is the object with its id); -o yaml the same
-values as YAML; -q prints ids only.
+Output: aligned tables by default, groups and users by name; -o wide adds
+the ids behind the names; -o json for scripts (a list is an array, a created
+or fetched object is the object with its id); -o yaml the same values as
+YAML; -q prints ids only. Every group or user argument takes a name or an id.
 Exit codes: 0 ok, 1 the server refused or failed, 2 usage, config or connection error.`
 
 func (a *app) rootCmd() *cobra.Command {
@@ -60,10 +61,10 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.StringVar(&a.flags.TLSCert, "tls-cert", "", "client certificate for mutual TLS (env CLAWGUARD_TLS_CERT)")
 	pf.StringVar(&a.flags.TLSKey, "tls-key", "", "client key for mutual TLS (env CLAWGUARD_TLS_KEY)")
 	pf.StringVar(&a.flags.TLSServerName, "tls-server-name", "", "server name to verify (env CLAWGUARD_TLS_SERVER_NAME)")
-	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json or yaml")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, wide (the ids behind the names too), json or yaml")
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print ids only")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline of each call")
-	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(
 		a.groupsCmd(),

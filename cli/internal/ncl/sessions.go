@@ -16,6 +16,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List sessions", Example: "  ncl sessions list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&group)
 			return a.listPages(cmd, &guardv1.Session{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 				resp, err := c.reg.ListSessions(ctx, &guardv1.ListSessionsRequest{Group: group, RunnerId: runner, Limit: size, PageToken: token})
 				return render.Msgs(resp.GetSessions()), resp.GetNextPageToken(), err

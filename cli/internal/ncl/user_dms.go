@@ -17,6 +17,7 @@ func (a *app) userDmsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List where approval cards reach users", Example: "  ncl user-dms list --user telegram:dana", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.userArgs(&luser)
 			return a.listPages(cmd, &guardv1.UserDm{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 				resp, err := c.reg.ListUserDms(ctx, &guardv1.ListUserDmsRequest{UserId: luser, Limit: size, PageToken: token})
 				return render.Msgs(resp.GetDms()), resp.GetNextPageToken(), err
@@ -30,6 +31,7 @@ func (a *app) userDmsCmd() *cobra.Command {
 		Use: "set", Short: "Record a user's DM address on a channel",
 		Example: "  ncl user-dms set --user telegram:dana --channel-type telegram --address 123456", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.userArgs(&req.UserId)
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.SetUserDm(ctx, &req)
 				return resp.GetDm(), err
@@ -44,7 +46,9 @@ func (a *app) userDmsCmd() *cobra.Command {
 	remove := &cobra.Command{
 		Use: "remove", Short: "Forget a user's DM address", Example: "  ncl user-dms remove --user telegram:dana --channel-type telegram", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.done(cmd, fmt.Sprintf("removed %s DM of %s", rchan, ruser), func(ctx context.Context, c *clients) error {
+			who := ruser
+			a.userArgs(&ruser)
+			return a.done(cmd, fmt.Sprintf("removed %s DM of %s", rchan, who), func(ctx context.Context, c *clients) error {
 				_, err := c.reg.RemoveUserDm(ctx, &guardv1.RemoveUserDmRequest{UserId: ruser, ChannelType: rchan})
 				return err
 			})

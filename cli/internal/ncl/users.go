@@ -23,8 +23,9 @@ func (a *app) usersCmd() *cobra.Command {
 	}
 	limitFlag(list, &listLimit)
 	get := &cobra.Command{
-		Use: "get <id>", Short: "Show one user", Example: "  ncl users get telegram:alice", Args: one("id"),
+		Use: "get <id|name>", Short: "Show one user (by id, or by display name)", Example: "  ncl users get telegram:alice\n  ncl users get Alice", Args: one("id|name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			a.userArgs(&args[0])
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.GetUser(ctx, &guardv1.GetUserRequest{Id: args[0]})
 				return resp.GetUser(), err
@@ -61,8 +62,9 @@ func (a *app) usersCmd() *cobra.Command {
 	create.Flags().StringVar(&cid, "id", "", "user id (instead of the argument)")
 	var uname string
 	update := &cobra.Command{
-		Use: "update <id>", Short: "Change a user's display name", Example: "  ncl users update telegram:alice --display-name 'Alice B.'", Args: one("id"),
+		Use: "update <id|name>", Short: "Change a user's display name", Example: "  ncl users update telegram:alice --display-name 'Alice B.'", Args: one("id|name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			a.userArgs(&args[0])
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.UpdateUser(ctx, &guardv1.UpdateUserRequest{Id: args[0], DisplayName: uname})
 				return resp.GetUser(), err

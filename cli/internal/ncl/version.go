@@ -48,12 +48,12 @@ func (a *app) versionCmd() *cobra.Command {
 				server = v[0]
 			}
 			if err != nil && len(md.Get(serverVersionHeader)) == 0 {
-				if a.output == "table" { // still say what is known before failing
+				if !a.structured() { // still say what is known before failing
 					fmt.Fprintf(a.stdout, "client: %s\n", Version)
 				}
 				return asServerError(err, s.Server)
 			}
-			if a.output != "table" {
+			if a.structured() {
 				return a.printer().Value(map[string]string{"client": Version, "server": server, "server_address": s.Server}, "")
 			}
 			_, err = fmt.Fprintf(a.stdout, "client: %s\nserver: %s (%s)\n", Version, server, s.Server)

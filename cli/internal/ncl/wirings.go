@@ -16,6 +16,7 @@ func (a *app) wiringsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List which messaging groups reach which agent groups", Example: "  ncl wirings list --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&lgroup)
 			return a.listPages(cmd, &guardv1.Wiring{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 				resp, err := c.reg.ListWirings(ctx, &guardv1.ListWiringsRequest{Group: lgroup, MessagingGroup: lmg, Limit: size, PageToken: token})
 				return render.Msgs(resp.GetWirings()), resp.GetNextPageToken(), err
@@ -30,6 +31,7 @@ func (a *app) wiringsCmd() *cobra.Command {
 		Use: "create", Short: "Wire a messaging group (a chat) to an agent group",
 		Example: "  ncl wirings create --messaging-group mg_5d0c8e2f1a9b3c47 --group ag_4888a21379a5cf01", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&cgroup)
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.CreateWiring(ctx, &guardv1.CreateWiringRequest{MessagingGroup: cmg, Group: cgroup})
 				return resp.GetWiring(), err

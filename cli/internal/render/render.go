@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -17,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/clawguard/clawguard/proto/enumword"
+	"github.com/clawguard/clawguard/proto/holdview"
 	"github.com/clawguard/clawguard/proto/jsonview"
 )
 
@@ -26,6 +28,21 @@ type Printer struct {
 	JSON  bool // -o json, or -o yaml with YAML set: the structured output
 	YAML  bool // -o yaml: the JSON value written as YAML
 	Quiet bool // -q: ids only
+	Wide  bool // -o wide: a table with the ids behind its names too
+	// Names turns ids into names in tables (nil: ids as they are).
+	Names holdview.Names
+	// Viewer is the reader's user id when known ("you approved").
+	Viewer string
+	// Now is when ages are measured to (zero: the current time).
+	Now time.Time
+}
+
+func (p Printer) env() env {
+	e := env{names: p.Names, viewer: p.Viewer, now: p.Now}
+	if e.now.IsZero() {
+		e.now = time.Now()
+	}
+	return e
 }
 
 // Msgs turns a typed slice into the []proto.Message the printer takes.
@@ -61,15 +78,22 @@ func (p Printer) List(typ proto.Message, items []proto.Message) error {
 		return nil
 	}
 	tw := newTab(p.W)
-	headers := make([]string, len(v.cols))
-	for i, c := range v.cols {
+	var cols []col
+	for _, c := range v.cols {
+		if !c.wide || p.Wide {
+			cols = append(cols, c)
+		}
+	}
+	headers := make([]string, len(cols))
+	for i, c := range cols {
 		headers[i] = c.header
 	}
 	fmt.Fprintln(tw, strings.Join(headers, "\t"))
+	e := p.env()
 	for _, m := range items {
-		cells := make([]string, len(v.cols))
-		for i, c := range v.cols {
-			cells[i] = cell(c.get(m))
+		cells := make([]string, len(cols))
+		for i, c := range cols {
+			cells[i] = cell(c.get(m, e))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
@@ -94,8 +118,9 @@ func (p Printer) Object(m proto.Message) error {
 		return nil
 	}
 	tw := newTab(p.W)
+	e := p.env()
 	for _, c := range append(append([]col(nil), v.cols...), v.detail...) {
-		fmt.Fprintf(tw, "%s:\t%s\n", c.header, cell(c.get(m)))
+		fmt.Fprintf(tw, "%s:\t%s\n", c.header, cell(c.get(m, e)))
 	}
 	return tw.Flush()
 }

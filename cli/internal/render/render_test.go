@@ -57,8 +57,20 @@ func fixtureHolds() []*guardv1.Hold {
 			CreatedAt: ts(2), ResolvedAt: ts(3), Resolver: "slack:olga", Reason: "not during the freeze",
 			Requester: &guardv1.Actor{Kind: &guardv1.Actor_Human{Human: &guardv1.HumanActor{UserId: "telegram:alice"}}},
 		},
+		{
+			Id: "ho_3", Kind: "mcp_call", CatalogAction: "mcp.call", AgentGroupId: "ag_ops", SessionId: "se_4",
+			ApproverRule:  &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{AgentGroupId: "ag_ops"}}},
+			ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GROUP, Status: guardv1.HoldStatus_HOLD_STATUS_PENDING,
+			Title: "MCP tool call: fs / write_file", CreatedAt: ts(-125), ApprovalsRequired: 2,
+			Approvals: []*guardv1.HoldApproval{{UserId: "telegram:dana", At: ts(-5)}},
+			Resource:  map[string]string{"server": "fs", "tool": "write_file", "digest": "d1"},
+			Payload:   mcpPayload,
+			Requester: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag_ops", SessionId: "se_4"}}},
+		},
 	}
 }
+
+var mcpPayload, _ = structpb.NewStruct(map[string]any{"server": "fs", "tool": "write_file", "arguments": map[string]any{"path": "/etc/motd"}})
 
 func fixtureDecisions() []*guardv1.DecisionRecord {
 	return []*guardv1.DecisionRecord{
@@ -68,6 +80,14 @@ func fixtureDecisions() []*guardv1.DecisionRecord {
 			Actor: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag_ops"}}}},
 		{Id: "de_3", At: ts(3), Action: "groups.create", Effect: guardv1.Effect_EFFECT_ALLOW, Reason: "operator", DecidedBy: "baseline", DryRun: true,
 			Actor: &guardv1.Actor{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}}},
+	}
+}
+
+func fixturePolicies() []*guardv1.MessagePolicy {
+	return []*guardv1.MessagePolicy{
+		{FromGroup: "ag_research", ToGroup: "ag_ops", ApproverUserId: "telegram:dana"},
+		{FromGroup: "ag_ops", ToGroup: "ag_gone", ApproverUserId: "telegram:erin", AlsoApproverUserIds: []string{"telegram:dana"}, Approvals: 2,
+			Mode: guardv1.EnforcementMode_ENFORCEMENT_MODE_AUDIT},
 	}
 }
 
@@ -117,10 +137,19 @@ func fixtureEvents() []*guardv1.WatchResponse {
 	}
 }
 
+// fixtureNames knows research, ops and Dana; ag_gone has no name.
+type fixtureNames map[string]string
+
+func (n fixtureNames) GroupName(id string) string { return n["g:"+id] }
+func (n fixtureNames) UserName(id string) string  { return n["u:"+id] }
+
+var names = fixtureNames{"g:ag_research": "research", "g:ag_ops": "ops", "u:telegram:dana": "Dana", "u:slack:olga": "Olga"}
+
 func TestGolden(t *testing.T) {
 	type tc struct {
 		name string
 		run  func(p Printer) error
+		wide bool // also -o wide
 	}
 	list := func(typ proto.Message, items []proto.Message) func(Printer) error {
 		return func(p Printer) error { return p.List(typ, items) }
@@ -135,24 +164,33 @@ func TestGolden(t *testing.T) {
 		return nil
 	}
 	cases := []tc{
-		{"groups_list", list(&guardv1.Group{}, Msgs(fixtureGroups()))},
-		{"groups_empty", list(&guardv1.Group{}, nil)},
-		{"group_get", obj(fixtureGroups()[0])},
-		{"approvals_list", list(&guardv1.Hold{}, Msgs(fixtureHolds()))},
-		{"approval_get", obj(fixtureHolds()[0])},
-		{"decisions_list", list(&guardv1.DecisionRecord{}, Msgs(fixtureDecisions()))},
-		{"catalog_list", list(&guardv1.CatalogEntry{}, Msgs(fixtureCatalog()))},
-		{"runners_list", list(&guardv1.Runner{}, Msgs(fixtureRunners()))},
-		{"explain", obj(fixtureDecision())},
-		{"explain_why", func(p Printer) error { return p.Explained(fixtureDecision(), fixtureExplanation()) }},
-		{"watch", events},
-		{"done", func(p Printer) error { return p.Done("removed destination b of group ag_A") }},
+		{"groups_list", list(&guardv1.Group{}, Msgs(fixtureGroups())), false},
+		{"groups_empty", list(&guardv1.Group{}, nil), false},
+		{"group_get", obj(fixtureGroups()[0]), false},
+		{"approvals_list", list(&guardv1.Hold{}, Msgs(fixtureHolds())), true},
+		{"approval_get", obj(fixtureHolds()[0]), false},
+		{"decisions_list", list(&guardv1.DecisionRecord{}, Msgs(fixtureDecisions())), true},
+		{"policies_list", list(&guardv1.MessagePolicy{}, Msgs(fixturePolicies())), true},
+		{"catalog_list", list(&guardv1.CatalogEntry{}, Msgs(fixtureCatalog())), false},
+		{"runners_list", list(&guardv1.Runner{}, Msgs(fixtureRunners())), false},
+		{"explain", obj(fixtureDecision()), false},
+		{"explain_why", func(p Printer) error { return p.Explained(fixtureDecision(), fixtureExplanation()) }, false},
+		{"watch", events, false},
+		{"done", func(p Printer) error { return p.Done("removed destination b of group ag_A") }, false},
 	}
+	now := t0.Add(10 * time.Minute)
 	for _, c := range cases {
-		for _, mode := range []struct {
+		modes := []struct {
 			suffix string
 			p      Printer
-		}{{"table", Printer{}}, {"json", Printer{JSON: true}}, {"quiet", Printer{Quiet: true}}} {
+		}{{"table", Printer{Names: names, Viewer: "telegram:dana", Now: now}}, {"json", Printer{JSON: true}}, {"quiet", Printer{Quiet: true}}}
+		if c.wide {
+			modes = append(modes, struct {
+				suffix string
+				p      Printer
+			}{"wide", Printer{Wide: true, Names: names, Now: now}})
+		}
+		for _, mode := range modes {
 			t.Run(c.name+"_"+mode.suffix, func(t *testing.T) {
 				var buf bytes.Buffer
 				p := mode.p

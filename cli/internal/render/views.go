@@ -15,12 +15,24 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 )
 
-// col is one table column (and one line of an object's block).
+// col is one table column (and one line of an object's block). A wide
+// column is printed only with -o wide (and in an object's block): the ids
+// behind the names the table shows.
 type col struct {
 	header string
-	get    func(proto.Message) string
+	get    func(proto.Message, env) string
+	wide   bool
+}
+
+// env is what a column may use besides its message: who is who, the
+// reader, and the time ages are measured to.
+type env struct {
+	names  holdview.Names
+	viewer string
+	now    time.Time
 }
 
 // view is how one message type prints: its columns, extra lines shown only
@@ -32,11 +44,37 @@ type view struct {
 }
 
 func c[T proto.Message](header string, get func(T) string) col {
-	return col{header: header, get: func(m proto.Message) string { return get(m.(T)) }}
+	return col{header: header, get: func(m proto.Message, _ env) string { return get(m.(T)) }}
+}
+
+// cx is a column that reads names (or the reader, or the time).
+func cx[T proto.Message](header string, get func(T, env) string) col {
+	return col{header: header, get: func(m proto.Message, e env) string { return get(m.(T), e) }}
+}
+
+// wide marks a column -o wide only.
+func wide(cl col) col {
+	cl.wide = true
+	return cl
 }
 
 func idOf[T proto.Message](get func(T) string) func(proto.Message) string {
 	return func(m proto.Message) string { return get(m.(T)) }
+}
+
+// group is a group by name (its id when the name is not known).
+func (e env) group(id string) string { return holdview.Group(e.names, id) }
+
+// user is a user by display name (their id when none is known).
+func (e env) user(id string) string { return holdview.User(e.names, id) }
+
+// named is "Name (id)", or the id alone when no name is known: an
+// object's block shows both.
+func named(name, id string) string {
+	if name == "" || name == id {
+		return id
+	}
+	return name + " (" + id + ")"
 }
 
 var views = map[protoreflect.FullName]view{}
@@ -52,10 +90,23 @@ func viewOf(m proto.Message) view {
 	}
 	// Fallback for a message with no view: its JSON on one line.
 	return view{
-		cols: []col{{header: "VALUE", get: func(m proto.Message) string { return compactJSON(m) }}},
+		cols: []col{{header: "VALUE", get: func(m proto.Message, _ env) string { return compactJSON(m) }}},
 		id:   func(proto.Message) string { return "" },
 	}
 }
+
+// names0 is the names, or none (a nil Names answers "" for every id).
+func (e env) names0() holdview.Names {
+	if e.names == nil {
+		return noNames{}
+	}
+	return e.names
+}
+
+type noNames struct{}
+
+func (noNames) GroupName(string) string { return "" }
+func (noNames) UserName(string) string  { return "" }
 
 // modeWord prints an enforcement mode; unspecified prints as def.
 func modeWord(m guardv1.EnforcementMode, def string) string {
@@ -133,7 +184,8 @@ func init() {
 	register[*guardv1.Session](view{
 		cols: []col{
 			c("ID", (*guardv1.Session).GetId),
-			c("GROUP", (*guardv1.Session).GetAgentGroupId),
+			cx("GROUP", func(x *guardv1.Session, e env) string { return e.group(x.GetAgentGroupId()) }),
+			wide(c("GROUP ID", (*guardv1.Session).GetAgentGroupId)),
 			c("MESSAGING GROUP", (*guardv1.Session).GetMessagingGroupId),
 			c("RUNNER", (*guardv1.Session).GetRunnerId),
 			c("STATUS", func(s *guardv1.Session) string { return enumword.String(s.GetStatus()) }),
@@ -154,21 +206,25 @@ func init() {
 	})
 	register[*guardv1.Destination](view{
 		cols: []col{
-			c("GROUP", (*guardv1.Destination).GetGroup),
+			cx("GROUP", func(d *guardv1.Destination, e env) string { return e.group(d.GetGroup()) }),
+			wide(c("GROUP ID", (*guardv1.Destination).GetGroup)),
 			c("NAME", (*guardv1.Destination).GetName),
-			c("TARGET", func(d *guardv1.Destination) string {
+			cx("TARGET", func(d *guardv1.Destination, e env) string {
 				if d.GetTargetMessagingGroup() != "" {
 					return "messaging-group " + d.GetTargetMessagingGroup()
 				}
-				return "group " + d.GetTargetGroup()
+				return "group " + e.group(d.GetTargetGroup())
 			}),
+			wide(c("TARGET ID", func(d *guardv1.Destination) string { return d.GetTargetGroup() + d.GetTargetMessagingGroup() })),
 		},
 		id: idOf((*guardv1.Destination).GetName),
 	})
 	register[*guardv1.Member](view{
 		cols: []col{
-			c("GROUP", (*guardv1.Member).GetGroup),
+			cx("GROUP", func(m *guardv1.Member, e env) string { return e.group(m.GetGroup()) }),
+			wide(c("GROUP ID", (*guardv1.Member).GetGroup)),
 			c("USER", (*guardv1.Member).GetUserId),
+			cx("NAME", func(m *guardv1.Member, e env) string { return e.names0().UserName(m.GetUserId()) }),
 			c("ADDED", func(m *guardv1.Member) string { return Time(m.GetAddedAt()) }),
 		},
 		id: idOf((*guardv1.Member).GetUserId),
@@ -176,9 +232,11 @@ func init() {
 	register[*guardv1.RoleGrant](view{
 		cols: []col{
 			c("USER", (*guardv1.RoleGrant).GetUserId),
+			cx("NAME", func(r *guardv1.RoleGrant, e env) string { return e.names0().UserName(r.GetUserId()) }),
 			c("ROLE", func(r *guardv1.RoleGrant) string { return enumword.String(r.GetRole()) }),
 			c("SCOPE", func(r *guardv1.RoleGrant) string { return enumword.String(r.GetScope()) }),
-			c("GROUP", (*guardv1.RoleGrant).GetGroup),
+			cx("GROUP", func(r *guardv1.RoleGrant, e env) string { return e.group(r.GetGroup()) }),
+			wide(c("GROUP ID", (*guardv1.RoleGrant).GetGroup)),
 			c("GRANTED", func(r *guardv1.RoleGrant) string { return Time(r.GetGrantedAt()) }),
 		},
 		id: idOf((*guardv1.RoleGrant).GetUserId),
@@ -195,7 +253,8 @@ func init() {
 		cols: []col{
 			c("ID", (*guardv1.Wiring).GetId),
 			c("MESSAGING GROUP", (*guardv1.Wiring).GetMessagingGroup),
-			c("GROUP", (*guardv1.Wiring).GetGroup),
+			cx("GROUP", func(w *guardv1.Wiring, e env) string { return e.group(w.GetGroup()) }),
+			wide(c("GROUP ID", (*guardv1.Wiring).GetGroup)),
 			c("CREATED", func(w *guardv1.Wiring) string { return Time(w.GetCreatedAt()) }),
 		},
 		id: idOf((*guardv1.Wiring).GetId),
@@ -215,11 +274,20 @@ func init() {
 	})
 	register[*guardv1.MessagePolicy](view{
 		cols: []col{
-			c("FROM", (*guardv1.MessagePolicy).GetFromGroup),
-			c("TO", (*guardv1.MessagePolicy).GetToGroup),
-			c("APPROVER", func(p *guardv1.MessagePolicy) string {
-				return strings.Join(append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...), ", ")
+			cx("FROM", func(p *guardv1.MessagePolicy, e env) string { return e.group(p.GetFromGroup()) }),
+			cx("TO", func(p *guardv1.MessagePolicy, e env) string { return e.group(p.GetToGroup()) }),
+			wide(c("FROM ID", (*guardv1.MessagePolicy).GetFromGroup)),
+			wide(c("TO ID", (*guardv1.MessagePolicy).GetToGroup)),
+			cx("APPROVERS", func(p *guardv1.MessagePolicy, e env) string {
+				var out []string
+				for _, u := range append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...) {
+					out = append(out, e.user(u))
+				}
+				return strings.Join(out, ", ")
 			}),
+			wide(c("APPROVER IDS", func(p *guardv1.MessagePolicy) string {
+				return strings.Join(append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...), ", ")
+			})),
 			c("APPROVALS", func(p *guardv1.MessagePolicy) string { return fmt.Sprint(max(p.GetApprovals(), 1)) }),
 			c("MODE", func(p *guardv1.MessagePolicy) string { return modeWord(p.GetMode(), "inherit") }),
 		},
@@ -286,6 +354,7 @@ func init() {
 	register[*guardv1.UserDm](view{
 		cols: []col{
 			c("USER", (*guardv1.UserDm).GetUserId),
+			cx("NAME", func(d *guardv1.UserDm, e env) string { return e.names0().UserName(d.GetUserId()) }),
 			c("CHANNEL", (*guardv1.UserDm).GetChannelType),
 			c("ADDRESS", (*guardv1.UserDm).GetAddress),
 		},
@@ -345,9 +414,11 @@ func init() {
 	})
 	register[*guardv1.DecisionRecord](view{
 		cols: []col{
+			c("ID", (*guardv1.DecisionRecord).GetId),
 			c("AT", func(d *guardv1.DecisionRecord) string { return Time(d.GetAt()) }),
 			c("ACTION", (*guardv1.DecisionRecord).GetAction),
-			c("ACTOR", func(d *guardv1.DecisionRecord) string { return Actor(d.GetActor()) }),
+			cx("ACTOR", func(d *guardv1.DecisionRecord, e env) string { return ActorNamed(d.GetActor(), e.names) }),
+			wide(c("ACTOR ID", func(d *guardv1.DecisionRecord) string { return Actor(d.GetActor()) })),
 			c("EFFECT", func(d *guardv1.DecisionRecord) string { return enumword.String(d.GetEffect()) }),
 			c("DECIDED BY", (*guardv1.DecisionRecord).GetDecidedBy),
 			c("HOLD", (*guardv1.DecisionRecord).GetHoldId),
@@ -360,7 +431,6 @@ func init() {
 			}),
 		},
 		detail: []col{
-			c("ID", (*guardv1.DecisionRecord).GetId),
 			c("GRANT", (*guardv1.DecisionRecord).GetGrant),
 			c("MODE", (*guardv1.DecisionRecord).GetMode),
 			c("ENFORCE WOULD", func(d *guardv1.DecisionRecord) string {
@@ -378,16 +448,31 @@ func init() {
 			c("ID", (*guardv1.Hold).GetId),
 			c("STATUS", func(h *guardv1.Hold) string { return enumword.String(h.GetStatus()) }),
 			c("KIND", (*guardv1.Hold).GetKind),
-			c("ACTION", (*guardv1.Hold).GetCatalogAction),
-			c("GROUP", (*guardv1.Hold).GetAgentGroupId),
-			c("APPROVER", func(h *guardv1.Hold) string { return Rule(h.GetApproverRule()) }),
-			c("SCOPE", func(h *guardv1.Hold) string { return enumword.String(h.GetApproverScope()) }),
-			c("CREATED", func(h *guardv1.Hold) string { return Time(h.GetCreatedAt()) }),
-			c("TITLE", func(h *guardv1.Hold) string { return Truncate(h.GetTitle(), 60) }),
+			cx("GROUP", func(h *guardv1.Hold, e env) string { return e.group(h.GetAgentGroupId()) }),
+			cx("ASKS", func(h *guardv1.Hold, e env) string { return holdview.Summary(h, e.names) }),
+			cx("REQUESTER", func(h *guardv1.Hold, e env) string { return holdview.Requester(h.GetRequester(), e.names) }),
+			cx("AGE", func(h *guardv1.Hold, e env) string { return Ago(h.GetCreatedAt(), e.now) }),
+			cx("APPROVALS", func(h *guardv1.Hold, e env) string { return holdview.Progress(h, e.viewer) }),
+			wide(c("ACTION", (*guardv1.Hold).GetCatalogAction)),
+			wide(c("GROUP ID", (*guardv1.Hold).GetAgentGroupId)),
+			wide(c("APPROVER", func(h *guardv1.Hold) string { return Rule(h.GetApproverRule()) })),
+			wide(c("SCOPE", func(h *guardv1.Hold) string { return enumword.String(h.GetApproverScope()) })),
+			wide(c("CREATED", func(h *guardv1.Hold) string { return Time(h.GetCreatedAt()) })),
+			wide(c("TITLE", func(h *guardv1.Hold) string { return Truncate(h.GetTitle(), 60) })),
 		},
 		detail: []col{
 			c("QUESTION", (*guardv1.Hold).GetQuestion),
-			c("APPROVALS", Quorum),
+			cx("APPROVED BY", func(h *guardv1.Hold, e env) string {
+				var out []string
+				for _, a := range h.GetApprovals() {
+					who := named(e.names0().UserName(a.GetUserId()), a.GetUserId())
+					if a.GetIneligible() {
+						who += " [no longer eligible: not counted]"
+					}
+					out = append(out, who)
+				}
+				return strings.Join(out, ", ")
+			}),
 			c("OPTIONS", func(h *guardv1.Hold) string {
 				var parts []string
 				for _, o := range h.GetOptions() {
@@ -395,9 +480,11 @@ func init() {
 				}
 				return strings.Join(parts, " ")
 			}),
-			c("REQUESTER", func(h *guardv1.Hold) string { return Actor(h.GetRequester()) }),
+			c("REQUESTER ID", func(h *guardv1.Hold) string { return Actor(h.GetRequester()) }),
 			c("SESSION", (*guardv1.Hold).GetSessionId),
-			c("DELIVERED TO", (*guardv1.Hold).GetDeliveredTo),
+			cx("DELIVERED TO", func(h *guardv1.Hold, e env) string {
+				return named(e.names0().UserName(h.GetDeliveredTo()), h.GetDeliveredTo())
+			}),
 			c("AWAITING", func(h *guardv1.Hold) string {
 				if u := h.GetAwaitingReasonFrom(); u != "" {
 					return "reject reason from " + u
@@ -406,10 +493,13 @@ func init() {
 			}),
 			c("EXPIRES", func(h *guardv1.Hold) string { return Time(h.GetExpiresAt()) }),
 			c("RESOLVED", func(h *guardv1.Hold) string { return Time(h.GetResolvedAt()) }),
-			c("RESOLVER", (*guardv1.Hold).GetResolver),
+			cx("RESOLVER", func(h *guardv1.Hold, e env) string {
+				return named(e.names0().UserName(h.GetResolver()), h.GetResolver())
+			}),
 			c("CHOICE", (*guardv1.Hold).GetChoice),
 			c("REASON", (*guardv1.Hold).GetReason),
 			c("CONSUMED", func(h *guardv1.Hold) string { return yesNo(h.GetConsumed()) }),
+			c("NOT CARRIED OUT", (*guardv1.Hold).GetUnappliedReason),
 			c("PAYLOAD", func(h *guardv1.Hold) string { return structJSON(h.GetPayload()) }),
 		},
 		id: idOf((*guardv1.Hold).GetId),
@@ -418,7 +508,7 @@ func init() {
 		cols: []col{
 			c("EFFECT", func(d *guardv1.Decision) string { return enumword.String(d.GetEffect()) }),
 			c("REASON", (*guardv1.Decision).GetReason),
-			c("APPROVER RULE", func(d *guardv1.Decision) string { return Rule(d.GetApproverRule()) }),
+			cx("APPROVER RULE", func(d *guardv1.Decision, e env) string { return RuleNamed(d.GetApproverRule(), e.names) }),
 			c("APPROVER SCOPE", func(d *guardv1.Decision) string { return enumword.String(d.GetApproverScope()) }),
 			c("DECIDED BY", (*guardv1.Decision).GetDecidedBy),
 		},
@@ -453,12 +543,16 @@ func Duration(d *durationpb.Duration) string {
 }
 
 // Actor prints an actor the way `ncl explain --actor` takes it.
-func Actor(a *guardv1.Actor) string {
+func Actor(a *guardv1.Actor) string { return ActorNamed(a, nil) }
+
+// ActorNamed is Actor with the agent's group by name where n knows it
+// (`ncl explain --actor agent:research` takes that too).
+func ActorNamed(a *guardv1.Actor, n holdview.Names) string {
 	switch k := a.GetKind().(type) {
 	case *guardv1.Actor_Host:
 		return "host"
 	case *guardv1.Actor_Agent:
-		s := "agent:" + k.Agent.GetAgentGroupId()
+		s := "agent:" + holdview.Group(n, k.Agent.GetAgentGroupId())
 		if k.Agent.GetSessionId() != "" {
 			s += ":" + k.Agent.GetSessionId()
 		}
@@ -472,21 +566,46 @@ func Actor(a *guardv1.Actor) string {
 }
 
 // Rule prints an approver rule: exclusive(user) or admins-of-scope(...).
-func Rule(r *guardv1.ApproverRule) string {
+func Rule(r *guardv1.ApproverRule) string { return RuleNamed(r, nil) }
+
+// RuleNamed is Rule with users and the group by name where n knows them.
+func RuleNamed(r *guardv1.ApproverRule, n holdview.Names) string {
 	switch k := r.GetKind().(type) {
 	case *guardv1.ApproverRule_Exclusive:
-		return "exclusive(" + strings.Join(append([]string{k.Exclusive.GetUserId()}, k.Exclusive.GetAlsoUserIds()...), ", ") + ")"
+		var who []string
+		for _, u := range append([]string{k.Exclusive.GetUserId()}, k.Exclusive.GetAlsoUserIds()...) {
+			who = append(who, holdview.User(n, u))
+		}
+		return "exclusive(" + strings.Join(who, ", ") + ")"
 	case *guardv1.ApproverRule_AdminsOfScope:
 		anchor := "global"
 		if g := k.AdminsOfScope.GetAgentGroupId(); g != "" {
-			anchor = "group " + g
+			anchor = "group " + holdview.Group(n, g)
 		}
 		if d := k.AdminsOfScope.GetDeliveredTo(); d != "" {
-			anchor += ", delivered to " + d
+			anchor += ", delivered to " + holdview.User(n, d)
 		}
 		return "admins-of-scope(" + anchor + ")"
 	}
 	return ""
+}
+
+// Ago is how long before now t was: "42s ago", "5m ago", "3h05m ago",
+// "4d ago" ("" for none).
+func Ago(t *timestamppb.Timestamp, now time.Time) string {
+	if t == nil {
+		return ""
+	}
+	d := max(now.Sub(t.AsTime()), 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm ago", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
 // Truncate shortens s to n runes with an ellipsis.

@@ -48,8 +48,11 @@ type AgentGatewayClient interface {
 	// restarts — so the agent must skip an item_id it has already handled
 	// (and Ack it again). An agent that holds unacknowledged items and acks
 	// nothing for the runner's --inbox-ack-deadline is restarted (its items
-	// are kept). Without acknowledges an item counts as handled once written
-	// to the stream: at most once (an agent that dies first never gets it).
+	// are kept), so handled means kept safe (recorded durably), not acted on:
+	// clawguard-mcp acks an item once it is in its own queue on disk, however
+	// long the model takes to read it. Without acknowledges an item counts as
+	// handled once written to the stream: at most once (an agent that dies
+	// first never gets it).
 	Inbox(ctx context.Context, in *InboxRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InboxResponse], error)
 	// ListActions describes the delivery actions this runner accepts from the
 	// session, each with the JSON Schema of its payload: the same definition
@@ -157,8 +160,11 @@ type AgentGatewayServer interface {
 	// restarts — so the agent must skip an item_id it has already handled
 	// (and Ack it again). An agent that holds unacknowledged items and acks
 	// nothing for the runner's --inbox-ack-deadline is restarted (its items
-	// are kept). Without acknowledges an item counts as handled once written
-	// to the stream: at most once (an agent that dies first never gets it).
+	// are kept), so handled means kept safe (recorded durably), not acted on:
+	// clawguard-mcp acks an item once it is in its own queue on disk, however
+	// long the model takes to read it. Without acknowledges an item counts as
+	// handled once written to the stream: at most once (an agent that dies
+	// first never gets it).
 	Inbox(*InboxRequest, grpc.ServerStreamingServer[InboxResponse]) error
 	// ListActions describes the delivery actions this runner accepts from the
 	// session, each with the JSON Schema of its payload: the same definition

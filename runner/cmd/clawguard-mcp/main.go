@@ -4,6 +4,10 @@
 // as MCP tools and the session's inbox as tools and notifications. It talks
 // to the runner only over the session's gateway socket
 // ($CLAWGUARD_GATEWAY_SOCKET, /run/clawguard/gateway.sock in a container).
+// It keeps the inbox items it has taken from the runner, until the model
+// reads them, in a queue file in the session's workspace
+// ($CLAWGUARD_WORKSPACE/.clawguard-mcp/inbox.jsonl), which outlives it and
+// the container.
 //
 //	claude mcp add clawguard -- /usr/local/bin/clawguard-mcp
 package main
@@ -16,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -37,6 +42,8 @@ func main() {
 	socket := flag.String("socket", envOr("CLAWGUARD_GATEWAY_SOCKET", defaultSocket), "the session's agent gateway socket (env CLAWGUARD_GATEWAY_SOCKET)")
 	callWait := flag.Duration("call-wait", 30*time.Second, "how long a tool call waits for the runner before answering that its outcome will come through the inbox")
 	maxWait := flag.Duration("max-wait", 5*time.Minute, "the longest wait_for_messages may wait")
+	queue := flag.String("inbox-queue", defaultQueue(), "the file keeping inbox items taken from the runner until the model reads them, one clawguard-mcp per file; in the session's workspace, $CLAWGUARD_WORKSPACE/"+queueName+", unless set")
+	queueMax := flag.Int("inbox-queue-max", mcpface.DefaultQueueMax, "unread items the queue holds at most; when full, the runner keeps the rest until the model reads")
 	logLevel := flag.String("log-level", "warn", "stderr log level: debug, info, warn, error")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -46,6 +53,10 @@ func main() {
 	}
 	if flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "clawguard-mcp: no arguments expected; it speaks MCP on stdin/stdout")
+		os.Exit(2)
+	}
+	if *queue == "" {
+		fmt.Fprintln(os.Stderr, "clawguard-mcp: no inbox queue: set --inbox-queue, or CLAWGUARD_WORKSPACE (the runner sets it in every session)")
 		os.Exit(2)
 	}
 	var level slog.Level
@@ -58,13 +69,15 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *socket, *callWait, *maxWait, log); err != nil && !errors.Is(err, context.Canceled) {
+	cfg := mcpface.Config{CallWait: *callWait, MaxWait: *maxWait, QueuePath: *queue, QueueMax: *queueMax, Version: version, Log: log}
+	if err := run(ctx, *socket, cfg); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "clawguard-mcp:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, socket string, callWait, maxWait time.Duration, log *slog.Logger) error {
+func run(ctx context.Context, socket string, cfg mcpface.Config) error {
+	log := cfg.Log
 	if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		// Served anyway (the host would only see a dead server): the tools
 		// appear once the socket answers.
@@ -75,8 +88,21 @@ func run(ctx context.Context, socket string, callWait, maxWait time.Duration, lo
 		return fmt.Errorf("gateway %s: %w", socket, err)
 	}
 	defer conn.Close()
-	f := mcpface.New(mcpface.Config{Gateway: agentv1.NewAgentGatewayClient(conn), CallWait: callWait, MaxWait: maxWait, Version: version, Log: log})
-	return f.Run(ctx, &mcp.StdioTransport{})
+	cfg.Gateway = agentv1.NewAgentGatewayClient(conn)
+	return mcpface.New(cfg).Run(ctx, &mcp.StdioTransport{})
+}
+
+// queueName is the queue's place in the workspace.
+const queueName = ".clawguard-mcp/inbox.jsonl"
+
+// defaultQueue is the queue in the session's workspace (mounted from the
+// runner's session directory: writable by the agent, kept across
+// restarts of clawguard-mcp and of the container), "" outside a session.
+func defaultQueue() string {
+	if ws := os.Getenv("CLAWGUARD_WORKSPACE"); ws != "" {
+		return filepath.Join(ws, queueName)
+	}
+	return ""
 }
 
 func envOr(k, def string) string {

@@ -244,6 +244,8 @@ type runnerOpts struct {
 	agentBinary string
 	// Host-wide container caps (--container-cpus / --container-memory).
 	containerCPUs, containerMemory string
+	// ackDeadline is --inbox-ack-deadline (0: the default).
+	ackDeadline time.Duration
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -271,6 +273,9 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 		cfg.DecideWait = o.decideWait
 	}
 	cfg.Runtime = o.runtime
+	if o.ackDeadline > 0 {
+		cfg.InboxAckDeadline = o.ackDeadline
+	}
 	cfg.ContainerCPUs, cfg.ContainerMemory = o.containerCPUs, o.containerMemory
 	if cfg.Runtime == "" {
 		cfg.Runtime = "process"

@@ -20,6 +20,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/mcpface"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
+	"github.com/clawguard/clawguard/runner/internal/sessions"
 )
 
 // mcpHost is the Go SDK's MCP client standing in for an agent's MCP host
@@ -72,9 +73,11 @@ func startMCP(t *testing.T, cmd *exec.Cmd) *mcpHost {
 	return h
 }
 
-func mcpOn(socket string) *exec.Cmd {
+// mcpOn is clawguard-mcp for a session as its agent's MCP host runs it:
+// the session's socket and workspace in its environment.
+func mcpOn(s *sessions.Session) *exec.Cmd {
 	cmd := exec.Command(mcpBin, "--call-wait", "30s", "--log-level", "debug")
-	cmd.Env = append(os.Environ(), "CLAWGUARD_GATEWAY_SOCKET="+socket)
+	cmd.Env = append(os.Environ(), "CLAWGUARD_GATEWAY_SOCKET="+s.Socket, "CLAWGUARD_WORKSPACE="+s.Dir)
 	return cmd
 }
 
@@ -162,7 +165,7 @@ func TestMCPFaceOverTheRealGateway(t *testing.T) {
 	}
 	r := s.startRunner(t, runnerOpts{groups: []string{alpha, beta}, agentBinary: quietAgent})
 	sa, sb := r.session(t, alpha), r.session(t, beta)
-	ha, hb := startMCP(t, mcpOn(sa.Socket)), startMCP(t, mcpOn(sb.Socket))
+	ha, hb := startMCP(t, mcpOn(sa)), startMCP(t, mcpOn(sb))
 
 	// tools/list: every delivery action, with the schema the runner validates with.
 	tools, err := ha.cs.ListTools(ctx, nil)
@@ -278,7 +281,8 @@ func TestMCPFaceOverTheRealGateway(t *testing.T) {
 
 // TestMCPFaceInTheAgentImage: the agent image carries clawguard-mcp at its
 // path, and an MCP host in the container reaches the runner through it
-// (tools/list and a call over docker exec -i).
+// (tools/list and a call over docker exec -i), its inbox queue in the
+// workspace the container's user may write.
 func TestMCPFaceInTheAgentImage(t *testing.T) {
 	needDocker(t)
 	s := startServer(t)
@@ -306,6 +310,11 @@ func TestMCPFaceInTheAgentImage(t *testing.T) {
 	}
 	if res := h.call(t, "cli_request", map[string]any{"method": "ListGroups"}); res.IsError || !strings.Contains(toolText(res), g) {
 		t.Fatalf("cli_request from the container: %s", toolText(res))
+	}
+	// Its inbox queue is in the workspace mount: on the host, in the
+	// session's directory, outliving the container.
+	if _, err := os.Stat(filepath.Join(sess.Dir, ".clawguard-mcp", "inbox.jsonl")); err != nil {
+		t.Fatalf("clawguard-mcp's inbox queue in the session directory: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package mcpface
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,7 +21,7 @@ func BenchmarkStdioRoundTrip(b *testing.B) {
 		return &agentv1.SendResponse{Status: agentv1.SendStatus_SEND_STATUS_DONE, Reason: "queued"}
 	}
 	conn := dialScripted(b, gw)
-	f := New(Config{Gateway: agentv1.NewAgentGatewayClient(conn)})
+	f := New(Config{Gateway: agentv1.NewAgentGatewayClient(conn), QueuePath: filepath.Join(b.TempDir(), "inbox.jsonl")})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sr, cw := io.Pipe()

@@ -12,6 +12,13 @@
 // read_inbox and wait_for_messages, and announced as an update of the
 // subscribable resource inbox://pending plus a log message, for hosts that
 // act on notifications.
+//
+// Inbox delivery is acknowledged: each item from the runner is appended to
+// clawguard-mcp's own queue on disk (queue.go, in the session's workspace)
+// and then acknowledged, so the runner forgets it; the model's read marks
+// it read in the queue. An item reaches the model once whatever restarts:
+// one the runner sends again (a lost ack, a runner restart) is recognised
+// by its item_id, and one not yet read is shown by the next clawguard-mcp.
 package mcpface
 
 import (
@@ -28,8 +35,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/clawguard/clawguard/proto/retry"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,6 +42,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
+	"github.com/clawguard/clawguard/proto/retry"
 )
 
 // Names clawguard-mcp gives its own things.
@@ -53,7 +59,16 @@ const (
 type Config struct {
 	// Gateway is the session's agent gateway (the runner's unix socket).
 	Gateway agentv1.AgentGatewayClient
-	// Acker acknowledges inbox items the model was handed (nil: NoAck).
+	// QueuePath is clawguard-mcp's own inbox queue (required): a file in
+	// the session's workspace, which outlives clawguard-mcp and the
+	// container.
+	QueuePath string
+	// QueueMax and QueueMaxBytes bound the unread items in the queue
+	// (defaults DefaultQueueMax, DefaultQueueMaxBytes). A full queue takes
+	// no more until the model reads: the runner keeps them meanwhile.
+	QueueMax, QueueMaxBytes int
+	// Acker acknowledges inbox items once they are in the queue (nil: the
+	// gateway's Ack).
 	Acker Acker
 	// CallWait bounds how long a tool call waits for the gateway's answer
 	// before it answers "no answer yet" (default 30s). A held call answers
@@ -71,6 +86,7 @@ type Face struct {
 	cfg    Config
 	server *mcp.Server
 	inbox  *inbox
+	acks   *acks
 	log    *slog.Logger
 	prefix string
 	seq    atomic.Uint64
@@ -89,7 +105,11 @@ type offeredTool struct {
 // New builds the server; Run serves it.
 func New(cfg Config) *Face {
 	if cfg.Acker == nil {
-		cfg.Acker = NoAck{}
+		gw := cfg.Gateway
+		cfg.Acker = AckFunc(func(ctx context.Context, ids []string) error {
+			_, err := gw.Ack(ctx, &agentv1.AckRequest{ItemIds: ids}, grpc.WaitForReady(true))
+			return err
+		})
 	}
 	if cfg.CallWait <= 0 {
 		cfg.CallWait = 30 * time.Second
@@ -105,6 +125,7 @@ func New(cfg Config) *Face {
 	f := &Face{cfg: cfg, log: cfg.Log, prefix: "mcp-" + hex.EncodeToString(b) + "-",
 		offered: map[string]offeredTool{}, told: map[string]bool{}}
 	f.inbox = newInbox(f.announce)
+	f.acks = newAcks(cfg.Acker, cfg.Log)
 	// The SDK's own log (every notification sent) is noise on stderr.
 	sdkLog := slog.New(slog.DiscardHandler)
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "clawguard", Title: "Clawguard", Version: cfg.Version}, &mcp.ServerOptions{
@@ -141,23 +162,72 @@ func (f *Face) Server() *mcp.Server { return f.server }
 
 var builtins = map[string]bool{ReadInbox: true, WaitForMessages: true}
 
-// Run loads the tools, follows the inbox and serves t until ctx ends or
-// the host hangs up.
+// Run opens the inbox queue, loads the tools, follows the inbox and serves
+// t until ctx ends or the host hangs up. A queue that cannot be opened is
+// an error (nothing could be acknowledged safely); one another
+// clawguard-mcp holds leaves this one serving tools only until it can
+// take the queue over.
 func (f *Face) Run(ctx context.Context, t mcp.Transport) error {
+	if f.cfg.QueuePath == "" {
+		return errors.New("clawguard-mcp: no inbox queue path")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	q, unread, err := openQueue(f.cfg.QueuePath, f.cfg.QueueMax, f.cfg.QueueMaxBytes)
+	switch {
+	case errors.Is(err, errQueueLocked):
+		f.log.Warn("clawguard-mcp: " + err.Error() + "; serving tools only until it exits")
+		f.inbox.local("Another clawguard-mcp of this session reads the inbox (messages and outcomes reach it, not this one) until it exits.")
+		go f.takeOverQueue(ctx)
+	case err != nil:
+		return err
+	default:
+		f.inbox.open(q, unread)
+	}
+	defer f.inbox.close()
 	// Tools first, so the first tools/list is whole: many hosts never ask
 	// again. A runner that cannot be reached yet gets its tools offered
 	// when the inbox stream reaches it (list_changed).
 	lctx, lcancel := context.WithTimeout(ctx, 15*time.Second)
-	err := f.Refresh(lctx)
+	err = f.Refresh(lctx)
 	lcancel()
 	if err != nil {
 		f.log.Warn("clawguard-mcp: tools not loaded yet; trying again", "err", err)
 		go f.refreshUntilLoaded(ctx)
 	}
-	go f.followInbox(ctx)
+	if q != nil {
+		go f.acks.run(ctx)
+		go f.followInbox(ctx)
+	}
 	return f.server.Run(ctx, t)
+}
+
+// takeOverQueue waits for the clawguard-mcp holding the queue to exit,
+// then opens it and follows the inbox.
+func (f *Face) takeOverQueue(ctx context.Context) {
+	delays := retry.Exponential(time.Second, 5*time.Second)
+	for {
+		t := time.NewTimer(delays.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		q, unread, err := openQueue(f.cfg.QueuePath, f.cfg.QueueMax, f.cfg.QueueMaxBytes)
+		if errors.Is(err, errQueueLocked) {
+			continue
+		}
+		if err != nil {
+			f.log.Warn("clawguard-mcp: open the inbox queue", "err", err)
+			continue
+		}
+		f.inbox.open(q, unread)
+		f.log.Info("clawguard-mcp: took the inbox queue over", "path", f.cfg.QueuePath)
+		go f.acks.run(ctx)
+		f.followInbox(ctx)
+		return
+	}
 }
 
 // refreshUntilLoaded retries Refresh with back-off until it succeeds once
@@ -359,13 +429,17 @@ func (f *Face) send(ctx context.Context, tool, action string, payload map[string
 		}
 		return errorResult("%s not run: the runner refused the call: %v", tool, status.Convert(err).Message())
 	}
-	f.ack(f.inbox.answered(id))
+	if err := f.inbox.answered(id); err != nil {
+		f.log.Warn("clawguard-mcp: mark an answered call's notices read", "err", err)
+	}
 	return toolResult(tool, id, resp, passThrough)
 }
 
 // followInbox reads the session's inbox stream for as long as ctx lives,
 // reconnecting (and re-reading the tools: the runner may have restarted)
-// when it ends.
+// when it ends. It asks for acknowledged delivery: the runner keeps an
+// item until its ack, and sends what it holds unacknowledged first on
+// every new stream.
 func (f *Face) followInbox(ctx context.Context) {
 	delays := retry.Exponential(200*time.Millisecond, 5*time.Second)
 	for first := true; ctx.Err() == nil; first = false {
@@ -376,14 +450,7 @@ func (f *Face) followInbox(ctx context.Context) {
 			}
 			cancel()
 		}
-		stream, err := f.cfg.Gateway.Inbox(ctx, &agentv1.InboxRequest{}, grpc.WaitForReady(true))
-		for err == nil {
-			var r *agentv1.InboxResponse
-			if r, err = stream.Recv(); err == nil {
-				delays.Reset()
-				f.take(ctx, r)
-			}
-		}
+		err := f.readStream(ctx, func() { delays.Reset() })
 		if ctx.Err() != nil {
 			return
 		}
@@ -399,70 +466,63 @@ func (f *Face) followInbox(ctx context.Context) {
 	}
 }
 
-// take handles one inbox item from the runner.
-func (f *Face) take(ctx context.Context, r *agentv1.InboxResponse) {
+// readStream reads one inbox stream until it ends, or until an item cannot
+// be written to the queue (the stream is given up, unacknowledged: the
+// next one brings the item again).
+func (f *Face) readStream(ctx context.Context, progress func()) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := f.cfg.Gateway.Inbox(sctx, &agentv1.InboxRequest{Acknowledges: true}, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		progress()
+		if err := f.take(sctx, r); err != nil {
+			if ctx.Err() == nil {
+				f.log.Warn("clawguard-mcp: inbox item not queued (the runner keeps it)", "err", err)
+			}
+			return err
+		}
+	}
+}
+
+// take puts one inbox item from the runner into the queue and, once it is
+// there, acknowledges it. A runner that gives no item_id (one from before
+// acknowledgements) takes an item once it is sent: nothing to ack.
+func (f *Face) take(ctx context.Context, r *agentv1.InboxResponse) error {
 	id := itemID(r)
+	var err error
 	if r.GetNotice().GetKind() == agentv1.NoticeKind_NOTICE_KIND_TOOLS_CHANGED {
-		f.inbox.consumed(id)
-		f.ack([]string{id})
+		err = f.inbox.consumed(id)
 		go func() {
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			err := f.Refresh(rctx)
 			cancel()
-			if err != nil {
+			if err != nil && ctx.Err() == nil {
 				f.log.Warn("clawguard-mcp: refresh tools after tools changed; trying again", "err", err)
 				f.refreshUntilLoaded(ctx)
 			}
 		}()
-		return
+	} else {
+		err = f.inbox.add(ctx, id, r)
 	}
-	if f.inbox.add(id, r) {
-		f.ack([]string{id})
+	if err != nil {
+		return err
 	}
-}
-
-// ack acknowledges items done with here, in the background (a failed ack
-// only means the runner sends them again, and they are dropped again).
-func (f *Face) ack(ids []string) {
-	ids = remote(ids)
-	if len(ids) == 0 {
-		return
+	if r.GetItemId() != "" {
+		f.acks.add(r.GetItemId())
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := f.cfg.Acker.Ack(ctx, ids); err != nil {
-			f.log.Debug("clawguard-mcp: ack", "err", err)
-		}
-	}()
-}
-
-func remote(ids []string) []string {
-	out := ids[:0:0]
-	for _, id := range ids {
-		if !strings.HasPrefix(id, localPrefix) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// handOver acknowledges items given to the model; on failure they stay
-// pending (returned again next time).
-func (f *Face) handOver(ctx context.Context, items []item) error {
-	if ids := remote(ids(items)); len(ids) > 0 {
-		if err := f.cfg.Acker.Ack(ctx, ids); err != nil {
-			f.inbox.put(items)
-			return err
-		}
-	}
-	f.inbox.done(items)
 	return nil
 }
 
-func (f *Face) readInbox(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	items := f.inbox.take()
-	if err := f.handOver(ctx, items); err != nil {
+func (f *Face) readInbox(_ context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	items, err := f.inbox.read()
+	if err != nil {
 		return errorResult("the inbox could not be read (its items stay waiting): %v", err), nil
 	}
 	return itemsResult(items, ""), nil
@@ -484,15 +544,13 @@ func (f *Face) waitForMessages(ctx context.Context, req *mcp.CallToolRequest) (*
 	d = min(max(d, 0), f.cfg.MaxWait)
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	items := f.inbox.wait(wctx)
-	if ctx.Err() != nil {
-		f.inbox.put(items) // the host gave up: nobody reads this answer
-		return nil, ctx.Err()
-	}
-	if err := f.handOver(ctx, items); err != nil {
+	items, err := f.inbox.wait(ctx, wctx)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err() // the host gave up: nothing was handed out
+	case err != nil:
 		return errorResult("the inbox could not be read (its items stay waiting): %v", err), nil
-	}
-	if len(items) == 0 {
+	case len(items) == 0:
 		return itemsResult(nil, fmt.Sprintf("nothing arrived in %s", d.Round(time.Millisecond))), nil
 	}
 	return itemsResult(items, ""), nil

@@ -3,6 +3,7 @@ package mcpface
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -36,6 +37,11 @@ type scriptedGateway struct {
 	sends    []*agentv1.SendRequest
 	answer   func(*agentv1.SendRequest) *agentv1.SendResponse
 	items    chan *agentv1.InboxResponse
+	// noItemIDs: a runner from before acknowledged delivery (items carry
+	// no item_id); else an item without one is given the next.
+	noItemIDs bool
+	nextID    int
+	inboxReqs []*agentv1.InboxRequest
 }
 
 func (g *scriptedGateway) ListActions(context.Context, *agentv1.ListActionsRequest) (*agentv1.ListActionsResponse, error) {
@@ -64,10 +70,19 @@ func (g *scriptedGateway) Send(_ context.Context, req *agentv1.SendRequest) (*ag
 	return answer(req), nil
 }
 
-func (g *scriptedGateway) Inbox(_ *agentv1.InboxRequest, s grpc.ServerStreamingServer[agentv1.InboxResponse]) error {
+func (g *scriptedGateway) Inbox(req *agentv1.InboxRequest, s grpc.ServerStreamingServer[agentv1.InboxResponse]) error {
+	g.mu.Lock()
+	g.inboxReqs = append(g.inboxReqs, req)
+	g.mu.Unlock()
 	for {
 		select {
 		case it := <-g.items:
+			g.mu.Lock()
+			if it.ItemId == "" && !g.noItemIDs {
+				g.nextID++
+				it.ItemId = fmt.Sprintf("item_%d", g.nextID)
+			}
+			g.mu.Unlock()
 			if err := s.Send(it); err != nil {
 				return err
 			}
@@ -110,23 +125,35 @@ func newScripted() *scriptedGateway {
 	}
 }
 
-// acks records acknowledged ids.
-type acks struct {
+// ackLog records acknowledged ids.
+type ackLog struct {
 	mu  sync.Mutex
 	ids []string
 }
 
-func (a *acks) Ack(_ context.Context, ids []string) error {
+func (a *ackLog) Ack(_ context.Context, ids []string) error {
 	a.mu.Lock()
 	a.ids = append(a.ids, ids...)
 	a.mu.Unlock()
 	return nil
 }
 
-func (a *acks) has(id string) bool {
+func (a *ackLog) has(id string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Contains(a.ids, id)
+}
+
+func (a *ackLog) count(id string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, x := range a.ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
 }
 
 // notes collects what the host is told.
@@ -147,7 +174,7 @@ type harness struct {
 	gw    *scriptedGateway
 	face  *Face
 	cs    *mcp.ClientSession
-	acks  *acks
+	acks  *ackLog
 	notes *notes
 }
 
@@ -178,8 +205,9 @@ func dialScripted(tb testing.TB, gw *scriptedGateway) *grpc.ClientConn {
 func serve(t *testing.T, gw *scriptedGateway, protocol string) *harness {
 	t.Helper()
 	conn := dialScripted(t, gw)
-	h := &harness{gw: gw, acks: &acks{}, notes: &notes{}}
-	h.face = New(Config{Gateway: agentv1.NewAgentGatewayClient(conn), Acker: h.acks, CallWait: time.Second, MaxWait: 5 * time.Second})
+	h := &harness{gw: gw, acks: &ackLog{}, notes: &notes{}}
+	h.face = New(Config{Gateway: agentv1.NewAgentGatewayClient(conn), Acker: h.acks, CallWait: time.Second, MaxWait: 5 * time.Second,
+		QueuePath: filepath.Join(t.TempDir(), "inbox.jsonl")})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	st, ct := mcp.NewInMemoryTransports()
@@ -335,7 +363,7 @@ func TestOutcomesAreToolResults(t *testing.T) {
 	if r := h.call(t, ReadInbox, nil); !strings.Contains(text(r), "The inbox is empty") {
 		t.Fatalf("read_inbox after answered calls: %s", text(r))
 	}
-	waitFor(t, "the answered calls' notices acknowledged", func() bool {
+	waitFor(t, "the answered calls' notices acknowledged (on receipt)", func() bool {
 		h.acks.mu.Lock()
 		defer h.acks.mu.Unlock()
 		return len(h.acks.ids) == 4
@@ -343,8 +371,8 @@ func TestOutcomesAreToolResults(t *testing.T) {
 }
 
 // TestHeldOutcomeArrivesOnceInTheInbox: a held call's later result is an
-// inbox item, announced to the host, returned once by read_inbox and
-// acknowledged; a re-sent copy is acknowledged again and never shown.
+// inbox item, acknowledged once queued, announced to the host and returned
+// once by read_inbox; a re-sent copy is acknowledged again and never shown.
 func TestHeldOutcomeArrivesOnceInTheInbox(t *testing.T) {
 	for _, protocol := range []string{"2025-06-18", ""} {
 		t.Run("protocol "+protocol, func(t *testing.T) {
@@ -357,7 +385,7 @@ func TestHeldOutcomeArrivesOnceInTheInbox(t *testing.T) {
 				t.Fatal(err)
 			}
 			result, _ := structpb.NewStruct(map[string]any{"content": []any{map[string]any{"type": "text", "text": "wrote /w/x"}}})
-			done := &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Notice{Notice: &agentv1.Notice{
+			done := &agentv1.InboxResponse{ItemId: "push_result_7", Item: &agentv1.InboxResponse_Notice{Notice: &agentv1.Notice{
 				Kind: agentv1.NoticeKind_NOTICE_KIND_RESULT, HoldId: "hold_7", Text: "mcp_call: done", Result: result, At: timestamppb.Now()}}}
 			gw.items <- done
 			waitFor(t, "the inbox resource's update", func() bool { return h.notes.count(func() int { return h.notes.updated }) > 0 })
@@ -372,25 +400,47 @@ func TestHeldOutcomeArrivesOnceInTheInbox(t *testing.T) {
 				t.Fatalf("read_inbox: %s %v", text(r), items)
 			}
 			id := items[0].(map[string]any)["id"].(string)
-			if !h.acks.has(id) {
-				t.Fatalf("read item %s not acknowledged", id)
+			if id != "push_result_7" || !h.acks.has(id) {
+				t.Fatalf("read item %s (want the runner's item id push_result_7) not acknowledged", id)
 			}
 			gw.items <- done // the runner sends it again (its ack was lost)
-			waitFor(t, "the re-sent item's acknowledgement", func() bool {
-				h.acks.mu.Lock()
-				defer h.acks.mu.Unlock()
-				n := 0
-				for _, a := range h.acks.ids {
-					if a == id {
-						n++
-					}
-				}
-				return n == 2
-			})
+			waitFor(t, "the re-sent item's acknowledgement", func() bool { return h.acks.count(id) == 2 })
 			if r := h.call(t, ReadInbox, nil); !strings.Contains(text(r), "The inbox is empty") {
 				t.Fatalf("a re-sent item was shown again: %s", text(r))
 			}
 		})
+	}
+}
+
+// A runner from before acknowledged delivery gives no item ids (and takes
+// an item once it is on the stream): items are keyed by their digest,
+// de-duplicated by it, and nothing is acknowledged.
+func TestARunnerWithoutItemIDs(t *testing.T) {
+	gw := newScripted()
+	gw.noItemIDs = true
+	h := serve(t, gw, "")
+	m := func() *agentv1.InboxResponse {
+		return &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Message{Message: &agentv1.InboundMessage{Id: "m1", Text: "hello"}}}
+	}
+	gw.items <- m()
+	gw.items <- m()
+	var got []any
+	waitFor(t, "the message", func() bool {
+		got = append(got, structured(t, h.call(t, ReadInbox, nil))["items"].([]any)...)
+		return len(got) > 0
+	})
+	gw.items <- m()
+	if r := h.call(t, WaitForMessages, map[string]any{"timeout_seconds": 0.5}); len(got) != 1 || got[0].(map[string]any)["id"] != "m:m1" || !strings.Contains(text(r), "nothing arrived") {
+		t.Fatalf("shown %v, then %s", got, text(r))
+	}
+	gw.mu.Lock()
+	asked := gw.inboxReqs[0].GetAcknowledges()
+	gw.mu.Unlock()
+	h.acks.mu.Lock()
+	n := len(h.acks.ids)
+	h.acks.mu.Unlock()
+	if n != 0 || !asked {
+		t.Fatalf("%d acks to a runner that gave no item ids (acknowledges asked: %v)", n, asked)
 	}
 }
 
@@ -408,12 +458,12 @@ func TestWaitForMessages(t *testing.T) {
 	// A bound past MaxWait is cut to it, not refused.
 	got := make(chan *mcp.CallToolResult, 1)
 	go func() { got <- h.call(t, WaitForMessages, map[string]any{"timeout_seconds": 3600}) }()
-	gw.items <- &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Message{Message: &agentv1.InboundMessage{
+	gw.items <- &agentv1.InboxResponse{ItemId: "push_m1", Item: &agentv1.InboxResponse_Message{Message: &agentv1.InboundMessage{
 		Id: "m1", FromAgentGroupId: "ag_2", Text: "hello", At: timestamppb.Now()}}}
 	select {
 	case r := <-got:
-		if !strings.Contains(text(r), "message from agent group ag_2: hello") || !h.acks.has("m:m1") {
-			t.Fatalf("wait_for_messages: %s (acknowledged: %v)", text(r), h.acks.has("m:m1"))
+		if !strings.Contains(text(r), "message from agent group ag_2: hello") || !h.acks.has("push_m1") {
+			t.Fatalf("wait_for_messages: %s (acknowledged: %v)", text(r), h.acks.has("push_m1"))
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("wait_for_messages did not return when a message arrived")

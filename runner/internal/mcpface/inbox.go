@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -13,30 +14,17 @@ import (
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 )
 
-// Acker tells the runner that the agent has inbox items, so the runner
-// stops re-sending them. It is called once read_inbox or wait_for_messages
-// has handed the items to the model (a notification alone is no proof the
-// model saw anything).
-//
-// Today the gateway's stream send is the take: the runner forgets an item
-// once it is on the stream, and NoAck is the implementation. When the
-// gateway's ack RPC lands, an Acker calling it is the one change here
-// (with itemID reading the item's id from the runner).
+// Acker tells the runner it may forget inbox items (AgentGateway.Ack):
+// clawguard-mcp calls it once the items are in its own queue on disk.
 type Acker interface {
 	Ack(ctx context.Context, ids []string) error
 }
 
-// AckFunc is a function as an Acker (the gateway's Ack RPC, for one).
+// AckFunc is a function as an Acker.
 type AckFunc func(ctx context.Context, ids []string) error
 
 // Ack calls f.
 func (f AckFunc) Ack(ctx context.Context, ids []string) error { return f(ctx, ids) }
-
-// NoAck acknowledges nothing: the stream's delivery already was the take.
-type NoAck struct{}
-
-// Ack does nothing.
-func (NoAck) Ack(context.Context, []string) error { return nil }
 
 // item is one inbox item as the model is shown it.
 type item struct {
@@ -54,9 +42,13 @@ type item struct {
 	At     string         `json:"at,omitempty"`
 }
 
-// itemID is the de-duplication key of an inbox item: a message's id, else
-// a digest of the notice (the runner gives notices no id yet).
+// itemID is the key of an inbox item: the runner's item_id (the same every
+// time the item is sent), else — a runner from before item ids — a
+// message's id, else a digest of the notice.
 func itemID(r *agentv1.InboxResponse) string {
+	if id := r.GetItemId(); id != "" {
+		return id
+	}
 	if m := r.GetMessage(); m != nil && m.GetId() != "" {
 		return "m:" + m.GetId()
 	}
@@ -96,19 +88,18 @@ func toItem(id string, r *agentv1.InboxResponse) item {
 		Result: n.GetResult().AsMap(), At: at(n.GetAt())}
 }
 
-// inbox holds the items the model has not been handed yet, de-duplicated by
-// id, and the notices of tool calls still being answered.
+// inbox is what the model has to read: the unread items of the queue (in
+// arrival order) and the notices clawguard-mcp itself has to say, with the
+// notices of tool calls still being answered held back.
 type inbox struct {
 	mu      sync.Mutex
-	pending []item
-	// seen: every id taken from the runner (bounded); true once the item
-	// is done with (handed to the model, or consumed here), false while it
-	// waits. A re-sent done item is acknowledged again, never shown again.
-	seen   map[string]bool
-	order  []string
-	signal chan struct{} // closed and replaced when items arrive
-	calls  map[string]*call
-	onNew  func(item) // called (outside the lock) for each new item
+	q       *queue // nil until open (another clawguard-mcp may hold it)
+	pending []item // shown at the next read
+	own     map[string]bool
+	signal  chan struct{} // closed and replaced when items arrive
+	room    chan struct{} // closed and replaced when a read frees room in the queue
+	calls   map[string]*call
+	onNew   func(item) // called (outside the lock) for each new item
 }
 
 // call is a tool call whose Send is in flight: its notices are held back
@@ -119,75 +110,115 @@ type call struct {
 	answered bool
 }
 
-const maxSeen = 10000
-
 func newInbox(onNew func(item)) *inbox {
-	return &inbox{seen: map[string]bool{}, signal: make(chan struct{}), calls: map[string]*call{}, onNew: onNew}
+	return &inbox{own: map[string]bool{}, signal: make(chan struct{}), room: make(chan struct{}),
+		calls: map[string]*call{}, onNew: onNew}
 }
 
-// add takes one item from the runner. It reports whether the item is done
-// with already (a duplicate of one handed out, or the notice of a call the
-// model has its answer for): the caller acknowledges those at once.
-func (in *inbox) add(id string, r *agentv1.InboxResponse) (done bool) {
+// open makes q the inbox's queue; its unread items come first.
+func (in *inbox) open(q *queue, unread []item) {
 	in.mu.Lock()
-	if d, ok := in.seen[id]; ok {
-		in.mu.Unlock()
-		return d
+	in.q = q
+	in.pending = append(unread, in.pending...)
+	if len(unread) > 0 {
+		in.wake()
 	}
-	it := toItem(id, r)
-	if c := in.calls[it.Req]; it.Req != "" && c != nil {
-		answered := c.answered
-		in.remember(id, answered)
-		if !answered {
-			c.held = append(c.held, it)
-		}
-		in.mu.Unlock()
-		return answered
-	}
-	in.remember(id, false)
-	in.arrive(it)
 	in.mu.Unlock()
-	in.onNew(it)
-	return false
+}
+
+// close closes the queue.
+func (in *inbox) close() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.q != nil {
+		in.q.close()
+	}
+}
+
+// add takes one item from the runner into the queue. It returns nil once
+// the item is in the queue on disk — or was already (a re-sent item, read
+// or not), or is done with unseen (the notice of a call the model has its
+// answer for): then the runner may forget it. A full queue makes add wait
+// for the model to read (the runner keeps the item meanwhile) until ctx
+// ends; a queue that cannot be written returns the error.
+func (in *inbox) add(ctx context.Context, id string, r *agentv1.InboxResponse) error {
+	it := toItem(id, r)
+	for {
+		in.mu.Lock()
+		if in.q.known(id) {
+			in.mu.Unlock()
+			return nil
+		}
+		c := in.calls[it.Req]
+		if it.Req == "" {
+			c = nil
+		}
+		if c != nil && c.answered {
+			err := in.q.read(id)
+			in.mu.Unlock()
+			return err
+		}
+		err := in.q.add(it)
+		if errors.Is(err, errQueueFull) {
+			room := in.room
+			in.mu.Unlock()
+			select {
+			case <-room:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err != nil {
+			in.mu.Unlock()
+			return err
+		}
+		if c != nil {
+			c.held = append(c.held, it)
+			in.mu.Unlock()
+			return nil
+		}
+		in.arrive(it)
+		in.mu.Unlock()
+		in.onNew(it)
+		return nil
+	}
 }
 
 // consumed marks an item done without showing it (a notice clawguard-mcp
-// acts on itself).
-func (in *inbox) consumed(id string) {
+// acts on itself); nil once that is on disk.
+func (in *inbox) consumed(id string) error {
 	in.mu.Lock()
-	in.remember(id, true)
-	in.mu.Unlock()
-}
-
-func (in *inbox) remember(id string, done bool) {
-	if _, ok := in.seen[id]; ok {
-		in.seen[id] = done
-		return
-	}
-	in.seen[id] = done
-	in.order = append(in.order, id)
-	for len(in.order) > maxSeen {
-		delete(in.seen, in.order[0])
-		in.order = in.order[1:]
-	}
+	defer in.mu.Unlock()
+	return in.q.read(id)
 }
 
 func (in *inbox) arrive(it item) {
 	in.pending = append(in.pending, it)
+	in.wake()
+}
+
+func (in *inbox) wake() {
 	close(in.signal)
 	in.signal = make(chan struct{})
 }
 
-// localPrefix marks the ids of items clawguard-mcp made itself: never
-// acknowledged to the runner.
-const localPrefix = "local:"
-
 // local adds an item clawguard-mcp itself has to say (a tool it could not
-// offer, for one).
+// offer, for one): not in the queue (a restarted clawguard-mcp says it
+// again if it still holds), never acknowledged.
 func (in *inbox) local(text string) {
 	r := &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Notice{Notice: &agentv1.Notice{
 		Kind: agentv1.NoticeKind_NOTICE_KIND_INFO, Text: text, At: timestamppb.Now()}}}
-	in.add(localPrefix+itemID(r), r)
+	it := toItem("clawguard-mcp:"+itemID(r), r)
+	in.mu.Lock()
+	if in.own[it.ID] {
+		in.mu.Unlock()
+		return
+	}
+	in.own[it.ID] = true
+	in.arrive(it)
+	in.mu.Unlock()
+	in.onNew(it)
 }
 
 // begin marks a tool call's request id in flight.
@@ -198,22 +229,23 @@ func (in *inbox) begin(requestID string) {
 }
 
 // answered ends a call the model got its answer for: its notices, held
-// back or still to come, are dropped (the ids of those held back are
-// returned, to acknowledge). The mark is kept for notices that arrive
-// after the answer.
-func (in *inbox) answered(requestID string) []string {
+// back or still to come, are marked read unseen. The mark is kept for
+// notices that arrive after the answer.
+func (in *inbox) answered(requestID string) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	var dropped []string
+	var err error
 	if c := in.calls[requestID]; c != nil {
-		for _, it := range c.held {
-			in.seen[it.ID] = true
-			dropped = append(dropped, it.ID)
+		if len(c.held) > 0 { // only items from the runner: the queue is open
+			err = in.q.read(ids(c.held)...)
+		}
+		if err == nil {
+			in.freed()
 		}
 		c.answered, c.held = true, nil
 	}
 	in.pruneCalls()
-	return dropped
+	return err
 }
 
 // unanswered ends a call that gave up waiting: its notices are the
@@ -252,24 +284,37 @@ func (in *inbox) pruneCalls() {
 	}
 }
 
-// take hands out every pending item; done marks them handed over (once
-// acknowledged), put gives them back.
-func (in *inbox) take() []item {
+// read hands out every pending item, marked read in the queue (on disk)
+// first: an item handed to the model is never shown again, whatever
+// restarts. If the mark cannot be written, nothing is handed out.
+func (in *inbox) read() ([]item, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := in.pending
-	in.pending = nil
-	return out
+	return in.readLocked()
 }
 
-func (in *inbox) done(items []item) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	for _, it := range items {
-		if _, ok := in.seen[it.ID]; ok {
-			in.seen[it.ID] = true
+func (in *inbox) readLocked() ([]item, error) {
+	out := in.pending
+	var queued []string
+	for _, it := range out {
+		if !in.own[it.ID] {
+			queued = append(queued, it.ID)
 		}
 	}
+	if len(queued) > 0 {
+		if err := in.q.read(queued...); err != nil {
+			return nil, err
+		}
+		in.freed()
+	}
+	in.pending = nil
+	return out, nil
+}
+
+// freed tells an add waiting for room that there may be some.
+func (in *inbox) freed() {
+	close(in.room)
+	in.room = make(chan struct{})
 }
 
 // peek lists the pending items without taking them.
@@ -279,36 +324,28 @@ func (in *inbox) peek() []item {
 	return append([]item(nil), in.pending...)
 }
 
-// wait takes the pending items, waiting until there are some or ctx ends.
-func (in *inbox) wait(ctx context.Context) []item {
+// wait is read once there are pending items, or returns nothing when wctx
+// ends first. When host (the request's context) has ended meanwhile
+// nothing is handed out: nobody would read the answer.
+func (in *inbox) wait(host, wctx context.Context) ([]item, error) {
 	for {
 		in.mu.Lock()
-		if len(in.pending) > 0 {
-			out := in.pending
-			in.pending = nil
+		if host.Err() != nil {
 			in.mu.Unlock()
-			return out
+			return nil, host.Err()
+		}
+		if len(in.pending) > 0 {
+			defer in.mu.Unlock()
+			return in.readLocked()
 		}
 		sig := in.signal
 		in.mu.Unlock()
 		select {
 		case <-sig:
-		case <-ctx.Done():
-			return nil
+		case <-wctx.Done():
+			return nil, host.Err()
 		}
 	}
-}
-
-// put gives items back (their acknowledgement failed), ahead of newer ones.
-func (in *inbox) put(items []item) {
-	if len(items) == 0 {
-		return
-	}
-	in.mu.Lock()
-	in.pending = append(append([]item(nil), items...), in.pending...)
-	close(in.signal)
-	in.signal = make(chan struct{})
-	in.mu.Unlock()
 }
 
 func ids(items []item) []string {

@@ -89,11 +89,21 @@ func failAt(t *testing.T, ctx context.Context, what string, err error) {
 // when set (the README's pictures come from there), else a temp dir.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	dir := os.Getenv("CLAWGUARD_SCREENSHOT_DIR")
+	saveShot(t, name, os.Getenv("CLAWGUARD_SCREENSHOT_DIR"), get(t, ctx, "screenshot "+name, chromedp.CaptureScreenshot()))
+}
+
+// fullScreenshot is screenshot of the whole page, not only the viewport.
+func fullScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	saveShot(t, name, os.Getenv("CLAWGUARD_SCREENSHOT_DIR"), get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100)))
+}
+
+// saveShot writes a screenshot into dir (a temp dir when "").
+func saveShot(t *testing.T, name, dir string, png []byte) {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	png := get(t, ctx, "screenshot "+name, chromedp.CaptureScreenshot())
 	if len(png) < 1000 || string(png[1:4]) != "PNG" {
 		t.Fatalf("screenshot %s is not a PNG (%d bytes)", name, len(png))
 	}
@@ -125,6 +135,7 @@ func signInBrowser(t *testing.T, ctx context.Context, base, token string) {
 func TestBrowserApprovesAHoldLive(t *testing.T) {
 	exe := chromium(t)
 	f := start(t)
+	named(t, f) // the groups and users by name, as the README shows them
 	ctx := newTab(t, exe)
 	signInBrowser(t, ctx, f.base, f.dana)
 
@@ -155,7 +166,7 @@ func TestBrowserApprovesAHoldLive(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).click()`, row+` a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#approve`)))
 	page := get(t, ctx, "read the hold page", chromedp.Text(chromedp.CSS(`#hold`)))
-	for _, want := range []string{"deploy notes ready", "only telegram:dana", "a2a_message_gate", "requested"} {
+	for _, want := range []string{"deploy notes ready", "to ops: deploy notes ready", "Research lab", "only Dana (telegram:dana)", "a2a_message_gate", "requested"} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("hold page lacks %q:\n%s", want, page)
 		}
@@ -244,7 +255,7 @@ func TestBrowserApprovesAHoldLive(t *testing.T) {
 	do(t, ctx, "what if",
 		chromedp.Navigate(f.base+"/whatif"),
 		chromedp.WaitVisible(chromedp.CSS(`form.whatif`)),
-		chromedp.SetValue(chromedp.CSS(`input[name="actor"]`), "agent:research"),
+		chromedp.SetValue(chromedp.CSS(`input[name="actor"]`), "agent:Research lab"),
 		chromedp.SetValue(chromedp.CSS(`textarea[name="resource"]`), "to=ops"),
 		chromedp.Submit(chromedp.CSS(`form.whatif`)),
 		chromedp.WaitVisible(chromedp.CSS(`section.answer .why`)),

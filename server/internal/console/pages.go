@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/clawguard/clawguard/proto/click"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 )
 
@@ -50,6 +52,13 @@ type holdData struct {
 	DecidersNote string
 	Events       []holdEvent
 	Decisions    []*guardv1.DecisionRecord
+	// Outcome says what happened to a hold no longer pending ("" while
+	// pending); PayloadHeading says what its payload is now.
+	Outcome        string
+	PayloadHeading string
+	// Said is the answer to this user's last click, when the click did
+	// nothing new: "already approved; 1 of 2".
+	Said string
 }
 
 type holdEvent struct {
@@ -85,6 +94,17 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 	d.Waiting = h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_APPROVED && !h.GetConsumed() && h.GetCatalogAction() != "" &&
 		h.GetResolvedAt() != nil && time.Since(h.GetResolvedAt().AsTime()) < 10*time.Minute
 	d.Deciders, d.DecidersNote = c.deciders(r, s, h)
+	for i, u := range d.Deciders {
+		d.Deciders[i] = userLabel(namesOf(r).book(), u)
+	}
+	d.Outcome, d.PayloadHeading = outcomeWords(namesOf(r).book(), h, time.Now())
+	// The notice is this approver's own: anyone else's page says nothing.
+	if r.URL.Query().Get("said") == saidAlready && (holdview.Approved(h, s.UserID) || h.GetResolver() == s.UserID) {
+		d.Said = "Already approved; " + holdview.Progress(h, "") + ": your click changed nothing."
+		if h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
+			d.Said = "Already approved; " + holdview.Progress(h, "") + " — waiting for the other approvals."
+		}
+	}
 	// The hold is visible to this user (Get said so): its history is too.
 	rows, err := c.d.Pool.Query(ctx, `SELECT type, COALESCE(outcome, ''), resolver, created_at FROM hold_events
 		WHERE hold_id = $1 ORDER BY cursor`, h.GetId())
@@ -206,6 +226,14 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, http.StatusBadRequest, "outcome: want approve or reject")
 		return
 	}
+	// What the hold was before this click: a second approval by the same
+	// approver (a double submit, a stale page) is said to be one.
+	var before *guardv1.Hold
+	if req.Outcome == guardv1.Outcome_OUTCOME_APPROVE {
+		if g, err := call[*guardv1.GetResponse](c, r, s, guardv1.Approvals_Get_FullMethodName, &guardv1.GetRequest{Id: id}); err == nil {
+			before = g.GetHold()
+		}
+	}
 	// A click the server cannot take now (the database restarting, out of
 	// disk) is asked again after its hint, for a bounded time, rather than
 	// shown as a failure; an attempt whose answer was lost is recognised.
@@ -220,7 +248,14 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	}, req, click.Options{For: clickRetryFor, Clicker: s.UserID, OnRetry: func(err error, wait time.Duration) {
 		c.d.Log.Warn("console click not taken now; asking again", "user", s.UserID, "hold", id, "err", err, "in", wait)
 	}})
+	mine := before != nil && (holdview.Approved(before, s.UserID) ||
+		before.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_APPROVED && before.GetResolver() == s.UserID)
 	if err != nil {
+		if mine && status.Code(err) == codes.FailedPrecondition {
+			// This approver's approval resolved it before: the click stands.
+			http.Redirect(w, r, "/holds/"+id+"?said="+saidAlready, http.StatusSeeOther)
+			return
+		}
 		c.failRPC(w, r, s, err)
 		return
 	}
@@ -228,7 +263,50 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		c.d.Log.Info("console click: an earlier attempt had resolved it", "user", s.UserID, "hold", id)
 	}
 	c.d.Log.Info("console resolve", "user", s.UserID, "hold", id, "outcome", r.PostFormValue("outcome"))
+	if mine && !res.Repeated {
+		// The server records an approver once and answers as before.
+		http.Redirect(w, r, "/holds/"+id+"?said="+saidAlready, http.StatusSeeOther)
+		return
+	}
 	http.Redirect(w, r, "/holds/"+id, http.StatusSeeOther)
+}
+
+// saidAlready marks the hold page shown after a click that found this
+// approver's approval already on record.
+const saidAlready = "already"
+
+// outcomeWords says what happened to a hold that is no longer pending, and
+// what its payload is now (for a pending one: what will run).
+func outcomeWords(n holdview.Names, h *guardv1.Hold, now time.Time) (outcome, heading string) {
+	by := userLabel(n, h.GetResolver())
+	at := since(h.GetResolvedAt(), now)
+	switch h.GetStatus() {
+	case guardv1.HoldStatus_HOLD_STATUS_PENDING:
+		return "", "The exact payload that will run"
+	case guardv1.HoldStatus_HOLD_STATUS_APPROVED:
+		outcome = "Approved by " + by + " " + at
+		switch {
+		case h.GetUnappliedReason() != "":
+			outcome += "; not carried out: " + h.GetUnappliedReason()
+			return outcome + ".", "The payload that was approved (it did not run)"
+		case h.GetConsumed():
+			return outcome + "; its replay used the grant.", "The payload that was approved and replayed"
+		case h.GetCatalogAction() == "":
+			return outcome + ".", "The payload that was approved"
+		}
+		return outcome + "; waiting for its replay.", "The payload that was approved (its replay is on its way)"
+	case guardv1.HoldStatus_HOLD_STATUS_REJECTED:
+		outcome = "Rejected by " + by + " " + at
+		if h.GetReason() != "" {
+			outcome += ": “" + h.GetReason() + "”"
+		}
+		return outcome + ". Nothing ran.", "The payload that was rejected (it did not run)"
+	case guardv1.HoldStatus_HOLD_STATUS_EXPIRED:
+		return "Expired " + at + ": nobody decided in time. Nothing ran.", "The payload that was asked for (it did not run)"
+	case guardv1.HoldStatus_HOLD_STATUS_SWEPT:
+		return "Swept " + at + " when the server restarted. Nothing ran.", "The payload that was asked for (it did not run)"
+	}
+	return enumword.String(h.GetStatus()), "The payload"
 }
 
 // ---- the decision log and why ----
@@ -281,6 +359,9 @@ type whatifData struct {
 	Action, Actor, Resource, Payload string
 	Answer                           *guardv1.DecideResponse
 	Error                            string
+	// Command is the `ncl explain` that asks the same question: every
+	// field that changes the answer, as typed.
+	Command string
 }
 
 func (c *Console) whatifForm(r *http.Request, s *session) whatifData {
@@ -311,6 +392,20 @@ func (c *Console) whatif(w http.ResponseWriter, r *http.Request, s *session) {
 		c.render(w, r, http.StatusBadRequest, "whatif", s, "What if", d)
 		return
 	}
+	// Groups and users by name or id, as ncl explain takes them.
+	n := namesOf(r)
+	if ag := req.GetActor().GetAgent(); ag != nil {
+		ag.AgentGroupId = n.groupID(ag.GetAgentGroupId())
+	}
+	if hu := req.GetActor().GetHuman(); hu != nil {
+		hu.UserId = n.userID(hu.GetUserId())
+	}
+	for _, k := range holdview.GroupResourceKeys[req.GetAction()] {
+		if v, ok := req.Resource[k]; ok {
+			req.Resource[k] = n.targetID(v, req.GetActor().GetAgent().GetAgentGroupId())
+		}
+	}
+	d.Command = explainCommand(d)
 	resp, err := call[*guardv1.DecideResponse](c, r, s, guardv1.Guard_Decide_FullMethodName, req)
 	if err != nil {
 		d.Error = status.Convert(err).Message()
@@ -373,9 +468,46 @@ func whatifRequest(d whatifData) (*guardv1.DecideRequest, error) {
 	return req, nil
 }
 
+// explainCommand is the ncl explain of a what-if form: the action, the
+// actor, each resource pair and the payload, each quoted for a POSIX shell.
+func explainCommand(d whatifData) string {
+	parts := []string{"ncl", "explain", "--action", shellQuote(d.Action), "--actor", shellQuote(d.Actor)}
+	for _, line := range strings.FieldsFunc(d.Resource, func(r rune) bool { return r == '\n' || r == ',' }) {
+		if line = strings.TrimSpace(line); line != "" {
+			parts = append(parts, "--resource", shellQuote(line))
+		}
+	}
+	if d.Payload != "" {
+		var b bytes.Buffer
+		p := d.Payload
+		if json.Compact(&b, []byte(p)) == nil {
+			p = b.String()
+		}
+		parts = append(parts, "--payload", shellQuote(p))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote leaves a plain word as it is and single-quotes anything else.
+func shellQuote(s string) string {
+	plain := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:=/@+,%", r)) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // ---- read-only tables ----
 
-type cell struct{ Text, Href string }
+// cell is a table cell: text, a link, and a secondary line (the id
+// behind a name).
+type cell struct{ Text, Href, Sub string }
 
 type tableData struct {
 	Headers []string
@@ -385,6 +517,60 @@ type tableData struct {
 }
 
 func txt(s string) cell { return cell{Text: s} }
+
+// groupCell is a group by name with its id on a second line.
+func groupCell(r *http.Request, id string) cell {
+	if name := namesOf(r).GroupName(id); name != "" && name != id {
+		return cell{Text: name, Sub: id}
+	}
+	return txt(id)
+}
+
+// userCell is a user by display name with their id on a second line.
+func userCell(r *http.Request, id string) cell {
+	if name := namesOf(r).UserName(id); name != "" {
+		return cell{Text: name, Sub: id}
+	}
+	return txt(id)
+}
+
+// policyMode is a message policy's mode in words.
+func policyMode(m guardv1.EnforcementMode) string {
+	if m == guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED {
+		return "a2a.send's"
+	}
+	return enumword.String(m)
+}
+
+// policyMeans says what a message policy does, every approver, its quorum
+// and its mode included.
+func policyMeans(n holdview.Names, p *guardv1.MessagePolicy, approvers []string, need int) string {
+	names := make([]string, len(approvers))
+	for i, u := range approvers {
+		names[i] = holdview.User(n, u)
+	}
+	route := "messages " + holdview.Group(n, p.GetFromGroup()) + " → " + holdview.Group(n, p.GetToGroup())
+	var held string
+	switch {
+	case len(names) == 1:
+		held = "held for " + names[0] + " alone"
+	case need >= len(names):
+		held = "held until all of " + strings.Join(names, ", ") + " approve"
+	default:
+		held = fmt.Sprintf("held until %d of %s approve", need, strings.Join(names, ", "))
+	}
+	switch p.GetMode() {
+	case guardv1.EnforcementMode_ENFORCEMENT_MODE_AUDIT:
+		return route + " run; the decision log records that they would be " + held + " (audit)"
+	case guardv1.EnforcementMode_ENFORCEMENT_MODE_WARN:
+		return route + " run; the agent and the group's admins are told they would be " + held + " (warn)"
+	}
+	means := route + " are " + held + " (nobody else, not even an owner; one reject rejects)"
+	if p.GetMode() == guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED {
+		means += "; the mode is a2a.send's (ncl catalog list)"
+	}
+	return means
+}
 
 func (c *Console) table(w http.ResponseWriter, r *http.Request, s *session, nav, title string, t tableData, err error) {
 	if err != nil {
@@ -431,7 +617,7 @@ func (c *Console) destinationsPage(w http.ResponseWriter, r *http.Request, s *se
 			return
 		}
 		for _, d := range resp.GetDestinations() {
-			t.Rows = append(t.Rows, []cell{txt(d.GetGroup()), txt(d.GetName()), txt(d.GetTargetGroup()), txt(d.GetTargetMessagingGroup())})
+			t.Rows = append(t.Rows, []cell{groupCell(r, d.GetGroup()), txt(d.GetName()), groupCell(r, d.GetTargetGroup()), txt(d.GetTargetMessagingGroup())})
 		}
 	}
 	c.table(w, r, s, "destinations", "Destinations", t, nil)
@@ -440,10 +626,13 @@ func (c *Console) destinationsPage(w http.ResponseWriter, r *http.Request, s *se
 func (c *Console) policiesPage(w http.ResponseWriter, r *http.Request, s *session) {
 	resp, err := callAll[*guardv1.ListPoliciesResponse](c, r, s, guardv1.Registry_ListPolicies_FullMethodName,
 		&guardv1.ListPoliciesRequest{Group: r.URL.Query().Get("group")})
-	t := tableData{Headers: []string{"FROM", "TO", "APPROVER", "MEANS"}, Empty: "no message policies you may read"}
+	t := tableData{Headers: []string{"FROM", "TO", "APPROVERS", "QUORUM", "MODE", "MEANS"}, Empty: "no message policies you may read"}
+	n := namesOf(r).book()
 	for _, p := range resp.GetPolicies() {
-		t.Rows = append(t.Rows, []cell{txt(p.GetFromGroup()), txt(p.GetToGroup()), txt(p.GetApproverUserId()),
-			txt("messages " + p.GetFromGroup() + " → " + p.GetToGroup() + " hold for " + p.GetApproverUserId() + " alone")})
+		approvers := append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...)
+		need := max(int(p.GetApprovals()), 1)
+		t.Rows = append(t.Rows, []cell{groupCell(r, p.GetFromGroup()), groupCell(r, p.GetToGroup()), txt(usersLabel(n, approvers)),
+			txt(fmt.Sprintf("%d of %d", need, len(approvers))), txt(policyMode(p.GetMode())), txt(policyMeans(n, p, approvers, need))})
 	}
 	c.table(w, r, s, "policies", "Message policies", t, err)
 }
@@ -453,7 +642,8 @@ func (c *Console) rolesPage(w http.ResponseWriter, r *http.Request, s *session) 
 		&guardv1.ListRolesRequest{Group: r.URL.Query().Get("group")})
 	t := tableData{Headers: []string{"USER", "ROLE", "SCOPE", "GROUP", "GRANTED"}, Empty: "no role grants you may read"}
 	for _, g := range resp.GetRoles() {
-		t.Rows = append(t.Rows, []cell{txt(g.GetUserId()), txt(enumword.String(g.GetRole())), txt(enumword.String(g.GetScope())), txt(g.GetGroup()), txt(when(g.GetGrantedAt()))})
+		t.Rows = append(t.Rows, []cell{userCell(r, g.GetUserId()), txt(enumword.String(g.GetRole())), txt(enumword.String(g.GetScope())),
+			groupCell(r, g.GetGroup()), txt(when(g.GetGrantedAt()))})
 	}
 	c.table(w, r, s, "roles", "Roles", t, err)
 }

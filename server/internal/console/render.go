@@ -23,6 +23,7 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
@@ -34,6 +35,8 @@ type view struct {
 	CSRF  string
 	Nav   string // the active menu entry
 	Data  any
+	// Names turns the page's ids into names (nil: ids as they are).
+	Names holdview.Names
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, page string, s *session, title string, data any) {
@@ -41,7 +44,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, page 
 }
 
 func (c *Console) renderNav(w http.ResponseWriter, r *http.Request, code int, page, nav string, s *session, title string, data any) {
-	v := view{Title: title, Nav: nav, Data: data}
+	v := view{Title: title, Nav: nav, Data: data, Names: namesOf(r).book()}
 	if s != nil {
 		v.User, v.CSRF = s.UserID, s.CSRF
 	}
@@ -138,13 +141,25 @@ func callAll[T proto.Message](c *Console, r *http.Request, s *session, method st
 }
 
 var funcs = template.FuncMap{
-	"ago":       func(t *timestamppb.Timestamp) string { return since(t, time.Now()) },
-	"until":     func(t *timestamppb.Timestamp) string { return until(t, time.Now()) },
-	"when":      func(t *timestamppb.Timestamp) string { return when(t) },
-	"actor":     func(a *guardv1.Actor) string { return guard.ActorInWords(a) },
-	"actorID":   actorID,
-	"rule":      func(h *guardv1.Hold) string { return guard.RuleInWords(h.GetApproverRule(), h.GetApproverScope()) },
-	"ruleWords": guard.RuleInWords,
+	"ago":      func(t *timestamppb.Timestamp) string { return since(t, time.Now()) },
+	"until":    func(t *timestamppb.Timestamp) string { return until(t, time.Now()) },
+	"when":     func(t *timestamppb.Timestamp) string { return when(t) },
+	"actor":    actorInWords,
+	"actorID":  actorID,
+	"actorRef": actorRef,
+	"rule": func(n holdview.Names, h *guardv1.Hold) string {
+		return ruleInWords(n, h.GetApproverRule(), h.GetApproverScope())
+	},
+	"ruleWords": ruleInWords,
+	"gref":      func(n holdview.Names, id string) template.HTML { return ref(n0(n).GroupName(id), id) },
+	"grefLine":  func(n holdview.Names, id string) template.HTML { return refLine(n0(n).GroupName(id), id) },
+	"uref":      func(n holdview.Names, id string) template.HTML { return ref(n0(n).UserName(id), id) },
+	"ulabel":    userLabel,
+	"summary":   holdview.Summary,
+	"requester": holdview.Requester,
+	"progress":  holdview.Progress,
+	"rows":      func(n holdview.Names, items any) rowsOf { return rowsOf{N: n, Items: items} },
+	"resource":  resourceWords,
 	"effect":    func(e guardv1.Effect) string { return enumword.String(e) },
 	"status":    func(s guardv1.HoldStatus) string { return enumword.String(s) },
 	"outcome":   func(o guardv1.Outcome) string { return enumword.String(o) },
@@ -191,6 +206,101 @@ func roughly(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// rowsOf hands a partial its rows and the page's names.
+type rowsOf struct {
+	N     holdview.Names
+	Items any
+}
+
+// n0 is n, or a book that knows no name.
+func n0(n holdview.Names) holdview.Names {
+	if n == nil {
+		return noNames{}
+	}
+	return n
+}
+
+type noNames struct{}
+
+func (noNames) GroupName(string) string { return "" }
+func (noNames) UserName(string) string  { return "" }
+
+// groupLabel is "research (ag_…)", or the id alone.
+func groupLabel(n holdview.Names, id string) string {
+	if name := holdview.Group(n, id); name != id {
+		return name + " (" + id + ")"
+	}
+	return id
+}
+
+// ruleInWords is the guard's words for an approver rule (guard.RuleInWords),
+// with its users and group by name.
+func ruleInWords(n holdview.Names, rule *guardv1.ApproverRule, scope guardv1.ApproverScope) string {
+	r := proto.Clone(rule).(*guardv1.ApproverRule)
+	if x := r.GetExclusive(); x != nil {
+		x.UserId = userLabel(n, x.GetUserId())
+		for i, u := range x.GetAlsoUserIds() {
+			x.AlsoUserIds[i] = userLabel(n, u)
+		}
+	}
+	if a := r.GetAdminsOfScope(); a != nil {
+		a.AgentGroupId = holdview.Group(n, a.GetAgentGroupId())
+		a.DeliveredTo = userLabel(n, a.GetDeliveredTo())
+	}
+	return guard.RuleInWords(r, scope)
+}
+
+// actorInWords is the guard's words for an actor, its group by name.
+func actorInWords(n holdview.Names, a *guardv1.Actor) string {
+	x := proto.Clone(a).(*guardv1.Actor)
+	if ag := x.GetAgent(); ag != nil {
+		ag.AgentGroupId = groupLabel(n, ag.GetAgentGroupId())
+	}
+	if h := x.GetHuman(); h != nil {
+		h.UserId = userLabel(n, h.GetUserId())
+	}
+	return guard.ActorInWords(x)
+}
+
+// actorRef is an actor as ncl takes it, the group by name
+// (agent:research:s1), with the id form as its title.
+func actorRef(n holdview.Names, a *guardv1.Actor) template.HTML {
+	id := actorID(a)
+	label := id
+	if hu := a.GetHuman(); hu != nil {
+		label = "human:" + holdview.User(n, hu.GetUserId())
+	}
+	if ag := a.GetAgent(); ag != nil {
+		label = "agent:" + holdview.Group(n, ag.GetAgentGroupId())
+		if ag.GetSessionId() != "" {
+			label += ":" + ag.GetSessionId()
+		}
+	}
+	if label == id {
+		return template.HTML(template.HTMLEscapeString(id))
+	}
+	return template.HTML(`<span class="ref" title="` + template.HTMLEscapeString(id) + `">` + template.HTMLEscapeString(label) + `</span>`)
+}
+
+// resourceWords is a decided resource as key=value pairs, a value that
+// names a group followed by the group's name: "to=ag_… (ops)".
+func resourceWords(n holdview.Names, action string, m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		p := k + "=" + v
+		for _, gk := range holdview.GroupResourceKeys[action] {
+			if gk == k {
+				if name := holdview.Group(n, v); name != v {
+					p += " (" + name + ")"
+				}
+			}
+		}
+		parts = append(parts, p)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
 }
 
 // actorID is the compact actor form ncl prints (agent:<group>[:<session>]).

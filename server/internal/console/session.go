@@ -121,7 +121,7 @@ func (c *Console) get(h func(w http.ResponseWriter, r *http.Request, s *session)
 			http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
-		h(w, r, s)
+		h(w, c.withNames(r, s), s)
 	}
 }
 
@@ -149,7 +149,7 @@ func (c *Console) post(h func(w http.ResponseWriter, r *http.Request, s *session
 			c.fail(w, r, s, http.StatusForbidden, why)
 			return
 		}
-		h(w, r, s)
+		h(w, c.withNames(r, s), s)
 	}
 }
 
