@@ -1,18 +1,17 @@
-package telegram
+package bridge
 
 import (
 	"context"
 	"errors"
 	"io"
-	"strconv"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
-// outboxLoop delivers agent replies and notices for Telegram chats from
-// the chat outbox, moving the stored cursor after each one.
+// outboxLoop delivers agent replies and notices for the bridge's chats
+// from the chat outbox, moving the stored cursor after each one.
 func (b *Bridge) outboxLoop(ctx context.Context) error {
-	delays := b.retryDelays()
+	delays := b.RetryDelays()
 	for ctx.Err() == nil {
 		err := b.outboxOnce(ctx)
 		b.outboxing.Store(false)
@@ -22,7 +21,7 @@ func (b *Bridge) outboxLoop(ctx context.Context) error {
 		b.m.Errors.WithLabelValues("outbox").Inc()
 		delay := delays.NextBackOff()
 		b.log.Warn("chat outbox stream ended; reconnecting", "err", err, "in", delay)
-		if !sleep(ctx, delay) {
+		if !Sleep(ctx, delay) {
 			return nil
 		}
 	}
@@ -30,7 +29,7 @@ func (b *Bridge) outboxLoop(ctx context.Context) error {
 }
 
 func (b *Bridge) outboxOnce(ctx context.Context) error {
-	stream, err := b.rgy.WatchChatOutbox(ctx, &guardv1.WatchChatOutboxRequest{ChannelType: ChannelType, AfterCursor: b.st.snapshot().OutboxCursor})
+	stream, err := b.rgy.WatchChatOutbox(ctx, &guardv1.WatchChatOutboxRequest{ChannelType: b.spec.Namespace, AfterCursor: b.st.snapshot().OutboxCursor})
 	if err != nil {
 		return err
 	}
@@ -46,7 +45,7 @@ func (b *Bridge) outboxOnce(ctx context.Context) error {
 		w, done := b.work(ctx)
 		err = b.retry(w, "send", func(c context.Context) error { return b.deliver(c, m) })
 		done()
-		if err != nil && transient(err) {
+		if err != nil && b.Transient(err) {
 			return err
 		}
 		if err != nil {
@@ -60,15 +59,11 @@ func (b *Bridge) outboxOnce(ctx context.Context) error {
 }
 
 func (b *Bridge) deliver(ctx context.Context, m *guardv1.WatchChatOutboxResponse) error {
-	chatID, err := strconv.ParseInt(m.GetPlatformId(), 10, 64)
-	if err != nil {
-		return errors.New("platform id " + strconv.Quote(m.GetPlatformId()) + " is not a telegram chat id")
-	}
 	text, kind := m.GetText(), "reply"
 	if m.GetKind() == guardv1.ChatMessageKind_CHAT_MESSAGE_KIND_NOTICE {
 		text, kind = "ℹ️ "+text, "notice"
 	}
-	if _, err := b.api.send(ctx, chatID, text, nil); err != nil {
+	if _, err := b.chat.Post(ctx, m.GetPlatformId(), text, nil); err != nil {
 		return err
 	}
 	b.m.MessagesOut.WithLabelValues(kind).Inc()
