@@ -2,15 +2,13 @@ package slack
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/clawguard/clawguard/cli/internal/bridge/bridgetest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -27,40 +25,40 @@ const (
 // the agent; the agent's reply comes back to the channel.
 func TestUnknownSenderAdmittedByAPressReachesTheAgent(t *testing.T) {
 	e := newEnv(t)
-	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
-	danaID := e.user(dana, "admin", "ag_research")
-	e.exec(`INSERT INTO messaging_groups (id, channel_type, platform_id, name, is_group, unknown_sender_policy)
+	e.Exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
+	danaID := e.User(dana, "admin", "ag_research")
+	e.Exec(`INSERT INTO messaging_groups (id, channel_type, platform_id, name, is_group, unknown_sender_policy)
 		VALUES ('mg_team', 'slack', $1, 'team', true, 'request_approval')`, team)
-	e.exec(`INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id) VALUES ('w1', 'mg_team', 'ag_research')`)
+	e.Exec(`INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id) VALUES ('w1', 'mg_team', 'ag_research')`)
 	e.startBridge()
 
 	e.sl.say(stranger, team, "hello agent, can you help?")
-	hold := e.holdOf("sender_admit")
+	hold := e.HoldOf("sender_admit")
 	e.textTo(team, "waiting for an admin")
-	if n := len(e.pushes("ag_research", "deliver")); n != 0 {
+	if n := len(e.Pushes("ag_research", "deliver")); n != 0 {
 		t.Fatalf("%d messages reached the agent before admission", n)
 	}
 	card := e.card(dana, hold)
 	e.sl.press(dana, card, "Allow")
 
 	e.edited(card, "Approved by "+danaID)
-	e.eventually(wait, "the admitted message delivered", func() bool {
-		for _, p := range e.pushes("ag_research", "deliver") {
+	e.Eventually(wait, "the admitted message delivered", func() bool {
+		for _, p := range e.Pushes("ag_research", "deliver") {
 			if p.GetDeliver().GetText() == "hello agent, can you help?" && p.GetDeliver().GetSenderUserId() == "slack:"+stranger {
 				return true
 			}
 		}
 		return false
 	})
-	if name := e.str(`SELECT display_name FROM users WHERE id = $1`, "slack:"+stranger); name != "Name of "+stranger {
+	if name := e.Str(`SELECT display_name FROM users WHERE id = $1`, "slack:"+stranger); name != "Name of "+stranger {
 		t.Errorf("the sender's name is %q, want users.info's display name", name)
 	}
 
 	// The agent answers into its chat: the reply reaches the channel as
 	// plain text, its notification line escaped (an agent cannot mention
 	// @channel).
-	session := e.str(`SELECT id FROM sessions WHERE agent_group_id = 'ag_research'`)
-	if _, err := guardv1.NewRegistryClient(e.runnerConn()).PostChatMessage(e.asAgent(session),
+	session := e.Str(`SELECT id FROM sessions WHERE agent_group_id = 'ag_research'`)
+	if _, err := guardv1.NewRegistryClient(e.RunnerConn()).PostChatMessage(e.AsAgent(session),
 		&guardv1.PostChatMessageRequest{Text: "Sure <!channel>, what do you need?"}); err != nil {
 		t.Fatalf("PostChatMessage: %v", err)
 	}
@@ -78,13 +76,13 @@ func TestUnknownSenderAdmittedByAPressReachesTheAgent(t *testing.T) {
 // to the new agent, which receives the first message.
 func TestNewChannelRegisteredThroughTheOwnersDM(t *testing.T) {
 	e := newEnv(t)
-	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
-	ownerID := e.user(owner, "owner", "")
+	e.Exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
+	ownerID := e.User(owner, "owner", "")
 	e.startBridge()
 
 	const newChan = "CNEW"
 	e.sl.say(stranger, newChan, "hi bot")
-	hold := e.holdOf("channel_registration")
+	hold := e.HoldOf("channel_registration")
 	e.textTo(newChan, "not connected to an agent yet")
 	card := e.card(owner, hold)
 	if !strings.Contains(card.Text, "chan-cnew") {
@@ -96,14 +94,14 @@ func TestNewChannelRegisteredThroughTheOwnersDM(t *testing.T) {
 	e.sl.say(owner, "", "helper")
 	e.textTo(dmOf(owner), "created agent helper")
 	e.edited(card, "Approved by "+ownerID+" — New agent")
-	helper := e.str(`SELECT id FROM agent_groups WHERE name = 'helper'`)
-	wired := e.str(`SELECT mg.platform_id FROM messaging_group_agents w JOIN messaging_groups mg ON mg.id = w.messaging_group_id
+	helper := e.Str(`SELECT id FROM agent_groups WHERE name = 'helper'`)
+	wired := e.Str(`SELECT mg.platform_id FROM messaging_group_agents w JOIN messaging_groups mg ON mg.id = w.messaging_group_id
 		WHERE w.agent_group_id = $1`, helper)
 	if wired != newChan {
 		t.Fatalf("helper is wired to chat %s, want %s", wired, newChan)
 	}
-	e.eventually(wait, "the first message delivered to the new agent", func() bool {
-		for _, p := range e.pushes(helper, "deliver") {
+	e.Eventually(wait, "the first message delivered to the new agent", func() bool {
+		for _, p := range e.Pushes(helper, "deliver") {
 			if p.GetDeliver().GetText() == "hi bot" {
 				return true
 			}
@@ -115,31 +113,7 @@ func TestNewChannelRegisteredThroughTheOwnersDM(t *testing.T) {
 // a2aEnv: research asks to message ops, held for Dana alone (a policy).
 func a2aEnv(t *testing.T) (*env, string) {
 	e := newEnv(t)
-	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research'), ('ag_ops', 'ops')`)
-	danaID := e.user(dana, "", "")
-	e.exec(`INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('ag_research', 'ops', 'ag_ops')`)
-	e.exec(`INSERT INTO agent_message_policies (from_agent_group_id, to_agent_group_id, approver_user_id) VALUES ('ag_research', 'ag_ops', $1)`, danaID)
-	e.exec(`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s_research', 'ag_research', 'r1')`)
-	return e, danaID
-}
-
-func (e *env) a2aHold(text string) string {
-	e.t.Helper()
-	p, err := structpb.NewStruct(map[string]any{"to": "ag_ops", "text": text})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	resp, err := guardv1.NewGuardClient(e.runnerConn()).Decide(e.asAgent("s_research"), &guardv1.DecideRequest{
-		Action: "a2a.send", Resource: map[string]string{"to": "ag_ops"}, Payload: p,
-		Card: &guardv1.HoldCard{Title: "Message to ops", Question: "research wants to send ops: " + text, DeliveryAction: "send_message"},
-	})
-	if err != nil {
-		e.t.Fatalf("Decide a2a.send: %v", err)
-	}
-	if resp.GetDecision().GetEffect() != guardv1.Effect_EFFECT_HOLD || resp.GetHoldId() == "" {
-		e.t.Fatalf("a2a.send answered %v, want a hold", resp.GetDecision())
-	}
-	return resp.GetHoldId()
+	return e, e.A2A(dana)
 }
 
 // An a2a hold's card reaches Dana; a press by a Slack user who may not
@@ -147,9 +121,9 @@ func (e *env) a2aHold(text string) string {
 // the card says that, without buttons.
 func TestA2AHoldApprovedByDanasPressAndAStrangersRefused(t *testing.T) {
 	e, danaID := a2aEnv(t)
-	e.user(stranger, "", "")
+	e.User(stranger, "", "")
 	e.startBridge()
-	hold := e.a2aHold("deploy at 5")
+	hold := e.A2AHold("deploy at 5")
 	card := e.card(dana, hold)
 	if !strings.Contains(card.Text, "research wants to send ops: deploy at 5") {
 		t.Fatalf("card text %q lacks the question", card.Text)
@@ -160,7 +134,7 @@ func TestA2AHoldApprovedByDanasPressAndAStrangersRefused(t *testing.T) {
 	if len(refused.Buttons) == 0 {
 		t.Fatalf("the refusal note took the pending card's buttons away")
 	}
-	if st := e.holdStatus(hold); st != "pending" {
+	if st := e.HoldStatus(hold); st != "pending" {
 		t.Fatalf("after a stranger's press the hold is %s", st)
 	}
 
@@ -169,13 +143,13 @@ func TestA2AHoldApprovedByDanasPressAndAStrangersRefused(t *testing.T) {
 	if len(ed.Buttons) != 0 {
 		t.Fatalf("the resolved card still has buttons: %v", ed.Buttons)
 	}
-	if st := e.holdStatus(hold); st != "approved" {
+	if st := e.HoldStatus(hold); st != "approved" {
 		t.Fatalf("hold %s, want approved", st)
 	}
-	if r := e.pushes("ag_research", "replay"); len(r) != 1 || r[0].GetReplay().GetHoldId() != hold {
+	if r := e.Pushes("ag_research", "replay"); len(r) != 1 || r[0].GetReplay().GetHoldId() != hold {
 		t.Fatalf("replay pushes %v, want one for %s", r, hold)
 	}
-	e.eventually(wait, "Dana's press answered", func() bool {
+	e.Eventually(wait, "Dana's press answered", func() bool {
 		for _, a := range e.sl.ephemeralsTo(dana) {
 			if a.Text == "Done." && a.Channel == dmOf(dana) {
 				return true
@@ -190,13 +164,13 @@ func TestA2AHoldApprovedByDanasPressAndAStrangersRefused(t *testing.T) {
 func TestRejectWithAReasonFromTheForm(t *testing.T) {
 	e, danaID := a2aEnv(t)
 	e.startBridge()
-	hold := e.a2aHold("drop the prod database")
+	hold := e.A2AHold("drop the prod database")
 	card := e.card(dana, hold)
 	e.sl.press(dana, card, "Reject with reason…")
 	e.textTo(dmOf(dana), "Reply with the reason")
 	e.edited(card, "Waiting for the reason from "+danaID)
 	var form fakeView
-	e.eventually(wait, "the reason form opened", func() bool {
+	e.Eventually(wait, "the reason form opened", func() bool {
 		v := e.sl.openedViews()
 		if len(v) > 0 {
 			form = v[0]
@@ -206,18 +180,18 @@ func TestRejectWithAReasonFromTheForm(t *testing.T) {
 	if form.CallbackID != reasonForm || form.Metadata != hold || !strings.HasPrefix(form.TriggerID, "trigger-"+dana) {
 		t.Fatalf("form %+v, want the reason form of %s opened with the press's trigger", form, hold)
 	}
-	if st := e.holdStatus(hold); st != "pending" {
+	if st := e.HoldStatus(hold); st != "pending" {
 		t.Fatalf("hold %s while the reason is awaited, want pending", st)
 	}
 
 	e.sl.submit(dana, reasonForm, hold, "not during the freeze")
 	e.edited(card, "❌ Rejected by "+danaID+": “not during the freeze”")
 	e.textTo(dmOf(dana), "rejected with your reason")
-	notices := e.pushes("ag_research", "notify")
+	notices := e.Pushes("ag_research", "notify")
 	if len(notices) != 1 || !strings.Contains(notices[0].GetNotify().GetText(), "not during the freeze") {
 		t.Fatalf("notices to research %v, want the reason", notices)
 	}
-	if r := e.pushes("ag_research", "replay"); len(r) != 0 {
+	if r := e.Pushes("ag_research", "replay"); len(r) != 0 {
 		t.Fatalf("a rejected hold was replayed: %v", r)
 	}
 }
@@ -226,7 +200,7 @@ func TestRejectWithAReasonFromTheForm(t *testing.T) {
 func TestRejectWithAReasonAsTheNextDM(t *testing.T) {
 	e, danaID := a2aEnv(t)
 	e.startBridge()
-	hold := e.a2aHold("rotate every key")
+	hold := e.A2AHold("rotate every key")
 	card := e.card(dana, hold)
 	e.sl.press(dana, card, "Reject with reason…")
 	e.edited(card, "Waiting for the reason from "+danaID)
@@ -234,7 +208,7 @@ func TestRejectWithAReasonAsTheNextDM(t *testing.T) {
 	e.sl.say(dana, "", "ask me tomorrow")
 	e.edited(card, "❌ Rejected by "+danaID+": “ask me tomorrow”")
 	e.textTo(dmOf(dana), "rejected with your reason")
-	if st := e.holdStatus(hold); st != "rejected" {
+	if st := e.HoldStatus(hold); st != "rejected" {
 		t.Fatalf("hold %s, want rejected", st)
 	}
 }
@@ -243,13 +217,13 @@ func TestRejectWithAReasonAsTheNextDM(t *testing.T) {
 // nothing: the server judges the submitter as it judges a press.
 func TestAReasonFormOfAStrangerRejectsNothing(t *testing.T) {
 	e, _ := a2aEnv(t)
-	e.user(stranger, "", "")
+	e.User(stranger, "", "")
 	e.startBridge()
-	hold := e.a2aHold("ship it")
+	hold := e.A2AHold("ship it")
 	e.card(dana, hold)
 	e.sl.submit(stranger, reasonForm, hold, "because I say so")
 	e.textTo(dmOf(stranger), "reject reason refused")
-	if st := e.holdStatus(hold); st != "pending" {
+	if st := e.HoldStatus(hold); st != "pending" {
 		t.Fatalf("hold %s after a stranger's form, want pending", st)
 	}
 }
@@ -258,10 +232,10 @@ func TestAReasonFormOfAStrangerRejectsNothing(t *testing.T) {
 // the first press is noted on both, the second approves.
 func TestQuorumHoldCardsReachEveryNamedApprover(t *testing.T) {
 	e, danaID := a2aEnv(t)
-	erinID := e.user(erin, "", "")
-	e.exec(`UPDATE agent_message_policies SET also_approvers = ARRAY[$1], approvals = 2`, erinID)
+	erinID := e.User(erin, "", "")
+	e.Exec(`UPDATE agent_message_policies SET also_approvers = ARRAY[$1], approvals = 2`, erinID)
 	e.startBridge()
-	hold := e.a2aHold("rotate the keys")
+	hold := e.A2AHold("rotate the keys")
 	danaCard, erinCard := e.card(dana, hold), e.card(erin, hold)
 
 	e.sl.press(dana, danaCard, "Approve")
@@ -269,7 +243,7 @@ func TestQuorumHoldCardsReachEveryNamedApprover(t *testing.T) {
 	e.sl.press(erin, erinCard, "Approve")
 	e.edited(danaCard, "✅ Approved by "+erinID)
 	e.edited(erinCard, "✅ Approved by "+erinID)
-	if st := e.holdStatus(hold); st != "approved" {
+	if st := e.HoldStatus(hold); st != "approved" {
 		t.Fatalf("hold %s after both approvals, want approved", st)
 	}
 }
@@ -281,10 +255,10 @@ func TestQuorumHoldCardsReachEveryNamedApprover(t *testing.T) {
 func TestSlackBridgeTokenCannotActForTelegramUsers(t *testing.T) {
 	e := newEnv(t)
 	tg := "telegram:42"
-	e.exec(`INSERT INTO users (id) VALUES ($1)`, tg)
-	e.exec(`INSERT INTO user_roles (user_id, role) VALUES ($1, 'owner')`, tg)
-	hold := e.requestFor(tg, "the deploy key")
-	conn := e.srv.Dial(t, e.bridgeTk)
+	e.Exec(`INSERT INTO users (id) VALUES ($1)`, tg)
+	e.Exec(`INSERT INTO user_roles (user_id, role) VALUES ($1, 'owner')`, tg)
+	hold := e.RequestFor(tg, "the deploy key")
+	conn := e.Srv.Dial(t, e.BridgeToken)
 	ctx := context.Background()
 	appr, rgy := guardv1.NewApprovalsClient(conn), guardv1.NewRegistryClient(conn)
 
@@ -292,7 +266,7 @@ func TestSlackBridgeTokenCannotActForTelegramUsers(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("the Slack bridge approving as %s: %v, want PermissionDenied", tg, err)
 	}
-	if st := e.holdStatus(hold); st != "pending" {
+	if st := e.HoldStatus(hold); st != "pending" {
 		t.Fatalf("hold %s after the refused approval", st)
 	}
 	_, err = rgy.RouteInbound(ctx, &guardv1.RouteInboundRequest{ChannelType: "telegram", PlatformId: "42", SenderUserId: tg, Text: "hi", MessageId: "1"})
@@ -316,8 +290,8 @@ func TestSlackBridgeTokenCannotActForTelegramUsers(t *testing.T) {
 		t.Fatalf("the Slack bridge deciding as %s: %v, want PermissionDenied", tg, err)
 	}
 	// The same click as a Slack owner goes through: the refusal was the namespace.
-	sl := e.user(owner, "owner", "")
-	slHold := e.requestFor(sl, "the other key")
+	sl := e.User(owner, "owner", "")
+	slHold := e.RequestFor(sl, "the other key")
 	if _, err := appr.Resolve(ctx, &guardv1.ResolveRequest{Id: slHold, Outcome: guardv1.Outcome_OUTCOME_APPROVE, AsUser: sl}); err != nil {
 		t.Fatalf("the Slack bridge approving as %s: %v", sl, err)
 	}
@@ -329,45 +303,34 @@ func TestSlackBridgeTokenCannotActForTelegramUsers(t *testing.T) {
 // /metrics tell.
 func TestRestartNeitherDropsNorRepeatsACard(t *testing.T) {
 	e := newEnv(t)
-	danaID := e.user(dana, "owner", "")
+	danaID := e.User(dana, "owner", "")
 	e.startBridge()
-	first := e.requestFor(danaID, "first")
+	first := e.RequestFor(danaID, "first")
 	e.card(dana, first)
 	e.stopBridge()
 
-	second := e.requestFor(danaID, "second, while stopped")
+	second := e.RequestFor(danaID, "second, while stopped")
 	e.sl.say(stranger, "CLATE", "hello while you were away")
 	e.startBridge()
 	e.card(dana, second)
 	e.card(dana, first) // still exactly one
-	e.eventually(wait, "the message sent while stopped routed", func() bool {
+	e.Eventually(wait, "the message sent while stopped routed", func() bool {
 		var n int
-		_ = e.db.QueryRow(context.Background(), `SELECT count(*) FROM messaging_groups WHERE channel_type = 'slack' AND platform_id = 'CLATE'`).Scan(&n)
+		_ = e.DB.QueryRow(context.Background(), `SELECT count(*) FROM messaging_groups WHERE channel_type = 'slack' AND platform_id = 'CLATE'`).Scan(&n)
 		return n == 1
 	})
 	if got := len(e.sl.cards()); got != 2 {
 		t.Fatalf("%d cards for 2 holds across a restart", got)
 	}
-	e.eventually(wait, "every envelope acknowledged", func() bool { return e.sl.unacked() == 0 })
-	if code, body := httpGet(t, "http://"+e.httpAddr+"/readyz"); code != 200 {
+	e.Eventually(wait, "every envelope acknowledged", func() bool { return e.sl.unacked() == 0 })
+	if code, body := bridgetest.HTTPGet(t, "http://"+e.httpAddr+"/readyz"); code != 200 {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
-	_, metrics := httpGet(t, "http://"+e.httpAddr+"/metrics")
+	_, metrics := bridgetest.HTTPGet(t, "http://"+e.httpAddr+"/metrics")
 	for _, want := range []string{`clawguard_slack_cards_total{event="sent"}`, `clawguard_slack_messages_in_total{outcome="dropped"} 1`,
 		`clawguard_slack_errors_total{op="socket"} 0`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-}
-
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
