@@ -120,13 +120,21 @@ type Bridge struct {
 	listening chan string // the HTTP address once bound
 }
 
+// Settings is a chat's config: the common one embedded (Common) and its
+// own Validate, which checks both.
+type Settings interface {
+	Validate() error
+	Common() Config
+}
+
 // New builds a bridge over an open connection to the control plane; the
 // chat is attached with SetChat before Run (the adapter needs the bridge
 // to hand it what it receives).
-func New(cfg Config, spec Spec, conn grpc.ClientConnInterface, log *slog.Logger) (*Bridge, error) {
-	if err := cfg.Validate(); err != nil {
+func New(settings Settings, spec Spec, conn grpc.ClientConnInterface, log *slog.Logger) (*Bridge, error) {
+	if err := settings.Validate(); err != nil {
 		return nil, err
 	}
+	cfg := settings.Common()
 	st, err := openStore(cfg.DataDir, spec.Namespace)
 	if err != nil {
 		return nil, err
@@ -213,9 +221,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 // while the server or the chat was away, which the chat should receive
 // again.
 func (b *Bridge) Handle(ctx context.Context, op, item string, fn func(context.Context) error) (done bool) {
-	w, finish := b.work(ctx)
-	err := b.retry(w, op, fn)
-	finish()
+	err := b.finish(ctx, op, fn)
 	if err != nil && b.Transient(err) {
 		return false
 	}
@@ -223,6 +229,41 @@ func (b *Bridge) Handle(ctx context.Context, op, item string, fn func(context.Co
 		b.log.Error("item dropped", "op", op, "item", item, "err", err)
 	}
 	return true
+}
+
+// finish runs fn for one item, in the item's context (work), asked again
+// after each transient failure (retry).
+func (b *Bridge) finish(ctx context.Context, op string, fn func(context.Context) error) error {
+	w, done := b.work(ctx)
+	defer done()
+	return b.retry(w, op, fn)
+}
+
+// follow keeps a control-plane stream open: once reads it until it ends
+// (up is set while it is open); after an end that is not a stop, ended may
+// act on the error (nil: nothing to do), and the stream is opened again
+// after a back-off.
+func (b *Bridge) follow(ctx context.Context, op, stream string, up *atomic.Bool, once func(context.Context) error, ended func(error) error) error {
+	delays := b.RetryDelays()
+	for ctx.Err() == nil {
+		err := once(ctx)
+		up.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if ended != nil {
+			if err := ended(err); err != nil {
+				return err
+			}
+		}
+		b.m.Errors.WithLabelValues(op).Inc()
+		delay := delays.NextBackOff()
+		b.log.Warn(stream+" ended; reconnecting", "err", err, "in", delay)
+		if !Sleep(ctx, delay) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // work is the context an item is handled in: it outlives a stop by at

@@ -21,30 +21,16 @@ import (
 // state write with the card map; a replayed event finds its card recorded
 // and sends nothing twice.
 func (b *Bridge) watchLoop(ctx context.Context) error {
-	delays := b.RetryDelays()
-	for ctx.Err() == nil {
-		err := b.watchOnce(ctx)
-		b.watching.Store(false)
-		if ctx.Err() != nil {
+	return b.follow(ctx, "watch", "Approvals.Watch", &b.watching, b.watchOnce, func(err error) error {
+		if status.Code(err) != codes.OutOfRange {
 			return nil
 		}
-		if status.Code(err) == codes.OutOfRange {
-			// The server pruned events past our cursor: restart at its
-			// current end; holds created meanwhile got no card here (ncl
-			// and the webhook still reach their approvers).
-			b.log.Error("Approvals.Watch cursor was pruned; continuing from the current end", "cursor", b.st.snapshot().WatchCursor)
-			if err := b.st.update(func(s *State) { s.WatchCursor = -1 }); err != nil {
-				return err
-			}
-		}
-		b.m.Errors.WithLabelValues("watch").Inc()
-		delay := delays.NextBackOff()
-		b.log.Warn("Approvals.Watch ended; reconnecting", "err", err, "in", delay)
-		if !Sleep(ctx, delay) {
-			return nil
-		}
-	}
-	return nil
+		// The server pruned events past our cursor: restart at its current
+		// end; holds created meanwhile got no card here (ncl and the
+		// webhook still reach their approvers).
+		b.log.Error("Approvals.Watch cursor was pruned; continuing from the current end", "cursor", b.st.snapshot().WatchCursor)
+		return b.st.update(func(s *State) { s.WatchCursor = -1 })
+	})
 }
 
 func (b *Bridge) watchOnce(ctx context.Context) error {
@@ -69,9 +55,7 @@ func (b *Bridge) watchOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w, done := b.work(ctx)
-		err = b.retry(w, "watch", func(c context.Context) error { return b.handleEvent(c, ev) })
-		done()
+		err = b.finish(ctx, "watch", func(c context.Context) error { return b.handleEvent(c, ev) })
 		if err != nil && b.Transient(err) {
 			return err // stopped or gave up: the event is handled again after reconnecting
 		}

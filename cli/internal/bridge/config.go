@@ -133,6 +133,9 @@ func (f *Flags) Secret(what, file, fileFlag, env string) (string, error) {
 	return "", fmt.Errorf("%s: name a file with --%s or set %s", what, fileFlag, env)
 }
 
+// Common is the common config itself (for a chat's config embedding it).
+func (c Config) Common() Config { return c }
+
 // Validate checks the common config; the error is one line.
 func (c Config) Validate() error {
 	switch {

@@ -11,21 +11,7 @@ import (
 // outboxLoop delivers agent replies and notices for the bridge's chats
 // from the chat outbox, moving the stored cursor after each one.
 func (b *Bridge) outboxLoop(ctx context.Context) error {
-	delays := b.RetryDelays()
-	for ctx.Err() == nil {
-		err := b.outboxOnce(ctx)
-		b.outboxing.Store(false)
-		if ctx.Err() != nil {
-			return nil
-		}
-		b.m.Errors.WithLabelValues("outbox").Inc()
-		delay := delays.NextBackOff()
-		b.log.Warn("chat outbox stream ended; reconnecting", "err", err, "in", delay)
-		if !Sleep(ctx, delay) {
-			return nil
-		}
-	}
-	return nil
+	return b.follow(ctx, "outbox", "chat outbox stream", &b.outboxing, b.outboxOnce, nil)
 }
 
 func (b *Bridge) outboxOnce(ctx context.Context) error {
@@ -42,9 +28,7 @@ func (b *Bridge) outboxOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w, done := b.work(ctx)
-		err = b.retry(w, "send", func(c context.Context) error { return b.deliver(c, m) })
-		done()
+		err = b.finish(ctx, "send", func(c context.Context) error { return b.deliver(c, m) })
 		if err != nil && b.Transient(err) {
 			return err
 		}

@@ -64,10 +64,7 @@ var Spec = bridge.Spec{Namespace: ChannelType, Title: "Slack", Ops: []string{"so
 
 // New builds a bridge over an open connection to the control plane.
 func New(cfg Config, conn grpc.ClientConnInterface, log *slog.Logger) (*Bridge, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	core, err := bridge.New(cfg.Config, Spec, conn, log)
+	core, err := bridge.New(cfg, Spec, conn, log)
 	if err != nil {
 		return nil, err
 	}

@@ -307,7 +307,7 @@ func TestRestartNeitherDropsNorRepeatsACard(t *testing.T) {
 	e.startBridge()
 	first := e.RequestFor(danaID, "first")
 	e.card(dana, first)
-	e.stopBridge()
+	e.StopBridge()
 
 	second := e.RequestFor(danaID, "second, while stopped")
 	e.sl.say(stranger, "CLATE", "hello while you were away")

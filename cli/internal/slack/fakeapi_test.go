@@ -59,6 +59,9 @@ type fakeMessage struct {
 	Buttons []fakeButton
 }
 
+func (m fakeMessage) Body() string     { return m.Text }
+func (m fakeMessage) HasButtons() bool { return len(m.Buttons) > 0 }
+
 type fakeButton struct {
 	ActionID, Label, Value, URL string
 }

@@ -192,7 +192,7 @@ func TestRestartMidStreamNeitherDropsNorRepeatsACard(t *testing.T) {
 	}
 	// Stop while the burst is being carded.
 	e.Eventually(wait, "the first cards", func() bool { return len(e.tg.cards()) >= 2 })
-	e.stopBridge()
+	e.StopBridge()
 	sentBefore := len(e.tg.cards())
 
 	// While it is down: more holds, one resolved elsewhere, and a tap.

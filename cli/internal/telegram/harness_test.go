@@ -1,13 +1,10 @@
 package telegram
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,20 +22,13 @@ type env struct {
 	tg      *fakeTelegram
 	dataDir string
 
-	stopBridge func()
-	bridge     *Bridge
-	httpAddr   string
+	bridge   *Bridge
+	httpAddr string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{World: bridgetest.New(t, ChannelType), tg: newFakeTelegram(t), dataDir: filepath.Join(t.TempDir(), "bridge")}
-	t.Cleanup(func() {
-		if e.stopBridge != nil {
-			e.stopBridge() // before the server stops (cleanups run last first)
-		}
-	})
-	return e
+	return &env{World: bridgetest.New(t, ChannelType), tg: newFakeTelegram(t), dataDir: filepath.Join(t.TempDir(), "bridge")}
 }
 
 // restartServer stops the server (SIGTERM) and starts it again on the same
@@ -50,7 +40,7 @@ func (e *env) restartServer(whileDown func()) {
 	e.Srv.Run(e.T)
 }
 
-// startBridge runs the bridge in process until stopBridge (a graceful stop).
+// startBridge runs the bridge in process until StopBridge (a graceful stop).
 func (e *env) startBridge() {
 	e.T.Helper()
 	cfg := Default()
@@ -61,30 +51,11 @@ func (e *env) startBridge() {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	log := slog.New(slog.NewJSONHandler(e.Srv.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b, err := New(cfg, conn, log)
+	b, err := New(cfg, conn, e.Log())
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	e.stopBridge = func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.T.Errorf("bridge Run: %v", err)
-		}
-		conn.Close()
-		e.stopBridge = nil
-	}
-	hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer hcancel()
-	addr, err := b.HTTPAddr(hctx)
-	if err != nil {
-		e.T.Fatalf("bridge never listened: %v", err)
-	}
-	e.bridge, e.httpAddr = b, addr
-	e.Eventually(10*time.Second, "bridge ready", func() bool { return b.notReady() == "" })
+	e.bridge, e.httpAddr = b, e.StartBridge(b, conn, b.notReady)
 }
 
 // user makes a Telegram user (telegram:<id>, DM = their private chat) with
@@ -99,47 +70,18 @@ const wait = bridgetest.Wait
 // card waits for the one card sent to chatID about a hold and returns it.
 func (e *env) card(chatID int64, holdID string) fakeMessage {
 	e.T.Helper()
-	var found []fakeMessage
-	e.Eventually(wait, "card for "+holdID, func() bool {
-		found = found[:0]
-		for _, m := range e.tg.sentTo(chatID) {
-			if len(m.Buttons) > 0 && strings.Contains(m.Text, holdID) {
-				found = append(found, m)
-			}
-		}
-		return len(found) > 0
-	})
-	if len(found) != 1 {
-		e.T.Fatalf("%d cards for %s in chat %d, want exactly 1", len(found), holdID, chatID)
-	}
-	return found[0]
+	return bridgetest.Card(e.World, holdID, func() []fakeMessage { return e.tg.sentTo(chatID) })
 }
 
 // edited waits for an edit of card m containing want.
 func (e *env) edited(m fakeMessage, want string) fakeMessage {
 	e.T.Helper()
-	var last fakeMessage
-	e.Eventually(wait, fmt.Sprintf("card %d edited with %q", m.MessageID, want), func() bool {
-		for _, ed := range e.tg.editsOf(m.ChatID, m.MessageID) {
-			if strings.Contains(ed.Text, want) {
-				last = ed
-				return true
-			}
-		}
-		return false
-	})
-	return last
+	return bridgetest.Containing(e.World, fmt.Sprintf("card %d edited", m.MessageID), want,
+		func() []fakeMessage { return e.tg.editsOf(m.ChatID, m.MessageID) })
 }
 
 // textTo waits for a message to chatID containing want.
 func (e *env) textTo(chatID int64, want string) {
 	e.T.Helper()
-	e.Eventually(wait, fmt.Sprintf("message to %d containing %q", chatID, want), func() bool {
-		for _, m := range e.tg.sentTo(chatID) {
-			if strings.Contains(m.Text, want) {
-				return true
-			}
-		}
-		return false
-	})
+	bridgetest.Containing(e.World, fmt.Sprintf("message to %d", chatID), want, func() []fakeMessage { return e.tg.sentTo(chatID) })
 }

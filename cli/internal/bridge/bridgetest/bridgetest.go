@@ -10,7 +10,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,6 +43,8 @@ type World struct {
 	DB          *pgxpool.Pool
 	Op          *grpc.ClientConn
 	BridgeToken string // a bridge token for NS alone
+
+	stop func() // the running bridge's graceful stop
 }
 
 // New starts the world: the server, a bridge token for ns and a live
@@ -52,7 +56,54 @@ func New(t *testing.T, ns string) *World {
 	w.BridgeToken = srv.Token(t, &guardv1.CreateTokenRequest{
 		Kind: guardv1.Principal_PRINCIPAL_BRIDGE, Name: ns, Channels: []string{ns}})
 	w.Exec(`INSERT INTO runners (id, host, lease_expires_at) VALUES ('r1', 'h1', now() + interval '1 hour')`)
+	t.Cleanup(w.StopBridge) // before the server stops (cleanups run last first)
 	return w
+}
+
+// Bridge is a bridge under test.
+type Bridge interface {
+	Run(ctx context.Context) error
+	HTTPAddr(ctx context.Context) (string, error)
+}
+
+// Log is a logger for the bridge under test, writing next to the server's
+// log (shown when a test fails).
+func (w *World) Log() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w.Srv.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// StartBridge runs b in process until StopBridge, waits until it listens
+// and notReady says "", and returns its HTTP address. conn (its
+// connection to the server) is closed when it stops.
+func (w *World) StartBridge(b Bridge, conn io.Closer, notReady func() string) string {
+	w.T.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	w.stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			w.T.Errorf("bridge Run: %v", err)
+		}
+		conn.Close()
+	}
+	hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer hcancel()
+	addr, err := b.HTTPAddr(hctx)
+	if err != nil {
+		w.T.Fatalf("bridge never listened: %v", err)
+	}
+	w.Eventually(10*time.Second, "bridge ready", func() bool { return notReady() == "" })
+	return addr
+}
+
+// StopBridge stops the running bridge gracefully (Run must return nil).
+func (w *World) StopBridge() {
+	if w.stop != nil {
+		stop := w.stop
+		w.stop = nil
+		stop()
+	}
 }
 
 // Exec runs a statement or fails the test.
@@ -221,13 +272,18 @@ func HTTPGet(t testing.TB, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// Build builds a command of the cli module into the test's temp dir.
-func Build(t testing.TB, pkg string, args ...string) string {
+// BuildBridge builds a bridge command of the cli module into the test's
+// temp dir, as make build does (-X main.version), and checks that
+// --version prints that version.
+func BuildBridge(t testing.TB, pkg string) string {
 	t.Helper()
+	const version = "v9.9.9-test"
 	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", append(append([]string{"build"}, args...), "-o", bin, pkg)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", bin, pkg).CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", pkg, err, out)
+	}
+	if out, err := exec.Command(bin, "--version").Output(); err != nil || strings.TrimSpace(string(out)) != version {
+		t.Fatalf("%s --version: %q %v, want %s", pkg, out, err, version)
 	}
 	return bin
 }
@@ -284,4 +340,48 @@ func (w *World) Run(bin string, env []string, started string, secrets ...string)
 		}
 		return logs
 	}
+}
+
+// Sent is what a fake chat recorded: a message's text and whether it has
+// buttons (a card).
+type Sent interface {
+	Body() string
+	HasButtons() bool
+}
+
+// Card waits for the messages among sent() that are cards about holdID
+// and returns the one (two are a card sent twice: the test fails).
+func Card[M Sent](w *World, holdID string, sent func() []M) M {
+	w.T.Helper()
+	var found []M
+	w.Eventually(Wait, "card for "+holdID, func() bool {
+		found = found[:0]
+		for _, m := range sent() {
+			if m.HasButtons() && strings.Contains(m.Body(), holdID) {
+				found = append(found, m)
+			}
+		}
+		return len(found) > 0
+	})
+	if len(found) != 1 {
+		w.T.Fatalf("%d cards for %s, want exactly 1", len(found), holdID)
+	}
+	return found[0]
+}
+
+// Containing waits for a message among sent() whose text contains want
+// and returns it (the first).
+func Containing[M Sent](w *World, what, want string, sent func() []M) M {
+	w.T.Helper()
+	var got M
+	w.Eventually(Wait, fmt.Sprintf("%s containing %q", what, want), func() bool {
+		for _, m := range sent() {
+			if strings.Contains(m.Body(), want) {
+				got = m
+				return true
+			}
+		}
+		return false
+	})
+	return got
 }
