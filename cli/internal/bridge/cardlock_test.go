@@ -63,3 +63,27 @@ func TestCardNotesAndTheClosingEditShareOneLock(t *testing.T) {
 		t.Fatalf("a note after the close edited the card (%d edits)", len(p.locked))
 	}
 }
+
+// A hold a later step-up rule marks (Spec.ConsoleURL) gets the console
+// link first on its card; any other keeps its option buttons only.
+func TestAStepUpHoldsCardLinksToTheConsole(t *testing.T) {
+	spec := Spec{Namespace: "test", Title: "Test", ConsoleURL: func(h *guardv1.Hold) string {
+		if h.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
+			return "https://console.example/holds/" + h.GetId()
+		}
+		return ""
+	}}
+	b, err := New(Defaults(t.TempDir(), ""), spec, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []*guardv1.HoldOption{{Label: "Approve", Value: "approve"}, {Label: "Reject", Value: "reject"}}
+	global := b.cardButtons(&guardv1.Hold{Id: "hold_g", ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL, Options: opts})
+	if len(global) != 3 || global[0].Label != ConfirmLabel || global[0].URL != "https://console.example/holds/hold_g" || global[0].Data != "" {
+		t.Fatalf("a step-up hold's buttons %+v, want the console link first", global)
+	}
+	group := b.cardButtons(&guardv1.Hold{Id: "hold_s", ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GROUP, Options: opts})
+	if len(group) != 2 || group[0].URL != "" || group[1].Data != CallbackData("hold_s", 1) {
+		t.Fatalf("a plain hold's buttons %+v", group)
+	}
+}
