@@ -13,7 +13,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
+	"github.com/clawguard/clawguard/proto/retry"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -86,8 +87,7 @@ func Resolve(ctx context.Context, c Calls, req *guardv1.ResolveRequest, o Option
 	deadline := time.Now().Add(o.For)
 	// Jittered, so the approvers of one outage do not come back in step;
 	// the server's hint is a floor.
-	delays := &backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.25,
-		Multiplier: 2, MaxInterval: 5 * time.Second}
+	delays := retry.Exponential(200*time.Millisecond, 5*time.Second)
 	var res Result
 	for {
 		resp, err := c.Resolve(ctx, req)

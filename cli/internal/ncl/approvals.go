@@ -14,10 +14,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
-	"github.com/clawguard/clawguard/cli/internal/retry"
 	"github.com/clawguard/clawguard/proto/click"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/retry"
 )
 
 var holdStatusEnum = guardv1.HoldStatus(0).Descriptor()

@@ -30,6 +30,7 @@ import (
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/retry"
 	"github.com/clawguard/clawguard/runner/internal/config"
 	"github.com/clawguard/clawguard/runner/internal/connect"
 	"github.com/clawguard/clawguard/runner/internal/decide"
@@ -40,7 +41,6 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/mcphost"
 	"github.com/clawguard/clawguard/runner/internal/mcptools"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
-	"github.com/clawguard/clawguard/runner/internal/retry"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 	"github.com/clawguard/clawguard/runner/internal/runtime/process"

@@ -25,8 +25,8 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/retry"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
-	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Applier applies one push. An error is reported in the ack; the push is

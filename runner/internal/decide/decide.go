@@ -25,8 +25,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/retry"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
-	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Client multiplexes decisions over one DecideStream.

@@ -109,7 +109,7 @@ func payloadCases() []struct {
 		{"mcp ok", "add_mcp_server", map[string]any{"name": "fs", "command": "mcp-fs", "args": []any{"/w"}, "env": map[string]any{"A": "b"}}, ""},
 		{"mcp no command", "add_mcp_server", map[string]any{"name": "fs"}, `"command"`},
 		{"mcp no name", "add_mcp_server", map[string]any{"command": "x"}, `"name"`},
-		{"mcp empty name", "add_mcp_server", map[string]any{"name": "", "command": "x"}, "minLength"},
+		{"mcp empty name", "add_mcp_server", map[string]any{"name": "", "command": "x"}, "pattern"},
 		{"mcp env not strings", "add_mcp_server", map[string]any{"name": "fs", "command": "x", "env": map[string]any{"A": 1.0}}, "type"},
 		{"mcp env null", "add_mcp_server", map[string]any{"name": "fs", "command": "x", "env": nil}, "type"},
 		{"mcp args not strings", "add_mcp_server", map[string]any{"name": "fs", "command": "x", "args": []any{true}}, "type"},

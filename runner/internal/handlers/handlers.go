@@ -22,8 +22,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/retry"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
-	"github.com/clawguard/clawguard/runner/internal/retry"
 )
 
 // Delivery action names, as containers send them.

@@ -28,7 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
+	"github.com/clawguard/clawguard/proto/retry"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -166,7 +167,7 @@ func (f *Face) refreshUntilLoaded(ctx context.Context) {
 		return
 	}
 	defer f.retrying.Store(false)
-	delays := backoff.ExponentialBackOff{InitialInterval: 500 * time.Millisecond, Multiplier: 2, MaxInterval: 30 * time.Second, RandomizationFactor: 0.2}
+	delays := retry.Exponential(500*time.Millisecond, 30*time.Second)
 	for {
 		t := time.NewTimer(delays.NextBackOff())
 		select {
@@ -366,7 +367,7 @@ func (f *Face) send(ctx context.Context, tool, action string, payload map[string
 // reconnecting (and re-reading the tools: the runner may have restarted)
 // when it ends.
 func (f *Face) followInbox(ctx context.Context) {
-	delays := backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second, RandomizationFactor: 0.2}
+	delays := retry.Exponential(200*time.Millisecond, 5*time.Second)
 	for first := true; ctx.Err() == nil; first = false {
 		if !first {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)

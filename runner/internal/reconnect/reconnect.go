@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/clawguard/clawguard/runner/internal/retry"
+	"github.com/clawguard/clawguard/proto/retry"
 )
 
 // Loop calls once until ctx ends. once reports whether its stream was ever

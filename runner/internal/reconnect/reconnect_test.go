@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clawguard/clawguard/runner/internal/retry"
+	"github.com/clawguard/clawguard/proto/retry"
 )
 
 // Loop retries until the context ends and stops promptly once it does.

@@ -19,8 +19,8 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/jsonview"
+	"github.com/clawguard/clawguard/proto/retry"
 	"github.com/clawguard/clawguard/server/internal/retention"
-	"github.com/clawguard/clawguard/server/internal/retry"
 )
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>".

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/proto/retry"
+
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
@@ -98,8 +100,7 @@ func (c *Console) loadRetrying(ctx context.Context, r *http.Request) (*session, 
 			return nil, backoff.Permanent(err)
 		}
 		return s, err
-	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.25,
-		Multiplier: 2, MaxInterval: api.DBRetryAfter}), backoff.WithMaxElapsedTime(clickRetryFor))
+	}, backoff.WithBackOff(retry.Exponential(200*time.Millisecond, api.DBRetryAfter)), backoff.WithMaxElapsedTime(clickRetryFor))
 }
 
 // get wraps a page that needs a session: without one, the browser goes to

@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/clawguard/clawguard/proto/retry"
 	"github.com/clawguard/clawguard/server/internal/guard"
-	"github.com/clawguard/clawguard/server/internal/retry"
 )
 
 // Headers of an export request.

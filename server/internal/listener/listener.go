@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgxlisten"
 
-	"github.com/clawguard/clawguard/server/internal/retry"
+	"github.com/clawguard/clawguard/proto/retry"
 )
 
 // AppName is the application_name of the listener's connection (appended to

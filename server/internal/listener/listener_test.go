@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/clawguard/clawguard/migrations/pgtest"
-	"github.com/clawguard/clawguard/server/internal/retry"
+	"github.com/clawguard/clawguard/proto/retry"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

@@ -40,6 +40,9 @@ func Entry() guard.Entry {
 		Args: func(in *guard.Input) []any {
 			return []any{in.Resource[mcpcall.KeyServer], in.Resource[mcpcall.KeyTool]}
 		},
+		// Every fact is a row of the actor's own group, keyed by the server
+		// and tool the request names: nothing of another group is read.
+		Names: func(*guard.Input) []guard.Ref { return []guard.Ref{} },
 		Facts: []guard.Fact{
 			commands.GroupExistsFact,
 			guard.Lookup{Table: "container_configs", Key: []guard.KeyEq{{Column: "agent_group_id", Equals: guard.ActorGroup}},

@@ -52,9 +52,6 @@ func mcpSettingArgs(effect guardv1.Effect, approvals int32, mode guardv1.Enforce
 // lockMCPServer locks the group's config and checks it has the server: a
 // setting of a server nobody hosts would silently do nothing.
 func lockMCPServer(ctx context.Context, tx pgx.Tx, group, server string) (MCPServer, error) {
-	if !mcpcall.ValidServer(server) {
-		return MCPServer{}, invalid("server", "%q is not an MCP server name", server)
-	}
 	c, err := LockConfigTx(ctx, tx, group)
 	if err != nil {
 		return MCPServer{}, err
@@ -69,7 +66,7 @@ func lockMCPServer(ctx context.Context, tx pgx.Tx, group, server string) (MCPSer
 // SetMcpServerDefault sets (or, with no effect, removes) a server's default
 // for the tools nobody set.
 func (s *Service) SetMcpServerDefault(ctx context.Context, req *guardv1.SetMcpServerDefaultRequest) (*guardv1.SetMcpServerDefaultResponse, error) {
-	set, err := mcpSettingArgs(req.GetEffect(), req.GetApprovals(), req.GetMode())
+	set, err := checkSetMcpServerDefault(req)
 	if err != nil {
 		return nil, err
 	}
@@ -103,12 +100,9 @@ func (s *Service) SetMcpServerDefault(ctx context.Context, req *guardv1.SetMcpSe
 // SetMcpTool sets (or, with no effect, removes) one tool's setting. A tool
 // no runner has listed yet may be set ahead.
 func (s *Service) SetMcpTool(ctx context.Context, req *guardv1.SetMcpToolRequest) (*guardv1.SetMcpToolResponse, error) {
-	set, err := mcpSettingArgs(req.GetEffect(), req.GetApprovals(), req.GetMode())
+	set, err := checkSetMcpTool(req)
 	if err != nil {
 		return nil, err
-	}
-	if !mcpcall.ValidTool(req.GetTool()) {
-		return nil, invalid("tool", "%q is not a tool name", req.GetTool())
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := lockMCPServer(ctx, tx, req.GetGroup(), req.GetServer()); err != nil {

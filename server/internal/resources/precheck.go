@@ -78,8 +78,40 @@ func (s *Service) Precheck(msg proto.Message) error {
 		err = required("id", r.GetId())
 	case *guardv1.SetActionSettingsRequest:
 		_, err = s.checkSetActionSettings(r)
+	case *guardv1.SetMcpServerDefaultRequest:
+		_, err = checkSetMcpServerDefault(r)
+	case *guardv1.SetMcpToolRequest:
+		_, err = checkSetMcpTool(r)
 	}
 	return err
+}
+
+// checkMcpServerOf: a group and a name that can name a guarded MCP server.
+func checkMcpServerOf(group, server string) error {
+	if err := required("group", group); err != nil {
+		return err
+	}
+	if !mcpcall.ValidServer(server) {
+		return invalid("server", "%q is not an MCP server name", server)
+	}
+	return nil
+}
+
+func checkSetMcpServerDefault(r *guardv1.SetMcpServerDefaultRequest) (mcpSettingRow, error) {
+	if err := checkMcpServerOf(r.GetGroup(), r.GetServer()); err != nil {
+		return mcpSettingRow{}, err
+	}
+	return mcpSettingArgs(r.GetEffect(), r.GetApprovals(), r.GetMode())
+}
+
+func checkSetMcpTool(r *guardv1.SetMcpToolRequest) (mcpSettingRow, error) {
+	if err := checkMcpServerOf(r.GetGroup(), r.GetServer()); err != nil {
+		return mcpSettingRow{}, err
+	}
+	if !mcpcall.ValidTool(r.GetTool()) {
+		return mcpSettingRow{}, invalid("tool", "%q is not a tool name", r.GetTool())
+	}
+	return mcpSettingArgs(r.GetEffect(), r.GetApprovals(), r.GetMode())
 }
 
 func checkCreateGroup(r *guardv1.CreateGroupRequest) (name, scope string, err error) {

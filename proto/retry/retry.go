@@ -1,9 +1,9 @@
-// Package retry makes the retry delays of the runner: cenkalti/backoff's
-// exponential back-off, always with jitter. A literal
+// Package retry makes every retry delay of the server, the runner, ncl and
+// the bridges: cenkalti/backoff's exponential back-off, always with jitter. A literal
 // backoff.ExponentialBackOff leaves RandomizationFactor at 0, which in
 // backoff v5 means none: clients that failed together (a server restart)
 // would come back together, again and again. Every retry loop takes its
-// delays from Exponential; a test (runner/internal/retry) walks the
+// delays from Exponential; a test (retry_test.go) walks the
 // repository and fails on a back-off made any other way.
 package retry
 
