@@ -13,7 +13,8 @@
 # the Dockerfile and context exist; compose up: the services exist, and
 # server-a/-b and runner-a/-b start as real processes with the doc's secrets),
 # `kubectl` (create secret: every file exists; runner token files hold one
-# bare token each), `bin/clawguard-telegram` (its token files and data dir).
+# bare token each), `bin/clawguard-telegram` and `bin/clawguard-slack` (their
+# token files and data dir).
 # The README walkthrough block is run by walkthrough.sh.
 #
 # Usage: deploy/local/doctest.sh [DOC ...]   (default: every doc with a sh block)
@@ -30,7 +31,7 @@ if [ ${#docs[@]} = 0 ]; then
   done < <(git ls-files '*.md' 2>/dev/null || find . -name '*.md' -not -path './.data/*' | sed 's#^\./##')
 fi
 
-for b in clawguard-server clawguard-runner ncl demo-agent clawguard-telegram; do
+for b in clawguard-server clawguard-runner ncl demo-agent clawguard-telegram clawguard-slack; do
   [ -x "bin/$b" ] || { echo "doctest: bin/$b missing: run make build" >&2; exit 1; }
 done
 
@@ -157,6 +158,32 @@ done
 [ -n "$data" ] || { say "no --data-dir"; exit 1; }
 say "ok"
 EOF
+# clawguard-slack needs the real Slack: the same checks, for its two Slack
+# token files (the bot token xoxb-…, the app-level token xapp-…).
+cat >"$stubs/bin/clawguard-slack" <<'EOF'
+#!/usr/bin/env bash
+set -euo pipefail
+say() { echo "clawguard-slack stub: $*" >&2; }
+tok= bot= app= data=
+while [ $# -gt 0 ]; do
+  case $1 in
+  --token-file) tok=$2; shift 2 ;;
+  --slack-bot-token-file) bot=$2; shift 2 ;;
+  --slack-app-token-file) app=$2; shift 2 ;;
+  --data-dir) data=$2; shift 2 ;;
+  --server|--tls-ca|--slack-api-url|--http-listen|--shutdown-grace|--log-level|--retry-max) shift 2 ;;
+  *) say "unexpected argument $1"; exit 1 ;;
+  esac
+done
+[ -n "$tok" ] && grep -qxE 'cgt_[A-Za-z0-9_-]+' "$tok" && [ "$(wc -l <"$tok")" = 1 ] || { say "--token-file $tok is not one bare token"; exit 1; }
+for f in "$bot" "$app"; do
+  [ -s "$f" ] && [ "$(stat -c %a "$f")" = 600 ] || { say "token file $f is empty or readable by others"; exit 1; }
+done
+grep -q '^xoxb-' "$bot" || { say "--slack-bot-token-file $bot does not hold a bot token (xoxb-…)"; exit 1; }
+grep -q '^xapp-' "$app" || { say "--slack-app-token-file $app does not hold an app-level token (xapp-…)"; exit 1; }
+[ -n "$data" ] || { say "no --data-dir"; exit 1; }
+say "ok"
+EOF
 chmod +x "$stubs"/* "$stubs/bin"/*
 
 # --- one doc ---------------------------------------------------------------
@@ -183,6 +210,7 @@ run_doc() {
   mkdir "$dir/root/bin"
   for b in "$root"/bin/*; do ln -s "$b" "$dir/root/bin/"; done
   ln -sf "$stubs/bin/clawguard-telegram" "$dir/root/bin/clawguard-telegram"
+  ln -sf "$stubs/bin/clawguard-slack" "$dir/root/bin/clawguard-slack"
   cp -r "$root/deploy" "$dir/root/deploy"
   rm -f "$dir/root/deploy/compose/secrets/"*-token* "$dir/root/deploy/compose/secrets/operator-token"
   psql "$pg_admin" -qc "CREATE DATABASE doc$n" >/dev/null

@@ -4,39 +4,22 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
+	"google.golang.org/grpc"
+
+	"github.com/clawguard/clawguard/cli/internal/bridge"
 	"github.com/clawguard/clawguard/cli/internal/telegram"
 )
 
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
 func main() {
-	cfg, err := telegram.Parse(os.Args[1:], os.LookupEnv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "clawguard-telegram:", err)
-		os.Exit(2)
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: telegram.LogLevel(cfg.LogLevel)}))
-	slog.SetDefault(log) // the standard logger's lines (grpc, libraries) as JSON too
-	conn, err := telegram.Dial(cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "clawguard-telegram:", err)
-		os.Exit(2)
-	}
-	defer conn.Close()
-	b, err := telegram.New(cfg, conn, log)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "clawguard-telegram:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := b.Run(ctx); err != nil {
-		log.Error("clawguard-telegram failed", "err", err)
-		os.Exit(1)
-	}
+	bridge.Main("clawguard-telegram", version, func(args []string, getenv func(string) (string, bool)) (bridge.Config, bridge.Build, error) {
+		cfg, err := telegram.Parse(args, getenv)
+		return cfg.Config, func(conn *grpc.ClientConn, log *slog.Logger) (bridge.Runner, error) {
+			return telegram.New(cfg, conn, log)
+		}, err
+	})
 }

@@ -3,15 +3,15 @@ package telegram
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/clawguard/clawguard/cli/internal/bridge/bridgetest"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -22,45 +22,30 @@ const (
 	groupChat  int64 = -1001
 )
 
-// holdOf waits for the newest hold of a kind and returns its id.
-func (e *env) holdOf(kind string) string {
-	e.t.Helper()
-	var id string
-	e.eventually(wait, "a "+kind+" hold", func() bool {
-		err := e.db.QueryRow(context.Background(), `SELECT id FROM holds WHERE kind = $1 ORDER BY created_at DESC LIMIT 1`, kind).Scan(&id)
-		return err == nil
-	})
-	return id
-}
-
-func (e *env) holdStatus(id string) string {
-	return e.str(`SELECT status FROM holds WHERE id = $1`, id)
-}
-
 // An unknown sender in a wired group chat is held; Dana (admin of the
 // wired group) gets the card in her DM, taps Allow, and the message reaches
 // the agent; the agent's reply comes back to the chat.
 func TestUnknownSenderAdmittedByATapReachesTheAgent(t *testing.T) {
 	e := newEnv(t)
-	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
+	e.Exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
 	dana := e.user(danaID, "admin", "ag_research")
-	e.exec(`INSERT INTO messaging_groups (id, channel_type, platform_id, name, is_group, unknown_sender_policy)
+	e.Exec(`INSERT INTO messaging_groups (id, channel_type, platform_id, name, is_group, unknown_sender_policy)
 		VALUES ('mg_team', 'telegram', $1, 'team', true, 'request_approval')`, fmt.Sprint(groupChat))
-	e.exec(`INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id) VALUES ('w1', 'mg_team', 'ag_research')`)
+	e.Exec(`INSERT INTO messaging_group_agents (id, messaging_group_id, agent_group_id) VALUES ('w1', 'mg_team', 'ag_research')`)
 	e.startBridge()
 
 	e.tg.say(strangerID, groupChat, "hello agent, can you help?")
-	hold := e.holdOf("sender_admit")
+	hold := e.HoldOf("sender_admit")
 	e.textTo(groupChat, "waiting for an admin")
-	if n := len(e.pushes("ag_research", "deliver")); n != 0 {
+	if n := len(e.Pushes("ag_research", "deliver")); n != 0 {
 		t.Fatalf("%d messages reached the agent before admission", n)
 	}
 	card := e.card(danaID, hold)
 	e.tg.tap(danaID, card, "Allow")
 
 	e.edited(card, "Approved by "+dana)
-	e.eventually(wait, "the admitted message delivered", func() bool {
-		for _, p := range e.pushes("ag_research", "deliver") {
+	e.Eventually(wait, "the admitted message delivered", func() bool {
+		for _, p := range e.Pushes("ag_research", "deliver") {
 			if p.GetDeliver().GetText() == "hello agent, can you help?" && p.GetDeliver().GetSenderUserId() == userID(strangerID) {
 				return true
 			}
@@ -69,8 +54,8 @@ func TestUnknownSenderAdmittedByATapReachesTheAgent(t *testing.T) {
 	})
 
 	// The agent answers into its chat: the reply reaches the group chat.
-	session := e.str(`SELECT id FROM sessions WHERE agent_group_id = 'ag_research'`)
-	if _, err := guardv1.NewRegistryClient(e.runnerConn()).PostChatMessage(e.asAgent(session),
+	session := e.Str(`SELECT id FROM sessions WHERE agent_group_id = 'ag_research'`)
+	if _, err := guardv1.NewRegistryClient(e.RunnerConn()).PostChatMessage(e.AsAgent(session),
 		&guardv1.PostChatMessageRequest{Text: "Sure, what do you need?"}); err != nil {
 		t.Fatalf("PostChatMessage: %v", err)
 	}
@@ -82,13 +67,13 @@ func TestUnknownSenderAdmittedByATapReachesTheAgent(t *testing.T) {
 // agent, which receives the first message.
 func TestNewGroupChatRegisteredThroughTheOwnersDM(t *testing.T) {
 	e := newEnv(t)
-	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
+	e.Exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
 	owner := e.user(ownerID, "owner", "")
 	e.startBridge()
 
 	const newChat int64 = -2002
 	e.tg.say(strangerID, newChat, "hi bot")
-	hold := e.holdOf("channel_registration")
+	hold := e.HoldOf("channel_registration")
 	e.textTo(newChat, "not connected to an agent yet")
 	card := e.card(ownerID, hold)
 	e.tg.tap(ownerID, card, "New agent")
@@ -97,14 +82,14 @@ func TestNewGroupChatRegisteredThroughTheOwnersDM(t *testing.T) {
 	e.tg.say(ownerID, ownerID, "helper")
 	e.textTo(ownerID, "created agent helper")
 	e.edited(card, "Approved by "+owner+" — New agent")
-	helper := e.str(`SELECT id FROM agent_groups WHERE name = 'helper'`)
-	wired := e.str(`SELECT mg.platform_id FROM messaging_group_agents w JOIN messaging_groups mg ON mg.id = w.messaging_group_id
+	helper := e.Str(`SELECT id FROM agent_groups WHERE name = 'helper'`)
+	wired := e.Str(`SELECT mg.platform_id FROM messaging_group_agents w JOIN messaging_groups mg ON mg.id = w.messaging_group_id
 		WHERE w.agent_group_id = $1`, helper)
 	if wired != fmt.Sprint(newChat) {
 		t.Fatalf("helper is wired to chat %s, want %d", wired, newChat)
 	}
-	e.eventually(wait, "the first message delivered to the new agent", func() bool {
-		for _, p := range e.pushes(helper, "deliver") {
+	e.Eventually(wait, "the first message delivered to the new agent", func() bool {
+		for _, p := range e.Pushes(helper, "deliver") {
 			if p.GetDeliver().GetText() == "hi bot" {
 				return true
 			}
@@ -113,39 +98,16 @@ func TestNewGroupChatRegisteredThroughTheOwnersDM(t *testing.T) {
 	})
 }
 
-// a2a is research asking to message ops, held for Dana alone (a policy).
-func (e *env) a2aHold(text string) string {
-	e.t.Helper()
-	resp, err := guardv1.NewGuardClient(e.runnerConn()).Decide(e.asAgent("s_research"), &guardv1.DecideRequest{
-		Action:   "a2a.send",
-		Resource: map[string]string{"to": "ag_ops"},
-		Payload:  mustStruct(e.t, map[string]any{"to": "ag_ops", "text": text}),
-		Card:     &guardv1.HoldCard{Title: "Message to ops", Question: "research wants to send ops: " + text, DeliveryAction: "send_message"},
-	})
-	if err != nil {
-		e.t.Fatalf("Decide a2a.send: %v", err)
-	}
-	if resp.GetDecision().GetEffect() != guardv1.Effect_EFFECT_HOLD || resp.GetHoldId() == "" {
-		e.t.Fatalf("a2a.send answered %v, want a hold", resp.GetDecision())
-	}
-	return resp.GetHoldId()
-}
-
 func a2aEnv(t *testing.T) (*env, string) {
 	e := newEnv(t)
-	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research'), ('ag_ops', 'ops')`)
-	dana := e.user(danaID, "", "")
-	e.exec(`INSERT INTO agent_destinations (agent_group_id, name, target_agent_group_id) VALUES ('ag_research', 'ops', 'ag_ops')`)
-	e.exec(`INSERT INTO agent_message_policies (from_agent_group_id, to_agent_group_id, approver_user_id) VALUES ('ag_research', 'ag_ops', $1)`, dana)
-	e.exec(`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s_research', 'ag_research', 'r1')`)
-	return e, dana
+	return e, e.A2A(strconv.FormatInt(danaID, 10))
 }
 
 // An a2a hold's card reaches Dana; her tap approves it and the card says so.
 func TestA2AHoldApprovedByDanasTap(t *testing.T) {
 	e, dana := a2aEnv(t)
 	e.startBridge()
-	hold := e.a2aHold("deploy at 5")
+	hold := e.A2AHold("deploy at 5")
 	card := e.card(danaID, hold)
 	if !strings.Contains(card.Text, "research wants to send ops: deploy at 5") {
 		t.Fatalf("card text %q lacks the question", card.Text)
@@ -153,7 +115,7 @@ func TestA2AHoldApprovedByDanasTap(t *testing.T) {
 	// Someone else's tap is refused and changes nothing.
 	e.user(strangerID, "", "")
 	e.tg.tap(strangerID, card, "Approve")
-	e.eventually(wait, "the stranger's tap answered", func() bool {
+	e.Eventually(wait, "the stranger's tap answered", func() bool {
 		e.tg.mu.Lock()
 		defer e.tg.mu.Unlock()
 		for _, a := range e.tg.answers {
@@ -163,7 +125,7 @@ func TestA2AHoldApprovedByDanasTap(t *testing.T) {
 		}
 		return false
 	})
-	if st := e.holdStatus(hold); st != "pending" {
+	if st := e.HoldStatus(hold); st != "pending" {
 		t.Fatalf("after a stranger's tap the hold is %s", st)
 	}
 
@@ -172,10 +134,10 @@ func TestA2AHoldApprovedByDanasTap(t *testing.T) {
 	if len(ed.Buttons) != 0 {
 		t.Fatalf("the resolved card still has buttons: %v", ed.Buttons)
 	}
-	if st := e.holdStatus(hold); st != "approved" {
+	if st := e.HoldStatus(hold); st != "approved" {
 		t.Fatalf("hold %s, want approved", st)
 	}
-	if r := e.pushes("ag_research", "replay"); len(r) != 1 || r[0].GetReplay().GetHoldId() != hold {
+	if r := e.Pushes("ag_research", "replay"); len(r) != 1 || r[0].GetReplay().GetHoldId() != hold {
 		t.Fatalf("replay pushes %v, want one for %s", r, hold)
 	}
 }
@@ -185,23 +147,23 @@ func TestA2AHoldApprovedByDanasTap(t *testing.T) {
 func TestRejectWithATypedReasonReachesTheRequester(t *testing.T) {
 	e, dana := a2aEnv(t)
 	e.startBridge()
-	hold := e.a2aHold("drop the prod database")
+	hold := e.A2AHold("drop the prod database")
 	card := e.card(danaID, hold)
 	e.tg.tap(danaID, card, "Reject with reason…")
 	e.textTo(danaID, "Reply with the reason")
 	e.edited(card, "Waiting for the reason from "+dana)
-	if st := e.holdStatus(hold); st != "pending" {
+	if st := e.HoldStatus(hold); st != "pending" {
 		t.Fatalf("hold %s while the reason is awaited, want pending", st)
 	}
 
 	e.tg.say(danaID, danaID, "not during the freeze")
 	e.edited(card, "❌ Rejected by "+dana+": “not during the freeze”")
 	e.textTo(danaID, "rejected with your reason")
-	notices := e.pushes("ag_research", "notify")
+	notices := e.Pushes("ag_research", "notify")
 	if len(notices) != 1 || !strings.Contains(notices[0].GetNotify().GetText(), "not during the freeze") {
 		t.Fatalf("notices to research %v, want the reason", notices)
 	}
-	if r := e.pushes("ag_research", "replay"); len(r) != 0 {
+	if r := e.Pushes("ag_research", "replay"); len(r) != 0 {
 		t.Fatalf("a rejected hold was replayed: %v", r)
 	}
 }
@@ -212,7 +174,7 @@ func TestRestartMidStreamNeitherDropsNorRepeatsACard(t *testing.T) {
 	e := newEnv(t)
 	dana := e.user(danaID, "owner", "")
 	ctx := context.Background()
-	appr := guardv1.NewApprovalsClient(e.op)
+	appr := guardv1.NewApprovalsClient(e.Op)
 	request := func(i int) string {
 		resp, err := appr.Request(ctx, &guardv1.RequestRequest{
 			Kind: "onecli_credential", Card: &guardv1.HoldCard{Title: fmt.Sprintf("Use key %d", i)},
@@ -229,8 +191,8 @@ func TestRestartMidStreamNeitherDropsNorRepeatsACard(t *testing.T) {
 		holds = append(holds, request(i))
 	}
 	// Stop while the burst is being carded.
-	e.eventually(wait, "the first cards", func() bool { return len(e.tg.cards()) >= 2 })
-	e.stopBridge()
+	e.Eventually(wait, "the first cards", func() bool { return len(e.tg.cards()) >= 2 })
+	e.StopBridge()
 	sentBefore := len(e.tg.cards())
 
 	// While it is down: more holds, one resolved elsewhere, and a tap.
@@ -248,7 +210,7 @@ func TestRestartMidStreamNeitherDropsNorRepeatsACard(t *testing.T) {
 		e.card(danaID, h) // exactly one each (card fails on two)
 	}
 	e.edited(first, "Approved by "+dana)
-	if st := e.holdStatus(holds[0]); st != "approved" {
+	if st := e.HoldStatus(holds[0]); st != "approved" {
 		t.Fatalf("the tap made while the bridge was down: hold %s, want approved", st)
 	}
 	// holds[1] was carded before the stop (cards go out in order) and
@@ -257,30 +219,19 @@ func TestRestartMidStreamNeitherDropsNorRepeatsACard(t *testing.T) {
 	if got := len(e.tg.cards()); got != len(holds) {
 		t.Fatalf("%d cards for %d holds (%d before the restart)", got, len(holds), sentBefore)
 	}
-	e.eventually(wait, "the tap confirmed to Telegram", func() bool { return e.tg.unconfirmed() == 0 })
+	e.Eventually(wait, "the tap confirmed to Telegram", func() bool { return e.tg.unconfirmed() == 0 })
 
 	// Health and metrics of the restarted bridge.
-	if code, body := httpGet(t, "http://"+e.httpAddr+"/readyz"); code != 200 {
+	if code, body := bridgetest.HTTPGet(t, "http://"+e.httpAddr+"/readyz"); code != 200 {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
-	_, metrics := httpGet(t, "http://"+e.httpAddr+"/metrics")
+	_, metrics := bridgetest.HTTPGet(t, "http://"+e.httpAddr+"/metrics")
 	for _, want := range []string{`clawguard_telegram_cards_total{event="sent"}`, `clawguard_telegram_clicks_total{result="resolved"} 1`,
 		`clawguard_telegram_cards_total{event="edited"}`, `clawguard_telegram_errors_total{op="send"} 0`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-}
-
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 func cardsFor(cards []fakeMessage, holdID string) []fakeMessage {
@@ -293,21 +244,12 @@ func cardsFor(cards []fakeMessage, holdID string) []fakeMessage {
 	return out
 }
 
-func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
-	t.Helper()
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // An expired hold's card says so and loses its buttons.
 func TestExpiredHoldsCardSaysSo(t *testing.T) {
 	e := newEnv(t)
 	dana := e.user(danaID, "owner", "")
 	e.startBridge()
-	resp, err := guardv1.NewApprovalsClient(e.op).Request(context.Background(), &guardv1.RequestRequest{
+	resp, err := guardv1.NewApprovalsClient(e.Op).Request(context.Background(), &guardv1.RequestRequest{
 		Kind:         "onecli_credential",
 		Card:         &guardv1.HoldCard{Title: "Use the deploy key", ExpiresAt: timestamppb.New(time.Now().Add(2 * time.Second))},
 		ApproverRule: &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: dana}}},
@@ -322,8 +264,8 @@ func TestExpiredHoldsCardSaysSo(t *testing.T) {
 	}
 	// A late tap changes nothing.
 	e.tg.tap(danaID, card, "Approve")
-	e.eventually(wait, "the late tap answered", func() bool { return e.tg.unconfirmed() == 0 })
-	if st := e.holdStatus(resp.GetHold().GetId()); st != "expired" {
+	e.Eventually(wait, "the late tap answered", func() bool { return e.tg.unconfirmed() == 0 })
+	if st := e.HoldStatus(resp.GetHold().GetId()); st != "expired" {
 		t.Fatalf("hold %s after a late tap, want expired", st)
 	}
 }
@@ -333,11 +275,11 @@ func TestExpiredHoldsCardSaysSo(t *testing.T) {
 // the hold stays pending and the requester hears nothing.
 func TestARevokedApproversReasonIsRefused(t *testing.T) {
 	e := newEnv(t)
-	e.exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
-	e.exec(`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s_research', 'ag_research', 'r1')`)
+	e.Exec(`INSERT INTO agent_groups (id, name) VALUES ('ag_research', 'research')`)
+	e.Exec(`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s_research', 'ag_research', 'r1')`)
 	dana := e.user(danaID, "admin", "ag_research")
 	e.startBridge()
-	resp, err := guardv1.NewApprovalsClient(e.op).Request(context.Background(), &guardv1.RequestRequest{
+	resp, err := guardv1.NewApprovalsClient(e.Op).Request(context.Background(), &guardv1.RequestRequest{
 		Kind: "onecli_credential", SessionId: "s_research", Card: &guardv1.HoldCard{Title: "Use the deploy key"},
 	})
 	if err != nil {
@@ -347,14 +289,14 @@ func TestARevokedApproversReasonIsRefused(t *testing.T) {
 	card := e.card(danaID, hold)
 	e.tg.tap(danaID, card, "Reject with reason…")
 	e.edited(card, "Waiting for the reason from "+dana)
-	e.exec(`DELETE FROM user_roles WHERE user_id = $1`, dana)
+	e.Exec(`DELETE FROM user_roles WHERE user_id = $1`, dana)
 
 	e.tg.say(danaID, danaID, "leaked key")
 	e.textTo(danaID, "reject reason refused")
-	if st := e.holdStatus(hold); st != "pending" {
+	if st := e.HoldStatus(hold); st != "pending" {
 		t.Fatalf("hold %s after a refused reason, want pending", st)
 	}
-	for _, p := range e.pushes("ag_research", "notify") {
+	for _, p := range e.Pushes("ag_research", "notify") {
 		if strings.Contains(p.GetNotify().GetText(), "leaked key") {
 			t.Fatalf("the refused reason reached the requester: %q", p.GetNotify().GetText())
 		}
@@ -368,20 +310,20 @@ func TestQuorumHoldCardsReachEveryNamedApprover(t *testing.T) {
 	e, dana := a2aEnv(t)
 	const erinID int64 = 43
 	erin := e.user(erinID, "", "")
-	e.exec(`UPDATE agent_message_policies SET also_approvers = ARRAY[$1], approvals = 2`, erin)
+	e.Exec(`UPDATE agent_message_policies SET also_approvers = ARRAY[$1], approvals = 2`, erin)
 	e.startBridge()
-	hold := e.a2aHold("rotate the keys")
+	hold := e.A2AHold("rotate the keys")
 	danaCard, erinCard := e.card(danaID, hold), e.card(erinID, hold)
 
 	e.tg.tap(danaID, danaCard, "Approve")
 	e.edited(erinCard, "👍 "+dana+" approved (1 of 2 approvals)")
-	if st := e.holdStatus(hold); st != "pending" {
+	if st := e.HoldStatus(hold); st != "pending" {
 		t.Fatalf("hold %s after one of two approvals, want pending", st)
 	}
 	e.tg.tap(erinID, erinCard, "Approve")
 	e.edited(danaCard, "✅ Approved by "+erin)
 	e.edited(erinCard, "✅ Approved by "+erin)
-	if st := e.holdStatus(hold); st != "approved" {
+	if st := e.HoldStatus(hold); st != "approved" {
 		t.Fatalf("hold %s after both approvals, want approved", st)
 	}
 }
@@ -394,7 +336,7 @@ func TestServerRestartUnderTheBridgeLosesNothing(t *testing.T) {
 	e := newEnv(t)
 	dana := e.user(danaID, "owner", "")
 	e.startBridge()
-	appr := func() guardv1.ApprovalsClient { return guardv1.NewApprovalsClient(e.op) }
+	appr := func() guardv1.ApprovalsClient { return guardv1.NewApprovalsClient(e.Op) }
 	request := func(title string) string {
 		t.Helper()
 		resp, err := appr().Request(context.Background(), &guardv1.RequestRequest{
@@ -410,15 +352,15 @@ func TestServerRestartUnderTheBridgeLosesNothing(t *testing.T) {
 	e.card(danaID, before)
 
 	e.restartServer(func() {
-		e.eventually(wait, "/readyz failing while the server is down", func() bool {
-			code, _ := httpGet(t, "http://"+e.httpAddr+"/readyz")
+		e.Eventually(wait, "/readyz failing while the server is down", func() bool {
+			code, _ := bridgetest.HTTPGet(t, "http://"+e.httpAddr+"/readyz")
 			return code == http.StatusServiceUnavailable
 		})
 		e.tg.say(strangerID, -3003, "hello while you were away")
 	})
-	e.eventually(wait, "the message sent during the restart routed", func() bool {
+	e.Eventually(wait, "the message sent during the restart routed", func() bool {
 		var n int
-		_ = e.db.QueryRow(context.Background(), `SELECT count(*) FROM messaging_groups WHERE channel_type = 'telegram' AND platform_id = '-3003'`).Scan(&n)
+		_ = e.DB.QueryRow(context.Background(), `SELECT count(*) FROM messaging_groups WHERE channel_type = 'telegram' AND platform_id = '-3003'`).Scan(&n)
 		return n == 1
 	})
 	after := request("after the restart")
@@ -427,8 +369,18 @@ func TestServerRestartUnderTheBridgeLosesNothing(t *testing.T) {
 	if got := len(e.tg.cards()); got != 2 {
 		t.Fatalf("%d cards for 2 holds", got)
 	}
-	e.eventually(wait, "/readyz again", func() bool {
-		code, _ := httpGet(t, "http://"+e.httpAddr+"/readyz")
+	e.Eventually(wait, "/readyz again", func() bool {
+		code, _ := bridgetest.HTTPGet(t, "http://"+e.httpAddr+"/readyz")
 		return code == http.StatusOK
 	})
+}
+
+// An outbox message for a chat id Telegram cannot have is skipped, not
+// retried for ever: the messages after it are still delivered.
+func TestAnOutboxMessageForANonTelegramChatDoesNotStopTheOutbox(t *testing.T) {
+	e := newEnv(t)
+	e.startBridge()
+	e.Exec(`INSERT INTO chat_outbox (channel_type, platform_id, kind, text) VALUES
+		('telegram', 'not-a-chat-id', 'reply', 'undeliverable'), ('telegram', $1, 'reply', 'the one after')`, fmt.Sprint(groupChat))
+	e.textTo(groupChat, "the one after")
 }

@@ -42,6 +42,9 @@ type fakeMessage struct {
 	Buttons   []models.InlineKeyboardButton
 }
 
+func (m fakeMessage) Body() string     { return m.Text }
+func (m fakeMessage) HasButtons() bool { return len(m.Buttons) > 0 }
+
 func newFakeTelegram(t *testing.T) *fakeTelegram {
 	f := &fakeTelegram{t: t, token: "123456:TEST-token", wake: make(chan struct{}), nextUpd: 1000, nextMsg: 1}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))

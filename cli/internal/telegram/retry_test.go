@@ -28,29 +28,29 @@ func TestATapWhileTheDatabaseCannotTakeItLandsWhenItCan(t *testing.T) {
 	e := newEnv(t)
 	dana := e.user(danaID, "owner", "")
 	e.startBridge()
-	hold := e.requestFor(dana, "the deploy key")
+	hold := e.RequestFor(dana, "the deploy key")
 	card := e.card(danaID, hold)
 
-	e.exec(`CREATE FUNCTION fault_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE FUNCTION fault_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$`)
-	e.exec(`CREATE TRIGGER fault_disk_full BEFORE INSERT ON hold_events FOR EACH ROW EXECUTE FUNCTION fault_disk_full()`)
+	e.Exec(`CREATE TRIGGER fault_disk_full BEFORE INSERT ON hold_events FOR EACH ROW EXECUTE FUNCTION fault_disk_full()`)
 	e.tg.tap(danaID, card, "Approve")
-	e.eventually(wait, "the bridge asking the click again", func() bool {
-		return strings.Contains(e.srv.Logs.String(), "click not taken now; asking again")
+	e.Eventually(wait, "the bridge asking the click again", func() bool {
+		return strings.Contains(e.Srv.Logs.String(), "click not taken now; asking again")
 	})
-	if st := e.holdStatus(hold); st != "pending" {
+	if st := e.HoldStatus(hold); st != "pending" {
 		t.Fatalf("hold %s while the database refused writes", st)
 	}
-	e.exec(`DROP TRIGGER fault_disk_full ON hold_events`)
-	e.exec(`DROP FUNCTION fault_disk_full()`)
-	e.eventually(wait, "the tap answered Done.", func() bool {
+	e.Exec(`DROP TRIGGER fault_disk_full ON hold_events`)
+	e.Exec(`DROP FUNCTION fault_disk_full()`)
+	e.Eventually(wait, "the tap answered Done.", func() bool {
 		done, _ := e.answered("Done.", "")
 		return done
 	})
 	if _, failed := e.answered("Done.", "Failed"); failed {
 		t.Fatalf("the approver was told a click failed: %v", e.tg.answers)
 	}
-	if st := e.holdStatus(hold); st != "approved" {
+	if st := e.HoldStatus(hold); st != "approved" {
 		t.Fatalf("hold %s, want approved", st)
 	}
 
@@ -59,7 +59,7 @@ func TestATapWhileTheDatabaseCannotTakeItLandsWhenItCan(t *testing.T) {
 	e.tg.answers = nil
 	e.tg.mu.Unlock()
 	e.tg.tap(danaID, card, "Approve")
-	e.eventually(wait, "the second tap answered", func() bool {
+	e.Eventually(wait, "the second tap answered", func() bool {
 		e.tg.mu.Lock()
 		defer e.tg.mu.Unlock()
 		return len(e.tg.answers) > 0

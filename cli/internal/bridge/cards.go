@@ -1,4 +1,4 @@
-package telegram
+package bridge
 
 import (
 	"context"
@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/go-telegram/bot/models"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -23,30 +21,16 @@ import (
 // state write with the card map; a replayed event finds its card recorded
 // and sends nothing twice.
 func (b *Bridge) watchLoop(ctx context.Context) error {
-	delays := b.retryDelays()
-	for ctx.Err() == nil {
-		err := b.watchOnce(ctx)
-		b.watching.Store(false)
-		if ctx.Err() != nil {
+	return b.follow(ctx, "watch", "Approvals.Watch", &b.watching, b.watchOnce, func(err error) error {
+		if status.Code(err) != codes.OutOfRange {
 			return nil
 		}
-		if status.Code(err) == codes.OutOfRange {
-			// The server pruned events past our cursor: restart at its
-			// current end; holds created meanwhile got no card here (ncl
-			// and the webhook still reach their approvers).
-			b.log.Error("Approvals.Watch cursor was pruned; continuing from the current end", "cursor", b.st.snapshot().WatchCursor)
-			if err := b.st.update(func(s *State) { s.WatchCursor = -1 }); err != nil {
-				return err
-			}
-		}
-		b.m.Errors.WithLabelValues("watch").Inc()
-		delay := delays.NextBackOff()
-		b.log.Warn("Approvals.Watch ended; reconnecting", "err", err, "in", delay)
-		if !sleep(ctx, delay) {
-			return nil
-		}
-	}
-	return nil
+		// The server pruned events past our cursor: restart at its current
+		// end; holds created meanwhile got no card here (ncl and the
+		// webhook still reach their approvers).
+		b.log.Error("Approvals.Watch cursor was pruned; continuing from the current end", "cursor", b.st.snapshot().WatchCursor)
+		return b.st.update(func(s *State) { s.WatchCursor = -1 })
+	})
 }
 
 func (b *Bridge) watchOnce(ctx context.Context) error {
@@ -71,10 +55,8 @@ func (b *Bridge) watchOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w, done := b.work(ctx)
-		err = b.retry(w, "watch", func(c context.Context) error { return b.handleEvent(c, ev) })
-		done()
-		if err != nil && transient(err) {
+		err = b.finish(ctx, "watch", func(c context.Context) error { return b.handleEvent(c, ev) })
+		if err != nil && b.Transient(err) {
 			return err // stopped or gave up: the event is handled again after reconnecting
 		}
 		if err != nil {
@@ -98,40 +80,40 @@ func (b *Bridge) handleEvent(ctx context.Context, ev *guardv1.WatchResponse) err
 	return b.st.update(func(s *State) { s.WatchCursor = ev.GetCursor() })
 }
 
-// sendCard DMs the card to each Telegram approver of the hold it names
-// (the approver it was delivered to, and every named approver of an
-// exclusive rule: a quorum needs them all), while it is still pending (a
-// replay from an old cursor sends no cards for holds decided meanwhile).
-// Each card is recorded as soon as it is sent, so a retried event sends
-// only the missing ones; the cursor moves once all are out.
+// sendCard DMs the card to each approver of this bridge's namespace the
+// hold names (the approver it was delivered to, and every named approver
+// of an exclusive rule: a quorum needs them all), while it is still
+// pending (a replay from an old cursor sends no cards for holds decided
+// meanwhile). Each card is recorded as soon as it is sent, so a retried
+// event sends only the missing ones; the cursor moves once all are out.
 func (b *Bridge) sendCard(ctx context.Context, cursor int64, h *guardv1.Hold) error {
 	done := func(why string) error {
 		b.log.Debug("card event handled", "hold", h.GetId(), "why", why)
 		return b.st.update(func(s *State) { s.WatchCursor = cursor })
 	}
-	have := map[int64]bool{}
+	have := map[string]bool{}
 	for _, c := range b.st.cards(h.GetId()) {
-		have[c.ChatID] = true
+		have[string(c.Chat)] = true
 	}
-	var todo []int64
-	for _, u := range recipients(h) {
-		handle, _ := strings.CutPrefix(u, ChannelType+":")
-		chatID, err := strconv.ParseInt(handle, 10, 64)
-		if err != nil {
+	var todo []string
+	for _, u := range Recipients(h, b.spec.Namespace) {
+		handle, _ := strings.CutPrefix(u, b.spec.Namespace+":")
+		chat, ok := b.chat.DMChat(handle)
+		if !ok {
 			b.m.Cards.WithLabelValues("skipped").Inc()
-			b.log.Warn("card not sent: telegram users are telegram:<numeric user id>", "hold", h.GetId(), "user", u)
+			b.log.Warn("card not sent: not a user id of this chat", "hold", h.GetId(), "user", u)
 			continue
 		}
-		if !have[chatID] {
-			todo = append(todo, chatID)
+		if !have[chat] {
+			todo = append(todo, chat)
 		}
 	}
 	if len(todo) == 0 {
-		return done("no telegram approver without a card")
+		return done("no approver without a card")
 	}
 	cur, err := b.appr.Get(ctx, &guardv1.GetRequest{Id: h.GetId()})
 	if err != nil {
-		if transient(err) {
+		if b.Transient(err) {
 			return err
 		}
 		return done("hold unreadable: " + err.Error())
@@ -139,33 +121,34 @@ func (b *Bridge) sendCard(ctx context.Context, cursor int64, h *guardv1.Hold) er
 	if cur.GetHold().GetStatus() != guardv1.HoldStatus_HOLD_STATUS_PENDING {
 		return done("already resolved")
 	}
-	text := cardText(h)
-	for _, chatID := range todo {
-		msgID, err := b.api.send(ctx, chatID, text, keyboard(h))
+	text, buttons := CardText(h), b.cardButtons(h)
+	for _, chat := range todo {
+		c, err := b.chat.Post(ctx, chat, text, buttons)
 		if err != nil {
-			if transient(err) {
+			if b.Transient(err) {
 				return err
 			}
 			b.m.Errors.WithLabelValues("send").Inc()
-			b.log.Warn("card not delivered (has the approver started the bot?)", "hold", h.GetId(), "chat", chatID, "err", err)
+			b.log.Warn("card not delivered (has the approver started a chat with the bot?)", "hold", h.GetId(), "chat", chat, "err", err)
 			continue
 		}
+		// Recorded under the chat it was addressed to, whatever chat the
+		// platform put it in, so a retried event finds it.
+		c.Chat, c.Text = ID(chat), text
 		b.m.Cards.WithLabelValues("sent").Inc()
-		b.log.Info("card sent", "hold", h.GetId(), "kind", h.GetKind(), "chat", chatID, "message", msgID)
-		if err := b.st.update(func(s *State) {
-			s.Cards[h.GetId()] = append(s.Cards[h.GetId()], Card{ChatID: chatID, MessageID: msgID, Text: text})
-		}); err != nil {
+		b.log.Info("card sent", "hold", h.GetId(), "kind", h.GetKind(), "chat", chat, "message", c.Message)
+		if err := b.st.update(func(s *State) { s.Cards[h.GetId()] = append(s.Cards[h.GetId()], c) }); err != nil {
 			return err
 		}
 	}
 	return done("cards sent")
 }
 
-// recipients are the telegram users a hold's card goes to.
-func recipients(h *guardv1.Hold) []string {
+// Recipients are the users of namespace ns a hold's card goes to.
+func Recipients(h *guardv1.Hold, ns string) []string {
 	var out []string
 	add := func(u string) {
-		if strings.HasPrefix(u, ChannelType+":") && !slices.Contains(out, u) {
+		if strings.HasPrefix(u, ns+":") && !slices.Contains(out, u) {
 			out = append(out, u)
 		}
 	}
@@ -187,13 +170,15 @@ func recipients(h *guardv1.Hold) []string {
 // success).
 func (b *Bridge) closeCard(ctx context.Context, ev *guardv1.WatchResponse) error {
 	h := ev.GetHold()
+	b.cardMu.Lock()
+	defer b.cardMu.Unlock()
 	for _, c := range b.st.cards(h.GetId()) {
-		if err := b.api.edit(ctx, c.ChatID, c.MessageID, c.Text+"\n\n"+outcomeLine(ev), nil); err != nil {
-			if transient(err) {
+		if err := b.chat.Edit(ctx, c, c.Text+"\n\n"+OutcomeLine(ev), nil); err != nil {
+			if b.Transient(err) {
 				return err
 			}
 			b.m.Errors.WithLabelValues("edit").Inc()
-			b.log.Warn("card not edited", "hold", h.GetId(), "chat", c.ChatID, "err", err)
+			b.log.Warn("card not edited", "hold", h.GetId(), "chat", c.Chat, "err", err)
 			continue
 		}
 		b.m.Cards.WithLabelValues("edited").Inc()
@@ -204,17 +189,29 @@ func (b *Bridge) closeCard(ctx context.Context, ev *guardv1.WatchResponse) error
 	})
 }
 
-// noteOnCard adds a line under a pending hold's cards and keeps their buttons.
-func (b *Bridge) noteOnCard(ctx context.Context, h *guardv1.Hold, line string) {
+// noteOnCard adds a line under a pending hold's cards (only: nil, every
+// card) and keeps their buttons. A card closed meanwhile is left closed.
+func (b *Bridge) noteOnCard(ctx context.Context, h *guardv1.Hold, line string, only func(Card) bool) bool {
+	b.cardMu.Lock()
+	defer b.cardMu.Unlock()
+	noted := false
 	for _, c := range b.st.cards(h.GetId()) {
-		if err := b.api.edit(ctx, c.ChatID, c.MessageID, c.Text+"\n\n"+line, keyboard(h)); err != nil {
+		if only != nil && !only(c) {
+			continue
+		}
+		if err := b.chat.Edit(ctx, c, c.Text+"\n\n"+line, b.cardButtons(h)); err != nil {
 			b.m.Errors.WithLabelValues("edit").Inc()
 			b.log.Warn("card note not shown", "hold", h.GetId(), "err", err)
+			continue
 		}
+		noted = true
 	}
+	return noted
 }
 
-func cardText(h *guardv1.Hold) string {
+// CardText is a hold's card: its title, what it asks (an MCP call's exact
+// call), when it expires and its id.
+func CardText(h *guardv1.Hold) string {
 	var sb strings.Builder
 	title := h.GetTitle()
 	if title == "" {
@@ -233,16 +230,26 @@ func cardText(h *guardv1.Hold) string {
 	return sb.String()
 }
 
-// keyboard has one row per option of the hold.
-func keyboard(h *guardv1.Hold) *models.InlineKeyboardMarkup {
-	kb := &models.InlineKeyboardMarkup{}
-	for i, o := range h.GetOptions() {
-		kb.InlineKeyboard = append(kb.InlineKeyboard, []models.InlineKeyboardButton{{Text: o.GetLabel(), CallbackData: callbackData(h.GetId(), i)}})
+// ConfirmLabel is the link of a hold a tap may not resolve.
+const ConfirmLabel = "Confirm in the console"
+
+// cardButtons are one button per option of the hold; a hold that must be
+// confirmed in the console (Spec.ConsoleURL) has the link to it first.
+func (b *Bridge) cardButtons(h *guardv1.Hold) []Button {
+	var out []Button
+	if b.spec.ConsoleURL != nil {
+		if u := b.spec.ConsoleURL(h); u != "" {
+			out = append(out, Button{Label: ConfirmLabel, URL: u})
+		}
 	}
-	return kb
+	for i, o := range h.GetOptions() {
+		out = append(out, Button{Label: o.GetLabel(), Data: CallbackData(h.GetId(), i)})
+	}
+	return out
 }
 
-func outcomeLine(ev *guardv1.WatchResponse) string {
+// OutcomeLine is what a resolved hold's cards say under the card.
+func OutcomeLine(ev *guardv1.WatchResponse) string {
 	h := ev.GetHold()
 	switch ev.GetOutcome() {
 	case guardv1.Outcome_OUTCOME_APPROVE:
@@ -286,7 +293,7 @@ func mcpCallText(h *guardv1.Hold) string {
 	if err != nil {
 		b = []byte("(not shown: " + err.Error() + ")")
 	}
-	const max = 3000 // Telegram's message limit is 4096 characters
+	const max = 3000 // Telegram's message limit is 4096 characters, a Slack section's 3000
 	if r := []rune(string(b)); len(r) > max {
 		b = []byte(string(r[:max]) + fmt.Sprintf("… [%d more characters: read them with ncl approvals get %s before approving]", len(r)-max, h.GetId()))
 	}

@@ -1,23 +1,26 @@
-package telegram
+package bridge
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 )
 
-// State is what the bridge must not forget across restarts: how far it has
-// read each stream, and which Telegram message shows which hold's card (so a
+// State is what a bridge must not forget across restarts: how far it has
+// read each stream, and which chat message shows which hold's card (so a
 // resolution edits that card and a replayed event sends no second one).
 // It is one small JSON file in the data dir, replaced atomically (write a
 // temporary file, fsync, rename) after every change.
 type State struct {
-	// UpdateOffset is the next Telegram update id to ask for: every update
-	// below it has been handled (clicks resolved, messages routed).
-	UpdateOffset int64 `json:"update_offset"`
+	// InboundOffset is the chat's own position in what it receives, for a
+	// platform that has one (Telegram's next update id: every update below
+	// it has been handled); 0 for one that has none (Slack).
+	InboundOffset int64 `json:"update_offset"`
 	// WatchCursor is the last Approvals.Watch event handled.
 	WatchCursor int64 `json:"watch_cursor"`
 	// OutboxCursor is the last chat outbox message delivered.
@@ -26,11 +29,40 @@ type State struct {
 	Cards map[string][]Card `json:"cards"`
 }
 
-// Card is a hold's card message.
+// Card is a hold's card message: the chat it is in, the platform's id of
+// the message, and the text it was sent with (an edit adds a line to it).
 type Card struct {
-	ChatID    int64  `json:"chat_id"`
-	MessageID int    `json:"message_id"`
-	Text      string `json:"text"`
+	Chat    ID     `json:"chat_id"`
+	Message ID     `json:"message_id"`
+	Text    string `json:"text"`
+}
+
+// ID is a platform's id of a chat or message. State files of the
+// Telegram bridge before the shared core stored them as JSON numbers;
+// they are read either way.
+type ID string
+
+// UnmarshalJSON takes a string or a number.
+func (id *ID) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*id = ID(s)
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var n json.Number
+	if err := d.Decode(&n); err != nil {
+		return fmt.Errorf("id: want a string or a number: %w", err)
+	}
+	if _, err := strconv.ParseInt(n.String(), 10, 64); err != nil {
+		return fmt.Errorf("id %s: not an integer", n)
+	}
+	*id = ID(n.String())
+	return nil
 }
 
 // store guards the state and its file.
@@ -40,11 +72,11 @@ type store struct {
 	s    State
 }
 
-func openStore(dir string) (*store, error) {
+func openStore(dir, name string) (*store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	st := &store{path: filepath.Join(dir, "telegram-state.json"), s: State{Cards: map[string][]Card{}}}
+	st := &store{path: filepath.Join(dir, name+"-state.json"), s: State{Cards: map[string][]Card{}}}
 	b, err := os.ReadFile(st.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -94,7 +126,7 @@ func (st *store) writeLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(st.path), ".telegram-state-*")
+	tmp, err := os.CreateTemp(filepath.Dir(st.path), "."+filepath.Base(st.path)+"-*")
 	if err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
@@ -115,3 +147,5 @@ func (st *store) writeLocked() error {
 	}
 	return nil
 }
+
+func (id ID) String() string { return string(id) }

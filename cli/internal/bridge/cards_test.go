@@ -1,4 +1,4 @@
-package telegram
+package bridge
 
 import (
 	"strings"
@@ -16,7 +16,7 @@ func TestMCPCallCardShowsServerToolAndExactArguments(t *testing.T) {
 		"arguments": map[string]any{"path": "a.txt", "content": "line 1\nline 2"}})
 	h := &guardv1.Hold{Id: "hold_1", Kind: "mcp_call", AgentGroupId: "ag_1", Title: "MCP tool call: fs / write_file",
 		Question: "innocent words", Payload: p, Resource: map[string]string{"server": "fs", "tool": "write_file", "digest": "d"}}
-	text := cardText(h)
+	text := CardText(h)
 	for _, want := range []string{"Server: fs", "Tool: write_file", `"path": "a.txt"`, `"content": "line 1\nline 2"`, "hold_1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("card lacks %q:\n%s", want, text)
@@ -27,7 +27,7 @@ func TestMCPCallCardShowsServerToolAndExactArguments(t *testing.T) {
 	}
 	long, _ := structpb.NewStruct(map[string]any{"server": "fs", "tool": "write_file", "arguments": map[string]any{"content": strings.Repeat("x", 5000)}})
 	h.Payload = long
-	if text := cardText(h); len([]rune(text)) > 4096 || !strings.Contains(text, "ncl approvals get hold_1") {
+	if text := CardText(h); len([]rune(text)) > 4096 || !strings.Contains(text, "ncl approvals get hold_1") {
 		t.Errorf("a long call's card: %d characters, cut note missing", len([]rune(text)))
 	}
 }

@@ -1,4 +1,4 @@
-package telegram
+package bridge
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 
 // Dial connects to the control plane with the bridge token: plaintext
 // unless a CA is given (the server's default listener is loopback).
-func Dial(cfg Config) (*grpc.ClientConn, error) {
+// userAgent names the bridge in the server's logs.
+func Dial(cfg Config, userAgent string) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if cfg.TLSCA != "" {
 		pem, err := os.ReadFile(cfg.TLSCA)
@@ -31,7 +32,7 @@ func Dial(cfg Config) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(cfg.Server,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer{token: cfg.Token, secure: cfg.TLSCA != ""}),
-		grpc.WithUserAgent("clawguard-telegram"),
+		grpc.WithUserAgent(userAgent),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", cfg.Server, err)
