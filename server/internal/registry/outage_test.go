@@ -67,7 +67,7 @@ func TestDatabaseOutageLongerThanALeaseMovesNoSession(t *testing.T) {
 func TestPushQueuedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t)
-	g, sess, newer := sessionToMove(t, srv, "moving")
+	g, sess, newer, expire := sessionToMove(t, srv, "moving")
 
 	tx, err := srv.Pool.Begin(ctxT(t))
 	if err != nil {
@@ -78,6 +78,7 @@ func TestPushQueuedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	expire()
 	wait, done := startMove(t, srv, newer, g)
 	if err := tx.Commit(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -100,7 +101,7 @@ func TestPushQueuedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 func TestReplayPushResolvedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t)
-	g, sess, newer := sessionToMove(t, srv, "approving")
+	g, sess, newer, expire := sessionToMove(t, srv, "approving")
 	owner := "telegram:owner-" + randHex()
 	hold := "hold_moving_" + randHex()
 	for _, q := range []string{
@@ -131,6 +132,7 @@ func TestReplayPushResolvedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	}()
 	eventually(t, "the resolution to wait at its event", func() bool { return waitingOnLock(t, srv, "INSERT INTO hold_events") })
 
+	expire()
 	wait, done := startMove(t, srv, newer, g)
 	if done {
 		t.Fatal("the session moved while its approval's replay was being stored")
@@ -150,18 +152,20 @@ func TestReplayPushResolvedDuringAMoveGoesToTheNewRunner(t *testing.T) {
 	}
 }
 
-// sessionToMove is a session of a new group g on a runner whose lease has
-// expired, and a live runner, newer, that a session of g can move it to.
-func sessionToMove(t *testing.T, srv *testserver.Server, name string) (g string, sess *guardv1.Session, newer *testRunner) {
+// sessionToMove is a session of a new group g on a runner whose lease is
+// still live, and a live runner, newer, that a session of g can move to
+// once expire has ended the first runner's lease. The lease ends only when
+// the test has set up what the move must wait for: a live registration's
+// sweep moves an orphaned session at once, before the test could stall it.
+func sessionToMove(t *testing.T, srv *testserver.Server, name string) (g string, sess *guardv1.Session, newer *testRunner, expire func()) {
 	t.Helper()
 	g = group(t, srv, name, "")
 	old := newRunner(t, srv, "runner-old", "h1", nil)
 	old.mustRegister(t)
 	sess = old.open(t, g)
-	expireLease(t, srv, old.id)
 	newer = newRunner(t, srv, "runner-new", "h2", nil)
 	newer.mustRegister(t)
-	return g, sess, newer
+	return g, sess, newer, func() { expireLease(t, srv, old.id) }
 }
 
 // startMove asks to open a session of g (its session is on a runner
