@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"google.golang.org/grpc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -181,15 +183,16 @@ func findProcess(name string) int {
 // measured duration; latency is from each request's send.
 func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 	n := max(c.conns, c.streams)
-	clients := make([]guardv1.GuardClient, n)
-	for i := range clients {
+	conns := make([]*grpc.ClientConn, n)
+	for i := range conns {
 		cc, err := dial(c, fx.token)
 		if err != nil {
 			return nil, err
 		}
 		defer cc.Close()
-		clients[i] = guardv1.NewGuardClient(cc)
+		conns[i] = cc
 	}
+	decide := unaryCall(c.mode, fx, conns)
 	var (
 		seq      atomic.Int64
 		errs     atomic.Int64
@@ -213,7 +216,7 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 	}()
 	var mStart time.Time
 	var mOnce sync.Once
-	ask := func(client guardv1.GuardClient) {
+	ask := func(w int) {
 		defer wg.Done()
 		local := make([]time.Duration, 0, 1024)
 		defer func() {
@@ -225,7 +228,7 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 			i := int(seq.Add(1))
 			t0 := time.Now()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			resp, err := client.Decide(cctx, fx.request(i))
+			resp, err := decide(cctx, w, fx.request(i))
 			cancel()
 			if err == nil {
 				answered.Add(1)
@@ -250,12 +253,12 @@ func closedLoop(ctx context.Context, c config, fx *fixture) (*result, error) {
 			local = append(local, time.Since(t0))
 		}
 	}
-	if c.mode != "unary" {
-		return nil, fmt.Errorf("-closed runs -mode unary (Guard.Decide); for DecideStream use the open loop at a high -rate")
+	if c.mode != "unary" && c.mode != "openfga" {
+		return nil, fmt.Errorf("-closed runs -mode unary (Guard.Decide) or openfga; for DecideStream use the open loop at a high -rate")
 	}
 	for w := range c.closed {
 		wg.Add(1)
-		go ask(clients[w%n])
+		go ask(w)
 	}
 	wg.Wait()
 	<-marked

@@ -92,7 +92,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.dbURL, "database-url", os.Getenv("CLAWGUARD_DATABASE_URL"), "the server's database (fixture setup)")
 	flag.StringVar(&c.addr, "addr", "127.0.0.1:7443", "server gRPC address")
-	flag.StringVar(&c.mode, "mode", "unary", "unary (Guard.Decide), stream (Guard.DecideStream), or health (grpc.health.v1 Check on the same open loop: the machine's floor for a unary call)")
+	flag.StringVar(&c.mode, "mode", "unary", "unary (Guard.Decide), stream (Guard.DecideStream), health (grpc.health.v1 Check on the same open loop: the machine's floor for a unary call), or openfga (the same checks as OpenFGA Check calls against -addr, its fixture written through OpenFGA's API: the side-by-side run)")
 	flag.StringVar(&c.metrics, "metrics", "", "server metrics URL (http://host:port/metrics) to estimate heap per in-flight decision")
 	flag.Float64Var(&c.rate, "rate", 5000, "arrival rate, decisions per second")
 	flag.DurationVar(&c.duration, "duration", 15*time.Second, "measured duration")
@@ -133,7 +133,13 @@ func run(c config) error {
 	if c.reask && (c.mode != "unary" || c.closed > 0) {
 		return errors.New("-reask is for the open loop of -mode unary (a closed loop honours the hint with -honour-retry)")
 	}
-	fx, err := setup(ctx, c.dbURL, c.groups, c.destinations)
+	setUp := setup
+	if c.mode == "openfga" {
+		setUp = func(ctx context.Context, _ string, n, dests int) (*fixture, error) {
+			return setupOpenFGA(ctx, c, n, dests)
+		}
+	}
+	fx, err := setUp(ctx, c.dbURL, c.groups, c.destinations)
 	if err != nil {
 		return err
 	}
@@ -223,6 +229,7 @@ type fixture struct {
 	allowed       map[[2]int]bool // pairs with a destination
 	draws         [][2]int        // the checks, in order
 	rng           *mrand.Rand
+	fga           *fgaStore // -mode openfga: the store the checks are asked of
 }
 
 func setup(ctx context.Context, dbURL string, n, dests int) (*fixture, error) {
@@ -237,24 +244,13 @@ func setup(ctx context.Context, dbURL string, n, dests int) (*fixture, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(ctx)
-	tag := randHex(4)
-	fx := &fixture{runner: "bench-" + tag, allowed: map[[2]int]bool{}, rng: mrand.New(mrand.NewPCG(1, 2))}
+	fx := newFixture(n, dests)
 	secret := "cgt_" + base64.RawURLEncoding.EncodeToString([]byte(randHex(24)))
 	hash := sha256.Sum256([]byte(secret))
 	fx.token = secret
-	for i := range n {
-		fx.groups = append(fx.groups, fmt.Sprintf("bench-%s-g%d", tag, i))
-		fx.sessions = append(fx.sessions, fmt.Sprintf("bench-%s-s%d", tag, i))
-	}
 	var from, to []string
-	for len(fx.pairs) < dests {
-		a, b := fx.rng.IntN(n), fx.rng.IntN(n)
-		if a == b || fx.allowed[[2]int{a, b}] {
-			continue
-		}
-		fx.allowed[[2]int{a, b}] = true
-		fx.pairs = append(fx.pairs, [2]int{a, b})
-		from, to = append(from, fx.groups[a]), append(to, fx.groups[b])
+	for _, p := range fx.pairs {
+		from, to = append(from, fx.groups[p[0]]), append(to, fx.groups[p[1]])
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO runners (id, lease_expires_at) VALUES ($1, now() + interval '1 hour')`, fx.runner); err != nil {
@@ -282,6 +278,28 @@ func setup(ctx context.Context, dbURL string, n, dests int) (*fixture, error) {
 		return nil, fmt.Errorf("analyze: %w", err)
 	}
 	return fx, nil
+}
+
+// newFixture names n groups (each with a session) and draws dests distinct
+// ordered pairs of them, the destinations: the same pairs for the same n and
+// dests whichever system is measured (a fixed seed), so a side-by-side run
+// asks both the same questions.
+func newFixture(n, dests int) *fixture {
+	tag := randHex(4)
+	fx := &fixture{runner: "bench-" + tag, allowed: map[[2]int]bool{}, rng: mrand.New(mrand.NewPCG(1, 2))}
+	for i := range n {
+		fx.groups = append(fx.groups, fmt.Sprintf("bench-%s-g%d", tag, i))
+		fx.sessions = append(fx.sessions, fmt.Sprintf("bench-%s-s%d", tag, i))
+	}
+	for len(fx.pairs) < dests {
+		a, b := fx.rng.IntN(n), fx.rng.IntN(n)
+		if a == b || fx.allowed[[2]int{a, b}] {
+			continue
+		}
+		fx.allowed[[2]int{a, b}] = true
+		fx.pairs = append(fx.pairs, [2]int{a, b})
+	}
+	return fx
 }
 
 // request i is drawn uniformly: even i from the destination pairs (allow),
@@ -390,8 +408,11 @@ func (r *result) print() {
 // unaryCall is the open loop's call: Guard.Decide, or for -mode health the
 // health check on the same connections, answered as an ALLOW so it counts
 // like a decision (the floor: transport, the server's interceptors, no guard).
-func unaryCall(mode string, conns []*grpc.ClientConn) func(ctx context.Context, i int, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+func unaryCall(mode string, fx *fixture, conns []*grpc.ClientConn) func(ctx context.Context, i int, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
 	n := len(conns)
+	if mode == "openfga" {
+		return fx.fga.checker(conns)
+	}
 	if mode == "health" {
 		clients := make([]healthpb.HealthClient, n)
 		for i := range clients {
@@ -415,10 +436,13 @@ func unaryCall(mode string, conns []*grpc.ClientConn) func(ctx context.Context, 
 }
 
 func dial(c config, token string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// As the runner dials: fixed flow-control windows.
-		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(8<<20),
-		grpc.WithPerRPCCredentials(bearer(token)))
+		grpc.WithInitialWindowSize(1 << 20), grpc.WithInitialConnWindowSize(8 << 20)}
+	if token != "" { // OpenFGA runs without authentication
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	return grpc.NewClient(c.addr, opts...)
 }
 
 type bearer string
@@ -504,8 +528,8 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	}()
 
 	switch c.mode {
-	case "unary", "health":
-		decide := unaryCall(c.mode, conns)
+	case "unary", "health", "openfga":
+		decide := unaryCall(c.mode, fx, conns)
 		pool := newSenders()
 		defer pool.close()
 		pace(start, interval, total, func(i int, sched time.Time) bool {
@@ -607,7 +631,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 		}
 		wg.Wait()
 	default:
-		return nil, fmt.Errorf("-mode %q: want unary, stream or health", c.mode)
+		return nil, fmt.Errorf("-mode %q: want unary, stream, health or openfga", c.mode)
 	}
 	close(sampleStop)
 	<-sampleDone

@@ -106,11 +106,13 @@ func summarize(path string, w io.Writer) error {
 	fmt.Fprintln(w, "| run | load | answered/s | p50 / p99 / p99.9 ms | in the server: admitted p50 / p99 ms (share ≤ 25 ms) | errors | CPU per decision, server + Postgres µs | generator CPU µs | WAL B | approvals: completed/s, approve → allowed p50 / p99 ms |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	sc := bufio.NewScanner(f)
+	runs := map[string]reportRow{} // the last run of each label
 	for n := 1; sc.Scan(); n++ {
 		var r reportRow
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return fmt.Errorf("summarize %s line %d: %w", path, n, err)
 		}
+		runs[r.Label] = r
 		load := fmt.Sprintf("%s open %.0f/s", r.Mode, r.Offered)
 		if r.Closed > 0 {
 			load = fmt.Sprintf("%s closed %d", r.Mode, r.Closed)
@@ -147,5 +149,68 @@ func summarize(path string, w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f / %.2f / %.2f | %s | %s | %s | %s | %.0f | %s |\n",
 			r.Label, load, r.Achieved, r.P50, r.P99, r.P999, admitted, errs, cpu, gen, r.WAL, appr)
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	printGoals(w, runs)
+	return nil
+}
+
+// A goal of issue 35: a ratio between two runs of the same report (the same
+// machine, the same day), so it means the same on a slower day.
+type goal struct {
+	name     string
+	num, den string // the runs' labels
+	value    func(num, den reportRow) float64
+	atMost   bool // the ratio must be ≤ target (else ≥)
+	target   float64
+	unit     string // how the ratio reads: "×" or "%"
+}
+
+var goals = []goal{
+	{"everyday load: p50 at 2,000/s against OpenFGA's", "open2000", "fga-open2000", func(a, b reportRow) float64 { return a.P50 / b.P50 }, true, 0.5, "×"},
+	{"everyday load: p99 at 2,000/s against OpenFGA's", "open2000", "fga-open2000", func(a, b reportRow) float64 { return a.P99 / b.P99 }, true, 0.5, "×"},
+	{"everyday load: p50 at 2,000/s against the machine's floor", "open2000", "floor2000", func(a, b reportRow) float64 { return a.P50 / b.P50 }, true, 2, "×"},
+	{"throughput: closed loop (admission on, retry hint honoured) against OpenFGA's", "closed", "fga-closed", func(a, b reportRow) float64 { return a.Achieved / b.Achieved }, false, 3, "×"},
+	{"past the limit: goodput at 150 % (asked again) against capacity (closed-max)", "open150-reask", "closed-max", func(a, b reportRow) float64 { return 100 * a.Achieved / b.Achieved }, false, 90, "%"},
+	{"past the limit: admitted p99 at 150 % against the p99 at 2,000/s", "open150-reask", "open2000", func(a, b reportRow) float64 { return a.AdmittedP99 / b.P99 }, true, 4, "×"},
+}
+
+// printGoals prints each goal whose two runs are in the report, and the
+// approval round trip's p99 (its goal is absolute: ≤ 10 ms).
+func printGoals(w io.Writer, runs map[string]reportRow) {
+	var lines []string
+	for _, g := range goals {
+		a, okA := runs[g.num]
+		b, okB := runs[g.den]
+		if !okA || !okB {
+			continue
+		}
+		v := g.value(a, b)
+		met := v >= g.target
+		cmp := "≥"
+		if g.atMost {
+			met, cmp = v <= g.target, "≤"
+		}
+		word := "met"
+		if !met {
+			word = "NOT met"
+		}
+		lines = append(lines, fmt.Sprintf("- %s (%s / %s): %.2f%s, goal %s %g%s: %s", g.name, g.num, g.den, v, g.unit, cmp, g.target, g.unit, word))
+	}
+	if a, ok := runs["approvals"]; ok && a.Approvals != nil {
+		word := "met"
+		if a.Approvals.P99 > 10 {
+			word = "NOT met"
+		}
+		lines = append(lines, fmt.Sprintf("- approval round trip beside 2,000/s: p99 %.2f ms, goal ≤ 10 ms: %s", a.Approvals.P99, word))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Goals (ratios within this report):")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
 }

@@ -61,3 +61,40 @@ func TestReaskWaitsDoubleWithJitterUpToTheCap(t *testing.T) {
 		t.Fatalf("a hint above 2 s is waited in full (jittered): %v", got)
 	}
 }
+
+// The side-by-side goals are ratios of two runs of one report: printed when
+// both runs are there, each said met or not against its target.
+func TestGoalsAreRatiosOfRunsInTheReport(t *testing.T) {
+	runs := map[string]reportRow{
+		"floor2000":     {Label: "floor2000", P50: 0.4, P99: 2},
+		"open2000":      {Label: "open2000", P50: 0.7, P99: 4},
+		"fga-open2000":  {Label: "fga-open2000", P50: 1.5, P99: 20},
+		"closed":        {Label: "closed", Achieved: 9000},
+		"fga-closed":    {Label: "fga-closed", Achieved: 4000},
+		"approvals":     {Label: "approvals", Approvals: &approvalReport{P99: 12.5}},
+		"open150-reask": {Label: "open150-reask", Achieved: 9500, AdmittedP99: 10},
+	}
+	var out bytes.Buffer
+	printGoals(&out, runs)
+	for _, want := range []string{
+		"p50 at 2,000/s against OpenFGA's (open2000 / fga-open2000): 0.47×, goal ≤ 0.5×: met",
+		"p99 at 2,000/s against OpenFGA's (open2000 / fga-open2000): 0.20×, goal ≤ 0.5×: met",
+		"against the machine's floor (open2000 / floor2000): 1.75×, goal ≤ 2×: met",
+		"(closed / fga-closed): 2.25×, goal ≥ 3×: NOT met",
+		"admitted p99 at 150 % against the p99 at 2,000/s (open150-reask / open2000): 2.50×, goal ≤ 4×: met",
+		"approval round trip beside 2,000/s: p99 12.50 ms, goal ≤ 10 ms: NOT met",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("goals lack %q:\n%s", want, out.String())
+		}
+	}
+	// Capacity (closed-max) was not measured: that goal is not guessed.
+	if strings.Contains(out.String(), "goodput") {
+		t.Errorf("a goal without its runs was printed:\n%s", out.String())
+	}
+	out.Reset()
+	printGoals(&out, map[string]reportRow{"open2000": runs["open2000"]})
+	if out.Len() != 0 {
+		t.Errorf("no pair of runs, yet: %q", out.String())
+	}
+}
