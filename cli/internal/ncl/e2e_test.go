@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -260,6 +261,30 @@ func TestEndToEnd(t *testing.T) {
 			if r.code != ExitServer || !strings.Contains(r.err, "invalid argument") {
 				t.Errorf("%s: exit %d %q, want an invalid argument", name, r.code, r.err)
 			}
+		}
+	})
+
+	t.Run("token expiry", func(t *testing.T) {
+		tk := jsonObj(t, srv.must(t, "tokens", "create", "--kind", "user", "--name", "erin-90d", "--user", "telegram:dana",
+			"--expires-in", "90d", "--secret-file", filepath.Join(t.TempDir(), "erin"), "-o", "json"))
+		created, err1 := time.Parse(time.RFC3339Nano, fmt.Sprint(tk["created_at"]))
+		expires, err2 := time.Parse(time.RFC3339Nano, fmt.Sprint(tk["expires_at"]))
+		if err1 != nil || err2 != nil || expires.Sub(created) != 90*24*time.Hour {
+			t.Errorf("token made with --expires-in 90d = %v, want expires_at 90 days after created_at", tk)
+		}
+		table := srv.must(t, "tokens", "list")
+		if head := strings.SplitN(table, "\n", 2)[0]; !strings.Contains(head, "EXPIRES") || !strings.Contains(head, "LAST USED") {
+			t.Errorf("tokens list header %q lacks EXPIRES and LAST USED", head)
+		}
+		for _, bad := range []string{"soon", "0d", "-5m", "1.5d"} {
+			r := srv.ncl(t, "tokens", "create", "--kind", "user", "--name", "x", "--user", "telegram:dana", "--secret-only", "--expires-in", bad)
+			if r.code != ExitUsage || !strings.Contains(r.err, "--expires-in") {
+				t.Errorf("--expires-in %s: exit %d %q, want a usage error naming the flag", bad, r.code, r.err)
+			}
+		}
+		r := srv.ncl(t, "tokens", "create", "--kind", "user", "--name", "x", "--user", "telegram:dana", "--secret-only", "--expires-in", "10s")
+		if r.code != ExitServer || !strings.Contains(r.err, "expires_in") {
+			t.Errorf("--expires-in 10s: exit %d %q, want the server's refusal naming expires_in", r.code, r.err)
 		}
 	})
 

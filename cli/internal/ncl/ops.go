@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
@@ -38,7 +40,8 @@ only telegram chats, and resolves holds only as such a user.`,
 		Example: `  ncl tokens create --kind runner --name host-1 --runner host-1 --host host-1 --label gpu=true --secret-file runner.token
   ncl tokens create --kind runner --name host-2 --runner host-2 --secret-only > runner.token
   ncl tokens create --kind bridge --name telegram --channel telegram --secret-file bridge.token
-  ncl tokens create --kind user --name dana --user telegram:dana -o json`,
+  ncl tokens create --kind user --name dana --user telegram:dana -o json
+  ncl tokens create --kind user --name erin --user telegram:erin --expires-in 90d --secret-file erin.token`,
 		Args: none,
 	}
 	kind := enumVar(create, "kind", principalEnum, "who the token is for")
@@ -50,6 +53,7 @@ only telegram chats, and resolves holds only as such a user.`,
 	create.Flags().StringSliceVar(&req.Channels, "channel", nil, "channel namespace the bridge speaks for, e.g. telegram (kind bridge, repeatable; none: it files holds only)")
 	create.Flags().StringVar(&secretFile, "secret-file", "", "write the secret to this file (0600) instead of printing it")
 	create.Flags().BoolVar(&secretOnly, "secret-only", false, "print only the secret (for: > file)")
+	expiresIn := create.Flags().String("expires-in", "", "refuse the token this long after its creation: 90d, 720h, 30m (at least 1m; default: until revoked)")
 	required(create, "kind", "name")
 	create.MarkFlagsMutuallyExclusive("secret-file", "secret-only")
 	create.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -61,6 +65,13 @@ only telegram chats, and resolves holds only as such a user.`,
 			return usagef("--secret-only and -o %s are exclusive", a.output)
 		}
 		a.userArgs(&req.UserId)
+		if *expiresIn != "" {
+			d, err := parseLifetime(*expiresIn)
+			if err != nil {
+				return usagef("--expires-in: %v", err)
+			}
+			req.ExpiresIn = durationpb.New(d)
+		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			resp, err := c.reg.CreateToken(ctx, &req)
 			if err != nil {
@@ -274,6 +285,23 @@ func (a *app) decisionsCmd() *cobra.Command {
 }
 
 // parseSince accepts "90m"/"24h" (ago) or an RFC 3339 time.
+// parseLifetime reads a token's lifetime: a Go duration (720h, 30m) or a
+// whole number of days (90d).
+func parseLifetime(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("%q: want a whole number of days (90d) or a duration (720h)", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: want a duration (720h, 30m) or days (90d)", s)
+	}
+	return d, nil
+}
+
 func parseSince(s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {

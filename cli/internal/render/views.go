@@ -369,6 +369,8 @@ func init() {
 			c("USER", (*guardv1.Token).GetUserId),
 			c("CREATED", func(t *guardv1.Token) string { return Time(t.GetCreatedAt()) }),
 			c("REVOKED", func(t *guardv1.Token) string { return Time(t.GetRevokedAt()) }),
+			c("EXPIRES", func(t *guardv1.Token) string { return Time(t.GetExpiresAt()) }),
+			c("LAST USED", func(t *guardv1.Token) string { return Time(t.GetLastUsedAt()) }),
 		},
 		id: idOf((*guardv1.Token).GetId),
 	})

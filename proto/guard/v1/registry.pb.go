@@ -8235,7 +8235,11 @@ type Token struct {
 	Labels map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// For bridge tokens: the channel namespaces it speaks for ("telegram"):
 	// the users it may assert, the chats it may route. None = asserts nobody.
-	Channels      []string `protobuf:"bytes,10,rep,name=channels,proto3" json:"channels,omitempty"`
+	Channels []string `protobuf:"bytes,10,rep,name=channels,proto3" json:"channels,omitempty"`
+	// When it stops being accepted (unset = never), on every replica at once.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// When it was last accepted, to within a minute (unset = never used).
+	LastUsedAt    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8340,6 +8344,20 @@ func (x *Token) GetChannels() []string {
 	return nil
 }
 
+func (x *Token) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Token) GetLastUsedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUsedAt
+	}
+	return nil
+}
+
 // CreateTokenRequest mints a token.
 type CreateTokenRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -8354,7 +8372,10 @@ type CreateTokenRequest struct {
 	// Bridge tokens: the channel namespaces it speaks for. A chat bridge needs
 	// one; without any it asserts nobody (a credential gateway: it files and
 	// awaits holds only).
-	Channels      []string `protobuf:"bytes,7,rep,name=channels,proto3" json:"channels,omitempty"`
+	Channels []string `protobuf:"bytes,7,rep,name=channels,proto3" json:"channels,omitempty"`
+	// How long the token is accepted from its creation (unset = until
+	// revoked): at least a minute, at most ten years.
+	ExpiresIn     *durationpb.Duration `protobuf:"bytes,8,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8434,6 +8455,13 @@ func (x *CreateTokenRequest) GetLabels() map[string]string {
 func (x *CreateTokenRequest) GetChannels() []string {
 	if x != nil {
 		return x.Channels
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetExpiresIn() *durationpb.Duration {
+	if x != nil {
+		return x.ExpiresIn
 	}
 	return nil
 }
@@ -11044,7 +11072,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x13RemoveUserDmRequest\x12:\n" +
 	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12;\n" +
 	"\fchannel_type\x18\x02 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\vchannelType\"\x16\n" +
-	"\x14RemoveUserDmResponse\"\xa0\x03\n" +
+	"\x14RemoveUserDmResponse\"\x99\x04\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x13.guard.v1.PrincipalR\x04kind\x12\x12\n" +
@@ -11058,10 +11086,14 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x04host\x18\b \x01(\tR\x04host\x123\n" +
 	"\x06labels\x18\t \x03(\v2\x1b.guard.v1.Token.LabelsEntryR\x06labels\x12\x1a\n" +
 	"\bchannels\x18\n" +
-	" \x03(\tR\bchannels\x1a9\n" +
+	" \x03(\tR\bchannels\x129\n" +
+	"\n" +
+	"expires_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12<\n" +
+	"\flast_used_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastUsedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x04\n" +
 	"\x12CreateTokenRequest\x121\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x13.guard.v1.PrincipalB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\x12 \n" +
 	"\x04name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x04name\x12>\n" +
@@ -11069,7 +11101,9 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\auser_id\x18\x04 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x121\n" +
 	"\x04host\x18\x05 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x04host\x12\x82\x01\n" +
 	"\x06labels\x18\x06 \x03(\v2(.guard.v1.CreateTokenRequest.LabelsEntryB@\xbaH=\x9a\x01:\x10@\"\x1ar\x18\x18\x80\x012\x13^[^\\x00-\\x20\\x7f]*$*\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x06labels\x12;\n" +
-	"\bchannels\x18\a \x03(\tB\x1f\xbaH\x1c\x92\x01\x19\x10\x10\"\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\bchannels\x1a9\n" +
+	"\bchannels\x18\a \x03(\tB\x1f\xbaH\x1c\x92\x01\x19\x10\x10\"\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\bchannels\x12L\n" +
+	"\n" +
+	"expires_in\x18\b \x01(\v2\x19.google.protobuf.DurationB\x12\xbaH\x0f\xaa\x01\f\"\x06\b\x80\x86\xb0\x96\x012\x02\b<R\texpiresIn\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
@@ -11740,176 +11774,179 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	180, // 106: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
 	180, // 107: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
 	178, // 108: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	184, // 109: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	179, // 110: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	138, // 111: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	138, // 112: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	40,  // 113: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	185, // 114: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	183, // 115: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	147, // 116: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	180, // 117: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	186, // 118: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	187, // 119: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	181, // 120: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	188, // 121: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	187, // 122: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	150, // 123: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	187, // 124: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	180, // 125: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	150, // 126: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	183, // 127: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	147, // 128: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	180, // 129: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	187, // 130: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	183, // 131: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	157, // 132: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	187, // 133: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 134: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	183, // 135: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	187, // 136: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	180, // 137: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	158, // 138: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	187, // 139: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	183, // 140: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	158, // 141: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	159, // 142: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	187, // 143: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	183, // 144: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	159, // 145: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	168, // 146: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	159, // 147: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	13,  // 148: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	15,  // 149: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	28,  // 150: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	30,  // 151: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	32,  // 152: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	34,  // 153: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	36,  // 154: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	38,  // 155: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	44,  // 156: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	46,  // 157: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	48,  // 158: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	50,  // 159: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	52,  // 160: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	54,  // 161: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	56,  // 162: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	58,  // 163: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	60,  // 164: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	62,  // 165: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	64,  // 166: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	66,  // 167: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	69,  // 168: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	71,  // 169: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	73,  // 170: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	77,  // 171: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	79,  // 172: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	81,  // 173: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	84,  // 174: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	86,  // 175: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	88,  // 176: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	91,  // 177: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	93,  // 178: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	95,  // 179: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	98,  // 180: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	100, // 181: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	102, // 182: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	104, // 183: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	107, // 184: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	109, // 185: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	111, // 186: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	114, // 187: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	116, // 188: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	118, // 189: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	120, // 190: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	122, // 191: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	125, // 192: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	127, // 193: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	129, // 194: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	132, // 195: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	134, // 196: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	136, // 197: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	139, // 198: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	141, // 199: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	143, // 200: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	145, // 201: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	148, // 202: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	151, // 203: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	155, // 204: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	153, // 205: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	160, // 206: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	162, // 207: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	164, // 208: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	166, // 209: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	169, // 210: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	14,  // 211: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	20,  // 212: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	29,  // 213: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	31,  // 214: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	33,  // 215: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	35,  // 216: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	37,  // 217: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	39,  // 218: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	45,  // 219: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	47,  // 220: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	49,  // 221: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	51,  // 222: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	53,  // 223: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	55,  // 224: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	57,  // 225: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	59,  // 226: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	61,  // 227: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	63,  // 228: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	65,  // 229: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	67,  // 230: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	70,  // 231: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	72,  // 232: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	75,  // 233: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	78,  // 234: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	80,  // 235: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	82,  // 236: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	85,  // 237: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	87,  // 238: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	89,  // 239: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	92,  // 240: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	94,  // 241: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	96,  // 242: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	99,  // 243: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	101, // 244: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	103, // 245: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	105, // 246: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	108, // 247: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	110, // 248: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	112, // 249: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	115, // 250: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	117, // 251: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	119, // 252: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	121, // 253: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	123, // 254: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	126, // 255: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	128, // 256: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	130, // 257: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	133, // 258: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	135, // 259: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	137, // 260: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	140, // 261: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	142, // 262: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	144, // 263: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	146, // 264: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	149, // 265: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	152, // 266: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	156, // 267: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	154, // 268: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	161, // 269: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	163, // 270: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	165, // 271: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	167, // 272: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	170, // 273: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	211, // [211:274] is the sub-list for method output_type
-	148, // [148:211] is the sub-list for method input_type
-	148, // [148:148] is the sub-list for extension type_name
-	148, // [148:148] is the sub-list for extension extendee
-	0,   // [0:148] is the sub-list for field type_name
+	180, // 109: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	180, // 110: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	184, // 111: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	179, // 112: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	181, // 113: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	138, // 114: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	138, // 115: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	40,  // 116: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	185, // 117: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	183, // 118: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	147, // 119: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	180, // 120: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	186, // 121: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	187, // 122: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	181, // 123: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	188, // 124: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	187, // 125: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	150, // 126: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	187, // 127: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	180, // 128: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	150, // 129: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	183, // 130: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	147, // 131: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	180, // 132: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	187, // 133: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	183, // 134: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	157, // 135: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	187, // 136: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 137: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	183, // 138: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	187, // 139: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	180, // 140: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	158, // 141: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	187, // 142: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	183, // 143: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	158, // 144: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	159, // 145: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	187, // 146: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	183, // 147: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	159, // 148: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	168, // 149: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	159, // 150: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	13,  // 151: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	15,  // 152: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	28,  // 153: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	30,  // 154: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	32,  // 155: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	34,  // 156: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	36,  // 157: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	38,  // 158: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	44,  // 159: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	46,  // 160: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	48,  // 161: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	50,  // 162: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	52,  // 163: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	54,  // 164: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	56,  // 165: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	58,  // 166: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	60,  // 167: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	62,  // 168: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	64,  // 169: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	66,  // 170: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	69,  // 171: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	71,  // 172: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	73,  // 173: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	77,  // 174: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	79,  // 175: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	81,  // 176: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	84,  // 177: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	86,  // 178: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	88,  // 179: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	91,  // 180: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	93,  // 181: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	95,  // 182: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	98,  // 183: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	100, // 184: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	102, // 185: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	104, // 186: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	107, // 187: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	109, // 188: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	111, // 189: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	114, // 190: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	116, // 191: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	118, // 192: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	120, // 193: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	122, // 194: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	125, // 195: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	127, // 196: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	129, // 197: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	132, // 198: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	134, // 199: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	136, // 200: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	139, // 201: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	141, // 202: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	143, // 203: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	145, // 204: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	148, // 205: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	151, // 206: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	155, // 207: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	153, // 208: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	160, // 209: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	162, // 210: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	164, // 211: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	166, // 212: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	169, // 213: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	14,  // 214: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	20,  // 215: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	29,  // 216: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	31,  // 217: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	33,  // 218: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	35,  // 219: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	37,  // 220: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	39,  // 221: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	45,  // 222: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	47,  // 223: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	49,  // 224: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	51,  // 225: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	53,  // 226: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	55,  // 227: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	57,  // 228: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	59,  // 229: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	61,  // 230: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	63,  // 231: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	65,  // 232: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	67,  // 233: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	70,  // 234: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	72,  // 235: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	75,  // 236: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	78,  // 237: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	80,  // 238: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	82,  // 239: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	85,  // 240: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	87,  // 241: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	89,  // 242: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	92,  // 243: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	94,  // 244: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	96,  // 245: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	99,  // 246: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	101, // 247: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	103, // 248: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	105, // 249: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	108, // 250: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	110, // 251: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	112, // 252: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	115, // 253: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	117, // 254: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	119, // 255: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	121, // 256: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	123, // 257: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	126, // 258: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	128, // 259: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	130, // 260: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	133, // 261: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	135, // 262: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	137, // 263: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	140, // 264: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	142, // 265: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	144, // 266: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	146, // 267: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	149, // 268: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	152, // 269: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	156, // 270: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	154, // 271: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	161, // 272: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	163, // 273: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	165, // 274: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	167, // 275: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	170, // 276: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	214, // [214:277] is the sub-list for method output_type
+	151, // [151:214] is the sub-list for method input_type
+	151, // [151:151] is the sub-list for extension type_name
+	151, // [151:151] is the sub-list for extension extendee
+	0,   // [0:151] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }

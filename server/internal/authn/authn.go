@@ -239,12 +239,14 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 		p                Principal
 		kind             string
 		runnerID, userID *string
-		revoked          *time.Time
+		revoked, expires *time.Time
+		lastUsed         *time.Time
 		labels           []byte
 	)
 	err := a.pool.QueryRow(ctx,
-		`SELECT id, kind, runner_id, user_id, revoked_at, host, labels, channels FROM tokens WHERE hash = $1`, Hash(token),
-	).Scan(&p.TokenID, &kind, &runnerID, &userID, &revoked, &p.Host, &labels, &p.Channels)
+		`SELECT id, kind, runner_id, user_id, revoked_at, expires_at, last_used_at, host, labels, channels FROM tokens WHERE hash = $1`, Hash(token),
+	).Scan(&p.TokenID, &kind, &runnerID, &userID, &revoked, &expires, &lastUsed, &p.Host, &labels, &p.Channels)
+	keep := now.Add(a.cacheTTL)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		err = fault.New(fault.Unauthenticated, "unknown token")
@@ -252,7 +254,15 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 		return cached{}, fmt.Errorf("authenticate: %w", err) // mapped at the edge (api.Status)
 	case revoked != nil:
 		err = fault.New(fault.Unauthenticated, "token revoked")
+	case expires != nil && !now.Before(*expires):
+		err = fault.New(fault.Unauthenticated, "token %s expired at %s: ask for a new one", p.TokenID, expires.UTC().Format(time.RFC3339))
 	default:
+		if expires != nil && expires.Before(keep) {
+			// Accepted from the cache no longer than until it expires: the
+			// expiry holds to the instant on every replica.
+			keep = *expires
+		}
+		a.touch(p.TokenID, lastUsed, now)
 		if p.Kind, err = enumword.Parse[guardv1.Principal](kind); err != nil || p.Kind == 0 {
 			return cached{}, fault.New(fault.Internal, "token %s: kind %q: %v", p.TokenID, kind, err)
 		}
@@ -269,7 +279,7 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 			p.Labels = nil
 		}
 	}
-	c := cached{p: p, err: err, expires: now.Add(a.cacheTTL)}
+	c := cached{p: p, err: err, expires: keep}
 	a.mu.Lock()
 	if len(a.cache) > 10000 {
 		a.cache = map[string]cached{}
@@ -277,6 +287,26 @@ func (a *Authenticator) lookup(ctx context.Context, token string) (cached, error
 	a.cache[token] = c
 	a.mu.Unlock()
 	return c, nil
+}
+
+// lastUsedEvery is how stale a token's last_used_at may be: it is written at
+// most this often per token and replica.
+const lastUsedEvery = time.Minute
+
+// touch records that the token was accepted now, when its last_used_at is
+// older than lastUsedEvery. It runs only on a cache miss (at most once per
+// cacheTTL per token) and writes off the request's path: a failed write
+// costs the time shown, never the request.
+func (a *Authenticator) touch(tokenID string, lastUsed *time.Time, now time.Time) {
+	if lastUsed != nil && now.Sub(*lastUsed) < lastUsedEvery {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = a.pool.Exec(ctx, `UPDATE tokens SET last_used_at = now()
+			WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - make_interval(secs => $2))`, tokenID, lastUsedEvery.Seconds())
+	}()
 }
 
 func bearer(ctx context.Context) (string, error) {
@@ -334,6 +364,7 @@ type NewToken struct {
 	Host               string
 	Labels             map[string]string
 	Channels           []string
+	ExpiresIn          time.Duration // 0 = until revoked
 }
 
 // StoreToken stores a new token and returns its id. This package owns the
@@ -352,9 +383,14 @@ func StoreToken(ctx context.Context, q store.Querier, t NewToken) (string, error
 		channels = []string{}
 	}
 	id := store.NewID("tok_", 8)
-	_, err = q.Exec(ctx, `INSERT INTO tokens (id, kind, name, hash, runner_id, user_id, host, labels, channels)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, $8, $9)`,
-		id, t.Kind, t.Name, Hash(t.Secret), t.RunnerID, t.UserID, t.Host, labels, channels)
+	var expiresIn *string // an interval after the row's own created_at
+	if t.ExpiresIn > 0 {
+		e := fmt.Sprintf("%d milliseconds", t.ExpiresIn.Milliseconds())
+		expiresIn = &e
+	}
+	_, err = q.Exec(ctx, `INSERT INTO tokens (id, kind, name, hash, runner_id, user_id, host, labels, channels, expires_at)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, $8, $9, now() + $10::interval)`,
+		id, t.Kind, t.Name, Hash(t.Secret), t.RunnerID, t.UserID, t.Host, labels, channels, expiresIn)
 	if err != nil {
 		return "", fmt.Errorf("store %s token: %w", t.Kind, err)
 	}

@@ -220,6 +220,17 @@ func TestSignInSessionCookieCSRFAndExpiry(t *testing.T) {
 	if resp, _ := b.get("/holds"); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("expired session still served: %d", resp.StatusCode)
 	}
+	// So does its token's expiry (issue 34).
+	csrf = b.signIn(f.dana)
+	if _, err := f.srv.Pool.Exec(ctx, `UPDATE tokens SET expires_at = now() WHERE user_id = 'telegram:dana'`); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := b.get("/holds"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("session of an expired token still served: %d", resp.StatusCode)
+	}
+	if _, err := f.srv.Pool.Exec(ctx, `UPDATE tokens SET expires_at = NULL WHERE user_id = 'telegram:dana'`); err != nil {
+		t.Fatal(err)
+	}
 	csrf = b.signIn(f.dana)
 	if _, err := f.srv.Pool.Exec(ctx, `UPDATE tokens SET revoked_at = now() WHERE user_id = 'telegram:dana'`); err != nil {
 		t.Fatal(err)

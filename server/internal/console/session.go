@@ -70,8 +70,10 @@ func (c *Console) cookie(name, value string, maxAge time.Duration) *http.Cookie 
 	return ck
 }
 
-// load reads the request's session: present, unexpired, and its token not
-// revoked (a revoked token ends its console sessions at once).
+// load reads the request's session: present, unexpired, and its token
+// neither revoked nor expired (either ends its console sessions at once; so
+// does deleting the user, whose tokens go with it). A role lost ends no
+// session: every page and click is checked as the user, so it is refused.
 func (c *Console) load(ctx context.Context, r *http.Request) (*session, error) {
 	ck, err := r.Cookie(SessionCookie)
 	if err != nil || ck.Value == "" {
@@ -80,7 +82,8 @@ func (c *Console) load(ctx context.Context, r *http.Request) (*session, error) {
 	s := &session{idHash: hashID(ck.Value)}
 	err = c.d.Pool.QueryRow(ctx, `SELECT s.user_id, s.token_id, s.csrf FROM console_sessions s
 		JOIN tokens t ON t.id = s.token_id
-		WHERE s.id_hash = $1 AND s.expires_at > now() AND t.revoked_at IS NULL AND t.kind = 'user' AND t.user_id = s.user_id`,
+		WHERE s.id_hash = $1 AND s.expires_at > now() AND t.revoked_at IS NULL
+		  AND (t.expires_at IS NULL OR t.expires_at > now()) AND t.kind = 'user' AND t.user_id = s.user_id`,
 		s.idHash).Scan(&s.UserID, &s.TokenID, &s.CSRF)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil

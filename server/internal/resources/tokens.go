@@ -24,9 +24,11 @@ func scanToken(row pgx.Row) (*guardv1.Token, error) {
 		kind    string
 		created time.Time
 		revoked *time.Time
+		expires *time.Time
+		used    *time.Time
 		labels  []byte
 	)
-	err := row.Scan(&t.Id, &kind, &t.Name, &t.RunnerId, &t.UserId, &created, &revoked, &t.Host, &labels, &t.Channels)
+	err := row.Scan(&t.Id, &kind, &t.Name, &t.RunnerId, &t.UserId, &created, &revoked, &t.Host, &labels, &t.Channels, &expires, &used)
 	if err != nil {
 		return nil, err
 	}
@@ -36,11 +38,11 @@ func scanToken(row pgx.Row) (*guardv1.Token, error) {
 	if t.Kind, err = enumword.Parse[guardv1.Principal](kind); err != nil {
 		return nil, fmt.Errorf("token %s: %w", t.Id, err)
 	}
-	t.CreatedAt, t.RevokedAt = ts(created), tsPtr(revoked)
+	t.CreatedAt, t.RevokedAt, t.ExpiresAt, t.LastUsedAt = ts(created), tsPtr(revoked), tsPtr(expires), tsPtr(used)
 	return &t, nil
 }
 
-const tokenColumns = `id, kind, name, COALESCE(runner_id, ''), COALESCE(user_id, ''), created_at, revoked_at, host, labels, channels`
+const tokenColumns = `id, kind, name, COALESCE(runner_id, ''), COALESCE(user_id, ''), created_at, revoked_at, host, labels, channels, expires_at, last_used_at`
 
 // Shapes of what a token is bound to. A channel is the namespace of user
 // ids ("telegram" of "telegram:dana").
@@ -51,6 +53,9 @@ var (
 )
 
 const maxTokenLabels, maxTokenChannels = 32, 16
+
+// maxTokenLife bounds a token's expires_in (as the proto's rule does).
+const maxTokenLife = 10 * 365 * 24 * time.Hour
 
 // checkTokenBindings validates what a runner or bridge token speaks for:
 // placement (host, labels) only on runner tokens, channels only on bridge
@@ -106,6 +111,12 @@ func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenReque
 	if err != nil {
 		return nil, err
 	}
+	var expiresIn time.Duration
+	if d := req.GetExpiresIn(); d != nil {
+		if expiresIn = d.AsDuration(); expiresIn < time.Minute || expiresIn > maxTokenLife {
+			return nil, invalid("expires_in", "%s: want at least a minute and at most %s", expiresIn, maxTokenLife)
+		}
+	}
 	secret, err := authn.NewSecret()
 	if err != nil {
 		return nil, fmt.Errorf("mint secret: %w", err)
@@ -115,7 +126,7 @@ func (s *Service) CreateToken(ctx context.Context, req *guardv1.CreateTokenReque
 		name = nt.kind + " token"
 	}
 	id, err := authn.StoreToken(ctx, s.pool, authn.NewToken{Kind: nt.kind, Name: name, Secret: secret,
-		RunnerID: nt.runnerID, UserID: nt.userID, Host: nt.host, Labels: nt.labels, Channels: nt.channels})
+		RunnerID: nt.runnerID, UserID: nt.userID, Host: nt.host, Labels: nt.labels, Channels: nt.channels, ExpiresIn: expiresIn})
 	if store.IsForeignKeyViolation(err) {
 		return nil, notFound("user %q not found", nt.userID)
 	}
@@ -179,7 +190,8 @@ func (s *Service) ListTokens(ctx context.Context, req *guardv1.ListTokensRequest
 }
 
 // RevokeToken revokes a token (idempotent: the first revocation time is
-// kept). Every replica refuses it once its authn cache entry expires.
+// kept). Every replica refuses it once its authn cache entry expires (an
+// expiry, known in advance, is refused to the instant).
 func (s *Service) RevokeToken(ctx context.Context, req *guardv1.RevokeTokenRequest) (_ *guardv1.RevokeTokenResponse, err error) {
 	defer store.Faulted(&err, "token")
 	if err := required("id", req.GetId()); err != nil {
