@@ -22,15 +22,21 @@
 #   open150-reask-hint10s   (not in the default runs) the same with --admission-max-retry-after 10s
 #   stream25k               DecideStream offered 25,000/s
 #   approvals               100 approval round trips/s beside 2,000 Decide/s
+#   fga-open2000 / fga-closed   OpenFGA (OPENFGA, default: go install of OPENFGA_VERSION v1.22.1 into
+#                           the bench dir) on the same Postgres, its own database, the same pairs
+#                           written through its API, asked the same checks as open2000 / closed
+#                           (closed with 512 in flight; OpenFGA has no retry hint to honour)
+# After the table, each goal of issue 35 whose runs are in the report, as a ratio of two runs.
 # The table goes to stdout and to .data/bench/report-<time>.md, the raw runs to .jsonl beside it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 data=${BENCH_DIR:-$root/.data/bench}
-runs=${BENCH_RUNS:-floor2000 open2000 stream2000 closed closed-max open80 open150 open150-reask stream25k approvals}
+runs=${BENCH_RUNS:-floor2000 open2000 fga-open2000 stream2000 closed fga-closed closed-max open80 open150 open150-reask stream25k approvals}
 server_bin=${SERVER:-$root/bin/clawguard-server}
 # The mode measured: LOG_COMMIT when set, else what the server defaults to
 # (read from its own --help, so a changed default is what is measured and said).
-log_commit=${LOG_COMMIT:-$("$server_bin" serve --help 2>&1 | sed -n '/-decision-log-commit/,/default/s/.*(default "\([a-z]*\)").*/\1/p' | head -1)}
+# (--help exits non-zero: the pipeline's status is not the answer.)
+log_commit=${LOG_COMMIT:-$({ "$server_bin" serve --help 2>&1 || true; } | sed -n '/-decision-log-commit/,/default/s/.*(default "\([a-z]*\)").*/\1/p' | head -1)}
 [ -n "$log_commit" ] || { echo "bench: could not read the server's --decision-log-commit default; set LOG_COMMIT" >&2; exit 1; }
 mkdir -p "$data"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -40,6 +46,17 @@ url=$(PG_DURABLE=1 "$root/deploy/local/pg.sh" start "$data/pg-durable")
 db=${url/\/postgres\?/\/clawguard_bench?}
 go build -o "$data/decideload" "$root/bench/cmd/decideload"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# OpenFGA for the side-by-side runs: built with the machine's Go on first use.
+openfga_bin() {
+  if [ -n "${OPENFGA:-}" ]; then echo "$OPENFGA"; return; fi
+  local bin="$data/bin/openfga"
+  if [ ! -x "$bin" ]; then
+    echo "bench: building OpenFGA ${OPENFGA_VERSION:-v1.22.1} (once, into $data/bin)" >&2
+    GOBIN="$data/bin" GOFLAGS=-mod=mod go install "github.com/openfga/openfga/cmd/openfga@${OPENFGA_VERSION:-v1.22.1}" >&2
+  fi
+  echo "$bin"
+}
 
 server=""
 stop_server() {
@@ -68,6 +85,33 @@ run() {
   [ -n "$up" ] || { echo "clawguard-server did not start; its log:" >&2; cat "$data/server-$label.log" >&2; exit 1; }
   echo "== $label"
   "$data/decideload" -database-url "$db" -addr "127.0.0.1:$port" -metrics "http://127.0.0.1:$mport/metrics" \
+    -server-pid "$server" -duration "${DURATION:-10s}" -warmup "${WARMUP:-3s}" -report "$report" -label "$label" "$@"
+  stop_server
+}
+
+# run_fga LABEL [decideload flags...]: OpenFGA on a fresh database of the same
+# Postgres, asked the same checks by the same generator.
+run_fga() {
+  local label=$1; shift
+  local bin fgadb port
+  bin=$(openfga_bin)
+  fgadb=${url/\/postgres\?/\/openfga_bench?}
+  psql "$url" -qc "DROP DATABASE IF EXISTS openfga_bench" -c "CREATE DATABASE openfga_bench" >/dev/null
+  "$bin" migrate --datastore-engine postgres --datastore-uri "$fgadb" >"$data/server-$label.log" 2>&1
+  port=$(free_port)
+  "$bin" run --datastore-engine postgres --datastore-uri "$fgadb" --datastore-max-open-conns "${MAX_CONNS:-32}" \
+    --grpc-addr "127.0.0.1:$port" --http-enabled=false --playground-enabled=false --metrics-enabled=false \
+    --log-level none >>"$data/server-$label.log" 2>&1 &
+  server=$!
+  local up=""
+  for _ in $(seq 1 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$up" ] || { echo "openfga did not start; its log:" >&2; cat "$data/server-$label.log" >&2; exit 1; }
+  echo "== $label"
+  "$data/decideload" -mode openfga -database-url "$url" -addr "127.0.0.1:$port" \
     -server-pid "$server" -duration "${DURATION:-10s}" -warmup "${WARMUP:-3s}" -report "$report" -label "$label" "$@"
   stop_server
 }
@@ -103,6 +147,8 @@ for r in $runs; do
   open150-reask-hint10s) rate=$(of_max 1.5); run open150-reask-hint10s --admission-max-retry-after 10s -- -mode unary -reask -rate "$rate" ;;
   stream25k) run stream25k -- -mode stream -rate 25000 ;;
   approvals) run approvals -- -mode unary -rate 2000 -approvals 100 ;;
+  fga-open2000) run_fga fga-open2000 -rate 2000 ;;
+  fga-closed) run_fga fga-closed -closed 512 ;;
   *) echo "unknown run $r (BENCH_RUNS)" >&2; exit 2 ;;
   esac
 done
