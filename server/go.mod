@@ -15,6 +15,8 @@ require (
 	google.golang.org/grpc v1.85.0
 )
 
+require golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
+
 require (
 	cel.dev/cel-go v0.32.0 // indirect
 	cel.dev/expr v0.25.3 // indirect

@@ -7,6 +7,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +71,61 @@ func TestImagesRunTheirStaticBinary(t *testing.T) {
 		out := run(t, ".", nil, "docker", append([]string{"run", "--rm", "--network", "none", tag}, c.runArgs...)...)
 		if strings.TrimSpace(out) != c.want {
 			t.Errorf("%s %v printed %q, want %q", c.dockerfile, c.runArgs, strings.TrimSpace(out), c.want)
+		}
+	}
+}
+
+// Issue 33: the images are FROM scratch, with no CA bundle. An HTTPS sink
+// (decision export, webhook) whose certificate chains to a private CA is
+// reached once the operator mounts that CA and names it with SSL_CERT_FILE,
+// and refused without it; public CAs come compiled in (x509roots/fallback,
+// imported by every binary: TestEveryBinaryCarriesFallbackRoots).
+func TestScratchImageReachesAnHTTPSSinkThroughAMountedCA(t *testing.T) {
+	requireDocker(t)
+	sink := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
+	defer sink.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: sink.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	run(t, ".", []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(bin, "clawguard-server"), "./testdata/httpsprobe")
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	tag := "clawguard-dockerfile-test-https:" + hex.EncodeToString(suffix)
+	dockerfile, _ := filepath.Abs("server.Dockerfile")
+	run(t, ".", nil, "docker", "build", "-q", "-f", dockerfile, "-t", tag, bin)
+	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
+
+	// The sink listens on the host's loopback: the container shares it.
+	probe := func(extra ...string) string {
+		args := append([]string{"run", "--rm", "--network", "host"}, extra...)
+		return strings.TrimSpace(run(t, ".", nil, "docker", append(args, tag, sink.URL)...))
+	}
+	if out := probe(); !strings.Contains(out, "certificate signed by unknown authority") {
+		t.Errorf("without the CA: %q, want the unknown authority refused", out)
+	}
+	if out := probe("-v", caFile+":/etc/clawguard/ca.pem:ro", "-e", "SSL_CERT_FILE=/etc/clawguard/ca.pem"); out != "status: 202" {
+		t.Errorf("with the CA mounted: %q, want status: 202", out)
+	}
+}
+
+// Every binary that may speak TLS to something the operator runs carries
+// the compiled-in public roots (a scratch image has no others).
+func TestEveryBinaryCarriesFallbackRoots(t *testing.T) {
+	for _, main := range []string{
+		"../../server/cmd/clawguard-server/main.go",
+		"../../runner/cmd/clawguard-runner/main.go",
+		"../../cli/cmd/ncl/main.go",
+		"../../cli/cmd/clawguard-telegram/main.go",
+		"../../cli/cmd/clawguard-slack/main.go",
+	} {
+		src, err := os.ReadFile(main)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(src), `_ "golang.org/x/crypto/x509roots/fallback"`) {
+			t.Errorf("%s does not import golang.org/x/crypto/x509roots/fallback", main)
 		}
 	}
 }

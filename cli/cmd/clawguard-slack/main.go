@@ -10,6 +10,12 @@ import (
 
 	"github.com/clawguard/clawguard/cli/internal/bridge"
 	"github.com/clawguard/clawguard/cli/internal/slack"
+
+	// Public roots compiled in, used only where the system has none (the
+	// FROM scratch images): an HTTPS sink, a webhook, Postgres with
+	// verify-full. A mounted bundle (SSL_CERT_FILE / SSL_CERT_DIR) or the
+	// host's roots still take precedence.
+	_ "golang.org/x/crypto/x509roots/fallback"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").

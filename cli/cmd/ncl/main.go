@@ -8,6 +8,12 @@ import (
 	"syscall"
 
 	"github.com/clawguard/clawguard/cli/internal/ncl"
+
+	// Public roots compiled in, used only where the system has none (the
+	// FROM scratch images): an HTTPS sink, a webhook, Postgres with
+	// verify-full. A mounted bundle (SSL_CERT_FILE / SSL_CERT_DIR) or the
+	// host's roots still take precedence.
+	_ "golang.org/x/crypto/x509roots/fallback"
 )
 
 func main() {

@@ -20,6 +20,12 @@ import (
 	"github.com/clawguard/clawguard/server/internal/config"
 	"github.com/clawguard/clawguard/server/internal/logs"
 	"github.com/clawguard/clawguard/server/internal/store"
+
+	// Public roots compiled in, used only where the system has none (the
+	// FROM scratch images): an HTTPS sink, a webhook, Postgres with
+	// verify-full. A mounted bundle (SSL_CERT_FILE / SSL_CERT_DIR) or the
+	// host's roots still take precedence.
+	_ "golang.org/x/crypto/x509roots/fallback"
 )
 
 const usage = `usage: clawguard-server <command> [flags]
