@@ -32,6 +32,9 @@ type testPKI struct {
 	ca, serverCert, serverKey, clientCert, clientKey string
 	pool                                             *x509.CertPool
 	client                                           tls.Certificate
+	// reissueServer writes a new server certificate (with this serial) and
+	// key over the old files, as a renewal does.
+	reissueServer func(serial int64)
 }
 
 func newTestPKI(t *testing.T) testPKI {
@@ -77,6 +80,9 @@ func newTestPKI(t *testing.T) testPKI {
 		return write(name+".crt", "CERTIFICATE", der), write(name+".key", "PRIVATE KEY", kb)
 	}
 	p.serverCert, p.serverKey = issue(2, "clawguard-server", x509.ExtKeyUsageServerAuth, net.ParseIP("127.0.0.1"))
+	p.reissueServer = func(serial int64) {
+		issue(serial, "clawguard-server", x509.ExtKeyUsageServerAuth, net.ParseIP("127.0.0.1"))
+	}
 	p.clientCert, p.clientKey = issue(3, "runner-1", x509.ExtKeyUsageClientAuth)
 	if p.client, err = tls.LoadX509KeyPair(p.clientCert, p.clientKey); err != nil {
 		t.Fatal(err)
@@ -159,6 +165,27 @@ func TestMutualTLSEndToEnd(t *testing.T) {
 		out, errOut, _ := n.run("sessions", "list", "--group", group)
 		return strings.Contains(out, "runner-1"), out + errOut
 	})
+
+	// Issue 33: a server certificate replaced on disk is served to the next
+	// connection with no restart, and the connections already up (the
+	// runner's streams) go on.
+	pki.reissueServer(20)
+	waitFor(t, 10*time.Second, "the renewed certificate served to a new connection", func() (bool, string) {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}, NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return false, err.Error()
+		}
+		defer conn.Close()
+		serial := conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+		return serial == 20, fmt.Sprint("serial ", serial)
+	})
+	if srv.Exited() {
+		t.Fatal("the server exited on a certificate renewal")
+	}
+	if code, err := httpStatus("http://" + runnerMetrics + "/readyz"); err != nil || code != http.StatusOK {
+		t.Fatalf("the runner's streams after the renewal: /readyz %d %v", code, err)
+	}
+	n.must(t, "groups", "get", group)
 }
 
 func httpStatus(url string) (int, error) {

@@ -19,6 +19,8 @@ type Config struct {
 	TokenFile     string        // the bridge token (CLAWGUARD_TOKEN works too)
 	Token         string        // resolved bridge token
 	TLSCA         string        // CA for the server's certificate (empty = plaintext)
+	TLSCert       string        // client certificate, for a server that requires mTLS
+	TLSKey        string        // its key
 	DataDir       string        // where the state file lives
 	HTTPListen    string        // /healthz, /readyz and /metrics (empty = off)
 	RetryMax      time.Duration // cap of the back-off after a failed call
@@ -87,6 +89,8 @@ func (f *Flags) Common(c *Config) {
 	f.String(&c.Server, "server", "control plane gRPC address host:port")
 	f.String(&c.TokenFile, "token-file", "file holding the bridge token (or set "+TokenEnv+")")
 	f.String(&c.TLSCA, "tls-ca", "CA file to verify the server's TLS certificate (empty = plaintext)")
+	f.String(&c.TLSCert, "tls-cert", "client certificate file, for a server that requires mutual TLS (with --tls-key and --tls-ca)")
+	f.String(&c.TLSKey, "tls-key", "the client certificate's key file")
 	f.String(&c.DataDir, "data-dir", "directory for the bridge's state file")
 	f.String(&c.HTTPListen, "http-listen", "address of /healthz, /readyz and /metrics (empty = off)")
 	f.String(&c.LogLevel, "log-level", "debug, info, warn or error")
@@ -145,6 +149,10 @@ func (c Config) Validate() error {
 		return errors.New("--data-dir: required (the state file keeps cards and clicks across restarts)")
 	case c.RetryMax <= 0:
 		return errors.New("--retry-max: must be positive")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case c.TLSCert != "" && c.TLSCA == "":
+		return errors.New("--tls-cert: needs --tls-ca (a client certificate is for a TLS connection)")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -2,32 +2,32 @@ package bridge
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/clawguard/clawguard/proto/tlsfiles"
 )
 
 // Dial connects to the control plane with the bridge token: plaintext
-// unless a CA is given (the server's default listener is loopback).
-// userAgent names the bridge in the server's logs.
+// unless a CA is given (the server's default listener is loopback); with a
+// client certificate for a server that requires mutual TLS. The CA and
+// certificate follow their files: replaced on disk, they are used from the
+// next connection on, with no restart. userAgent names the bridge in the
+// server's logs.
 func Dial(cfg Config, userAgent string) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if cfg.TLSCA != "" {
-		pem, err := os.ReadFile(cfg.TLSCA)
+		src, err := tlsfiles.Load(tlsfiles.Files{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA})
 		if err != nil {
-			return nil, fmt.Errorf("read TLS CA: %w", err)
+			return nil, fmt.Errorf("TLS files: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS CA %s holds no PEM certificate", cfg.TLSCA)
+		src.OnReloadError = func(err error) {
+			slog.Warn("TLS files changed but do not load; using the last good ones", "err", err)
 		}
-		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		creds = src.ClientCredentials("")
 	}
 	conn, err := grpc.NewClient(cfg.Server,
 		grpc.WithTransportCredentials(creds),

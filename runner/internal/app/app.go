@@ -6,8 +6,6 @@ package app
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -31,6 +29,7 @@ import (
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/retry"
+	"github.com/clawguard/clawguard/proto/tlsfiles"
 	"github.com/clawguard/clawguard/runner/internal/config"
 	"github.com/clawguard/clawguard/runner/internal/connect"
 	"github.com/clawguard/clawguard/runner/internal/decide"
@@ -471,26 +470,18 @@ func newInstanceID() string {
 
 // transportCredentials is plaintext without --tls-ca; with it, TLS verified
 // against that CA, presenting --tls-cert to a server that requires client
-// certificates (mTLS).
+// certificates (mTLS). Both follow their files: a CA bundle or certificate
+// replaced on disk is used from the next connection on, with no restart.
 func transportCredentials(cfg config.Config) (credentials.TransportCredentials, bool, error) {
 	if cfg.TLSCA == "" {
 		return insecure.NewCredentials(), false, nil
 	}
-	pem, err := os.ReadFile(cfg.TLSCA)
+	src, err := tlsfiles.Load(tlsfiles.Files{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA})
 	if err != nil {
-		return nil, false, fmt.Errorf("--tls-ca: %w", err)
+		return nil, false, fmt.Errorf("--tls-ca/--tls-cert/--tls-key: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, false, fmt.Errorf("--tls-ca %s: no certificates", cfg.TLSCA)
+	src.OnReloadError = func(err error) {
+		slog.Warn("TLS files changed but do not load; using the last good ones", "err", err)
 	}
-	tc := &tls.Config{RootCAs: pool, ServerName: cfg.TLSServerName, MinVersion: tls.VersionTLS12}
-	if cfg.TLSCert != "" {
-		pair, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			return nil, false, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	return credentials.NewTLS(tc), true, nil
+	return src.ClientCredentials(cfg.TLSServerName), true, nil
 }

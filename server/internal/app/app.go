@@ -6,14 +6,12 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"strings"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 
 	"github.com/clawguard/clawguard/migrations"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/tlsfiles"
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/config"
@@ -294,23 +293,17 @@ func consoleTLS(cfg config.Config) (*tls.Config, error) {
 	return tlsConfig(cfg)
 }
 
+// tlsConfig is the listener's TLS, following its files: a certificate, key
+// or client CA replaced on disk is used from the next handshake on, with no
+// restart (tlsfiles). A replacement that does not load is logged and the
+// last good one kept.
 func tlsConfig(cfg config.Config) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	src, err := tlsfiles.Load(tlsfiles.Files{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSClientCA})
 	if err != nil {
-		return nil, fmt.Errorf("load TLS key pair: %w", err)
+		return nil, fmt.Errorf("load TLS files: %w", err)
 	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if cfg.TLSClientCA != "" {
-		pem, err := os.ReadFile(cfg.TLSClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("read client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, errors.New("client CA file holds no PEM certificate")
-		}
-		tc.ClientCAs = pool
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	src.OnReloadError = func(err error) {
+		slog.Warn("TLS files changed but do not load; serving the last good ones", "err", err)
 	}
-	return tc, nil
+	return src.ServerConfig(), nil
 }
