@@ -362,6 +362,12 @@ func TestRunnerDaemonSetHasDockerSocketAndItsOwnToken(t *testing.T) {
 	if servicePorts(svc)["metrics"] != "9465" || flag(a, "--metrics-listen") != "0.0.0.0:9465" {
 		t.Error("runner metrics port is not 9465 on both the pod and the Service")
 	}
+	// Issue 33: probed on what the runner serves next to /metrics.
+	for probe, path := range map[string]string{"readinessProbe": "/readyz", "livenessProbe": "/healthz"} {
+		if got, port := str(c, probe, "httpGet", "path"), str(c, probe, "httpGet", "port"); got != path || port != "metrics" {
+			t.Errorf("runner %s = GET %q on port %q, want %s on the metrics port", probe, got, port, path)
+		}
+	}
 }
 
 // TestServiceMonitorsScrapeTheJobsTheAlertsName: alerts.yml selects
