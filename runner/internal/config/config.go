@@ -69,9 +69,42 @@ func Default() Config {
 	}
 }
 
-// EnvName is the CLAWGUARD_* twin of a flag.
+// EnvName is the runner's own environment twin of a flag:
+// CLAWGUARD_RUNNER_<FLAG>.
 func EnvName(flagName string) string {
-	return "CLAWGUARD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	return "CLAWGUARD_RUNNER_" + envSuffix(flagName)
+}
+
+// legacyEnvName is the name the runner read before it had its own prefix,
+// shared with ncl and the server: still read where it means the same
+// thing to all three.
+func legacyEnvName(flagName string) string { return "CLAWGUARD_" + envSuffix(flagName) }
+
+func envSuffix(flagName string) string { return strings.ToUpper(strings.ReplaceAll(flagName, "-", "_")) }
+
+// notTheRunners are the shared names that mean something else to another
+// binary: CLAWGUARD_TOKEN_FILE is ncl's (an operator's token, exported by
+// the README's terminal), CLAWGUARD_TLS_CERT and _KEY the server's own
+// certificate. The runner never takes them: a runner given none of its own
+// is refused, naming the variable it did not take.
+var notTheRunners = map[string]string{
+	"token-file": "ncl's (the operator's token)",
+	"tls-cert":   "the server's own certificate (and ncl's client certificate)",
+	"tls-key":    "the server's own key (and ncl's)",
+}
+
+// lookupEnv reads a flag's environment twin: the runner's own name, else
+// the shared legacy one unless that means something else.
+// The variable's name comes back too, for an error about its value.
+func lookupEnv(flagName string) (value, name string, ok bool) {
+	if v, ok := os.LookupEnv(EnvName(flagName)); ok {
+		return v, EnvName(flagName), true
+	}
+	if _, other := notTheRunners[flagName]; other {
+		return "", "", false
+	}
+	v, ok := os.LookupEnv(legacyEnvName(flagName))
+	return v, legacyEnvName(flagName), ok
 }
 
 // Parse reads env twins, then flags (flags win). The error is one line.
@@ -80,16 +113,16 @@ func Parse(args []string) (Config, error) {
 	fs := flag.NewFlagSet("clawguard-runner", flag.ContinueOnError)
 	var envErrs []string
 	str := func(p *string, name, usage string) {
-		if v, ok := os.LookupEnv(EnvName(name)); ok {
+		if v, _, ok := lookupEnv(name); ok {
 			*p = v
 		}
 		fs.StringVar(p, name, *p, usage+" ["+EnvName(name)+"]")
 	}
 	dur := func(p *time.Duration, name, usage string) {
-		if v, ok := os.LookupEnv(EnvName(name)); ok {
+		if v, from, ok := lookupEnv(name); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
-				envErrs = append(envErrs, fmt.Sprintf("%s=%q: not a duration", EnvName(name), v))
+				envErrs = append(envErrs, fmt.Sprintf("%s=%q: not a duration", from, v))
 			}
 			*p = d
 		}
@@ -116,7 +149,7 @@ func Parse(args []string) (Config, error) {
 	dur(&c.IdleAfter, "idle-after", "stop an agent after this long without activity")
 	dur(&c.DecideWait, "decide-wait", "how long an action waits for the guard before failing closed")
 	dur(&c.InboxAckDeadline, "inbox-ack-deadline", "restart an agent that holds inbox items without acknowledging any for this long (its items are sent again)")
-	if v, ok := os.LookupEnv(EnvName("group")); ok {
+	if v, _, ok := lookupEnv("group"); ok {
 		c.Groups = splitList(v)
 	}
 	groupFlag := false
@@ -127,10 +160,10 @@ func Parse(args []string) (Config, error) {
 		c.Groups = append(c.Groups, v)
 		return nil
 	})
-	if v, ok := os.LookupEnv(EnvName("agent-env")); ok {
+	if v, from, ok := lookupEnv("agent-env"); ok {
 		for _, kv := range splitList(v) {
 			if err := addEnv(c.AgentEnv, kv); err != nil {
-				envErrs = append(envErrs, EnvName("agent-env")+": "+err.Error())
+				envErrs = append(envErrs, from+": "+err.Error())
 			}
 		}
 	}
@@ -151,7 +184,36 @@ func Parse(args []string) (Config, error) {
 	if len(envErrs) > 0 {
 		return c, errors.New(envErrs[0])
 	}
+	if err := notTaken(c); err != nil {
+		return c, err
+	}
 	return c, c.Validate()
+}
+
+// notTaken refuses a runner left without a setting whose shared variable is
+// set but was not taken (it belongs to another binary), saying so: without
+// this, a runner started in the README's terminal took the operator's token
+// and was refused by the server for a reason nobody could see.
+func notTaken(c Config) error {
+	for name, whose := range notTheRunners {
+		legacy := legacyEnvName(name)
+		if _, set := os.LookupEnv(legacy); !set {
+			continue
+		}
+		var have string
+		switch name {
+		case "token-file":
+			have = c.TokenFile
+		case "tls-cert":
+			have = c.TLSCert
+		case "tls-key":
+			have = c.TLSKey
+		}
+		if have == "" {
+			return fmt.Errorf("%s is set, but the runner does not read it: it is %s; give the runner --%s or %s", legacy, whose, name, EnvName(name))
+		}
+	}
+	return nil
 }
 
 func splitList(v string) []string {

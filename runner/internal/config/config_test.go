@@ -34,7 +34,7 @@ func TestParse(t *testing.T) {
 		{name: "bad server", args: append(base, "--server", "nohost"), want: "--server"},
 		{name: "bad metrics", args: append(base, "--metrics-listen", "x"), want: "--metrics-listen"},
 		{name: "bad duration env", env: map[string]string{"CLAWGUARD_IDLE_AFTER": "soon"}, args: base, want: "CLAWGUARD_IDLE_AFTER"},
-		{name: "env twins", env: map[string]string{"CLAWGUARD_TOKEN_FILE": "/e", "CLAWGUARD_ID": "env-id", "CLAWGUARD_GROUP": "a, b", "CLAWGUARD_AGENT_ENV": "X=1"},
+		{name: "env twins", env: map[string]string{"CLAWGUARD_RUNNER_TOKEN_FILE": "/e", "CLAWGUARD_RUNNER_ID": "env-id", "CLAWGUARD_RUNNER_GROUP": "a, b", "CLAWGUARD_RUNNER_AGENT_ENV": "X=1"},
 			check: func(t *testing.T, c Config) {
 				if c.TokenFile != "/e" || c.ID != "env-id" || strings.Join(c.Groups, "|") != "a|b" || c.AgentEnv["X"] != "1" {
 					t.Fatalf("%+v", c)
@@ -71,10 +71,36 @@ func TestParse(t *testing.T) {
 		{name: "bad agent env", args: append(base, "--agent-env", "novalue"), want: "KEY=VALUE"},
 		{name: "tls cert without key", args: append(base, "--tls-ca", "/ca", "--tls-cert", "/c"), want: "--tls-cert and --tls-key must be given together"},
 		{name: "tls cert without ca", args: append(base, "--tls-cert", "/c", "--tls-key", "/k"), want: "need --tls-ca"},
-		{name: "mtls", env: map[string]string{"CLAWGUARD_TLS_KEY": "/k"}, args: append(base, "--tls-ca", "/ca", "--tls-cert", "/c", "--tls-server-name", "guard"),
+		{name: "mtls", env: map[string]string{"CLAWGUARD_RUNNER_TLS_KEY": "/k"}, args: append(base, "--tls-ca", "/ca", "--tls-cert", "/c", "--tls-server-name", "guard"),
 			check: func(t *testing.T, c Config) {
 				if c.TLSCA != "/ca" || c.TLSCert != "/c" || c.TLSKey != "/k" || c.TLSServerName != "guard" {
 					t.Fatalf("%+v", c)
+				}
+			}},
+		// Issue 33: one name, one meaning. The shared names still work where
+		// they mean the same thing to every binary; the runner's own win.
+		{name: "shared names of the same meaning", env: map[string]string{"CLAWGUARD_RUNNER_TOKEN_FILE": "/e", "CLAWGUARD_ID": "old-id", "CLAWGUARD_GROUP": "a"},
+			check: func(t *testing.T, c Config) {
+				if c.ID != "old-id" || strings.Join(c.Groups, "|") != "a" {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		{name: "the runner's own name wins", env: map[string]string{"CLAWGUARD_RUNNER_TOKEN_FILE": "/e", "CLAWGUARD_ID": "old-id", "CLAWGUARD_RUNNER_ID": "new-id"},
+			check: func(t *testing.T, c Config) {
+				if c.ID != "new-id" {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		// The README's terminal exports ncl's CLAWGUARD_TOKEN_FILE (the
+		// operator token): never taken as the runner's.
+		{name: "ncl's token file is not the runner's", env: map[string]string{"CLAWGUARD_TOKEN_FILE": "/operator.token", "CLAWGUARD_RUNNER_ID": "r"},
+			want: "CLAWGUARD_TOKEN_FILE is set, but the runner does not read it: it is ncl's (the operator's token); give the runner --token-file or CLAWGUARD_RUNNER_TOKEN_FILE"},
+		{name: "the server's certificate is not the runner's", env: map[string]string{"CLAWGUARD_TLS_CERT": "/server.crt", "CLAWGUARD_TLS_KEY": "/server.key"}, args: append(base, "--tls-ca", "/ca"),
+			want: "is set, but the runner does not read it"},
+		{name: "a flag beside ncl's variable", env: map[string]string{"CLAWGUARD_TOKEN_FILE": "/operator.token"}, args: base,
+			check: func(t *testing.T, c Config) {
+				if c.TokenFile != "/t" {
+					t.Fatalf("token file %q, want the flag's", c.TokenFile)
 				}
 			}},
 		{name: "unknown flag", args: append(base, "--nope"), want: "flag provided but not defined"},
