@@ -63,18 +63,18 @@ func TestDashboardShowsWhatOperatorsWatch(t *testing.T) {
 		t.Errorf("uid = %q, want a stable uid (links and alerts point at it)", d.UID)
 	}
 	want := map[string]string{ // panel title → a string its queries must contain
-		"Hold rate per action":               "clawguard:guard_hold_rate_by_action:ratio_rate5m",
-		"Deny rate per action":               "clawguard:guard_deny_rate_by_action:ratio_rate5m",
-		"Decisions/s by action":              "clawguard_guard_decisions_total",
-		"Decisions/s":                        "clawguard:guard_decisions:rate5m",
-		"Decision p99":                       "clawguard:guard_decision_seconds:p99_rate5m",
-		"Pending holds by kind":              "clawguard_approvals_holds_pending",
-		"Oldest pending hold":                "clawguard_approvals_oldest_pending_hold_seconds",
-		"Time to resolve (p50, p90) by kind": "clawguard_approvals_time_to_resolve_seconds_bucket",
-		"Runners live":                       "clawguard_registry_runners_live",
-		"Runner stream state":                "clawguard_runner_stream_connected",
-		"Container spawns/s":                 "clawguard_runner_container_spawns_total",
-		"Server replicas up":                 `up{job="clawguard-server"}`,
+		"Hold rate per action":  "clawguard:guard_hold_rate_by_action:ratio_rate5m",
+		"Deny rate per action":  "clawguard:guard_deny_rate_by_action:ratio_rate5m",
+		"Decisions/s by action": "clawguard_guard_decisions_total",
+		"Decisions/s":           "clawguard:guard_decisions:rate5m",
+		"Decision p99":          "clawguard:guard_decision_seconds:p99_rate5m",
+		"Pending holds by kind": "clawguard_approvals_holds_pending",
+		"Oldest pending hold":   "clawguard_approvals_oldest_pending_hold_seconds",
+		"Time to resolve (p50, p90) by kind, and p50 by the channel that answered": "sum by (le, channel) (rate(clawguard_approvals_time_to_resolve_seconds_bucket",
+		"Runners live":        "clawguard_registry_runners_live",
+		"Runner stream state": "clawguard_runner_stream_connected",
+		"Container spawns/s":  "clawguard_runner_container_spawns_total",
+		"Server replicas up":  `up{job="clawguard-server"}`,
 	}
 	byTitle := map[string]panel{}
 	for _, p := range d.Panels {

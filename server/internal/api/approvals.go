@@ -78,11 +78,29 @@ func (s *ApprovalsService) Resolve(ctx context.Context, req *guardv1.ResolveRequ
 	}
 	h, err := s.d.Approvals.Resolve(ctx, approvals.Resolution{
 		HoldID: req.GetId(), Outcome: req.GetOutcome(), Clicker: clicker, Reason: req.GetReason(), Choice: req.GetChoice(),
+		Channel: resolveChannel(caller, clicker),
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &guardv1.ResolveResponse{Hold: h}, nil
+}
+
+// resolveChannel is where a click came from, for the time-to-resolve
+// histogram: the console, a bridge's channel (the clicker's namespace), a
+// user's own token (ncl or another client) or the operator.
+func resolveChannel(caller authn.Caller, clicker string) string {
+	switch {
+	case caller.Via != "":
+		return caller.Via
+	case caller.Principal.Kind == guardv1.Principal_PRINCIPAL_BRIDGE:
+		return authn.Namespace(clicker)
+	case caller.Principal.Kind == guardv1.Principal_PRINCIPAL_USER:
+		return "ncl"
+	case caller.Principal.Kind == guardv1.Principal_PRINCIPAL_OPERATOR:
+		return "operator"
+	}
+	return "unknown"
 }
 
 // WatchCursorHeader is the response header a Watch stream sends once it is

@@ -31,6 +31,7 @@ type Resolution struct {
 	Clicker string          // the namespaced user who clicked
 	Reason  string          // reject only
 	Choice  string          // the option value, for multi-option cards
+	Channel string          // where the click came from (metrics): console, telegram, ncl, …
 }
 
 // Resolve applies a click: mayResolve decides who may; the resolution is one
@@ -157,7 +158,7 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (_ *guardv1.Hold, e
 	if partial {
 		return hold, nil
 	}
-	s.observeResolved(hold, r.Outcome)
+	s.observeResolved(hold, r.Outcome, r.Channel)
 	if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE {
 		s.runApproved(ctx, hold)
 	}
@@ -336,12 +337,15 @@ func resolutionPush(hold *guardv1.Hold, outcome guardv1.Outcome, reason string) 
 	return push
 }
 
-func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome) {
+func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome, channel string) {
 	waited := time.Duration(0)
 	if h.CreatedAt != nil && h.ResolvedAt != nil {
 		waited = h.ResolvedAt.AsTime().Sub(h.CreatedAt.AsTime())
 	}
-	s.metrics.ObserveResolved(h.Kind, enumword.String(outcome), waited)
+	if channel == "" {
+		channel = "unknown"
+	}
+	s.metrics.ObserveResolved(h.Kind, enumword.String(outcome), channel, waited)
 	// Audit, after the commit (expire and sweep have no resolver).
 	s.log.Info("hold resolved", "audit", true, "hold", h.Id, "kind", h.Kind, "group", h.AgentGroupId,
 		"outcome", enumword.String(outcome), "resolver", h.Resolver, "reason", h.Reason, "waited", waited)
@@ -493,7 +497,7 @@ func (s *Service) resolveWhere(ctx context.Context, where string, args []any, ou
 			return total, fmt.Errorf("%s holds: %w", enumword.String(outcome), err)
 		}
 		for _, h := range resolved {
-			s.observeResolved(h, outcome)
+			s.observeResolved(h, outcome, "expiry")
 		}
 		total += len(resolved)
 		if len(resolved) < resolveBatch {

@@ -90,6 +90,9 @@ type Agent struct {
 type Caller struct {
 	Principal Principal
 	Agent     *Agent
+	// Via names the surface a person used when it is not the token's own
+	// (the console runs its users' calls in-process): "console", else "".
+	Via string
 }
 
 // Actor is the guard actor of the caller: operator → host, runner with an

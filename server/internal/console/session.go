@@ -47,7 +47,7 @@ type session struct {
 }
 
 func (s *session) caller() authn.Caller {
-	return authn.Caller{Principal: authn.Principal{Kind: guardv1.Principal_PRINCIPAL_USER, TokenID: s.TokenID, UserID: s.UserID}}
+	return authn.Caller{Principal: authn.Principal{Kind: guardv1.Principal_PRINCIPAL_USER, TokenID: s.TokenID, UserID: s.UserID}, Via: "console"}
 }
 
 func randomToken() string {

@@ -13,6 +13,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/authn"
 )
 
 // captureReason handles the approver's reply after "Reject with reason…":
@@ -51,6 +52,7 @@ func (s *Service) captureReason(ctx context.Context, m *guardv1.RouteInboundRequ
 	}
 	hold, err := s.resolver.Resolve(ctx, approvals.Resolution{
 		HoldID: holdID, Outcome: guardv1.Outcome_OUTCOME_REJECT, Clicker: sender, Reason: reason,
+		Channel: authn.Namespace(sender), // typed in the approver's chat
 	})
 	if err != nil {
 		if !fault.Is(err, fault.Denied) && !fault.Is(err, fault.Precondition) && !fault.Is(err, fault.NotFound) {

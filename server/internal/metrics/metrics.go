@@ -75,7 +75,7 @@ type Metrics struct {
 	HoldsResolvedTotal       *prometheus.CounterVec   // {kind, outcome}
 	HoldsPending             *prometheus.GaugeVec     // {kind}
 	OldestPendingHoldSeconds prometheus.Gauge         //
-	TimeToResolveSeconds     *prometheus.HistogramVec // {kind}
+	TimeToResolveSeconds     *prometheus.HistogramVec // {kind, channel}
 	ApprovalsPartialTotal    *prometheus.CounterVec   // {kind}: approvals short of a quorum
 	WebhookFailuresTotal     prometheus.Counter
 
@@ -197,9 +197,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		TimeToResolveSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "time_to_resolve_seconds",
-			Help:    "Time from hold creation to resolution, by hold kind.",
+			Help:    "Time from hold creation to resolution, by hold kind and the channel it was resolved from (console, telegram, slack, ncl — a user's token —, operator, expiry).",
 			Buckets: resolveBuckets,
-		}, []string{"kind"}),
+		}, []string{"kind", "channel"}),
 		WebhookFailuresTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "webhook_failures_total",
 			Help: "Approval lifecycle webhook deliveries that failed.",
@@ -286,7 +286,9 @@ func (m *Metrics) PreInit(actions, holdKinds []string) {
 	for _, k := range holdKinds {
 		m.HoldsCreatedTotal.WithLabelValues(k)
 		m.HoldsPending.WithLabelValues(k)
-		m.TimeToResolveSeconds.WithLabelValues(k)
+		for _, ch := range ResolveChannels {
+			m.TimeToResolveSeconds.WithLabelValues(k, ch)
+		}
 		m.ApprovalsPartialTotal.WithLabelValues(k)
 		for _, o := range Outcomes {
 			m.HoldsResolvedTotal.WithLabelValues(k, o)
@@ -355,10 +357,16 @@ func RegisterBuildInfo(reg prometheus.Registerer, version string) {
 	g.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
-// ObserveResolved counts one resolved hold and how long it waited.
-func (m *Metrics) ObserveResolved(kind, outcome string, waited time.Duration) {
+// ResolveChannels are the channel label's usual values, pre-created so the
+// dashboard's series exist before the first click; a bridge's own channel
+// namespace appears when it first resolves one.
+var ResolveChannels = []string{"console", "telegram", "slack", "ncl", "operator", "expiry"}
+
+// ObserveResolved counts one resolved hold and how long it waited before
+// the channel it was resolved from answered.
+func (m *Metrics) ObserveResolved(kind, outcome, channel string, waited time.Duration) {
 	m.HoldsResolvedTotal.WithLabelValues(kind, outcome).Inc()
-	m.TimeToResolveSeconds.WithLabelValues(kind).Observe(waited.Seconds())
+	m.TimeToResolveSeconds.WithLabelValues(kind, channel).Observe(waited.Seconds())
 }
 
 // NewRegistry returns a registry with the Go runtime and process collectors,

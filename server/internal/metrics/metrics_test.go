@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 )
 
@@ -91,7 +92,7 @@ func TestPreInitCreatesEveryLabelCombination(t *testing.T) {
 		{"clawguard_approvals_holds_created_total", len(kinds)},
 		{"clawguard_approvals_holds_resolved_total", len(kinds) * len(Outcomes)},
 		{"clawguard_approvals_holds_pending", len(kinds)},
-		{"clawguard_approvals_time_to_resolve_seconds", len(kinds)},
+		{"clawguard_approvals_time_to_resolve_seconds", len(kinds) * len(ResolveChannels)},
 	}
 	for _, c := range cases {
 		got, err := testutil.GatherAndCount(reg, c.name)
@@ -111,13 +112,20 @@ func TestObserveHelpersCount(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	m.ObserveDecision("a2a.send", "hold", 700*time.Microsecond)
 	m.ObserveDecision("a2a.send", "hold", time.Millisecond)
-	m.ObserveResolved("a2a_message_gate", "approve", 90*time.Second)
+	m.ObserveResolved("a2a_message_gate", "approve", "telegram", 90*time.Second)
 
 	if v := testutil.ToFloat64(m.DecisionsTotal.WithLabelValues("a2a.send", "hold")); v != 2 {
 		t.Errorf("decisions{a2a.send,hold} = %v, want 2", v)
 	}
 	if v := testutil.ToFloat64(m.HoldsResolvedTotal.WithLabelValues("a2a_message_gate", "approve")); v != 1 {
 		t.Errorf("holds_resolved{a2a_message_gate,approve} = %v, want 1", v)
+	}
+	var got dto.Metric
+	if err := m.TimeToResolveSeconds.WithLabelValues("a2a_message_gate", "telegram").(prometheus.Histogram).Write(&got); err != nil {
+		t.Fatal(err)
+	}
+	if n, sum := got.GetHistogram().GetSampleCount(), got.GetHistogram().GetSampleSum(); n != 1 || sum != 90 {
+		t.Errorf("time_to_resolve{a2a_message_gate,telegram} = %d samples summing %vs, want the one of 90s", n, sum)
 	}
 }
 
