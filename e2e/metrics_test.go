@@ -54,6 +54,15 @@ func TestLiveScrapeExportsDeployMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Issue 33: both Postgres pools are reported, the main one in use.
+	for _, series := range []string{`clawguard_db_pool_max_connections{pool="main"}`, `clawguard_db_pool_max_connections{pool="decision_log"}`} {
+		if v, ok := sample(serverBody, series); !ok || v == "0" {
+			t.Errorf("%s = %q (%v), want the pool's size", series, v, ok)
+		}
+	}
+	if v, ok := sample(serverBody, `clawguard_db_pool_acquires_total{pool="main"}`); !ok || v == "0" {
+		t.Errorf(`clawguard_db_pool_acquires_total{pool="main"} = %q (%v), want the acquires the server made`, v, ok)
+	}
 	fromServer, fromRunner := exported(t, serverBody), exported(t, runnerBody)
 	// Each endpoint must be the program it claims to be, so a swapped or
 	// empty scrape cannot pass by accident.

@@ -141,10 +141,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	d := &Parts{
 		Store:   st,
 		Metrics: m,
+		Pools:   metrics.NewPools(reg),
 		Log:     log,
 		Config:  cfg,
 		Auth:    authn.NewAuthenticator(st.Pool),
 	}
+	d.Pools.Add("main", st.Pool)
 	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer(), db: &dbState{}}
 	if d.Validator, err = edge.New(rpcdecl.RequestTypes(rpcdecl.Services...)...); err != nil {
 		lis.Close()

@@ -27,6 +27,7 @@ type Parts struct {
 	// The base, made by New.
 	Store     *store.Store
 	Metrics   *metrics.Metrics
+	Pools     *metrics.Pools // the Postgres pools' statistics, each pool added where it is opened
 	Log       *slog.Logger
 	Config    config.Config
 	Auth      *authn.Authenticator

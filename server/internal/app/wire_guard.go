@@ -45,6 +45,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 		return err
 	}
 	s.shutdown = append(s.shutdown, logPool.Close) // after eng.Close, appended below: shutdown runs in reverse
+	d.Pools.Add("decision_log", logPool)
 	var snap guard.Snapshot
 	if d.Config.FactSnapshot {
 		d.Snapshot = snapshot.New(d.Store.Pool, cat.Tables(), snapshot.Options{
