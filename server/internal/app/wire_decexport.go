@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/clawguard/clawguard/server/internal/decexport"
 )
@@ -15,7 +16,18 @@ func wireDecisionExport(d *Parts, s *services) error {
 	if c.DecisionExportURL == "" {
 		return nil
 	}
-	sh := &decexport.Shipper{Pool: d.Store.Pool, Log: d.Log, URL: c.DecisionExportURL}
+	sh := &decexport.Shipper{Pool: d.Store.Pool, Log: d.Log, URL: c.DecisionExportURL,
+		Observe: func(lag time.Duration, shipped int, err error) {
+			m := d.Metrics
+			switch {
+			case err != nil:
+				m.ExportBatchesTotal.WithLabelValues("failed").Inc()
+			case shipped > 0:
+				m.ExportBatchesTotal.WithLabelValues("shipped").Inc()
+				m.ExportDecisionsTotal.Add(float64(shipped))
+			}
+			m.ExportLagSeconds.Set(lag.Seconds())
+		}}
 	if c.DecisionExportSecretFile != "" {
 		b, err := readSecret(c.DecisionExportSecretFile)
 		if err != nil {

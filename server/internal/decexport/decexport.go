@@ -60,6 +60,12 @@ type Shipper struct {
 	Batch    int
 	Interval time.Duration
 	Settle   time.Duration
+
+	// Observe, when set, hears of each attempt this replica made while
+	// holding the watermark: how long the oldest settled decision not yet
+	// shipped had waited (0 when none was due), how many it shipped, and
+	// its error.
+	Observe func(lag time.Duration, shipped int, err error)
 }
 
 // Run ships until ctx ends: a full batch is followed at once by the next,
@@ -94,7 +100,11 @@ func (s *Shipper) Run(ctx context.Context) error {
 // or nothing is due). The watermark row stays locked while the batch is in
 // flight, so replicas never post the same batch concurrently.
 func (s *Shipper) ShipOnce(ctx context.Context) (int, error) {
-	var shipped int
+	var (
+		shipped int
+		held    bool          // this replica held the watermark
+		lag     time.Duration // of the oldest decision due
+	)
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		var (
 			at time.Time
@@ -107,6 +117,7 @@ func (s *Shipper) ShipOnce(ctx context.Context) (int, error) {
 		if err != nil {
 			return fmt.Errorf("read export watermark: %w", err)
 		}
+		held = true
 		// The columns are record's, by name (encode reads them so).
 		rows, err := tx.Query(ctx, `SELECT id, at, action, `+guard.LoggedActorSQL+` AS actor, actor_kind, COALESCE(agent_group_id, '') AS agent_group_id, COALESCE(session_id, '') AS session_id,
 				effect, reason, decided_by, grant_id, hold_id, latency_us, dry_run, runner_id, request_id, mode, would_effect, would_reason
@@ -115,9 +126,13 @@ func (s *Shipper) ShipOnce(ctx context.Context) (int, error) {
 		if err != nil {
 			return fmt.Errorf("read decisions: %w", err)
 		}
-		body, last, n, err := encode(rows)
+		body, first, last, n, err := encode(rows)
 		if err != nil {
 			return err
+		}
+		lag = time.Since(first.at) // until it is shipped
+		if n == 0 {
+			lag = 0
 		}
 		if n == 0 {
 			return nil
@@ -129,8 +144,17 @@ func (s *Shipper) ShipOnce(ctx context.Context) (int, error) {
 			return fmt.Errorf("advance export watermark: %w", err)
 		}
 		shipped = n
+		// Shipped: a full batch leaves more behind it, about as old as its
+		// last row; a short one caught up.
+		lag = 0
+		if n == s.batch() {
+			lag = time.Since(last.at)
+		}
 		return nil
 	})
+	if held && s.Observe != nil {
+		s.Observe(lag, shipped, err)
+	}
 	return shipped, err
 }
 
@@ -174,35 +198,35 @@ type record struct {
 	WouldReason string          `json:"would_reason,omitempty" db:"would_reason"`
 }
 
-// encode gzips the rows as NDJSON and returns the last row's position.
-func encode(rows pgx.Rows) ([]byte, position, int, error) {
+// encode gzips the rows as NDJSON and returns the first and the last
+// row's positions.
+func encode(rows pgx.Rows) (_ []byte, first, last position, n int, _ error) {
 	defer rows.Close()
-	var (
-		buf  bytes.Buffer
-		last position
-		n    int
-	)
+	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	enc := json.NewEncoder(zw)
 	enc.SetEscapeHTML(false)
 	for rows.Next() {
 		r, err := pgx.RowToStructByName[record](rows)
 		if err != nil {
-			return nil, last, 0, fmt.Errorf("read decision: %w", err)
+			return nil, first, last, 0, fmt.Errorf("read decision: %w", err)
 		}
 		r.Version = Version
 		if err := enc.Encode(r); err != nil {
-			return nil, last, 0, fmt.Errorf("encode decision %s: %w", r.ID, err)
+			return nil, first, last, 0, fmt.Errorf("encode decision %s: %w", r.ID, err)
+		}
+		if n == 0 {
+			first = position{r.At, r.ID}
 		}
 		last, n = position{r.At, r.ID}, n+1
 	}
 	if err := rows.Err(); err != nil {
-		return nil, last, 0, fmt.Errorf("read decisions: %w", err)
+		return nil, first, last, 0, fmt.Errorf("read decisions: %w", err)
 	}
 	if err := zw.Close(); err != nil {
-		return nil, last, 0, err
+		return nil, first, last, 0, err
 	}
-	return buf.Bytes(), last, n, nil
+	return buf.Bytes(), first, last, n, nil
 }
 
 // post delivers one batch; anything but a 2xx is a failure.

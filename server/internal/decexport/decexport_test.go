@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/clawguard/clawguard/migrations/pgtest"
 	"github.com/clawguard/clawguard/server/internal/config"
@@ -129,7 +130,7 @@ func TestServerShipsDecisionsInOrderThroughFailures(t *testing.T) {
 	want := insertDecisions(t, first.Pool, 25, "10 minutes")
 	insertDecisions(t, first.Pool, 1, "0 seconds") // not settled: stays until it is
 	secret, token := writeFile(t, "s3cret"), writeFile(t, "tok")
-	testserver.StartOn(t, first.URL, func(c *config.Config) {
+	shipper := testserver.StartOn(t, first.URL, func(c *config.Config) {
 		c.DecisionExportURL, c.DecisionExportSecretFile, c.DecisionExportTokenFile = hook.URL, secret, token
 	})
 	testserver.Eventually(t, 20*time.Second, "the export to ship the settled decisions", func() bool {
@@ -150,6 +151,21 @@ func TestServerShipsDecisionsInOrderThroughFailures(t *testing.T) {
 	if attempts < 3 {
 		t.Fatalf("%d posts, want the two failed ones retried", attempts)
 	}
+	// Issue 33: failures and lag show as metrics, not only as log lines.
+	m := shipper.Deps().Metrics
+	testserver.Eventually(t, 5*time.Second, "the shipped batch counted", func() bool {
+		return testutil.ToFloat64(m.ExportDecisionsTotal) == float64(len(want))
+	})
+	if failed := testutil.ToFloat64(m.ExportBatchesTotal.WithLabelValues("failed")); failed != 2 {
+		t.Errorf("failed batches = %v, want the sink's 2 refusals", failed)
+	}
+	if shipped := testutil.ToFloat64(m.ExportBatchesTotal.WithLabelValues("shipped")); shipped < 1 {
+		t.Errorf("shipped batches = %v", shipped)
+	}
+	// Caught up: the one unsettled decision is not due, so nothing waits.
+	testserver.Eventually(t, 5*time.Second, "the lag to fall to zero once caught up", func() bool {
+		return testutil.ToFloat64(m.ExportLagSeconds) == 0
+	})
 }
 
 // TestOneShipperAtATimeAndRetentionWaits: while one replica's batch is in
@@ -203,5 +219,40 @@ func TestOneShipperAtATimeAndRetentionWaits(t *testing.T) {
 	// shipped) waits for a later one, as a row with the same at may not be.
 	if err := srv.Pool.QueryRow(ctx, `SELECT count(*) FROM decisions WHERE id LIKE 'exp-40 days-%' AND id <> $1`, old[2]).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d (%v) exported decisions past retention left, want 0", n, err)
+	}
+}
+
+// The lag a replica reports is the age of the oldest settled decision not
+// yet shipped: it stays while the sink refuses, and falls to zero once the
+// batch lands and nothing else is due.
+func TestLagIsTheOldestDecisionNotYetShipped(t *testing.T) {
+	sk := &sink{t: t, secret: []byte("k"), token: "b", failNext: 1}
+	hook := httptest.NewServer(sk)
+	defer hook.Close()
+	srv := testserver.Start(t)
+	insertDecisions(t, srv.Pool, 3, "10 minutes")
+	type attempt struct {
+		lag     time.Duration
+		shipped int
+		err     error
+	}
+	var seen []attempt
+	sh := &decexport.Shipper{Pool: srv.Pool, Log: slog.Default(), URL: hook.URL, Secret: []byte("k"), Token: "b",
+		Observe: func(lag time.Duration, shipped int, err error) { seen = append(seen, attempt{lag, shipped, err}) }}
+	ctx := context.Background()
+	if _, err := sh.ShipOnce(ctx); err == nil {
+		t.Fatal("the refused batch was not an error")
+	}
+	if _, err := sh.ShipOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("observed %d attempts, want 2", len(seen))
+	}
+	if a := seen[0]; a.err == nil || a.shipped != 0 || a.lag < 9*time.Minute || a.lag > 11*time.Minute {
+		t.Errorf("refused attempt: %+v, want the oldest decision's ten minutes", a)
+	}
+	if a := seen[1]; a.err != nil || a.shipped != 3 || a.lag != 0 {
+		t.Errorf("shipped attempt: %+v, want 3 shipped and no lag left", a)
 	}
 }

@@ -78,6 +78,10 @@ type Metrics struct {
 	TimeToResolveSeconds     *prometheus.HistogramVec // {kind, channel}
 	ApprovalsPartialTotal    *prometheus.CounterVec   // {kind}: approvals short of a quorum
 	WebhookFailuresTotal     prometheus.Counter
+	// The decision export (--decision-export-url).
+	ExportBatchesTotal   *prometheus.CounterVec // {result: shipped, failed}
+	ExportDecisionsTotal prometheus.Counter
+	ExportLagSeconds     prometheus.Gauge // age of the oldest settled decision not yet shipped
 
 	// Registry.
 	ConformanceRefusalsTotal prometheus.Counter
@@ -204,6 +208,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "clawguard", Subsystem: "approvals", Name: "webhook_failures_total",
 			Help: "Approval lifecycle webhook deliveries that failed.",
 		}),
+		ExportBatchesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "decision_export", Name: "batches_total",
+			Help: "Decision-export batches posted by this replica, by result (shipped, failed).",
+		}, []string{"result"}),
+		ExportDecisionsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "decision_export", Name: "decisions_total",
+			Help: "Decisions shipped by this replica's decision export.",
+		}),
+		ExportLagSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "decision_export", Name: "lag_seconds",
+			Help: "How long the oldest settled decision not yet shipped has waited, at this replica's last attempt (0 = caught up, or another replica ships; take the max over replicas).",
+		}),
 		ConformanceRefusalsTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "registry", Name: "conformance_refusals_total",
 			Help: "Runner registrations refused because the manifest did not conform to the catalog.",
@@ -240,6 +256,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.SnapshotDecisionsTotal, m.SnapshotRefreshesTotal, m.SnapshotRefreshErrorsTotal, m.SnapshotRevision, m.SnapshotTablesUnmirrored,
 		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,
 		m.TimeToResolveSeconds, m.WebhookFailuresTotal,
+		m.ExportBatchesTotal, m.ExportDecisionsTotal, m.ExportLagSeconds,
 		m.ConformanceRefusalsTotal, m.RunnersLive, m.LeaseExpirationsTotal, m.PushesPending,
 		m.PanicsTotal, m.DatabaseSynchronousStandbys, m.DatabaseReplication,
 	)
@@ -282,6 +299,9 @@ func (m *Metrics) PreInit(actions, holdKinds []string) {
 	}
 	for _, mode := range ReplicationModes {
 		m.DatabaseReplication.WithLabelValues(mode)
+	}
+	for _, r := range []string{"shipped", "failed"} {
+		m.ExportBatchesTotal.WithLabelValues(r)
 	}
 	for _, k := range holdKinds {
 		m.HoldsCreatedTotal.WithLabelValues(k)

@@ -6,11 +6,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 
 	"github.com/clawguard/clawguard/server/internal/metrics"
@@ -30,6 +32,13 @@ func main() {
 	metrics.NewMetrics(reg).PreInit([]string{"a2a.send"}, []string{"a2a_message_gate"})
 	metrics.RegisterBuildInfo(reg, "dev")
 	metrics.NewGRPCServerMetrics(reg).InitializeMetrics(oneMethod{})
+	// A pool that never connects (pgxpool connects lazily) shows the pool families.
+	pool, err := pgxpool.New(context.Background(), "postgres://listnames@127.0.0.1:1/none")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pool:", err)
+		os.Exit(1)
+	}
+	metrics.NewPools(reg).Add("main", pool)
 	rec := httptest.NewRecorder()
 	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
