@@ -329,6 +329,25 @@ func TestEndToEnd(t *testing.T) {
 	if r := srv.ncl(t, "decisions", "list", "--effect", "deny", "-o", "json"); r.code != 0 {
 		t.Errorf("decisions list: exit %d: %s", r.code, r.err)
 	}
+
+	// Issue 32: the operator's reads above (runners list, tokens list, …)
+	// are logged, but shown only on request.
+	actions := func(args ...string) map[string]bool {
+		seen := map[string]bool{}
+		for _, d := range jsonArr(t, srv.must(t, append([]string{"decisions", "list", "--actor", "host", "--limit", "0", "-o", "json"}, args...)...)) {
+			seen[fmt.Sprint(d["action"])] = true
+		}
+		return seen
+	}
+	if def, all := actions(), actions("--reads"); def["runners.list"] || !all["runners.list"] || !def["groups.create"] {
+		t.Errorf("decisions of the host: by default %v, with --reads %v; want runners.list only with --reads, groups.create in both", def, all)
+	}
+	if r := srv.ncl(t, "decisions", "list", "--actor", "nobody-by-that-name"); r.code == 0 {
+		t.Errorf("--actor of an unknown user: exit 0, want a clear refusal (%s)", r.out)
+	}
+	if r := srv.ncl(t, "decisions", "list", "--until", "soon"); r.code == 0 {
+		t.Errorf("--until soon: exit 0, want a refusal")
+	}
 }
 
 // requestHold creates a hold only telegram:dana may resolve, through the

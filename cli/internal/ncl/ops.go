@@ -239,25 +239,45 @@ func (a *app) decisionsCmd() *cobra.Command {
 	var since string
 	list := &cobra.Command{
 		Use: "list", Short: "List logged decisions, newest first",
-		Example: "  ncl decisions list --effect deny\n  ncl decisions list --action a2a.send --group ag_4888a21379a5cf01 --since 1h",
-		Args:    none,
+		Example: "  ncl decisions list --effect deny\n  ncl decisions list --action a2a.send --group research --since 1h\n  ncl decisions list --actor dana --reads --since 2h --until 1h",
+		Long: `List logged decisions, newest first. By default the list shows what changed
+something or was refused: holds, denies, mutations and replays. Reads (allowed
+list and get calls — every console page view and ncl read is one — and dry runs)
+are left out; --reads shows them too.`,
+		Args: none,
 	}
 	effect := enumVar(list, "effect", effectEnum, "only this effect")
 	list.Flags().StringVar(&req.Action, "action", "", "only this catalog action")
 	list.Flags().StringVar(&req.Group, "group", "", "only decisions about this agent group")
 	list.Flags().StringVar(&since, "since", "", "only decisions after this time: a duration ago (90m, 24h) or RFC 3339")
+	var until string
+	list.Flags().StringVar(&until, "until", "", "only decisions before this time: a duration ago (30m) or RFC 3339")
+	list.Flags().StringVar(&req.Actor, "actor", "", "only decisions of this actor: a user (name or id), or agent, host or system")
+	list.Flags().BoolVar(&req.IncludeReads, "reads", false, "also reads: allowed list/get calls (page views, ncl reads) and dry runs, left out by default")
 	var limit int32
 	list.Flags().Int32Var(&limit, "limit", 100, "at most this many, newest first (0 = all: every page is read)")
 	list.RunE = func(cmd *cobra.Command, _ []string) error {
 		req.Effect = guardv1.Effect(effect.val)
-		if since != "" {
-			t, err := parseSince(since, time.Now())
+		now := time.Now()
+		for _, f := range []struct {
+			value string
+			into  **timestamppb.Timestamp
+		}{{since, &req.Since}, {until, &req.Until}} {
+			if f.value == "" {
+				continue
+			}
+			t, err := parseSince(f.value, now)
 			if err != nil {
 				return err
 			}
-			req.Since = timestamppb.New(t)
+			*f.into = timestamppb.New(t)
 		}
 		a.groupArgs(&req.Group)
+		switch req.Actor {
+		case "", "agent", "host", "system":
+		default:
+			a.userArgs(&req.Actor) // a user's name or id
+		}
 		return a.listPages(cmd, &guardv1.DecisionRecord{}, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 			req.Limit, req.PageToken = size, token
 			resp, err := c.reg.ListDecisions(ctx, &req)

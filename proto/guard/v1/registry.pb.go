@@ -9294,7 +9294,16 @@ type ListDecisionsRequest struct {
 	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
 	Limit int32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	// next_page_token of the previous page (same filters); empty = first page.
-	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only decisions of this actor: a user id ("telegram:dana"), or "agent",
+	// "host" or "system" for every actor of that kind. Empty = any.
+	Actor string `protobuf:"bytes,7,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Only decisions before this time (since ≤ at < until).
+	Until *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=until,proto3" json:"until,omitempty"`
+	// Also reads: allowed calls of read-only admin RPCs (a console page
+	// view, an ncl list) and dry runs. Without it the log shows what changed
+	// something or was refused: holds, denies, mutations, replays.
+	IncludeReads  bool `protobuf:"varint,9,opt,name=include_reads,json=includeReads,proto3" json:"include_reads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -9369,6 +9378,27 @@ func (x *ListDecisionsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListDecisionsRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ListDecisionsRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *ListDecisionsRequest) GetIncludeReads() bool {
+	if x != nil {
+		return x.IncludeReads
+	}
+	return false
 }
 
 // ListDecisionsResponse is the log, newest first.
@@ -11167,7 +11197,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x12GetDecisionRequest\x121\n" +
 	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"K\n" +
 	"\x13GetDecisionResponse\x124\n" +
-	"\bdecision\x18\x01 \x01(\v2\x18.guard.v1.DecisionRecordR\bdecision\"\xcb\x02\n" +
+	"\bdecision\x18\x01 \x01(\v2\x18.guard.v1.DecisionRecordR\bdecision\"\xdb\x03\n" +
 	"\x14ListDecisionsRequest\x120\n" +
 	"\x06action\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x122\n" +
 	"\x06effect\x18\x02 \x01(\x0e2\x10.guard.v1.EffectB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06effect\x12;\n" +
@@ -11176,7 +11206,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05limit\x18\x05 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"w\n" +
+	"page_token\x18\x06 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\x127\n" +
+	"\x05actor\x18\a \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x05actor\x120\n" +
+	"\x05until\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12#\n" +
+	"\rinclude_reads\x18\t \x01(\bR\fincludeReads\"w\n" +
 	"\x15ListDecisionsResponse\x126\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x18.guard.v1.DecisionRecordR\tdecisions\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xae\x01\n" +
@@ -11794,159 +11827,160 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	150, // 126: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
 	187, // 127: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
 	180, // 128: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	150, // 129: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	183, // 130: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	147, // 131: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	180, // 132: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	187, // 133: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	183, // 134: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	157, // 135: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	187, // 136: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 137: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	183, // 138: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	187, // 139: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	180, // 140: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	158, // 141: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	187, // 142: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	183, // 143: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	158, // 144: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	159, // 145: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	187, // 146: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	183, // 147: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	159, // 148: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	168, // 149: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	159, // 150: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	13,  // 151: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	15,  // 152: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	28,  // 153: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	30,  // 154: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	32,  // 155: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	34,  // 156: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	36,  // 157: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	38,  // 158: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	44,  // 159: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	46,  // 160: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	48,  // 161: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	50,  // 162: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	52,  // 163: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	54,  // 164: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	56,  // 165: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	58,  // 166: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	60,  // 167: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	62,  // 168: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	64,  // 169: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	66,  // 170: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	69,  // 171: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	71,  // 172: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	73,  // 173: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	77,  // 174: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	79,  // 175: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	81,  // 176: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	84,  // 177: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	86,  // 178: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	88,  // 179: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	91,  // 180: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	93,  // 181: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	95,  // 182: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	98,  // 183: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	100, // 184: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	102, // 185: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	104, // 186: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	107, // 187: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	109, // 188: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	111, // 189: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	114, // 190: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	116, // 191: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	118, // 192: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	120, // 193: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	122, // 194: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	125, // 195: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	127, // 196: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	129, // 197: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	132, // 198: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	134, // 199: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	136, // 200: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	139, // 201: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	141, // 202: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	143, // 203: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	145, // 204: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	148, // 205: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	151, // 206: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	155, // 207: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	153, // 208: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	160, // 209: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	162, // 210: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	164, // 211: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	166, // 212: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	169, // 213: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	14,  // 214: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	20,  // 215: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	29,  // 216: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	31,  // 217: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	33,  // 218: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	35,  // 219: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	37,  // 220: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	39,  // 221: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	45,  // 222: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	47,  // 223: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	49,  // 224: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	51,  // 225: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	53,  // 226: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	55,  // 227: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	57,  // 228: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	59,  // 229: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	61,  // 230: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	63,  // 231: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	65,  // 232: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	67,  // 233: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	70,  // 234: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	72,  // 235: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	75,  // 236: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	78,  // 237: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	80,  // 238: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	82,  // 239: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	85,  // 240: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	87,  // 241: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	89,  // 242: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	92,  // 243: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	94,  // 244: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	96,  // 245: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	99,  // 246: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	101, // 247: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	103, // 248: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	105, // 249: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	108, // 250: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	110, // 251: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	112, // 252: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	115, // 253: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	117, // 254: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	119, // 255: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	121, // 256: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	123, // 257: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	126, // 258: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	128, // 259: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	130, // 260: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	133, // 261: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	135, // 262: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	137, // 263: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	140, // 264: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	142, // 265: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	144, // 266: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	146, // 267: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	149, // 268: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	152, // 269: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	156, // 270: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	154, // 271: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	161, // 272: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	163, // 273: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	165, // 274: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	167, // 275: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	170, // 276: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	214, // [214:277] is the sub-list for method output_type
-	151, // [151:214] is the sub-list for method input_type
-	151, // [151:151] is the sub-list for extension type_name
-	151, // [151:151] is the sub-list for extension extendee
-	0,   // [0:151] is the sub-list for field type_name
+	180, // 129: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	150, // 130: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	183, // 131: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	147, // 132: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	180, // 133: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	187, // 134: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	183, // 135: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	157, // 136: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	187, // 137: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 138: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	183, // 139: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	187, // 140: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	180, // 141: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	158, // 142: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	187, // 143: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	183, // 144: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	158, // 145: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	159, // 146: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	187, // 147: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	183, // 148: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	159, // 149: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	168, // 150: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	159, // 151: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	13,  // 152: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	15,  // 153: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	28,  // 154: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	30,  // 155: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	32,  // 156: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	34,  // 157: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	36,  // 158: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	38,  // 159: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	44,  // 160: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	46,  // 161: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	48,  // 162: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	50,  // 163: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	52,  // 164: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	54,  // 165: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	56,  // 166: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	58,  // 167: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	60,  // 168: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	62,  // 169: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	64,  // 170: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	66,  // 171: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	69,  // 172: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	71,  // 173: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	73,  // 174: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	77,  // 175: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	79,  // 176: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	81,  // 177: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	84,  // 178: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	86,  // 179: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	88,  // 180: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	91,  // 181: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	93,  // 182: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	95,  // 183: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	98,  // 184: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	100, // 185: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	102, // 186: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	104, // 187: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	107, // 188: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	109, // 189: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	111, // 190: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	114, // 191: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	116, // 192: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	118, // 193: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	120, // 194: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	122, // 195: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	125, // 196: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	127, // 197: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	129, // 198: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	132, // 199: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	134, // 200: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	136, // 201: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	139, // 202: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	141, // 203: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	143, // 204: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	145, // 205: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	148, // 206: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	151, // 207: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	155, // 208: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	153, // 209: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	160, // 210: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	162, // 211: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	164, // 212: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	166, // 213: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	169, // 214: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	14,  // 215: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	20,  // 216: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	29,  // 217: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	31,  // 218: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	33,  // 219: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	35,  // 220: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	37,  // 221: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	39,  // 222: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	45,  // 223: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	47,  // 224: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	49,  // 225: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	51,  // 226: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	53,  // 227: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	55,  // 228: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	57,  // 229: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	59,  // 230: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	61,  // 231: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	63,  // 232: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	65,  // 233: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	67,  // 234: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	70,  // 235: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	72,  // 236: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	75,  // 237: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	78,  // 238: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	80,  // 239: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	82,  // 240: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	85,  // 241: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	87,  // 242: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	89,  // 243: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	92,  // 244: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	94,  // 245: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	96,  // 246: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	99,  // 247: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	101, // 248: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	103, // 249: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	105, // 250: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	108, // 251: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	110, // 252: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	112, // 253: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	115, // 254: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	117, // 255: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	119, // 256: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	121, // 257: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	123, // 258: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	126, // 259: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	128, // 260: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	130, // 261: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	133, // 262: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	135, // 263: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	137, // 264: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	140, // 265: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	142, // 266: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	144, // 267: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	146, // 268: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	149, // 269: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	152, // 270: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	156, // 271: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	154, // 272: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	161, // 273: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	163, // 274: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	165, // 275: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	167, // 276: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	170, // 277: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	215, // [215:278] is the sub-list for method output_type
+	152, // [152:215] is the sub-list for method input_type
+	152, // [152:152] is the sub-list for extension type_name
+	152, // [152:152] is the sub-list for extension extendee
+	0,   // [0:152] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }

@@ -80,7 +80,9 @@ func EnvName(flagName string) string {
 // thing to all three.
 func legacyEnvName(flagName string) string { return "CLAWGUARD_" + envSuffix(flagName) }
 
-func envSuffix(flagName string) string { return strings.ToUpper(strings.ReplaceAll(flagName, "-", "_")) }
+func envSuffix(flagName string) string {
+	return strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
 
 // notTheRunners are the shared names that mean something else to another
 // binary: CLAWGUARD_TOKEN_FILE is ncl's (an operator's token, exported by

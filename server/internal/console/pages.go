@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/clawguard/clawguard/proto/click"
 	"github.com/clawguard/clawguard/proto/enumword"
@@ -312,15 +314,17 @@ func outcomeWords(n holdview.Names, h *guardv1.Hold, now time.Time) (outcome, he
 // ---- the decision log and why ----
 
 type decisionsData struct {
-	Decisions []*guardv1.DecisionRecord
-	Action    string
-	Effect    string
+	Decisions           []*guardv1.DecisionRecord
+	Action, Effect      string
+	Group, Actor, Since string // as typed: a name or an id; a duration ago or RFC 3339
+	Reads               bool
 }
 
 func (c *Console) decisionsPage(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	d := decisionsData{Action: q.Get("action"), Effect: q.Get("effect")}
-	req := &guardv1.ListDecisionsRequest{Action: d.Action, Limit: 100}
+	d := decisionsData{Action: q.Get("action"), Effect: q.Get("effect"), Group: strings.TrimSpace(q.Get("group")),
+		Actor: strings.TrimSpace(q.Get("actor")), Since: strings.TrimSpace(q.Get("since")), Reads: q.Get("reads") == "on"}
+	req := &guardv1.ListDecisionsRequest{Action: d.Action, Limit: 100, IncludeReads: d.Reads}
 	switch d.Effect {
 	case "":
 	case "allow":
@@ -333,6 +337,31 @@ func (c *Console) decisionsPage(w http.ResponseWriter, r *http.Request, s *sessi
 		c.fail(w, r, s, http.StatusBadRequest, "effect: want allow, hold or deny")
 		return
 	}
+	n := namesOf(r)
+	if d.Group != "" {
+		// A name nobody's group carries is said so, never an empty log.
+		if req.Group = n.groupID(d.Group); n != nil && n.groups[req.Group] == nil {
+			c.fail(w, r, s, http.StatusBadRequest, "group: no group you can read is called or numbered "+strconv.Quote(d.Group))
+			return
+		}
+	}
+	switch d.Actor {
+	case "", "agent", "host", "system":
+		req.Actor = d.Actor
+	default:
+		if req.Actor = n.userID(d.Actor); !strings.Contains(req.Actor, ":") {
+			c.fail(w, r, s, http.StatusBadRequest, "actor: no user is called "+strconv.Quote(d.Actor)+" (a user's name or id, or agent, host or system)")
+			return
+		}
+	}
+	if d.Since != "" {
+		t, err := sinceTime(d.Since, time.Now())
+		if err != nil {
+			c.fail(w, r, s, http.StatusBadRequest, "since: "+err.Error())
+			return
+		}
+		req.Since = timestamppb.New(t)
+	}
 	resp, err := call[*guardv1.ListDecisionsResponse](c, r, s, guardv1.Registry_ListDecisions_FullMethodName, req)
 	if err != nil {
 		c.failRPC(w, r, s, err)
@@ -340,6 +369,18 @@ func (c *Console) decisionsPage(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	d.Decisions = resp.GetDecisions()
 	c.render(w, r, http.StatusOK, "decisions", s, "Decisions", d)
+}
+
+// sinceTime reads a filter's time: a duration ago (90m, 24h) or RFC 3339.
+func sinceTime(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q: want a duration ago (90m, 24h) or an RFC 3339 time", v)
+	}
+	return t, nil
 }
 
 func (c *Console) decisionPage(w http.ResponseWriter, r *http.Request, s *session) {

@@ -9,15 +9,19 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/paging"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // ListDecisions reads the decision log, newest first, filtered by action,
-// effect, group and time. A restricted viewer sees its groups' decisions.
+// effect, group, actor and time. By default it leaves out reads (allowed
+// calls of read-only admin RPCs, dry runs); include_reads shows them. A
+// restricted viewer sees its groups' decisions.
 func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsRequest) (_ *guardv1.ListDecisionsResponse, err error) {
 	defer store.Faulted(&err, "decisions")
 	effect, err := enumColumn("effect", req.GetEffect())
@@ -28,22 +32,34 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 	if err != nil {
 		return nil, err
 	}
-	if req.Since != nil {
-		if err := req.GetSince().CheckValid(); err != nil {
-			return nil, invalid("since", "%v", err)
+	var since, until *time.Time
+	for field, ts := range map[string]*timestamppb.Timestamp{"since": req.GetSince(), "until": req.GetUntil()} {
+		if ts == nil {
+			continue
 		}
+		if err := ts.CheckValid(); err != nil {
+			return nil, invalid(field, "%v", err)
+		}
+		t := ts.AsTime()
+		if field == "since" {
+			since = &t
+		} else {
+			until = &t
+		}
+	}
+	if since != nil && until != nil && !since.Before(*until) {
+		return nil, invalid("until", "must be after since")
+	}
+	actorKind, actorUser, err := actorFilter(req.GetActor())
+	if err != nil {
+		return nil, err
 	}
 	v, err := s.viewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var since *time.Time
-	if req.Since != nil {
-		t := req.GetSince().AsTime()
-		since = &t
-	}
 	// Keyset paging (at DESC, id DESC), bound to the filters and the viewer.
-	filter := paging.Filter(v.all, v.groups, req.GetAction(), effect, req.GetGroup(), since)
+	filter := paging.Filter(v.all, v.groups, req.GetAction(), effect, req.GetGroup(), since, until, req.GetActor(), req.GetIncludeReads())
 	cur, err := paging.Decode(req.GetPageToken(), filter)
 	if err != nil {
 		return nil, err
@@ -57,10 +73,13 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 		FROM decisions
 		WHERE ($1 OR agent_group_id = ANY($2))
 		  AND ($3 = '' OR action = $3) AND ($4 = '' OR effect = $4) AND ($5 = '' OR agent_group_id = $5)
-		  AND ($6::timestamptz IS NULL OR at >= $6)
+		  AND ($6::timestamptz IS NULL OR at >= $6) AND ($10::timestamptz IS NULL OR at < $10)
+		  AND ($11 = '' OR actor_kind = $11) AND ($12 = '' OR actor->'human'->>'user_id' = $12)
+		  AND ($13 OR NOT (dry_run OR (effect = 'allow' AND action = ANY($14))))
 		  AND ($8::timestamptz IS NULL OR (at, id) < ($8, $9))
 		ORDER BY at DESC, id DESC LIMIT $7`,
-		v.all, v.groups, req.GetAction(), effect, req.GetGroup(), since, limit+1, after, afterID)
+		v.all, v.groups, req.GetAction(), effect, req.GetGroup(), since, limit+1, after, afterID,
+		until, actorKind, actorUser, req.GetIncludeReads(), s.readActions())
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +101,36 @@ func (s *Service) ListDecisions(ctx context.Context, req *guardv1.ListDecisionsR
 		out.Decisions = append(out.Decisions, d)
 	}
 	return out, rows.Err()
+}
+
+// actorFilter reads ListDecisions' actor: a kind ("agent", "host",
+// "system") or a user id, which is a human's.
+func actorFilter(actor string) (kind, user string, err error) {
+	switch {
+	case actor == "":
+		return "", "", nil
+	case actor == "agent" || actor == "host" || actor == "system":
+		return actor, "", nil
+	case authn.Namespace(actor) != "":
+		return "human", actor, nil
+	}
+	return "", "", invalid("actor", "%q: want a user id (telegram:dana), agent, host or system", actor)
+}
+
+// readActions are the admin RPCs that only read (ACCESS_OPEN): their allowed
+// calls are what a page view or a list logs, left out of the log's default
+// view.
+func (s *Service) readActions() []string {
+	var out []string
+	if s.catalog == nil {
+		return out
+	}
+	for _, e := range s.catalog.List() {
+		if e.GetAccess() == guardv1.Access_ACCESS_OPEN {
+			out = append(out, e.GetAction())
+		}
+	}
+	return out
 }
 
 // decisionColumns are decisionRow's, by name.
