@@ -13,6 +13,9 @@ PROTOC_GEN_GRPC_VERSION := v1.6.0
 # The version every binary reports (--version; ncl version): git describe, "dev" outside a git checkout.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
+# Binaries carry their commit (go version -m shows vcs.revision) where git can read the checkout;
+# tests and a tarball build without it (GOFLAGS above).
+BUILDVCS := $(shell git status --porcelain >/dev/null 2>&1 && echo true || echo false)
 NCL_LDFLAGS := -X github.com/clawguard/clawguard/cli/internal/ncl.Version=$(VERSION)
 
 MODULES := proto migrations server runner cli examples bench e2e
@@ -51,29 +54,44 @@ proto-check: tools ## fail if buf lint fails, regeneration changes anything, or 
 .PHONY: build
 build: ## build bin/clawguard-server, bin/clawguard-runner, bin/clawguard-mcp, bin/ncl, bin/clawguard-telegram, bin/clawguard-slack (static)
 	@mkdir -p bin
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-server ./server/cmd/clawguard-server
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-runner ./runner/cmd/clawguard-runner
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(NCL_LDFLAGS)" -o bin/ncl ./cli/cmd/ncl
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-telegram ./cli/cmd/clawguard-telegram
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-slack ./cli/cmd/clawguard-slack
-	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-server ./server/cmd/clawguard-server
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-runner ./runner/cmd/clawguard-runner
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(NCL_LDFLAGS)" -o bin/ncl ./cli/cmd/ncl
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-telegram ./cli/cmd/clawguard-telegram
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-slack ./cli/cmd/clawguard-slack
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -o bin/demo-agent ./runner/agent/demo
+	@[ "$(BUILDVCS)" = false ] || go version -m bin/clawguard-server | grep -q 'vcs.revision=' \
+	  || { echo "bin/clawguard-server carries no vcs.revision" >&2; exit 1; }
 	@[ "$$(bin/clawguard-server --version)" = "$(VERSION)" ] && [ "$$(bin/clawguard-runner --version)" = "$(VERSION)" ] \
 	  && [ "$$(bin/clawguard-telegram --version)" = "$(VERSION)" ] && [ "$$(bin/clawguard-slack --version)" = "$(VERSION)" ] \
 	  && [ "$$(bin/ncl --version)" = "ncl version $(VERSION)" ] || { echo "the binaries do not report version $(VERSION)" >&2; exit 1; }
+
+# OCI labels every image gets at build time (the static ones are in the Dockerfiles).
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+OCI_LABELS = --label org.opencontainers.image.version=$(VERSION) --label org.opencontainers.image.revision=$(REVISION) \
+  --label org.opencontainers.image.created=$(shell date -u +%Y-%m-%dT%H:%M:%SZ) --label org.opencontainers.image.source=https://github.com/clawguard/clawguard
+
+.PHONY: images
+images: build ## build the server, runner and bridge images (FROM scratch, OCI labels), tagged :$(VERSION) and :dev
+	docker build -q $(OCI_LABELS) -f deploy/docker/server.Dockerfile -t clawguard-server:$(VERSION) -t clawguard-server:dev bin/
+	docker build -q $(OCI_LABELS) -f deploy/docker/runner.Dockerfile -t clawguard-runner:$(VERSION) -t clawguard-runner:dev bin/
+	for b in clawguard-telegram clawguard-slack; do \
+	  docker build -q $(OCI_LABELS) --build-arg BRIDGE=$$b -f deploy/docker/bridge.Dockerfile -t $$b:$(VERSION) -t $$b:dev bin/ || exit 1; \
+	done
 
 .PHONY: demo-image
 demo-image: ## build the demo agent image clawguard-agent-demo:latest (FROM scratch, with clawguard-mcp; needs Docker)
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
 	cd runner && go run ./internal/runtime/docker/buildbase -binary ../bin/demo-agent -mcp ../bin/clawguard-mcp -tag clawguard-agent-demo:latest
 
 .PHONY: debian-image
 debian-image: ## build clawguard-debian:<suite> (mmdebstrap, cached in Docker) and the demo agent on it, clawguard-agent-demo-debian:latest
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -trimpath -o bin/demo-agent ./runner/agent/demo
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
 	base=$$(deploy/local/debian-image.sh) && cd runner && \
 	  go run ./internal/runtime/docker/buildbase -from "$$base" -binary ../bin/demo-agent -mcp ../bin/clawguard-mcp -tag clawguard-agent-demo-debian:latest
 

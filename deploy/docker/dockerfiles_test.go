@@ -46,7 +46,7 @@ func requireDocker(t *testing.T) {
 func TestImagesRunTheirStaticBinary(t *testing.T) {
 	requireDocker(t)
 	bin := t.TempDir() // the build context, like bin/ after `make build`
-	for _, name := range []string{"clawguard-server", "clawguard-runner"} {
+	for _, name := range []string{"clawguard-server", "clawguard-runner", "clawguard-telegram", "clawguard-slack"} {
 		run(t, ".", []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(bin, name), "./testdata/stub")
 	}
 	suffix := make([]byte, 4)
@@ -56,17 +56,26 @@ func TestImagesRunTheirStaticBinary(t *testing.T) {
 		dockerfile string
 		runArgs    []string
 		want       string
+		buildArgs  []string
+		title      string // the OCI title label
 	}{
 		// The server's default command serves on all interfaces, as a non-root user.
-		{"server.Dockerfile", nil, "uid=65532 args=serve --listen 0.0.0.0:7443 --metrics-listen 0.0.0.0:9464"},
-		{"server.Dockerfile", []string{"migrate"}, "uid=65532 args=migrate"},
+		{"server.Dockerfile", nil, "uid=65532 args=serve --listen 0.0.0.0:7443 --metrics-listen 0.0.0.0:9464", nil, "clawguard-server"},
+		{"server.Dockerfile", []string{"migrate"}, "uid=65532 args=migrate", nil, "clawguard-server"},
 		// The runner takes its flags as the command (root for the Docker socket).
-		{"runner.Dockerfile", []string{"--id", "runner-a", "--runtime", "docker"}, "uid=0 args=--id runner-a --runtime docker"},
+		{"runner.Dockerfile", []string{"--id", "runner-a", "--runtime", "docker"}, "uid=0 args=--id runner-a --runtime docker", nil, "clawguard-runner"},
+		// A bridge image per bridge, from one Dockerfile, as a non-root user.
+		{"bridge.Dockerfile", []string{"--server", "guard:7443"}, "uid=65532 args=--server guard:7443", []string{"--build-arg", "BRIDGE=clawguard-telegram"}, "clawguard-telegram"},
+		{"bridge.Dockerfile", []string{"--version"}, "uid=65532 args=--version", []string{"--build-arg", "BRIDGE=clawguard-slack"}, "clawguard-slack"},
 	}
 	for _, c := range cases {
-		tag := "clawguard-dockerfile-test-" + strings.TrimSuffix(c.dockerfile, ".Dockerfile") + ":" + hex.EncodeToString(suffix)
+		tag := "clawguard-dockerfile-test-" + c.title + ":" + hex.EncodeToString(suffix)
 		dockerfile, _ := filepath.Abs(c.dockerfile)
-		run(t, ".", nil, "docker", "build", "-q", "-f", dockerfile, "-t", tag, bin)
+		run(t, ".", nil, "docker", append(append([]string{"build", "-q", "-f", dockerfile, "-t", tag}, c.buildArgs...), bin)...)
+		labels := run(t, ".", nil, "docker", "inspect", "--format", `{{index .Config.Labels "org.opencontainers.image.title"}} {{index .Config.Labels "org.opencontainers.image.licenses"}}`, tag)
+		if got := strings.TrimSpace(labels); got != c.title+" Apache-2.0" {
+			t.Errorf("%s: OCI title and licenses %q, want %q", c.dockerfile, got, c.title+" Apache-2.0")
+		}
 		t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
 		out := run(t, ".", nil, "docker", append([]string{"run", "--rm", "--network", "none", tag}, c.runArgs...)...)
 		if strings.TrimSpace(out) != c.want {

@@ -9,6 +9,9 @@
 # directories and the gateway socket from there, and the daemon resolves those
 # paths on the host.
 FROM scratch
+LABEL org.opencontainers.image.title="clawguard-runner" \
+      org.opencontainers.image.description="Clawguard runner: spawns agent containers and asks the guard before every privileged action" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY clawguard-runner /clawguard-runner
 # /metrics (--metrics-listen).
 EXPOSE 9465

@@ -2,6 +2,9 @@
 # Nothing is pulled: FROM scratch. Build context is the bin/ directory:
 #   docker build -f deploy/docker/server.Dockerfile -t clawguard-server bin/
 FROM scratch
+LABEL org.opencontainers.image.title="clawguard-server" \
+      org.opencontainers.image.description="Clawguard control plane: Guard, Approvals and Registry over gRPC" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY clawguard-server /clawguard-server
 # No /etc/passwd in scratch: a numeric non-root user.
 USER 65532:65532
