@@ -26,6 +26,7 @@ const (
 	ExitOK     = 0
 	ExitServer = 1 // the server answered with an error
 	ExitUsage  = 2 // bad command line, bad config, or the server could not be reached
+	// ExitHeld (3, statecmd.go): ncl apply made its changes, some held for approval.
 )
 
 // app carries one invocation: where output goes, the global flags, and the

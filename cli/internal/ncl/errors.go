@@ -30,11 +30,23 @@ func asServerError(err error, server string) error {
 	return err
 }
 
+// exitError is a command's own outcome with its exit code (apply's
+// changes held for approval).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
 // describe turns an error into the one line ncl prints and the exit code.
 func describe(err error) (string, int) {
 	var se *serverError
 	var ce connError
+	var ee exitError
 	switch {
+	case errors.As(err, &ee):
+		return ee.msg, ee.code
 	case errors.As(err, &se):
 		return describeStatus(se)
 	case errors.As(err, &ce):

@@ -84,6 +84,8 @@ func (a *app) rootCmd() *cobra.Command {
 		a.decisionsCmd(),
 		a.approvalsCmd(),
 		a.explainCmd(),
+		a.exportCmd(),
+		a.applyCmd(),
 		a.versionCmd(),
 		a.configCmd(),
 		completionCmd(),

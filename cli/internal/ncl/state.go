@@ -1,0 +1,289 @@
+package ncl
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/clawguard/clawguard/proto/enumword"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// Config as code: the administered state as one YAML document a person
+// reviews in a pull request (names, not ids; stable order; nothing the
+// server generates), read from the server by `ncl export` and made true by
+// `ncl apply`, one existing admin RPC per change.
+
+// stateVersion is the document's apiVersion.
+const stateVersion = "clawguard/v1"
+
+// state is the document.
+type state struct {
+	APIVersion   string            `yaml:"apiVersion"`
+	Users        []userSpec        `yaml:"users,omitempty"`
+	Groups       []groupSpec       `yaml:"groups,omitempty"`
+	Destinations []destinationSpec `yaml:"destinations,omitempty"`
+	Policies     []policySpec      `yaml:"policies,omitempty"`
+	Roles        []roleSpec        `yaml:"roles,omitempty"`
+	Catalog      []actionSpec      `yaml:"catalog,omitempty"`
+}
+
+type userSpec struct {
+	ID   string `yaml:"id"`
+	Name string `yaml:"name,omitempty"`
+}
+
+type groupSpec struct {
+	Name       string `yaml:"name"`
+	CLIScope   string `yaml:"cliScope"`
+	BaseImage  string `yaml:"baseImage,omitempty"`
+	PinnedHost string `yaml:"pinnedHost,omitempty"`
+}
+
+// A destination of a group: what its agents call another group.
+type destinationSpec struct {
+	Group  string `yaml:"group"`
+	Name   string `yaml:"name"`
+	Target string `yaml:"target"`
+}
+
+type policySpec struct {
+	From      string   `yaml:"from"`
+	To        string   `yaml:"to"`
+	Approvers []string `yaml:"approvers"`
+	Approvals int32    `yaml:"approvals,omitempty"`
+	Mode      string   `yaml:"mode,omitempty"`
+}
+
+type roleSpec struct {
+	User  string `yaml:"user"`
+	Role  string `yaml:"role"`
+	Scope string `yaml:"scope"`
+	Group string `yaml:"group,omitempty"`
+}
+
+// An operator setting of a catalog action (actions at their defaults are
+// not listed).
+type actionSpec struct {
+	Action    string `yaml:"action"`
+	Approvals int32  `yaml:"approvals,omitempty"`
+	Mode      string `yaml:"mode,omitempty"`
+}
+
+func (d destinationSpec) key() string { return d.Group + "/" + d.Name }
+func (p policySpec) key() string      { return p.From + " → " + p.To }
+func (r roleSpec) key() string {
+	if r.Scope == "group" {
+		return r.User + " " + r.Role + " of " + r.Group
+	}
+	return r.User + " " + r.Role + " (" + r.Scope + ")"
+}
+
+// parseState reads a document, refusing unknown fields (a typo must not
+// silently mean "unset") with the line it is on.
+func parseState(r io.Reader) (*state, error) {
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	var s state
+	if err := dec.Decode(&s); err != nil {
+		if err == io.EOF {
+			return nil, fmt.Errorf("the document is empty")
+		}
+		return nil, err
+	}
+	if s.APIVersion != stateVersion {
+		return nil, fmt.Errorf("apiVersion %q: want %s", s.APIVersion, stateVersion)
+	}
+	return &s, s.check()
+}
+
+// check refuses a document that names one thing twice or misses a key.
+func (s *state) check() error {
+	seen := map[string]bool{}
+	once := func(kind, key string) error {
+		if strings.TrimSpace(key) == "" || strings.HasSuffix(key, "/") || strings.HasPrefix(key, "/") {
+			return fmt.Errorf("%s: a required name is empty", kind)
+		}
+		if seen[kind+" "+key] {
+			return fmt.Errorf("%s %s is listed twice", kind, key)
+		}
+		seen[kind+" "+key] = true
+		return nil
+	}
+	var err error
+	for _, u := range s.Users {
+		err = firstErr(err, once("user", u.ID))
+	}
+	for _, g := range s.Groups {
+		err = firstErr(err, once("group", g.Name))
+	}
+	for _, d := range s.Destinations {
+		err = firstErr(err, once("destination", d.key()))
+	}
+	for _, p := range s.Policies {
+		err = firstErr(err, once("policy", p.From+"/"+p.To))
+	}
+	for _, r := range s.Roles {
+		err = firstErr(err, once("role", r.key()))
+	}
+	for _, a := range s.Catalog {
+		err = firstErr(err, once("catalog action", a.Action))
+	}
+	return err
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func (s *state) yaml() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(s); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), enc.Close()
+}
+
+// groupBook maps group ids and names both ways.
+type groupBook struct {
+	name map[string]string // id → name
+	id   map[string]string // name → id
+}
+
+func (b groupBook) nameOf(id string) string {
+	if n, ok := b.name[id]; ok {
+		return n
+	}
+	return id
+}
+
+// readState reads what the server holds now, as a document.
+func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
+	s := &state{APIVersion: stateVersion}
+	book := groupBook{name: map[string]string{}, id: map[string]string{}}
+	list := func(page func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error)) ([]proto.Message, error) {
+		return pages(ctx, c, 0, page)
+	}
+	users, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListUsers(ctx, &guardv1.ListUsersRequest{Limit: size, PageToken: token})
+		return msgs(r.GetUsers()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return nil, book, fmt.Errorf("read users: %w", err)
+	}
+	for _, m := range users {
+		u := m.(*guardv1.User)
+		s.Users = append(s.Users, userSpec{ID: u.GetId(), Name: u.GetDisplayName()})
+	}
+	groups, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListGroups(ctx, &guardv1.ListGroupsRequest{Limit: size, PageToken: token})
+		return msgs(r.GetGroups()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return nil, book, fmt.Errorf("read groups: %w", err)
+	}
+	for _, m := range groups {
+		g := m.(*guardv1.Group)
+		if other, dup := book.id[g.GetName()]; dup {
+			return nil, book, fmt.Errorf("groups %s and %s are both called %q: a document names groups by name, rename one first", other, g.GetId(), g.GetName())
+		}
+		book.name[g.GetId()], book.id[g.GetName()] = g.GetName(), g.GetId()
+		s.Groups = append(s.Groups, groupSpec{Name: g.GetName(), CLIScope: enumword.String(g.GetConfig().GetCliScope()),
+			BaseImage: g.GetBaseImage(), PinnedHost: g.GetPinnedHost()})
+	}
+	for _, g := range s.Groups { // destinations are listed per sending group
+		dests, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+			r, err := c.reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: book.id[g.Name], Limit: size, PageToken: token})
+			return msgs(r.GetDestinations()), r.GetNextPageToken(), err
+		})
+		if err != nil {
+			return nil, book, fmt.Errorf("read destinations of %s: %w", g.Name, err)
+		}
+		for _, m := range dests {
+			d := m.(*guardv1.Destination)
+			if d.GetTargetGroup() == "" {
+				continue // a destination to a chat: messaging groups are not in the document yet
+			}
+			s.Destinations = append(s.Destinations, destinationSpec{Group: g.Name, Name: d.GetName(), Target: book.nameOf(d.GetTargetGroup())})
+		}
+	}
+	policies, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListPolicies(ctx, &guardv1.ListPoliciesRequest{Limit: size, PageToken: token})
+		return msgs(r.GetPolicies()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return nil, book, fmt.Errorf("read policies: %w", err)
+	}
+	for _, m := range policies {
+		p := m.(*guardv1.MessagePolicy)
+		mode := enumword.String(p.GetMode())
+		if mode == "enforce" {
+			mode = ""
+		}
+		s.Policies = append(s.Policies, policySpec{From: book.nameOf(p.GetFromGroup()), To: book.nameOf(p.GetToGroup()),
+			Approvers: append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...), Approvals: p.GetApprovals(), Mode: mode})
+	}
+	roles, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListRoles(ctx, &guardv1.ListRolesRequest{Limit: size, PageToken: token})
+		return msgs(r.GetRoles()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return nil, book, fmt.Errorf("read roles: %w", err)
+	}
+	for _, m := range roles {
+		r := m.(*guardv1.RoleGrant)
+		spec := roleSpec{User: r.GetUserId(), Role: enumword.String(r.GetRole()), Scope: enumword.String(r.GetScope())}
+		if r.GetGroup() != "" {
+			spec.Group = book.nameOf(r.GetGroup())
+		}
+		s.Roles = append(s.Roles, spec)
+	}
+	catalog, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListCatalog(ctx, &guardv1.ListCatalogRequest{Limit: size, PageToken: token})
+		return msgs(r.GetEntries()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return nil, book, fmt.Errorf("read catalog: %w", err)
+	}
+	for _, m := range catalog {
+		e := m.(*guardv1.CatalogEntry)
+		mode := enumword.String(e.GetMode())
+		if mode == "enforce" {
+			mode = ""
+		}
+		if e.GetApprovals() != 0 || mode != "" {
+			s.Catalog = append(s.Catalog, actionSpec{Action: e.GetAction(), Approvals: e.GetApprovals(), Mode: mode})
+		}
+	}
+	s.sort()
+	return s, book, nil
+}
+
+func msgs[T proto.Message](in []T) []proto.Message {
+	out := make([]proto.Message, len(in))
+	for i, m := range in {
+		out[i] = m
+	}
+	return out
+}
+
+// sort puts every list in a stable order, so an export diffs cleanly.
+func (s *state) sort() {
+	slices.SortFunc(s.Users, func(a, b userSpec) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.Groups, func(a, b groupSpec) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Destinations, func(a, b destinationSpec) int { return strings.Compare(a.key(), b.key()) })
+	slices.SortFunc(s.Policies, func(a, b policySpec) int { return strings.Compare(a.key(), b.key()) })
+	slices.SortFunc(s.Roles, func(a, b roleSpec) int { return strings.Compare(a.key(), b.key()) })
+	slices.SortFunc(s.Catalog, func(a, b actionSpec) int { return strings.Compare(a.Action, b.Action) })
+}

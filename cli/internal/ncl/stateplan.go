@@ -1,0 +1,318 @@
+package ncl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/clawguard/clawguard/proto/enumword"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+)
+
+// A change is one admin RPC that moves the server toward the document.
+type change struct {
+	op   byte // '+' create, '~' change, '-' delete
+	what string
+	// run makes the change; book is the groups as they are by then (a
+	// group created earlier in the same apply has its id).
+	run func(ctx context.Context, c *clients, book groupBook) error
+}
+
+func (ch change) String() string { return string(ch.op) + " " + ch.what }
+
+// plan lists the changes that make cur into want, in dependency order:
+// users and groups before what names them; deletions last, in reverse, and
+// only with prune (unpruned ones come back as left).
+func plan(cur, want *state, prune bool) (changes []change, left []string) {
+	var dels []change
+	// Users (never deleted: the API has no user deletion).
+	have := map[string]userSpec{}
+	for _, u := range cur.Users {
+		have[u.ID] = u
+	}
+	for _, u := range want.Users {
+		switch old, ok := have[u.ID]; {
+		case !ok:
+			changes = append(changes, change{'+', "user " + u.ID + named(u.Name), func(ctx context.Context, c *clients, _ groupBook) error {
+				_, err := c.reg.CreateUser(ctx, &guardv1.CreateUserRequest{Id: u.ID, DisplayName: u.Name})
+				return err
+			}})
+		case old.Name != u.Name:
+			changes = append(changes, change{'~', fmt.Sprintf("user %s: name %q → %q", u.ID, old.Name, u.Name), func(ctx context.Context, c *clients, _ groupBook) error {
+				_, err := c.reg.UpdateUser(ctx, &guardv1.UpdateUserRequest{Id: u.ID, DisplayName: u.Name})
+				return err
+			}})
+		}
+	}
+	for _, u := range cur.Users {
+		if !slices.ContainsFunc(want.Users, func(w userSpec) bool { return w.ID == u.ID }) {
+			left = append(left, "user "+u.ID+" (users are never deleted by apply)")
+		}
+	}
+
+	// Groups.
+	groups := map[string]groupSpec{}
+	for _, g := range cur.Groups {
+		groups[g.Name] = g
+	}
+	for _, g := range want.Groups {
+		old, ok := groups[g.Name]
+		if !ok {
+			changes = append(changes, change{'+', "group " + g.Name, func(ctx context.Context, c *clients, book groupBook) error {
+				scope, err := enumword.Parse[guardv1.CliScope](g.CLIScope)
+				if err != nil {
+					return fmt.Errorf("group %s: cliScope: %w", g.Name, err)
+				}
+				r, err := c.reg.CreateGroup(ctx, &guardv1.CreateGroupRequest{Name: g.Name, CliScope: scope, BaseImage: g.BaseImage, PinnedHost: g.PinnedHost})
+				if err == nil {
+					book.id[g.Name], book.name[r.GetGroup().GetId()] = r.GetGroup().GetId(), g.Name
+				}
+				return err
+			}})
+			continue
+		}
+		if old.BaseImage != g.BaseImage || old.PinnedHost != g.PinnedHost {
+			changes = append(changes, change{'~', fmt.Sprintf("group %s: baseImage %q → %q, pinnedHost %q → %q", g.Name, old.BaseImage, g.BaseImage, old.PinnedHost, g.PinnedHost),
+				func(ctx context.Context, c *clients, book groupBook) error {
+					pinned := g.PinnedHost
+					_, err := c.reg.UpdateGroup(ctx, &guardv1.UpdateGroupRequest{Id: book.id[g.Name], BaseImage: g.BaseImage, PinnedHost: &pinned})
+					return err
+				}})
+		}
+		if old.CLIScope != g.CLIScope {
+			changes = append(changes, change{'~', fmt.Sprintf("group %s: cliScope %s → %s", g.Name, old.CLIScope, g.CLIScope),
+				func(ctx context.Context, c *clients, book groupBook) error {
+					scope, err := enumword.Parse[guardv1.CliScope](g.CLIScope)
+					if err != nil {
+						return fmt.Errorf("group %s: cliScope: %w", g.Name, err)
+					}
+					_, err = c.reg.UpdateGroupConfig(ctx, &guardv1.UpdateGroupConfigRequest{Group: book.id[g.Name], CliScope: scope})
+					return err
+				}})
+		}
+	}
+	for _, g := range cur.Groups {
+		if !slices.ContainsFunc(want.Groups, func(w groupSpec) bool { return w.Name == g.Name }) {
+			dels = append(dels, change{'-', "group " + g.Name + " (and everything of it: sessions, destinations, roles)", func(ctx context.Context, c *clients, book groupBook) error {
+				_, err := c.reg.DeleteGroup(ctx, &guardv1.DeleteGroupRequest{Id: book.id[g.Name]})
+				return err
+			}})
+		}
+	}
+
+	// Destinations: a changed target is a removal and an addition.
+	dests := map[string]destinationSpec{}
+	for _, d := range cur.Destinations {
+		dests[d.key()] = d
+	}
+	for _, d := range want.Destinations {
+		old, ok := dests[d.key()]
+		if ok && old.Target == d.Target {
+			continue
+		}
+		op, what := byte('+'), "destination "+d.key()+" → "+d.Target
+		if ok {
+			op, what = '~', fmt.Sprintf("destination %s: target %s → %s", d.key(), old.Target, d.Target)
+		}
+		changes = append(changes, change{op, what, func(ctx context.Context, c *clients, book groupBook) error {
+			if ok {
+				if _, err := c.reg.RemoveDestination(ctx, &guardv1.RemoveDestinationRequest{Group: idOr(book, d.Group), Name: d.Name}); err != nil {
+					return err
+				}
+			}
+			_, err := c.reg.AddDestination(ctx, &guardv1.AddDestinationRequest{Group: idOr(book, d.Group), Name: d.Name, TargetGroup: idOr(book, d.Target)})
+			return err
+		}})
+	}
+	for _, d := range cur.Destinations {
+		if !slices.ContainsFunc(want.Destinations, func(w destinationSpec) bool { return w.key() == d.key() }) {
+			dels = append(dels, change{'-', "destination " + d.key(), func(ctx context.Context, c *clients, book groupBook) error {
+				_, err := c.reg.RemoveDestination(ctx, &guardv1.RemoveDestinationRequest{Group: idOr(book, d.Group), Name: d.Name})
+				return err
+			}})
+		}
+	}
+
+	// Message policies: set is create-or-replace.
+	policies := map[string]policySpec{}
+	for _, p := range cur.Policies {
+		policies[p.key()] = p
+	}
+	for _, p := range want.Policies {
+		old, ok := policies[p.key()]
+		if ok && slices.Equal(old.Approvers, p.Approvers) && old.Approvals == p.Approvals && old.Mode == p.Mode {
+			continue
+		}
+		op, what := byte('+'), fmt.Sprintf("policy %s: approvers %s%s", p.key(), strings.Join(p.Approvers, ", "), quorumWords(p))
+		if ok {
+			op = '~'
+			what = fmt.Sprintf("policy %s: approvers %s%s → %s%s", p.key(), strings.Join(old.Approvers, ", "), quorumWords(old), strings.Join(p.Approvers, ", "), quorumWords(p))
+		}
+		changes = append(changes, change{op, what, func(ctx context.Context, c *clients, book groupBook) error {
+			if len(p.Approvers) == 0 {
+				return fmt.Errorf("policy %s: at least one approver", p.key())
+			}
+			mode, err := parseMode(p.Mode)
+			if err != nil {
+				return fmt.Errorf("policy %s: %w", p.key(), err)
+			}
+			_, err = c.reg.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: idOr(book, p.From), ToGroup: idOr(book, p.To),
+				ApproverUserId: p.Approvers[0], AlsoApproverUserIds: p.Approvers[1:], Approvals: p.Approvals, Mode: mode})
+			return err
+		}})
+	}
+	for _, p := range cur.Policies {
+		if _, ok := policyIn(want.Policies, p.key()); !ok {
+			dels = append(dels, change{'-', "policy " + p.key(), func(ctx context.Context, c *clients, book groupBook) error {
+				_, err := c.reg.RemovePolicy(ctx, &guardv1.RemovePolicyRequest{FromGroup: idOr(book, p.From), ToGroup: idOr(book, p.To)})
+				return err
+			}})
+		}
+	}
+
+	// Roles.
+	for _, r := range want.Roles {
+		if slices.ContainsFunc(cur.Roles, func(o roleSpec) bool { return o.key() == r.key() }) {
+			continue
+		}
+		changes = append(changes, change{'+', "role " + r.key(), func(ctx context.Context, c *clients, book groupBook) error {
+			req, err := roleRequest(r, book)
+			if err != nil {
+				return err
+			}
+			_, err = c.reg.GrantRole(ctx, &guardv1.GrantRoleRequest{UserId: req.UserId, Role: req.Role, Scope: req.Scope, Group: req.Group})
+			return err
+		}})
+	}
+	for _, r := range cur.Roles {
+		if !slices.ContainsFunc(want.Roles, func(w roleSpec) bool { return w.key() == r.key() }) {
+			dels = append(dels, change{'-', "role " + r.key(), func(ctx context.Context, c *clients, book groupBook) error {
+				req, err := roleRequest(r, book)
+				if err != nil {
+					return err
+				}
+				_, err = c.reg.RevokeRole(ctx, req)
+				return err
+			}})
+		}
+	}
+
+	// Catalog settings; "deleting" one is setting it back to the defaults.
+	actions := map[string]actionSpec{}
+	for _, a := range cur.Catalog {
+		actions[a.Action] = a
+	}
+	setAction := func(a actionSpec) func(ctx context.Context, c *clients, _ groupBook) error {
+		return func(ctx context.Context, c *clients, _ groupBook) error {
+			mode, err := parseMode(a.Mode)
+			if err != nil {
+				return fmt.Errorf("catalog %s: %w", a.Action, err)
+			}
+			_, err = c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: a.Action, Approvals: a.Approvals, Mode: mode})
+			return err
+		}
+	}
+	for _, a := range want.Catalog {
+		old, ok := actions[a.Action]
+		if ok && old == a {
+			continue
+		}
+		op, what := byte('+'), fmt.Sprintf("catalog %s: approvals %d, mode %s", a.Action, a.Approvals, orEnforce(a.Mode))
+		if ok {
+			op, what = '~', fmt.Sprintf("catalog %s: approvals %d → %d, mode %s → %s", a.Action, old.Approvals, a.Approvals, orEnforce(old.Mode), orEnforce(a.Mode))
+		}
+		changes = append(changes, change{op, what, setAction(a)})
+	}
+	for _, a := range cur.Catalog {
+		if _, ok := actions[a.Action]; ok && !slices.ContainsFunc(want.Catalog, func(w actionSpec) bool { return w.Action == a.Action }) {
+			dels = append(dels, change{'-', "catalog " + a.Action + " settings (back to the defaults)", setAction(actionSpec{Action: a.Action})})
+		}
+	}
+
+	slices.Reverse(dels) // what names a group goes before the group
+	if prune {
+		return append(changes, dels...), left
+	}
+	for _, d := range dels {
+		left = append(left, d.what)
+	}
+	return changes, left
+}
+
+func named(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (" + name + ")"
+}
+
+func quorumWords(p policySpec) string {
+	w := ""
+	if p.Approvals > 1 {
+		w += fmt.Sprintf(", %d of them", p.Approvals)
+	}
+	if p.Mode != "" {
+		w += ", mode " + p.Mode
+	}
+	return w
+}
+
+func orEnforce(mode string) string {
+	if mode == "" {
+		return "enforce"
+	}
+	return mode
+}
+
+func policyIn(list []policySpec, key string) (policySpec, bool) {
+	for _, p := range list {
+		if p.key() == key {
+			return p, true
+		}
+	}
+	return policySpec{}, false
+}
+
+// idOr is a group's id by its name, or the name as it is (the server says
+// when it is no group).
+func idOr(book groupBook, name string) string {
+	if id, ok := book.id[name]; ok {
+		return id
+	}
+	return name
+}
+
+func roleRequest(r roleSpec, book groupBook) (*guardv1.RevokeRoleRequest, error) {
+	role, err := enumword.Parse[guardv1.Role](r.Role)
+	if err != nil {
+		return nil, fmt.Errorf("role %s: %w", r.key(), err)
+	}
+	scope, err := enumword.Parse[guardv1.RoleScope](r.Scope)
+	if err != nil {
+		return nil, fmt.Errorf("role %s: scope: %w", r.key(), err)
+	}
+	req := &guardv1.RevokeRoleRequest{UserId: r.User, Role: role, Scope: scope}
+	if r.Group != "" {
+		req.Group = idOr(book, r.Group)
+	}
+	return req, nil
+}
+
+// heldAs is the hold a change became, when the server held it for approval
+// (an agent's admin command, as every mutation of one is).
+func heldAs(err error) (string, bool) {
+	st, ok := status.FromError(err) // a wrapped status too
+	if !ok || st.Code() != codes.FailedPrecondition {
+		return "", false
+	}
+	for _, d := range st.Details() {
+		if p, ok := d.(*guardv1.ApprovalPending); ok {
+			return p.GetHoldId(), true
+		}
+	}
+	return "", false
+}
