@@ -131,3 +131,32 @@ func TestHeldChangeIsRecognisedByItsHold(t *testing.T) {
 		t.Error("a precondition without ApprovalPending read as held")
 	}
 }
+
+// Issue 32: ncl freeze / unfreeze / freezes list against the real server,
+// a group by name; one scope flag, exactly.
+func TestFreezeFromTheCommandLine(t *testing.T) {
+	srv := startRealServer(t)
+	srv.must(t, "groups", "create", "--name", "research", "--cli-scope", "group")
+	out := srv.must(t, "freeze", "--group", "research", "--reason", "incident 42")
+	if !strings.Contains(out, "group") || !strings.Contains(out, "incident 42") {
+		t.Errorf("freeze printed:\n%s", out)
+	}
+	if list := srv.must(t, "freezes", "list"); !strings.Contains(list, "research") || !strings.Contains(list, "operator") {
+		t.Errorf("freezes list:\n%s", list)
+	}
+	if r := srv.ncl(t, "freeze", "--all", "--group", "research"); r.code != ExitUsage {
+		t.Errorf("two scopes: exit %d %q, want a usage error", r.code, r.err)
+	}
+	if r := srv.ncl(t, "freeze"); r.code != ExitUsage {
+		t.Errorf("no scope: exit %d %q, want a usage error", r.code, r.err)
+	}
+	if r := srv.ncl(t, "freeze", "--group", "nowhere"); r.code == 0 {
+		t.Errorf("an unknown group was frozen: %q", r.out)
+	}
+	if out := srv.must(t, "unfreeze", "--group", "research"); !strings.Contains(out, "unfrozen (frozen by operator") {
+		t.Errorf("unfreeze printed %q", out)
+	}
+	if list := strings.TrimSpace(srv.must(t, "freezes", "list", "-q")); list != "" {
+		t.Errorf("after unfreeze, freezes list -q = %q", list)
+	}
+}

@@ -374,6 +374,23 @@ func init() {
 		},
 		id: idOf((*guardv1.Token).GetId),
 	})
+	register[*guardv1.Freeze](view{
+		cols: []col{
+			c("SCOPE", func(f *guardv1.Freeze) string { return enumword.String(f.GetScope()) }),
+			cx("TARGET", func(f *guardv1.Freeze, e env) string {
+				if f.GetGroup() != "" {
+					return e.names0().GroupName(f.GetGroup())
+				}
+				return f.GetRunner()
+			}),
+			c("FROZEN BY", (*guardv1.Freeze).GetFrozenBy),
+			c("SINCE", func(f *guardv1.Freeze) string { return Time(f.GetFrozenAt()) }),
+			c("REASON", (*guardv1.Freeze).GetReason),
+		},
+		id: idOf(func(f *guardv1.Freeze) string {
+			return enumword.String(f.GetScope()) + ":" + f.GetGroup() + f.GetRunner()
+		}),
+	})
 	register[*guardv1.Runner](view{
 		cols: []col{
 			c("ID", (*guardv1.Runner).GetId),

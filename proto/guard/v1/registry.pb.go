@@ -580,6 +580,62 @@ func (McpEffectSource) EnumDescriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{9}
 }
 
+// FreezeScope is what a freeze stops.
+type FreezeScope int32
+
+const (
+	FreezeScope_FREEZE_SCOPE_UNSPECIFIED FreezeScope = 0
+	// Every agent.
+	FreezeScope_FREEZE_SCOPE_ALL FreezeScope = 1
+	// One group's agents.
+	FreezeScope_FREEZE_SCOPE_GROUP FreezeScope = 2
+	// The agents one runner hosts.
+	FreezeScope_FREEZE_SCOPE_RUNNER FreezeScope = 3
+)
+
+// Enum value maps for FreezeScope.
+var (
+	FreezeScope_name = map[int32]string{
+		0: "FREEZE_SCOPE_UNSPECIFIED",
+		1: "FREEZE_SCOPE_ALL",
+		2: "FREEZE_SCOPE_GROUP",
+		3: "FREEZE_SCOPE_RUNNER",
+	}
+	FreezeScope_value = map[string]int32{
+		"FREEZE_SCOPE_UNSPECIFIED": 0,
+		"FREEZE_SCOPE_ALL":         1,
+		"FREEZE_SCOPE_GROUP":       2,
+		"FREEZE_SCOPE_RUNNER":      3,
+	}
+)
+
+func (x FreezeScope) Enum() *FreezeScope {
+	p := new(FreezeScope)
+	*p = x
+	return p
+}
+
+func (x FreezeScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FreezeScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_guard_v1_registry_proto_enumTypes[10].Descriptor()
+}
+
+func (FreezeScope) Type() protoreflect.EnumType {
+	return &file_guard_v1_registry_proto_enumTypes[10]
+}
+
+func (x FreezeScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FreezeScope.Descriptor instead.
+func (FreezeScope) EnumDescriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{10}
+}
+
 // ApprovalPending is attached to a FailedPrecondition status when an agent's
 // approval-access call was held; the server replays it once approved.
 type ApprovalPending struct {
@@ -10543,6 +10599,396 @@ func (x *ReportMcpToolsResponse) GetTools() []*McpToolInfo {
 	return nil
 }
 
+// Freeze is one frozen scope.
+type Freeze struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Scope FreezeScope            `protobuf:"varint,1,opt,name=scope,proto3,enum=guard.v1.FreezeScope" json:"scope,omitempty"`
+	// The group (scope GROUP) or the runner (scope RUNNER).
+	Group  string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Runner string `protobuf:"bytes,3,opt,name=runner,proto3" json:"runner,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who froze it: a user id, or "operator".
+	FrozenBy      string                 `protobuf:"bytes,5,opt,name=frozen_by,json=frozenBy,proto3" json:"frozen_by,omitempty"`
+	FrozenAt      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=frozen_at,json=frozenAt,proto3" json:"frozen_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Freeze) Reset() {
+	*x = Freeze{}
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Freeze) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Freeze) ProtoMessage() {}
+
+func (x *Freeze) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Freeze.ProtoReflect.Descriptor instead.
+func (*Freeze) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{161}
+}
+
+func (x *Freeze) GetScope() FreezeScope {
+	if x != nil {
+		return x.Scope
+	}
+	return FreezeScope_FREEZE_SCOPE_UNSPECIFIED
+}
+
+func (x *Freeze) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Freeze) GetRunner() string {
+	if x != nil {
+		return x.Runner
+	}
+	return ""
+}
+
+func (x *Freeze) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Freeze) GetFrozenBy() string {
+	if x != nil {
+		return x.FrozenBy
+	}
+	return ""
+}
+
+func (x *Freeze) GetFrozenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FrozenAt
+	}
+	return nil
+}
+
+// FreezeRequest freezes a scope.
+type FreezeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scope         FreezeScope            `protobuf:"varint,1,opt,name=scope,proto3,enum=guard.v1.FreezeScope" json:"scope,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Runner        string                 `protobuf:"bytes,3,opt,name=runner,proto3" json:"runner,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeRequest) Reset() {
+	*x = FreezeRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeRequest) ProtoMessage() {}
+
+func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
+func (*FreezeRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{162}
+}
+
+func (x *FreezeRequest) GetScope() FreezeScope {
+	if x != nil {
+		return x.Scope
+	}
+	return FreezeScope_FREEZE_SCOPE_UNSPECIFIED
+}
+
+func (x *FreezeRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *FreezeRequest) GetRunner() string {
+	if x != nil {
+		return x.Runner
+	}
+	return ""
+}
+
+func (x *FreezeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// FreezeResponse is the freeze (an earlier one of the same scope stays,
+// with its author and time).
+type FreezeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Freeze        *Freeze                `protobuf:"bytes,1,opt,name=freeze,proto3" json:"freeze,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeResponse) Reset() {
+	*x = FreezeResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeResponse) ProtoMessage() {}
+
+func (x *FreezeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeResponse.ProtoReflect.Descriptor instead.
+func (*FreezeResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{163}
+}
+
+func (x *FreezeResponse) GetFreeze() *Freeze {
+	if x != nil {
+		return x.Freeze
+	}
+	return nil
+}
+
+// UnfreezeRequest lifts the freeze of a scope.
+type UnfreezeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scope         FreezeScope            `protobuf:"varint,1,opt,name=scope,proto3,enum=guard.v1.FreezeScope" json:"scope,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Runner        string                 `protobuf:"bytes,3,opt,name=runner,proto3" json:"runner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnfreezeRequest) Reset() {
+	*x = UnfreezeRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnfreezeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnfreezeRequest) ProtoMessage() {}
+
+func (x *UnfreezeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnfreezeRequest.ProtoReflect.Descriptor instead.
+func (*UnfreezeRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{164}
+}
+
+func (x *UnfreezeRequest) GetScope() FreezeScope {
+	if x != nil {
+		return x.Scope
+	}
+	return FreezeScope_FREEZE_SCOPE_UNSPECIFIED
+}
+
+func (x *UnfreezeRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *UnfreezeRequest) GetRunner() string {
+	if x != nil {
+		return x.Runner
+	}
+	return ""
+}
+
+// UnfreezeResponse is the freeze that was lifted.
+type UnfreezeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Freeze        *Freeze                `protobuf:"bytes,1,opt,name=freeze,proto3" json:"freeze,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnfreezeResponse) Reset() {
+	*x = UnfreezeResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnfreezeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnfreezeResponse) ProtoMessage() {}
+
+func (x *UnfreezeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnfreezeResponse.ProtoReflect.Descriptor instead.
+func (*UnfreezeResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{165}
+}
+
+func (x *UnfreezeResponse) GetFreeze() *Freeze {
+	if x != nil {
+		return x.Freeze
+	}
+	return nil
+}
+
+// ListFreezesRequest lists the frozen scopes.
+type ListFreezesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFreezesRequest) Reset() {
+	*x = ListFreezesRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFreezesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFreezesRequest) ProtoMessage() {}
+
+func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFreezesRequest.ProtoReflect.Descriptor instead.
+func (*ListFreezesRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
+}
+
+// ListFreezesResponse is the frozen scopes, oldest first.
+type ListFreezesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Freezes       []*Freeze              `protobuf:"bytes,1,rep,name=freezes,proto3" json:"freezes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFreezesResponse) Reset() {
+	*x = ListFreezesResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFreezesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFreezesResponse) ProtoMessage() {}
+
+func (x *ListFreezesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFreezesResponse.ProtoReflect.Descriptor instead.
+func (*ListFreezesResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{167}
+}
+
+func (x *ListFreezesResponse) GetFreezes() []*Freeze {
+	if x != nil {
+		return x.Freezes
+	}
+	return nil
+}
+
 var File_guard_v1_registry_proto protoreflect.FileDescriptor
 
 const file_guard_v1_registry_proto_rawDesc = "" +
@@ -11296,7 +11742,32 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\x05error\x12:\n" +
 	"\x05tools\x18\x05 \x03(\v2\x19.guard.v1.ReportedMcpToolB\t\xbaH\x06\x92\x01\x03\x10\x80\bR\x05tools\"E\n" +
 	"\x16ReportMcpToolsResponse\x12+\n" +
-	"\x05tools\x18\x01 \x03(\v2\x15.guard.v1.McpToolInfoR\x05tools*\x89\x02\n" +
+	"\x05tools\x18\x01 \x03(\v2\x15.guard.v1.McpToolInfoR\x05tools\"\xd1\x01\n" +
+	"\x06Freeze\x12+\n" +
+	"\x05scope\x18\x01 \x01(\x0e2\x15.guard.v1.FreezeScopeR\x05scope\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x16\n" +
+	"\x06runner\x18\x03 \x01(\tR\x06runner\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
+	"\tfrozen_by\x18\x05 \x01(\tR\bfrozenBy\x127\n" +
+	"\tfrozen_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bfrozenAt\"\xe0\x01\n" +
+	"\rFreezeRequest\x127\n" +
+	"\x05scope\x18\x01 \x01(\x0e2\x15.guard.v1.FreezeScopeB\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x05scope\x12;\n" +
+	"\x05group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x123\n" +
+	"\x06runner\x18\x03 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06runner\x12$\n" +
+	"\x06reason\x18\x04 \x01(\tB\f\xbaH\tr\a\x18\xe8\a\xba\x01\x01\x00R\x06reason\":\n" +
+	"\x0eFreezeResponse\x12(\n" +
+	"\x06freeze\x18\x01 \x01(\v2\x10.guard.v1.FreezeR\x06freeze\"\xbc\x01\n" +
+	"\x0fUnfreezeRequest\x127\n" +
+	"\x05scope\x18\x01 \x01(\x0e2\x15.guard.v1.FreezeScopeB\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x05scope\x12;\n" +
+	"\x05group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x123\n" +
+	"\x06runner\x18\x03 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06runner\"<\n" +
+	"\x10UnfreezeResponse\x12(\n" +
+	"\x06freeze\x18\x01 \x01(\v2\x10.guard.v1.FreezeR\x06freeze\"\x14\n" +
+	"\x12ListFreezesRequest\"A\n" +
+	"\x13ListFreezesResponse\x12*\n" +
+	"\afreezes\x18\x01 \x03(\v2\x10.guard.v1.FreezeR\afreezes*\x89\x02\n" +
 	"\n" +
 	"NoticeKind\x12\x1b\n" +
 	"\x17NOTICE_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -11353,7 +11824,12 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x1dMCP_EFFECT_SOURCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16MCP_EFFECT_SOURCE_TOOL\x10\x01\x12$\n" +
 	" MCP_EFFECT_SOURCE_SERVER_DEFAULT\x10\x02\x12\x1e\n" +
-	"\x1aMCP_EFFECT_SOURCE_BUILT_IN\x10\x032\xb5<\n" +
+	"\x1aMCP_EFFECT_SOURCE_BUILT_IN\x10\x03*r\n" +
+	"\vFreezeScope\x12\x1c\n" +
+	"\x18FREEZE_SCOPE_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10FREEZE_SCOPE_ALL\x10\x01\x12\x16\n" +
+	"\x12FREEZE_SCOPE_GROUP\x10\x02\x12\x17\n" +
+	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xf4>\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -11490,7 +11966,13 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"SetMcpTool\x12\x1b.guard.v1.SetMcpToolRequest\x1a\x1c.guard.v1.SetMcpToolResponse\"#\xca\xf3\x18\x1f\n" +
 	"\rmcp.tools.set\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12y\n" +
 	"\x0eReportMcpTools\x12\x1f.guard.v1.ReportMcpToolsRequest\x1a .guard.v1.ReportMcpToolsResponse\"$\xca\xf3\x18 \n" +
-	"\x19registry.report_mcp_tools\x10\x01\"\x01\x02B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
+	"\x19registry.report_mcp_tools\x10\x01\"\x01\x02\x12`\n" +
+	"\x06Freeze\x12\x17.guard.v1.FreezeRequest\x1a\x18.guard.v1.FreezeResponse\"#\xca\xf3\x18\x1f\n" +
+	"\vfreezes.set\x10\x02\x1a\afreezes\"\x03\x01\x02\x04(\x01\x12i\n" +
+	"\bUnfreeze\x12\x19.guard.v1.UnfreezeRequest\x1a\x1a.guard.v1.UnfreezeResponse\"&\xca\xf3\x18\"\n" +
+	"\x0efreezes.remove\x10\x02\x1a\afreezes\"\x03\x01\x02\x04(\x01\x12p\n" +
+	"\vListFreezes\x12\x1c.guard.v1.ListFreezesRequest\x1a\x1d.guard.v1.ListFreezesResponse\"$\xca\xf3\x18 \n" +
+	"\ffreezes.list\x10\x01\x1a\afreezes\"\x03\x01\x02\x04(\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
 var (
 	file_guard_v1_registry_proto_rawDescOnce sync.Once
@@ -11504,8 +11986,8 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 	return file_guard_v1_registry_proto_rawDescData
 }
 
-var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 170)
+var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 177)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -11517,470 +11999,491 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(RoleScope)(0),                       // 7: guard.v1.RoleScope
 	(SenderPolicy)(0),                    // 8: guard.v1.SenderPolicy
 	(McpEffectSource)(0),                 // 9: guard.v1.McpEffectSource
-	(*ApprovalPending)(nil),              // 10: guard.v1.ApprovalPending
-	(*ConformanceViolations)(nil),        // 11: guard.v1.ConformanceViolations
-	(*DeliveryActionDecl)(nil),           // 12: guard.v1.DeliveryActionDecl
-	(*RegisterRunnerRequest)(nil),        // 13: guard.v1.RegisterRunnerRequest
-	(*RegisterRunnerResponse)(nil),       // 14: guard.v1.RegisterRunnerResponse
-	(*ConnectRequest)(nil),               // 15: guard.v1.ConnectRequest
-	(*ConnectHello)(nil),                 // 16: guard.v1.ConnectHello
-	(*PushAck)(nil),                      // 17: guard.v1.PushAck
-	(*Heartbeat)(nil),                    // 18: guard.v1.Heartbeat
-	(*LeaseRelease)(nil),                 // 19: guard.v1.LeaseRelease
-	(*ConnectResponse)(nil),              // 20: guard.v1.ConnectResponse
-	(*LeaseRenewed)(nil),                 // 21: guard.v1.LeaseRenewed
-	(*Push)(nil),                         // 22: guard.v1.Push
-	(*ReplayAction)(nil),                 // 23: guard.v1.ReplayAction
-	(*DeliverMessage)(nil),               // 24: guard.v1.DeliverMessage
-	(*RestartContainer)(nil),             // 25: guard.v1.RestartContainer
-	(*NotifyAgent)(nil),                  // 26: guard.v1.NotifyAgent
-	(*StartSession)(nil),                 // 27: guard.v1.StartSession
-	(*OpenSessionRequest)(nil),           // 28: guard.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),          // 29: guard.v1.OpenSessionResponse
-	(*GetSessionConfigRequest)(nil),      // 30: guard.v1.GetSessionConfigRequest
-	(*GetSessionConfigResponse)(nil),     // 31: guard.v1.GetSessionConfigResponse
-	(*ApplyActionRequest)(nil),           // 32: guard.v1.ApplyActionRequest
-	(*ApplyActionResponse)(nil),          // 33: guard.v1.ApplyActionResponse
-	(*RouteInboundRequest)(nil),          // 34: guard.v1.RouteInboundRequest
-	(*RouteInboundResponse)(nil),         // 35: guard.v1.RouteInboundResponse
-	(*PostChatMessageRequest)(nil),       // 36: guard.v1.PostChatMessageRequest
-	(*PostChatMessageResponse)(nil),      // 37: guard.v1.PostChatMessageResponse
-	(*WatchChatOutboxRequest)(nil),       // 38: guard.v1.WatchChatOutboxRequest
-	(*WatchChatOutboxResponse)(nil),      // 39: guard.v1.WatchChatOutboxResponse
-	(*Runner)(nil),                       // 40: guard.v1.Runner
-	(*McpServer)(nil),                    // 41: guard.v1.McpServer
-	(*GroupConfig)(nil),                  // 42: guard.v1.GroupConfig
-	(*Group)(nil),                        // 43: guard.v1.Group
-	(*CreateGroupRequest)(nil),           // 44: guard.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),          // 45: guard.v1.CreateGroupResponse
-	(*GetGroupRequest)(nil),              // 46: guard.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),             // 47: guard.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),            // 48: guard.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),           // 49: guard.v1.ListGroupsResponse
-	(*UpdateGroupRequest)(nil),           // 50: guard.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),          // 51: guard.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),           // 52: guard.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),          // 53: guard.v1.DeleteGroupResponse
-	(*GetGroupConfigRequest)(nil),        // 54: guard.v1.GetGroupConfigRequest
-	(*GetGroupConfigResponse)(nil),       // 55: guard.v1.GetGroupConfigResponse
-	(*UpdateGroupConfigRequest)(nil),     // 56: guard.v1.UpdateGroupConfigRequest
-	(*UpdateGroupConfigResponse)(nil),    // 57: guard.v1.UpdateGroupConfigResponse
-	(*AddGroupPackageRequest)(nil),       // 58: guard.v1.AddGroupPackageRequest
-	(*AddGroupPackageResponse)(nil),      // 59: guard.v1.AddGroupPackageResponse
-	(*RemoveGroupPackageRequest)(nil),    // 60: guard.v1.RemoveGroupPackageRequest
-	(*RemoveGroupPackageResponse)(nil),   // 61: guard.v1.RemoveGroupPackageResponse
-	(*AddGroupMcpServerRequest)(nil),     // 62: guard.v1.AddGroupMcpServerRequest
-	(*AddGroupMcpServerResponse)(nil),    // 63: guard.v1.AddGroupMcpServerResponse
-	(*RemoveGroupMcpServerRequest)(nil),  // 64: guard.v1.RemoveGroupMcpServerRequest
-	(*RemoveGroupMcpServerResponse)(nil), // 65: guard.v1.RemoveGroupMcpServerResponse
-	(*RestartGroupRequest)(nil),          // 66: guard.v1.RestartGroupRequest
-	(*RestartGroupResponse)(nil),         // 67: guard.v1.RestartGroupResponse
-	(*Session)(nil),                      // 68: guard.v1.Session
-	(*ListSessionsRequest)(nil),          // 69: guard.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),         // 70: guard.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),            // 71: guard.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),           // 72: guard.v1.GetSessionResponse
-	(*GetSessionHistoryRequest)(nil),     // 73: guard.v1.GetSessionHistoryRequest
-	(*SessionEvent)(nil),                 // 74: guard.v1.SessionEvent
-	(*GetSessionHistoryResponse)(nil),    // 75: guard.v1.GetSessionHistoryResponse
-	(*Destination)(nil),                  // 76: guard.v1.Destination
-	(*ListDestinationsRequest)(nil),      // 77: guard.v1.ListDestinationsRequest
-	(*ListDestinationsResponse)(nil),     // 78: guard.v1.ListDestinationsResponse
-	(*AddDestinationRequest)(nil),        // 79: guard.v1.AddDestinationRequest
-	(*AddDestinationResponse)(nil),       // 80: guard.v1.AddDestinationResponse
-	(*RemoveDestinationRequest)(nil),     // 81: guard.v1.RemoveDestinationRequest
-	(*RemoveDestinationResponse)(nil),    // 82: guard.v1.RemoveDestinationResponse
-	(*Member)(nil),                       // 83: guard.v1.Member
-	(*ListMembersRequest)(nil),           // 84: guard.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),          // 85: guard.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 86: guard.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),            // 87: guard.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),          // 88: guard.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),         // 89: guard.v1.RemoveMemberResponse
-	(*RoleGrant)(nil),                    // 90: guard.v1.RoleGrant
-	(*ListRolesRequest)(nil),             // 91: guard.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),            // 92: guard.v1.ListRolesResponse
-	(*GrantRoleRequest)(nil),             // 93: guard.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),            // 94: guard.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),            // 95: guard.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),           // 96: guard.v1.RevokeRoleResponse
-	(*User)(nil),                         // 97: guard.v1.User
-	(*ListUsersRequest)(nil),             // 98: guard.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),            // 99: guard.v1.ListUsersResponse
-	(*GetUserRequest)(nil),               // 100: guard.v1.GetUserRequest
-	(*GetUserResponse)(nil),              // 101: guard.v1.GetUserResponse
-	(*CreateUserRequest)(nil),            // 102: guard.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),           // 103: guard.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),            // 104: guard.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),           // 105: guard.v1.UpdateUserResponse
-	(*Wiring)(nil),                       // 106: guard.v1.Wiring
-	(*ListWiringsRequest)(nil),           // 107: guard.v1.ListWiringsRequest
-	(*ListWiringsResponse)(nil),          // 108: guard.v1.ListWiringsResponse
-	(*CreateWiringRequest)(nil),          // 109: guard.v1.CreateWiringRequest
-	(*CreateWiringResponse)(nil),         // 110: guard.v1.CreateWiringResponse
-	(*DeleteWiringRequest)(nil),          // 111: guard.v1.DeleteWiringRequest
-	(*DeleteWiringResponse)(nil),         // 112: guard.v1.DeleteWiringResponse
-	(*MessagingGroup)(nil),               // 113: guard.v1.MessagingGroup
-	(*ListMessagingGroupsRequest)(nil),   // 114: guard.v1.ListMessagingGroupsRequest
-	(*ListMessagingGroupsResponse)(nil),  // 115: guard.v1.ListMessagingGroupsResponse
-	(*GetMessagingGroupRequest)(nil),     // 116: guard.v1.GetMessagingGroupRequest
-	(*GetMessagingGroupResponse)(nil),    // 117: guard.v1.GetMessagingGroupResponse
-	(*CreateMessagingGroupRequest)(nil),  // 118: guard.v1.CreateMessagingGroupRequest
-	(*CreateMessagingGroupResponse)(nil), // 119: guard.v1.CreateMessagingGroupResponse
-	(*UpdateMessagingGroupRequest)(nil),  // 120: guard.v1.UpdateMessagingGroupRequest
-	(*UpdateMessagingGroupResponse)(nil), // 121: guard.v1.UpdateMessagingGroupResponse
-	(*DeleteMessagingGroupRequest)(nil),  // 122: guard.v1.DeleteMessagingGroupRequest
-	(*DeleteMessagingGroupResponse)(nil), // 123: guard.v1.DeleteMessagingGroupResponse
-	(*MessagePolicy)(nil),                // 124: guard.v1.MessagePolicy
-	(*ListPoliciesRequest)(nil),          // 125: guard.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),         // 126: guard.v1.ListPoliciesResponse
-	(*SetPolicyRequest)(nil),             // 127: guard.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),            // 128: guard.v1.SetPolicyResponse
-	(*RemovePolicyRequest)(nil),          // 129: guard.v1.RemovePolicyRequest
-	(*RemovePolicyResponse)(nil),         // 130: guard.v1.RemovePolicyResponse
-	(*UserDm)(nil),                       // 131: guard.v1.UserDm
-	(*ListUserDmsRequest)(nil),           // 132: guard.v1.ListUserDmsRequest
-	(*ListUserDmsResponse)(nil),          // 133: guard.v1.ListUserDmsResponse
-	(*SetUserDmRequest)(nil),             // 134: guard.v1.SetUserDmRequest
-	(*SetUserDmResponse)(nil),            // 135: guard.v1.SetUserDmResponse
-	(*RemoveUserDmRequest)(nil),          // 136: guard.v1.RemoveUserDmRequest
-	(*RemoveUserDmResponse)(nil),         // 137: guard.v1.RemoveUserDmResponse
-	(*Token)(nil),                        // 138: guard.v1.Token
-	(*CreateTokenRequest)(nil),           // 139: guard.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),          // 140: guard.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),            // 141: guard.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),           // 142: guard.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),           // 143: guard.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),          // 144: guard.v1.RevokeTokenResponse
-	(*ListRunnersRequest)(nil),           // 145: guard.v1.ListRunnersRequest
-	(*ListRunnersResponse)(nil),          // 146: guard.v1.ListRunnersResponse
-	(*CatalogEntry)(nil),                 // 147: guard.v1.CatalogEntry
-	(*ListCatalogRequest)(nil),           // 148: guard.v1.ListCatalogRequest
-	(*ListCatalogResponse)(nil),          // 149: guard.v1.ListCatalogResponse
-	(*DecisionRecord)(nil),               // 150: guard.v1.DecisionRecord
-	(*GetDecisionRequest)(nil),           // 151: guard.v1.GetDecisionRequest
-	(*GetDecisionResponse)(nil),          // 152: guard.v1.GetDecisionResponse
-	(*ListDecisionsRequest)(nil),         // 153: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 154: guard.v1.ListDecisionsResponse
-	(*SetActionSettingsRequest)(nil),     // 155: guard.v1.SetActionSettingsRequest
-	(*SetActionSettingsResponse)(nil),    // 156: guard.v1.SetActionSettingsResponse
-	(*McpServerState)(nil),               // 157: guard.v1.McpServerState
-	(*McpServerInfo)(nil),                // 158: guard.v1.McpServerInfo
-	(*McpToolInfo)(nil),                  // 159: guard.v1.McpToolInfo
-	(*ListMcpServersRequest)(nil),        // 160: guard.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),       // 161: guard.v1.ListMcpServersResponse
-	(*SetMcpServerDefaultRequest)(nil),   // 162: guard.v1.SetMcpServerDefaultRequest
-	(*SetMcpServerDefaultResponse)(nil),  // 163: guard.v1.SetMcpServerDefaultResponse
-	(*ListMcpToolsRequest)(nil),          // 164: guard.v1.ListMcpToolsRequest
-	(*ListMcpToolsResponse)(nil),         // 165: guard.v1.ListMcpToolsResponse
-	(*SetMcpToolRequest)(nil),            // 166: guard.v1.SetMcpToolRequest
-	(*SetMcpToolResponse)(nil),           // 167: guard.v1.SetMcpToolResponse
-	(*ReportedMcpTool)(nil),              // 168: guard.v1.ReportedMcpTool
-	(*ReportMcpToolsRequest)(nil),        // 169: guard.v1.ReportMcpToolsRequest
-	(*ReportMcpToolsResponse)(nil),       // 170: guard.v1.ReportMcpToolsResponse
-	nil,                                  // 171: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 172: guard.v1.RegisterRunnerResponse.LabelsEntry
-	nil,                                  // 173: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 174: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 175: guard.v1.Runner.LabelsEntry
-	nil,                                  // 176: guard.v1.McpServer.EnvEntry
-	nil,                                  // 177: guard.v1.DeleteGroupResponse.RemovedEntry
-	nil,                                  // 178: guard.v1.Token.LabelsEntry
-	nil,                                  // 179: guard.v1.CreateTokenRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),        // 180: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 181: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 182: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 183: guard.v1.EnforcementMode
-	(Principal)(0),                       // 184: guard.v1.Principal
-	(Access)(0),                          // 185: guard.v1.Access
-	(*Actor)(nil),                        // 186: guard.v1.Actor
-	(Effect)(0),                          // 187: guard.v1.Effect
-	(*Explanation)(nil),                  // 188: guard.v1.Explanation
+	(FreezeScope)(0),                     // 10: guard.v1.FreezeScope
+	(*ApprovalPending)(nil),              // 11: guard.v1.ApprovalPending
+	(*ConformanceViolations)(nil),        // 12: guard.v1.ConformanceViolations
+	(*DeliveryActionDecl)(nil),           // 13: guard.v1.DeliveryActionDecl
+	(*RegisterRunnerRequest)(nil),        // 14: guard.v1.RegisterRunnerRequest
+	(*RegisterRunnerResponse)(nil),       // 15: guard.v1.RegisterRunnerResponse
+	(*ConnectRequest)(nil),               // 16: guard.v1.ConnectRequest
+	(*ConnectHello)(nil),                 // 17: guard.v1.ConnectHello
+	(*PushAck)(nil),                      // 18: guard.v1.PushAck
+	(*Heartbeat)(nil),                    // 19: guard.v1.Heartbeat
+	(*LeaseRelease)(nil),                 // 20: guard.v1.LeaseRelease
+	(*ConnectResponse)(nil),              // 21: guard.v1.ConnectResponse
+	(*LeaseRenewed)(nil),                 // 22: guard.v1.LeaseRenewed
+	(*Push)(nil),                         // 23: guard.v1.Push
+	(*ReplayAction)(nil),                 // 24: guard.v1.ReplayAction
+	(*DeliverMessage)(nil),               // 25: guard.v1.DeliverMessage
+	(*RestartContainer)(nil),             // 26: guard.v1.RestartContainer
+	(*NotifyAgent)(nil),                  // 27: guard.v1.NotifyAgent
+	(*StartSession)(nil),                 // 28: guard.v1.StartSession
+	(*OpenSessionRequest)(nil),           // 29: guard.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),          // 30: guard.v1.OpenSessionResponse
+	(*GetSessionConfigRequest)(nil),      // 31: guard.v1.GetSessionConfigRequest
+	(*GetSessionConfigResponse)(nil),     // 32: guard.v1.GetSessionConfigResponse
+	(*ApplyActionRequest)(nil),           // 33: guard.v1.ApplyActionRequest
+	(*ApplyActionResponse)(nil),          // 34: guard.v1.ApplyActionResponse
+	(*RouteInboundRequest)(nil),          // 35: guard.v1.RouteInboundRequest
+	(*RouteInboundResponse)(nil),         // 36: guard.v1.RouteInboundResponse
+	(*PostChatMessageRequest)(nil),       // 37: guard.v1.PostChatMessageRequest
+	(*PostChatMessageResponse)(nil),      // 38: guard.v1.PostChatMessageResponse
+	(*WatchChatOutboxRequest)(nil),       // 39: guard.v1.WatchChatOutboxRequest
+	(*WatchChatOutboxResponse)(nil),      // 40: guard.v1.WatchChatOutboxResponse
+	(*Runner)(nil),                       // 41: guard.v1.Runner
+	(*McpServer)(nil),                    // 42: guard.v1.McpServer
+	(*GroupConfig)(nil),                  // 43: guard.v1.GroupConfig
+	(*Group)(nil),                        // 44: guard.v1.Group
+	(*CreateGroupRequest)(nil),           // 45: guard.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),          // 46: guard.v1.CreateGroupResponse
+	(*GetGroupRequest)(nil),              // 47: guard.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),             // 48: guard.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),            // 49: guard.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),           // 50: guard.v1.ListGroupsResponse
+	(*UpdateGroupRequest)(nil),           // 51: guard.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),          // 52: guard.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),           // 53: guard.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),          // 54: guard.v1.DeleteGroupResponse
+	(*GetGroupConfigRequest)(nil),        // 55: guard.v1.GetGroupConfigRequest
+	(*GetGroupConfigResponse)(nil),       // 56: guard.v1.GetGroupConfigResponse
+	(*UpdateGroupConfigRequest)(nil),     // 57: guard.v1.UpdateGroupConfigRequest
+	(*UpdateGroupConfigResponse)(nil),    // 58: guard.v1.UpdateGroupConfigResponse
+	(*AddGroupPackageRequest)(nil),       // 59: guard.v1.AddGroupPackageRequest
+	(*AddGroupPackageResponse)(nil),      // 60: guard.v1.AddGroupPackageResponse
+	(*RemoveGroupPackageRequest)(nil),    // 61: guard.v1.RemoveGroupPackageRequest
+	(*RemoveGroupPackageResponse)(nil),   // 62: guard.v1.RemoveGroupPackageResponse
+	(*AddGroupMcpServerRequest)(nil),     // 63: guard.v1.AddGroupMcpServerRequest
+	(*AddGroupMcpServerResponse)(nil),    // 64: guard.v1.AddGroupMcpServerResponse
+	(*RemoveGroupMcpServerRequest)(nil),  // 65: guard.v1.RemoveGroupMcpServerRequest
+	(*RemoveGroupMcpServerResponse)(nil), // 66: guard.v1.RemoveGroupMcpServerResponse
+	(*RestartGroupRequest)(nil),          // 67: guard.v1.RestartGroupRequest
+	(*RestartGroupResponse)(nil),         // 68: guard.v1.RestartGroupResponse
+	(*Session)(nil),                      // 69: guard.v1.Session
+	(*ListSessionsRequest)(nil),          // 70: guard.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 71: guard.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),            // 72: guard.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 73: guard.v1.GetSessionResponse
+	(*GetSessionHistoryRequest)(nil),     // 74: guard.v1.GetSessionHistoryRequest
+	(*SessionEvent)(nil),                 // 75: guard.v1.SessionEvent
+	(*GetSessionHistoryResponse)(nil),    // 76: guard.v1.GetSessionHistoryResponse
+	(*Destination)(nil),                  // 77: guard.v1.Destination
+	(*ListDestinationsRequest)(nil),      // 78: guard.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil),     // 79: guard.v1.ListDestinationsResponse
+	(*AddDestinationRequest)(nil),        // 80: guard.v1.AddDestinationRequest
+	(*AddDestinationResponse)(nil),       // 81: guard.v1.AddDestinationResponse
+	(*RemoveDestinationRequest)(nil),     // 82: guard.v1.RemoveDestinationRequest
+	(*RemoveDestinationResponse)(nil),    // 83: guard.v1.RemoveDestinationResponse
+	(*Member)(nil),                       // 84: guard.v1.Member
+	(*ListMembersRequest)(nil),           // 85: guard.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),          // 86: guard.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 87: guard.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),            // 88: guard.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),          // 89: guard.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),         // 90: guard.v1.RemoveMemberResponse
+	(*RoleGrant)(nil),                    // 91: guard.v1.RoleGrant
+	(*ListRolesRequest)(nil),             // 92: guard.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),            // 93: guard.v1.ListRolesResponse
+	(*GrantRoleRequest)(nil),             // 94: guard.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),            // 95: guard.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),            // 96: guard.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),           // 97: guard.v1.RevokeRoleResponse
+	(*User)(nil),                         // 98: guard.v1.User
+	(*ListUsersRequest)(nil),             // 99: guard.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 100: guard.v1.ListUsersResponse
+	(*GetUserRequest)(nil),               // 101: guard.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 102: guard.v1.GetUserResponse
+	(*CreateUserRequest)(nil),            // 103: guard.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 104: guard.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),            // 105: guard.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),           // 106: guard.v1.UpdateUserResponse
+	(*Wiring)(nil),                       // 107: guard.v1.Wiring
+	(*ListWiringsRequest)(nil),           // 108: guard.v1.ListWiringsRequest
+	(*ListWiringsResponse)(nil),          // 109: guard.v1.ListWiringsResponse
+	(*CreateWiringRequest)(nil),          // 110: guard.v1.CreateWiringRequest
+	(*CreateWiringResponse)(nil),         // 111: guard.v1.CreateWiringResponse
+	(*DeleteWiringRequest)(nil),          // 112: guard.v1.DeleteWiringRequest
+	(*DeleteWiringResponse)(nil),         // 113: guard.v1.DeleteWiringResponse
+	(*MessagingGroup)(nil),               // 114: guard.v1.MessagingGroup
+	(*ListMessagingGroupsRequest)(nil),   // 115: guard.v1.ListMessagingGroupsRequest
+	(*ListMessagingGroupsResponse)(nil),  // 116: guard.v1.ListMessagingGroupsResponse
+	(*GetMessagingGroupRequest)(nil),     // 117: guard.v1.GetMessagingGroupRequest
+	(*GetMessagingGroupResponse)(nil),    // 118: guard.v1.GetMessagingGroupResponse
+	(*CreateMessagingGroupRequest)(nil),  // 119: guard.v1.CreateMessagingGroupRequest
+	(*CreateMessagingGroupResponse)(nil), // 120: guard.v1.CreateMessagingGroupResponse
+	(*UpdateMessagingGroupRequest)(nil),  // 121: guard.v1.UpdateMessagingGroupRequest
+	(*UpdateMessagingGroupResponse)(nil), // 122: guard.v1.UpdateMessagingGroupResponse
+	(*DeleteMessagingGroupRequest)(nil),  // 123: guard.v1.DeleteMessagingGroupRequest
+	(*DeleteMessagingGroupResponse)(nil), // 124: guard.v1.DeleteMessagingGroupResponse
+	(*MessagePolicy)(nil),                // 125: guard.v1.MessagePolicy
+	(*ListPoliciesRequest)(nil),          // 126: guard.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 127: guard.v1.ListPoliciesResponse
+	(*SetPolicyRequest)(nil),             // 128: guard.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),            // 129: guard.v1.SetPolicyResponse
+	(*RemovePolicyRequest)(nil),          // 130: guard.v1.RemovePolicyRequest
+	(*RemovePolicyResponse)(nil),         // 131: guard.v1.RemovePolicyResponse
+	(*UserDm)(nil),                       // 132: guard.v1.UserDm
+	(*ListUserDmsRequest)(nil),           // 133: guard.v1.ListUserDmsRequest
+	(*ListUserDmsResponse)(nil),          // 134: guard.v1.ListUserDmsResponse
+	(*SetUserDmRequest)(nil),             // 135: guard.v1.SetUserDmRequest
+	(*SetUserDmResponse)(nil),            // 136: guard.v1.SetUserDmResponse
+	(*RemoveUserDmRequest)(nil),          // 137: guard.v1.RemoveUserDmRequest
+	(*RemoveUserDmResponse)(nil),         // 138: guard.v1.RemoveUserDmResponse
+	(*Token)(nil),                        // 139: guard.v1.Token
+	(*CreateTokenRequest)(nil),           // 140: guard.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),          // 141: guard.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),            // 142: guard.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),           // 143: guard.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),           // 144: guard.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),          // 145: guard.v1.RevokeTokenResponse
+	(*ListRunnersRequest)(nil),           // 146: guard.v1.ListRunnersRequest
+	(*ListRunnersResponse)(nil),          // 147: guard.v1.ListRunnersResponse
+	(*CatalogEntry)(nil),                 // 148: guard.v1.CatalogEntry
+	(*ListCatalogRequest)(nil),           // 149: guard.v1.ListCatalogRequest
+	(*ListCatalogResponse)(nil),          // 150: guard.v1.ListCatalogResponse
+	(*DecisionRecord)(nil),               // 151: guard.v1.DecisionRecord
+	(*GetDecisionRequest)(nil),           // 152: guard.v1.GetDecisionRequest
+	(*GetDecisionResponse)(nil),          // 153: guard.v1.GetDecisionResponse
+	(*ListDecisionsRequest)(nil),         // 154: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 155: guard.v1.ListDecisionsResponse
+	(*SetActionSettingsRequest)(nil),     // 156: guard.v1.SetActionSettingsRequest
+	(*SetActionSettingsResponse)(nil),    // 157: guard.v1.SetActionSettingsResponse
+	(*McpServerState)(nil),               // 158: guard.v1.McpServerState
+	(*McpServerInfo)(nil),                // 159: guard.v1.McpServerInfo
+	(*McpToolInfo)(nil),                  // 160: guard.v1.McpToolInfo
+	(*ListMcpServersRequest)(nil),        // 161: guard.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),       // 162: guard.v1.ListMcpServersResponse
+	(*SetMcpServerDefaultRequest)(nil),   // 163: guard.v1.SetMcpServerDefaultRequest
+	(*SetMcpServerDefaultResponse)(nil),  // 164: guard.v1.SetMcpServerDefaultResponse
+	(*ListMcpToolsRequest)(nil),          // 165: guard.v1.ListMcpToolsRequest
+	(*ListMcpToolsResponse)(nil),         // 166: guard.v1.ListMcpToolsResponse
+	(*SetMcpToolRequest)(nil),            // 167: guard.v1.SetMcpToolRequest
+	(*SetMcpToolResponse)(nil),           // 168: guard.v1.SetMcpToolResponse
+	(*ReportedMcpTool)(nil),              // 169: guard.v1.ReportedMcpTool
+	(*ReportMcpToolsRequest)(nil),        // 170: guard.v1.ReportMcpToolsRequest
+	(*ReportMcpToolsResponse)(nil),       // 171: guard.v1.ReportMcpToolsResponse
+	(*Freeze)(nil),                       // 172: guard.v1.Freeze
+	(*FreezeRequest)(nil),                // 173: guard.v1.FreezeRequest
+	(*FreezeResponse)(nil),               // 174: guard.v1.FreezeResponse
+	(*UnfreezeRequest)(nil),              // 175: guard.v1.UnfreezeRequest
+	(*UnfreezeResponse)(nil),             // 176: guard.v1.UnfreezeResponse
+	(*ListFreezesRequest)(nil),           // 177: guard.v1.ListFreezesRequest
+	(*ListFreezesResponse)(nil),          // 178: guard.v1.ListFreezesResponse
+	nil,                                  // 179: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 180: guard.v1.RegisterRunnerResponse.LabelsEntry
+	nil,                                  // 181: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 182: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 183: guard.v1.Runner.LabelsEntry
+	nil,                                  // 184: guard.v1.McpServer.EnvEntry
+	nil,                                  // 185: guard.v1.DeleteGroupResponse.RemovedEntry
+	nil,                                  // 186: guard.v1.Token.LabelsEntry
+	nil,                                  // 187: guard.v1.CreateTokenRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 188: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 189: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 190: google.protobuf.Struct
+	(EnforcementMode)(0),                 // 191: guard.v1.EnforcementMode
+	(Principal)(0),                       // 192: guard.v1.Principal
+	(Access)(0),                          // 193: guard.v1.Access
+	(*Actor)(nil),                        // 194: guard.v1.Actor
+	(Effect)(0),                          // 195: guard.v1.Effect
+	(*Explanation)(nil),                  // 196: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
-	12,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	171, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	180, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	181, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	172, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
-	181, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
-	16,  // 6: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
-	17,  // 7: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
-	18,  // 8: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
-	19,  // 9: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
-	22,  // 10: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
-	21,  // 11: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	180, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	181, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
-	180, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
-	23,  // 15: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
-	24,  // 16: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
-	25,  // 17: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
-	26,  // 18: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
-	27,  // 19: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	182, // 20: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	173, // 21: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	182, // 22: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	179, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	188, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	189, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	180, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
+	189, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
+	17,  // 6: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
+	18,  // 7: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
+	19,  // 8: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
+	20,  // 9: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
+	23,  // 10: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
+	22,  // 11: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
+	188, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	189, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
+	188, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	24,  // 15: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
+	25,  // 16: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
+	26,  // 17: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
+	27,  // 18: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
+	28,  // 19: guard.v1.Push.start:type_name -> guard.v1.StartSession
+	190, // 20: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	181, // 21: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	190, // 22: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 23: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	68,  // 24: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	43,  // 25: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	68,  // 26: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	43,  // 27: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	182, // 28: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	174, // 29: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	182, // 30: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	182, // 31: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	69,  // 24: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	44,  // 25: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	69,  // 26: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	44,  // 27: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	190, // 28: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	182, // 29: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	190, // 30: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	190, // 31: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
 	1,   // 32: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
 	2,   // 33: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
 	2,   // 34: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	180, // 35: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	175, // 36: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	180, // 37: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	12,  // 38: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	180, // 39: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	176, // 40: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	188, // 35: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	183, // 36: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	188, // 37: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 38: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	188, // 39: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	184, // 40: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
 	3,   // 41: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	41,  // 42: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	180, // 43: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	42,  // 44: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	42,  // 42: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	188, // 43: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	43,  // 44: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
 	3,   // 45: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	43,  // 46: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	43,  // 47: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	43,  // 48: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	43,  // 49: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	177, // 50: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	42,  // 51: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	44,  // 46: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	44,  // 47: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	44,  // 48: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	44,  // 49: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	185, // 50: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	43,  // 51: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
 	3,   // 52: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	42,  // 53: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 53: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
 	4,   // 54: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	42,  // 55: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 55: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
 	4,   // 56: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	42,  // 57: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	41,  // 58: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	42,  // 59: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	42,  // 60: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 57: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 58: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	43,  // 59: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 60: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	5,   // 61: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	180, // 62: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	180, // 63: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	68,  // 64: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	68,  // 65: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	182, // 66: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	180, // 67: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	74,  // 68: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	76,  // 69: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	76,  // 70: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	180, // 71: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	83,  // 72: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	83,  // 73: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	188, // 62: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	188, // 63: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	69,  // 64: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	69,  // 65: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	190, // 66: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	188, // 67: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	75,  // 68: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	77,  // 69: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	77,  // 70: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	188, // 71: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	84,  // 72: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	84,  // 73: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
 	6,   // 74: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
 	7,   // 75: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	180, // 76: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	90,  // 77: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	188, // 76: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	91,  // 77: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
 	6,   // 78: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 79: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	90,  // 80: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	91,  // 80: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
 	6,   // 81: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 82: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	180, // 83: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	97,  // 84: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	97,  // 85: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	97,  // 86: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	97,  // 87: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	180, // 88: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	106, // 89: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	106, // 90: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	188, // 83: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 84: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	98,  // 85: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	98,  // 86: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	98,  // 87: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	188, // 88: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	107, // 89: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	107, // 90: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
 	8,   // 91: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	180, // 92: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	113, // 93: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	113, // 94: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	188, // 92: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	114, // 93: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	114, // 94: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
 	8,   // 95: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	113, // 96: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	114, // 96: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
 	8,   // 97: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	113, // 98: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	183, // 99: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	124, // 100: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	183, // 101: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	124, // 102: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	131, // 103: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	131, // 104: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	184, // 105: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	180, // 106: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	180, // 107: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	178, // 108: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	180, // 109: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	180, // 110: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	184, // 111: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	179, // 112: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	181, // 113: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
-	138, // 114: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	138, // 115: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	40,  // 116: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	185, // 117: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	183, // 118: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	147, // 119: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	180, // 120: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	186, // 121: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	187, // 122: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	181, // 123: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	188, // 124: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	187, // 125: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	150, // 126: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	187, // 127: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	180, // 128: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	180, // 129: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
-	150, // 130: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	183, // 131: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	147, // 132: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	180, // 133: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	187, // 134: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	183, // 135: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	157, // 136: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	187, // 137: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	114, // 98: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	191, // 99: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	125, // 100: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	191, // 101: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	125, // 102: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	132, // 103: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	132, // 104: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	192, // 105: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	188, // 106: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	188, // 107: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	186, // 108: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	188, // 109: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	188, // 110: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	192, // 111: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	187, // 112: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	189, // 113: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	139, // 114: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	139, // 115: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	41,  // 116: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	193, // 117: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	191, // 118: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	148, // 119: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	188, // 120: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	194, // 121: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	195, // 122: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	189, // 123: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	196, // 124: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	195, // 125: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	151, // 126: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	195, // 127: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	188, // 128: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	188, // 129: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	151, // 130: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	191, // 131: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	148, // 132: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	188, // 133: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	195, // 134: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	191, // 135: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	158, // 136: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	195, // 137: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
 	9,   // 138: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	183, // 139: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	187, // 140: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	180, // 141: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	158, // 142: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	187, // 143: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	183, // 144: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	158, // 145: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	159, // 146: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	187, // 147: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	183, // 148: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	159, // 149: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	168, // 150: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	159, // 151: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	13,  // 152: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	15,  // 153: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	28,  // 154: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	30,  // 155: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	32,  // 156: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	34,  // 157: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	36,  // 158: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	38,  // 159: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	44,  // 160: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	46,  // 161: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	48,  // 162: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	50,  // 163: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	52,  // 164: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	54,  // 165: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	56,  // 166: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	58,  // 167: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	60,  // 168: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	62,  // 169: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	64,  // 170: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	66,  // 171: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	69,  // 172: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	71,  // 173: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	73,  // 174: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	77,  // 175: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	79,  // 176: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	81,  // 177: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	84,  // 178: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	86,  // 179: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	88,  // 180: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	91,  // 181: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	93,  // 182: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	95,  // 183: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	98,  // 184: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	100, // 185: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	102, // 186: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	104, // 187: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	107, // 188: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	109, // 189: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	111, // 190: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	114, // 191: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	116, // 192: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	118, // 193: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	120, // 194: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	122, // 195: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	125, // 196: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	127, // 197: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	129, // 198: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	132, // 199: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	134, // 200: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	136, // 201: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	139, // 202: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	141, // 203: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	143, // 204: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	145, // 205: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	148, // 206: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	151, // 207: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	155, // 208: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	153, // 209: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	160, // 210: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	162, // 211: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	164, // 212: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	166, // 213: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	169, // 214: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	14,  // 215: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	20,  // 216: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	29,  // 217: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	31,  // 218: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	33,  // 219: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	35,  // 220: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	37,  // 221: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	39,  // 222: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	45,  // 223: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	47,  // 224: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	49,  // 225: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	51,  // 226: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	53,  // 227: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	55,  // 228: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	57,  // 229: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	59,  // 230: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	61,  // 231: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	63,  // 232: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	65,  // 233: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	67,  // 234: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	70,  // 235: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	72,  // 236: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	75,  // 237: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	78,  // 238: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	80,  // 239: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	82,  // 240: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	85,  // 241: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	87,  // 242: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	89,  // 243: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	92,  // 244: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	94,  // 245: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	96,  // 246: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	99,  // 247: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	101, // 248: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	103, // 249: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	105, // 250: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	108, // 251: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	110, // 252: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	112, // 253: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	115, // 254: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	117, // 255: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	119, // 256: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	121, // 257: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	123, // 258: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	126, // 259: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	128, // 260: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	130, // 261: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	133, // 262: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	135, // 263: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	137, // 264: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	140, // 265: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	142, // 266: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	144, // 267: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	146, // 268: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	149, // 269: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	152, // 270: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	156, // 271: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	154, // 272: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	161, // 273: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	163, // 274: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	165, // 275: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	167, // 276: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	170, // 277: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	215, // [215:278] is the sub-list for method output_type
-	152, // [152:215] is the sub-list for method input_type
-	152, // [152:152] is the sub-list for extension type_name
-	152, // [152:152] is the sub-list for extension extendee
-	0,   // [0:152] is the sub-list for field type_name
+	191, // 139: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	195, // 140: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	188, // 141: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	159, // 142: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	195, // 143: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	191, // 144: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	159, // 145: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	160, // 146: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	195, // 147: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	191, // 148: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	160, // 149: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	169, // 150: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	160, // 151: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	10,  // 152: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
+	188, // 153: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
+	10,  // 154: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	172, // 155: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
+	10,  // 156: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	172, // 157: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
+	172, // 158: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
+	14,  // 159: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	16,  // 160: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	29,  // 161: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	31,  // 162: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	33,  // 163: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	35,  // 164: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	37,  // 165: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	39,  // 166: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	45,  // 167: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	47,  // 168: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	49,  // 169: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	51,  // 170: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	53,  // 171: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	55,  // 172: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	57,  // 173: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	59,  // 174: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	61,  // 175: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	63,  // 176: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	65,  // 177: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	67,  // 178: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	70,  // 179: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	72,  // 180: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	74,  // 181: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	78,  // 182: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	80,  // 183: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	82,  // 184: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	85,  // 185: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	87,  // 186: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	89,  // 187: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	92,  // 188: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	94,  // 189: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	96,  // 190: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	99,  // 191: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	101, // 192: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	103, // 193: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	105, // 194: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	108, // 195: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	110, // 196: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	112, // 197: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	115, // 198: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	117, // 199: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	119, // 200: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	121, // 201: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	123, // 202: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	126, // 203: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	128, // 204: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	130, // 205: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	133, // 206: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	135, // 207: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	137, // 208: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	140, // 209: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	142, // 210: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	144, // 211: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	146, // 212: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	149, // 213: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	152, // 214: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	156, // 215: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	154, // 216: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	161, // 217: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	163, // 218: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	165, // 219: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	167, // 220: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	170, // 221: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	173, // 222: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
+	175, // 223: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
+	177, // 224: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
+	15,  // 225: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 226: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 227: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 228: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 229: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 230: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 231: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 232: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	46,  // 233: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	48,  // 234: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	50,  // 235: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	52,  // 236: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	54,  // 237: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	56,  // 238: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	58,  // 239: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	60,  // 240: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	62,  // 241: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	64,  // 242: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	66,  // 243: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	68,  // 244: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	71,  // 245: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	73,  // 246: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	76,  // 247: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	79,  // 248: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	81,  // 249: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	83,  // 250: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	86,  // 251: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	88,  // 252: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	90,  // 253: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	93,  // 254: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	95,  // 255: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	97,  // 256: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	100, // 257: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	102, // 258: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	104, // 259: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	106, // 260: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	109, // 261: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	111, // 262: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	113, // 263: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	116, // 264: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	118, // 265: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	120, // 266: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	122, // 267: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	124, // 268: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	127, // 269: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	129, // 270: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	131, // 271: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	134, // 272: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	136, // 273: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	138, // 274: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	141, // 275: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	143, // 276: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	145, // 277: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	147, // 278: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	150, // 279: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	153, // 280: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	157, // 281: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	155, // 282: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	162, // 283: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	164, // 284: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	166, // 285: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	168, // 286: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	171, // 287: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	174, // 288: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	176, // 289: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	178, // 290: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	225, // [225:291] is the sub-list for method output_type
+	159, // [159:225] is the sub-list for method input_type
+	159, // [159:159] is the sub-list for extension type_name
+	159, // [159:159] is the sub-list for extension extendee
+	0,   // [0:159] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -12014,8 +12517,8 @@ func file_guard_v1_registry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
-			NumEnums:      10,
-			NumMessages:   170,
+			NumEnums:      11,
+			NumMessages:   177,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -82,6 +82,9 @@ const (
 	Registry_ListMcpTools_FullMethodName         = "/guard.v1.Registry/ListMcpTools"
 	Registry_SetMcpTool_FullMethodName           = "/guard.v1.Registry/SetMcpTool"
 	Registry_ReportMcpTools_FullMethodName       = "/guard.v1.Registry/ReportMcpTools"
+	Registry_Freeze_FullMethodName               = "/guard.v1.Registry/Freeze"
+	Registry_Unfreeze_FullMethodName             = "/guard.v1.Registry/Unfreeze"
+	Registry_ListFreezes_FullMethodName          = "/guard.v1.Registry/ListFreezes"
 )
 
 // RegistryClient is the client API for Registry service.
@@ -234,6 +237,15 @@ type RegistryClient interface {
 	// for a session: its state and the tools it lists. The answer is each
 	// tool's effect for that session's group (what ListTools shows the agent).
 	ReportMcpTools(ctx context.Context, in *ReportMcpToolsRequest, opts ...grpc.CallOption) (*ReportMcpToolsResponse, error)
+	// Freeze: from its commit on, every decision an agent in the scope asks
+	// (every agent, a group's, or a runner's) denies, on every replica;
+	// always enforced. Owners and global admins freeze any scope, a group's
+	// admins their group.
+	Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*FreezeResponse, error)
+	// Unfreeze lifts a freeze: decisions are made as before it.
+	Unfreeze(ctx context.Context, in *UnfreezeRequest, opts ...grpc.CallOption) (*UnfreezeResponse, error)
+	// ListFreezes lists the scopes frozen now.
+	ListFreezes(ctx context.Context, in *ListFreezesRequest, opts ...grpc.CallOption) (*ListFreezesResponse, error)
 }
 
 type registryClient struct {
@@ -886,6 +898,36 @@ func (c *registryClient) ReportMcpTools(ctx context.Context, in *ReportMcpToolsR
 	return out, nil
 }
 
+func (c *registryClient) Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*FreezeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FreezeResponse)
+	err := c.cc.Invoke(ctx, Registry_Freeze_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) Unfreeze(ctx context.Context, in *UnfreezeRequest, opts ...grpc.CallOption) (*UnfreezeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnfreezeResponse)
+	err := c.cc.Invoke(ctx, Registry_Unfreeze_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) ListFreezes(ctx context.Context, in *ListFreezesRequest, opts ...grpc.CallOption) (*ListFreezesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListFreezesResponse)
+	err := c.cc.Invoke(ctx, Registry_ListFreezes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegistryServer is the server API for Registry service.
 // All implementations must embed UnimplementedRegistryServer
 // for forward compatibility.
@@ -1036,6 +1078,15 @@ type RegistryServer interface {
 	// for a session: its state and the tools it lists. The answer is each
 	// tool's effect for that session's group (what ListTools shows the agent).
 	ReportMcpTools(context.Context, *ReportMcpToolsRequest) (*ReportMcpToolsResponse, error)
+	// Freeze: from its commit on, every decision an agent in the scope asks
+	// (every agent, a group's, or a runner's) denies, on every replica;
+	// always enforced. Owners and global admins freeze any scope, a group's
+	// admins their group.
+	Freeze(context.Context, *FreezeRequest) (*FreezeResponse, error)
+	// Unfreeze lifts a freeze: decisions are made as before it.
+	Unfreeze(context.Context, *UnfreezeRequest) (*UnfreezeResponse, error)
+	// ListFreezes lists the scopes frozen now.
+	ListFreezes(context.Context, *ListFreezesRequest) (*ListFreezesResponse, error)
 	mustEmbedUnimplementedRegistryServer()
 }
 
@@ -1234,6 +1285,15 @@ func (UnimplementedRegistryServer) SetMcpTool(context.Context, *SetMcpToolReques
 }
 func (UnimplementedRegistryServer) ReportMcpTools(context.Context, *ReportMcpToolsRequest) (*ReportMcpToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportMcpTools not implemented")
+}
+func (UnimplementedRegistryServer) Freeze(context.Context, *FreezeRequest) (*FreezeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Freeze not implemented")
+}
+func (UnimplementedRegistryServer) Unfreeze(context.Context, *UnfreezeRequest) (*UnfreezeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Unfreeze not implemented")
+}
+func (UnimplementedRegistryServer) ListFreezes(context.Context, *ListFreezesRequest) (*ListFreezesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListFreezes not implemented")
 }
 func (UnimplementedRegistryServer) mustEmbedUnimplementedRegistryServer() {}
 func (UnimplementedRegistryServer) testEmbeddedByValue()                  {}
@@ -2372,6 +2432,60 @@ func _Registry_ReportMcpTools_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registry_Freeze_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FreezeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).Freeze(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_Freeze_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).Freeze(ctx, req.(*FreezeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_Unfreeze_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnfreezeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).Unfreeze(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_Unfreeze_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).Unfreeze(ctx, req.(*UnfreezeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_ListFreezes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListFreezesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).ListFreezes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_ListFreezes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).ListFreezes(ctx, req.(*ListFreezesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Registry_ServiceDesc is the grpc.ServiceDesc for Registry service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2622,6 +2736,18 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportMcpTools",
 			Handler:    _Registry_ReportMcpTools_Handler,
+		},
+		{
+			MethodName: "Freeze",
+			Handler:    _Registry_Freeze_Handler,
+		},
+		{
+			MethodName: "Unfreeze",
+			Handler:    _Registry_Unfreeze_Handler,
+		},
+		{
+			MethodName: "ListFreezes",
+			Handler:    _Registry_ListFreezes_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

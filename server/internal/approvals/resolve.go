@@ -113,6 +113,16 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (_ *guardv1.Hold, e
 		if cur.ExpiresAt != nil && !cur.ExpiresAt.AsTime().After(time.Now()) {
 			return fault.New(fault.Precondition, "hold %s has expired", r.HoldID)
 		}
+		if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE {
+			// A frozen scope's holds stay pending: approved, their replay
+			// would only be denied (the freeze is always enforced).
+			if by, err := frozenFor(ctx, tx, cur); err != nil || by != "" {
+				if err != nil {
+					return err
+				}
+				return fault.New(fault.Precondition, "hold %s is of a frozen agent (frozen by %s): it stays pending until the freeze is lifted", r.HoldID, by)
+			}
+		}
 		if r.Choice != "" && !hasOption(cur, r.Choice) {
 			return fault.New(fault.Invalid, "choice: %q is not an option of hold %s", r.Choice, r.HoldID)
 		}
@@ -513,4 +523,19 @@ func replayPush(h *guardv1.Hold) *guardv1.Push {
 		HoldId: h.Id, DeliveryAction: h.DeliveryAction, CatalogAction: h.CatalogAction, Payload: h.Payload,
 		Resource: h.Resource,
 	}}}
+}
+
+// frozenFor is who froze the hold's agent (every agent, its group, or its
+// session's runner), "" when none did.
+func frozenFor(ctx context.Context, q store.Querier, h *guardv1.Hold) (string, error) {
+	var by string
+	err := q.QueryRow(ctx, `SELECT COALESCE((SELECT frozen_by FROM freezes
+		WHERE scope = 'all'
+		   OR (scope = 'group' AND target = $1)
+		   OR (scope = 'runner' AND target = (SELECT runner_id FROM sessions WHERE id = NULLIF($2, '')))
+		ORDER BY frozen_at LIMIT 1), '')`, h.GetAgentGroupId(), h.GetSessionId()).Scan(&by)
+	if err != nil {
+		return "", fmt.Errorf("read freezes: %w", err)
+	}
+	return by, nil
 }

@@ -102,7 +102,8 @@ func nonNil(m map[string]any) map[string]any {
 // Baseline is the admin baseline (seed commandBaseline): host allow; agents
 // by cli_scope, then access. Humans (user tokens) may make open reads — the
 // handlers scope results to what the user's roles allow (resources' viewer,
-// approvals' eligibility) — and nothing else; other callers are denied.
+// approvals' eligibility) — and freezes (checked by role in the handler),
+// and nothing else; other callers are denied.
 // groupFields are the request's fields marked (guard.v1.names_group).
 func Baseline(r *guardv1.Rule, groupFields []string, in *guard.Input, f guard.Facts) guard.Decision {
 	switch in.ActorKind() {
@@ -115,6 +116,12 @@ func Baseline(r *guardv1.Rule, groupFields []string, in *guard.Input, f guard.Fa
 		}
 		if in.ActorKind() == "human" && r.GetAccess() == guardv1.Access_ACCESS_OPEN {
 			return guard.Allow("user read, scoped to the user's roles")
+		}
+		if in.ActorKind() == "human" && r.GetResource() == "freezes" {
+			// A person stops agents at once, no approval between: the
+			// handler lets owners and global admins freeze any scope and a
+			// group's admins their group (resources/freezes.go).
+			return guard.Allow("a freeze by a person, checked against their roles")
 		}
 		return guard.Deny("CLI commands accept host or agent callers only.")
 	}

@@ -216,7 +216,7 @@ func (e *Engine) ReadFacts(ctx context.Context, q Querier, tables *FactTables, i
 		if !served {
 			return nil, nil, Facts{}, false, nil
 		}
-		c, f, err := e.Catalog.lookupFacts(tables, p.entry, &in, args)
+		c, f, err := e.Catalog.lookupFacts(tables, p.entry, &in, "", args)
 		return c.sessionRunner, c.sessionGroup, f, true, err
 	}
 	if r, err = (liveSource{batched: q, direct: q, nonCatalog: &e.nonCatalog}).read(ctx, p); err != nil {

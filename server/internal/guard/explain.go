@@ -3,6 +3,7 @@ package guard
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -187,6 +188,11 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 			Detail: "the facts could not be read, or the baseline errored or panicked: the guard fails closed"}}
 		x.WouldChange = []string{"the same request once the database answers and the baseline runs → the baseline's answer"}
 		return x
+	case ByFreeze:
+		x.Checks = []*guardv1.ExplainedCheck{{Name: "freeze", Outcome: "deny",
+			Detail: d.Reason + "; always enforced: no mode, grant or approval passes it"}}
+		x.WouldChange = []string{"ncl unfreeze of the scope → the checks decide again"}
+		return x
 	case ByPrecheck:
 		x.Checks = []*guardv1.ExplainedCheck{{Name: "precheck", Outcome: "deny",
 			Detail: "the request is malformed: " + d.Reason + " (no hold is ever created for it)"}}
@@ -276,7 +282,10 @@ func safeExplain(e *Entry, in *Input, f Facts, d Decision) (ex Explained) {
 // facts it read and the baseline's answer.
 func genericExplain(f Facts, d Decision) Explained {
 	names := make([]string, 0, len(f.vals))
-	for k := range f.vals {
+	for k, v := range f.vals {
+		if v == nil && slices.Contains(freezeFacts[:], k) {
+			continue // a scope not frozen says nothing about this decision
+		}
 		names = append(names, k)
 	}
 	sort.Strings(names)

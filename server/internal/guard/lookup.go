@@ -50,6 +50,7 @@ const (
 	paramSession
 	paramArg
 	paramLiteral
+	paramRunner
 )
 
 // The parameters a lookup key may use.
@@ -58,6 +59,9 @@ var (
 	ActorGroup = Param{kind: paramActorGroup}
 	// ActorSession is the actor's session ($2).
 	ActorSession = Param{kind: paramSession}
+	// CallerRunner is the runner asking for its agent ($4; "" for other
+	// callers).
+	CallerRunner = Param{kind: paramRunner}
 )
 
 // Arg is the entry's i-th argument (Args(in)[i], $6+i), which must be a string.
@@ -125,6 +129,8 @@ func (p Param) sql() string {
 		return "$1"
 	case paramSession:
 		return "$2"
+	case paramRunner:
+		return "$4::text"
 	case paramArg:
 		return fmt.Sprintf("$%d::text", 6+p.arg)
 	}
@@ -226,14 +232,14 @@ type compiledLookup struct {
 // lookupReader reads a decision's lookups from one view, reading each
 // (table, key) once: a2a.send's four policy columns are one row.
 type lookupReader struct {
-	v              *FactTables
-	group, session string
-	args           []string
-	key            [160]byte // the key being built (ids are ≤ 128 bytes)
-	seen           [8]seenRows
-	nseen          int
-	arena          [512]byte // the seen keys' bytes (kept on the stack)
-	used           int
+	v                      *FactTables
+	group, session, runner string
+	args                   []string
+	key                    [160]byte // the key being built (ids are ≤ 128 bytes)
+	seen                   [8]seenRows
+	nseen                  int
+	arena                  [512]byte // the seen keys' bytes (kept on the stack)
+	used                   int
 }
 
 type seenRows struct {
@@ -254,6 +260,8 @@ func (r *lookupReader) read(cl *compiledLookup) (*string, error) {
 			key = append(key, r.group...)
 		case paramSession:
 			key = append(key, r.session...)
+		case paramRunner:
+			key = append(key, r.runner...)
 		case paramArg:
 			if k.Equals.arg >= len(r.args) {
 				return nil, fmt.Errorf("lookup of %s: argument %d missing", cl.Table, k.Equals.arg)

@@ -72,7 +72,7 @@ func (s snapshotSource) read(_ context.Context, p *plan) (*reading, error) {
 	if tables == nil {
 		return nil, errNotServed // still loading
 	}
-	c, f, err := s.catalog.lookupFacts(tables, p.entry, &p.req.Input, args)
+	c, f, err := s.catalog.lookupFacts(tables, p.entry, &p.req.Input, p.req.RunnerID, args)
 	if err != nil {
 		return nil, errNotServed // the live source reads (and reports) it
 	}
@@ -84,9 +84,9 @@ func (s snapshotSource) read(_ context.Context, p *plan) (*reading, error) {
 }
 
 // lookupFacts reads an entry's facts and the actor's session from a copy.
-func (c *Catalog) lookupFacts(v *FactTables, ce *compiled, in *Input, args []string) (common, Facts, error) {
+func (c *Catalog) lookupFacts(v *FactTables, ce *compiled, in *Input, runner string, args []string) (common, Facts, error) {
 	group, _ := in.AgentGroup()
-	r := lookupReader{v: v, group: group, session: in.Session(), args: args}
+	r := lookupReader{v: v, group: group, session: in.Session(), runner: runner, args: args}
 	var out common
 	var err error
 	if out.sessionRunner, err = r.read(&c.session[0]); err != nil {

@@ -30,6 +30,9 @@ const (
 	ByGuardFailure = "guard-failure"
 	// ByMode: a gate in audit or warn mode let the action run.
 	ByMode = "mode"
+	// ByFreeze: the agent's scope (every agent, its group or its runner) is
+	// frozen; always enforced.
+	ByFreeze = "freeze"
 )
 
 // Enforcement modes of a gate (action_settings.mode, a message policy's mode).

@@ -42,6 +42,7 @@ var owner = map[string]string{
 	"user_dms":                      "resources",
 	"tokens":                        "authn",
 	"action_settings":               "resources",
+	"freezes":                       "resources",
 	"pending_questions":             "resources",
 	"mcp_server_settings":           "resources",
 	"mcp_tool_settings":             "resources",

@@ -36,6 +36,10 @@ func (s *Service) Precheck(msg proto.Message) error {
 		err = checkAddGroupMcpServer(r)
 	case *guardv1.RemoveGroupMcpServerRequest:
 		err = checkRemoveGroupMcpServer(r)
+	case *guardv1.FreezeRequest:
+		err = checkFreeze(r)
+	case *guardv1.UnfreezeRequest:
+		err = checkUnfreeze(r)
 	case *guardv1.RestartGroupRequest:
 		err = required("group", r.GetGroup())
 	case *guardv1.AddDestinationRequest:

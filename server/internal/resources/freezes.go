@@ -1,0 +1,199 @@
+package resources
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/authn"
+	"github.com/clawguard/clawguard/server/internal/fault"
+	"github.com/clawguard/clawguard/server/internal/store"
+)
+
+// Freezes (issue 32): the freezes table is a fact of every catalog entry
+// (guard/catalog.go reads it by scope and target), so a freeze holds from
+// its commit on every replica — a snapshot copy older than it is never
+// answered from. This file is the table's one writer.
+
+// freezeKey is the freezes row of a request: its scope word and target.
+func freezeKey(scope guardv1.FreezeScope, group, runner string) (word, target string, err error) {
+	switch scope {
+	case guardv1.FreezeScope_FREEZE_SCOPE_ALL:
+		if group != "" || runner != "" {
+			return "", "", invalid("scope", "all names no group and no runner")
+		}
+		return "all", "", nil
+	case guardv1.FreezeScope_FREEZE_SCOPE_GROUP:
+		if runner != "" || group == "" {
+			return "", "", invalid("group", "scope group needs the group, and no runner")
+		}
+		return "group", group, nil
+	case guardv1.FreezeScope_FREEZE_SCOPE_RUNNER:
+		if group != "" || runner == "" {
+			return "", "", invalid("runner", "scope runner needs the runner, and no group")
+		}
+		return "runner", runner, nil
+	}
+	return "", "", invalid("scope", "want all, group or runner")
+}
+
+func checkFreeze(r *guardv1.FreezeRequest) error {
+	_, _, err := freezeKey(r.GetScope(), r.GetGroup(), r.GetRunner())
+	return err
+}
+
+func checkUnfreeze(r *guardv1.UnfreezeRequest) error {
+	_, _, err := freezeKey(r.GetScope(), r.GetGroup(), r.GetRunner())
+	return err
+}
+
+// mayFreeze: every agent and a runner's agents are the fleet's (the
+// operator, owners, global admins); a group is also its admins'.
+func (v viewer) mayFreeze(scope, target string) error {
+	if v.all || (scope == "group" && v.sees(target)) {
+		return nil
+	}
+	if scope == "group" {
+		return fault.Deniedf("freezing group %s needs an admin of it, an owner or a global admin", target)
+	}
+	return fault.Deniedf("freezing %s needs the operator, an owner or a global admin", map[string]string{"all": "every agent", "runner": "a runner"}[scope])
+}
+
+// Freeze freezes a scope. Freezing a frozen scope keeps the first freeze.
+func (s *Service) Freeze(ctx context.Context, req *guardv1.FreezeRequest) (_ *guardv1.FreezeResponse, err error) {
+	defer store.Faulted(&err, "freeze")
+	scope, target, err := freezeKey(req.GetScope(), req.GetGroup(), req.GetRunner())
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.mayFreeze(scope, target); err != nil {
+		return nil, err
+	}
+	switch scope {
+	case "group", "runner":
+		table := map[string]string{"group": "agent_groups", "runner": "runners"}[scope]
+		var known bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+` WHERE id = $1)`, target).Scan(&known); err != nil {
+			return nil, err
+		}
+		if !known {
+			return nil, notFound("%s %q not found", scope, target)
+		}
+	}
+	by := freezer(ctx)
+	row := s.pool.QueryRow(ctx, `WITH put AS (
+			INSERT INTO freezes (scope, target, reason, frozen_by) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (scope, target) DO NOTHING RETURNING scope, target, reason, frozen_by, frozen_at)
+		SELECT scope, target, reason, frozen_by, frozen_at FROM put
+		UNION ALL SELECT scope, target, reason, frozen_by, frozen_at FROM freezes WHERE scope = $1 AND target = $2
+		LIMIT 1`, scope, target, req.GetReason(), by)
+	f, err := scanFreeze(row)
+	if err != nil {
+		return nil, err
+	}
+	slog.InfoContext(ctx, "frozen", "audit", true, "scope", scope, "target", target, "by", f.GetFrozenBy(), "reason", f.GetReason())
+	return &guardv1.FreezeResponse{Freeze: f}, nil
+}
+
+// Unfreeze lifts a scope's freeze; NotFound when it is not frozen.
+func (s *Service) Unfreeze(ctx context.Context, req *guardv1.UnfreezeRequest) (_ *guardv1.UnfreezeResponse, err error) {
+	defer store.Faulted(&err, "unfreeze")
+	scope, target, err := freezeKey(req.GetScope(), req.GetGroup(), req.GetRunner())
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.mayFreeze(scope, target); err != nil {
+		return nil, err
+	}
+	f, err := scanFreeze(s.pool.QueryRow(ctx, `DELETE FROM freezes WHERE scope = $1 AND target = $2
+		RETURNING scope, target, reason, frozen_by, frozen_at`, scope, target))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("%s is not frozen", describeScope(scope, target))
+	}
+	if err != nil {
+		return nil, err
+	}
+	slog.InfoContext(ctx, "unfrozen", "audit", true, "scope", scope, "target", target, "by", freezer(ctx))
+	return &guardv1.UnfreezeResponse{Freeze: f}, nil
+}
+
+// ListFreezes lists the frozen scopes the caller may see, oldest first.
+func (s *Service) ListFreezes(ctx context.Context, _ *guardv1.ListFreezesRequest) (_ *guardv1.ListFreezesResponse, err error) {
+	defer store.Faulted(&err, "freezes")
+	v, err := s.viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT scope, target, reason, frozen_by, frozen_at FROM freezes ORDER BY frozen_at, scope, target`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := &guardv1.ListFreezesResponse{}
+	for rows.Next() {
+		f, err := scanFreeze(rows)
+		if err != nil {
+			return nil, err
+		}
+		// A fleet-wide freeze concerns everyone; a group's, its readers.
+		if f.GetScope() == guardv1.FreezeScope_FREEZE_SCOPE_ALL || v.all || (f.GetGroup() != "" && v.sees(f.GetGroup())) {
+			out.Freezes = append(out.Freezes, f)
+		}
+	}
+	return out, rows.Err()
+}
+
+func scanFreeze(row pgx.Row) (*guardv1.Freeze, error) {
+	var (
+		scope, target string
+		at            time.Time
+		f             guardv1.Freeze
+	)
+	if err := row.Scan(&scope, &target, &f.Reason, &f.FrozenBy, &at); err != nil {
+		return nil, err
+	}
+	switch scope {
+	case "all":
+		f.Scope = guardv1.FreezeScope_FREEZE_SCOPE_ALL
+	case "group":
+		f.Scope, f.Group = guardv1.FreezeScope_FREEZE_SCOPE_GROUP, target
+	case "runner":
+		f.Scope, f.Runner = guardv1.FreezeScope_FREEZE_SCOPE_RUNNER, target
+	}
+	f.FrozenAt = ts(at)
+	return &f, nil
+}
+
+func describeScope(scope, target string) string {
+	if scope == "all" {
+		return "every agent"
+	}
+	return scope + " " + target
+}
+
+// freezer names who froze: the user, the operator, or the agent's group
+// (an agent's freeze runs only once approved).
+func freezer(ctx context.Context) string {
+	c, _ := authn.FromContext(ctx)
+	switch {
+	case c.Principal.UserID != "":
+		return c.Principal.UserID
+	case c.Agent != nil:
+		return "agent of " + c.Agent.GroupID
+	case c.Principal.Kind == guardv1.Principal_PRINCIPAL_OPERATOR:
+		return "operator"
+	}
+	return "unknown"
+}
