@@ -13,11 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/proto/flagfile"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
 // Config is everything `clawguard-runner` can be told.
 type Config struct {
+	ConfigFile    string // YAML settings file (proto/flagfile), below flags and the environment
 	Server        string
 	TokenFile     string
 	ID            string
@@ -130,6 +132,10 @@ func Parse(args []string) (Config, error) {
 		}
 		fs.DurationVar(p, name, *p, usage+" ["+EnvName(name)+"]")
 	}
+	if v, ok := os.LookupEnv(EnvName("config")); ok { // never ncl's CLAWGUARD_CONFIG
+		c.ConfigFile = v
+	}
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML file of settings, keys named as these flags; flags, then the environment, win over it ["+EnvName("config")+"]")
 	str(&c.Server, "server", "server gRPC address host:port")
 	str(&c.TokenFile, "token-file", "file holding this runner's token")
 	str(&c.ID, "id", "runner id (the one the token is bound to)")
@@ -182,6 +188,10 @@ func Parse(args []string) (Config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	fromEnv := func(name string) bool { _, _, ok := lookupEnv(name); return ok }
+	if err := flagfile.Apply(fs, c.ConfigFile, fromEnv); err != nil {
+		return c, err
 	}
 	if len(envErrs) > 0 {
 		return c, errors.New(envErrs[0])

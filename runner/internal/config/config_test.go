@@ -126,3 +126,34 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// Issue 33: a YAML file of settings, keys named as the flags; the command
+// line and the runner's environment win over it; ncl's CLAWGUARD_CONFIG
+// is not the runner's.
+func TestParseReadsAConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runner.yaml")
+	body := "token-file: /from-file\nid: file-id\nidle-after: 5m\ngroup: [research, ops]\nagent-env:\n  K: V\nserver: 10.0.0.1:7443\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CLAWGUARD_RUNNER_SERVER", "127.0.0.2:7443")
+	t.Setenv("CLAWGUARD_CONFIG", "/ncl/config.yaml") // ncl's: never read
+	c, err := Parse([]string{"--config", path, "--id", "flag-id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TokenFile != "/from-file" || c.ID != "flag-id" || c.IdleAfter.String() != "5m0s" || strings.Join(c.Groups, "|") != "research|ops" ||
+		c.AgentEnv["K"] != "V" || c.Server != "127.0.0.2:7443" {
+		t.Fatalf("%+v", c)
+	}
+	t.Setenv("CLAWGUARD_RUNNER_CONFIG", path)
+	if c, err := Parse(nil); err != nil || c.TokenFile != "/from-file" {
+		t.Fatalf("CLAWGUARD_RUNNER_CONFIG: %+v %v", c, err)
+	}
+	if err := os.WriteFile(path, []byte("token-file: /t\nid: x\nidle_after: 5m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(nil); err == nil || !strings.Contains(err.Error(), `line 3: "idle_after" is not a setting`) {
+		t.Fatalf("a key that is no flag: %v", err)
+	}
+}

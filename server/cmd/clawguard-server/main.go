@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/clawguard/clawguard/migrations"
+	"github.com/clawguard/clawguard/proto/flagfile"
 	"github.com/clawguard/clawguard/server/internal/app"
 	"github.com/clawguard/clawguard/server/internal/config"
 	"github.com/clawguard/clawguard/server/internal/logs"
@@ -77,6 +78,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfg.Bind(fs)
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := flagfile.Apply(fs, cfg.ConfigFile, config.FromEnv); err != nil {
+		fmt.Fprintf(stderr, "clawguard-server: %v\n", err)
 		return 2
 	}
 	if err := cfg.Validate(); err != nil {

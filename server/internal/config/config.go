@@ -19,6 +19,9 @@ import (
 
 // Config is everything `clawguard-server serve` can be told.
 type Config struct {
+	// ConfigFile is a YAML file of settings (keys: the flags' names),
+	// below the command line and the environment (proto/flagfile).
+	ConfigFile        string
 	DatabaseURL       string
 	Listen            string
 	MetricsListen     string
@@ -124,8 +127,16 @@ func Default() Config {
 	}
 }
 
+// ConfigEnv is --config's environment twin: not CLAWGUARD_CONFIG, which is
+// ncl's.
+const ConfigEnv = "CLAWGUARD_SERVER_CONFIG"
+
 // Bind registers the serve flags on fs, each defaulting to its env twin.
 func (c *Config) Bind(fs *flag.FlagSet) {
+	if v, ok := os.LookupEnv(ConfigEnv); ok {
+		c.ConfigFile = v
+	}
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML file of settings, keys named as these flags; flags, then the environment, win over it ["+ConfigEnv+"]")
 	str(fs, &c.DatabaseURL, "database-url", "Postgres URL")
 	str(fs, &c.Listen, "listen", "gRPC listen address")
 	str(fs, &c.MetricsListen, "metrics-listen", "Prometheus /metrics listen address (empty = off)")
@@ -344,4 +355,11 @@ func integer(fs *flag.FlagSet, p *int, name, usage string) {
 		*p = n
 	}
 	fs.IntVar(p, name, *p, usage+" ["+EnvName(name)+"]")
+}
+
+// FromEnv says whether a flag's value came from its environment twin: a
+// config file does not override it.
+func FromEnv(flagName string) bool {
+	_, ok := os.LookupEnv(EnvName(flagName))
+	return ok
 }
