@@ -1440,6 +1440,7 @@ type Push struct {
 	//	*Push_Restart
 	//	*Push_Notify
 	//	*Push_Start
+	//	*Push_Stop
 	Body          isPush_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1555,6 +1556,15 @@ func (x *Push) GetStart() *StartSession {
 	return nil
 }
 
+func (x *Push) GetStop() *StopSession {
+	if x != nil {
+		if x, ok := x.Body.(*Push_Stop); ok {
+			return x.Stop
+		}
+	}
+	return nil
+}
+
 type isPush_Body interface {
 	isPush_Body()
 }
@@ -1579,6 +1589,10 @@ type Push_Start struct {
 	Start *StartSession `protobuf:"bytes,14,opt,name=start,proto3,oneof"`
 }
 
+type Push_Stop struct {
+	Stop *StopSession `protobuf:"bytes,15,opt,name=stop,proto3,oneof"`
+}
+
 func (*Push_Replay) isPush_Body() {}
 
 func (*Push_Deliver) isPush_Body() {}
@@ -1588,6 +1602,8 @@ func (*Push_Restart) isPush_Body() {}
 func (*Push_Notify) isPush_Body() {}
 
 func (*Push_Start) isPush_Body() {}
+
+func (*Push_Stop) isPush_Body() {}
 
 // ReplayAction re-runs an approved delivery action with its grant.
 type ReplayAction struct {
@@ -10989,6 +11005,52 @@ func (x *ListFreezesResponse) GetFreezes() []*Freeze {
 	return nil
 }
 
+// StopSession stops a session's agent and keeps it from starting (a
+// freeze) until a StartSession; what arrives meanwhile is kept in its inbox.
+type StopSession struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopSession) Reset() {
+	*x = StopSession{}
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopSession) ProtoMessage() {}
+
+func (x *StopSession) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
+func (*StopSession) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{168}
+}
+
+func (x *StopSession) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_guard_v1_registry_proto protoreflect.FileDescriptor
 
 const file_guard_v1_registry_proto_rawDesc = "" +
@@ -11049,7 +11111,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\fLeaseRenewed\x129\n" +
 	"\n" +
 	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12+\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\x9f\x03\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xcc\x03\n" +
 	"\x04Push\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -11062,7 +11124,8 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\adeliver\x18\v \x01(\v2\x18.guard.v1.DeliverMessageH\x00R\adeliver\x126\n" +
 	"\arestart\x18\f \x01(\v2\x1a.guard.v1.RestartContainerH\x00R\arestart\x12/\n" +
 	"\x06notify\x18\r \x01(\v2\x15.guard.v1.NotifyAgentH\x00R\x06notify\x12.\n" +
-	"\x05start\x18\x0e \x01(\v2\x16.guard.v1.StartSessionH\x00R\x05startB\x06\n" +
+	"\x05start\x18\x0e \x01(\v2\x16.guard.v1.StartSessionH\x00R\x05start\x12+\n" +
+	"\x04stop\x18\x0f \x01(\v2\x15.guard.v1.StopSessionH\x00R\x04stopB\x06\n" +
 	"\x04body\"\xa9\x02\n" +
 	"\fReplayAction\x12\x17\n" +
 	"\ahold_id\x18\x01 \x01(\tR\x06holdId\x12'\n" +
@@ -11767,7 +11830,9 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06freeze\x18\x01 \x01(\v2\x10.guard.v1.FreezeR\x06freeze\"\x14\n" +
 	"\x12ListFreezesRequest\"A\n" +
 	"\x13ListFreezesResponse\x12*\n" +
-	"\afreezes\x18\x01 \x03(\v2\x10.guard.v1.FreezeR\afreezes*\x89\x02\n" +
+	"\afreezes\x18\x01 \x03(\v2\x10.guard.v1.FreezeR\afreezes\"%\n" +
+	"\vStopSession\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason*\x89\x02\n" +
 	"\n" +
 	"NoticeKind\x12\x1b\n" +
 	"\x17NOTICE_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -11987,7 +12052,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 177)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 178)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -12168,322 +12233,324 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*UnfreezeResponse)(nil),             // 176: guard.v1.UnfreezeResponse
 	(*ListFreezesRequest)(nil),           // 177: guard.v1.ListFreezesRequest
 	(*ListFreezesResponse)(nil),          // 178: guard.v1.ListFreezesResponse
-	nil,                                  // 179: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 180: guard.v1.RegisterRunnerResponse.LabelsEntry
-	nil,                                  // 181: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 182: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 183: guard.v1.Runner.LabelsEntry
-	nil,                                  // 184: guard.v1.McpServer.EnvEntry
-	nil,                                  // 185: guard.v1.DeleteGroupResponse.RemovedEntry
-	nil,                                  // 186: guard.v1.Token.LabelsEntry
-	nil,                                  // 187: guard.v1.CreateTokenRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),        // 188: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 189: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 190: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 191: guard.v1.EnforcementMode
-	(Principal)(0),                       // 192: guard.v1.Principal
-	(Access)(0),                          // 193: guard.v1.Access
-	(*Actor)(nil),                        // 194: guard.v1.Actor
-	(Effect)(0),                          // 195: guard.v1.Effect
-	(*Explanation)(nil),                  // 196: guard.v1.Explanation
+	(*StopSession)(nil),                  // 179: guard.v1.StopSession
+	nil,                                  // 180: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 181: guard.v1.RegisterRunnerResponse.LabelsEntry
+	nil,                                  // 182: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 183: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 184: guard.v1.Runner.LabelsEntry
+	nil,                                  // 185: guard.v1.McpServer.EnvEntry
+	nil,                                  // 186: guard.v1.DeleteGroupResponse.RemovedEntry
+	nil,                                  // 187: guard.v1.Token.LabelsEntry
+	nil,                                  // 188: guard.v1.CreateTokenRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 189: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 190: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 191: google.protobuf.Struct
+	(EnforcementMode)(0),                 // 192: guard.v1.EnforcementMode
+	(Principal)(0),                       // 193: guard.v1.Principal
+	(Access)(0),                          // 194: guard.v1.Access
+	(*Actor)(nil),                        // 195: guard.v1.Actor
+	(Effect)(0),                          // 196: guard.v1.Effect
+	(*Explanation)(nil),                  // 197: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	179, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	188, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	189, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	180, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
-	189, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
+	180, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	189, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	190, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	181, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
+	190, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
 	17,  // 6: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
 	18,  // 7: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
 	19,  // 8: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
 	20,  // 9: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
 	23,  // 10: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
 	22,  // 11: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	188, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	189, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
-	188, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	189, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	190, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
+	189, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
 	24,  // 15: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
 	25,  // 16: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
 	26,  // 17: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
 	27,  // 18: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
 	28,  // 19: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	190, // 20: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	181, // 21: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	190, // 22: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
-	0,   // 23: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	69,  // 24: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	44,  // 25: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	69,  // 26: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	44,  // 27: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	190, // 28: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	182, // 29: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	190, // 30: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	190, // 31: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
-	1,   // 32: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	2,   // 33: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
-	2,   // 34: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	188, // 35: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	183, // 36: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	188, // 37: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	13,  // 38: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	188, // 39: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	184, // 40: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	3,   // 41: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	42,  // 42: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	188, // 43: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	43,  // 44: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	3,   // 45: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	44,  // 46: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	44,  // 47: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	44,  // 48: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	44,  // 49: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	185, // 50: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	43,  // 51: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 52: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	43,  // 53: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 54: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 55: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 56: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 57: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	42,  // 58: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	43,  // 59: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	43,  // 60: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	5,   // 61: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	188, // 62: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	188, // 63: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	69,  // 64: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	69,  // 65: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	190, // 66: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	188, // 67: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	75,  // 68: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	77,  // 69: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	77,  // 70: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	188, // 71: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	84,  // 72: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	84,  // 73: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	6,   // 74: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	7,   // 75: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	188, // 76: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	91,  // 77: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	6,   // 78: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 79: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	91,  // 80: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	6,   // 81: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 82: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	188, // 83: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	98,  // 84: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	98,  // 85: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	98,  // 86: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	98,  // 87: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	188, // 88: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	107, // 89: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	107, // 90: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 91: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	188, // 92: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	114, // 93: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	114, // 94: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 95: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	114, // 96: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 97: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	114, // 98: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	191, // 99: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	125, // 100: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	191, // 101: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	125, // 102: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	132, // 103: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	132, // 104: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	192, // 105: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	188, // 106: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	188, // 107: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	186, // 108: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	188, // 109: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	188, // 110: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	192, // 111: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	187, // 112: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	189, // 113: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
-	139, // 114: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	139, // 115: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	41,  // 116: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	193, // 117: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	191, // 118: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	148, // 119: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	188, // 120: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	194, // 121: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	195, // 122: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	189, // 123: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	196, // 124: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	195, // 125: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	151, // 126: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	195, // 127: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	188, // 128: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	188, // 129: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
-	151, // 130: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	191, // 131: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	148, // 132: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	188, // 133: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	195, // 134: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	191, // 135: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	158, // 136: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	195, // 137: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 138: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	191, // 139: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	195, // 140: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	188, // 141: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	159, // 142: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	195, // 143: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	191, // 144: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	159, // 145: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	160, // 146: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	195, // 147: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	191, // 148: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	160, // 149: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	169, // 150: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	160, // 151: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	10,  // 152: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
-	188, // 153: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
-	10,  // 154: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	172, // 155: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
-	10,  // 156: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	172, // 157: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
-	172, // 158: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
-	14,  // 159: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	16,  // 160: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	29,  // 161: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	31,  // 162: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	33,  // 163: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	35,  // 164: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	37,  // 165: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	39,  // 166: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	45,  // 167: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	47,  // 168: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	49,  // 169: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	51,  // 170: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	53,  // 171: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	55,  // 172: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	57,  // 173: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	59,  // 174: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	61,  // 175: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	63,  // 176: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	65,  // 177: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	67,  // 178: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	70,  // 179: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	72,  // 180: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	74,  // 181: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	78,  // 182: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	80,  // 183: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	82,  // 184: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	85,  // 185: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	87,  // 186: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	89,  // 187: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	92,  // 188: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	94,  // 189: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	96,  // 190: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	99,  // 191: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	101, // 192: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	103, // 193: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	105, // 194: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	108, // 195: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	110, // 196: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	112, // 197: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	115, // 198: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	117, // 199: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	119, // 200: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	121, // 201: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	123, // 202: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	126, // 203: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	128, // 204: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	130, // 205: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	133, // 206: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	135, // 207: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	137, // 208: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	140, // 209: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	142, // 210: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	144, // 211: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	146, // 212: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	149, // 213: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	152, // 214: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	156, // 215: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	154, // 216: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	161, // 217: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	163, // 218: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	165, // 219: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	167, // 220: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	170, // 221: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	173, // 222: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
-	175, // 223: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
-	177, // 224: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	15,  // 225: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 226: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 227: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 228: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 229: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 230: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 231: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 232: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	46,  // 233: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	48,  // 234: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	50,  // 235: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	52,  // 236: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	54,  // 237: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	56,  // 238: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	58,  // 239: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	60,  // 240: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	62,  // 241: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	64,  // 242: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	66,  // 243: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	68,  // 244: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	71,  // 245: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	73,  // 246: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	76,  // 247: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	79,  // 248: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	81,  // 249: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	83,  // 250: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	86,  // 251: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	88,  // 252: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	90,  // 253: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	93,  // 254: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	95,  // 255: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	97,  // 256: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	100, // 257: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	102, // 258: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	104, // 259: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	106, // 260: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	109, // 261: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	111, // 262: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	113, // 263: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	116, // 264: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	118, // 265: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	120, // 266: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	122, // 267: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	124, // 268: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	127, // 269: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	129, // 270: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	131, // 271: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	134, // 272: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	136, // 273: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	138, // 274: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	141, // 275: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	143, // 276: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	145, // 277: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	147, // 278: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	150, // 279: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	153, // 280: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	157, // 281: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	155, // 282: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	162, // 283: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	164, // 284: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	166, // 285: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	168, // 286: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	171, // 287: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	174, // 288: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	176, // 289: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	178, // 290: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	225, // [225:291] is the sub-list for method output_type
-	159, // [159:225] is the sub-list for method input_type
-	159, // [159:159] is the sub-list for extension type_name
-	159, // [159:159] is the sub-list for extension extendee
-	0,   // [0:159] is the sub-list for field type_name
+	179, // 20: guard.v1.Push.stop:type_name -> guard.v1.StopSession
+	191, // 21: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	182, // 22: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	191, // 23: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	0,   // 24: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
+	69,  // 25: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	44,  // 26: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	69,  // 27: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	44,  // 28: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	191, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	183, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	191, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	191, // 32: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	1,   // 33: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
+	2,   // 34: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
+	2,   // 35: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
+	189, // 36: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	184, // 37: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	189, // 38: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 39: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	189, // 40: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	185, // 41: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	3,   // 42: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	42,  // 43: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	189, // 44: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	43,  // 45: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 46: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	44,  // 47: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	44,  // 48: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	44,  // 49: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	44,  // 50: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	186, // 51: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	43,  // 52: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 53: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	43,  // 54: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 55: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	43,  // 56: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 57: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	43,  // 58: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 59: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	43,  // 60: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 61: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 62: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	189, // 63: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	189, // 64: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	69,  // 65: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	69,  // 66: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	191, // 67: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	189, // 68: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	75,  // 69: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	77,  // 70: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	77,  // 71: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	189, // 72: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	84,  // 73: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	84,  // 74: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 75: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 76: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	189, // 77: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	91,  // 78: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 79: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 80: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	91,  // 81: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 82: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 83: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	189, // 84: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 85: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	98,  // 86: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	98,  // 87: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	98,  // 88: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	189, // 89: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	107, // 90: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	107, // 91: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 92: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	189, // 93: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	114, // 94: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	114, // 95: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 96: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	114, // 97: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 98: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	114, // 99: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	192, // 100: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	125, // 101: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	192, // 102: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	125, // 103: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	132, // 104: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	132, // 105: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	193, // 106: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	189, // 107: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	189, // 108: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	187, // 109: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	189, // 110: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	189, // 111: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	193, // 112: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	188, // 113: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	190, // 114: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	139, // 115: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	139, // 116: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	41,  // 117: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	194, // 118: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	192, // 119: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	148, // 120: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	189, // 121: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	195, // 122: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	196, // 123: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	190, // 124: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	197, // 125: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	196, // 126: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	151, // 127: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	196, // 128: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	189, // 129: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	189, // 130: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	151, // 131: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	192, // 132: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	148, // 133: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	189, // 134: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	196, // 135: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	192, // 136: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	158, // 137: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	196, // 138: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 139: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	192, // 140: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	196, // 141: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	189, // 142: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	159, // 143: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	196, // 144: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	192, // 145: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	159, // 146: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	160, // 147: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	196, // 148: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	192, // 149: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	160, // 150: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	169, // 151: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	160, // 152: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	10,  // 153: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
+	189, // 154: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
+	10,  // 155: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	172, // 156: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
+	10,  // 157: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	172, // 158: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
+	172, // 159: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
+	14,  // 160: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	16,  // 161: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	29,  // 162: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	31,  // 163: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	33,  // 164: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	35,  // 165: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	37,  // 166: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	39,  // 167: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	45,  // 168: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	47,  // 169: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	49,  // 170: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	51,  // 171: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	53,  // 172: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	55,  // 173: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	57,  // 174: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	59,  // 175: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	61,  // 176: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	63,  // 177: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	65,  // 178: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	67,  // 179: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	70,  // 180: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	72,  // 181: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	74,  // 182: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	78,  // 183: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	80,  // 184: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	82,  // 185: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	85,  // 186: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	87,  // 187: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	89,  // 188: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	92,  // 189: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	94,  // 190: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	96,  // 191: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	99,  // 192: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	101, // 193: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	103, // 194: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	105, // 195: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	108, // 196: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	110, // 197: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	112, // 198: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	115, // 199: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	117, // 200: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	119, // 201: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	121, // 202: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	123, // 203: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	126, // 204: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	128, // 205: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	130, // 206: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	133, // 207: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	135, // 208: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	137, // 209: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	140, // 210: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	142, // 211: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	144, // 212: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	146, // 213: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	149, // 214: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	152, // 215: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	156, // 216: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	154, // 217: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	161, // 218: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	163, // 219: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	165, // 220: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	167, // 221: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	170, // 222: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	173, // 223: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
+	175, // 224: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
+	177, // 225: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
+	15,  // 226: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 227: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 228: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 229: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 230: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 231: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 232: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 233: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	46,  // 234: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	48,  // 235: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	50,  // 236: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	52,  // 237: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	54,  // 238: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	56,  // 239: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	58,  // 240: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	60,  // 241: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	62,  // 242: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	64,  // 243: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	66,  // 244: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	68,  // 245: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	71,  // 246: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	73,  // 247: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	76,  // 248: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	79,  // 249: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	81,  // 250: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	83,  // 251: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	86,  // 252: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	88,  // 253: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	90,  // 254: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	93,  // 255: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	95,  // 256: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	97,  // 257: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	100, // 258: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	102, // 259: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	104, // 260: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	106, // 261: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	109, // 262: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	111, // 263: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	113, // 264: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	116, // 265: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	118, // 266: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	120, // 267: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	122, // 268: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	124, // 269: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	127, // 270: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	129, // 271: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	131, // 272: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	134, // 273: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	136, // 274: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	138, // 275: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	141, // 276: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	143, // 277: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	145, // 278: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	147, // 279: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	150, // 280: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	153, // 281: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	157, // 282: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	155, // 283: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	162, // 284: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	164, // 285: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	166, // 286: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	168, // 287: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	171, // 288: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	174, // 289: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	176, // 290: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	178, // 291: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	226, // [226:292] is the sub-list for method output_type
+	160, // [160:226] is the sub-list for method input_type
+	160, // [160:160] is the sub-list for extension type_name
+	160, // [160:160] is the sub-list for extension extendee
+	0,   // [0:160] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -12509,6 +12576,7 @@ func file_guard_v1_registry_proto_init() {
 		(*Push_Restart)(nil),
 		(*Push_Notify)(nil),
 		(*Push_Start)(nil),
+		(*Push_Stop)(nil),
 	}
 	file_guard_v1_registry_proto_msgTypes[40].OneofWrappers = []any{}
 	file_guard_v1_registry_proto_msgTypes[46].OneofWrappers = []any{}
@@ -12518,7 +12586,7 @@ func file_guard_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   177,
+			NumMessages:   178,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,8 +33,8 @@ func (m *Manager) restartStalled(ctx context.Context, now time.Time) int {
 	restarted := 0
 	for _, s := range m.List() {
 		n, since := s.Inbox.Stalled()
-		if n == 0 || now.Sub(since) < deadline {
-			continue
+		if n == 0 || now.Sub(since) < deadline || s.frozen.Load() {
+			continue // a frozen agent keeps its items until it is thawed
 		}
 		m.log.Warn("agent holds inbox items without acknowledging them; restarting it (every item is sent again)",
 			"session", s.ID, "items", n, "since", since, "ack_deadline", deadline)

@@ -86,6 +86,9 @@ type Session struct {
 	gw          *gateway.Gateway
 	lastActive  atomic.Int64 // unix nanos
 	version     atomic.Int64 // config version of the running image
+	// frozen: a freeze stopped the agent; it does not start until the
+	// server's StartSession (frozenPath keeps it across a runner restart).
+	frozen atomic.Bool
 }
 
 func (s *Session) touch() { s.lastActive.Store(time.Now().UnixNano()) }
@@ -144,6 +147,9 @@ func (m *Manager) Ensure(id, group string) (*Session, error) {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session dir: %w", err)
 	}
+	if _, err := os.Stat(frozenPath(m.cfg.DataDir, id)); err == nil {
+		s.frozen.Store(true)
+	}
 	// The socket's directory must be traversable by the agent's non-root user.
 	if err := os.MkdirAll(filepath.Dir(s.Socket), 0o755); err != nil {
 		return nil, fmt.Errorf("socket dir: %w", err)
@@ -160,6 +166,52 @@ func (m *Manager) Ensure(id, group string) (*Session, error) {
 	m.sessions[id] = s
 	m.log.Info("session ready", "session", id, "group", group, "socket", s.Socket)
 	return s, nil
+}
+
+// frozenPath marks a frozen session, outside the session dir (which the
+// agent can write).
+func frozenPath(dataDir, session string) string {
+	return filepath.Join(dataDir, "frozen", session)
+}
+
+// ErrFrozen: the session's agent is frozen and does not start until the
+// server lifts the freeze (a StartSession push).
+var ErrFrozen = errors.New("the session is frozen")
+
+// freeze stops the session's agent and keeps it from starting: the marker
+// first, so a crash between the two leaves it frozen, not running.
+func (m *Manager) freeze(ctx context.Context, s *Session, reason string) error {
+	if err := os.MkdirAll(filepath.Dir(frozenPath(m.cfg.DataDir, s.ID)), 0o700); err != nil {
+		return fmt.Errorf("freeze %s: %w", s.ID, err)
+	}
+	if err := os.WriteFile(frozenPath(m.cfg.DataDir, s.ID), []byte(reason+"\n"), 0o600); err != nil {
+		return fmt.Errorf("freeze %s: %w", s.ID, err)
+	}
+	s.frozen.Store(true)
+	if err := m.cfg.Runtime.Stop(ctx, s.ID); err != nil {
+		return fmt.Errorf("freeze %s: stop the agent: %w", s.ID, err)
+	}
+	m.countRunning()
+	m.log.Info("agent stopped: frozen", "session", s.ID, "reason", reason)
+	return nil
+}
+
+// thaw lets the session's agent start again.
+func (m *Manager) thaw(s *Session) error {
+	if err := os.Remove(frozenPath(m.cfg.DataDir, s.ID)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("unfreeze %s: %w", s.ID, err)
+	}
+	s.frozen.Store(false)
+	return nil
+}
+
+// wakeKept wakes the session for an item kept in its inbox: a frozen
+// agent keeps it there (the push is done: nothing is lost) until thawed.
+func (m *Manager) wakeKept(ctx context.Context, s *Session) error {
+	if err := m.Wake(ctx, s); err != nil && !errors.Is(err, ErrFrozen) {
+		return err
+	}
+	return nil
 }
 
 func inboxPath(dataDir, group, session string) string {
@@ -258,6 +310,9 @@ var ErrFenced = errors.New("the runner's lease is not renewed: no agent may run 
 func (m *Manager) start(ctx context.Context, s *Session, g *guardv1.Group) error {
 	if m.fenced.Load() {
 		return fmt.Errorf("start session %s: %w", s.ID, ErrFenced)
+	}
+	if s.frozen.Load() {
+		return fmt.Errorf("start session %s: %w", s.ID, ErrFrozen)
 	}
 	spec, err := m.spec(ctx, s, g, nil)
 	if err != nil {
@@ -580,8 +635,11 @@ func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
 		}}}); err != nil {
 			return err
 		}
-		return m.Wake(ctx, s)
+		return m.wakeKept(ctx, s)
 	case *guardv1.Push_Restart:
+		if s.frozen.Load() {
+			return nil // it starts on the group's config of then, once thawed
+		}
 		if v := b.Restart.GetConfigVersion(); v > 0 && b.Restart.GetRebuildImage() && v <= s.version.Load() {
 			return nil // that config (or a newer one) is already running
 		}
@@ -602,9 +660,15 @@ func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
 		}}}); err != nil {
 			return err
 		}
-		return m.Wake(ctx, s)
+		return m.wakeKept(ctx, s)
 	case *guardv1.Push_Start:
+		// Also the end of a freeze: the server sends it when one is lifted.
+		if err := m.thaw(s); err != nil {
+			return err
+		}
 		return m.Wake(ctx, s)
+	case *guardv1.Push_Stop:
+		return m.freeze(ctx, s, b.Stop.GetReason())
 	default:
 		return errors.New("push with no body this runner understands")
 	}

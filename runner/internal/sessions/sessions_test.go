@@ -355,3 +355,55 @@ func TestAFailedBuildKeepsTheRunningAgent(t *testing.T) {
 		t.Fatal("agent not started on its last image")
 	}
 }
+
+// Issue 32: a stop push (a freeze) stops the agent and keeps it stopped —
+// a delivery is kept in the inbox without starting it, a restart or a
+// stalled inbox does not start it, and neither does a runner restart (the
+// marker is on disk) — until a start push (the unfreeze) thaws it.
+func TestAFrozenSessionStaysStoppedUntilStarted(t *testing.T) {
+	m, _, rt := newManager(t)
+	ctx := context.Background()
+	apply := func(id string, body *guardv1.Push) {
+		t.Helper()
+		body.Id, body.SessionId, body.AgentGroupId = id, "s1", "g1"
+		if err := m.Apply(ctx, body); err != nil {
+			t.Fatalf("push %s: %v", id, err)
+		}
+	}
+	apply("p1", &guardv1.Push{Body: &guardv1.Push_Start{Start: &guardv1.StartSession{}}})
+	if !running(rt, "s1") {
+		t.Fatal("not started")
+	}
+	apply("p2", &guardv1.Push{Body: &guardv1.Push_Stop{Stop: &guardv1.StopSession{Reason: "frozen by operator: incident"}}})
+	if running(rt, "s1") {
+		t.Fatal("a stop push left the agent running")
+	}
+	apply("p3", &guardv1.Push{Body: &guardv1.Push_Deliver{Deliver: &guardv1.DeliverMessage{MessageId: "m1", Text: "while frozen"}}})
+	apply("p4", &guardv1.Push{Body: &guardv1.Push_Restart{Restart: &guardv1.RestartContainer{}}})
+	s := m.Get("s1")
+	if running(rt, "s1") || s.Inbox.Len() != 1 {
+		t.Fatalf("frozen: running=%v inbox=%d, want stopped with the message kept", running(rt, "s1"), s.Inbox.Len())
+	}
+	if err := m.Wake(ctx, s); !errors.Is(err, ErrFrozen) {
+		t.Fatalf("wake of a frozen session: %v, want ErrFrozen", err)
+	}
+	if n := m.restartStalled(ctx, time.Now().Add(24*time.Hour)); n != 0 || running(rt, "s1") {
+		t.Fatal("the ack deadline restarted a frozen agent")
+	}
+	// A runner restart: a new manager on the same data dir reads the marker.
+	again := New(m.cfg)
+	s2, err := again.Ensure("s1", "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Wake(ctx, s2); !errors.Is(err, ErrFrozen) {
+		t.Fatalf("after a runner restart the frozen session woke: %v", err)
+	}
+	// The unfreeze's start push, to the restarted runner.
+	if err := again.Apply(ctx, &guardv1.Push{Id: "p5", SessionId: "s1", AgentGroupId: "g1", Body: &guardv1.Push_Start{Start: &guardv1.StartSession{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !running(rt, "s1") || s2.Inbox.Len() != 1 {
+		t.Fatalf("the start push (unfreeze): running=%v inbox=%d, want started with the kept message", running(rt, "s1"), s2.Inbox.Len())
+	}
+}

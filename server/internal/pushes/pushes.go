@@ -128,6 +128,8 @@ func Kind(p *guardv1.Push) string {
 		return "notify"
 	case *guardv1.Push_Start:
 		return "start"
+	case *guardv1.Push_Stop:
+		return "stop"
 	}
 	return "notify"
 }

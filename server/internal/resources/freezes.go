@@ -3,6 +3,7 @@ package resources
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/fault"
+	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -89,17 +91,41 @@ func (s *Service) Freeze(ctx context.Context, req *guardv1.FreezeRequest) (_ *gu
 		}
 	}
 	by := freezer(ctx)
-	row := s.pool.QueryRow(ctx, `WITH put AS (
-			INSERT INTO freezes (scope, target, reason, frozen_by) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (scope, target) DO NOTHING RETURNING scope, target, reason, frozen_by, frozen_at)
-		SELECT scope, target, reason, frozen_by, frozen_at FROM put
-		UNION ALL SELECT scope, target, reason, frozen_by, frozen_at FROM freezes WHERE scope = $1 AND target = $2
-		LIMIT 1`, scope, target, req.GetReason(), by)
-	f, err := scanFreeze(row)
+	var (
+		f       *guardv1.Freeze
+		stopped int
+	)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `WITH put AS (
+				INSERT INTO freezes (scope, target, reason, frozen_by) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (scope, target) DO NOTHING RETURNING scope, target, reason, frozen_by, frozen_at)
+			SELECT scope, target, reason, frozen_by, frozen_at FROM put
+			UNION ALL SELECT scope, target, reason, frozen_by, frozen_at FROM freezes WHERE scope = $1 AND target = $2
+			LIMIT 1`, scope, target, req.GetReason(), by)
+		var err error
+		if f, err = scanFreeze(row); err != nil {
+			return err
+		}
+		// The agents in scope are stopped with the freeze: a stop push per
+		// active session, in this transaction (a session moved meanwhile
+		// takes its push along).
+		ids, err := sessionsInScope(ctx, tx, scope, target, false)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			stop := &guardv1.Push{Body: &guardv1.Push_Stop{Stop: &guardv1.StopSession{Reason: "frozen by " + f.GetFrozenBy() + ": " + f.GetReason()}}}
+			if _, err := pushes.EnqueueTx(ctx, tx, id, stop); err != nil {
+				return err
+			}
+		}
+		stopped = len(ids)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	slog.InfoContext(ctx, "frozen", "audit", true, "scope", scope, "target", target, "by", f.GetFrozenBy(), "reason", f.GetReason())
+	slog.InfoContext(ctx, "frozen", "audit", true, "scope", scope, "target", target, "by", f.GetFrozenBy(), "reason", f.GetReason(), "agents_stopped", stopped)
 	return &guardv1.FreezeResponse{Freeze: f}, nil
 }
 
@@ -117,8 +143,27 @@ func (s *Service) Unfreeze(ctx context.Context, req *guardv1.UnfreezeRequest) (_
 	if err := v.mayFreeze(scope, target); err != nil {
 		return nil, err
 	}
-	f, err := scanFreeze(s.pool.QueryRow(ctx, `DELETE FROM freezes WHERE scope = $1 AND target = $2
-		RETURNING scope, target, reason, frozen_by, frozen_at`, scope, target))
+	var f *guardv1.Freeze
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		f, err = scanFreeze(tx.QueryRow(ctx, `DELETE FROM freezes WHERE scope = $1 AND target = $2
+			RETURNING scope, target, reason, frozen_by, frozen_at`, scope, target))
+		if err != nil {
+			return err
+		}
+		// What was, again: the agents in scope start, unless another freeze
+		// still covers them.
+		ids, err := sessionsInScope(ctx, tx, scope, target, true)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if _, err := pushes.EnqueueTx(ctx, tx, id, &guardv1.Push{Body: &guardv1.Push_Start{Start: &guardv1.StartSession{}}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("%s is not frozen", describeScope(scope, target))
 	}
@@ -196,4 +241,19 @@ func freezer(ctx context.Context) string {
 		return "operator"
 	}
 	return "unknown"
+}
+
+// sessionsInScope are the active, placed sessions a freeze scope covers;
+// unfrozen leaves out those another freeze still covers.
+func sessionsInScope(ctx context.Context, tx pgx.Tx, scope, target string, unfrozen bool) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT s.id FROM sessions s
+		WHERE s.status = 'active' AND s.runner_id IS NOT NULL
+		  AND ($1 = 'all' OR ($1 = 'group' AND s.agent_group_id = $2) OR ($1 = 'runner' AND s.runner_id = $2))
+		  AND NOT ($3 AND EXISTS (SELECT 1 FROM freezes f WHERE f.scope = 'all'
+		      OR (f.scope = 'group' AND f.target = s.agent_group_id) OR (f.scope = 'runner' AND f.target = s.runner_id)))
+		ORDER BY s.id`, scope, target, unfrozen)
+	if err != nil {
+		return nil, fmt.Errorf("sessions in freeze scope: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }

@@ -180,3 +180,33 @@ func TestAFrozenAgentsHoldStaysPending(t *testing.T) {
 		t.Fatalf("after the unfreeze the approval left the hold %v", h.GetStatus())
 	}
 }
+
+// The freeze stops the agents in scope (a stop push per active session, in
+// its transaction) and the unfreeze starts them again — unless another
+// freeze still covers them.
+func TestAFreezeStopsItsAgentsAndTheUnfreezeStartsThem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newFreezeWorld(t)
+	pushes := func(kind string) int {
+		var n int
+		if err := w.a.Pool.QueryRow(ctx, `SELECT count(*) FROM runner_pushes WHERE session_id = 's1' AND kind = $1`, kind).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	group := &guardv1.FreezeRequest{Scope: guardv1.FreezeScope_FREEZE_SCOPE_GROUP, Group: w.research, Reason: "incident"}
+	must[*guardv1.FreezeResponse](t)(w.op.Registry.Freeze(ctx, group))
+	if pushes("stop") != 1 {
+		t.Fatalf("stop pushes after the freeze: %d, want 1", pushes("stop"))
+	}
+	must[*guardv1.FreezeResponse](t)(w.op.Registry.Freeze(ctx, &guardv1.FreezeRequest{Scope: guardv1.FreezeScope_FREEZE_SCOPE_ALL}))
+	must[*guardv1.UnfreezeResponse](t)(w.op.Registry.Unfreeze(ctx, &guardv1.UnfreezeRequest{Scope: group.GetScope(), Group: w.research}))
+	if pushes("start") != 0 {
+		t.Fatal("the group's unfreeze started an agent the fleet's freeze still covers")
+	}
+	must[*guardv1.UnfreezeResponse](t)(w.op.Registry.Unfreeze(ctx, &guardv1.UnfreezeRequest{Scope: guardv1.FreezeScope_FREEZE_SCOPE_ALL}))
+	if pushes("start") != 1 {
+		t.Fatalf("start pushes after the last unfreeze: %d, want 1", pushes("start"))
+	}
+}
