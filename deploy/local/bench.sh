@@ -64,6 +64,17 @@ stop_server() {
 }
 trap 'stop_server; "$root/deploy/local/pg.sh" stop "$data/pg-durable"' EXIT
 
+# await_port PORT NAME LABEL: until the server just started ($server) listens,
+# or its log and exit when it dies or takes 20 s.
+await_port() {
+  for _ in $(seq 1 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return; fi
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "$2 did not start; its log:" >&2; cat "$data/server-$3.log" >&2; exit 1
+}
+
 # run LABEL [server flags...] -- [decideload flags...]
 run() {
   local label=$1; shift
@@ -76,13 +87,7 @@ run() {
   "$server_bin" serve --database-url "$db" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" \
     --auto-migrate --log-level error --max-conns "${MAX_CONNS:-32}" --decision-log-commit "$log_commit" "${sargs[@]}" >"$data/server-$label.log" 2>&1 &
   server=$!
-  local up=""
-  for _ in $(seq 1 200); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  [ -n "$up" ] || { echo "clawguard-server did not start; its log:" >&2; cat "$data/server-$label.log" >&2; exit 1; }
+  await_port "$port" clawguard-server "$label"
   echo "== $label"
   "$data/decideload" -database-url "$db" -addr "127.0.0.1:$port" -metrics "http://127.0.0.1:$mport/metrics" \
     -server-pid "$server" -duration "${DURATION:-10s}" -warmup "${WARMUP:-3s}" -report "$report" -label "$label" "$@"
@@ -103,13 +108,7 @@ run_fga() {
     --grpc-addr "127.0.0.1:$port" --http-enabled=false --playground-enabled=false --metrics-enabled=false \
     --log-level none >>"$data/server-$label.log" 2>&1 &
   server=$!
-  local up=""
-  for _ in $(seq 1 200); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  [ -n "$up" ] || { echo "openfga did not start; its log:" >&2; cat "$data/server-$label.log" >&2; exit 1; }
+  await_port "$port" openfga "$label"
   echo "== $label"
   "$data/decideload" -mode openfga -database-url "$url" -addr "127.0.0.1:$port" \
     -server-pid "$server" -duration "${DURATION:-10s}" -warmup "${WARMUP:-3s}" -report "$report" -label "$label" "$@"

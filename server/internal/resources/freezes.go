@@ -65,18 +65,23 @@ func (v viewer) mayFreeze(scope, target string) error {
 	return fault.Deniedf("freezing %s needs the operator, an owner or a global admin", map[string]string{"all": "every agent", "runner": "a runner"}[scope])
 }
 
-// Freeze freezes a scope. Freezing a frozen scope keeps the first freeze.
-func (s *Service) Freeze(ctx context.Context, req *guardv1.FreezeRequest) (_ *guardv1.FreezeResponse, err error) {
-	defer store.Faulted(&err, "freeze")
-	scope, target, err := freezeKey(req.GetScope(), req.GetGroup(), req.GetRunner())
-	if err != nil {
-		return nil, err
+// freezeScope is a freeze request's row key, once the caller may freeze it.
+func (s *Service) freezeScope(ctx context.Context, scope guardv1.FreezeScope, group, runner string) (word, target string, err error) {
+	if word, target, err = freezeKey(scope, group, runner); err != nil {
+		return "", "", err
 	}
 	v, err := s.viewer(ctx)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	if err := v.mayFreeze(scope, target); err != nil {
+	return word, target, v.mayFreeze(word, target)
+}
+
+// Freeze freezes a scope. Freezing a frozen scope keeps the first freeze.
+func (s *Service) Freeze(ctx context.Context, req *guardv1.FreezeRequest) (_ *guardv1.FreezeResponse, err error) {
+	defer store.Faulted(&err, "freeze")
+	scope, target, err := s.freezeScope(ctx, req.GetScope(), req.GetGroup(), req.GetRunner())
+	if err != nil {
 		return nil, err
 	}
 	switch scope {
@@ -132,15 +137,8 @@ func (s *Service) Freeze(ctx context.Context, req *guardv1.FreezeRequest) (_ *gu
 // Unfreeze lifts a scope's freeze; NotFound when it is not frozen.
 func (s *Service) Unfreeze(ctx context.Context, req *guardv1.UnfreezeRequest) (_ *guardv1.UnfreezeResponse, err error) {
 	defer store.Faulted(&err, "unfreeze")
-	scope, target, err := freezeKey(req.GetScope(), req.GetGroup(), req.GetRunner())
+	scope, target, err := s.freezeScope(ctx, req.GetScope(), req.GetGroup(), req.GetRunner())
 	if err != nil {
-		return nil, err
-	}
-	v, err := s.viewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := v.mayFreeze(scope, target); err != nil {
 		return nil, err
 	}
 	var f *guardv1.Freeze
