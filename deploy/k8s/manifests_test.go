@@ -182,6 +182,7 @@ func TestBaseRendersEveryObject(t *testing.T) {
 		"NetworkPolicy/clawguard-server-grpc",
 		"NetworkPolicy/default-deny-ingress",
 		"PodDisruptionBudget/clawguard-server",
+		"PrometheusRule/clawguard",
 		"Service/clawguard-runner",
 		"Service/clawguard-server",
 		"ServiceMonitor/clawguard-runner",
