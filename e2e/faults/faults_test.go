@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/clawguard/clawguard/proto/click"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -88,7 +89,18 @@ func (x *a2a) approve(t *testing.T, ids []string) {
 		clients = append(clients, guardv1.NewApprovalsClient(dial(t, x.s.addrs[1], token)))
 	}
 	err := parallel(len(ids), 8, func(i int) error {
-		_, err := clients[i%len(clients)].Resolve(ctxT(t), &guardv1.ResolveRequest{Id: ids[i], Outcome: guardv1.Outcome_OUTCOME_APPROVE, AsUser: "telegram:dana"})
+		// As ncl, the console and the bridges click: a database that cannot
+		// serve now (one just restarted) is asked again (proto/click).
+		c := clients[i%len(clients)]
+		_, err := click.Resolve(ctxT(t), click.Calls{
+			Resolve: func(ctx context.Context, req *guardv1.ResolveRequest) (*guardv1.ResolveResponse, error) {
+				return c.Resolve(ctx, req)
+			},
+			Get: func(ctx context.Context, id string) (*guardv1.Hold, error) {
+				r, err := c.Get(ctx, &guardv1.GetRequest{Id: id})
+				return r.GetHold(), err
+			},
+		}, &guardv1.ResolveRequest{Id: ids[i], Outcome: guardv1.Outcome_OUTCOME_APPROVE, AsUser: "telegram:dana"}, click.Options{Clicker: "telegram:dana"})
 		if err != nil {
 			return fmt.Errorf("approve %s: %w", ids[i], err)
 		}
