@@ -74,7 +74,7 @@ func New(d Deps) *Console {
 		d.SessionTTL = 8 * time.Hour
 	}
 	c := &Console{d: d, pages: map[string]*template.Template{}, now: time.Now}
-	for _, p := range []string{"signin", "holds", "hold", "decisions", "decision", "whatif", "table", "error"} {
+	for _, p := range []string{"signin", "holds", "hold", "decisions", "decision", "whatif", "table", "error", "freezes"} {
 		c.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/partials.html", "templates/"+p+".html"))
 	}
@@ -123,6 +123,9 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /policies", c.get(c.policiesPage))
 	m.HandleFunc("GET /roles", c.get(c.rolesPage))
 	m.HandleFunc("GET /runners", c.get(c.runnersPage))
+	m.HandleFunc("GET /freezes", c.get(c.freezesPage))
+	m.HandleFunc("POST /freezes", c.post(c.freeze))
+	m.HandleFunc("POST /freezes/unfreeze", c.post(c.unfreeze))
 	m.HandleFunc("GET /events", c.get(c.events))
 	c.mux = m
 }

@@ -131,6 +131,9 @@ func TestBrowserPagesFitAPhoneAndADesk(t *testing.T) {
 
 			do(t, ctx, "decisions", chromedp.Navigate(f.base+"/decisions"), chromedp.WaitVisible(chromedp.CSS(`table.decisions tr.decision`)))
 			fits(t, ctx, "decisions-"+w.suffix)
+
+			do(t, ctx, "freezes", chromedp.Navigate(f.base+"/freezes"), chromedp.WaitVisible(chromedp.CSS(`table.freezes`)))
+			fits(t, ctx, "freezes-"+w.suffix)
 		})
 	}
 }
