@@ -188,10 +188,11 @@ func (a *app) catalogCmd() *cobra.Command {
 	var (
 		action, mode string
 		approvals    int32
+		stepUp       bool
 	)
 	set := &cobra.Command{
 		Use:   "set",
-		Short: "Set a catalog action's enforcement mode and quorum",
+		Short: "Set a catalog action's enforcement mode, quorum and step-up",
 		Long: `Set how a catalog action's gates act and how many approvals its holds need.
 
 --mode enforce (default): holds hold and gate denials deny.
@@ -204,8 +205,13 @@ grants) are always enforced.
 
 --approvals N: every hold of the action needs N distinct eligible approvers
 (each click checked as usual; one reject rejects). 0 = the approver scope's
-default (clawguard-server --global-hold-approvals / --group-hold-approvals).`,
-		Example: "  ncl catalog set --action a2a.send --mode audit\n  ncl catalog set --action self_mod.install_packages --approvals 2",
+default (clawguard-server --global-hold-approvals / --group-hold-approvals).
+
+--step-up: a tap in chat cannot approve its holds; the approver approves in
+the console after signing in again (within 10 minutes), or with their own
+token (ncl). Global-scope admin commands always need it. Each set replaces
+all three settings.`,
+		Example: "  ncl catalog set --action a2a.send --mode audit\n  ncl catalog set --action self_mod.install_packages --approvals 2\n  ncl catalog set --action self_mod.add_mcp_server --step-up",
 		Args:    none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, err := parseMode(mode)
@@ -213,7 +219,7 @@ default (clawguard-server --global-hold-approvals / --group-hold-approvals).`,
 				return err
 			}
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
-				resp, err := c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: action, Approvals: approvals, Mode: m})
+				resp, err := c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: action, Approvals: approvals, Mode: m, StepUp: stepUp})
 				return resp.GetEntry(), err
 			})
 		},
@@ -221,6 +227,7 @@ default (clawguard-server --global-hold-approvals / --group-hold-approvals).`,
 	set.Flags().StringVar(&action, "action", "", "catalog action (ncl catalog list)")
 	set.Flags().StringVar(&mode, "mode", "enforce", "enforce, audit or warn")
 	set.Flags().Int32Var(&approvals, "approvals", 0, "distinct approvals its holds need (0 = scope default)")
+	set.Flags().BoolVar(&stepUp, "step-up", false, "a tap in chat cannot approve its holds: a fresh console sign-in or the approver's own token")
 	required(set, "action")
 	return noun("catalog", "The catalog of guarded actions", "  ncl catalog list\n  ncl catalog set --action a2a.send --mode audit", list, set)
 }

@@ -74,6 +74,7 @@ type actionSpec struct {
 	Action    string `yaml:"action"`
 	Approvals int32  `yaml:"approvals,omitempty"`
 	Mode      string `yaml:"mode,omitempty"`
+	StepUp    bool   `yaml:"stepUp,omitempty"`
 }
 
 func (d destinationSpec) key() string { return d.Group + "/" + d.Name }
@@ -262,8 +263,8 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 		if mode == "enforce" {
 			mode = ""
 		}
-		if e.GetApprovals() != 0 || mode != "" {
-			s.Catalog = append(s.Catalog, actionSpec{Action: e.GetAction(), Approvals: e.GetApprovals(), Mode: mode})
+		if e.GetApprovals() != 0 || mode != "" || e.GetStepUp() {
+			s.Catalog = append(s.Catalog, actionSpec{Action: e.GetAction(), Approvals: e.GetApprovals(), Mode: mode, StepUp: e.GetStepUp()})
 		}
 	}
 	s.sort()

@@ -61,7 +61,7 @@ func TestExportAndApplyRoundTrip(t *testing.T) {
 	edited = strings.Replace(edited, "  - group: ops\n    name: research\n    target: research\n", "", 1)
 	edited = strings.Replace(edited, "groups:\n", "groups:\n  - name: billing\n    cliScope: disabled\n", 1)
 	dry := srv.applyFile(t, edited, "--dry-run")
-	wantLines := []string{"+ group billing", "~ group ops: cliScope disabled → group", "~ catalog a2a.send: approvals 2 → 3, mode enforce → enforce",
+	wantLines := []string{"+ group billing", "~ group ops: cliScope disabled → group", "~ catalog a2a.send: approvals 2 → 3, mode enforce → enforce, step-up false → false",
 		"not deleted without --prune: destination ops/research", "3 change(s); none made (--dry-run)."}
 	for _, w := range wantLines {
 		if !strings.Contains(dry.out, w) {

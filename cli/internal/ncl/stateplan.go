@@ -212,7 +212,7 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 			if err != nil {
 				return fmt.Errorf("catalog %s: %w", a.Action, err)
 			}
-			_, err = c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: a.Action, Approvals: a.Approvals, Mode: mode})
+			_, err = c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: a.Action, Approvals: a.Approvals, Mode: mode, StepUp: a.StepUp})
 			return err
 		}
 	}
@@ -221,9 +221,9 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 		if ok && old == a {
 			continue
 		}
-		op, what := byte('+'), fmt.Sprintf("catalog %s: approvals %d, mode %s", a.Action, a.Approvals, orEnforce(a.Mode))
+		op, what := byte('+'), fmt.Sprintf("catalog %s: approvals %d, mode %s, step-up %v", a.Action, a.Approvals, orEnforce(a.Mode), a.StepUp)
 		if ok {
-			op, what = '~', fmt.Sprintf("catalog %s: approvals %d → %d, mode %s → %s", a.Action, old.Approvals, a.Approvals, orEnforce(old.Mode), orEnforce(a.Mode))
+			op, what = '~', fmt.Sprintf("catalog %s: approvals %d → %d, mode %s → %s, step-up %v → %v", a.Action, old.Approvals, a.Approvals, orEnforce(old.Mode), orEnforce(a.Mode), old.StepUp, a.StepUp)
 		}
 		changes = append(changes, change{op, what, setAction(a)})
 	}

@@ -427,6 +427,7 @@ func init() {
 				}
 				return fmt.Sprint(e.GetApprovals())
 			}),
+			c("STEP-UP", func(e *guardv1.CatalogEntry) string { return yesNo(e.GetStepUp()) }),
 			c("DESCRIPTION", (*guardv1.CatalogEntry).GetDescription),
 		},
 		id: idOf((*guardv1.CatalogEntry).GetAction),

@@ -8903,8 +8903,11 @@ type CatalogEntry struct {
 	Description string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
 	// Operator settings (SetActionSettings): distinct approvals its holds
 	// need (0: the scope default) and its enforcement mode (unspecified: enforce).
-	Approvals     int32           `protobuf:"varint,6,opt,name=approvals,proto3" json:"approvals,omitempty"`
-	Mode          EnforcementMode `protobuf:"varint,7,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	Approvals int32           `protobuf:"varint,6,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	Mode      EnforcementMode `protobuf:"varint,7,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	// Its holds need a step-up (SetActionSettings); global-scope admin
+	// commands always do.
+	StepUp        bool `protobuf:"varint,8,opt,name=step_up,json=stepUp,proto3" json:"step_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8986,6 +8989,13 @@ func (x *CatalogEntry) GetMode() EnforcementMode {
 		return x.Mode
 	}
 	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
+}
+
+func (x *CatalogEntry) GetStepUp() bool {
+	if x != nil {
+		return x.StepUp
+	}
+	return false
 }
 
 // ListCatalogRequest lists the catalog.
@@ -9534,7 +9544,10 @@ type SetActionSettingsRequest struct {
 	// Distinct approvals its holds need; 0 = the approver scope's default.
 	Approvals int32 `protobuf:"varint,2,opt,name=approvals,proto3" json:"approvals,omitempty"`
 	// Unspecified or ENFORCE: enforce. AUDIT and WARN let the action run.
-	Mode          EnforcementMode `protobuf:"varint,3,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	Mode EnforcementMode `protobuf:"varint,3,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	// Its holds need a step-up: a tap in chat cannot approve them, only an
+	// approver freshly signed in (the console) or using their own token.
+	StepUp        bool `protobuf:"varint,4,opt,name=step_up,json=stepUp,proto3" json:"step_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -9588,6 +9601,13 @@ func (x *SetActionSettingsRequest) GetMode() EnforcementMode {
 		return x.Mode
 	}
 	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
+}
+
+func (x *SetActionSettingsRequest) GetStepUp() bool {
+	if x != nil {
+		return x.StepUp
+	}
+	return false
 }
 
 // SetActionSettingsResponse is the catalog entry with its settings.
@@ -11667,7 +11687,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"i\n" +
 	"\x13ListRunnersResponse\x12*\n" +
 	"\arunners\x18\x01 \x03(\v2\x10.guard.v1.RunnerR\arunners\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x84\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9d\x02\n" +
 	"\fCatalogEntry\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12'\n" +
 	"\x0fapproval_action\x18\x02 \x01(\tR\x0eapprovalAction\x12(\n" +
@@ -11675,7 +11695,8 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\bresource\x18\x04 \x01(\tR\bresource\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x1c\n" +
 	"\tapprovals\x18\x06 \x01(\x05R\tapprovals\x12-\n" +
-	"\x04mode\x18\a \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"t\n" +
+	"\x04mode\x18\a \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\x12\x17\n" +
+	"\astep_up\x18\b \x01(\bR\x06stepUp\"t\n" +
 	"\x12ListCatalogRequest\x12 \n" +
 	"\x05limit\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
@@ -11721,11 +11742,12 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\rinclude_reads\x18\t \x01(\bR\fincludeReads\"w\n" +
 	"\x15ListDecisionsResponse\x126\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x18.guard.v1.DecisionRecordR\tdecisions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xae\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc7\x01\n" +
 	"\x18SetActionSettingsRequest\x120\n" +
 	"\x06action\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x12'\n" +
 	"\tapprovals\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
-	"\x04mode\x18\x03 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"I\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\x12\x17\n" +
+	"\astep_up\x18\x04 \x01(\bR\x06stepUp\"I\n" +
 	"\x19SetActionSettingsResponse\x12,\n" +
 	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry\"\xac\x01\n" +
 	"\x0eMcpServerState\x12\x1b\n" +

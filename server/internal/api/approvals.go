@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -78,7 +79,7 @@ func (s *ApprovalsService) Resolve(ctx context.Context, req *guardv1.ResolveRequ
 	}
 	h, err := s.d.Approvals.Resolve(ctx, approvals.Resolution{
 		HoldID: req.GetId(), Outcome: req.GetOutcome(), Clicker: clicker, Reason: req.GetReason(), Choice: req.GetChoice(),
-		Channel: resolveChannel(caller, clicker),
+		Channel: resolveChannel(caller, clicker), SteppedUp: steppedUp(caller),
 	})
 	if err != nil {
 		return nil, err
@@ -101,6 +102,17 @@ func resolveChannel(caller authn.Caller, clicker string) string {
 		return "operator"
 	}
 	return "unknown"
+}
+
+// steppedUp: the click comes from someone who just proved who they are —
+// a console sign-in within the step-up window, or their own token (a user's
+// or the operator's) — not a bridge asserting a chat user.
+func steppedUp(caller authn.Caller) bool {
+	if caller.Via == "console" {
+		return !caller.SignedIn.IsZero() && time.Since(caller.SignedIn) < approvals.StepUpWindow
+	}
+	k := caller.Principal.Kind
+	return k == guardv1.Principal_PRINCIPAL_USER || k == guardv1.Principal_PRINCIPAL_OPERATOR
 }
 
 // WatchCursorHeader is the response header a Watch stream sends once it is

@@ -32,7 +32,16 @@ type Resolution struct {
 	Reason  string          // reject only
 	Choice  string          // the option value, for multi-option cards
 	Channel string          // where the click came from (metrics): console, telegram, ncl, …
+	// SteppedUp: the clicker proved who they are just now — their own
+	// token (ncl, the operator), or a console sign-in within the step-up
+	// window — not a tap in chat. A hold that needs a step-up is approved
+	// only so (StepUpNeeded).
+	SteppedUp bool
 }
+
+// StepUpWindow is how recent a console sign-in must be to approve a hold
+// that needs a step-up.
+const StepUpWindow = 10 * time.Minute
 
 // Resolve applies a click: mayResolve decides who may; the resolution is one
 // conditional UPDATE (a second resolve is FailedPrecondition, never a second
@@ -112,6 +121,14 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (_ *guardv1.Hold, e
 		}
 		if cur.ExpiresAt != nil && !cur.ExpiresAt.AsTime().After(time.Now()) {
 			return fault.New(fault.Precondition, "hold %s has expired", r.HoldID)
+		}
+		if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE && !r.SteppedUp {
+			if need, err := StepUpNeeded(ctx, tx, cur); err != nil || need {
+				if err != nil {
+					return err
+				}
+				return fault.New(fault.Precondition, "hold %s needs a step-up: a tap in chat cannot approve it; approve it in the console after signing in again (or with your own token, ncl)", r.HoldID)
+			}
 		}
 		if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE {
 			// A frozen scope's holds stay pending: approved, their replay
@@ -539,3 +556,22 @@ func frozenFor(ctx context.Context, q store.Querier, h *guardv1.Hold) (string, e
 	}
 	return by, nil
 }
+
+// StepUpNeeded: the hold may be approved only after a step-up — a
+// global-scope admin command (the D1 blast radius), or a hold of a catalog
+// action the operator marked so (ncl catalog set --step-up).
+func StepUpNeeded(ctx context.Context, q store.Querier, h *guardv1.Hold) (bool, error) {
+	if h.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL && h.GetKind() == adminCommandKind {
+		return true, nil
+	}
+	var marked bool
+	err := q.QueryRow(ctx, `SELECT COALESCE((SELECT step_up FROM action_settings WHERE action = $1), false)`, h.GetCatalogAction()).Scan(&marked)
+	if err != nil {
+		return false, fmt.Errorf("read step-up setting: %w", err)
+	}
+	return marked, nil
+}
+
+// adminCommandKind is the hold kind of an agent's admin command
+// (commands.ApprovalAction; approvals does not import the domain).
+const adminCommandKind = "cli_command"

@@ -93,6 +93,9 @@ type Caller struct {
 	// Via names the surface a person used when it is not the token's own
 	// (the console runs its users' calls in-process): "console", else "".
 	Via string
+	// SignedIn is when a console session's user signed in (zero
+	// otherwise): a step-up wants a recent one.
+	SignedIn time.Time
 }
 
 // Actor is the guard actor of the caller: operator → host, runner with an

@@ -40,14 +40,15 @@ const (
 
 // session is a signed-in user.
 type session struct {
-	UserID  string
-	TokenID string
-	CSRF    string
-	idHash  []byte
+	UserID   string
+	TokenID  string
+	CSRF     string
+	SignedIn time.Time // the session's creation: a step-up wants it recent
+	idHash   []byte
 }
 
 func (s *session) caller() authn.Caller {
-	return authn.Caller{Principal: authn.Principal{Kind: guardv1.Principal_PRINCIPAL_USER, TokenID: s.TokenID, UserID: s.UserID}, Via: "console"}
+	return authn.Caller{Principal: authn.Principal{Kind: guardv1.Principal_PRINCIPAL_USER, TokenID: s.TokenID, UserID: s.UserID}, Via: "console", SignedIn: s.SignedIn}
 }
 
 func randomToken() string {
@@ -80,11 +81,11 @@ func (c *Console) load(ctx context.Context, r *http.Request) (*session, error) {
 		return nil, nil
 	}
 	s := &session{idHash: hashID(ck.Value)}
-	err = c.d.Pool.QueryRow(ctx, `SELECT s.user_id, s.token_id, s.csrf FROM console_sessions s
+	err = c.d.Pool.QueryRow(ctx, `SELECT s.user_id, s.token_id, s.csrf, s.created_at FROM console_sessions s
 		JOIN tokens t ON t.id = s.token_id
 		WHERE s.id_hash = $1 AND s.expires_at > now() AND t.revoked_at IS NULL
 		  AND (t.expires_at IS NULL OR t.expires_at > now()) AND t.kind = 'user' AND t.user_id = s.user_id`,
-		s.idHash).Scan(&s.UserID, &s.TokenID, &s.CSRF)
+		s.idHash).Scan(&s.UserID, &s.TokenID, &s.CSRF, &s.SignedIn)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

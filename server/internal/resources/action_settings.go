@@ -36,15 +36,15 @@ func (s *Service) SetActionSettings(ctx context.Context, req *guardv1.SetActionS
 	if mode == "" {
 		mode = "enforce"
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO action_settings (action, approvals, mode) VALUES ($1, $2, $3)
-		ON CONFLICT (action) DO UPDATE SET approvals = EXCLUDED.approvals, mode = EXCLUDED.mode, updated_at = now()`,
-		req.GetAction(), req.GetApprovals(), mode); err != nil {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO action_settings (action, approvals, mode, step_up) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (action) DO UPDATE SET approvals = EXCLUDED.approvals, mode = EXCLUDED.mode, step_up = EXCLUDED.step_up, updated_at = now()`,
+		req.GetAction(), req.GetApprovals(), mode, req.GetStepUp()); err != nil {
 		return nil, err
 	}
 	if entry.Mode, err = enumFromColumn[guardv1.EnforcementMode]("mode", mode); err != nil {
 		return nil, err
 	}
-	entry.Approvals = req.GetApprovals()
+	entry.Approvals, entry.StepUp = req.GetApprovals(), req.GetStepUp()
 	return &guardv1.SetActionSettingsResponse{Entry: entry}, nil
 }
 
@@ -62,7 +62,7 @@ func (s *Service) catalogEntry(action string) *guardv1.CatalogEntry {
 
 // withSettings fills the operator settings into catalog entries.
 func (s *Service) withSettings(ctx context.Context, entries []*guardv1.CatalogEntry) error {
-	rows, err := s.pool.Query(ctx, `SELECT action, approvals, mode FROM action_settings`)
+	rows, err := s.pool.Query(ctx, `SELECT action, approvals, mode, step_up FROM action_settings`)
 	if err != nil {
 		return err
 	}
@@ -75,11 +75,13 @@ func (s *Service) withSettings(ctx context.Context, entries []*guardv1.CatalogEn
 		var (
 			action, mode string
 			approvals    int32
+			stepUp       bool
 		)
-		if err := rows.Scan(&action, &approvals, &mode); err != nil {
+		if err := rows.Scan(&action, &approvals, &mode, &stepUp); err != nil {
 			return err
 		}
 		if e := byAction[action]; e != nil {
+			e.StepUp = stepUp
 			if e.Mode, err = enumFromColumn[guardv1.EnforcementMode]("mode", mode); err != nil {
 				return fmt.Errorf("action %s: %w", action, err)
 			}
