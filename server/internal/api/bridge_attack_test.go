@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -107,9 +108,16 @@ func TestAttackBridgeResolvesOnlyAsUsersOfItsChannel(t *testing.T) {
 	wantDenied(t, "slack bridge listing holds eligible for a telegram user", err)
 	w.pending(t)
 
-	// The bridge of the owner's channel, clicking as the owner, resolves it.
-	if err := approve(w.telegram, "telegram:olivia"); err != nil {
-		t.Fatalf("telegram bridge approving as the telegram owner: %v", err)
+	// The bridge of the owner's channel, clicking as the owner, passes every
+	// identity check; but the hold is a global-scope admin command, which a
+	// tap in chat cannot approve (step-up, issue 34): refused for that, not
+	// for who the clicker is. Rejecting it from chat works.
+	err = approve(w.telegram, "telegram:olivia")
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "step-up") {
+		t.Fatalf("telegram bridge approving the global admin command as the telegram owner: %v, want the step-up refusal", err)
+	}
+	if _, err := w.telegram.Approvals.Resolve(ctx, &guardv1.ResolveRequest{Id: w.grantHold, Outcome: guardv1.Outcome_OUTCOME_REJECT, AsUser: "telegram:olivia"}); err != nil {
+		t.Fatalf("telegram bridge rejecting as the telegram owner: %v", err)
 	}
 }
 
