@@ -25,6 +25,11 @@ func (b *Bridge) HandleMessage(ctx context.Context, m Message) error {
 	if strings.TrimSpace(m.Text) == "" {
 		return nil // stickers, photos without caption, joins: nothing to route
 	}
+	if !m.IsGroup {
+		if c, ok := parseChatCommand(m.Text); ok {
+			return b.runChatCommand(ctx, m, c)
+		}
+	}
 	req := &guardv1.RouteInboundRequest{
 		ChannelType:  b.spec.Namespace,
 		PlatformId:   m.Chat,

@@ -153,7 +153,12 @@ type Rule struct {
 	Principals []Principal `protobuf:"varint,4,rep,packed,name=principals,proto3,enum=guard.v1.Principal" json:"principals,omitempty"`
 	// True for admin-resource RPCs, whose catalog entries run the admin
 	// baseline; false for infrastructure RPCs (Decide, Connect, ...).
-	Admin         bool `protobuf:"varint,5,opt,name=admin,proto3" json:"admin,omitempty"`
+	Admin bool `protobuf:"varint,5,opt,name=admin,proto3" json:"admin,omitempty"`
+	// Bridges call this admin RPC for the chat user the request's as_user
+	// field names (a user of the bridge's channel namespaces): the guard
+	// decides for that user, never for the bridge. Other callers may leave
+	// as_user empty or name only themselves.
+	BridgeAsUser  bool `protobuf:"varint,6,opt,name=bridge_as_user,json=bridgeAsUser,proto3" json:"bridge_as_user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -223,6 +228,13 @@ func (x *Rule) GetAdmin() bool {
 	return false
 }
 
+func (x *Rule) GetBridgeAsUser() bool {
+	if x != nil {
+		return x.BridgeAsUser
+	}
+	return false
+}
+
 var file_guard_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -266,7 +278,7 @@ var File_guard_v1_options_proto protoreflect.FileDescriptor
 
 const file_guard_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\x16guard/v1/options.proto\x12\bguard.v1\x1a google/protobuf/descriptor.proto\"\xaf\x01\n" +
+	"\x16guard/v1/options.proto\x12\bguard.v1\x1a google/protobuf/descriptor.proto\"\xd5\x01\n" +
 	"\x04Rule\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12(\n" +
 	"\x06access\x18\x02 \x01(\x0e2\x10.guard.v1.AccessR\x06access\x12\x1a\n" +
@@ -274,7 +286,8 @@ const file_guard_v1_options_proto_rawDesc = "" +
 	"\n" +
 	"principals\x18\x04 \x03(\x0e2\x13.guard.v1.PrincipalR\n" +
 	"principals\x12\x14\n" +
-	"\x05admin\x18\x05 \x01(\bR\x05admin*F\n" +
+	"\x05admin\x18\x05 \x01(\bR\x05admin\x12$\n" +
+	"\x0ebridge_as_user\x18\x06 \x01(\bR\fbridgeAsUser*F\n" +
 	"\x06Access\x12\x16\n" +
 	"\x12ACCESS_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vACCESS_OPEN\x10\x01\x12\x13\n" +

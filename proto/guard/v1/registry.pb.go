@@ -10644,8 +10644,10 @@ type Freeze struct {
 	Runner string `protobuf:"bytes,3,opt,name=runner,proto3" json:"runner,omitempty"`
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Who froze it: a user id, or "operator".
-	FrozenBy      string                 `protobuf:"bytes,5,opt,name=frozen_by,json=frozenBy,proto3" json:"frozen_by,omitempty"`
-	FrozenAt      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=frozen_at,json=frozenAt,proto3" json:"frozen_at,omitempty"`
+	FrozenBy string                 `protobuf:"bytes,5,opt,name=frozen_by,json=frozenBy,proto3" json:"frozen_by,omitempty"`
+	FrozenAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=frozen_at,json=frozenAt,proto3" json:"frozen_at,omitempty"`
+	// The group's name (scope GROUP), for people to read.
+	GroupName     string `protobuf:"bytes,7,opt,name=group_name,json=groupName,proto3" json:"group_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10722,13 +10724,22 @@ func (x *Freeze) GetFrozenAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Freeze) GetGroupName() string {
+	if x != nil {
+		return x.GroupName
+	}
+	return ""
+}
+
 // FreezeRequest freezes a scope.
 type FreezeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Scope         FreezeScope            `protobuf:"varint,1,opt,name=scope,proto3,enum=guard.v1.FreezeScope" json:"scope,omitempty"`
-	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	Runner        string                 `protobuf:"bytes,3,opt,name=runner,proto3" json:"runner,omitempty"`
-	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Scope  FreezeScope            `protobuf:"varint,1,opt,name=scope,proto3,enum=guard.v1.FreezeScope" json:"scope,omitempty"`
+	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Runner string                 `protobuf:"bytes,3,opt,name=runner,proto3" json:"runner,omitempty"`
+	Reason string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The chat user a bridge freezes for (required of bridges).
+	AsUser        string `protobuf:"bytes,5,opt,name=as_user,json=asUser,proto3" json:"as_user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10787,6 +10798,13 @@ func (x *FreezeRequest) GetRunner() string {
 func (x *FreezeRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *FreezeRequest) GetAsUser() string {
+	if x != nil {
+		return x.AsUser
 	}
 	return ""
 }
@@ -10945,7 +10963,9 @@ func (x *UnfreezeResponse) GetFreeze() *Freeze {
 
 // ListFreezesRequest lists the frozen scopes.
 type ListFreezesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chat user a bridge lists for (required of bridges).
+	AsUser        string `protobuf:"bytes,1,opt,name=as_user,json=asUser,proto3" json:"as_user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10978,6 +10998,13 @@ func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListFreezesRequest.ProtoReflect.Descriptor instead.
 func (*ListFreezesRequest) Descriptor() ([]byte, []int) {
 	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
+}
+
+func (x *ListFreezesRequest) GetAsUser() string {
+	if x != nil {
+		return x.AsUser
+	}
+	return ""
 }
 
 // ListFreezesResponse is the frozen scopes, oldest first.
@@ -11827,20 +11854,23 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\x05error\x12:\n" +
 	"\x05tools\x18\x05 \x03(\v2\x19.guard.v1.ReportedMcpToolB\t\xbaH\x06\x92\x01\x03\x10\x80\bR\x05tools\"E\n" +
 	"\x16ReportMcpToolsResponse\x12+\n" +
-	"\x05tools\x18\x01 \x03(\v2\x15.guard.v1.McpToolInfoR\x05tools\"\xd1\x01\n" +
+	"\x05tools\x18\x01 \x03(\v2\x15.guard.v1.McpToolInfoR\x05tools\"\xf0\x01\n" +
 	"\x06Freeze\x12+\n" +
 	"\x05scope\x18\x01 \x01(\x0e2\x15.guard.v1.FreezeScopeR\x05scope\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x16\n" +
 	"\x06runner\x18\x03 \x01(\tR\x06runner\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tfrozen_by\x18\x05 \x01(\tR\bfrozenBy\x127\n" +
-	"\tfrozen_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bfrozenAt\"\xe0\x01\n" +
+	"\tfrozen_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bfrozenAt\x12\x1d\n" +
+	"\n" +
+	"group_name\x18\a \x01(\tR\tgroupName\"\x9c\x02\n" +
 	"\rFreezeRequest\x127\n" +
 	"\x05scope\x18\x01 \x01(\x0e2\x15.guard.v1.FreezeScopeB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x05scope\x12;\n" +
 	"\x05group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x123\n" +
 	"\x06runner\x18\x03 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06runner\x12$\n" +
-	"\x06reason\x18\x04 \x01(\tB\f\xbaH\tr\a\x18\xe8\a\xba\x01\x01\x00R\x06reason\":\n" +
+	"\x06reason\x18\x04 \x01(\tB\f\xbaH\tr\a\x18\xe8\a\xba\x01\x01\x00R\x06reason\x12:\n" +
+	"\aas_user\x18\x05 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06asUser\":\n" +
 	"\x0eFreezeResponse\x12(\n" +
 	"\x06freeze\x18\x01 \x01(\v2\x10.guard.v1.FreezeR\x06freeze\"\xbc\x01\n" +
 	"\x0fUnfreezeRequest\x127\n" +
@@ -11849,8 +11879,9 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05group\x18\x02 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x123\n" +
 	"\x06runner\x18\x03 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06runner\"<\n" +
 	"\x10UnfreezeResponse\x12(\n" +
-	"\x06freeze\x18\x01 \x01(\v2\x10.guard.v1.FreezeR\x06freeze\"\x14\n" +
-	"\x12ListFreezesRequest\"A\n" +
+	"\x06freeze\x18\x01 \x01(\v2\x10.guard.v1.FreezeR\x06freeze\"P\n" +
+	"\x12ListFreezesRequest\x12:\n" +
+	"\aas_user\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06asUser\"A\n" +
 	"\x13ListFreezesResponse\x12*\n" +
 	"\afreezes\x18\x01 \x03(\v2\x10.guard.v1.FreezeR\afreezes\"%\n" +
 	"\vStopSession\x12\x16\n" +
@@ -11916,7 +11947,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x18FREEZE_SCOPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FREEZE_SCOPE_ALL\x10\x01\x12\x16\n" +
 	"\x12FREEZE_SCOPE_GROUP\x10\x02\x12\x17\n" +
-	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xf4>\n" +
+	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xfa>\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -12053,13 +12084,13 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"SetMcpTool\x12\x1b.guard.v1.SetMcpToolRequest\x1a\x1c.guard.v1.SetMcpToolResponse\"#\xca\xf3\x18\x1f\n" +
 	"\rmcp.tools.set\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12y\n" +
 	"\x0eReportMcpTools\x12\x1f.guard.v1.ReportMcpToolsRequest\x1a .guard.v1.ReportMcpToolsResponse\"$\xca\xf3\x18 \n" +
-	"\x19registry.report_mcp_tools\x10\x01\"\x01\x02\x12`\n" +
-	"\x06Freeze\x12\x17.guard.v1.FreezeRequest\x1a\x18.guard.v1.FreezeResponse\"#\xca\xf3\x18\x1f\n" +
-	"\vfreezes.set\x10\x02\x1a\afreezes\"\x03\x01\x02\x04(\x01\x12i\n" +
+	"\x19registry.report_mcp_tools\x10\x01\"\x01\x02\x12c\n" +
+	"\x06Freeze\x12\x17.guard.v1.FreezeRequest\x1a\x18.guard.v1.FreezeResponse\"&\xca\xf3\x18\"\n" +
+	"\vfreezes.set\x10\x02\x1a\afreezes\"\x04\x01\x02\x03\x04(\x010\x01\x12i\n" +
 	"\bUnfreeze\x12\x19.guard.v1.UnfreezeRequest\x1a\x1a.guard.v1.UnfreezeResponse\"&\xca\xf3\x18\"\n" +
-	"\x0efreezes.remove\x10\x02\x1a\afreezes\"\x03\x01\x02\x04(\x01\x12p\n" +
-	"\vListFreezes\x12\x1c.guard.v1.ListFreezesRequest\x1a\x1d.guard.v1.ListFreezesResponse\"$\xca\xf3\x18 \n" +
-	"\ffreezes.list\x10\x01\x1a\afreezes\"\x03\x01\x02\x04(\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
+	"\x0efreezes.remove\x10\x02\x1a\afreezes\"\x03\x01\x02\x04(\x01\x12s\n" +
+	"\vListFreezes\x12\x1c.guard.v1.ListFreezesRequest\x1a\x1d.guard.v1.ListFreezesResponse\"'\xca\xf3\x18#\n" +
+	"\ffreezes.list\x10\x01\x1a\afreezes\"\x04\x01\x02\x03\x04(\x010\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
 var (
 	file_guard_v1_registry_proto_rawDescOnce sync.Once

@@ -242,7 +242,10 @@ type RegistryClient interface {
 	// always enforced. Owners and global admins freeze any scope, a group's
 	// admins their group.
 	Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*FreezeResponse, error)
-	// Unfreeze lifts a freeze: decisions are made as before it.
+	// Unfreeze lifts a freeze: decisions are made as before it. Not from a
+	// chat bridge: a freeze is incident response, and lifting it is done by
+	// a person at the console or with ncl, never by a message a compromised
+	// bridge could send for them.
 	Unfreeze(ctx context.Context, in *UnfreezeRequest, opts ...grpc.CallOption) (*UnfreezeResponse, error)
 	// ListFreezes lists the scopes frozen now.
 	ListFreezes(ctx context.Context, in *ListFreezesRequest, opts ...grpc.CallOption) (*ListFreezesResponse, error)
@@ -1083,7 +1086,10 @@ type RegistryServer interface {
 	// always enforced. Owners and global admins freeze any scope, a group's
 	// admins their group.
 	Freeze(context.Context, *FreezeRequest) (*FreezeResponse, error)
-	// Unfreeze lifts a freeze: decisions are made as before it.
+	// Unfreeze lifts a freeze: decisions are made as before it. Not from a
+	// chat bridge: a freeze is incident response, and lifting it is done by
+	// a person at the console or with ncl, never by a message a compromised
+	// bridge could send for them.
 	Unfreeze(context.Context, *UnfreezeRequest) (*UnfreezeResponse, error)
 	// ListFreezes lists the scopes frozen now.
 	ListFreezes(context.Context, *ListFreezesRequest) (*ListFreezesResponse, error)

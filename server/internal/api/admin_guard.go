@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -61,7 +62,75 @@ func (g *AdminGuard) Unary(ctx context.Context, req any, info *grpc.UnaryServerI
 	if !ok {
 		return nil, status.Error(codes.Unauthenticated, "unauthenticated")
 	}
+	if r.GetBridgeAsUser() {
+		acting, err := actAs(ctx, g.d.Log, caller, msg)
+		if err != nil {
+			return nil, err
+		}
+		caller, ctx = acting, authn.WithCaller(ctx, acting)
+		if err := g.groupNamesToIDs(ctx, info.FullMethod, msg); err != nil {
+			return nil, err
+		}
+	}
 	return g.guarded(ctx, info.FullMethod, r, caller, msg, "", func(ctx context.Context) (any, error) { return h(ctx, msg) })
+}
+
+// groupNamesToIDs replaces a group name in the request's top-level group
+// fields by the group's id before the guard sees the request, so its
+// group checks are of the group meant (a chat user types "research"). An
+// unknown reference stays as typed, for the handler to refuse.
+func (g *AdminGuard) groupNamesToIDs(ctx context.Context, fullMethod string, msg proto.Message) error {
+	if g.d.GroupID == nil {
+		return nil
+	}
+	m := msg.ProtoReflect()
+	for _, path := range rpcdecl.MethodGroupFields(fullMethod) {
+		fd := m.Descriptor().Fields().ByName(protoreflect.Name(path))
+		if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
+			continue // nested or repeated: not a field a person types
+		}
+		ref := m.Get(fd).String()
+		if ref == "" {
+			continue
+		}
+		id, err := g.d.GroupID(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if id != "" {
+			m.Set(fd, protoreflect.ValueOfString(id))
+		}
+	}
+	return nil
+}
+
+// actAs is the caller an RPC declaring bridge_as_user runs as: a bridge
+// becomes the chat user its request's as_user names (one of its channel
+// namespaces' users; the guard then decides for that user, so an owner's
+// freeze from chat is the owner's, and a stranger's is denied); any other
+// caller stays itself and may name only itself.
+func actAs(ctx context.Context, log *slog.Logger, caller authn.Caller, msg proto.Message) (authn.Caller, error) {
+	fd := rpcdecl.AsUserField(msg.ProtoReflect().Descriptor())
+	if fd == nil {
+		return caller, status.Error(codes.Internal, "bridge_as_user: the request has no as_user field")
+	}
+	asUser := msg.ProtoReflect().Get(fd).String()
+	if !isBridge(caller) {
+		if asUser != "" && (caller.Principal.Kind != guardv1.Principal_PRINCIPAL_USER || asUser != caller.Principal.UserID) {
+			return caller, status.Error(codes.PermissionDenied, "as_user: only a bridge acts for another user")
+		}
+		return caller, nil
+	}
+	if asUser == "" {
+		return caller, InvalidArgument("as_user", "required for bridge tokens (the chat user)")
+	}
+	if err := bridgeAsserts(ctx, log, caller, "as_user", asUser); err != nil {
+		return caller, err
+	}
+	return authn.Caller{
+		Principal: authn.Principal{Kind: guardv1.Principal_PRINCIPAL_USER, UserID: asUser, TokenID: caller.Principal.TokenID},
+		Via:       authn.Namespace(asUser),
+	}, nil
 }
 
 // Stream refuses admin streaming RPCs (none are declared; fail closed if one appears).

@@ -68,6 +68,9 @@ type AdminGuardDeps struct {
 	// Precheck is the handlers' own request checks (resources.Service.Precheck),
 	// run before the guard is consulted (nil: none).
 	Precheck func(proto.Message) error
+	// GroupID resolves a group name or id to its id ("" when neither);
+	// RPCs a bridge calls for a chat user take names as people type them.
+	GroupID func(ctx context.Context, ref string) (string, error)
 }
 
 // CallerReads are the reads the Guard service's caller checks make, each

@@ -94,6 +94,7 @@ func wireAdminGuard(d *Parts, s *services) {
 	pool := d.Store.Pool
 	admin := api.NewAdminGuard(api.AdminGuardDeps{Engine: d.Guard, Log: d.Log, Precheck: d.Resources.Precheck,
 		CLIScope: func(ctx context.Context, group string) (string, error) { return resources.CLIScope(ctx, pool, group) },
+		GroupID:  func(ctx context.Context, ref string) (string, error) { return resources.GroupID(ctx, pool, ref) },
 		Notify: func(ctx context.Context, session string, n *guardv1.NotifyAgent) error {
 			return pushes.Notify(ctx, pool, session, n)
 		},

@@ -179,17 +179,21 @@ func (s *Service) ListFreezes(ctx context.Context, _ *guardv1.ListFreezesRequest
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT scope, target, reason, frozen_by, frozen_at FROM freezes ORDER BY frozen_at, scope, target`)
+	rows, err := s.pool.Query(ctx, `SELECT f.scope, f.target, f.reason, f.frozen_by, f.frozen_at, COALESCE(g.name, '')
+		FROM freezes f LEFT JOIN agent_groups g ON f.scope = 'group' AND g.id = f.target
+		ORDER BY f.frozen_at, f.scope, f.target`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := &guardv1.ListFreezesResponse{}
 	for rows.Next() {
-		f, err := scanFreeze(rows)
+		var name string
+		f, err := scanFreeze(rows, &name)
 		if err != nil {
 			return nil, err
 		}
+		f.GroupName = name
 		// A fleet-wide freeze concerns everyone; a group's, its readers.
 		if f.GetScope() == guardv1.FreezeScope_FREEZE_SCOPE_ALL || v.all || (f.GetGroup() != "" && v.sees(f.GetGroup())) {
 			out.Freezes = append(out.Freezes, f)
@@ -198,13 +202,15 @@ func (s *Service) ListFreezes(ctx context.Context, _ *guardv1.ListFreezesRequest
 	return out, rows.Err()
 }
 
-func scanFreeze(row pgx.Row) (*guardv1.Freeze, error) {
+// scanFreeze reads scope, target, reason, frozen_by, frozen_at and then
+// any extra columns into extra.
+func scanFreeze(row pgx.Row, extra ...any) (*guardv1.Freeze, error) {
 	var (
 		scope, target string
 		at            time.Time
 		f             guardv1.Freeze
 	)
-	if err := row.Scan(&scope, &target, &f.Reason, &f.FrozenBy, &at); err != nil {
+	if err := row.Scan(append([]any{&scope, &target, &f.Reason, &f.FrozenBy, &at}, extra...)...); err != nil {
 		return nil, err
 	}
 	switch scope {

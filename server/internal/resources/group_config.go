@@ -260,3 +260,16 @@ func SetMCPServersTx(ctx context.Context, tx pgx.Tx, group string, servers []byt
 	}
 	return version, nil
 }
+
+// GroupID is the id of the group ref names: ref itself when it is a
+// group's id, else the id of the group named ref; "" when neither (the
+// handler then refuses the reference as unknown).
+func GroupID(ctx context.Context, q store.Querier, ref string) (string, error) {
+	var id string
+	err := q.QueryRow(ctx, `SELECT id FROM agent_groups WHERE id = $1
+		UNION ALL (SELECT id FROM agent_groups WHERE name = $1 LIMIT 1) LIMIT 1`, ref).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return id, store.Fault("group", err)
+}

@@ -91,10 +91,27 @@ func Problems(fullMethod string) []string {
 		return []string{fmt.Sprintf("%s declares no principals", fullMethod)}
 	case r.GetAdmin() && r.GetResource() == "":
 		return []string{fmt.Sprintf("%s is an admin RPC without a resource", fullMethod)}
+	case r.GetBridgeAsUser() && (!r.GetAdmin() || !Allows(r, guardv1.Principal_PRINCIPAL_BRIDGE)):
+		return []string{fmt.Sprintf("%s declares bridge_as_user but is not an admin RPC bridges may call", fullMethod)}
+	case r.GetBridgeAsUser() && AsUserField(inputOf(fullMethod)) == nil:
+		return []string{fmt.Sprintf("%s declares bridge_as_user but its request has no string field as_user", fullMethod)}
 	case r.GetAdmin():
 		return groupProblems(fullMethod)
 	}
 	return nil
+}
+
+// AsUserField is a request's as_user field (the user a bridge acts for),
+// or nil when it has none.
+func AsUserField(md protoreflect.MessageDescriptor) protoreflect.FieldDescriptor {
+	if md == nil {
+		return nil
+	}
+	fd := md.Fields().ByName("as_user")
+	if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
+		return nil
+	}
+	return fd
 }
 
 // Allows reports whether a principal kind may call the method at all.
