@@ -2,11 +2,13 @@ package approvals
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -155,5 +157,27 @@ func (s *Service) RefreshGauges(ctx context.Context) error {
 		s.pendingKinds = append(s.pendingKinds, k)
 	}
 	s.metrics.OldestPendingHoldSeconds.Set(oldest)
+	return s.refreshWebhookLag(ctx)
+}
+
+// refreshWebhookLag sets WebhookLagSeconds: how long the oldest event past
+// the webhook's recorded cursor has waited. Read from the table, so it is
+// right whichever replica leads (and grows while none does).
+func (s *Service) refreshWebhookLag(ctx context.Context) error {
+	if s.cfg.WebhookURL == "" {
+		s.metrics.WebhookLagSeconds.Set(0)
+		return nil
+	}
+	var lag float64
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE((
+			SELECT EXTRACT(EPOCH FROM now() - e.created_at)::float8 FROM hold_events e
+			WHERE e.cursor > p.cursor ORDER BY e.cursor LIMIT 1), 0)
+		FROM webhook_progress p WHERE p.url = $1`, s.cfg.WebhookURL).Scan(&lag)
+	if errors.Is(err, pgx.ErrNoRows) {
+		lag = 0 // no leader has started yet: it starts from its own start
+	} else if err != nil {
+		return fmt.Errorf("read webhook lag: %w", err)
+	}
+	s.metrics.WebhookLagSeconds.Set(max(lag, 0))
 	return nil
 }

@@ -224,3 +224,50 @@ func TestWebhookOneLeaderAcrossReplicas(t *testing.T) {
 		t.Errorf("posted %v", seen)
 	}
 }
+
+// TestWebhookLagGrowsWhileTheSinkRefusesAndClearsOnceItAccepts: the lag
+// gauge is the age of the oldest event past the webhook's recorded cursor,
+// read from the table (so every replica reports it, and ClawguardWebhookBehind
+// can fire while deliveries fail).
+func TestWebhookLagGrowsWhileTheSinkRefusesAndClearsOnceItAccepts(t *testing.T) {
+	t.Parallel()
+	var (
+		mu     sync.Mutex
+		accept bool
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !accept {
+			http.Error(w, "down", http.StatusBadGateway)
+		}
+	}))
+	defer hook.Close()
+	secretFile := filepath.Join(t.TempDir(), "webhook.secret")
+	if err := os.WriteFile(secretFile, []byte("s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.Start(t, func(c *config.Config) { c.WebhookURL = hook.URL; c.WebhookSecretFile = secretFile })
+	seed(t, srv)
+	ctx := context.Background()
+	testserver.Eventually(t, 10*time.Second, "a webhook leader recorded its start", func() bool {
+		var n int
+		_ = srv.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_progress`).Scan(&n)
+		return n == 1
+	})
+	h := createOn(t, srv, approvals.CreateRequest{Kind: "create_agent", SessionID: "sess-1", Title: "t"})
+	exec(t, srv.Pool, `UPDATE hold_events SET created_at = now() - interval '1 hour' WHERE hold_id = $1`, h.GetId())
+	svc, lag := srv.Deps().Approvals, srv.Deps().Metrics.WebhookLagSeconds
+	if err := svc.RefreshGauges(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := testutil.ToFloat64(lag); l < 3600 || l > 3700 {
+		t.Fatalf("webhook lag %v s while the sink refuses an hour-old event, want ~3600", l)
+	}
+	mu.Lock()
+	accept = true
+	mu.Unlock()
+	testserver.Eventually(t, 20*time.Second, "the lag back to 0 once the sink accepts", func() bool {
+		return svc.RefreshGauges(ctx) == nil && testutil.ToFloat64(lag) == 0
+	})
+}

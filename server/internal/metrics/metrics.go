@@ -78,6 +78,7 @@ type Metrics struct {
 	TimeToResolveSeconds     *prometheus.HistogramVec // {kind, channel}
 	ApprovalsPartialTotal    *prometheus.CounterVec   // {kind}: approvals short of a quorum
 	WebhookFailuresTotal     prometheus.Counter
+	WebhookLagSeconds        prometheus.Gauge // age of the oldest event the webhook has not posted
 	// The decision export (--decision-export-url).
 	ExportBatchesTotal   *prometheus.CounterVec // {result: shipped, failed}
 	ExportDecisionsTotal prometheus.Counter
@@ -208,6 +209,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "clawguard", Subsystem: "approvals", Name: "webhook_failures_total",
 			Help: "Approval lifecycle webhook deliveries that failed.",
 		}),
+		WebhookLagSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "webhook_lag_seconds",
+			Help: "Age in seconds of the oldest approval event the webhook has not posted yet (from the database: the same on every replica); 0 when caught up or no webhook is configured.",
+		}),
 		ExportBatchesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "decision_export", Name: "batches_total",
 			Help: "Decision-export batches posted by this replica, by result (shipped, failed).",
@@ -255,7 +260,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.LogBatchSeconds, m.LogBatchSize,
 		m.SnapshotDecisionsTotal, m.SnapshotRefreshesTotal, m.SnapshotRefreshErrorsTotal, m.SnapshotRevision, m.SnapshotTablesUnmirrored,
 		m.HoldsCreatedTotal, m.HoldsResolvedTotal, m.HoldsPending, m.OldestPendingHoldSeconds,
-		m.TimeToResolveSeconds, m.WebhookFailuresTotal,
+		m.TimeToResolveSeconds, m.WebhookFailuresTotal, m.WebhookLagSeconds,
 		m.ExportBatchesTotal, m.ExportDecisionsTotal, m.ExportLagSeconds,
 		m.ConformanceRefusalsTotal, m.RunnersLive, m.LeaseExpirationsTotal, m.PushesPending,
 		m.PanicsTotal, m.DatabaseSynchronousStandbys, m.DatabaseReplication,

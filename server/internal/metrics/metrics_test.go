@@ -35,6 +35,7 @@ var serverNames = []string{
 	"clawguard_approvals_oldest_pending_hold_seconds",
 	"clawguard_approvals_time_to_resolve_seconds",
 	"clawguard_approvals_webhook_failures_total",
+	"clawguard_approvals_webhook_lag_seconds",
 	"clawguard_decision_export_batches_total",
 	"clawguard_decision_export_decisions_total",
 	"clawguard_decision_export_lag_seconds",
