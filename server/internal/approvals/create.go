@@ -182,9 +182,13 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if resource == nil {
 		resource = map[string]string{}
 	}
+	title, question := req.Title, req.Question
+	if err := nameGroups(ctx, tx, &title, &question); err != nil {
+		return CreateResult{}, fmt.Errorf("create hold: %w", err)
+	}
 	hold, err := readHold(ctx, tx, sqlCreate+holdColumns,
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
-		approverUser, ruleName, scope, dedupKey, nullTime(expires), req.Title, req.Question, options,
+		approverUser, ruleName, scope, dedupKey, nullTime(expires), title, question, options,
 		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent request with the same key won the race; it has

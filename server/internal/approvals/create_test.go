@@ -249,3 +249,22 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("created %v, resolved expire %v, pending sender_admit %v", c, r, g)
 	}
 }
+
+// Issue 32, "ids instead of names": a card the runner wrote with its
+// groups' generated ids is stored with their names, so the console, ncl,
+// the chat cards and the webhook all read names; the hold keeps the id.
+func TestACardsGroupIDsAreStoredAsNames(t *testing.T) {
+	t.Parallel()
+	pool := fixture(t)
+	exec(t, pool, `INSERT INTO agent_groups (id, name) VALUES ('ag_5f44f5b6ed84603d', 'research'), ('ag_a5d2b80e5cee4fbe', 'ops')`)
+	svc := approvals.New(pool, metrics.NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)), config.Default())
+	res := create(t, svc, pool, approvals.CreateRequest{Kind: "a2a_message_gate", AgentGroupID: "ag_5f44f5b6ed84603d",
+		Title: "Message approval", Question: "Agent group ag_5f44f5b6ed84603d wants to send a message to ag_a5d2b80e5cee4fbe (and ag_0000000000000000):\n\nhello"})
+	h := res.Hold
+	if want := "Agent group research wants to send a message to ops (and ag_0000000000000000):\n\nhello"; h.GetQuestion() != want {
+		t.Fatalf("question %q, want %q", h.GetQuestion(), want)
+	}
+	if h.GetAgentGroupId() != "ag_5f44f5b6ed84603d" {
+		t.Fatalf("the hold's group is %q, want the id", h.GetAgentGroupId())
+	}
+}
