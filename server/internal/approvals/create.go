@@ -182,10 +182,15 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if resource == nil {
 		resource = map[string]string{}
 	}
+	plan, err := escalationPlan(ctx, tx, req, ruleName, groupID)
+	if err != nil {
+		return CreateResult{}, err
+	}
 	hold, err := readHold(ctx, tx, sqlCreate+holdColumns,
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
 		approverUser, ruleName, scope, dedupKey, nullTime(expires), req.Title, req.Question, options,
-		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered))
+		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered),
+		plan.RemindAfterS, plan.EscalateAfterS, orEmpty(plan.EscalateTo))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent request with the same key won the race; it has
 		// committed (ON CONFLICT waited for it), so this statement sees it.

@@ -77,6 +77,7 @@ type Metrics struct {
 	OldestPendingHoldSeconds prometheus.Gauge         //
 	TimeToResolveSeconds     *prometheus.HistogramVec // {kind, channel}
 	ApprovalsPartialTotal    *prometheus.CounterVec   // {kind}: approvals short of a quorum
+	EscalationStepsTotal     *prometheus.CounterVec   // {step: remind, escalate}: escalation steps taken (each once per hold)
 	WebhookFailuresTotal     prometheus.Counter
 	// The decision export (--decision-export-url).
 	ExportBatchesTotal   *prometheus.CounterVec // {result: shipped, failed}
@@ -183,6 +184,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "clawguard", Subsystem: "approvals", Name: "partial_approvals_total",
 			Help: "Approvals recorded toward a quorum that did not yet complete it, by hold kind.",
 		}, []string{"kind"}),
+		EscalationStepsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "escalation_steps_total",
+			Help: "Escalation steps taken on pending holds (each once per hold across replicas), by step: remind, escalate.",
+		}, []string{"step"}),
 		HoldsCreatedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "holds_created_total",
 			Help: "Holds created, by hold kind.",
@@ -250,7 +255,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mode"}),
 	}
 	reg.MustRegister(
-		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
+		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal, m.EscalationStepsTotal,
 		m.DecisionsShedTotal, m.AdmissionLimit, m.AdmittedSeconds,
 		m.LogBatchSeconds, m.LogBatchSize,
 		m.SnapshotDecisionsTotal, m.SnapshotRefreshesTotal, m.SnapshotRefreshErrorsTotal, m.SnapshotRevision, m.SnapshotTablesUnmirrored,
@@ -303,6 +308,9 @@ func (m *Metrics) PreInit(actions, holdKinds []string) {
 	for _, r := range []string{"shipped", "failed"} {
 		m.ExportBatchesTotal.WithLabelValues(r)
 	}
+	for _, st := range EscalationSteps {
+		m.EscalationStepsTotal.WithLabelValues(st)
+	}
 	for _, k := range holdKinds {
 		m.HoldsCreatedTotal.WithLabelValues(k)
 		m.HoldsPending.WithLabelValues(k)
@@ -315,6 +323,10 @@ func (m *Metrics) PreInit(actions, holdKinds []string) {
 		}
 	}
 }
+
+// EscalationSteps are the steps of a hold's escalation (the label values
+// of EscalationStepsTotal).
+var EscalationSteps = []string{"remind", "escalate"}
 
 // ObserveReplication sets the database gauges: synchronous standbys (-1
 // unknown) and the mode, one of ReplicationModes.
