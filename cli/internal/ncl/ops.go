@@ -212,7 +212,7 @@ default (clawguard-server --global-hold-approvals / --group-hold-approvals).
 the console after signing in again (within 10 minutes), or with their own
 token (ncl). Global-scope admin commands always need it.
 
-`+escalationHelp+`
+` + escalationHelp + `
 
 Each set replaces all of the action's settings.`,
 		Example: "  ncl catalog set --action a2a.send --mode audit\n  ncl catalog set --action self_mod.install_packages --approvals 2\n  ncl catalog set --action self_mod.add_mcp_server --step-up\n  ncl catalog set --action self_mod.install_packages --remind-after 10m --escalate-after 30m --escalate-to telegram:erin --escalate-to group:ops",

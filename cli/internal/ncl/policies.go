@@ -47,7 +47,7 @@ run and logs that it would have been held; warn also tells the agent and the
 group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 (ncl catalog set).
 
-`+escalationHelp+` A policy with no plan of its own takes a2a.send's
+` + escalationHelp + ` A policy with no plan of its own takes a2a.send's
 (ncl catalog set).`,
 		Example: "  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --approver telegram:erin --approvals 2\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --mode audit\n  ncl policies set --from research --to ops --approver telegram:dana --remind-after 10m --escalate-after 30m --escalate-to telegram:erin", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
