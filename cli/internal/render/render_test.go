@@ -43,7 +43,8 @@ func fixtureHolds() []*guardv1.Hold {
 	return []*guardv1.Hold{
 		{
 			Id: "ho_1", Kind: "a2a_message_gate", CatalogAction: "a2a.send", AgentGroupId: "ag_research", SessionId: "se_9",
-			ApproverRule:  &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "telegram:dana"}}},
+			ApproverRule: &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "telegram:dana"}},
+				EscalatedUserIds: []string{"telegram:erin"}},
 			ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GROUP, Status: guardv1.HoldStatus_HOLD_STATUS_PENDING,
 			Title: "research → ops", Question: "Let research message ops?", CreatedAt: ts(1), ExpiresAt: ts(61),
 			Payload:   p,

@@ -656,13 +656,17 @@ func Rule(r *guardv1.ApproverRule) string { return RuleNamed(r, nil) }
 
 // RuleNamed is Rule with users and the group by name where n knows them.
 func RuleNamed(r *guardv1.ApproverRule, n holdview.Names) string {
+	plus := ""
+	for _, u := range r.GetEscalatedUserIds() {
+		plus += " + " + holdview.User(n, u)
+	}
 	switch k := r.GetKind().(type) {
 	case *guardv1.ApproverRule_Exclusive:
 		var who []string
 		for _, u := range append([]string{k.Exclusive.GetUserId()}, k.Exclusive.GetAlsoUserIds()...) {
 			who = append(who, holdview.User(n, u))
 		}
-		return "exclusive(" + strings.Join(who, ", ") + ")"
+		return "exclusive(" + strings.Join(who, ", ") + ")" + plus
 	case *guardv1.ApproverRule_AdminsOfScope:
 		anchor := "global"
 		if g := k.AdminsOfScope.GetAgentGroupId(); g != "" {
@@ -671,7 +675,7 @@ func RuleNamed(r *guardv1.ApproverRule, n holdview.Names) string {
 		if d := k.AdminsOfScope.GetDeliveredTo(); d != "" {
 			anchor += ", delivered to " + holdview.User(n, d)
 		}
-		return "admins-of-scope(" + anchor + ")"
+		return "admins-of-scope(" + anchor + ")" + plus
 	}
 	return ""
 }
