@@ -349,3 +349,44 @@ func TestEscalationPlanFromPolicy(t *testing.T) {
 		t.Fatal("a hold no policy plans did not take its action's plan")
 	}
 }
+
+// TestEscalationNoticesOnceOnEveryReplicasWatch: two server replicas on one
+// database, each running its own sweep in the background; a Watch on each
+// sees every hold's reminder and escalation exactly once.
+func TestEscalationNoticesOnceOnEveryReplicasWatch(t *testing.T) {
+	t.Parallel()
+	a, wa, wb := twoWatchedReplicas(t)
+	escalationFixture(t, a.Pool)
+	const holds = 10
+	for range holds {
+		createOn(t, a, approvals.CreateRequest{Kind: "install_packages", CatalogAction: "x.act", AgentGroupID: "ag-1", Rule: adminsOf("ag-1", "")})
+	}
+	// Both steps are due now (the database's clock); both replicas' sweeps race.
+	exec(t, a.Pool, `UPDATE holds SET remind_at = now() - interval '1 second', escalate_at = now() - interval '1 second'`)
+	wa.waitFor(t, 3*holds)
+	wb.waitFor(t, 3*holds)
+	// More sweeps, then a marker hold: its requested event comes after
+	// anything those sweeps could have written.
+	for range 2 {
+		if _, err := a.Deps().Approvals.EscalateDue(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := createOn(t, a, approvals.CreateRequest{Kind: "install_packages", AgentGroupID: "ag-1", Title: "marker"})
+	for name, w := range map[string]*watcher{"A": wa, "B": wb} {
+		evs := w.waitFor(t, 3*holds+1)
+		seen := map[string]int{}
+		for _, ev := range evs {
+			if ev.GetHold().GetId() == marker.GetId() {
+				break
+			}
+			seen[ev.GetType().String()]++
+			if ev.GetType() == guardv1.EventType_EVENT_TYPE_ESCALATED && !slices.Equal(ev.GetHold().GetEscalatedTo(), []string{otherAdmin, rando}) {
+				t.Errorf("replica %s: escalated to %v", name, ev.GetHold().GetEscalatedTo())
+			}
+		}
+		if seen["EVENT_TYPE_REMINDED"] != holds || seen["EVENT_TYPE_ESCALATED"] != holds {
+			t.Fatalf("replica %s's Watch: %v, want %d reminders and %d escalations", name, seen, holds, holds)
+		}
+	}
+}
