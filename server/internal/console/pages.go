@@ -170,6 +170,7 @@ func (c *Console) deciders(r *http.Request, s *session, h *guardv1.Hold) ([]stri
 	global := h.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
 	if u := rule.GetExclusive().GetUserId(); u != "" {
 		named := append([]string{u}, rule.GetExclusive().GetAlsoUserIds()...)
+		named = append(named, rule.GetEscalatedUserIds()...) // added by its escalation
 		if global {
 			return named, "and only while an owner or a global admin"
 		}
@@ -211,6 +212,11 @@ func (c *Console) deciders(r *http.Request, s *session, h *guardv1.Hold) ([]stri
 	}
 	if !global {
 		add(a.GetDeliveredTo())
+		// Added by its escalation (on a global hold only owners and
+		// global admins, listed above, may decide).
+		for _, u := range rule.GetEscalatedUserIds() {
+			add(u)
+		}
 	}
 	sort.Strings(out)
 	return out, note
