@@ -72,8 +72,12 @@ func (b *Bridge) watchOnce(ctx context.Context) error {
 func (b *Bridge) handleEvent(ctx context.Context, ev *guardv1.WatchResponse) error {
 	h := ev.GetHold()
 	switch ev.GetType() {
-	case guardv1.EventType_EVENT_TYPE_REQUESTED:
+	case guardv1.EventType_EVENT_TYPE_REQUESTED, guardv1.EventType_EVENT_TYPE_ESCALATED:
+		// An escalation's new approvers are recipients now: each gets the
+		// card (those who have one are skipped).
 		return b.sendCard(ctx, ev.GetCursor(), h)
+	case guardv1.EventType_EVENT_TYPE_REMINDED:
+		return b.sendReminder(ctx, ev.GetCursor(), h)
 	case guardv1.EventType_EVENT_TYPE_RESOLVED:
 		return b.closeCard(ctx, ev)
 	}
@@ -144,6 +148,57 @@ func (b *Bridge) sendCard(ctx context.Context, cursor int64, h *guardv1.Hold) er
 	return done("cards sent")
 }
 
+// ReminderPrefix starts a reminder's card (a retried event finds it and
+// sends no second one).
+const ReminderPrefix = "Reminder: still waiting for a decision.\n\n"
+
+// sendReminder posts the card again, under a reminder line, to every
+// recipient of this bridge's namespace while the hold is pending; each
+// reminder card is recorded like a card (the resolution closes it).
+func (b *Bridge) sendReminder(ctx context.Context, cursor int64, h *guardv1.Hold) error {
+	done := func() error { return b.st.update(func(s *State) { s.WatchCursor = cursor }) }
+	reminded := map[string]bool{}
+	for _, c := range b.st.cards(h.GetId()) {
+		if strings.HasPrefix(c.Text, ReminderPrefix) {
+			reminded[string(c.Chat)] = true
+		}
+	}
+	cur, err := b.appr.Get(ctx, &guardv1.GetRequest{Id: h.GetId()})
+	if err != nil {
+		if b.Transient(err) {
+			return err
+		}
+		return done()
+	}
+	if cur.GetHold().GetStatus() != guardv1.HoldStatus_HOLD_STATUS_PENDING {
+		return done()
+	}
+	text, buttons := ReminderPrefix+CardText(h), b.cardButtons(h)
+	for _, u := range Recipients(h, b.spec.Namespace) {
+		handle, _ := strings.CutPrefix(u, b.spec.Namespace+":")
+		chat, ok := b.chat.DMChat(handle)
+		if !ok || reminded[chat] {
+			continue
+		}
+		c, err := b.chat.Post(ctx, chat, text, buttons)
+		if err != nil {
+			if b.Transient(err) {
+				return err
+			}
+			b.m.Errors.WithLabelValues("send").Inc()
+			b.log.Warn("reminder not delivered", "hold", h.GetId(), "chat", chat, "err", err)
+			continue
+		}
+		c.Chat, c.Text = ID(chat), text
+		b.m.Cards.WithLabelValues("sent").Inc()
+		b.log.Info("reminder sent", "hold", h.GetId(), "chat", chat)
+		if err := b.st.update(func(s *State) { s.Cards[h.GetId()] = append(s.Cards[h.GetId()], c) }); err != nil {
+			return err
+		}
+	}
+	return done()
+}
+
 // Recipients are the users of namespace ns a hold's card goes to.
 func Recipients(h *guardv1.Hold, ns string) []string {
 	var out []string
@@ -154,6 +209,9 @@ func Recipients(h *guardv1.Hold, ns string) []string {
 	}
 	add(h.GetDeliveredTo())
 	for _, u := range h.GetAlsoDeliveredTo() {
+		add(u)
+	}
+	for _, u := range h.GetEscalatedTo() {
 		add(u)
 	}
 	if ex := h.GetApproverRule().GetExclusive(); ex != nil {

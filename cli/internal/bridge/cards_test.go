@@ -31,3 +31,17 @@ func TestMCPCallCardShowsServerToolAndExactArguments(t *testing.T) {
 		t.Errorf("a long call's card: %d characters, cut note missing", len([]rune(text)))
 	}
 }
+
+// Issue 32: once a hold is escalated, its new approvers are recipients of
+// its card (the escalated event sends them one); before, they are not.
+func TestEscalatedApproversReceiveTheCard(t *testing.T) {
+	h := &guardv1.Hold{DeliveredTo: "telegram:dana"}
+	if got := Recipients(h, "telegram"); len(got) != 1 || got[0] != "telegram:dana" {
+		t.Fatalf("before the escalation: %v", got)
+	}
+	h.EscalatedTo = []string{"telegram:erin", "slack:olga", "telegram:dana"}
+	got := Recipients(h, "telegram")
+	if len(got) != 2 || got[0] != "telegram:dana" || got[1] != "telegram:erin" {
+		t.Fatalf("after the escalation: %v, want dana then erin (slack's own bridge cards olga)", got)
+	}
+}

@@ -189,10 +189,11 @@ func (a *app) catalogCmd() *cobra.Command {
 		action, mode string
 		approvals    int32
 		stepUp       bool
+		esc          escalationFlags
 	)
 	set := &cobra.Command{
 		Use:   "set",
-		Short: "Set a catalog action's enforcement mode, quorum and step-up",
+		Short: "Set a catalog action's enforcement mode, quorum, step-up and escalation",
 		Long: `Set how a catalog action's gates act and how many approvals its holds need.
 
 --mode enforce (default): holds hold and gate denials deny.
@@ -209,9 +210,12 @@ default (clawguard-server --global-hold-approvals / --group-hold-approvals).
 
 --step-up: a tap in chat cannot approve its holds; the approver approves in
 the console after signing in again (within 10 minutes), or with their own
-token (ncl). Global-scope admin commands always need it. Each set replaces
-all three settings.`,
-		Example: "  ncl catalog set --action a2a.send --mode audit\n  ncl catalog set --action self_mod.install_packages --approvals 2\n  ncl catalog set --action self_mod.add_mcp_server --step-up",
+token (ncl). Global-scope admin commands always need it.
+
+` + escalationHelp + `
+
+Each set replaces all of the action's settings.`,
+		Example: "  ncl catalog set --action a2a.send --mode audit\n  ncl catalog set --action self_mod.install_packages --approvals 2\n  ncl catalog set --action self_mod.add_mcp_server --step-up\n  ncl catalog set --action self_mod.install_packages --remind-after 10m --escalate-after 30m --escalate-to telegram:erin --escalate-to group:ops",
 		Args:    none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, err := parseMode(mode)
@@ -219,7 +223,9 @@ all three settings.`,
 				return err
 			}
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
-				resp, err := c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: action, Approvals: approvals, Mode: m, StepUp: stepUp})
+				remind, escalate := esc.durations()
+				resp, err := c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: action, Approvals: approvals, Mode: m, StepUp: stepUp,
+					RemindAfter: remind, EscalateAfter: escalate, EscalateTo: esc.to})
 				return resp.GetEntry(), err
 			})
 		},
@@ -228,6 +234,7 @@ all three settings.`,
 	set.Flags().StringVar(&mode, "mode", "enforce", "enforce, audit or warn")
 	set.Flags().Int32Var(&approvals, "approvals", 0, "distinct approvals its holds need (0 = scope default)")
 	set.Flags().BoolVar(&stepUp, "step-up", false, "a tap in chat cannot approve its holds: a fresh console sign-in or the approver's own token")
+	esc.add(set.Flags())
 	required(set, "action")
 	return noun("catalog", "The catalog of guarded actions", "  ncl catalog list\n  ncl catalog set --action a2a.send --mode audit", list, set)
 }

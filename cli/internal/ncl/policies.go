@@ -30,6 +30,7 @@ func (a *app) policiesCmd() *cobra.Command {
 		from, to, pmode string
 		approvers       []string
 		papprovals      int32
+		esc             escalationFlags
 	)
 	set := &cobra.Command{
 		Use: "set", Short: "Hold messages from one group to another for one approver",
@@ -44,8 +45,11 @@ rejects).
 --mode rolls a new policy out without breaking agents: audit lets the send
 run and logs that it would have been held; warn also tells the agent and the
 group's admins; enforce holds. Unset, the policy follows a2a.send's mode
+(ncl catalog set).
+
+` + escalationHelp + ` A policy with no plan of its own takes a2a.send's
 (ncl catalog set).`,
-		Example: "  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --approver telegram:erin --approvals 2\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --mode audit", Args: none,
+		Example: "  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --approver telegram:erin --approvals 2\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --mode audit\n  ncl policies set --from research --to ops --approver telegram:dana --remind-after 10m --escalate-after 30m --escalate-to telegram:erin", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mode, err := parseMode(pmode)
 			if err != nil {
@@ -55,9 +59,11 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 			for i := range approvers {
 				a.userArgs(&approvers[i])
 			}
+			remind, escalate := esc.durations()
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 				resp, err := c.reg.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: from, ToGroup: to,
-					ApproverUserId: approvers[0], AlsoApproverUserIds: approvers[1:], Approvals: papprovals, Mode: mode})
+					ApproverUserId: approvers[0], AlsoApproverUserIds: approvers[1:], Approvals: papprovals, Mode: mode,
+					RemindAfter: remind, EscalateAfter: escalate, EscalateTo: esc.to})
 				return resp.GetPolicy(), err
 			})
 		},
@@ -67,6 +73,7 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 	set.Flags().StringArrayVar(&approvers, "approver", nil, "a user who approves (<channel>:<handle>); repeat for several")
 	set.Flags().Int32Var(&papprovals, "approvals", 0, "distinct approvals a message needs (quorum; 0 = one)")
 	set.Flags().StringVar(&pmode, "mode", "", "enforce, audit or warn (unset: a2a.send's mode)")
+	esc.add(set.Flags())
 	required(set, "from", "to", "approver")
 	var rfrom, rto string
 	remove := &cobra.Command{

@@ -7,9 +7,11 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -59,6 +61,67 @@ type policySpec struct {
 	Approvers []string `yaml:"approvers"`
 	Approvals int32    `yaml:"approvals,omitempty"`
 	Mode      string   `yaml:"mode,omitempty"`
+	// Escalation (user ids, group:<name>).
+	EscalationSpec `yaml:",inline"`
+}
+
+// EscalationSpec is an escalation plan as the state file holds it.
+type EscalationSpec struct {
+	RemindAfter   string   `yaml:"remindAfter,omitempty"`
+	EscalateAfter string   `yaml:"escalateAfter,omitempty"`
+	EscalateTo    []string `yaml:"escalateTo,omitempty"`
+}
+
+// escalationOf is a plan read from the server: durations as Go writes
+// them, groups by name.
+func escalationOf(remind, escalate *durationpb.Duration, to []string, book groupBook) EscalationSpec {
+	var e EscalationSpec
+	if remind != nil {
+		e.RemindAfter = remind.AsDuration().String()
+	}
+	if escalate != nil {
+		e.EscalateAfter = escalate.AsDuration().String()
+	}
+	for _, t := range to {
+		if g, ok := strings.CutPrefix(t, "group:"); ok {
+			t = "group:" + book.nameOf(g)
+		}
+		e.EscalateTo = append(e.EscalateTo, t)
+	}
+	return e
+}
+
+// request is the plan as the API takes it.
+func (e EscalationSpec) request() (remind, escalate *durationpb.Duration, to []string, err error) {
+	parse := func(field, v string) (*durationpb.Duration, error) {
+		if v == "" {
+			return nil, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", field, v, err)
+		}
+		return durationpb.New(d), nil
+	}
+	if remind, err = parse("remindAfter", e.RemindAfter); err == nil {
+		escalate, err = parse("escalateAfter", e.EscalateAfter)
+	}
+	return remind, escalate, e.EscalateTo, err
+}
+
+func (e EscalationSpec) equal(o EscalationSpec) bool {
+	return e.RemindAfter == o.RemindAfter && e.EscalateAfter == o.EscalateAfter && slices.Equal(e.EscalateTo, o.EscalateTo)
+}
+
+func (e EscalationSpec) words() string {
+	w := ""
+	if e.RemindAfter != "" {
+		w += ", remind after " + e.RemindAfter
+	}
+	if e.EscalateAfter != "" {
+		w += ", escalate after " + e.EscalateAfter + " to " + strings.Join(e.EscalateTo, ", ")
+	}
+	return w
 }
 
 type roleSpec struct {
@@ -75,6 +138,8 @@ type actionSpec struct {
 	Approvals int32  `yaml:"approvals,omitempty"`
 	Mode      string `yaml:"mode,omitempty"`
 	StepUp    bool   `yaml:"stepUp,omitempty"`
+	// Escalation (user ids, group:<name>).
+	EscalationSpec `yaml:",inline"`
 }
 
 func (d destinationSpec) key() string { return d.Group + "/" + d.Name }
@@ -233,7 +298,8 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 			mode = ""
 		}
 		s.Policies = append(s.Policies, policySpec{From: book.nameOf(p.GetFromGroup()), To: book.nameOf(p.GetToGroup()),
-			Approvers: append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...), Approvals: p.GetApprovals(), Mode: mode})
+			Approvers: append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...), Approvals: p.GetApprovals(), Mode: mode,
+			EscalationSpec: escalationOf(p.GetRemindAfter(), p.GetEscalateAfter(), p.GetEscalateTo(), book)})
 	}
 	roles, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 		r, err := c.reg.ListRoles(ctx, &guardv1.ListRolesRequest{Limit: size, PageToken: token})
@@ -263,8 +329,9 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 		if mode == "enforce" {
 			mode = ""
 		}
-		if e.GetApprovals() != 0 || mode != "" || e.GetStepUp() {
-			s.Catalog = append(s.Catalog, actionSpec{Action: e.GetAction(), Approvals: e.GetApprovals(), Mode: mode, StepUp: e.GetStepUp()})
+		esc := escalationOf(e.GetRemindAfter(), e.GetEscalateAfter(), e.GetEscalateTo(), book)
+		if e.GetApprovals() != 0 || mode != "" || e.GetStepUp() || !esc.equal(EscalationSpec{}) {
+			s.Catalog = append(s.Catalog, actionSpec{Action: e.GetAction(), Approvals: e.GetApprovals(), Mode: mode, StepUp: e.GetStepUp(), EscalationSpec: esc})
 		}
 	}
 	s.sort()

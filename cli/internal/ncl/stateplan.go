@@ -144,7 +144,7 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 	}
 	for _, p := range want.Policies {
 		old, ok := policies[p.key()]
-		if ok && slices.Equal(old.Approvers, p.Approvers) && old.Approvals == p.Approvals && old.Mode == p.Mode {
+		if ok && slices.Equal(old.Approvers, p.Approvers) && old.Approvals == p.Approvals && old.Mode == p.Mode && old.EscalationSpec.equal(p.EscalationSpec) {
 			continue
 		}
 		op, what := byte('+'), fmt.Sprintf("policy %s: approvers %s%s", p.key(), strings.Join(p.Approvers, ", "), quorumWords(p))
@@ -160,8 +160,13 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 			if err != nil {
 				return fmt.Errorf("policy %s: %w", p.key(), err)
 			}
+			remind, escalate, to, err := p.EscalationSpec.request()
+			if err != nil {
+				return fmt.Errorf("policy %s: %w", p.key(), err)
+			}
 			_, err = c.reg.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: idOr(book, p.From), ToGroup: idOr(book, p.To),
-				ApproverUserId: p.Approvers[0], AlsoApproverUserIds: p.Approvers[1:], Approvals: p.Approvals, Mode: mode})
+				ApproverUserId: p.Approvers[0], AlsoApproverUserIds: p.Approvers[1:], Approvals: p.Approvals, Mode: mode,
+				RemindAfter: remind, EscalateAfter: escalate, EscalateTo: to})
 			return err
 		}})
 	}
@@ -212,18 +217,23 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 			if err != nil {
 				return fmt.Errorf("catalog %s: %w", a.Action, err)
 			}
-			_, err = c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: a.Action, Approvals: a.Approvals, Mode: mode, StepUp: a.StepUp})
+			remind, escalate, to, err := a.EscalationSpec.request()
+			if err != nil {
+				return fmt.Errorf("catalog %s: %w", a.Action, err)
+			}
+			_, err = c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: a.Action, Approvals: a.Approvals, Mode: mode, StepUp: a.StepUp,
+				RemindAfter: remind, EscalateAfter: escalate, EscalateTo: to})
 			return err
 		}
 	}
 	for _, a := range want.Catalog {
 		old, ok := actions[a.Action]
-		if ok && old == a {
+		if ok && old.Approvals == a.Approvals && old.Mode == a.Mode && old.StepUp == a.StepUp && old.EscalationSpec.equal(a.EscalationSpec) {
 			continue
 		}
-		op, what := byte('+'), fmt.Sprintf("catalog %s: approvals %d, mode %s, step-up %v", a.Action, a.Approvals, orEnforce(a.Mode), a.StepUp)
+		op, what := byte('+'), fmt.Sprintf("catalog %s: approvals %d, mode %s, step-up %v%s", a.Action, a.Approvals, orEnforce(a.Mode), a.StepUp, a.EscalationSpec.words())
 		if ok {
-			op, what = '~', fmt.Sprintf("catalog %s: approvals %d → %d, mode %s → %s, step-up %v → %v", a.Action, old.Approvals, a.Approvals, orEnforce(old.Mode), orEnforce(a.Mode), old.StepUp, a.StepUp)
+			op, what = '~', fmt.Sprintf("catalog %s: approvals %d → %d, mode %s → %s, step-up %v → %v%s", a.Action, old.Approvals, a.Approvals, orEnforce(old.Mode), orEnforce(a.Mode), old.StepUp, a.StepUp, a.EscalationSpec.words())
 		}
 		changes = append(changes, change{op, what, setAction(a)})
 	}
@@ -258,7 +268,7 @@ func quorumWords(p policySpec) string {
 	if p.Mode != "" {
 		w += ", mode " + p.Mode
 	}
-	return w
+	return w + p.EscalationSpec.words()
 }
 
 func orEnforce(mode string) string {

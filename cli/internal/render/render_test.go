@@ -43,12 +43,15 @@ func fixtureHolds() []*guardv1.Hold {
 	return []*guardv1.Hold{
 		{
 			Id: "ho_1", Kind: "a2a_message_gate", CatalogAction: "a2a.send", AgentGroupId: "ag_research", SessionId: "se_9",
-			ApproverRule:  &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "telegram:dana"}}},
+			ApproverRule: &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "telegram:dana"}},
+				EscalatedUserIds: []string{"telegram:erin"}},
 			ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GROUP, Status: guardv1.HoldStatus_HOLD_STATUS_PENDING,
 			Title: "research → ops", Question: "Let research message ops?", CreatedAt: ts(1), ExpiresAt: ts(61),
 			Payload:   p,
 			Requester: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag_research", SessionId: "se_9"}}},
 			Options:   []*guardv1.HoldOption{{Label: "Approve", Value: "approve"}, {Label: "Reject", Value: "reject"}},
+			RemindAt:  ts(11), RemindedAt: ts(11), EscalateAt: ts(31), EscalatedAt: ts(31), EscalateTo: []string{"group:ag_ops"},
+			EscalatedTo: []string{"telegram:erin"},
 		},
 		{
 			Id: "ho_2", Kind: "cli_command", CatalogAction: "roles.grant",
@@ -85,7 +88,8 @@ func fixtureDecisions() []*guardv1.DecisionRecord {
 
 func fixturePolicies() []*guardv1.MessagePolicy {
 	return []*guardv1.MessagePolicy{
-		{FromGroup: "ag_research", ToGroup: "ag_ops", ApproverUserId: "telegram:dana"},
+		{FromGroup: "ag_research", ToGroup: "ag_ops", ApproverUserId: "telegram:dana",
+			RemindAfter: durationpb.New(10 * time.Minute), EscalateAfter: durationpb.New(90 * time.Minute), EscalateTo: []string{"telegram:erin", "group:ag_ops"}},
 		{FromGroup: "ag_ops", ToGroup: "ag_gone", ApproverUserId: "telegram:erin", AlsoApproverUserIds: []string{"telegram:dana"}, Approvals: 2,
 			Mode: guardv1.EnforcementMode_ENFORCEMENT_MODE_AUDIT},
 	}
@@ -93,7 +97,8 @@ func fixturePolicies() []*guardv1.MessagePolicy {
 
 func fixtureCatalog() []*guardv1.CatalogEntry {
 	return []*guardv1.CatalogEntry{
-		{Action: "a2a.send", ApprovalAction: "a2a_message_gate", Access: guardv1.Access_ACCESS_APPROVAL, Description: "agent-to-agent message"},
+		{Action: "a2a.send", ApprovalAction: "a2a_message_gate", Access: guardv1.Access_ACCESS_APPROVAL, Description: "agent-to-agent message",
+			RemindAfter: durationpb.New(10 * time.Minute)},
 		{Action: "groups.list", Access: guardv1.Access_ACCESS_OPEN, Resource: "groups", Description: "list agent groups"},
 	}
 }

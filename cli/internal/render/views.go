@@ -68,6 +68,48 @@ func (e env) group(id string) string { return holdview.Group(e.names, id) }
 // user is a user by display name (their id when none is known).
 func (e env) user(id string) string { return holdview.User(e.names, id) }
 
+// approvers names escalation targets: users, and "group:<id>" as "admins
+// of <group>"; "nobody" for none.
+func (e env) approvers(ids []string) string {
+	var out []string
+	for _, id := range ids {
+		if g, ok := strings.CutPrefix(id, "group:"); ok {
+			out = append(out, "admins of "+e.group(g))
+		} else {
+			out = append(out, e.user(id))
+		}
+	}
+	if len(out) == 0 {
+		return "nobody"
+	}
+	return strings.Join(out, ", ")
+}
+
+// escalation is a plan in a few words ("remind 10m, escalate 30m to
+// Erin"), "" when there is none.
+func (e env) escalation(remind, escalate *durationpb.Duration, to []string) string {
+	var parts []string
+	if remind != nil {
+		parts = append(parts, "remind "+shortDuration(remind.AsDuration()))
+	}
+	if escalate != nil {
+		parts = append(parts, "escalate "+shortDuration(escalate.AsDuration())+" to "+e.approvers(to))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// shortDuration is 10m, 1h30m, 45s: Go's form without zero units.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // named is "Name (id)", or the id alone when no name is known: an
 // object's block shows both.
 func named(name, id string) string {
@@ -290,6 +332,9 @@ func init() {
 			})),
 			c("APPROVALS", func(p *guardv1.MessagePolicy) string { return fmt.Sprint(max(p.GetApprovals(), 1)) }),
 			c("MODE", func(p *guardv1.MessagePolicy) string { return modeWord(p.GetMode(), "inherit") }),
+			cx("ESCALATION", func(p *guardv1.MessagePolicy, e env) string {
+				return e.escalation(p.GetRemindAfter(), p.GetEscalateAfter(), p.GetEscalateTo())
+			}),
 		},
 		id: idOf(func(p *guardv1.MessagePolicy) string { return p.GetFromGroup() + " " + p.GetToGroup() }),
 	})
@@ -428,6 +473,9 @@ func init() {
 				return fmt.Sprint(e.GetApprovals())
 			}),
 			c("STEP-UP", func(e *guardv1.CatalogEntry) string { return yesNo(e.GetStepUp()) }),
+			cx("ESCALATION", func(c *guardv1.CatalogEntry, e env) string {
+				return e.escalation(c.GetRemindAfter(), c.GetEscalateAfter(), c.GetEscalateTo())
+			}),
 			c("DESCRIPTION", (*guardv1.CatalogEntry).GetDescription),
 		},
 		id: idOf((*guardv1.CatalogEntry).GetAction),
@@ -512,6 +560,24 @@ func init() {
 				return ""
 			}),
 			c("EXPIRES", func(h *guardv1.Hold) string { return Time(h.GetExpiresAt()) }),
+			c("REMINDED", func(h *guardv1.Hold) string {
+				if h.GetRemindedAt() != nil {
+					return Time(h.GetRemindedAt())
+				}
+				if h.GetRemindAt() != nil && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
+					return "due " + Time(h.GetRemindAt())
+				}
+				return ""
+			}),
+			cx("ESCALATED", func(h *guardv1.Hold, e env) string {
+				if h.GetEscalatedAt() != nil {
+					return Time(h.GetEscalatedAt()) + " to " + e.approvers(h.GetEscalatedTo())
+				}
+				if h.GetEscalateAt() != nil && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
+					return "due " + Time(h.GetEscalateAt()) + " to " + e.approvers(h.GetEscalateTo())
+				}
+				return ""
+			}),
 			c("RESOLVED", func(h *guardv1.Hold) string { return Time(h.GetResolvedAt()) }),
 			cx("RESOLVER", func(h *guardv1.Hold, e env) string {
 				return named(e.names0().UserName(h.GetResolver()), h.GetResolver())
@@ -590,13 +656,17 @@ func Rule(r *guardv1.ApproverRule) string { return RuleNamed(r, nil) }
 
 // RuleNamed is Rule with users and the group by name where n knows them.
 func RuleNamed(r *guardv1.ApproverRule, n holdview.Names) string {
+	plus := ""
+	for _, u := range r.GetEscalatedUserIds() {
+		plus += " + " + holdview.User(n, u)
+	}
 	switch k := r.GetKind().(type) {
 	case *guardv1.ApproverRule_Exclusive:
 		var who []string
 		for _, u := range append([]string{k.Exclusive.GetUserId()}, k.Exclusive.GetAlsoUserIds()...) {
 			who = append(who, holdview.User(n, u))
 		}
-		return "exclusive(" + strings.Join(who, ", ") + ")"
+		return "exclusive(" + strings.Join(who, ", ") + ")" + plus
 	case *guardv1.ApproverRule_AdminsOfScope:
 		anchor := "global"
 		if g := k.AdminsOfScope.GetAgentGroupId(); g != "" {
@@ -605,7 +675,7 @@ func RuleNamed(r *guardv1.ApproverRule, n holdview.Names) string {
 		if d := k.AdminsOfScope.GetDeliveredTo(); d != "" {
 			anchor += ", delivered to " + holdview.User(n, d)
 		}
-		return "admins-of-scope(" + anchor + ")"
+		return "admins-of-scope(" + anchor + ")" + plus
 	}
 	return ""
 }

@@ -64,6 +64,10 @@ func (p Printer) Event(ev *guardv1.WatchResponse) error {
 		parts = append(parts, "by="+ev.GetResolver(), fmt.Sprintf("remaining=%d", ev.GetApprovalsRemaining()))
 	case guardv1.EventType_EVENT_TYPE_UNAPPLIED:
 		parts = append(parts, fmt.Sprintf("not carried out: %q", h.GetUnappliedReason()))
+	case guardv1.EventType_EVENT_TYPE_REMINDED:
+		parts = append(parts, "approver="+Rule(h.GetApproverRule()))
+	case guardv1.EventType_EVENT_TYPE_ESCALATED:
+		parts = append(parts, "to="+strings.Join(h.GetEscalatedTo(), ","))
 	case guardv1.EventType_EVENT_TYPE_WARNED:
 		parts = append(parts, "action="+h.GetCatalogAction(), fmt.Sprintf("%q", Truncate(h.GetQuestion(), 160)))
 	}

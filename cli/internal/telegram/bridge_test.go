@@ -384,3 +384,31 @@ func TestAnOutboxMessageForANonTelegramChatDoesNotStopTheOutbox(t *testing.T) {
 		('telegram', 'not-a-chat-id', 'reply', 'undeliverable'), ('telegram', $1, 'reply', 'the one after')`, fmt.Sprint(groupChat))
 	e.textTo(groupChat, "the one after")
 }
+
+// Issue 32: a hold nobody answered is reminded (Dana gets the card again,
+// once) and escalated (Erin, added by the escalation, gets a card and her
+// tap approves it). The server's own sweep takes the steps.
+func TestAReminderAndAnEscalationReachTelegram(t *testing.T) {
+	e, _ := a2aEnv(t)
+	const erinID int64 = 43
+	erin := e.user(erinID, "", "")
+	e.startBridge()
+	hold := e.A2AHold("ship it")
+	e.card(danaID, hold)
+	// Both steps are due (the plan set on the hold as a policy would).
+	e.Exec(`UPDATE holds SET remind_at = now() - interval '1 second', escalate_at = now() - interval '1 second', escalate_to = ARRAY[$1] WHERE id = $2`, erin, hold)
+	erinCard := e.card(erinID, hold)
+	reminder := bridgetest.Containing(e.World, "reminder to Dana", "Reminder: still waiting", func() []fakeMessage { return e.tg.sentTo(danaID) })
+	if !strings.Contains(reminder.Text, hold) || len(reminder.Buttons) == 0 {
+		t.Fatalf("the reminder is not the card again: %+v", reminder)
+	}
+	e.tg.tap(erinID, erinCard, "Approve")
+	e.edited(erinCard, "✅ Approved by "+erin)
+	e.edited(reminder, "✅ Approved by "+erin)
+	if st := e.HoldStatus(hold); st != "approved" {
+		t.Fatalf("hold %s after the escalated approver's tap, want approved", st)
+	}
+	if n := len(cardsFor(e.tg.sentTo(danaID), hold)); n != 2 {
+		t.Fatalf("Dana got %d messages about the hold, want the card and one reminder", n)
+	}
+}

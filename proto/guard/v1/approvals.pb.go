@@ -44,6 +44,12 @@ const (
 	// replay time — e.g. a revocation — or its attempts ran out): the hold's
 	// unapplied_reason says why. The requester is told too.
 	EventType_EVENT_TYPE_UNAPPLIED EventType = 5
+	// The hold's reminder (its remind_after passed with the hold pending):
+	// the current approvers are asked again. Once per hold.
+	EventType_EVENT_TYPE_REMINDED EventType = 6
+	// The hold was escalated: escalated_to were added to its approvers and
+	// are asked now. Once per hold.
+	EventType_EVENT_TYPE_ESCALATED EventType = 7
 )
 
 // Enum value maps for EventType.
@@ -55,6 +61,8 @@ var (
 		3: "EVENT_TYPE_APPROVED_PARTIAL",
 		4: "EVENT_TYPE_WARNED",
 		5: "EVENT_TYPE_UNAPPLIED",
+		6: "EVENT_TYPE_REMINDED",
+		7: "EVENT_TYPE_ESCALATED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":      0,
@@ -63,6 +71,8 @@ var (
 		"EVENT_TYPE_APPROVED_PARTIAL": 3,
 		"EVENT_TYPE_WARNED":           4,
 		"EVENT_TYPE_UNAPPLIED":        5,
+		"EVENT_TYPE_REMINDED":         6,
+		"EVENT_TYPE_ESCALATED":        7,
 	}
 )
 
@@ -982,14 +992,16 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"O\n" +
 	"\rAwaitResponse\x12\"\n" +
 	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\x12\x1a\n" +
-	"\bresolved\x18\x02 \x01(\bR\bresolved*\xac\x01\n" +
+	"\bresolved\x18\x02 \x01(\bR\bresolved*\xdf\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14EVENT_TYPE_REQUESTED\x10\x01\x12\x17\n" +
 	"\x13EVENT_TYPE_RESOLVED\x10\x02\x12\x1f\n" +
 	"\x1bEVENT_TYPE_APPROVED_PARTIAL\x10\x03\x12\x15\n" +
 	"\x11EVENT_TYPE_WARNED\x10\x04\x12\x18\n" +
-	"\x14EVENT_TYPE_UNAPPLIED\x10\x052\xbc\x04\n" +
+	"\x14EVENT_TYPE_UNAPPLIED\x10\x05\x12\x17\n" +
+	"\x13EVENT_TYPE_REMINDED\x10\x06\x12\x18\n" +
+	"\x14EVENT_TYPE_ESCALATED\x10\a2\xbc\x04\n" +
 	"\tApprovals\x12`\n" +
 	"\x04List\x12\x15.guard.v1.ListRequest\x1a\x16.guard.v1.ListResponse\")\xca\xf3\x18%\n" +
 	"\x0eapprovals.list\x10\x01\x1a\tapprovals\"\x04\x01\x02\x03\x04(\x01\x12\\\n" +

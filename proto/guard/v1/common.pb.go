@@ -603,9 +603,13 @@ type ApproverRule struct {
 	//
 	//	*ApproverRule_Exclusive
 	//	*ApproverRule_AdminsOfScope
-	Kind          isApproverRule_Kind `protobuf_oneof:"kind"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Kind isApproverRule_Kind `protobuf_oneof:"kind"`
+	// Approvers the hold's escalation added, whatever the kind (set by the
+	// server from the hold, never taken from a request): they may resolve it
+	// too, a global-scope hold only if they are owners or global admins (D1).
+	EscalatedUserIds []string `protobuf:"bytes,3,rep,name=escalated_user_ids,json=escalatedUserIds,proto3" json:"escalated_user_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ApproverRule) Reset() {
@@ -659,6 +663,13 @@ func (x *ApproverRule) GetAdminsOfScope() *AdminsOfScope {
 		if x, ok := x.Kind.(*ApproverRule_AdminsOfScope); ok {
 			return x.AdminsOfScope
 		}
+	}
+	return nil
+}
+
+func (x *ApproverRule) GetEscalatedUserIds() []string {
+	if x != nil {
+		return x.EscalatedUserIds
 	}
 	return nil
 }
@@ -1488,8 +1499,18 @@ type Hold struct {
 	// A quorum hold's card also goes to these eligible approvers (each with a
 	// known DM), so enough of them can decide from their chat.
 	AlsoDeliveredTo []string `protobuf:"bytes,30,rep,name=also_delivered_to,json=alsoDeliveredTo,proto3" json:"also_delivered_to,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Escalation plan, fixed at creation (issue 32): when the approvers are
+	// reminded, when escalate_to (user ids, "group:<id>") are added.
+	RemindAt   *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=remind_at,json=remindAt,proto3" json:"remind_at,omitempty"`
+	EscalateAt *timestamppb.Timestamp `protobuf:"bytes,32,opt,name=escalate_at,json=escalateAt,proto3" json:"escalate_at,omitempty"`
+	EscalateTo []string               `protobuf:"bytes,33,rep,name=escalate_to,json=escalateTo,proto3" json:"escalate_to,omitempty"`
+	// What the sweep did: when the reminder went out, when the hold was
+	// escalated and to which users (eligible approvers from then on).
+	RemindedAt    *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=reminded_at,json=remindedAt,proto3" json:"reminded_at,omitempty"`
+	EscalatedAt   *timestamppb.Timestamp `protobuf:"bytes,35,opt,name=escalated_at,json=escalatedAt,proto3" json:"escalated_at,omitempty"`
+	EscalatedTo   []string               `protobuf:"bytes,36,rep,name=escalated_to,json=escalatedTo,proto3" json:"escalated_to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hold) Reset() {
@@ -1732,6 +1753,48 @@ func (x *Hold) GetAlsoDeliveredTo() []string {
 	return nil
 }
 
+func (x *Hold) GetRemindAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RemindAt
+	}
+	return nil
+}
+
+func (x *Hold) GetEscalateAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EscalateAt
+	}
+	return nil
+}
+
+func (x *Hold) GetEscalateTo() []string {
+	if x != nil {
+		return x.EscalateTo
+	}
+	return nil
+}
+
+func (x *Hold) GetRemindedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RemindedAt
+	}
+	return nil
+}
+
+func (x *Hold) GetEscalatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EscalatedAt
+	}
+	return nil
+}
+
+func (x *Hold) GetEscalatedTo() []string {
+	if x != nil {
+		return x.EscalatedTo
+	}
+	return nil
+}
+
 var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
@@ -1752,10 +1815,11 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\n" +
 	"HumanActor\x12F\n" +
 	"\auser_id\x18\x01 \x01(\tB-\xbaH*r(\x18\x80\x012#^[a-z0-9_-]+:[A-Za-z0-9._:@#+=/-]+$R\x06userId\"\r\n" +
-	"\vSystemActor\"\x96\x01\n" +
+	"\vSystemActor\"\xce\x01\n" +
 	"\fApproverRule\x12;\n" +
 	"\texclusive\x18\x01 \x01(\v2\x1b.guard.v1.ExclusiveApproverH\x00R\texclusive\x12A\n" +
-	"\x0fadmins_of_scope\x18\x02 \x01(\v2\x17.guard.v1.AdminsOfScopeH\x00R\radminsOfScopeB\x06\n" +
+	"\x0fadmins_of_scope\x18\x02 \x01(\v2\x17.guard.v1.AdminsOfScopeH\x00R\radminsOfScope\x126\n" +
+	"\x12escalated_user_ids\x18\x03 \x03(\tB\b\xbaH\x05\x92\x01\x02\x10\x00R\x10escalatedUserIdsB\x06\n" +
 	"\x04kind\"\x9d\x01\n" +
 	"\x11ExclusiveApprover\x12:\n" +
 	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12L\n" +
@@ -1816,8 +1880,7 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x13record_delivered_to\x18\b \x01(\bR\x11recordDeliveredTo\x121\n" +
 	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12A\n" +
 	"\x0fdelivery_action\x18\n" +
-	" \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x0edeliveryAction\"\x9e\n" +
-	"\n" +
+	" \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x0edeliveryAction\"\xd4\f\n" +
 	"\x04Hold\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12%\n" +
@@ -1853,7 +1916,16 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\tapprovals\x18\x1b \x03(\v2\x16.guard.v1.HoldApprovalR\tapprovals\x128\n" +
 	"\bresource\x18\x1c \x03(\v2\x1c.guard.v1.Hold.ResourceEntryR\bresource\x12)\n" +
 	"\x10unapplied_reason\x18\x1d \x01(\tR\x0funappliedReason\x12*\n" +
-	"\x11also_delivered_to\x18\x1e \x03(\tR\x0falsoDeliveredTo\x1a;\n" +
+	"\x11also_delivered_to\x18\x1e \x03(\tR\x0falsoDeliveredTo\x127\n" +
+	"\tremind_at\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\bremindAt\x12;\n" +
+	"\vescalate_at\x18  \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"escalateAt\x12\x1f\n" +
+	"\vescalate_to\x18! \x03(\tR\n" +
+	"escalateTo\x12;\n" +
+	"\vreminded_at\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"remindedAt\x12=\n" +
+	"\fescalated_at\x18# \x01(\v2\x1a.google.protobuf.TimestampR\vescalatedAt\x12!\n" +
+	"\fescalated_to\x18$ \x03(\tR\vescalatedTo\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*T\n" +
@@ -1956,11 +2028,15 @@ var file_guard_v1_common_proto_depIdxs = []int32{
 	5,  // 25: guard.v1.Hold.requester:type_name -> guard.v1.Actor
 	14, // 26: guard.v1.Hold.approvals:type_name -> guard.v1.HoldApproval
 	22, // 27: guard.v1.Hold.resource:type_name -> guard.v1.Hold.ResourceEntry
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	23, // 28: guard.v1.Hold.remind_at:type_name -> google.protobuf.Timestamp
+	23, // 29: guard.v1.Hold.escalate_at:type_name -> google.protobuf.Timestamp
+	23, // 30: guard.v1.Hold.reminded_at:type_name -> google.protobuf.Timestamp
+	23, // 31: guard.v1.Hold.escalated_at:type_name -> google.protobuf.Timestamp
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_common_proto_init() }

@@ -7496,7 +7496,12 @@ type MessagePolicy struct {
 	// Further approvers, any of whom may approve (exclusive: nobody else).
 	AlsoApproverUserIds []string `protobuf:"bytes,6,rep,name=also_approver_user_ids,json=alsoApproverUserIds,proto3" json:"also_approver_user_ids,omitempty"`
 	// Unspecified: the a2a.send action's mode.
-	Mode          EnforcementMode `protobuf:"varint,5,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	Mode EnforcementMode `protobuf:"varint,5,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	// Escalation: remind after, escalate after (unset: never) and to whom
+	// (user ids, "group:<id>" for a group's admins).
+	RemindAfter   *durationpb.Duration `protobuf:"bytes,7,opt,name=remind_after,json=remindAfter,proto3" json:"remind_after,omitempty"`
+	EscalateAfter *durationpb.Duration `protobuf:"bytes,8,opt,name=escalate_after,json=escalateAfter,proto3" json:"escalate_after,omitempty"`
+	EscalateTo    []string             `protobuf:"bytes,9,rep,name=escalate_to,json=escalateTo,proto3" json:"escalate_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7571,6 +7576,27 @@ func (x *MessagePolicy) GetMode() EnforcementMode {
 		return x.Mode
 	}
 	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
+}
+
+func (x *MessagePolicy) GetRemindAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RemindAfter
+	}
+	return nil
+}
+
+func (x *MessagePolicy) GetEscalateAfter() *durationpb.Duration {
+	if x != nil {
+		return x.EscalateAfter
+	}
+	return nil
+}
+
+func (x *MessagePolicy) GetEscalateTo() []string {
+	if x != nil {
+		return x.EscalateTo
+	}
+	return nil
 }
 
 // ListPoliciesRequest filters policies.
@@ -7702,7 +7728,14 @@ type SetPolicyRequest struct {
 	// Further approvers, any of whom may approve.
 	AlsoApproverUserIds []string `protobuf:"bytes,6,rep,name=also_approver_user_ids,json=alsoApproverUserIds,proto3" json:"also_approver_user_ids,omitempty"`
 	// Unspecified: inherit the a2a.send action's mode.
-	Mode          EnforcementMode `protobuf:"varint,5,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	Mode EnforcementMode `protobuf:"varint,5,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
+	// Escalation (issue 32): remind the approvers after remind_after, add
+	// the escalate_to approvers after escalate_after (0: never). escalate_to
+	// names users (id or display name) or agent groups ("group:NAME": that
+	// group's admins at escalation time); an unknown name is refused.
+	RemindAfter   *durationpb.Duration `protobuf:"bytes,7,opt,name=remind_after,json=remindAfter,proto3" json:"remind_after,omitempty"`
+	EscalateAfter *durationpb.Duration `protobuf:"bytes,8,opt,name=escalate_after,json=escalateAfter,proto3" json:"escalate_after,omitempty"`
+	EscalateTo    []string             `protobuf:"bytes,9,rep,name=escalate_to,json=escalateTo,proto3" json:"escalate_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7777,6 +7810,27 @@ func (x *SetPolicyRequest) GetMode() EnforcementMode {
 		return x.Mode
 	}
 	return EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED
+}
+
+func (x *SetPolicyRequest) GetRemindAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RemindAfter
+	}
+	return nil
+}
+
+func (x *SetPolicyRequest) GetEscalateAfter() *durationpb.Duration {
+	if x != nil {
+		return x.EscalateAfter
+	}
+	return nil
+}
+
+func (x *SetPolicyRequest) GetEscalateTo() []string {
+	if x != nil {
+		return x.EscalateTo
+	}
+	return nil
 }
 
 // SetPolicyResponse is the policy.
@@ -8907,7 +8961,12 @@ type CatalogEntry struct {
 	Mode      EnforcementMode `protobuf:"varint,7,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
 	// Its holds need a step-up (SetActionSettings); global-scope admin
 	// commands always do.
-	StepUp        bool `protobuf:"varint,8,opt,name=step_up,json=stepUp,proto3" json:"step_up,omitempty"`
+	StepUp bool `protobuf:"varint,8,opt,name=step_up,json=stepUp,proto3" json:"step_up,omitempty"`
+	// Escalation: remind after, escalate after (unset: never) and to whom
+	// (user ids, "group:<id>" for a group's admins).
+	RemindAfter   *durationpb.Duration `protobuf:"bytes,9,opt,name=remind_after,json=remindAfter,proto3" json:"remind_after,omitempty"`
+	EscalateAfter *durationpb.Duration `protobuf:"bytes,10,opt,name=escalate_after,json=escalateAfter,proto3" json:"escalate_after,omitempty"`
+	EscalateTo    []string             `protobuf:"bytes,11,rep,name=escalate_to,json=escalateTo,proto3" json:"escalate_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8996,6 +9055,27 @@ func (x *CatalogEntry) GetStepUp() bool {
 		return x.StepUp
 	}
 	return false
+}
+
+func (x *CatalogEntry) GetRemindAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RemindAfter
+	}
+	return nil
+}
+
+func (x *CatalogEntry) GetEscalateAfter() *durationpb.Duration {
+	if x != nil {
+		return x.EscalateAfter
+	}
+	return nil
+}
+
+func (x *CatalogEntry) GetEscalateTo() []string {
+	if x != nil {
+		return x.EscalateTo
+	}
+	return nil
 }
 
 // ListCatalogRequest lists the catalog.
@@ -9547,7 +9627,14 @@ type SetActionSettingsRequest struct {
 	Mode EnforcementMode `protobuf:"varint,3,opt,name=mode,proto3,enum=guard.v1.EnforcementMode" json:"mode,omitempty"`
 	// Its holds need a step-up: a tap in chat cannot approve them, only an
 	// approver freshly signed in (the console) or using their own token.
-	StepUp        bool `protobuf:"varint,4,opt,name=step_up,json=stepUp,proto3" json:"step_up,omitempty"`
+	StepUp bool `protobuf:"varint,4,opt,name=step_up,json=stepUp,proto3" json:"step_up,omitempty"`
+	// Escalation (issue 32): remind the approvers after remind_after, add
+	// the escalate_to approvers after escalate_after (0: never). escalate_to
+	// names users (id or display name) or agent groups ("group:NAME": that
+	// group's admins at escalation time); an unknown name is refused.
+	RemindAfter   *durationpb.Duration `protobuf:"bytes,5,opt,name=remind_after,json=remindAfter,proto3" json:"remind_after,omitempty"`
+	EscalateAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=escalate_after,json=escalateAfter,proto3" json:"escalate_after,omitempty"`
+	EscalateTo    []string             `protobuf:"bytes,7,rep,name=escalate_to,json=escalateTo,proto3" json:"escalate_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -9608,6 +9695,27 @@ func (x *SetActionSettingsRequest) GetStepUp() bool {
 		return x.StepUp
 	}
 	return false
+}
+
+func (x *SetActionSettingsRequest) GetRemindAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RemindAfter
+	}
+	return nil
+}
+
+func (x *SetActionSettingsRequest) GetEscalateAfter() *durationpb.Duration {
+	if x != nil {
+		return x.EscalateAfter
+	}
+	return nil
+}
+
+func (x *SetActionSettingsRequest) GetEscalateTo() []string {
+	if x != nil {
+		return x.EscalateTo
+	}
+	return nil
 }
 
 // SetActionSettingsResponse is the catalog entry with its settings.
@@ -11603,7 +11711,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fmessaging_group\x18\x01 \x01(\v2\x18.guard.v1.MessagingGroupR\x0emessagingGroup\"P\n" +
 	"\x1bDeleteMessagingGroupRequest\x121\n" +
 	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"\x1e\n" +
-	"\x1cDeleteMessagingGroupResponse\"\xf5\x01\n" +
+	"\x1cDeleteMessagingGroupResponse\"\x96\x03\n" +
 	"\rMessagePolicy\x12\x1d\n" +
 	"\n" +
 	"from_group\x18\x01 \x01(\tR\tfromGroup\x12\x19\n" +
@@ -11611,7 +11719,11 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x10approver_user_id\x18\x03 \x01(\tR\x0eapproverUserId\x12\x1c\n" +
 	"\tapprovals\x18\x04 \x01(\x05R\tapprovals\x123\n" +
 	"\x16also_approver_user_ids\x18\x06 \x03(\tR\x13alsoApproverUserIds\x12-\n" +
-	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\"\xb2\x01\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\x12<\n" +
+	"\fremind_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\vremindAfter\x12@\n" +
+	"\x0eescalate_after\x18\b \x01(\v2\x19.google.protobuf.DurationR\rescalateAfter\x12\x1f\n" +
+	"\vescalate_to\x18\t \x03(\tR\n" +
+	"escalateTo\"\xb2\x01\n" +
 	"\x13ListPoliciesRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12 \n" +
 	"\x05limit\x18\x02 \x01(\x05B\n" +
@@ -11620,7 +11732,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"s\n" +
 	"\x14ListPoliciesResponse\x123\n" +
 	"\bpolicies\x18\x01 \x03(\v2\x17.guard.v1.MessagePolicyR\bpolicies\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf6\x04\n" +
 	"\x10SetPolicyRequest\x12D\n" +
 	"\n" +
 	"from_group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\tfromGroup\x12@\n" +
@@ -11628,7 +11740,11 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x10approver_user_id\x18\x03 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x0eapproverUserId\x12'\n" +
 	"\tapprovals\x18\x04 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x12]\n" +
 	"\x16also_approver_user_ids\x18\x06 \x03(\tB(\xbaH%\x92\x01\"\x10\x10\"\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x13alsoApproverUserIds\x127\n" +
-	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"D\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\x12<\n" +
+	"\fremind_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\vremindAfter\x12@\n" +
+	"\x0eescalate_after\x18\b \x01(\v2\x19.google.protobuf.DurationR\rescalateAfter\x12L\n" +
+	"\vescalate_to\x18\t \x03(\tB+\xbaH(\x92\x01%\x10\x10\"!r\x1f\x10\x01\x18\x80\x012\x18^[A-Za-z0-9._:@#+=/ -]*$R\n" +
+	"escalateTo\"D\n" +
 	"\x11SetPolicyResponse\x12/\n" +
 	"\x06policy\x18\x01 \x01(\v2\x17.guard.v1.MessagePolicyR\x06policy\"\x9d\x01\n" +
 	"\x13RemovePolicyRequest\x12D\n" +
@@ -11714,7 +11830,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"i\n" +
 	"\x13ListRunnersResponse\x12*\n" +
 	"\arunners\x18\x01 \x03(\v2\x10.guard.v1.RunnerR\arunners\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9d\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbe\x03\n" +
 	"\fCatalogEntry\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12'\n" +
 	"\x0fapproval_action\x18\x02 \x01(\tR\x0eapprovalAction\x12(\n" +
@@ -11723,7 +11839,12 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x1c\n" +
 	"\tapprovals\x18\x06 \x01(\x05R\tapprovals\x12-\n" +
 	"\x04mode\x18\a \x01(\x0e2\x19.guard.v1.EnforcementModeR\x04mode\x12\x17\n" +
-	"\astep_up\x18\b \x01(\bR\x06stepUp\"t\n" +
+	"\astep_up\x18\b \x01(\bR\x06stepUp\x12<\n" +
+	"\fremind_after\x18\t \x01(\v2\x19.google.protobuf.DurationR\vremindAfter\x12@\n" +
+	"\x0eescalate_after\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\rescalateAfter\x12\x1f\n" +
+	"\vescalate_to\x18\v \x03(\tR\n" +
+	"escalateTo\"t\n" +
 	"\x12ListCatalogRequest\x12 \n" +
 	"\x05limit\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
@@ -11769,12 +11890,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\rinclude_reads\x18\t \x01(\bR\fincludeReads\"w\n" +
 	"\x15ListDecisionsResponse\x126\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x18.guard.v1.DecisionRecordR\tdecisions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc7\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x95\x03\n" +
 	"\x18SetActionSettingsRequest\x120\n" +
 	"\x06action\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x12'\n" +
 	"\tapprovals\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
 	"\x04mode\x18\x03 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\x12\x17\n" +
-	"\astep_up\x18\x04 \x01(\bR\x06stepUp\"I\n" +
+	"\astep_up\x18\x04 \x01(\bR\x06stepUp\x12<\n" +
+	"\fremind_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vremindAfter\x12@\n" +
+	"\x0eescalate_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\rescalateAfter\x12L\n" +
+	"\vescalate_to\x18\a \x03(\tB+\xbaH(\x92\x01%\x10\x10\"!r\x1f\x10\x01\x18\x80\x012\x18^[A-Za-z0-9._:@#+=/ -]*$R\n" +
+	"escalateTo\"I\n" +
 	"\x19SetActionSettingsResponse\x12,\n" +
 	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry\"\xac\x01\n" +
 	"\x0eMcpServerState\x12\x1b\n" +
@@ -12408,202 +12533,210 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	8,   // 98: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
 	114, // 99: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
 	192, // 100: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	125, // 101: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	192, // 102: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	125, // 103: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	132, // 104: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	132, // 105: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	193, // 106: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	189, // 107: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	189, // 108: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	187, // 109: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	189, // 110: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	189, // 111: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	193, // 112: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	188, // 113: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	190, // 114: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
-	139, // 115: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	139, // 116: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	41,  // 117: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	194, // 118: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	192, // 119: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	148, // 120: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	189, // 121: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	195, // 122: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	196, // 123: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	190, // 124: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	197, // 125: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	196, // 126: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	151, // 127: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	196, // 128: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	189, // 129: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	189, // 130: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
-	151, // 131: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	192, // 132: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	148, // 133: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	189, // 134: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	196, // 135: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	192, // 136: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	158, // 137: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	196, // 138: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 139: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	192, // 140: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	196, // 141: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	189, // 142: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	159, // 143: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	196, // 144: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	192, // 145: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	159, // 146: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	160, // 147: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	196, // 148: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	192, // 149: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	160, // 150: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	169, // 151: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	160, // 152: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	10,  // 153: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
-	189, // 154: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
-	10,  // 155: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	172, // 156: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
-	10,  // 157: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	172, // 158: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
-	172, // 159: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
-	14,  // 160: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	16,  // 161: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	29,  // 162: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	31,  // 163: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	33,  // 164: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	35,  // 165: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	37,  // 166: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	39,  // 167: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	45,  // 168: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	47,  // 169: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	49,  // 170: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	51,  // 171: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	53,  // 172: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	55,  // 173: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	57,  // 174: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	59,  // 175: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	61,  // 176: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	63,  // 177: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	65,  // 178: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	67,  // 179: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	70,  // 180: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	72,  // 181: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	74,  // 182: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	78,  // 183: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	80,  // 184: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	82,  // 185: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	85,  // 186: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	87,  // 187: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	89,  // 188: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	92,  // 189: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	94,  // 190: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	96,  // 191: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	99,  // 192: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	101, // 193: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	103, // 194: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	105, // 195: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	108, // 196: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	110, // 197: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	112, // 198: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	115, // 199: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	117, // 200: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	119, // 201: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	121, // 202: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	123, // 203: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	126, // 204: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	128, // 205: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	130, // 206: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	133, // 207: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	135, // 208: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	137, // 209: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	140, // 210: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	142, // 211: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	144, // 212: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	146, // 213: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	149, // 214: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	152, // 215: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	156, // 216: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	154, // 217: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	161, // 218: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	163, // 219: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	165, // 220: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	167, // 221: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	170, // 222: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	173, // 223: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
-	175, // 224: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
-	177, // 225: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	15,  // 226: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 227: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 228: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 229: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 230: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 231: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 232: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 233: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	46,  // 234: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	48,  // 235: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	50,  // 236: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	52,  // 237: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	54,  // 238: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	56,  // 239: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	58,  // 240: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	60,  // 241: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	62,  // 242: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	64,  // 243: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	66,  // 244: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	68,  // 245: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	71,  // 246: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	73,  // 247: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	76,  // 248: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	79,  // 249: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	81,  // 250: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	83,  // 251: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	86,  // 252: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	88,  // 253: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	90,  // 254: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	93,  // 255: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	95,  // 256: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	97,  // 257: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	100, // 258: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	102, // 259: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	104, // 260: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	106, // 261: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	109, // 262: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	111, // 263: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	113, // 264: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	116, // 265: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	118, // 266: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	120, // 267: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	122, // 268: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	124, // 269: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	127, // 270: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	129, // 271: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	131, // 272: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	134, // 273: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	136, // 274: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	138, // 275: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	141, // 276: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	143, // 277: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	145, // 278: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	147, // 279: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	150, // 280: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	153, // 281: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	157, // 282: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	155, // 283: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	162, // 284: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	164, // 285: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	166, // 286: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	168, // 287: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	171, // 288: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	174, // 289: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	176, // 290: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	178, // 291: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	226, // [226:292] is the sub-list for method output_type
-	160, // [160:226] is the sub-list for method input_type
-	160, // [160:160] is the sub-list for extension type_name
-	160, // [160:160] is the sub-list for extension extendee
-	0,   // [0:160] is the sub-list for field type_name
+	190, // 101: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
+	190, // 102: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
+	125, // 103: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	192, // 104: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	190, // 105: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
+	190, // 106: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
+	125, // 107: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	132, // 108: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	132, // 109: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	193, // 110: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	189, // 111: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	189, // 112: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	187, // 113: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	189, // 114: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	189, // 115: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	193, // 116: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	188, // 117: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	190, // 118: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	139, // 119: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	139, // 120: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	41,  // 121: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	194, // 122: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	192, // 123: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	190, // 124: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
+	190, // 125: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
+	148, // 126: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	189, // 127: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	195, // 128: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	196, // 129: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	190, // 130: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	197, // 131: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	196, // 132: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	151, // 133: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	196, // 134: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	189, // 135: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	189, // 136: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	151, // 137: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	192, // 138: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	190, // 139: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
+	190, // 140: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
+	148, // 141: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	189, // 142: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	196, // 143: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	192, // 144: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	158, // 145: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	196, // 146: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 147: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	192, // 148: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	196, // 149: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	189, // 150: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	159, // 151: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	196, // 152: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	192, // 153: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	159, // 154: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	160, // 155: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	196, // 156: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	192, // 157: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	160, // 158: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	169, // 159: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	160, // 160: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	10,  // 161: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
+	189, // 162: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
+	10,  // 163: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	172, // 164: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
+	10,  // 165: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	172, // 166: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
+	172, // 167: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
+	14,  // 168: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	16,  // 169: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	29,  // 170: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	31,  // 171: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	33,  // 172: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	35,  // 173: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	37,  // 174: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	39,  // 175: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	45,  // 176: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	47,  // 177: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	49,  // 178: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	51,  // 179: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	53,  // 180: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	55,  // 181: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	57,  // 182: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	59,  // 183: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	61,  // 184: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	63,  // 185: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	65,  // 186: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	67,  // 187: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	70,  // 188: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	72,  // 189: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	74,  // 190: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	78,  // 191: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	80,  // 192: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	82,  // 193: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	85,  // 194: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	87,  // 195: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	89,  // 196: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	92,  // 197: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	94,  // 198: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	96,  // 199: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	99,  // 200: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	101, // 201: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	103, // 202: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	105, // 203: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	108, // 204: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	110, // 205: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	112, // 206: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	115, // 207: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	117, // 208: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	119, // 209: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	121, // 210: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	123, // 211: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	126, // 212: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	128, // 213: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	130, // 214: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	133, // 215: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	135, // 216: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	137, // 217: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	140, // 218: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	142, // 219: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	144, // 220: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	146, // 221: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	149, // 222: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	152, // 223: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	156, // 224: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	154, // 225: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	161, // 226: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	163, // 227: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	165, // 228: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	167, // 229: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	170, // 230: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	173, // 231: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
+	175, // 232: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
+	177, // 233: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
+	15,  // 234: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 235: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 236: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 237: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 238: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 239: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 240: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 241: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	46,  // 242: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	48,  // 243: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	50,  // 244: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	52,  // 245: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	54,  // 246: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	56,  // 247: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	58,  // 248: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	60,  // 249: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	62,  // 250: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	64,  // 251: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	66,  // 252: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	68,  // 253: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	71,  // 254: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	73,  // 255: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	76,  // 256: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	79,  // 257: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	81,  // 258: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	83,  // 259: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	86,  // 260: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	88,  // 261: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	90,  // 262: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	93,  // 263: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	95,  // 264: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	97,  // 265: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	100, // 266: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	102, // 267: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	104, // 268: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	106, // 269: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	109, // 270: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	111, // 271: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	113, // 272: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	116, // 273: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	118, // 274: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	120, // 275: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	122, // 276: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	124, // 277: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	127, // 278: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	129, // 279: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	131, // 280: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	134, // 281: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	136, // 282: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	138, // 283: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	141, // 284: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	143, // 285: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	145, // 286: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	147, // 287: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	150, // 288: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	153, // 289: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	157, // 290: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	155, // 291: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	162, // 292: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	164, // 293: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	166, // 294: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	168, // 295: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	171, // 296: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	174, // 297: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	176, // 298: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	178, // 299: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	234, // [234:300] is the sub-list for method output_type
+	168, // [168:234] is the sub-list for method input_type
+	168, // [168:168] is the sub-list for extension type_name
+	168, // [168:168] is the sub-list for extension extendee
+	0,   // [0:168] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }

@@ -182,6 +182,10 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if resource == nil {
 		resource = map[string]string{}
 	}
+	plan, err := escalationPlan(ctx, tx, req, ruleName, groupID)
+	if err != nil {
+		return CreateResult{}, err
+	}
 	title, question := req.Title, req.Question
 	if err := nameGroups(ctx, tx, &title, &question); err != nil {
 		return CreateResult{}, fmt.Errorf("create hold: %w", err)
@@ -189,7 +193,8 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	hold, err := readHold(ctx, tx, sqlCreate+holdColumns,
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
 		approverUser, ruleName, scope, dedupKey, nullTime(expires), title, question, options,
-		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered))
+		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered),
+		plan.RemindAfterS, plan.EscalateAfterS, orEmpty(plan.EscalateTo))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent request with the same key won the race; it has
 		// committed (ON CONFLICT waited for it), so this statement sees it.

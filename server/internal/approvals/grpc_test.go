@@ -380,7 +380,9 @@ func TestExpiryAndSweepEmitEvents(t *testing.T) {
 		evs[1].GetHold().GetStatus() != guardv1.HoldStatus_HOLD_STATUS_EXPIRED || evs[1].GetResolver() != "" {
 		t.Fatalf("expiry event: %v", evs[1])
 	}
-	if n := lastPush(t, a, "notify").GetNotify(); n.GetHoldId() != h.GetId() || n.GetKind() != guardv1.NoticeKind_NOTICE_KIND_FAILED {
+	// Expiry is a deny, and the requester is told so.
+	if n := lastPush(t, a, "notify").GetNotify(); n.GetHoldId() != h.GetId() || n.GetKind() != guardv1.NoticeKind_NOTICE_KIND_FAILED ||
+		!strings.Contains(n.GetText(), "denied, it will not run") {
 		t.Fatalf("expiry notice: %v", n)
 	}
 	// Resolving an expired hold is refused.

@@ -26,7 +26,7 @@ const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, '')
 	also_delivered_to, approvals_required,
 	COALESCE((SELECT jsonb_agg(jsonb_build_object('user_id', a.user_id, 'at', a.approved_at, 'counted', a.counted) ORDER BY a.approved_at, a.user_id)
 		FROM hold_approvals a WHERE a.hold_id = holds.id), '[]') AS approvals,
-	resource, unapplied_reason`
+	resource, unapplied_reason, remind_at, escalate_at, escalate_to, reminded_at, escalated_at, escalated_to`
 
 // holdRow is one row of holdColumns as stored; proto turns it into the
 // Hold every caller shares.
@@ -63,6 +63,12 @@ type holdRow struct {
 	Approvals          []byte            `db:"approvals"`
 	Resource           map[string]string `db:"resource"`
 	UnappliedReason    string            `db:"unapplied_reason"`
+	RemindAt           *time.Time        `db:"remind_at"`
+	EscalateAt         *time.Time        `db:"escalate_at"`
+	EscalateTo         []string          `db:"escalate_to"`
+	RemindedAt         *time.Time        `db:"reminded_at"`
+	EscalatedAt        *time.Time        `db:"escalated_at"`
+	EscalatedTo        []string          `db:"escalated_to"`
 }
 
 // holdFromRow reads one row selected with holdColumns (a pgx.RowToFunc).
@@ -91,7 +97,8 @@ func (r holdRow) proto() (*guardv1.Hold, error) {
 		OriginChannelType: r.OriginChannelType, DeliveryAction: r.DeliveryAction, Resolver: r.Resolver,
 		Choice: r.Choice, Reason: r.Reason, Consumed: r.Consumed, AwaitingReasonFrom: r.AwaitingReasonFrom,
 		AlsoDeliveredTo: r.AlsoDeliveredTo, ApprovalsRequired: r.ApprovalsRequired, UnappliedReason: r.UnappliedReason,
-		CreatedAt: timestamppb.New(r.CreatedAt),
+		CreatedAt: timestamppb.New(r.CreatedAt), EscalateTo: r.EscalateTo, EscalatedTo: r.EscalatedTo,
+		RemindAt: stamp(r.RemindAt), EscalateAt: stamp(r.EscalateAt), RemindedAt: stamp(r.RemindedAt), EscalatedAt: stamp(r.EscalatedAt),
 	}
 	if len(r.Resource) > 0 {
 		h.Resource = r.Resource
@@ -131,6 +138,8 @@ func (r holdRow) proto() (*guardv1.Hold, error) {
 	if ex := h.ApproverRule.GetExclusive(); ex != nil {
 		ex.AlsoUserIds = r.AlsoApprovers
 	}
+	// Whom the escalation added may resolve it too (MayResolveWithRoles).
+	h.ApproverRule.EscalatedUserIds = r.EscalatedTo
 	var err error
 	if h.ApproverScope, err = enumword.Parse[guardv1.ApproverScope](r.ApproverScope); err != nil {
 		return nil, fmt.Errorf("hold %s: approver scope: %w", h.Id, err)
@@ -145,6 +154,14 @@ func (r holdRow) proto() (*guardv1.Hold, error) {
 		h.ResolvedAt = timestamppb.New(*r.ResolvedAt)
 	}
 	return h, nil
+}
+
+// stamp is a nullable column's timestamp (nil stays unset).
+func stamp(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
+	}
+	return timestamppb.New(*t)
 }
 
 // GetHold reads one hold (pgx.ErrNoRows when absent).

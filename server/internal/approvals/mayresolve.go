@@ -3,6 +3,7 @@ package approvals
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -82,6 +83,8 @@ func MayResolve(ctx context.Context, q store.Querier, rule *guardv1.ApproverRule
 //   - admins-of-scope{group, delivered_to}: the recorded delivered-to user,
 //     or the group's admin chain (scoped admin, global admin, owner); with no
 //     anchor group, owners and global admins only.
+//   - escalated_user_ids (the hold's escalation, once it happened): those
+//     users too, whatever the kind.
 //   - scope global (the D1 overlay): whatever the rule says, the clicker must
 //     also be an owner or a global admin. An unspecified scope is the seed's
 //     default, group.
@@ -91,6 +94,11 @@ func MayResolveWithRoles(rule *guardv1.ApproverRule, scope guardv1.ApproverScope
 	}
 	top := roles.Owner || roles.GlobalAdmin
 	globalScopeOK := scope != guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL || top
+	// An escalation adds approvers to any rule from the moment it is
+	// recorded (never before: the list is empty until then).
+	if slices.Contains(rule.GetEscalatedUserIds(), clicker) {
+		return globalScopeOK
+	}
 	switch r := rule.GetKind().(type) {
 	case *guardv1.ApproverRule_Exclusive:
 		named := r.Exclusive.GetUserId() != "" && clicker == r.Exclusive.GetUserId()

@@ -357,8 +357,9 @@ func resolutionPush(hold *guardv1.Hold, outcome guardv1.Outcome, reason string) 
 			Kind: guardv1.NoticeKind_NOTICE_KIND_REJECTED, Text: text, HoldId: hold.Id,
 		}}}
 	case guardv1.Outcome_OUTCOME_EXPIRE, guardv1.Outcome_OUTCOME_SWEEP:
+		// No answer is a no: the request is denied and will not run.
 		push = &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{
-			Kind: guardv1.NoticeKind_NOTICE_KIND_FAILED, Text: fmt.Sprintf("Your %s request expired without a decision.", what), HoldId: hold.Id,
+			Kind: guardv1.NoticeKind_NOTICE_KIND_FAILED, Text: fmt.Sprintf("Your %s request expired without a decision: denied, it will not run.", what), HoldId: hold.Id,
 		}}}
 	}
 	return push
@@ -374,8 +375,12 @@ func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome, chan
 	}
 	s.metrics.ObserveResolved(h.Kind, enumword.String(outcome), channel, waited)
 	// Audit, after the commit (expire and sweep have no resolver).
+	effect := "deny"
+	if outcome == guardv1.Outcome_OUTCOME_APPROVE {
+		effect = "allow"
+	}
 	s.log.Info("hold resolved", "audit", true, "hold", h.Id, "kind", h.Kind, "group", h.AgentGroupId,
-		"outcome", enumword.String(outcome), "resolver", h.Resolver, "reason", h.Reason, "waited", waited)
+		"outcome", enumword.String(outcome), "effect", effect, "resolver", h.Resolver, "reason", h.Reason, "waited", waited)
 }
 
 // runApproved runs the kind's approved handlers after commit, each isolated:

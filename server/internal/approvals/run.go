@@ -61,7 +61,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Run is the replica's background work until ctx ends: the event reader
 // (Watch, Await, webhook; the replica's listener wakes it through
-// EventWakeups), the expiry sweeper, the pending-hold gauges, and the
+// EventWakeups), the expiry and escalation sweeper, the pending-hold gauges, and the
 // webhook notifier when configured.
 func (s *Service) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
@@ -85,6 +85,9 @@ func (s *Service) dispatchTick(ctx context.Context) error {
 
 func (s *Service) expireTick(ctx context.Context) error {
 	if _, err := s.ExpireDue(ctx); err != nil {
+		return err
+	}
+	if _, err := s.EscalateDue(ctx); err != nil {
 		return err
 	}
 	_, err := s.LapseReasonCaptures(ctx)

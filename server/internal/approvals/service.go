@@ -52,6 +52,10 @@ type Service struct {
 	ReplayGrace       time.Duration
 	ReconcileInterval time.Duration
 	webhookSecret     []byte
+	// BeforeStepCommit, when set (tests), runs inside an escalation step's
+	// transaction after its claims and events, before the commit; an error
+	// undoes the batch.
+	BeforeStepCommit func(ctx context.Context, step string, holds []*guardv1.Hold) error
 }
 
 // New builds the service. Call Start before serving and run Run in the

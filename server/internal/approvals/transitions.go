@@ -7,7 +7,7 @@ package approvals
 // DeleteGroupHoldsTx).
 //
 //	pending ─resolve─▶ approved | rejected | expired | swept
-//	pending: a reason capture armed, disarmed; approvers renamed with their policy;
+//	pending: reminded once, escalated once (approvers added); a reason capture armed, disarmed; approvers renamed with their policy;
 //	         quorum clicks recorded, the counted ones marked when it is met
 //	approved ─consume (the replay's ALLOW, one statement)─▶ consumed ─apply─▶ applied
 //	approved, never applied ─given up by the reconciler─▶ unapplied
@@ -27,9 +27,12 @@ import (
 // sqlCreate is create: a new pending hold (CreateHoldTx), RETURNING the hold.
 const sqlCreate = `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, requester,
 			approver_user_id, approver_rule, approver_scope, dedup_key, expires_at, title, question, options,
-			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required, also_approvers, resource, also_delivered_to)
+			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required, also_approvers, resource, also_delivered_to,
+			remind_at, escalate_at, escalate_to)
 		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), $9, $10, NULLIF($11, ''),
-			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19, $20, $21, $22, $23)
+			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19, $20, $21, $22, $23,
+			CASE WHEN $24::int > 0 THEN now() + make_interval(secs => $24::int) END,
+			CASE WHEN $25::int > 0 AND cardinality($26::text[]) > 0 THEN now() + make_interval(secs => $25::int) END, $26)
 		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
 		RETURNING `
 
@@ -79,6 +82,39 @@ const sqlRenameApprovers = `UPDATE holds SET approver_user_id = $4, also_approve
 			awaiting_reason_from = CASE WHEN awaiting_reason_from = ANY($4::text || $5::text[]) THEN awaiting_reason_from ELSE '' END,
 			awaiting_reason_at = CASE WHEN awaiting_reason_from = ANY($4::text || $5::text[]) THEN awaiting_reason_at END
 		WHERE status = 'pending' AND approver_rule = '`
+
+// sqlClaimReminders is remind: pending holds whose reminder is due and not
+// yet sent are marked reminded, once (the row lock and the reminded_at
+// condition: a replica that claims a hold another committed first finds it
+// marked and skips it), RETURNING the hold. Its event is written in the
+// same transaction, so a claim whose replica dies before commit is undone
+// and taken again by the next sweep, on any replica.
+const sqlClaimReminders = `UPDATE holds SET reminded_at = now()
+		WHERE id IN (SELECT id FROM holds
+		              WHERE status = 'pending' AND reminded_at IS NULL AND remind_at <= now()
+		                AND (expires_at IS NULL OR expires_at > now())
+		              ORDER BY remind_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+		  AND status = 'pending' AND reminded_at IS NULL
+		RETURNING `
+
+// sqlClaimEscalations is escalate: pending holds whose escalation is due
+// are marked escalated, once, and their escalate_to resolved to users now:
+// named users that still exist, and the current admins of each named group
+// ("group:<id>"), RETURNING the hold (as sqlClaimReminders).
+const sqlClaimEscalations = `UPDATE holds SET escalated_at = now(), escalated_to = ARRAY(
+			SELECT DISTINCT u FROM (
+				SELECT e AS u FROM unnest(holds.escalate_to) e
+				 WHERE e NOT LIKE 'group:%' AND EXISTS (SELECT 1 FROM users WHERE id = e)
+				UNION
+				SELECT r.user_id FROM unnest(holds.escalate_to) e
+				  JOIN user_roles r ON r.role = 'admin' AND r.agent_group_id = substr(e, 7)
+				 WHERE e LIKE 'group:%') x ORDER BY u)
+		WHERE id IN (SELECT id FROM holds
+		              WHERE status = 'pending' AND escalated_at IS NULL AND escalate_at <= now()
+		                AND (expires_at IS NULL OR expires_at > now())
+		              ORDER BY escalate_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+		  AND status = 'pending' AND escalated_at IS NULL
+		RETURNING `
 
 // sqlCountReplay is replay re-sent by the reconciler ($1 hold).
 const sqlCountReplay = `UPDATE holds SET replay_attempts = replay_attempts + 1, replay_checked_at = now() WHERE id = $1`

@@ -170,6 +170,7 @@ func (c *Console) deciders(r *http.Request, s *session, h *guardv1.Hold) ([]stri
 	global := h.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
 	if u := rule.GetExclusive().GetUserId(); u != "" {
 		named := append([]string{u}, rule.GetExclusive().GetAlsoUserIds()...)
+		named = append(named, rule.GetEscalatedUserIds()...) // added by its escalation
 		if global {
 			return named, "and only while an owner or a global admin"
 		}
@@ -211,6 +212,11 @@ func (c *Console) deciders(r *http.Request, s *session, h *guardv1.Hold) ([]stri
 	}
 	if !global {
 		add(a.GetDeliveredTo())
+		// Added by its escalation (on a global hold only owners and
+		// global admins, listed above, may decide).
+		for _, u := range rule.GetEscalatedUserIds() {
+			add(u)
+		}
 	}
 	sort.Strings(out)
 	return out, note
@@ -575,6 +581,30 @@ func userCell(r *http.Request, id string) cell {
 	return txt(id)
 }
 
+// escalationWords is a policy's escalation plan in words ("—": none of its
+// own, so a2a.send's applies).
+func escalationWords(n holdview.Names, p *guardv1.MessagePolicy) string {
+	var parts []string
+	if d := p.GetRemindAfter(); d != nil {
+		parts = append(parts, "remind after "+d.AsDuration().String())
+	}
+	if d := p.GetEscalateAfter(); d != nil {
+		var who []string
+		for _, u := range p.GetEscalateTo() {
+			if g, ok := strings.CutPrefix(u, "group:"); ok {
+				who = append(who, "admins of "+holdview.Group(n, g))
+			} else {
+				who = append(who, holdview.User(n, u))
+			}
+		}
+		parts = append(parts, "add "+strings.Join(who, ", ")+" after "+d.AsDuration().String())
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, "; ")
+}
+
 // policyMode is a message policy's mode in words.
 func policyMode(m guardv1.EnforcementMode) string {
 	if m == guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED {
@@ -667,13 +697,13 @@ func (c *Console) destinationsPage(w http.ResponseWriter, r *http.Request, s *se
 func (c *Console) policiesPage(w http.ResponseWriter, r *http.Request, s *session) {
 	resp, err := callAll[*guardv1.ListPoliciesResponse](c, r, s, guardv1.Registry_ListPolicies_FullMethodName,
 		&guardv1.ListPoliciesRequest{Group: r.URL.Query().Get("group")})
-	t := tableData{Headers: []string{"FROM", "TO", "APPROVERS", "QUORUM", "MODE", "MEANS"}, Empty: "no message policies you may read"}
+	t := tableData{Headers: []string{"FROM", "TO", "APPROVERS", "QUORUM", "MODE", "ESCALATION", "MEANS"}, Empty: "no message policies you may read"}
 	n := namesOf(r).book()
 	for _, p := range resp.GetPolicies() {
 		approvers := append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...)
 		need := max(int(p.GetApprovals()), 1)
 		t.Rows = append(t.Rows, []cell{groupCell(r, p.GetFromGroup()), groupCell(r, p.GetToGroup()), txt(usersLabel(n, approvers)),
-			txt(fmt.Sprintf("%d of %d", need, len(approvers))), txt(policyMode(p.GetMode())), txt(policyMeans(n, p, approvers, need))})
+			txt(fmt.Sprintf("%d of %d", need, len(approvers))), txt(policyMode(p.GetMode())), txt(escalationWords(n, p)), txt(policyMeans(n, p, approvers, need))})
 	}
 	c.table(w, r, s, "policies", "Message policies", t, err)
 }

@@ -249,6 +249,9 @@ func ruleInWords(n holdview.Names, rule *guardv1.ApproverRule, scope guardv1.App
 		a.AgentGroupId = holdview.Group(n, a.GetAgentGroupId())
 		a.DeliveredTo = userLabel(n, a.GetDeliveredTo())
 	}
+	for i, u := range r.GetEscalatedUserIds() {
+		r.EscalatedUserIds[i] = userLabel(n, u)
+	}
 	return guard.RuleInWords(r, scope)
 }
 

@@ -321,6 +321,9 @@ func RuleInWords(rule *guardv1.ApproverRule, scope guardv1.ApproverScope) string
 	default:
 		return "nobody (the hold has no approver rule)"
 	}
+	if esc := rule.GetEscalatedUserIds(); len(esc) > 0 {
+		who += ", and " + strings.Join(esc, ", ") + " (added by its escalation)"
+	}
 	if scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
 		return who + "; global scope: the clicker must also be an owner or a global admin"
 	}

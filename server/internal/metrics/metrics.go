@@ -77,6 +77,7 @@ type Metrics struct {
 	OldestPendingHoldSeconds prometheus.Gauge         //
 	TimeToResolveSeconds     *prometheus.HistogramVec // {kind, channel}
 	ApprovalsPartialTotal    *prometheus.CounterVec   // {kind}: approvals short of a quorum
+	EscalationStepsTotal     *prometheus.CounterVec   // {step: remind, escalate}: escalation steps taken (each once per hold)
 	WebhookFailuresTotal     prometheus.Counter
 	WebhookLagSeconds        prometheus.Gauge // age of the oldest event the webhook has not posted
 	// The decision export (--decision-export-url).
@@ -184,6 +185,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "clawguard", Subsystem: "approvals", Name: "partial_approvals_total",
 			Help: "Approvals recorded toward a quorum that did not yet complete it, by hold kind.",
 		}, []string{"kind"}),
+		EscalationStepsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "approvals", Name: "escalation_steps_total",
+			Help: "Escalation steps taken on pending holds (each once per hold across replicas), by step: remind, escalate.",
+		}, []string{"step"}),
 		HoldsCreatedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "clawguard", Subsystem: "approvals", Name: "holds_created_total",
 			Help: "Holds created, by hold kind.",
@@ -255,7 +260,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mode"}),
 	}
 	reg.MustRegister(
-		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal,
+		m.DecisionsTotal, m.QueriesTotal, m.DecisionSeconds, m.ModeDecisionsTotal, m.ApprovalsPartialTotal, m.EscalationStepsTotal,
 		m.DecisionsShedTotal, m.AdmissionLimit, m.AdmittedSeconds,
 		m.LogBatchSeconds, m.LogBatchSize,
 		m.SnapshotDecisionsTotal, m.SnapshotRefreshesTotal, m.SnapshotRefreshErrorsTotal, m.SnapshotRevision, m.SnapshotTablesUnmirrored,
@@ -308,6 +313,9 @@ func (m *Metrics) PreInit(actions, holdKinds []string) {
 	for _, r := range []string{"shipped", "failed"} {
 		m.ExportBatchesTotal.WithLabelValues(r)
 	}
+	for _, st := range EscalationSteps {
+		m.EscalationStepsTotal.WithLabelValues(st)
+	}
 	for _, k := range holdKinds {
 		m.HoldsCreatedTotal.WithLabelValues(k)
 		m.HoldsPending.WithLabelValues(k)
@@ -320,6 +328,10 @@ func (m *Metrics) PreInit(actions, holdKinds []string) {
 		}
 	}
 }
+
+// EscalationSteps are the steps of a hold's escalation (the label values
+// of EscalationStepsTotal).
+var EscalationSteps = []string{"remind", "escalate"}
 
 // ObserveReplication sets the database gauges: synchronous standbys (-1
 // unknown) and the mode, one of ReplicationModes.

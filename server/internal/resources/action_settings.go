@@ -36,11 +36,22 @@ func (s *Service) SetActionSettings(ctx context.Context, req *guardv1.SetActionS
 	if mode == "" {
 		mode = "enforce"
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO action_settings (action, approvals, mode, step_up) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (action) DO UPDATE SET approvals = EXCLUDED.approvals, mode = EXCLUDED.mode, step_up = EXCLUDED.step_up, updated_at = now()`,
-		req.GetAction(), req.GetApprovals(), mode, req.GetStepUp()); err != nil {
+	esc, err := checkEscalation(req.GetRemindAfter(), req.GetEscalateAfter(), req.GetEscalateTo())
+	if err != nil {
 		return nil, err
 	}
+	if esc.to, err = resolveApprovers(ctx, s.pool, esc.to); err != nil {
+		return nil, err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO action_settings (action, approvals, mode, step_up, remind_after_s, escalate_after_s, escalate_to)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (action) DO UPDATE SET approvals = EXCLUDED.approvals, mode = EXCLUDED.mode, step_up = EXCLUDED.step_up,
+			remind_after_s = EXCLUDED.remind_after_s, escalate_after_s = EXCLUDED.escalate_after_s, escalate_to = EXCLUDED.escalate_to,
+			updated_at = now()`,
+		req.GetAction(), req.GetApprovals(), mode, req.GetStepUp(), esc.remindS, esc.escalateS, esc.to); err != nil {
+		return nil, err
+	}
+	entry.RemindAfter, entry.EscalateAfter, entry.EscalateTo = seconds(esc.remindS), seconds(esc.escalateS), esc.to
 	if entry.Mode, err = enumFromColumn[guardv1.EnforcementMode]("mode", mode); err != nil {
 		return nil, err
 	}
@@ -62,7 +73,7 @@ func (s *Service) catalogEntry(action string) *guardv1.CatalogEntry {
 
 // withSettings fills the operator settings into catalog entries.
 func (s *Service) withSettings(ctx context.Context, entries []*guardv1.CatalogEntry) error {
-	rows, err := s.pool.Query(ctx, `SELECT action, approvals, mode, step_up FROM action_settings`)
+	rows, err := s.pool.Query(ctx, `SELECT action, approvals, mode, step_up, remind_after_s, escalate_after_s, escalate_to FROM action_settings`)
 	if err != nil {
 		return err
 	}
@@ -76,12 +87,14 @@ func (s *Service) withSettings(ctx context.Context, entries []*guardv1.CatalogEn
 			action, mode string
 			approvals    int32
 			stepUp       bool
+			esc          escalationSettings
 		)
-		if err := rows.Scan(&action, &approvals, &mode, &stepUp); err != nil {
+		if err := rows.Scan(&action, &approvals, &mode, &stepUp, &esc.remindS, &esc.escalateS, &esc.to); err != nil {
 			return err
 		}
 		if e := byAction[action]; e != nil {
 			e.StepUp = stepUp
+			e.RemindAfter, e.EscalateAfter, e.EscalateTo = seconds(esc.remindS), seconds(esc.escalateS), esc.to
 			if e.Mode, err = enumFromColumn[guardv1.EnforcementMode]("mode", mode); err != nil {
 				return fmt.Errorf("action %s: %w", action, err)
 			}

@@ -16,9 +16,12 @@ func scanPolicy(row pgx.Row) (*guardv1.MessagePolicy, error) {
 		p    guardv1.MessagePolicy
 		mode string
 	)
-	if err := row.Scan(&p.FromGroup, &p.ToGroup, &p.ApproverUserId, &mode, &p.AlsoApproverUserIds, &p.Approvals); err != nil {
+	var esc escalationSettings
+	if err := row.Scan(&p.FromGroup, &p.ToGroup, &p.ApproverUserId, &mode, &p.AlsoApproverUserIds, &p.Approvals,
+		&esc.remindS, &esc.escalateS, &p.EscalateTo); err != nil {
 		return nil, err
 	}
+	p.RemindAfter, p.EscalateAfter = seconds(esc.remindS), seconds(esc.escalateS)
 	var err error
 	if p.Mode, err = enumFromColumn[guardv1.EnforcementMode]("mode", mode); err != nil {
 		return nil, fmt.Errorf("policy %s → %s: %w", p.FromGroup, p.ToGroup, err)
@@ -26,7 +29,8 @@ func scanPolicy(row pgx.Row) (*guardv1.MessagePolicy, error) {
 	return &p, nil
 }
 
-const policyColumns = `from_agent_group_id, to_agent_group_id, approver_user_id, mode, also_approvers, approvals`
+const policyColumns = `from_agent_group_id, to_agent_group_id, approver_user_id, mode, also_approvers, approvals,
+	remind_after_s, escalate_after_s, escalate_to`
 
 // ListPolicies lists message policies the caller may see (either end in a
 // visible group), optionally touching one group.
@@ -91,16 +95,26 @@ func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) 
 	// made while they are pending follow it, in the same transaction: an
 	// approver it no longer names can no longer approve, nor count toward a
 	// quorum.
+	esc, err := checkEscalation(req.GetRemindAfter(), req.GetEscalateAfter(), req.GetEscalateTo())
+	if err != nil {
+		return nil, err
+	}
 	var p *guardv1.MessagePolicy
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
+		to, err := resolveApprovers(ctx, tx, esc.to)
+		if err != nil {
+			return err
+		}
 		p, err = scanPolicy(tx.QueryRow(ctx, `INSERT INTO agent_message_policies
-				(from_agent_group_id, to_agent_group_id, approver_user_id, mode, also_approvers, approvals)
-			VALUES ($1, $2, $3, $4, $5, $6)
+				(from_agent_group_id, to_agent_group_id, approver_user_id, mode, also_approvers, approvals,
+				 remind_after_s, escalate_after_s, escalate_to)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 			ON CONFLICT (from_agent_group_id, to_agent_group_id) DO UPDATE SET approver_user_id = EXCLUDED.approver_user_id,
-				mode = EXCLUDED.mode, also_approvers = EXCLUDED.also_approvers, approvals = EXCLUDED.approvals, created_at = now()
+				mode = EXCLUDED.mode, also_approvers = EXCLUDED.also_approvers, approvals = EXCLUDED.approvals,
+				remind_after_s = EXCLUDED.remind_after_s, escalate_after_s = EXCLUDED.escalate_after_s, escalate_to = EXCLUDED.escalate_to,
+				created_at = now()
 			RETURNING `+policyColumns, req.GetFromGroup(), req.GetToGroup(), req.GetApproverUserId(), mode,
-			also, req.GetApprovals()))
+			also, req.GetApprovals(), esc.remindS, esc.escalateS, to))
 		if err != nil || s.policyHolds == nil {
 			return err
 		}

@@ -292,6 +292,9 @@ func checkSetPolicy(r *guardv1.SetPolicyRequest) (mode string, also []string, er
 	if n := int(r.GetApprovals()); n > 1+len(also) {
 		return "", nil, invalid("approvals", "%d approvals need at least %d distinct approvers; the policy names %d", n, n, 1+len(also))
 	}
+	if _, err := checkEscalation(r.GetRemindAfter(), r.GetEscalateAfter(), r.GetEscalateTo()); err != nil {
+		return "", nil, err
+	}
 	return mode, also, nil
 }
 
@@ -365,6 +368,9 @@ func (s *Service) checkSetActionSettings(r *guardv1.SetActionSettingsRequest) (*
 		return nil, err
 	}
 	if _, err := enumColumn("mode", r.GetMode()); err != nil {
+		return nil, err
+	}
+	if _, err := checkEscalation(r.GetRemindAfter(), r.GetEscalateAfter(), r.GetEscalateTo()); err != nil {
 		return nil, err
 	}
 	entry := s.catalogEntry(r.GetAction())
