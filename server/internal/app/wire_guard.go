@@ -168,7 +168,8 @@ func holdCreator(svc *approvals.Service) guard.HoldCreator {
 func standingFinder(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (*guard.StandingUse, error) {
 	u, err := approvals.UseStandingTx(ctx, tx, approvals.StandingQuery{
 		Kind: hr.Kind, CatalogAction: hr.CatalogAction, AgentGroupID: hr.AgentGroupID, SessionID: hr.SessionID,
-		RequesterGroupID: hr.Requester.GetAgent().GetAgentGroupId(), Resource: hr.Resource, Payload: hr.Payload.AsMap(),
+		RequesterGroupID: hr.Requester.GetAgent().GetAgentGroupId(), Resource: hr.Resource,
+		Rule: hr.Rule, Scope: hr.Scope, Payload: hr.Payload.AsMap(),
 	})
 	if err != nil || u == nil {
 		return nil, err

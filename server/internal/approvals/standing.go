@@ -199,6 +199,11 @@ func scanStanding(row pgx.Row) (*guardv1.StandingGrant, error) {
 type StandingQuery struct {
 	Kind, CatalogAction, AgentGroupID, SessionID string
 	RequesterGroupID                             string // the asking agent's group
+	// Rule and Scope are who the request would be held for now: every
+	// approver of the grant must still be eligible under them (a revoked
+	// role, or a policy that names someone else, ends the grant).
+	Rule  *guardv1.ApproverRule
+	Scope guardv1.ApproverScope
 	Resource                                     map[string]string
 	Payload                                      map[string]any
 }
@@ -216,7 +221,7 @@ type StandingUse struct {
 // (a revoked role ends it). The row is locked, so a revocation committing
 // meanwhile is seen or waits. nil: none matches, the request is held.
 func UseStandingTx(ctx context.Context, tx pgx.Tx, q StandingQuery) (*StandingUse, error) {
-	if q.RequesterGroupID == "" {
+	if q.RequesterGroupID == "" || q.Scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
 		return nil, nil // only an agent's request stands on a grant
 	}
 	resource := q.Resource
@@ -248,7 +253,7 @@ func UseStandingTx(ctx context.Context, tx pgx.Tx, q StandingQuery) (*StandingUs
 		return nil, fmt.Errorf("find a standing grant: %w", err)
 	}
 	for _, u := range found {
-		ok, err := approversStillMay(ctx, tx, u)
+		ok, err := ApproversMay(ctx, tx, q.Rule, q.Scope, u.ApprovedBy)
 		if err != nil {
 			return nil, err
 		}
@@ -263,51 +268,43 @@ func UseStandingTx(ctx context.Context, tx pgx.Tx, q StandingQuery) (*StandingUs
 	return nil, nil
 }
 
-// approversStillMay: every approver of u may still resolve its hold.
-func approversStillMay(ctx context.Context, tx pgx.Tx, u StandingUse) (bool, error) {
-	h, err := GetHold(ctx, tx, u.HoldID)
-	if err != nil {
-		return false, fmt.Errorf("read the hold of standing grant %s: %w", u.ID, err)
-	}
-	if h.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
+// ApproversMay: every approver of a standing grant may resolve a hold of
+// rule and scope now — the rule the request would be held under today, so
+// a revoked role or a policy naming someone else ends the grant. Never for
+// a global-scope hold.
+func ApproversMay(ctx context.Context, q store.Querier, rule *guardv1.ApproverRule, scope guardv1.ApproverScope, approvedBy []string) (bool, error) {
+	if scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL || rule == nil {
 		return false, nil
 	}
-	for _, user := range u.ApprovedBy {
-		ok, err := MayResolve(ctx, tx, h.GetApproverRule(), h.GetApproverScope(), user)
+	for _, user := range approvedBy {
+		ok, err := MayResolve(ctx, q, rule, scope, user)
 		if err != nil || !ok {
 			return false, err
 		}
 	}
-	return len(u.ApprovedBy) > 0, nil
+	return len(approvedBy) > 0, nil
 }
 
 // StandingForApplyTx re-checks, in the applying transaction, the standing
-// grant a cited ALLOW used (D3 at apply): it must still be live and its
-// approvers eligible. It returns the approved payload and resource the
-// applied ones must equal.
-func StandingForApplyTx(ctx context.Context, tx pgx.Tx, id string) (payload map[string]any, resource map[string]string, why string, err error) {
+// grant a cited ALLOW used (D3 at apply): it must still be live (the caller
+// checks its approvers against the rule its baseline holds under now). It
+// returns the approved payload, resource and approvers.
+func StandingForApplyTx(ctx context.Context, tx pgx.Tx, id string) (payload map[string]any, resource map[string]string, approvedBy []string, why string, err error) {
 	g, err := scanStanding(tx.QueryRow(ctx, `SELECT `+standingColumns+` FROM standing_grants WHERE id = $1 FOR SHARE`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, fmt.Sprintf("standing grant %s no longer exists", id), nil
+		return nil, nil, nil, fmt.Sprintf("standing grant %s no longer exists", id), nil
 	}
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("read standing grant %s: %w", id, err)
+		return nil, nil, nil, "", fmt.Errorf("read standing grant %s: %w", id, err)
 	}
 	var live bool
 	if err := tx.QueryRow(ctx, `SELECT revoked_at IS NULL AND expires_at > now() FROM standing_grants WHERE id = $1`, id).Scan(&live); err != nil {
-		return nil, nil, "", fmt.Errorf("read standing grant %s: %w", id, err)
+		return nil, nil, nil, "", fmt.Errorf("read standing grant %s: %w", id, err)
 	}
 	if !live {
-		return nil, nil, fmt.Sprintf("standing grant %s was revoked or has expired", id), nil
+		return nil, nil, nil, fmt.Sprintf("standing grant %s was revoked or has expired", id), nil
 	}
-	ok, err := approversStillMay(ctx, tx, StandingUse{ID: id, HoldID: g.GetHoldId(), ApprovedBy: g.GetApprovedBy()})
-	if err != nil {
-		return nil, nil, "", err
-	}
-	if !ok {
-		return nil, nil, fmt.Sprintf("an approver of standing grant %s may no longer approve it", id), nil
-	}
-	return g.GetPayload().AsMap(), g.GetResource(), "", nil
+	return g.GetPayload().AsMap(), g.GetResource(), g.GetApprovedBy(), "", nil
 }
 
 // mayManageStanding: the operator, or a user who may resolve the grant's hold.
