@@ -202,10 +202,10 @@ type StandingQuery struct {
 	// Rule and Scope are who the request would be held for now: every
 	// approver of the grant must still be eligible under them (a revoked
 	// role, or a policy that names someone else, ends the grant).
-	Rule  *guardv1.ApproverRule
-	Scope guardv1.ApproverScope
-	Resource                                     map[string]string
-	Payload                                      map[string]any
+	Rule     *guardv1.ApproverRule
+	Scope    guardv1.ApproverScope
+	Resource map[string]string
+	Payload  map[string]any
 }
 
 // StandingUse is a standing grant a request used.

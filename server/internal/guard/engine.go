@@ -59,7 +59,7 @@ type Engine struct {
 	holds   HoldCreator
 	// standing, when set, is asked before a hold is created (hold).
 	standing StandingFinder
-	consume *consumeStatements // nil: no grant can be consumed
+	consume  *consumeStatements // nil: no grant can be consumed
 
 	observeDecision func(action, effect string, took time.Duration)
 	// observeQuery counts dry runs and reads apart (kind "dry_run", "read").
