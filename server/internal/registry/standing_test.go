@@ -13,6 +13,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
+	"github.com/clawguard/clawguard/server/internal/config"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 )
@@ -295,5 +296,107 @@ func TestStandingGrantEndsWithTheApproversRole(t *testing.T) {
 	}
 	if may() {
 		t.Fatal("gina's standing grant still stands after her role was revoked")
+	}
+}
+
+// Issue 32: "for this session" stands only for the session that asked.
+func TestStandingGrantForTheSessionOnly(t *testing.T) {
+	t.Parallel()
+	w := newA2AWorld(t)
+	dana := testserver.ClientsFor(w.srv.Conn(t, w.srv.Token(t, "user", "", "tg:dana"), ""))
+	held := w.send(t, w.b, w.b, "ping", "", true)
+	res, err := dana.Approvals.Resolve(ctxT(t), &guardv1.ResolveRequest{Id: held.GetHoldId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE, StandingSession: true})
+	if err != nil || res.GetStandingGrant().GetSessionId() != w.sess.GetId() {
+		t.Fatalf("approve for the session: %v (%v), want a grant bound to %s", res.GetStandingGrant(), err, w.sess.GetId())
+	}
+	wantStandingAllow(t, w.send(t, w.b, w.b, "ping", "", true), "the same session")
+	other := "se_other_" + randHex()
+	if _, err := w.srv.Pool.Exec(ctxT(t), `INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ($1, $2, $3)`, other, w.group, w.r.id); err != nil {
+		t.Fatal(err)
+	}
+	asOther := testserver.ClientsFor(w.srv.Conn(t, w.r.token, other))
+	r, err := asOther.Guard.Decide(ctxT(t), &guardv1.DecideRequest{Action: "a2a.send", Resource: map[string]string{"to": w.b},
+		Payload: payload(t, map[string]any{"to": w.b, "text": "ping"}),
+		Card:    &guardv1.HoldCard{Title: "message", Question: "send?", DeliveryAction: "send_message", DedupKey: "k-" + randHex()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHeld(t, r, "another session of the group")
+}
+
+// Issue 32: on a quorum hold the standing grant exists only once the
+// quorum is met, and only when every counted approval asked for one (the
+// shortest time wins).
+func TestStandingGrantNeedsTheWholeQuorum(t *testing.T) {
+	t.Parallel()
+	w := newA2AWorld(t)
+	if _, err := w.srv.Pool.Exec(ctxT(t), `UPDATE agent_message_policies SET also_approvers = '{tg:erin}', approvals = 2
+		WHERE from_agent_group_id = $1 AND to_agent_group_id = $2`, w.group, w.b); err != nil {
+		t.Fatal(err)
+	}
+	dana := testserver.ClientsFor(w.srv.Conn(t, w.srv.Token(t, "user", "", "tg:dana"), ""))
+	erin := testserver.ClientsFor(w.srv.Conn(t, w.srv.Token(t, "user", "", "tg:erin"), ""))
+	approve := func(c testserver.Clients, hold string, d time.Duration) *guardv1.ResolveResponse {
+		t.Helper()
+		req := &guardv1.ResolveRequest{Id: hold, Outcome: guardv1.Outcome_OUTCOME_APPROVE}
+		if d > 0 {
+			req.StandingFor = durationpb.New(d)
+		}
+		res, err := c.Approvals.Resolve(ctxT(t), req)
+		if err != nil {
+			t.Fatalf("approve %s: %v", hold, err)
+		}
+		return res
+	}
+	// Dana asks for 8 hours, Erin approves once: once it is.
+	first := w.send(t, w.b, w.b, "quorum report", "", true)
+	if res := approve(dana, first.GetHoldId(), 8*time.Hour); res.GetStandingGrant() != nil || res.GetHold().GetStatus() != guardv1.HoldStatus_HOLD_STATUS_PENDING {
+		t.Fatalf("the first of two approvals: %v, want pending and no standing grant", res)
+	}
+	if res := approve(erin, first.GetHoldId(), 0); res.GetStandingGrant() != nil || res.GetHold().GetStatus() != guardv1.HoldStatus_HOLD_STATUS_APPROVED {
+		t.Fatalf("quorum met, one approval once: %v, want approved and no standing grant", res)
+	}
+	wantHeld(t, w.send(t, w.b, w.b, "quorum report", "", true), "after a quorum that did not all ask to stand")
+	// Both ask: the shortest stands.
+	second := w.send(t, w.b, w.b, "quorum report 2", "", true)
+	approve(dana, second.GetHoldId(), 8*time.Hour)
+	g := approve(erin, second.GetHoldId(), time.Hour).GetStandingGrant()
+	if left := time.Until(g.GetExpiresAt().AsTime()); g == nil || left > time.Hour || left < 59*time.Minute || len(g.GetApprovedBy()) != 2 {
+		t.Fatalf("both asked (8h, 1h): %v, want 1h approved by both", g)
+	}
+	wantStandingAllow(t, w.send(t, w.b, w.b, "quorum report 2", "", true), "after both asked")
+}
+
+// Issue 32: an action marked step-up is asked every time.
+func TestStandingGrantRefusedForStepUpActions(t *testing.T) {
+	t.Parallel()
+	w := newA2AWorld(t)
+	if _, err := w.srv.Pool.Exec(ctxT(t), `INSERT INTO action_settings (action, step_up) VALUES ('a2a.send', true)
+		ON CONFLICT (action) DO UPDATE SET step_up = true`); err != nil {
+		t.Fatal(err)
+	}
+	dana := testserver.ClientsFor(w.srv.Conn(t, w.srv.Token(t, "user", "", "tg:dana"), ""))
+	held := w.send(t, w.b, w.b, "sensitive", "", true)
+	_, err := dana.Approvals.Resolve(ctxT(t), &guardv1.ResolveRequest{Id: held.GetHoldId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE, StandingFor: durationpb.New(time.Hour)})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "step-up") {
+		t.Fatalf("approve a step-up action for 1 hour: %v, want FailedPrecondition naming the step-up", err)
+	}
+	if _, err := dana.Approvals.Resolve(ctxT(t), &guardv1.ResolveRequest{Id: held.GetHoldId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE}); err != nil {
+		t.Fatalf("approve it once: %v", err)
+	}
+}
+
+// Issue 32: with --standing-grant-max 0 standing grants are off: asking
+// for one is refused and approving once works.
+func TestStandingGrantsOff(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, func(c *config.Config) { c.StandingGrantMax = 0 })
+	if _, err := srv.Pool.Exec(ctxT(t), `INSERT INTO users (id) VALUES ('tg:dana')`); err != nil {
+		t.Fatal(err)
+	}
+	dana := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "user", "", "tg:dana"), ""))
+	_, err := dana.Approvals.Resolve(ctxT(t), &guardv1.ResolveRequest{Id: "hold_none", Outcome: guardv1.Outcome_OUTCOME_APPROVE, StandingFor: durationpb.New(time.Hour)})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "standing-grant-max 0") {
+		t.Fatalf("standing request with standing grants off: %v, want FailedPrecondition", err)
 	}
 }
