@@ -76,8 +76,8 @@ func standingRefusal(ctx context.Context, tx pgx.Tx, cur *guardv1.Hold, st Stand
 	switch {
 	case cur.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL:
 		return "it is a global-scope hold, which is always asked (D1): approve it once", nil
-	case cur.GetCatalogAction() == "" || cur.GetAgentGroupId() == "":
-		return "it was not held by a decision of an agent group's action: approve it once", nil
+	case cur.GetCatalogAction() == "" || cur.GetAgentGroupId() == "" || cur.GetRequester().GetAgent().GetAgentGroupId() == "":
+		return "it was not held by a decision of an agent's action: approve it once", nil
 	case st.Session && cur.GetSessionId() == "":
 		return "it has no session to stand for: approve it once or for a time", nil
 	}
