@@ -400,3 +400,57 @@ func TestStandingGrantsOff(t *testing.T) {
 		t.Fatalf("standing request with standing grants off: %v, want FailedPrecondition", err)
 	}
 }
+
+// Issue 32: an action the guard always holds (a package install) applies
+// under a standing grant's ALLOW exactly the approved packages, and not
+// once the grant is revoked.
+func TestStandingGrantAppliesAnAlwaysHeldAction(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	if _, err := f.srv.Pool.Exec(ctxT(t), `WITH u AS (INSERT INTO users (id) VALUES ('tg:gina') RETURNING id)
+		INSERT INTO user_roles (user_id, role) SELECT id, 'owner' FROM u`); err != nil {
+		t.Fatal(err)
+	}
+	asAgent := testserver.ClientsFor(f.srv.Conn(t, f.r.token, f.sess.GetId()))
+	gina := testserver.ClientsFor(f.srv.Conn(t, f.srv.Token(t, "user", "", "tg:gina"), ""))
+	pkgs := map[string]any{"apt": []any{"curl"}}
+	install := func() *guardv1.DecideResponse {
+		t.Helper()
+		res, err := asAgent.Guard.Decide(ctxT(t), &guardv1.DecideRequest{Action: "self_mod.install_packages", Payload: payload(t, pkgs),
+			Card: &guardv1.HoldCard{Title: "install curl", Question: "install?", DeliveryAction: "install_packages", DedupKey: "k-" + randHex()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	held := install()
+	if held.GetHoldId() == "" {
+		t.Fatalf("install: %v, want a hold", held)
+	}
+	if held.GetDecision().GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
+		t.Skip("this fixture's installs are global-scope holds: no standing grant by design")
+	}
+	if _, err := gina.Approvals.Resolve(ctxT(t), &guardv1.ResolveRequest{Id: held.GetHoldId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE, StandingFor: durationpb.New(time.Hour)}); err != nil {
+		t.Fatalf("approve the install for 1 hour: %v", err)
+	}
+	again := install()
+	if again.GetDecision().GetDecidedBy() != guard.ByStanding {
+		t.Fatalf("the identical install: %v, want an ALLOW by standing grant", again.GetDecision())
+	}
+	if _, err := f.apply(t, again.GetDecisionId(), "self_mod.install_packages", map[string]any{"apt": []any{"curl", "evil-tools"}}, nil); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("apply other packages citing it: %v, want PermissionDenied", err)
+	}
+	if _, err := f.apply(t, again.GetDecisionId(), "self_mod.install_packages", pkgs, nil); err != nil {
+		t.Fatalf("apply the approved packages citing it: %v", err)
+	}
+	third := install()
+	if third.GetDecision().GetDecidedBy() != guard.ByStanding {
+		t.Fatalf("the identical install again: %v", third.GetDecision())
+	}
+	if _, err := f.srv.Pool.Exec(ctxT(t), `UPDATE standing_grants SET revoked_at = now(), revoked_by = 'test'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.apply(t, third.GetDecisionId(), "self_mod.install_packages", pkgs, nil); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("apply after the revocation: %v, want PermissionDenied", err)
+	}
+}
