@@ -51,6 +51,9 @@ const DefaultFor = 30 * time.Second
 type Result struct {
 	// Hold is the hold as the click left it.
 	Hold *guardv1.Hold
+	// StandingGrant is the standing grant the click made (nil when none,
+	// and when Repeated: the earlier answer carrying it was lost).
+	StandingGrant *guardv1.StandingGrant
 	// Repeated: the server refused this attempt because an earlier one
 	// (whose answer was lost, or Options.Earlier's click) resolved the hold
 	// as asked; Hold is read back.
@@ -92,7 +95,7 @@ func Resolve(ctx context.Context, c Calls, req *guardv1.ResolveRequest, o Option
 	for {
 		resp, err := c.Resolve(ctx, req)
 		if err == nil {
-			res.Hold = resp.GetHold()
+			res.Hold, res.StandingGrant = resp.GetHold(), resp.GetStandingGrant()
 			return res, nil
 		}
 		if status.Code(err) == codes.FailedPrecondition && (res.Retries > 0 || o.Earlier) {

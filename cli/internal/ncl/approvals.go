@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
 	"github.com/clawguard/clawguard/proto/click"
@@ -93,13 +94,18 @@ func (a *app) approvalsGet() *cobra.Command {
 }
 
 func (a *app) approvalsResolve(approve bool) *cobra.Command {
-	var req guardv1.ResolveRequest
+	var (
+		req         guardv1.ResolveRequest
+		standingFor time.Duration
+	)
 	cmd := &cobra.Command{Args: one("hold-id")}
 	verb := "approved"
 	if approve {
 		cmd.Use, cmd.Short = "approve <hold-id>", "Approve a hold (the action is then replayed with the grant)"
-		cmd.Example = "  ncl approvals approve hold_3266c0872182ee7add9f                    # with a user token: as that user\n  ncl approvals approve hold_3266c0872182ee7add9f --as telegram:dana  # operator or bridge token: names the clicker"
+		cmd.Example = "  ncl approvals approve hold_3266c0872182ee7add9f                    # with a user token: as that user\n  ncl approvals approve hold_3266c0872182ee7add9f --as telegram:dana  # operator or bridge token: names the clicker\n  ncl approvals approve hold_3266c0872182ee7add9f --for 1h            # and the same request again, for an hour\n  ncl approvals approve hold_3266c0872182ee7add9f --for-session       # and again from the same session"
 		cmd.Flags().StringVar(&req.Choice, "choice", "", "option value, for cards with several options")
+		cmd.Flags().DurationVar(&standingFor, "for", 0, "approve as a standing grant for this long (at most the server's --standing-grant-max): the identical request (same action, target and payload) is then allowed without asking; ncl grants revoke ends it")
+		cmd.Flags().BoolVar(&req.StandingSession, "for-session", false, "approve as a standing grant for the requesting session (at most the server's --standing-grant-max)")
 		req.Outcome = guardv1.Outcome_OUTCOME_APPROVE
 	} else {
 		verb = "rejected"
@@ -114,6 +120,12 @@ func (a *app) approvalsResolve(approve bool) *cobra.Command {
 			return usagef("--reason is %d characters; at most %d reach the requester", n, maxReason)
 		}
 		req.Id = args[0]
+		if standingFor < 0 {
+			return usagef("--for must not be negative")
+		}
+		if standingFor > 0 {
+			req.StandingFor = durationpb.New(standingFor)
+		}
 		a.userArgs(&req.AsUser)
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			// What the hold was before the click: a second approval by
@@ -171,6 +183,12 @@ func (a *app) approvalsResolve(approve bool) *cobra.Command {
 					// The server records an approver once and says OK again.
 					line = fmt.Sprintf("already approved; %s: hold %s (%s) is still pending (approvals %s)",
 						holdview.Progress(h, ""), h.GetId(), h.GetKind(), render.Quorum(h))
+				}
+			}
+			if g := res.StandingGrant; g != nil {
+				line += fmt.Sprintf("; standing grant %s until %s", g.GetId(), render.Time(g.GetExpiresAt()))
+				if g.GetSessionId() != "" {
+					line += " for session " + g.GetSessionId()
 				}
 			}
 			return p.Done(line)

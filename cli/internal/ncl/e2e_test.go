@@ -240,6 +240,26 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	// Standing grants (issue 32): a hold no decision made (a credential
+	// request) is approved once only, and ncl says why; grants list and
+	// revoke reach the server.
+	t.Run("standing grants", func(t *testing.T) {
+		hold := requestHold(t, srv, a)
+		r := srv.ncl(t, "approvals", "approve", hold, "--for", "1h", "--as", "telegram:dana")
+		if r.code != ExitServer || !strings.Contains(r.err, "cannot be approved as a standing grant") || !strings.Contains(r.err, "approve it once") {
+			t.Errorf("approve a credential request for 1h: exit %d\n%s", r.code, r.err)
+		}
+		if out := srv.must(t, "approvals", "approve", hold, "--as", "telegram:dana"); !strings.Contains(out, "approved hold "+hold) || strings.Contains(out, "standing") {
+			t.Errorf("approve it once: %q", out)
+		}
+		if out := srv.must(t, "grants", "list", "--all"); !strings.HasPrefix(out, "ID") || strings.Contains(out, "sg_") {
+			t.Errorf("grants list with none:\n%s", out)
+		}
+		if r := srv.ncl(t, "grants", "revoke", "sg_nope"); r.code != ExitServer || !strings.Contains(r.err, "not found") {
+			t.Errorf("grants revoke of an unknown grant: exit %d %s", r.code, r.err)
+		}
+	})
+
 	t.Run("token bindings", func(t *testing.T) {
 		// What a runner or bridge speaks for is set on its token.
 		rt := jsonObj(t, srv.must(t, "tokens", "create", "--kind", "runner", "--name", "r9", "--runner", "r9",

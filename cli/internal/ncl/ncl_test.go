@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -109,6 +110,14 @@ func (f *fakeServer) Resolve(_ context.Context, req *guardv1.ResolveRequest) (*g
 	return &guardv1.ResolveResponse{Hold: &guardv1.Hold{Id: req.GetId(), Kind: "cli_command", Resolver: req.GetAsUser()}}, nil
 }
 
+func (f *fakeServer) ListStandingGrants(context.Context, *guardv1.ListStandingGrantsRequest) (*guardv1.ListStandingGrantsResponse, error) {
+	return &guardv1.ListStandingGrantsResponse{Grants: []*guardv1.StandingGrant{{Id: "sg_1", CatalogAction: "a2a.send", ApprovedBy: []string{"telegram:dana"}}}}, nil
+}
+
+func (f *fakeServer) RevokeStandingGrant(_ context.Context, req *guardv1.RevokeStandingGrantRequest) (*guardv1.RevokeStandingGrantResponse, error) {
+	return &guardv1.RevokeStandingGrantResponse{Grant: &guardv1.StandingGrant{Id: req.GetId(), RevokedBy: "operator"}}, nil
+}
+
 // Watch: the first stream sends cursors 1 and 2 then drops (Unavailable);
 // later streams send the next cursor and stay open.
 func (f *fakeServer) Watch(req *guardv1.WatchRequest, stream grpc.ServerStreamingServer[guardv1.WatchResponse]) error {
@@ -185,6 +194,12 @@ func TestRequestsFromFlags(t *testing.T) {
 			&guardv1.UpdateMessagingGroupRequest{Id: "mg_1", UnknownSenderPolicy: guardv1.SenderPolicy_SENDER_POLICY_REQUEST_APPROVAL}},
 		{[]string{"approvals", "approve", "ho_1", "--as", "telegram:dana"},
 			&guardv1.ResolveRequest{Id: "ho_1", Outcome: guardv1.Outcome_OUTCOME_APPROVE, AsUser: "telegram:dana"}},
+		{[]string{"approvals", "approve", "ho_1", "--for", "90m"},
+			&guardv1.ResolveRequest{Id: "ho_1", Outcome: guardv1.Outcome_OUTCOME_APPROVE, StandingFor: durationpb.New(90 * time.Minute)}},
+		{[]string{"approvals", "approve", "ho_1", "--for-session"},
+			&guardv1.ResolveRequest{Id: "ho_1", Outcome: guardv1.Outcome_OUTCOME_APPROVE, StandingSession: true}},
+		{[]string{"grants", "revoke", "sg_1"}, &guardv1.RevokeStandingGrantRequest{Id: "sg_1"}},
+		{[]string{"grants", "list", "--all"}, &guardv1.ListStandingGrantsRequest{IncludeEnded: true}},
 		{[]string{"approvals", "reject", "ho_1", "--reason", "not now"},
 			&guardv1.ResolveRequest{Id: "ho_1", Outcome: guardv1.Outcome_OUTCOME_REJECT, Reason: "not now"}},
 		{[]string{"decisions", "list", "--effect", "deny", "--action", "a2a.send", "--limit", "5"},

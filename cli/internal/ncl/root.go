@@ -89,6 +89,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.freezeCmd(),
 		a.unfreezeCmd(),
 		a.freezesCmd(),
+		a.grantsCmd(),
 		a.versionCmd(),
 		a.configCmd(),
 		completionCmd(),

@@ -436,6 +436,33 @@ func init() {
 			return enumword.String(f.GetScope()) + ":" + f.GetGroup() + f.GetRunner()
 		}),
 	})
+	register[*guardv1.StandingGrant](view{
+		cols: []col{
+			c("ID", (*guardv1.StandingGrant).GetId),
+			c("ACTION", (*guardv1.StandingGrant).GetCatalogAction),
+			cx("GROUP", func(g *guardv1.StandingGrant, e env) string { return e.group(g.GetAgentGroupId()) }),
+			c("RESOURCE", func(g *guardv1.StandingGrant) string { return kv(g.GetResource()) }),
+			cx("APPROVED BY", func(g *guardv1.StandingGrant, e env) string {
+				var names []string
+				for _, u := range g.GetApprovedBy() {
+					names = append(names, e.user(u))
+				}
+				return strings.Join(names, ", ")
+			}),
+			c("UNTIL", func(g *guardv1.StandingGrant) string { return Time(g.GetExpiresAt()) }),
+			c("SESSION", func(g *guardv1.StandingGrant) string { return cell(g.GetSessionId()) }),
+			c("USES", func(g *guardv1.StandingGrant) string { return num(g.GetUses()) }),
+			c("REVOKED", func(g *guardv1.StandingGrant) string { return Time(g.GetRevokedAt()) }),
+		},
+		detail: []col{
+			c("HOLD", (*guardv1.StandingGrant).GetHoldId),
+			c("KIND", (*guardv1.StandingGrant).GetKind),
+			c("CREATED", func(g *guardv1.StandingGrant) string { return Time(g.GetCreatedAt()) }),
+			c("REVOKED BY", (*guardv1.StandingGrant).GetRevokedBy),
+			c("LAST USED", func(g *guardv1.StandingGrant) string { return Time(g.GetLastUsedAt()) }),
+		},
+		id: idOf((*guardv1.StandingGrant).GetId),
+	})
 	register[*guardv1.Runner](view{
 		cols: []col{
 			c("ID", (*guardv1.Runner).GetId),

@@ -362,9 +362,15 @@ type ResolveRequest struct {
 	// clicker's next direct message (RouteInbound) or their next REJECT with a
 	// reason resolves it. A hold without a session has nobody to tell: it is
 	// rejected at once.
-	Choice        string `protobuf:"bytes,5,opt,name=choice,proto3" json:"choice,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Choice string `protobuf:"bytes,5,opt,name=choice,proto3" json:"choice,omitempty"`
+	// APPROVE only: approve as a standing grant for this long (capped by the
+	// server's --standing-grant-max) instead of once. Unset or zero: once.
+	StandingFor *durationpb.Duration `protobuf:"bytes,6,opt,name=standing_for,json=standingFor,proto3" json:"standing_for,omitempty"`
+	// APPROVE only: a standing grant for the hold's session (until it ends or
+	// --standing-grant-max passes, whichever is first).
+	StandingSession bool `protobuf:"varint,7,opt,name=standing_session,json=standingSession,proto3" json:"standing_session,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ResolveRequest) Reset() {
@@ -432,10 +438,27 @@ func (x *ResolveRequest) GetChoice() string {
 	return ""
 }
 
+func (x *ResolveRequest) GetStandingFor() *durationpb.Duration {
+	if x != nil {
+		return x.StandingFor
+	}
+	return nil
+}
+
+func (x *ResolveRequest) GetStandingSession() bool {
+	if x != nil {
+		return x.StandingSession
+	}
+	return false
+}
+
 // ResolveResponse is the resolved hold.
 type ResolveResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hold          *Hold                  `protobuf:"bytes,1,opt,name=hold,proto3" json:"hold,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Hold  *Hold                  `protobuf:"bytes,1,opt,name=hold,proto3" json:"hold,omitempty"`
+	// The standing grant the approval made (set when the hold was approved by
+	// its quorum with standing_for or standing_session).
+	StandingGrant *StandingGrant `protobuf:"bytes,2,opt,name=standing_grant,json=standingGrant,proto3" json:"standing_grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -477,6 +500,365 @@ func (x *ResolveResponse) GetHold() *Hold {
 	return nil
 }
 
+func (x *ResolveResponse) GetStandingGrant() *StandingGrant {
+	if x != nil {
+		return x.StandingGrant
+	}
+	return nil
+}
+
+// StandingGrant is an approval that satisfies later requests identical to
+// the one approved: same action and kind, agent group, resource and payload
+// (and session, when session-bound), until it expires or is revoked.
+type StandingGrant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The hold whose approval made it.
+	HoldId        string `protobuf:"bytes,2,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
+	Kind          string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	CatalogAction string `protobuf:"bytes,4,opt,name=catalog_action,json=catalogAction,proto3" json:"catalog_action,omitempty"`
+	AgentGroupId  string `protobuf:"bytes,5,opt,name=agent_group_id,json=agentGroupId,proto3" json:"agent_group_id,omitempty"`
+	// "" = any session of the group.
+	SessionId string            `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Resource  map[string]string `protobuf:"bytes,7,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Payload   *structpb.Struct  `protobuf:"bytes,8,opt,name=payload,proto3" json:"payload,omitempty"`
+	// The approvals that made it (the counted quorum).
+	ApprovedBy []string               `protobuf:"bytes,9,rep,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt  *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	RevokedAt  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	RevokedBy  string                 `protobuf:"bytes,13,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	// How many requests it allowed, and the last one's time.
+	Uses          int64                  `protobuf:"varint,14,opt,name=uses,proto3" json:"uses,omitempty"`
+	LastUsedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StandingGrant) Reset() {
+	*x = StandingGrant{}
+	mi := &file_guard_v1_approvals_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StandingGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StandingGrant) ProtoMessage() {}
+
+func (x *StandingGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_approvals_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StandingGrant.ProtoReflect.Descriptor instead.
+func (*StandingGrant) Descriptor() ([]byte, []int) {
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StandingGrant) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *StandingGrant) GetHoldId() string {
+	if x != nil {
+		return x.HoldId
+	}
+	return ""
+}
+
+func (x *StandingGrant) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StandingGrant) GetCatalogAction() string {
+	if x != nil {
+		return x.CatalogAction
+	}
+	return ""
+}
+
+func (x *StandingGrant) GetAgentGroupId() string {
+	if x != nil {
+		return x.AgentGroupId
+	}
+	return ""
+}
+
+func (x *StandingGrant) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *StandingGrant) GetResource() map[string]string {
+	if x != nil {
+		return x.Resource
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetPayload() *structpb.Struct {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetApprovedBy() []string {
+	if x != nil {
+		return x.ApprovedBy
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *StandingGrant) GetRevokedBy() string {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return ""
+}
+
+func (x *StandingGrant) GetUses() int64 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+func (x *StandingGrant) GetLastUsedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUsedAt
+	}
+	return nil
+}
+
+// ListStandingGrantsRequest filters standing grants.
+type ListStandingGrantsRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AgentGroupId string                 `protobuf:"bytes,1,opt,name=agent_group_id,json=agentGroupId,proto3" json:"agent_group_id,omitempty"`
+	// Also the expired and revoked ones.
+	IncludeEnded  bool `protobuf:"varint,2,opt,name=include_ended,json=includeEnded,proto3" json:"include_ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListStandingGrantsRequest) Reset() {
+	*x = ListStandingGrantsRequest{}
+	mi := &file_guard_v1_approvals_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStandingGrantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStandingGrantsRequest) ProtoMessage() {}
+
+func (x *ListStandingGrantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_approvals_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStandingGrantsRequest.ProtoReflect.Descriptor instead.
+func (*ListStandingGrantsRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListStandingGrantsRequest) GetAgentGroupId() string {
+	if x != nil {
+		return x.AgentGroupId
+	}
+	return ""
+}
+
+func (x *ListStandingGrantsRequest) GetIncludeEnded() bool {
+	if x != nil {
+		return x.IncludeEnded
+	}
+	return false
+}
+
+// ListStandingGrantsResponse is the grants, newest first (at most 1000).
+type ListStandingGrantsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        []*StandingGrant       `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListStandingGrantsResponse) Reset() {
+	*x = ListStandingGrantsResponse{}
+	mi := &file_guard_v1_approvals_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStandingGrantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStandingGrantsResponse) ProtoMessage() {}
+
+func (x *ListStandingGrantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_approvals_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStandingGrantsResponse.ProtoReflect.Descriptor instead.
+func (*ListStandingGrantsResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListStandingGrantsResponse) GetGrants() []*StandingGrant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+// RevokeStandingGrantRequest names a standing grant.
+type RevokeStandingGrantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeStandingGrantRequest) Reset() {
+	*x = RevokeStandingGrantRequest{}
+	mi := &file_guard_v1_approvals_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeStandingGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeStandingGrantRequest) ProtoMessage() {}
+
+func (x *RevokeStandingGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_approvals_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeStandingGrantRequest.ProtoReflect.Descriptor instead.
+func (*RevokeStandingGrantRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RevokeStandingGrantRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RevokeStandingGrantResponse is the revoked grant.
+type RevokeStandingGrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *StandingGrant         `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeStandingGrantResponse) Reset() {
+	*x = RevokeStandingGrantResponse{}
+	mi := &file_guard_v1_approvals_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeStandingGrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeStandingGrantResponse) ProtoMessage() {}
+
+func (x *RevokeStandingGrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_approvals_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeStandingGrantResponse.ProtoReflect.Descriptor instead.
+func (*RevokeStandingGrantResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RevokeStandingGrantResponse) GetGrant() *StandingGrant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
 // WatchRequest starts or resumes a lifecycle stream.
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -493,7 +875,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[6]
+	mi := &file_guard_v1_approvals_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +887,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[6]
+	mi := &file_guard_v1_approvals_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +900,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{6}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchRequest) GetAfterCursor() int64 {
@@ -572,7 +954,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[7]
+	mi := &file_guard_v1_approvals_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +966,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[7]
+	mi := &file_guard_v1_approvals_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +979,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{7}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchResponse) GetCursor() int64 {
@@ -676,7 +1058,7 @@ type RequestRequest struct {
 
 func (x *RequestRequest) Reset() {
 	*x = RequestRequest{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[8]
+	mi := &file_guard_v1_approvals_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +1070,7 @@ func (x *RequestRequest) String() string {
 func (*RequestRequest) ProtoMessage() {}
 
 func (x *RequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[8]
+	mi := &file_guard_v1_approvals_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +1083,7 @@ func (x *RequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRequest.ProtoReflect.Descriptor instead.
 func (*RequestRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{8}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RequestRequest) GetKind() string {
@@ -772,7 +1154,7 @@ type RequestResponse struct {
 
 func (x *RequestResponse) Reset() {
 	*x = RequestResponse{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[9]
+	mi := &file_guard_v1_approvals_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +1166,7 @@ func (x *RequestResponse) String() string {
 func (*RequestResponse) ProtoMessage() {}
 
 func (x *RequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[9]
+	mi := &file_guard_v1_approvals_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1179,7 @@ func (x *RequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestResponse.ProtoReflect.Descriptor instead.
 func (*RequestResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{9}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RequestResponse) GetHold() *Hold {
@@ -833,7 +1215,7 @@ type AwaitRequest struct {
 
 func (x *AwaitRequest) Reset() {
 	*x = AwaitRequest{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[10]
+	mi := &file_guard_v1_approvals_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1227,7 @@ func (x *AwaitRequest) String() string {
 func (*AwaitRequest) ProtoMessage() {}
 
 func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[10]
+	mi := &file_guard_v1_approvals_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1240,7 @@ func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRequest.ProtoReflect.Descriptor instead.
 func (*AwaitRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{10}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AwaitRequest) GetId() string {
@@ -886,7 +1268,7 @@ type AwaitResponse struct {
 
 func (x *AwaitResponse) Reset() {
 	*x = AwaitResponse{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[11]
+	mi := &file_guard_v1_approvals_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +1280,7 @@ func (x *AwaitResponse) String() string {
 func (*AwaitResponse) ProtoMessage() {}
 
 func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[11]
+	mi := &file_guard_v1_approvals_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1293,7 @@ func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitResponse.ProtoReflect.Descriptor instead.
 func (*AwaitResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{11}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AwaitResponse) GetHold() *Hold {
@@ -950,15 +1332,54 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"GetRequest\x121\n" +
 	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"1\n" +
 	"\vGetResponse\x12\"\n" +
-	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\x82\x02\n" +
+	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\xf5\x02\n" +
 	"\x0eResolveRequest\x121\n" +
 	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\x125\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x11.guard.v1.OutcomeB\b\xbaH\x05\x82\x01\x02\x10\x01R\aoutcome\x12$\n" +
 	"\x06reason\x18\x03 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\x06reason\x12:\n" +
 	"\aas_user\x18\x04 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06asUser\x12$\n" +
-	"\x06choice\x18\x05 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x06choice\"5\n" +
+	"\x06choice\x18\x05 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x06choice\x12F\n" +
+	"\fstanding_for\x18\x06 \x01(\v2\x19.google.protobuf.DurationB\b\xbaH\x05\xaa\x01\x022\x00R\vstandingFor\x12)\n" +
+	"\x10standing_session\x18\a \x01(\bR\x0fstandingSession\"u\n" +
 	"\x0fResolveResponse\x12\"\n" +
-	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\xd0\x01\n" +
+	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\x12>\n" +
+	"\x0estanding_grant\x18\x02 \x01(\v2\x17.guard.v1.StandingGrantR\rstandingGrant\"\xae\x05\n" +
+	"\rStandingGrant\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\ahold_id\x18\x02 \x01(\tR\x06holdId\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12%\n" +
+	"\x0ecatalog_action\x18\x04 \x01(\tR\rcatalogAction\x12$\n" +
+	"\x0eagent_group_id\x18\x05 \x01(\tR\fagentGroupId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x06 \x01(\tR\tsessionId\x12A\n" +
+	"\bresource\x18\a \x03(\v2%.guard.v1.StandingGrant.ResourceEntryR\bresource\x121\n" +
+	"\apayload\x18\b \x01(\v2\x17.google.protobuf.StructR\apayload\x12\x1f\n" +
+	"\vapproved_by\x18\t \x03(\tR\n" +
+	"approvedBy\x129\n" +
+	"\n" +
+	"created_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
+	"\n" +
+	"revoked_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_by\x18\r \x01(\tR\trevokedBy\x12\x12\n" +
+	"\x04uses\x18\x0e \x01(\x03R\x04uses\x12<\n" +
+	"\flast_used_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastUsedAt\x1a;\n" +
+	"\rResourceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
+	"\x19ListStandingGrantsRequest\x12K\n" +
+	"\x0eagent_group_id\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\fagentGroupId\x12#\n" +
+	"\rinclude_ended\x18\x02 \x01(\bR\fincludeEnded\"M\n" +
+	"\x1aListStandingGrantsResponse\x12/\n" +
+	"\x06grants\x18\x01 \x03(\v2\x17.guard.v1.StandingGrantR\x06grants\"Q\n" +
+	"\x1aRevokeStandingGrantRequest\x123\n" +
+	"\x02id\x18\x01 \x01(\tB#\xbaH r\x1e\x10\x01\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"L\n" +
+	"\x1bRevokeStandingGrantResponse\x12-\n" +
+	"\x05grant\x18\x01 \x01(\v2\x17.guard.v1.StandingGrantR\x05grant\"\xd0\x01\n" +
 	"\fWatchRequest\x12*\n" +
 	"\fafter_cursor\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\vafterCursor\x12\x19\n" +
 	"\bfrom_now\x18\x02 \x01(\bR\afromNow\x12,\n" +
@@ -1001,7 +1422,7 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\x11EVENT_TYPE_WARNED\x10\x04\x12\x18\n" +
 	"\x14EVENT_TYPE_UNAPPLIED\x10\x05\x12\x17\n" +
 	"\x13EVENT_TYPE_REMINDED\x10\x06\x12\x18\n" +
-	"\x14EVENT_TYPE_ESCALATED\x10\a2\xbc\x04\n" +
+	"\x14EVENT_TYPE_ESCALATED\x10\a2\xd1\x06\n" +
 	"\tApprovals\x12`\n" +
 	"\x04List\x12\x15.guard.v1.ListRequest\x1a\x16.guard.v1.ListResponse\")\xca\xf3\x18%\n" +
 	"\x0eapprovals.list\x10\x01\x1a\tapprovals\"\x04\x01\x02\x03\x04(\x01\x12\\\n" +
@@ -1014,7 +1435,11 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\aRequest\x12\x18.guard.v1.RequestRequest\x1a\x19.guard.v1.RequestResponse\"\x1d\xca\xf3\x18\x19\n" +
 	"\x11approvals.request\x10\x01\"\x02\x01\x03\x12V\n" +
 	"\x05Await\x12\x16.guard.v1.AwaitRequest\x1a\x17.guard.v1.AwaitResponse\"\x1c\xca\xf3\x18\x18\n" +
-	"\x0fapprovals.await\x10\x01\"\x03\x01\x02\x03B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
+	"\x0fapprovals.await\x10\x01\"\x03\x01\x02\x03\x12\x85\x01\n" +
+	"\x12ListStandingGrants\x12#.guard.v1.ListStandingGrantsRequest\x1a$.guard.v1.ListStandingGrantsResponse\"$\xca\xf3\x18 \n" +
+	"\vgrants.list\x10\x01\x1a\tapprovals\"\x02\x01\x04(\x01\x12\x8a\x01\n" +
+	"\x13RevokeStandingGrant\x12$.guard.v1.RevokeStandingGrantRequest\x1a%.guard.v1.RevokeStandingGrantResponse\"&\xca\xf3\x18\"\n" +
+	"\rgrants.revoke\x10\x02\x1a\tapprovals\"\x02\x01\x04(\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
 var (
 	file_guard_v1_approvals_proto_rawDescOnce sync.Once
@@ -1029,65 +1454,85 @@ func file_guard_v1_approvals_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_approvals_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_guard_v1_approvals_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_guard_v1_approvals_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_guard_v1_approvals_proto_goTypes = []any{
-	(EventType)(0),                // 0: guard.v1.EventType
-	(*ListRequest)(nil),           // 1: guard.v1.ListRequest
-	(*ListResponse)(nil),          // 2: guard.v1.ListResponse
-	(*GetRequest)(nil),            // 3: guard.v1.GetRequest
-	(*GetResponse)(nil),           // 4: guard.v1.GetResponse
-	(*ResolveRequest)(nil),        // 5: guard.v1.ResolveRequest
-	(*ResolveResponse)(nil),       // 6: guard.v1.ResolveResponse
-	(*WatchRequest)(nil),          // 7: guard.v1.WatchRequest
-	(*WatchResponse)(nil),         // 8: guard.v1.WatchResponse
-	(*RequestRequest)(nil),        // 9: guard.v1.RequestRequest
-	(*RequestResponse)(nil),       // 10: guard.v1.RequestResponse
-	(*AwaitRequest)(nil),          // 11: guard.v1.AwaitRequest
-	(*AwaitResponse)(nil),         // 12: guard.v1.AwaitResponse
-	(HoldStatus)(0),               // 13: guard.v1.HoldStatus
-	(*Hold)(nil),                  // 14: guard.v1.Hold
-	(Outcome)(0),                  // 15: guard.v1.Outcome
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*HoldCard)(nil),              // 17: guard.v1.HoldCard
-	(*structpb.Struct)(nil),       // 18: google.protobuf.Struct
-	(*ApproverRule)(nil),          // 19: guard.v1.ApproverRule
-	(ApproverScope)(0),            // 20: guard.v1.ApproverScope
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(EventType)(0),                      // 0: guard.v1.EventType
+	(*ListRequest)(nil),                 // 1: guard.v1.ListRequest
+	(*ListResponse)(nil),                // 2: guard.v1.ListResponse
+	(*GetRequest)(nil),                  // 3: guard.v1.GetRequest
+	(*GetResponse)(nil),                 // 4: guard.v1.GetResponse
+	(*ResolveRequest)(nil),              // 5: guard.v1.ResolveRequest
+	(*ResolveResponse)(nil),             // 6: guard.v1.ResolveResponse
+	(*StandingGrant)(nil),               // 7: guard.v1.StandingGrant
+	(*ListStandingGrantsRequest)(nil),   // 8: guard.v1.ListStandingGrantsRequest
+	(*ListStandingGrantsResponse)(nil),  // 9: guard.v1.ListStandingGrantsResponse
+	(*RevokeStandingGrantRequest)(nil),  // 10: guard.v1.RevokeStandingGrantRequest
+	(*RevokeStandingGrantResponse)(nil), // 11: guard.v1.RevokeStandingGrantResponse
+	(*WatchRequest)(nil),                // 12: guard.v1.WatchRequest
+	(*WatchResponse)(nil),               // 13: guard.v1.WatchResponse
+	(*RequestRequest)(nil),              // 14: guard.v1.RequestRequest
+	(*RequestResponse)(nil),             // 15: guard.v1.RequestResponse
+	(*AwaitRequest)(nil),                // 16: guard.v1.AwaitRequest
+	(*AwaitResponse)(nil),               // 17: guard.v1.AwaitResponse
+	nil,                                 // 18: guard.v1.StandingGrant.ResourceEntry
+	(HoldStatus)(0),                     // 19: guard.v1.HoldStatus
+	(*Hold)(nil),                        // 20: guard.v1.Hold
+	(Outcome)(0),                        // 21: guard.v1.Outcome
+	(*durationpb.Duration)(nil),         // 22: google.protobuf.Duration
+	(*structpb.Struct)(nil),             // 23: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),       // 24: google.protobuf.Timestamp
+	(*HoldCard)(nil),                    // 25: guard.v1.HoldCard
+	(*ApproverRule)(nil),                // 26: guard.v1.ApproverRule
+	(ApproverScope)(0),                  // 27: guard.v1.ApproverScope
 }
 var file_guard_v1_approvals_proto_depIdxs = []int32{
-	13, // 0: guard.v1.ListRequest.status:type_name -> guard.v1.HoldStatus
-	14, // 1: guard.v1.ListResponse.holds:type_name -> guard.v1.Hold
-	14, // 2: guard.v1.GetResponse.hold:type_name -> guard.v1.Hold
-	15, // 3: guard.v1.ResolveRequest.outcome:type_name -> guard.v1.Outcome
-	14, // 4: guard.v1.ResolveResponse.hold:type_name -> guard.v1.Hold
-	0,  // 5: guard.v1.WatchResponse.type:type_name -> guard.v1.EventType
-	14, // 6: guard.v1.WatchResponse.hold:type_name -> guard.v1.Hold
-	15, // 7: guard.v1.WatchResponse.outcome:type_name -> guard.v1.Outcome
-	16, // 8: guard.v1.WatchResponse.at:type_name -> google.protobuf.Timestamp
-	17, // 9: guard.v1.RequestRequest.card:type_name -> guard.v1.HoldCard
-	18, // 10: guard.v1.RequestRequest.payload:type_name -> google.protobuf.Struct
-	19, // 11: guard.v1.RequestRequest.approver_rule:type_name -> guard.v1.ApproverRule
-	20, // 12: guard.v1.RequestRequest.approver_scope:type_name -> guard.v1.ApproverScope
-	14, // 13: guard.v1.RequestResponse.hold:type_name -> guard.v1.Hold
-	21, // 14: guard.v1.AwaitRequest.timeout:type_name -> google.protobuf.Duration
-	14, // 15: guard.v1.AwaitResponse.hold:type_name -> guard.v1.Hold
-	1,  // 16: guard.v1.Approvals.List:input_type -> guard.v1.ListRequest
-	3,  // 17: guard.v1.Approvals.Get:input_type -> guard.v1.GetRequest
-	5,  // 18: guard.v1.Approvals.Resolve:input_type -> guard.v1.ResolveRequest
-	7,  // 19: guard.v1.Approvals.Watch:input_type -> guard.v1.WatchRequest
-	9,  // 20: guard.v1.Approvals.Request:input_type -> guard.v1.RequestRequest
-	11, // 21: guard.v1.Approvals.Await:input_type -> guard.v1.AwaitRequest
-	2,  // 22: guard.v1.Approvals.List:output_type -> guard.v1.ListResponse
-	4,  // 23: guard.v1.Approvals.Get:output_type -> guard.v1.GetResponse
-	6,  // 24: guard.v1.Approvals.Resolve:output_type -> guard.v1.ResolveResponse
-	8,  // 25: guard.v1.Approvals.Watch:output_type -> guard.v1.WatchResponse
-	10, // 26: guard.v1.Approvals.Request:output_type -> guard.v1.RequestResponse
-	12, // 27: guard.v1.Approvals.Await:output_type -> guard.v1.AwaitResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	19, // 0: guard.v1.ListRequest.status:type_name -> guard.v1.HoldStatus
+	20, // 1: guard.v1.ListResponse.holds:type_name -> guard.v1.Hold
+	20, // 2: guard.v1.GetResponse.hold:type_name -> guard.v1.Hold
+	21, // 3: guard.v1.ResolveRequest.outcome:type_name -> guard.v1.Outcome
+	22, // 4: guard.v1.ResolveRequest.standing_for:type_name -> google.protobuf.Duration
+	20, // 5: guard.v1.ResolveResponse.hold:type_name -> guard.v1.Hold
+	7,  // 6: guard.v1.ResolveResponse.standing_grant:type_name -> guard.v1.StandingGrant
+	18, // 7: guard.v1.StandingGrant.resource:type_name -> guard.v1.StandingGrant.ResourceEntry
+	23, // 8: guard.v1.StandingGrant.payload:type_name -> google.protobuf.Struct
+	24, // 9: guard.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	24, // 10: guard.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 11: guard.v1.StandingGrant.revoked_at:type_name -> google.protobuf.Timestamp
+	24, // 12: guard.v1.StandingGrant.last_used_at:type_name -> google.protobuf.Timestamp
+	7,  // 13: guard.v1.ListStandingGrantsResponse.grants:type_name -> guard.v1.StandingGrant
+	7,  // 14: guard.v1.RevokeStandingGrantResponse.grant:type_name -> guard.v1.StandingGrant
+	0,  // 15: guard.v1.WatchResponse.type:type_name -> guard.v1.EventType
+	20, // 16: guard.v1.WatchResponse.hold:type_name -> guard.v1.Hold
+	21, // 17: guard.v1.WatchResponse.outcome:type_name -> guard.v1.Outcome
+	24, // 18: guard.v1.WatchResponse.at:type_name -> google.protobuf.Timestamp
+	25, // 19: guard.v1.RequestRequest.card:type_name -> guard.v1.HoldCard
+	23, // 20: guard.v1.RequestRequest.payload:type_name -> google.protobuf.Struct
+	26, // 21: guard.v1.RequestRequest.approver_rule:type_name -> guard.v1.ApproverRule
+	27, // 22: guard.v1.RequestRequest.approver_scope:type_name -> guard.v1.ApproverScope
+	20, // 23: guard.v1.RequestResponse.hold:type_name -> guard.v1.Hold
+	22, // 24: guard.v1.AwaitRequest.timeout:type_name -> google.protobuf.Duration
+	20, // 25: guard.v1.AwaitResponse.hold:type_name -> guard.v1.Hold
+	1,  // 26: guard.v1.Approvals.List:input_type -> guard.v1.ListRequest
+	3,  // 27: guard.v1.Approvals.Get:input_type -> guard.v1.GetRequest
+	5,  // 28: guard.v1.Approvals.Resolve:input_type -> guard.v1.ResolveRequest
+	12, // 29: guard.v1.Approvals.Watch:input_type -> guard.v1.WatchRequest
+	14, // 30: guard.v1.Approvals.Request:input_type -> guard.v1.RequestRequest
+	16, // 31: guard.v1.Approvals.Await:input_type -> guard.v1.AwaitRequest
+	8,  // 32: guard.v1.Approvals.ListStandingGrants:input_type -> guard.v1.ListStandingGrantsRequest
+	10, // 33: guard.v1.Approvals.RevokeStandingGrant:input_type -> guard.v1.RevokeStandingGrantRequest
+	2,  // 34: guard.v1.Approvals.List:output_type -> guard.v1.ListResponse
+	4,  // 35: guard.v1.Approvals.Get:output_type -> guard.v1.GetResponse
+	6,  // 36: guard.v1.Approvals.Resolve:output_type -> guard.v1.ResolveResponse
+	13, // 37: guard.v1.Approvals.Watch:output_type -> guard.v1.WatchResponse
+	15, // 38: guard.v1.Approvals.Request:output_type -> guard.v1.RequestResponse
+	17, // 39: guard.v1.Approvals.Await:output_type -> guard.v1.AwaitResponse
+	9,  // 40: guard.v1.Approvals.ListStandingGrants:output_type -> guard.v1.ListStandingGrantsResponse
+	11, // 41: guard.v1.Approvals.RevokeStandingGrant:output_type -> guard.v1.RevokeStandingGrantResponse
+	34, // [34:42] is the sub-list for method output_type
+	26, // [26:34] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_approvals_proto_init() }
@@ -1103,7 +1548,7 @@ func file_guard_v1_approvals_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_approvals_proto_rawDesc), len(file_guard_v1_approvals_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,12 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Approvals_List_FullMethodName    = "/guard.v1.Approvals/List"
-	Approvals_Get_FullMethodName     = "/guard.v1.Approvals/Get"
-	Approvals_Resolve_FullMethodName = "/guard.v1.Approvals/Resolve"
-	Approvals_Watch_FullMethodName   = "/guard.v1.Approvals/Watch"
-	Approvals_Request_FullMethodName = "/guard.v1.Approvals/Request"
-	Approvals_Await_FullMethodName   = "/guard.v1.Approvals/Await"
+	Approvals_List_FullMethodName                = "/guard.v1.Approvals/List"
+	Approvals_Get_FullMethodName                 = "/guard.v1.Approvals/Get"
+	Approvals_Resolve_FullMethodName             = "/guard.v1.Approvals/Resolve"
+	Approvals_Watch_FullMethodName               = "/guard.v1.Approvals/Watch"
+	Approvals_Request_FullMethodName             = "/guard.v1.Approvals/Request"
+	Approvals_Await_FullMethodName               = "/guard.v1.Approvals/Await"
+	Approvals_ListStandingGrants_FullMethodName  = "/guard.v1.Approvals/ListStandingGrants"
+	Approvals_RevokeStandingGrant_FullMethodName = "/guard.v1.Approvals/RevokeStandingGrant"
 )
 
 // ApprovalsClient is the client API for Approvals service.
@@ -46,6 +48,12 @@ type ApprovalsClient interface {
 	Request(ctx context.Context, in *RequestRequest, opts ...grpc.CallOption) (*RequestResponse, error)
 	// Await blocks until the hold is resolved or the call's deadline passes.
 	Await(ctx context.Context, in *AwaitRequest, opts ...grpc.CallOption) (*AwaitResponse, error)
+	// ListStandingGrants lists standing grants (approvals "for this session"
+	// or "for N hours"): the live ones, or every one with include_ended.
+	ListStandingGrants(ctx context.Context, in *ListStandingGrantsRequest, opts ...grpc.CallOption) (*ListStandingGrantsResponse, error)
+	// RevokeStandingGrant ends a standing grant at once, on every replica:
+	// the next matching request is held again.
+	RevokeStandingGrant(ctx context.Context, in *RevokeStandingGrantRequest, opts ...grpc.CallOption) (*RevokeStandingGrantResponse, error)
 }
 
 type approvalsClient struct {
@@ -125,6 +133,26 @@ func (c *approvalsClient) Await(ctx context.Context, in *AwaitRequest, opts ...g
 	return out, nil
 }
 
+func (c *approvalsClient) ListStandingGrants(ctx context.Context, in *ListStandingGrantsRequest, opts ...grpc.CallOption) (*ListStandingGrantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListStandingGrantsResponse)
+	err := c.cc.Invoke(ctx, Approvals_ListStandingGrants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *approvalsClient) RevokeStandingGrant(ctx context.Context, in *RevokeStandingGrantRequest, opts ...grpc.CallOption) (*RevokeStandingGrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeStandingGrantResponse)
+	err := c.cc.Invoke(ctx, Approvals_RevokeStandingGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ApprovalsServer is the server API for Approvals service.
 // All implementations must embed UnimplementedApprovalsServer
 // for forward compatibility.
@@ -144,6 +172,12 @@ type ApprovalsServer interface {
 	Request(context.Context, *RequestRequest) (*RequestResponse, error)
 	// Await blocks until the hold is resolved or the call's deadline passes.
 	Await(context.Context, *AwaitRequest) (*AwaitResponse, error)
+	// ListStandingGrants lists standing grants (approvals "for this session"
+	// or "for N hours"): the live ones, or every one with include_ended.
+	ListStandingGrants(context.Context, *ListStandingGrantsRequest) (*ListStandingGrantsResponse, error)
+	// RevokeStandingGrant ends a standing grant at once, on every replica:
+	// the next matching request is held again.
+	RevokeStandingGrant(context.Context, *RevokeStandingGrantRequest) (*RevokeStandingGrantResponse, error)
 	mustEmbedUnimplementedApprovalsServer()
 }
 
@@ -171,6 +205,12 @@ func (UnimplementedApprovalsServer) Request(context.Context, *RequestRequest) (*
 }
 func (UnimplementedApprovalsServer) Await(context.Context, *AwaitRequest) (*AwaitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Await not implemented")
+}
+func (UnimplementedApprovalsServer) ListStandingGrants(context.Context, *ListStandingGrantsRequest) (*ListStandingGrantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListStandingGrants not implemented")
+}
+func (UnimplementedApprovalsServer) RevokeStandingGrant(context.Context, *RevokeStandingGrantRequest) (*RevokeStandingGrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeStandingGrant not implemented")
 }
 func (UnimplementedApprovalsServer) mustEmbedUnimplementedApprovalsServer() {}
 func (UnimplementedApprovalsServer) testEmbeddedByValue()                   {}
@@ -294,6 +334,42 @@ func _Approvals_Await_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Approvals_ListStandingGrants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListStandingGrantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ApprovalsServer).ListStandingGrants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Approvals_ListStandingGrants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ApprovalsServer).ListStandingGrants(ctx, req.(*ListStandingGrantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Approvals_RevokeStandingGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeStandingGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ApprovalsServer).RevokeStandingGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Approvals_RevokeStandingGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ApprovalsServer).RevokeStandingGrant(ctx, req.(*RevokeStandingGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Approvals_ServiceDesc is the grpc.ServiceDesc for Approvals service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -320,6 +396,14 @@ var Approvals_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Await",
 			Handler:    _Approvals_Await_Handler,
+		},
+		{
+			MethodName: "ListStandingGrants",
+			Handler:    _Approvals_ListStandingGrants_Handler,
+		},
+		{
+			MethodName: "RevokeStandingGrant",
+			Handler:    _Approvals_RevokeStandingGrant_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -77,14 +77,15 @@ func (s *ApprovalsService) Resolve(ctx context.Context, req *guardv1.ResolveRequ
 	if err != nil {
 		return nil, err
 	}
-	h, err := s.d.Approvals.Resolve(ctx, approvals.Resolution{
+	h, g, err := s.d.Approvals.ResolveStanding(ctx, approvals.Resolution{
 		HoldID: req.GetId(), Outcome: req.GetOutcome(), Clicker: clicker, Reason: req.GetReason(), Choice: req.GetChoice(),
 		Channel: resolveChannel(caller, clicker), SteppedUp: steppedUp(caller),
+		Standing: approvals.Standing{For: req.GetStandingFor().AsDuration(), Session: req.GetStandingSession()},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.ResolveResponse{Hold: h}, nil
+	return &guardv1.ResolveResponse{Hold: h, StandingGrant: g}, nil
 }
 
 // resolveChannel is where a click came from, for the time-to-resolve

@@ -34,7 +34,7 @@ func (s *Server) listenConsole(svc *services) error {
 	}
 	c := console.New(console.Deps{
 		Pool: s.deps.Store.Pool, Auth: s.deps.Auth, Log: s.log.With("component", "console"),
-		Backend: backend{svc}, SessionTTL: cfg.ConsoleSessionTTL, Secure: tlsCfg != nil,
+		Backend: backend{svc}, SessionTTL: cfg.ConsoleSessionTTL, Secure: tlsCfg != nil, StandingGrantMax: cfg.StandingGrantMax,
 	})
 	s.consoleLis = lis
 	s.background = append(s.background, func(ctx context.Context) error { return c.Serve(ctx, lis, tlsCfg) })

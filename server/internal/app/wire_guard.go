@@ -57,6 +57,10 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 		snap = d.Snapshot
 		s.background = append(s.background, func(ctx context.Context) error { d.Snapshot.Run(ctx); return nil })
 	}
+	var standing guard.StandingFinder
+	if d.Config.StandingGrantMax > 0 {
+		standing = standingFinder
+	}
 	eng := guard.NewEngine(cat, d.Store.Pool, guard.Options{
 		Log:          d.Log.With("component", "guard"),
 		Observe:      d.Metrics.ObserveDecision,
@@ -64,6 +68,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 		ObserveMode:  d.Metrics.ObserveMode,
 		Warn:         d.Approvals.NotifyWarning,
 		Holds:        holdCreator(d.Approvals),
+		Standing:     standing,
 		ConsumeHold:  approvals.Consume,
 		// One pipelined round trip carries the facts reads and log
 		// rows of many concurrent decisions (see BENCHMARKS.md).
@@ -157,6 +162,20 @@ func holdCreator(svc *approvals.Service) guard.HoldCreator {
 		}
 		return holdResult(res), nil
 	}
+}
+
+// standingFinder asks the approvals service for a live standing grant
+// matching the hold a decision is about to create.
+func standingFinder(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (*guard.StandingUse, error) {
+	u, err := approvals.UseStandingTx(ctx, tx, approvals.StandingQuery{
+		Kind: hr.Kind, CatalogAction: hr.CatalogAction, AgentGroupID: hr.AgentGroupID, SessionID: hr.SessionID,
+		RequesterGroupID: hr.Requester.GetAgent().GetAgentGroupId(), Resource: hr.Resource,
+		Rule: hr.Rule, Scope: hr.Scope, Payload: hr.Payload.AsMap(),
+	})
+	if err != nil || u == nil {
+		return nil, err
+	}
+	return &guard.StandingUse{ID: u.ID, HoldID: u.HoldID, ApprovedBy: u.ApprovedBy, Until: u.Until}, nil
 }
 
 func holdResult(res approvals.CreateResult) guard.HoldResult {

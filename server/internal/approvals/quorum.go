@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -103,12 +104,12 @@ func judgeApprovals(ctx context.Context, q store.Querier, holds ...*guardv1.Hold
 // eligibility completes is met by it. When the quorum is met it records
 // which approvals counted and reports partial = false; the caller
 // approves the hold.
-func (s *Service) approveTowardQuorumTx(ctx context.Context, tx pgx.Tx, cur *guardv1.Hold, clicker string) (*guardv1.Hold, bool, error) {
+func (s *Service) approveTowardQuorumTx(ctx context.Context, tx pgx.Tx, cur *guardv1.Hold, clicker string, st Standing) (*guardv1.Hold, bool, error) {
 	// Run after the caller's row lock is held, so these statements see
 	// every approval committed before ours (the locked read of cur may
 	// predate them).
 	batch := &pgx.Batch{}
-	batch.Queue(sqlRecordApproval, cur.Id, clicker)
+	batch.Queue(sqlRecordApproval, cur.Id, clicker, int64(st.For/time.Second), st.Session)
 	batch.Queue(`SELECT user_id FROM hold_approvals WHERE hold_id = $1`, cur.Id)
 	// The approvers' role rows are locked FOR SHARE: a revocation in flight
 	// either committed before this judgment (and is seen) or waits for it.

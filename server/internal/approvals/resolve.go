@@ -37,6 +37,9 @@ type Resolution struct {
 	// window — not a tap in chat. A hold that needs a step-up is approved
 	// only so (StepUpNeeded).
 	SteppedUp bool
+	// Standing: approve as a standing grant (for a time or the session)
+	// instead of once; approve only.
+	Standing Standing
 }
 
 // StepUpWindow is how recent a console sign-in must be to approve a hold
@@ -48,26 +51,37 @@ const StepUpWindow = 10 * time.Minute
 // execution); the resolved event, the runner replay of a delivery-action
 // hold and the requester's notice commit with it. Approved handlers run
 // after the commit. Errors are gRPC statuses.
-func (s *Service) Resolve(ctx context.Context, r Resolution) (_ *guardv1.Hold, err error) {
+func (s *Service) Resolve(ctx context.Context, r Resolution) (*guardv1.Hold, error) {
+	h, _, err := s.ResolveStanding(ctx, r)
+	return h, err
+}
+
+// ResolveStanding is Resolve that also answers the standing grant the
+// click made (nil unless it approved the hold with r.Standing, by quorum).
+func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1.Hold, _ *guardv1.StandingGrant, err error) {
 	defer store.Faulted(&err, "hold")
+	if err := s.checkStandingRequest(r); err != nil {
+		return nil, nil, err
+	}
 	switch r.Outcome {
 	case guardv1.Outcome_OUTCOME_APPROVE:
 		if r.Reason != "" {
-			return nil, fault.New(fault.Invalid, "reason: only a reject carries a reason")
+			return nil, nil, fault.New(fault.Invalid, "reason: only a reject carries a reason")
 		}
 	case guardv1.Outcome_OUTCOME_REJECT:
 	default:
-		return nil, fault.New(fault.Invalid, "outcome: want APPROVE or REJECT")
+		return nil, nil, fault.New(fault.Invalid, "outcome: want APPROVE or REJECT")
 	}
 	if n := utf8.RuneCountInString(r.Reason); n > MaxReasonChars {
-		return nil, fault.New(fault.Invalid, "reason: %d characters, at most %d", n, MaxReasonChars)
+		return nil, nil, fault.New(fault.Invalid, "reason: %d characters, at most %d", n, MaxReasonChars)
 	}
 	if r.Clicker == "" {
-		return nil, fault.New(fault.Invalid, "clicker: a resolving user is required")
+		return nil, nil, fault.New(fault.Invalid, "clicker: a resolving user is required")
 	}
 	var (
-		hold    *guardv1.Hold
-		partial bool
+		hold     *guardv1.Hold
+		partial  bool
+		standing *guardv1.StandingGrant
 	)
 	armed := false
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -140,6 +154,15 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (_ *guardv1.Hold, e
 				return fault.New(fault.Precondition, "hold %s is of a frozen agent (frozen by %s): it stays pending until the freeze is lifted", r.HoldID, by)
 			}
 		}
+		if r.Standing.Wanted() {
+			why, err := standingRefusal(ctx, tx, cur, r.Standing)
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				return fault.New(fault.Precondition, "hold %s cannot be approved as a standing grant: %s", r.HoldID, why)
+			}
+		}
 		if r.Choice != "" && !hasOption(cur, r.Choice) {
 			return fault.New(fault.Invalid, "choice: %q is not an option of hold %s", r.Choice, r.HoldID)
 		}
@@ -162,7 +185,7 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (_ *guardv1.Hold, e
 		if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE && cur.ApprovalsRequired > 1 {
 			// Quorum: the click counts once per user; the grant (the hold's
 			// approval) exists only when the last needed approval lands.
-			if hold, partial, err = s.approveTowardQuorumTx(ctx, tx, cur, r.Clicker); err != nil || partial {
+			if hold, partial, err = s.approveTowardQuorumTx(ctx, tx, cur, r.Clicker, r.Standing); err != nil || partial {
 				return err
 			}
 		}
@@ -173,23 +196,37 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (_ *guardv1.Hold, e
 		if hold == nil {
 			return fault.New(fault.Precondition, "hold %s already resolved", r.HoldID)
 		}
-		return nil
+		if r.Outcome != guardv1.Outcome_OUTCOME_APPROVE || !r.Standing.Wanted() {
+			return nil
+		}
+		st, users := r.Standing, []string{r.Clicker}
+		if cur.ApprovalsRequired > 1 {
+			if st, users, err = standingOfQuorumTx(ctx, tx, cur.Id, s.cfg.StandingGrantMax); err != nil || !st.Wanted() {
+				return err
+			}
+		}
+		standing, err = s.createStandingTx(ctx, tx, hold, st, users)
+		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if armed {
 		s.log.Info("reject reason awaited", "hold", hold.Id, "approver", r.Clicker)
-		return hold, nil
+		return hold, nil, nil
 	}
 	if partial {
-		return hold, nil
+		return hold, nil, nil
 	}
 	s.observeResolved(hold, r.Outcome, r.Channel)
+	if standing != nil {
+		s.log.InfoContext(ctx, "standing grant given", "audit", true, "grant", standing.GetId(), "hold", hold.Id,
+			"approved_by", standing.GetApprovedBy(), "until", standing.GetExpiresAt().AsTime(), "session", standing.GetSessionId())
+	}
 	if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE {
 		s.runApproved(ctx, hold)
 	}
-	return hold, nil
+	return hold, standing, nil
 }
 
 // armsReasonCapture: "Reject with reason…" without the reason yet, on a hold

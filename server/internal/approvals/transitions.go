@@ -123,7 +123,8 @@ const sqlCountReplay = `UPDATE holds SET replay_attempts = replay_attempts + 1, 
 const sqlUnapplied = `UPDATE holds SET unapplied_at = now(), unapplied_reason = $2, replay_checked_at = now() WHERE id = $1`
 
 // sqlRecordApproval is a quorum click recorded (once per user).
-const sqlRecordApproval = `INSERT INTO hold_approvals (hold_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+// ($3, $4: the standing grant this approver asked for, 0 and false = once.)
+const sqlRecordApproval = `INSERT INTO hold_approvals (hold_id, user_id, standing_secs, standing_session) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
 
 // sqlCounted is the quorum met: which approvals made it ($1 hold, $2 the users counted).
 const sqlCounted = `UPDATE hold_approvals SET counted = (user_id = ANY($2)) WHERE hold_id = $1`

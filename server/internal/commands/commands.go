@@ -102,8 +102,8 @@ func nonNil(m map[string]any) map[string]any {
 // Baseline is the admin baseline (seed commandBaseline): host allow; agents
 // by cli_scope, then access. Humans (user tokens) may make open reads — the
 // handlers scope results to what the user's roles allow (resources' viewer,
-// approvals' eligibility) — and freezes (checked by role in the handler),
-// and nothing else; other callers are denied.
+// approvals' eligibility) — freezes (checked by role in the handler) and
+// standing grants' revocations (checked against the hold's approvers), and nothing else; other callers are denied.
 // groupFields are the request's fields marked (guard.v1.names_group).
 func Baseline(r *guardv1.Rule, groupFields []string, in *guard.Input, f guard.Facts) guard.Decision {
 	switch in.ActorKind() {
@@ -122,6 +122,11 @@ func Baseline(r *guardv1.Rule, groupFields []string, in *guard.Input, f guard.Fa
 			// handler lets owners and global admins freeze any scope and a
 			// group's admins their group (resources/freezes.go).
 			return guard.Allow("a freeze by a person, checked against their roles")
+		}
+		if in.ActorKind() == "human" && r.GetAction() == "grants.revoke" {
+			// Revoking a standing grant only narrows: its handler lets the
+			// users who may resolve the grant's hold do it.
+			return guard.Allow("a standing grant's revocation, checked against the hold's approvers")
 		}
 		return guard.Deny("CLI commands accept host or agent callers only.")
 	}

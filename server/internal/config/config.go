@@ -37,6 +37,9 @@ type Config struct {
 	// action's or a group's setting may ask for more, never fewer).
 	GlobalHoldApprovals int
 	GroupHoldApprovals  int
+	// StandingGrantMax caps a standing grant (an approval "for N hours" or
+	// "for this session"); 0 = standing grants are off, approvals are once.
+	StandingGrantMax time.Duration
 	// LeaseTTL is how long a runner's lease lasts without a heartbeat.
 	LeaseTTL time.Duration
 	// CitationWindow is how old an ALLOW decision may be when a runner cites it.
@@ -109,6 +112,7 @@ func Default() Config {
 		DefaultHoldTTL:         72 * time.Hour,
 		GlobalHoldApprovals:    1,
 		GroupHoldApprovals:     1,
+		StandingGrantMax:       24 * time.Hour,
 		LeaseTTL:               15 * time.Second,
 		CitationWindow:         2 * time.Minute,
 		PushAckDeadline:        30 * time.Second,
@@ -148,6 +152,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	dur(fs, &c.DefaultHoldTTL, "default-hold-ttl", "expiry of holds created without one (0 = never)")
 	integer(fs, &c.GlobalHoldApprovals, "global-hold-approvals", "distinct approvals a global-scope hold needs (quorum, 1-10)")
 	integer(fs, &c.GroupHoldApprovals, "group-hold-approvals", "distinct approvals a group-scope hold needs (quorum, 1-10)")
+	dur(fs, &c.StandingGrantMax, "standing-grant-max", "longest standing grant an approver may give (approve for N hours or for the session; 0 = approvals are once only)")
 	dur(fs, &c.LeaseTTL, "lease-ttl", "runner lease duration")
 	dur(fs, &c.CitationWindow, "citation-window", "max age of a cited ALLOW decision")
 	dur(fs, &c.PushAckDeadline, "push-ack-deadline", "how long a push may go unacknowledged on a live runner stream before it is sent again")
@@ -235,6 +240,9 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.StandingGrantMax < 0 {
+		return fmt.Errorf("--standing-grant-max: must not be negative")
 	}
 	if c.GlobalHoldApprovals < 1 || c.GlobalHoldApprovals > MaxApprovals || c.GroupHoldApprovals < 1 || c.GroupHoldApprovals > MaxApprovals {
 		return fmt.Errorf("--global-hold-approvals and --group-hold-approvals: want 1 to %d", MaxApprovals)

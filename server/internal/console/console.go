@@ -52,6 +52,9 @@ type Deps struct {
 	Log        *slog.Logger
 	Backend    Backend
 	SessionTTL time.Duration
+	// StandingGrantMax is the server's --standing-grant-max: the hold page
+	// offers standing approvals only when it is above zero.
+	StandingGrantMax time.Duration
 	// Secure marks cookies Secure (the listener serves TLS).
 	Secure bool
 }
@@ -74,7 +77,7 @@ func New(d Deps) *Console {
 		d.SessionTTL = 8 * time.Hour
 	}
 	c := &Console{d: d, pages: map[string]*template.Template{}, now: time.Now}
-	for _, p := range []string{"signin", "holds", "hold", "decisions", "decision", "whatif", "table", "error", "freezes"} {
+	for _, p := range []string{"signin", "holds", "hold", "decisions", "decision", "whatif", "table", "error", "freezes", "grants"} {
 		c.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/partials.html", "templates/"+p+".html"))
 	}
@@ -126,6 +129,8 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /freezes", c.get(c.freezesPage))
 	m.HandleFunc("POST /freezes", c.post(c.freeze))
 	m.HandleFunc("POST /freezes/unfreeze", c.post(c.unfreeze))
+	m.HandleFunc("GET /grants", c.get(c.grantsPage))
+	m.HandleFunc("POST /grants/revoke", c.post(c.revokeGrant))
 	m.HandleFunc("GET /events", c.get(c.events))
 	c.mux = m
 }

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -42,6 +44,9 @@ func (c *Console) holdsPage(w http.ResponseWriter, r *http.Request, s *session) 
 type holdData struct {
 	Hold       *guardv1.Hold
 	CanResolve bool
+	// CanStand: the approve form offers "for this session" and "for N
+	// hours" (a standing grant); never for a global-scope hold (D1).
+	CanStand bool
 	// Approved: this user's approval already counts toward the quorum.
 	Approved bool
 	// Counted: the approvals that count toward the quorum (an approver no
@@ -84,6 +89,8 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 	}
+	d.CanStand = d.CanResolve && c.d.StandingGrantMax > 0 && h.GetApproverScope() != guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL &&
+		h.GetCatalogAction() != "" && h.GetAgentGroupId() != "" && h.GetRequester().GetAgent() != nil
 	for _, a := range h.GetApprovals() {
 		if a.GetIneligible() {
 			continue
@@ -228,6 +235,20 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	switch r.PostFormValue("outcome") {
 	case "approve":
 		req.Outcome = guardv1.Outcome_OUTCOME_APPROVE
+		// "Once" (empty), "session", or a duration: a standing grant,
+		// capped and refused (global scope, step-up) by the server.
+		switch st := r.PostFormValue("standing"); st {
+		case "":
+		case "session":
+			req.StandingSession = true
+		default:
+			d, err := time.ParseDuration(st)
+			if err != nil || d <= 0 {
+				c.fail(w, r, s, http.StatusBadRequest, "standing: want once, session or a duration such as 1h")
+				return
+			}
+			req.StandingFor = durationpb.New(d)
+		}
 	case "reject":
 		req.Outcome = guardv1.Outcome_OUTCOME_REJECT
 	default:

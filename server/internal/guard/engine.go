@@ -57,7 +57,9 @@ type Engine struct {
 	sources []factSource
 	pipe    *pipeline
 	holds   HoldCreator
-	consume *consumeStatements // nil: no grant can be consumed
+	// standing, when set, is asked before a hold is created (hold).
+	standing StandingFinder
+	consume  *consumeStatements // nil: no grant can be consumed
 
 	observeDecision func(action, effect string, took time.Duration)
 	// observeQuery counts dry runs and reads apart (kind "dry_run", "read").
@@ -98,6 +100,10 @@ type Options struct {
 	// Holds creates a HOLD's hold in the decision's transaction (the
 	// approvals service); nil: a HOLD reports that holds cannot be created.
 	Holds HoldCreator
+	// Standing finds a live standing grant matching a hold about to be
+	// created exactly; the decision is then an ALLOW decided by "standing
+	// grant" and no hold is made. Nil: every approval is once.
+	Standing StandingFinder
 	// ConsumeHold is the hold owner's consume transition (approvals.Consume):
 	// the engine runs it in the statement that logs a replay's ALLOW. Nil:
 	// no grant can be consumed (a replay is denied).
@@ -128,7 +134,7 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	}
 	e := &Engine{
 		Catalog: cat, pool: pool, log: o.Log, observeDecision: o.Observe, nonCatalog: factsQueries(nil),
-		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn, holds: o.Holds,
+		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn, holds: o.Holds, standing: o.Standing,
 		pipe: newPipeline(logPool, o.Log, o.Pipelines, o.Yield),
 		snap: o.Snapshot, observeSnapshot: o.ObserveSnapshot,
 	}

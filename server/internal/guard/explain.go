@@ -199,7 +199,8 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		x.WouldChange = []string{"a well-formed request → the baseline decides"}
 		return x
 	}
-	if d.Would == nil && d.DecidedBy != ByGrant {
+	standing := d.DecidedBy == ByStanding
+	if d.Would == nil && d.DecidedBy != ByGrant && !standing {
 		// A logged decision keeps only its answer: the baseline is pure, so
 		// re-run it over the same facts to see whether a mode relaxed it.
 		if ev := evaluate(e, in, f); ev.Would != nil && ev.Effect == d.Effect {
@@ -211,7 +212,7 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		// A mode relaxed the gate: explain what the gate itself found.
 		base = *d.Would
 	}
-	if d.DecidedBy == ByGrant {
+	if d.DecidedBy == ByGrant || standing {
 		// The grant was checked because the baseline held; re-run it (pure)
 		// over the same facts to show why.
 		base = evaluate(e, in, f)
@@ -230,7 +231,7 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		x.Checks = append(x.Checks, ec)
 	}
 	x.WouldChange = ex.WouldChange
-	if ex.Summary != "" && d.DecidedBy != ByGrant {
+	if ex.Summary != "" && d.DecidedBy != ByGrant && !standing {
 		x.Summary = ex.Summary
 	}
 	if d.DecidedBy == ByGrant {
@@ -245,6 +246,10 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		if !ok {
 			x.WouldChange = append(x.WouldChange, "a grant from an approved hold of this exact request → allow")
 		}
+	} else if standing {
+		x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "standing grant", Outcome: string(d.Effect),
+			Detail: d.Reason + ": it approved exactly this request (action, group, target and payload), is live, and its approvers may still approve it"})
+		x.WouldChange = []string{"revoking it (ncl grants revoke), its expiry or its approver's role revoked → hold again (" + base.Reason + ")"}
 	} else if in.Grant != "" {
 		x.Grant = in.Grant
 		x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "grant", Outcome: "skipped",

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -163,5 +164,21 @@ func TestALoggedDecisionWithNullFactsExplainsAsDecided(t *testing.T) {
 	logged := cat.ExplainLogged(Logged{Action: "t.nulls", Actor: agent, Effect: d.Effect, Reason: d.Reason, DecidedBy: d.DecidedBy, Trace: trace})
 	if !proto.Equal(logged, dry) {
 		t.Fatalf("logged explanation differs from the dry run:\n got %v\nwant %v", logged, dry)
+	}
+}
+
+// Issue 32: an ALLOW a standing grant gave says so, who approved it and
+// until when, and that revoking it holds again.
+func TestExplainStandingGrant(t *testing.T) {
+	e := &Entry{Action: "x.send", ApprovalAction: "x_send", Baseline: func(*Input, Facts) (Decision, error) {
+		return Hold(Exclusive("tg:dana"), guardv1.ApproverScope_APPROVER_SCOPE_GROUP, "held for tg:dana"), nil
+	}}
+	d := standingDecision(&StandingUse{ID: "sg_1", HoldID: "hold_1", ApprovedBy: []string{"tg:dana"}, Until: time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)})
+	x := Explain(e, &Input{Action: "x.send"}, Facts{}, d)
+	last := x.GetChecks()[len(x.GetChecks())-1]
+	if !strings.Contains(x.GetSummary(), "standing grant sg_1 approved by tg:dana until 2026-12-04T06:00:00Z") ||
+		last.GetName() != "standing grant" || last.GetOutcome() != "allow" ||
+		len(x.GetWouldChange()) != 1 || !strings.Contains(x.GetWouldChange()[0], "held for tg:dana") {
+		t.Fatalf("explanation of a standing-grant ALLOW: %v", x)
 	}
 }

@@ -2,6 +2,9 @@ package guard
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -70,4 +73,24 @@ func holdRequest(req *Request, entry *Entry, d Decision) HoldRequest {
 		Kind: kind, CatalogAction: req.Action, Payload: payload, Resource: req.Resource, SessionID: req.Session(), AgentGroupID: anchor,
 		Requester: req.Actor, Rule: d.Rule, Scope: d.Scope, Card: req.Card, Approvals: d.Approvals,
 	}
+}
+
+// StandingUse is a live standing grant a request that would be held matched.
+type StandingUse struct {
+	ID, HoldID string
+	ApprovedBy []string
+	Until      time.Time
+}
+
+// StandingFinder looks, in the decision's transaction, for a live standing
+// grant matching the hold req would create exactly (the approvals service,
+// behind an adapter) and counts its use; nil: none, the hold is created.
+type StandingFinder func(ctx context.Context, tx pgx.Tx, req HoldRequest) (*StandingUse, error)
+
+// standingDecision is the ALLOW a standing grant gives: it names who
+// approved it and until when.
+func standingDecision(u *StandingUse) Decision {
+	return Decision{Effect: EffectAllow, DecidedBy: ByStanding,
+		Reason: fmt.Sprintf("standing grant %s approved by %s until %s (hold %s)",
+			u.ID, strings.Join(u.ApprovedBy, ", "), u.Until.UTC().Format(time.RFC3339), u.HoldID)}
 }

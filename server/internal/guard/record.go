@@ -167,6 +167,21 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 	hr.BeforeEvent = logTx
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		a = answered{}
+		// A live standing grant that matches exactly answers instead of a
+		// new hold: read in this transaction, so a revocation committed
+		// before it is seen on every replica. Never for a global-scope hold.
+		if e.standing != nil && v.Scope != guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
+			use, err := e.standing(ctx, tx, hr)
+			if err != nil {
+				return fmt.Errorf("find standing grant: %w", err)
+			}
+			if use != nil {
+				a = e.answer(p, standingDecision(use), v)
+				a.row.Hold = use.ID // the grant the ALLOW used (ApplyAction re-checks it)
+				a = a.stored()
+				return insertTx(ctx, tx, a.row)
+			}
+		}
 		res, err := e.holds(ctx, tx, hr)
 		if err != nil {
 			return fmt.Errorf("create hold: %w", err)

@@ -33,6 +33,9 @@ const (
 	// ByFreeze: the agent's scope (every agent, its group or its runner) is
 	// frozen; always enforced.
 	ByFreeze = "freeze"
+	// ByStanding: a request that would be held matched a live standing
+	// grant (an approval for a time or a session) exactly.
+	ByStanding = "standing grant"
 )
 
 // Enforcement modes of a gate (action_settings.mode, a message policy's mode).

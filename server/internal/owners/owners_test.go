@@ -52,6 +52,7 @@ var owner = map[string]string{
 	// The hold contract and its event log.
 	"holds":              "approvals",
 	"hold_approvals":     "approvals",
+	"standing_grants":    "approvals",
 	"hold_events":        "approvals",
 	"hold_events_pruned": "approvals",
 	"webhook_progress":   "approvals",

@@ -75,7 +75,7 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 		// genuine ALLOW for it consumed an approved hold — or was given by an
 		// audit or warn mode (whether that mode still holds, recheckTx asks
 		// the baseline).
-		if c.grant == "" && c.mode == "" && a.AlwaysHeld {
+		if c.grant == "" && c.mode == "" && c.standing == nil && a.AlwaysHeld {
 			return fault.New(fault.Precondition, "citation refused: decision %q: a %s ALLOW must carry the grant of an approved hold, and this one has none", req.GetDecisionId(), req.GetAction())
 		}
 		if err := boundToDecision(a, c, req); err != nil {
@@ -115,15 +115,32 @@ type citation struct {
 	id, grant string
 	mode      string        // the enforcement mode that relaxed a grantless ALLOW ("" = enforce)
 	hold      *consumedHold // set when the decision consumed a hold's grant
+	// standing is the standing grant a grantless ALLOW decided by "standing
+	// grant" used (its payload and resource bind the application), re-checked
+	// live in the applying transaction.
+	standing *consumedHold
+}
+
+// approved is what the applied payload must equal: the consumed hold's or
+// the standing grant's (nil: nothing approved, the decision's own).
+func (c citation) approved() *consumedHold {
+	if c.hold != nil {
+		return c.hold
+	}
+	return c.standing
 }
 
 // consumedHold is the approved hold a grant-carrying ALLOW consumed.
 type consumedHold struct {
-	id       string
-	payload  map[string]any
-	resource map[string]string
-	applied  bool
-	result   Applied
+	id   string
+	what string // "hold" or "standing grant"
+	// approvedBy: a standing grant's approvers, who must still be eligible
+	// under the rule the baseline holds under at apply.
+	approvedBy []string
+	payload    map[string]any
+	resource   map[string]string
+	applied    bool
+	result     Applied
 }
 
 // readCitationTx reads and locks the cited decision and, when it consumed
@@ -135,10 +152,12 @@ type consumedHold struct {
 func readCitationTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) (citation, error) {
 	var (
 		effect, dAction, dSession, grant, mode string
+		decidedBy, holdID                      string
 		dryRun, cited, stale                   bool
 	)
-	err := tx.QueryRow(ctx, `SELECT effect, action, COALESCE(session_id, ''), dry_run, cited_at IS NOT NULL, at <= now() - $2::interval, grant_id, mode
-		FROM decisions WHERE id = $1 FOR UPDATE`, decisionID, window).Scan(&effect, &dAction, &dSession, &dryRun, &cited, &stale, &grant, &mode)
+	err := tx.QueryRow(ctx, `SELECT effect, action, COALESCE(session_id, ''), dry_run, cited_at IS NOT NULL, at <= now() - $2::interval, grant_id, mode,
+			decided_by, hold_id
+		FROM decisions WHERE id = $1 FOR UPDATE`, decisionID, window).Scan(&effect, &dAction, &dSession, &dryRun, &cited, &stale, &grant, &mode, &decidedBy, &holdID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return citation{}, fault.New(fault.Precondition, "citation refused: decision %q not found", decisionID)
 	}
@@ -166,12 +185,24 @@ func readCitationTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, actio
 		case stale:
 			return refuse(fmt.Sprintf("it is older than the citation window (%s)", window))
 		}
+		if decidedBy == guard.ByStanding && holdID != "" {
+			// D3 at apply: the standing grant must still stand — not revoked,
+			// not expired, its approvers still eligible.
+			payload, resource, by, why, err := approvals.StandingForApplyTx(ctx, tx, holdID)
+			if err != nil {
+				return citation{}, err
+			}
+			if why != "" {
+				return citation{}, fault.New(fault.Denied, "not applied: %s; decision %q no longer holds", why, decisionID)
+			}
+			c.standing = &consumedHold{id: holdID, what: "standing grant", payload: payload, resource: resource, approvedBy: by}
+		}
 		return c, nil
 	}
 	var (
 		consumedBy      string
 		payload, result []byte
-		h               = &consumedHold{id: grant}
+		h               = &consumedHold{id: grant, what: "hold"}
 	)
 	err = tx.QueryRow(ctx, `SELECT COALESCE(consumed_by, ''), payload, resource, applied_at IS NOT NULL, applied_result
 		FROM holds WHERE id = $1 FOR UPDATE`, grant).Scan(&consumedBy, &payload, &h.resource, &h.applied, &result)
@@ -207,10 +238,11 @@ func boundToDecision(a Applier, c citation, req *guardv1.ApplyActionRequest) err
 			return err
 		}
 	}
-	if c.hold == nil {
+	h := c.approved()
+	if h == nil {
 		return nil
 	}
-	approved := c.hold.payload
+	approved := h.payload
 	b, err := req.GetPayload().MarshalJSON()
 	if err != nil {
 		return fault.New(fault.Invalid, "payload: %v", err)
@@ -228,10 +260,10 @@ func boundToDecision(a Applier, c citation, req *guardv1.ApplyActionRequest) err
 		approved = map[string]any{}
 	}
 	if !reflect.DeepEqual(approved, got) {
-		return fault.New(fault.Denied, "payload differs from the one approved in hold %s", c.hold.id)
+		return fault.New(fault.Denied, "payload differs from the one approved in %s %s", h.what, h.id)
 	}
-	if len(c.hold.resource) > 0 && len(req.GetResource()) > 0 && !maps.Equal(c.hold.resource, req.GetResource()) {
-		return fault.New(fault.Denied, "resource differs from the one approved in hold %s", c.hold.id)
+	if len(h.resource) > 0 && len(req.GetResource()) > 0 && !maps.Equal(h.resource, req.GetResource()) {
+		return fault.New(fault.Denied, "resource differs from the one approved in %s %s", h.what, h.id)
 	}
 	return nil
 }
@@ -247,8 +279,8 @@ func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Sess
 	for k, v := range req.GetResource() {
 		resource[k] = v
 	}
-	if c.hold != nil && len(c.hold.resource) > 0 {
-		resource = c.hold.resource
+	if h := c.approved(); h != nil && len(h.resource) > 0 {
+		resource = h.resource
 	}
 	if a.Resource != nil {
 		decided, err := a.Resource(req)
@@ -272,7 +304,15 @@ func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Sess
 		return fault.New(fault.Invalid, "payload: %s", d.Reason)
 	case d.Effect == guard.EffectDeny:
 		return fault.New(fault.Denied, "not applied: the guard now denies it (%s); decision %q no longer holds", d.Reason, c.id)
-	case d.Effect == guard.EffectHold && c.hold == nil:
+	case d.Effect == guard.EffectHold && c.hold == nil && c.standing != nil:
+		ok, err := approvals.ApproversMay(ctx, tx, d.Rule, d.Scope, c.standing.approvedBy)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fault.New(fault.Denied, "not applied: standing grant %s's approvers may no longer approve it (%s); decision %q no longer holds", c.standing.id, d.Reason, c.id)
+		}
+	case d.Effect == guard.EffectHold && c.approved() == nil:
 		// A gate still in audit or warn mode answers ALLOW here (the
 		// baseline reads the live mode of this target's policy and action);
 		// a HOLD means it is enforced now, and the citation has no approval.
