@@ -6045,10 +6045,12 @@ func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
 
 // User is a human, namespaced "<channel>:<handle>".
 type User struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	DisplayName   string                 `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	DisplayName string                 `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The OIDC identities that sign in as this user (GetUser only).
+	OidcBindings  []*OidcBinding `protobuf:"bytes,4,rep,name=oidc_bindings,json=oidcBindings,proto3" json:"oidc_bindings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6104,6 +6106,288 @@ func (x *User) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *User) GetOidcBindings() []*OidcBinding {
+	if x != nil {
+		return x.OidcBindings
+	}
+	return nil
+}
+
+// OidcBinding maps an identity provider's subject to a user.
+type OidcBinding struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The provider's issuer URL, exactly as its ID tokens carry it.
+	Issuer string `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// The ID token's sub claim.
+	Subject       string                 `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OidcBinding) Reset() {
+	*x = OidcBinding{}
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OidcBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OidcBinding) ProtoMessage() {}
+
+func (x *OidcBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OidcBinding.ProtoReflect.Descriptor instead.
+func (*OidcBinding) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *OidcBinding) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *OidcBinding) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *OidcBinding) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *OidcBinding) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+// BindOidcRequest binds (issuer, subject) to a user.
+type BindOidcRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Issuer        string                 `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	Subject       string                 `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindOidcRequest) Reset() {
+	*x = BindOidcRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindOidcRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindOidcRequest) ProtoMessage() {}
+
+func (x *BindOidcRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindOidcRequest.ProtoReflect.Descriptor instead.
+func (*BindOidcRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *BindOidcRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *BindOidcRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *BindOidcRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+// BindOidcResponse is the binding.
+type BindOidcResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Binding       *OidcBinding           `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindOidcResponse) Reset() {
+	*x = BindOidcResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindOidcResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindOidcResponse) ProtoMessage() {}
+
+func (x *BindOidcResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindOidcResponse.ProtoReflect.Descriptor instead.
+func (*BindOidcResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *BindOidcResponse) GetBinding() *OidcBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+// UnbindOidcRequest names a binding of a user.
+type UnbindOidcRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Issuer        string                 `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	Subject       string                 `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnbindOidcRequest) Reset() {
+	*x = UnbindOidcRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnbindOidcRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnbindOidcRequest) ProtoMessage() {}
+
+func (x *UnbindOidcRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnbindOidcRequest.ProtoReflect.Descriptor instead.
+func (*UnbindOidcRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *UnbindOidcRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UnbindOidcRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *UnbindOidcRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+// UnbindOidcResponse is empty.
+type UnbindOidcResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnbindOidcResponse) Reset() {
+	*x = UnbindOidcResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnbindOidcResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnbindOidcResponse) ProtoMessage() {}
+
+func (x *UnbindOidcResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnbindOidcResponse.ProtoReflect.Descriptor instead.
+func (*UnbindOidcResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
+}
+
 // ListUsersRequest lists users.
 type ListUsersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6117,7 +6401,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6129,7 +6413,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6142,7 +6426,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListUsersRequest) GetLimit() int32 {
@@ -6171,7 +6455,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6183,7 +6467,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6196,7 +6480,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -6223,7 +6507,7 @@ type GetUserRequest struct {
 
 func (x *GetUserRequest) Reset() {
 	*x = GetUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6235,7 +6519,7 @@ func (x *GetUserRequest) String() string {
 func (*GetUserRequest) ProtoMessage() {}
 
 func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6248,7 +6532,7 @@ func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *GetUserRequest) GetId() string {
@@ -6268,7 +6552,7 @@ type GetUserResponse struct {
 
 func (x *GetUserResponse) Reset() {
 	*x = GetUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6280,7 +6564,7 @@ func (x *GetUserResponse) String() string {
 func (*GetUserResponse) ProtoMessage() {}
 
 func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6293,7 +6577,7 @@ func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
 func (*GetUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *GetUserResponse) GetUser() *User {
@@ -6314,7 +6598,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6326,7 +6610,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6339,7 +6623,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *CreateUserRequest) GetId() string {
@@ -6366,7 +6650,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6378,7 +6662,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6391,7 +6675,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -6412,7 +6696,7 @@ type UpdateUserRequest struct {
 
 func (x *UpdateUserRequest) Reset() {
 	*x = UpdateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6424,7 +6708,7 @@ func (x *UpdateUserRequest) String() string {
 func (*UpdateUserRequest) ProtoMessage() {}
 
 func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6437,7 +6721,7 @@ func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *UpdateUserRequest) GetId() string {
@@ -6464,7 +6748,7 @@ type UpdateUserResponse struct {
 
 func (x *UpdateUserResponse) Reset() {
 	*x = UpdateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6476,7 +6760,7 @@ func (x *UpdateUserResponse) String() string {
 func (*UpdateUserResponse) ProtoMessage() {}
 
 func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6489,7 +6773,7 @@ func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *UpdateUserResponse) GetUser() *User {
@@ -6512,7 +6796,7 @@ type Wiring struct {
 
 func (x *Wiring) Reset() {
 	*x = Wiring{}
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6524,7 +6808,7 @@ func (x *Wiring) String() string {
 func (*Wiring) ProtoMessage() {}
 
 func (x *Wiring) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6537,7 +6821,7 @@ func (x *Wiring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wiring.ProtoReflect.Descriptor instead.
 func (*Wiring) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *Wiring) GetId() string {
@@ -6583,7 +6867,7 @@ type ListWiringsRequest struct {
 
 func (x *ListWiringsRequest) Reset() {
 	*x = ListWiringsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6595,7 +6879,7 @@ func (x *ListWiringsRequest) String() string {
 func (*ListWiringsRequest) ProtoMessage() {}
 
 func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6608,7 +6892,7 @@ func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsRequest.ProtoReflect.Descriptor instead.
 func (*ListWiringsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *ListWiringsRequest) GetGroup() string {
@@ -6651,7 +6935,7 @@ type ListWiringsResponse struct {
 
 func (x *ListWiringsResponse) Reset() {
 	*x = ListWiringsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6663,7 +6947,7 @@ func (x *ListWiringsResponse) String() string {
 func (*ListWiringsResponse) ProtoMessage() {}
 
 func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6676,7 +6960,7 @@ func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsResponse.ProtoReflect.Descriptor instead.
 func (*ListWiringsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ListWiringsResponse) GetWirings() []*Wiring {
@@ -6704,7 +6988,7 @@ type CreateWiringRequest struct {
 
 func (x *CreateWiringRequest) Reset() {
 	*x = CreateWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6716,7 +7000,7 @@ func (x *CreateWiringRequest) String() string {
 func (*CreateWiringRequest) ProtoMessage() {}
 
 func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6729,7 +7013,7 @@ func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringRequest.ProtoReflect.Descriptor instead.
 func (*CreateWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *CreateWiringRequest) GetMessagingGroup() string {
@@ -6756,7 +7040,7 @@ type CreateWiringResponse struct {
 
 func (x *CreateWiringResponse) Reset() {
 	*x = CreateWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6768,7 +7052,7 @@ func (x *CreateWiringResponse) String() string {
 func (*CreateWiringResponse) ProtoMessage() {}
 
 func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6781,7 +7065,7 @@ func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringResponse.ProtoReflect.Descriptor instead.
 func (*CreateWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *CreateWiringResponse) GetWiring() *Wiring {
@@ -6801,7 +7085,7 @@ type DeleteWiringRequest struct {
 
 func (x *DeleteWiringRequest) Reset() {
 	*x = DeleteWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6813,7 +7097,7 @@ func (x *DeleteWiringRequest) String() string {
 func (*DeleteWiringRequest) ProtoMessage() {}
 
 func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6826,7 +7110,7 @@ func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *DeleteWiringRequest) GetId() string {
@@ -6845,7 +7129,7 @@ type DeleteWiringResponse struct {
 
 func (x *DeleteWiringResponse) Reset() {
 	*x = DeleteWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6857,7 +7141,7 @@ func (x *DeleteWiringResponse) String() string {
 func (*DeleteWiringResponse) ProtoMessage() {}
 
 func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6870,7 +7154,7 @@ func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
 }
 
 // MessagingGroup is a chat on a channel.
@@ -6891,7 +7175,7 @@ type MessagingGroup struct {
 
 func (x *MessagingGroup) Reset() {
 	*x = MessagingGroup{}
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6903,7 +7187,7 @@ func (x *MessagingGroup) String() string {
 func (*MessagingGroup) ProtoMessage() {}
 
 func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6916,7 +7200,7 @@ func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagingGroup.ProtoReflect.Descriptor instead.
 func (*MessagingGroup) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *MessagingGroup) GetId() string {
@@ -6988,7 +7272,7 @@ type ListMessagingGroupsRequest struct {
 
 func (x *ListMessagingGroupsRequest) Reset() {
 	*x = ListMessagingGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7000,7 +7284,7 @@ func (x *ListMessagingGroupsRequest) String() string {
 func (*ListMessagingGroupsRequest) ProtoMessage() {}
 
 func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7013,7 +7297,7 @@ func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *ListMessagingGroupsRequest) GetLimit() int32 {
@@ -7042,7 +7326,7 @@ type ListMessagingGroupsResponse struct {
 
 func (x *ListMessagingGroupsResponse) Reset() {
 	*x = ListMessagingGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7054,7 +7338,7 @@ func (x *ListMessagingGroupsResponse) String() string {
 func (*ListMessagingGroupsResponse) ProtoMessage() {}
 
 func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7067,7 +7351,7 @@ func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *ListMessagingGroupsResponse) GetMessagingGroups() []*MessagingGroup {
@@ -7094,7 +7378,7 @@ type GetMessagingGroupRequest struct {
 
 func (x *GetMessagingGroupRequest) Reset() {
 	*x = GetMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7106,7 +7390,7 @@ func (x *GetMessagingGroupRequest) String() string {
 func (*GetMessagingGroupRequest) ProtoMessage() {}
 
 func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7119,7 +7403,7 @@ func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *GetMessagingGroupRequest) GetId() string {
@@ -7139,7 +7423,7 @@ type GetMessagingGroupResponse struct {
 
 func (x *GetMessagingGroupResponse) Reset() {
 	*x = GetMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7151,7 +7435,7 @@ func (x *GetMessagingGroupResponse) String() string {
 func (*GetMessagingGroupResponse) ProtoMessage() {}
 
 func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7164,7 +7448,7 @@ func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *GetMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7188,7 +7472,7 @@ type CreateMessagingGroupRequest struct {
 
 func (x *CreateMessagingGroupRequest) Reset() {
 	*x = CreateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7200,7 +7484,7 @@ func (x *CreateMessagingGroupRequest) String() string {
 func (*CreateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7213,7 +7497,7 @@ func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *CreateMessagingGroupRequest) GetChannelType() string {
@@ -7261,7 +7545,7 @@ type CreateMessagingGroupResponse struct {
 
 func (x *CreateMessagingGroupResponse) Reset() {
 	*x = CreateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7273,7 +7557,7 @@ func (x *CreateMessagingGroupResponse) String() string {
 func (*CreateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7286,7 +7570,7 @@ func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *CreateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7308,7 +7592,7 @@ type UpdateMessagingGroupRequest struct {
 
 func (x *UpdateMessagingGroupRequest) Reset() {
 	*x = UpdateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7320,7 +7604,7 @@ func (x *UpdateMessagingGroupRequest) String() string {
 func (*UpdateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7333,7 +7617,7 @@ func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *UpdateMessagingGroupRequest) GetId() string {
@@ -7367,7 +7651,7 @@ type UpdateMessagingGroupResponse struct {
 
 func (x *UpdateMessagingGroupResponse) Reset() {
 	*x = UpdateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7379,7 +7663,7 @@ func (x *UpdateMessagingGroupResponse) String() string {
 func (*UpdateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7392,7 +7676,7 @@ func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *UpdateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7412,7 +7696,7 @@ type DeleteMessagingGroupRequest struct {
 
 func (x *DeleteMessagingGroupRequest) Reset() {
 	*x = DeleteMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7424,7 +7708,7 @@ func (x *DeleteMessagingGroupRequest) String() string {
 func (*DeleteMessagingGroupRequest) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7437,7 +7721,7 @@ func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *DeleteMessagingGroupRequest) GetId() string {
@@ -7456,7 +7740,7 @@ type DeleteMessagingGroupResponse struct {
 
 func (x *DeleteMessagingGroupResponse) Reset() {
 	*x = DeleteMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7468,7 +7752,7 @@ func (x *DeleteMessagingGroupResponse) String() string {
 func (*DeleteMessagingGroupResponse) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7481,7 +7765,7 @@ func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
 }
 
 // MessagePolicy holds messages from one group to another for a named approver.
@@ -7503,7 +7787,7 @@ type MessagePolicy struct {
 
 func (x *MessagePolicy) Reset() {
 	*x = MessagePolicy{}
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7515,7 +7799,7 @@ func (x *MessagePolicy) String() string {
 func (*MessagePolicy) ProtoMessage() {}
 
 func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7528,7 +7812,7 @@ func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePolicy.ProtoReflect.Descriptor instead.
 func (*MessagePolicy) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *MessagePolicy) GetFromGroup() string {
@@ -7587,7 +7871,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7599,7 +7883,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7612,7 +7896,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *ListPoliciesRequest) GetGroup() string {
@@ -7648,7 +7932,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7660,7 +7944,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7673,7 +7957,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*MessagePolicy {
@@ -7709,7 +7993,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7721,7 +8005,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7734,7 +8018,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *SetPolicyRequest) GetFromGroup() string {
@@ -7789,7 +8073,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7801,7 +8085,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7814,7 +8098,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *MessagePolicy {
@@ -7835,7 +8119,7 @@ type RemovePolicyRequest struct {
 
 func (x *RemovePolicyRequest) Reset() {
 	*x = RemovePolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7847,7 +8131,7 @@ func (x *RemovePolicyRequest) String() string {
 func (*RemovePolicyRequest) ProtoMessage() {}
 
 func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7860,7 +8144,7 @@ func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyRequest.ProtoReflect.Descriptor instead.
 func (*RemovePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *RemovePolicyRequest) GetFromGroup() string {
@@ -7886,7 +8170,7 @@ type RemovePolicyResponse struct {
 
 func (x *RemovePolicyResponse) Reset() {
 	*x = RemovePolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7898,7 +8182,7 @@ func (x *RemovePolicyResponse) String() string {
 func (*RemovePolicyResponse) ProtoMessage() {}
 
 func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7911,7 +8195,7 @@ func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyResponse.ProtoReflect.Descriptor instead.
 func (*RemovePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
 }
 
 // UserDm is where a user's approval cards are delivered on one channel type.
@@ -7926,7 +8210,7 @@ type UserDm struct {
 
 func (x *UserDm) Reset() {
 	*x = UserDm{}
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7938,7 +8222,7 @@ func (x *UserDm) String() string {
 func (*UserDm) ProtoMessage() {}
 
 func (x *UserDm) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7951,7 +8235,7 @@ func (x *UserDm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserDm.ProtoReflect.Descriptor instead.
 func (*UserDm) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *UserDm) GetUserId() string {
@@ -7989,7 +8273,7 @@ type ListUserDmsRequest struct {
 
 func (x *ListUserDmsRequest) Reset() {
 	*x = ListUserDmsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8001,7 +8285,7 @@ func (x *ListUserDmsRequest) String() string {
 func (*ListUserDmsRequest) ProtoMessage() {}
 
 func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8014,7 +8298,7 @@ func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserDmsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *ListUserDmsRequest) GetUserId() string {
@@ -8050,7 +8334,7 @@ type ListUserDmsResponse struct {
 
 func (x *ListUserDmsResponse) Reset() {
 	*x = ListUserDmsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8062,7 +8346,7 @@ func (x *ListUserDmsResponse) String() string {
 func (*ListUserDmsResponse) ProtoMessage() {}
 
 func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8075,7 +8359,7 @@ func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserDmsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *ListUserDmsResponse) GetDms() []*UserDm {
@@ -8104,7 +8388,7 @@ type SetUserDmRequest struct {
 
 func (x *SetUserDmRequest) Reset() {
 	*x = SetUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8116,7 +8400,7 @@ func (x *SetUserDmRequest) String() string {
 func (*SetUserDmRequest) ProtoMessage() {}
 
 func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8129,7 +8413,7 @@ func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmRequest.ProtoReflect.Descriptor instead.
 func (*SetUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *SetUserDmRequest) GetUserId() string {
@@ -8163,7 +8447,7 @@ type SetUserDmResponse struct {
 
 func (x *SetUserDmResponse) Reset() {
 	*x = SetUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8175,7 +8459,7 @@ func (x *SetUserDmResponse) String() string {
 func (*SetUserDmResponse) ProtoMessage() {}
 
 func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8188,7 +8472,7 @@ func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmResponse.ProtoReflect.Descriptor instead.
 func (*SetUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *SetUserDmResponse) GetDm() *UserDm {
@@ -8209,7 +8493,7 @@ type RemoveUserDmRequest struct {
 
 func (x *RemoveUserDmRequest) Reset() {
 	*x = RemoveUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8221,7 +8505,7 @@ func (x *RemoveUserDmRequest) String() string {
 func (*RemoveUserDmRequest) ProtoMessage() {}
 
 func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8234,7 +8518,7 @@ func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmRequest.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *RemoveUserDmRequest) GetUserId() string {
@@ -8260,7 +8544,7 @@ type RemoveUserDmResponse struct {
 
 func (x *RemoveUserDmResponse) Reset() {
 	*x = RemoveUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8272,7 +8556,7 @@ func (x *RemoveUserDmResponse) String() string {
 func (*RemoveUserDmResponse) ProtoMessage() {}
 
 func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8285,7 +8569,7 @@ func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmResponse.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
 }
 
 // Token is an API credential (its secret is never stored or listed).
@@ -8318,7 +8602,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8330,7 +8614,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8343,7 +8627,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *Token) GetId() string {
@@ -8454,7 +8738,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8466,7 +8750,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8479,7 +8763,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *CreateTokenRequest) GetKind() Principal {
@@ -8549,7 +8833,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8561,7 +8845,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8574,7 +8858,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -8604,7 +8888,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8616,7 +8900,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8629,7 +8913,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *ListTokensRequest) GetLimit() int32 {
@@ -8658,7 +8942,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8670,7 +8954,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8683,7 +8967,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -8710,7 +8994,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8722,7 +9006,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8735,7 +9019,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -8754,7 +9038,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8766,7 +9050,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8779,7 +9063,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
 }
 
 // ListRunnersRequest lists runners.
@@ -8795,7 +9079,7 @@ type ListRunnersRequest struct {
 
 func (x *ListRunnersRequest) Reset() {
 	*x = ListRunnersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8807,7 +9091,7 @@ func (x *ListRunnersRequest) String() string {
 func (*ListRunnersRequest) ProtoMessage() {}
 
 func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8820,7 +9104,7 @@ func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
 }
 
 func (x *ListRunnersRequest) GetLimit() int32 {
@@ -8849,7 +9133,7 @@ type ListRunnersResponse struct {
 
 func (x *ListRunnersResponse) Reset() {
 	*x = ListRunnersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8861,7 +9145,7 @@ func (x *ListRunnersResponse) String() string {
 func (*ListRunnersResponse) ProtoMessage() {}
 
 func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8874,7 +9158,7 @@ func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersResponse.ProtoReflect.Descriptor instead.
 func (*ListRunnersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
 }
 
 func (x *ListRunnersResponse) GetRunners() []*Runner {
@@ -8914,7 +9198,7 @@ type CatalogEntry struct {
 
 func (x *CatalogEntry) Reset() {
 	*x = CatalogEntry{}
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8926,7 +9210,7 @@ func (x *CatalogEntry) String() string {
 func (*CatalogEntry) ProtoMessage() {}
 
 func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8939,7 +9223,7 @@ func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEntry.ProtoReflect.Descriptor instead.
 func (*CatalogEntry) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
 }
 
 func (x *CatalogEntry) GetAction() string {
@@ -9011,7 +9295,7 @@ type ListCatalogRequest struct {
 
 func (x *ListCatalogRequest) Reset() {
 	*x = ListCatalogRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9023,7 +9307,7 @@ func (x *ListCatalogRequest) String() string {
 func (*ListCatalogRequest) ProtoMessage() {}
 
 func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9036,7 +9320,7 @@ func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
 }
 
 func (x *ListCatalogRequest) GetLimit() int32 {
@@ -9067,7 +9351,7 @@ type ListCatalogResponse struct {
 
 func (x *ListCatalogResponse) Reset() {
 	*x = ListCatalogResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9079,7 +9363,7 @@ func (x *ListCatalogResponse) String() string {
 func (*ListCatalogResponse) ProtoMessage() {}
 
 func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9092,7 +9376,7 @@ func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
 }
 
 func (x *ListCatalogResponse) GetEntries() []*CatalogEntry {
@@ -9143,7 +9427,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9155,7 +9439,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9168,7 +9452,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
 }
 
 func (x *DecisionRecord) GetId() string {
@@ -9286,7 +9570,7 @@ type GetDecisionRequest struct {
 
 func (x *GetDecisionRequest) Reset() {
 	*x = GetDecisionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9298,7 +9582,7 @@ func (x *GetDecisionRequest) String() string {
 func (*GetDecisionRequest) ProtoMessage() {}
 
 func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9311,7 +9595,7 @@ func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionRequest.ProtoReflect.Descriptor instead.
 func (*GetDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{146}
 }
 
 func (x *GetDecisionRequest) GetId() string {
@@ -9331,7 +9615,7 @@ type GetDecisionResponse struct {
 
 func (x *GetDecisionResponse) Reset() {
 	*x = GetDecisionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9343,7 +9627,7 @@ func (x *GetDecisionResponse) String() string {
 func (*GetDecisionResponse) ProtoMessage() {}
 
 func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9356,7 +9640,7 @@ func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionResponse.ProtoReflect.Descriptor instead.
 func (*GetDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{147}
 }
 
 func (x *GetDecisionResponse) GetDecision() *DecisionRecord {
@@ -9392,7 +9676,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9404,7 +9688,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9417,7 +9701,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{148}
 }
 
 func (x *ListDecisionsRequest) GetAction() string {
@@ -9495,7 +9779,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9507,7 +9791,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9520,7 +9804,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{149}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
@@ -9554,7 +9838,7 @@ type SetActionSettingsRequest struct {
 
 func (x *SetActionSettingsRequest) Reset() {
 	*x = SetActionSettingsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9566,7 +9850,7 @@ func (x *SetActionSettingsRequest) String() string {
 func (*SetActionSettingsRequest) ProtoMessage() {}
 
 func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9579,7 +9863,7 @@ func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{150}
 }
 
 func (x *SetActionSettingsRequest) GetAction() string {
@@ -9620,7 +9904,7 @@ type SetActionSettingsResponse struct {
 
 func (x *SetActionSettingsResponse) Reset() {
 	*x = SetActionSettingsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[146]
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9632,7 +9916,7 @@ func (x *SetActionSettingsResponse) String() string {
 func (*SetActionSettingsResponse) ProtoMessage() {}
 
 func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[146]
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9645,7 +9929,7 @@ func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{146}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{151}
 }
 
 func (x *SetActionSettingsResponse) GetEntry() *CatalogEntry {
@@ -9670,7 +9954,7 @@ type McpServerState struct {
 
 func (x *McpServerState) Reset() {
 	*x = McpServerState{}
-	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9682,7 +9966,7 @@ func (x *McpServerState) String() string {
 func (*McpServerState) ProtoMessage() {}
 
 func (x *McpServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9695,7 +9979,7 @@ func (x *McpServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerState.ProtoReflect.Descriptor instead.
 func (*McpServerState) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{147}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{152}
 }
 
 func (x *McpServerState) GetRunnerId() string {
@@ -9754,7 +10038,7 @@ type McpServerInfo struct {
 
 func (x *McpServerInfo) Reset() {
 	*x = McpServerInfo{}
-	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9766,7 +10050,7 @@ func (x *McpServerInfo) String() string {
 func (*McpServerInfo) ProtoMessage() {}
 
 func (x *McpServerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9779,7 +10063,7 @@ func (x *McpServerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerInfo.ProtoReflect.Descriptor instead.
 func (*McpServerInfo) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{148}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{153}
 }
 
 func (x *McpServerInfo) GetGroup() string {
@@ -9868,7 +10152,7 @@ type McpToolInfo struct {
 
 func (x *McpToolInfo) Reset() {
 	*x = McpToolInfo{}
-	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9880,7 +10164,7 @@ func (x *McpToolInfo) String() string {
 func (*McpToolInfo) ProtoMessage() {}
 
 func (x *McpToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9893,7 +10177,7 @@ func (x *McpToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpToolInfo.ProtoReflect.Descriptor instead.
 func (*McpToolInfo) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{149}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{154}
 }
 
 func (x *McpToolInfo) GetGroup() string {
@@ -9980,7 +10264,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9992,7 +10276,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10005,7 +10289,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{150}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{155}
 }
 
 func (x *ListMcpServersRequest) GetGroup() string {
@@ -10040,7 +10324,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10052,7 +10336,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10065,7 +10349,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{151}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{156}
 }
 
 func (x *ListMcpServersResponse) GetServers() []*McpServerInfo {
@@ -10097,7 +10381,7 @@ type SetMcpServerDefaultRequest struct {
 
 func (x *SetMcpServerDefaultRequest) Reset() {
 	*x = SetMcpServerDefaultRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10109,7 +10393,7 @@ func (x *SetMcpServerDefaultRequest) String() string {
 func (*SetMcpServerDefaultRequest) ProtoMessage() {}
 
 func (x *SetMcpServerDefaultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10122,7 +10406,7 @@ func (x *SetMcpServerDefaultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerDefaultRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpServerDefaultRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{152}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{157}
 }
 
 func (x *SetMcpServerDefaultRequest) GetGroup() string {
@@ -10170,7 +10454,7 @@ type SetMcpServerDefaultResponse struct {
 
 func (x *SetMcpServerDefaultResponse) Reset() {
 	*x = SetMcpServerDefaultResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10182,7 +10466,7 @@ func (x *SetMcpServerDefaultResponse) String() string {
 func (*SetMcpServerDefaultResponse) ProtoMessage() {}
 
 func (x *SetMcpServerDefaultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10195,7 +10479,7 @@ func (x *SetMcpServerDefaultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerDefaultResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpServerDefaultResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{153}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{158}
 }
 
 func (x *SetMcpServerDefaultResponse) GetServer() *McpServerInfo {
@@ -10220,7 +10504,7 @@ type ListMcpToolsRequest struct {
 
 func (x *ListMcpToolsRequest) Reset() {
 	*x = ListMcpToolsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10232,7 +10516,7 @@ func (x *ListMcpToolsRequest) String() string {
 func (*ListMcpToolsRequest) ProtoMessage() {}
 
 func (x *ListMcpToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10245,7 +10529,7 @@ func (x *ListMcpToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpToolsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{154}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{159}
 }
 
 func (x *ListMcpToolsRequest) GetGroup() string {
@@ -10287,7 +10571,7 @@ type ListMcpToolsResponse struct {
 
 func (x *ListMcpToolsResponse) Reset() {
 	*x = ListMcpToolsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10299,7 +10583,7 @@ func (x *ListMcpToolsResponse) String() string {
 func (*ListMcpToolsResponse) ProtoMessage() {}
 
 func (x *ListMcpToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10312,7 +10596,7 @@ func (x *ListMcpToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpToolsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{155}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{160}
 }
 
 func (x *ListMcpToolsResponse) GetTools() []*McpToolInfo {
@@ -10344,7 +10628,7 @@ type SetMcpToolRequest struct {
 
 func (x *SetMcpToolRequest) Reset() {
 	*x = SetMcpToolRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10356,7 +10640,7 @@ func (x *SetMcpToolRequest) String() string {
 func (*SetMcpToolRequest) ProtoMessage() {}
 
 func (x *SetMcpToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10369,7 +10653,7 @@ func (x *SetMcpToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpToolRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpToolRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{156}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{161}
 }
 
 func (x *SetMcpToolRequest) GetGroup() string {
@@ -10424,7 +10708,7 @@ type SetMcpToolResponse struct {
 
 func (x *SetMcpToolResponse) Reset() {
 	*x = SetMcpToolResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10436,7 +10720,7 @@ func (x *SetMcpToolResponse) String() string {
 func (*SetMcpToolResponse) ProtoMessage() {}
 
 func (x *SetMcpToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10449,7 +10733,7 @@ func (x *SetMcpToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpToolResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpToolResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{157}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{162}
 }
 
 func (x *SetMcpToolResponse) GetTool() *McpToolInfo {
@@ -10470,7 +10754,7 @@ type ReportedMcpTool struct {
 
 func (x *ReportedMcpTool) Reset() {
 	*x = ReportedMcpTool{}
-	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10482,7 +10766,7 @@ func (x *ReportedMcpTool) String() string {
 func (*ReportedMcpTool) ProtoMessage() {}
 
 func (x *ReportedMcpTool) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10495,7 +10779,7 @@ func (x *ReportedMcpTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportedMcpTool.ProtoReflect.Descriptor instead.
 func (*ReportedMcpTool) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{158}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{163}
 }
 
 func (x *ReportedMcpTool) GetName() string {
@@ -10526,7 +10810,7 @@ type ReportMcpToolsRequest struct {
 
 func (x *ReportMcpToolsRequest) Reset() {
 	*x = ReportMcpToolsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10538,7 +10822,7 @@ func (x *ReportMcpToolsRequest) String() string {
 func (*ReportMcpToolsRequest) ProtoMessage() {}
 
 func (x *ReportMcpToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10551,7 +10835,7 @@ func (x *ReportMcpToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMcpToolsRequest.ProtoReflect.Descriptor instead.
 func (*ReportMcpToolsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{159}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{164}
 }
 
 func (x *ReportMcpToolsRequest) GetSessionId() string {
@@ -10600,7 +10884,7 @@ type ReportMcpToolsResponse struct {
 
 func (x *ReportMcpToolsResponse) Reset() {
 	*x = ReportMcpToolsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10612,7 +10896,7 @@ func (x *ReportMcpToolsResponse) String() string {
 func (*ReportMcpToolsResponse) ProtoMessage() {}
 
 func (x *ReportMcpToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10625,7 +10909,7 @@ func (x *ReportMcpToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMcpToolsResponse.ProtoReflect.Descriptor instead.
 func (*ReportMcpToolsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{160}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{165}
 }
 
 func (x *ReportMcpToolsResponse) GetTools() []*McpToolInfo {
@@ -10652,7 +10936,7 @@ type Freeze struct {
 
 func (x *Freeze) Reset() {
 	*x = Freeze{}
-	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10664,7 +10948,7 @@ func (x *Freeze) String() string {
 func (*Freeze) ProtoMessage() {}
 
 func (x *Freeze) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10677,7 +10961,7 @@ func (x *Freeze) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Freeze.ProtoReflect.Descriptor instead.
 func (*Freeze) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{161}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
 }
 
 func (x *Freeze) GetScope() FreezeScope {
@@ -10735,7 +11019,7 @@ type FreezeRequest struct {
 
 func (x *FreezeRequest) Reset() {
 	*x = FreezeRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10747,7 +11031,7 @@ func (x *FreezeRequest) String() string {
 func (*FreezeRequest) ProtoMessage() {}
 
 func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10760,7 +11044,7 @@ func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{162}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{167}
 }
 
 func (x *FreezeRequest) GetScope() FreezeScope {
@@ -10802,7 +11086,7 @@ type FreezeResponse struct {
 
 func (x *FreezeResponse) Reset() {
 	*x = FreezeResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10814,7 +11098,7 @@ func (x *FreezeResponse) String() string {
 func (*FreezeResponse) ProtoMessage() {}
 
 func (x *FreezeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10827,7 +11111,7 @@ func (x *FreezeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{163}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{168}
 }
 
 func (x *FreezeResponse) GetFreeze() *Freeze {
@@ -10849,7 +11133,7 @@ type UnfreezeRequest struct {
 
 func (x *UnfreezeRequest) Reset() {
 	*x = UnfreezeRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	mi := &file_guard_v1_registry_proto_msgTypes[169]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10861,7 +11145,7 @@ func (x *UnfreezeRequest) String() string {
 func (*UnfreezeRequest) ProtoMessage() {}
 
 func (x *UnfreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	mi := &file_guard_v1_registry_proto_msgTypes[169]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10874,7 +11158,7 @@ func (x *UnfreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRequest.ProtoReflect.Descriptor instead.
 func (*UnfreezeRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{164}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{169}
 }
 
 func (x *UnfreezeRequest) GetScope() FreezeScope {
@@ -10908,7 +11192,7 @@ type UnfreezeResponse struct {
 
 func (x *UnfreezeResponse) Reset() {
 	*x = UnfreezeResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	mi := &file_guard_v1_registry_proto_msgTypes[170]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10920,7 +11204,7 @@ func (x *UnfreezeResponse) String() string {
 func (*UnfreezeResponse) ProtoMessage() {}
 
 func (x *UnfreezeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	mi := &file_guard_v1_registry_proto_msgTypes[170]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10933,7 +11217,7 @@ func (x *UnfreezeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeResponse.ProtoReflect.Descriptor instead.
 func (*UnfreezeResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{165}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{170}
 }
 
 func (x *UnfreezeResponse) GetFreeze() *Freeze {
@@ -10952,7 +11236,7 @@ type ListFreezesRequest struct {
 
 func (x *ListFreezesRequest) Reset() {
 	*x = ListFreezesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	mi := &file_guard_v1_registry_proto_msgTypes[171]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10964,7 +11248,7 @@ func (x *ListFreezesRequest) String() string {
 func (*ListFreezesRequest) ProtoMessage() {}
 
 func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	mi := &file_guard_v1_registry_proto_msgTypes[171]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10977,7 +11261,7 @@ func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFreezesRequest.ProtoReflect.Descriptor instead.
 func (*ListFreezesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{171}
 }
 
 // ListFreezesResponse is the frozen scopes, oldest first.
@@ -10990,7 +11274,7 @@ type ListFreezesResponse struct {
 
 func (x *ListFreezesResponse) Reset() {
 	*x = ListFreezesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	mi := &file_guard_v1_registry_proto_msgTypes[172]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11002,7 +11286,7 @@ func (x *ListFreezesResponse) String() string {
 func (*ListFreezesResponse) ProtoMessage() {}
 
 func (x *ListFreezesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	mi := &file_guard_v1_registry_proto_msgTypes[172]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11015,7 +11299,7 @@ func (x *ListFreezesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFreezesResponse.ProtoReflect.Descriptor instead.
 func (*ListFreezesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{167}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{172}
 }
 
 func (x *ListFreezesResponse) GetFreezes() []*Freeze {
@@ -11036,7 +11320,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	mi := &file_guard_v1_registry_proto_msgTypes[173]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11048,7 +11332,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	mi := &file_guard_v1_registry_proto_msgTypes[173]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11061,7 +11345,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{168}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{173}
 }
 
 func (x *StopSession) GetReason() string {
@@ -11484,12 +11768,30 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\x0e2\x0e.guard.v1.RoleB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04role\x123\n" +
 	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05scope\x12;\n" +
 	"\x05group\x18\x04 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"\x14\n" +
-	"\x12RevokeRoleResponse\"t\n" +
+	"\x12RevokeRoleResponse\"\xb0\x01\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"r\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12:\n" +
+	"\roidc_bindings\x18\x04 \x03(\v2\x15.guard.v1.OidcBindingR\foidcBindings\"\x93\x01\n" +
+	"\vOidcBinding\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06issuer\x18\x02 \x01(\tR\x06issuer\x12\x18\n" +
+	"\asubject\x18\x03 \x01(\tR\asubject\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xbd\x01\n" +
+	"\x0fBindOidcRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x125\n" +
+	"\x06issuer\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x042\x13^[^\\x00-\\x20\\x7f]*$R\x06issuer\x127\n" +
+	"\asubject\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\xff\x012\x13^[^\\x00-\\x1f\\x7f]*$R\asubject\"C\n" +
+	"\x10BindOidcResponse\x12/\n" +
+	"\abinding\x18\x01 \x01(\v2\x15.guard.v1.OidcBindingR\abinding\"\xbf\x01\n" +
+	"\x11UnbindOidcRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x125\n" +
+	"\x06issuer\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x042\x13^[^\\x00-\\x20\\x7f]*$R\x06issuer\x127\n" +
+	"\asubject\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\xff\x012\x13^[^\\x00-\\x1f\\x7f]*$R\asubject\"\x14\n" +
+	"\x12UnbindOidcResponse\"r\n" +
 	"\x10ListUsersRequest\x12 \n" +
 	"\x05limit\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
@@ -11916,7 +12218,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x18FREEZE_SCOPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FREEZE_SCOPE_ALL\x10\x01\x12\x16\n" +
 	"\x12FREEZE_SCOPE_GROUP\x10\x02\x12\x17\n" +
-	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xf4>\n" +
+	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xcc@\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -11997,7 +12299,12 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\fusers.create\x10\x02\x1a\x05users\"\x02\x01\x02(\x01\x12j\n" +
 	"\n" +
 	"UpdateUser\x12\x1b.guard.v1.UpdateUserRequest\x1a\x1c.guard.v1.UpdateUserResponse\"!\xca\xf3\x18\x1d\n" +
-	"\fusers.update\x10\x02\x1a\x05users\"\x02\x01\x02(\x01\x12p\n" +
+	"\fusers.update\x10\x02\x1a\x05users\"\x02\x01\x02(\x01\x12f\n" +
+	"\bBindOidc\x12\x19.guard.v1.BindOidcRequest\x1a\x1a.guard.v1.BindOidcResponse\"#\xca\xf3\x18\x1f\n" +
+	"\x0fusers.bind-oidc\x10\x02\x1a\x05users\"\x01\x01(\x01\x12n\n" +
+	"\n" +
+	"UnbindOidc\x12\x1b.guard.v1.UnbindOidcRequest\x1a\x1c.guard.v1.UnbindOidcResponse\"%\xca\xf3\x18!\n" +
+	"\x11users.unbind-oidc\x10\x02\x1a\x05users\"\x01\x01(\x01\x12p\n" +
 	"\vListWirings\x12\x1c.guard.v1.ListWiringsRequest\x1a\x1d.guard.v1.ListWiringsResponse\"$\xca\xf3\x18 \n" +
 	"\fwirings.list\x10\x01\x1a\awirings\"\x03\x01\x02\x04(\x01\x12t\n" +
 	"\fCreateWiring\x12\x1d.guard.v1.CreateWiringRequest\x1a\x1e.guard.v1.CreateWiringResponse\"%\xca\xf3\x18!\n" +
@@ -12074,7 +12381,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 178)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 183)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -12175,159 +12482,164 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*RevokeRoleRequest)(nil),            // 96: guard.v1.RevokeRoleRequest
 	(*RevokeRoleResponse)(nil),           // 97: guard.v1.RevokeRoleResponse
 	(*User)(nil),                         // 98: guard.v1.User
-	(*ListUsersRequest)(nil),             // 99: guard.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),            // 100: guard.v1.ListUsersResponse
-	(*GetUserRequest)(nil),               // 101: guard.v1.GetUserRequest
-	(*GetUserResponse)(nil),              // 102: guard.v1.GetUserResponse
-	(*CreateUserRequest)(nil),            // 103: guard.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),           // 104: guard.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),            // 105: guard.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),           // 106: guard.v1.UpdateUserResponse
-	(*Wiring)(nil),                       // 107: guard.v1.Wiring
-	(*ListWiringsRequest)(nil),           // 108: guard.v1.ListWiringsRequest
-	(*ListWiringsResponse)(nil),          // 109: guard.v1.ListWiringsResponse
-	(*CreateWiringRequest)(nil),          // 110: guard.v1.CreateWiringRequest
-	(*CreateWiringResponse)(nil),         // 111: guard.v1.CreateWiringResponse
-	(*DeleteWiringRequest)(nil),          // 112: guard.v1.DeleteWiringRequest
-	(*DeleteWiringResponse)(nil),         // 113: guard.v1.DeleteWiringResponse
-	(*MessagingGroup)(nil),               // 114: guard.v1.MessagingGroup
-	(*ListMessagingGroupsRequest)(nil),   // 115: guard.v1.ListMessagingGroupsRequest
-	(*ListMessagingGroupsResponse)(nil),  // 116: guard.v1.ListMessagingGroupsResponse
-	(*GetMessagingGroupRequest)(nil),     // 117: guard.v1.GetMessagingGroupRequest
-	(*GetMessagingGroupResponse)(nil),    // 118: guard.v1.GetMessagingGroupResponse
-	(*CreateMessagingGroupRequest)(nil),  // 119: guard.v1.CreateMessagingGroupRequest
-	(*CreateMessagingGroupResponse)(nil), // 120: guard.v1.CreateMessagingGroupResponse
-	(*UpdateMessagingGroupRequest)(nil),  // 121: guard.v1.UpdateMessagingGroupRequest
-	(*UpdateMessagingGroupResponse)(nil), // 122: guard.v1.UpdateMessagingGroupResponse
-	(*DeleteMessagingGroupRequest)(nil),  // 123: guard.v1.DeleteMessagingGroupRequest
-	(*DeleteMessagingGroupResponse)(nil), // 124: guard.v1.DeleteMessagingGroupResponse
-	(*MessagePolicy)(nil),                // 125: guard.v1.MessagePolicy
-	(*ListPoliciesRequest)(nil),          // 126: guard.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),         // 127: guard.v1.ListPoliciesResponse
-	(*SetPolicyRequest)(nil),             // 128: guard.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),            // 129: guard.v1.SetPolicyResponse
-	(*RemovePolicyRequest)(nil),          // 130: guard.v1.RemovePolicyRequest
-	(*RemovePolicyResponse)(nil),         // 131: guard.v1.RemovePolicyResponse
-	(*UserDm)(nil),                       // 132: guard.v1.UserDm
-	(*ListUserDmsRequest)(nil),           // 133: guard.v1.ListUserDmsRequest
-	(*ListUserDmsResponse)(nil),          // 134: guard.v1.ListUserDmsResponse
-	(*SetUserDmRequest)(nil),             // 135: guard.v1.SetUserDmRequest
-	(*SetUserDmResponse)(nil),            // 136: guard.v1.SetUserDmResponse
-	(*RemoveUserDmRequest)(nil),          // 137: guard.v1.RemoveUserDmRequest
-	(*RemoveUserDmResponse)(nil),         // 138: guard.v1.RemoveUserDmResponse
-	(*Token)(nil),                        // 139: guard.v1.Token
-	(*CreateTokenRequest)(nil),           // 140: guard.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),          // 141: guard.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),            // 142: guard.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),           // 143: guard.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),           // 144: guard.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),          // 145: guard.v1.RevokeTokenResponse
-	(*ListRunnersRequest)(nil),           // 146: guard.v1.ListRunnersRequest
-	(*ListRunnersResponse)(nil),          // 147: guard.v1.ListRunnersResponse
-	(*CatalogEntry)(nil),                 // 148: guard.v1.CatalogEntry
-	(*ListCatalogRequest)(nil),           // 149: guard.v1.ListCatalogRequest
-	(*ListCatalogResponse)(nil),          // 150: guard.v1.ListCatalogResponse
-	(*DecisionRecord)(nil),               // 151: guard.v1.DecisionRecord
-	(*GetDecisionRequest)(nil),           // 152: guard.v1.GetDecisionRequest
-	(*GetDecisionResponse)(nil),          // 153: guard.v1.GetDecisionResponse
-	(*ListDecisionsRequest)(nil),         // 154: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 155: guard.v1.ListDecisionsResponse
-	(*SetActionSettingsRequest)(nil),     // 156: guard.v1.SetActionSettingsRequest
-	(*SetActionSettingsResponse)(nil),    // 157: guard.v1.SetActionSettingsResponse
-	(*McpServerState)(nil),               // 158: guard.v1.McpServerState
-	(*McpServerInfo)(nil),                // 159: guard.v1.McpServerInfo
-	(*McpToolInfo)(nil),                  // 160: guard.v1.McpToolInfo
-	(*ListMcpServersRequest)(nil),        // 161: guard.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),       // 162: guard.v1.ListMcpServersResponse
-	(*SetMcpServerDefaultRequest)(nil),   // 163: guard.v1.SetMcpServerDefaultRequest
-	(*SetMcpServerDefaultResponse)(nil),  // 164: guard.v1.SetMcpServerDefaultResponse
-	(*ListMcpToolsRequest)(nil),          // 165: guard.v1.ListMcpToolsRequest
-	(*ListMcpToolsResponse)(nil),         // 166: guard.v1.ListMcpToolsResponse
-	(*SetMcpToolRequest)(nil),            // 167: guard.v1.SetMcpToolRequest
-	(*SetMcpToolResponse)(nil),           // 168: guard.v1.SetMcpToolResponse
-	(*ReportedMcpTool)(nil),              // 169: guard.v1.ReportedMcpTool
-	(*ReportMcpToolsRequest)(nil),        // 170: guard.v1.ReportMcpToolsRequest
-	(*ReportMcpToolsResponse)(nil),       // 171: guard.v1.ReportMcpToolsResponse
-	(*Freeze)(nil),                       // 172: guard.v1.Freeze
-	(*FreezeRequest)(nil),                // 173: guard.v1.FreezeRequest
-	(*FreezeResponse)(nil),               // 174: guard.v1.FreezeResponse
-	(*UnfreezeRequest)(nil),              // 175: guard.v1.UnfreezeRequest
-	(*UnfreezeResponse)(nil),             // 176: guard.v1.UnfreezeResponse
-	(*ListFreezesRequest)(nil),           // 177: guard.v1.ListFreezesRequest
-	(*ListFreezesResponse)(nil),          // 178: guard.v1.ListFreezesResponse
-	(*StopSession)(nil),                  // 179: guard.v1.StopSession
-	nil,                                  // 180: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 181: guard.v1.RegisterRunnerResponse.LabelsEntry
-	nil,                                  // 182: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 183: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 184: guard.v1.Runner.LabelsEntry
-	nil,                                  // 185: guard.v1.McpServer.EnvEntry
-	nil,                                  // 186: guard.v1.DeleteGroupResponse.RemovedEntry
-	nil,                                  // 187: guard.v1.Token.LabelsEntry
-	nil,                                  // 188: guard.v1.CreateTokenRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),        // 189: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 190: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 191: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 192: guard.v1.EnforcementMode
-	(Principal)(0),                       // 193: guard.v1.Principal
-	(Access)(0),                          // 194: guard.v1.Access
-	(*Actor)(nil),                        // 195: guard.v1.Actor
-	(Effect)(0),                          // 196: guard.v1.Effect
-	(*Explanation)(nil),                  // 197: guard.v1.Explanation
+	(*OidcBinding)(nil),                  // 99: guard.v1.OidcBinding
+	(*BindOidcRequest)(nil),              // 100: guard.v1.BindOidcRequest
+	(*BindOidcResponse)(nil),             // 101: guard.v1.BindOidcResponse
+	(*UnbindOidcRequest)(nil),            // 102: guard.v1.UnbindOidcRequest
+	(*UnbindOidcResponse)(nil),           // 103: guard.v1.UnbindOidcResponse
+	(*ListUsersRequest)(nil),             // 104: guard.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 105: guard.v1.ListUsersResponse
+	(*GetUserRequest)(nil),               // 106: guard.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 107: guard.v1.GetUserResponse
+	(*CreateUserRequest)(nil),            // 108: guard.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 109: guard.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),            // 110: guard.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),           // 111: guard.v1.UpdateUserResponse
+	(*Wiring)(nil),                       // 112: guard.v1.Wiring
+	(*ListWiringsRequest)(nil),           // 113: guard.v1.ListWiringsRequest
+	(*ListWiringsResponse)(nil),          // 114: guard.v1.ListWiringsResponse
+	(*CreateWiringRequest)(nil),          // 115: guard.v1.CreateWiringRequest
+	(*CreateWiringResponse)(nil),         // 116: guard.v1.CreateWiringResponse
+	(*DeleteWiringRequest)(nil),          // 117: guard.v1.DeleteWiringRequest
+	(*DeleteWiringResponse)(nil),         // 118: guard.v1.DeleteWiringResponse
+	(*MessagingGroup)(nil),               // 119: guard.v1.MessagingGroup
+	(*ListMessagingGroupsRequest)(nil),   // 120: guard.v1.ListMessagingGroupsRequest
+	(*ListMessagingGroupsResponse)(nil),  // 121: guard.v1.ListMessagingGroupsResponse
+	(*GetMessagingGroupRequest)(nil),     // 122: guard.v1.GetMessagingGroupRequest
+	(*GetMessagingGroupResponse)(nil),    // 123: guard.v1.GetMessagingGroupResponse
+	(*CreateMessagingGroupRequest)(nil),  // 124: guard.v1.CreateMessagingGroupRequest
+	(*CreateMessagingGroupResponse)(nil), // 125: guard.v1.CreateMessagingGroupResponse
+	(*UpdateMessagingGroupRequest)(nil),  // 126: guard.v1.UpdateMessagingGroupRequest
+	(*UpdateMessagingGroupResponse)(nil), // 127: guard.v1.UpdateMessagingGroupResponse
+	(*DeleteMessagingGroupRequest)(nil),  // 128: guard.v1.DeleteMessagingGroupRequest
+	(*DeleteMessagingGroupResponse)(nil), // 129: guard.v1.DeleteMessagingGroupResponse
+	(*MessagePolicy)(nil),                // 130: guard.v1.MessagePolicy
+	(*ListPoliciesRequest)(nil),          // 131: guard.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 132: guard.v1.ListPoliciesResponse
+	(*SetPolicyRequest)(nil),             // 133: guard.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),            // 134: guard.v1.SetPolicyResponse
+	(*RemovePolicyRequest)(nil),          // 135: guard.v1.RemovePolicyRequest
+	(*RemovePolicyResponse)(nil),         // 136: guard.v1.RemovePolicyResponse
+	(*UserDm)(nil),                       // 137: guard.v1.UserDm
+	(*ListUserDmsRequest)(nil),           // 138: guard.v1.ListUserDmsRequest
+	(*ListUserDmsResponse)(nil),          // 139: guard.v1.ListUserDmsResponse
+	(*SetUserDmRequest)(nil),             // 140: guard.v1.SetUserDmRequest
+	(*SetUserDmResponse)(nil),            // 141: guard.v1.SetUserDmResponse
+	(*RemoveUserDmRequest)(nil),          // 142: guard.v1.RemoveUserDmRequest
+	(*RemoveUserDmResponse)(nil),         // 143: guard.v1.RemoveUserDmResponse
+	(*Token)(nil),                        // 144: guard.v1.Token
+	(*CreateTokenRequest)(nil),           // 145: guard.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),          // 146: guard.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),            // 147: guard.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),           // 148: guard.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),           // 149: guard.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),          // 150: guard.v1.RevokeTokenResponse
+	(*ListRunnersRequest)(nil),           // 151: guard.v1.ListRunnersRequest
+	(*ListRunnersResponse)(nil),          // 152: guard.v1.ListRunnersResponse
+	(*CatalogEntry)(nil),                 // 153: guard.v1.CatalogEntry
+	(*ListCatalogRequest)(nil),           // 154: guard.v1.ListCatalogRequest
+	(*ListCatalogResponse)(nil),          // 155: guard.v1.ListCatalogResponse
+	(*DecisionRecord)(nil),               // 156: guard.v1.DecisionRecord
+	(*GetDecisionRequest)(nil),           // 157: guard.v1.GetDecisionRequest
+	(*GetDecisionResponse)(nil),          // 158: guard.v1.GetDecisionResponse
+	(*ListDecisionsRequest)(nil),         // 159: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 160: guard.v1.ListDecisionsResponse
+	(*SetActionSettingsRequest)(nil),     // 161: guard.v1.SetActionSettingsRequest
+	(*SetActionSettingsResponse)(nil),    // 162: guard.v1.SetActionSettingsResponse
+	(*McpServerState)(nil),               // 163: guard.v1.McpServerState
+	(*McpServerInfo)(nil),                // 164: guard.v1.McpServerInfo
+	(*McpToolInfo)(nil),                  // 165: guard.v1.McpToolInfo
+	(*ListMcpServersRequest)(nil),        // 166: guard.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),       // 167: guard.v1.ListMcpServersResponse
+	(*SetMcpServerDefaultRequest)(nil),   // 168: guard.v1.SetMcpServerDefaultRequest
+	(*SetMcpServerDefaultResponse)(nil),  // 169: guard.v1.SetMcpServerDefaultResponse
+	(*ListMcpToolsRequest)(nil),          // 170: guard.v1.ListMcpToolsRequest
+	(*ListMcpToolsResponse)(nil),         // 171: guard.v1.ListMcpToolsResponse
+	(*SetMcpToolRequest)(nil),            // 172: guard.v1.SetMcpToolRequest
+	(*SetMcpToolResponse)(nil),           // 173: guard.v1.SetMcpToolResponse
+	(*ReportedMcpTool)(nil),              // 174: guard.v1.ReportedMcpTool
+	(*ReportMcpToolsRequest)(nil),        // 175: guard.v1.ReportMcpToolsRequest
+	(*ReportMcpToolsResponse)(nil),       // 176: guard.v1.ReportMcpToolsResponse
+	(*Freeze)(nil),                       // 177: guard.v1.Freeze
+	(*FreezeRequest)(nil),                // 178: guard.v1.FreezeRequest
+	(*FreezeResponse)(nil),               // 179: guard.v1.FreezeResponse
+	(*UnfreezeRequest)(nil),              // 180: guard.v1.UnfreezeRequest
+	(*UnfreezeResponse)(nil),             // 181: guard.v1.UnfreezeResponse
+	(*ListFreezesRequest)(nil),           // 182: guard.v1.ListFreezesRequest
+	(*ListFreezesResponse)(nil),          // 183: guard.v1.ListFreezesResponse
+	(*StopSession)(nil),                  // 184: guard.v1.StopSession
+	nil,                                  // 185: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 186: guard.v1.RegisterRunnerResponse.LabelsEntry
+	nil,                                  // 187: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 188: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 189: guard.v1.Runner.LabelsEntry
+	nil,                                  // 190: guard.v1.McpServer.EnvEntry
+	nil,                                  // 191: guard.v1.DeleteGroupResponse.RemovedEntry
+	nil,                                  // 192: guard.v1.Token.LabelsEntry
+	nil,                                  // 193: guard.v1.CreateTokenRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 194: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 195: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 196: google.protobuf.Struct
+	(EnforcementMode)(0),                 // 197: guard.v1.EnforcementMode
+	(Principal)(0),                       // 198: guard.v1.Principal
+	(Access)(0),                          // 199: guard.v1.Access
+	(*Actor)(nil),                        // 200: guard.v1.Actor
+	(Effect)(0),                          // 201: guard.v1.Effect
+	(*Explanation)(nil),                  // 202: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	180, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	189, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	190, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	181, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
-	190, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
+	185, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	194, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	195, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	186, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
+	195, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
 	17,  // 6: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
 	18,  // 7: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
 	19,  // 8: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
 	20,  // 9: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
 	23,  // 10: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
 	22,  // 11: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	189, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	190, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
-	189, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	194, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	195, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
+	194, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
 	24,  // 15: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
 	25,  // 16: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
 	26,  // 17: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
 	27,  // 18: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
 	28,  // 19: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	179, // 20: guard.v1.Push.stop:type_name -> guard.v1.StopSession
-	191, // 21: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	182, // 22: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	191, // 23: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	184, // 20: guard.v1.Push.stop:type_name -> guard.v1.StopSession
+	196, // 21: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	187, // 22: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	196, // 23: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 24: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
 	69,  // 25: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
 	44,  // 26: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
 	69,  // 27: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
 	44,  // 28: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	191, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	183, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	191, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	191, // 32: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	196, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	188, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	196, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	196, // 32: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
 	1,   // 33: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
 	2,   // 34: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
 	2,   // 35: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	189, // 36: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	184, // 37: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	189, // 38: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	194, // 36: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	189, // 37: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	194, // 38: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
 	13,  // 39: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	189, // 40: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	185, // 41: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	194, // 40: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	190, // 41: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
 	3,   // 42: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
 	42,  // 43: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	189, // 44: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	194, // 44: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
 	43,  // 45: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
 	3,   // 46: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
 	44,  // 47: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
 	44,  // 48: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
 	44,  // 49: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
 	44,  // 50: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	186, // 51: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	191, // 51: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
 	43,  // 52: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
 	3,   // 53: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
 	43,  // 54: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
@@ -12339,240 +12651,247 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	43,  // 60: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	43,  // 61: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	5,   // 62: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	189, // 63: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	189, // 64: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	194, // 63: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	194, // 64: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
 	69,  // 65: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
 	69,  // 66: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	191, // 67: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	189, // 68: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	196, // 67: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	194, // 68: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
 	75,  // 69: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
 	77,  // 70: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
 	77,  // 71: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	189, // 72: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	194, // 72: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
 	84,  // 73: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
 	84,  // 74: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
 	6,   // 75: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
 	7,   // 76: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	189, // 77: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	194, // 77: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
 	91,  // 78: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
 	6,   // 79: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 80: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
 	91,  // 81: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
 	6,   // 82: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 83: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	189, // 84: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	98,  // 85: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	98,  // 86: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	98,  // 87: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	98,  // 88: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	189, // 89: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	107, // 90: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	107, // 91: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 92: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	189, // 93: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	114, // 94: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	114, // 95: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 96: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	114, // 97: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 98: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	114, // 99: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	192, // 100: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	125, // 101: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	192, // 102: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	125, // 103: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	132, // 104: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	132, // 105: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	193, // 106: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	189, // 107: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	189, // 108: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	187, // 109: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	189, // 110: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	189, // 111: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	193, // 112: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	188, // 113: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	190, // 114: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
-	139, // 115: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	139, // 116: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	41,  // 117: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	194, // 118: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	192, // 119: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	148, // 120: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	189, // 121: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	195, // 122: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	196, // 123: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	190, // 124: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	197, // 125: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	196, // 126: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	151, // 127: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	196, // 128: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	189, // 129: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	189, // 130: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
-	151, // 131: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	192, // 132: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	148, // 133: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	189, // 134: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	196, // 135: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	192, // 136: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	158, // 137: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	196, // 138: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 139: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	192, // 140: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	196, // 141: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	189, // 142: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	159, // 143: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	196, // 144: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	192, // 145: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	159, // 146: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	160, // 147: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	196, // 148: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	192, // 149: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	160, // 150: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	169, // 151: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	160, // 152: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	10,  // 153: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
-	189, // 154: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
-	10,  // 155: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	172, // 156: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
-	10,  // 157: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	172, // 158: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
-	172, // 159: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
-	14,  // 160: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	16,  // 161: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	29,  // 162: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	31,  // 163: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	33,  // 164: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	35,  // 165: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	37,  // 166: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	39,  // 167: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	45,  // 168: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	47,  // 169: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	49,  // 170: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	51,  // 171: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	53,  // 172: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	55,  // 173: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	57,  // 174: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	59,  // 175: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	61,  // 176: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	63,  // 177: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	65,  // 178: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	67,  // 179: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	70,  // 180: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	72,  // 181: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	74,  // 182: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	78,  // 183: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	80,  // 184: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	82,  // 185: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	85,  // 186: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	87,  // 187: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	89,  // 188: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	92,  // 189: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	94,  // 190: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	96,  // 191: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	99,  // 192: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	101, // 193: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	103, // 194: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	105, // 195: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	108, // 196: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	110, // 197: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	112, // 198: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	115, // 199: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	117, // 200: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	119, // 201: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	121, // 202: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	123, // 203: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	126, // 204: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	128, // 205: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	130, // 206: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	133, // 207: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	135, // 208: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	137, // 209: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	140, // 210: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	142, // 211: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	144, // 212: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	146, // 213: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	149, // 214: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	152, // 215: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	156, // 216: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	154, // 217: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	161, // 218: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	163, // 219: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	165, // 220: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	167, // 221: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	170, // 222: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	173, // 223: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
-	175, // 224: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
-	177, // 225: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	15,  // 226: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 227: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 228: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 229: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 230: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 231: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 232: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 233: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	46,  // 234: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	48,  // 235: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	50,  // 236: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	52,  // 237: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	54,  // 238: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	56,  // 239: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	58,  // 240: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	60,  // 241: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	62,  // 242: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	64,  // 243: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	66,  // 244: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	68,  // 245: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	71,  // 246: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	73,  // 247: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	76,  // 248: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	79,  // 249: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	81,  // 250: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	83,  // 251: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	86,  // 252: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	88,  // 253: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	90,  // 254: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	93,  // 255: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	95,  // 256: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	97,  // 257: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	100, // 258: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	102, // 259: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	104, // 260: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	106, // 261: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	109, // 262: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	111, // 263: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	113, // 264: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	116, // 265: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	118, // 266: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	120, // 267: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	122, // 268: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	124, // 269: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	127, // 270: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	129, // 271: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	131, // 272: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	134, // 273: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	136, // 274: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	138, // 275: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	141, // 276: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	143, // 277: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	145, // 278: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	147, // 279: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	150, // 280: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	153, // 281: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	157, // 282: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	155, // 283: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	162, // 284: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	164, // 285: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	166, // 286: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	168, // 287: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	171, // 288: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	174, // 289: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	176, // 290: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	178, // 291: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	226, // [226:292] is the sub-list for method output_type
-	160, // [160:226] is the sub-list for method input_type
-	160, // [160:160] is the sub-list for extension type_name
-	160, // [160:160] is the sub-list for extension extendee
-	0,   // [0:160] is the sub-list for field type_name
+	194, // 84: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 85: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
+	194, // 86: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 87: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
+	98,  // 88: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	98,  // 89: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	98,  // 90: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	98,  // 91: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	194, // 92: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	112, // 93: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	112, // 94: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 95: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	194, // 96: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	119, // 97: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	119, // 98: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 99: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	119, // 100: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 101: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	119, // 102: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	197, // 103: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	130, // 104: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	197, // 105: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	130, // 106: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	137, // 107: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	137, // 108: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	198, // 109: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	194, // 110: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	194, // 111: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	192, // 112: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	194, // 113: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	194, // 114: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	198, // 115: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	193, // 116: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	195, // 117: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	144, // 118: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	144, // 119: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	41,  // 120: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	199, // 121: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	197, // 122: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	153, // 123: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	194, // 124: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	200, // 125: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	201, // 126: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	195, // 127: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	202, // 128: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	201, // 129: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	156, // 130: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	201, // 131: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	194, // 132: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	194, // 133: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	156, // 134: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	197, // 135: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	153, // 136: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	194, // 137: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	201, // 138: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	197, // 139: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	163, // 140: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	201, // 141: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 142: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	197, // 143: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	201, // 144: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	194, // 145: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	164, // 146: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	201, // 147: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	197, // 148: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	164, // 149: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	165, // 150: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	201, // 151: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	197, // 152: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	165, // 153: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	174, // 154: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	165, // 155: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	10,  // 156: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
+	194, // 157: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
+	10,  // 158: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	177, // 159: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
+	10,  // 160: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	177, // 161: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
+	177, // 162: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
+	14,  // 163: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	16,  // 164: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	29,  // 165: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	31,  // 166: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	33,  // 167: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	35,  // 168: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	37,  // 169: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	39,  // 170: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	45,  // 171: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	47,  // 172: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	49,  // 173: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	51,  // 174: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	53,  // 175: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	55,  // 176: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	57,  // 177: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	59,  // 178: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	61,  // 179: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	63,  // 180: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	65,  // 181: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	67,  // 182: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	70,  // 183: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	72,  // 184: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	74,  // 185: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	78,  // 186: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	80,  // 187: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	82,  // 188: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	85,  // 189: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	87,  // 190: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	89,  // 191: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	92,  // 192: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	94,  // 193: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	96,  // 194: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	104, // 195: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	106, // 196: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	108, // 197: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	110, // 198: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	100, // 199: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
+	102, // 200: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
+	113, // 201: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	115, // 202: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	117, // 203: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	120, // 204: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	122, // 205: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	124, // 206: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	126, // 207: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	128, // 208: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	131, // 209: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	133, // 210: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	135, // 211: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	138, // 212: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	140, // 213: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	142, // 214: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	145, // 215: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	147, // 216: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	149, // 217: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	151, // 218: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	154, // 219: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	157, // 220: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	161, // 221: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	159, // 222: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	166, // 223: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	168, // 224: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	170, // 225: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	172, // 226: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	175, // 227: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	178, // 228: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
+	180, // 229: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
+	182, // 230: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
+	15,  // 231: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 232: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 233: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 234: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 235: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 236: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 237: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 238: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	46,  // 239: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	48,  // 240: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	50,  // 241: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	52,  // 242: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	54,  // 243: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	56,  // 244: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	58,  // 245: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	60,  // 246: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	62,  // 247: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	64,  // 248: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	66,  // 249: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	68,  // 250: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	71,  // 251: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	73,  // 252: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	76,  // 253: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	79,  // 254: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	81,  // 255: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	83,  // 256: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	86,  // 257: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	88,  // 258: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	90,  // 259: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	93,  // 260: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	95,  // 261: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	97,  // 262: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	105, // 263: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	107, // 264: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	109, // 265: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	111, // 266: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	101, // 267: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
+	103, // 268: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
+	114, // 269: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	116, // 270: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	118, // 271: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	121, // 272: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	123, // 273: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	125, // 274: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	127, // 275: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	129, // 276: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	132, // 277: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	134, // 278: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	136, // 279: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	139, // 280: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	141, // 281: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	143, // 282: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	146, // 283: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	148, // 284: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	150, // 285: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	152, // 286: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	155, // 287: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	158, // 288: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	162, // 289: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	160, // 290: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	167, // 291: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	169, // 292: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	171, // 293: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	173, // 294: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	176, // 295: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	179, // 296: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	181, // 297: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	183, // 298: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	231, // [231:299] is the sub-list for method output_type
+	163, // [163:231] is the sub-list for method input_type
+	163, // [163:163] is the sub-list for extension type_name
+	163, // [163:163] is the sub-list for extension extendee
+	0,   // [0:163] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -12608,7 +12927,7 @@ func file_guard_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   178,
+			NumMessages:   183,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
