@@ -1488,8 +1488,13 @@ type Hold struct {
 	// A quorum hold's card also goes to these eligible approvers (each with a
 	// known DM), so enough of them can decide from their chat.
 	AlsoDeliveredTo []string `protobuf:"bytes,30,rep,name=also_delivered_to,json=alsoDeliveredTo,proto3" json:"also_delivered_to,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The hold may be approved only after a step-up (a console sign-in within
+	// the step-up window, or the approver's own token), never by a tap in
+	// chat: chat cards link to the console instead. Read when the hold is
+	// read; the server checks it again when the hold is resolved.
+	StepUp        bool `protobuf:"varint,31,opt,name=step_up,json=stepUp,proto3" json:"step_up,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hold) Reset() {
@@ -1732,6 +1737,13 @@ func (x *Hold) GetAlsoDeliveredTo() []string {
 	return nil
 }
 
+func (x *Hold) GetStepUp() bool {
+	if x != nil {
+		return x.StepUp
+	}
+	return false
+}
+
 var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
@@ -1816,7 +1828,7 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x13record_delivered_to\x18\b \x01(\bR\x11recordDeliveredTo\x121\n" +
 	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12A\n" +
 	"\x0fdelivery_action\x18\n" +
-	" \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x0edeliveryAction\"\x9e\n" +
+	" \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x0edeliveryAction\"\xb7\n" +
 	"\n" +
 	"\x04Hold\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1853,7 +1865,8 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\tapprovals\x18\x1b \x03(\v2\x16.guard.v1.HoldApprovalR\tapprovals\x128\n" +
 	"\bresource\x18\x1c \x03(\v2\x1c.guard.v1.Hold.ResourceEntryR\bresource\x12)\n" +
 	"\x10unapplied_reason\x18\x1d \x01(\tR\x0funappliedReason\x12*\n" +
-	"\x11also_delivered_to\x18\x1e \x03(\tR\x0falsoDeliveredTo\x1a;\n" +
+	"\x11also_delivered_to\x18\x1e \x03(\tR\x0falsoDeliveredTo\x12\x17\n" +
+	"\astep_up\x18\x1f \x01(\bR\x06stepUp\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*T\n" +
