@@ -20,3 +20,5 @@ ALTER TABLE console_sessions ALTER COLUMN token_id DROP NOT NULL,
     ADD FOREIGN KEY (oidc_issuer, oidc_subject) REFERENCES oidc_bindings (issuer, subject) ON DELETE CASCADE,
     ADD CHECK ((token_id IS NULL) <> (oidc_issuer IS NULL AND oidc_subject IS NULL)),
     ADD CHECK ((oidc_issuer IS NULL) = (oidc_subject IS NULL));
+-- Unbinding deletes its sessions: found by this index, not a scan.
+CREATE INDEX console_sessions_oidc_idx ON console_sessions (oidc_issuer, oidc_subject) WHERE oidc_issuer IS NOT NULL;
