@@ -15,12 +15,11 @@ require (
 	google.golang.org/grpc v1.85.0
 )
 
-require golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
-
 require (
-	github.com/coreos/go-oidc/v3 v3.21.0 // indirect
-	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
-	golang.org/x/oauth2 v0.38.0 // indirect
+	github.com/coreos/go-oidc/v3 v3.21.0
+	github.com/go-jose/go-jose/v4 v4.1.9
+	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
+	golang.org/x/oauth2 v0.38.0
 )
 
 require (
