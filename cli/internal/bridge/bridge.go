@@ -135,6 +135,15 @@ func New(settings Settings, spec Spec, conn grpc.ClientConnInterface, log *slog.
 		return nil, err
 	}
 	cfg := settings.Common()
+	if spec.ConsoleURL == nil && cfg.ConsoleURL != "" {
+		// --console-url: a step-up hold's card links to its console page.
+		spec.ConsoleURL = func(h *guardv1.Hold) string {
+			if !h.GetStepUp() {
+				return ""
+			}
+			return HoldPage(cfg.ConsoleURL, h.GetId())
+		}
+	}
 	st, err := openStore(cfg.DataDir, spec.Namespace)
 	if err != nil {
 		return nil, err

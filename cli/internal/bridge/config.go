@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -26,6 +27,10 @@ type Config struct {
 	RetryMax      time.Duration // cap of the back-off after a failed call
 	LogLevel      string
 	ShutdownGrace time.Duration // how long in-flight work may finish on stop
+	// ConsoleURL is the approvals console's base URL (https://console.example):
+	// a step-up hold's card links to its page there instead of offering a
+	// tap that cannot approve it. Empty = no link.
+	ConsoleURL string
 }
 
 // Defaults is the common config before env and flags; dataDir and
@@ -96,6 +101,7 @@ func (f *Flags) Common(c *Config) {
 	f.String(&c.LogLevel, "log-level", "debug, info, warn or error")
 	f.Duration(&c.RetryMax, "retry-max", "longest back-off between retries of a failed call")
 	f.Duration(&c.ShutdownGrace, "shutdown-grace", "how long in-flight work may finish on stop")
+	f.String(&c.ConsoleURL, "console-url", "the approvals console's base URL: step-up holds' cards link to the hold's page there (empty = no link)")
 }
 
 // Parse reads the command line (after the env twins) and then the bridge
@@ -159,5 +165,19 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
 	}
+	if c.ConsoleURL != "" {
+		u, err := url.Parse(c.ConsoleURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("--console-url %q: want the console's http(s) base URL", c.ConsoleURL)
+		}
+	}
 	return nil
+}
+
+// HoldPage is a hold's page in the console at base ("" without a base).
+func HoldPage(base, holdID string) string {
+	if base == "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/holds/" + url.PathEscape(holdID)
 }

@@ -2,6 +2,7 @@ package ncl
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -73,5 +74,43 @@ func (a *app) usersCmd() *cobra.Command {
 	}
 	update.Flags().StringVar(&uname, "display-name", "", "display name")
 	required(update, "display-name")
-	return noun("users", "Users (humans, namespaced <channel>:<handle>)", "  ncl users create telegram:alice --display-name Alice", list, get, create, update)
+	bind, unbind := a.oidcBindingCmds()
+	return noun("users", "Users (humans, namespaced <channel>:<handle>)", "  ncl users create telegram:alice --display-name Alice", list, get, create, update, bind, unbind)
+}
+
+// oidcBindingCmds: bind-oidc and unbind-oidc, the operator's word that an
+// identity provider's subject signs in to the console as a user.
+func (a *app) oidcBindingCmds() (*cobra.Command, *cobra.Command) {
+	var bIssuer, bSubject string
+	bind := &cobra.Command{
+		Use: "bind-oidc <id|name>", Short: "Let an OIDC identity (issuer + subject) sign in to the console as this user",
+		Example: "  ncl users bind-oidc telegram:dana --issuer https://accounts.example.com --subject 248289761001", Args: one("id|name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.userArgs(&args[0])
+			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
+				resp, err := c.reg.BindOidc(ctx, &guardv1.BindOidcRequest{UserId: args[0], Issuer: bIssuer, Subject: bSubject})
+				return resp.GetBinding(), err
+			})
+		},
+	}
+	bind.Flags().StringVar(&bIssuer, "issuer", "", "the identity provider's issuer URL, as its ID tokens carry it")
+	bind.Flags().StringVar(&bSubject, "subject", "", "the ID token's sub claim")
+	required(bind, "issuer", "subject")
+	var uIssuer, uSubject string
+	unbind := &cobra.Command{
+		Use: "unbind-oidc <id|name>", Short: "Remove a user's OIDC binding (its console sessions end)",
+		Example: "  ncl users unbind-oidc telegram:dana --issuer https://accounts.example.com --subject 248289761001", Args: one("id|name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			who := args[0]
+			a.userArgs(&args[0])
+			return a.done(cmd, fmt.Sprintf("unbound %s from %s", uSubject, who), func(ctx context.Context, c *clients) error {
+				_, err := c.reg.UnbindOidc(ctx, &guardv1.UnbindOidcRequest{UserId: args[0], Issuer: uIssuer, Subject: uSubject})
+				return err
+			})
+		},
+	}
+	unbind.Flags().StringVar(&uIssuer, "issuer", "", "the identity provider's issuer URL")
+	unbind.Flags().StringVar(&uSubject, "subject", "", "the ID token's sub claim")
+	required(unbind, "issuer", "subject")
+	return bind, unbind
 }

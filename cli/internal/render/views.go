@@ -288,8 +288,24 @@ func init() {
 			c("ID", (*guardv1.User).GetId),
 			c("DISPLAY NAME", (*guardv1.User).GetDisplayName),
 			c("CREATED", func(u *guardv1.User) string { return Time(u.GetCreatedAt()) }),
+			c("OIDC", func(u *guardv1.User) string {
+				var b []string
+				for _, o := range u.GetOidcBindings() {
+					b = append(b, o.GetIssuer()+" "+o.GetSubject())
+				}
+				return strings.Join(b, ", ")
+			}),
 		},
 		id: idOf((*guardv1.User).GetId),
+	})
+	register[*guardv1.OidcBinding](view{
+		cols: []col{
+			c("USER", (*guardv1.OidcBinding).GetUserId),
+			c("ISSUER", (*guardv1.OidcBinding).GetIssuer),
+			c("SUBJECT", (*guardv1.OidcBinding).GetSubject),
+			c("CREATED", func(o *guardv1.OidcBinding) string { return Time(o.GetCreatedAt()) }),
+		},
+		id: idOf((*guardv1.OidcBinding).GetSubject),
 	})
 	register[*guardv1.Wiring](view{
 		cols: []col{

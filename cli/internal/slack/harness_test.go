@@ -22,6 +22,7 @@ type env struct {
 
 	bridge   *Bridge
 	httpAddr string
+	console  string // --console-url ("" = none)
 }
 
 const wait = bridgetest.Wait
@@ -36,6 +37,7 @@ func (e *env) config() Config {
 	cfg.Server, cfg.Token, cfg.BotToken, cfg.AppToken = e.Srv.Addr, e.BridgeToken, e.sl.botToken, e.sl.appToken
 	cfg.APIURL, cfg.DataDir, cfg.HTTPListen = e.sl.apiURL(), e.dataDir, "127.0.0.1:0"
 	cfg.RetryMax = 500 * time.Millisecond
+	cfg.ConsoleURL = e.console
 	return cfg
 }
 

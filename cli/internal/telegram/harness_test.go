@@ -24,6 +24,7 @@ type env struct {
 
 	bridge   *Bridge
 	httpAddr string
+	console  string // --console-url ("" = none)
 }
 
 func newEnv(t *testing.T) *env {
@@ -47,6 +48,7 @@ func (e *env) startBridge() {
 	cfg.Server, cfg.Token, cfg.BotToken = e.Srv.Addr, e.BridgeToken, e.tg.token
 	cfg.APIURL, cfg.DataDir, cfg.HTTPListen = e.tg.srv.URL, e.dataDir, "127.0.0.1:0"
 	cfg.PollTimeout, cfg.RetryMax = time.Second, 500*time.Millisecond
+	cfg.ConsoleURL = e.console
 	conn, err := Dial(cfg)
 	if err != nil {
 		e.T.Fatal(err)

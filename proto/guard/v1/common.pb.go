@@ -1506,9 +1506,14 @@ type Hold struct {
 	EscalateTo []string               `protobuf:"bytes,33,rep,name=escalate_to,json=escalateTo,proto3" json:"escalate_to,omitempty"`
 	// What the sweep did: when the reminder went out, when the hold was
 	// escalated and to which users (eligible approvers from then on).
-	RemindedAt    *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=reminded_at,json=remindedAt,proto3" json:"reminded_at,omitempty"`
-	EscalatedAt   *timestamppb.Timestamp `protobuf:"bytes,35,opt,name=escalated_at,json=escalatedAt,proto3" json:"escalated_at,omitempty"`
-	EscalatedTo   []string               `protobuf:"bytes,36,rep,name=escalated_to,json=escalatedTo,proto3" json:"escalated_to,omitempty"`
+	RemindedAt  *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=reminded_at,json=remindedAt,proto3" json:"reminded_at,omitempty"`
+	EscalatedAt *timestamppb.Timestamp `protobuf:"bytes,35,opt,name=escalated_at,json=escalatedAt,proto3" json:"escalated_at,omitempty"`
+	EscalatedTo []string               `protobuf:"bytes,36,rep,name=escalated_to,json=escalatedTo,proto3" json:"escalated_to,omitempty"`
+	// The hold may be approved only after a step-up (a console sign-in within
+	// the step-up window, or the approver's own token), never by a tap in
+	// chat: chat cards link to the console instead. Read when the hold is
+	// read; the server checks it again when the hold is resolved.
+	StepUp        bool `protobuf:"varint,37,opt,name=step_up,json=stepUp,proto3" json:"step_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1795,6 +1800,13 @@ func (x *Hold) GetEscalatedTo() []string {
 	return nil
 }
 
+func (x *Hold) GetStepUp() bool {
+	if x != nil {
+		return x.StepUp
+	}
+	return false
+}
+
 var File_guard_v1_common_proto protoreflect.FileDescriptor
 
 const file_guard_v1_common_proto_rawDesc = "" +
@@ -1880,7 +1892,7 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\x13record_delivered_to\x18\b \x01(\bR\x11recordDeliveredTo\x121\n" +
 	"\apayload\x18\t \x01(\v2\x17.google.protobuf.StructR\apayload\x12A\n" +
 	"\x0fdelivery_action\x18\n" +
-	" \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x0edeliveryAction\"\xd4\f\n" +
+	" \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x0edeliveryAction\"\xed\f\n" +
 	"\x04Hold\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12%\n" +
@@ -1925,7 +1937,8 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\vreminded_at\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"remindedAt\x12=\n" +
 	"\fescalated_at\x18# \x01(\v2\x1a.google.protobuf.TimestampR\vescalatedAt\x12!\n" +
-	"\fescalated_to\x18$ \x03(\tR\vescalatedTo\x1a;\n" +
+	"\fescalated_to\x18$ \x03(\tR\vescalatedTo\x12\x17\n" +
+	"\astep_up\x18% \x01(\bR\x06stepUp\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*T\n" +

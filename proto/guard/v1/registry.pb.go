@@ -6045,10 +6045,12 @@ func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
 
 // User is a human, namespaced "<channel>:<handle>".
 type User struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	DisplayName   string                 `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	DisplayName string                 `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The OIDC identities that sign in as this user (GetUser only).
+	OidcBindings  []*OidcBinding `protobuf:"bytes,4,rep,name=oidc_bindings,json=oidcBindings,proto3" json:"oidc_bindings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6104,6 +6106,288 @@ func (x *User) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *User) GetOidcBindings() []*OidcBinding {
+	if x != nil {
+		return x.OidcBindings
+	}
+	return nil
+}
+
+// OidcBinding maps an identity provider's subject to a user.
+type OidcBinding struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The provider's issuer URL, exactly as its ID tokens carry it.
+	Issuer string `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// The ID token's sub claim.
+	Subject       string                 `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OidcBinding) Reset() {
+	*x = OidcBinding{}
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OidcBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OidcBinding) ProtoMessage() {}
+
+func (x *OidcBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OidcBinding.ProtoReflect.Descriptor instead.
+func (*OidcBinding) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *OidcBinding) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *OidcBinding) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *OidcBinding) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *OidcBinding) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+// BindOidcRequest binds (issuer, subject) to a user.
+type BindOidcRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Issuer        string                 `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	Subject       string                 `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindOidcRequest) Reset() {
+	*x = BindOidcRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindOidcRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindOidcRequest) ProtoMessage() {}
+
+func (x *BindOidcRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindOidcRequest.ProtoReflect.Descriptor instead.
+func (*BindOidcRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *BindOidcRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *BindOidcRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *BindOidcRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+// BindOidcResponse is the binding.
+type BindOidcResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Binding       *OidcBinding           `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindOidcResponse) Reset() {
+	*x = BindOidcResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindOidcResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindOidcResponse) ProtoMessage() {}
+
+func (x *BindOidcResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindOidcResponse.ProtoReflect.Descriptor instead.
+func (*BindOidcResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *BindOidcResponse) GetBinding() *OidcBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+// UnbindOidcRequest names a binding of a user.
+type UnbindOidcRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Issuer        string                 `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	Subject       string                 `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnbindOidcRequest) Reset() {
+	*x = UnbindOidcRequest{}
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnbindOidcRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnbindOidcRequest) ProtoMessage() {}
+
+func (x *UnbindOidcRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnbindOidcRequest.ProtoReflect.Descriptor instead.
+func (*UnbindOidcRequest) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *UnbindOidcRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UnbindOidcRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *UnbindOidcRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+// UnbindOidcResponse is empty.
+type UnbindOidcResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnbindOidcResponse) Reset() {
+	*x = UnbindOidcResponse{}
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnbindOidcResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnbindOidcResponse) ProtoMessage() {}
+
+func (x *UnbindOidcResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnbindOidcResponse.ProtoReflect.Descriptor instead.
+func (*UnbindOidcResponse) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
+}
+
 // ListUsersRequest lists users.
 type ListUsersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6117,7 +6401,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6129,7 +6413,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6142,7 +6426,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListUsersRequest) GetLimit() int32 {
@@ -6171,7 +6455,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6183,7 +6467,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6196,7 +6480,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -6223,7 +6507,7 @@ type GetUserRequest struct {
 
 func (x *GetUserRequest) Reset() {
 	*x = GetUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6235,7 +6519,7 @@ func (x *GetUserRequest) String() string {
 func (*GetUserRequest) ProtoMessage() {}
 
 func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6248,7 +6532,7 @@ func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *GetUserRequest) GetId() string {
@@ -6268,7 +6552,7 @@ type GetUserResponse struct {
 
 func (x *GetUserResponse) Reset() {
 	*x = GetUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6280,7 +6564,7 @@ func (x *GetUserResponse) String() string {
 func (*GetUserResponse) ProtoMessage() {}
 
 func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6293,7 +6577,7 @@ func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
 func (*GetUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *GetUserResponse) GetUser() *User {
@@ -6314,7 +6598,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6326,7 +6610,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6339,7 +6623,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *CreateUserRequest) GetId() string {
@@ -6366,7 +6650,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6378,7 +6662,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6391,7 +6675,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -6412,7 +6696,7 @@ type UpdateUserRequest struct {
 
 func (x *UpdateUserRequest) Reset() {
 	*x = UpdateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6424,7 +6708,7 @@ func (x *UpdateUserRequest) String() string {
 func (*UpdateUserRequest) ProtoMessage() {}
 
 func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6437,7 +6721,7 @@ func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *UpdateUserRequest) GetId() string {
@@ -6464,7 +6748,7 @@ type UpdateUserResponse struct {
 
 func (x *UpdateUserResponse) Reset() {
 	*x = UpdateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6476,7 +6760,7 @@ func (x *UpdateUserResponse) String() string {
 func (*UpdateUserResponse) ProtoMessage() {}
 
 func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6489,7 +6773,7 @@ func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *UpdateUserResponse) GetUser() *User {
@@ -6512,7 +6796,7 @@ type Wiring struct {
 
 func (x *Wiring) Reset() {
 	*x = Wiring{}
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6524,7 +6808,7 @@ func (x *Wiring) String() string {
 func (*Wiring) ProtoMessage() {}
 
 func (x *Wiring) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6537,7 +6821,7 @@ func (x *Wiring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wiring.ProtoReflect.Descriptor instead.
 func (*Wiring) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *Wiring) GetId() string {
@@ -6583,7 +6867,7 @@ type ListWiringsRequest struct {
 
 func (x *ListWiringsRequest) Reset() {
 	*x = ListWiringsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6595,7 +6879,7 @@ func (x *ListWiringsRequest) String() string {
 func (*ListWiringsRequest) ProtoMessage() {}
 
 func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6608,7 +6892,7 @@ func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsRequest.ProtoReflect.Descriptor instead.
 func (*ListWiringsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *ListWiringsRequest) GetGroup() string {
@@ -6651,7 +6935,7 @@ type ListWiringsResponse struct {
 
 func (x *ListWiringsResponse) Reset() {
 	*x = ListWiringsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6663,7 +6947,7 @@ func (x *ListWiringsResponse) String() string {
 func (*ListWiringsResponse) ProtoMessage() {}
 
 func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6676,7 +6960,7 @@ func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsResponse.ProtoReflect.Descriptor instead.
 func (*ListWiringsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ListWiringsResponse) GetWirings() []*Wiring {
@@ -6704,7 +6988,7 @@ type CreateWiringRequest struct {
 
 func (x *CreateWiringRequest) Reset() {
 	*x = CreateWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6716,7 +7000,7 @@ func (x *CreateWiringRequest) String() string {
 func (*CreateWiringRequest) ProtoMessage() {}
 
 func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6729,7 +7013,7 @@ func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringRequest.ProtoReflect.Descriptor instead.
 func (*CreateWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *CreateWiringRequest) GetMessagingGroup() string {
@@ -6756,7 +7040,7 @@ type CreateWiringResponse struct {
 
 func (x *CreateWiringResponse) Reset() {
 	*x = CreateWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6768,7 +7052,7 @@ func (x *CreateWiringResponse) String() string {
 func (*CreateWiringResponse) ProtoMessage() {}
 
 func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6781,7 +7065,7 @@ func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringResponse.ProtoReflect.Descriptor instead.
 func (*CreateWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *CreateWiringResponse) GetWiring() *Wiring {
@@ -6801,7 +7085,7 @@ type DeleteWiringRequest struct {
 
 func (x *DeleteWiringRequest) Reset() {
 	*x = DeleteWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6813,7 +7097,7 @@ func (x *DeleteWiringRequest) String() string {
 func (*DeleteWiringRequest) ProtoMessage() {}
 
 func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6826,7 +7110,7 @@ func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *DeleteWiringRequest) GetId() string {
@@ -6845,7 +7129,7 @@ type DeleteWiringResponse struct {
 
 func (x *DeleteWiringResponse) Reset() {
 	*x = DeleteWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6857,7 +7141,7 @@ func (x *DeleteWiringResponse) String() string {
 func (*DeleteWiringResponse) ProtoMessage() {}
 
 func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6870,7 +7154,7 @@ func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
 }
 
 // MessagingGroup is a chat on a channel.
@@ -6891,7 +7175,7 @@ type MessagingGroup struct {
 
 func (x *MessagingGroup) Reset() {
 	*x = MessagingGroup{}
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6903,7 +7187,7 @@ func (x *MessagingGroup) String() string {
 func (*MessagingGroup) ProtoMessage() {}
 
 func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6916,7 +7200,7 @@ func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagingGroup.ProtoReflect.Descriptor instead.
 func (*MessagingGroup) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *MessagingGroup) GetId() string {
@@ -6988,7 +7272,7 @@ type ListMessagingGroupsRequest struct {
 
 func (x *ListMessagingGroupsRequest) Reset() {
 	*x = ListMessagingGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7000,7 +7284,7 @@ func (x *ListMessagingGroupsRequest) String() string {
 func (*ListMessagingGroupsRequest) ProtoMessage() {}
 
 func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7013,7 +7297,7 @@ func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *ListMessagingGroupsRequest) GetLimit() int32 {
@@ -7042,7 +7326,7 @@ type ListMessagingGroupsResponse struct {
 
 func (x *ListMessagingGroupsResponse) Reset() {
 	*x = ListMessagingGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7054,7 +7338,7 @@ func (x *ListMessagingGroupsResponse) String() string {
 func (*ListMessagingGroupsResponse) ProtoMessage() {}
 
 func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7067,7 +7351,7 @@ func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *ListMessagingGroupsResponse) GetMessagingGroups() []*MessagingGroup {
@@ -7094,7 +7378,7 @@ type GetMessagingGroupRequest struct {
 
 func (x *GetMessagingGroupRequest) Reset() {
 	*x = GetMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7106,7 +7390,7 @@ func (x *GetMessagingGroupRequest) String() string {
 func (*GetMessagingGroupRequest) ProtoMessage() {}
 
 func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7119,7 +7403,7 @@ func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *GetMessagingGroupRequest) GetId() string {
@@ -7139,7 +7423,7 @@ type GetMessagingGroupResponse struct {
 
 func (x *GetMessagingGroupResponse) Reset() {
 	*x = GetMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7151,7 +7435,7 @@ func (x *GetMessagingGroupResponse) String() string {
 func (*GetMessagingGroupResponse) ProtoMessage() {}
 
 func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7164,7 +7448,7 @@ func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *GetMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7188,7 +7472,7 @@ type CreateMessagingGroupRequest struct {
 
 func (x *CreateMessagingGroupRequest) Reset() {
 	*x = CreateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7200,7 +7484,7 @@ func (x *CreateMessagingGroupRequest) String() string {
 func (*CreateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7213,7 +7497,7 @@ func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *CreateMessagingGroupRequest) GetChannelType() string {
@@ -7261,7 +7545,7 @@ type CreateMessagingGroupResponse struct {
 
 func (x *CreateMessagingGroupResponse) Reset() {
 	*x = CreateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7273,7 +7557,7 @@ func (x *CreateMessagingGroupResponse) String() string {
 func (*CreateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7286,7 +7570,7 @@ func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *CreateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7308,7 +7592,7 @@ type UpdateMessagingGroupRequest struct {
 
 func (x *UpdateMessagingGroupRequest) Reset() {
 	*x = UpdateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7320,7 +7604,7 @@ func (x *UpdateMessagingGroupRequest) String() string {
 func (*UpdateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7333,7 +7617,7 @@ func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *UpdateMessagingGroupRequest) GetId() string {
@@ -7367,7 +7651,7 @@ type UpdateMessagingGroupResponse struct {
 
 func (x *UpdateMessagingGroupResponse) Reset() {
 	*x = UpdateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7379,7 +7663,7 @@ func (x *UpdateMessagingGroupResponse) String() string {
 func (*UpdateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7392,7 +7676,7 @@ func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *UpdateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7412,7 +7696,7 @@ type DeleteMessagingGroupRequest struct {
 
 func (x *DeleteMessagingGroupRequest) Reset() {
 	*x = DeleteMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7424,7 +7708,7 @@ func (x *DeleteMessagingGroupRequest) String() string {
 func (*DeleteMessagingGroupRequest) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7437,7 +7721,7 @@ func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *DeleteMessagingGroupRequest) GetId() string {
@@ -7456,7 +7740,7 @@ type DeleteMessagingGroupResponse struct {
 
 func (x *DeleteMessagingGroupResponse) Reset() {
 	*x = DeleteMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7468,7 +7752,7 @@ func (x *DeleteMessagingGroupResponse) String() string {
 func (*DeleteMessagingGroupResponse) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7481,7 +7765,7 @@ func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
 }
 
 // MessagePolicy holds messages from one group to another for a named approver.
@@ -7508,7 +7792,7 @@ type MessagePolicy struct {
 
 func (x *MessagePolicy) Reset() {
 	*x = MessagePolicy{}
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7520,7 +7804,7 @@ func (x *MessagePolicy) String() string {
 func (*MessagePolicy) ProtoMessage() {}
 
 func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7533,7 +7817,7 @@ func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePolicy.ProtoReflect.Descriptor instead.
 func (*MessagePolicy) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *MessagePolicy) GetFromGroup() string {
@@ -7613,7 +7897,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7625,7 +7909,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7638,7 +7922,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *ListPoliciesRequest) GetGroup() string {
@@ -7674,7 +7958,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7686,7 +7970,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7699,7 +7983,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*MessagePolicy {
@@ -7742,7 +8026,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7754,7 +8038,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7767,7 +8051,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *SetPolicyRequest) GetFromGroup() string {
@@ -7843,7 +8127,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7855,7 +8139,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7868,7 +8152,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *MessagePolicy {
@@ -7889,7 +8173,7 @@ type RemovePolicyRequest struct {
 
 func (x *RemovePolicyRequest) Reset() {
 	*x = RemovePolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7901,7 +8185,7 @@ func (x *RemovePolicyRequest) String() string {
 func (*RemovePolicyRequest) ProtoMessage() {}
 
 func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7914,7 +8198,7 @@ func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyRequest.ProtoReflect.Descriptor instead.
 func (*RemovePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *RemovePolicyRequest) GetFromGroup() string {
@@ -7940,7 +8224,7 @@ type RemovePolicyResponse struct {
 
 func (x *RemovePolicyResponse) Reset() {
 	*x = RemovePolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7952,7 +8236,7 @@ func (x *RemovePolicyResponse) String() string {
 func (*RemovePolicyResponse) ProtoMessage() {}
 
 func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7965,7 +8249,7 @@ func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyResponse.ProtoReflect.Descriptor instead.
 func (*RemovePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
 }
 
 // UserDm is where a user's approval cards are delivered on one channel type.
@@ -7980,7 +8264,7 @@ type UserDm struct {
 
 func (x *UserDm) Reset() {
 	*x = UserDm{}
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7992,7 +8276,7 @@ func (x *UserDm) String() string {
 func (*UserDm) ProtoMessage() {}
 
 func (x *UserDm) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8005,7 +8289,7 @@ func (x *UserDm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserDm.ProtoReflect.Descriptor instead.
 func (*UserDm) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *UserDm) GetUserId() string {
@@ -8043,7 +8327,7 @@ type ListUserDmsRequest struct {
 
 func (x *ListUserDmsRequest) Reset() {
 	*x = ListUserDmsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8055,7 +8339,7 @@ func (x *ListUserDmsRequest) String() string {
 func (*ListUserDmsRequest) ProtoMessage() {}
 
 func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8068,7 +8352,7 @@ func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserDmsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *ListUserDmsRequest) GetUserId() string {
@@ -8104,7 +8388,7 @@ type ListUserDmsResponse struct {
 
 func (x *ListUserDmsResponse) Reset() {
 	*x = ListUserDmsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8116,7 +8400,7 @@ func (x *ListUserDmsResponse) String() string {
 func (*ListUserDmsResponse) ProtoMessage() {}
 
 func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8129,7 +8413,7 @@ func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserDmsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *ListUserDmsResponse) GetDms() []*UserDm {
@@ -8158,7 +8442,7 @@ type SetUserDmRequest struct {
 
 func (x *SetUserDmRequest) Reset() {
 	*x = SetUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8170,7 +8454,7 @@ func (x *SetUserDmRequest) String() string {
 func (*SetUserDmRequest) ProtoMessage() {}
 
 func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8183,7 +8467,7 @@ func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmRequest.ProtoReflect.Descriptor instead.
 func (*SetUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *SetUserDmRequest) GetUserId() string {
@@ -8217,7 +8501,7 @@ type SetUserDmResponse struct {
 
 func (x *SetUserDmResponse) Reset() {
 	*x = SetUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8229,7 +8513,7 @@ func (x *SetUserDmResponse) String() string {
 func (*SetUserDmResponse) ProtoMessage() {}
 
 func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8242,7 +8526,7 @@ func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmResponse.ProtoReflect.Descriptor instead.
 func (*SetUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *SetUserDmResponse) GetDm() *UserDm {
@@ -8263,7 +8547,7 @@ type RemoveUserDmRequest struct {
 
 func (x *RemoveUserDmRequest) Reset() {
 	*x = RemoveUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8275,7 +8559,7 @@ func (x *RemoveUserDmRequest) String() string {
 func (*RemoveUserDmRequest) ProtoMessage() {}
 
 func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8288,7 +8572,7 @@ func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmRequest.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *RemoveUserDmRequest) GetUserId() string {
@@ -8314,7 +8598,7 @@ type RemoveUserDmResponse struct {
 
 func (x *RemoveUserDmResponse) Reset() {
 	*x = RemoveUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8326,7 +8610,7 @@ func (x *RemoveUserDmResponse) String() string {
 func (*RemoveUserDmResponse) ProtoMessage() {}
 
 func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8339,7 +8623,7 @@ func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmResponse.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
 }
 
 // Token is an API credential (its secret is never stored or listed).
@@ -8372,7 +8656,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8384,7 +8668,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8397,7 +8681,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *Token) GetId() string {
@@ -8508,7 +8792,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8520,7 +8804,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8533,7 +8817,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *CreateTokenRequest) GetKind() Principal {
@@ -8603,7 +8887,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8615,7 +8899,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8628,7 +8912,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -8658,7 +8942,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8670,7 +8954,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8683,7 +8967,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *ListTokensRequest) GetLimit() int32 {
@@ -8712,7 +8996,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8724,7 +9008,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8737,7 +9021,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -8764,7 +9048,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8776,7 +9060,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8789,7 +9073,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -8808,7 +9092,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8820,7 +9104,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8833,7 +9117,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
 }
 
 // ListRunnersRequest lists runners.
@@ -8849,7 +9133,7 @@ type ListRunnersRequest struct {
 
 func (x *ListRunnersRequest) Reset() {
 	*x = ListRunnersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8861,7 +9145,7 @@ func (x *ListRunnersRequest) String() string {
 func (*ListRunnersRequest) ProtoMessage() {}
 
 func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8874,7 +9158,7 @@ func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
 }
 
 func (x *ListRunnersRequest) GetLimit() int32 {
@@ -8903,7 +9187,7 @@ type ListRunnersResponse struct {
 
 func (x *ListRunnersResponse) Reset() {
 	*x = ListRunnersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8915,7 +9199,7 @@ func (x *ListRunnersResponse) String() string {
 func (*ListRunnersResponse) ProtoMessage() {}
 
 func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8928,7 +9212,7 @@ func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersResponse.ProtoReflect.Descriptor instead.
 func (*ListRunnersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
 }
 
 func (x *ListRunnersResponse) GetRunners() []*Runner {
@@ -8973,7 +9257,7 @@ type CatalogEntry struct {
 
 func (x *CatalogEntry) Reset() {
 	*x = CatalogEntry{}
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8985,7 +9269,7 @@ func (x *CatalogEntry) String() string {
 func (*CatalogEntry) ProtoMessage() {}
 
 func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8998,7 +9282,7 @@ func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEntry.ProtoReflect.Descriptor instead.
 func (*CatalogEntry) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
 }
 
 func (x *CatalogEntry) GetAction() string {
@@ -9091,7 +9375,7 @@ type ListCatalogRequest struct {
 
 func (x *ListCatalogRequest) Reset() {
 	*x = ListCatalogRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9103,7 +9387,7 @@ func (x *ListCatalogRequest) String() string {
 func (*ListCatalogRequest) ProtoMessage() {}
 
 func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9116,7 +9400,7 @@ func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
 }
 
 func (x *ListCatalogRequest) GetLimit() int32 {
@@ -9147,7 +9431,7 @@ type ListCatalogResponse struct {
 
 func (x *ListCatalogResponse) Reset() {
 	*x = ListCatalogResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9159,7 +9443,7 @@ func (x *ListCatalogResponse) String() string {
 func (*ListCatalogResponse) ProtoMessage() {}
 
 func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9172,7 +9456,7 @@ func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
 }
 
 func (x *ListCatalogResponse) GetEntries() []*CatalogEntry {
@@ -9223,7 +9507,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9235,7 +9519,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9248,7 +9532,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
 }
 
 func (x *DecisionRecord) GetId() string {
@@ -9366,7 +9650,7 @@ type GetDecisionRequest struct {
 
 func (x *GetDecisionRequest) Reset() {
 	*x = GetDecisionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9378,7 +9662,7 @@ func (x *GetDecisionRequest) String() string {
 func (*GetDecisionRequest) ProtoMessage() {}
 
 func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9391,7 +9675,7 @@ func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionRequest.ProtoReflect.Descriptor instead.
 func (*GetDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{146}
 }
 
 func (x *GetDecisionRequest) GetId() string {
@@ -9411,7 +9695,7 @@ type GetDecisionResponse struct {
 
 func (x *GetDecisionResponse) Reset() {
 	*x = GetDecisionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9423,7 +9707,7 @@ func (x *GetDecisionResponse) String() string {
 func (*GetDecisionResponse) ProtoMessage() {}
 
 func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9436,7 +9720,7 @@ func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionResponse.ProtoReflect.Descriptor instead.
 func (*GetDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{147}
 }
 
 func (x *GetDecisionResponse) GetDecision() *DecisionRecord {
@@ -9472,7 +9756,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9484,7 +9768,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9497,7 +9781,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{148}
 }
 
 func (x *ListDecisionsRequest) GetAction() string {
@@ -9575,7 +9859,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9587,7 +9871,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9600,7 +9884,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{149}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
@@ -9641,7 +9925,7 @@ type SetActionSettingsRequest struct {
 
 func (x *SetActionSettingsRequest) Reset() {
 	*x = SetActionSettingsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9653,7 +9937,7 @@ func (x *SetActionSettingsRequest) String() string {
 func (*SetActionSettingsRequest) ProtoMessage() {}
 
 func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9666,7 +9950,7 @@ func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{150}
 }
 
 func (x *SetActionSettingsRequest) GetAction() string {
@@ -9728,7 +10012,7 @@ type SetActionSettingsResponse struct {
 
 func (x *SetActionSettingsResponse) Reset() {
 	*x = SetActionSettingsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[146]
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9740,7 +10024,7 @@ func (x *SetActionSettingsResponse) String() string {
 func (*SetActionSettingsResponse) ProtoMessage() {}
 
 func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[146]
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9753,7 +10037,7 @@ func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{146}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{151}
 }
 
 func (x *SetActionSettingsResponse) GetEntry() *CatalogEntry {
@@ -9778,7 +10062,7 @@ type McpServerState struct {
 
 func (x *McpServerState) Reset() {
 	*x = McpServerState{}
-	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9790,7 +10074,7 @@ func (x *McpServerState) String() string {
 func (*McpServerState) ProtoMessage() {}
 
 func (x *McpServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9803,7 +10087,7 @@ func (x *McpServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerState.ProtoReflect.Descriptor instead.
 func (*McpServerState) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{147}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{152}
 }
 
 func (x *McpServerState) GetRunnerId() string {
@@ -9862,7 +10146,7 @@ type McpServerInfo struct {
 
 func (x *McpServerInfo) Reset() {
 	*x = McpServerInfo{}
-	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9874,7 +10158,7 @@ func (x *McpServerInfo) String() string {
 func (*McpServerInfo) ProtoMessage() {}
 
 func (x *McpServerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9887,7 +10171,7 @@ func (x *McpServerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerInfo.ProtoReflect.Descriptor instead.
 func (*McpServerInfo) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{148}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{153}
 }
 
 func (x *McpServerInfo) GetGroup() string {
@@ -9976,7 +10260,7 @@ type McpToolInfo struct {
 
 func (x *McpToolInfo) Reset() {
 	*x = McpToolInfo{}
-	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9988,7 +10272,7 @@ func (x *McpToolInfo) String() string {
 func (*McpToolInfo) ProtoMessage() {}
 
 func (x *McpToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10001,7 +10285,7 @@ func (x *McpToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpToolInfo.ProtoReflect.Descriptor instead.
 func (*McpToolInfo) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{149}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{154}
 }
 
 func (x *McpToolInfo) GetGroup() string {
@@ -10088,7 +10372,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10100,7 +10384,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10113,7 +10397,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{150}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{155}
 }
 
 func (x *ListMcpServersRequest) GetGroup() string {
@@ -10148,7 +10432,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10160,7 +10444,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10173,7 +10457,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{151}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{156}
 }
 
 func (x *ListMcpServersResponse) GetServers() []*McpServerInfo {
@@ -10205,7 +10489,7 @@ type SetMcpServerDefaultRequest struct {
 
 func (x *SetMcpServerDefaultRequest) Reset() {
 	*x = SetMcpServerDefaultRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10217,7 +10501,7 @@ func (x *SetMcpServerDefaultRequest) String() string {
 func (*SetMcpServerDefaultRequest) ProtoMessage() {}
 
 func (x *SetMcpServerDefaultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10230,7 +10514,7 @@ func (x *SetMcpServerDefaultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerDefaultRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpServerDefaultRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{152}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{157}
 }
 
 func (x *SetMcpServerDefaultRequest) GetGroup() string {
@@ -10278,7 +10562,7 @@ type SetMcpServerDefaultResponse struct {
 
 func (x *SetMcpServerDefaultResponse) Reset() {
 	*x = SetMcpServerDefaultResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10290,7 +10574,7 @@ func (x *SetMcpServerDefaultResponse) String() string {
 func (*SetMcpServerDefaultResponse) ProtoMessage() {}
 
 func (x *SetMcpServerDefaultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10303,7 +10587,7 @@ func (x *SetMcpServerDefaultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerDefaultResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpServerDefaultResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{153}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{158}
 }
 
 func (x *SetMcpServerDefaultResponse) GetServer() *McpServerInfo {
@@ -10328,7 +10612,7 @@ type ListMcpToolsRequest struct {
 
 func (x *ListMcpToolsRequest) Reset() {
 	*x = ListMcpToolsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10340,7 +10624,7 @@ func (x *ListMcpToolsRequest) String() string {
 func (*ListMcpToolsRequest) ProtoMessage() {}
 
 func (x *ListMcpToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10353,7 +10637,7 @@ func (x *ListMcpToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpToolsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{154}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{159}
 }
 
 func (x *ListMcpToolsRequest) GetGroup() string {
@@ -10395,7 +10679,7 @@ type ListMcpToolsResponse struct {
 
 func (x *ListMcpToolsResponse) Reset() {
 	*x = ListMcpToolsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10407,7 +10691,7 @@ func (x *ListMcpToolsResponse) String() string {
 func (*ListMcpToolsResponse) ProtoMessage() {}
 
 func (x *ListMcpToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10420,7 +10704,7 @@ func (x *ListMcpToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpToolsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{155}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{160}
 }
 
 func (x *ListMcpToolsResponse) GetTools() []*McpToolInfo {
@@ -10452,7 +10736,7 @@ type SetMcpToolRequest struct {
 
 func (x *SetMcpToolRequest) Reset() {
 	*x = SetMcpToolRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10464,7 +10748,7 @@ func (x *SetMcpToolRequest) String() string {
 func (*SetMcpToolRequest) ProtoMessage() {}
 
 func (x *SetMcpToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10477,7 +10761,7 @@ func (x *SetMcpToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpToolRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpToolRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{156}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{161}
 }
 
 func (x *SetMcpToolRequest) GetGroup() string {
@@ -10532,7 +10816,7 @@ type SetMcpToolResponse struct {
 
 func (x *SetMcpToolResponse) Reset() {
 	*x = SetMcpToolResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10544,7 +10828,7 @@ func (x *SetMcpToolResponse) String() string {
 func (*SetMcpToolResponse) ProtoMessage() {}
 
 func (x *SetMcpToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10557,7 +10841,7 @@ func (x *SetMcpToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpToolResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpToolResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{157}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{162}
 }
 
 func (x *SetMcpToolResponse) GetTool() *McpToolInfo {
@@ -10578,7 +10862,7 @@ type ReportedMcpTool struct {
 
 func (x *ReportedMcpTool) Reset() {
 	*x = ReportedMcpTool{}
-	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10590,7 +10874,7 @@ func (x *ReportedMcpTool) String() string {
 func (*ReportedMcpTool) ProtoMessage() {}
 
 func (x *ReportedMcpTool) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10603,7 +10887,7 @@ func (x *ReportedMcpTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportedMcpTool.ProtoReflect.Descriptor instead.
 func (*ReportedMcpTool) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{158}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{163}
 }
 
 func (x *ReportedMcpTool) GetName() string {
@@ -10634,7 +10918,7 @@ type ReportMcpToolsRequest struct {
 
 func (x *ReportMcpToolsRequest) Reset() {
 	*x = ReportMcpToolsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10646,7 +10930,7 @@ func (x *ReportMcpToolsRequest) String() string {
 func (*ReportMcpToolsRequest) ProtoMessage() {}
 
 func (x *ReportMcpToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10659,7 +10943,7 @@ func (x *ReportMcpToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMcpToolsRequest.ProtoReflect.Descriptor instead.
 func (*ReportMcpToolsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{159}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{164}
 }
 
 func (x *ReportMcpToolsRequest) GetSessionId() string {
@@ -10708,7 +10992,7 @@ type ReportMcpToolsResponse struct {
 
 func (x *ReportMcpToolsResponse) Reset() {
 	*x = ReportMcpToolsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10720,7 +11004,7 @@ func (x *ReportMcpToolsResponse) String() string {
 func (*ReportMcpToolsResponse) ProtoMessage() {}
 
 func (x *ReportMcpToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10733,7 +11017,7 @@ func (x *ReportMcpToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMcpToolsResponse.ProtoReflect.Descriptor instead.
 func (*ReportMcpToolsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{160}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{165}
 }
 
 func (x *ReportMcpToolsResponse) GetTools() []*McpToolInfo {
@@ -10762,7 +11046,7 @@ type Freeze struct {
 
 func (x *Freeze) Reset() {
 	*x = Freeze{}
-	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10774,7 +11058,7 @@ func (x *Freeze) String() string {
 func (*Freeze) ProtoMessage() {}
 
 func (x *Freeze) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10787,7 +11071,7 @@ func (x *Freeze) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Freeze.ProtoReflect.Descriptor instead.
 func (*Freeze) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{161}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
 }
 
 func (x *Freeze) GetScope() FreezeScope {
@@ -10854,7 +11138,7 @@ type FreezeRequest struct {
 
 func (x *FreezeRequest) Reset() {
 	*x = FreezeRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10866,7 +11150,7 @@ func (x *FreezeRequest) String() string {
 func (*FreezeRequest) ProtoMessage() {}
 
 func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10879,7 +11163,7 @@ func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{162}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{167}
 }
 
 func (x *FreezeRequest) GetScope() FreezeScope {
@@ -10928,7 +11212,7 @@ type FreezeResponse struct {
 
 func (x *FreezeResponse) Reset() {
 	*x = FreezeResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10940,7 +11224,7 @@ func (x *FreezeResponse) String() string {
 func (*FreezeResponse) ProtoMessage() {}
 
 func (x *FreezeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10953,7 +11237,7 @@ func (x *FreezeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{163}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{168}
 }
 
 func (x *FreezeResponse) GetFreeze() *Freeze {
@@ -10975,7 +11259,7 @@ type UnfreezeRequest struct {
 
 func (x *UnfreezeRequest) Reset() {
 	*x = UnfreezeRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	mi := &file_guard_v1_registry_proto_msgTypes[169]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10987,7 +11271,7 @@ func (x *UnfreezeRequest) String() string {
 func (*UnfreezeRequest) ProtoMessage() {}
 
 func (x *UnfreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	mi := &file_guard_v1_registry_proto_msgTypes[169]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11000,7 +11284,7 @@ func (x *UnfreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRequest.ProtoReflect.Descriptor instead.
 func (*UnfreezeRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{164}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{169}
 }
 
 func (x *UnfreezeRequest) GetScope() FreezeScope {
@@ -11034,7 +11318,7 @@ type UnfreezeResponse struct {
 
 func (x *UnfreezeResponse) Reset() {
 	*x = UnfreezeResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	mi := &file_guard_v1_registry_proto_msgTypes[170]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11046,7 +11330,7 @@ func (x *UnfreezeResponse) String() string {
 func (*UnfreezeResponse) ProtoMessage() {}
 
 func (x *UnfreezeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	mi := &file_guard_v1_registry_proto_msgTypes[170]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11059,7 +11343,7 @@ func (x *UnfreezeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeResponse.ProtoReflect.Descriptor instead.
 func (*UnfreezeResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{165}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{170}
 }
 
 func (x *UnfreezeResponse) GetFreeze() *Freeze {
@@ -11080,7 +11364,7 @@ type ListFreezesRequest struct {
 
 func (x *ListFreezesRequest) Reset() {
 	*x = ListFreezesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	mi := &file_guard_v1_registry_proto_msgTypes[171]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11092,7 +11376,7 @@ func (x *ListFreezesRequest) String() string {
 func (*ListFreezesRequest) ProtoMessage() {}
 
 func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	mi := &file_guard_v1_registry_proto_msgTypes[171]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11105,7 +11389,7 @@ func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFreezesRequest.ProtoReflect.Descriptor instead.
 func (*ListFreezesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{171}
 }
 
 func (x *ListFreezesRequest) GetAsUser() string {
@@ -11125,7 +11409,7 @@ type ListFreezesResponse struct {
 
 func (x *ListFreezesResponse) Reset() {
 	*x = ListFreezesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	mi := &file_guard_v1_registry_proto_msgTypes[172]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11137,7 +11421,7 @@ func (x *ListFreezesResponse) String() string {
 func (*ListFreezesResponse) ProtoMessage() {}
 
 func (x *ListFreezesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	mi := &file_guard_v1_registry_proto_msgTypes[172]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11150,7 +11434,7 @@ func (x *ListFreezesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFreezesResponse.ProtoReflect.Descriptor instead.
 func (*ListFreezesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{167}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{172}
 }
 
 func (x *ListFreezesResponse) GetFreezes() []*Freeze {
@@ -11171,7 +11455,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	mi := &file_guard_v1_registry_proto_msgTypes[173]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11183,7 +11467,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	mi := &file_guard_v1_registry_proto_msgTypes[173]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11196,7 +11480,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{168}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{173}
 }
 
 func (x *StopSession) GetReason() string {
@@ -11619,12 +11903,30 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\x0e2\x0e.guard.v1.RoleB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04role\x123\n" +
 	"\x05scope\x18\x03 \x01(\x0e2\x13.guard.v1.RoleScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05scope\x12;\n" +
 	"\x05group\x18\x04 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"\x14\n" +
-	"\x12RevokeRoleResponse\"t\n" +
+	"\x12RevokeRoleResponse\"\xb0\x01\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"r\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12:\n" +
+	"\roidc_bindings\x18\x04 \x03(\v2\x15.guard.v1.OidcBindingR\foidcBindings\"\x93\x01\n" +
+	"\vOidcBinding\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06issuer\x18\x02 \x01(\tR\x06issuer\x12\x18\n" +
+	"\asubject\x18\x03 \x01(\tR\asubject\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xbd\x01\n" +
+	"\x0fBindOidcRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x125\n" +
+	"\x06issuer\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x042\x13^[^\\x00-\\x20\\x7f]*$R\x06issuer\x127\n" +
+	"\asubject\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\xff\x012\x13^[^\\x00-\\x1f\\x7f]*$R\asubject\"C\n" +
+	"\x10BindOidcResponse\x12/\n" +
+	"\abinding\x18\x01 \x01(\v2\x15.guard.v1.OidcBindingR\abinding\"\xbf\x01\n" +
+	"\x11UnbindOidcRequest\x12:\n" +
+	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x125\n" +
+	"\x06issuer\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x042\x13^[^\\x00-\\x20\\x7f]*$R\x06issuer\x127\n" +
+	"\asubject\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\xff\x012\x13^[^\\x00-\\x1f\\x7f]*$R\asubject\"\x14\n" +
+	"\x12UnbindOidcResponse\"r\n" +
 	"\x10ListUsersRequest\x12 \n" +
 	"\x05limit\x18\x01 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
@@ -12072,7 +12374,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x18FREEZE_SCOPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FREEZE_SCOPE_ALL\x10\x01\x12\x16\n" +
 	"\x12FREEZE_SCOPE_GROUP\x10\x02\x12\x17\n" +
-	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xfa>\n" +
+	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xd2@\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -12153,7 +12455,12 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\fusers.create\x10\x02\x1a\x05users\"\x02\x01\x02(\x01\x12j\n" +
 	"\n" +
 	"UpdateUser\x12\x1b.guard.v1.UpdateUserRequest\x1a\x1c.guard.v1.UpdateUserResponse\"!\xca\xf3\x18\x1d\n" +
-	"\fusers.update\x10\x02\x1a\x05users\"\x02\x01\x02(\x01\x12p\n" +
+	"\fusers.update\x10\x02\x1a\x05users\"\x02\x01\x02(\x01\x12f\n" +
+	"\bBindOidc\x12\x19.guard.v1.BindOidcRequest\x1a\x1a.guard.v1.BindOidcResponse\"#\xca\xf3\x18\x1f\n" +
+	"\x0fusers.bind-oidc\x10\x02\x1a\x05users\"\x01\x01(\x01\x12n\n" +
+	"\n" +
+	"UnbindOidc\x12\x1b.guard.v1.UnbindOidcRequest\x1a\x1c.guard.v1.UnbindOidcResponse\"%\xca\xf3\x18!\n" +
+	"\x11users.unbind-oidc\x10\x02\x1a\x05users\"\x01\x01(\x01\x12p\n" +
 	"\vListWirings\x12\x1c.guard.v1.ListWiringsRequest\x1a\x1d.guard.v1.ListWiringsResponse\"$\xca\xf3\x18 \n" +
 	"\fwirings.list\x10\x01\x1a\awirings\"\x03\x01\x02\x04(\x01\x12t\n" +
 	"\fCreateWiring\x12\x1d.guard.v1.CreateWiringRequest\x1a\x1e.guard.v1.CreateWiringResponse\"%\xca\xf3\x18!\n" +
@@ -12230,7 +12537,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 178)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 183)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -12331,159 +12638,164 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*RevokeRoleRequest)(nil),            // 96: guard.v1.RevokeRoleRequest
 	(*RevokeRoleResponse)(nil),           // 97: guard.v1.RevokeRoleResponse
 	(*User)(nil),                         // 98: guard.v1.User
-	(*ListUsersRequest)(nil),             // 99: guard.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),            // 100: guard.v1.ListUsersResponse
-	(*GetUserRequest)(nil),               // 101: guard.v1.GetUserRequest
-	(*GetUserResponse)(nil),              // 102: guard.v1.GetUserResponse
-	(*CreateUserRequest)(nil),            // 103: guard.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),           // 104: guard.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),            // 105: guard.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),           // 106: guard.v1.UpdateUserResponse
-	(*Wiring)(nil),                       // 107: guard.v1.Wiring
-	(*ListWiringsRequest)(nil),           // 108: guard.v1.ListWiringsRequest
-	(*ListWiringsResponse)(nil),          // 109: guard.v1.ListWiringsResponse
-	(*CreateWiringRequest)(nil),          // 110: guard.v1.CreateWiringRequest
-	(*CreateWiringResponse)(nil),         // 111: guard.v1.CreateWiringResponse
-	(*DeleteWiringRequest)(nil),          // 112: guard.v1.DeleteWiringRequest
-	(*DeleteWiringResponse)(nil),         // 113: guard.v1.DeleteWiringResponse
-	(*MessagingGroup)(nil),               // 114: guard.v1.MessagingGroup
-	(*ListMessagingGroupsRequest)(nil),   // 115: guard.v1.ListMessagingGroupsRequest
-	(*ListMessagingGroupsResponse)(nil),  // 116: guard.v1.ListMessagingGroupsResponse
-	(*GetMessagingGroupRequest)(nil),     // 117: guard.v1.GetMessagingGroupRequest
-	(*GetMessagingGroupResponse)(nil),    // 118: guard.v1.GetMessagingGroupResponse
-	(*CreateMessagingGroupRequest)(nil),  // 119: guard.v1.CreateMessagingGroupRequest
-	(*CreateMessagingGroupResponse)(nil), // 120: guard.v1.CreateMessagingGroupResponse
-	(*UpdateMessagingGroupRequest)(nil),  // 121: guard.v1.UpdateMessagingGroupRequest
-	(*UpdateMessagingGroupResponse)(nil), // 122: guard.v1.UpdateMessagingGroupResponse
-	(*DeleteMessagingGroupRequest)(nil),  // 123: guard.v1.DeleteMessagingGroupRequest
-	(*DeleteMessagingGroupResponse)(nil), // 124: guard.v1.DeleteMessagingGroupResponse
-	(*MessagePolicy)(nil),                // 125: guard.v1.MessagePolicy
-	(*ListPoliciesRequest)(nil),          // 126: guard.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),         // 127: guard.v1.ListPoliciesResponse
-	(*SetPolicyRequest)(nil),             // 128: guard.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),            // 129: guard.v1.SetPolicyResponse
-	(*RemovePolicyRequest)(nil),          // 130: guard.v1.RemovePolicyRequest
-	(*RemovePolicyResponse)(nil),         // 131: guard.v1.RemovePolicyResponse
-	(*UserDm)(nil),                       // 132: guard.v1.UserDm
-	(*ListUserDmsRequest)(nil),           // 133: guard.v1.ListUserDmsRequest
-	(*ListUserDmsResponse)(nil),          // 134: guard.v1.ListUserDmsResponse
-	(*SetUserDmRequest)(nil),             // 135: guard.v1.SetUserDmRequest
-	(*SetUserDmResponse)(nil),            // 136: guard.v1.SetUserDmResponse
-	(*RemoveUserDmRequest)(nil),          // 137: guard.v1.RemoveUserDmRequest
-	(*RemoveUserDmResponse)(nil),         // 138: guard.v1.RemoveUserDmResponse
-	(*Token)(nil),                        // 139: guard.v1.Token
-	(*CreateTokenRequest)(nil),           // 140: guard.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),          // 141: guard.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),            // 142: guard.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),           // 143: guard.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),           // 144: guard.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),          // 145: guard.v1.RevokeTokenResponse
-	(*ListRunnersRequest)(nil),           // 146: guard.v1.ListRunnersRequest
-	(*ListRunnersResponse)(nil),          // 147: guard.v1.ListRunnersResponse
-	(*CatalogEntry)(nil),                 // 148: guard.v1.CatalogEntry
-	(*ListCatalogRequest)(nil),           // 149: guard.v1.ListCatalogRequest
-	(*ListCatalogResponse)(nil),          // 150: guard.v1.ListCatalogResponse
-	(*DecisionRecord)(nil),               // 151: guard.v1.DecisionRecord
-	(*GetDecisionRequest)(nil),           // 152: guard.v1.GetDecisionRequest
-	(*GetDecisionResponse)(nil),          // 153: guard.v1.GetDecisionResponse
-	(*ListDecisionsRequest)(nil),         // 154: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 155: guard.v1.ListDecisionsResponse
-	(*SetActionSettingsRequest)(nil),     // 156: guard.v1.SetActionSettingsRequest
-	(*SetActionSettingsResponse)(nil),    // 157: guard.v1.SetActionSettingsResponse
-	(*McpServerState)(nil),               // 158: guard.v1.McpServerState
-	(*McpServerInfo)(nil),                // 159: guard.v1.McpServerInfo
-	(*McpToolInfo)(nil),                  // 160: guard.v1.McpToolInfo
-	(*ListMcpServersRequest)(nil),        // 161: guard.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),       // 162: guard.v1.ListMcpServersResponse
-	(*SetMcpServerDefaultRequest)(nil),   // 163: guard.v1.SetMcpServerDefaultRequest
-	(*SetMcpServerDefaultResponse)(nil),  // 164: guard.v1.SetMcpServerDefaultResponse
-	(*ListMcpToolsRequest)(nil),          // 165: guard.v1.ListMcpToolsRequest
-	(*ListMcpToolsResponse)(nil),         // 166: guard.v1.ListMcpToolsResponse
-	(*SetMcpToolRequest)(nil),            // 167: guard.v1.SetMcpToolRequest
-	(*SetMcpToolResponse)(nil),           // 168: guard.v1.SetMcpToolResponse
-	(*ReportedMcpTool)(nil),              // 169: guard.v1.ReportedMcpTool
-	(*ReportMcpToolsRequest)(nil),        // 170: guard.v1.ReportMcpToolsRequest
-	(*ReportMcpToolsResponse)(nil),       // 171: guard.v1.ReportMcpToolsResponse
-	(*Freeze)(nil),                       // 172: guard.v1.Freeze
-	(*FreezeRequest)(nil),                // 173: guard.v1.FreezeRequest
-	(*FreezeResponse)(nil),               // 174: guard.v1.FreezeResponse
-	(*UnfreezeRequest)(nil),              // 175: guard.v1.UnfreezeRequest
-	(*UnfreezeResponse)(nil),             // 176: guard.v1.UnfreezeResponse
-	(*ListFreezesRequest)(nil),           // 177: guard.v1.ListFreezesRequest
-	(*ListFreezesResponse)(nil),          // 178: guard.v1.ListFreezesResponse
-	(*StopSession)(nil),                  // 179: guard.v1.StopSession
-	nil,                                  // 180: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 181: guard.v1.RegisterRunnerResponse.LabelsEntry
-	nil,                                  // 182: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 183: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 184: guard.v1.Runner.LabelsEntry
-	nil,                                  // 185: guard.v1.McpServer.EnvEntry
-	nil,                                  // 186: guard.v1.DeleteGroupResponse.RemovedEntry
-	nil,                                  // 187: guard.v1.Token.LabelsEntry
-	nil,                                  // 188: guard.v1.CreateTokenRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),        // 189: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 190: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 191: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 192: guard.v1.EnforcementMode
-	(Principal)(0),                       // 193: guard.v1.Principal
-	(Access)(0),                          // 194: guard.v1.Access
-	(*Actor)(nil),                        // 195: guard.v1.Actor
-	(Effect)(0),                          // 196: guard.v1.Effect
-	(*Explanation)(nil),                  // 197: guard.v1.Explanation
+	(*OidcBinding)(nil),                  // 99: guard.v1.OidcBinding
+	(*BindOidcRequest)(nil),              // 100: guard.v1.BindOidcRequest
+	(*BindOidcResponse)(nil),             // 101: guard.v1.BindOidcResponse
+	(*UnbindOidcRequest)(nil),            // 102: guard.v1.UnbindOidcRequest
+	(*UnbindOidcResponse)(nil),           // 103: guard.v1.UnbindOidcResponse
+	(*ListUsersRequest)(nil),             // 104: guard.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 105: guard.v1.ListUsersResponse
+	(*GetUserRequest)(nil),               // 106: guard.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 107: guard.v1.GetUserResponse
+	(*CreateUserRequest)(nil),            // 108: guard.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 109: guard.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),            // 110: guard.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),           // 111: guard.v1.UpdateUserResponse
+	(*Wiring)(nil),                       // 112: guard.v1.Wiring
+	(*ListWiringsRequest)(nil),           // 113: guard.v1.ListWiringsRequest
+	(*ListWiringsResponse)(nil),          // 114: guard.v1.ListWiringsResponse
+	(*CreateWiringRequest)(nil),          // 115: guard.v1.CreateWiringRequest
+	(*CreateWiringResponse)(nil),         // 116: guard.v1.CreateWiringResponse
+	(*DeleteWiringRequest)(nil),          // 117: guard.v1.DeleteWiringRequest
+	(*DeleteWiringResponse)(nil),         // 118: guard.v1.DeleteWiringResponse
+	(*MessagingGroup)(nil),               // 119: guard.v1.MessagingGroup
+	(*ListMessagingGroupsRequest)(nil),   // 120: guard.v1.ListMessagingGroupsRequest
+	(*ListMessagingGroupsResponse)(nil),  // 121: guard.v1.ListMessagingGroupsResponse
+	(*GetMessagingGroupRequest)(nil),     // 122: guard.v1.GetMessagingGroupRequest
+	(*GetMessagingGroupResponse)(nil),    // 123: guard.v1.GetMessagingGroupResponse
+	(*CreateMessagingGroupRequest)(nil),  // 124: guard.v1.CreateMessagingGroupRequest
+	(*CreateMessagingGroupResponse)(nil), // 125: guard.v1.CreateMessagingGroupResponse
+	(*UpdateMessagingGroupRequest)(nil),  // 126: guard.v1.UpdateMessagingGroupRequest
+	(*UpdateMessagingGroupResponse)(nil), // 127: guard.v1.UpdateMessagingGroupResponse
+	(*DeleteMessagingGroupRequest)(nil),  // 128: guard.v1.DeleteMessagingGroupRequest
+	(*DeleteMessagingGroupResponse)(nil), // 129: guard.v1.DeleteMessagingGroupResponse
+	(*MessagePolicy)(nil),                // 130: guard.v1.MessagePolicy
+	(*ListPoliciesRequest)(nil),          // 131: guard.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 132: guard.v1.ListPoliciesResponse
+	(*SetPolicyRequest)(nil),             // 133: guard.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),            // 134: guard.v1.SetPolicyResponse
+	(*RemovePolicyRequest)(nil),          // 135: guard.v1.RemovePolicyRequest
+	(*RemovePolicyResponse)(nil),         // 136: guard.v1.RemovePolicyResponse
+	(*UserDm)(nil),                       // 137: guard.v1.UserDm
+	(*ListUserDmsRequest)(nil),           // 138: guard.v1.ListUserDmsRequest
+	(*ListUserDmsResponse)(nil),          // 139: guard.v1.ListUserDmsResponse
+	(*SetUserDmRequest)(nil),             // 140: guard.v1.SetUserDmRequest
+	(*SetUserDmResponse)(nil),            // 141: guard.v1.SetUserDmResponse
+	(*RemoveUserDmRequest)(nil),          // 142: guard.v1.RemoveUserDmRequest
+	(*RemoveUserDmResponse)(nil),         // 143: guard.v1.RemoveUserDmResponse
+	(*Token)(nil),                        // 144: guard.v1.Token
+	(*CreateTokenRequest)(nil),           // 145: guard.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),          // 146: guard.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),            // 147: guard.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),           // 148: guard.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),           // 149: guard.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),          // 150: guard.v1.RevokeTokenResponse
+	(*ListRunnersRequest)(nil),           // 151: guard.v1.ListRunnersRequest
+	(*ListRunnersResponse)(nil),          // 152: guard.v1.ListRunnersResponse
+	(*CatalogEntry)(nil),                 // 153: guard.v1.CatalogEntry
+	(*ListCatalogRequest)(nil),           // 154: guard.v1.ListCatalogRequest
+	(*ListCatalogResponse)(nil),          // 155: guard.v1.ListCatalogResponse
+	(*DecisionRecord)(nil),               // 156: guard.v1.DecisionRecord
+	(*GetDecisionRequest)(nil),           // 157: guard.v1.GetDecisionRequest
+	(*GetDecisionResponse)(nil),          // 158: guard.v1.GetDecisionResponse
+	(*ListDecisionsRequest)(nil),         // 159: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 160: guard.v1.ListDecisionsResponse
+	(*SetActionSettingsRequest)(nil),     // 161: guard.v1.SetActionSettingsRequest
+	(*SetActionSettingsResponse)(nil),    // 162: guard.v1.SetActionSettingsResponse
+	(*McpServerState)(nil),               // 163: guard.v1.McpServerState
+	(*McpServerInfo)(nil),                // 164: guard.v1.McpServerInfo
+	(*McpToolInfo)(nil),                  // 165: guard.v1.McpToolInfo
+	(*ListMcpServersRequest)(nil),        // 166: guard.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),       // 167: guard.v1.ListMcpServersResponse
+	(*SetMcpServerDefaultRequest)(nil),   // 168: guard.v1.SetMcpServerDefaultRequest
+	(*SetMcpServerDefaultResponse)(nil),  // 169: guard.v1.SetMcpServerDefaultResponse
+	(*ListMcpToolsRequest)(nil),          // 170: guard.v1.ListMcpToolsRequest
+	(*ListMcpToolsResponse)(nil),         // 171: guard.v1.ListMcpToolsResponse
+	(*SetMcpToolRequest)(nil),            // 172: guard.v1.SetMcpToolRequest
+	(*SetMcpToolResponse)(nil),           // 173: guard.v1.SetMcpToolResponse
+	(*ReportedMcpTool)(nil),              // 174: guard.v1.ReportedMcpTool
+	(*ReportMcpToolsRequest)(nil),        // 175: guard.v1.ReportMcpToolsRequest
+	(*ReportMcpToolsResponse)(nil),       // 176: guard.v1.ReportMcpToolsResponse
+	(*Freeze)(nil),                       // 177: guard.v1.Freeze
+	(*FreezeRequest)(nil),                // 178: guard.v1.FreezeRequest
+	(*FreezeResponse)(nil),               // 179: guard.v1.FreezeResponse
+	(*UnfreezeRequest)(nil),              // 180: guard.v1.UnfreezeRequest
+	(*UnfreezeResponse)(nil),             // 181: guard.v1.UnfreezeResponse
+	(*ListFreezesRequest)(nil),           // 182: guard.v1.ListFreezesRequest
+	(*ListFreezesResponse)(nil),          // 183: guard.v1.ListFreezesResponse
+	(*StopSession)(nil),                  // 184: guard.v1.StopSession
+	nil,                                  // 185: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 186: guard.v1.RegisterRunnerResponse.LabelsEntry
+	nil,                                  // 187: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 188: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 189: guard.v1.Runner.LabelsEntry
+	nil,                                  // 190: guard.v1.McpServer.EnvEntry
+	nil,                                  // 191: guard.v1.DeleteGroupResponse.RemovedEntry
+	nil,                                  // 192: guard.v1.Token.LabelsEntry
+	nil,                                  // 193: guard.v1.CreateTokenRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 194: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 195: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 196: google.protobuf.Struct
+	(EnforcementMode)(0),                 // 197: guard.v1.EnforcementMode
+	(Principal)(0),                       // 198: guard.v1.Principal
+	(Access)(0),                          // 199: guard.v1.Access
+	(*Actor)(nil),                        // 200: guard.v1.Actor
+	(Effect)(0),                          // 201: guard.v1.Effect
+	(*Explanation)(nil),                  // 202: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	180, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	189, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	190, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	181, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
-	190, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
+	185, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	194, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	195, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	186, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
+	195, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
 	17,  // 6: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
 	18,  // 7: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
 	19,  // 8: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
 	20,  // 9: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
 	23,  // 10: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
 	22,  // 11: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	189, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	190, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
-	189, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	194, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	195, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
+	194, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
 	24,  // 15: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
 	25,  // 16: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
 	26,  // 17: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
 	27,  // 18: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
 	28,  // 19: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	179, // 20: guard.v1.Push.stop:type_name -> guard.v1.StopSession
-	191, // 21: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	182, // 22: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	191, // 23: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	184, // 20: guard.v1.Push.stop:type_name -> guard.v1.StopSession
+	196, // 21: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	187, // 22: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	196, // 23: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 24: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
 	69,  // 25: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
 	44,  // 26: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
 	69,  // 27: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
 	44,  // 28: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	191, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	183, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	191, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	191, // 32: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	196, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	188, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	196, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	196, // 32: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
 	1,   // 33: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
 	2,   // 34: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
 	2,   // 35: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	189, // 36: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	184, // 37: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	189, // 38: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	194, // 36: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	189, // 37: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	194, // 38: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
 	13,  // 39: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	189, // 40: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	185, // 41: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	194, // 40: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	190, // 41: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
 	3,   // 42: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
 	42,  // 43: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	189, // 44: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	194, // 44: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
 	43,  // 45: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
 	3,   // 46: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
 	44,  // 47: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
 	44,  // 48: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
 	44,  // 49: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
 	44,  // 50: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	186, // 51: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	191, // 51: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
 	43,  // 52: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
 	3,   // 53: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
 	43,  // 54: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
@@ -12495,248 +12807,255 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	43,  // 60: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	43,  // 61: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
 	5,   // 62: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	189, // 63: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	189, // 64: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	194, // 63: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	194, // 64: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
 	69,  // 65: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
 	69,  // 66: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	191, // 67: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	189, // 68: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	196, // 67: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	194, // 68: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
 	75,  // 69: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
 	77,  // 70: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
 	77,  // 71: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	189, // 72: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	194, // 72: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
 	84,  // 73: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
 	84,  // 74: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
 	6,   // 75: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
 	7,   // 76: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	189, // 77: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	194, // 77: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
 	91,  // 78: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
 	6,   // 79: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 80: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
 	91,  // 81: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
 	6,   // 82: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
 	7,   // 83: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	189, // 84: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	98,  // 85: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	98,  // 86: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	98,  // 87: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	98,  // 88: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	189, // 89: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	107, // 90: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	107, // 91: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 92: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	189, // 93: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	114, // 94: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	114, // 95: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 96: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	114, // 97: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 98: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	114, // 99: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	192, // 100: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	190, // 101: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
-	190, // 102: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
-	125, // 103: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	192, // 104: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	190, // 105: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
-	190, // 106: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
-	125, // 107: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	132, // 108: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	132, // 109: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	193, // 110: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	189, // 111: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	189, // 112: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	187, // 113: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	189, // 114: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	189, // 115: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	193, // 116: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	188, // 117: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	190, // 118: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
-	139, // 119: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	139, // 120: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	41,  // 121: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	194, // 122: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	192, // 123: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	190, // 124: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
-	190, // 125: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
-	148, // 126: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	189, // 127: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	195, // 128: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	196, // 129: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	190, // 130: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	197, // 131: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	196, // 132: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	151, // 133: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	196, // 134: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	189, // 135: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	189, // 136: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
-	151, // 137: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	192, // 138: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	190, // 139: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
-	190, // 140: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
-	148, // 141: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	189, // 142: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	196, // 143: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	192, // 144: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	158, // 145: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	196, // 146: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 147: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	192, // 148: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	196, // 149: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	189, // 150: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	159, // 151: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	196, // 152: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	192, // 153: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	159, // 154: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	160, // 155: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	196, // 156: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	192, // 157: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	160, // 158: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	169, // 159: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	160, // 160: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	10,  // 161: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
-	189, // 162: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
-	10,  // 163: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	172, // 164: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
-	10,  // 165: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	172, // 166: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
-	172, // 167: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
-	14,  // 168: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	16,  // 169: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	29,  // 170: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	31,  // 171: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	33,  // 172: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	35,  // 173: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	37,  // 174: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	39,  // 175: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	45,  // 176: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	47,  // 177: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	49,  // 178: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	51,  // 179: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	53,  // 180: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	55,  // 181: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	57,  // 182: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	59,  // 183: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	61,  // 184: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	63,  // 185: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	65,  // 186: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	67,  // 187: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	70,  // 188: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	72,  // 189: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	74,  // 190: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	78,  // 191: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	80,  // 192: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	82,  // 193: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	85,  // 194: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	87,  // 195: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	89,  // 196: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	92,  // 197: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	94,  // 198: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	96,  // 199: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	99,  // 200: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	101, // 201: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	103, // 202: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	105, // 203: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	108, // 204: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	110, // 205: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	112, // 206: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	115, // 207: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	117, // 208: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	119, // 209: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	121, // 210: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	123, // 211: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	126, // 212: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	128, // 213: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	130, // 214: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	133, // 215: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	135, // 216: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	137, // 217: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	140, // 218: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	142, // 219: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	144, // 220: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	146, // 221: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	149, // 222: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	152, // 223: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	156, // 224: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	154, // 225: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	161, // 226: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	163, // 227: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	165, // 228: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	167, // 229: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	170, // 230: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	173, // 231: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
-	175, // 232: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
-	177, // 233: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	15,  // 234: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 235: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 236: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 237: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 238: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 239: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 240: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 241: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	46,  // 242: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	48,  // 243: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	50,  // 244: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	52,  // 245: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	54,  // 246: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	56,  // 247: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	58,  // 248: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	60,  // 249: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	62,  // 250: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	64,  // 251: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	66,  // 252: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	68,  // 253: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	71,  // 254: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	73,  // 255: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	76,  // 256: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	79,  // 257: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	81,  // 258: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	83,  // 259: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	86,  // 260: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	88,  // 261: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	90,  // 262: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	93,  // 263: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	95,  // 264: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	97,  // 265: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	100, // 266: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	102, // 267: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	104, // 268: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	106, // 269: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	109, // 270: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	111, // 271: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	113, // 272: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	116, // 273: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	118, // 274: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	120, // 275: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	122, // 276: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	124, // 277: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	127, // 278: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	129, // 279: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	131, // 280: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	134, // 281: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	136, // 282: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	138, // 283: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	141, // 284: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	143, // 285: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	145, // 286: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	147, // 287: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	150, // 288: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	153, // 289: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	157, // 290: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	155, // 291: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	162, // 292: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	164, // 293: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	166, // 294: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	168, // 295: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	171, // 296: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	174, // 297: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	176, // 298: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	178, // 299: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	234, // [234:300] is the sub-list for method output_type
-	168, // [168:234] is the sub-list for method input_type
-	168, // [168:168] is the sub-list for extension type_name
-	168, // [168:168] is the sub-list for extension extendee
-	0,   // [0:168] is the sub-list for field type_name
+	194, // 84: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 85: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
+	194, // 86: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 87: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
+	98,  // 88: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	98,  // 89: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	98,  // 90: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	98,  // 91: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	194, // 92: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	112, // 93: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	112, // 94: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 95: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	194, // 96: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	119, // 97: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	119, // 98: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 99: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	119, // 100: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 101: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	119, // 102: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	197, // 103: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	195, // 104: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
+	195, // 105: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
+	130, // 106: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	197, // 107: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	195, // 108: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
+	195, // 109: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
+	130, // 110: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	137, // 111: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	137, // 112: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	198, // 113: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	194, // 114: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	194, // 115: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	192, // 116: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	194, // 117: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	194, // 118: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	198, // 119: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	193, // 120: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	195, // 121: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	144, // 122: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	144, // 123: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	41,  // 124: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	199, // 125: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	197, // 126: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	195, // 127: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
+	195, // 128: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
+	153, // 129: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	194, // 130: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	200, // 131: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	201, // 132: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	195, // 133: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	202, // 134: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	201, // 135: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	156, // 136: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	201, // 137: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	194, // 138: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	194, // 139: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	156, // 140: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	197, // 141: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	195, // 142: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
+	195, // 143: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
+	153, // 144: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	194, // 145: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	201, // 146: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	197, // 147: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	163, // 148: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	201, // 149: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 150: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	197, // 151: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	201, // 152: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	194, // 153: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	164, // 154: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	201, // 155: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	197, // 156: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	164, // 157: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	165, // 158: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	201, // 159: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	197, // 160: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	165, // 161: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	174, // 162: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	165, // 163: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	10,  // 164: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
+	194, // 165: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
+	10,  // 166: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	177, // 167: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
+	10,  // 168: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	177, // 169: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
+	177, // 170: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
+	14,  // 171: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	16,  // 172: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	29,  // 173: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	31,  // 174: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	33,  // 175: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	35,  // 176: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	37,  // 177: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	39,  // 178: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	45,  // 179: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	47,  // 180: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	49,  // 181: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	51,  // 182: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	53,  // 183: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	55,  // 184: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	57,  // 185: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	59,  // 186: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	61,  // 187: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	63,  // 188: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	65,  // 189: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	67,  // 190: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	70,  // 191: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	72,  // 192: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	74,  // 193: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	78,  // 194: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	80,  // 195: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	82,  // 196: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	85,  // 197: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	87,  // 198: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	89,  // 199: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	92,  // 200: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	94,  // 201: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	96,  // 202: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	104, // 203: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	106, // 204: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	108, // 205: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	110, // 206: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	100, // 207: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
+	102, // 208: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
+	113, // 209: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	115, // 210: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	117, // 211: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	120, // 212: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	122, // 213: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	124, // 214: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	126, // 215: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	128, // 216: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	131, // 217: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	133, // 218: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	135, // 219: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	138, // 220: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	140, // 221: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	142, // 222: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	145, // 223: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	147, // 224: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	149, // 225: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	151, // 226: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	154, // 227: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	157, // 228: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	161, // 229: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	159, // 230: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	166, // 231: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	168, // 232: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	170, // 233: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	172, // 234: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	175, // 235: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	178, // 236: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
+	180, // 237: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
+	182, // 238: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
+	15,  // 239: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 240: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 241: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 242: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 243: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 244: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 245: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 246: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	46,  // 247: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	48,  // 248: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	50,  // 249: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	52,  // 250: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	54,  // 251: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	56,  // 252: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	58,  // 253: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	60,  // 254: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	62,  // 255: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	64,  // 256: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	66,  // 257: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	68,  // 258: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	71,  // 259: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	73,  // 260: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	76,  // 261: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	79,  // 262: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	81,  // 263: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	83,  // 264: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	86,  // 265: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	88,  // 266: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	90,  // 267: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	93,  // 268: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	95,  // 269: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	97,  // 270: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	105, // 271: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	107, // 272: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	109, // 273: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	111, // 274: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	101, // 275: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
+	103, // 276: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
+	114, // 277: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	116, // 278: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	118, // 279: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	121, // 280: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	123, // 281: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	125, // 282: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	127, // 283: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	129, // 284: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	132, // 285: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	134, // 286: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	136, // 287: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	139, // 288: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	141, // 289: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	143, // 290: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	146, // 291: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	148, // 292: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	150, // 293: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	152, // 294: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	155, // 295: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	158, // 296: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	162, // 297: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	160, // 298: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	167, // 299: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	169, // 300: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	171, // 301: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	173, // 302: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	176, // 303: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	179, // 304: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	181, // 305: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	183, // 306: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	239, // [239:307] is the sub-list for method output_type
+	171, // [171:239] is the sub-list for method input_type
+	171, // [171:171] is the sub-list for extension type_name
+	171, // [171:171] is the sub-list for extension extendee
+	0,   // [0:171] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -12772,7 +13091,7 @@ func file_guard_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   178,
+			NumMessages:   183,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -55,6 +55,8 @@ const (
 	Registry_GetUser_FullMethodName              = "/guard.v1.Registry/GetUser"
 	Registry_CreateUser_FullMethodName           = "/guard.v1.Registry/CreateUser"
 	Registry_UpdateUser_FullMethodName           = "/guard.v1.Registry/UpdateUser"
+	Registry_BindOidc_FullMethodName             = "/guard.v1.Registry/BindOidc"
+	Registry_UnbindOidc_FullMethodName           = "/guard.v1.Registry/UnbindOidc"
 	Registry_ListWirings_FullMethodName          = "/guard.v1.Registry/ListWirings"
 	Registry_CreateWiring_FullMethodName         = "/guard.v1.Registry/CreateWiring"
 	Registry_DeleteWiring_FullMethodName         = "/guard.v1.Registry/DeleteWiring"
@@ -176,6 +178,11 @@ type RegistryClient interface {
 	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
 	// UpdateUser updates a user.
 	UpdateUser(ctx context.Context, in *UpdateUserRequest, opts ...grpc.CallOption) (*UpdateUserResponse, error)
+	// BindOidc lets an identity provider's subject sign in to the console as
+	// a user: the only way an OIDC identity becomes a Clawguard user.
+	BindOidc(ctx context.Context, in *BindOidcRequest, opts ...grpc.CallOption) (*BindOidcResponse, error)
+	// UnbindOidc removes a binding; its console sessions end with it.
+	UnbindOidc(ctx context.Context, in *UnbindOidcRequest, opts ...grpc.CallOption) (*UnbindOidcResponse, error)
 	// ListWirings lists messaging-group to agent-group wirings.
 	ListWirings(ctx context.Context, in *ListWiringsRequest, opts ...grpc.CallOption) (*ListWiringsResponse, error)
 	// CreateWiring wires a messaging group to an agent group.
@@ -631,6 +638,26 @@ func (c *registryClient) UpdateUser(ctx context.Context, in *UpdateUserRequest, 
 	return out, nil
 }
 
+func (c *registryClient) BindOidc(ctx context.Context, in *BindOidcRequest, opts ...grpc.CallOption) (*BindOidcResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BindOidcResponse)
+	err := c.cc.Invoke(ctx, Registry_BindOidc_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) UnbindOidc(ctx context.Context, in *UnbindOidcRequest, opts ...grpc.CallOption) (*UnbindOidcResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnbindOidcResponse)
+	err := c.cc.Invoke(ctx, Registry_UnbindOidc_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryClient) ListWirings(ctx context.Context, in *ListWiringsRequest, opts ...grpc.CallOption) (*ListWiringsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListWiringsResponse)
@@ -1020,6 +1047,11 @@ type RegistryServer interface {
 	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
 	// UpdateUser updates a user.
 	UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error)
+	// BindOidc lets an identity provider's subject sign in to the console as
+	// a user: the only way an OIDC identity becomes a Clawguard user.
+	BindOidc(context.Context, *BindOidcRequest) (*BindOidcResponse, error)
+	// UnbindOidc removes a binding; its console sessions end with it.
+	UnbindOidc(context.Context, *UnbindOidcRequest) (*UnbindOidcResponse, error)
 	// ListWirings lists messaging-group to agent-group wirings.
 	ListWirings(context.Context, *ListWiringsRequest) (*ListWiringsResponse, error)
 	// CreateWiring wires a messaging group to an agent group.
@@ -1210,6 +1242,12 @@ func (UnimplementedRegistryServer) CreateUser(context.Context, *CreateUserReques
 }
 func (UnimplementedRegistryServer) UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateUser not implemented")
+}
+func (UnimplementedRegistryServer) BindOidc(context.Context, *BindOidcRequest) (*BindOidcResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BindOidc not implemented")
+}
+func (UnimplementedRegistryServer) UnbindOidc(context.Context, *UnbindOidcRequest) (*UnbindOidcResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnbindOidc not implemented")
 }
 func (UnimplementedRegistryServer) ListWirings(context.Context, *ListWiringsRequest) (*ListWiringsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListWirings not implemented")
@@ -1952,6 +1990,42 @@ func _Registry_UpdateUser_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registry_BindOidc_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BindOidcRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).BindOidc(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_BindOidc_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).BindOidc(ctx, req.(*BindOidcRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_UnbindOidc_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnbindOidcRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).UnbindOidc(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_UnbindOidc_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).UnbindOidc(ctx, req.(*UnbindOidcRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Registry_ListWirings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListWiringsRequest)
 	if err := dec(in); err != nil {
@@ -2634,6 +2708,14 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateUser",
 			Handler:    _Registry_UpdateUser_Handler,
+		},
+		{
+			MethodName: "BindOidc",
+			Handler:    _Registry_BindOidc_Handler,
+		},
+		{
+			MethodName: "UnbindOidc",
+			Handler:    _Registry_UnbindOidc_Handler,
 		},
 		{
 			MethodName: "ListWirings",

@@ -19,3 +19,13 @@ func (s *RegistryService) SetUserDm(ctx context.Context, req *guardv1.SetUserDmR
 func (s *RegistryService) RemoveUserDm(ctx context.Context, req *guardv1.RemoveUserDmRequest) (*guardv1.RemoveUserDmResponse, error) {
 	return s.d.Resources.RemoveUserDm(ctx, req)
 }
+
+// OIDC bindings (resources/oidc_bindings.go).
+
+func (s *RegistryService) BindOidc(ctx context.Context, req *guardv1.BindOidcRequest) (*guardv1.BindOidcResponse, error) {
+	return s.d.Resources.BindOidc(ctx, req)
+}
+
+func (s *RegistryService) UnbindOidc(ctx context.Context, req *guardv1.UnbindOidcRequest) (*guardv1.UnbindOidcResponse, error) {
+	return s.d.Resources.UnbindOidc(ctx, req)
+}

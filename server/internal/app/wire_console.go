@@ -32,9 +32,17 @@ func (s *Server) listenConsole(svc *services) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (console): %w", cfg.ConsoleListen, errors.Unwrap(err))
 	}
+	var sso *console.OIDCConfig
+	if cfg.OIDCIssuer != "" {
+		secret, err := readSecret(cfg.OIDCClientSecretFile)
+		if err != nil {
+			return fmt.Errorf("--oidc-client-secret-file: %w", err)
+		}
+		sso = &console.OIDCConfig{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: string(secret), RedirectURL: cfg.OIDCRedirectURL}
+	}
 	c := console.New(console.Deps{
 		Pool: s.deps.Store.Pool, Auth: s.deps.Auth, Log: s.log.With("component", "console"),
-		Backend: backend{svc}, SessionTTL: cfg.ConsoleSessionTTL, Secure: tlsCfg != nil, StandingGrantMax: cfg.StandingGrantMax,
+		Backend: backend{svc}, SessionTTL: cfg.ConsoleSessionTTL, Secure: tlsCfg != nil, StandingGrantMax: cfg.StandingGrantMax, OIDC: sso,
 	})
 	s.consoleLis = lis
 	s.background = append(s.background, func(ctx context.Context) error { return c.Serve(ctx, lis, tlsCfg) })

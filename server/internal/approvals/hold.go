@@ -26,7 +26,8 @@ const holdColumns = `id, kind, catalog_action, payload, COALESCE(session_id, '')
 	also_delivered_to, approvals_required,
 	COALESCE((SELECT jsonb_agg(jsonb_build_object('user_id', a.user_id, 'at', a.approved_at, 'counted', a.counted) ORDER BY a.approved_at, a.user_id)
 		FROM hold_approvals a WHERE a.hold_id = holds.id), '[]') AS approvals,
-	resource, unapplied_reason, remind_at, escalate_at, escalate_to, reminded_at, escalated_at, escalated_to`
+	resource, unapplied_reason, remind_at, escalate_at, escalate_to, reminded_at, escalated_at, escalated_to,
+	COALESCE((SELECT st.step_up FROM action_settings st WHERE st.action = holds.catalog_action), false) AS step_up_marked`
 
 // holdRow is one row of holdColumns as stored; proto turns it into the
 // Hold every caller shares.
@@ -69,6 +70,7 @@ type holdRow struct {
 	RemindedAt         *time.Time        `db:"reminded_at"`
 	EscalatedAt        *time.Time        `db:"escalated_at"`
 	EscalatedTo        []string          `db:"escalated_to"`
+	StepUpMarked       bool              `db:"step_up_marked"`
 }
 
 // holdFromRow reads one row selected with holdColumns (a pgx.RowToFunc).
@@ -100,6 +102,8 @@ func (r holdRow) proto() (*guardv1.Hold, error) {
 		CreatedAt: timestamppb.New(r.CreatedAt), EscalateTo: r.EscalateTo, EscalatedTo: r.EscalatedTo,
 		RemindAt: stamp(r.RemindAt), EscalateAt: stamp(r.EscalateAt), RemindedAt: stamp(r.RemindedAt), EscalatedAt: stamp(r.EscalatedAt),
 	}
+	// As StepUpNeeded decides it at resolve time.
+	h.StepUp = r.StepUpMarked || (r.Kind == adminCommandKind && r.ApproverScope == enumword.String(guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL))
 	if len(r.Resource) > 0 {
 		h.Resource = r.Resource
 	}

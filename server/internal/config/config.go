@@ -99,6 +99,14 @@ type Config struct {
 	ConsoleListen string
 	// ConsoleSessionTTL is how long a console sign-in lasts.
 	ConsoleSessionTTL time.Duration
+	// OIDC sign-in for the console (off while OIDCIssuer is unset): the
+	// provider's issuer URL, the console's client id and the file holding
+	// its secret, and the console's callback URL as registered at the
+	// provider (https://console.example.com/signin/oidc/callback).
+	OIDCIssuer           string
+	OIDCClientID         string
+	OIDCClientSecretFile string
+	OIDCRedirectURL      string
 }
 
 // MaxApprovals bounds any quorum (the holds table checks it too).
@@ -175,6 +183,10 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	boolean(fs, &c.Pprof, "pprof", "serve Go's profiles at /debug/pprof/ on the metrics listener")
 	str(fs, &c.ConsoleListen, "console-listen", "approvals console (web) listen address (empty = off)")
 	dur(fs, &c.ConsoleSessionTTL, "console-session-ttl", "how long a console sign-in lasts")
+	str(fs, &c.OIDCIssuer, "oidc-issuer", "OIDC provider's issuer URL for console sign-in (empty = off)")
+	str(fs, &c.OIDCClientID, "oidc-client-id", "the console's OIDC client id")
+	str(fs, &c.OIDCClientSecretFile, "oidc-client-secret-file", "file holding the console's OIDC client secret")
+	str(fs, &c.OIDCRedirectURL, "oidc-redirect-url", "the console's OIDC callback URL as registered at the provider (…/signin/oidc/callback)")
 }
 
 // BindDatabase registers only --database-url (for `migrate`).
@@ -207,6 +219,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.ConsoleListen); err != nil {
 			return fmt.Errorf("--console-listen %q: %v", c.ConsoleListen, err)
 		}
+	}
+	if err := c.validateOIDC(); err != nil {
+		return err
 	}
 	if c.ConsoleSessionTTL <= 0 {
 		return errors.New("--console-session-ttl must be positive")
@@ -370,4 +385,27 @@ func integer(fs *flag.FlagSet, p *int, name, usage string) {
 func FromEnv(flagName string) bool {
 	_, ok := os.LookupEnv(EnvName(flagName))
 	return ok
+}
+
+// validateOIDC: all four OIDC settings or none, and only with the console.
+func (c Config) validateOIDC() error {
+	set := []bool{c.OIDCIssuer != "", c.OIDCClientID != "", c.OIDCClientSecretFile != "", c.OIDCRedirectURL != ""}
+	if !set[0] && !set[1] && !set[2] && !set[3] {
+		return nil
+	}
+	if !set[0] || !set[1] || !set[2] || !set[3] {
+		return errors.New("--oidc-issuer, --oidc-client-id, --oidc-client-secret-file and --oidc-redirect-url go together")
+	}
+	if c.ConsoleListen == "" {
+		return errors.New("--oidc-issuer signs in to the console: set --console-listen too")
+	}
+	for name, v := range map[string]string{"--oidc-issuer": c.OIDCIssuer, "--oidc-redirect-url": c.OIDCRedirectURL} {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s %q: want an http(s) URL", name, v)
+		}
+	}
+	if u, _ := url.Parse(c.OIDCRedirectURL); u.Path != "/signin/oidc/callback" {
+		return fmt.Errorf("--oidc-redirect-url %q: the console's callback path is /signin/oidc/callback", c.OIDCRedirectURL)
+	}
+	return nil
 }

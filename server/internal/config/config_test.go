@@ -67,3 +67,31 @@ func TestTheDecisionLogCommitsSynchronouslyUnlessAskedNotTo(t *testing.T) {
 		}
 	}
 }
+
+// Issue 34: the OIDC settings go together, with the console, as URLs, and
+// the redirect URL is the console's callback.
+func TestOIDCSettings(t *testing.T) {
+	full := func(c *Config) {
+		c.DatabaseURL, c.ConsoleListen = "postgres://127.0.0.1/db", "127.0.0.1:7480"
+		c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecretFile = "https://idp.example", "console", "/run/secret"
+		c.OIDCRedirectURL = "https://console.example/signin/oidc/callback"
+	}
+	c := Default()
+	full(&c)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a full OIDC config: %v", err)
+	}
+	for want, mutate := range map[string]func(*Config){
+		"go together":           func(c *Config) { c.OIDCClientSecretFile = "" },
+		"set --console-listen":  func(c *Config) { c.ConsoleListen = "" },
+		"--oidc-issuer":         func(c *Config) { c.OIDCIssuer = "idp.example" },
+		"/signin/oidc/callback": func(c *Config) { c.OIDCRedirectURL = "https://console.example/callback" },
+	} {
+		c := Default()
+		full(&c)
+		mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v", want, err)
+		}
+	}
+}

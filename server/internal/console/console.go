@@ -57,6 +57,8 @@ type Deps struct {
 	StandingGrantMax time.Duration
 	// Secure marks cookies Secure (the listener serves TLS).
 	Secure bool
+	// OIDC enables "Sign in with SSO" (nil = token sign-in only).
+	OIDC *OIDCConfig
 }
 
 // Console is the HTTP handler.
@@ -65,6 +67,7 @@ type Console struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 	now   func() time.Time
+	oidc  *oidcClient // nil: no SSO
 }
 
 // New builds the console (templates are parsed once; a broken template is a
@@ -77,7 +80,10 @@ func New(d Deps) *Console {
 		d.SessionTTL = 8 * time.Hour
 	}
 	c := &Console{d: d, pages: map[string]*template.Template{}, now: time.Now}
-	for _, p := range []string{"signin", "holds", "hold", "decisions", "decision", "whatif", "table", "error", "freezes", "grants"} {
+	if d.OIDC != nil {
+		c.oidc = &oidcClient{cfg: *d.OIDC}
+	}
+	for _, p := range []string{"signin", "holds", "hold", "decisions", "decision", "whatif", "table", "error", "freezes", "grants", "signedin"} {
 		c.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/partials.html", "templates/"+p+".html"))
 	}
@@ -113,6 +119,10 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /signin", c.signinPage)
 	m.HandleFunc("POST /signin", c.signin)
 	m.HandleFunc("POST /signout", c.post(c.signout))
+	if c.oidc != nil {
+		m.HandleFunc("GET "+oidcPath, c.oidcStart)
+		m.HandleFunc("GET "+oidcPath+"/callback", c.oidcCallback)
+	}
 	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/holds", http.StatusSeeOther) })
 	m.HandleFunc("GET /holds", c.get(c.holdsPage))
 	m.HandleFunc("GET /holds/{id}", c.get(c.holdPage))

@@ -40,7 +40,20 @@ type fixture struct {
 
 func start(t *testing.T) *fixture {
 	t.Helper()
-	srv := testserver.Start(t, func(c *config.Config) { c.ConsoleListen = "127.0.0.1:0" })
+	return startWith(t, nil)
+}
+
+// startWith is start with the server's log written to logW (nil: not kept)
+// and more config.
+func startWith(t *testing.T, logW io.Writer, opts ...testserver.Option) *fixture {
+	t.Helper()
+	opts = append([]testserver.Option{func(c *config.Config) { c.ConsoleListen = "127.0.0.1:0" }}, opts...)
+	var srv *testserver.Server
+	if logW != nil {
+		srv = testserver.StartLogged(t, logW, opts...)
+	} else {
+		srv = testserver.Start(t, opts...)
+	}
 	f := &fixture{srv: srv, base: "http://" + srv.ConsoleAddr()}
 	for _, q := range []string{
 		`INSERT INTO agent_groups (id, name) VALUES ('research', 'research'), ('ops', 'ops')`,

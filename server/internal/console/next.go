@@ -81,7 +81,8 @@ func printable(s string) bool {
 }
 
 // notAPage are console routes that are not somewhere to land after sign-in.
-var notAPage = map[string]bool{"GET /signin": true, "GET /static/": true, "GET /events": true}
+var notAPage = map[string]bool{"GET /signin": true, "GET /static/": true, "GET /events": true,
+	"GET /signin/oidc": true, "GET /signin/oidc/callback": true}
 
 // afterSignIn is where the browser goes once signed in: next re-emitted
 // canonically when it is one of the console's pages, else home.

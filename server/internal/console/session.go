@@ -41,7 +41,7 @@ const (
 // session is a signed-in user.
 type session struct {
 	UserID   string
-	TokenID  string
+	TokenID  string // the user token it was made from, or oidcPrincipal's name of its binding
 	CSRF     string
 	SignedIn time.Time // the session's creation: a step-up wants it recent
 	idHash   []byte
@@ -72,8 +72,9 @@ func (c *Console) cookie(name, value string, maxAge time.Duration) *http.Cookie 
 }
 
 // load reads the request's session: present, unexpired, and its token
-// neither revoked nor expired (either ends its console sessions at once; so
-// does deleting the user, whose tokens go with it). A role lost ends no
+// neither revoked nor expired, or its OIDC binding still there (either
+// ends its console sessions at once; so does deleting the user, whose
+// tokens and bindings go with it). A role lost ends no
 // session: every page and click is checked as the user, so it is refused.
 func (c *Console) load(ctx context.Context, r *http.Request) (*session, error) {
 	ck, err := r.Cookie(SessionCookie)
@@ -81,11 +82,19 @@ func (c *Console) load(ctx context.Context, r *http.Request) (*session, error) {
 		return nil, nil
 	}
 	s := &session{idHash: hashID(ck.Value)}
-	err = c.d.Pool.QueryRow(ctx, `SELECT s.user_id, s.token_id, s.csrf, s.created_at FROM console_sessions s
-		JOIN tokens t ON t.id = s.token_id
-		WHERE s.id_hash = $1 AND s.expires_at > now() AND t.revoked_at IS NULL
-		  AND (t.expires_at IS NULL OR t.expires_at > now()) AND t.kind = 'user' AND t.user_id = s.user_id`,
-		s.idHash).Scan(&s.UserID, &s.TokenID, &s.CSRF, &s.SignedIn)
+	var issuer, subject string
+	err = c.d.Pool.QueryRow(ctx, `SELECT s.user_id, COALESCE(s.token_id, ''), s.csrf, s.created_at,
+			COALESCE(s.oidc_issuer, ''), COALESCE(s.oidc_subject, '')
+		FROM console_sessions s
+		LEFT JOIN tokens t ON t.id = s.token_id
+		LEFT JOIN oidc_bindings b ON b.issuer = s.oidc_issuer AND b.subject = s.oidc_subject
+		WHERE s.id_hash = $1 AND s.expires_at > now()
+		  AND ((t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) AND t.kind = 'user' AND t.user_id = s.user_id)
+		    OR b.user_id = s.user_id)`,
+		s.idHash).Scan(&s.UserID, &s.TokenID, &s.CSRF, &s.SignedIn, &issuer, &subject)
+	if err == nil && s.TokenID == "" {
+		s.TokenID = oidcPrincipal(issuer, subject)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -179,7 +188,16 @@ func sameOrigin(r *http.Request) bool {
 func (c *Console) signinPage(w http.ResponseWriter, r *http.Request) {
 	pre := randomToken()
 	http.SetCookie(w, c.cookie(PreSessionCookie, pre, 10*time.Minute))
-	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", map[string]string{"Pre": pre, "Next": c.afterSignIn(r.URL.Query().Get("next"))})
+	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", c.signinData(pre, c.afterSignIn(r.URL.Query().Get("next")), ""))
+}
+
+// signinData is the sign-in page's: SSO is offered when configured.
+func (c *Console) signinData(pre, next, msg string) map[string]string {
+	d := map[string]string{"Pre": pre, "Next": next, "Error": msg}
+	if c.oidc != nil {
+		d["SSO"] = oidcPath + "?next=" + url.QueryEscape(next)
+	}
+	return d
 }
 
 // signin exchanges a user token for a session cookie.
@@ -196,7 +214,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	again := func(msg string) {
 		pre := randomToken()
 		http.SetCookie(w, c.cookie(PreSessionCookie, pre, 10*time.Minute))
-		c.render(w, r, http.StatusUnauthorized, "signin", nil, "Sign in", map[string]string{"Pre": pre, "Next": next, "Error": msg})
+		c.render(w, r, http.StatusUnauthorized, "signin", nil, "Sign in", c.signinData(pre, next, msg))
 	}
 	if token == "" {
 		again("paste your user token (ncl tokens create --kind user)")

@@ -40,6 +40,7 @@ var owner = map[string]string{
 	"users":                         "resources",
 	"user_roles":                    "resources",
 	"user_dms":                      "resources",
+	"oidc_bindings":                 "resources",
 	"tokens":                        "authn",
 	"action_settings":               "resources",
 	"freezes":                       "resources",

@@ -76,6 +76,10 @@ func (s *Service) Precheck(msg proto.Message) error {
 		err = checkSetUserDm(r)
 	case *guardv1.RemoveUserDmRequest:
 		err = checkRemoveUserDm(r)
+	case *guardv1.BindOidcRequest:
+		err = checkOidcBinding(r.GetUserId(), r.GetIssuer(), r.GetSubject())
+	case *guardv1.UnbindOidcRequest:
+		err = checkOidcBinding(r.GetUserId(), r.GetIssuer(), r.GetSubject())
 	case *guardv1.CreateTokenRequest:
 		_, err = checkCreateToken(r)
 	case *guardv1.RevokeTokenRequest:

@@ -111,6 +111,9 @@ func (s *Service) GetUser(ctx context.Context, req *guardv1.GetUserRequest) (_ *
 	if err != nil {
 		return nil, err
 	}
+	if u.OidcBindings, err = s.oidcBindingsOf(ctx, u.GetId()); err != nil {
+		return nil, err
+	}
 	return &guardv1.GetUserResponse{User: u}, nil
 }
 
