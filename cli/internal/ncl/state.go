@@ -48,6 +48,9 @@ type groupSpec struct {
 	CLIScope   string `yaml:"cliScope"`
 	BaseImage  string `yaml:"baseImage,omitempty"`
 	PinnedHost string `yaml:"pinnedHost,omitempty"`
+	// Packages installed into the group's image, by manager.
+	AptPackages []string `yaml:"aptPackages,omitempty"`
+	NpmPackages []string `yaml:"npmPackages,omitempty"`
 }
 
 // A destination of a group: what its agents call another group (target)
@@ -286,7 +289,8 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 		}
 		book.name[g.GetId()], book.id[g.GetName()] = g.GetName(), g.GetId()
 		s.Groups = append(s.Groups, groupSpec{Name: g.GetName(), CLIScope: enumword.String(g.GetConfig().GetCliScope()),
-			BaseImage: g.GetBaseImage(), PinnedHost: g.GetPinnedHost()})
+			BaseImage: g.GetBaseImage(), PinnedHost: g.GetPinnedHost(),
+			AptPackages: slices.Clone(g.GetConfig().GetAptPackages()), NpmPackages: slices.Clone(g.GetConfig().GetNpmPackages())})
 	}
 	chats, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 		r, err := c.reg.ListMessagingGroups(ctx, &guardv1.ListMessagingGroupsRequest{Limit: size, PageToken: token})
@@ -410,6 +414,10 @@ func msgs[T proto.Message](in []T) []proto.Message {
 func (s *state) sort() {
 	slices.SortFunc(s.Users, func(a, b userSpec) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.Groups, func(a, b groupSpec) int { return strings.Compare(a.Name, b.Name) })
+	for _, g := range s.Groups {
+		slices.Sort(g.AptPackages)
+		slices.Sort(g.NpmPackages)
+	}
 	slices.SortFunc(s.Destinations, func(a, b destinationSpec) int { return strings.Compare(a.key(), b.key()) })
 	slices.SortFunc(s.Policies, func(a, b policySpec) int { return strings.Compare(a.key(), b.key()) })
 	slices.SortFunc(s.Roles, func(a, b roleSpec) int { return strings.Compare(a.key(), b.key()) })

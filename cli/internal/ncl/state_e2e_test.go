@@ -174,11 +174,12 @@ func TestExportAndApplyChatsWiringsMembers(t *testing.T) {
 	srv.must(t, "wirings", "create", "--messaging-group", chat, "--group", research)
 	srv.must(t, "members", "add", "--group", research, "--user", "telegram:dana")
 	srv.must(t, "destinations", "add", "--group", "research", "--name", "room", "--target-messaging-group", chat)
+	srv.must(t, "groups", "packages", "add", research, "jq", "curl", "--manager", "apt")
 
 	exported := srv.must(t, "export")
 	for _, want := range []string{"messagingGroups:", "channelType: telegram", `platformId: "-100123"`, "name: ops room",
 		"unknownSenderPolicy: strict", "groupChat: true", "wirings:", "chat: telegram/-100123", "members:", "user: telegram:dana",
-		"name: room\n    chat: telegram/-100123"} {
+		"name: room\n    chat: telegram/-100123", "aptPackages:\n      - curl\n      - jq\n"} {
 		if !strings.Contains(exported, want) {
 			t.Errorf("export lacks %q:\n%s", want, exported)
 		}
@@ -196,13 +197,15 @@ func TestExportAndApplyChatsWiringsMembers(t *testing.T) {
 	edited = strings.Replace(edited, "messagingGroups:\n", "messagingGroups:\n  - channelType: slack\n    platformId: C042\n    name: alerts\n    unknownSenderPolicy: request_approval\n", 1)
 	edited = strings.Replace(edited, "wirings:\n  - chat: telegram/-100123\n    group: research\n", "wirings:\n  - chat: slack/C042\n    group: research\n", 1)
 	edited = strings.Replace(edited, "user: telegram:dana", "user: telegram:erin", 1)
+	edited = strings.Replace(edited, "      - jq\n", "    npmPackages:\n      - typescript\n", 1)
 	dry := srv.applyFile(t, edited, "--dry-run")
 	wantLines := []string{"+ messaging group slack/C042 (alerts)",
 		`~ messaging group telegram/-100123: name "ops room" → "ops room", unknownSenderPolicy strict → public`,
 		"+ member telegram:erin in research", "+ wiring slack/C042 → research",
+		"+ npm packages of group research: typescript", "not deleted without --prune: apt package jq of group research",
 		"not deleted without --prune: member telegram:dana in research",
 		"not deleted without --prune: wiring telegram/-100123 → research",
-		"4 change(s); none made (--dry-run)."}
+		"5 change(s); none made (--dry-run)."}
 	for _, w := range wantLines {
 		if !strings.Contains(dry.out, w) {
 			t.Errorf("dry run lacks %q:\n%s", w, dry.out)
@@ -221,7 +224,8 @@ func TestExportAndApplyChatsWiringsMembers(t *testing.T) {
 		t.Errorf("second apply: exit %d, %q, want no changes (idempotent)", r.code, r.out)
 	}
 	r := srv.applyFile(t, edited, "--prune")
-	if r.code != 0 || !strings.Contains(r.out, "- wiring telegram/-100123 → research") || !strings.Contains(r.out, "- member telegram:dana in research") {
+	if r.code != 0 || !strings.Contains(r.out, "- wiring telegram/-100123 → research") || !strings.Contains(r.out, "- member telegram:dana in research") ||
+		!strings.Contains(r.out, "- apt package jq of group research") {
 		t.Fatalf("apply --prune: exit %d\n%s%s", r.code, r.out, r.err)
 	}
 	if final := srv.must(t, "export"); final != edited {

@@ -59,8 +59,38 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 	for _, g := range cur.Groups {
 		groups[g.Name] = g
 	}
+	var pkgAdds []change
 	for _, g := range want.Groups {
 		old, ok := groups[g.Name]
+		// Packages: what the document lists and the group lacks is added
+		// (after the group, when it is new); the rest removed with prune.
+		for _, m := range []struct {
+			manager   guardv1.PackageManager
+			have, got []string
+		}{{guardv1.PackageManager_PACKAGE_MANAGER_APT, old.AptPackages, g.AptPackages}, {guardv1.PackageManager_PACKAGE_MANAGER_NPM, old.NpmPackages, g.NpmPackages}} {
+			word := enumword.String(m.manager)
+			var add []string
+			for _, p := range m.got {
+				if !slices.Contains(m.have, p) {
+					add = append(add, p)
+				}
+			}
+			if len(add) > 0 { // after every group's own changes, created or changed
+				pkgAdds = append(pkgAdds, change{'+', fmt.Sprintf("%s packages of group %s: %s", word, g.Name, strings.Join(add, ", ")),
+					func(ctx context.Context, c *clients, book groupBook) error {
+						_, err := c.reg.AddGroupPackage(ctx, &guardv1.AddGroupPackageRequest{Group: idOr(book, g.Name), Manager: m.manager, Packages: add})
+						return err
+					}})
+			}
+			for _, p := range m.have {
+				if !slices.Contains(m.got, p) {
+					dels = append(dels, change{'-', fmt.Sprintf("%s package %s of group %s", word, p, g.Name), func(ctx context.Context, c *clients, book groupBook) error {
+						_, err := c.reg.RemoveGroupPackage(ctx, &guardv1.RemoveGroupPackageRequest{Group: idOr(book, g.Name), Manager: m.manager, Package: p})
+						return err
+					}})
+				}
+			}
+		}
 		if !ok {
 			changes = append(changes, change{'+', "group " + g.Name, func(ctx context.Context, c *clients, book groupBook) error {
 				scope, err := enumword.Parse[guardv1.CliScope](g.CLIScope)
@@ -103,6 +133,8 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 			}})
 		}
 	}
+
+	changes = append(changes, pkgAdds...)
 
 	// Messaging groups (chats); a chat's kind (group chat or DM) and a
 	// rejected registration are the server's, never changed by apply.
