@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -207,5 +209,45 @@ func TestPanelUnitsSayWhatTheQueryMeasures(t *testing.T) {
 		if checked[k] == 0 {
 			t.Errorf("no %s query found: the check checks nothing", k)
 		}
+	}
+}
+
+// Issue 33: the recorded series the dashboard selects by $job and
+// $namespace carry those labels: every aggregation of every recording rule
+// keeps them (a rule that summed them away would show nothing once one job
+// is picked).
+func TestRecordingRulesKeepJobAndNamespace(t *testing.T) {
+	data, err := os.ReadFile("../prometheus/rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Rules []struct {
+				Record string `yaml:"record"`
+				Expr   string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			if r.Record == "" {
+				continue
+			}
+			n++
+			parser.Inspect(parse(t, r.Record, r.Expr), func(node parser.Node, _ []parser.Node) error {
+				if a, ok := node.(*parser.AggregateExpr); ok && (a.Without || !slices.Contains(a.Grouping, "job") || !slices.Contains(a.Grouping, "namespace")) {
+					t.Errorf("recording rule %s: %s drops job or namespace", r.Record, a)
+				}
+				return nil
+			})
+		}
+	}
+	if n < 10 {
+		t.Fatalf("read %d recording rules from rules.yml", n)
 	}
 }
