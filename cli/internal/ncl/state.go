@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -51,6 +52,21 @@ type groupSpec struct {
 	// Packages installed into the group's image, by manager.
 	AptPackages []string `yaml:"aptPackages,omitempty"`
 	NpmPackages []string `yaml:"npmPackages,omitempty"`
+	// MCP servers the group's agents run (env values are written out as the
+	// server holds them: keep secrets out of env, or the document private).
+	MCPServers []mcpServerSpec `yaml:"mcpServers,omitempty"`
+}
+
+type mcpServerSpec struct {
+	Name    string            `yaml:"name"`
+	Command string            `yaml:"command,omitempty"`
+	Args    []string          `yaml:"args,omitempty"`
+	Env     map[string]string `yaml:"env,omitempty"`
+	Image   string            `yaml:"image,omitempty"`
+}
+
+func (m mcpServerSpec) equal(o mcpServerSpec) bool {
+	return m.Name == o.Name && m.Command == o.Command && slices.Equal(m.Args, o.Args) && maps.Equal(m.Env, o.Env) && m.Image == o.Image
 }
 
 // A destination of a group: what its agents call another group (target)
@@ -290,7 +306,8 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 		book.name[g.GetId()], book.id[g.GetName()] = g.GetName(), g.GetId()
 		s.Groups = append(s.Groups, groupSpec{Name: g.GetName(), CLIScope: enumword.String(g.GetConfig().GetCliScope()),
 			BaseImage: g.GetBaseImage(), PinnedHost: g.GetPinnedHost(),
-			AptPackages: slices.Clone(g.GetConfig().GetAptPackages()), NpmPackages: slices.Clone(g.GetConfig().GetNpmPackages())})
+			AptPackages: slices.Clone(g.GetConfig().GetAptPackages()), NpmPackages: slices.Clone(g.GetConfig().GetNpmPackages()),
+			MCPServers: mcpSpecs(g.GetConfig().GetMcpServers())})
 	}
 	chats, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 		r, err := c.reg.ListMessagingGroups(ctx, &guardv1.ListMessagingGroupsRequest{Limit: size, PageToken: token})
@@ -402,6 +419,18 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 	return s, book, nil
 }
 
+func mcpSpecs(in []*guardv1.McpServer) []mcpServerSpec {
+	var out []mcpServerSpec
+	for _, m := range in {
+		spec := mcpServerSpec{Name: m.GetName(), Command: m.GetCommand(), Args: slices.Clone(m.GetArgs()), Image: m.GetImage()}
+		if len(m.GetEnv()) > 0 {
+			spec.Env = maps.Clone(m.GetEnv())
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
 func msgs[T proto.Message](in []T) []proto.Message {
 	out := make([]proto.Message, len(in))
 	for i, m := range in {
@@ -417,6 +446,7 @@ func (s *state) sort() {
 	for _, g := range s.Groups {
 		slices.Sort(g.AptPackages)
 		slices.Sort(g.NpmPackages)
+		slices.SortFunc(g.MCPServers, func(a, b mcpServerSpec) int { return strings.Compare(a.Name, b.Name) })
 	}
 	slices.SortFunc(s.Destinations, func(a, b destinationSpec) int { return strings.Compare(a.key(), b.key()) })
 	slices.SortFunc(s.Policies, func(a, b policySpec) int { return strings.Compare(a.key(), b.key()) })

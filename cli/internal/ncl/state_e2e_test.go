@@ -175,11 +175,13 @@ func TestExportAndApplyChatsWiringsMembers(t *testing.T) {
 	srv.must(t, "members", "add", "--group", research, "--user", "telegram:dana")
 	srv.must(t, "destinations", "add", "--group", "research", "--name", "room", "--target-messaging-group", chat)
 	srv.must(t, "groups", "packages", "add", research, "jq", "curl", "--manager", "apt")
+	srv.must(t, "groups", "mcp", "add", research, "--name", "files", "--command", "mcp-files", "--arg", "/data", "--env", "LOG=debug")
 
 	exported := srv.must(t, "export")
 	for _, want := range []string{"messagingGroups:", "channelType: telegram", `platformId: "-100123"`, "name: ops room",
 		"unknownSenderPolicy: strict", "groupChat: true", "wirings:", "chat: telegram/-100123", "members:", "user: telegram:dana",
-		"name: room\n    chat: telegram/-100123", "aptPackages:\n      - curl\n      - jq\n"} {
+		"name: room\n    chat: telegram/-100123", "aptPackages:\n      - curl\n      - jq\n",
+		"mcpServers:\n      - name: files\n        command: mcp-files\n        args:\n          - /data\n        env:\n          LOG: debug\n"} {
 		if !strings.Contains(exported, want) {
 			t.Errorf("export lacks %q:\n%s", want, exported)
 		}
@@ -198,14 +200,16 @@ func TestExportAndApplyChatsWiringsMembers(t *testing.T) {
 	edited = strings.Replace(edited, "wirings:\n  - chat: telegram/-100123\n    group: research\n", "wirings:\n  - chat: slack/C042\n    group: research\n", 1)
 	edited = strings.Replace(edited, "user: telegram:dana", "user: telegram:erin", 1)
 	edited = strings.Replace(edited, "      - jq\n", "    npmPackages:\n      - typescript\n", 1)
+	edited = strings.Replace(edited, "LOG: debug", "LOG: info", 1)
 	dry := srv.applyFile(t, edited, "--dry-run")
 	wantLines := []string{"+ messaging group slack/C042 (alerts)",
 		`~ messaging group telegram/-100123: name "ops room" → "ops room", unknownSenderPolicy strict → public`,
 		"+ member telegram:erin in research", "+ wiring slack/C042 → research",
 		"+ npm packages of group research: typescript", "not deleted without --prune: apt package jq of group research",
+		"~ mcp server files of group research: mcp-files /data",
 		"not deleted without --prune: member telegram:dana in research",
 		"not deleted without --prune: wiring telegram/-100123 → research",
-		"5 change(s); none made (--dry-run)."}
+		"6 change(s); none made (--dry-run)."}
 	for _, w := range wantLines {
 		if !strings.Contains(dry.out, w) {
 			t.Errorf("dry run lacks %q:\n%s", w, dry.out)

@@ -91,6 +91,36 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 				}
 			}
 		}
+		// MCP servers: a changed one is removed and added again.
+		for _, m := range g.MCPServers {
+			i := slices.IndexFunc(old.MCPServers, func(o mcpServerSpec) bool { return o.Name == m.Name })
+			if i >= 0 && old.MCPServers[i].equal(m) {
+				continue
+			}
+			op, what := byte('+'), fmt.Sprintf("mcp server %s of group %s: %s", m.Name, g.Name, strings.Join(append([]string{m.Command}, m.Args...), " "))
+			if i >= 0 {
+				op = '~'
+			}
+			replace := i >= 0
+			pkgAdds = append(pkgAdds, change{op, what, func(ctx context.Context, c *clients, book groupBook) error {
+				if replace {
+					if _, err := c.reg.RemoveGroupMcpServer(ctx, &guardv1.RemoveGroupMcpServerRequest{Group: idOr(book, g.Name), Name: m.Name}); err != nil {
+						return err
+					}
+				}
+				_, err := c.reg.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: idOr(book, g.Name),
+					Server: &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, Image: m.Image}})
+				return err
+			}})
+		}
+		for _, o := range old.MCPServers {
+			if !slices.ContainsFunc(g.MCPServers, func(m mcpServerSpec) bool { return m.Name == o.Name }) {
+				dels = append(dels, change{'-', fmt.Sprintf("mcp server %s of group %s", o.Name, g.Name), func(ctx context.Context, c *clients, book groupBook) error {
+					_, err := c.reg.RemoveGroupMcpServer(ctx, &guardv1.RemoveGroupMcpServerRequest{Group: idOr(book, g.Name), Name: o.Name})
+					return err
+				}})
+			}
+		}
 		if !ok {
 			changes = append(changes, change{'+', "group " + g.Name, func(ctx context.Context, c *clients, book groupBook) error {
 				scope, err := enumword.Parse[guardv1.CliScope](g.CLIScope)
