@@ -2,7 +2,8 @@
 # Tests of deploy/: promtool checks the Prometheus config and rules and runs
 # the rule unit tests; then the deploy Go module's tests (metric names the
 # rules and dashboard use are exported, dashboard shape, kustomize base,
-# compose wiring, Dockerfiles built and run on the local Docker daemon).
+# compose wiring, the Helm chart linted and rendered, Dockerfiles built and
+# run on the local Docker daemon).
 # Exits non-zero on any failure. Called by `make test`.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -74,7 +74,7 @@ func TestDashboardShowsWhatOperatorsWatch(t *testing.T) {
 		"Runners live":        "clawguard_registry_runners_live",
 		"Runner stream state": "clawguard_runner_stream_connected",
 		"Container spawns/s":  "clawguard_runner_container_spawns_total",
-		"Server replicas up":  `up{job="clawguard-server"}`,
+		"Server replicas up":  `job="clawguard-server"`,
 	}
 	byTitle := map[string]panel{}
 	for _, p := range d.Panels {

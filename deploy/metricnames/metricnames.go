@@ -58,6 +58,11 @@ func Referenced(dir string) ([]string, error) {
 	return r.Metrics, nil
 }
 
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // Scan reads every rule file and dashboard under dir.
 func Scan(dir string) (Refs, error) {
 	s := scanner{
@@ -65,6 +70,9 @@ func Scan(dir string) (Refs, error) {
 		parser: parser.NewParser(parser.Options{}),
 	}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == "templates" && fileExists(filepath.Join(filepath.Dir(path), "Chart.yaml")) {
+			return fs.SkipDir // a Helm chart's templates are not YAML until rendered (deploy/helm's test renders them)
+		}
 		if err != nil || d.IsDir() {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +35,10 @@ type state struct {
 	Policies     []policySpec      `yaml:"policies,omitempty"`
 	Roles        []roleSpec        `yaml:"roles,omitempty"`
 	Catalog      []actionSpec      `yaml:"catalog,omitempty"`
+	// Chats (messaging groups), which groups they reach, and group members.
+	MessagingGroups []messagingGroupSpec `yaml:"messagingGroups,omitempty"`
+	Wirings         []wiringSpec         `yaml:"wirings,omitempty"`
+	Members         []memberSpec         `yaml:"members,omitempty"`
 }
 
 type userSpec struct {
@@ -46,13 +51,59 @@ type groupSpec struct {
 	CLIScope   string `yaml:"cliScope"`
 	BaseImage  string `yaml:"baseImage,omitempty"`
 	PinnedHost string `yaml:"pinnedHost,omitempty"`
+	// Packages installed into the group's image, by manager.
+	AptPackages []string `yaml:"aptPackages,omitempty"`
+	NpmPackages []string `yaml:"npmPackages,omitempty"`
+	// MCP servers the group's agents run (env values are written out as the
+	// server holds them: keep secrets out of env, or the document private).
+	MCPServers []mcpServerSpec `yaml:"mcpServers,omitempty"`
 }
 
-// A destination of a group: what its agents call another group.
+type mcpServerSpec struct {
+	Name    string            `yaml:"name"`
+	Command string            `yaml:"command,omitempty"`
+	Args    []string          `yaml:"args,omitempty"`
+	Env     map[string]string `yaml:"env,omitempty"`
+	Image   string            `yaml:"image,omitempty"`
+}
+
+func (m mcpServerSpec) equal(o mcpServerSpec) bool {
+	return m.Name == o.Name && m.Command == o.Command && slices.Equal(m.Args, o.Args) && maps.Equal(m.Env, o.Env) && m.Image == o.Image
+}
+
+// A destination of a group: what its agents call another group (target)
+// or a chat (chat, a messaging group's key: channelType/platformId).
 type destinationSpec struct {
 	Group  string `yaml:"group"`
 	Name   string `yaml:"name"`
-	Target string `yaml:"target"`
+	Target string `yaml:"target,omitempty"`
+	Chat   string `yaml:"chat,omitempty"`
+}
+
+// A chat the bridges route, named by its channel and platform id (the
+// server's id is not in the document).
+type messagingGroupSpec struct {
+	ChannelType         string `yaml:"channelType"`
+	PlatformID          string `yaml:"platformId"`
+	Name                string `yaml:"name,omitempty"`
+	UnknownSenderPolicy string `yaml:"unknownSenderPolicy,omitempty"`
+	GroupChat           bool   `yaml:"groupChat,omitempty"`
+	// Denied: a registration of this chat was rejected. Only the server
+	// sets it; the document carries it so a round trip changes nothing.
+	Denied bool `yaml:"denied,omitempty"`
+}
+
+// A chat wired to an agent group: the chat's messages reach the group.
+type wiringSpec struct {
+	Chat  string `yaml:"chat"`
+	Group string `yaml:"group"`
+	id    string // the server's id, for deletion (read, never written)
+}
+
+// A user who is a member of a group.
+type memberSpec struct {
+	Group string `yaml:"group"`
+	User  string `yaml:"user"`
 }
 
 type policySpec struct {
@@ -144,6 +195,17 @@ type actionSpec struct {
 
 func (d destinationSpec) key() string { return d.Group + "/" + d.Name }
 func (p policySpec) key() string      { return p.From + " → " + p.To }
+func (m messagingGroupSpec) key() string {
+	return m.ChannelType + "/" + m.PlatformID
+}
+func (w wiringSpec) key() string { return w.Chat + " → " + w.Group }
+func (m memberSpec) key() string { return m.User + " in " + m.Group }
+func (d destinationSpec) to() string {
+	if d.Chat != "" {
+		return "chat " + d.Chat
+	}
+	return d.Target
+}
 func (r roleSpec) key() string {
 	if r.Scope == "group" {
 		return r.User + " " + r.Role + " of " + r.Group
@@ -201,6 +263,26 @@ func (s *state) check() error {
 	for _, a := range s.Catalog {
 		err = firstErr(err, once("catalog action", a.Action))
 	}
+	for _, m := range s.MessagingGroups {
+		if m.ChannelType == "" || m.PlatformID == "" {
+			err = firstErr(err, fmt.Errorf("messaging group %q: channelType and platformId are required", m.key()))
+		}
+		err = firstErr(err, once("messaging group", m.key()))
+	}
+	for _, w := range s.Wirings {
+		if w.Chat == "" || w.Group == "" {
+			err = firstErr(err, fmt.Errorf("wiring %q: chat and group are required", w.key()))
+		}
+		err = firstErr(err, once("wiring", w.Chat+"/"+w.Group))
+	}
+	for _, m := range s.Members {
+		err = firstErr(err, once("member", m.Group+"/"+m.User))
+	}
+	for _, d := range s.Destinations {
+		if (d.Target == "") == (d.Chat == "") {
+			err = firstErr(err, fmt.Errorf("destination %s: exactly one of target and chat", d.key()))
+		}
+	}
 	return err
 }
 
@@ -221,10 +303,32 @@ func (s *state) yaml() ([]byte, error) {
 	return buf.Bytes(), enc.Close()
 }
 
-// groupBook maps group ids and names both ways.
+// groupBook maps group ids and names both ways, and chats' ids and keys.
 type groupBook struct {
 	name map[string]string // id → name
 	id   map[string]string // name → id
+	chat map[string]string // chat key → id
+	key  map[string]string // chat id → key
+}
+
+func newBook() groupBook {
+	return groupBook{name: map[string]string{}, id: map[string]string{}, chat: map[string]string{}, key: map[string]string{}}
+}
+
+// chatID is a chat's id by its key, or the key as it is (the server says
+// it is no messaging group).
+func (b groupBook) chatID(key string) string {
+	if id, ok := b.chat[key]; ok {
+		return id
+	}
+	return key
+}
+
+func (b groupBook) chatKey(id string) string {
+	if k, ok := b.key[id]; ok {
+		return k
+	}
+	return id
 }
 
 func (b groupBook) nameOf(id string) string {
@@ -237,7 +341,7 @@ func (b groupBook) nameOf(id string) string {
 // readState reads what the server holds now, as a document.
 func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 	s := &state{APIVersion: stateVersion}
-	book := groupBook{name: map[string]string{}, id: map[string]string{}}
+	book := newBook()
 	list := func(page func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error)) ([]proto.Message, error) {
 		return pages(ctx, c, 0, page)
 	}
@@ -266,9 +370,50 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 		}
 		book.name[g.GetId()], book.id[g.GetName()] = g.GetName(), g.GetId()
 		s.Groups = append(s.Groups, groupSpec{Name: g.GetName(), CLIScope: enumword.String(g.GetConfig().GetCliScope()),
-			BaseImage: g.GetBaseImage(), PinnedHost: g.GetPinnedHost()})
+			BaseImage: g.GetBaseImage(), PinnedHost: g.GetPinnedHost(),
+			AptPackages: slices.Clone(g.GetConfig().GetAptPackages()), NpmPackages: slices.Clone(g.GetConfig().GetNpmPackages()),
+			MCPServers: mcpSpecs(g.GetConfig().GetMcpServers())})
 	}
-	for _, g := range s.Groups { // destinations are listed per sending group
+	chats, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListMessagingGroups(ctx, &guardv1.ListMessagingGroupsRequest{Limit: size, PageToken: token})
+		return msgs(r.GetMessagingGroups()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return nil, book, fmt.Errorf("read messaging groups: %w", err)
+	}
+	for _, m := range chats {
+		mg := m.(*guardv1.MessagingGroup)
+		spec := messagingGroupSpec{ChannelType: mg.GetChannelType(), PlatformID: mg.GetPlatformId(), Name: mg.GetName(),
+			UnknownSenderPolicy: enumword.String(mg.GetUnknownSenderPolicy()), GroupChat: mg.GetIsGroup(), Denied: mg.GetDenied()}
+		if other, dup := book.chat[spec.key()]; dup {
+			return nil, book, fmt.Errorf("messaging groups %s and %s are both %s", other, mg.GetId(), spec.key())
+		}
+		book.chat[spec.key()], book.key[mg.GetId()] = mg.GetId(), spec.key()
+		s.MessagingGroups = append(s.MessagingGroups, spec)
+	}
+	wirings, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListWirings(ctx, &guardv1.ListWiringsRequest{Limit: size, PageToken: token})
+		return msgs(r.GetWirings()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return nil, book, fmt.Errorf("read wirings: %w", err)
+	}
+	for _, m := range wirings {
+		w := m.(*guardv1.Wiring)
+		s.Wirings = append(s.Wirings, wiringSpec{Chat: book.chatKey(w.GetMessagingGroup()), Group: book.nameOf(w.GetGroup()), id: w.GetId()})
+	}
+	for _, g := range s.Groups { // members and destinations are listed per group
+		members, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+			r, err := c.reg.ListMembers(ctx, &guardv1.ListMembersRequest{Group: book.id[g.Name], Limit: size, PageToken: token})
+			return msgs(r.GetMembers()), r.GetNextPageToken(), err
+		})
+		if err != nil {
+			return nil, book, fmt.Errorf("read members of %s: %w", g.Name, err)
+		}
+		for _, m := range members {
+			s.Members = append(s.Members, memberSpec{Group: g.Name, User: m.(*guardv1.Member).GetUserId()})
+		}
+
 		dests, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 			r, err := c.reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: book.id[g.Name], Limit: size, PageToken: token})
 			return msgs(r.GetDestinations()), r.GetNextPageToken(), err
@@ -278,10 +423,13 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 		}
 		for _, m := range dests {
 			d := m.(*guardv1.Destination)
-			if d.GetTargetGroup() == "" {
-				continue // a destination to a chat: messaging groups are not in the document yet
+			spec := destinationSpec{Group: g.Name, Name: d.GetName()}
+			if d.GetTargetGroup() != "" {
+				spec.Target = book.nameOf(d.GetTargetGroup())
+			} else {
+				spec.Chat = book.chatKey(d.GetTargetMessagingGroup())
 			}
-			s.Destinations = append(s.Destinations, destinationSpec{Group: g.Name, Name: d.GetName(), Target: book.nameOf(d.GetTargetGroup())})
+			s.Destinations = append(s.Destinations, spec)
 		}
 	}
 	policies, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
@@ -338,6 +486,18 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 	return s, book, nil
 }
 
+func mcpSpecs(in []*guardv1.McpServer) []mcpServerSpec {
+	var out []mcpServerSpec
+	for _, m := range in {
+		spec := mcpServerSpec{Name: m.GetName(), Command: m.GetCommand(), Args: slices.Clone(m.GetArgs()), Image: m.GetImage()}
+		if len(m.GetEnv()) > 0 {
+			spec.Env = maps.Clone(m.GetEnv())
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
 func msgs[T proto.Message](in []T) []proto.Message {
 	out := make([]proto.Message, len(in))
 	for i, m := range in {
@@ -350,8 +510,16 @@ func msgs[T proto.Message](in []T) []proto.Message {
 func (s *state) sort() {
 	slices.SortFunc(s.Users, func(a, b userSpec) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.Groups, func(a, b groupSpec) int { return strings.Compare(a.Name, b.Name) })
+	for _, g := range s.Groups {
+		slices.Sort(g.AptPackages)
+		slices.Sort(g.NpmPackages)
+		slices.SortFunc(g.MCPServers, func(a, b mcpServerSpec) int { return strings.Compare(a.Name, b.Name) })
+	}
 	slices.SortFunc(s.Destinations, func(a, b destinationSpec) int { return strings.Compare(a.key(), b.key()) })
 	slices.SortFunc(s.Policies, func(a, b policySpec) int { return strings.Compare(a.key(), b.key()) })
 	slices.SortFunc(s.Roles, func(a, b roleSpec) int { return strings.Compare(a.key(), b.key()) })
 	slices.SortFunc(s.Catalog, func(a, b actionSpec) int { return strings.Compare(a.Action, b.Action) })
+	slices.SortFunc(s.MessagingGroups, func(a, b messagingGroupSpec) int { return strings.Compare(a.key(), b.key()) })
+	slices.SortFunc(s.Wirings, func(a, b wiringSpec) int { return strings.Compare(a.key(), b.key()) })
+	slices.SortFunc(s.Members, func(a, b memberSpec) int { return strings.Compare(a.key(), b.key()) })
 }

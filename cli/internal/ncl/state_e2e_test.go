@@ -160,3 +160,94 @@ func TestFreezeFromTheCommandLine(t *testing.T) {
 		t.Errorf("after unfreeze, freezes list -q = %q", list)
 	}
 }
+
+// Issue 33: chats (messaging groups), wirings, members and destinations to
+// a chat are in the document too: exported by key and name, applied back as
+// no change, an edit applies exactly its changes, deletions only with --prune.
+func TestExportAndApplyChatsWiringsMembers(t *testing.T) {
+	srv := startRealServer(t)
+	srv.must(t, "users", "create", "telegram:dana")
+	srv.must(t, "users", "create", "telegram:erin")
+	research := jsonObj(t, srv.must(t, "groups", "create", "--name", "research", "--cli-scope", "group", "-o", "json"))["id"].(string)
+	chat := jsonObj(t, srv.must(t, "messaging-groups", "create", "--channel-type", "telegram", "--platform-id", "-100123",
+		"--name", "ops room", "--unknown-sender-policy", "strict", "--group-chat", "-o", "json"))["id"].(string)
+	srv.must(t, "wirings", "create", "--messaging-group", chat, "--group", research)
+	srv.must(t, "members", "add", "--group", research, "--user", "telegram:dana")
+	srv.must(t, "destinations", "add", "--group", "research", "--name", "room", "--target-messaging-group", chat)
+	srv.must(t, "groups", "packages", "add", research, "jq", "curl", "--manager", "apt")
+	srv.must(t, "groups", "mcp", "add", research, "--name", "files", "--command", "mcp-files", "--arg", "/data", "--env", "LOG=debug")
+
+	exported := srv.must(t, "export")
+	for _, want := range []string{"messagingGroups:", "channelType: telegram", `platformId: "-100123"`, "name: ops room",
+		"unknownSenderPolicy: strict", "groupChat: true", "wirings:", "chat: telegram/-100123", "members:", "user: telegram:dana",
+		"name: room\n    chat: telegram/-100123", "aptPackages:\n      - curl\n      - jq\n",
+		"mcpServers:\n      - name: files\n        command: mcp-files\n        args:\n          - /data\n        env:\n          LOG: debug\n"} {
+		if !strings.Contains(exported, want) {
+			t.Errorf("export lacks %q:\n%s", want, exported)
+		}
+	}
+	if strings.Contains(exported, "mg_") || strings.Contains(exported, "ag_") {
+		t.Errorf("export names something by id:\n%s", exported)
+	}
+	if r := srv.applyFile(t, exported, "--dry-run"); r.code != 0 || strings.TrimSpace(r.out) != "No changes." {
+		t.Fatalf("export | apply --dry-run: exit %d, %q, want no changes", r.code, r.out)
+	}
+
+	// A second chat wired to research, its policy changed on the first,
+	// erin a member, dana's membership and the wiring of the first dropped.
+	edited := strings.Replace(exported, "unknownSenderPolicy: strict", "unknownSenderPolicy: public", 1)
+	edited = strings.Replace(edited, "messagingGroups:\n", "messagingGroups:\n  - channelType: slack\n    platformId: C042\n    name: alerts\n    unknownSenderPolicy: request_approval\n", 1)
+	edited = strings.Replace(edited, "wirings:\n  - chat: telegram/-100123\n    group: research\n", "wirings:\n  - chat: slack/C042\n    group: research\n", 1)
+	edited = strings.Replace(edited, "user: telegram:dana", "user: telegram:erin", 1)
+	edited = strings.Replace(edited, "      - jq\n", "    npmPackages:\n      - typescript\n", 1)
+	edited = strings.Replace(edited, "LOG: debug", "LOG: info", 1)
+	dry := srv.applyFile(t, edited, "--dry-run")
+	wantLines := []string{"+ messaging group slack/C042 (alerts)",
+		`~ messaging group telegram/-100123: name "ops room" → "ops room", unknownSenderPolicy strict → public`,
+		"+ member telegram:erin in research", "+ wiring slack/C042 → research",
+		"+ npm packages of group research: typescript", "not deleted without --prune: apt package jq of group research",
+		"~ mcp server files of group research: mcp-files /data",
+		"not deleted without --prune: member telegram:dana in research",
+		"not deleted without --prune: wiring telegram/-100123 → research",
+		"6 change(s); none made (--dry-run)."}
+	for _, w := range wantLines {
+		if !strings.Contains(dry.out, w) {
+			t.Errorf("dry run lacks %q:\n%s", w, dry.out)
+		}
+	}
+	if strings.Count(dry.out, "\n") != len(wantLines) {
+		t.Errorf("dry run says more than the edit:\n%s", dry.out)
+	}
+	if after := srv.must(t, "export"); after != exported {
+		t.Fatalf("a dry run changed the server:\n%s", after)
+	}
+	if r := srv.applyFile(t, edited); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if r := srv.applyFile(t, edited); r.code != 0 || !strings.Contains(r.out, "No changes.") {
+		t.Errorf("second apply: exit %d, %q, want no changes (idempotent)", r.code, r.out)
+	}
+	r := srv.applyFile(t, edited, "--prune")
+	if r.code != 0 || !strings.Contains(r.out, "- wiring telegram/-100123 → research") || !strings.Contains(r.out, "- member telegram:dana in research") ||
+		!strings.Contains(r.out, "- apt package jq of group research") {
+		t.Fatalf("apply --prune: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if final := srv.must(t, "export"); final != edited {
+		t.Errorf("after --prune the export is not the document:\n%s\nwant:\n%s", final, edited)
+	}
+
+	// Pruning a chat removes what names it first (its destination), then it.
+	gone := strings.Replace(edited, "  - channelType: telegram\n    platformId: \"-100123\"\n    name: ops room\n    unknownSenderPolicy: public\n    groupChat: true\n", "", 1)
+	gone = strings.Replace(gone, "destinations:\n  - group: research\n    name: room\n    chat: telegram/-100123\n", "", 1)
+	if gone == edited {
+		t.Fatalf("the test's edit did not apply to:\n%s", edited)
+	}
+	r = srv.applyFile(t, gone, "--prune")
+	if r.code != 0 || strings.Index(r.out, "- destination research/room") > strings.Index(r.out, "- messaging group telegram/-100123") ||
+		!strings.Contains(r.out, "- messaging group telegram/-100123") {
+		t.Fatalf("apply --prune of a chat: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if final := srv.must(t, "export"); final != gone {
+		t.Errorf("after pruning the chat the export is not the document:\n%s\nwant:\n%s", final, gone)
+	}
+}

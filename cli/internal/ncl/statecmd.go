@@ -17,10 +17,11 @@ func (a *app) exportCmd() *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "export",
-		Short: "Write the administered state as YAML (groups, destinations, policies, roles, users, catalog settings)",
+		Short: "Write the administered state as YAML (groups, destinations, policies, roles, users, catalog, chats, wirings, members)",
 		Long: `Write the administered state as one YAML document for review and for
-"ncl apply": users, groups (cli scope, base image, pinned host), destinations
-between groups, message policies, roles and catalog action settings — by name,
+"ncl apply": users, groups (cli scope, base image, pinned host, packages, MCP servers), destinations
+(to a group or a chat), message policies, roles, catalog action settings,
+messaging groups (chats), wirings and group members — by name,
 in a stable order, without server-made ids or times, so a change to it reads
 as a diff in a pull request.`,
 		Example: "  ncl export > clawguard.yaml\n  ncl export | ncl apply -f - --dry-run",

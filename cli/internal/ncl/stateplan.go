@@ -59,8 +59,68 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 	for _, g := range cur.Groups {
 		groups[g.Name] = g
 	}
+	var pkgAdds []change
 	for _, g := range want.Groups {
 		old, ok := groups[g.Name]
+		// Packages: what the document lists and the group lacks is added
+		// (after the group, when it is new); the rest removed with prune.
+		for _, m := range []struct {
+			manager   guardv1.PackageManager
+			have, got []string
+		}{{guardv1.PackageManager_PACKAGE_MANAGER_APT, old.AptPackages, g.AptPackages}, {guardv1.PackageManager_PACKAGE_MANAGER_NPM, old.NpmPackages, g.NpmPackages}} {
+			word := enumword.String(m.manager)
+			var add []string
+			for _, p := range m.got {
+				if !slices.Contains(m.have, p) {
+					add = append(add, p)
+				}
+			}
+			if len(add) > 0 { // after every group's own changes, created or changed
+				pkgAdds = append(pkgAdds, change{'+', fmt.Sprintf("%s packages of group %s: %s", word, g.Name, strings.Join(add, ", ")),
+					func(ctx context.Context, c *clients, book groupBook) error {
+						_, err := c.reg.AddGroupPackage(ctx, &guardv1.AddGroupPackageRequest{Group: idOr(book, g.Name), Manager: m.manager, Packages: add})
+						return err
+					}})
+			}
+			for _, p := range m.have {
+				if !slices.Contains(m.got, p) {
+					dels = append(dels, change{'-', fmt.Sprintf("%s package %s of group %s", word, p, g.Name), func(ctx context.Context, c *clients, book groupBook) error {
+						_, err := c.reg.RemoveGroupPackage(ctx, &guardv1.RemoveGroupPackageRequest{Group: idOr(book, g.Name), Manager: m.manager, Package: p})
+						return err
+					}})
+				}
+			}
+		}
+		// MCP servers: a changed one is removed and added again.
+		for _, m := range g.MCPServers {
+			i := slices.IndexFunc(old.MCPServers, func(o mcpServerSpec) bool { return o.Name == m.Name })
+			if i >= 0 && old.MCPServers[i].equal(m) {
+				continue
+			}
+			op, what := byte('+'), fmt.Sprintf("mcp server %s of group %s: %s", m.Name, g.Name, strings.Join(append([]string{m.Command}, m.Args...), " "))
+			if i >= 0 {
+				op = '~'
+			}
+			replace := i >= 0
+			pkgAdds = append(pkgAdds, change{op, what, func(ctx context.Context, c *clients, book groupBook) error {
+				if replace {
+					if _, err := c.reg.RemoveGroupMcpServer(ctx, &guardv1.RemoveGroupMcpServerRequest{Group: idOr(book, g.Name), Name: m.Name}); err != nil {
+						return err
+					}
+				}
+				_, err := c.reg.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: idOr(book, g.Name),
+					Server: &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, Image: m.Image}})
+				return err
+			}})
+		}
+		for _, o := range old.MCPServers {
+			if !slices.ContainsFunc(g.MCPServers, func(m mcpServerSpec) bool { return m.Name == o.Name }) {
+				dels = append(dels, change{'-', fmt.Sprintf("mcp server %s of group %s", o.Name, g.Name), func(ctx context.Context, c *clients, book groupBook) error {
+					_, err := c.reg.RemoveGroupMcpServer(ctx, &guardv1.RemoveGroupMcpServerRequest{Group: idOr(book, g.Name), Name: o.Name})
+					return err
+				}})
+			}
+		}
 		if !ok {
 			changes = append(changes, change{'+', "group " + g.Name, func(ctx context.Context, c *clients, book groupBook) error {
 				scope, err := enumword.Parse[guardv1.CliScope](g.CLIScope)
@@ -104,6 +164,82 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 		}
 	}
 
+	changes = append(changes, pkgAdds...)
+
+	// Messaging groups (chats); a chat's kind (group chat or DM) and a
+	// rejected registration are the server's, never changed by apply.
+	chats := map[string]messagingGroupSpec{}
+	for _, m := range cur.MessagingGroups {
+		chats[m.key()] = m
+	}
+	for _, m := range want.MessagingGroups {
+		old, ok := chats[m.key()]
+		if !ok {
+			changes = append(changes, change{'+', "messaging group " + m.key() + named(m.Name), func(ctx context.Context, c *clients, book groupBook) error {
+				if m.Denied {
+					return fmt.Errorf("messaging group %s: denied is set by rejecting a registration, not by apply", m.key())
+				}
+				pol, err := senderPolicy(m.UnknownSenderPolicy)
+				if err != nil {
+					return fmt.Errorf("messaging group %s: %w", m.key(), err)
+				}
+				r, err := c.reg.CreateMessagingGroup(ctx, &guardv1.CreateMessagingGroupRequest{ChannelType: m.ChannelType, PlatformId: m.PlatformID,
+					Name: m.Name, UnknownSenderPolicy: pol, IsGroup: m.GroupChat})
+				if err == nil {
+					book.chat[m.key()], book.key[r.GetMessagingGroup().GetId()] = r.GetMessagingGroup().GetId(), m.key()
+				}
+				return err
+			}})
+			continue
+		}
+		if old.GroupChat != m.GroupChat || old.Denied != m.Denied {
+			changes = append(changes, change{'~', fmt.Sprintf("messaging group %s: groupChat %v → %v, denied %v → %v", m.key(), old.GroupChat, m.GroupChat, old.Denied, m.Denied),
+				func(context.Context, *clients, groupBook) error {
+					return fmt.Errorf("messaging group %s: groupChat and denied are the server's; delete the chat (--prune) to change them", m.key())
+				}})
+		}
+		// An empty name or policy leaves the server's as it is (the API
+		// cannot clear a name; the policy's default is the server's).
+		if (m.Name != "" && old.Name != m.Name) || (m.UnknownSenderPolicy != "" && old.UnknownSenderPolicy != m.UnknownSenderPolicy) {
+			changes = append(changes, change{'~', fmt.Sprintf("messaging group %s: name %q → %q, unknownSenderPolicy %s → %s", m.key(), old.Name, m.Name, old.UnknownSenderPolicy, m.UnknownSenderPolicy),
+				func(ctx context.Context, c *clients, book groupBook) error {
+					pol, err := senderPolicy(m.UnknownSenderPolicy)
+					if err != nil {
+						return fmt.Errorf("messaging group %s: %w", m.key(), err)
+					}
+					_, err = c.reg.UpdateMessagingGroup(ctx, &guardv1.UpdateMessagingGroupRequest{Id: book.chatID(m.key()), Name: m.Name, UnknownSenderPolicy: pol})
+					return err
+				}})
+		}
+	}
+	for _, m := range cur.MessagingGroups {
+		if !slices.ContainsFunc(want.MessagingGroups, func(w messagingGroupSpec) bool { return w.key() == m.key() }) {
+			dels = append(dels, change{'-', "messaging group " + m.key(), func(ctx context.Context, c *clients, book groupBook) error {
+				_, err := c.reg.DeleteMessagingGroup(ctx, &guardv1.DeleteMessagingGroupRequest{Id: book.chatID(m.key())})
+				return err
+			}})
+		}
+	}
+
+	// Members.
+	for _, m := range want.Members {
+		if slices.ContainsFunc(cur.Members, func(o memberSpec) bool { return o == m }) {
+			continue
+		}
+		changes = append(changes, change{'+', "member " + m.key(), func(ctx context.Context, c *clients, book groupBook) error {
+			_, err := c.reg.AddMember(ctx, &guardv1.AddMemberRequest{Group: idOr(book, m.Group), UserId: m.User})
+			return err
+		}})
+	}
+	for _, m := range cur.Members {
+		if !slices.Contains(want.Members, m) {
+			dels = append(dels, change{'-', "member " + m.key(), func(ctx context.Context, c *clients, book groupBook) error {
+				_, err := c.reg.RemoveMember(ctx, &guardv1.RemoveMemberRequest{Group: idOr(book, m.Group), UserId: m.User})
+				return err
+			}})
+		}
+	}
+
 	// Destinations: a changed target is a removal and an addition.
 	dests := map[string]destinationSpec{}
 	for _, d := range cur.Destinations {
@@ -111,12 +247,12 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 	}
 	for _, d := range want.Destinations {
 		old, ok := dests[d.key()]
-		if ok && old.Target == d.Target {
+		if ok && old.Target == d.Target && old.Chat == d.Chat {
 			continue
 		}
-		op, what := byte('+'), "destination "+d.key()+" → "+d.Target
+		op, what := byte('+'), "destination "+d.key()+" → "+d.to()
 		if ok {
-			op, what = '~', fmt.Sprintf("destination %s: target %s → %s", d.key(), old.Target, d.Target)
+			op, what = '~', fmt.Sprintf("destination %s: target %s → %s", d.key(), old.to(), d.to())
 		}
 		changes = append(changes, change{op, what, func(ctx context.Context, c *clients, book groupBook) error {
 			if ok {
@@ -124,7 +260,13 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 					return err
 				}
 			}
-			_, err := c.reg.AddDestination(ctx, &guardv1.AddDestinationRequest{Group: idOr(book, d.Group), Name: d.Name, TargetGroup: idOr(book, d.Target)})
+			req := &guardv1.AddDestinationRequest{Group: idOr(book, d.Group), Name: d.Name}
+			if d.Chat != "" {
+				req.TargetMessagingGroup = book.chatID(d.Chat)
+			} else {
+				req.TargetGroup = idOr(book, d.Target)
+			}
+			_, err := c.reg.AddDestination(ctx, req)
 			return err
 		}})
 	}
@@ -243,7 +385,26 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 		}
 	}
 
-	slices.Reverse(dels) // what names a group goes before the group
+	// Wirings: last, once their chats and groups exist; deleted first.
+	for _, w := range want.Wirings {
+		if slices.ContainsFunc(cur.Wirings, func(o wiringSpec) bool { return o.key() == w.key() }) {
+			continue
+		}
+		changes = append(changes, change{'+', "wiring " + w.key(), func(ctx context.Context, c *clients, book groupBook) error {
+			_, err := c.reg.CreateWiring(ctx, &guardv1.CreateWiringRequest{MessagingGroup: book.chatID(w.Chat), Group: idOr(book, w.Group)})
+			return err
+		}})
+	}
+	for _, w := range cur.Wirings {
+		if !slices.ContainsFunc(want.Wirings, func(o wiringSpec) bool { return o.key() == w.key() }) {
+			dels = append(dels, change{'-', "wiring " + w.key(), func(ctx context.Context, c *clients, _ groupBook) error {
+				_, err := c.reg.DeleteWiring(ctx, &guardv1.DeleteWiringRequest{Id: w.id})
+				return err
+			}})
+		}
+	}
+
+	slices.Reverse(dels) // what names a group or a chat goes before it
 	if prune {
 		return append(changes, dels...), left
 	}
@@ -251,6 +412,18 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 		left = append(left, d.what)
 	}
 	return changes, left
+}
+
+// senderPolicy is an unknownSenderPolicy word; empty is the server's default.
+func senderPolicy(word string) (guardv1.SenderPolicy, error) {
+	if word == "" {
+		return guardv1.SenderPolicy_SENDER_POLICY_UNSPECIFIED, nil
+	}
+	p, err := enumword.Parse[guardv1.SenderPolicy](word)
+	if err != nil {
+		return 0, fmt.Errorf("unknownSenderPolicy: %w", err)
+	}
+	return p, nil
 }
 
 func named(name string) string {
