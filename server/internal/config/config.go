@@ -96,6 +96,9 @@ type Config struct {
 	ConsoleListen string
 	// ConsoleSessionTTL is how long a console sign-in lasts.
 	ConsoleSessionTTL time.Duration
+	// OTLPEndpoint exports traces over OTLP/gRPC ("" = the standard
+	// OTEL_EXPORTER_OTLP_ENDPOINT, else off); see proto/telemetry.
+	OTLPEndpoint string
 }
 
 // MaxApprovals bounds any quorum (the holds table checks it too).
@@ -170,6 +173,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	boolean(fs, &c.Pprof, "pprof", "serve Go's profiles at /debug/pprof/ on the metrics listener")
 	str(fs, &c.ConsoleListen, "console-listen", "approvals console (web) listen address (empty = off)")
 	dur(fs, &c.ConsoleSessionTTL, "console-session-ttl", "how long a console sign-in lasts")
+	str(fs, &c.OTLPEndpoint, "otlp-endpoint", "export traces to this OTLP/gRPC collector (http://host:4317 plaintext, https:// or host:port TLS; empty = OTEL_EXPORTER_OTLP_ENDPOINT, else off)")
 }
 
 // BindDatabase registers only --database-url (for `migrate`).
@@ -302,7 +306,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("citation_window", r.CitationWindow.String()), slog.String("decision_retention", r.DecisionRetention.String()),
 		slog.String("event_retention", r.EventRetention.String()), slog.String("webhook_url", r.WebhookURL), slog.String("decision_export_url", r.DecisionExportURL),
 		slog.String("webhook_secret_file", r.WebhookSecretFile), slog.String("shutdown_timeout", r.ShutdownTimeout.String()),
-		slog.String("log_level", r.LogLevel), slog.Int("max_conns", r.MaxConns),
+		slog.String("log_level", r.LogLevel), slog.Int("max_conns", r.MaxConns), slog.String("otlp_endpoint", r.OTLPEndpoint),
 	)
 }
 
