@@ -136,7 +136,13 @@ func startServer(t *testing.T) *server { return startServerTLS(t, nil) }
 // startServerTLS starts the server; with a certificate it serves TLS only.
 func startServerTLS(t *testing.T, cert *testCert) *server {
 	t.Helper()
-	db := pgtest.NewDB(t)
+	return startServerOn(t, pgtest.NewDB(t), cert)
+}
+
+// startServerOn starts a server (a replica, when another already serves
+// db) on database db, with extra flags.
+func startServerOn(t *testing.T, db string, cert *testCert, extra ...string) *server {
+	t.Helper()
 	dir := t.TempDir()
 	s := &server{db: db, addr: freeAddr(t), cert: cert}
 	tokFile := filepath.Join(dir, "operator.token")
@@ -146,6 +152,7 @@ func startServerTLS(t *testing.T, cert *testCert) *server {
 	if cert != nil {
 		args = append(args, "--tls-cert", cert.certFile, "--tls-key", cert.keyFile)
 	}
+	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, serverBin, args...)
 	logf, _ := os.Create(filepath.Join(dir, "server.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
