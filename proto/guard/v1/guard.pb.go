@@ -461,7 +461,7 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"\x13DecideStreamRequest\x12J\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tB#\xbaH r\x1e\x10\x01\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\rcorrelationId\x129\n" +
 	"\arequest\x18\x02 \x01(\v2\x17.guard.v1.DecideRequestB\x06\xbaH\x03\xc8\x01\x01R\arequest\x128\n" +
-	"\vtraceparent\x18\x03 \x01(\tB\x16\xbaH\x13r\x11\x18\x80\x012\f^[0-9a-f-]*$R\vtraceparent\"\xa0\x01\n" +
+	"\vtraceparent\x18\x03 \x01(\tB\x16\xbaH\x13r\x11\x18\x80\x012\f^[a-z0-9-]*$R\vtraceparent\"\xa0\x01\n" +
 	"\x14DecideStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tR\rcorrelationId\x124\n" +
 	"\bresponse\x18\x02 \x01(\v2\x18.guard.v1.DecideResponseR\bresponse\x12+\n" +
