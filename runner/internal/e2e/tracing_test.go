@@ -122,7 +122,7 @@ func TestOneApprovalIsOneTrace(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
 	a := startServer(t)
 	// The approvers' replica is told by its flag.
-	b := startServerOn(t, a.db, nil, "--otlp-endpoint", "http://"+recv.addr)
+	b := startServerOn(t, a.db, nil, a.opToken, "--otlp-endpoint", "http://"+recv.addr)
 	alpha, _, dana, r := a2aSetup(t, a, "process")
 	sa := r.session(t, alpha)
 	held := waitEvent(t, sa, "HELD notice", notice("HELD"))
