@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/proto/tlsfiles"
 )
 
@@ -29,11 +31,18 @@ func Dial(cfg Config, userAgent string) (*grpc.ClientConn, error) {
 		}
 		creds = src.ClientCredentials("")
 	}
-	conn, err := grpc.NewClient(cfg.Server,
+	// Traced only when the standard OTEL_EXPORTER_OTLP_ENDPOINT is set; the
+	// service is the user agent's name (clawguard-telegram, …).
+	service, version, _ := strings.Cut(userAgent, "/")
+	tracing, err := telemetry.SetupFromEnv(context.Background(), service, version)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(cfg.Server, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer{token: cfg.Token, secure: cfg.TLSCA != ""}),
 		grpc.WithUserAgent(userAgent),
-	)
+	}, tracing.DialOptions()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", cfg.Server, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/clawguard/clawguard/cli/internal/config"
 	"github.com/clawguard/clawguard/cli/internal/render"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/telemetry"
 )
 
 // Version is set at build time (-ldflags "-X ...ncl.Version=...").
@@ -43,6 +44,7 @@ type app struct {
 	settings config.Settings
 	conn     *grpc.ClientConn
 	clients  *clients
+	tracing  *telemetry.Tracing // nil until connect; off unless OTEL_EXPORTER_OTLP_ENDPOINT
 
 	// refs are the command's group and user arguments, given by name or
 	// id: do resolves them to ids before the call (names.go).
@@ -93,6 +95,7 @@ func (a *app) close() {
 	if a.conn != nil {
 		_ = a.conn.Close()
 	}
+	_ = a.tracing.ShutdownWithin(2 * time.Second) // the command's spans leave before exit
 }
 
 func (a *app) printer() render.Printer {

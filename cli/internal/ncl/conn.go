@@ -14,6 +14,7 @@ import (
 
 	"github.com/clawguard/clawguard/cli/internal/config"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/telemetry"
 )
 
 // connError is a failure before any server answer: config, token, TLS
@@ -40,11 +41,18 @@ func (a *app) connect() (*clients, error) {
 	if err != nil {
 		return nil, connError{err}
 	}
-	conn, err := grpc.NewClient(s.Server,
+	// Traced only when the standard OTEL_EXPORTER_OTLP_ENDPOINT is set:
+	// each call is a client span the server's continue.
+	tracing, err := telemetry.SetupFromEnv(context.Background(), "ncl", Version)
+	if err != nil {
+		return nil, connError{err}
+	}
+	a.tracing = tracing
+	conn, err := grpc.NewClient(s.Server, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer{token: s.Token, secure: s.TLSCA != ""}),
-		grpc.WithUserAgent("ncl/"+Version),
-	)
+		grpc.WithUserAgent("ncl/" + Version),
+	}, tracing.DialOptions()...)...)
 	if err != nil {
 		return nil, connError{fmt.Errorf("dial %s: %w", s.Server, err)}
 	}

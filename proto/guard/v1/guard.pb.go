@@ -245,6 +245,10 @@ type DecideStreamRequest struct {
 	// Echoed on the answer.
 	CorrelationId string         `protobuf:"bytes,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	Request       *DecideRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// W3C traceparent of the caller's span for this decision ("" when the
+	// caller does not trace): the stream's own context is the stream's, so
+	// each frame carries its decision's. A hold this frame creates keeps it.
+	Traceparent   string `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -291,6 +295,13 @@ func (x *DecideStreamRequest) GetRequest() *DecideRequest {
 		return x.Request
 	}
 	return nil
+}
+
+func (x *DecideStreamRequest) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 // DecideStreamResponse answers one frame.
@@ -446,10 +457,11 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"\n" +
 	"hold_error\x18\x05 \x01(\tR\tholdError\x12 \n" +
 	"\vundelivered\x18\x06 \x01(\bR\vundelivered\x127\n" +
-	"\vexplanation\x18\a \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"\x9c\x01\n" +
+	"\vexplanation\x18\a \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"\xd6\x01\n" +
 	"\x13DecideStreamRequest\x12J\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tB#\xbaH r\x1e\x10\x01\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\rcorrelationId\x129\n" +
-	"\arequest\x18\x02 \x01(\v2\x17.guard.v1.DecideRequestB\x06\xbaH\x03\xc8\x01\x01R\arequest\"\xa0\x01\n" +
+	"\arequest\x18\x02 \x01(\v2\x17.guard.v1.DecideRequestB\x06\xbaH\x03\xc8\x01\x01R\arequest\x128\n" +
+	"\vtraceparent\x18\x03 \x01(\tB\x16\xbaH\x13r\x11\x18\x80\x012\f^[a-z0-9-]*$R\vtraceparent\"\xa0\x01\n" +
 	"\x14DecideStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tR\rcorrelationId\x124\n" +
 	"\bresponse\x18\x02 \x01(\v2\x18.guard.v1.DecideResponseR\bresponse\x12+\n" +

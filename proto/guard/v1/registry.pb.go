@@ -1613,8 +1613,13 @@ type ReplayAction struct {
 	CatalogAction  string                 `protobuf:"bytes,3,opt,name=catalog_action,json=catalogAction,proto3" json:"catalog_action,omitempty"`
 	Payload        *structpb.Struct       `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
 	Resource       map[string]string      `protobuf:"bytes,5,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// W3C traceparent of the decision that created the hold (the replay
+	// continues that trace), and of the approval that released it (linked).
+	// "" when none was traced.
+	Traceparent         string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	ApprovalTraceparent string `protobuf:"bytes,7,opt,name=approval_traceparent,json=approvalTraceparent,proto3" json:"approval_traceparent,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ReplayAction) Reset() {
@@ -1680,6 +1685,20 @@ func (x *ReplayAction) GetResource() map[string]string {
 		return x.Resource
 	}
 	return nil
+}
+
+func (x *ReplayAction) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *ReplayAction) GetApprovalTraceparent() string {
+	if x != nil {
+		return x.ApprovalTraceparent
+	}
+	return ""
 }
 
 // DeliverMessage delivers an inbound or agent-to-agent message to a session.
@@ -11565,13 +11584,15 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06notify\x18\r \x01(\v2\x15.guard.v1.NotifyAgentH\x00R\x06notify\x12.\n" +
 	"\x05start\x18\x0e \x01(\v2\x16.guard.v1.StartSessionH\x00R\x05start\x12+\n" +
 	"\x04stop\x18\x0f \x01(\v2\x15.guard.v1.StopSessionH\x00R\x04stopB\x06\n" +
-	"\x04body\"\xa9\x02\n" +
+	"\x04body\"\xfe\x02\n" +
 	"\fReplayAction\x12\x17\n" +
 	"\ahold_id\x18\x01 \x01(\tR\x06holdId\x12'\n" +
 	"\x0fdelivery_action\x18\x02 \x01(\tR\x0edeliveryAction\x12%\n" +
 	"\x0ecatalog_action\x18\x03 \x01(\tR\rcatalogAction\x121\n" +
 	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12@\n" +
-	"\bresource\x18\x05 \x03(\v2$.guard.v1.ReplayAction.ResourceEntryR\bresource\x1a;\n" +
+	"\bresource\x18\x05 \x03(\v2$.guard.v1.ReplayAction.ResourceEntryR\bresource\x12 \n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x121\n" +
+	"\x14approval_traceparent\x18\a \x01(\tR\x13approvalTraceparent\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\x01\n" +

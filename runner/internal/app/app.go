@@ -29,6 +29,7 @@ import (
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/retry"
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/proto/tlsfiles"
 	"github.com/clawguard/clawguard/runner/internal/config"
 	"github.com/clawguard/clawguard/runner/internal/connect"
@@ -71,6 +72,7 @@ type Runner struct {
 	// holdsDone remembers what replayed holds did outside the database.
 	holdsDone *connect.Applied
 
+	tracing    *telemetry.Tracing // OpenTelemetry (off: the no-op provider)
 	heartbeat  time.Duration
 	instanceID string // random per process: the lease is this process's
 	upMu       sync.Mutex
@@ -95,16 +97,22 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(cfg.Server, grpc.WithTransportCredentials(creds),
+	tracing, err := telemetry.Setup(ctx, telemetry.Options{Service: "clawguard-runner", Version: Version, Instance: cfg.ID, Endpoint: cfg.OTLPEndpoint})
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(cfg.Server, append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer{token: token, secure: secure}),
 		// Fixed flow-control windows, as the server's: no BDP pings and
 		// window updates (a write and a wake-up each) on the decision stream.
-		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(8<<20))
+		grpc.WithInitialWindowSize(1 << 20), grpc.WithInitialConnWindowSize(8 << 20)},
+		tracing.DialOptions()...)...)
 	if err != nil {
+		_ = tracing.ShutdownWithin(time.Second)
 		return nil, fmt.Errorf("--server: %w", err)
 	}
 
-	r := &Runner{Config: cfg, Log: log, Conn: conn, regCli: guardv1.NewRegistryClient(conn), instanceID: newInstanceID()}
+	r := &Runner{Config: cfg, Log: log, Conn: conn, regCli: guardv1.NewRegistryClient(conn), instanceID: newInstanceID(), tracing: tracing}
 	reg := newMetricsRegistry()
 	r.registry = reg
 	r.Metrics = metrics.NewMetrics(reg.Registry)
@@ -127,6 +135,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 	r.Decide.OnConnected = func(up bool) { r.setUp(0, up) }
 	r.Decide.OnReconnect = r.Metrics.StreamReconnectsTotal.Inc
 	r.Engine = &delivery.Engine{Registry: r.Actions, Decider: r.Decide, Metrics: r.Metrics, Log: log, DecideWait: cfg.DecideWait}
+	if tracing.Enabled() {
+		r.Engine.Tracer = tracing.Tracer()
+	}
 	base := cfg.AgentImage
 	if cfg.Runtime == "process" {
 		base = cfg.AgentBinary
@@ -149,7 +160,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Runner, err
 		DataDir: dataDir, Runtime: r.Runtime, AgentBase: base, AgentEnv: cfg.AgentEnv,
 		DefaultCPUs: cfg.ContainerCPUs, DefaultMemory: cfg.ContainerMemory,
 		Conn: conn, Engine: r.Engine, Metrics: r.Metrics, Log: log, AckDeadline: cfg.InboxAckDeadline,
-		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }, Actions: r.Actions.Specs, Tools: r.Tools.List},
+		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }, Actions: r.Actions.Specs, Tools: r.Tools.List,
+			ServerOptions: tracing.ServerOptions()},
 		OnGroup: r.Tools.Sync,
 	})
 	r.Engine.Notifier = r.Sessions
@@ -340,6 +352,11 @@ func registrationRetry(err error) string {
 // Run registers, cleans up orphans, opens the configured sessions and
 // serves until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
+	defer func() { // last: the spans of the shutdown included
+		if err := r.tracing.ShutdownWithin(5 * time.Second); err != nil {
+			r.Log.Warn("flushing traces failed", "err", err)
+		}
+	}()
 	defer r.Conn.Close()
 	defer r.holdsDone.Close()
 	if err := r.Register(ctx); err != nil {

@@ -25,6 +25,9 @@ type Config struct {
 	ID            string
 	Runtime       string // docker | process
 	MetricsListen string
+	// OTLPEndpoint exports traces over OTLP/gRPC ("" = the standard
+	// OTEL_EXPORTER_OTLP_ENDPOINT, else off); see proto/telemetry.
+	OTLPEndpoint  string
 	DataDir       string
 	AgentImage    string // docker: default agent image
 	AgentBinary   string // process: the agent binary
@@ -141,6 +144,7 @@ func Parse(args []string) (Config, error) {
 	str(&c.ID, "id", "runner id (the one the token is bound to)")
 	str(&c.Runtime, "runtime", "docker or process (process: NO isolation)")
 	str(&c.MetricsListen, "metrics-listen", "Prometheus /metrics listen address (empty = off)")
+	str(&c.OTLPEndpoint, "otlp-endpoint", "export traces to this OTLP/gRPC collector (http://host:4317 plaintext, https:// or host:port TLS; empty = OTEL_EXPORTER_OTLP_ENDPOINT, else off)")
 	str(&c.DataDir, "data-dir", "directory for session workspaces, gateway sockets and runner state")
 	str(&c.AgentImage, "agent-image", "docker: agent image of groups without a base image")
 	str(&c.AgentBinary, "agent-binary", "process: the agent binary")

@@ -26,6 +26,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/retry"
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
 )
 
@@ -136,7 +137,10 @@ func shedDelay(err error) (time.Duration, bool) {
 
 func (c *Client) decideOnce(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
 	id := strconv.FormatUint(c.seq.Add(1), 10)
-	cl := &call{frame: &guardv1.DecideStreamRequest{CorrelationId: id, Request: req}, done: make(chan result, 1)}
+	// The stream is long-lived: each frame carries its own decision's trace
+	// context ("" when ctx has none; nothing is traced then).
+	cl := &call{frame: &guardv1.DecideStreamRequest{CorrelationId: id, Request: req, Traceparent: telemetry.Traceparent(ctx)},
+		done: make(chan result, 1)}
 	c.mu.Lock()
 	c.pending[id] = cl
 	st := c.stream

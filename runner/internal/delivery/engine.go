@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -19,6 +22,7 @@ import (
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
 )
 
@@ -46,6 +50,9 @@ type Engine struct {
 	// DecideWait bounds how long an action waits for the guard (the stream
 	// may be reconnecting) before it fails closed. Default 30s.
 	DecideWait time.Duration
+	// Tracer records a span per action sent and per replay (nil: tracing
+	// is off; a replay still carries its hold's trace context to the guard).
+	Tracer trace.Tracer
 
 	approvedTold sync.Map // hold id → the agent heard "approved; running it now"
 }
@@ -59,8 +66,15 @@ func (e *Engine) log() *slog.Logger {
 
 // Submit runs one action sent by a session's agent and tells the agent the
 // outcome (as a notice, and as the return value for the Send answer).
-func (e *Engine) Submit(ctx context.Context, s Session, requestID, name string, payload *structpb.Struct) Outcome {
-	out := e.submit(ctx, s, requestID, name, payload)
+func (e *Engine) Submit(ctx context.Context, s Session, requestID, name string, payload *structpb.Struct) (out Outcome) {
+	if e.Tracer != nil {
+		var span trace.Span
+		ctx, span = e.Tracer.Start(ctx, "clawguard.runner/Submit", trace.WithAttributes(
+			attribute.String("clawguard.delivery_action", name), attribute.String("clawguard.session", s.ID),
+			attribute.String("clawguard.request_id", requestID)))
+		defer func() { endSpan(span, out) }()
+	}
+	out = e.submit(ctx, s, requestID, name, payload)
 	if !out.Told {
 		e.notify(s, requestID, name, out)
 	}
@@ -132,8 +146,20 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 
 // Replay re-runs an approved hold's delivery action with the grant; the
 // guard re-checks the baseline live (approve-then-revoke never runs — D3).
-func (e *Engine) Replay(ctx context.Context, s Session, r *guardv1.ReplayAction) Outcome {
-	out := e.replay(ctx, s, r)
+func (e *Engine) Replay(ctx context.Context, s Session, r *guardv1.ReplayAction) (out Outcome) {
+	// The replay continues the trace of the request that was held, linked
+	// to the approval's; untraced here, its decision still carries the
+	// hold's context to the guard.
+	ctx = telemetry.WithRemoteParent(ctx, r.GetTraceparent())
+	if e.Tracer != nil {
+		var span trace.Span
+		ctx, span = e.Tracer.Start(ctx, "clawguard.runner/Replay", trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithLinks(telemetry.Links(r.GetApprovalTraceparent())...), trace.WithAttributes(
+				attribute.String("clawguard.delivery_action", r.GetDeliveryAction()), attribute.String("clawguard.session", s.ID),
+				attribute.String("clawguard.hold_id", r.GetHoldId())))
+		defer func() { endSpan(span, out) }()
+	}
+	out = e.replay(ctx, s, r)
 	if out.HoldID == "" {
 		out.HoldID = r.GetHoldId()
 	}
@@ -214,6 +240,15 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 		e.count(name, "error")
 		return Failed("approved %s not run: the guard answered %v to the replay", name, resp.GetDecision().GetEffect())
 	}
+}
+
+// endSpan records an action's outcome on its span and ends it.
+func endSpan(span trace.Span, out Outcome) {
+	span.SetAttributes(attribute.String("clawguard.outcome", out.Status.String()), attribute.String("clawguard.hold_id", out.HoldID))
+	if out.Status == agentv1.SendStatus_SEND_STATUS_FAILED {
+		span.SetStatus(otelcodes.Error, out.Reason)
+	}
+	span.End()
 }
 
 func (e *Engine) decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {

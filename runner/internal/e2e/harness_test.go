@@ -136,16 +136,29 @@ func startServer(t *testing.T) *server { return startServerTLS(t, nil) }
 // startServerTLS starts the server; with a certificate it serves TLS only.
 func startServerTLS(t *testing.T, cert *testCert) *server {
 	t.Helper()
-	db := pgtest.NewDB(t)
+	return startServerOn(t, pgtest.NewDB(t), cert, "")
+}
+
+// startServerOn starts a server on database db, with extra flags. A
+// replica of a server already serving db is given its operator token
+// (replicas share the one operator secret: each start registers its file's).
+func startServerOn(t *testing.T, db string, cert *testCert, opToken string, extra ...string) *server {
+	t.Helper()
 	dir := t.TempDir()
 	s := &server{db: db, addr: freeAddr(t), cert: cert}
 	tokFile := filepath.Join(dir, "operator.token")
+	if opToken != "" {
+		if err := os.WriteFile(tokFile, []byte(opToken+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	args := []string{"serve", "--database-url", db, "--listen", s.addr,
 		"--metrics-listen", "", "--auto-migrate", "--operator-token-file", tokFile, "--log-level", "warn", "--shutdown-timeout", "2s"}
 	if cert != nil {
 		args = append(args, "--tls-cert", cert.certFile, "--tls-key", cert.keyFile)
 	}
+	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, serverBin, args...)
 	logf, _ := os.Create(filepath.Join(dir, "server.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf

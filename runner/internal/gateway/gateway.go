@@ -57,6 +57,9 @@ type Options struct {
 	// Tools lists the session's guarded MCP tools (ListTools); nil: none.
 	Tools func(ctx context.Context, s delivery.Session) ([]*agentv1.McpTool, error)
 	Log   *slog.Logger
+	// ServerOptions are added to the gateway's gRPC server (tracing's
+	// stats handler when it is on).
+	ServerOptions []grpc.ServerOption
 }
 
 // Gateway serves one session.
@@ -139,11 +142,11 @@ func Listen(path string, s delivery.Session, sub Submitter, inbox *Inbox, o Opti
 		path:     path,
 		cache:    map[string]*sent{},
 	}
-	g.srv = grpc.NewServer(
-		grpc.MaxRecvMsgSize(1<<20),
+	g.srv = grpc.NewServer(append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(1 << 20),
 		grpc.MaxConcurrentStreams(32),
-		grpc.ConnectionTimeout(5*time.Second),
-	)
+		grpc.ConnectionTimeout(5 * time.Second),
+	}, o.ServerOptions...)...)
 	agentv1.RegisterAgentGatewayServer(g.srv, g)
 	go func() {
 		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

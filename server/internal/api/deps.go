@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
@@ -36,6 +37,10 @@ type GuardDeps struct {
 	// interceptor creates (the RPC itself is the held payload): a card for
 	// one through Guard.Decide is refused.
 	HeldByTheirRPC map[string]bool
+	// Tracer starts a span per DecideStream frame that carries a trace
+	// context (nil: tracing is off; the frame's context still reaches a
+	// hold it creates).
+	Tracer trace.Tracer
 }
 
 // ApprovalsDeps is what the Approvals service (approvals.go) uses.

@@ -7,13 +7,18 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/server/internal/admission"
 	"github.com/clawguard/clawguard/server/internal/edge"
 	"github.com/clawguard/clawguard/server/internal/guard"
@@ -230,6 +235,14 @@ func (s *GuardService) answerFrame(ctx context.Context, frame *guardv1.DecideStr
 		if err := s.d.Validator.Validate(frame); err != nil {
 			return edge.Status(err)
 		}
+		if tp := frame.GetTraceparent(); tp != "" {
+			// The stream's context is the stream's: this decision
+			// continues the caller's trace, and a hold it creates keeps
+			// that context (approvals.CreateHoldTx).
+			var end func(*guardv1.DecideResponse, error)
+			ctx, end = s.frameSpan(telemetry.WithRemoteParent(ctx, tp), frame.GetRequest())
+			defer func() { end(resp, err) }()
+		}
 		resp, err = s.decide(ctx, frame.GetRequest())
 		return err
 	}()
@@ -239,6 +252,28 @@ func (s *GuardService) answerFrame(ctx context.Context, frame *guardv1.DecideStr
 		out.Response = resp
 	}
 	return out
+}
+
+// frameSpan starts the span of one traced DecideStream frame (no span, and
+// ctx as it is, when tracing is off); end records the answer on it.
+func (s *GuardService) frameSpan(ctx context.Context, req *guardv1.DecideRequest) (context.Context, func(*guardv1.DecideResponse, error)) {
+	if s.d.Tracer == nil {
+		return ctx, func(*guardv1.DecideResponse, error) {}
+	}
+	ctx, span := s.d.Tracer.Start(ctx, "clawguard.guard/Decide", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("clawguard.action", req.GetAction()),
+			attribute.String("clawguard.session", req.GetActor().GetAgent().GetSessionId()),
+			attribute.String("clawguard.grant", req.GetGrant())))
+	return ctx, func(resp *guardv1.DecideResponse, err error) {
+		if err != nil {
+			span.SetStatus(otelcodes.Error, err.Error())
+		} else {
+			span.SetAttributes(attribute.String("clawguard.effect", enumword.String(resp.GetDecision().GetEffect())),
+				attribute.String("clawguard.decision_id", resp.GetDecisionId()),
+				attribute.String("clawguard.hold_id", resp.GetHoldId()))
+		}
+		span.End()
+	}
 }
 
 // decide asks the engine for one request: the caller's terms make it the

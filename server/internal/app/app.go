@@ -12,9 +12,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/exaring/otelpgx"
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -24,6 +27,7 @@ import (
 
 	"github.com/clawguard/clawguard/migrations"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/proto/tlsfiles"
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/authn"
@@ -89,14 +93,26 @@ func (s *Server) GuardAPI() *api.GuardService { return s.guardAPI }
 // New opens the database, checks (or applies) the schema, binds the
 // listeners and registers every service. Errors are one clear line.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
-	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.MaxConns)
+	tracing, err := telemetry.Setup(ctx, telemetry.Options{Service: "clawguard-server", Version: Version, Instance: instanceID(cfg.Listen), Endpoint: cfg.OTLPEndpoint})
 	if err != nil {
+		return nil, err
+	}
+	var dbTracer pgx.QueryTracer
+	if tracing.Enabled() {
+		// Statements are spans only inside a traced call (otelpgx starts
+		// none without a recording parent): background loops stay quiet.
+		dbTracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(tracing.Provider()), otelpgx.WithTrimSQLInSpanName())
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.MaxConns, store.WithQueryTracer(dbTracer))
+	if err != nil {
+		_ = tracing.ShutdownWithin(time.Second)
 		return nil, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
 			st.Close()
+			_ = tracing.ShutdownWithin(time.Second)
 		}
 	}()
 	if cfg.AutoMigrate {
@@ -145,6 +161,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		Log:     log,
 		Config:  cfg,
 		Auth:    authn.NewAuthenticator(st.Pool),
+		Tracing: tracing,
 	}
 	d.Pools.Add("main", st.Pool)
 	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer(), db: &dbState{}}
@@ -188,6 +205,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		// transport reads its headers (api.GuardService.TapOverload).
 		grpc.InTapHandle(services.guard.TapOverload),
 	}
+	// A span per call (and per stream) when tracing is on; none when off.
+	opts = append(opts, tracing.ServerOptions()...)
 	if cfg.TLSCert != "" {
 		creds, err := serverTLS(cfg)
 		if err != nil {
@@ -212,7 +231,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		return nil, fmt.Errorf("refusing to start: RPCs without a (guard.v1.rule) declaration: %s", strings.Join(missing, "; "))
 	}
 	s.background = services.background
-	s.shutdown = append(services.shutdown, st.Close)
+	// Run ends in reverse: the pool closes, then the last spans are flushed.
+	s.shutdown = append([]func(){func() {
+		if err := tracing.ShutdownWithin(5 * time.Second); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
+	}}, append(services.shutdown, st.Close)...)
 	if err := s.listenConsole(services); err != nil {
 		lis.Close()
 		if metricsLis != nil {
@@ -277,6 +301,13 @@ func (s *Server) Run(ctx context.Context) error {
 		s.shutdown[i]()
 	}
 	return err
+}
+
+// instanceID names this replica in its spans (service.instance.id): the
+// host and the gRPC listen address, so two replicas on one host differ.
+func instanceID(listen string) string {
+	host, _ := os.Hostname()
+	return host + "/" + listen
 }
 
 func serverTLS(cfg config.Config) (credentials.TransportCredentials, error) {

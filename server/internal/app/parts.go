@@ -3,6 +3,7 @@ package app
 import (
 	"log/slog"
 
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/server/internal/admission"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/authn"
@@ -31,7 +32,8 @@ type Parts struct {
 	Log       *slog.Logger
 	Config    config.Config
 	Auth      *authn.Authenticator
-	Validator *edge.Validator // the protos' request rules (the interceptor; DecideStream per frame)
+	Validator *edge.Validator    // the protos' request rules (the interceptor; DecideStream per frame)
+	Tracing   *telemetry.Tracing // OpenTelemetry (off: the no-op provider)
 
 	// The domains, in the order buildServices makes them.
 	Approvals *approvals.Service

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/clawguard/clawguard/server/internal/api"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/commands"
@@ -71,6 +73,7 @@ func buildServices(ctx context.Context, d *Parts) (*services, error) {
 	s.guard = api.NewGuardService(api.GuardDeps{
 		Engine: d.Guard, Reads: callerReads{d.Store.Pool}, Metrics: d.Metrics, Log: d.Log,
 		Admission: d.Admission, Validator: d.Validator, HeldByTheirRPC: commands.HeldByTheirRPC(d.Guard.Catalog),
+		Tracer: frameTracer(d),
 	})
 	s.approvals = api.NewApprovalsService(api.ApprovalsDeps{
 		Approvals: d.Approvals, Catalog: d.Guard.Catalog, Log: d.Log,
@@ -101,4 +104,13 @@ func (r callerReads) ChatVisible(ctx context.Context, groups []string, chat stri
 
 func (r callerReads) ChatChannel(ctx context.Context, chat string) (string, bool, error) {
 	return resources.ChatChannel(ctx, r.pool, chat)
+}
+
+// frameTracer is the tracer of DecideStream frames' spans, nil when tracing
+// is off (a frame's trace context is then only kept, not recorded).
+func frameTracer(d *Parts) trace.Tracer {
+	if !d.Tracing.Enabled() {
+		return nil
+	}
+	return d.Tracing.Tracer()
 }

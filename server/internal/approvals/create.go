@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -194,7 +195,8 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		newHoldID(), req.Kind, req.CatalogAction, payload, req.SessionID, groupID, requester,
 		approverUser, ruleName, scope, dedupKey, nullTime(expires), title, question, options,
 		target, origin, req.DeliveryAction, req.SweptOnRestart, required, orEmpty(alsoIDs), resource, orEmpty(alsoDelivered),
-		plan.RemindAfterS, plan.EscalateAfterS, orEmpty(plan.EscalateTo))
+		plan.RemindAfterS, plan.EscalateAfterS, orEmpty(plan.EscalateTo),
+		telemetry.Traceparent(ctx))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A concurrent request with the same key won the race; it has
 		// committed (ON CONFLICT waited for it), so this statement sees it.

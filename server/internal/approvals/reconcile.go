@@ -103,7 +103,11 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 				if _, err := tx.Exec(ctx, sqlCountReplay, c.hold.Id); err != nil {
 					return fmt.Errorf("count replay of %s: %w", c.hold.Id, err)
 				}
-				if _, err := pushes.EnqueueTx(ctx, tx, c.hold.SessionId, replayPush(c.hold)); err != nil {
+				push := replayPush(c.hold)
+				if err := traceReplay(ctx, tx, push); err != nil {
+					return fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
+				}
+				if _, err := pushes.EnqueueTx(ctx, tx, c.hold.SessionId, push); err != nil {
 					if errors.Is(err, pushes.ErrNoSession) {
 						if err := s.giveUpTx(ctx, tx, c.hold, "its session no longer exists"); err != nil {
 							return err

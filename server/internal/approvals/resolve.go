@@ -12,9 +12,11 @@ import (
 	"github.com/clawguard/clawguard/server/internal/fault"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 )
 
@@ -334,6 +336,9 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 	}
 	var before []statement
 	if push := resolutionPush(hold, outcome, reason); push != nil {
+		if err := traceReplay(ctx, tx, push); err != nil {
+			return nil, fmt.Errorf("resolve hold %s: %w", id, err)
+		}
 		if target != nil && target.SessionID == hold.SessionId {
 			sql, args, err := target.Insert(push)
 			if err != nil {
@@ -582,6 +587,28 @@ func replayPush(h *guardv1.Hold) *guardv1.Push {
 		HoldId: h.Id, DeliveryAction: h.DeliveryAction, CatalogAction: h.CatalogAction, Payload: h.Payload,
 		Resource: h.Resource,
 	}}}
+}
+
+// traceReplay stamps a replay push with the hold's trace context (the
+// runner's replay continues the trace of the request that was held) and
+// the approval's (which the replay links to); the approval's own span links
+// to the hold's trace. Nothing for other pushes.
+func traceReplay(ctx context.Context, q store.Querier, push *guardv1.Push) error {
+	r := push.GetReplay()
+	if r == nil {
+		return nil
+	}
+	var held string
+	if err := q.QueryRow(ctx, `SELECT trace_parent FROM holds WHERE id = $1`, r.GetHoldId()).Scan(&held); err != nil {
+		return fmt.Errorf("read the hold's trace context: %w", err)
+	}
+	r.Traceparent, r.ApprovalTraceparent = held, telemetry.Traceparent(ctx)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		for _, l := range telemetry.Links(held) {
+			span.AddLink(l)
+		}
+	}
+	return nil
 }
 
 // frozenFor is who froze the hold's agent (every agent, its group, or its

@@ -28,11 +28,11 @@ import (
 const sqlCreate = `INSERT INTO holds (id, kind, catalog_action, payload, session_id, agent_group_id, requester,
 			approver_user_id, approver_rule, approver_scope, dedup_key, expires_at, title, question, options,
 			delivered_to, origin_channel_type, delivery_action, swept_on_restart, approvals_required, also_approvers, resource, also_delivered_to,
-			remind_at, escalate_at, escalate_to)
+			remind_at, escalate_at, escalate_to, trace_parent)
 		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, NULLIF($8, ''), $9, $10, NULLIF($11, ''),
 			$12, $13, $14, $15, NULLIF($16, ''), $17, $18, $19, $20, $21, $22, $23,
 			CASE WHEN $24::int > 0 THEN now() + make_interval(secs => $24::int) END,
-			CASE WHEN $25::int > 0 AND cardinality($26::text[]) > 0 THEN now() + make_interval(secs => $25::int) END, $26)
+			CASE WHEN $25::int > 0 AND cardinality($26::text[]) > 0 THEN now() + make_interval(secs => $25::int) END, $26, $27)
 		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
 		RETURNING `
 

@@ -107,6 +107,9 @@ type Config struct {
 	OIDCClientID         string
 	OIDCClientSecretFile string
 	OIDCRedirectURL      string
+	// OTLPEndpoint exports traces over OTLP/gRPC ("" = the standard
+	// OTEL_EXPORTER_OTLP_ENDPOINT, else off); see proto/telemetry.
+	OTLPEndpoint string
 }
 
 // MaxApprovals bounds any quorum (the holds table checks it too).
@@ -187,6 +190,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(fs, &c.OIDCClientID, "oidc-client-id", "the console's OIDC client id")
 	str(fs, &c.OIDCClientSecretFile, "oidc-client-secret-file", "file holding the console's OIDC client secret")
 	str(fs, &c.OIDCRedirectURL, "oidc-redirect-url", "the console's OIDC callback URL as registered at the provider (…/signin/oidc/callback)")
+	str(fs, &c.OTLPEndpoint, "otlp-endpoint", "export traces to this OTLP/gRPC collector (http://host:4317 plaintext, https:// or host:port TLS; empty = OTEL_EXPORTER_OTLP_ENDPOINT, else off)")
 }
 
 // BindDatabase registers only --database-url (for `migrate`).
@@ -325,7 +329,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("citation_window", r.CitationWindow.String()), slog.String("decision_retention", r.DecisionRetention.String()),
 		slog.String("event_retention", r.EventRetention.String()), slog.String("webhook_url", r.WebhookURL), slog.String("decision_export_url", r.DecisionExportURL),
 		slog.String("webhook_secret_file", r.WebhookSecretFile), slog.String("shutdown_timeout", r.ShutdownTimeout.String()),
-		slog.String("log_level", r.LogLevel), slog.Int("max_conns", r.MaxConns),
+		slog.String("log_level", r.LogLevel), slog.Int("max_conns", r.MaxConns), slog.String("otlp_endpoint", r.OTLPEndpoint),
 	)
 }
 

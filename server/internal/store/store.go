@@ -22,13 +22,16 @@ type Store struct {
 
 // Open connects and pings; a malformed URL or an unreachable database is an
 // error that names the problem without leaking the password.
-func Open(ctx context.Context, url string, maxConns int) (*Store, error) {
+func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, errors.New("database URL does not parse (check --database-url)")
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = int32(maxConns)
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -39,6 +42,19 @@ func Open(ctx context.Context, url string, maxConns int) (*Store, error) {
 		return nil, fmt.Errorf("database %s:%d unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, unwrapConnect(err))
 	}
 	return &Store{Pool: pool}, nil
+}
+
+// Option adjusts the pool's configuration before it opens.
+type Option func(*pgxpool.Config)
+
+// WithQueryTracer traces every statement of the pool's connections (the
+// server's OpenTelemetry spans, otelpgx; nil: none).
+func WithQueryTracer(t pgx.QueryTracer) Option {
+	return func(c *pgxpool.Config) {
+		if t != nil {
+			c.ConnConfig.Tracer = t
+		}
+	}
 }
 
 // Close closes the pool.
