@@ -134,6 +134,9 @@ func TestBrowserPagesFitAPhoneAndADesk(t *testing.T) {
 
 			do(t, ctx, "freezes", chromedp.Navigate(f.base+"/freezes"), chromedp.WaitVisible(chromedp.CSS(`table.freezes`)))
 			fits(t, ctx, "freezes-"+w.suffix)
+
+			do(t, ctx, "grants", chromedp.Navigate(f.base+"/grants"), chromedp.WaitVisible(chromedp.CSS(`table.grants`)))
+			fits(t, ctx, "grants-"+w.suffix)
 		})
 	}
 }
