@@ -112,6 +112,9 @@ func steppedUp(caller authn.Caller) bool {
 	if caller.Via == "console" {
 		return !caller.SignedIn.IsZero() && time.Since(caller.SignedIn) < approvals.StepUpWindow
 	}
+	if caller.Via != "" {
+		return false // a chat user a bridge acts for (bridge_as_user): still a bridge's assertion
+	}
 	k := caller.Principal.Kind
 	return k == guardv1.Principal_PRINCIPAL_USER || k == guardv1.Principal_PRINCIPAL_OPERATOR
 }
