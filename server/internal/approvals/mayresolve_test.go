@@ -17,7 +17,12 @@ import (
 	"github.com/clawguard/clawguard/server/internal/metrics"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	if url := os.Getenv("ESCALATION_CHILD_DB"); url != "" {
+		os.Exit(escalationSweepChild(url)) // a replica TestEscalationAcrossAReplicaSIGKILL kills
+	}
+	os.Exit(pgtest.Main(m))
+}
 
 // The seed's cast (approver-rule.test.ts).
 const (

@@ -428,7 +428,7 @@ func TestStandingGrantAppliesAnAlwaysHeldAction(t *testing.T) {
 		t.Fatalf("install: %v, want a hold", held)
 	}
 	if held.GetDecision().GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
-		t.Skip("this fixture's installs are global-scope holds: no standing grant by design")
+		t.Fatalf("the fixture's install was held at global scope, which never gets a standing grant: this test needs a group-scope install")
 	}
 	if _, err := gina.Approvals.Resolve(ctxT(t), &guardv1.ResolveRequest{Id: held.GetHoldId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE, StandingFor: durationpb.New(time.Hour)}); err != nil {
 		t.Fatalf("approve the install for 1 hour: %v", err)
