@@ -13,6 +13,10 @@
 #   floor2000               the machine's floor: the gRPC health check on the same open loop at
 #                           2,000/s (transport and the server's interceptors, no guard, no Postgres);
 #                           runs on this VM differ by as much between sessions as a change does
+#   durable2000             the floor of a durable answer: floor2000's health check, then one
+#                           single-row INSERT the generator commits on the same Postgres (the
+#                           commit waits for the WAL flush); no answer that waits for its log row
+#                           on disk is faster on this machine at this rate
 #   open2000 / stream2000   Decide / DecideStream at 2,000/s, open loop
 #   closed                  512 in flight, closed loop, the defaults (admission control on)
 #   closed-max              the same with admission control off: the maximum
@@ -31,7 +35,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 data=${BENCH_DIR:-$root/.data/bench}
-runs=${BENCH_RUNS:-floor2000 open2000 fga-open2000 stream2000 closed fga-closed closed-max open80 open150 open150-reask stream25k approvals}
+runs=${BENCH_RUNS:-floor2000 durable2000 open2000 fga-open2000 stream2000 closed fga-closed closed-max open80 open150 open150-reask stream25k approvals}
 server_bin=${SERVER:-$root/bin/clawguard-server}
 # The mode measured: LOG_COMMIT when set, else what the server defaults to
 # (read from its own --help, so a changed default is what is measured and said).
@@ -136,6 +140,7 @@ of_max() {
 for r in $runs; do
   case "$r" in
   floor2000) run floor2000 -- -mode health -rate 2000 ;;
+  durable2000) run durable2000 -- -mode durable -rate 2000 ;;
   open2000) run open2000 -- -mode unary -rate 2000 ;;
   stream2000) run stream2000 -- -mode stream -rate 2000 ;;
   closed) run closed -- -mode unary -closed 512 ;;

@@ -92,7 +92,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.dbURL, "database-url", os.Getenv("CLAWGUARD_DATABASE_URL"), "the server's database (fixture setup)")
 	flag.StringVar(&c.addr, "addr", "127.0.0.1:7443", "server gRPC address")
-	flag.StringVar(&c.mode, "mode", "unary", "unary (Guard.Decide), stream (Guard.DecideStream), health (grpc.health.v1 Check on the same open loop: the machine's floor for a unary call), or openfga (the same checks as OpenFGA Check calls against -addr, its fixture written through OpenFGA's API: the side-by-side run)")
+	flag.StringVar(&c.mode, "mode", "unary", "unary (Guard.Decide), stream (Guard.DecideStream), health (grpc.health.v1 Check on the same open loop: the machine's floor for a unary call), durable (that health check, then one single-row INSERT committed durably by this generator: the floor of an answer that waits for a durable write), or openfga (the same checks as OpenFGA Check calls against -addr, its fixture written through OpenFGA's API: the side-by-side run)")
 	flag.StringVar(&c.metrics, "metrics", "", "server metrics URL (http://host:port/metrics) to estimate heap per in-flight decision")
 	flag.Float64Var(&c.rate, "rate", 5000, "arrival rate, decisions per second")
 	flag.DurationVar(&c.duration, "duration", 15*time.Second, "measured duration")
@@ -130,6 +130,16 @@ func main() {
 
 func run(c config) error {
 	ctx := context.Background()
+	if c.mode == "durable" {
+		// The floor of a durable answer is measured against a durable cluster only.
+		durable, err := isDurableCommitted(ctx, c.dbURL)
+		if err != nil {
+			return fmt.Errorf("-mode durable: %w", err)
+		}
+		if !durable {
+			return errors.New("-mode durable: this Postgres runs with fsync off, so its commits are no floor of a durable answer (make bench starts one with fsync on)")
+		}
+	}
 	if c.reask && (c.mode != "unary" || c.closed > 0) {
 		return errors.New("-reask is for the open loop of -mode unary (a closed loop honours the hint with -honour-retry)")
 	}
@@ -407,7 +417,8 @@ func (r *result) print() {
 
 // unaryCall is the open loop's call: Guard.Decide, or for -mode health the
 // health check on the same connections, answered as an ALLOW so it counts
-// like a decision (the floor: transport, the server's interceptors, no guard).
+// like a decision (the floor: transport, the server's interceptors, no guard;
+// -mode durable adds a durable commit to it, durable.go).
 func unaryCall(mode string, fx *fixture, conns []*grpc.ClientConn) func(ctx context.Context, i int, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
 	n := len(conns)
 	if mode == "openfga" {
@@ -528,8 +539,16 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 	}()
 
 	switch c.mode {
-	case "unary", "health", "openfga":
+	case "unary", "health", "openfga", "durable":
 		decide := unaryCall(c.mode, fx, conns)
+		if c.mode == "durable" {
+			call, closeFloor, err := durableCall(ctx, c.dbURL, conns)
+			if err != nil {
+				return nil, err
+			}
+			defer closeFloor()
+			decide = call
+		}
 		pool := newSenders()
 		defer pool.close()
 		pace(start, interval, total, func(i int, sched time.Time) bool {
@@ -631,7 +650,7 @@ func measure(ctx context.Context, c config, fx *fixture, rate float64) (*result,
 		}
 		wg.Wait()
 	default:
-		return nil, fmt.Errorf("-mode %q: want unary, stream, health or openfga", c.mode)
+		return nil, fmt.Errorf("-mode %q: want unary, stream, health, durable or openfga", c.mode)
 	}
 	close(sampleStop)
 	<-sampleDone

@@ -98,3 +98,32 @@ func TestGoalsAreRatiosOfRunsInTheReport(t *testing.T) {
 		t.Errorf("no pair of runs, yet: %q", out.String())
 	}
 }
+
+// With the durable floor in the report, each everyday-load goal says whether
+// its target is below what an answer waiting for a durable write costs.
+func TestDurableFloorBoundsTheEverydayGoals(t *testing.T) {
+	runs := map[string]reportRow{
+		"floor2000":    {Label: "floor2000", P50: 0.3, P99: 2},
+		"durable2000":  {Label: "durable2000", P50: 0.8, P99: 4},
+		"open2000":     {Label: "open2000", P50: 1.2, P99: 10},
+		"fga-open2000": {Label: "fga-open2000", P50: 1.0, P99: 20},
+	}
+	var out bytes.Buffer
+	printGoals(&out, runs)
+	for _, want := range []string{
+		"against the durable floor (open2000 / durable2000): 1.50×",
+		"the durable floor itself against fga-open2000 (durable2000 / fga-open2000): 0.80× for a goal of ≤ 0.5×: below the floor",
+		"(durable2000 / fga-open2000): 0.20× for a goal of ≤ 0.5×: within reach",
+		"the durable floor itself against floor2000 (durable2000 / floor2000): 2.67× for a goal of ≤ 2×: below the floor",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("goals lack %q:\n%s", want, out.String())
+		}
+	}
+	delete(runs, "durable2000")
+	out.Reset()
+	printGoals(&out, runs)
+	if strings.Contains(out.String(), "durable") {
+		t.Errorf("no durable2000 run, yet the floor is named:\n%s", out.String())
+	}
+}
