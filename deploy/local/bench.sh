@@ -7,6 +7,7 @@
 #   DURATION    measured period of each run (default 10s), WARMUP (default 3s)
 #   MAX_CONNS   the server's Postgres pool (default 32)
 #   SERVER      the server binary (default bin/clawguard-server; e.g. an older build to compare)
+#   SERVER_FLAGS  more flags for every clawguard-server run (e.g. "--admission-target 10ms" to compare a setting)
 #   LOG_COMMIT  the decision log's commit, --decision-log-commit (default: the server's own
 #               default, sync); the report says which was measured
 # Runs:
@@ -89,7 +90,7 @@ run() {
   local port mport
   port=$(free_port); mport=$(free_port)
   "$server_bin" serve --database-url "$db" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" \
-    --auto-migrate --log-level error --max-conns "${MAX_CONNS:-32}" --decision-log-commit "$log_commit" "${sargs[@]}" >"$data/server-$label.log" 2>&1 &
+    --auto-migrate --log-level error --max-conns "${MAX_CONNS:-32}" --decision-log-commit "$log_commit" ${SERVER_FLAGS:-} "${sargs[@]}" >"$data/server-$label.log" 2>&1 &
   server=$!
   await_port "$port" clawguard-server "$label"
   echo "== $label"
@@ -160,7 +161,7 @@ done
 echo
 echo "== summary ($(nproc) cores, load average before the last run: $(cut -d' ' -f1-3 /proc/loadavg); decision log commit: $log_commit)"
 {
-  echo "Decision log commit: $log_commit (--decision-log-commit)."
+  echo "Decision log commit: $log_commit (--decision-log-commit).${SERVER_FLAGS:+ More server flags: $SERVER_FLAGS.}"
   echo
   "$data/decideload" -summarize "$report"
 } | tee "$data/report-$stamp.md"
