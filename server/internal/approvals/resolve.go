@@ -334,7 +334,7 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 	if err != nil {
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
 	}
-	var before []statement
+	var before []*pgx.QueuedQuery
 	if push := resolutionPush(hold, outcome, reason); push != nil {
 		if err := traceReplay(ctx, tx, push); err != nil {
 			return nil, fmt.Errorf("resolve hold %s: %w", id, err)
@@ -344,7 +344,7 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 			if err != nil {
 				return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
 			}
-			before = append(before, statement{sql, args})
+			before = append(before, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 		} else if _, err := pushes.EnqueueTx(ctx, tx, hold.SessionId, push); err != nil {
 			return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
 		}
