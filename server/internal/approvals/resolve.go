@@ -86,7 +86,10 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 		standing *guardv1.StandingGrant
 	)
 	armed := false
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	// Keyed: every statement of a resolution reads or writes by key (or,
+	// clearing other reason captures, through a partial index whose
+	// predicate the statement states).
+	err = pgx.BeginTxFunc(ctx, s.pool, store.KeyedTx, func(tx pgx.Tx) error {
 		// The hold (locked), the clicker's roles and, when the resolution
 		// will push to the hold's session (a reject's notice, an approved
 		// delivery action's replay: resolutionPush), that session, locked

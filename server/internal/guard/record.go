@@ -169,7 +169,8 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 		queueInsert(b, logRow(res))
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	// Keyed: every statement of a hold's creation reads or writes by key.
+	err := pgx.BeginTxFunc(ctx, e.pool, store.KeyedTx, func(tx pgx.Tx) error {
 		a = answered{}
 		// A live standing grant that matches exactly answers instead of a
 		// new hold: read in this transaction, so a revocation committed
