@@ -152,8 +152,8 @@ func holdCreator(svc *approvals.Service) guard.HoldCreator {
 			req.ExpiresAt = c.GetExpiresAt().AsTime()
 		}
 		if hr.BeforeEvent != nil {
-			req.BeforeEvent = func(ctx context.Context, tx pgx.Tx, res approvals.CreateResult) error {
-				return hr.BeforeEvent(ctx, tx, holdResult(res))
+			req.BeforeEvent = func(ctx context.Context, b *pgx.Batch, res approvals.CreateResult) error {
+				return hr.BeforeEvent(ctx, b, holdResult(res))
 			}
 		}
 		res, err := svc.CreateHoldTx(ctx, tx, req)

@@ -14,7 +14,6 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/telemetry"
-	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // DefaultOptions are the card buttons when the caller gives none (the
@@ -101,8 +100,22 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		}
 	}
 
-	candidates, err := pickApprovers(ctx, tx, ruleName, append([]string{exclusiveID}, alsoIDs...), namedDeliv, groupID, global)
-	if err != nil {
+	// The approvers, the quorum the settings ask and the escalation plan
+	// are independent reads: one round trip. (The quorum and the plan are
+	// read even when no approver exists; reads only, nothing is lost.)
+	var (
+		candidates []candidate
+		chain      int
+		plan       EscalationPlan
+	)
+	reads := &pgx.Batch{}
+	queuePickApprovers(reads, &candidates, ruleName, append([]string{exclusiveID}, alsoIDs...), namedDeliv, groupID, global)
+	needChain := ruleName == ruleAdminsOfScope && !choiceCard(req.Options)
+	if needChain {
+		s.queueRequiredApprovals(reads, &chain, req.CatalogAction, groupID, global)
+	}
+	queueEscalationPlan(reads, &plan, req, ruleName, groupID)
+	if err := tx.SendBatch(ctx, reads).Close(); err != nil {
 		return CreateResult{}, err
 	}
 	if len(candidates) == 0 {
@@ -119,11 +132,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	// exclusive hold what its own rule asks (a message policy's
 	// approvals), since only its named users may approve it.
 	required := max(req.Approvals, 1)
-	if ruleName == ruleAdminsOfScope && !choiceCard(req.Options) {
-		chain, err := s.requiredApprovals(ctx, tx, req.CatalogAction, groupID, global)
-		if err != nil {
-			return CreateResult{}, err
-		}
+	if needChain {
 		required = max(required, chain)
 	}
 	if len(candidates) < required {
@@ -153,6 +162,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if expires.IsZero() && s.cfg.DefaultHoldTTL > 0 {
 		expires = time.Now().Add(s.cfg.DefaultHoldTTL)
 	}
+	var err error
 	payload := []byte("{}")
 	if req.Payload != nil {
 		if payload, err = protojson.Marshal(req.Payload); err != nil {
@@ -183,10 +193,6 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if resource == nil {
 		resource = map[string]string{}
 	}
-	plan, err := escalationPlan(ctx, tx, req, ruleName, groupID)
-	if err != nil {
-		return CreateResult{}, err
-	}
 	title, question := req.Title, req.Question
 	if err := nameGroups(ctx, tx, &title, &question); err != nil {
 		return CreateResult{}, fmt.Errorf("create hold: %w", err)
@@ -210,13 +216,14 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		return CreateResult{}, fmt.Errorf("create hold: %w", err)
 	}
 	res := CreateResult{Hold: hold, Created: true, Undelivered: target == ""}
+	before := &pgx.Batch{}
 	if req.BeforeEvent != nil {
-		if err := req.BeforeEvent(ctx, tx, res); err != nil {
+		if err := req.BeforeEvent(ctx, before, res); err != nil {
 			return CreateResult{}, err
 		}
 	}
 	// Last: the event's cursor is in flight from here to commit.
-	if err := insertEventTx(ctx, tx, hold, "requested", "", "", target == ""); err != nil {
+	if err := insertEventTx(ctx, tx, hold, "requested", "", "", target == "", before.QueuedQueries...); err != nil {
 		return CreateResult{}, err
 	}
 	s.metrics.HoldsCreatedTotal.WithLabelValues(hold.Kind).Inc()
@@ -250,22 +257,24 @@ func choiceCard(opts []*guardv1.HoldOption) bool {
 	return false
 }
 
-// requiredApprovals is a hold's quorum: the largest of its approver scope's
-// default, its catalog action's setting and its anchor group's setting.
-func (s *Service) requiredApprovals(ctx context.Context, q store.Querier, action, group string, global bool) (int, error) {
+// queueRequiredApprovals queues the read of a hold's quorum onto b: the
+// largest of its approver scope's default, its catalog action's setting and
+// its anchor group's setting; *n is set when b's results are read.
+func (s *Service) queueRequiredApprovals(b *pgx.Batch, n *int, action, group string, global bool) {
 	def := s.cfg.GroupHoldApprovals
 	if global {
 		def = s.cfg.GlobalHoldApprovals
 	}
-	var n int
-	err := q.QueryRow(ctx, `SELECT GREATEST($3::int,
+	b.Queue(`SELECT GREATEST($3::int,
 			COALESCE((SELECT approvals FROM action_settings WHERE action = $1), 0),
 			COALESCE((SELECT hold_approvals FROM container_configs WHERE agent_group_id = NULLIF($2, '')), 0))`,
-		action, group, max(def, 1)).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("create hold: quorum: %w", err)
-	}
-	return max(n, 1), nil
+		action, group, max(def, 1)).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(n); err != nil {
+			return fmt.Errorf("create hold: quorum: %w", err)
+		}
+		*n = max(*n, 1)
+		return nil
+	})
 }
 
 // liveByDedupKey returns the live hold carrying key, or nil. A pending hold
@@ -315,42 +324,40 @@ type candidate struct {
 	dms []string
 }
 
-// pickApprovers lists the users who may resolve the hold, in delivery
-// preference order, de-duplicated, with their DMs (one query).
-func pickApprovers(ctx context.Context, q store.Querier, rule string, exclusive []string, named, groupID string, global bool) ([]candidate, error) {
+// queuePickApprovers queues the read of the users who may resolve the hold
+// onto b: in delivery preference order, de-duplicated, with their DMs (one
+// query); *out is set when b's results are read.
+func queuePickApprovers(b *pgx.Batch, out *[]candidate, rule string, exclusive []string, named, groupID string, global bool) {
 	if rule == ruleExclusive {
 		// Each named user, in the rule's order; on a global hold only those
 		// who are owners or global admins (D1).
-		rows, err := q.Query(ctx, `SELECT u.id,
+		b.Queue(`SELECT u.id,
 				EXISTS (SELECT 1 FROM user_roles WHERE user_id = u.id AND (role = 'owner' OR (role = 'admin' AND agent_group_id IS NULL))),
 				ARRAY(SELECT channel_type FROM user_dms WHERE user_id = u.id ORDER BY channel_type)
-			FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) ORDER BY u.n`, exclusive)
-		if err != nil {
-			return nil, fmt.Errorf("pick approvers: %w", err)
-		}
-		defer rows.Close()
-		var out []candidate
-		for rows.Next() {
-			var (
-				c   candidate
-				top bool
-			)
-			if err := rows.Scan(&c.id, &top, &c.dms); err != nil {
-				return nil, fmt.Errorf("pick approvers: %w", err)
+			FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) ORDER BY u.n`, exclusive).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var (
+					c   candidate
+					top bool
+				)
+				if err := rows.Scan(&c.id, &top, &c.dms); err != nil {
+					return fmt.Errorf("pick approvers: %w", err)
+				}
+				if !global || top {
+					*out = append(*out, c)
+				}
 			}
-			if !global || top {
-				out = append(out, c)
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("pick approvers: %w", err)
 			}
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("pick approvers: %w", err)
-		}
-		return out, nil
+			return nil
+		})
+		return
 	}
 	// tier -1: the named delivered-to user; 0: scoped admins of the anchor
 	// (not for global holds: they may not resolve them); 1: global admins;
 	// 2: owners.
-	rows, err := q.Query(ctx, `SELECT r.user_id, r.tier, ARRAY(SELECT channel_type FROM user_dms d WHERE d.user_id = r.user_id ORDER BY channel_type)
+	b.Queue(`SELECT r.user_id, r.tier, ARRAY(SELECT channel_type FROM user_dms d WHERE d.user_id = r.user_id ORDER BY channel_type)
 		FROM (
 			SELECT NULLIF($3, '') AS user_id, -1 AS tier, NULL::timestamptz AS granted_at
 			UNION ALL
@@ -360,47 +367,45 @@ func pickApprovers(ctx context.Context, q store.Querier, rule string, exclusive 
 			    OR (role = 'admin' AND agent_group_id IS NULL)
 			    OR (role = 'admin' AND NOT $2 AND agent_group_id = NULLIF($1, ''))
 		) r WHERE r.user_id IS NOT NULL
-		ORDER BY r.tier, r.granted_at, r.user_id`, groupID, global, named)
-	if err != nil {
-		return nil, fmt.Errorf("pick approvers: %w", err)
-	}
-	defer rows.Close()
-	seen := map[string]bool{}
-	var out []candidate
-	namedIsTop := false
-	for rows.Next() {
-		var (
-			c    candidate
-			tier int
-		)
-		if err := rows.Scan(&c.id, &tier, &c.dms); err != nil {
-			return nil, fmt.Errorf("pick approvers: %w", err)
-		}
-		switch {
-		case tier == -1 && global:
-			// On a global hold the named user counts only as an owner or
-			// global admin (then delivered to first, below).
-			continue
-		case c.id == named && tier >= 1:
-			namedIsTop = true
-		}
-		if !seen[c.id] {
-			seen[c.id] = true
-			out = append(out, c)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pick approvers: %w", err)
-	}
-	if global && namedIsTop {
-		for i, c := range out {
-			if c.id == named {
-				out = append([]candidate{c}, append(out[:i:i], out[i+1:]...)...)
-				break
+		ORDER BY r.tier, r.granted_at, r.user_id`, groupID, global, named).Query(func(rows pgx.Rows) error {
+		seen := map[string]bool{}
+		var list []candidate
+		namedIsTop := false
+		for rows.Next() {
+			var (
+				c    candidate
+				tier int
+			)
+			if err := rows.Scan(&c.id, &tier, &c.dms); err != nil {
+				return fmt.Errorf("pick approvers: %w", err)
+			}
+			switch {
+			case tier == -1 && global:
+				// On a global hold the named user counts only as an owner or
+				// global admin (then delivered to first, below).
+				continue
+			case c.id == named && tier >= 1:
+				namedIsTop = true
+			}
+			if !seen[c.id] {
+				seen[c.id] = true
+				list = append(list, c)
 			}
 		}
-	}
-	return out, nil
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("pick approvers: %w", err)
+		}
+		if global && namedIsTop {
+			for i, c := range list {
+				if c.id == named {
+					list = append([]candidate{c}, append(list[:i:i], list[i+1:]...)...)
+					break
+				}
+			}
+		}
+		*out = list
+		return nil
+	})
 }
 
 // pickDelivery is the first candidate with a known DM on the origin
@@ -450,7 +455,7 @@ func insertPartialEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, appro
 // commits and readers wait at it, so it is the transaction's last statement.
 // Statements in before (the transaction's other last writes) go out in the
 // same round trip, ahead of the event.
-func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome, resolver string, undelivered bool, before ...statement) error {
+func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome, resolver string, undelivered bool, before ...*pgx.QueuedQuery) error {
 	body, err := protojson.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("hold event: encode hold: %w", err)
@@ -482,21 +487,15 @@ func insertEvent(ctx context.Context, tx pgx.Tx, sql string, args ...any) error 
 	return insertEventAfter(ctx, tx, nil, sql, args...)
 }
 
-// statement is one SQL statement and its arguments.
-type statement struct {
-	sql  string
-	args []any
-}
-
 // insertEventAfter is insertEvent with the statements in before sent in the
-// same round trip, ahead of the savepoint: a retry of the event keeps them.
-func insertEventAfter(ctx context.Context, tx pgx.Tx, before []statement, sql string, args ...any) error {
+// same round trip, ahead of the savepoint (their callbacks, if any, read
+// their results; an error of one fails the event): a retry of the event
+// keeps them.
+func insertEventAfter(ctx context.Context, tx pgx.Tx, before []*pgx.QueuedQuery, sql string, args ...any) error {
 	for attempt := 1; ; attempt++ {
 		b := &pgx.Batch{}
 		if attempt == 1 {
-			for _, st := range before {
-				b.Queue(st.sql, st.args...)
-			}
+			b.QueuedQueries = append(b.QueuedQueries, before...)
 		}
 		b.Queue(`SAVEPOINT hold_event`)
 		b.Queue(sql, args...)

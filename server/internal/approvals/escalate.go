@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // Escalation (issue 32). A hold takes its plan when it is created — from
@@ -35,18 +34,19 @@ type EscalationPlan struct {
 // not import); its resource "to" and the anchor group name the policy.
 const policyAction = "a2a.send"
 
-// escalationPlan reads the plan of a hold about to be created: the message
-// policy's when a policy held it and has a plan, else its catalog action's.
-func escalationPlan(ctx context.Context, q store.Querier, req CreateRequest, rule, groupID string) (EscalationPlan, error) {
-	var p EscalationPlan
+// queueEscalationPlan queues onto b the read of the plan of a hold about to
+// be created: the message policy's when a policy held it and has a plan,
+// else its catalog action's (no catalog action: none, nothing queued); *p is
+// set when b's results are read.
+func queueEscalationPlan(b *pgx.Batch, p *EscalationPlan, req CreateRequest, rule, groupID string) {
 	if req.CatalogAction == "" {
-		return p, nil
+		return
 	}
 	policyTo := ""
 	if rule == ruleExclusive && req.CatalogAction == policyAction {
 		policyTo = req.Resource["to"]
 	}
-	err := q.QueryRow(ctx, `SELECT remind_after_s, escalate_after_s, escalate_to FROM (
+	b.Queue(`SELECT remind_after_s, escalate_after_s, escalate_to FROM (
 			SELECT 0 AS pref, remind_after_s, escalate_after_s, escalate_to FROM agent_message_policies
 			 WHERE $2 <> '' AND from_agent_group_id = $3 AND to_agent_group_id = $2
 			   AND (remind_after_s > 0 OR escalate_after_s > 0)
@@ -54,11 +54,12 @@ func escalationPlan(ctx context.Context, q store.Querier, req CreateRequest, rul
 			SELECT 1, remind_after_s, escalate_after_s, escalate_to FROM action_settings WHERE action = $1
 			UNION ALL
 			SELECT 2, 0, 0, '{}'::text[]) p ORDER BY pref LIMIT 1`,
-		req.CatalogAction, policyTo, groupID).Scan(&p.RemindAfterS, &p.EscalateAfterS, &p.EscalateTo)
-	if err != nil {
-		return p, fmt.Errorf("create hold: escalation plan: %w", err)
-	}
-	return p, nil
+		req.CatalogAction, policyTo, groupID).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&p.RemindAfterS, &p.EscalateAfterS, &p.EscalateTo); err != nil {
+			return fmt.Errorf("create hold: escalation plan: %w", err)
+		}
+		return nil
+	})
 }
 
 // escalationBatch bounds the holds one step transaction claims (each event

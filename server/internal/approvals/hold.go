@@ -73,6 +73,13 @@ type holdRow struct {
 	StepUpMarked       bool              `db:"step_up_marked"`
 }
 
+// tracedHoldRow is a row of holdColumns followed by the hold's
+// trace_parent (a resolution that replays it needs its trace context).
+type tracedHoldRow struct {
+	holdRow
+	TraceParent string `db:"trace_parent"`
+}
+
 // holdFromRow reads one row selected with holdColumns (a pgx.RowToFunc).
 func holdFromRow(row pgx.CollectableRow) (*guardv1.Hold, error) {
 	r, err := pgx.RowToStructByName[holdRow](row)

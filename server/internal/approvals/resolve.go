@@ -86,7 +86,10 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 		standing *guardv1.StandingGrant
 	)
 	armed := false
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	// Keyed: every statement of a resolution reads or writes by key (or,
+	// clearing other reason captures, through a partial index whose
+	// predicate the statement states).
+	err = pgx.BeginTxFunc(ctx, s.pool, store.KeyedTx, func(tx pgx.Tx) error {
 		// The hold (locked), the clicker's roles and, when the resolution
 		// will push to the hold's session (a reject's notice, an approved
 		// delivery action's replay: resolutionPush), that session, locked
@@ -98,6 +101,11 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 		batch.Queue(`SELECT runner_id, agent_group_id, id FROM sessions
 			WHERE id = (SELECT session_id FROM holds WHERE id = $1 AND ($2 OR delivery_action <> '')) FOR SHARE`,
 			r.HoldID, r.Outcome == guardv1.Outcome_OUTCOME_REJECT)
+		// An approval also needs who froze the hold's agent, if anyone.
+		approve := r.Outcome == guardv1.Outcome_OUTCOME_APPROVE
+		if approve {
+			batch.Queue(sqlFrozenForHold, r.HoldID)
+		}
 		br := tx.SendBatch(ctx, batch)
 		cur, err := func() (*guardv1.Hold, error) {
 			rows, err := br.Query()
@@ -119,9 +127,17 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 			return fmt.Errorf("read roles of %s: %w", r.Clicker, err)
 		}
 		roles, err := scanRoles(rows, r.Clicker)
-		var target *pushes.Target
+		var (
+			target   *pushes.Target
+			frozenBy string
+		)
 		if err == nil {
 			target, err = scanTarget(br)
+		}
+		if err == nil && approve {
+			if err = br.QueryRow().Scan(&frozenBy); err != nil {
+				err = fmt.Errorf("read freezes: %w", err)
+			}
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -138,23 +154,15 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 		if cur.ExpiresAt != nil && !cur.ExpiresAt.AsTime().After(time.Now()) {
 			return fault.New(fault.Precondition, "hold %s has expired", r.HoldID)
 		}
-		if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE && !r.SteppedUp {
-			if need, err := StepUpNeeded(ctx, tx, cur); err != nil || need {
-				if err != nil {
-					return err
-				}
-				return fault.New(fault.Precondition, "hold %s needs a step-up: a tap in chat cannot approve it; approve it in the console after signing in again (or with your own token, ncl)", r.HoldID)
-			}
+		// cur.StepUp is StepUpNeeded as of the locking read (the same
+		// rule and the same action_settings row, read in this transaction).
+		if approve && !r.SteppedUp && cur.GetStepUp() {
+			return fault.New(fault.Precondition, "hold %s needs a step-up: a tap in chat cannot approve it; approve it in the console after signing in again (or with your own token, ncl)", r.HoldID)
 		}
-		if r.Outcome == guardv1.Outcome_OUTCOME_APPROVE {
+		if approve && frozenBy != "" {
 			// A frozen scope's holds stay pending: approved, their replay
 			// would only be denied (the freeze is always enforced).
-			if by, err := frozenFor(ctx, tx, cur); err != nil || by != "" {
-				if err != nil {
-					return err
-				}
-				return fault.New(fault.Precondition, "hold %s is of a frozen agent (frozen by %s): it stays pending until the freeze is lifted", r.HoldID, by)
-			}
+			return fault.New(fault.Precondition, "hold %s is of a frozen agent (frozen by %s): it stays pending until the freeze is lifted", r.HoldID, frozenBy)
 		}
 		if r.Standing.Wanted() {
 			why, err := standingRefusal(ctx, tx, cur, r.Standing)
@@ -327,24 +335,35 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
 	}
 	// An approval of a kind with no handlers is dispatched by its commit.
-	hold, err := readHold(ctx, tx, sqlResolve+holdColumns, id, statusWord, resolver, reason, choice, s.handlerKinds())
+	// The hold's trace context comes back with it, for a replay push.
+	rows, err := tx.Query(ctx, sqlResolve+holdColumns+`, trace_parent`, id, statusWord, resolver, reason, choice, s.handlerKinds())
+	if err != nil {
+		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
+	}
+	var held string
+	hold, err := pgx.CollectOneRow(rows, func(row pgx.CollectableRow) (*guardv1.Hold, error) {
+		r, err := pgx.RowToStructByName[tracedHoldRow](row)
+		if err != nil {
+			return nil, err
+		}
+		held = r.TraceParent
+		return r.proto()
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
 	}
-	var before []statement
+	var before []*pgx.QueuedQuery
 	if push := resolutionPush(hold, outcome, reason); push != nil {
-		if err := traceReplay(ctx, tx, push); err != nil {
-			return nil, fmt.Errorf("resolve hold %s: %w", id, err)
-		}
+		stampReplay(ctx, push, held)
 		if target != nil && target.SessionID == hold.SessionId {
 			sql, args, err := target.Insert(push)
 			if err != nil {
 				return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
 			}
-			before = append(before, statement{sql, args})
+			before = append(before, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 		} else if _, err := pushes.EnqueueTx(ctx, tx, hold.SessionId, push); err != nil {
 			return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
 		}
@@ -602,29 +621,34 @@ func traceReplay(ctx context.Context, q store.Querier, push *guardv1.Push) error
 	if err := q.QueryRow(ctx, `SELECT trace_parent FROM holds WHERE id = $1`, r.GetHoldId()).Scan(&held); err != nil {
 		return fmt.Errorf("read the hold's trace context: %w", err)
 	}
+	stampReplay(ctx, push, held)
+	return nil
+}
+
+// stampReplay is traceReplay with the hold's trace context (held) already
+// read. Nothing for other pushes.
+func stampReplay(ctx context.Context, push *guardv1.Push, held string) {
+	r := push.GetReplay()
+	if r == nil {
+		return
+	}
 	r.Traceparent, r.ApprovalTraceparent = held, telemetry.Traceparent(ctx)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		for _, l := range telemetry.Links(held) {
 			span.AddLink(l)
 		}
 	}
-	return nil
 }
 
-// frozenFor is who froze the hold's agent (every agent, its group, or its
-// session's runner), "" when none did.
-func frozenFor(ctx context.Context, q store.Querier, h *guardv1.Hold) (string, error) {
-	var by string
-	err := q.QueryRow(ctx, `SELECT COALESCE((SELECT frozen_by FROM freezes
-		WHERE scope = 'all'
-		   OR (scope = 'group' AND target = $1)
-		   OR (scope = 'runner' AND target = (SELECT runner_id FROM sessions WHERE id = NULLIF($2, '')))
-		ORDER BY frozen_at LIMIT 1), '')`, h.GetAgentGroupId(), h.GetSessionId()).Scan(&by)
-	if err != nil {
-		return "", fmt.Errorf("read freezes: %w", err)
-	}
-	return by, nil
-}
+// sqlFrozenForHold is who froze the agent of hold $1 (every agent, its
+// group, or its session's runner): one row, "" when none did (or no such
+// hold).
+const sqlFrozenForHold = `SELECT COALESCE((SELECT f.frozen_by FROM freezes f, holds h
+		WHERE h.id = $1
+		  AND (f.scope = 'all'
+		   OR (f.scope = 'group' AND f.target = COALESCE(h.agent_group_id, ''))
+		   OR (f.scope = 'runner' AND f.target = (SELECT runner_id FROM sessions WHERE id = NULLIF(h.session_id, ''))))
+		ORDER BY f.frozen_at LIMIT 1), '')`
 
 // StepUpNeeded: the hold may be approved only after a step-up — a
 // global-scope admin command (the D1 blast radius), or a hold of a catalog

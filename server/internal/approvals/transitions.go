@@ -37,8 +37,10 @@ const sqlCreate = `INSERT INTO holds (id, kind, catalog_action, payload, session
 		RETURNING `
 
 // sqlClearOtherCaptures is a reason capture armed: the clicker's other pending captures end ($1 clicker, $2 the hold keeping it).
+// The condition that awaiting_reason_from is not empty (implied: a clicker never is) is stated so
+// that a generic plan (store.KeyedTx) can use holds_awaiting_reason_idx.
 const sqlClearOtherCaptures = `UPDATE holds SET awaiting_reason_from = '', awaiting_reason_at = NULL
-		WHERE awaiting_reason_from = $1 AND status = 'pending' AND id <> $2`
+		WHERE awaiting_reason_from = $1 AND awaiting_reason_from <> '' AND status = 'pending' AND id <> $2`
 
 // sqlArmReason is reject with reason: the pending hold awaits the clicker's next message ($1 hold, $2 clicker), RETURNING the hold.
 const sqlArmReason = `UPDATE holds SET awaiting_reason_from = $2, awaiting_reason_at = now()

@@ -76,12 +76,14 @@ type CreateRequest struct {
 	// Approvals is the quorum an exclusive rule asks (a message policy's);
 	// admin-chain holds take theirs from scope, action and group settings.
 	Approvals int
-	// BeforeEvent, when set, runs in the transaction right before a created
-	// hold's requested event is written, with the result CreateHoldTx is
-	// about to return: what the caller still writes in that transaction
-	// goes here, because the event takes the event lock, held to commit,
-	// and every hold and resolution waits on it. Its error is returned.
-	BeforeEvent func(ctx context.Context, tx pgx.Tx, res CreateResult) error
+	// BeforeEvent, when set, is called right before a created hold's
+	// requested event is written, with the result CreateHoldTx is about to
+	// return: what the caller still writes in that transaction it queues
+	// onto b, which goes out in the event's round trip, ahead of the event
+	// (the event takes the event lock, held to commit, and every hold and
+	// resolution waits on it). Its error, and the error of any statement
+	// queued (their callbacks'), is returned.
+	BeforeEvent func(ctx context.Context, b *pgx.Batch, res CreateResult) error
 }
 
 // CreateResult says what happened.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/clawguard/clawguard/server/internal/store"
@@ -182,6 +183,23 @@ func (ls *logStatements) insert(rows []*pendingRow) (string, []any) {
 func insertTx(ctx context.Context, tx store.Querier, r *logRow) error {
 	sql, args := liveStatements.insert([]*pendingRow{{row: r}})
 	written, err := collectIDs(tx.Query(ctx, sql, args...))
+	return checkInserted(r, written, err)
+}
+
+// queueInsert is insertTx queued onto b, to go out in the round trip of
+// the transaction's next statements: its outcome is b's (errConflict when
+// the request id was decided before).
+func queueInsert(b *pgx.Batch, r *logRow) {
+	sql, args := liveStatements.insert([]*pendingRow{{row: r}})
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		written, err := collectIDs(rows, nil)
+		return checkInserted(r, written, err)
+	})
+}
+
+// checkInserted is the outcome of writing r: errConflict when its id did
+// not come back (the request id was decided before).
+func checkInserted(r *logRow, written map[string]bool, err error) error {
 	if err != nil {
 		return fmt.Errorf("log decision: %w", err)
 	}

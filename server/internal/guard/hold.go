@@ -26,10 +26,11 @@ type HoldRequest struct {
 	Card          *guardv1.HoldCard
 	// Approvals is the quorum the decision's rule asks (0 = one / settings).
 	Approvals int
-	// BeforeEvent, when set, runs in the transaction right before a created
-	// hold's requested event is written (the event lock is held from that
+	// BeforeEvent, when set, queues onto b what the transaction still
+	// writes before a created hold's requested event: b goes out in the
+	// event's round trip, ahead of it (the event lock is held from that
 	// write to commit, so the decision's log row goes in before it).
-	BeforeEvent func(ctx context.Context, tx pgx.Tx, res HoldResult) error
+	BeforeEvent func(ctx context.Context, b *pgx.Batch, res HoldResult) error
 }
 
 // HoldResult is what the approvals service did.

@@ -152,7 +152,7 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 		return unheld("this action has no approval kind; no hold can be created")
 	}
 	var a answered
-	logTx := func(ctx context.Context, tx pgx.Tx, res HoldResult) error {
+	logRow := func(res HoldResult) *logRow {
 		a = e.answer(p, v.Decision, v)
 		a.resp.HoldId, a.resp.HoldCreated, a.resp.Undelivered = res.HoldID, res.Created, res.Undelivered
 		if res.NoApprover {
@@ -160,12 +160,17 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 		}
 		a.row.Hold = res.HoldID
 		a = a.stored()
-		return insertTx(ctx, tx, a.row)
+		return a.row
 	}
-	// A created hold's log row is written before its event (BeforeEvent);
-	// one deduplicated onto a live hold, or not created, after.
-	hr.BeforeEvent = logTx
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	// A created hold's log row is written before its event, in the
+	// event's round trip (BeforeEvent); one deduplicated onto a live hold,
+	// or not created, after.
+	hr.BeforeEvent = func(_ context.Context, b *pgx.Batch, res HoldResult) error {
+		queueInsert(b, logRow(res))
+		return nil
+	}
+	// Keyed: every statement of a hold's creation reads or writes by key.
+	err := pgx.BeginTxFunc(ctx, e.pool, store.KeyedTx, func(tx pgx.Tx) error {
 		a = answered{}
 		// A live standing grant that matches exactly answers instead of a
 		// new hold: read in this transaction, so a revocation committed
@@ -189,7 +194,7 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 		if a.row != nil {
 			return nil
 		}
-		return logTx(ctx, tx, res)
+		return insertTx(ctx, tx, logRow(res))
 	})
 	if err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
 		e.log.Error("hold creation failed", "action", p.req.Action, "err", err)

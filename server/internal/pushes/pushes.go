@@ -193,8 +193,15 @@ func Pending(ctx context.Context, q store.Querier, runnerID string, limit int) (
 }
 
 // Sending counts one more attempt of each push, before it goes out:
-// attempts is how often a push was sent.
+// attempts is how often a push was sent. One push — the usual send, a
+// wake-up's — is counted by key: Postgres plans id = ANY($1) afresh on
+// every execution (its generic plan assumes ten ids, dearer than the one
+// it is given), id = $1 once per connection.
 func Sending(ctx context.Context, q store.Querier, ids []string) error {
+	if len(ids) == 1 {
+		_, err := q.Exec(ctx, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = $1`, ids[0])
+		return err
+	}
 	_, err := q.Exec(ctx, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = ANY($1)`, ids)
 	return err
 }

@@ -221,3 +221,43 @@ func TestAConnectionThatFailsIsUnavailable(t *testing.T) {
 		t.Errorf("a plain error: %v, want other", got)
 	}
 }
+
+// A KeyedTx transaction plans generically from its first statement, and
+// the setting ends with it: the connection's next transaction is back to
+// Postgres' default.
+func TestAKeyedTransactionPlansGenericallyAndOnlyItself(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := ctxT(t)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	mode := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		var m string
+		if err := q.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	var inside string
+	if err := pgx.BeginTxFunc(ctx, conn, store.KeyedTx, func(tx pgx.Tx) error {
+		inside = mode(tx)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if inside != "force_generic_plan" {
+		t.Fatalf("plan_cache_mode in a KeyedTx transaction: %q, want force_generic_plan", inside)
+	}
+	if after := mode(conn); after != "auto" {
+		t.Fatalf("plan_cache_mode after the KeyedTx transaction: %q, want auto", after)
+	}
+	// A rolled-back one leaves nothing behind either.
+	_ = pgx.BeginTxFunc(ctx, conn, store.KeyedTx, func(pgx.Tx) error { return errors.New("roll back") })
+	if after := mode(conn); after != "auto" {
+		t.Fatalf("plan_cache_mode after a rolled-back KeyedTx transaction: %q, want auto", after)
+	}
+}

@@ -95,6 +95,18 @@ func (s *Store) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.Pool, fn)
 }
 
+// KeyedTx begins a transaction whose statements Postgres plans generically
+// from their first execution on a connection (SET LOCAL plan_cache_mode =
+// force_generic_plan, sent with BEGIN in its one round trip: the setting
+// ends with the transaction). By default every prepared statement is
+// planned afresh for its first five executions on each connection, a cost
+// the hot approval transactions paid on every new pooled connection for
+// plans that end up generic anyway. Only for transactions whose every
+// statement finds its rows by key or through indexes whose predicates are
+// literals in the statement: a generic plan cannot use a partial index
+// whose predicate only a parameter's value would prove.
+var KeyedTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"}
+
 // InTx is the same helper for callers holding only a pool.
 func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, pool, fn)

@@ -199,6 +199,44 @@ func TestReplayWhoseRequestIDIsTakenLeavesTheGrantUnused(t *testing.T) {
 	}
 }
 
+// A held decision's log row goes out with the hold's requested event, in
+// one round trip: when its request id was claimed meanwhile (a claim with
+// no stored answer stands in for that race, as above), the row's conflict
+// still fails the transaction, so neither the hold nor its event is left.
+func TestHoldWhoseRequestIDIsTakenLeavesNoHold(t *testing.T) {
+	srv := testserver.Start(t)
+	w := newWorld(t, srv)
+	withOwner(w)
+	runner := testserver.ClientsFor(srv.Conn(t, srv.Token(t, "runner", w.R, ""), ""))
+	w.exec(`INSERT INTO decision_requests (runner_id, request_id, decision_id, at) VALUES ('{R}', 'taken-h', 'dec_other', now())`)
+	req := agentCreate(w, &guardv1.HoldCard{Title: "x"})
+	req.RequestId = "taken-h"
+	if resp, err := runner.Guard.Decide(ctx, req); err == nil && resp.GetHoldCreated() {
+		t.Fatalf("a held decision whose request id was taken created a hold: %v", resp)
+	}
+	if n := w.count(`SELECT count(*) FROM holds WHERE session_id = '{SA}'`); n != 0 {
+		t.Fatalf("%d holds left by a held decision that was not logged", n)
+	}
+	if n := w.count(`SELECT count(*) FROM hold_events e JOIN holds h ON h.id = e.hold_id WHERE h.session_id = '{SA}'`); n != 0 {
+		t.Fatalf("%d hold events left by a held decision that was not logged", n)
+	}
+	if n := w.count(`SELECT count(*) FROM decisions WHERE request_id = 'taken-h'`); n != 0 {
+		t.Fatalf("%d decisions logged under the taken request id", n)
+	}
+	// Under a fresh request id the same decision holds, logged with its hold.
+	req.RequestId = "fresh-h"
+	resp, err := runner.Guard.Decide(ctx, req)
+	if err != nil || !resp.GetHoldCreated() {
+		t.Fatalf("the decision again: %v %v, want a created hold", resp, err)
+	}
+	if n := w.count(`SELECT count(*) FROM decisions WHERE request_id = 'fresh-h' AND hold_id = '` + resp.GetHoldId() + `'`); n != 1 {
+		t.Fatal("the held decision's log row does not name its hold")
+	}
+	if n := w.count(`SELECT count(*) FROM hold_events WHERE hold_id = '` + resp.GetHoldId() + `' AND type = 'requested'`); n != 1 {
+		t.Fatal("the created hold has no requested event")
+	}
+}
+
 func TestActorRules(t *testing.T) {
 	// The server's log is shown if this fails: one clean-clone CI run had
 	// "another runner's session" answered OK instead of PermissionDenied,
