@@ -175,6 +175,9 @@ func run(c config) error {
 	if err := awaitSnapshot(ctx, c); err != nil {
 		return err
 	}
+	if err := checkpoint(ctx, c.dbURL); err != nil {
+		return err
+	}
 	if c.closed > 0 {
 		before := acct.sample(ctx)
 		r, ar, err := alongside(ctx, c, appr, func() (*result, error) { return closedLoop(ctx, c, fx) })

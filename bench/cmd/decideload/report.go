@@ -242,7 +242,7 @@ func durableBounds(runs map[string]reportRow) []string {
 		if v > g.target {
 			word = "below the floor: no answer that waits for its log row on disk can meet it on this machine"
 		}
-		lines = append(lines, fmt.Sprintf("  - the durable floor itself against %s (durable2000 / %s): %.2f× for a goal of ≤ %g×: %s", g.den, g.den, v, g.target, word))
+		lines = append(lines, fmt.Sprintf("  - the durable floor on the goal \"%s\" (durable2000 / %s): %.2f× for a goal of ≤ %g×: %s", g.name, g.den, v, g.target, word))
 	}
 	return lines
 }

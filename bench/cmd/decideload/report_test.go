@@ -112,9 +112,9 @@ func TestDurableFloorBoundsTheEverydayGoals(t *testing.T) {
 	printGoals(&out, runs)
 	for _, want := range []string{
 		"against the durable floor (open2000 / durable2000): 1.50×",
-		"the durable floor itself against fga-open2000 (durable2000 / fga-open2000): 0.80× for a goal of ≤ 0.5×: below the floor",
-		"(durable2000 / fga-open2000): 0.20× for a goal of ≤ 0.5×: within reach",
-		"the durable floor itself against floor2000 (durable2000 / floor2000): 2.67× for a goal of ≤ 2×: below the floor",
+		`the durable floor on the goal "everyday load: p50 at 2,000/s against OpenFGA's" (durable2000 / fga-open2000): 0.80× for a goal of ≤ 0.5×: below the floor`,
+		`the durable floor on the goal "everyday load: p99 at 2,000/s against OpenFGA's" (durable2000 / fga-open2000): 0.20× for a goal of ≤ 0.5×: within reach`,
+		`the durable floor on the goal "everyday load: p50 at 2,000/s against the machine's floor" (durable2000 / floor2000): 2.67× for a goal of ≤ 2×: below the floor`,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("goals lack %q:\n%s", want, out.String())
