@@ -66,9 +66,9 @@ func durableCall(ctx context.Context, dbURL string, conns []*grpc.ClientConn) (f
 	return call, pool.Close, nil
 }
 
-// isDurableCommitted reports whether Postgres would make the floor's commit
-// wait for the disk: fsync and synchronous_commit on. A floor measured on a
-// cluster that does not is no floor of a durable answer.
+// isDurableCommitted reports whether the cluster flushes to disk at all
+// (fsync on; the floor's own connections set synchronous_commit on). A floor
+// measured on a cluster that does not is no floor of a durable answer.
 func isDurableCommitted(ctx context.Context, dbURL string) (bool, error) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
