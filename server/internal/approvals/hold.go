@@ -109,7 +109,10 @@ func (r holdRow) proto() (*guardv1.Hold, error) {
 		CreatedAt: timestamppb.New(r.CreatedAt), EscalateTo: r.EscalateTo, EscalatedTo: r.EscalatedTo,
 		RemindAt: stamp(r.RemindAt), EscalateAt: stamp(r.EscalateAt), RemindedAt: stamp(r.RemindedAt), EscalatedAt: stamp(r.EscalatedAt),
 	}
-	// As StepUpNeeded decides it at resolve time.
+	// Whether an approval needs a step-up: a global-scope admin command (the
+	// D1 blast radius) or an action marked so (ncl catalog set --step-up).
+	// Resolve and its standing-grant check read it from here, under the
+	// hold's lock.
 	h.StepUp = r.StepUpMarked || (r.Kind == adminCommandKind && r.ApproverScope == enumword.String(guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL))
 	if len(r.Resource) > 0 {
 		h.Resource = r.Resource

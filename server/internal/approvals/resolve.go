@@ -36,8 +36,8 @@ type Resolution struct {
 	Channel string          // where the click came from (metrics): console, telegram, ncl, …
 	// SteppedUp: the clicker proved who they are just now — their own
 	// token (ncl, the operator), or a console sign-in within the step-up
-	// window — not a tap in chat. A hold that needs a step-up is approved
-	// only so (StepUpNeeded).
+	// window — not a tap in chat. A hold that needs a step-up
+	// (Hold.step_up, holdRow.proto) is approved only so.
 	SteppedUp bool
 	// Standing: approve as a standing grant (for a time or the session)
 	// instead of once; approve only.
@@ -154,8 +154,8 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 		if cur.ExpiresAt != nil && !cur.ExpiresAt.AsTime().After(time.Now()) {
 			return fault.New(fault.Precondition, "hold %s has expired", r.HoldID)
 		}
-		// cur.StepUp is StepUpNeeded as of the locking read (the same
-		// rule and the same action_settings row, read in this transaction).
+		// cur.StepUp is read with the locking read (holdColumns'
+		// step_up_marked and the kind's rule: holdRow.proto).
 		if approve && !r.SteppedUp && cur.GetStepUp() {
 			return fault.New(fault.Precondition, "hold %s needs a step-up: a tap in chat cannot approve it; approve it in the console after signing in again (or with your own token, ncl)", r.HoldID)
 		}
@@ -165,11 +165,7 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 			return fault.New(fault.Precondition, "hold %s is of a frozen agent (frozen by %s): it stays pending until the freeze is lifted", r.HoldID, frozenBy)
 		}
 		if r.Standing.Wanted() {
-			why, err := standingRefusal(ctx, tx, cur, r.Standing)
-			if err != nil {
-				return err
-			}
-			if why != "" {
+			if why := standingRefusal(cur, r.Standing); why != "" {
 				return fault.New(fault.Precondition, "hold %s cannot be approved as a standing grant: %s", r.HoldID, why)
 			}
 		}
@@ -649,21 +645,6 @@ const sqlFrozenForHold = `SELECT COALESCE((SELECT f.frozen_by FROM freezes f, ho
 		   OR (f.scope = 'group' AND f.target = COALESCE(h.agent_group_id, ''))
 		   OR (f.scope = 'runner' AND f.target = (SELECT runner_id FROM sessions WHERE id = NULLIF(h.session_id, ''))))
 		ORDER BY f.frozen_at LIMIT 1), '')`
-
-// StepUpNeeded: the hold may be approved only after a step-up — a
-// global-scope admin command (the D1 blast radius), or a hold of a catalog
-// action the operator marked so (ncl catalog set --step-up).
-func StepUpNeeded(ctx context.Context, q store.Querier, h *guardv1.Hold) (bool, error) {
-	if h.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL && h.GetKind() == adminCommandKind {
-		return true, nil
-	}
-	var marked bool
-	err := q.QueryRow(ctx, `SELECT COALESCE((SELECT step_up FROM action_settings WHERE action = $1), false)`, h.GetCatalogAction()).Scan(&marked)
-	if err != nil {
-		return false, fmt.Errorf("read step-up setting: %w", err)
-	}
-	return marked, nil
-}
 
 // adminCommandKind is the hold kind of an agent's admin command
 // (commands.ApprovalAction; approvals does not import the domain).

@@ -72,23 +72,19 @@ func (s *Service) checkStandingRequest(r Resolution) error {
 // standingRefusal says why hold cur cannot get a standing grant ("" when
 // it can): only a decision's hold of an agent group, never what is always
 // enforced.
-func standingRefusal(ctx context.Context, tx pgx.Tx, cur *guardv1.Hold, st Standing) (string, error) {
+func standingRefusal(cur *guardv1.Hold, st Standing) string {
 	switch {
 	case cur.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL:
-		return "it is a global-scope hold, which is always asked (D1): approve it once", nil
+		return "it is a global-scope hold, which is always asked (D1): approve it once"
 	case cur.GetCatalogAction() == "" || cur.GetAgentGroupId() == "" || cur.GetRequester().GetAgent().GetAgentGroupId() == "":
-		return "it was not held by a decision of an agent's action: approve it once", nil
+		return "it was not held by a decision of an agent's action: approve it once"
 	case st.Session && cur.GetSessionId() == "":
-		return "it has no session to stand for: approve it once or for a time", nil
+		return "it has no session to stand for: approve it once or for a time"
+	case cur.GetStepUp():
+		// Read with the hold (holdRow.proto): step-up is asked every time.
+		return "its action needs a step-up, which is asked every time: approve it once"
 	}
-	need, err := StepUpNeeded(ctx, tx, cur)
-	if err != nil {
-		return "", err
-	}
-	if need {
-		return "its action needs a step-up, which is asked every time: approve it once", nil
-	}
-	return "", nil
+	return ""
 }
 
 // standingOfQuorumTx is the standing grant a quorum hold's counted
