@@ -21,32 +21,20 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
+
+	"github.com/clawguard/clawguard/deploy/internal/manifest"
 )
 
 const chartDir = "clawguard"
 
-type obj map[string]any
+// The decoded objects and their readers (shared with the other deploy tests).
+type obj = manifest.Obj
 
-func (o obj) kind() string { return str(o, "kind") }
-func (o obj) name() string { return str(o, "metadata", "name") }
-
-func get(v any, path ...string) any {
-	for _, p := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			if o, isObj := v.(obj); isObj {
-				m = o
-			} else {
-				return nil
-			}
-		}
-		v = m[p]
-	}
-	return v
-}
-
-func str(v any, path ...string) string { s, _ := get(v, path...).(string); return s }
-func list(v any, path ...string) []any { l, _ := get(v, path...).([]any); return l }
+var (
+	get  = manifest.Get
+	str  = manifest.Str
+	list = manifest.List
+)
 
 func decodeAll(t *testing.T, where string, r io.Reader) []obj {
 	t.Helper()
@@ -130,7 +118,7 @@ func base(t *testing.T) []obj {
 
 func find(objs []obj, kind, name string) obj {
 	for _, o := range objs {
-		if o.kind() == kind && o.name() == name {
+		if o.Kind() == kind && o.Name() == name {
 			return o
 		}
 	}
@@ -196,27 +184,27 @@ func TestDefaultsMatchTheKustomizeBase(t *testing.T) {
 	chart := mustRender(t, map[string]any{"monitoring": map[string]any{"serviceMonitors": true, "prometheusRule": true}})
 	compared := 0
 	for _, b := range base(t) {
-		if b.kind() == "Namespace" {
+		if b.Kind() == "Namespace" {
 			continue // Helm installs into a namespace it is given
 		}
-		c := find(chart, b.kind(), b.name())
+		c := find(chart, b.Kind(), b.Name())
 		if c == nil {
-			t.Errorf("the chart has no %s %s", b.kind(), b.name())
+			t.Errorf("the chart has no %s %s", b.Kind(), b.Name())
 			continue
 		}
 		compared++
 		if got, want := comparable(c), comparable(b); !reflect.DeepEqual(got, want) {
 			g, _ := yaml.Marshal(got)
 			w, _ := yaml.Marshal(want)
-			t.Errorf("%s %s differs from the base:\nchart:\n%s\nbase:\n%s", b.kind(), b.name(), g, w)
+			t.Errorf("%s %s differs from the base:\nchart:\n%s\nbase:\n%s", b.Kind(), b.Name(), g, w)
 		}
 	}
 	if compared < 10 {
 		t.Errorf("compared %d objects, want every object of the base", compared)
 	}
 	for _, c := range chart {
-		if b := find(base(t), c.kind(), c.name()); b == nil {
-			t.Errorf("the chart's defaults render %s %s, which the base does not have", c.kind(), c.name())
+		if b := find(base(t), c.Kind(), c.Name()); b == nil {
+			t.Errorf("the chart's defaults render %s %s, which the base does not have", c.Kind(), c.Name())
 		}
 	}
 }
@@ -347,14 +335,14 @@ func TestValuesReachTheObjects(t *testing.T) {
 			if get(c, "securityContext", "allowPrivilegeEscalation") != false ||
 				get(c, "securityContext", "readOnlyRootFilesystem") != true ||
 				!slices.Contains(list(c, "securityContext", "capabilities", "drop"), any("ALL")) {
-				t.Errorf("%s/%s container %s does not drop privileges", o.kind(), o.name(), str(c, "name"))
+				t.Errorf("%s/%s container %s does not drop privileges", o.Kind(), o.Name(), str(c, "name"))
 			}
 		}
-		if len(containers(o)) > 0 && o.name() != "clawguard-runner" && get(o, "spec", "template", "spec", "securityContext", "runAsNonRoot") != true {
-			t.Errorf("%s/%s does not run as non-root", o.kind(), o.name())
+		if len(containers(o)) > 0 && o.Name() != "clawguard-runner" && get(o, "spec", "template", "spec", "securityContext", "runAsNonRoot") != true {
+			t.Errorf("%s/%s does not run as non-root", o.Kind(), o.Name())
 		}
 		if len(containers(o)) > 0 && str(o, "spec", "template", "spec", "securityContext", "seccompProfile", "type") != "RuntimeDefault" {
-			t.Errorf("%s/%s has no RuntimeDefault seccomp profile", o.kind(), o.name())
+			t.Errorf("%s/%s has no RuntimeDefault seccomp profile", o.Kind(), o.Name())
 		}
 	}
 }

@@ -16,33 +16,19 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/clawguard/clawguard/deploy/internal/manifest"
 )
 
 // obj is a rendered Kubernetes object; fields are read with get.
-type obj map[string]any
+// The decoded objects and their readers (shared with the other deploy tests).
+type obj = manifest.Obj
 
-func (o obj) kind() string { return str(o, "kind") }
-func (o obj) name() string { return str(o, "metadata", "name") }
-
-// get walks nested maps by key; a missing step yields nil.
-func get(v any, path ...string) any {
-	for _, p := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			if o, isObj := v.(obj); isObj {
-				m = o
-			} else {
-				return nil
-			}
-		}
-		v = m[p]
-	}
-	return v
-}
-
-func str(v any, path ...string) string { s, _ := get(v, path...).(string); return s }
-
-func list(v any, path ...string) []any { l, _ := get(v, path...).([]any); return l }
+var (
+	get  = manifest.Get
+	str  = manifest.Str
+	list = manifest.List
+)
 
 func strMap(v any, path ...string) map[string]string {
 	out := map[string]string{}
@@ -113,7 +99,7 @@ func render(t *testing.T) []obj {
 		}
 	}
 	for _, o := range objs {
-		if o.kind() != "Namespace" {
+		if o.Kind() != "Namespace" {
 			get(o, "metadata").(map[string]any)["namespace"] = k.Namespace
 		}
 	}
@@ -124,7 +110,7 @@ func render(t *testing.T) []obj {
 func find(t *testing.T, objs []obj, kind, name string) obj {
 	t.Helper()
 	for _, o := range objs {
-		if o.kind() == kind && o.name() == name {
+		if o.Kind() == kind && o.Name() == name {
 			return o
 		}
 	}
@@ -167,9 +153,9 @@ func TestBaseRendersEveryObject(t *testing.T) {
 	objs := render(t)
 	var got []string
 	for _, o := range objs {
-		got = append(got, o.kind()+"/"+o.name())
-		if o.kind() != "Namespace" && str(o, "metadata", "namespace") != "clawguard" {
-			t.Errorf("%s/%s is not in namespace clawguard", o.kind(), o.name())
+		got = append(got, o.Kind()+"/"+o.Name())
+		if o.Kind() != "Namespace" && str(o, "metadata", "namespace") != "clawguard" {
+			t.Errorf("%s/%s is not in namespace clawguard", o.Kind(), o.Name())
 		}
 	}
 	slices.Sort(got)
@@ -424,7 +410,7 @@ func TestContainersDropPrivileges(t *testing.T) {
 			if get(c, "securityContext", "allowPrivilegeEscalation") != false ||
 				get(c, "securityContext", "readOnlyRootFilesystem") != true ||
 				!slices.Contains(list(c, "securityContext", "capabilities", "drop"), any("ALL")) {
-				t.Errorf("%s/%s container %s does not drop privileges", o.kind(), o.name(), str(c, "name"))
+				t.Errorf("%s/%s container %s does not drop privileges", o.Kind(), o.Name(), str(c, "name"))
 			}
 		}
 	}

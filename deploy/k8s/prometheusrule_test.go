@@ -76,7 +76,7 @@ func TestPrometheusRuleIsTheRulesFiles(t *testing.T) {
 	// And the base deploys it.
 	found := false
 	for _, o := range render(t) {
-		found = found || (o.kind() == "PrometheusRule" && o.name() == "clawguard")
+		found = found || (o.Kind() == "PrometheusRule" && o.Name() == "clawguard")
 	}
 	if !found {
 		t.Error("the base does not render the PrometheusRule")
