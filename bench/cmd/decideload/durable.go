@@ -81,22 +81,3 @@ func isDurableCommitted(ctx context.Context, dbURL string) (bool, error) {
 	}
 	return fsync == "on", nil
 }
-
-// checkpoint flushes the fixture's writes to disk before the measured load:
-// otherwise the checkpoint that writes them (timed, spread over minutes)
-// lands in some runs and not others, and its data-file fsyncs stall the
-// WAL flushes that durable commits wait for. Every run starts from the
-// same clean cluster, whichever system it measures.
-func checkpoint(ctx context.Context, dbURL string) error {
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, `CHECKPOINT`); err != nil {
-		// A database user without the right (a superuser or pg_checkpoint
-		// member may) still gets its run, said to be without one.
-		fmt.Printf("no checkpoint before the load (%v): a checkpoint during the run may stall its commits\n", err)
-	}
-	return nil
-}

@@ -61,6 +61,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -733,6 +734,25 @@ func scrapeMetric(url, name string) (float64, bool) {
 // starts from the steady state instead of the catch-up of a bulk load
 // (decisions for sessions the copy does not know yet are made live).
 // Without -metrics, or with the snapshot off, it returns at once.
+// checkpoint flushes the fixture's writes to disk before the measured load:
+// otherwise the checkpoint that writes them (timed, spread over minutes)
+// lands in some runs and not others, and its data-file fsyncs stall the
+// WAL flushes that durable commits wait for. Every run starts from the
+// same clean cluster, whichever system it measures.
+func checkpoint(ctx context.Context, dbURL string) error {
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CHECKPOINT`); err != nil {
+		// A database user without the right (a superuser or pg_checkpoint
+		// member may) still gets its run, said to be without one.
+		fmt.Printf("no checkpoint before the load (%v): a checkpoint during the run may stall its commits\n", err)
+	}
+	return nil
+}
+
 func awaitSnapshot(ctx context.Context, c config) error {
 	// A server with the snapshot on made its first full load at boot,
 	// seconds before the fixture was in; one with it off never does.
