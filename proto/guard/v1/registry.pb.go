@@ -11513,7 +11513,7 @@ var File_guard_v1_registry_proto protoreflect.FileDescriptor
 
 const file_guard_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x17guard/v1/registry.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"B\n" +
+	"\x17guard/v1/registry.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x15guard/v1/egress.proto\x1a\x16guard/v1/options.proto\"B\n" +
 	"\x0fApprovalPending\x12\x17\n" +
 	"\ahold_id\x18\x01 \x01(\tR\x06holdId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"7\n" +
@@ -12395,7 +12395,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x18FREEZE_SCOPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FREEZE_SCOPE_ALL\x10\x01\x12\x16\n" +
 	"\x12FREEZE_SCOPE_GROUP\x10\x02\x12\x17\n" +
-	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xd2@\n" +
+	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xc3D\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -12543,7 +12543,17 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\bUnfreeze\x12\x19.guard.v1.UnfreezeRequest\x1a\x1a.guard.v1.UnfreezeResponse\"&\xca\xf3\x18\"\n" +
 	"\x0efreezes.remove\x10\x02\x1a\afreezes\"\x03\x01\x02\x04(\x01\x12s\n" +
 	"\vListFreezes\x12\x1c.guard.v1.ListFreezesRequest\x1a\x1d.guard.v1.ListFreezesResponse\"'\xca\xf3\x18#\n" +
-	"\ffreezes.list\x10\x01\x1a\afreezes\"\x04\x01\x02\x03\x04(\x010\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
+	"\ffreezes.list\x10\x01\x1a\afreezes\"\x04\x01\x02\x03\x04(\x010\x01\x12y\n" +
+	"\x0fGetEgressPolicy\x12 .guard.v1.GetEgressPolicyRequest\x1a!.guard.v1.GetEgressPolicyResponse\"!\xca\xf3\x18\x1d\n" +
+	"\n" +
+	"egress.get\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12r\n" +
+	"\rSetEgressRule\x12\x1e.guard.v1.SetEgressRuleRequest\x1a\x1f.guard.v1.SetEgressRuleResponse\" \xca\xf3\x18\x1c\n" +
+	"\n" +
+	"egress.set\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12z\n" +
+	"\x0fUnsetEgressRule\x12 .guard.v1.UnsetEgressRuleRequest\x1a!.guard.v1.UnsetEgressRuleResponse\"\"\xca\xf3\x18\x1e\n" +
+	"\fegress.unset\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12\x83\x01\n" +
+	"\x10SetEgressDefault\x12!.guard.v1.SetEgressDefaultRequest\x1a\".guard.v1.SetEgressDefaultResponse\"(\xca\xf3\x18$\n" +
+	"\x12egress.set-default\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01B7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
 var (
 	file_guard_v1_registry_proto_rawDescOnce sync.Once
@@ -12763,6 +12773,14 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*Actor)(nil),                        // 200: guard.v1.Actor
 	(Effect)(0),                          // 201: guard.v1.Effect
 	(*Explanation)(nil),                  // 202: guard.v1.Explanation
+	(*GetEgressPolicyRequest)(nil),       // 203: guard.v1.GetEgressPolicyRequest
+	(*SetEgressRuleRequest)(nil),         // 204: guard.v1.SetEgressRuleRequest
+	(*UnsetEgressRuleRequest)(nil),       // 205: guard.v1.UnsetEgressRuleRequest
+	(*SetEgressDefaultRequest)(nil),      // 206: guard.v1.SetEgressDefaultRequest
+	(*GetEgressPolicyResponse)(nil),      // 207: guard.v1.GetEgressPolicyResponse
+	(*SetEgressRuleResponse)(nil),        // 208: guard.v1.SetEgressRuleResponse
+	(*UnsetEgressRuleResponse)(nil),      // 209: guard.v1.UnsetEgressRuleResponse
+	(*SetEgressDefaultResponse)(nil),     // 210: guard.v1.SetEgressDefaultResponse
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
@@ -13004,76 +13022,84 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	178, // 236: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
 	180, // 237: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
 	182, // 238: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	15,  // 239: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 240: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 241: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 242: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 243: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 244: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 245: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 246: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	46,  // 247: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	48,  // 248: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	50,  // 249: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	52,  // 250: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	54,  // 251: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	56,  // 252: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	58,  // 253: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	60,  // 254: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	62,  // 255: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	64,  // 256: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	66,  // 257: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	68,  // 258: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	71,  // 259: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	73,  // 260: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	76,  // 261: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	79,  // 262: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	81,  // 263: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	83,  // 264: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	86,  // 265: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	88,  // 266: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	90,  // 267: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	93,  // 268: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	95,  // 269: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	97,  // 270: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	105, // 271: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	107, // 272: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	109, // 273: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	111, // 274: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	101, // 275: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
-	103, // 276: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
-	114, // 277: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	116, // 278: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	118, // 279: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	121, // 280: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	123, // 281: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	125, // 282: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	127, // 283: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	129, // 284: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	132, // 285: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	134, // 286: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	136, // 287: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	139, // 288: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	141, // 289: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	143, // 290: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	146, // 291: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	148, // 292: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	150, // 293: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	152, // 294: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	155, // 295: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	158, // 296: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	162, // 297: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	160, // 298: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	167, // 299: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	169, // 300: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	171, // 301: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	173, // 302: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	176, // 303: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	179, // 304: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	181, // 305: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	183, // 306: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	239, // [239:307] is the sub-list for method output_type
-	171, // [171:239] is the sub-list for method input_type
+	203, // 239: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
+	204, // 240: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
+	205, // 241: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
+	206, // 242: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
+	15,  // 243: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 244: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 245: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 246: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 247: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 248: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 249: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 250: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	46,  // 251: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	48,  // 252: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	50,  // 253: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	52,  // 254: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	54,  // 255: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	56,  // 256: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	58,  // 257: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	60,  // 258: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	62,  // 259: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	64,  // 260: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	66,  // 261: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	68,  // 262: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	71,  // 263: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	73,  // 264: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	76,  // 265: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	79,  // 266: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	81,  // 267: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	83,  // 268: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	86,  // 269: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	88,  // 270: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	90,  // 271: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	93,  // 272: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	95,  // 273: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	97,  // 274: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	105, // 275: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	107, // 276: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	109, // 277: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	111, // 278: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	101, // 279: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
+	103, // 280: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
+	114, // 281: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	116, // 282: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	118, // 283: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	121, // 284: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	123, // 285: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	125, // 286: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	127, // 287: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	129, // 288: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	132, // 289: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	134, // 290: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	136, // 291: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	139, // 292: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	141, // 293: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	143, // 294: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	146, // 295: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	148, // 296: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	150, // 297: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	152, // 298: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	155, // 299: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	158, // 300: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	162, // 301: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	160, // 302: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	167, // 303: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	169, // 304: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	171, // 305: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	173, // 306: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	176, // 307: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	179, // 308: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	181, // 309: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	183, // 310: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	207, // 311: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
+	208, // 312: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
+	209, // 313: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
+	210, // 314: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
+	243, // [243:315] is the sub-list for method output_type
+	171, // [171:243] is the sub-list for method input_type
 	171, // [171:171] is the sub-list for extension type_name
 	171, // [171:171] is the sub-list for extension extendee
 	0,   // [0:171] is the sub-list for field type_name
@@ -13085,6 +13111,7 @@ func file_guard_v1_registry_proto_init() {
 		return
 	}
 	file_guard_v1_common_proto_init()
+	file_guard_v1_egress_proto_init()
 	file_guard_v1_options_proto_init()
 	file_guard_v1_registry_proto_msgTypes[5].OneofWrappers = []any{
 		(*ConnectRequest_Hello)(nil),

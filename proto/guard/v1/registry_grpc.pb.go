@@ -87,6 +87,10 @@ const (
 	Registry_Freeze_FullMethodName               = "/guard.v1.Registry/Freeze"
 	Registry_Unfreeze_FullMethodName             = "/guard.v1.Registry/Unfreeze"
 	Registry_ListFreezes_FullMethodName          = "/guard.v1.Registry/ListFreezes"
+	Registry_GetEgressPolicy_FullMethodName      = "/guard.v1.Registry/GetEgressPolicy"
+	Registry_SetEgressRule_FullMethodName        = "/guard.v1.Registry/SetEgressRule"
+	Registry_UnsetEgressRule_FullMethodName      = "/guard.v1.Registry/UnsetEgressRule"
+	Registry_SetEgressDefault_FullMethodName     = "/guard.v1.Registry/SetEgressDefault"
 )
 
 // RegistryClient is the client API for Registry service.
@@ -256,6 +260,15 @@ type RegistryClient interface {
 	Unfreeze(ctx context.Context, in *UnfreezeRequest, opts ...grpc.CallOption) (*UnfreezeResponse, error)
 	// ListFreezes lists the scopes frozen now.
 	ListFreezes(ctx context.Context, in *ListFreezesRequest, opts ...grpc.CallOption) (*ListFreezesResponse, error)
+	// GetEgressPolicy reads a group's egress rules and default (net.connect).
+	GetEgressPolicy(ctx context.Context, in *GetEgressPolicyRequest, opts ...grpc.CallOption) (*GetEgressPolicyResponse, error)
+	// SetEgressRule sets the effect of a host pattern and port for a group's
+	// agents' outbound connections.
+	SetEgressRule(ctx context.Context, in *SetEgressRuleRequest, opts ...grpc.CallOption) (*SetEgressRuleResponse, error)
+	// UnsetEgressRule removes one of a group's egress rules.
+	UnsetEgressRule(ctx context.Context, in *UnsetEgressRuleRequest, opts ...grpc.CallOption) (*UnsetEgressRuleResponse, error)
+	// SetEgressDefault sets what a destination no rule of the group names gets.
+	SetEgressDefault(ctx context.Context, in *SetEgressDefaultRequest, opts ...grpc.CallOption) (*SetEgressDefaultResponse, error)
 }
 
 type registryClient struct {
@@ -958,6 +971,46 @@ func (c *registryClient) ListFreezes(ctx context.Context, in *ListFreezesRequest
 	return out, nil
 }
 
+func (c *registryClient) GetEgressPolicy(ctx context.Context, in *GetEgressPolicyRequest, opts ...grpc.CallOption) (*GetEgressPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetEgressPolicyResponse)
+	err := c.cc.Invoke(ctx, Registry_GetEgressPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SetEgressRule(ctx context.Context, in *SetEgressRuleRequest, opts ...grpc.CallOption) (*SetEgressRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetEgressRuleResponse)
+	err := c.cc.Invoke(ctx, Registry_SetEgressRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) UnsetEgressRule(ctx context.Context, in *UnsetEgressRuleRequest, opts ...grpc.CallOption) (*UnsetEgressRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnsetEgressRuleResponse)
+	err := c.cc.Invoke(ctx, Registry_UnsetEgressRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SetEgressDefault(ctx context.Context, in *SetEgressDefaultRequest, opts ...grpc.CallOption) (*SetEgressDefaultResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetEgressDefaultResponse)
+	err := c.cc.Invoke(ctx, Registry_SetEgressDefault_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegistryServer is the server API for Registry service.
 // All implementations must embed UnimplementedRegistryServer
 // for forward compatibility.
@@ -1125,6 +1178,15 @@ type RegistryServer interface {
 	Unfreeze(context.Context, *UnfreezeRequest) (*UnfreezeResponse, error)
 	// ListFreezes lists the scopes frozen now.
 	ListFreezes(context.Context, *ListFreezesRequest) (*ListFreezesResponse, error)
+	// GetEgressPolicy reads a group's egress rules and default (net.connect).
+	GetEgressPolicy(context.Context, *GetEgressPolicyRequest) (*GetEgressPolicyResponse, error)
+	// SetEgressRule sets the effect of a host pattern and port for a group's
+	// agents' outbound connections.
+	SetEgressRule(context.Context, *SetEgressRuleRequest) (*SetEgressRuleResponse, error)
+	// UnsetEgressRule removes one of a group's egress rules.
+	UnsetEgressRule(context.Context, *UnsetEgressRuleRequest) (*UnsetEgressRuleResponse, error)
+	// SetEgressDefault sets what a destination no rule of the group names gets.
+	SetEgressDefault(context.Context, *SetEgressDefaultRequest) (*SetEgressDefaultResponse, error)
 	mustEmbedUnimplementedRegistryServer()
 }
 
@@ -1338,6 +1400,18 @@ func (UnimplementedRegistryServer) Unfreeze(context.Context, *UnfreezeRequest) (
 }
 func (UnimplementedRegistryServer) ListFreezes(context.Context, *ListFreezesRequest) (*ListFreezesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListFreezes not implemented")
+}
+func (UnimplementedRegistryServer) GetEgressPolicy(context.Context, *GetEgressPolicyRequest) (*GetEgressPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEgressPolicy not implemented")
+}
+func (UnimplementedRegistryServer) SetEgressRule(context.Context, *SetEgressRuleRequest) (*SetEgressRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetEgressRule not implemented")
+}
+func (UnimplementedRegistryServer) UnsetEgressRule(context.Context, *UnsetEgressRuleRequest) (*UnsetEgressRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnsetEgressRule not implemented")
+}
+func (UnimplementedRegistryServer) SetEgressDefault(context.Context, *SetEgressDefaultRequest) (*SetEgressDefaultResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetEgressDefault not implemented")
 }
 func (UnimplementedRegistryServer) mustEmbedUnimplementedRegistryServer() {}
 func (UnimplementedRegistryServer) testEmbeddedByValue()                  {}
@@ -2566,6 +2640,78 @@ func _Registry_ListFreezes_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registry_GetEgressPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEgressPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).GetEgressPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_GetEgressPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).GetEgressPolicy(ctx, req.(*GetEgressPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SetEgressRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetEgressRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetEgressRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetEgressRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetEgressRule(ctx, req.(*SetEgressRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_UnsetEgressRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnsetEgressRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).UnsetEgressRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_UnsetEgressRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).UnsetEgressRule(ctx, req.(*UnsetEgressRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SetEgressDefault_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetEgressDefaultRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetEgressDefault(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetEgressDefault_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetEgressDefault(ctx, req.(*SetEgressDefaultRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Registry_ServiceDesc is the grpc.ServiceDesc for Registry service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2836,6 +2982,22 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListFreezes",
 			Handler:    _Registry_ListFreezes_Handler,
+		},
+		{
+			MethodName: "GetEgressPolicy",
+			Handler:    _Registry_GetEgressPolicy_Handler,
+		},
+		{
+			MethodName: "SetEgressRule",
+			Handler:    _Registry_SetEgressRule_Handler,
+		},
+		{
+			MethodName: "UnsetEgressRule",
+			Handler:    _Registry_UnsetEgressRule_Handler,
+		},
+		{
+			MethodName: "SetEgressDefault",
+			Handler:    _Registry_SetEgressDefault_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

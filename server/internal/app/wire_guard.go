@@ -21,6 +21,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/mcpcalls"
+	"github.com/clawguard/clawguard/server/internal/netconnect"
 	"github.com/clawguard/clawguard/server/internal/permissions"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/resources"
@@ -69,6 +70,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 		Warn:         d.Approvals.NotifyWarning,
 		Holds:        holdCreator(d.Approvals),
 		Standing:     standing,
+		Approved:     approvedFinder,
 		ConsumeHold:  approvals.Consume,
 		// One pipelined round trip carries the facts reads and log
 		// rows of many concurrent decisions (see BENCHMARKS.md).
@@ -114,7 +116,7 @@ func wireAdminGuard(d *Parts, s *services) {
 func BuildCatalog() (*guard.Catalog, error) {
 	cat := guard.NewCatalog()
 	for _, register := range []func(*guard.Catalog) error{
-		commands.Register, agents.Register, a2a.Register, selfmod.Register, permissions.Register, mcpcalls.Register,
+		commands.Register, agents.Register, a2a.Register, selfmod.Register, permissions.Register, mcpcalls.Register, netconnect.Register,
 	} {
 		if err := register(cat); err != nil {
 			return nil, fmt.Errorf("refusing to start: %w", err)
@@ -176,6 +178,15 @@ func standingFinder(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (*guar
 		return nil, err
 	}
 	return &guard.StandingUse{ID: u.ID, HoldID: u.HoldID, ApprovedBy: u.ApprovedBy, Until: u.Until}, nil
+}
+
+// approvedFinder asks the approvals service for an approval left for the
+// next request of an entry marked NextRequestUses.
+func approvedFinder(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (string, []string, error) {
+	return approvals.FindApprovedTx(ctx, tx, approvals.NextUse{
+		Kind: hr.Kind, CatalogAction: hr.CatalogAction, SessionID: hr.SessionID, Resource: hr.Resource,
+		Payload: hr.Payload.AsMap(), Rule: hr.Rule, Scope: hr.Scope,
+	})
 }
 
 func holdResult(res approvals.CreateResult) guard.HoldResult {

@@ -402,8 +402,15 @@ func resolutionPush(hold *guardv1.Hold, outcome guardv1.Outcome, reason string) 
 	}
 	switch outcome {
 	case guardv1.Outcome_OUTCOME_APPROVE:
-		if hold.DeliveryAction != "" {
+		switch {
+		case hold.DeliveryAction != "":
 			push = replayPush(hold)
+		case nextUseKinds[hold.Kind]:
+			// Nothing is replayed: the agent is told to ask again.
+			push = &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{
+				Kind: guardv1.NoticeKind_NOTICE_KIND_APPROVED, HoldId: hold.Id,
+				Text: fmt.Sprintf("Your %s request was approved: make it again now to use the approval.", what),
+			}}}
 		}
 	case guardv1.Outcome_OUTCOME_REJECT:
 		text := fmt.Sprintf("Your %s request was rejected by admin.", what)

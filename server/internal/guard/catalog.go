@@ -72,6 +72,10 @@ type Entry struct {
 	// payload keys it and Baseline read: the decision log keeps only those.
 	Explain   ExplainFunc
 	TraceArgs []string
+	// NextRequestUses marks an entry whose held request is not replayed
+	// (an outbound connection): its approval is used, once, by the next
+	// identical request of the session that asked (ApprovedFinder).
+	NextRequestUses bool
 }
 
 // Ref is an object a request names.

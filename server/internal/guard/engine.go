@@ -59,6 +59,7 @@ type Engine struct {
 	holds   HoldCreator
 	// standing, when set, is asked before a hold is created (hold).
 	standing StandingFinder
+	approved ApprovedFinder
 	consume  *consumeStatements // nil: no grant can be consumed
 
 	observeDecision func(action, effect string, took time.Duration)
@@ -104,6 +105,11 @@ type Options struct {
 	// created exactly; the decision is then an ALLOW decided by "standing
 	// grant" and no hold is made. Nil: every approval is once.
 	Standing StandingFinder
+	// Approved finds the approved, unused hold an entry marked
+	// NextRequestUses left for the session's next identical request; the
+	// engine consumes it with the ALLOW's log row. Nil: such a request is
+	// held again.
+	Approved ApprovedFinder
 	// ConsumeHold is the hold owner's consume transition (approvals.Consume):
 	// the engine runs it in the statement that logs a replay's ALLOW. Nil:
 	// no grant can be consumed (a replay is denied).
@@ -134,7 +140,7 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	}
 	e := &Engine{
 		Catalog: cat, pool: pool, log: o.Log, observeDecision: o.Observe, nonCatalog: factsQueries(nil),
-		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn, holds: o.Holds, standing: o.Standing,
+		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn, holds: o.Holds, standing: o.Standing, approved: o.Approved,
 		pipe: newPipeline(logPool, o.Log, o.Pipelines, o.Yield),
 		snap: o.Snapshot, observeSnapshot: o.ObserveSnapshot,
 	}

@@ -95,3 +95,16 @@ func standingDecision(u *StandingUse) Decision {
 		Reason: fmt.Sprintf("standing grant %s approved by %s until %s (hold %s)",
 			u.ID, strings.Join(u.ApprovedBy, ", "), u.Until.UTC().Format(time.RFC3339), u.HoldID)}
 }
+
+// ApprovedFinder looks, in the decision's transaction, for an approved and
+// unused hold of req's kind, catalog action, session, resource and payload
+// whose approvers may still resolve it (the approvals service, behind an
+// adapter), locking it; "" when there is none.
+type ApprovedFinder func(ctx context.Context, tx pgx.Tx, req HoldRequest) (holdID string, approvedBy []string, err error)
+
+// approvedOnceDecision is the ALLOW a held request's approval gives the
+// next identical request.
+func approvedOnceDecision(holdID string, approvedBy []string) Decision {
+	return Decision{Effect: EffectAllow, DecidedBy: ByGrant,
+		Reason: fmt.Sprintf("approved once by %s (hold %s)", strings.Join(approvedBy, ", "), holdID)}
+}

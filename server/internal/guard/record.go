@@ -172,6 +172,12 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 	// Keyed: every statement of a hold's creation reads or writes by key.
 	err := pgx.BeginTxFunc(ctx, e.pool, store.KeyedTx, func(tx pgx.Tx) error {
 		a = answered{}
+		if used, err := e.useApproved(ctx, tx, p, v, hr); err != nil || used != nil {
+			if used != nil {
+				a = *used
+			}
+			return err
+		}
 		// A live standing grant that matches exactly answers instead of a
 		// new hold: read in this transaction, so a revocation committed
 		// before it is seen on every replica. Never for a global-scope hold.
@@ -269,4 +275,25 @@ type Warning struct {
 	Request    *Request
 	Decision   Decision
 	DecisionID string
+}
+
+// useApproved answers a request an approval was left for (an entry marked
+// NextRequestUses): the approved hold is consumed in the statement that
+// logs the ALLOW, so of two requests only one uses it. nil: none was used.
+func (e *Engine) useApproved(ctx context.Context, tx pgx.Tx, p *plan, v verdict, hr HoldRequest) (*answered, error) {
+	if e.approved == nil || e.consume == nil || !p.Entry().NextRequestUses || hr.SessionID == "" {
+		return nil, nil
+	}
+	id, by, err := e.approved(ctx, tx, hr)
+	if err != nil || id == "" {
+		return nil, err
+	}
+	a := e.answer(p, approvedOnceDecision(id, by), v)
+	a.row.Grant = id
+	a = a.stored()
+	won, err := e.consume.consumeAndLog(ctx, tx, a.row, id, hr.Kind)
+	if err != nil || !won {
+		return nil, err
+	}
+	return &a, nil
 }

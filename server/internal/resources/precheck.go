@@ -90,6 +90,12 @@ func (s *Service) Precheck(msg proto.Message) error {
 		_, err = checkSetMcpServerDefault(r)
 	case *guardv1.SetMcpToolRequest:
 		_, err = checkSetMcpTool(r)
+	case *guardv1.SetEgressRuleRequest:
+		_, err = checkSetEgressRule(r)
+	case *guardv1.UnsetEgressRuleRequest:
+		_, _, err = checkEgressTarget(r.GetGroup(), r.GetHost(), r.GetPort())
+	case *guardv1.SetEgressDefaultRequest:
+		_, err = checkSetEgressDefault(r)
 	}
 	return err
 }
