@@ -71,7 +71,7 @@ func connect(t *testing.T, host, port string) *guardv1.DecideRequest {
 	}
 	return &guardv1.DecideRequest{Action: egressrule.CatalogAction, Payload: p,
 		Resource: map[string]string{egressrule.KeyHost: host, egressrule.KeyPort: port},
-		Card: &guardv1.HoldCard{Title: "Connect to " + host + ":" + port, Question: "connect?", DedupKey: "net_connect:" + host + ":" + port}}
+		Card:     &guardv1.HoldCard{Title: "Connect to " + host + ":" + port, Question: "connect?", DedupKey: "net_connect:" + host + ":" + port}}
 }
 
 func (w *world) decide(t *testing.T, c testserver.Clients, req *guardv1.DecideRequest) *guardv1.DecideResponse {
