@@ -46,7 +46,10 @@ type Config struct {
 	// "none". A server that calls an API needs one ("bridge"); an agent's
 	// container never has one, so it reaches no MCP server either way.
 	MCPNetwork string
-	Logger     *slog.Logger
+	// Tools are copied into every group image (AgentTools): the zero value
+	// copies none (tests of other things).
+	Tools  AgentTools
+	Logger *slog.Logger
 }
 
 // DefaultUser is nobody:nogroup.
@@ -61,6 +64,8 @@ type Runtime struct {
 
 	pmMu    sync.Mutex
 	pmCache map[string]packageManagers // by base image id
+
+	tools *toolLayer // nil: none configured
 }
 
 var _ rt.Runtime = (*Runtime)(nil)
@@ -89,6 +94,10 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	tools, err := loadTools(cfg.Tools)
+	if err != nil {
+		return nil, fmt.Errorf("docker runtime: %w", err)
+	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("docker runtime: client: %w", err)
@@ -97,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cli.Close()
 		return nil, fmt.Errorf("docker runtime: daemon not reachable: %w", err)
 	}
-	return &Runtime{cli: cli, cfg: cfg, log: cfg.Logger.With("runtime", "docker", "install", cfg.InstallID)}, nil
+	return &Runtime{cli: cli, cfg: cfg, tools: tools, log: cfg.Logger.With("runtime", "docker", "install", cfg.InstallID)}, nil
 }
 
 // Close releases the client's connections. Containers keep running; the next

@@ -219,9 +219,13 @@ func (r *Runtime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (
 		return "", fmt.Errorf("group %s: base image %s: %w", spec.GroupID, spec.BaseImage, err)
 	}
 	labels[LabelBaseImage] = base.ID
+	if r.tools != nil {
+		labels[LabelToolsHash] = r.tools.hash
+	}
 	if img, err := r.cli.ImageInspect(ctx, tag); err == nil && img.Config != nil &&
-		img.Config.Labels[rt.LabelPackagesHash] == hash && img.Config.Labels[LabelBaseImage] == base.ID {
-		return tag, nil // already built from the same base and packages
+		img.Config.Labels[rt.LabelPackagesHash] == hash && img.Config.Labels[LabelBaseImage] == base.ID &&
+		img.Config.Labels[LabelToolsHash] == labels[LabelToolsHash] {
+		return tag, nil // already built from the same base, packages and tools
 	} else if err != nil && !errdefs.IsNotFound(err) {
 		return "", fmt.Errorf("inspect %s: %w", tag, err)
 	}
@@ -249,10 +253,18 @@ func (r *Runtime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (
 	if err != nil {
 		return "", fmt.Errorf("manifest: %w", err)
 	}
-	buildCtx, err := tarContext(map[string]tarFile{
-		"Dockerfile":    {data: []byte(dockerfile), mode: 0o644},
-		"packages.json": {data: append(manifestJSON, '\n'), mode: 0o644},
-	})
+	files := map[string]tarFile{"packages.json": {data: append(manifestJSON, '\n'), mode: 0o644}}
+	if r.tools != nil {
+		var entrypoint, cmd []string
+		if base.Config != nil {
+			entrypoint, cmd = base.Config.Entrypoint, base.Config.Cmd
+		}
+		if dockerfile, err = r.tools.addTo(dockerfile, entrypoint, cmd, files); err != nil {
+			return "", fmt.Errorf("group %s: %w", spec.GroupID, err)
+		}
+	}
+	files["Dockerfile"] = tarFile{data: []byte(dockerfile), mode: 0o644}
+	buildCtx, err := tarContext(files)
 	if err != nil {
 		return "", err
 	}
