@@ -20,7 +20,13 @@ suite=${suite:-bookworm}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 image="clawguard-debian:$suite"
 
-if [[ -z ${DEBIAN_IMAGE_REBUILD:-} ]] && docker image inspect "$image" >/dev/null 2>&1; then
+# What the image holds besides apt: CA roots, and curl (a client nobody
+# here wrote, for the egress tests and an agent's own use). The list is a
+# label of the image, so a cached image from an older list is rebuilt.
+packages=ca-certificates,curl
+
+if [[ -z ${DEBIAN_IMAGE_REBUILD:-} ]] &&
+  [[ $(docker image inspect -f '{{ index .Config.Labels "dev.clawguard.debian-packages" }}' "$image" 2>/dev/null) == "$packages" ]]; then
   echo "$image: present (cached)" >&2
   echo "$image"
   exit 0
@@ -37,7 +43,7 @@ trap 'rm -rf "$work"' EXIT
 echo "$image: mmdebstrap $suite from $mirror (a few minutes, once)" >&2
 # --variant=apt: Essential plus apt, nothing else. Docs, man pages and
 # locales are left out; apt lists are emptied (group builds run apt-get update).
-mmdebstrap --variant=apt --include=ca-certificates \
+mmdebstrap --variant=apt --include="$packages" \
   --aptopt='Acquire::Languages "none"' \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/doc/*' \
@@ -48,6 +54,7 @@ docker import \
   --change 'CMD ["/bin/bash"]' \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change "LABEL dev.clawguard.debian-suite=$suite" \
+  --change "LABEL dev.clawguard.debian-packages=$packages" \
   "$work/rootfs.tar" "$image" >/dev/null
 echo "$image: built" >&2
 echo "$image"

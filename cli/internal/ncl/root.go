@@ -77,6 +77,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.messagingGroupsCmd(),
 		a.policiesCmd(),
 		a.mcpCmd(),
+		a.egressCmd(),
 		a.userDmsCmd(),
 		a.tokensCmd(),
 		a.runnersCmd(),
