@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -87,5 +88,33 @@ func TestPlainHTTPRefusals(t *testing.T) {
 	}
 	if asked := r.guard.asked(); len(asked) != 1 || asked[0] != "example.org:80" {
 		t.Fatalf("the guard was asked %v, want example.org:80 once", asked)
+	}
+}
+
+// Origin-form requests on the same socket go to the session's other
+// endpoint (the model gateway), keep-alive and streamed.
+func TestOriginFormGoesToTheSessionsHandler(t *testing.T) {
+	r := newRig(t, DefaultLimits)
+	r.proxy.cfg.Origin = func(s Session) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s %s for %s\n\n", req.Method, req.URL.Path, s.ID)
+			w.(http.Flusher).Flush()
+		})
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", r.sock)
+	}}}
+	for i := 0; i < 2; i++ { // the second request reuses the connection
+		resp, err := client.Post("http://127.0.0.1:3128/v1/messages", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := body(resp); resp.StatusCode != 200 || b != "data: POST /v1/messages for s1\n\n" {
+			t.Fatalf("origin form: %s %q", resp.Status, b)
+		}
+	}
+	if asked := r.guard.asked(); len(asked) != 0 {
+		t.Fatalf("an origin-form request was decided as a connection: %v", asked)
 	}
 }

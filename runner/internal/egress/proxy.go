@@ -36,6 +36,9 @@ type Config struct {
 	Limits   Limits
 	Metrics  *Metrics // nil: none
 	Log      *slog.Logger
+	// Origin, when set, serves a session's origin-form requests on the
+	// same socket (the model gateway); nil: they are refused.
+	Origin func(Session) http.Handler
 }
 
 // Proxy serves every session's egress on the runner.
@@ -196,6 +199,15 @@ func (sp *sessionProxy) serve(c net.Conn) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(headerWait))
 	br := bufio.NewReaderSize(c, 16<<10)
+	proxied, err := isProxyRequest(br)
+	if err != nil {
+		return
+	}
+	if !proxied {
+		c.SetReadDeadline(time.Time{})
+		sp.origin(c, br)
+		return
+	}
 	req, hosts, err := readRequest(br)
 	if err != nil {
 		if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
