@@ -97,23 +97,32 @@ where the catalog says so) or global (any group — a wide blast radius).`,
 }
 
 func (a *app) groupsUpdate() *cobra.Command {
-	var name, image, host string
+	var name, image, host, instructions string
 	cmd := &cobra.Command{
-		Use: "update <id|name>", Short: "Rename a group or change its image or pinned host",
-		Example: "  ncl groups update ag_4888a21379a5cf01 --name research-2\n  ncl groups update ag_4888a21379a5cf01 --pinned-host ''   # unpin",
-		Args:    one("id"),
+		Use: "update <id|name>", Short: "Rename a group, change its image or pinned host, or give its agent instructions",
+		Example: "  ncl groups update ag_4888a21379a5cf01 --name research-2\n  ncl groups update ag_4888a21379a5cf01 --pinned-host ''   # unpin\n" +
+			"  ncl groups update research --instructions-file task.md   # '-' reads standard input; '' removes them",
+		Args: one("id"),
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
 	cmd.Flags().StringVar(&image, "base-image", "", "new base image")
 	cmd.Flags().StringVar(&host, "pinned-host", "", "new pinned host or key=value label selector ('' unpins; sessions move to a matching runner)")
+	cmd.Flags().StringVar(&instructions, "instructions-file", "", "what the group's agent is told to do, from a file ('-': standard input; ''  removes them); its agents restart with them")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		a.groupArgs(&args[0])
 		req := &guardv1.UpdateGroupRequest{Name: name, BaseImage: image}
 		if cmd.Flags().Changed("pinned-host") {
 			req.PinnedHost = &host
 		}
-		if name == "" && image == "" && req.PinnedHost == nil {
-			return usagef("nothing to update: give --name, --base-image or --pinned-host")
+		if cmd.Flags().Changed("instructions-file") {
+			text, err := readTextArg(cmd, instructions)
+			if err != nil {
+				return err
+			}
+			req.Instructions = &text
+		}
+		if name == "" && image == "" && req.PinnedHost == nil && req.Instructions == nil {
+			return usagef("nothing to update: give --name, --base-image, --pinned-host or --instructions-file")
 		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			req.Id = args[0]
@@ -215,9 +224,16 @@ func (a *app) groupsConfig() *cobra.Command {
 	update.Flags().StringVar(&cpus, "cpus", "", "CPU limit ('' falls back to the runner's --container-cpus)")
 	update.Flags().StringVar(&memory, "memory", "", "memory limit ('' falls back to the runner's --container-memory)")
 	update.Flags().Int32Var(&holdApprovals, "hold-approvals", 0, "distinct approvals every hold of the group needs (0 = scope default)")
+	var agentCommand string
+	var agentEnv []string
+	update.Flags().StringVar(&agentCommand, "agent-command", "", "the agent's command, replacing the image's: words split on spaces, or a JSON array ('' = the image's)")
+	update.Flags().StringArrayVar(&agentEnv, "agent-env", nil, "KEY=VALUE for the group's agents, non-secret (every read shows it; KEY= removes it); repeatable")
 	update.RunE = func(cmd *cobra.Command, args []string) error {
 		a.groupArgs(&args[0])
 		req := &guardv1.UpdateGroupConfigRequest{CliScope: guardv1.CliScope(scope.val)}
+		if err := agentSettings(cmd, req, agentCommand, agentEnv); err != nil {
+			return err
+		}
 		if cmd.Flags().Changed("cpus") {
 			req.Cpus = &cpus
 		}
@@ -227,8 +243,8 @@ func (a *app) groupsConfig() *cobra.Command {
 		if cmd.Flags().Changed("hold-approvals") {
 			req.HoldApprovals = &holdApprovals
 		}
-		if scope.val == 0 && req.Cpus == nil && req.Memory == nil && req.HoldApprovals == nil {
-			return usagef("nothing to update: give --cli-scope, --cpus, --memory or --hold-approvals")
+		if scope.val == 0 && req.Cpus == nil && req.Memory == nil && req.HoldApprovals == nil && req.AgentCommand == nil && len(req.AgentEnv) == 0 {
+			return usagef("nothing to update: give --cli-scope, --cpus, --memory, --hold-approvals, --agent-command or --agent-env")
 		}
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
 			req.Group = args[0]

@@ -220,6 +220,13 @@ func init() {
 				}
 				return num(int64(g.GetHoldApprovals()))
 			}),
+			c("AGENT COMMAND", func(g *guardv1.GroupConfig) string {
+				if len(g.GetAgentCommand()) == 0 {
+					return "the image's"
+				}
+				return strings.Join(g.GetAgentCommand(), " ")
+			}),
+			c("AGENT ENV", func(g *guardv1.GroupConfig) string { return keyValues(g.GetAgentEnv()) }),
 		},
 		id: idOf(func(g *guardv1.GroupConfig) string { return num(g.GetVersion()) }),
 	})

@@ -2972,6 +2972,12 @@ type GroupConfig struct {
 	// Distinct approvals every hold anchored to this group needs (0: the
 	// approver scope's default; the largest of group, action and scope wins).
 	HoldApprovals int32 `protobuf:"varint,8,opt,name=hold_approvals,json=holdApprovals,proto3" json:"hold_approvals,omitempty"`
+	// The agent's command in its container (after clawguard-init), replacing
+	// the image's; empty: the image's own.
+	AgentCommand []string `protobuf:"bytes,9,rep,name=agent_command,json=agentCommand,proto3" json:"agent_command,omitempty"`
+	// Environment of the group's agents: non-secret settings only (every read
+	// of the group shows them; secrets belong to MCP servers and providers).
+	AgentEnv      map[string]string `protobuf:"bytes,10,rep,name=agent_env,json=agentEnv,proto3" json:"agent_env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3062,6 +3068,65 @@ func (x *GroupConfig) GetHoldApprovals() int32 {
 	return 0
 }
 
+func (x *GroupConfig) GetAgentCommand() []string {
+	if x != nil {
+		return x.AgentCommand
+	}
+	return nil
+}
+
+func (x *GroupConfig) GetAgentEnv() map[string]string {
+	if x != nil {
+		return x.AgentEnv
+	}
+	return nil
+}
+
+// AgentCommand is a group's agent command (UpdateGroupConfigRequest).
+type AgentCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Args          []string               `protobuf:"bytes,1,rep,name=args,proto3" json:"args,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentCommand) Reset() {
+	*x = AgentCommand{}
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentCommand) ProtoMessage() {}
+
+func (x *AgentCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentCommand.ProtoReflect.Descriptor instead.
+func (*AgentCommand) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *AgentCommand) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
 // Group is an agent group.
 type Group struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -3083,7 +3148,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3095,7 +3160,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3108,7 +3173,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Group) GetId() string {
@@ -3173,7 +3238,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3250,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3263,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateGroupRequest) GetName() string {
@@ -3239,7 +3304,7 @@ type CreateGroupResponse struct {
 
 func (x *CreateGroupResponse) Reset() {
 	*x = CreateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3251,7 +3316,7 @@ func (x *CreateGroupResponse) String() string {
 func (*CreateGroupResponse) ProtoMessage() {}
 
 func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3329,7 @@ func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateGroupResponse) GetGroup() *Group {
@@ -3284,7 +3349,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3361,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3374,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetGroupRequest) GetId() string {
@@ -3329,7 +3394,7 @@ type GetGroupResponse struct {
 
 func (x *GetGroupResponse) Reset() {
 	*x = GetGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3406,7 @@ func (x *GetGroupResponse) String() string {
 func (*GetGroupResponse) ProtoMessage() {}
 
 func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3419,7 @@ func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetGroupResponse) GetGroup() *Group {
@@ -3377,7 +3442,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3454,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3467,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListGroupsRequest) GetLimit() int32 {
@@ -3431,7 +3496,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3508,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3521,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*Group {
@@ -3475,18 +3540,21 @@ func (x *ListGroupsResponse) GetNextPageToken() string {
 
 // UpdateGroupRequest updates a group's name or pin (empty = unchanged).
 type UpdateGroupRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	BaseImage     string                 `protobuf:"bytes,3,opt,name=base_image,json=baseImage,proto3" json:"base_image,omitempty"`
-	PinnedHost    *string                `protobuf:"bytes,4,opt,name=pinned_host,json=pinnedHost,proto3,oneof" json:"pinned_host,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	BaseImage  string                 `protobuf:"bytes,3,opt,name=base_image,json=baseImage,proto3" json:"base_image,omitempty"`
+	PinnedHost *string                `protobuf:"bytes,4,opt,name=pinned_host,json=pinnedHost,proto3,oneof" json:"pinned_host,omitempty"`
+	// Replaces what the group's agent is told to do (written into every
+	// session's workspace at start); empty: remove them.
+	Instructions  *string `protobuf:"bytes,5,opt,name=instructions,proto3,oneof" json:"instructions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateGroupRequest) Reset() {
 	*x = UpdateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +3566,7 @@ func (x *UpdateGroupRequest) String() string {
 func (*UpdateGroupRequest) ProtoMessage() {}
 
 func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +3579,7 @@ func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateGroupRequest) GetId() string {
@@ -3542,6 +3610,13 @@ func (x *UpdateGroupRequest) GetPinnedHost() string {
 	return ""
 }
 
+func (x *UpdateGroupRequest) GetInstructions() string {
+	if x != nil && x.Instructions != nil {
+		return *x.Instructions
+	}
+	return ""
+}
+
 // UpdateGroupResponse is the group.
 type UpdateGroupResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3552,7 +3627,7 @@ type UpdateGroupResponse struct {
 
 func (x *UpdateGroupResponse) Reset() {
 	*x = UpdateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3564,7 +3639,7 @@ func (x *UpdateGroupResponse) String() string {
 func (*UpdateGroupResponse) ProtoMessage() {}
 
 func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3577,7 +3652,7 @@ func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateGroupResponse) GetGroup() *Group {
@@ -3597,7 +3672,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3684,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3697,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteGroupRequest) GetId() string {
@@ -3642,7 +3717,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3654,7 +3729,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3667,7 +3742,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteGroupResponse) GetRemoved() map[string]int64 {
@@ -3687,7 +3762,7 @@ type GetGroupConfigRequest struct {
 
 func (x *GetGroupConfigRequest) Reset() {
 	*x = GetGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3774,7 @@ func (x *GetGroupConfigRequest) String() string {
 func (*GetGroupConfigRequest) ProtoMessage() {}
 
 func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3787,7 @@ func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetGroupConfigRequest) GetGroup() string {
@@ -3732,7 +3807,7 @@ type GetGroupConfigResponse struct {
 
 func (x *GetGroupConfigResponse) Reset() {
 	*x = GetGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3744,7 +3819,7 @@ func (x *GetGroupConfigResponse) String() string {
 func (*GetGroupConfigResponse) ProtoMessage() {}
 
 func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3757,7 +3832,7 @@ func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetGroupConfigResponse) GetConfig() *GroupConfig {
@@ -3776,13 +3851,17 @@ type UpdateGroupConfigRequest struct {
 	Memory   *string                `protobuf:"bytes,4,opt,name=memory,proto3,oneof" json:"memory,omitempty"`
 	// Distinct approvals the group's holds need (0: the scope default).
 	HoldApprovals *int32 `protobuf:"varint,5,opt,name=hold_approvals,json=holdApprovals,proto3,oneof" json:"hold_approvals,omitempty"`
+	// Replaces the agent command (no args: back to the image's).
+	AgentCommand *AgentCommand `protobuf:"bytes,6,opt,name=agent_command,json=agentCommand,proto3,oneof" json:"agent_command,omitempty"`
+	// Sets these agent environment variables; an empty value removes one.
+	AgentEnv      map[string]string `protobuf:"bytes,7,rep,name=agent_env,json=agentEnv,proto3" json:"agent_env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateGroupConfigRequest) Reset() {
 	*x = UpdateGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +3873,7 @@ func (x *UpdateGroupConfigRequest) String() string {
 func (*UpdateGroupConfigRequest) ProtoMessage() {}
 
 func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +3886,7 @@ func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateGroupConfigRequest) GetGroup() string {
@@ -3845,6 +3924,20 @@ func (x *UpdateGroupConfigRequest) GetHoldApprovals() int32 {
 	return 0
 }
 
+func (x *UpdateGroupConfigRequest) GetAgentCommand() *AgentCommand {
+	if x != nil {
+		return x.AgentCommand
+	}
+	return nil
+}
+
+func (x *UpdateGroupConfigRequest) GetAgentEnv() map[string]string {
+	if x != nil {
+		return x.AgentEnv
+	}
+	return nil
+}
+
 // UpdateGroupConfigResponse is the config.
 type UpdateGroupConfigResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3855,7 +3948,7 @@ type UpdateGroupConfigResponse struct {
 
 func (x *UpdateGroupConfigResponse) Reset() {
 	*x = UpdateGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +3960,7 @@ func (x *UpdateGroupConfigResponse) String() string {
 func (*UpdateGroupConfigResponse) ProtoMessage() {}
 
 func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +3973,7 @@ func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateGroupConfigResponse) GetConfig() *GroupConfig {
@@ -3902,7 +3995,7 @@ type AddGroupPackageRequest struct {
 
 func (x *AddGroupPackageRequest) Reset() {
 	*x = AddGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4007,7 @@ func (x *AddGroupPackageRequest) String() string {
 func (*AddGroupPackageRequest) ProtoMessage() {}
 
 func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4020,7 @@ func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AddGroupPackageRequest) GetGroup() string {
@@ -3961,7 +4054,7 @@ type AddGroupPackageResponse struct {
 
 func (x *AddGroupPackageResponse) Reset() {
 	*x = AddGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3973,7 +4066,7 @@ func (x *AddGroupPackageResponse) String() string {
 func (*AddGroupPackageResponse) ProtoMessage() {}
 
 func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3986,7 +4079,7 @@ func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AddGroupPackageResponse) GetConfig() *GroupConfig {
@@ -4008,7 +4101,7 @@ type RemoveGroupPackageRequest struct {
 
 func (x *RemoveGroupPackageRequest) Reset() {
 	*x = RemoveGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4020,7 +4113,7 @@ func (x *RemoveGroupPackageRequest) String() string {
 func (*RemoveGroupPackageRequest) ProtoMessage() {}
 
 func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4033,7 +4126,7 @@ func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RemoveGroupPackageRequest) GetGroup() string {
@@ -4067,7 +4160,7 @@ type RemoveGroupPackageResponse struct {
 
 func (x *RemoveGroupPackageResponse) Reset() {
 	*x = RemoveGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4079,7 +4172,7 @@ func (x *RemoveGroupPackageResponse) String() string {
 func (*RemoveGroupPackageResponse) ProtoMessage() {}
 
 func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4092,7 +4185,7 @@ func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RemoveGroupPackageResponse) GetConfig() *GroupConfig {
@@ -4113,7 +4206,7 @@ type AddGroupMcpServerRequest struct {
 
 func (x *AddGroupMcpServerRequest) Reset() {
 	*x = AddGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4125,7 +4218,7 @@ func (x *AddGroupMcpServerRequest) String() string {
 func (*AddGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4138,7 +4231,7 @@ func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AddGroupMcpServerRequest) GetGroup() string {
@@ -4165,7 +4258,7 @@ type AddGroupMcpServerResponse struct {
 
 func (x *AddGroupMcpServerResponse) Reset() {
 	*x = AddGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4177,7 +4270,7 @@ func (x *AddGroupMcpServerResponse) String() string {
 func (*AddGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4190,7 +4283,7 @@ func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AddGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -4211,7 +4304,7 @@ type RemoveGroupMcpServerRequest struct {
 
 func (x *RemoveGroupMcpServerRequest) Reset() {
 	*x = RemoveGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4223,7 +4316,7 @@ func (x *RemoveGroupMcpServerRequest) String() string {
 func (*RemoveGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4236,7 +4329,7 @@ func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RemoveGroupMcpServerRequest) GetGroup() string {
@@ -4263,7 +4356,7 @@ type RemoveGroupMcpServerResponse struct {
 
 func (x *RemoveGroupMcpServerResponse) Reset() {
 	*x = RemoveGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4275,7 +4368,7 @@ func (x *RemoveGroupMcpServerResponse) String() string {
 func (*RemoveGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4288,7 +4381,7 @@ func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RemoveGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -4309,7 +4402,7 @@ type RestartGroupRequest struct {
 
 func (x *RestartGroupRequest) Reset() {
 	*x = RestartGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4321,7 +4414,7 @@ func (x *RestartGroupRequest) String() string {
 func (*RestartGroupRequest) ProtoMessage() {}
 
 func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4334,7 +4427,7 @@ func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupRequest.ProtoReflect.Descriptor instead.
 func (*RestartGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RestartGroupRequest) GetGroup() string {
@@ -4361,7 +4454,7 @@ type RestartGroupResponse struct {
 
 func (x *RestartGroupResponse) Reset() {
 	*x = RestartGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4373,7 +4466,7 @@ func (x *RestartGroupResponse) String() string {
 func (*RestartGroupResponse) ProtoMessage() {}
 
 func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4386,7 +4479,7 @@ func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupResponse.ProtoReflect.Descriptor instead.
 func (*RestartGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RestartGroupResponse) GetSessions() int32 {
@@ -4412,7 +4505,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4424,7 +4517,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4437,7 +4530,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Session) GetId() string {
@@ -4504,7 +4597,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4516,7 +4609,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4529,7 +4622,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListSessionsRequest) GetGroup() string {
@@ -4572,7 +4665,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4584,7 +4677,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4597,7 +4690,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -4624,7 +4717,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4636,7 +4729,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4649,7 +4742,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetSessionRequest) GetId() string {
@@ -4669,7 +4762,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4681,7 +4774,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4694,7 +4787,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -4715,7 +4808,7 @@ type GetSessionHistoryRequest struct {
 
 func (x *GetSessionHistoryRequest) Reset() {
 	*x = GetSessionHistoryRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4727,7 +4820,7 @@ func (x *GetSessionHistoryRequest) String() string {
 func (*GetSessionHistoryRequest) ProtoMessage() {}
 
 func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4740,7 +4833,7 @@ func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetSessionHistoryRequest) GetId() string {
@@ -4773,7 +4866,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4785,7 +4878,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4798,7 +4891,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SessionEvent) GetId() int64 {
@@ -4846,7 +4939,7 @@ type GetSessionHistoryResponse struct {
 
 func (x *GetSessionHistoryResponse) Reset() {
 	*x = GetSessionHistoryResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4858,7 +4951,7 @@ func (x *GetSessionHistoryResponse) String() string {
 func (*GetSessionHistoryResponse) ProtoMessage() {}
 
 func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4871,7 +4964,7 @@ func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetSessionHistoryResponse) GetEvents() []*SessionEvent {
@@ -4896,7 +4989,7 @@ type Destination struct {
 
 func (x *Destination) Reset() {
 	*x = Destination{}
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4908,7 +5001,7 @@ func (x *Destination) String() string {
 func (*Destination) ProtoMessage() {}
 
 func (x *Destination) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4921,7 +5014,7 @@ func (x *Destination) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Destination.ProtoReflect.Descriptor instead.
 func (*Destination) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Destination) GetGroup() string {
@@ -4966,7 +5059,7 @@ type ListDestinationsRequest struct {
 
 func (x *ListDestinationsRequest) Reset() {
 	*x = ListDestinationsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4978,7 +5071,7 @@ func (x *ListDestinationsRequest) String() string {
 func (*ListDestinationsRequest) ProtoMessage() {}
 
 func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4991,7 +5084,7 @@ func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsRequest.ProtoReflect.Descriptor instead.
 func (*ListDestinationsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListDestinationsRequest) GetGroup() string {
@@ -5027,7 +5120,7 @@ type ListDestinationsResponse struct {
 
 func (x *ListDestinationsResponse) Reset() {
 	*x = ListDestinationsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5039,7 +5132,7 @@ func (x *ListDestinationsResponse) String() string {
 func (*ListDestinationsResponse) ProtoMessage() {}
 
 func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5052,7 +5145,7 @@ func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsResponse.ProtoReflect.Descriptor instead.
 func (*ListDestinationsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListDestinationsResponse) GetDestinations() []*Destination {
@@ -5082,7 +5175,7 @@ type AddDestinationRequest struct {
 
 func (x *AddDestinationRequest) Reset() {
 	*x = AddDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +5187,7 @@ func (x *AddDestinationRequest) String() string {
 func (*AddDestinationRequest) ProtoMessage() {}
 
 func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +5200,7 @@ func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationRequest.ProtoReflect.Descriptor instead.
 func (*AddDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AddDestinationRequest) GetGroup() string {
@@ -5148,7 +5241,7 @@ type AddDestinationResponse struct {
 
 func (x *AddDestinationResponse) Reset() {
 	*x = AddDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5160,7 +5253,7 @@ func (x *AddDestinationResponse) String() string {
 func (*AddDestinationResponse) ProtoMessage() {}
 
 func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5173,7 +5266,7 @@ func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationResponse.ProtoReflect.Descriptor instead.
 func (*AddDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AddDestinationResponse) GetDestination() *Destination {
@@ -5194,7 +5287,7 @@ type RemoveDestinationRequest struct {
 
 func (x *RemoveDestinationRequest) Reset() {
 	*x = RemoveDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5206,7 +5299,7 @@ func (x *RemoveDestinationRequest) String() string {
 func (*RemoveDestinationRequest) ProtoMessage() {}
 
 func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5219,7 +5312,7 @@ func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RemoveDestinationRequest) GetGroup() string {
@@ -5245,7 +5338,7 @@ type RemoveDestinationResponse struct {
 
 func (x *RemoveDestinationResponse) Reset() {
 	*x = RemoveDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5257,7 +5350,7 @@ func (x *RemoveDestinationResponse) String() string {
 func (*RemoveDestinationResponse) ProtoMessage() {}
 
 func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5270,7 +5363,7 @@ func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
 }
 
 // Member is a user admitted to a group.
@@ -5285,7 +5378,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5297,7 +5390,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5310,7 +5403,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *Member) GetGroup() string {
@@ -5348,7 +5441,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5360,7 +5453,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5373,7 +5466,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListMembersRequest) GetGroup() string {
@@ -5409,7 +5502,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5421,7 +5514,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5434,7 +5527,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -5462,7 +5555,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5474,7 +5567,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5487,7 +5580,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AddMemberRequest) GetGroup() string {
@@ -5514,7 +5607,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5526,7 +5619,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5539,7 +5632,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AddMemberResponse) GetMember() *Member {
@@ -5560,7 +5653,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5572,7 +5665,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5585,7 +5678,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RemoveMemberRequest) GetGroup() string {
@@ -5611,7 +5704,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5623,7 +5716,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5636,7 +5729,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
 }
 
 // RoleGrant is one role of one user.
@@ -5654,7 +5747,7 @@ type RoleGrant struct {
 
 func (x *RoleGrant) Reset() {
 	*x = RoleGrant{}
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5666,7 +5759,7 @@ func (x *RoleGrant) String() string {
 func (*RoleGrant) ProtoMessage() {}
 
 func (x *RoleGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5679,7 +5772,7 @@ func (x *RoleGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGrant.ProtoReflect.Descriptor instead.
 func (*RoleGrant) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RoleGrant) GetUserId() string {
@@ -5732,7 +5825,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5744,7 +5837,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5757,7 +5850,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListRolesRequest) GetUserId() string {
@@ -5800,7 +5893,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5812,7 +5905,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5825,7 +5918,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListRolesResponse) GetRoles() []*RoleGrant {
@@ -5855,7 +5948,7 @@ type GrantRoleRequest struct {
 
 func (x *GrantRoleRequest) Reset() {
 	*x = GrantRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5867,7 +5960,7 @@ func (x *GrantRoleRequest) String() string {
 func (*GrantRoleRequest) ProtoMessage() {}
 
 func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5880,7 +5973,7 @@ func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
 func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *GrantRoleRequest) GetUserId() string {
@@ -5921,7 +6014,7 @@ type GrantRoleResponse struct {
 
 func (x *GrantRoleResponse) Reset() {
 	*x = GrantRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5933,7 +6026,7 @@ func (x *GrantRoleResponse) String() string {
 func (*GrantRoleResponse) ProtoMessage() {}
 
 func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5946,7 +6039,7 @@ func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
 func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *GrantRoleResponse) GetGrant() *RoleGrant {
@@ -5969,7 +6062,7 @@ type RevokeRoleRequest struct {
 
 func (x *RevokeRoleRequest) Reset() {
 	*x = RevokeRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5981,7 +6074,7 @@ func (x *RevokeRoleRequest) String() string {
 func (*RevokeRoleRequest) ProtoMessage() {}
 
 func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5994,7 +6087,7 @@ func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *RevokeRoleRequest) GetUserId() string {
@@ -6034,7 +6127,7 @@ type RevokeRoleResponse struct {
 
 func (x *RevokeRoleResponse) Reset() {
 	*x = RevokeRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6046,7 +6139,7 @@ func (x *RevokeRoleResponse) String() string {
 func (*RevokeRoleResponse) ProtoMessage() {}
 
 func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6059,7 +6152,7 @@ func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
 func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
 }
 
 // User is a human, namespaced "<channel>:<handle>".
@@ -6076,7 +6169,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6088,7 +6181,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6101,7 +6194,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *User) GetId() string {
@@ -6147,7 +6240,7 @@ type OidcBinding struct {
 
 func (x *OidcBinding) Reset() {
 	*x = OidcBinding{}
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6159,7 +6252,7 @@ func (x *OidcBinding) String() string {
 func (*OidcBinding) ProtoMessage() {}
 
 func (x *OidcBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6172,7 +6265,7 @@ func (x *OidcBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OidcBinding.ProtoReflect.Descriptor instead.
 func (*OidcBinding) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *OidcBinding) GetUserId() string {
@@ -6215,7 +6308,7 @@ type BindOidcRequest struct {
 
 func (x *BindOidcRequest) Reset() {
 	*x = BindOidcRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6227,7 +6320,7 @@ func (x *BindOidcRequest) String() string {
 func (*BindOidcRequest) ProtoMessage() {}
 
 func (x *BindOidcRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6240,7 +6333,7 @@ func (x *BindOidcRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindOidcRequest.ProtoReflect.Descriptor instead.
 func (*BindOidcRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *BindOidcRequest) GetUserId() string {
@@ -6274,7 +6367,7 @@ type BindOidcResponse struct {
 
 func (x *BindOidcResponse) Reset() {
 	*x = BindOidcResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6286,7 +6379,7 @@ func (x *BindOidcResponse) String() string {
 func (*BindOidcResponse) ProtoMessage() {}
 
 func (x *BindOidcResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6299,7 +6392,7 @@ func (x *BindOidcResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindOidcResponse.ProtoReflect.Descriptor instead.
 func (*BindOidcResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *BindOidcResponse) GetBinding() *OidcBinding {
@@ -6321,7 +6414,7 @@ type UnbindOidcRequest struct {
 
 func (x *UnbindOidcRequest) Reset() {
 	*x = UnbindOidcRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6333,7 +6426,7 @@ func (x *UnbindOidcRequest) String() string {
 func (*UnbindOidcRequest) ProtoMessage() {}
 
 func (x *UnbindOidcRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6346,7 +6439,7 @@ func (x *UnbindOidcRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnbindOidcRequest.ProtoReflect.Descriptor instead.
 func (*UnbindOidcRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *UnbindOidcRequest) GetUserId() string {
@@ -6379,7 +6472,7 @@ type UnbindOidcResponse struct {
 
 func (x *UnbindOidcResponse) Reset() {
 	*x = UnbindOidcResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6391,7 +6484,7 @@ func (x *UnbindOidcResponse) String() string {
 func (*UnbindOidcResponse) ProtoMessage() {}
 
 func (x *UnbindOidcResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6404,7 +6497,7 @@ func (x *UnbindOidcResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnbindOidcResponse.ProtoReflect.Descriptor instead.
 func (*UnbindOidcResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
 }
 
 // ListUsersRequest lists users.
@@ -6420,7 +6513,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6432,7 +6525,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6445,7 +6538,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListUsersRequest) GetLimit() int32 {
@@ -6474,7 +6567,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6486,7 +6579,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6499,7 +6592,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -6526,7 +6619,7 @@ type GetUserRequest struct {
 
 func (x *GetUserRequest) Reset() {
 	*x = GetUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6538,7 +6631,7 @@ func (x *GetUserRequest) String() string {
 func (*GetUserRequest) ProtoMessage() {}
 
 func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6551,7 +6644,7 @@ func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *GetUserRequest) GetId() string {
@@ -6571,7 +6664,7 @@ type GetUserResponse struct {
 
 func (x *GetUserResponse) Reset() {
 	*x = GetUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6583,7 +6676,7 @@ func (x *GetUserResponse) String() string {
 func (*GetUserResponse) ProtoMessage() {}
 
 func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6596,7 +6689,7 @@ func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
 func (*GetUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *GetUserResponse) GetUser() *User {
@@ -6617,7 +6710,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6629,7 +6722,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6642,7 +6735,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *CreateUserRequest) GetId() string {
@@ -6669,7 +6762,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6681,7 +6774,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6694,7 +6787,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -6715,7 +6808,7 @@ type UpdateUserRequest struct {
 
 func (x *UpdateUserRequest) Reset() {
 	*x = UpdateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6727,7 +6820,7 @@ func (x *UpdateUserRequest) String() string {
 func (*UpdateUserRequest) ProtoMessage() {}
 
 func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6740,7 +6833,7 @@ func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *UpdateUserRequest) GetId() string {
@@ -6767,7 +6860,7 @@ type UpdateUserResponse struct {
 
 func (x *UpdateUserResponse) Reset() {
 	*x = UpdateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6779,7 +6872,7 @@ func (x *UpdateUserResponse) String() string {
 func (*UpdateUserResponse) ProtoMessage() {}
 
 func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6792,7 +6885,7 @@ func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *UpdateUserResponse) GetUser() *User {
@@ -6815,7 +6908,7 @@ type Wiring struct {
 
 func (x *Wiring) Reset() {
 	*x = Wiring{}
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6827,7 +6920,7 @@ func (x *Wiring) String() string {
 func (*Wiring) ProtoMessage() {}
 
 func (x *Wiring) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6840,7 +6933,7 @@ func (x *Wiring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wiring.ProtoReflect.Descriptor instead.
 func (*Wiring) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *Wiring) GetId() string {
@@ -6886,7 +6979,7 @@ type ListWiringsRequest struct {
 
 func (x *ListWiringsRequest) Reset() {
 	*x = ListWiringsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6898,7 +6991,7 @@ func (x *ListWiringsRequest) String() string {
 func (*ListWiringsRequest) ProtoMessage() {}
 
 func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6911,7 +7004,7 @@ func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsRequest.ProtoReflect.Descriptor instead.
 func (*ListWiringsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ListWiringsRequest) GetGroup() string {
@@ -6954,7 +7047,7 @@ type ListWiringsResponse struct {
 
 func (x *ListWiringsResponse) Reset() {
 	*x = ListWiringsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6966,7 +7059,7 @@ func (x *ListWiringsResponse) String() string {
 func (*ListWiringsResponse) ProtoMessage() {}
 
 func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6979,7 +7072,7 @@ func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsResponse.ProtoReflect.Descriptor instead.
 func (*ListWiringsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *ListWiringsResponse) GetWirings() []*Wiring {
@@ -7007,7 +7100,7 @@ type CreateWiringRequest struct {
 
 func (x *CreateWiringRequest) Reset() {
 	*x = CreateWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7019,7 +7112,7 @@ func (x *CreateWiringRequest) String() string {
 func (*CreateWiringRequest) ProtoMessage() {}
 
 func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7032,7 +7125,7 @@ func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringRequest.ProtoReflect.Descriptor instead.
 func (*CreateWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *CreateWiringRequest) GetMessagingGroup() string {
@@ -7059,7 +7152,7 @@ type CreateWiringResponse struct {
 
 func (x *CreateWiringResponse) Reset() {
 	*x = CreateWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7071,7 +7164,7 @@ func (x *CreateWiringResponse) String() string {
 func (*CreateWiringResponse) ProtoMessage() {}
 
 func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7084,7 +7177,7 @@ func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringResponse.ProtoReflect.Descriptor instead.
 func (*CreateWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *CreateWiringResponse) GetWiring() *Wiring {
@@ -7104,7 +7197,7 @@ type DeleteWiringRequest struct {
 
 func (x *DeleteWiringRequest) Reset() {
 	*x = DeleteWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7116,7 +7209,7 @@ func (x *DeleteWiringRequest) String() string {
 func (*DeleteWiringRequest) ProtoMessage() {}
 
 func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7129,7 +7222,7 @@ func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *DeleteWiringRequest) GetId() string {
@@ -7148,7 +7241,7 @@ type DeleteWiringResponse struct {
 
 func (x *DeleteWiringResponse) Reset() {
 	*x = DeleteWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7160,7 +7253,7 @@ func (x *DeleteWiringResponse) String() string {
 func (*DeleteWiringResponse) ProtoMessage() {}
 
 func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7173,7 +7266,7 @@ func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
 }
 
 // MessagingGroup is a chat on a channel.
@@ -7194,7 +7287,7 @@ type MessagingGroup struct {
 
 func (x *MessagingGroup) Reset() {
 	*x = MessagingGroup{}
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7206,7 +7299,7 @@ func (x *MessagingGroup) String() string {
 func (*MessagingGroup) ProtoMessage() {}
 
 func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7219,7 +7312,7 @@ func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagingGroup.ProtoReflect.Descriptor instead.
 func (*MessagingGroup) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *MessagingGroup) GetId() string {
@@ -7291,7 +7384,7 @@ type ListMessagingGroupsRequest struct {
 
 func (x *ListMessagingGroupsRequest) Reset() {
 	*x = ListMessagingGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7303,7 +7396,7 @@ func (x *ListMessagingGroupsRequest) String() string {
 func (*ListMessagingGroupsRequest) ProtoMessage() {}
 
 func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7316,7 +7409,7 @@ func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *ListMessagingGroupsRequest) GetLimit() int32 {
@@ -7345,7 +7438,7 @@ type ListMessagingGroupsResponse struct {
 
 func (x *ListMessagingGroupsResponse) Reset() {
 	*x = ListMessagingGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7357,7 +7450,7 @@ func (x *ListMessagingGroupsResponse) String() string {
 func (*ListMessagingGroupsResponse) ProtoMessage() {}
 
 func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7370,7 +7463,7 @@ func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *ListMessagingGroupsResponse) GetMessagingGroups() []*MessagingGroup {
@@ -7397,7 +7490,7 @@ type GetMessagingGroupRequest struct {
 
 func (x *GetMessagingGroupRequest) Reset() {
 	*x = GetMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7409,7 +7502,7 @@ func (x *GetMessagingGroupRequest) String() string {
 func (*GetMessagingGroupRequest) ProtoMessage() {}
 
 func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7422,7 +7515,7 @@ func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *GetMessagingGroupRequest) GetId() string {
@@ -7442,7 +7535,7 @@ type GetMessagingGroupResponse struct {
 
 func (x *GetMessagingGroupResponse) Reset() {
 	*x = GetMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7454,7 +7547,7 @@ func (x *GetMessagingGroupResponse) String() string {
 func (*GetMessagingGroupResponse) ProtoMessage() {}
 
 func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7467,7 +7560,7 @@ func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *GetMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7491,7 +7584,7 @@ type CreateMessagingGroupRequest struct {
 
 func (x *CreateMessagingGroupRequest) Reset() {
 	*x = CreateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7503,7 +7596,7 @@ func (x *CreateMessagingGroupRequest) String() string {
 func (*CreateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7516,7 +7609,7 @@ func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *CreateMessagingGroupRequest) GetChannelType() string {
@@ -7564,7 +7657,7 @@ type CreateMessagingGroupResponse struct {
 
 func (x *CreateMessagingGroupResponse) Reset() {
 	*x = CreateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7576,7 +7669,7 @@ func (x *CreateMessagingGroupResponse) String() string {
 func (*CreateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7589,7 +7682,7 @@ func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *CreateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7611,7 +7704,7 @@ type UpdateMessagingGroupRequest struct {
 
 func (x *UpdateMessagingGroupRequest) Reset() {
 	*x = UpdateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7623,7 +7716,7 @@ func (x *UpdateMessagingGroupRequest) String() string {
 func (*UpdateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7636,7 +7729,7 @@ func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *UpdateMessagingGroupRequest) GetId() string {
@@ -7670,7 +7763,7 @@ type UpdateMessagingGroupResponse struct {
 
 func (x *UpdateMessagingGroupResponse) Reset() {
 	*x = UpdateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7682,7 +7775,7 @@ func (x *UpdateMessagingGroupResponse) String() string {
 func (*UpdateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7695,7 +7788,7 @@ func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *UpdateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7715,7 +7808,7 @@ type DeleteMessagingGroupRequest struct {
 
 func (x *DeleteMessagingGroupRequest) Reset() {
 	*x = DeleteMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7727,7 +7820,7 @@ func (x *DeleteMessagingGroupRequest) String() string {
 func (*DeleteMessagingGroupRequest) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7740,7 +7833,7 @@ func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *DeleteMessagingGroupRequest) GetId() string {
@@ -7759,7 +7852,7 @@ type DeleteMessagingGroupResponse struct {
 
 func (x *DeleteMessagingGroupResponse) Reset() {
 	*x = DeleteMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7771,7 +7864,7 @@ func (x *DeleteMessagingGroupResponse) String() string {
 func (*DeleteMessagingGroupResponse) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7784,7 +7877,7 @@ func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
 }
 
 // MessagePolicy holds messages from one group to another for a named approver.
@@ -7811,7 +7904,7 @@ type MessagePolicy struct {
 
 func (x *MessagePolicy) Reset() {
 	*x = MessagePolicy{}
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7823,7 +7916,7 @@ func (x *MessagePolicy) String() string {
 func (*MessagePolicy) ProtoMessage() {}
 
 func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7836,7 +7929,7 @@ func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePolicy.ProtoReflect.Descriptor instead.
 func (*MessagePolicy) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *MessagePolicy) GetFromGroup() string {
@@ -7916,7 +8009,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7928,7 +8021,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7941,7 +8034,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *ListPoliciesRequest) GetGroup() string {
@@ -7977,7 +8070,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7989,7 +8082,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8002,7 +8095,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*MessagePolicy {
@@ -8045,7 +8138,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8057,7 +8150,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8070,7 +8163,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *SetPolicyRequest) GetFromGroup() string {
@@ -8146,7 +8239,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8158,7 +8251,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8171,7 +8264,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *MessagePolicy {
@@ -8192,7 +8285,7 @@ type RemovePolicyRequest struct {
 
 func (x *RemovePolicyRequest) Reset() {
 	*x = RemovePolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8204,7 +8297,7 @@ func (x *RemovePolicyRequest) String() string {
 func (*RemovePolicyRequest) ProtoMessage() {}
 
 func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8217,7 +8310,7 @@ func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyRequest.ProtoReflect.Descriptor instead.
 func (*RemovePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *RemovePolicyRequest) GetFromGroup() string {
@@ -8243,7 +8336,7 @@ type RemovePolicyResponse struct {
 
 func (x *RemovePolicyResponse) Reset() {
 	*x = RemovePolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8255,7 +8348,7 @@ func (x *RemovePolicyResponse) String() string {
 func (*RemovePolicyResponse) ProtoMessage() {}
 
 func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8268,7 +8361,7 @@ func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyResponse.ProtoReflect.Descriptor instead.
 func (*RemovePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
 }
 
 // UserDm is where a user's approval cards are delivered on one channel type.
@@ -8283,7 +8376,7 @@ type UserDm struct {
 
 func (x *UserDm) Reset() {
 	*x = UserDm{}
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8295,7 +8388,7 @@ func (x *UserDm) String() string {
 func (*UserDm) ProtoMessage() {}
 
 func (x *UserDm) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8308,7 +8401,7 @@ func (x *UserDm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserDm.ProtoReflect.Descriptor instead.
 func (*UserDm) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *UserDm) GetUserId() string {
@@ -8346,7 +8439,7 @@ type ListUserDmsRequest struct {
 
 func (x *ListUserDmsRequest) Reset() {
 	*x = ListUserDmsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8358,7 +8451,7 @@ func (x *ListUserDmsRequest) String() string {
 func (*ListUserDmsRequest) ProtoMessage() {}
 
 func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8371,7 +8464,7 @@ func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserDmsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *ListUserDmsRequest) GetUserId() string {
@@ -8407,7 +8500,7 @@ type ListUserDmsResponse struct {
 
 func (x *ListUserDmsResponse) Reset() {
 	*x = ListUserDmsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8419,7 +8512,7 @@ func (x *ListUserDmsResponse) String() string {
 func (*ListUserDmsResponse) ProtoMessage() {}
 
 func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8432,7 +8525,7 @@ func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserDmsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *ListUserDmsResponse) GetDms() []*UserDm {
@@ -8461,7 +8554,7 @@ type SetUserDmRequest struct {
 
 func (x *SetUserDmRequest) Reset() {
 	*x = SetUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8473,7 +8566,7 @@ func (x *SetUserDmRequest) String() string {
 func (*SetUserDmRequest) ProtoMessage() {}
 
 func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8486,7 +8579,7 @@ func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmRequest.ProtoReflect.Descriptor instead.
 func (*SetUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *SetUserDmRequest) GetUserId() string {
@@ -8520,7 +8613,7 @@ type SetUserDmResponse struct {
 
 func (x *SetUserDmResponse) Reset() {
 	*x = SetUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8532,7 +8625,7 @@ func (x *SetUserDmResponse) String() string {
 func (*SetUserDmResponse) ProtoMessage() {}
 
 func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8545,7 +8638,7 @@ func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmResponse.ProtoReflect.Descriptor instead.
 func (*SetUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *SetUserDmResponse) GetDm() *UserDm {
@@ -8566,7 +8659,7 @@ type RemoveUserDmRequest struct {
 
 func (x *RemoveUserDmRequest) Reset() {
 	*x = RemoveUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8578,7 +8671,7 @@ func (x *RemoveUserDmRequest) String() string {
 func (*RemoveUserDmRequest) ProtoMessage() {}
 
 func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8591,7 +8684,7 @@ func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmRequest.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *RemoveUserDmRequest) GetUserId() string {
@@ -8617,7 +8710,7 @@ type RemoveUserDmResponse struct {
 
 func (x *RemoveUserDmResponse) Reset() {
 	*x = RemoveUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8629,7 +8722,7 @@ func (x *RemoveUserDmResponse) String() string {
 func (*RemoveUserDmResponse) ProtoMessage() {}
 
 func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8642,7 +8735,7 @@ func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmResponse.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
 }
 
 // Token is an API credential (its secret is never stored or listed).
@@ -8675,7 +8768,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8687,7 +8780,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8700,7 +8793,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *Token) GetId() string {
@@ -8811,7 +8904,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8823,7 +8916,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8836,7 +8929,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *CreateTokenRequest) GetKind() Principal {
@@ -8906,7 +8999,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8918,7 +9011,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8931,7 +9024,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -8961,7 +9054,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8973,7 +9066,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8986,7 +9079,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
 }
 
 func (x *ListTokensRequest) GetLimit() int32 {
@@ -9015,7 +9108,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9027,7 +9120,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9040,7 +9133,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -9067,7 +9160,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9079,7 +9172,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9092,7 +9185,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -9111,7 +9204,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9123,7 +9216,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9136,7 +9229,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
 }
 
 // ListRunnersRequest lists runners.
@@ -9152,7 +9245,7 @@ type ListRunnersRequest struct {
 
 func (x *ListRunnersRequest) Reset() {
 	*x = ListRunnersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9164,7 +9257,7 @@ func (x *ListRunnersRequest) String() string {
 func (*ListRunnersRequest) ProtoMessage() {}
 
 func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9177,7 +9270,7 @@ func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
 }
 
 func (x *ListRunnersRequest) GetLimit() int32 {
@@ -9206,7 +9299,7 @@ type ListRunnersResponse struct {
 
 func (x *ListRunnersResponse) Reset() {
 	*x = ListRunnersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9218,7 +9311,7 @@ func (x *ListRunnersResponse) String() string {
 func (*ListRunnersResponse) ProtoMessage() {}
 
 func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9231,7 +9324,7 @@ func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersResponse.ProtoReflect.Descriptor instead.
 func (*ListRunnersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
 }
 
 func (x *ListRunnersResponse) GetRunners() []*Runner {
@@ -9276,7 +9369,7 @@ type CatalogEntry struct {
 
 func (x *CatalogEntry) Reset() {
 	*x = CatalogEntry{}
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9288,7 +9381,7 @@ func (x *CatalogEntry) String() string {
 func (*CatalogEntry) ProtoMessage() {}
 
 func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9301,7 +9394,7 @@ func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEntry.ProtoReflect.Descriptor instead.
 func (*CatalogEntry) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
 }
 
 func (x *CatalogEntry) GetAction() string {
@@ -9394,7 +9487,7 @@ type ListCatalogRequest struct {
 
 func (x *ListCatalogRequest) Reset() {
 	*x = ListCatalogRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9406,7 +9499,7 @@ func (x *ListCatalogRequest) String() string {
 func (*ListCatalogRequest) ProtoMessage() {}
 
 func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9419,7 +9512,7 @@ func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
 }
 
 func (x *ListCatalogRequest) GetLimit() int32 {
@@ -9450,7 +9543,7 @@ type ListCatalogResponse struct {
 
 func (x *ListCatalogResponse) Reset() {
 	*x = ListCatalogResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9462,7 +9555,7 @@ func (x *ListCatalogResponse) String() string {
 func (*ListCatalogResponse) ProtoMessage() {}
 
 func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9475,7 +9568,7 @@ func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
 }
 
 func (x *ListCatalogResponse) GetEntries() []*CatalogEntry {
@@ -9526,7 +9619,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9538,7 +9631,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9551,7 +9644,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{146}
 }
 
 func (x *DecisionRecord) GetId() string {
@@ -9669,7 +9762,7 @@ type GetDecisionRequest struct {
 
 func (x *GetDecisionRequest) Reset() {
 	*x = GetDecisionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[146]
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9681,7 +9774,7 @@ func (x *GetDecisionRequest) String() string {
 func (*GetDecisionRequest) ProtoMessage() {}
 
 func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[146]
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9694,7 +9787,7 @@ func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionRequest.ProtoReflect.Descriptor instead.
 func (*GetDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{146}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{147}
 }
 
 func (x *GetDecisionRequest) GetId() string {
@@ -9714,7 +9807,7 @@ type GetDecisionResponse struct {
 
 func (x *GetDecisionResponse) Reset() {
 	*x = GetDecisionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9726,7 +9819,7 @@ func (x *GetDecisionResponse) String() string {
 func (*GetDecisionResponse) ProtoMessage() {}
 
 func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9739,7 +9832,7 @@ func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionResponse.ProtoReflect.Descriptor instead.
 func (*GetDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{147}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{148}
 }
 
 func (x *GetDecisionResponse) GetDecision() *DecisionRecord {
@@ -9775,7 +9868,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9787,7 +9880,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9800,7 +9893,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{148}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{149}
 }
 
 func (x *ListDecisionsRequest) GetAction() string {
@@ -9878,7 +9971,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9890,7 +9983,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9903,7 +9996,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{149}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{150}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
@@ -9944,7 +10037,7 @@ type SetActionSettingsRequest struct {
 
 func (x *SetActionSettingsRequest) Reset() {
 	*x = SetActionSettingsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9956,7 +10049,7 @@ func (x *SetActionSettingsRequest) String() string {
 func (*SetActionSettingsRequest) ProtoMessage() {}
 
 func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9969,7 +10062,7 @@ func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{150}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{151}
 }
 
 func (x *SetActionSettingsRequest) GetAction() string {
@@ -10031,7 +10124,7 @@ type SetActionSettingsResponse struct {
 
 func (x *SetActionSettingsResponse) Reset() {
 	*x = SetActionSettingsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10043,7 +10136,7 @@ func (x *SetActionSettingsResponse) String() string {
 func (*SetActionSettingsResponse) ProtoMessage() {}
 
 func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10056,7 +10149,7 @@ func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{151}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{152}
 }
 
 func (x *SetActionSettingsResponse) GetEntry() *CatalogEntry {
@@ -10081,7 +10174,7 @@ type McpServerState struct {
 
 func (x *McpServerState) Reset() {
 	*x = McpServerState{}
-	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10093,7 +10186,7 @@ func (x *McpServerState) String() string {
 func (*McpServerState) ProtoMessage() {}
 
 func (x *McpServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10106,7 +10199,7 @@ func (x *McpServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerState.ProtoReflect.Descriptor instead.
 func (*McpServerState) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{152}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{153}
 }
 
 func (x *McpServerState) GetRunnerId() string {
@@ -10165,7 +10258,7 @@ type McpServerInfo struct {
 
 func (x *McpServerInfo) Reset() {
 	*x = McpServerInfo{}
-	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10177,7 +10270,7 @@ func (x *McpServerInfo) String() string {
 func (*McpServerInfo) ProtoMessage() {}
 
 func (x *McpServerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10190,7 +10283,7 @@ func (x *McpServerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerInfo.ProtoReflect.Descriptor instead.
 func (*McpServerInfo) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{153}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{154}
 }
 
 func (x *McpServerInfo) GetGroup() string {
@@ -10279,7 +10372,7 @@ type McpToolInfo struct {
 
 func (x *McpToolInfo) Reset() {
 	*x = McpToolInfo{}
-	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10291,7 +10384,7 @@ func (x *McpToolInfo) String() string {
 func (*McpToolInfo) ProtoMessage() {}
 
 func (x *McpToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10304,7 +10397,7 @@ func (x *McpToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpToolInfo.ProtoReflect.Descriptor instead.
 func (*McpToolInfo) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{154}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{155}
 }
 
 func (x *McpToolInfo) GetGroup() string {
@@ -10391,7 +10484,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10403,7 +10496,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10416,7 +10509,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{155}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{156}
 }
 
 func (x *ListMcpServersRequest) GetGroup() string {
@@ -10451,7 +10544,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10463,7 +10556,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10476,7 +10569,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{156}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{157}
 }
 
 func (x *ListMcpServersResponse) GetServers() []*McpServerInfo {
@@ -10508,7 +10601,7 @@ type SetMcpServerDefaultRequest struct {
 
 func (x *SetMcpServerDefaultRequest) Reset() {
 	*x = SetMcpServerDefaultRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10520,7 +10613,7 @@ func (x *SetMcpServerDefaultRequest) String() string {
 func (*SetMcpServerDefaultRequest) ProtoMessage() {}
 
 func (x *SetMcpServerDefaultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10533,7 +10626,7 @@ func (x *SetMcpServerDefaultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerDefaultRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpServerDefaultRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{157}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{158}
 }
 
 func (x *SetMcpServerDefaultRequest) GetGroup() string {
@@ -10581,7 +10674,7 @@ type SetMcpServerDefaultResponse struct {
 
 func (x *SetMcpServerDefaultResponse) Reset() {
 	*x = SetMcpServerDefaultResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10593,7 +10686,7 @@ func (x *SetMcpServerDefaultResponse) String() string {
 func (*SetMcpServerDefaultResponse) ProtoMessage() {}
 
 func (x *SetMcpServerDefaultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10606,7 +10699,7 @@ func (x *SetMcpServerDefaultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerDefaultResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpServerDefaultResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{158}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{159}
 }
 
 func (x *SetMcpServerDefaultResponse) GetServer() *McpServerInfo {
@@ -10631,7 +10724,7 @@ type ListMcpToolsRequest struct {
 
 func (x *ListMcpToolsRequest) Reset() {
 	*x = ListMcpToolsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10643,7 +10736,7 @@ func (x *ListMcpToolsRequest) String() string {
 func (*ListMcpToolsRequest) ProtoMessage() {}
 
 func (x *ListMcpToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10656,7 +10749,7 @@ func (x *ListMcpToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpToolsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{159}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{160}
 }
 
 func (x *ListMcpToolsRequest) GetGroup() string {
@@ -10698,7 +10791,7 @@ type ListMcpToolsResponse struct {
 
 func (x *ListMcpToolsResponse) Reset() {
 	*x = ListMcpToolsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10710,7 +10803,7 @@ func (x *ListMcpToolsResponse) String() string {
 func (*ListMcpToolsResponse) ProtoMessage() {}
 
 func (x *ListMcpToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10723,7 +10816,7 @@ func (x *ListMcpToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpToolsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{160}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{161}
 }
 
 func (x *ListMcpToolsResponse) GetTools() []*McpToolInfo {
@@ -10755,7 +10848,7 @@ type SetMcpToolRequest struct {
 
 func (x *SetMcpToolRequest) Reset() {
 	*x = SetMcpToolRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10767,7 +10860,7 @@ func (x *SetMcpToolRequest) String() string {
 func (*SetMcpToolRequest) ProtoMessage() {}
 
 func (x *SetMcpToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10780,7 +10873,7 @@ func (x *SetMcpToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpToolRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpToolRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{161}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{162}
 }
 
 func (x *SetMcpToolRequest) GetGroup() string {
@@ -10835,7 +10928,7 @@ type SetMcpToolResponse struct {
 
 func (x *SetMcpToolResponse) Reset() {
 	*x = SetMcpToolResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10847,7 +10940,7 @@ func (x *SetMcpToolResponse) String() string {
 func (*SetMcpToolResponse) ProtoMessage() {}
 
 func (x *SetMcpToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10860,7 +10953,7 @@ func (x *SetMcpToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpToolResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpToolResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{162}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{163}
 }
 
 func (x *SetMcpToolResponse) GetTool() *McpToolInfo {
@@ -10881,7 +10974,7 @@ type ReportedMcpTool struct {
 
 func (x *ReportedMcpTool) Reset() {
 	*x = ReportedMcpTool{}
-	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10893,7 +10986,7 @@ func (x *ReportedMcpTool) String() string {
 func (*ReportedMcpTool) ProtoMessage() {}
 
 func (x *ReportedMcpTool) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10906,7 +10999,7 @@ func (x *ReportedMcpTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportedMcpTool.ProtoReflect.Descriptor instead.
 func (*ReportedMcpTool) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{163}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{164}
 }
 
 func (x *ReportedMcpTool) GetName() string {
@@ -10937,7 +11030,7 @@ type ReportMcpToolsRequest struct {
 
 func (x *ReportMcpToolsRequest) Reset() {
 	*x = ReportMcpToolsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10949,7 +11042,7 @@ func (x *ReportMcpToolsRequest) String() string {
 func (*ReportMcpToolsRequest) ProtoMessage() {}
 
 func (x *ReportMcpToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10962,7 +11055,7 @@ func (x *ReportMcpToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMcpToolsRequest.ProtoReflect.Descriptor instead.
 func (*ReportMcpToolsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{164}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{165}
 }
 
 func (x *ReportMcpToolsRequest) GetSessionId() string {
@@ -11011,7 +11104,7 @@ type ReportMcpToolsResponse struct {
 
 func (x *ReportMcpToolsResponse) Reset() {
 	*x = ReportMcpToolsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11023,7 +11116,7 @@ func (x *ReportMcpToolsResponse) String() string {
 func (*ReportMcpToolsResponse) ProtoMessage() {}
 
 func (x *ReportMcpToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11036,7 +11129,7 @@ func (x *ReportMcpToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMcpToolsResponse.ProtoReflect.Descriptor instead.
 func (*ReportMcpToolsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{165}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
 }
 
 func (x *ReportMcpToolsResponse) GetTools() []*McpToolInfo {
@@ -11065,7 +11158,7 @@ type Freeze struct {
 
 func (x *Freeze) Reset() {
 	*x = Freeze{}
-	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11077,7 +11170,7 @@ func (x *Freeze) String() string {
 func (*Freeze) ProtoMessage() {}
 
 func (x *Freeze) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11090,7 +11183,7 @@ func (x *Freeze) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Freeze.ProtoReflect.Descriptor instead.
 func (*Freeze) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{167}
 }
 
 func (x *Freeze) GetScope() FreezeScope {
@@ -11157,7 +11250,7 @@ type FreezeRequest struct {
 
 func (x *FreezeRequest) Reset() {
 	*x = FreezeRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11169,7 +11262,7 @@ func (x *FreezeRequest) String() string {
 func (*FreezeRequest) ProtoMessage() {}
 
 func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11182,7 +11275,7 @@ func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{167}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{168}
 }
 
 func (x *FreezeRequest) GetScope() FreezeScope {
@@ -11231,7 +11324,7 @@ type FreezeResponse struct {
 
 func (x *FreezeResponse) Reset() {
 	*x = FreezeResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	mi := &file_guard_v1_registry_proto_msgTypes[169]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11243,7 +11336,7 @@ func (x *FreezeResponse) String() string {
 func (*FreezeResponse) ProtoMessage() {}
 
 func (x *FreezeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	mi := &file_guard_v1_registry_proto_msgTypes[169]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11256,7 +11349,7 @@ func (x *FreezeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{168}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{169}
 }
 
 func (x *FreezeResponse) GetFreeze() *Freeze {
@@ -11278,7 +11371,7 @@ type UnfreezeRequest struct {
 
 func (x *UnfreezeRequest) Reset() {
 	*x = UnfreezeRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[169]
+	mi := &file_guard_v1_registry_proto_msgTypes[170]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11290,7 +11383,7 @@ func (x *UnfreezeRequest) String() string {
 func (*UnfreezeRequest) ProtoMessage() {}
 
 func (x *UnfreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[169]
+	mi := &file_guard_v1_registry_proto_msgTypes[170]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11303,7 +11396,7 @@ func (x *UnfreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRequest.ProtoReflect.Descriptor instead.
 func (*UnfreezeRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{169}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{170}
 }
 
 func (x *UnfreezeRequest) GetScope() FreezeScope {
@@ -11337,7 +11430,7 @@ type UnfreezeResponse struct {
 
 func (x *UnfreezeResponse) Reset() {
 	*x = UnfreezeResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[170]
+	mi := &file_guard_v1_registry_proto_msgTypes[171]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11349,7 +11442,7 @@ func (x *UnfreezeResponse) String() string {
 func (*UnfreezeResponse) ProtoMessage() {}
 
 func (x *UnfreezeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[170]
+	mi := &file_guard_v1_registry_proto_msgTypes[171]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11362,7 +11455,7 @@ func (x *UnfreezeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeResponse.ProtoReflect.Descriptor instead.
 func (*UnfreezeResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{170}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{171}
 }
 
 func (x *UnfreezeResponse) GetFreeze() *Freeze {
@@ -11383,7 +11476,7 @@ type ListFreezesRequest struct {
 
 func (x *ListFreezesRequest) Reset() {
 	*x = ListFreezesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[171]
+	mi := &file_guard_v1_registry_proto_msgTypes[172]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11395,7 +11488,7 @@ func (x *ListFreezesRequest) String() string {
 func (*ListFreezesRequest) ProtoMessage() {}
 
 func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[171]
+	mi := &file_guard_v1_registry_proto_msgTypes[172]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11408,7 +11501,7 @@ func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFreezesRequest.ProtoReflect.Descriptor instead.
 func (*ListFreezesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{171}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{172}
 }
 
 func (x *ListFreezesRequest) GetAsUser() string {
@@ -11428,7 +11521,7 @@ type ListFreezesResponse struct {
 
 func (x *ListFreezesResponse) Reset() {
 	*x = ListFreezesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[172]
+	mi := &file_guard_v1_registry_proto_msgTypes[173]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11440,7 +11533,7 @@ func (x *ListFreezesResponse) String() string {
 func (*ListFreezesResponse) ProtoMessage() {}
 
 func (x *ListFreezesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[172]
+	mi := &file_guard_v1_registry_proto_msgTypes[173]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11453,7 +11546,7 @@ func (x *ListFreezesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFreezesResponse.ProtoReflect.Descriptor instead.
 func (*ListFreezesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{172}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{173}
 }
 
 func (x *ListFreezesResponse) GetFreezes() []*Freeze {
@@ -11474,7 +11567,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_guard_v1_registry_proto_msgTypes[173]
+	mi := &file_guard_v1_registry_proto_msgTypes[174]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11486,7 +11579,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[173]
+	mi := &file_guard_v1_registry_proto_msgTypes[174]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11499,7 +11592,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{173}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{174}
 }
 
 func (x *StopSession) GetReason() string {
@@ -11711,7 +11804,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05image\x18\x05 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x042\x13^[^\\x00-\\x20\\x7f]*$R\x05image\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcb\x03\n" +
 	"\vGroupConfig\x12/\n" +
 	"\tcli_scope\x18\x01 \x01(\x0e2\x12.guard.v1.CliScopeR\bcliScope\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\tR\x04cpus\x12\x16\n" +
@@ -11721,7 +11814,15 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\vmcp_servers\x18\x06 \x03(\v2\x13.guard.v1.McpServerR\n" +
 	"mcpServers\x12\x18\n" +
 	"\aversion\x18\a \x01(\x03R\aversion\x12%\n" +
-	"\x0ehold_approvals\x18\b \x01(\x05R\rholdApprovals\"\xf9\x01\n" +
+	"\x0ehold_approvals\x18\b \x01(\x05R\rholdApprovals\x12#\n" +
+	"\ragent_command\x18\t \x03(\tR\fagentCommand\x12@\n" +
+	"\tagent_env\x18\n" +
+	" \x03(\v2#.guard.v1.GroupConfig.AgentEnvEntryR\bagentEnv\x1a;\n" +
+	"\rAgentEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
+	"\fAgentCommand\x12(\n" +
+	"\x04args\x18\x01 \x03(\tB\x14\xbaH\x11\x92\x01\x0e\x10\x80\x01\"\tr\a\x18\x80 \xba\x01\x01\x00R\x04args\"\xf9\x01\n" +
 	"\x05Group\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -11753,15 +11854,18 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\b2\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"e\n" +
 	"\x12ListGroupsResponse\x12'\n" +
 	"\x06groups\x18\x01 \x03(\v2\x0f.guard.v1.GroupR\x06groups\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x80\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc9\x02\n" +
 	"\x12UpdateGroupRequest\x125\n" +
 	"\x02id\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x02id\x12 \n" +
 	"\x04name\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80\x02\xba\x01\x01\x00R\x04name\x12<\n" +
 	"\n" +
 	"base_image\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tbaseImage\x12C\n" +
 	"\vpinned_host\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$H\x00R\n" +
-	"pinnedHost\x88\x01\x01B\x0e\n" +
-	"\f_pinned_host\"<\n" +
+	"pinnedHost\x88\x01\x01\x126\n" +
+	"\finstructions\x18\x05 \x01(\tB\r\xbaH\n" +
+	"r\b\x18\x80\x80\x04\xba\x01\x01\x00H\x01R\finstructions\x88\x01\x01B\x0e\n" +
+	"\f_pinned_hostB\x0f\n" +
+	"\r_instructions\"<\n" +
 	"\x13UpdateGroupResponse\x12%\n" +
 	"\x05group\x18\x01 \x01(\v2\x0f.guard.v1.GroupR\x05group\"K\n" +
 	"\x12DeleteGroupRequest\x125\n" +
@@ -11774,16 +11878,22 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x15GetGroupConfigRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"G\n" +
 	"\x16GetGroupConfigResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xe4\x02\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xfd\x04\n" +
 	"\x18UpdateGroupConfigRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x129\n" +
 	"\tcli_scope\x18\x02 \x01(\x0e2\x12.guard.v1.CliScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\bcliScope\x126\n" +
 	"\x04cpus\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$H\x00R\x04cpus\x88\x01\x01\x12:\n" +
 	"\x06memory\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$H\x01R\x06memory\x88\x01\x01\x125\n" +
-	"\x0ehold_approvals\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00H\x02R\rholdApprovals\x88\x01\x01B\a\n" +
+	"\x0ehold_approvals\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00H\x02R\rholdApprovals\x88\x01\x01\x12@\n" +
+	"\ragent_command\x18\x06 \x01(\v2\x16.guard.v1.AgentCommandH\x03R\fagentCommand\x88\x01\x01\x12\x85\x01\n" +
+	"\tagent_env\x18\a \x03(\v20.guard.v1.UpdateGroupConfigRequest.AgentEnvEntryB6\xbaH3\x9a\x010\x10@\"!r\x1f\x10\x01\x18\x80\x012\x18^[A-Za-z_][A-Za-z0-9_]*$*\tr\a\x18\x80 \xba\x01\x01\x00R\bagentEnv\x1a;\n" +
+	"\rAgentEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
 	"\x05_cpusB\t\n" +
 	"\a_memoryB\x11\n" +
-	"\x0f_hold_approvals\"J\n" +
+	"\x0f_hold_approvalsB\x10\n" +
+	"\x0e_agent_command\"J\n" +
 	"\x19UpdateGroupConfigResponse\x12-\n" +
 	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xd5\x01\n" +
 	"\x16AddGroupPackageRequest\x12;\n" +
@@ -12568,7 +12678,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 183)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 186)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -12614,495 +12724,501 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*Runner)(nil),                       // 41: guard.v1.Runner
 	(*McpServer)(nil),                    // 42: guard.v1.McpServer
 	(*GroupConfig)(nil),                  // 43: guard.v1.GroupConfig
-	(*Group)(nil),                        // 44: guard.v1.Group
-	(*CreateGroupRequest)(nil),           // 45: guard.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),          // 46: guard.v1.CreateGroupResponse
-	(*GetGroupRequest)(nil),              // 47: guard.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),             // 48: guard.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),            // 49: guard.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),           // 50: guard.v1.ListGroupsResponse
-	(*UpdateGroupRequest)(nil),           // 51: guard.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),          // 52: guard.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),           // 53: guard.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),          // 54: guard.v1.DeleteGroupResponse
-	(*GetGroupConfigRequest)(nil),        // 55: guard.v1.GetGroupConfigRequest
-	(*GetGroupConfigResponse)(nil),       // 56: guard.v1.GetGroupConfigResponse
-	(*UpdateGroupConfigRequest)(nil),     // 57: guard.v1.UpdateGroupConfigRequest
-	(*UpdateGroupConfigResponse)(nil),    // 58: guard.v1.UpdateGroupConfigResponse
-	(*AddGroupPackageRequest)(nil),       // 59: guard.v1.AddGroupPackageRequest
-	(*AddGroupPackageResponse)(nil),      // 60: guard.v1.AddGroupPackageResponse
-	(*RemoveGroupPackageRequest)(nil),    // 61: guard.v1.RemoveGroupPackageRequest
-	(*RemoveGroupPackageResponse)(nil),   // 62: guard.v1.RemoveGroupPackageResponse
-	(*AddGroupMcpServerRequest)(nil),     // 63: guard.v1.AddGroupMcpServerRequest
-	(*AddGroupMcpServerResponse)(nil),    // 64: guard.v1.AddGroupMcpServerResponse
-	(*RemoveGroupMcpServerRequest)(nil),  // 65: guard.v1.RemoveGroupMcpServerRequest
-	(*RemoveGroupMcpServerResponse)(nil), // 66: guard.v1.RemoveGroupMcpServerResponse
-	(*RestartGroupRequest)(nil),          // 67: guard.v1.RestartGroupRequest
-	(*RestartGroupResponse)(nil),         // 68: guard.v1.RestartGroupResponse
-	(*Session)(nil),                      // 69: guard.v1.Session
-	(*ListSessionsRequest)(nil),          // 70: guard.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),         // 71: guard.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),            // 72: guard.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),           // 73: guard.v1.GetSessionResponse
-	(*GetSessionHistoryRequest)(nil),     // 74: guard.v1.GetSessionHistoryRequest
-	(*SessionEvent)(nil),                 // 75: guard.v1.SessionEvent
-	(*GetSessionHistoryResponse)(nil),    // 76: guard.v1.GetSessionHistoryResponse
-	(*Destination)(nil),                  // 77: guard.v1.Destination
-	(*ListDestinationsRequest)(nil),      // 78: guard.v1.ListDestinationsRequest
-	(*ListDestinationsResponse)(nil),     // 79: guard.v1.ListDestinationsResponse
-	(*AddDestinationRequest)(nil),        // 80: guard.v1.AddDestinationRequest
-	(*AddDestinationResponse)(nil),       // 81: guard.v1.AddDestinationResponse
-	(*RemoveDestinationRequest)(nil),     // 82: guard.v1.RemoveDestinationRequest
-	(*RemoveDestinationResponse)(nil),    // 83: guard.v1.RemoveDestinationResponse
-	(*Member)(nil),                       // 84: guard.v1.Member
-	(*ListMembersRequest)(nil),           // 85: guard.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),          // 86: guard.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 87: guard.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),            // 88: guard.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),          // 89: guard.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),         // 90: guard.v1.RemoveMemberResponse
-	(*RoleGrant)(nil),                    // 91: guard.v1.RoleGrant
-	(*ListRolesRequest)(nil),             // 92: guard.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),            // 93: guard.v1.ListRolesResponse
-	(*GrantRoleRequest)(nil),             // 94: guard.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),            // 95: guard.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),            // 96: guard.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),           // 97: guard.v1.RevokeRoleResponse
-	(*User)(nil),                         // 98: guard.v1.User
-	(*OidcBinding)(nil),                  // 99: guard.v1.OidcBinding
-	(*BindOidcRequest)(nil),              // 100: guard.v1.BindOidcRequest
-	(*BindOidcResponse)(nil),             // 101: guard.v1.BindOidcResponse
-	(*UnbindOidcRequest)(nil),            // 102: guard.v1.UnbindOidcRequest
-	(*UnbindOidcResponse)(nil),           // 103: guard.v1.UnbindOidcResponse
-	(*ListUsersRequest)(nil),             // 104: guard.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),            // 105: guard.v1.ListUsersResponse
-	(*GetUserRequest)(nil),               // 106: guard.v1.GetUserRequest
-	(*GetUserResponse)(nil),              // 107: guard.v1.GetUserResponse
-	(*CreateUserRequest)(nil),            // 108: guard.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),           // 109: guard.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),            // 110: guard.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),           // 111: guard.v1.UpdateUserResponse
-	(*Wiring)(nil),                       // 112: guard.v1.Wiring
-	(*ListWiringsRequest)(nil),           // 113: guard.v1.ListWiringsRequest
-	(*ListWiringsResponse)(nil),          // 114: guard.v1.ListWiringsResponse
-	(*CreateWiringRequest)(nil),          // 115: guard.v1.CreateWiringRequest
-	(*CreateWiringResponse)(nil),         // 116: guard.v1.CreateWiringResponse
-	(*DeleteWiringRequest)(nil),          // 117: guard.v1.DeleteWiringRequest
-	(*DeleteWiringResponse)(nil),         // 118: guard.v1.DeleteWiringResponse
-	(*MessagingGroup)(nil),               // 119: guard.v1.MessagingGroup
-	(*ListMessagingGroupsRequest)(nil),   // 120: guard.v1.ListMessagingGroupsRequest
-	(*ListMessagingGroupsResponse)(nil),  // 121: guard.v1.ListMessagingGroupsResponse
-	(*GetMessagingGroupRequest)(nil),     // 122: guard.v1.GetMessagingGroupRequest
-	(*GetMessagingGroupResponse)(nil),    // 123: guard.v1.GetMessagingGroupResponse
-	(*CreateMessagingGroupRequest)(nil),  // 124: guard.v1.CreateMessagingGroupRequest
-	(*CreateMessagingGroupResponse)(nil), // 125: guard.v1.CreateMessagingGroupResponse
-	(*UpdateMessagingGroupRequest)(nil),  // 126: guard.v1.UpdateMessagingGroupRequest
-	(*UpdateMessagingGroupResponse)(nil), // 127: guard.v1.UpdateMessagingGroupResponse
-	(*DeleteMessagingGroupRequest)(nil),  // 128: guard.v1.DeleteMessagingGroupRequest
-	(*DeleteMessagingGroupResponse)(nil), // 129: guard.v1.DeleteMessagingGroupResponse
-	(*MessagePolicy)(nil),                // 130: guard.v1.MessagePolicy
-	(*ListPoliciesRequest)(nil),          // 131: guard.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),         // 132: guard.v1.ListPoliciesResponse
-	(*SetPolicyRequest)(nil),             // 133: guard.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),            // 134: guard.v1.SetPolicyResponse
-	(*RemovePolicyRequest)(nil),          // 135: guard.v1.RemovePolicyRequest
-	(*RemovePolicyResponse)(nil),         // 136: guard.v1.RemovePolicyResponse
-	(*UserDm)(nil),                       // 137: guard.v1.UserDm
-	(*ListUserDmsRequest)(nil),           // 138: guard.v1.ListUserDmsRequest
-	(*ListUserDmsResponse)(nil),          // 139: guard.v1.ListUserDmsResponse
-	(*SetUserDmRequest)(nil),             // 140: guard.v1.SetUserDmRequest
-	(*SetUserDmResponse)(nil),            // 141: guard.v1.SetUserDmResponse
-	(*RemoveUserDmRequest)(nil),          // 142: guard.v1.RemoveUserDmRequest
-	(*RemoveUserDmResponse)(nil),         // 143: guard.v1.RemoveUserDmResponse
-	(*Token)(nil),                        // 144: guard.v1.Token
-	(*CreateTokenRequest)(nil),           // 145: guard.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),          // 146: guard.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),            // 147: guard.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),           // 148: guard.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),           // 149: guard.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),          // 150: guard.v1.RevokeTokenResponse
-	(*ListRunnersRequest)(nil),           // 151: guard.v1.ListRunnersRequest
-	(*ListRunnersResponse)(nil),          // 152: guard.v1.ListRunnersResponse
-	(*CatalogEntry)(nil),                 // 153: guard.v1.CatalogEntry
-	(*ListCatalogRequest)(nil),           // 154: guard.v1.ListCatalogRequest
-	(*ListCatalogResponse)(nil),          // 155: guard.v1.ListCatalogResponse
-	(*DecisionRecord)(nil),               // 156: guard.v1.DecisionRecord
-	(*GetDecisionRequest)(nil),           // 157: guard.v1.GetDecisionRequest
-	(*GetDecisionResponse)(nil),          // 158: guard.v1.GetDecisionResponse
-	(*ListDecisionsRequest)(nil),         // 159: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 160: guard.v1.ListDecisionsResponse
-	(*SetActionSettingsRequest)(nil),     // 161: guard.v1.SetActionSettingsRequest
-	(*SetActionSettingsResponse)(nil),    // 162: guard.v1.SetActionSettingsResponse
-	(*McpServerState)(nil),               // 163: guard.v1.McpServerState
-	(*McpServerInfo)(nil),                // 164: guard.v1.McpServerInfo
-	(*McpToolInfo)(nil),                  // 165: guard.v1.McpToolInfo
-	(*ListMcpServersRequest)(nil),        // 166: guard.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),       // 167: guard.v1.ListMcpServersResponse
-	(*SetMcpServerDefaultRequest)(nil),   // 168: guard.v1.SetMcpServerDefaultRequest
-	(*SetMcpServerDefaultResponse)(nil),  // 169: guard.v1.SetMcpServerDefaultResponse
-	(*ListMcpToolsRequest)(nil),          // 170: guard.v1.ListMcpToolsRequest
-	(*ListMcpToolsResponse)(nil),         // 171: guard.v1.ListMcpToolsResponse
-	(*SetMcpToolRequest)(nil),            // 172: guard.v1.SetMcpToolRequest
-	(*SetMcpToolResponse)(nil),           // 173: guard.v1.SetMcpToolResponse
-	(*ReportedMcpTool)(nil),              // 174: guard.v1.ReportedMcpTool
-	(*ReportMcpToolsRequest)(nil),        // 175: guard.v1.ReportMcpToolsRequest
-	(*ReportMcpToolsResponse)(nil),       // 176: guard.v1.ReportMcpToolsResponse
-	(*Freeze)(nil),                       // 177: guard.v1.Freeze
-	(*FreezeRequest)(nil),                // 178: guard.v1.FreezeRequest
-	(*FreezeResponse)(nil),               // 179: guard.v1.FreezeResponse
-	(*UnfreezeRequest)(nil),              // 180: guard.v1.UnfreezeRequest
-	(*UnfreezeResponse)(nil),             // 181: guard.v1.UnfreezeResponse
-	(*ListFreezesRequest)(nil),           // 182: guard.v1.ListFreezesRequest
-	(*ListFreezesResponse)(nil),          // 183: guard.v1.ListFreezesResponse
-	(*StopSession)(nil),                  // 184: guard.v1.StopSession
-	nil,                                  // 185: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 186: guard.v1.RegisterRunnerResponse.LabelsEntry
-	nil,                                  // 187: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 188: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 189: guard.v1.Runner.LabelsEntry
-	nil,                                  // 190: guard.v1.McpServer.EnvEntry
-	nil,                                  // 191: guard.v1.DeleteGroupResponse.RemovedEntry
-	nil,                                  // 192: guard.v1.Token.LabelsEntry
-	nil,                                  // 193: guard.v1.CreateTokenRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),        // 194: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 195: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 196: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 197: guard.v1.EnforcementMode
-	(Principal)(0),                       // 198: guard.v1.Principal
-	(Access)(0),                          // 199: guard.v1.Access
-	(*Actor)(nil),                        // 200: guard.v1.Actor
-	(Effect)(0),                          // 201: guard.v1.Effect
-	(*Explanation)(nil),                  // 202: guard.v1.Explanation
-	(*GetEgressPolicyRequest)(nil),       // 203: guard.v1.GetEgressPolicyRequest
-	(*SetEgressRuleRequest)(nil),         // 204: guard.v1.SetEgressRuleRequest
-	(*UnsetEgressRuleRequest)(nil),       // 205: guard.v1.UnsetEgressRuleRequest
-	(*SetEgressDefaultRequest)(nil),      // 206: guard.v1.SetEgressDefaultRequest
-	(*GetEgressPolicyResponse)(nil),      // 207: guard.v1.GetEgressPolicyResponse
-	(*SetEgressRuleResponse)(nil),        // 208: guard.v1.SetEgressRuleResponse
-	(*UnsetEgressRuleResponse)(nil),      // 209: guard.v1.UnsetEgressRuleResponse
-	(*SetEgressDefaultResponse)(nil),     // 210: guard.v1.SetEgressDefaultResponse
+	(*AgentCommand)(nil),                 // 44: guard.v1.AgentCommand
+	(*Group)(nil),                        // 45: guard.v1.Group
+	(*CreateGroupRequest)(nil),           // 46: guard.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),          // 47: guard.v1.CreateGroupResponse
+	(*GetGroupRequest)(nil),              // 48: guard.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),             // 49: guard.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),            // 50: guard.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),           // 51: guard.v1.ListGroupsResponse
+	(*UpdateGroupRequest)(nil),           // 52: guard.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),          // 53: guard.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),           // 54: guard.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),          // 55: guard.v1.DeleteGroupResponse
+	(*GetGroupConfigRequest)(nil),        // 56: guard.v1.GetGroupConfigRequest
+	(*GetGroupConfigResponse)(nil),       // 57: guard.v1.GetGroupConfigResponse
+	(*UpdateGroupConfigRequest)(nil),     // 58: guard.v1.UpdateGroupConfigRequest
+	(*UpdateGroupConfigResponse)(nil),    // 59: guard.v1.UpdateGroupConfigResponse
+	(*AddGroupPackageRequest)(nil),       // 60: guard.v1.AddGroupPackageRequest
+	(*AddGroupPackageResponse)(nil),      // 61: guard.v1.AddGroupPackageResponse
+	(*RemoveGroupPackageRequest)(nil),    // 62: guard.v1.RemoveGroupPackageRequest
+	(*RemoveGroupPackageResponse)(nil),   // 63: guard.v1.RemoveGroupPackageResponse
+	(*AddGroupMcpServerRequest)(nil),     // 64: guard.v1.AddGroupMcpServerRequest
+	(*AddGroupMcpServerResponse)(nil),    // 65: guard.v1.AddGroupMcpServerResponse
+	(*RemoveGroupMcpServerRequest)(nil),  // 66: guard.v1.RemoveGroupMcpServerRequest
+	(*RemoveGroupMcpServerResponse)(nil), // 67: guard.v1.RemoveGroupMcpServerResponse
+	(*RestartGroupRequest)(nil),          // 68: guard.v1.RestartGroupRequest
+	(*RestartGroupResponse)(nil),         // 69: guard.v1.RestartGroupResponse
+	(*Session)(nil),                      // 70: guard.v1.Session
+	(*ListSessionsRequest)(nil),          // 71: guard.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 72: guard.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),            // 73: guard.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 74: guard.v1.GetSessionResponse
+	(*GetSessionHistoryRequest)(nil),     // 75: guard.v1.GetSessionHistoryRequest
+	(*SessionEvent)(nil),                 // 76: guard.v1.SessionEvent
+	(*GetSessionHistoryResponse)(nil),    // 77: guard.v1.GetSessionHistoryResponse
+	(*Destination)(nil),                  // 78: guard.v1.Destination
+	(*ListDestinationsRequest)(nil),      // 79: guard.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil),     // 80: guard.v1.ListDestinationsResponse
+	(*AddDestinationRequest)(nil),        // 81: guard.v1.AddDestinationRequest
+	(*AddDestinationResponse)(nil),       // 82: guard.v1.AddDestinationResponse
+	(*RemoveDestinationRequest)(nil),     // 83: guard.v1.RemoveDestinationRequest
+	(*RemoveDestinationResponse)(nil),    // 84: guard.v1.RemoveDestinationResponse
+	(*Member)(nil),                       // 85: guard.v1.Member
+	(*ListMembersRequest)(nil),           // 86: guard.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),          // 87: guard.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 88: guard.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),            // 89: guard.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),          // 90: guard.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),         // 91: guard.v1.RemoveMemberResponse
+	(*RoleGrant)(nil),                    // 92: guard.v1.RoleGrant
+	(*ListRolesRequest)(nil),             // 93: guard.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),            // 94: guard.v1.ListRolesResponse
+	(*GrantRoleRequest)(nil),             // 95: guard.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),            // 96: guard.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),            // 97: guard.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),           // 98: guard.v1.RevokeRoleResponse
+	(*User)(nil),                         // 99: guard.v1.User
+	(*OidcBinding)(nil),                  // 100: guard.v1.OidcBinding
+	(*BindOidcRequest)(nil),              // 101: guard.v1.BindOidcRequest
+	(*BindOidcResponse)(nil),             // 102: guard.v1.BindOidcResponse
+	(*UnbindOidcRequest)(nil),            // 103: guard.v1.UnbindOidcRequest
+	(*UnbindOidcResponse)(nil),           // 104: guard.v1.UnbindOidcResponse
+	(*ListUsersRequest)(nil),             // 105: guard.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 106: guard.v1.ListUsersResponse
+	(*GetUserRequest)(nil),               // 107: guard.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 108: guard.v1.GetUserResponse
+	(*CreateUserRequest)(nil),            // 109: guard.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 110: guard.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),            // 111: guard.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),           // 112: guard.v1.UpdateUserResponse
+	(*Wiring)(nil),                       // 113: guard.v1.Wiring
+	(*ListWiringsRequest)(nil),           // 114: guard.v1.ListWiringsRequest
+	(*ListWiringsResponse)(nil),          // 115: guard.v1.ListWiringsResponse
+	(*CreateWiringRequest)(nil),          // 116: guard.v1.CreateWiringRequest
+	(*CreateWiringResponse)(nil),         // 117: guard.v1.CreateWiringResponse
+	(*DeleteWiringRequest)(nil),          // 118: guard.v1.DeleteWiringRequest
+	(*DeleteWiringResponse)(nil),         // 119: guard.v1.DeleteWiringResponse
+	(*MessagingGroup)(nil),               // 120: guard.v1.MessagingGroup
+	(*ListMessagingGroupsRequest)(nil),   // 121: guard.v1.ListMessagingGroupsRequest
+	(*ListMessagingGroupsResponse)(nil),  // 122: guard.v1.ListMessagingGroupsResponse
+	(*GetMessagingGroupRequest)(nil),     // 123: guard.v1.GetMessagingGroupRequest
+	(*GetMessagingGroupResponse)(nil),    // 124: guard.v1.GetMessagingGroupResponse
+	(*CreateMessagingGroupRequest)(nil),  // 125: guard.v1.CreateMessagingGroupRequest
+	(*CreateMessagingGroupResponse)(nil), // 126: guard.v1.CreateMessagingGroupResponse
+	(*UpdateMessagingGroupRequest)(nil),  // 127: guard.v1.UpdateMessagingGroupRequest
+	(*UpdateMessagingGroupResponse)(nil), // 128: guard.v1.UpdateMessagingGroupResponse
+	(*DeleteMessagingGroupRequest)(nil),  // 129: guard.v1.DeleteMessagingGroupRequest
+	(*DeleteMessagingGroupResponse)(nil), // 130: guard.v1.DeleteMessagingGroupResponse
+	(*MessagePolicy)(nil),                // 131: guard.v1.MessagePolicy
+	(*ListPoliciesRequest)(nil),          // 132: guard.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 133: guard.v1.ListPoliciesResponse
+	(*SetPolicyRequest)(nil),             // 134: guard.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),            // 135: guard.v1.SetPolicyResponse
+	(*RemovePolicyRequest)(nil),          // 136: guard.v1.RemovePolicyRequest
+	(*RemovePolicyResponse)(nil),         // 137: guard.v1.RemovePolicyResponse
+	(*UserDm)(nil),                       // 138: guard.v1.UserDm
+	(*ListUserDmsRequest)(nil),           // 139: guard.v1.ListUserDmsRequest
+	(*ListUserDmsResponse)(nil),          // 140: guard.v1.ListUserDmsResponse
+	(*SetUserDmRequest)(nil),             // 141: guard.v1.SetUserDmRequest
+	(*SetUserDmResponse)(nil),            // 142: guard.v1.SetUserDmResponse
+	(*RemoveUserDmRequest)(nil),          // 143: guard.v1.RemoveUserDmRequest
+	(*RemoveUserDmResponse)(nil),         // 144: guard.v1.RemoveUserDmResponse
+	(*Token)(nil),                        // 145: guard.v1.Token
+	(*CreateTokenRequest)(nil),           // 146: guard.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),          // 147: guard.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),            // 148: guard.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),           // 149: guard.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),           // 150: guard.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),          // 151: guard.v1.RevokeTokenResponse
+	(*ListRunnersRequest)(nil),           // 152: guard.v1.ListRunnersRequest
+	(*ListRunnersResponse)(nil),          // 153: guard.v1.ListRunnersResponse
+	(*CatalogEntry)(nil),                 // 154: guard.v1.CatalogEntry
+	(*ListCatalogRequest)(nil),           // 155: guard.v1.ListCatalogRequest
+	(*ListCatalogResponse)(nil),          // 156: guard.v1.ListCatalogResponse
+	(*DecisionRecord)(nil),               // 157: guard.v1.DecisionRecord
+	(*GetDecisionRequest)(nil),           // 158: guard.v1.GetDecisionRequest
+	(*GetDecisionResponse)(nil),          // 159: guard.v1.GetDecisionResponse
+	(*ListDecisionsRequest)(nil),         // 160: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 161: guard.v1.ListDecisionsResponse
+	(*SetActionSettingsRequest)(nil),     // 162: guard.v1.SetActionSettingsRequest
+	(*SetActionSettingsResponse)(nil),    // 163: guard.v1.SetActionSettingsResponse
+	(*McpServerState)(nil),               // 164: guard.v1.McpServerState
+	(*McpServerInfo)(nil),                // 165: guard.v1.McpServerInfo
+	(*McpToolInfo)(nil),                  // 166: guard.v1.McpToolInfo
+	(*ListMcpServersRequest)(nil),        // 167: guard.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),       // 168: guard.v1.ListMcpServersResponse
+	(*SetMcpServerDefaultRequest)(nil),   // 169: guard.v1.SetMcpServerDefaultRequest
+	(*SetMcpServerDefaultResponse)(nil),  // 170: guard.v1.SetMcpServerDefaultResponse
+	(*ListMcpToolsRequest)(nil),          // 171: guard.v1.ListMcpToolsRequest
+	(*ListMcpToolsResponse)(nil),         // 172: guard.v1.ListMcpToolsResponse
+	(*SetMcpToolRequest)(nil),            // 173: guard.v1.SetMcpToolRequest
+	(*SetMcpToolResponse)(nil),           // 174: guard.v1.SetMcpToolResponse
+	(*ReportedMcpTool)(nil),              // 175: guard.v1.ReportedMcpTool
+	(*ReportMcpToolsRequest)(nil),        // 176: guard.v1.ReportMcpToolsRequest
+	(*ReportMcpToolsResponse)(nil),       // 177: guard.v1.ReportMcpToolsResponse
+	(*Freeze)(nil),                       // 178: guard.v1.Freeze
+	(*FreezeRequest)(nil),                // 179: guard.v1.FreezeRequest
+	(*FreezeResponse)(nil),               // 180: guard.v1.FreezeResponse
+	(*UnfreezeRequest)(nil),              // 181: guard.v1.UnfreezeRequest
+	(*UnfreezeResponse)(nil),             // 182: guard.v1.UnfreezeResponse
+	(*ListFreezesRequest)(nil),           // 183: guard.v1.ListFreezesRequest
+	(*ListFreezesResponse)(nil),          // 184: guard.v1.ListFreezesResponse
+	(*StopSession)(nil),                  // 185: guard.v1.StopSession
+	nil,                                  // 186: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 187: guard.v1.RegisterRunnerResponse.LabelsEntry
+	nil,                                  // 188: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 189: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 190: guard.v1.Runner.LabelsEntry
+	nil,                                  // 191: guard.v1.McpServer.EnvEntry
+	nil,                                  // 192: guard.v1.GroupConfig.AgentEnvEntry
+	nil,                                  // 193: guard.v1.DeleteGroupResponse.RemovedEntry
+	nil,                                  // 194: guard.v1.UpdateGroupConfigRequest.AgentEnvEntry
+	nil,                                  // 195: guard.v1.Token.LabelsEntry
+	nil,                                  // 196: guard.v1.CreateTokenRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 197: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 198: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 199: google.protobuf.Struct
+	(EnforcementMode)(0),                 // 200: guard.v1.EnforcementMode
+	(Principal)(0),                       // 201: guard.v1.Principal
+	(Access)(0),                          // 202: guard.v1.Access
+	(*Actor)(nil),                        // 203: guard.v1.Actor
+	(Effect)(0),                          // 204: guard.v1.Effect
+	(*Explanation)(nil),                  // 205: guard.v1.Explanation
+	(*GetEgressPolicyRequest)(nil),       // 206: guard.v1.GetEgressPolicyRequest
+	(*SetEgressRuleRequest)(nil),         // 207: guard.v1.SetEgressRuleRequest
+	(*UnsetEgressRuleRequest)(nil),       // 208: guard.v1.UnsetEgressRuleRequest
+	(*SetEgressDefaultRequest)(nil),      // 209: guard.v1.SetEgressDefaultRequest
+	(*GetEgressPolicyResponse)(nil),      // 210: guard.v1.GetEgressPolicyResponse
+	(*SetEgressRuleResponse)(nil),        // 211: guard.v1.SetEgressRuleResponse
+	(*UnsetEgressRuleResponse)(nil),      // 212: guard.v1.UnsetEgressRuleResponse
+	(*SetEgressDefaultResponse)(nil),     // 213: guard.v1.SetEgressDefaultResponse
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	185, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	194, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	195, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	186, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
-	195, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
+	186, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	197, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	198, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	187, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
+	198, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
 	17,  // 6: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
 	18,  // 7: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
 	19,  // 8: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
 	20,  // 9: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
 	23,  // 10: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
 	22,  // 11: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	194, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	195, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
-	194, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	197, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	198, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
+	197, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
 	24,  // 15: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
 	25,  // 16: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
 	26,  // 17: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
 	27,  // 18: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
 	28,  // 19: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	184, // 20: guard.v1.Push.stop:type_name -> guard.v1.StopSession
-	196, // 21: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	187, // 22: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	196, // 23: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	185, // 20: guard.v1.Push.stop:type_name -> guard.v1.StopSession
+	199, // 21: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	188, // 22: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	199, // 23: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 24: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	69,  // 25: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	44,  // 26: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	69,  // 27: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	44,  // 28: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	196, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	188, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	196, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	196, // 32: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	70,  // 25: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	45,  // 26: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	70,  // 27: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	45,  // 28: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	199, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	189, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	199, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	199, // 32: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
 	1,   // 33: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
 	2,   // 34: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
 	2,   // 35: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	194, // 36: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	189, // 37: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	194, // 38: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	197, // 36: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	190, // 37: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	197, // 38: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
 	13,  // 39: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	194, // 40: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	190, // 41: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	197, // 40: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	191, // 41: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
 	3,   // 42: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
 	42,  // 43: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	194, // 44: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	43,  // 45: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	3,   // 46: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	44,  // 47: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	44,  // 48: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	44,  // 49: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	44,  // 50: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	191, // 51: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	43,  // 52: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 53: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	43,  // 54: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 55: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 56: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 57: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 58: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	42,  // 59: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	43,  // 60: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	43,  // 61: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	5,   // 62: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	194, // 63: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	194, // 64: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	69,  // 65: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	69,  // 66: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	196, // 67: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	194, // 68: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	75,  // 69: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	77,  // 70: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	77,  // 71: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	194, // 72: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	84,  // 73: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	84,  // 74: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	6,   // 75: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	7,   // 76: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	194, // 77: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	91,  // 78: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	6,   // 79: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 80: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	91,  // 81: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	6,   // 82: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 83: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	194, // 84: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	99,  // 85: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
-	194, // 86: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
-	99,  // 87: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
-	98,  // 88: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	98,  // 89: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	98,  // 90: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	98,  // 91: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	194, // 92: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	112, // 93: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	112, // 94: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 95: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	194, // 96: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	119, // 97: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	119, // 98: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 99: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	119, // 100: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 101: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	119, // 102: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	197, // 103: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	195, // 104: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
-	195, // 105: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
-	130, // 106: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	197, // 107: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	195, // 108: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
-	195, // 109: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
-	130, // 110: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	137, // 111: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	137, // 112: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	198, // 113: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	194, // 114: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	194, // 115: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	192, // 116: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	194, // 117: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	194, // 118: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	198, // 119: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	193, // 120: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	195, // 121: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
-	144, // 122: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	144, // 123: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	41,  // 124: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	199, // 125: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	197, // 126: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	195, // 127: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
-	195, // 128: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
-	153, // 129: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	194, // 130: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	200, // 131: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	201, // 132: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	195, // 133: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	202, // 134: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	201, // 135: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	156, // 136: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	201, // 137: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	194, // 138: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	194, // 139: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
-	156, // 140: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	197, // 141: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	195, // 142: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
-	195, // 143: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
-	153, // 144: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	194, // 145: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	201, // 146: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	197, // 147: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	163, // 148: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	201, // 149: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 150: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	197, // 151: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	201, // 152: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	194, // 153: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	164, // 154: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	201, // 155: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	197, // 156: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	164, // 157: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	165, // 158: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	201, // 159: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	197, // 160: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	165, // 161: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	174, // 162: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	165, // 163: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	10,  // 164: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
-	194, // 165: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
-	10,  // 166: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	177, // 167: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
-	10,  // 168: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	177, // 169: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
-	177, // 170: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
-	14,  // 171: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	16,  // 172: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	29,  // 173: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	31,  // 174: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	33,  // 175: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	35,  // 176: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	37,  // 177: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	39,  // 178: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	45,  // 179: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	47,  // 180: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	49,  // 181: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	51,  // 182: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	53,  // 183: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	55,  // 184: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	57,  // 185: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	59,  // 186: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	61,  // 187: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	63,  // 188: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	65,  // 189: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	67,  // 190: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	70,  // 191: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	72,  // 192: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	74,  // 193: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	78,  // 194: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	80,  // 195: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	82,  // 196: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	85,  // 197: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	87,  // 198: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	89,  // 199: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	92,  // 200: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	94,  // 201: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	96,  // 202: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	104, // 203: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	106, // 204: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	108, // 205: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	110, // 206: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	100, // 207: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
-	102, // 208: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
-	113, // 209: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	115, // 210: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	117, // 211: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	120, // 212: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	122, // 213: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	124, // 214: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	126, // 215: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	128, // 216: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	131, // 217: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	133, // 218: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	135, // 219: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	138, // 220: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	140, // 221: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	142, // 222: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	145, // 223: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	147, // 224: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	149, // 225: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	151, // 226: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	154, // 227: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	157, // 228: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	161, // 229: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	159, // 230: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	166, // 231: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	168, // 232: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	170, // 233: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	172, // 234: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	175, // 235: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	178, // 236: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
-	180, // 237: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
-	182, // 238: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	203, // 239: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
-	204, // 240: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
-	205, // 241: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
-	206, // 242: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
-	15,  // 243: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 244: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 245: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 246: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 247: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 248: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 249: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 250: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	46,  // 251: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	48,  // 252: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	50,  // 253: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	52,  // 254: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	54,  // 255: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	56,  // 256: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	58,  // 257: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	60,  // 258: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	62,  // 259: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	64,  // 260: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	66,  // 261: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	68,  // 262: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	71,  // 263: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	73,  // 264: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	76,  // 265: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	79,  // 266: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	81,  // 267: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	83,  // 268: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	86,  // 269: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	88,  // 270: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	90,  // 271: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	93,  // 272: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	95,  // 273: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	97,  // 274: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	105, // 275: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	107, // 276: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	109, // 277: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	111, // 278: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	101, // 279: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
-	103, // 280: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
-	114, // 281: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	116, // 282: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	118, // 283: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	121, // 284: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	123, // 285: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	125, // 286: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	127, // 287: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	129, // 288: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	132, // 289: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	134, // 290: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	136, // 291: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	139, // 292: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	141, // 293: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	143, // 294: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	146, // 295: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	148, // 296: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	150, // 297: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	152, // 298: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	155, // 299: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	158, // 300: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	162, // 301: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	160, // 302: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	167, // 303: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	169, // 304: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	171, // 305: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	173, // 306: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	176, // 307: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	179, // 308: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	181, // 309: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	183, // 310: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	207, // 311: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
-	208, // 312: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
-	209, // 313: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
-	210, // 314: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
-	243, // [243:315] is the sub-list for method output_type
-	171, // [171:243] is the sub-list for method input_type
-	171, // [171:171] is the sub-list for extension type_name
-	171, // [171:171] is the sub-list for extension extendee
-	0,   // [0:171] is the sub-list for field type_name
+	192, // 44: guard.v1.GroupConfig.agent_env:type_name -> guard.v1.GroupConfig.AgentEnvEntry
+	197, // 45: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	43,  // 46: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 47: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	45,  // 48: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	45,  // 49: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	45,  // 50: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	45,  // 51: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	193, // 52: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	43,  // 53: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 54: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	44,  // 55: guard.v1.UpdateGroupConfigRequest.agent_command:type_name -> guard.v1.AgentCommand
+	194, // 56: guard.v1.UpdateGroupConfigRequest.agent_env:type_name -> guard.v1.UpdateGroupConfigRequest.AgentEnvEntry
+	43,  // 57: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 58: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	43,  // 59: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 60: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	43,  // 61: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 62: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	43,  // 63: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 64: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 65: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	197, // 66: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	197, // 67: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	70,  // 68: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	70,  // 69: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	199, // 70: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	197, // 71: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	76,  // 72: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	78,  // 73: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	78,  // 74: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	197, // 75: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	85,  // 76: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	85,  // 77: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 78: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 79: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	197, // 80: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	92,  // 81: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 82: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 83: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	92,  // 84: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 85: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 86: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	197, // 87: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	100, // 88: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
+	197, // 89: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
+	100, // 90: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
+	99,  // 91: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	99,  // 92: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	99,  // 93: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	99,  // 94: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	197, // 95: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	113, // 96: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	113, // 97: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 98: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	197, // 99: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	120, // 100: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	120, // 101: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 102: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	120, // 103: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 104: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	120, // 105: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	200, // 106: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	198, // 107: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
+	198, // 108: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
+	131, // 109: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	200, // 110: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	198, // 111: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
+	198, // 112: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
+	131, // 113: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	138, // 114: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	138, // 115: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	201, // 116: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	197, // 117: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	197, // 118: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	195, // 119: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	197, // 120: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	197, // 121: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	201, // 122: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	196, // 123: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	198, // 124: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	145, // 125: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	145, // 126: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	41,  // 127: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	202, // 128: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	200, // 129: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	198, // 130: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
+	198, // 131: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
+	154, // 132: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	197, // 133: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	203, // 134: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	204, // 135: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	198, // 136: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	205, // 137: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	204, // 138: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	157, // 139: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	204, // 140: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	197, // 141: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	197, // 142: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	157, // 143: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	200, // 144: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	198, // 145: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
+	198, // 146: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
+	154, // 147: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	197, // 148: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	204, // 149: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	200, // 150: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	164, // 151: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	204, // 152: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 153: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	200, // 154: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	204, // 155: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	197, // 156: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	165, // 157: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	204, // 158: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	200, // 159: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	165, // 160: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	166, // 161: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	204, // 162: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	200, // 163: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	166, // 164: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	175, // 165: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	166, // 166: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	10,  // 167: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
+	197, // 168: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
+	10,  // 169: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	178, // 170: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
+	10,  // 171: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	178, // 172: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
+	178, // 173: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
+	14,  // 174: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	16,  // 175: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	29,  // 176: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	31,  // 177: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	33,  // 178: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	35,  // 179: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	37,  // 180: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	39,  // 181: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	46,  // 182: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	48,  // 183: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	50,  // 184: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	52,  // 185: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	54,  // 186: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	56,  // 187: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	58,  // 188: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	60,  // 189: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	62,  // 190: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	64,  // 191: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	66,  // 192: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	68,  // 193: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	71,  // 194: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	73,  // 195: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	75,  // 196: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	79,  // 197: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	81,  // 198: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	83,  // 199: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	86,  // 200: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	88,  // 201: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	90,  // 202: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	93,  // 203: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	95,  // 204: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	97,  // 205: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	105, // 206: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	107, // 207: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	109, // 208: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	111, // 209: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	101, // 210: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
+	103, // 211: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
+	114, // 212: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	116, // 213: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	118, // 214: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	121, // 215: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	123, // 216: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	125, // 217: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	127, // 218: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	129, // 219: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	132, // 220: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	134, // 221: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	136, // 222: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	139, // 223: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	141, // 224: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	143, // 225: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	146, // 226: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	148, // 227: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	150, // 228: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	152, // 229: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	155, // 230: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	158, // 231: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	162, // 232: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	160, // 233: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	167, // 234: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	169, // 235: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	171, // 236: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	173, // 237: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	176, // 238: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	179, // 239: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
+	181, // 240: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
+	183, // 241: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
+	206, // 242: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
+	207, // 243: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
+	208, // 244: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
+	209, // 245: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
+	15,  // 246: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 247: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 248: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 249: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 250: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 251: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 252: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 253: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	47,  // 254: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	49,  // 255: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	51,  // 256: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	53,  // 257: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	55,  // 258: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	57,  // 259: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	59,  // 260: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	61,  // 261: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	63,  // 262: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	65,  // 263: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	67,  // 264: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	69,  // 265: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	72,  // 266: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	74,  // 267: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	77,  // 268: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	80,  // 269: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	82,  // 270: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	84,  // 271: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	87,  // 272: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	89,  // 273: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	91,  // 274: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	94,  // 275: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	96,  // 276: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	98,  // 277: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	106, // 278: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	108, // 279: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	110, // 280: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	112, // 281: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	102, // 282: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
+	104, // 283: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
+	115, // 284: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	117, // 285: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	119, // 286: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	122, // 287: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	124, // 288: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	126, // 289: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	128, // 290: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	130, // 291: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	133, // 292: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	135, // 293: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	137, // 294: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	140, // 295: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	142, // 296: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	144, // 297: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	147, // 298: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	149, // 299: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	151, // 300: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	153, // 301: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	156, // 302: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	159, // 303: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	163, // 304: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	161, // 305: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	168, // 306: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	170, // 307: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	172, // 308: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	174, // 309: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	177, // 310: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	180, // 311: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	182, // 312: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	184, // 313: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	210, // 314: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
+	211, // 315: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
+	212, // 316: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
+	213, // 317: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
+	246, // [246:318] is the sub-list for method output_type
+	174, // [174:246] is the sub-list for method input_type
+	174, // [174:174] is the sub-list for extension type_name
+	174, // [174:174] is the sub-list for extension extendee
+	0,   // [0:174] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -13131,15 +13247,15 @@ func file_guard_v1_registry_proto_init() {
 		(*Push_Start)(nil),
 		(*Push_Stop)(nil),
 	}
-	file_guard_v1_registry_proto_msgTypes[40].OneofWrappers = []any{}
-	file_guard_v1_registry_proto_msgTypes[46].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[41].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   183,
+			NumMessages:   186,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,7 +32,9 @@ type GroupConfig struct {
 	Apt, Npm               []string
 	MCP                    []MCPServer
 	Version                int64
-	HoldApprovals          int32 // quorum of the group's holds (0 = default)
+	HoldApprovals          int32             // quorum of the group's holds (0 = default)
+	AgentCommand           []string          // replaces the image's command ([] = the image's)
+	AgentEnv               map[string]string // non-secret agent environment
 }
 
 func (c GroupConfig) proto() (*guardv1.GroupConfig, error) {
@@ -52,6 +54,8 @@ func (c GroupConfig) proto() (*guardv1.GroupConfig, error) {
 		NpmPackages:   c.Npm,
 		Version:       c.Version,
 		HoldApprovals: c.HoldApprovals,
+		AgentCommand:  c.AgentCommand,
+		AgentEnv:      c.AgentEnv,
 	}
 	for _, m := range c.MCP {
 		out.McpServers = append(out.McpServers, &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, Image: m.Image})
@@ -99,15 +103,16 @@ func readConfig(ctx context.Context, q store.Querier, group string, forUpdate bo
 		c   GroupConfig
 		mcp []byte
 	)
-	sql := `SELECT cli_scope, cpus, memory, apt_packages, npm_packages, mcp_servers, version, hold_approvals
-		FROM container_configs WHERE agent_group_id = $1`
+	sql := `SELECT cli_scope, cpus, memory, apt_packages, npm_packages, mcp_servers, version, hold_approvals,
+		agent_command, agent_env FROM container_configs WHERE agent_group_id = $1`
 	if forUpdate {
 		sql += ` FOR UPDATE`
 	}
-	err := q.QueryRow(ctx, sql, group).Scan(&c.CLIScope, &c.CPUs, &c.Memory, &c.Apt, &c.Npm, &mcp, &c.Version, &c.HoldApprovals)
+	err := q.QueryRow(ctx, sql, group).Scan(&c.CLIScope, &c.CPUs, &c.Memory, &c.Apt, &c.Npm, &mcp, &c.Version, &c.HoldApprovals,
+		&c.AgentCommand, &c.AgentEnv)
 	if store.IsNoRows(err) {
 		// A group without a row reads as the defaults.
-		return GroupConfig{CLIScope: "group", Apt: []string{}, Npm: []string{}}, nil
+		return GroupConfig{CLIScope: "group", Apt: []string{}, Npm: []string{}, AgentCommand: []string{}, AgentEnv: map[string]string{}}, nil
 	}
 	if err != nil {
 		return c, err
@@ -125,9 +130,14 @@ func writeConfig(ctx context.Context, tx pgx.Tx, group string, c GroupConfig, co
 	if err != nil {
 		return c, fmt.Errorf("encode mcp servers: %w", err)
 	}
+	env := c.AgentEnv
+	if env == nil {
+		env = map[string]string{}
+	}
 	if _, err := tx.Exec(ctx, `UPDATE container_configs SET cli_scope = $2, cpus = $3, memory = $4,
-		apt_packages = $5, npm_packages = $6, mcp_servers = $7, hold_approvals = $8, updated_at = now() WHERE agent_group_id = $1`,
-		group, c.CLIScope, c.CPUs, c.Memory, orEmpty(c.Apt), orEmpty(c.Npm), mcp, c.HoldApprovals); err != nil {
+		apt_packages = $5, npm_packages = $6, mcp_servers = $7, hold_approvals = $8, agent_command = $9, agent_env = $10,
+		updated_at = now() WHERE agent_group_id = $1`,
+		group, c.CLIScope, c.CPUs, c.Memory, orEmpty(c.Apt), orEmpty(c.Npm), mcp, c.HoldApprovals, orEmpty(c.AgentCommand), env); err != nil {
 		return c, err
 	}
 	if containerChange {
@@ -196,7 +206,12 @@ func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGrou
 		if req.HoldApprovals != nil {
 			c.HoldApprovals = *req.HoldApprovals
 		}
-		return configChange{container: limits, reason: "resource limits changed", rebuild: false}, nil
+		agent := applyAgentSettings(c, req)
+		reason := "resource limits changed"
+		if agent {
+			reason = "the agent's command or environment changed"
+		}
+		return configChange{container: limits || agent, reason: reason, rebuild: false}, nil
 	})
 	if err != nil {
 		return nil, err

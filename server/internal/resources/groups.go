@@ -55,7 +55,7 @@ func checkPlacement(image string, pin *string) error {
 const groupColumns = `g.id, g.name, g.base_image, g.pinned_host, g.created_at, g.instructions,
 	COALESCE(c.cli_scope, 'group'), COALESCE(c.cpus, ''), COALESCE(c.memory, ''),
 	COALESCE(c.apt_packages, '{}'), COALESCE(c.npm_packages, '{}'), COALESCE(c.mcp_servers, '[]'), COALESCE(c.version, 0),
-	COALESCE(c.hold_approvals, 0)`
+	COALESCE(c.hold_approvals, 0), COALESCE(c.agent_command, '{}'), COALESCE(c.agent_env, '{}')`
 
 const groupFrom = ` FROM agent_groups g LEFT JOIN container_configs c ON c.agent_group_id = g.id`
 
@@ -67,7 +67,7 @@ func scanGroup(row pgx.Row) (*guardv1.Group, error) {
 		mcp     []byte
 	)
 	if err := row.Scan(&g.Id, &g.Name, &g.BaseImage, &g.PinnedHost, &created, &g.Instructions,
-		&c.CLIScope, &c.CPUs, &c.Memory, &c.Apt, &c.Npm, &mcp, &c.Version, &c.HoldApprovals); err != nil {
+		&c.CLIScope, &c.CPUs, &c.Memory, &c.Apt, &c.Npm, &mcp, &c.Version, &c.HoldApprovals, &c.AgentCommand, &c.AgentEnv); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(mcp, &c.MCP); err != nil {
@@ -263,8 +263,8 @@ func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupReque
 	}
 	var g *guardv1.Group
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		var oldImage string
-		err := tx.QueryRow(ctx, `SELECT base_image FROM agent_groups WHERE id = $1 FOR UPDATE`, req.GetId()).Scan(&oldImage)
+		var oldImage, oldInstructions string
+		err := tx.QueryRow(ctx, `SELECT base_image, instructions FROM agent_groups WHERE id = $1 FOR UPDATE`, req.GetId()).Scan(&oldImage, &oldInstructions)
 		if store.IsNoRows(err) {
 			return notFound("group %q not found", req.GetId())
 		}
@@ -274,9 +274,16 @@ func (s *Service) UpdateGroup(ctx context.Context, req *guardv1.UpdateGroupReque
 		if _, err := tx.Exec(ctx, `UPDATE agent_groups SET
 			name = COALESCE(NULLIF($2, ''), name),
 			base_image = COALESCE(NULLIF($3, ''), base_image),
-			pinned_host = COALESCE($4, pinned_host)
-			WHERE id = $1`, req.GetId(), strings.TrimSpace(req.GetName()), req.GetBaseImage(), req.PinnedHost); err != nil {
+			pinned_host = COALESCE($4, pinned_host),
+			instructions = COALESCE($5, instructions)
+			WHERE id = $1`, req.GetId(), strings.TrimSpace(req.GetName()), req.GetBaseImage(), req.PinnedHost, req.Instructions); err != nil {
 			return err
+		}
+		if req.Instructions != nil && req.GetInstructions() != oldInstructions {
+			// The runner writes them into the workspace as a session starts.
+			if _, err := configChanged(ctx, tx, req.GetId(), "the group's instructions changed", false); err != nil {
+				return err
+			}
 		}
 		if req.PinnedHost != nil {
 			// Sessions the new pin does not match leave their runner; the

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"github.com/clawguard/clawguard/proto/agentenv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -167,6 +168,14 @@ func checkUpdateGroupConfig(r *guardv1.UpdateGroupConfigRequest) (scope string, 
 		if err := validApprovals("hold_approvals", *r.HoldApprovals); err != nil {
 			return "", err
 		}
+	}
+	for k := range r.GetAgentEnv() {
+		if agentenv.Reserved(k) {
+			return "", invalid("agent_env", "%s is the runner's own variable (CLAWGUARD_*, ANTHROPIC_*, OPENAI_*, HOME, the proxy and CA variables): it cannot be set", k)
+		}
+	}
+	if r.AgentCommand != nil && len(r.GetAgentCommand().GetArgs()) > 0 && strings.TrimSpace(r.GetAgentCommand().GetArgs()[0]) == "" {
+		return "", invalid("agent_command", "the command's first word is blank")
 	}
 	return scope, nil
 }
