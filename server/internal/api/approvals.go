@@ -283,7 +283,11 @@ func viewer(ctx context.Context) (authn.Caller, approvals.Viewer, error) {
 	case guardv1.Principal_PRINCIPAL_USER:
 		return caller, approvals.Viewer{UserID: caller.Principal.UserID}, nil
 	case guardv1.Principal_PRINCIPAL_RUNNER:
-		return caller, approvals.Viewer{RunnerID: caller.Principal.RunnerID}, nil
+		v := approvals.Viewer{RunnerID: caller.Principal.RunnerID}
+		if caller.Agent != nil {
+			v.AgentGroup = caller.Agent.GroupID // an agent sees its own group's holds only
+		}
+		return caller, v, nil
 	}
 	return caller, approvals.Viewer{}, status.Error(codes.PermissionDenied, "unknown principal")
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/clawguard/clawguard/server/internal/fault"
 
@@ -24,6 +26,10 @@ type MCPServer struct {
 	// Image runs the server's own container (docker runtime); "" = the
 	// group's agent image.
 	Image string `json:"image,omitempty"`
+}
+
+func (m MCPServer) equal(o MCPServer) bool {
+	return m.Name == o.Name && m.Command == o.Command && slices.Equal(m.Args, o.Args) && maps.Equal(m.Env, o.Env) && m.Image == o.Image
 }
 
 // GroupConfig is a container_configs row.
