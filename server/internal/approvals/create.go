@@ -194,7 +194,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		resource = map[string]string{}
 	}
 	title, question := req.Title, req.Question
-	if err := nameGroups(ctx, tx, &title, &question); err != nil {
+	if err := nameGroups(ctx, tx, req.Payload, req.Resource, &title, &question); err != nil {
 		return CreateResult{}, fmt.Errorf("create hold: %w", err)
 	}
 	hold, err := readHold(ctx, tx, sqlCreate+holdColumns,
