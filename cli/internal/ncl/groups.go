@@ -236,6 +236,7 @@ func (a *app) groupsConfig() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			c.warned(resp)
 			return a.printer().Object(resp.GetConfig())
 		})
 	}

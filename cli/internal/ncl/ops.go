@@ -226,6 +226,7 @@ Each set replaces all of the action's settings.`,
 				remind, escalate := esc.durations()
 				resp, err := c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: action, Approvals: approvals, Mode: m, StepUp: stepUp,
 					RemindAfter: remind, EscalateAfter: escalate, EscalateTo: esc.to})
+				c.warned(resp)
 				return resp.GetEntry(), err
 			})
 		},

@@ -190,8 +190,9 @@ func setDefault(group, server string, s *mcpSettingSpec) func(ctx context.Contex
 		if err != nil {
 			return fmt.Errorf("mcp server %s of group %s: default: %w", server, group, err)
 		}
-		_, err = c.reg.SetMcpServerDefault(ctx, &guardv1.SetMcpServerDefaultRequest{Group: idOr(book, group), Server: server,
+		resp, err := c.reg.SetMcpServerDefault(ctx, &guardv1.SetMcpServerDefaultRequest{Group: idOr(book, group), Server: server,
 			Effect: effect, Approvals: approvals, Mode: mode})
+		c.warned(resp)
 		return err
 	}
 }
@@ -202,8 +203,9 @@ func setTool(group, server, tool string, s *mcpSettingSpec) func(ctx context.Con
 		if err != nil {
 			return fmt.Errorf("mcp tool %s.%s of group %s: %w", server, tool, group, err)
 		}
-		_, err = c.reg.SetMcpTool(ctx, &guardv1.SetMcpToolRequest{Group: idOr(book, group), Server: server, Tool: tool,
+		resp, err := c.reg.SetMcpTool(ctx, &guardv1.SetMcpToolRequest{Group: idOr(book, group), Server: server, Tool: tool,
 			Effect: effect, Approvals: approvals, Mode: mode})
+		c.warned(resp)
 		return err
 	}
 }

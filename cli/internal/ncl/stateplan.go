@@ -369,8 +369,9 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 			if err != nil {
 				return fmt.Errorf("catalog %s: %w", a.Action, err)
 			}
-			_, err = c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: a.Action, Approvals: a.Approvals, Mode: mode, StepUp: a.StepUp,
+			resp, err := c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: a.Action, Approvals: a.Approvals, Mode: mode, StepUp: a.StepUp,
 				RemindAfter: remind, EscalateAfter: escalate, EscalateTo: to})
+			c.warned(resp)
 			return err
 		}
 	}

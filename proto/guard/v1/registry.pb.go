@@ -3850,8 +3850,13 @@ func (x *UpdateGroupConfigRequest) GetHoldApprovals() int32 {
 
 // UpdateGroupConfigResponse is the config.
 type UpdateGroupConfigResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Config        *GroupConfig           `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Config *GroupConfig           `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// Settings that are accepted but cannot work today: a quorum that some
+	// group's eligible approvers cannot meet (named, with what is missing).
+	// Its holds are not made — the agent is denied, told why — until more
+	// approvers are eligible or the quorum is lowered.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3889,6 +3894,13 @@ func (*UpdateGroupConfigResponse) Descriptor() ([]byte, []int) {
 func (x *UpdateGroupConfigResponse) GetConfig() *GroupConfig {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *UpdateGroupConfigResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -10039,8 +10051,13 @@ func (x *SetActionSettingsRequest) GetEscalateTo() []string {
 
 // SetActionSettingsResponse is the catalog entry with its settings.
 type SetActionSettingsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *CatalogEntry          `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Entry *CatalogEntry          `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// Settings that are accepted but cannot work today: a quorum that some
+	// group's eligible approvers cannot meet (named, with what is missing).
+	// Its holds are not made — the agent is denied, told why — until more
+	// approvers are eligible or the quorum is lowered.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10078,6 +10095,13 @@ func (*SetActionSettingsResponse) Descriptor() ([]byte, []int) {
 func (x *SetActionSettingsResponse) GetEntry() *CatalogEntry {
 	if x != nil {
 		return x.Entry
+	}
+	return nil
+}
+
+func (x *SetActionSettingsResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -10589,8 +10613,13 @@ func (x *SetMcpServerDefaultRequest) GetMode() EnforcementMode {
 
 // SetMcpServerDefaultResponse is the server as it is now.
 type SetMcpServerDefaultResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Server        *McpServerInfo         `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Server *McpServerInfo         `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Settings that are accepted but cannot work today: a quorum that some
+	// group's eligible approvers cannot meet (named, with what is missing).
+	// Its holds are not made — the agent is denied, told why — until more
+	// approvers are eligible or the quorum is lowered.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10628,6 +10657,13 @@ func (*SetMcpServerDefaultResponse) Descriptor() ([]byte, []int) {
 func (x *SetMcpServerDefaultResponse) GetServer() *McpServerInfo {
 	if x != nil {
 		return x.Server
+	}
+	return nil
+}
+
+func (x *SetMcpServerDefaultResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -10843,8 +10879,13 @@ func (x *SetMcpToolRequest) GetMode() EnforcementMode {
 
 // SetMcpToolResponse is the tool as it is now.
 type SetMcpToolResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tool          *McpToolInfo           `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tool  *McpToolInfo           `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Settings that are accepted but cannot work today: a quorum that some
+	// group's eligible approvers cannot meet (named, with what is missing).
+	// Its holds are not made — the agent is denied, told why — until more
+	// approvers are eligible or the quorum is lowered.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10882,6 +10923,13 @@ func (*SetMcpToolResponse) Descriptor() ([]byte, []int) {
 func (x *SetMcpToolResponse) GetTool() *McpToolInfo {
 	if x != nil {
 		return x.Tool
+	}
+	return nil
+}
+
+func (x *SetMcpToolResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -11799,9 +11847,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0ehold_approvals\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00H\x02R\rholdApprovals\x88\x01\x01B\a\n" +
 	"\x05_cpusB\t\n" +
 	"\a_memoryB\x11\n" +
-	"\x0f_hold_approvals\"J\n" +
+	"\x0f_hold_approvals\"f\n" +
 	"\x19UpdateGroupConfigResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xd5\x01\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xd5\x01\n" +
 	"\x16AddGroupPackageRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12<\n" +
 	"\amanager\x18\x02 \x01(\x0e2\x18.guard.v1.PackageManagerB\b\xbaH\x05\x82\x01\x02\x10\x01R\amanager\x12@\n" +
@@ -12239,9 +12288,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\fremind_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vremindAfter\x12@\n" +
 	"\x0eescalate_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\rescalateAfter\x12L\n" +
 	"\vescalate_to\x18\a \x03(\tB+\xbaH(\x92\x01%\x10\x10\"!r\x1f\x10\x01\x18\x80\x012\x18^[A-Za-z0-9._:@#+=/ -]*$R\n" +
-	"escalateTo\"I\n" +
+	"escalateTo\"e\n" +
 	"\x19SetActionSettingsResponse\x12,\n" +
-	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry\"\xac\x01\n" +
+	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xac\x01\n" +
 	"\x0eMcpServerState\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -12286,9 +12336,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06server\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06server\x122\n" +
 	"\x06effect\x18\x03 \x01(\x0e2\x10.guard.v1.EffectB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06effect\x12'\n" +
 	"\tapprovals\x18\x04 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
-	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"N\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"j\n" +
 	"\x1bSetMcpServerDefaultResponse\x12/\n" +
-	"\x06server\x18\x01 \x01(\v2\x17.guard.v1.McpServerInfoR\x06server\"\xe7\x01\n" +
+	"\x06server\x18\x01 \x01(\v2\x17.guard.v1.McpServerInfoR\x06server\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xe7\x01\n" +
 	"\x13ListMcpToolsRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x123\n" +
 	"\x06server\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06server\x12 \n" +
@@ -12305,9 +12356,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x04tool\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x04tool\x122\n" +
 	"\x06effect\x18\x04 \x01(\x0e2\x10.guard.v1.EffectB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06effect\x12'\n" +
 	"\tapprovals\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
-	"\x04mode\x18\x06 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"?\n" +
+	"\x04mode\x18\x06 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"[\n" +
 	"\x12SetMcpToolResponse\x12)\n" +
-	"\x04tool\x18\x01 \x01(\v2\x15.guard.v1.McpToolInfoR\x04tool\"t\n" +
+	"\x04tool\x18\x01 \x01(\v2\x15.guard.v1.McpToolInfoR\x04tool\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"t\n" +
 	"\x0fReportedMcpTool\x121\n" +
 	"\x04name\x18\x01 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x04name\x12.\n" +
 	"\vdescription\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80@\xba\x01\x01\x00R\vdescription\"\xb4\x02\n" +

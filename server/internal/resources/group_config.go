@@ -211,7 +211,13 @@ func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGrou
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.UpdateGroupConfigResponse{Config: cfg}, nil
+	var warn []string
+	if req.HoldApprovals != nil {
+		if warn, err = quorumWarnings(ctx, s.pool, *req.HoldApprovals, req.GetGroup(), "group "+req.GetGroup()+"'s hold approvals"); err != nil {
+			return nil, err
+		}
+	}
+	return &guardv1.UpdateGroupConfigResponse{Config: cfg, Warnings: warn}, nil
 }
 
 // configChange is what an edit of a group's config did to its container.
