@@ -63,6 +63,11 @@ func (s *Service) checkStandingRequest(r Resolution) error {
 	if r.Outcome != guardv1.Outcome_OUTCOME_APPROVE {
 		return fault.New(fault.Invalid, "standing_for / standing_session: only an approval can stand")
 	}
+	if r.ChatTap {
+		// A leaked bridge token must not pre-approve a day of requests: the
+		// bridges approve once (issue 41).
+		return fault.New(fault.Precondition, "a tap in chat approves once: a standing grant needs the console or the approver's own token (ncl approvals approve ID --for 8h)")
+	}
 	if s.cfg.StandingGrantMax <= 0 {
 		return fault.New(fault.Precondition, "standing grants are off on this server (--standing-grant-max 0): approve once")
 	}
