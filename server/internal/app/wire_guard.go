@@ -59,7 +59,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 	}
 	var standing guard.StandingFinder
 	if d.Config.StandingGrantMax > 0 {
-		standing = standingFinder
+		standing = standingFinder(d.Approvals)
 	}
 	eng := guard.NewEngine(cat, d.Store.Pool, guard.Options{
 		Log:          d.Log.With("component", "guard"),
@@ -180,16 +180,18 @@ func createRequest(hr guard.HoldRequest) approvals.CreateRequest {
 
 // standingFinder asks the approvals service for a live standing grant
 // matching the hold a decision is about to create.
-func standingFinder(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (*guard.StandingUse, error) {
-	u, err := approvals.UseStandingTx(ctx, tx, approvals.StandingQuery{
-		Kind: hr.Kind, CatalogAction: hr.CatalogAction, AgentGroupID: hr.AgentGroupID, SessionID: hr.SessionID,
-		RequesterGroupID: hr.Requester.GetAgent().GetAgentGroupId(), Resource: hr.Resource,
-		Rule: hr.Rule, Scope: hr.Scope, Payload: hr.Payload.AsMap(),
-	})
-	if err != nil || u == nil {
-		return nil, err
+func standingFinder(svc *approvals.Service) guard.StandingFinder {
+	return func(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (*guard.StandingUse, error) {
+		u, err := svc.UseStandingTx(ctx, tx, approvals.StandingQuery{
+			Kind: hr.Kind, CatalogAction: hr.CatalogAction, AgentGroupID: hr.AgentGroupID, SessionID: hr.SessionID,
+			RequesterGroupID: hr.Requester.GetAgent().GetAgentGroupId(), Resource: hr.Resource,
+			Rule: hr.Rule, Scope: hr.Scope, Payload: hr.Payload.AsMap(), Approvals: hr.Approvals,
+		})
+		if err != nil || u == nil {
+			return nil, err
+		}
+		return &guard.StandingUse{ID: u.ID, HoldID: u.HoldID, ApprovedBy: u.ApprovedBy, Until: u.Until}, nil
 	}
-	return &guard.StandingUse{ID: u.ID, HoldID: u.HoldID, ApprovedBy: u.ApprovedBy, Until: u.Until}, nil
 }
 
 func holdResult(res approvals.CreateResult) guard.HoldResult {
