@@ -10,12 +10,14 @@ import (
 	"net/http/httptest"
 	"os"
 
+	"github.com/clawguard/clawguard/runner/internal/egress"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
 )
 
 func main() {
 	reg := metrics.NewRegistry()
 	metrics.NewMetrics(reg).PreInit([]string{"send_message"})
+	egress.NewMetrics(reg)
 	metrics.RegisterBuildInfo(reg, "dev")
 	rec := httptest.NewRecorder()
 	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
