@@ -259,6 +259,9 @@ type runnerOpts struct {
 	containerCPUs, containerMemory string
 	// ackDeadline is --inbox-ack-deadline (0: the default).
 	ackDeadline time.Duration
+	// serverAddr is where the runner dials the server ("": the server's
+	// own address; a wire-counting proxy in front of it otherwise).
+	serverAddr string
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -280,6 +283,9 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 	}
 	cfg := config.Default()
 	cfg.Server, cfg.TokenFile, cfg.ID, cfg.DataDir = s.addr, tokFile, id, dataDir
+	if o.serverAddr != "" {
+		cfg.Server = o.serverAddr
+	}
 	cfg.Groups = o.groups
 	cfg.DecideWait = 10 * time.Second
 	if o.decideWait > 0 {
