@@ -331,7 +331,7 @@ func TestAFailedBuildKeepsTheRunningAgent(t *testing.T) {
 	if !errors.Is(err, ErrImageBuild) || !strings.Contains(build, "Unable to locate package nope") {
 		t.Fatalf("restart with a failing build: %v, output %q", err, build)
 	}
-	if log, err := os.ReadFile(filepath.Join(s.Dir, BuildLogFile)); err != nil || !strings.Contains(string(log), "Unable to locate package") {
+	if log, err := os.ReadFile(filepath.Join(s.Dir, rt.BuildLogFile)); err != nil || !strings.Contains(string(log), "Unable to locate package") {
 		t.Fatalf("build log for the agent: %q (%v)", log, err)
 	}
 	if err := m.Apply(ctx, &guardv1.Push{Id: "p2", SessionId: "s1", AgentGroupId: "g1",
