@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"google.golang.org/grpc"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/retry"
@@ -227,70 +228,9 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 	if err := st.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Hello{Hello: &guardv1.ConnectHello{RunnerId: c.RunnerID, InstanceId: c.InstanceID}}}); err != nil {
 		return false, fmt.Errorf("hello: %w", err)
 	}
-	// Heartbeats are answered in order: the send times of those not yet
-	// answered, oldest first.
-	var (
-		beatMu sync.Mutex
-		beats  []time.Time
-	)
-	// One writer: heartbeats and acks.
+	b := &beats{}
 	werr := make(chan error, 1)
-	go func() {
-		t := time.NewTicker(c.Heartbeat)
-		defer t.Stop()
-		for {
-			var f *guardv1.ConnectRequest
-			select {
-			case <-sctx.Done():
-				werr <- sctx.Err()
-				return
-			case now := <-t.C:
-				beatMu.Lock()
-				stalled := len(beats) > 0 && now.Sub(beats[0]) > 2*c.Heartbeat
-				oldest := time.Time{}
-				if stalled {
-					oldest = beats[0]
-				}
-				beats = append(beats, time.Now())
-				beatMu.Unlock()
-				if stalled {
-					// The server (or the path to it) is gone without the
-					// stream noticing: make a new one, elsewhere if it can.
-					werr <- stalledError{time.Since(oldest)}
-					cancel()
-					return
-				}
-				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Heartbeat{Heartbeat: &guardv1.Heartbeat{}}}
-			case a := <-c.acks:
-				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}
-			case <-c.release:
-				// Acks already queued go first: their pushes are done.
-				for drained := false; !drained; {
-					select {
-					case a := <-c.acks:
-						if err := st.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}); err != nil {
-							werr <- err
-							cancel()
-							return
-						}
-					default:
-						drained = true
-					}
-				}
-				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Release{Release: &guardv1.LeaseRelease{}}}
-			}
-			if err := st.Send(f); err != nil {
-				werr <- err
-				cancel()
-				return
-			}
-			if f.GetRelease() != nil {
-				close(c.released)
-				werr <- nil
-				return
-			}
-		}
-	}()
+	go func() { werr <- c.write(sctx, cancel, st, b) }()
 	healthy := false
 	for {
 		resp, err := st.Recv()
@@ -315,15 +255,92 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 			c.dispatch(ctx, p)
 		}
 		if l := resp.GetLease(); l != nil {
-			beatMu.Lock()
-			var sent time.Time
-			if len(beats) > 0 {
-				sent, beats = beats[0], beats[1:]
-			}
-			beatMu.Unlock()
-			if !sent.IsZero() && c.OnRenewed != nil {
+			if sent := b.answered(); !sent.IsZero() && c.OnRenewed != nil {
 				c.OnRenewed(sent, c.leaseTTL(l))
 			}
+		}
+	}
+}
+
+// beats are the send times of the heartbeats not yet answered, oldest
+// first: the server answers them in order.
+type beats struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+// sent records a heartbeat sent now; stalled says the oldest unanswered one
+// is older than two intervals (since then).
+func (b *beats) sent(now time.Time, interval time.Duration) (stalled bool, since time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.times) > 0 && now.Sub(b.times[0]) > 2*interval {
+		return true, b.times[0]
+	}
+	b.times = append(b.times, time.Now())
+	return false, time.Time{}
+}
+
+// answered takes the oldest heartbeat's send time (zero when none waits).
+func (b *beats) answered() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.times) == 0 {
+		return time.Time{}
+	}
+	t := b.times[0]
+	b.times = b.times[1:]
+	return t
+}
+
+// write is the stream's one writer: heartbeats and acks, and the lease's
+// release on a clean stop. A heartbeat that finds the one before
+// unanswered for two intervals gives the stream up: the server (or the
+// path to it) is gone without the stream noticing, so a new one is made,
+// elsewhere if it can.
+func (c *Client) write(ctx context.Context, cancel func(), st grpc.BidiStreamingClient[guardv1.ConnectRequest, guardv1.ConnectResponse], b *beats) error {
+	t := time.NewTicker(c.Heartbeat)
+	defer t.Stop()
+	send := func(f *guardv1.ConnectRequest) error {
+		if err := st.Send(f); err != nil {
+			cancel()
+			return err
+		}
+		return nil
+	}
+	for {
+		var f *guardv1.ConnectRequest
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-t.C:
+			if stalled, since := b.sent(now, c.Heartbeat); stalled {
+				cancel()
+				return stalledError{time.Since(since)}
+			}
+			f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Heartbeat{Heartbeat: &guardv1.Heartbeat{}}}
+		case a := <-c.acks:
+			f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}
+		case <-c.release:
+			// Acks already queued go first: their pushes are done.
+			for drained := false; !drained; {
+				select {
+				case a := <-c.acks:
+					if err := send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}); err != nil {
+						return err
+					}
+				default:
+					drained = true
+				}
+			}
+			if err := send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Release{Release: &guardv1.LeaseRelease{}}}); err != nil {
+				return err
+			}
+			close(c.released)
+			return nil
+		}
+		if err := send(f); err != nil {
+			return err
 		}
 	}
 }
