@@ -87,7 +87,7 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 			out = c.hold.result
 			return nil
 		}
-		if err := s.recheckTx(ctx, tx, a, sess, c, req); err != nil {
+		if err := s.recheckTx(ctx, tx, a, sess, runnerID, c, req); err != nil {
 			return err
 		}
 		if out, err = a.Apply(ctx, tx, sess, req); err != nil {
@@ -269,9 +269,11 @@ func boundToDecision(a Applier, c citation, req *guardv1.ApplyActionRequest) err
 }
 
 // recheckTx re-runs the guard's baseline for what is about to be applied,
-// in the applying transaction (D3 at apply): a deny refuses, and a hold is
-// satisfied only by a citation that consumed an approval.
-func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Session, c citation, req *guardv1.ApplyActionRequest) error {
+// in the applying transaction and for an agent of runnerID's (D3 at apply:
+// a revocation, or a freeze of the agent, its group or its runner, committed
+// since the decision): a deny refuses, and a hold is satisfied only by a
+// citation that consumed an approval.
+func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Session, runnerID string, c citation, req *guardv1.ApplyActionRequest) error {
 	if s.baseline == nil {
 		return fault.New(fault.Unavailable, "the guard is not wired (failing closed)")
 	}
@@ -295,7 +297,7 @@ func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Sess
 		Resource: resource,
 		Payload:  req.GetPayload().AsMap(),
 	}
-	d, err := s.baseline(ctx, tx, in)
+	d, err := s.baseline(ctx, tx, in, runnerID)
 	if err != nil {
 		return fmt.Errorf("re-check the baseline: %w", err)
 	}

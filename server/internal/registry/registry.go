@@ -42,9 +42,9 @@ import (
 // Options are the registry's timings.
 type Options struct {
 	// Baseline is the guard's live baseline check (guard.Engine.Baseline),
-	// re-run on what ApplyAction is about to apply; nil: ApplyAction fails
-	// closed.
-	Baseline func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)
+	// re-run on what ApplyAction is about to apply, for an agent of the
+	// calling runner; nil: ApplyAction fails closed.
+	Baseline func(ctx context.Context, q guard.Querier, in guard.Input, runnerID string) (guard.Decision, error)
 	// LeaseTTL is how long a lease lasts without a heartbeat.
 	LeaseTTL time.Duration
 	// CitationWindow is how old a cited ALLOW decision may be.
@@ -100,7 +100,7 @@ type Service struct {
 	catalog Catalog
 	hub     *hub
 	// baseline re-checks what ApplyAction is about to apply (D3 at apply).
-	baseline func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)
+	baseline func(ctx context.Context, q guard.Querier, in guard.Input, runnerID string) (guard.Decision, error)
 	// appliers are the domains' apply steps by action (Options.Appliers).
 	appliers map[string]Applier
 }
