@@ -1605,7 +1605,11 @@ func (*Push_Start) isPush_Body() {}
 
 func (*Push_Stop) isPush_Body() {}
 
-// ReplayAction re-runs an approved delivery action with its grant.
+// ReplayAction re-runs an approved delivery action with its grant: the
+// runner sends ApplyAction{grant: hold_id}, in which the server decides the
+// replay and applies the payload it holds; payload and resource are the
+// hold's, for what the runner itself does (an MCP tool's arguments, the
+// packages its image is rebuilt with).
 type ReplayAction struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	HoldId         string                 `protobuf:"bytes,1,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
@@ -1618,8 +1622,12 @@ type ReplayAction struct {
 	// "" when none was traced.
 	Traceparent         string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	ApprovalTraceparent string `protobuf:"bytes,7,opt,name=approval_traceparent,json=approvalTraceparent,proto3" json:"approval_traceparent,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Who approved it, by name ("Dana (telegram:dana)", several joined), and
+	// what was asked, in holdview's words: what the agent is told.
+	ApprovedBy    string `protobuf:"bytes,8,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	Summary       string `protobuf:"bytes,9,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplayAction) Reset() {
@@ -1697,6 +1705,20 @@ func (x *ReplayAction) GetTraceparent() string {
 func (x *ReplayAction) GetApprovalTraceparent() string {
 	if x != nil {
 		return x.ApprovalTraceparent
+	}
+	return ""
+}
+
+func (x *ReplayAction) GetApprovedBy() string {
+	if x != nil {
+		return x.ApprovedBy
+	}
+	return ""
+}
+
+func (x *ReplayAction) GetSummary() string {
+	if x != nil {
+		return x.Summary
 	}
 	return ""
 }
@@ -2154,13 +2176,21 @@ func (x *GetSessionConfigResponse) GetGroup() *Group {
 // ApplyActionRequest is a mutation on an agent's behalf.
 type ApplyActionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The ALLOW decision that authorized it: fresh, same session and action, unused.
+	// The ALLOW decision that authorized it: fresh, same session and action,
+	// unused. Empty with grant.
 	DecisionId string `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
 	SessionId  string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Catalog action, e.g. "agents.create".
-	Action        string            `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
-	Payload       *structpb.Struct  `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
-	Resource      map[string]string `protobuf:"bytes,5,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Action   string            `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Payload  *structpb.Struct  `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	Resource map[string]string `protobuf:"bytes,5,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// An approved hold of the session (a ReplayAction's): the server decides
+	// its replay — the baseline re-checked live, the grant consumed — and
+	// applies the payload and resource it holds, in one transaction, so the
+	// runner sends neither. payload then carries only the keys the runner
+	// stamps (a2a.send: the message id; mcp.call: its claim). A hold applied
+	// already answers its recorded result and changes nothing.
+	Grant         string `protobuf:"bytes,6,opt,name=grant,proto3" json:"grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2230,11 +2260,22 @@ func (x *ApplyActionRequest) GetResource() map[string]string {
 	return nil
 }
 
+func (x *ApplyActionRequest) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
+}
+
 // ApplyActionResponse is the mutation's result.
 type ApplyActionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Result        *structpb.Struct       `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Result  *structpb.Struct       `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// With grant: the replay's decision (an ALLOW applied, with result and
+	// message; a DENY applied nothing) and its id.
+	Decision      *Decision `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
+	DecisionId    string    `protobuf:"bytes,4,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2279,6 +2320,20 @@ func (x *ApplyActionResponse) GetResult() *structpb.Struct {
 func (x *ApplyActionResponse) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *ApplyActionResponse) GetDecision() *Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
+func (x *ApplyActionResponse) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
 	}
 	return ""
 }
@@ -11584,7 +11639,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06notify\x18\r \x01(\v2\x15.guard.v1.NotifyAgentH\x00R\x06notify\x12.\n" +
 	"\x05start\x18\x0e \x01(\v2\x16.guard.v1.StartSessionH\x00R\x05start\x12+\n" +
 	"\x04stop\x18\x0f \x01(\v2\x15.guard.v1.StopSessionH\x00R\x04stopB\x06\n" +
-	"\x04body\"\xfe\x02\n" +
+	"\x04body\"\xb9\x03\n" +
 	"\fReplayAction\x12\x17\n" +
 	"\ahold_id\x18\x01 \x01(\tR\x06holdId\x12'\n" +
 	"\x0fdelivery_action\x18\x02 \x01(\tR\x0edeliveryAction\x12%\n" +
@@ -11592,7 +11647,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12@\n" +
 	"\bresource\x18\x05 \x03(\v2$.guard.v1.ReplayAction.ResourceEntryR\bresource\x12 \n" +
 	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x121\n" +
-	"\x14approval_traceparent\x18\a \x01(\tR\x13approvalTraceparent\x1a;\n" +
+	"\x14approval_traceparent\x18\a \x01(\tR\x13approvalTraceparent\x12\x1f\n" +
+	"\vapproved_by\x18\b \x01(\tR\n" +
+	"approvedBy\x12\x18\n" +
+	"\asummary\x18\t \x01(\tR\asummary\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\x01\n" +
@@ -11624,7 +11682,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\"n\n" +
 	"\x18GetSessionConfigResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\x12%\n" +
-	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\xb5\x03\n" +
+	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\xee\x03\n" +
 	"\x12ApplyActionRequest\x12B\n" +
 	"\vdecision_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\n" +
 	"decisionId\x12@\n" +
@@ -11632,13 +11690,17 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\x120\n" +
 	"\x06action\x18\x03 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x121\n" +
 	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12w\n" +
-	"\bresource\x18\x05 \x03(\v2*.guard.v1.ApplyActionRequest.ResourceEntryB/\xbaH,\x9a\x01)\x10 \"\x1ar\x18\x10\x01\x18\x80\x012\x11^[A-Za-z0-9_.-]*$*\tr\a\x18\x80\b\xba\x01\x01\x00R\bresource\x1a;\n" +
+	"\bresource\x18\x05 \x03(\v2*.guard.v1.ApplyActionRequest.ResourceEntryB/\xbaH,\x9a\x01)\x10 \"\x1ar\x18\x10\x01\x18\x80\x012\x11^[A-Za-z0-9_.-]*$*\tr\a\x18\x80\b\xba\x01\x01\x00R\bresource\x127\n" +
+	"\x05grant\x18\x06 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x05grant\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x01\n" +
 	"\x13ApplyActionResponse\x12/\n" +
 	"\x06result\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06result\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xe4\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\bdecision\x18\x03 \x01(\v2\x12.guard.v1.DecisionR\bdecision\x12\x1f\n" +
+	"\vdecision_id\x18\x04 \x01(\tR\n" +
+	"decisionId\"\xe4\x03\n" +
 	"\x13RouteInboundRequest\x12;\n" +
 	"\fchannel_type\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\vchannelType\x12>\n" +
 	"\vplatform_id\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\n" +
@@ -12757,12 +12819,13 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),        // 194: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),          // 195: google.protobuf.Duration
 	(*structpb.Struct)(nil),              // 196: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 197: guard.v1.EnforcementMode
-	(Principal)(0),                       // 198: guard.v1.Principal
-	(Access)(0),                          // 199: guard.v1.Access
-	(*Actor)(nil),                        // 200: guard.v1.Actor
-	(Effect)(0),                          // 201: guard.v1.Effect
-	(*Explanation)(nil),                  // 202: guard.v1.Explanation
+	(*Decision)(nil),                     // 197: guard.v1.Decision
+	(EnforcementMode)(0),                 // 198: guard.v1.EnforcementMode
+	(Principal)(0),                       // 199: guard.v1.Principal
+	(Access)(0),                          // 200: guard.v1.Access
+	(*Actor)(nil),                        // 201: guard.v1.Actor
+	(Effect)(0),                          // 202: guard.v1.Effect
+	(*Explanation)(nil),                  // 203: guard.v1.Explanation
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
@@ -12797,286 +12860,287 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	196, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
 	188, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
 	196, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	196, // 32: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
-	1,   // 33: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	2,   // 34: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
-	2,   // 35: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	194, // 36: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	189, // 37: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	194, // 38: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	13,  // 39: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	194, // 40: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	190, // 41: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	3,   // 42: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	42,  // 43: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	194, // 44: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	43,  // 45: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	3,   // 46: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	44,  // 47: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	44,  // 48: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	44,  // 49: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	44,  // 50: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	191, // 51: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	43,  // 52: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 53: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	43,  // 54: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 55: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 56: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 57: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 58: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	42,  // 59: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	43,  // 60: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	43,  // 61: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	5,   // 62: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	194, // 63: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	194, // 64: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	69,  // 65: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	69,  // 66: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	196, // 67: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	194, // 68: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	75,  // 69: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	77,  // 70: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	77,  // 71: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	194, // 72: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	84,  // 73: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	84,  // 74: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	6,   // 75: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	7,   // 76: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	194, // 77: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	91,  // 78: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	6,   // 79: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 80: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	91,  // 81: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	6,   // 82: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 83: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	194, // 84: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	99,  // 85: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
-	194, // 86: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
-	99,  // 87: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
-	98,  // 88: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	98,  // 89: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	98,  // 90: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	98,  // 91: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	194, // 92: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	112, // 93: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	112, // 94: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 95: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	194, // 96: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	119, // 97: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	119, // 98: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 99: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	119, // 100: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 101: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	119, // 102: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	197, // 103: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	195, // 104: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
-	195, // 105: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
-	130, // 106: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	197, // 107: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	195, // 108: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
-	195, // 109: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
-	130, // 110: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	137, // 111: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	137, // 112: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	198, // 113: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	194, // 114: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	194, // 115: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	192, // 116: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	194, // 117: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	194, // 118: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	198, // 119: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	193, // 120: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	195, // 121: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
-	144, // 122: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	144, // 123: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	41,  // 124: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	199, // 125: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	197, // 126: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	195, // 127: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
-	195, // 128: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
-	153, // 129: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	194, // 130: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	200, // 131: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	201, // 132: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	195, // 133: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	202, // 134: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	201, // 135: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	156, // 136: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	201, // 137: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	194, // 138: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	194, // 139: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
-	156, // 140: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	197, // 141: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	195, // 142: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
-	195, // 143: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
-	153, // 144: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	194, // 145: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	201, // 146: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	197, // 147: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	163, // 148: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	201, // 149: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 150: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	197, // 151: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	201, // 152: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	194, // 153: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	164, // 154: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	201, // 155: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	197, // 156: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	164, // 157: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	165, // 158: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	201, // 159: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	197, // 160: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	165, // 161: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	174, // 162: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	165, // 163: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	10,  // 164: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
-	194, // 165: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
-	10,  // 166: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	177, // 167: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
-	10,  // 168: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	177, // 169: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
-	177, // 170: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
-	14,  // 171: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	16,  // 172: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	29,  // 173: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	31,  // 174: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	33,  // 175: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	35,  // 176: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	37,  // 177: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	39,  // 178: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	45,  // 179: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	47,  // 180: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	49,  // 181: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	51,  // 182: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	53,  // 183: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	55,  // 184: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	57,  // 185: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	59,  // 186: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	61,  // 187: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	63,  // 188: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	65,  // 189: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	67,  // 190: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	70,  // 191: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	72,  // 192: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	74,  // 193: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	78,  // 194: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	80,  // 195: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	82,  // 196: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	85,  // 197: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	87,  // 198: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	89,  // 199: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	92,  // 200: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	94,  // 201: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	96,  // 202: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	104, // 203: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	106, // 204: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	108, // 205: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	110, // 206: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	100, // 207: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
-	102, // 208: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
-	113, // 209: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	115, // 210: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	117, // 211: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	120, // 212: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	122, // 213: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	124, // 214: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	126, // 215: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	128, // 216: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	131, // 217: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	133, // 218: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	135, // 219: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	138, // 220: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	140, // 221: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	142, // 222: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	145, // 223: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	147, // 224: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	149, // 225: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	151, // 226: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	154, // 227: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	157, // 228: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	161, // 229: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	159, // 230: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	166, // 231: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	168, // 232: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	170, // 233: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	172, // 234: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	175, // 235: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	178, // 236: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
-	180, // 237: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
-	182, // 238: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	15,  // 239: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 240: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 241: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 242: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 243: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 244: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 245: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 246: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	46,  // 247: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	48,  // 248: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	50,  // 249: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	52,  // 250: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	54,  // 251: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	56,  // 252: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	58,  // 253: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	60,  // 254: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	62,  // 255: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	64,  // 256: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	66,  // 257: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	68,  // 258: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	71,  // 259: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	73,  // 260: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	76,  // 261: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	79,  // 262: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	81,  // 263: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	83,  // 264: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	86,  // 265: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	88,  // 266: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	90,  // 267: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	93,  // 268: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	95,  // 269: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	97,  // 270: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	105, // 271: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	107, // 272: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	109, // 273: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	111, // 274: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	101, // 275: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
-	103, // 276: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
-	114, // 277: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	116, // 278: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	118, // 279: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	121, // 280: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	123, // 281: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	125, // 282: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	127, // 283: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	129, // 284: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	132, // 285: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	134, // 286: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	136, // 287: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	139, // 288: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	141, // 289: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	143, // 290: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	146, // 291: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	148, // 292: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	150, // 293: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	152, // 294: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	155, // 295: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	158, // 296: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	162, // 297: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	160, // 298: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	167, // 299: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	169, // 300: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	171, // 301: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	173, // 302: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	176, // 303: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	179, // 304: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	181, // 305: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	183, // 306: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	239, // [239:307] is the sub-list for method output_type
-	171, // [171:239] is the sub-list for method input_type
-	171, // [171:171] is the sub-list for extension type_name
-	171, // [171:171] is the sub-list for extension extendee
-	0,   // [0:171] is the sub-list for field type_name
+	197, // 32: guard.v1.ApplyActionResponse.decision:type_name -> guard.v1.Decision
+	196, // 33: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	1,   // 34: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
+	2,   // 35: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
+	2,   // 36: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
+	194, // 37: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	189, // 38: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	194, // 39: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 40: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	194, // 41: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	190, // 42: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	3,   // 43: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	42,  // 44: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	194, // 45: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	43,  // 46: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 47: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	44,  // 48: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	44,  // 49: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	44,  // 50: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	44,  // 51: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	191, // 52: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	43,  // 53: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 54: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	43,  // 55: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 56: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	43,  // 57: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 58: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	43,  // 59: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 60: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	43,  // 61: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 62: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 63: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	194, // 64: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	194, // 65: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	69,  // 66: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	69,  // 67: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	196, // 68: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	194, // 69: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	75,  // 70: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	77,  // 71: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	77,  // 72: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	194, // 73: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	84,  // 74: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	84,  // 75: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 76: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 77: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	194, // 78: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	91,  // 79: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 80: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 81: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	91,  // 82: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 83: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 84: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	194, // 85: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 86: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
+	194, // 87: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 88: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
+	98,  // 89: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	98,  // 90: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	98,  // 91: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	98,  // 92: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	194, // 93: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	112, // 94: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	112, // 95: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 96: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	194, // 97: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	119, // 98: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	119, // 99: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 100: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	119, // 101: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 102: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	119, // 103: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	198, // 104: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	195, // 105: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
+	195, // 106: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
+	130, // 107: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	198, // 108: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	195, // 109: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
+	195, // 110: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
+	130, // 111: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	137, // 112: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	137, // 113: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	199, // 114: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	194, // 115: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	194, // 116: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	192, // 117: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	194, // 118: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	194, // 119: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	199, // 120: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	193, // 121: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	195, // 122: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	144, // 123: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	144, // 124: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	41,  // 125: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	200, // 126: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	198, // 127: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	195, // 128: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
+	195, // 129: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
+	153, // 130: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	194, // 131: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	201, // 132: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	202, // 133: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	195, // 134: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	203, // 135: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	202, // 136: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	156, // 137: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	202, // 138: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	194, // 139: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	194, // 140: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	156, // 141: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	198, // 142: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	195, // 143: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
+	195, // 144: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
+	153, // 145: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	194, // 146: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	202, // 147: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	198, // 148: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	163, // 149: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	202, // 150: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 151: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	198, // 152: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	202, // 153: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	194, // 154: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	164, // 155: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	202, // 156: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	198, // 157: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	164, // 158: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	165, // 159: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	202, // 160: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	198, // 161: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	165, // 162: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	174, // 163: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	165, // 164: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	10,  // 165: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
+	194, // 166: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
+	10,  // 167: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	177, // 168: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
+	10,  // 169: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	177, // 170: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
+	177, // 171: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
+	14,  // 172: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	16,  // 173: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	29,  // 174: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	31,  // 175: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	33,  // 176: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	35,  // 177: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	37,  // 178: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	39,  // 179: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	45,  // 180: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	47,  // 181: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	49,  // 182: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	51,  // 183: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	53,  // 184: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	55,  // 185: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	57,  // 186: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	59,  // 187: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	61,  // 188: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	63,  // 189: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	65,  // 190: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	67,  // 191: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	70,  // 192: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	72,  // 193: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	74,  // 194: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	78,  // 195: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	80,  // 196: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	82,  // 197: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	85,  // 198: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	87,  // 199: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	89,  // 200: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	92,  // 201: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	94,  // 202: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	96,  // 203: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	104, // 204: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	106, // 205: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	108, // 206: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	110, // 207: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	100, // 208: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
+	102, // 209: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
+	113, // 210: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	115, // 211: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	117, // 212: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	120, // 213: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	122, // 214: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	124, // 215: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	126, // 216: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	128, // 217: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	131, // 218: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	133, // 219: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	135, // 220: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	138, // 221: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	140, // 222: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	142, // 223: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	145, // 224: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	147, // 225: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	149, // 226: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	151, // 227: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	154, // 228: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	157, // 229: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	161, // 230: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	159, // 231: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	166, // 232: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	168, // 233: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	170, // 234: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	172, // 235: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	175, // 236: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	178, // 237: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
+	180, // 238: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
+	182, // 239: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
+	15,  // 240: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 241: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 242: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 243: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 244: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 245: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 246: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 247: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	46,  // 248: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	48,  // 249: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	50,  // 250: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	52,  // 251: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	54,  // 252: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	56,  // 253: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	58,  // 254: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	60,  // 255: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	62,  // 256: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	64,  // 257: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	66,  // 258: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	68,  // 259: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	71,  // 260: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	73,  // 261: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	76,  // 262: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	79,  // 263: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	81,  // 264: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	83,  // 265: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	86,  // 266: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	88,  // 267: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	90,  // 268: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	93,  // 269: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	95,  // 270: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	97,  // 271: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	105, // 272: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	107, // 273: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	109, // 274: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	111, // 275: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	101, // 276: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
+	103, // 277: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
+	114, // 278: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	116, // 279: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	118, // 280: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	121, // 281: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	123, // 282: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	125, // 283: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	127, // 284: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	129, // 285: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	132, // 286: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	134, // 287: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	136, // 288: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	139, // 289: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	141, // 290: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	143, // 291: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	146, // 292: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	148, // 293: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	150, // 294: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	152, // 295: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	155, // 296: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	158, // 297: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	162, // 298: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	160, // 299: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	167, // 300: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	169, // 301: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	171, // 302: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	173, // 303: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	176, // 304: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	179, // 305: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	181, // 306: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	183, // 307: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	240, // [240:308] is the sub-list for method output_type
+	172, // [172:240] is the sub-list for method input_type
+	172, // [172:172] is the sub-list for extension type_name
+	172, // [172:172] is the sub-list for extension extendee
+	0,   // [0:172] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }

@@ -45,14 +45,17 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 		return nil, fault.New(fault.Invalid, "session_id: required")
 	case req.GetAction() == "":
 		return nil, fault.New(fault.Invalid, "action: required")
-	case req.GetDecisionId() == "":
-		return nil, fault.New(fault.Invalid, "decision_id: required (a mutation must cite the ALLOW decision that authorized it)")
+	case req.GetDecisionId() == "" && req.GetGrant() == "":
+		return nil, fault.New(fault.Invalid, "decision_id: required (a mutation must cite the ALLOW decision that authorized it, or name the approved hold it replays)")
 	case agentSession != "" && agentSession != req.GetSessionId():
 		return nil, fault.New(fault.Denied, "session_id %q is not the asserted agent session", req.GetSessionId())
 	}
 	a, ok := s.appliers[req.GetAction()]
 	if !ok {
 		return nil, fault.New(fault.Invalid, "action: %q is not applied through the registry (one of %s)", req.GetAction(), strings.Join(s.AppliedActions(), ", "))
+	}
+	if req.GetGrant() != "" {
+		return s.applyGrant(ctx, runnerID, a, req)
 	}
 	var out Applied
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
