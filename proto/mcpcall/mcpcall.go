@@ -25,6 +25,9 @@ const (
 	KeyTool      = "tool"
 	KeyArguments = "arguments"
 	KeyDigest    = "digest"
+	// KeyClaim is the key the runner stamps on an approved call's replay:
+	// its process's claim on running it, which the hold records once.
+	KeyClaim = "claim"
 )
 
 var (

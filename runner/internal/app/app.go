@@ -126,7 +126,7 @@ func (r *Runner) wireDelivery() {
 	r.Decide = decide.New(guardv1.NewGuardClient(r.Conn), r.Log)
 	r.Decide.OnConnected = func(up bool) { r.setUp(0, up) }
 	r.Decide.OnReconnect = r.Metrics.StreamReconnectsTotal.Inc
-	r.Engine = &delivery.Engine{Registry: r.Actions, Decider: r.Decide, Metrics: r.Metrics, Log: r.Log, DecideWait: r.Config.DecideWait}
+	r.Engine = &delivery.Engine{Registry: r.Actions, Decider: r.Decide, Applier: r.regCli, Metrics: r.Metrics, Log: r.Log, DecideWait: r.Config.DecideWait}
 	if r.tracing.Enabled() {
 		r.Engine.Tracer = r.tracing.Tracer()
 	}
@@ -165,7 +165,8 @@ func (r *Runner) wireSessions() {
 		Conn: r.Conn, Engine: r.Engine, Metrics: r.Metrics, Log: r.Log, AckDeadline: cfg.InboxAckDeadline,
 		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }, Actions: r.Actions.Specs, Tools: r.Tools.List,
 			ServerOptions: r.tracing.ServerOptions()},
-		OnGroup: r.Tools.Sync,
+		OnGroup:        r.Tools.Sync,
+		OnToolsChanged: r.Tools.Forget,
 	})
 	r.Engine.Notifier = r.Sessions
 	r.lease = lease.New(r.Log)

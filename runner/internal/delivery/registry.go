@@ -45,6 +45,10 @@ type Call struct {
 	// hold replayed again (its approval re-made after the database forgot
 	// it) is recognised where its effect lands.
 	HoldID string
+	// Applied is the server's answer once it made the action's change
+	// (ApplyAction: its result and message); nil when the server makes none
+	// for this call (an exempt action, a fresh ApplyReplayOnly one).
+	Applied *guardv1.ApplyActionResponse
 }
 
 // Outcome is what happened to one action, as the agent is told.
@@ -114,7 +118,16 @@ type Action struct {
 	Resource func(s Session, p *structpb.Struct) map[string]string
 	// Card gives the hold card's title and question.
 	Card func(s Session, p *structpb.Struct) (title, question string)
-	// Run performs the action once authorized.
+	// Stamp gives the payload keys the runner adds to what the server
+	// applies (a2a.send: the message id; mcp.call: its claim); nil: none.
+	Stamp func(c Call) map[string]string
+	// ApplyReplayOnly: the server's part is only an approved hold's replay
+	// (mcp.call: the runner's claim on the hold); an allowed fresh run is
+	// the runner's alone. Otherwise the engine has the server apply every
+	// authorized run of a guarded action (ApplyAction) before Run.
+	ApplyReplayOnly bool
+	// Run performs the runner's part of the action once it is authorized
+	// and the server applied its own (Call.Applied).
 	Run func(ctx context.Context, c Call) Outcome
 }
 

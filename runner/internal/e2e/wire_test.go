@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
 // wireProxy sits between a runner and its server and records every message
@@ -199,5 +201,38 @@ func TestAnApprovedCallCrossesTheWireOnce(t *testing.T) {
 	t.Logf("one approved mcp_call, approval to result: %s", c)
 	if c.pushes != 1 || len(c.roundTrips) != 1 || c.payload != 1 {
 		t.Fatalf("an approved call cost %s; want its push, one round trip and the payload once", c)
+	}
+}
+
+// Issue 42: every ListTools of an agent read the session's config and
+// reported every server's tools, so an agent's read was writes on the
+// server. It is answered from what the runner knows; the server hears a
+// server's tools again only when they, or its settings, changed.
+func TestListToolsIsAnsweredFromWhatTheRunnerKnows(t *testing.T) {
+	s := startServer(t)
+	px := startWireProxy(t, s.addr)
+	w := newMCPWorldOn(t, s, "process", runnerOpts{serverAddr: px.addr})
+	if tl := w.tools(t)["fs/read_file"]; tl == nil || tl.GetEffect() != "" {
+		t.Fatalf("first listing: read_file = %v", tl)
+	}
+	px.reset()
+	for range 3 {
+		if tl := w.tools(t)["fs/read_file"]; tl == nil {
+			t.Fatal("read_file not listed")
+		}
+	}
+	if c := px.count("-", "-"); len(c.roundTrips) != 0 {
+		t.Fatalf("three listings of unchanged tools cost %s; want nothing asked of the server", c)
+	}
+	// The operator's setting changes the effect; the server tells the
+	// session (TOOLS_CHANGED), and the next listing asks once.
+	w.set(t, "read_file", guardv1.Effect_EFFECT_ALLOW, 0, 0)
+	waitEvent(t, w.sess, "TOOLS_CHANGED from the setting", func(e event) bool { return e.s("kind") == "TOOLS_CHANGED" })
+	px.reset()
+	if tl := w.tools(t)["fs/read_file"]; tl.GetEffect() != "allow" {
+		t.Fatalf("after the setting: read_file = %v, want allow", tl)
+	}
+	if c := px.count("-", "-"); len(c.roundTrips) != 1 || c.roundTrips[0] != "Registry/ReportMcpTools" {
+		t.Fatalf("the listing after a settings change cost %s; want one ReportMcpTools", c)
 	}
 }

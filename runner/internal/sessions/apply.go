@@ -37,6 +37,9 @@ func (m *Manager) Apply(ctx context.Context, p *guardv1.Push) error {
 		}}})
 	case *guardv1.Push_Notify:
 		n := b.Notify
+		if n.GetKind() == guardv1.NoticeKind_NOTICE_KIND_TOOLS_CHANGED && m.cfg.OnToolsChanged != nil {
+			m.cfg.OnToolsChanged(s.GroupID)
+		}
 		return m.keep(ctx, s, p.GetId(), &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Notice{Notice: &agentv1.Notice{
 			Kind: agentv1.NoticeKind(n.GetKind()), Text: n.GetText(), HoldId: n.GetHoldId(), At: orNow(p.GetCreatedAt()),
 		}}})

@@ -15,11 +15,28 @@ import (
 // ErrImageBuild marks a group image that did not build.
 var ErrImageBuild = errors.New("image build failed")
 
-// group reads the session's group and current config with GetSessionConfig:
+// A group's config is read when it changes, not on every push: the server
+// pushes a restart to every active session of a group whose container
+// config changed (packages, MCP servers, limits, base image), and a restart
+// reads it again (fetch); a start, a wake or a replay uses the config last
+// read (known), and reads it only when there is none.
+
+// known is the session's group config as last read, read now when none was.
+func (m *Manager) known(ctx context.Context, s *Session) *guardv1.Group {
+	m.mu.Lock()
+	g := m.groups[s.GroupID]
+	m.mu.Unlock()
+	if g != nil {
+		return g
+	}
+	return m.fetch(ctx, s)
+}
+
+// fetch reads the session's group and current config with GetSessionConfig:
 // the runner's own (infrastructure) read, not the agent's, so it works for a
 // cli_scope=disabled group too. When the read fails the last config read (or
 // none: no packages, no limits) is used and a warning logged.
-func (m *Manager) group(ctx context.Context, s *Session) *guardv1.Group {
+func (m *Manager) fetch(ctx context.Context, s *Session) *guardv1.Group {
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := m.reg.GetSessionConfig(actx, &guardv1.GetSessionConfigRequest{SessionId: s.ID})

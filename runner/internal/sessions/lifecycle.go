@@ -41,14 +41,15 @@ func (m *Manager) Open(ctx context.Context, sess *guardv1.Session, g *guardv1.Gr
 	if g.GetId() == s.GroupID {
 		m.remember(g)
 	} else {
-		g = m.group(ctx, s)
+		g = m.fetch(ctx, s)
 	}
 	return s, m.start(ctx, s, g)
 }
 
-// Wake starts the session's agent unless it is running.
+// Wake starts the session's agent unless it is running, on the group's
+// config as last read (config.go).
 func (m *Manager) Wake(ctx context.Context, s *Session) error {
-	return m.start(ctx, s, m.group(ctx, s))
+	return m.start(ctx, s, m.known(ctx, s))
 }
 
 func (m *Manager) start(ctx context.Context, s *Session, g *guardv1.Group) error {
@@ -110,7 +111,7 @@ func (m *Manager) restart(ctx context.Context, s *Session, out io.Writer) error 
 	if m.fenced.Load() {
 		return fmt.Errorf("restart session %s: %w", s.ID, ErrFenced)
 	}
-	spec, err := m.spec(ctx, s, m.group(ctx, s), out)
+	spec, err := m.spec(ctx, s, m.fetch(ctx, s), out)
 	if err != nil {
 		return err
 	}

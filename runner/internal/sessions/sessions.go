@@ -44,8 +44,11 @@ type Config struct {
 	// OnGroup is told every group config read (the runner hosts the
 	// group's MCP servers as it names them).
 	OnGroup func(*guardv1.Group)
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
+	// OnToolsChanged is told of the server's TOOLS_CHANGED notice to a
+	// group's session: the settings of its guarded MCP tools changed.
+	OnToolsChanged func(group string)
+	Metrics        *metrics.Metrics
+	Log            *slog.Logger
 	// AckDeadline is how long an agent may hold inbox items without
 	// acknowledging anything before it is restarted (LivenessLoop; default
 	// 5m).
