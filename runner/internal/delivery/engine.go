@@ -135,7 +135,9 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 			r += " (no approver DM is known; an approver will see it in ncl approvals list)"
 		}
 		out := Held(resp.GetHoldId(), r)
-		out.Approvers = Approvers(resp.GetDecision().GetApproverRule())
+		if out.Approvers = resp.GetApprovers(); out.Approvers == "" {
+			out.Approvers = Approvers(resp.GetDecision().GetApproverRule())
+		}
 		return out
 	case guardv1.Effect_EFFECT_DENY:
 		e.count(name, "deny")

@@ -154,12 +154,17 @@ func TestEngineHeldSaysWhoMayApprove(t *testing.T) {
 	if out.Approvers != "telegram:dana" || !strings.Contains(n.ns[0].GetText(), "approval by telegram:dana (hold hold_9)") {
 		t.Fatalf("out = %+v, notice = %q", out, n.ns[0].GetText())
 	}
+	// The server's words, with names, win over the rule's ids.
+	d.resp.Approvers = "Dana (telegram:dana)"
+	if out := e.Submit(context.Background(), sess, "r2", "install_packages", pkgs(t)); out.Approvers != "Dana (telegram:dana)" {
+		t.Fatalf("out = %+v, want the server's approvers", out)
+	}
 	for _, c := range []struct {
 		rule *guardv1.ApproverRule
 		want string
 	}{
 		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "u1", AlsoUserIds: []string{"u2"}}}}, "u1 or u2"},
-		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{AgentGroupId: "ag_1", DeliveredTo: "telegram:dana"}}}, "an admin of agent group ag_1 (asked: telegram:dana)"},
+		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{AgentGroupId: "ag_1", DeliveredTo: "telegram:dana"}}}, "an admin of ag_1 (asked: telegram:dana)"},
 		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{}}}, "an owner or global admin"},
 		{nil, ""},
 	} {

@@ -2,12 +2,12 @@ package delivery
 
 import (
 	"fmt"
-	"strings"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 )
 
 // What the agent is told of an outcome, in words.
@@ -30,23 +30,9 @@ func noticeKind(st agentv1.SendStatus) agentv1.NoticeKind {
 	}[st]
 }
 
-// Approvers puts a HOLD's approver rule in words for the agent.
-func Approvers(r *guardv1.ApproverRule) string {
-	if x := r.GetExclusive(); x != nil {
-		return strings.Join(append([]string{x.GetUserId()}, x.GetAlsoUserIds()...), " or ")
-	}
-	if a := r.GetAdminsOfScope(); a != nil {
-		who := "an owner or global admin"
-		if g := a.GetAgentGroupId(); g != "" {
-			who = "an admin of agent group " + g
-		}
-		if d := a.GetDeliveredTo(); d != "" {
-			who += " (asked: " + d + ")"
-		}
-		return who
-	}
-	return ""
-}
+// Approvers puts a HOLD's approver rule in words for the agent (holdview's,
+// with ids: the server's words, with names, come with the decision).
+func Approvers(r *guardv1.ApproverRule) string { return holdview.Approvers(r, nil) }
 
 // NoticeText is the human line an agent gets for an outcome.
 func NoticeText(name string, out Outcome) string {

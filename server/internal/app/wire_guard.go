@@ -180,7 +180,7 @@ func standingFinder(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (*guar
 
 func holdResult(res approvals.CreateResult) guard.HoldResult {
 	return guard.HoldResult{HoldID: res.Hold.GetId(), Created: res.Created, Undelivered: res.Undelivered,
-		NoApprover: res.NoApprover, Reason: res.Reason}
+		NoApprover: res.NoApprover, Reason: res.Reason, Approvers: res.Approvers}
 }
 
 // invoke calls an RPC's handler in-process by reflection on the service

@@ -215,7 +215,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if err != nil {
 		return CreateResult{}, fmt.Errorf("create hold: %w", err)
 	}
-	res := CreateResult{Hold: hold, Created: true, Undelivered: target == ""}
+	res := CreateResult{Hold: hold, Created: true, Undelivered: target == "", Approvers: eligibleWords(candidates, required)}
 	before := &pgx.Batch{}
 	if req.BeforeEvent != nil {
 		if err := req.BeforeEvent(ctx, before, res); err != nil {
@@ -320,8 +320,8 @@ func orEmpty(s []string) []string {
 
 // candidate is an eligible approver and the channel types of their known DMs.
 type candidate struct {
-	id  string
-	dms []string
+	id, name string // name: the user's display name ("" when none)
+	dms      []string
 }
 
 // queuePickApprovers queues the read of the users who may resolve the hold
@@ -331,7 +331,7 @@ func queuePickApprovers(b *pgx.Batch, out *[]candidate, rule string, exclusive [
 	if rule == ruleExclusive {
 		// Each named user, in the rule's order; on a global hold only those
 		// who are owners or global admins (D1).
-		b.Queue(`SELECT u.id,
+		b.Queue(`SELECT u.id, COALESCE((SELECT display_name FROM users WHERE id = u.id), ''),
 				EXISTS (SELECT 1 FROM user_roles WHERE user_id = u.id AND (role = 'owner' OR (role = 'admin' AND agent_group_id IS NULL))),
 				ARRAY(SELECT channel_type FROM user_dms WHERE user_id = u.id ORDER BY channel_type)
 			FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) ORDER BY u.n`, exclusive).Query(func(rows pgx.Rows) error {
@@ -340,7 +340,7 @@ func queuePickApprovers(b *pgx.Batch, out *[]candidate, rule string, exclusive [
 					c   candidate
 					top bool
 				)
-				if err := rows.Scan(&c.id, &top, &c.dms); err != nil {
+				if err := rows.Scan(&c.id, &c.name, &top, &c.dms); err != nil {
 					return fmt.Errorf("pick approvers: %w", err)
 				}
 				if !global || top {
@@ -357,7 +357,8 @@ func queuePickApprovers(b *pgx.Batch, out *[]candidate, rule string, exclusive [
 	// tier -1: the named delivered-to user; 0: scoped admins of the anchor
 	// (not for global holds: they may not resolve them); 1: global admins;
 	// 2: owners.
-	b.Queue(`SELECT r.user_id, r.tier, ARRAY(SELECT channel_type FROM user_dms d WHERE d.user_id = r.user_id ORDER BY channel_type)
+	b.Queue(`SELECT r.user_id, COALESCE((SELECT display_name FROM users WHERE id = r.user_id), ''), r.tier,
+			ARRAY(SELECT channel_type FROM user_dms d WHERE d.user_id = r.user_id ORDER BY channel_type)
 		FROM (
 			SELECT NULLIF($3, '') AS user_id, -1 AS tier, NULL::timestamptz AS granted_at
 			UNION ALL
@@ -376,7 +377,7 @@ func queuePickApprovers(b *pgx.Batch, out *[]candidate, rule string, exclusive [
 				c    candidate
 				tier int
 			)
-			if err := rows.Scan(&c.id, &tier, &c.dms); err != nil {
+			if err := rows.Scan(&c.id, &c.name, &tier, &c.dms); err != nil {
 				return fmt.Errorf("pick approvers: %w", err)
 			}
 			switch {

@@ -155,7 +155,7 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 	var a answered
 	logRow := func(res HoldResult) *logRow {
 		a = e.answer(p, v.Decision, v)
-		a.resp.HoldId, a.resp.HoldCreated, a.resp.Undelivered = res.HoldID, res.Created, res.Undelivered
+		a.resp.HoldId, a.resp.HoldCreated, a.resp.Undelivered, a.resp.Approvers = res.HoldID, res.Created, res.Undelivered, res.Approvers
 		if res.NoApprover {
 			a.resp.HoldError = res.Reason
 		}
