@@ -164,6 +164,8 @@ func (r *Runner) wireSessions() {
 		DefaultCPUs: cfg.ContainerCPUs, DefaultMemory: cfg.ContainerMemory,
 		Conn: r.Conn, Engine: r.Engine, Metrics: r.Metrics, Log: r.Log, AckDeadline: cfg.InboxAckDeadline,
 		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }, Actions: r.Actions.Specs, Tools: r.Tools.List,
+			Limits:        cfg.Gateway,
+			OnRefused:     func(limit string) { r.Metrics.GatewayRefusalsTotal.WithLabelValues(limit).Inc() },
 			ServerOptions: r.tracing.ServerOptions()},
 		OnGroup:        r.Tools.Sync,
 		OnToolsChanged: r.Tools.Forget,
