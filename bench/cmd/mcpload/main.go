@@ -95,7 +95,22 @@ func run(c config) error {
 			}
 		}
 	}
-	report(c, names, openLoop(c, paths))
+	cpu := newCPUWatch(map[string][]int{"runner": {w.runnerPID}, "clawguard-mcp": w.facePIDs})
+	time.AfterFunc(c.warmup, cpu.begin)
+	res := openLoop(c, paths)
+	cpu.end()
+	report(c, names, res)
+	guarded, host := 0, 0
+	for i, name := range names {
+		if name == "host" || name == "gateway" {
+			guarded += len(res[i].lat)
+		}
+		if name == "host" {
+			host = len(res[i].lat)
+		}
+	}
+	fmt.Printf("CPU per guarded call: runner %s (over %d host and gateway calls), clawguard-mcp %s (over %d host calls)\n",
+		cpu.perCall("runner", guarded), guarded, cpu.perCall("clawguard-mcp", host), host)
 	return nil
 }
 

@@ -31,6 +31,9 @@ type world struct {
 	hosts    []*mcp.ClientSession
 	guard    guardv1.GuardClient
 	closers  []func()
+	// pids of the runner and of each clawguard-mcp, for their CPU.
+	runnerPID int
+	facePIDs  []int
 }
 
 type bearer string
@@ -145,6 +148,7 @@ func (w *world) startRunner(ctx context.Context) (string, error) {
 	if err := runner.Start(); err != nil {
 		return "", err
 	}
+	w.runnerPID = runner.Process.Pid
 	w.closers = append(w.closers, func() { runner.Process.Signal(os.Interrupt); runner.Wait() })
 	return rt.GetSecret(), nil
 }
@@ -178,6 +182,7 @@ func (w *world) connect(ctx context.Context, socks []string, runnerSecret string
 			}
 			w.closers = append(w.closers, func() { hs.Close() })
 			w.hosts = append(w.hosts, hs)
+			w.facePIDs = append(w.facePIDs, face.Process.Pid)
 		}
 	}
 	rconn, err := grpc.NewClient(w.c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(runnerSecret)))

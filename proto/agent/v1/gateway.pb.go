@@ -167,8 +167,13 @@ type SendRequest struct {
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Delivery action name: create_agent, install_packages, add_mcp_server,
 	// send_message, cli_request, ...
-	Action        string           `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
-	Payload       *structpb.Struct `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	Action  string           `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	Payload *structpb.Struct `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// The caller takes a DONE mcp_call's result as the MCP server's
+	// CallToolResult in JSON (SendResponse.result_json) rather than as result:
+	// it passes the result on to its MCP host, and neither side converts it
+	// to a Struct and back (clawguard-mcp sets it).
+	ResultAsJson  bool `protobuf:"varint,4,opt,name=result_as_json,json=resultAsJson,proto3" json:"result_as_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -224,6 +229,13 @@ func (x *SendRequest) GetPayload() *structpb.Struct {
 	return nil
 }
 
+func (x *SendRequest) GetResultAsJson() bool {
+	if x != nil {
+		return x.ResultAsJson
+	}
+	return false
+}
+
 // SendResponse is the immediate outcome.
 type SendResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -238,8 +250,11 @@ type SendResponse struct {
 	// For a send the gateway refused at one of its limits (FAILED): which one
 	// ("rate", "in_flight") and when to send again (the rate limit's next
 	// token; unset for in_flight: when one of the actions in flight answers).
-	Limit         string               `protobuf:"bytes,6,opt,name=limit,proto3" json:"limit,omitempty"`
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	Limit      string               `protobuf:"bytes,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// A DONE mcp_call's CallToolResult as JSON, for a SendRequest with
+	// result_as_json (result is then unset).
+	ResultJson    []byte `protobuf:"bytes,8,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,6 +334,13 @@ func (x *SendResponse) GetLimit() string {
 func (x *SendResponse) GetRetryAfter() *durationpb.Duration {
 	if x != nil {
 		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *SendResponse) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
 	}
 	return nil
 }
@@ -1114,12 +1136,13 @@ var File_agent_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x16agent/v1/gateway.proto\x12\bagent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"w\n" +
+	"\x16agent/v1/gateway.proto\x12\bagent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x01\n" +
 	"\vSendRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x121\n" +
-	"\apayload\x18\x03 \x01(\v2\x17.google.protobuf.StructR\apayload\"\x8e\x02\n" +
+	"\apayload\x18\x03 \x01(\v2\x17.google.protobuf.StructR\apayload\x12$\n" +
+	"\x0eresult_as_json\x18\x04 \x01(\bR\fresultAsJson\"\xaf\x02\n" +
 	"\fSendResponse\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.agent.v1.SendStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
@@ -1128,7 +1151,9 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\tapprovers\x18\x05 \x01(\tR\tapprovers\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\tR\x05limit\x12:\n" +
 	"\vretry_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"2\n" +
+	"retryAfter\x12\x1f\n" +
+	"\vresult_json\x18\b \x01(\fR\n" +
+	"resultJson\"2\n" +
 	"\fInboxRequest\x12\"\n" +
 	"\facknowledges\x18\x01 \x01(\bR\facknowledges\"\x92\x01\n" +
 	"\rInboxResponse\x124\n" +

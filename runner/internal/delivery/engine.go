@@ -103,13 +103,14 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource})
 	}
 
+	fp := fingerprint(requestID, name, payload)
 	req := &guardv1.DecideRequest{
 		Action:    a.CatalogAction,
 		Actor:     agentActor(s),
 		Resource:  resource,
 		Payload:   payload,
-		RequestId: DecisionRequestID(s, requestID, name, payload),
-		Card:      e.card(a, s, requestID, payload),
+		RequestId: s.ID + ":" + fp,
+		Card:      e.card(a, s, fp, payload),
 	}
 	resp, err := e.decide(ctx, req)
 	if err != nil {
@@ -279,7 +280,10 @@ func (e *Engine) decide(ctx context.Context, req *guardv1.DecideRequest) (*guard
 	return resp, err
 }
 
-func (e *Engine) card(a Action, s Session, requestID string, payload *structpb.Struct) *guardv1.HoldCard {
+// card is the hold card a HOLD answer makes its hold from. Its payload is
+// left out: the hold keeps the decided payload, which the frame carries
+// once. fp is the send's fingerprint (DecisionRequestID's).
+func (e *Engine) card(a Action, s Session, fp string, payload *structpb.Struct) *guardv1.HoldCard {
 	title, question := a.Name, fmt.Sprintf("Agent group %s asks to run %s.", s.GroupID, a.Name)
 	if a.Card != nil {
 		title, question = a.Card(s, payload)
@@ -289,9 +293,8 @@ func (e *Engine) card(a Action, s Session, requestID string, payload *structpb.S
 		Question:       question,
 		Kind:           a.ApprovalKind,
 		DeliveryAction: a.Name,
-		Payload:        payload,
 		// A retried send finds its live hold instead of making a second one.
-		DedupKey: a.Name + ":" + s.ID + ":" + fingerprint(requestID, a.Name, payload),
+		DedupKey: a.Name + ":" + s.ID + ":" + fp,
 	}
 }
 

@@ -60,6 +60,10 @@ type Outcome struct {
 	// decision's approver rule; "" when the runner was not told).
 	Approvers string
 	Result    *structpb.Struct
+	// ResultJSON is a result that came as JSON (an MCP tool's
+	// CallToolResult), kept so for a caller that takes it so (the gateway
+	// makes it a Result for one that does not); Result is then unset.
+	ResultJSON []byte
 	// Undecided marks an outcome that is not final: the guard could not
 	// decide (unreachable, or it failed closed for an infrastructure reason),
 	// or it allowed but the server could not be reached to apply. Nothing was
@@ -75,6 +79,19 @@ type Outcome struct {
 	// itself (a tool call's result), or as the handler's own durable inbox
 	// item (an approved tool call's result) — so no notice repeats it.
 	Told bool
+}
+
+// ResultStruct is the outcome's result as a Struct (from ResultJSON when it
+// came so; nil when it is not an object).
+func (o Outcome) ResultStruct() *structpb.Struct {
+	if o.Result != nil || len(o.ResultJSON) == 0 {
+		return o.Result
+	}
+	st := &structpb.Struct{}
+	if err := st.UnmarshalJSON(o.ResultJSON); err != nil {
+		return nil
+	}
+	return st
 }
 
 // Done, Failed and Held build outcomes.

@@ -16,7 +16,7 @@ import (
 func outcomeNotice(requestID, name string, out Outcome) *agentv1.Notice {
 	n := &agentv1.Notice{Kind: noticeKind(out.Status), Text: NoticeText(name, out), HoldId: out.HoldID, RequestId: requestID, At: timestamppb.Now()}
 	if out.Status == agentv1.SendStatus_SEND_STATUS_DONE {
-		n.Result = out.Result
+		n.Result = out.ResultStruct()
 	}
 	return n
 }

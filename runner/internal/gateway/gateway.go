@@ -230,7 +230,12 @@ func (g *Gateway) Send(ctx context.Context, req *agentv1.SendRequest) (*agentv1.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ActionTime)
 		defer cancel()
 		out := g.sub.Submit(actx, g.sess, req.GetRequestId(), req.GetAction(), req.GetPayload())
-		entry.resp = &agentv1.SendResponse{Status: out.Status, Reason: out.Reason, HoldId: out.HoldID, Result: out.Result, Approvers: out.Approvers}
+		entry.resp = &agentv1.SendResponse{Status: out.Status, Reason: out.Reason, HoldId: out.HoldID, Approvers: out.Approvers}
+		if req.GetResultAsJson() && out.Result == nil {
+			entry.resp.ResultJson = out.ResultJSON
+		} else {
+			entry.resp.Result = out.ResultStruct()
+		}
 		close(entry.done)
 	}()
 	select {

@@ -232,7 +232,7 @@ func (f *Face) send(ctx context.Context, tool, action string, payload map[string
 	f.inbox.begin(id)
 	cctx, cancel := context.WithTimeout(ctx, f.cfg.CallWait)
 	defer cancel()
-	resp, err := f.cfg.Gateway.Send(cctx, &agentv1.SendRequest{RequestId: id, Action: action, Payload: p}, grpc.WaitForReady(true))
+	resp, err := f.cfg.Gateway.Send(cctx, &agentv1.SendRequest{RequestId: id, Action: action, Payload: p, ResultAsJson: passThrough}, grpc.WaitForReady(true))
 	if err != nil {
 		f.inbox.unanswered(id)
 		switch status.Code(err) {

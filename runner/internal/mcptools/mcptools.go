@@ -144,11 +144,14 @@ func (t *Tools) run(ctx context.Context, c delivery.Call) delivery.Outcome {
 	if err != nil {
 		return delivery.Failed("mcp_call %s/%s allowed but not run: %v", server, tool, err)
 	}
-	st, err := resultStruct(res)
+	b, err := json.Marshal(res)
 	if err != nil {
 		return delivery.Failed("mcp_call %s/%s ran but its result could not be read: %v", server, tool, err)
 	}
-	out := delivery.Done(st, fmt.Sprintf("%s/%s ran", server, tool))
+	out := delivery.Done(nil, fmt.Sprintf("%s/%s ran", server, tool))
+	// As JSON: clawguard-mcp passes it on as it came; anyone else gets it
+	// as a Struct from the gateway.
+	out.ResultJSON = b
 	out.Told = true // the answer carries the result
 	return out
 }
