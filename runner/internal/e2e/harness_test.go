@@ -35,6 +35,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/app"
 	"github.com/clawguard/clawguard/runner/internal/config"
+	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 	"github.com/clawguard/clawguard/runner/internal/runtime/runtimetest"
 	"github.com/clawguard/clawguard/runner/internal/sessions"
@@ -262,6 +263,8 @@ type runnerOpts struct {
 	// serverAddr is where the runner dials the server ("": the server's
 	// own address; a wire-counting proxy in front of it otherwise).
 	serverAddr string
+	// gateway are the sessions' gateway limits (zero: the defaults).
+	gateway gateway.Limits
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -285,6 +288,9 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 	cfg.Server, cfg.TokenFile, cfg.ID, cfg.DataDir = s.addr, tokFile, id, dataDir
 	if o.serverAddr != "" {
 		cfg.Server = o.serverAddr
+	}
+	if o.gateway != (gateway.Limits{}) {
+		cfg.Gateway = o.gateway
 	}
 	cfg.Groups = o.groups
 	cfg.DecideWait = 10 * time.Second

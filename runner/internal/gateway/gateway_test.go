@@ -187,11 +187,11 @@ func TestFloodIsRateLimitedAndBounded(t *testing.T) {
 	// A refusal says which limit, its figures and flag, and when to retry;
 	// each is counted by limit.
 	for reason := range reasons {
-		if strings.Contains(reason, "rate limit") && (!strings.Contains(reason, "5 actions a second, 10 at once") ||
+		if strings.Contains(reason, "rate limited") && (!strings.Contains(reason, "5 actions a second, 10 at once") ||
 			!strings.Contains(reason, "--gateway-rate") || !strings.Contains(reason, "retry in ")) {
 			t.Fatalf("rate refusal %q does not say which limit and when to retry", reason)
 		}
-		if strings.Contains(reason, "in flight") && (!strings.Contains(reason, "3 actions in flight") || !strings.Contains(reason, "--gateway-in-flight")) {
+		if strings.Contains(reason, "in flight") && (!strings.Contains(reason, "this session has 3") || !strings.Contains(reason, "--gateway-in-flight")) {
 			t.Fatalf("in-flight refusal %q does not say which limit", reason)
 		}
 	}

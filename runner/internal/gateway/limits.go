@@ -30,7 +30,7 @@ func (g *Gateway) allow() (time.Duration, bool) {
 
 func (g *Gateway) rateWords(wait time.Duration) string {
 	l := g.opts.Limits
-	return fmt.Sprintf("refused: this session's rate limit (%g actions a second, %d at once; the runner's --gateway-rate and --gateway-burst) is reached: retry in %s",
+	return fmt.Sprintf("rate limited: this session's limit (%g actions a second, %d at once; the runner's --gateway-rate and --gateway-burst) is reached: retry in %s",
 		l.Rate, l.Burst, retryIn(wait))
 }
 
@@ -46,7 +46,7 @@ func (g *Gateway) refuseRate(requestID string, wait time.Duration) *agentv1.Send
 // of actions in flight.
 func (g *Gateway) refuseInFlight() *agentv1.SendResponse {
 	g.refused(LimitInFlight)
-	msg := fmt.Sprintf("refused: this session already has %d actions in flight, its limit (the runner's --gateway-in-flight): retry once one of them has answered",
+	msg := fmt.Sprintf("too many actions in flight: this session has %d, its limit (the runner's --gateway-in-flight): retry once one of them has answered",
 		g.opts.Limits.InFlight)
 	return &agentv1.SendResponse{Status: agentv1.SendStatus_SEND_STATUS_FAILED, Reason: msg, Limit: LimitInFlight}
 }
