@@ -48,6 +48,9 @@ type Tools struct {
 
 	mu     sync.Mutex
 	listed map[string]listing // "<group>/<server>" → its tools as last reported
+	// envs: group id → its servers' env values, scrubbed from what is
+	// reported of a server (its failure may quote its environment).
+	envs sync.Map
 }
 
 // run is one approved call in this process: its result is kept until the

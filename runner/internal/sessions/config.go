@@ -56,6 +56,17 @@ func (m *Manager) fetch(ctx context.Context, s *Session) *guardv1.Group {
 	return &guardv1.Group{Id: s.GroupID, Config: &guardv1.GroupConfig{}}
 }
 
+// fallback keeps a group's config for when GetSessionConfig cannot be read,
+// unless one was read already; it hosts no MCP server (its secrets are
+// redacted: only GetSessionConfig's config is handed to OnGroup).
+func (m *Manager) fallback(g *guardv1.Group) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.groups[g.GetId()] == nil {
+		m.groups[g.GetId()] = g
+	}
+}
+
 // remember keeps a group's config as the last one read.
 func (m *Manager) remember(g *guardv1.Group) {
 	m.mu.Lock()

@@ -38,12 +38,13 @@ func (m *Manager) Open(ctx context.Context, sess *guardv1.Session, g *guardv1.Gr
 	if err != nil {
 		return nil, err
 	}
+	// The config is read with GetSessionConfig, the one answer that carries
+	// the group's MCP server environment (OpenSession's is redacted); g is
+	// the fallback when that read fails.
 	if g.GetId() == s.GroupID {
-		m.remember(g)
-	} else {
-		g = m.fetch(ctx, s)
+		m.fallback(g)
 	}
-	return s, m.start(ctx, s, g)
+	return s, m.start(ctx, s, m.fetch(ctx, s))
 }
 
 // Wake starts the session's agent unless it is running, on the group's
