@@ -35,6 +35,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/app"
 	"github.com/clawguard/clawguard/runner/internal/config"
+	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 	"github.com/clawguard/clawguard/runner/internal/runtime/runtimetest"
 	"github.com/clawguard/clawguard/runner/internal/sessions"
@@ -259,6 +260,11 @@ type runnerOpts struct {
 	containerCPUs, containerMemory string
 	// ackDeadline is --inbox-ack-deadline (0: the default).
 	ackDeadline time.Duration
+	// serverAddr is where the runner dials the server ("": the server's
+	// own address; a wire-counting proxy in front of it otherwise).
+	serverAddr string
+	// gateway are the sessions' gateway limits (zero: the defaults).
+	gateway gateway.Limits
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -280,6 +286,12 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 	}
 	cfg := config.Default()
 	cfg.Server, cfg.TokenFile, cfg.ID, cfg.DataDir = s.addr, tokFile, id, dataDir
+	if o.serverAddr != "" {
+		cfg.Server = o.serverAddr
+	}
+	if o.gateway != (gateway.Limits{}) {
+		cfg.Gateway = o.gateway
+	}
 	cfg.Groups = o.groups
 	cfg.DecideWait = 10 * time.Second
 	if o.decideWait > 0 {

@@ -151,7 +151,7 @@ func (r *Runtime) start(ctx context.Context, spec rt.SessionSpec) (rt.Handle, er
 	if err != nil {
 		return rt.Handle{}, err
 	}
-	if err := rt.CheckGatewaySocket(spec.GatewaySocket); err != nil {
+	if err := rt.CheckEndpoints(spec.Endpoints); err != nil {
 		return rt.Handle{}, fmt.Errorf("start session %s: %w", spec.SessionID, err)
 	}
 	if err := r.prepareSessionDir(spec.SessionDir); err != nil {
@@ -180,17 +180,7 @@ func (r *Runtime) containerConfig(spec rt.SessionSpec) (*container.Config, *cont
 	if err != nil {
 		return nil, nil, err
 	}
-	env := make([]string, 0, len(spec.Env)+4)
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	env = append(env,
-		rt.EnvGatewaySocket+"="+rt.ContainerGatewaySocket,
-		rt.EnvWorkspace+"="+rt.ContainerWorkspace,
-		rt.EnvSessionID+"="+spec.SessionID,
-		rt.EnvGroupID+"="+spec.AgentGroupID,
-	)
+	env := rt.AgentEnv(spec, rt.ContainerWorkspace, false)
 	pids := spec.EffectivePidsLimit()
 	cfg := &container.Config{
 		Image:      spec.Image,
@@ -212,10 +202,7 @@ func (r *Runtime) containerConfig(spec rt.SessionSpec) (*container.Config, *cont
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
 		Tmpfs:          map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=16m"},
-		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: spec.SessionDir, Target: rt.ContainerWorkspace},
-			{Type: mount.TypeBind, Source: spec.GatewaySocket, Target: rt.ContainerGatewaySocket},
-		},
+		Mounts:         mounts(spec),
 		Resources: container.Resources{
 			PidsLimit: &pids,
 			NanoCPUs:  nanoCPUs, // 0 → no limit, as if --cpus were not passed
@@ -223,6 +210,15 @@ func (r *Runtime) containerConfig(spec rt.SessionSpec) (*container.Config, *cont
 		},
 	}
 	return cfg, host, nil
+}
+
+// mounts are the session's workspace and each of its endpoints' sockets.
+func mounts(spec rt.SessionSpec) []mount.Mount {
+	out := []mount.Mount{{Type: mount.TypeBind, Source: spec.SessionDir, Target: rt.ContainerWorkspace}}
+	for _, e := range spec.Endpoints {
+		out = append(out, mount.Mount{Type: mount.TypeBind, Source: e.HostSocket, Target: e.ContainerSocket})
+	}
+	return out
 }
 
 // prepareSessionDir makes sure the agent's non-root user can write its
