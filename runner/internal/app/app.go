@@ -22,6 +22,7 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/connect"
 	"github.com/clawguard/clawguard/runner/internal/decide"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
+	"github.com/clawguard/clawguard/runner/internal/egress"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/handlers"
 	"github.com/clawguard/clawguard/runner/internal/lease"
@@ -49,11 +50,14 @@ type Runner struct {
 	Sessions *sessions.Manager
 	MCP      *mcphost.Host
 	Tools    *mcptools.Tools
+	Egress   *egress.Proxy // every session's way out
 	Metrics  *metrics.Metrics
 	registry *metricsRegistry
 	regCli   guardv1.RegistryClient
-	applied  *connect.Applied
-	connect  *connect.Client
+	// egressPolicy is what no agent reaches; sessions add their listeners.
+	egressPolicy *egress.AddressPolicy
+	applied      *connect.Applied
+	connect      *connect.Client
 	// lease fences the runner when it cannot renew its lease in time.
 	lease *lease.Tracker
 	// holdsDone remembers what replayed holds did outside the database.
@@ -100,6 +104,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Runner, e
 		return nil, err
 	}
 	r.wireDelivery()
+	if err := r.wireEgress(); err != nil {
+		return nil, err
+	}
 	if err := r.wireMCP(); err != nil {
 		return nil, err
 	}
@@ -114,7 +121,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Runner, e
 // newRuntime is the configured runtime (--runtime).
 func newRuntime(ctx context.Context, cfg config.Config, log *slog.Logger) (rt.Runtime, error) {
 	if cfg.Runtime == "docker" {
-		return docker.New(ctx, docker.Config{InstallID: cfg.ID, BuildNetwork: cfg.BuildNetwork, MCPNetwork: cfg.MCPNetwork, Logger: log})
+		tools, err := agentTools(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return docker.New(ctx, docker.Config{InstallID: cfg.ID, BuildNetwork: cfg.BuildNetwork, MCPNetwork: cfg.MCPNetwork,
+			HomeSize: cfg.Tools.HomeSize, Tools: tools, Logger: log})
 	}
 	return process.New(process.Config{InstallID: cfg.ID, Logger: log}), nil
 }
@@ -169,6 +181,7 @@ func (r *Runner) wireSessions() {
 			ServerOptions: r.tracing.ServerOptions()},
 		OnGroup:        r.Tools.Sync,
 		OnToolsChanged: r.Tools.Forget,
+		Egress:         r.Egress, EgressPolicy: r.egressPolicy,
 	})
 	r.Engine.Notifier = r.Sessions
 	r.lease = lease.New(r.Log)

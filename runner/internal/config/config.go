@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/proto/agentenv"
 	"github.com/clawguard/clawguard/proto/flagfile"
+	"github.com/clawguard/clawguard/runner/internal/egress"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
@@ -60,6 +62,9 @@ type Config struct {
 	// Gateway are the limits of every session's gateway (--gateway-rate,
 	// --gateway-burst, --gateway-in-flight).
 	Gateway gateway.Limits
+	// Egress is an agent's way out; Tools what every agent image gets.
+	Egress Egress
+	Tools  AgentTools
 }
 
 // Default is the config before flags and env.
@@ -77,6 +82,8 @@ func Default() Config {
 		BuildNetwork:     "default",
 		MCPNetwork:       "none",
 		Gateway:          gateway.DefaultLimits,
+		Egress:           Egress{Limits: egress.DefaultLimits},
+		Tools:            AgentTools{HomeSize: "256m"},
 	}
 }
 
@@ -228,6 +235,7 @@ func (p *parser) define(c *Config) {
 	p.float(&c.Gateway.Rate, "gateway-rate", "actions a second one session's agent may send (past it, a send is refused with when to retry)")
 	p.int(&c.Gateway.Burst, "gateway-burst", "actions one session's agent may send at once, above --gateway-rate")
 	p.int(&c.Gateway.InFlight, "gateway-in-flight", "actions of one session decided or running at once")
+	p.defineEgress(c)
 	if v, _, ok := lookupEnv("group"); ok {
 		c.Groups = splitList(v)
 	}
@@ -292,6 +300,9 @@ func addEnv(m map[string]string, kv string) error {
 	if !ok || k == "" || strings.ContainsAny(k, " \t") {
 		return fmt.Errorf("--agent-env %q: want KEY=VALUE", kv)
 	}
+	if agentenv.Reserved(k) {
+		return fmt.Errorf("--agent-env %s: the runner sets it for every agent (its gateway, its way out, its model endpoint, its HOME and CA roots)", k)
+	}
 	m[k] = v
 	return nil
 }
@@ -346,6 +357,9 @@ func (c Config) Validate() error {
 		if g == "" || strings.ContainsAny(g, " \t\n") {
 			return fmt.Errorf("--group %q: not a group id or name", g)
 		}
+	}
+	if err := c.validateEgress(); err != nil {
+		return err
 	}
 	if c.MCPNetwork == "" || strings.ContainsAny(c.MCPNetwork, " \t\n") {
 		return fmt.Errorf("--mcp-network %q: want a Docker network name (none, bridge, ...)", c.MCPNetwork)

@@ -42,14 +42,16 @@ import (
 )
 
 var (
-	bins        string // dir holding clawguard-server and demo-agent
-	demoImage   = "clawguard-agent-demo:e2e"
-	dockerErr   error // nil when the demo image was built
-	serverBin   string
-	demoAgent   string
-	mcpBin      string // clawguard-mcp, also in the demo image at docker.MCPBinaryPath
-	quietAgent  string // an agent that only waits (it reads no inbox): the runtime tests' sleeper
-	buildOutput string
+	bins       string // dir holding clawguard-server and demo-agent
+	demoImage  = "clawguard-agent-demo:e2e"
+	dockerErr  error // nil when the demo image was built
+	serverBin  string
+	demoAgent  string
+	mcpBin     string // clawguard-mcp, also in the demo image at docker.MCPBinaryPath
+	quietAgent string // an agent that only waits (it reads no inbox): the runtime tests' sleeper
+	// egressClient is Go's net/http client with HTTPS_PROXY, run in agent containers.
+	egressClient string
+	buildOutput  string
 )
 
 func TestMain(m *testing.M) {
@@ -63,10 +65,13 @@ func TestMain(m *testing.M) {
 	demoAgent = filepath.Join(dir, "demo-agent")
 	mcpBin = filepath.Join(dir, "clawguard-mcp")
 	quietAgent = filepath.Join(dir, "quiet-agent")
+	egressClient = filepath.Join(dir, "egressclient")
 	for _, b := range []struct{ out, pkg string }{
 		{serverBin, "github.com/clawguard/clawguard/server/cmd/clawguard-server"},
 		{demoAgent, "github.com/clawguard/clawguard/runner/agent/demo"},
 		{mcpBin, "github.com/clawguard/clawguard/runner/cmd/clawguard-mcp"},
+		{filepath.Join(dir, "clawguard-init"), "github.com/clawguard/clawguard/runner/cmd/clawguard-init"},
+		{filepath.Join(dir, "egressclient"), "github.com/clawguard/clawguard/runner/internal/e2e/testdata/egressclient"},
 	} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -265,6 +270,14 @@ type runnerOpts struct {
 	serverAddr string
 	// gateway are the sessions' gateway limits (zero: the defaults).
 	gateway gateway.Limits
+	// egressAllow are the ranges opened to agents (--egress-allow-cidr);
+	// egressHoldWait is --egress-hold-wait (0: the default); caFile is
+	// --agent-ca-file ("": none, the image's own).
+	egressAllow    []string
+	egressHoldWait time.Duration
+	caFile         string
+	// metricsListen is --metrics-listen ("": off).
+	metricsListen string
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -306,6 +319,15 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 		cfg.Runtime = "process"
 	}
 	cfg.AgentBinary, cfg.AgentImage = demoAgent, demoImage
+	cfg.Tools.Dir, cfg.Tools.CAFile = bins, "none"
+	if o.caFile != "" {
+		cfg.Tools.CAFile = o.caFile
+	}
+	cfg.Egress.AllowCIDRs = o.egressAllow
+	cfg.MetricsListen = o.metricsListen
+	if o.egressHoldWait > 0 {
+		cfg.Egress.Limits.HoldWait = o.egressHoldWait
+	}
 	if o.agentBinary != "" {
 		cfg.AgentBinary = o.agentBinary
 	}

@@ -70,6 +70,13 @@ const (
 	// ContainerGatewaySocket is where the gateway socket appears in a container.
 	ContainerGatewaySocket = "/run/clawguard/gateway.sock"
 
+	// ContainerEgressSocket is where the egress socket appears in a
+	// container; EnvEgressSocket and EnvEgressListen tell clawguard-init
+	// where it is and where to listen for the agent.
+	ContainerEgressSocket = "/run/clawguard/egress.sock"
+	EnvEgressSocket       = "CLAWGUARD_EGRESS_SOCKET"
+	EnvEgressListen       = "CLAWGUARD_EGRESS_LISTEN"
+
 	// EnvGatewaySocket names the agent gateway's unix socket path.
 	EnvGatewaySocket = "CLAWGUARD_GATEWAY_SOCKET"
 	// EnvWorkspace names the agent's working directory.
@@ -100,8 +107,11 @@ const DefaultPidsLimit int64 = 256
 type SessionSpec struct {
 	SessionID    string
 	AgentGroupID string
-	Image        string            // docker: image ref of the group; process: path of the agent binary
-	Command      []string          // arguments (docker: appended to the image's entrypoint)
+	Image        string   // docker: image ref of the group; process: path of the agent binary
+	Command      []string // arguments (docker: appended to the image's entrypoint)
+	// AgentCommand, when set, replaces the image's command (docker: after
+	// clawguard-init) or the agent binary (process): the group's own.
+	AgentCommand []string
 	Env          map[string]string // extra environment; the CLAWGUARD_* variables above are always set
 	SessionDir   string            // host directory; the agent's /workspace (docker) or working dir (process)
 	// Endpoints are what the session gives its agent, each a unix socket

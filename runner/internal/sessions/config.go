@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"time"
 
+	"github.com/clawguard/clawguard/proto/agentenv"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
@@ -97,7 +99,7 @@ func (m *Manager) spec(ctx context.Context, s *Session, g *guardv1.Group, out io
 		return rt.SessionSpec{}, fmt.Errorf("session %s: %w", s.ID, err)
 	}
 	spec := rt.SessionSpec{
-		SessionID: s.ID, AgentGroupID: s.GroupID, Env: m.cfg.AgentEnv,
+		SessionID: s.ID, AgentGroupID: s.GroupID, Env: m.agentEnv(g), AgentCommand: cfg.GetAgentCommand(),
 		SessionDir: s.Dir, Endpoints: s.endpoints,
 		CPUs: orDefault(cfg.GetCpus(), m.cfg.DefaultCPUs), Memory: orDefault(cfg.GetMemory(), m.cfg.DefaultMemory),
 	}
@@ -119,6 +121,24 @@ func (m *Manager) lastImage(group string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.images[group]
+}
+
+// agentEnv is the agent's own environment: the runner's --agent-env, then
+// the group's (a group's value wins; the runner's own variables are never
+// a group's to set, the server refuses them and they are skipped here).
+func (m *Manager) agentEnv(g *guardv1.Group) map[string]string {
+	env := maps.Clone(m.cfg.AgentEnv)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for k, v := range g.GetConfig().GetAgentEnv() {
+		if agentenv.Reserved(k) {
+			m.log.Warn("a group's agent variable the runner owns was not set", "group", g.GetId(), "variable", k)
+			continue
+		}
+		env[k] = v
+	}
+	return env
 }
 
 func orDefault(v, def string) string {

@@ -25,6 +25,9 @@ type Endpoint struct {
 	// the agent sees it (ContainerSocket in a container, the host path for
 	// a process).
 	Env func(socket string) map[string]string
+	// HostEnv, when set, is the variables a host process gets instead of
+	// Env(host path) (an endpoint whose host side is not its socket).
+	HostEnv func(s *Session, socket string) map[string]string
 	// Serve starts serving the session on a fresh socket at path; closing
 	// what it returns stops serving and removes the socket.
 	Serve func(s *Session, path string) (io.Closer, error)
@@ -39,7 +42,11 @@ type Endpoint struct {
 // appears in the container, its variables and its Serve — handed in
 // through Config like the gateway's options — and nothing else changes.
 func (m *Manager) endpoints() []Endpoint {
-	return []Endpoint{m.gatewayEndpoint()}
+	out := []Endpoint{m.gatewayEndpoint()}
+	if m.cfg.Egress != nil {
+		out = append(out, m.egressEndpoint())
+	}
+	return out
 }
 
 // gatewayEndpoint is the agent gateway (agent.v1.AgentGateway): actions
@@ -87,8 +94,12 @@ func (m *Manager) serve(s *Session) error {
 			return fmt.Errorf("session %s: serve its %s: %w", s.ID, e.Name, err)
 		}
 		s.stops = append(s.stops, stop)
+		hostEnv := e.Env(path)
+		if e.HostEnv != nil {
+			hostEnv = e.HostEnv(s, path)
+		}
 		s.endpoints = append(s.endpoints, rt.Endpoint{Name: e.Name, HostSocket: path, ContainerSocket: e.ContainerSocket,
-			ContainerEnv: e.Env(e.ContainerSocket), HostEnv: e.Env(path)})
+			ContainerEnv: e.Env(e.ContainerSocket), HostEnv: hostEnv})
 	}
 	return nil
 }

@@ -158,6 +158,10 @@ func (m *Manager) freeze(ctx context.Context, s *Session, reason string) error {
 		return fmt.Errorf("freeze %s: %w", s.ID, err)
 	}
 	s.frozen.Store(true)
+	if m.cfg.Egress != nil {
+		// Its connections out are cut at once, before the agent is stopped.
+		m.cfg.Egress.Cut(s.ID, "frozen: "+reason)
+	}
 	if err := m.cfg.Runtime.Stop(ctx, s.ID); err != nil {
 		return fmt.Errorf("freeze %s: stop the agent: %w", s.ID, err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
+	"github.com/clawguard/clawguard/runner/internal/egress"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
@@ -49,6 +50,10 @@ type Config struct {
 	OnToolsChanged func(group string)
 	Metrics        *metrics.Metrics
 	Log            *slog.Logger
+	// Egress serves each session's way out (nil: its agent has none);
+	// EgressPolicy learns the runner's own listeners it makes.
+	Egress       *egress.Proxy
+	EgressPolicy *egress.AddressPolicy
 	// AckDeadline is how long an agent may hold inbox items without
 	// acknowledging anything before it is restarted (LivenessLoop; default
 	// 5m).
@@ -84,6 +89,7 @@ type Session struct {
 	// them; stops stop serving them.
 	endpoints  []rt.Endpoint
 	stops      []io.Closer
+	egressAddr string       // process runtime: the loopback forwarder to its egress socket
 	lastActive atomic.Int64 // unix nanos
 	version    atomic.Int64 // config version of the running image
 	// frozen: a freeze stopped the agent; it does not start until the

@@ -172,7 +172,7 @@ func checkUpdateGroupConfig(r *guardv1.UpdateGroupConfigRequest) (scope string, 
 	}
 	for k := range r.GetAgentEnv() {
 		if agentenv.Reserved(k) {
-			return "", invalid("agent_env", "%s is the runner's own variable (CLAWGUARD_*, ANTHROPIC_*, OPENAI_*, HOME, the proxy and CA variables): it cannot be set", k)
+			return "", invalid("agent_env", "%s is the runner's own variable (its gateway, workspace and identity, HOME, the proxy, model endpoint and CA variables): it cannot be set", k)
 		}
 	}
 	if r.AgentCommand != nil && len(r.GetAgentCommand().GetArgs()) > 0 && strings.TrimSpace(r.GetAgentCommand().GetArgs()[0]) == "" {

@@ -46,6 +46,8 @@ type Config struct {
 	// "none". A server that calls an API needs one ("bridge"); an agent's
 	// container never has one, so it reaches no MCP server either way.
 	MCPNetwork string
+	// HomeSize caps the agent's HOME, a tmpfs (default 256m).
+	HomeSize string
 	// Tools are copied into every group image (AgentTools): the zero value
 	// copies none (tests of other things).
 	Tools  AgentTools
@@ -87,6 +89,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.MCPNetwork == "" {
 		cfg.MCPNetwork = "none"
+	}
+	if cfg.HomeSize == "" {
+		cfg.HomeSize = "256m"
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 10 * time.Second
@@ -180,11 +185,17 @@ func (r *Runtime) containerConfig(spec rt.SessionSpec) (*container.Config, *cont
 	if err != nil {
 		return nil, nil, err
 	}
-	env := rt.AgentEnv(spec, rt.ContainerWorkspace, false)
+	env := append(rt.AgentEnv(spec, rt.ContainerWorkspace, false), r.agentEnv()...)
 	pids := spec.EffectivePidsLimit()
+	home, err := r.homeTmpfs()
+	if err != nil {
+		return nil, nil, err
+	}
+	entrypoint, cmd := r.command(spec)
 	cfg := &container.Config{
 		Image:      spec.Image,
-		Cmd:        spec.Command,
+		Entrypoint: entrypoint,
+		Cmd:        cmd,
 		Env:        env,
 		User:       r.cfg.User,
 		WorkingDir: rt.ContainerWorkspace,
@@ -201,7 +212,7 @@ func (r *Runtime) containerConfig(spec rt.SessionSpec) (*container.Config, *cont
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
-		Tmpfs:          map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=16m"},
+		Tmpfs:          map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=16m", AgentHome: home},
 		Mounts:         mounts(spec),
 		Resources: container.Resources{
 			PidsLimit: &pids,

@@ -105,7 +105,11 @@ func (r *Runtime) start(spec rt.SessionSpec) (rt.Handle, error) {
 			"cpus", spec.CPUs, "memory", spec.Memory, "pids_limit", spec.PidsLimit)
 	}
 
-	cmd := exec.Command(spec.Image, spec.Command...)
+	argv := append([]string{spec.Image}, spec.Command...)
+	if len(spec.AgentCommand) > 0 { // the group's own command, instead of the agent binary
+		argv = append(append([]string(nil), spec.AgentCommand...), spec.Command...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.SessionDir
 	cmd.Env = environ(spec)
 	log := r.log.With("session", spec.SessionID)
@@ -125,7 +129,7 @@ func (r *Runtime) start(spec rt.SessionSpec) (rt.Handle, error) {
 	r.mu.Lock()
 	r.procs[spec.SessionID] = p
 	r.mu.Unlock()
-	log.Info("agent process started", "pid", cmd.Process.Pid, "binary", spec.Image)
+	log.Info("agent process started", "pid", cmd.Process.Pid, "binary", argv[0])
 	return rt.Handle{SessionID: spec.SessionID, ID: strconv.Itoa(cmd.Process.Pid)}, nil
 }
 
