@@ -31,9 +31,21 @@ func (r *Runner) wireEgress() error {
 		},
 		Approvals: guardv1.NewApprovalsClient(r.Conn),
 	}
-	r.Egress, err = egress.New(egress.Config{Decider: guard, Awaiter: guard, Policy: r.egressPolicy,
+	r.Egress, err = egress.New(egress.Config{Decider: guard, Awaiter: guard, Policy: r.egressPolicy, Resolver: resolver(r.Config.Egress.DNS),
 		Limits: r.Config.Egress.Limits, Metrics: egress.NewMetrics(r.registry.Registry), Log: r.Log})
 	return err
+}
+
+// resolver resolves agents' destinations: with the server --egress-dns
+// names ("" = the host's resolver).
+func resolver(server string) egress.Resolver {
+	if server == "" {
+		return net.DefaultResolver
+	}
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server)
+	}}
 }
 
 // addOwnAddresses marks what no agent may reach through the runner: the

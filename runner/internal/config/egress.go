@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/clawguard/clawguard/runner/internal/egress"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
@@ -13,7 +14,10 @@ type Egress struct {
 	// AllowCIDRs are ranges an agent may reach though private or loopback
 	// (--egress-allow-cidr): the tests open 127.0.0.1/32.
 	AllowCIDRs []string
-	Limits     egress.Limits
+	// DNS is the server (host:port) the runner resolves agents' names with
+	// ("" = the host's resolver).
+	DNS    string
+	Limits egress.Limits
 }
 
 // AgentTools are what the runner puts in every agent image it builds and
@@ -42,6 +46,7 @@ func (p *parser) defineEgress(c *Config) {
 		c.Egress.AllowCIDRs = append(c.Egress.AllowCIDRs, v)
 		return nil
 	})
+	p.str(&c.Egress.DNS, "egress-dns", "DNS server (host:port) that resolves agents' destinations (empty = the host's resolver)")
 	l := &c.Egress.Limits
 	p.dur(&l.HoldWait, "egress-hold-wait", "how long a held connection waits for its approval before 403 names the hold")
 	p.int(&l.MaxOpen, "egress-max-open", "connections one session may have open at once")
@@ -59,6 +64,11 @@ func (p *parser) defineEgress(c *Config) {
 func (c Config) validateEgress() error {
 	if _, err := egress.ParseAllowed(c.Egress.AllowCIDRs); err != nil {
 		return err
+	}
+	if c.Egress.DNS != "" {
+		if _, _, err := net.SplitHostPort(c.Egress.DNS); err != nil {
+			return fmt.Errorf("--egress-dns %q: want host:port", c.Egress.DNS)
+		}
 	}
 	if err := c.Egress.Limits.Validate(); err != nil {
 		return fmt.Errorf("--egress-*: %v", err)

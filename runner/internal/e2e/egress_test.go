@@ -14,10 +14,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,9 +36,13 @@ type destination struct {
 	*httptest.Server
 	conns atomic.Int32
 	port  int
+	// ticks counts what /stream wrote; streamEnded is closed when a
+	// /stream's connection is gone.
+	ticks       atomic.Int32
+	streamEnded chan struct{}
 }
 
-// testTLS is a self-signed certificate for localhost, 127.0.0.1 and ::1:
+// testTLS is a self-signed certificate for *.egress.test and 127.0.0.1:
 // the CA the runner puts in the agent image (--agent-ca-file).
 type testTLS struct {
 	cert   tls.Certificate
@@ -52,7 +58,7 @@ func newTestTLS(t *testing.T) *testTLS {
 	tpl := &x509.Certificate{
 		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "egress-test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+		DNSNames: []string{"*.egress.test"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -70,14 +76,17 @@ func newTestTLS(t *testing.T) *testTLS {
 // serve starts a destination: HTTPS with the test certificate, or plain.
 func (c *testTLS) serve(t *testing.T, secure bool) *destination {
 	t.Helper()
-	d := &destination{}
+	d := &destination{streamEnded: make(chan struct{})}
+	var endOnce sync.Once
 	d.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/stream" { // until the client goes
+			defer endOnce.Do(func() { close(d.streamEnded) })
 			for {
 				if _, err := fmt.Fprintln(w, "tick"); err != nil {
 					return
 				}
 				w.(http.Flusher).Flush()
+				d.ticks.Add(1)
 				select {
 				case <-r.Context().Done():
 					return
@@ -104,9 +113,12 @@ func (c *testTLS) serve(t *testing.T, secure bool) *destination {
 }
 
 // egressWorld is a group on the Debian base (curl in it) with one agent
-// container that only waits (sleep), its runner opening loopback to
-// agents, the test CA in the agent's image, and egressclient in its
-// workspace.
+// container that only waits (sleep), its runner opening 127.0.0.1 to
+// agents and resolving their names with a DNS server the test controls
+// (*.egress.test: api → 127.0.0.1, private → 10.0.0.5, mixed → 127.0.0.1
+// and 10.0.0.5, rebind → 127.0.0.1 then 169.254.169.254), the test CA in
+// the agent's image, and egressclient in its workspace. (Names, not
+// localhost: clients never proxy localhost, and NO_PROXY names it.)
 type egressWorld struct {
 	s         *server
 	r         *runner
@@ -116,13 +128,23 @@ type egressWorld struct {
 	owner     string
 	tls       *testTLS
 	metrics   string // the runner's metrics listener (never reachable)
+	dns       *testDNS
 }
+
+var (
+	loopback   = netip.MustParseAddr("127.0.0.1")
+	private    = netip.MustParseAddr("10.0.0.5")
+	metadataIP = netip.MustParseAddr("169.254.169.254")
+)
 
 func newEgressWorld(t *testing.T) *egressWorld {
 	t.Helper()
 	base := debianBase(t)
 	ctx := context.Background()
-	w := &egressWorld{s: startServer(t), tls: newTestTLS(t), metrics: freeAddr(t)}
+	w := &egressWorld{s: startServer(t), tls: newTestTLS(t), metrics: freeAddr(t), dns: newTestDNS(t, map[string][][]netip.Addr{
+		"api.egress.test": {{loopback}}, "private.egress.test": {{private}}, "mixed.egress.test": {{loopback, private}},
+		"rebind.egress.test": {{loopback}, {metadataIP}},
+	})}
 	w.owner = w.s.owner(t, "telegram:olivia")
 	resp, err := w.s.op.registry.CreateGroup(ctx, &guardv1.CreateGroupRequest{Name: "egress", BaseImage: base})
 	if err != nil {
@@ -135,7 +157,7 @@ func newEgressWorld(t *testing.T) *egressWorld {
 		t.Fatal(err)
 	}
 	w.r = w.s.startRunner(t, runnerOpts{runtime: "docker", groups: []string{w.group}, caFile: w.tls.caFile,
-		egressAllow: []string{"127.0.0.1/32", "::1/128"}, egressHoldWait: time.Second, metricsListen: w.metrics})
+		egressAllow: []string{"127.0.0.1/32"}, egressHoldWait: time.Second, metricsListen: w.metrics, egressDNS: w.dns.addr})
 	w.sess = w.r.session(t, w.group)
 	w.container = w.r.Runtime.(*docker.Runtime).ContainerName(w.sess.ID)
 	waitFor(t, 120*time.Second, "the agent container", func() bool {
@@ -202,23 +224,23 @@ func holdOf(out string) string {
 func TestEgressFromAContainer(t *testing.T) {
 	w := newEgressWorld(t)
 	allowed, denied, held, plain := w.tls.serve(t, true), w.tls.serve(t, true), w.tls.serve(t, true), w.tls.serve(t, false)
-	w.rule(t, "localhost", allowed.port, guardv1.Effect_EFFECT_ALLOW)
-	w.rule(t, "localhost", denied.port, guardv1.Effect_EFFECT_DENY)
-	w.rule(t, "localhost", plain.port, guardv1.Effect_EFFECT_ALLOW)
+	w.rule(t, "api.egress.test", allowed.port, guardv1.Effect_EFFECT_ALLOW)
+	w.rule(t, "api.egress.test", denied.port, guardv1.Effect_EFFECT_DENY)
+	w.rule(t, "api.egress.test", plain.port, guardv1.Effect_EFFECT_ALLOW)
 
-	if out, code := w.curl(t, fmt.Sprintf("https://localhost:%d/", allowed.port)); code != 0 || !strings.Contains(out, "connect=200 code=200") {
+	if out, code := w.curl(t, fmt.Sprintf("https://api.egress.test:%d/", allowed.port)); code != 0 || !strings.Contains(out, "connect=200 code=200") {
 		t.Fatalf("curl to an allowed destination: exit %d, %s", code, out)
 	}
-	if out := w.goGet(t, fmt.Sprintf("https://localhost:%d/", allowed.port)); out != "status 200 body hello" {
+	if out := w.goGet(t, fmt.Sprintf("https://api.egress.test:%d/", allowed.port)); out != "status 200 body hello" {
 		t.Fatalf("Go to an allowed destination: %s", out)
 	}
-	if out, code := execIn(t, w.container, "curl", "-sS", "--max-time", "30", fmt.Sprintf("http://localhost:%d/", plain.port)); code != 0 || out != "hello" {
+	if out, code := execIn(t, w.container, "curl", "-sS", "--max-time", "30", fmt.Sprintf("http://api.egress.test:%d/", plain.port)); code != 0 || out != "hello" {
 		t.Fatalf("curl, plain HTTP: exit %d, %q", code, out)
 	}
-	if out, code := w.curl(t, fmt.Sprintf("https://localhost:%d/", denied.port)); code == 0 || !strings.Contains(out, "connect=403") {
+	if out, code := w.curl(t, fmt.Sprintf("https://api.egress.test:%d/", denied.port)); code == 0 || !strings.Contains(out, "connect=403") {
 		t.Fatalf("curl to a denied destination: exit %d, %s", code, out)
 	}
-	if out := w.goGet(t, fmt.Sprintf("https://localhost:%d/", denied.port)); !strings.Contains(out, "proxy=403 egress=denied") {
+	if out := w.goGet(t, fmt.Sprintf("https://api.egress.test:%d/", denied.port)); !strings.Contains(out, "proxy=403 egress=denied") {
 		t.Fatalf("Go to a denied destination: %s", out)
 	}
 	if n := denied.conns.Load(); n != 0 {
@@ -227,16 +249,16 @@ func TestEgressFromAContainer(t *testing.T) {
 
 	// Held: refused after the wait, naming the hold; approved once, the
 	// next connection goes through and the one after is held again.
-	url := fmt.Sprintf("https://localhost:%d/", held.port)
+	url := fmt.Sprintf("https://api.egress.test:%d/", held.port)
 	first := w.goGet(t, url)
 	hold := holdOf(first)
 	if !strings.Contains(first, "proxy=403 egress=held") || hold == "" || held.conns.Load() != 0 {
 		t.Fatalf("Go to a held destination: %s (reached %d)", first, held.conns.Load())
 	}
 	holds := w.pendingNetConnect(t)
-	if len(holds) != 1 || holds[0].GetId() != hold || !strings.Contains(holds[0].GetTitle(), fmt.Sprintf("localhost:%d", held.port)) ||
+	if len(holds) != 1 || holds[0].GetId() != hold || !strings.Contains(holds[0].GetTitle(), fmt.Sprintf("api.egress.test:%d", held.port)) ||
 		!strings.Contains(holds[0].GetQuestion(), w.sess.ID) {
-		t.Fatalf("pending holds: %v, want one naming localhost:%d and session %s", holds, held.port, w.sess.ID)
+		t.Fatalf("pending holds: %v, want one naming api.egress.test:%d and session %s", holds, held.port, w.sess.ID)
 	}
 	if out, _ := w.curl(t, url); !strings.Contains(out, "connect=403") || len(w.pendingNetConnect(t)) != 1 {
 		t.Fatalf("a second held connection: %s, %d holds, want one shared hold", out, len(w.pendingNetConnect(t)))
@@ -265,7 +287,7 @@ func TestEgressFromAContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	audited := w.tls.serve(t, true)
-	if out := w.goGet(t, fmt.Sprintf("https://localhost:%d/", audited.port)); out != "status 200 body hello" {
+	if out := w.goGet(t, fmt.Sprintf("https://api.egress.test:%d/", audited.port)); out != "status 200 body hello" {
 		t.Fatalf("audit mode: %s", out)
 	}
 	decs, err := w.s.op.registry.ListDecisions(context.Background(), &guardv1.ListDecisionsRequest{Action: egressrule.CatalogAction, Group: w.group})
@@ -274,7 +296,7 @@ func TestEgressFromAContainer(t *testing.T) {
 	}
 	logged := false
 	for _, d := range decs.GetDecisions() {
-		if strings.Contains(d.GetWouldReason(), fmt.Sprintf("localhost:%d", audited.port)) && d.GetWouldEffect() == guardv1.Effect_EFFECT_HOLD {
+		if strings.Contains(d.GetWouldReason(), fmt.Sprintf("api.egress.test:%d", audited.port)) && d.GetWouldEffect() == guardv1.Effect_EFFECT_HOLD {
 			logged = true
 		}
 	}
@@ -291,7 +313,7 @@ func TestEgressFromAContainer(t *testing.T) {
 func TestEgressAttacksAndFreeze(t *testing.T) {
 	w := newEgressWorld(t)
 	dest := w.tls.serve(t, true)
-	w.rule(t, "localhost", dest.port, guardv1.Effect_EFFECT_ALLOW)
+	w.rule(t, "api.egress.test", dest.port, guardv1.Effect_EFFECT_ALLOW)
 	if _, err := w.s.op.registry.SetEgressDefault(context.Background(), &guardv1.SetEgressDefaultRequest{Group: w.group,
 		Effect: guardv1.Effect_EFFECT_ALLOW}); err != nil {
 		t.Fatal(err) // even allow-everything opens none of what follows
@@ -299,19 +321,34 @@ func TestEgressAttacksAndFreeze(t *testing.T) {
 	_, metricsPort, _ := net.SplitHostPort(w.metrics)
 	for _, target := range []string{
 		"https://169.254.169.254/latest/meta-data/", "https://127.0.0.2:" + fmt.Sprint(dest.port) + "/",
-		"https://10.1.2.3/", "https://192.168.1.1/", "https://[fd00::1]/", "http://127.0.0.1:" + metricsPort + "/metrics",
+		"https://10.1.2.3/", "https://192.168.1.1/", "https://[fd00::1]/", "https://[::1]:" + fmt.Sprint(dest.port) + "/",
+		// Names the test's DNS answers with a refused address.
+		"https://private.egress.test/", "https://mixed.egress.test:" + fmt.Sprint(dest.port) + "/",
+		// The runner's own metrics, in the opened range.
+		"http://api.egress.test:" + metricsPort + "/metrics",
 	} {
-		out, code := w.curl(t, target)
-		if code == 0 || !strings.Contains(out, "connect=403") && !strings.Contains(out, "code=403") {
+		// A CONNECT refused: connect=403; a plain-HTTP request: code=403.
+		if out, code := w.curl(t, "--noproxy", "", target); !strings.Contains(out, "connect=403") && !strings.Contains(out, "code=403") {
 			t.Errorf("%s: exit %d, %s; want refused by the proxy", target, code, out)
 		}
 	}
 	if n := len(w.pendingNetConnect(t)); n != 0 {
 		t.Fatalf("%d refused destinations were offered for approval", n)
 	}
-	// A name answering an address outside the opened range (localhost is
-	// also ::1 here when only 127.0.0.1 is open) is refused whole: checked
-	// in runner/internal/egress against a resolver the test controls.
+	if n := dest.conns.Load(); n != 0 {
+		t.Fatalf("the destination was reached %d times by refused connections", n)
+	}
+	// A name whose answer changes after the check (DNS rebinding) is
+	// resolved once: the checked address is the one dialed.
+	if out := w.goGet(t, fmt.Sprintf("https://rebind.egress.test:%d/", dest.port)); out != "status 200 body hello" {
+		t.Fatalf("rebind: %s", out)
+	}
+	w.dns.mu.Lock()
+	asked := w.dns.asked["rebind.egress.test"]
+	w.dns.mu.Unlock()
+	if asked != 1 {
+		t.Fatalf("rebind.egress.test was resolved %d times, want once", asked)
+	}
 
 	// No route around the proxy: the container has no network.
 	if out, code := execIn(t, w.container, "curl", "-sS", "--noproxy", "*", "--max-time", "10", "https://1.1.1.1/"); code == 0 {
@@ -321,27 +358,34 @@ func TestEgressAttacksAndFreeze(t *testing.T) {
 		t.Fatalf("the host's loopback was reached directly: %s", out)
 	}
 
-	// A freeze cuts an open tunnel at once.
-	streamDone := make(chan string, 1)
-	go func() {
-		out, _ := exec.Command("docker", "exec", w.container, "/workspace/egressclient", "stream", fmt.Sprintf("https://localhost:%d/stream", dest.port)).CombinedOutput()
-		streamDone <- string(out)
-	}()
-	waitFor(t, 30*time.Second, "the stream's connection", func() bool { return dest.conns.Load() >= 1 })
+	// A freeze cuts an open tunnel at once: the destination sees its
+	// connection go (the agent, stopped by the freeze, cannot tell).
+	streamDest := w.tls.serve(t, true)
+	go exec.Command("docker", "exec", w.container, "/workspace/egressclient", "stream", fmt.Sprintf("https://api.egress.test:%d/stream", streamDest.port)).Run()
+	waitFor(t, 30*time.Second, "the stream flowing", func() bool { return streamDest.ticks.Load() >= 3 })
 	frozenAt := time.Now()
 	if _, err := w.s.op.registry.Freeze(context.Background(), &guardv1.FreezeRequest{Scope: guardv1.FreezeScope_FREEZE_SCOPE_GROUP,
 		Group: w.group, Reason: "incident"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case out := <-streamDone:
-		if !strings.Contains(out, "streaming") {
-			t.Fatalf("the stream did not start: %s", out)
-		}
+	case <-streamDest.streamEnded:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the open tunnel was not cut by the freeze")
 	}
-	if took := time.Since(frozenAt); took > 15*time.Second {
+	if took := time.Since(frozenAt); took > 10*time.Second {
 		t.Fatalf("the freeze cut the tunnel after %s", took)
 	}
+	if !strings.Contains(readFile(t, w.r.logFile), `msg="egress connections cut"`) {
+		t.Fatal("the runner did not cut the session's connections (its log has no cut)")
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -276,8 +276,8 @@ type runnerOpts struct {
 	egressAllow    []string
 	egressHoldWait time.Duration
 	caFile         string
-	// metricsListen is --metrics-listen ("": off).
-	metricsListen string
+	// metricsListen is --metrics-listen ("": off); egressDNS --egress-dns.
+	metricsListen, egressDNS string
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -324,7 +324,7 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 		cfg.Tools.CAFile = o.caFile
 	}
 	cfg.Egress.AllowCIDRs = o.egressAllow
-	cfg.MetricsListen = o.metricsListen
+	cfg.MetricsListen, cfg.Egress.DNS = o.metricsListen, o.egressDNS
 	if o.egressHoldWait > 0 {
 		cfg.Egress.Limits.HoldWait = o.egressHoldWait
 	}
