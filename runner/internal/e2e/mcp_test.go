@@ -319,7 +319,10 @@ func (w *mcpWorld) checkIsolation(t *testing.T) {
 			t.Fatalf("agent container network: %v", agent.HostConfig.NetworkMode)
 		}
 		for _, m := range agent.Mounts {
-			if m.Destination != "/workspace" && m.Destination != "/run/clawguard/gateway.sock" {
+			// The workspace and the session's endpoints: the gateway, and
+			// its way out (whose proxy never reaches a private address, an
+			// MCP server's container included).
+			if m.Destination != "/workspace" && m.Destination != "/run/clawguard/gateway.sock" && m.Destination != "/run/clawguard/egress.sock" {
 				t.Fatalf("agent container mounts %s → %s", m.Source, m.Destination)
 			}
 			if strings.Contains(m.Source, string(filepath.Separator)+"mcp"+string(filepath.Separator)) {
