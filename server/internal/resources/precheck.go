@@ -2,6 +2,7 @@ package resources
 
 import (
 	"github.com/clawguard/clawguard/proto/agentenv"
+	"regexp"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -152,6 +153,9 @@ func checkUpdateGroup(r *guardv1.UpdateGroupRequest) error {
 	return checkPlacement(r.GetBaseImage(), r.PinnedHost)
 }
 
+// envName is an environment variable's name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 func checkUpdateGroupConfig(r *guardv1.UpdateGroupConfigRequest) (scope string, err error) {
 	if err := required("group", r.GetGroup()); err != nil {
 		return "", err
@@ -171,6 +175,9 @@ func checkUpdateGroupConfig(r *guardv1.UpdateGroupConfigRequest) (scope string, 
 		}
 	}
 	for k := range r.GetAgentEnv() {
+		if !envName.MatchString(k) {
+			return "", invalid("agent_env", "%q is not a variable name (letters, digits and _, not starting with a digit)", k)
+		}
 		if agentenv.Reserved(k) {
 			return "", invalid("agent_env", "%s is the runner's own variable (its gateway, workspace and identity, HOME, the proxy, model endpoint and CA variables): it cannot be set", k)
 		}
