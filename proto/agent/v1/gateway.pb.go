@@ -696,8 +696,10 @@ func (*ListActionsRequest) Descriptor() ([]byte, []int) {
 
 // ListActionsResponse lists delivery actions, sorted by name.
 type ListActionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Actions       []*ActionSpec          `protobuf:"bytes,1,rep,name=actions,proto3" json:"actions,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Actions []*ActionSpec          `protobuf:"bytes,1,rep,name=actions,proto3" json:"actions,omitempty"`
+	// Who the agent is and whom it may message (for its instructions).
+	Context       *AgentContext `protobuf:"bytes,2,opt,name=context,proto3" json:"context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +741,144 @@ func (x *ListActionsResponse) GetActions() []*ActionSpec {
 	return nil
 }
 
+func (x *ListActionsResponse) GetContext() *AgentContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+// AgentContext is the session's group and its destinations.
+type AgentContext struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	GroupId       string                 `protobuf:"bytes,2,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	GroupName     string                 `protobuf:"bytes,3,opt,name=group_name,json=groupName,proto3" json:"group_name,omitempty"`
+	Destinations  []*AgentDestination    `protobuf:"bytes,4,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentContext) Reset() {
+	*x = AgentContext{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentContext) ProtoMessage() {}
+
+func (x *AgentContext) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentContext.ProtoReflect.Descriptor instead.
+func (*AgentContext) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AgentContext) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AgentContext) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *AgentContext) GetGroupName() string {
+	if x != nil {
+		return x.GroupName
+	}
+	return ""
+}
+
+func (x *AgentContext) GetDestinations() []*AgentDestination {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+// AgentDestination is a group the agent may message: send_message's "to"
+// takes its name (or the group's id).
+type AgentDestination struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	GroupId       string                 `protobuf:"bytes,2,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	GroupName     string                 `protobuf:"bytes,3,opt,name=group_name,json=groupName,proto3" json:"group_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentDestination) Reset() {
+	*x = AgentDestination{}
+	mi := &file_agent_v1_gateway_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentDestination) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentDestination) ProtoMessage() {}
+
+func (x *AgentDestination) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_gateway_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentDestination.ProtoReflect.Descriptor instead.
+func (*AgentDestination) Descriptor() ([]byte, []int) {
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AgentDestination) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AgentDestination) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *AgentDestination) GetGroupName() string {
+	if x != nil {
+		return x.GroupName
+	}
+	return ""
+}
+
 // ActionSpec describes one delivery action.
 type ActionSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -756,7 +896,7 @@ type ActionSpec struct {
 
 func (x *ActionSpec) Reset() {
 	*x = ActionSpec{}
-	mi := &file_agent_v1_gateway_proto_msgTypes[8]
+	mi := &file_agent_v1_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +908,7 @@ func (x *ActionSpec) String() string {
 func (*ActionSpec) ProtoMessage() {}
 
 func (x *ActionSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_gateway_proto_msgTypes[8]
+	mi := &file_agent_v1_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +921,7 @@ func (x *ActionSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionSpec.ProtoReflect.Descriptor instead.
 func (*ActionSpec) Descriptor() ([]byte, []int) {
-	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ActionSpec) GetName() string {
@@ -821,7 +961,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agent_v1_gateway_proto_msgTypes[9]
+	mi := &file_agent_v1_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +973,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_gateway_proto_msgTypes[9]
+	mi := &file_agent_v1_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +986,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{9}
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 // ListToolsResponse lists guarded MCP tools, sorted by server then tool.
@@ -859,7 +999,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agent_v1_gateway_proto_msgTypes[10]
+	mi := &file_agent_v1_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1011,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_gateway_proto_msgTypes[10]
+	mi := &file_agent_v1_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1024,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{10}
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListToolsResponse) GetTools() []*McpTool {
@@ -913,7 +1053,7 @@ type McpTool struct {
 
 func (x *McpTool) Reset() {
 	*x = McpTool{}
-	mi := &file_agent_v1_gateway_proto_msgTypes[11]
+	mi := &file_agent_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1065,7 @@ func (x *McpTool) String() string {
 func (*McpTool) ProtoMessage() {}
 
 func (x *McpTool) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_gateway_proto_msgTypes[11]
+	mi := &file_agent_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1078,7 @@ func (x *McpTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpTool.ProtoReflect.Descriptor instead.
 func (*McpTool) Descriptor() ([]byte, []int) {
-	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *McpTool) GetServer() string {
@@ -991,7 +1131,7 @@ type McpCallPayload struct {
 
 func (x *McpCallPayload) Reset() {
 	*x = McpCallPayload{}
-	mi := &file_agent_v1_gateway_proto_msgTypes[12]
+	mi := &file_agent_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1143,7 @@ func (x *McpCallPayload) String() string {
 func (*McpCallPayload) ProtoMessage() {}
 
 func (x *McpCallPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_gateway_proto_msgTypes[12]
+	mi := &file_agent_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1156,7 @@ func (x *McpCallPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpCallPayload.ProtoReflect.Descriptor instead.
 func (*McpCallPayload) Descriptor() ([]byte, []int) {
-	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *McpCallPayload) GetServer() string {
@@ -1051,7 +1191,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_agent_v1_gateway_proto_msgTypes[13]
+	mi := &file_agent_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1203,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_gateway_proto_msgTypes[13]
+	mi := &file_agent_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1216,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AckRequest) GetItemIds() []string {
@@ -1097,7 +1237,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_agent_v1_gateway_proto_msgTypes[14]
+	mi := &file_agent_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1249,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_gateway_proto_msgTypes[14]
+	mi := &file_agent_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1262,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_agent_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckResponse) GetAcknowledged() int32 {
@@ -1176,9 +1316,22 @@ const file_agent_v1_gateway_proto_rawDesc = "" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12/\n" +
 	"\x06result\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x06result\"\x14\n" +
-	"\x12ListActionsRequest\"E\n" +
+	"\x12ListActionsRequest\"w\n" +
 	"\x13ListActionsResponse\x12.\n" +
-	"\aactions\x18\x01 \x03(\v2\x14.agent.v1.ActionSpecR\aactions\"\x95\x01\n" +
+	"\aactions\x18\x01 \x03(\v2\x14.agent.v1.ActionSpecR\aactions\x120\n" +
+	"\acontext\x18\x02 \x01(\v2\x16.agent.v1.AgentContextR\acontext\"\xa7\x01\n" +
+	"\fAgentContext\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bgroup_id\x18\x02 \x01(\tR\agroupId\x12\x1d\n" +
+	"\n" +
+	"group_name\x18\x03 \x01(\tR\tgroupName\x12>\n" +
+	"\fdestinations\x18\x04 \x03(\v2\x1a.agent.v1.AgentDestinationR\fdestinations\"`\n" +
+	"\x10AgentDestination\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bgroup_id\x18\x02 \x01(\tR\agroupId\x12\x1d\n" +
+	"\n" +
+	"group_name\x18\x03 \x01(\tR\tgroupName\"\x95\x01\n" +
 	"\n" +
 	"ActionSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -1242,7 +1395,7 @@ func file_agent_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_agent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_agent_v1_gateway_proto_goTypes = []any{
 	(SendStatus)(0),               // 0: agent.v1.SendStatus
 	(NoticeKind)(0),               // 1: agent.v1.NoticeKind
@@ -1254,47 +1407,51 @@ var file_agent_v1_gateway_proto_goTypes = []any{
 	(*Notice)(nil),                // 7: agent.v1.Notice
 	(*ListActionsRequest)(nil),    // 8: agent.v1.ListActionsRequest
 	(*ListActionsResponse)(nil),   // 9: agent.v1.ListActionsResponse
-	(*ActionSpec)(nil),            // 10: agent.v1.ActionSpec
-	(*ListToolsRequest)(nil),      // 11: agent.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),     // 12: agent.v1.ListToolsResponse
-	(*McpTool)(nil),               // 13: agent.v1.McpTool
-	(*McpCallPayload)(nil),        // 14: agent.v1.McpCallPayload
-	(*AckRequest)(nil),            // 15: agent.v1.AckRequest
-	(*AckResponse)(nil),           // 16: agent.v1.AckResponse
-	(*structpb.Struct)(nil),       // 17: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*AgentContext)(nil),          // 10: agent.v1.AgentContext
+	(*AgentDestination)(nil),      // 11: agent.v1.AgentDestination
+	(*ActionSpec)(nil),            // 12: agent.v1.ActionSpec
+	(*ListToolsRequest)(nil),      // 13: agent.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),     // 14: agent.v1.ListToolsResponse
+	(*McpTool)(nil),               // 15: agent.v1.McpTool
+	(*McpCallPayload)(nil),        // 16: agent.v1.McpCallPayload
+	(*AckRequest)(nil),            // 17: agent.v1.AckRequest
+	(*AckResponse)(nil),           // 18: agent.v1.AckResponse
+	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_agent_v1_gateway_proto_depIdxs = []int32{
-	17, // 0: agent.v1.SendRequest.payload:type_name -> google.protobuf.Struct
+	19, // 0: agent.v1.SendRequest.payload:type_name -> google.protobuf.Struct
 	0,  // 1: agent.v1.SendResponse.status:type_name -> agent.v1.SendStatus
-	17, // 2: agent.v1.SendResponse.result:type_name -> google.protobuf.Struct
-	18, // 3: agent.v1.SendResponse.retry_after:type_name -> google.protobuf.Duration
+	19, // 2: agent.v1.SendResponse.result:type_name -> google.protobuf.Struct
+	20, // 3: agent.v1.SendResponse.retry_after:type_name -> google.protobuf.Duration
 	6,  // 4: agent.v1.InboxResponse.message:type_name -> agent.v1.InboundMessage
 	7,  // 5: agent.v1.InboxResponse.notice:type_name -> agent.v1.Notice
-	17, // 6: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
-	19, // 7: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
+	19, // 6: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
+	21, // 7: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
 	1,  // 8: agent.v1.Notice.kind:type_name -> agent.v1.NoticeKind
-	19, // 9: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	17, // 10: agent.v1.Notice.result:type_name -> google.protobuf.Struct
-	10, // 11: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
-	13, // 12: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
-	17, // 13: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
-	2,  // 14: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
-	4,  // 15: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
-	8,  // 16: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
-	11, // 17: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
-	15, // 18: agent.v1.AgentGateway.Ack:input_type -> agent.v1.AckRequest
-	3,  // 19: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
-	5,  // 20: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
-	9,  // 21: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
-	12, // 22: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
-	16, // 23: agent.v1.AgentGateway.Ack:output_type -> agent.v1.AckResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	21, // 9: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	19, // 10: agent.v1.Notice.result:type_name -> google.protobuf.Struct
+	12, // 11: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
+	10, // 12: agent.v1.ListActionsResponse.context:type_name -> agent.v1.AgentContext
+	11, // 13: agent.v1.AgentContext.destinations:type_name -> agent.v1.AgentDestination
+	15, // 14: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
+	19, // 15: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
+	2,  // 16: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
+	4,  // 17: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
+	8,  // 18: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
+	13, // 19: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
+	17, // 20: agent.v1.AgentGateway.Ack:input_type -> agent.v1.AckRequest
+	3,  // 21: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
+	5,  // 22: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
+	9,  // 23: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
+	14, // 24: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
+	18, // 25: agent.v1.AgentGateway.Ack:output_type -> agent.v1.AckResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_gateway_proto_init() }
@@ -1312,7 +1469,7 @@ func file_agent_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_gateway_proto_rawDesc), len(file_agent_v1_gateway_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2122,9 +2122,12 @@ func (x *GetSessionConfigRequest) GetSessionId() string {
 
 // GetSessionConfigResponse is the session and its group's current config.
 type GetSessionConfigResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Group         *Group                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Group   *Group                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// The group's destinations: how its agent names the groups it may
+	// message (send_message "to" takes the name or the group's id).
+	Destinations  []*SessionDestination `protobuf:"bytes,3,rep,name=destinations,proto3" json:"destinations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2173,6 +2176,74 @@ func (x *GetSessionConfigResponse) GetGroup() *Group {
 	return nil
 }
 
+func (x *GetSessionConfigResponse) GetDestinations() []*SessionDestination {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+// SessionDestination is one destination of a session's group.
+type SessionDestination struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	TargetGroup     string                 `protobuf:"bytes,2,opt,name=target_group,json=targetGroup,proto3" json:"target_group,omitempty"`
+	TargetGroupName string                 `protobuf:"bytes,3,opt,name=target_group_name,json=targetGroupName,proto3" json:"target_group_name,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SessionDestination) Reset() {
+	*x = SessionDestination{}
+	mi := &file_guard_v1_registry_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionDestination) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionDestination) ProtoMessage() {}
+
+func (x *SessionDestination) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_registry_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionDestination.ProtoReflect.Descriptor instead.
+func (*SessionDestination) Descriptor() ([]byte, []int) {
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SessionDestination) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SessionDestination) GetTargetGroup() string {
+	if x != nil {
+		return x.TargetGroup
+	}
+	return ""
+}
+
+func (x *SessionDestination) GetTargetGroupName() string {
+	if x != nil {
+		return x.TargetGroupName
+	}
+	return ""
+}
+
 // ApplyActionRequest is a mutation on an agent's behalf.
 type ApplyActionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2197,7 +2268,7 @@ type ApplyActionRequest struct {
 
 func (x *ApplyActionRequest) Reset() {
 	*x = ApplyActionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[22]
+	mi := &file_guard_v1_registry_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2280,7 @@ func (x *ApplyActionRequest) String() string {
 func (*ApplyActionRequest) ProtoMessage() {}
 
 func (x *ApplyActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[22]
+	mi := &file_guard_v1_registry_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2293,7 @@ func (x *ApplyActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyActionRequest.ProtoReflect.Descriptor instead.
 func (*ApplyActionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApplyActionRequest) GetDecisionId() string {
@@ -2282,7 +2353,7 @@ type ApplyActionResponse struct {
 
 func (x *ApplyActionResponse) Reset() {
 	*x = ApplyActionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[23]
+	mi := &file_guard_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2365,7 @@ func (x *ApplyActionResponse) String() string {
 func (*ApplyActionResponse) ProtoMessage() {}
 
 func (x *ApplyActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[23]
+	mi := &file_guard_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2378,7 @@ func (x *ApplyActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyActionResponse.ProtoReflect.Descriptor instead.
 func (*ApplyActionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ApplyActionResponse) GetResult() *structpb.Struct {
@@ -2357,7 +2428,7 @@ type RouteInboundRequest struct {
 
 func (x *RouteInboundRequest) Reset() {
 	*x = RouteInboundRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[24]
+	mi := &file_guard_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2440,7 @@ func (x *RouteInboundRequest) String() string {
 func (*RouteInboundRequest) ProtoMessage() {}
 
 func (x *RouteInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[24]
+	mi := &file_guard_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2453,7 @@ func (x *RouteInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteInboundRequest.ProtoReflect.Descriptor instead.
 func (*RouteInboundRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RouteInboundRequest) GetChannelType() string {
@@ -2462,7 +2533,7 @@ type RouteInboundResponse struct {
 
 func (x *RouteInboundResponse) Reset() {
 	*x = RouteInboundResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	mi := &file_guard_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2545,7 @@ func (x *RouteInboundResponse) String() string {
 func (*RouteInboundResponse) ProtoMessage() {}
 
 func (x *RouteInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[25]
+	mi := &file_guard_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2558,7 @@ func (x *RouteInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteInboundResponse.ProtoReflect.Descriptor instead.
 func (*RouteInboundResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RouteInboundResponse) GetOutcome() RouteOutcome {
@@ -2540,7 +2611,7 @@ type PostChatMessageRequest struct {
 
 func (x *PostChatMessageRequest) Reset() {
 	*x = PostChatMessageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	mi := &file_guard_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2623,7 @@ func (x *PostChatMessageRequest) String() string {
 func (*PostChatMessageRequest) ProtoMessage() {}
 
 func (x *PostChatMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[26]
+	mi := &file_guard_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2636,7 @@ func (x *PostChatMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostChatMessageRequest.ProtoReflect.Descriptor instead.
 func (*PostChatMessageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PostChatMessageRequest) GetSessionId() string {
@@ -2601,7 +2672,7 @@ type PostChatMessageResponse struct {
 
 func (x *PostChatMessageResponse) Reset() {
 	*x = PostChatMessageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	mi := &file_guard_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2684,7 @@ func (x *PostChatMessageResponse) String() string {
 func (*PostChatMessageResponse) ProtoMessage() {}
 
 func (x *PostChatMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[27]
+	mi := &file_guard_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2697,7 @@ func (x *PostChatMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PostChatMessageResponse.ProtoReflect.Descriptor instead.
 func (*PostChatMessageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PostChatMessageResponse) GetCursor() int64 {
@@ -2663,7 +2734,7 @@ type WatchChatOutboxRequest struct {
 
 func (x *WatchChatOutboxRequest) Reset() {
 	*x = WatchChatOutboxRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	mi := &file_guard_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2746,7 @@ func (x *WatchChatOutboxRequest) String() string {
 func (*WatchChatOutboxRequest) ProtoMessage() {}
 
 func (x *WatchChatOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[28]
+	mi := &file_guard_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2759,7 @@ func (x *WatchChatOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChatOutboxRequest.ProtoReflect.Descriptor instead.
 func (*WatchChatOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchChatOutboxRequest) GetChannelType() string {
@@ -2723,7 +2794,7 @@ type WatchChatOutboxResponse struct {
 
 func (x *WatchChatOutboxResponse) Reset() {
 	*x = WatchChatOutboxResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[29]
+	mi := &file_guard_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2806,7 @@ func (x *WatchChatOutboxResponse) String() string {
 func (*WatchChatOutboxResponse) ProtoMessage() {}
 
 func (x *WatchChatOutboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[29]
+	mi := &file_guard_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +2819,7 @@ func (x *WatchChatOutboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChatOutboxResponse.ProtoReflect.Descriptor instead.
 func (*WatchChatOutboxResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchChatOutboxResponse) GetCursor() int64 {
@@ -2833,7 +2904,7 @@ type Runner struct {
 
 func (x *Runner) Reset() {
 	*x = Runner{}
-	mi := &file_guard_v1_registry_proto_msgTypes[30]
+	mi := &file_guard_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +2916,7 @@ func (x *Runner) String() string {
 func (*Runner) ProtoMessage() {}
 
 func (x *Runner) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[30]
+	mi := &file_guard_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +2929,7 @@ func (x *Runner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Runner.ProtoReflect.Descriptor instead.
 func (*Runner) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Runner) GetId() string {
@@ -2951,7 +3022,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_guard_v1_registry_proto_msgTypes[31]
+	mi := &file_guard_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2963,7 +3034,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[31]
+	mi := &file_guard_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2976,7 +3047,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *McpServer) GetName() string {
@@ -3042,7 +3113,7 @@ type GroupConfig struct {
 
 func (x *GroupConfig) Reset() {
 	*x = GroupConfig{}
-	mi := &file_guard_v1_registry_proto_msgTypes[32]
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3125,7 @@ func (x *GroupConfig) String() string {
 func (*GroupConfig) ProtoMessage() {}
 
 func (x *GroupConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[32]
+	mi := &file_guard_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3138,7 @@ func (x *GroupConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfig.ProtoReflect.Descriptor instead.
 func (*GroupConfig) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GroupConfig) GetCliScope() CliScope {
@@ -3150,7 +3221,7 @@ type AgentCommand struct {
 
 func (x *AgentCommand) Reset() {
 	*x = AgentCommand{}
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3162,7 +3233,7 @@ func (x *AgentCommand) String() string {
 func (*AgentCommand) ProtoMessage() {}
 
 func (x *AgentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[33]
+	mi := &file_guard_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3175,7 +3246,7 @@ func (x *AgentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCommand.ProtoReflect.Descriptor instead.
 func (*AgentCommand) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AgentCommand) GetArgs() []string {
@@ -3206,7 +3277,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3289,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[34]
+	mi := &file_guard_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3302,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Group) GetId() string {
@@ -3296,7 +3367,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3379,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[35]
+	mi := &file_guard_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3392,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateGroupRequest) GetName() string {
@@ -3362,7 +3433,7 @@ type CreateGroupResponse struct {
 
 func (x *CreateGroupResponse) Reset() {
 	*x = CreateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3445,7 @@ func (x *CreateGroupResponse) String() string {
 func (*CreateGroupResponse) ProtoMessage() {}
 
 func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[36]
+	mi := &file_guard_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3458,7 @@ func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateGroupResponse) GetGroup() *Group {
@@ -3407,7 +3478,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3419,7 +3490,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[37]
+	mi := &file_guard_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3432,7 +3503,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetGroupRequest) GetId() string {
@@ -3452,7 +3523,7 @@ type GetGroupResponse struct {
 
 func (x *GetGroupResponse) Reset() {
 	*x = GetGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3535,7 @@ func (x *GetGroupResponse) String() string {
 func (*GetGroupResponse) ProtoMessage() {}
 
 func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[38]
+	mi := &file_guard_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3548,7 @@ func (x *GetGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetGroupResponse) GetGroup() *Group {
@@ -3500,7 +3571,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3512,7 +3583,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[39]
+	mi := &file_guard_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3525,7 +3596,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListGroupsRequest) GetLimit() int32 {
@@ -3554,7 +3625,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3566,7 +3637,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[40]
+	mi := &file_guard_v1_registry_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3579,7 +3650,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*Group {
@@ -3612,7 +3683,7 @@ type UpdateGroupRequest struct {
 
 func (x *UpdateGroupRequest) Reset() {
 	*x = UpdateGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3695,7 @@ func (x *UpdateGroupRequest) String() string {
 func (*UpdateGroupRequest) ProtoMessage() {}
 
 func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[41]
+	mi := &file_guard_v1_registry_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3708,7 @@ func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{41}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateGroupRequest) GetId() string {
@@ -3685,7 +3756,7 @@ type UpdateGroupResponse struct {
 
 func (x *UpdateGroupResponse) Reset() {
 	*x = UpdateGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3697,7 +3768,7 @@ func (x *UpdateGroupResponse) String() string {
 func (*UpdateGroupResponse) ProtoMessage() {}
 
 func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[42]
+	mi := &file_guard_v1_registry_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3710,7 +3781,7 @@ func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{42}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdateGroupResponse) GetGroup() *Group {
@@ -3730,7 +3801,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +3813,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[43]
+	mi := &file_guard_v1_registry_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +3826,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{43}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteGroupRequest) GetId() string {
@@ -3775,7 +3846,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3787,7 +3858,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[44]
+	mi := &file_guard_v1_registry_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3800,7 +3871,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{44}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteGroupResponse) GetRemoved() map[string]int64 {
@@ -3820,7 +3891,7 @@ type GetGroupConfigRequest struct {
 
 func (x *GetGroupConfigRequest) Reset() {
 	*x = GetGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +3903,7 @@ func (x *GetGroupConfigRequest) String() string {
 func (*GetGroupConfigRequest) ProtoMessage() {}
 
 func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[45]
+	mi := &file_guard_v1_registry_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +3916,7 @@ func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{45}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetGroupConfigRequest) GetGroup() string {
@@ -3865,7 +3936,7 @@ type GetGroupConfigResponse struct {
 
 func (x *GetGroupConfigResponse) Reset() {
 	*x = GetGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +3948,7 @@ func (x *GetGroupConfigResponse) String() string {
 func (*GetGroupConfigResponse) ProtoMessage() {}
 
 func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[46]
+	mi := &file_guard_v1_registry_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +3961,7 @@ func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{46}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetGroupConfigResponse) GetConfig() *GroupConfig {
@@ -3919,7 +3990,7 @@ type UpdateGroupConfigRequest struct {
 
 func (x *UpdateGroupConfigRequest) Reset() {
 	*x = UpdateGroupConfigRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4002,7 @@ func (x *UpdateGroupConfigRequest) String() string {
 func (*UpdateGroupConfigRequest) ProtoMessage() {}
 
 func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[47]
+	mi := &file_guard_v1_registry_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4015,7 @@ func (x *UpdateGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{47}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateGroupConfigRequest) GetGroup() string {
@@ -4011,7 +4082,7 @@ type UpdateGroupConfigResponse struct {
 
 func (x *UpdateGroupConfigResponse) Reset() {
 	*x = UpdateGroupConfigResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4023,7 +4094,7 @@ func (x *UpdateGroupConfigResponse) String() string {
 func (*UpdateGroupConfigResponse) ProtoMessage() {}
 
 func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[48]
+	mi := &file_guard_v1_registry_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4036,7 +4107,7 @@ func (x *UpdateGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{48}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateGroupConfigResponse) GetConfig() *GroupConfig {
@@ -4065,7 +4136,7 @@ type AddGroupPackageRequest struct {
 
 func (x *AddGroupPackageRequest) Reset() {
 	*x = AddGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4077,7 +4148,7 @@ func (x *AddGroupPackageRequest) String() string {
 func (*AddGroupPackageRequest) ProtoMessage() {}
 
 func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[49]
+	mi := &file_guard_v1_registry_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4090,7 +4161,7 @@ func (x *AddGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{49}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AddGroupPackageRequest) GetGroup() string {
@@ -4124,7 +4195,7 @@ type AddGroupPackageResponse struct {
 
 func (x *AddGroupPackageResponse) Reset() {
 	*x = AddGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4207,7 @@ func (x *AddGroupPackageResponse) String() string {
 func (*AddGroupPackageResponse) ProtoMessage() {}
 
 func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[50]
+	mi := &file_guard_v1_registry_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4149,7 +4220,7 @@ func (x *AddGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{50}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AddGroupPackageResponse) GetConfig() *GroupConfig {
@@ -4171,7 +4242,7 @@ type RemoveGroupPackageRequest struct {
 
 func (x *RemoveGroupPackageRequest) Reset() {
 	*x = RemoveGroupPackageRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4183,7 +4254,7 @@ func (x *RemoveGroupPackageRequest) String() string {
 func (*RemoveGroupPackageRequest) ProtoMessage() {}
 
 func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[51]
+	mi := &file_guard_v1_registry_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4196,7 +4267,7 @@ func (x *RemoveGroupPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{51}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RemoveGroupPackageRequest) GetGroup() string {
@@ -4230,7 +4301,7 @@ type RemoveGroupPackageResponse struct {
 
 func (x *RemoveGroupPackageResponse) Reset() {
 	*x = RemoveGroupPackageResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4242,7 +4313,7 @@ func (x *RemoveGroupPackageResponse) String() string {
 func (*RemoveGroupPackageResponse) ProtoMessage() {}
 
 func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[52]
+	mi := &file_guard_v1_registry_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4255,7 +4326,7 @@ func (x *RemoveGroupPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupPackageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupPackageResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{52}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RemoveGroupPackageResponse) GetConfig() *GroupConfig {
@@ -4282,7 +4353,7 @@ type AddGroupMcpServerRequest struct {
 
 func (x *AddGroupMcpServerRequest) Reset() {
 	*x = AddGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4365,7 @@ func (x *AddGroupMcpServerRequest) String() string {
 func (*AddGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[53]
+	mi := &file_guard_v1_registry_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4378,7 @@ func (x *AddGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{53}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AddGroupMcpServerRequest) GetGroup() string {
@@ -4341,7 +4412,7 @@ type AddGroupMcpServerResponse struct {
 
 func (x *AddGroupMcpServerResponse) Reset() {
 	*x = AddGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4353,7 +4424,7 @@ func (x *AddGroupMcpServerResponse) String() string {
 func (*AddGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[54]
+	mi := &file_guard_v1_registry_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4366,7 +4437,7 @@ func (x *AddGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*AddGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{54}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AddGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -4387,7 +4458,7 @@ type RemoveGroupMcpServerRequest struct {
 
 func (x *RemoveGroupMcpServerRequest) Reset() {
 	*x = RemoveGroupMcpServerRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4399,7 +4470,7 @@ func (x *RemoveGroupMcpServerRequest) String() string {
 func (*RemoveGroupMcpServerRequest) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[55]
+	mi := &file_guard_v1_registry_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4412,7 +4483,7 @@ func (x *RemoveGroupMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{55}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RemoveGroupMcpServerRequest) GetGroup() string {
@@ -4439,7 +4510,7 @@ type RemoveGroupMcpServerResponse struct {
 
 func (x *RemoveGroupMcpServerResponse) Reset() {
 	*x = RemoveGroupMcpServerResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4451,7 +4522,7 @@ func (x *RemoveGroupMcpServerResponse) String() string {
 func (*RemoveGroupMcpServerResponse) ProtoMessage() {}
 
 func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[56]
+	mi := &file_guard_v1_registry_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4464,7 +4535,7 @@ func (x *RemoveGroupMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveGroupMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveGroupMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{56}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RemoveGroupMcpServerResponse) GetConfig() *GroupConfig {
@@ -4485,7 +4556,7 @@ type RestartGroupRequest struct {
 
 func (x *RestartGroupRequest) Reset() {
 	*x = RestartGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4497,7 +4568,7 @@ func (x *RestartGroupRequest) String() string {
 func (*RestartGroupRequest) ProtoMessage() {}
 
 func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[57]
+	mi := &file_guard_v1_registry_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4510,7 +4581,7 @@ func (x *RestartGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupRequest.ProtoReflect.Descriptor instead.
 func (*RestartGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{57}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RestartGroupRequest) GetGroup() string {
@@ -4537,7 +4608,7 @@ type RestartGroupResponse struct {
 
 func (x *RestartGroupResponse) Reset() {
 	*x = RestartGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4549,7 +4620,7 @@ func (x *RestartGroupResponse) String() string {
 func (*RestartGroupResponse) ProtoMessage() {}
 
 func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[58]
+	mi := &file_guard_v1_registry_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4562,7 +4633,7 @@ func (x *RestartGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartGroupResponse.ProtoReflect.Descriptor instead.
 func (*RestartGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{58}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RestartGroupResponse) GetSessions() int32 {
@@ -4588,7 +4659,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4600,7 +4671,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[59]
+	mi := &file_guard_v1_registry_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4613,7 +4684,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{59}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Session) GetId() string {
@@ -4680,7 +4751,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4692,7 +4763,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[60]
+	mi := &file_guard_v1_registry_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4705,7 +4776,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{60}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListSessionsRequest) GetGroup() string {
@@ -4748,7 +4819,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4760,7 +4831,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[61]
+	mi := &file_guard_v1_registry_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4773,7 +4844,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{61}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -4800,7 +4871,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4812,7 +4883,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[62]
+	mi := &file_guard_v1_registry_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4825,7 +4896,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{62}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetSessionRequest) GetId() string {
@@ -4845,7 +4916,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4857,7 +4928,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[63]
+	mi := &file_guard_v1_registry_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4870,7 +4941,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{63}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -4891,7 +4962,7 @@ type GetSessionHistoryRequest struct {
 
 func (x *GetSessionHistoryRequest) Reset() {
 	*x = GetSessionHistoryRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4903,7 +4974,7 @@ func (x *GetSessionHistoryRequest) String() string {
 func (*GetSessionHistoryRequest) ProtoMessage() {}
 
 func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[64]
+	mi := &file_guard_v1_registry_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4916,7 +4987,7 @@ func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{64}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetSessionHistoryRequest) GetId() string {
@@ -4949,7 +5020,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4961,7 +5032,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[65]
+	mi := &file_guard_v1_registry_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4974,7 +5045,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{65}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SessionEvent) GetId() int64 {
@@ -5022,7 +5093,7 @@ type GetSessionHistoryResponse struct {
 
 func (x *GetSessionHistoryResponse) Reset() {
 	*x = GetSessionHistoryResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5034,7 +5105,7 @@ func (x *GetSessionHistoryResponse) String() string {
 func (*GetSessionHistoryResponse) ProtoMessage() {}
 
 func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[66]
+	mi := &file_guard_v1_registry_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5047,7 +5118,7 @@ func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{66}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetSessionHistoryResponse) GetEvents() []*SessionEvent {
@@ -5072,7 +5143,7 @@ type Destination struct {
 
 func (x *Destination) Reset() {
 	*x = Destination{}
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5084,7 +5155,7 @@ func (x *Destination) String() string {
 func (*Destination) ProtoMessage() {}
 
 func (x *Destination) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[67]
+	mi := &file_guard_v1_registry_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5097,7 +5168,7 @@ func (x *Destination) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Destination.ProtoReflect.Descriptor instead.
 func (*Destination) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{67}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Destination) GetGroup() string {
@@ -5142,7 +5213,7 @@ type ListDestinationsRequest struct {
 
 func (x *ListDestinationsRequest) Reset() {
 	*x = ListDestinationsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5154,7 +5225,7 @@ func (x *ListDestinationsRequest) String() string {
 func (*ListDestinationsRequest) ProtoMessage() {}
 
 func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[68]
+	mi := &file_guard_v1_registry_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5167,7 +5238,7 @@ func (x *ListDestinationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsRequest.ProtoReflect.Descriptor instead.
 func (*ListDestinationsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{68}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListDestinationsRequest) GetGroup() string {
@@ -5203,7 +5274,7 @@ type ListDestinationsResponse struct {
 
 func (x *ListDestinationsResponse) Reset() {
 	*x = ListDestinationsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5215,7 +5286,7 @@ func (x *ListDestinationsResponse) String() string {
 func (*ListDestinationsResponse) ProtoMessage() {}
 
 func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[69]
+	mi := &file_guard_v1_registry_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5228,7 +5299,7 @@ func (x *ListDestinationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDestinationsResponse.ProtoReflect.Descriptor instead.
 func (*ListDestinationsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{69}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListDestinationsResponse) GetDestinations() []*Destination {
@@ -5258,7 +5329,7 @@ type AddDestinationRequest struct {
 
 func (x *AddDestinationRequest) Reset() {
 	*x = AddDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5270,7 +5341,7 @@ func (x *AddDestinationRequest) String() string {
 func (*AddDestinationRequest) ProtoMessage() {}
 
 func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[70]
+	mi := &file_guard_v1_registry_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5283,7 +5354,7 @@ func (x *AddDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationRequest.ProtoReflect.Descriptor instead.
 func (*AddDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{70}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AddDestinationRequest) GetGroup() string {
@@ -5324,7 +5395,7 @@ type AddDestinationResponse struct {
 
 func (x *AddDestinationResponse) Reset() {
 	*x = AddDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5336,7 +5407,7 @@ func (x *AddDestinationResponse) String() string {
 func (*AddDestinationResponse) ProtoMessage() {}
 
 func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[71]
+	mi := &file_guard_v1_registry_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5349,7 +5420,7 @@ func (x *AddDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDestinationResponse.ProtoReflect.Descriptor instead.
 func (*AddDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{71}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AddDestinationResponse) GetDestination() *Destination {
@@ -5370,7 +5441,7 @@ type RemoveDestinationRequest struct {
 
 func (x *RemoveDestinationRequest) Reset() {
 	*x = RemoveDestinationRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5382,7 +5453,7 @@ func (x *RemoveDestinationRequest) String() string {
 func (*RemoveDestinationRequest) ProtoMessage() {}
 
 func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[72]
+	mi := &file_guard_v1_registry_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5395,7 +5466,7 @@ func (x *RemoveDestinationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{72}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RemoveDestinationRequest) GetGroup() string {
@@ -5421,7 +5492,7 @@ type RemoveDestinationResponse struct {
 
 func (x *RemoveDestinationResponse) Reset() {
 	*x = RemoveDestinationResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5433,7 +5504,7 @@ func (x *RemoveDestinationResponse) String() string {
 func (*RemoveDestinationResponse) ProtoMessage() {}
 
 func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[73]
+	mi := &file_guard_v1_registry_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5446,7 +5517,7 @@ func (x *RemoveDestinationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDestinationResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDestinationResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{73}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
 }
 
 // Member is a user admitted to a group.
@@ -5461,7 +5532,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5473,7 +5544,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[74]
+	mi := &file_guard_v1_registry_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5486,7 +5557,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{74}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *Member) GetGroup() string {
@@ -5524,7 +5595,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5536,7 +5607,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[75]
+	mi := &file_guard_v1_registry_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5549,7 +5620,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{75}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListMembersRequest) GetGroup() string {
@@ -5585,7 +5656,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5597,7 +5668,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[76]
+	mi := &file_guard_v1_registry_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5610,7 +5681,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{76}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -5638,7 +5709,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5650,7 +5721,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[77]
+	mi := &file_guard_v1_registry_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5663,7 +5734,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{77}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AddMemberRequest) GetGroup() string {
@@ -5690,7 +5761,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5702,7 +5773,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[78]
+	mi := &file_guard_v1_registry_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5715,7 +5786,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{78}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AddMemberResponse) GetMember() *Member {
@@ -5736,7 +5807,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5748,7 +5819,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[79]
+	mi := &file_guard_v1_registry_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5761,7 +5832,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{79}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RemoveMemberRequest) GetGroup() string {
@@ -5787,7 +5858,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5799,7 +5870,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[80]
+	mi := &file_guard_v1_registry_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5812,7 +5883,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{80}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
 }
 
 // RoleGrant is one role of one user.
@@ -5830,7 +5901,7 @@ type RoleGrant struct {
 
 func (x *RoleGrant) Reset() {
 	*x = RoleGrant{}
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5842,7 +5913,7 @@ func (x *RoleGrant) String() string {
 func (*RoleGrant) ProtoMessage() {}
 
 func (x *RoleGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[81]
+	mi := &file_guard_v1_registry_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5855,7 +5926,7 @@ func (x *RoleGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGrant.ProtoReflect.Descriptor instead.
 func (*RoleGrant) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{81}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RoleGrant) GetUserId() string {
@@ -5908,7 +5979,7 @@ type ListRolesRequest struct {
 
 func (x *ListRolesRequest) Reset() {
 	*x = ListRolesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5920,7 +5991,7 @@ func (x *ListRolesRequest) String() string {
 func (*ListRolesRequest) ProtoMessage() {}
 
 func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[82]
+	mi := &file_guard_v1_registry_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5933,7 +6004,7 @@ func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
 func (*ListRolesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{82}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListRolesRequest) GetUserId() string {
@@ -5976,7 +6047,7 @@ type ListRolesResponse struct {
 
 func (x *ListRolesResponse) Reset() {
 	*x = ListRolesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5988,7 +6059,7 @@ func (x *ListRolesResponse) String() string {
 func (*ListRolesResponse) ProtoMessage() {}
 
 func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[83]
+	mi := &file_guard_v1_registry_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6001,7 +6072,7 @@ func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
 func (*ListRolesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{83}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListRolesResponse) GetRoles() []*RoleGrant {
@@ -6031,7 +6102,7 @@ type GrantRoleRequest struct {
 
 func (x *GrantRoleRequest) Reset() {
 	*x = GrantRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6043,7 +6114,7 @@ func (x *GrantRoleRequest) String() string {
 func (*GrantRoleRequest) ProtoMessage() {}
 
 func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[84]
+	mi := &file_guard_v1_registry_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6056,7 +6127,7 @@ func (x *GrantRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleRequest.ProtoReflect.Descriptor instead.
 func (*GrantRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{84}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *GrantRoleRequest) GetUserId() string {
@@ -6097,7 +6168,7 @@ type GrantRoleResponse struct {
 
 func (x *GrantRoleResponse) Reset() {
 	*x = GrantRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6109,7 +6180,7 @@ func (x *GrantRoleResponse) String() string {
 func (*GrantRoleResponse) ProtoMessage() {}
 
 func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[85]
+	mi := &file_guard_v1_registry_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6122,7 +6193,7 @@ func (x *GrantRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRoleResponse.ProtoReflect.Descriptor instead.
 func (*GrantRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{85}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *GrantRoleResponse) GetGrant() *RoleGrant {
@@ -6145,7 +6216,7 @@ type RevokeRoleRequest struct {
 
 func (x *RevokeRoleRequest) Reset() {
 	*x = RevokeRoleRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6157,7 +6228,7 @@ func (x *RevokeRoleRequest) String() string {
 func (*RevokeRoleRequest) ProtoMessage() {}
 
 func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[86]
+	mi := &file_guard_v1_registry_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6170,7 +6241,7 @@ func (x *RevokeRoleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRoleRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{86}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *RevokeRoleRequest) GetUserId() string {
@@ -6210,7 +6281,7 @@ type RevokeRoleResponse struct {
 
 func (x *RevokeRoleResponse) Reset() {
 	*x = RevokeRoleResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6222,7 +6293,7 @@ func (x *RevokeRoleResponse) String() string {
 func (*RevokeRoleResponse) ProtoMessage() {}
 
 func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[87]
+	mi := &file_guard_v1_registry_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6235,7 +6306,7 @@ func (x *RevokeRoleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRoleResponse.ProtoReflect.Descriptor instead.
 func (*RevokeRoleResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{87}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
 }
 
 // User is a human, namespaced "<channel>:<handle>".
@@ -6252,7 +6323,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6264,7 +6335,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[88]
+	mi := &file_guard_v1_registry_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6277,7 +6348,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{88}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *User) GetId() string {
@@ -6323,7 +6394,7 @@ type OidcBinding struct {
 
 func (x *OidcBinding) Reset() {
 	*x = OidcBinding{}
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6335,7 +6406,7 @@ func (x *OidcBinding) String() string {
 func (*OidcBinding) ProtoMessage() {}
 
 func (x *OidcBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[89]
+	mi := &file_guard_v1_registry_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6348,7 +6419,7 @@ func (x *OidcBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OidcBinding.ProtoReflect.Descriptor instead.
 func (*OidcBinding) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{89}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *OidcBinding) GetUserId() string {
@@ -6391,7 +6462,7 @@ type BindOidcRequest struct {
 
 func (x *BindOidcRequest) Reset() {
 	*x = BindOidcRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6403,7 +6474,7 @@ func (x *BindOidcRequest) String() string {
 func (*BindOidcRequest) ProtoMessage() {}
 
 func (x *BindOidcRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[90]
+	mi := &file_guard_v1_registry_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6416,7 +6487,7 @@ func (x *BindOidcRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindOidcRequest.ProtoReflect.Descriptor instead.
 func (*BindOidcRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{90}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *BindOidcRequest) GetUserId() string {
@@ -6450,7 +6521,7 @@ type BindOidcResponse struct {
 
 func (x *BindOidcResponse) Reset() {
 	*x = BindOidcResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6462,7 +6533,7 @@ func (x *BindOidcResponse) String() string {
 func (*BindOidcResponse) ProtoMessage() {}
 
 func (x *BindOidcResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[91]
+	mi := &file_guard_v1_registry_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6475,7 +6546,7 @@ func (x *BindOidcResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindOidcResponse.ProtoReflect.Descriptor instead.
 func (*BindOidcResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{91}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *BindOidcResponse) GetBinding() *OidcBinding {
@@ -6497,7 +6568,7 @@ type UnbindOidcRequest struct {
 
 func (x *UnbindOidcRequest) Reset() {
 	*x = UnbindOidcRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6509,7 +6580,7 @@ func (x *UnbindOidcRequest) String() string {
 func (*UnbindOidcRequest) ProtoMessage() {}
 
 func (x *UnbindOidcRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[92]
+	mi := &file_guard_v1_registry_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6522,7 +6593,7 @@ func (x *UnbindOidcRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnbindOidcRequest.ProtoReflect.Descriptor instead.
 func (*UnbindOidcRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{92}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *UnbindOidcRequest) GetUserId() string {
@@ -6555,7 +6626,7 @@ type UnbindOidcResponse struct {
 
 func (x *UnbindOidcResponse) Reset() {
 	*x = UnbindOidcResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6567,7 +6638,7 @@ func (x *UnbindOidcResponse) String() string {
 func (*UnbindOidcResponse) ProtoMessage() {}
 
 func (x *UnbindOidcResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[93]
+	mi := &file_guard_v1_registry_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6580,7 +6651,7 @@ func (x *UnbindOidcResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnbindOidcResponse.ProtoReflect.Descriptor instead.
 func (*UnbindOidcResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{93}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
 }
 
 // ListUsersRequest lists users.
@@ -6596,7 +6667,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6608,7 +6679,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[94]
+	mi := &file_guard_v1_registry_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6621,7 +6692,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{94}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ListUsersRequest) GetLimit() int32 {
@@ -6650,7 +6721,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6662,7 +6733,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[95]
+	mi := &file_guard_v1_registry_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6675,7 +6746,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{95}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -6702,7 +6773,7 @@ type GetUserRequest struct {
 
 func (x *GetUserRequest) Reset() {
 	*x = GetUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6714,7 +6785,7 @@ func (x *GetUserRequest) String() string {
 func (*GetUserRequest) ProtoMessage() {}
 
 func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[96]
+	mi := &file_guard_v1_registry_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6727,7 +6798,7 @@ func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{96}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *GetUserRequest) GetId() string {
@@ -6747,7 +6818,7 @@ type GetUserResponse struct {
 
 func (x *GetUserResponse) Reset() {
 	*x = GetUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6759,7 +6830,7 @@ func (x *GetUserResponse) String() string {
 func (*GetUserResponse) ProtoMessage() {}
 
 func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[97]
+	mi := &file_guard_v1_registry_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6772,7 +6843,7 @@ func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
 func (*GetUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{97}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *GetUserResponse) GetUser() *User {
@@ -6793,7 +6864,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6805,7 +6876,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[98]
+	mi := &file_guard_v1_registry_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6818,7 +6889,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{98}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *CreateUserRequest) GetId() string {
@@ -6845,7 +6916,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6857,7 +6928,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[99]
+	mi := &file_guard_v1_registry_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6870,7 +6941,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{99}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -6891,7 +6962,7 @@ type UpdateUserRequest struct {
 
 func (x *UpdateUserRequest) Reset() {
 	*x = UpdateUserRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6903,7 +6974,7 @@ func (x *UpdateUserRequest) String() string {
 func (*UpdateUserRequest) ProtoMessage() {}
 
 func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[100]
+	mi := &file_guard_v1_registry_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6916,7 +6987,7 @@ func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{100}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *UpdateUserRequest) GetId() string {
@@ -6943,7 +7014,7 @@ type UpdateUserResponse struct {
 
 func (x *UpdateUserResponse) Reset() {
 	*x = UpdateUserResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6955,7 +7026,7 @@ func (x *UpdateUserResponse) String() string {
 func (*UpdateUserResponse) ProtoMessage() {}
 
 func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[101]
+	mi := &file_guard_v1_registry_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6968,7 +7039,7 @@ func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{101}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *UpdateUserResponse) GetUser() *User {
@@ -6991,7 +7062,7 @@ type Wiring struct {
 
 func (x *Wiring) Reset() {
 	*x = Wiring{}
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7003,7 +7074,7 @@ func (x *Wiring) String() string {
 func (*Wiring) ProtoMessage() {}
 
 func (x *Wiring) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[102]
+	mi := &file_guard_v1_registry_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7016,7 +7087,7 @@ func (x *Wiring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wiring.ProtoReflect.Descriptor instead.
 func (*Wiring) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{102}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *Wiring) GetId() string {
@@ -7062,7 +7133,7 @@ type ListWiringsRequest struct {
 
 func (x *ListWiringsRequest) Reset() {
 	*x = ListWiringsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7074,7 +7145,7 @@ func (x *ListWiringsRequest) String() string {
 func (*ListWiringsRequest) ProtoMessage() {}
 
 func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[103]
+	mi := &file_guard_v1_registry_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7087,7 +7158,7 @@ func (x *ListWiringsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsRequest.ProtoReflect.Descriptor instead.
 func (*ListWiringsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{103}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *ListWiringsRequest) GetGroup() string {
@@ -7130,7 +7201,7 @@ type ListWiringsResponse struct {
 
 func (x *ListWiringsResponse) Reset() {
 	*x = ListWiringsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7142,7 +7213,7 @@ func (x *ListWiringsResponse) String() string {
 func (*ListWiringsResponse) ProtoMessage() {}
 
 func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[104]
+	mi := &file_guard_v1_registry_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7155,7 +7226,7 @@ func (x *ListWiringsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWiringsResponse.ProtoReflect.Descriptor instead.
 func (*ListWiringsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{104}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ListWiringsResponse) GetWirings() []*Wiring {
@@ -7183,7 +7254,7 @@ type CreateWiringRequest struct {
 
 func (x *CreateWiringRequest) Reset() {
 	*x = CreateWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7195,7 +7266,7 @@ func (x *CreateWiringRequest) String() string {
 func (*CreateWiringRequest) ProtoMessage() {}
 
 func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[105]
+	mi := &file_guard_v1_registry_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7208,7 +7279,7 @@ func (x *CreateWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringRequest.ProtoReflect.Descriptor instead.
 func (*CreateWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{105}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *CreateWiringRequest) GetMessagingGroup() string {
@@ -7235,7 +7306,7 @@ type CreateWiringResponse struct {
 
 func (x *CreateWiringResponse) Reset() {
 	*x = CreateWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7247,7 +7318,7 @@ func (x *CreateWiringResponse) String() string {
 func (*CreateWiringResponse) ProtoMessage() {}
 
 func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[106]
+	mi := &file_guard_v1_registry_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7260,7 +7331,7 @@ func (x *CreateWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWiringResponse.ProtoReflect.Descriptor instead.
 func (*CreateWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{106}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *CreateWiringResponse) GetWiring() *Wiring {
@@ -7280,7 +7351,7 @@ type DeleteWiringRequest struct {
 
 func (x *DeleteWiringRequest) Reset() {
 	*x = DeleteWiringRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7292,7 +7363,7 @@ func (x *DeleteWiringRequest) String() string {
 func (*DeleteWiringRequest) ProtoMessage() {}
 
 func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[107]
+	mi := &file_guard_v1_registry_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7305,7 +7376,7 @@ func (x *DeleteWiringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWiringRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{107}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *DeleteWiringRequest) GetId() string {
@@ -7324,7 +7395,7 @@ type DeleteWiringResponse struct {
 
 func (x *DeleteWiringResponse) Reset() {
 	*x = DeleteWiringResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7336,7 +7407,7 @@ func (x *DeleteWiringResponse) String() string {
 func (*DeleteWiringResponse) ProtoMessage() {}
 
 func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[108]
+	mi := &file_guard_v1_registry_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7349,7 +7420,7 @@ func (x *DeleteWiringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWiringResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWiringResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{108}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
 }
 
 // MessagingGroup is a chat on a channel.
@@ -7370,7 +7441,7 @@ type MessagingGroup struct {
 
 func (x *MessagingGroup) Reset() {
 	*x = MessagingGroup{}
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7382,7 +7453,7 @@ func (x *MessagingGroup) String() string {
 func (*MessagingGroup) ProtoMessage() {}
 
 func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[109]
+	mi := &file_guard_v1_registry_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7395,7 +7466,7 @@ func (x *MessagingGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagingGroup.ProtoReflect.Descriptor instead.
 func (*MessagingGroup) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{109}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *MessagingGroup) GetId() string {
@@ -7467,7 +7538,7 @@ type ListMessagingGroupsRequest struct {
 
 func (x *ListMessagingGroupsRequest) Reset() {
 	*x = ListMessagingGroupsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7479,7 +7550,7 @@ func (x *ListMessagingGroupsRequest) String() string {
 func (*ListMessagingGroupsRequest) ProtoMessage() {}
 
 func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[110]
+	mi := &file_guard_v1_registry_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7492,7 +7563,7 @@ func (x *ListMessagingGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{110}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *ListMessagingGroupsRequest) GetLimit() int32 {
@@ -7521,7 +7592,7 @@ type ListMessagingGroupsResponse struct {
 
 func (x *ListMessagingGroupsResponse) Reset() {
 	*x = ListMessagingGroupsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7533,7 +7604,7 @@ func (x *ListMessagingGroupsResponse) String() string {
 func (*ListMessagingGroupsResponse) ProtoMessage() {}
 
 func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[111]
+	mi := &file_guard_v1_registry_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7546,7 +7617,7 @@ func (x *ListMessagingGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagingGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagingGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{111}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *ListMessagingGroupsResponse) GetMessagingGroups() []*MessagingGroup {
@@ -7573,7 +7644,7 @@ type GetMessagingGroupRequest struct {
 
 func (x *GetMessagingGroupRequest) Reset() {
 	*x = GetMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7585,7 +7656,7 @@ func (x *GetMessagingGroupRequest) String() string {
 func (*GetMessagingGroupRequest) ProtoMessage() {}
 
 func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[112]
+	mi := &file_guard_v1_registry_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7598,7 +7669,7 @@ func (x *GetMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{112}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *GetMessagingGroupRequest) GetId() string {
@@ -7618,7 +7689,7 @@ type GetMessagingGroupResponse struct {
 
 func (x *GetMessagingGroupResponse) Reset() {
 	*x = GetMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7630,7 +7701,7 @@ func (x *GetMessagingGroupResponse) String() string {
 func (*GetMessagingGroupResponse) ProtoMessage() {}
 
 func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[113]
+	mi := &file_guard_v1_registry_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7643,7 +7714,7 @@ func (x *GetMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*GetMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{113}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *GetMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7667,7 +7738,7 @@ type CreateMessagingGroupRequest struct {
 
 func (x *CreateMessagingGroupRequest) Reset() {
 	*x = CreateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7679,7 +7750,7 @@ func (x *CreateMessagingGroupRequest) String() string {
 func (*CreateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[114]
+	mi := &file_guard_v1_registry_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7692,7 +7763,7 @@ func (x *CreateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{114}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *CreateMessagingGroupRequest) GetChannelType() string {
@@ -7740,7 +7811,7 @@ type CreateMessagingGroupResponse struct {
 
 func (x *CreateMessagingGroupResponse) Reset() {
 	*x = CreateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7752,7 +7823,7 @@ func (x *CreateMessagingGroupResponse) String() string {
 func (*CreateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[115]
+	mi := &file_guard_v1_registry_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7765,7 +7836,7 @@ func (x *CreateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{115}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *CreateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7787,7 +7858,7 @@ type UpdateMessagingGroupRequest struct {
 
 func (x *UpdateMessagingGroupRequest) Reset() {
 	*x = UpdateMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7799,7 +7870,7 @@ func (x *UpdateMessagingGroupRequest) String() string {
 func (*UpdateMessagingGroupRequest) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[116]
+	mi := &file_guard_v1_registry_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7812,7 +7883,7 @@ func (x *UpdateMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{116}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *UpdateMessagingGroupRequest) GetId() string {
@@ -7846,7 +7917,7 @@ type UpdateMessagingGroupResponse struct {
 
 func (x *UpdateMessagingGroupResponse) Reset() {
 	*x = UpdateMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7858,7 +7929,7 @@ func (x *UpdateMessagingGroupResponse) String() string {
 func (*UpdateMessagingGroupResponse) ProtoMessage() {}
 
 func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[117]
+	mi := &file_guard_v1_registry_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7871,7 +7942,7 @@ func (x *UpdateMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{117}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *UpdateMessagingGroupResponse) GetMessagingGroup() *MessagingGroup {
@@ -7891,7 +7962,7 @@ type DeleteMessagingGroupRequest struct {
 
 func (x *DeleteMessagingGroupRequest) Reset() {
 	*x = DeleteMessagingGroupRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7903,7 +7974,7 @@ func (x *DeleteMessagingGroupRequest) String() string {
 func (*DeleteMessagingGroupRequest) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[118]
+	mi := &file_guard_v1_registry_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7916,7 +7987,7 @@ func (x *DeleteMessagingGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{118}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *DeleteMessagingGroupRequest) GetId() string {
@@ -7935,7 +8006,7 @@ type DeleteMessagingGroupResponse struct {
 
 func (x *DeleteMessagingGroupResponse) Reset() {
 	*x = DeleteMessagingGroupResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7947,7 +8018,7 @@ func (x *DeleteMessagingGroupResponse) String() string {
 func (*DeleteMessagingGroupResponse) ProtoMessage() {}
 
 func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[119]
+	mi := &file_guard_v1_registry_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7960,7 +8031,7 @@ func (x *DeleteMessagingGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagingGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessagingGroupResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{119}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
 }
 
 // MessagePolicy holds messages from one group to another for a named approver.
@@ -7987,7 +8058,7 @@ type MessagePolicy struct {
 
 func (x *MessagePolicy) Reset() {
 	*x = MessagePolicy{}
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7999,7 +8070,7 @@ func (x *MessagePolicy) String() string {
 func (*MessagePolicy) ProtoMessage() {}
 
 func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[120]
+	mi := &file_guard_v1_registry_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8012,7 +8083,7 @@ func (x *MessagePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePolicy.ProtoReflect.Descriptor instead.
 func (*MessagePolicy) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{120}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *MessagePolicy) GetFromGroup() string {
@@ -8092,7 +8163,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8104,7 +8175,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[121]
+	mi := &file_guard_v1_registry_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8117,7 +8188,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{121}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *ListPoliciesRequest) GetGroup() string {
@@ -8153,7 +8224,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8165,7 +8236,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[122]
+	mi := &file_guard_v1_registry_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8178,7 +8249,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{122}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*MessagePolicy {
@@ -8221,7 +8292,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8233,7 +8304,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[123]
+	mi := &file_guard_v1_registry_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8246,7 +8317,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{123}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *SetPolicyRequest) GetFromGroup() string {
@@ -8322,7 +8393,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8334,7 +8405,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[124]
+	mi := &file_guard_v1_registry_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8347,7 +8418,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{124}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *MessagePolicy {
@@ -8368,7 +8439,7 @@ type RemovePolicyRequest struct {
 
 func (x *RemovePolicyRequest) Reset() {
 	*x = RemovePolicyRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8380,7 +8451,7 @@ func (x *RemovePolicyRequest) String() string {
 func (*RemovePolicyRequest) ProtoMessage() {}
 
 func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[125]
+	mi := &file_guard_v1_registry_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8393,7 +8464,7 @@ func (x *RemovePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyRequest.ProtoReflect.Descriptor instead.
 func (*RemovePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{125}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *RemovePolicyRequest) GetFromGroup() string {
@@ -8419,7 +8490,7 @@ type RemovePolicyResponse struct {
 
 func (x *RemovePolicyResponse) Reset() {
 	*x = RemovePolicyResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8431,7 +8502,7 @@ func (x *RemovePolicyResponse) String() string {
 func (*RemovePolicyResponse) ProtoMessage() {}
 
 func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[126]
+	mi := &file_guard_v1_registry_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8444,7 +8515,7 @@ func (x *RemovePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePolicyResponse.ProtoReflect.Descriptor instead.
 func (*RemovePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{126}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
 }
 
 // UserDm is where a user's approval cards are delivered on one channel type.
@@ -8459,7 +8530,7 @@ type UserDm struct {
 
 func (x *UserDm) Reset() {
 	*x = UserDm{}
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8471,7 +8542,7 @@ func (x *UserDm) String() string {
 func (*UserDm) ProtoMessage() {}
 
 func (x *UserDm) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[127]
+	mi := &file_guard_v1_registry_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8484,7 +8555,7 @@ func (x *UserDm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserDm.ProtoReflect.Descriptor instead.
 func (*UserDm) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{127}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *UserDm) GetUserId() string {
@@ -8522,7 +8593,7 @@ type ListUserDmsRequest struct {
 
 func (x *ListUserDmsRequest) Reset() {
 	*x = ListUserDmsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8534,7 +8605,7 @@ func (x *ListUserDmsRequest) String() string {
 func (*ListUserDmsRequest) ProtoMessage() {}
 
 func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[128]
+	mi := &file_guard_v1_registry_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8547,7 +8618,7 @@ func (x *ListUserDmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsRequest.ProtoReflect.Descriptor instead.
 func (*ListUserDmsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{128}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *ListUserDmsRequest) GetUserId() string {
@@ -8583,7 +8654,7 @@ type ListUserDmsResponse struct {
 
 func (x *ListUserDmsResponse) Reset() {
 	*x = ListUserDmsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8595,7 +8666,7 @@ func (x *ListUserDmsResponse) String() string {
 func (*ListUserDmsResponse) ProtoMessage() {}
 
 func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[129]
+	mi := &file_guard_v1_registry_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8608,7 +8679,7 @@ func (x *ListUserDmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUserDmsResponse.ProtoReflect.Descriptor instead.
 func (*ListUserDmsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{129}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *ListUserDmsResponse) GetDms() []*UserDm {
@@ -8637,7 +8708,7 @@ type SetUserDmRequest struct {
 
 func (x *SetUserDmRequest) Reset() {
 	*x = SetUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8649,7 +8720,7 @@ func (x *SetUserDmRequest) String() string {
 func (*SetUserDmRequest) ProtoMessage() {}
 
 func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[130]
+	mi := &file_guard_v1_registry_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8662,7 +8733,7 @@ func (x *SetUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmRequest.ProtoReflect.Descriptor instead.
 func (*SetUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{130}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *SetUserDmRequest) GetUserId() string {
@@ -8696,7 +8767,7 @@ type SetUserDmResponse struct {
 
 func (x *SetUserDmResponse) Reset() {
 	*x = SetUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8708,7 +8779,7 @@ func (x *SetUserDmResponse) String() string {
 func (*SetUserDmResponse) ProtoMessage() {}
 
 func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[131]
+	mi := &file_guard_v1_registry_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8721,7 +8792,7 @@ func (x *SetUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserDmResponse.ProtoReflect.Descriptor instead.
 func (*SetUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{131}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *SetUserDmResponse) GetDm() *UserDm {
@@ -8742,7 +8813,7 @@ type RemoveUserDmRequest struct {
 
 func (x *RemoveUserDmRequest) Reset() {
 	*x = RemoveUserDmRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8754,7 +8825,7 @@ func (x *RemoveUserDmRequest) String() string {
 func (*RemoveUserDmRequest) ProtoMessage() {}
 
 func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[132]
+	mi := &file_guard_v1_registry_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8767,7 +8838,7 @@ func (x *RemoveUserDmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmRequest.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{132}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *RemoveUserDmRequest) GetUserId() string {
@@ -8793,7 +8864,7 @@ type RemoveUserDmResponse struct {
 
 func (x *RemoveUserDmResponse) Reset() {
 	*x = RemoveUserDmResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8805,7 +8876,7 @@ func (x *RemoveUserDmResponse) String() string {
 func (*RemoveUserDmResponse) ProtoMessage() {}
 
 func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[133]
+	mi := &file_guard_v1_registry_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8818,7 +8889,7 @@ func (x *RemoveUserDmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUserDmResponse.ProtoReflect.Descriptor instead.
 func (*RemoveUserDmResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{133}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
 }
 
 // Token is an API credential (its secret is never stored or listed).
@@ -8851,7 +8922,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8863,7 +8934,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[134]
+	mi := &file_guard_v1_registry_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8876,7 +8947,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{134}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *Token) GetId() string {
@@ -8987,7 +9058,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8999,7 +9070,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[135]
+	mi := &file_guard_v1_registry_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9012,7 +9083,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{135}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *CreateTokenRequest) GetKind() Principal {
@@ -9082,7 +9153,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9094,7 +9165,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[136]
+	mi := &file_guard_v1_registry_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9107,7 +9178,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{136}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -9137,7 +9208,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9149,7 +9220,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[137]
+	mi := &file_guard_v1_registry_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9162,7 +9233,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{137}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
 }
 
 func (x *ListTokensRequest) GetLimit() int32 {
@@ -9191,7 +9262,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9203,7 +9274,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[138]
+	mi := &file_guard_v1_registry_proto_msgTypes[139]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9216,7 +9287,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{138}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -9243,7 +9314,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9255,7 +9326,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[139]
+	mi := &file_guard_v1_registry_proto_msgTypes[140]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9268,7 +9339,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{139}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -9287,7 +9358,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9299,7 +9370,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[140]
+	mi := &file_guard_v1_registry_proto_msgTypes[141]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9312,7 +9383,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{140}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
 }
 
 // ListRunnersRequest lists runners.
@@ -9328,7 +9399,7 @@ type ListRunnersRequest struct {
 
 func (x *ListRunnersRequest) Reset() {
 	*x = ListRunnersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9340,7 +9411,7 @@ func (x *ListRunnersRequest) String() string {
 func (*ListRunnersRequest) ProtoMessage() {}
 
 func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[141]
+	mi := &file_guard_v1_registry_proto_msgTypes[142]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9353,7 +9424,7 @@ func (x *ListRunnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersRequest.ProtoReflect.Descriptor instead.
 func (*ListRunnersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{141}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
 }
 
 func (x *ListRunnersRequest) GetLimit() int32 {
@@ -9382,7 +9453,7 @@ type ListRunnersResponse struct {
 
 func (x *ListRunnersResponse) Reset() {
 	*x = ListRunnersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9394,7 +9465,7 @@ func (x *ListRunnersResponse) String() string {
 func (*ListRunnersResponse) ProtoMessage() {}
 
 func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[142]
+	mi := &file_guard_v1_registry_proto_msgTypes[143]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9407,7 +9478,7 @@ func (x *ListRunnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunnersResponse.ProtoReflect.Descriptor instead.
 func (*ListRunnersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{142}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
 }
 
 func (x *ListRunnersResponse) GetRunners() []*Runner {
@@ -9452,7 +9523,7 @@ type CatalogEntry struct {
 
 func (x *CatalogEntry) Reset() {
 	*x = CatalogEntry{}
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9464,7 +9535,7 @@ func (x *CatalogEntry) String() string {
 func (*CatalogEntry) ProtoMessage() {}
 
 func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[143]
+	mi := &file_guard_v1_registry_proto_msgTypes[144]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9477,7 +9548,7 @@ func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEntry.ProtoReflect.Descriptor instead.
 func (*CatalogEntry) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{143}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
 }
 
 func (x *CatalogEntry) GetAction() string {
@@ -9570,7 +9641,7 @@ type ListCatalogRequest struct {
 
 func (x *ListCatalogRequest) Reset() {
 	*x = ListCatalogRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9582,7 +9653,7 @@ func (x *ListCatalogRequest) String() string {
 func (*ListCatalogRequest) ProtoMessage() {}
 
 func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[144]
+	mi := &file_guard_v1_registry_proto_msgTypes[145]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9595,7 +9666,7 @@ func (x *ListCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{144}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
 }
 
 func (x *ListCatalogRequest) GetLimit() int32 {
@@ -9626,7 +9697,7 @@ type ListCatalogResponse struct {
 
 func (x *ListCatalogResponse) Reset() {
 	*x = ListCatalogResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9638,7 +9709,7 @@ func (x *ListCatalogResponse) String() string {
 func (*ListCatalogResponse) ProtoMessage() {}
 
 func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[145]
+	mi := &file_guard_v1_registry_proto_msgTypes[146]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9651,7 +9722,7 @@ func (x *ListCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{145}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{146}
 }
 
 func (x *ListCatalogResponse) GetEntries() []*CatalogEntry {
@@ -9702,7 +9773,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_guard_v1_registry_proto_msgTypes[146]
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9714,7 +9785,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[146]
+	mi := &file_guard_v1_registry_proto_msgTypes[147]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9727,7 +9798,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{146}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{147}
 }
 
 func (x *DecisionRecord) GetId() string {
@@ -9845,7 +9916,7 @@ type GetDecisionRequest struct {
 
 func (x *GetDecisionRequest) Reset() {
 	*x = GetDecisionRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9857,7 +9928,7 @@ func (x *GetDecisionRequest) String() string {
 func (*GetDecisionRequest) ProtoMessage() {}
 
 func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[147]
+	mi := &file_guard_v1_registry_proto_msgTypes[148]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9870,7 +9941,7 @@ func (x *GetDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionRequest.ProtoReflect.Descriptor instead.
 func (*GetDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{147}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{148}
 }
 
 func (x *GetDecisionRequest) GetId() string {
@@ -9890,7 +9961,7 @@ type GetDecisionResponse struct {
 
 func (x *GetDecisionResponse) Reset() {
 	*x = GetDecisionResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9902,7 +9973,7 @@ func (x *GetDecisionResponse) String() string {
 func (*GetDecisionResponse) ProtoMessage() {}
 
 func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[148]
+	mi := &file_guard_v1_registry_proto_msgTypes[149]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9915,7 +9986,7 @@ func (x *GetDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDecisionResponse.ProtoReflect.Descriptor instead.
 func (*GetDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{148}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{149}
 }
 
 func (x *GetDecisionResponse) GetDecision() *DecisionRecord {
@@ -9951,7 +10022,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9963,7 +10034,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[149]
+	mi := &file_guard_v1_registry_proto_msgTypes[150]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9976,7 +10047,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{149}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{150}
 }
 
 func (x *ListDecisionsRequest) GetAction() string {
@@ -10054,7 +10125,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10066,7 +10137,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[150]
+	mi := &file_guard_v1_registry_proto_msgTypes[151]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10079,7 +10150,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{150}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{151}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*DecisionRecord {
@@ -10120,7 +10191,7 @@ type SetActionSettingsRequest struct {
 
 func (x *SetActionSettingsRequest) Reset() {
 	*x = SetActionSettingsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10132,7 +10203,7 @@ func (x *SetActionSettingsRequest) String() string {
 func (*SetActionSettingsRequest) ProtoMessage() {}
 
 func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[151]
+	mi := &file_guard_v1_registry_proto_msgTypes[152]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10145,7 +10216,7 @@ func (x *SetActionSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{151}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{152}
 }
 
 func (x *SetActionSettingsRequest) GetAction() string {
@@ -10212,7 +10283,7 @@ type SetActionSettingsResponse struct {
 
 func (x *SetActionSettingsResponse) Reset() {
 	*x = SetActionSettingsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10224,7 +10295,7 @@ func (x *SetActionSettingsResponse) String() string {
 func (*SetActionSettingsResponse) ProtoMessage() {}
 
 func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[152]
+	mi := &file_guard_v1_registry_proto_msgTypes[153]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10237,7 +10308,7 @@ func (x *SetActionSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActionSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetActionSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{152}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{153}
 }
 
 func (x *SetActionSettingsResponse) GetEntry() *CatalogEntry {
@@ -10269,7 +10340,7 @@ type McpServerState struct {
 
 func (x *McpServerState) Reset() {
 	*x = McpServerState{}
-	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10281,7 +10352,7 @@ func (x *McpServerState) String() string {
 func (*McpServerState) ProtoMessage() {}
 
 func (x *McpServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[153]
+	mi := &file_guard_v1_registry_proto_msgTypes[154]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10294,7 +10365,7 @@ func (x *McpServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerState.ProtoReflect.Descriptor instead.
 func (*McpServerState) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{153}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{154}
 }
 
 func (x *McpServerState) GetRunnerId() string {
@@ -10353,7 +10424,7 @@ type McpServerInfo struct {
 
 func (x *McpServerInfo) Reset() {
 	*x = McpServerInfo{}
-	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10365,7 +10436,7 @@ func (x *McpServerInfo) String() string {
 func (*McpServerInfo) ProtoMessage() {}
 
 func (x *McpServerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[154]
+	mi := &file_guard_v1_registry_proto_msgTypes[155]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10378,7 +10449,7 @@ func (x *McpServerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServerInfo.ProtoReflect.Descriptor instead.
 func (*McpServerInfo) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{154}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{155}
 }
 
 func (x *McpServerInfo) GetGroup() string {
@@ -10467,7 +10538,7 @@ type McpToolInfo struct {
 
 func (x *McpToolInfo) Reset() {
 	*x = McpToolInfo{}
-	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10479,7 +10550,7 @@ func (x *McpToolInfo) String() string {
 func (*McpToolInfo) ProtoMessage() {}
 
 func (x *McpToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[155]
+	mi := &file_guard_v1_registry_proto_msgTypes[156]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10492,7 +10563,7 @@ func (x *McpToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpToolInfo.ProtoReflect.Descriptor instead.
 func (*McpToolInfo) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{155}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{156}
 }
 
 func (x *McpToolInfo) GetGroup() string {
@@ -10579,7 +10650,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10591,7 +10662,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[156]
+	mi := &file_guard_v1_registry_proto_msgTypes[157]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10604,7 +10675,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{156}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{157}
 }
 
 func (x *ListMcpServersRequest) GetGroup() string {
@@ -10639,7 +10710,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10651,7 +10722,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[157]
+	mi := &file_guard_v1_registry_proto_msgTypes[158]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10664,7 +10735,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{157}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{158}
 }
 
 func (x *ListMcpServersResponse) GetServers() []*McpServerInfo {
@@ -10696,7 +10767,7 @@ type SetMcpServerDefaultRequest struct {
 
 func (x *SetMcpServerDefaultRequest) Reset() {
 	*x = SetMcpServerDefaultRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10708,7 +10779,7 @@ func (x *SetMcpServerDefaultRequest) String() string {
 func (*SetMcpServerDefaultRequest) ProtoMessage() {}
 
 func (x *SetMcpServerDefaultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[158]
+	mi := &file_guard_v1_registry_proto_msgTypes[159]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10721,7 +10792,7 @@ func (x *SetMcpServerDefaultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerDefaultRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpServerDefaultRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{158}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{159}
 }
 
 func (x *SetMcpServerDefaultRequest) GetGroup() string {
@@ -10774,7 +10845,7 @@ type SetMcpServerDefaultResponse struct {
 
 func (x *SetMcpServerDefaultResponse) Reset() {
 	*x = SetMcpServerDefaultResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10786,7 +10857,7 @@ func (x *SetMcpServerDefaultResponse) String() string {
 func (*SetMcpServerDefaultResponse) ProtoMessage() {}
 
 func (x *SetMcpServerDefaultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[159]
+	mi := &file_guard_v1_registry_proto_msgTypes[160]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10799,7 +10870,7 @@ func (x *SetMcpServerDefaultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerDefaultResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpServerDefaultResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{159}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{160}
 }
 
 func (x *SetMcpServerDefaultResponse) GetServer() *McpServerInfo {
@@ -10831,7 +10902,7 @@ type ListMcpToolsRequest struct {
 
 func (x *ListMcpToolsRequest) Reset() {
 	*x = ListMcpToolsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10843,7 +10914,7 @@ func (x *ListMcpToolsRequest) String() string {
 func (*ListMcpToolsRequest) ProtoMessage() {}
 
 func (x *ListMcpToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[160]
+	mi := &file_guard_v1_registry_proto_msgTypes[161]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10856,7 +10927,7 @@ func (x *ListMcpToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpToolsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{160}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{161}
 }
 
 func (x *ListMcpToolsRequest) GetGroup() string {
@@ -10898,7 +10969,7 @@ type ListMcpToolsResponse struct {
 
 func (x *ListMcpToolsResponse) Reset() {
 	*x = ListMcpToolsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10910,7 +10981,7 @@ func (x *ListMcpToolsResponse) String() string {
 func (*ListMcpToolsResponse) ProtoMessage() {}
 
 func (x *ListMcpToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[161]
+	mi := &file_guard_v1_registry_proto_msgTypes[162]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10923,7 +10994,7 @@ func (x *ListMcpToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpToolsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{161}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{162}
 }
 
 func (x *ListMcpToolsResponse) GetTools() []*McpToolInfo {
@@ -10955,7 +11026,7 @@ type SetMcpToolRequest struct {
 
 func (x *SetMcpToolRequest) Reset() {
 	*x = SetMcpToolRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10967,7 +11038,7 @@ func (x *SetMcpToolRequest) String() string {
 func (*SetMcpToolRequest) ProtoMessage() {}
 
 func (x *SetMcpToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[162]
+	mi := &file_guard_v1_registry_proto_msgTypes[163]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10980,7 +11051,7 @@ func (x *SetMcpToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpToolRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpToolRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{162}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{163}
 }
 
 func (x *SetMcpToolRequest) GetGroup() string {
@@ -11040,7 +11111,7 @@ type SetMcpToolResponse struct {
 
 func (x *SetMcpToolResponse) Reset() {
 	*x = SetMcpToolResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11052,7 +11123,7 @@ func (x *SetMcpToolResponse) String() string {
 func (*SetMcpToolResponse) ProtoMessage() {}
 
 func (x *SetMcpToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[163]
+	mi := &file_guard_v1_registry_proto_msgTypes[164]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11065,7 +11136,7 @@ func (x *SetMcpToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpToolResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpToolResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{163}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{164}
 }
 
 func (x *SetMcpToolResponse) GetTool() *McpToolInfo {
@@ -11093,7 +11164,7 @@ type ReportedMcpTool struct {
 
 func (x *ReportedMcpTool) Reset() {
 	*x = ReportedMcpTool{}
-	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11105,7 +11176,7 @@ func (x *ReportedMcpTool) String() string {
 func (*ReportedMcpTool) ProtoMessage() {}
 
 func (x *ReportedMcpTool) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[164]
+	mi := &file_guard_v1_registry_proto_msgTypes[165]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11118,7 +11189,7 @@ func (x *ReportedMcpTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportedMcpTool.ProtoReflect.Descriptor instead.
 func (*ReportedMcpTool) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{164}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{165}
 }
 
 func (x *ReportedMcpTool) GetName() string {
@@ -11149,7 +11220,7 @@ type ReportMcpToolsRequest struct {
 
 func (x *ReportMcpToolsRequest) Reset() {
 	*x = ReportMcpToolsRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11161,7 +11232,7 @@ func (x *ReportMcpToolsRequest) String() string {
 func (*ReportMcpToolsRequest) ProtoMessage() {}
 
 func (x *ReportMcpToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[165]
+	mi := &file_guard_v1_registry_proto_msgTypes[166]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11174,7 +11245,7 @@ func (x *ReportMcpToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMcpToolsRequest.ProtoReflect.Descriptor instead.
 func (*ReportMcpToolsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{165}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
 }
 
 func (x *ReportMcpToolsRequest) GetSessionId() string {
@@ -11223,7 +11294,7 @@ type ReportMcpToolsResponse struct {
 
 func (x *ReportMcpToolsResponse) Reset() {
 	*x = ReportMcpToolsResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11235,7 +11306,7 @@ func (x *ReportMcpToolsResponse) String() string {
 func (*ReportMcpToolsResponse) ProtoMessage() {}
 
 func (x *ReportMcpToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[166]
+	mi := &file_guard_v1_registry_proto_msgTypes[167]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11248,7 +11319,7 @@ func (x *ReportMcpToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMcpToolsResponse.ProtoReflect.Descriptor instead.
 func (*ReportMcpToolsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{166}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{167}
 }
 
 func (x *ReportMcpToolsResponse) GetTools() []*McpToolInfo {
@@ -11277,7 +11348,7 @@ type Freeze struct {
 
 func (x *Freeze) Reset() {
 	*x = Freeze{}
-	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11289,7 +11360,7 @@ func (x *Freeze) String() string {
 func (*Freeze) ProtoMessage() {}
 
 func (x *Freeze) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[167]
+	mi := &file_guard_v1_registry_proto_msgTypes[168]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11302,7 +11373,7 @@ func (x *Freeze) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Freeze.ProtoReflect.Descriptor instead.
 func (*Freeze) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{167}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{168}
 }
 
 func (x *Freeze) GetScope() FreezeScope {
@@ -11369,7 +11440,7 @@ type FreezeRequest struct {
 
 func (x *FreezeRequest) Reset() {
 	*x = FreezeRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	mi := &file_guard_v1_registry_proto_msgTypes[169]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11381,7 +11452,7 @@ func (x *FreezeRequest) String() string {
 func (*FreezeRequest) ProtoMessage() {}
 
 func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[168]
+	mi := &file_guard_v1_registry_proto_msgTypes[169]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11394,7 +11465,7 @@ func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{168}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{169}
 }
 
 func (x *FreezeRequest) GetScope() FreezeScope {
@@ -11443,7 +11514,7 @@ type FreezeResponse struct {
 
 func (x *FreezeResponse) Reset() {
 	*x = FreezeResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[169]
+	mi := &file_guard_v1_registry_proto_msgTypes[170]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11455,7 +11526,7 @@ func (x *FreezeResponse) String() string {
 func (*FreezeResponse) ProtoMessage() {}
 
 func (x *FreezeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[169]
+	mi := &file_guard_v1_registry_proto_msgTypes[170]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11468,7 +11539,7 @@ func (x *FreezeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{169}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{170}
 }
 
 func (x *FreezeResponse) GetFreeze() *Freeze {
@@ -11490,7 +11561,7 @@ type UnfreezeRequest struct {
 
 func (x *UnfreezeRequest) Reset() {
 	*x = UnfreezeRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[170]
+	mi := &file_guard_v1_registry_proto_msgTypes[171]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11502,7 +11573,7 @@ func (x *UnfreezeRequest) String() string {
 func (*UnfreezeRequest) ProtoMessage() {}
 
 func (x *UnfreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[170]
+	mi := &file_guard_v1_registry_proto_msgTypes[171]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11515,7 +11586,7 @@ func (x *UnfreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRequest.ProtoReflect.Descriptor instead.
 func (*UnfreezeRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{170}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{171}
 }
 
 func (x *UnfreezeRequest) GetScope() FreezeScope {
@@ -11549,7 +11620,7 @@ type UnfreezeResponse struct {
 
 func (x *UnfreezeResponse) Reset() {
 	*x = UnfreezeResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[171]
+	mi := &file_guard_v1_registry_proto_msgTypes[172]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11561,7 +11632,7 @@ func (x *UnfreezeResponse) String() string {
 func (*UnfreezeResponse) ProtoMessage() {}
 
 func (x *UnfreezeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[171]
+	mi := &file_guard_v1_registry_proto_msgTypes[172]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11574,7 +11645,7 @@ func (x *UnfreezeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeResponse.ProtoReflect.Descriptor instead.
 func (*UnfreezeResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{171}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{172}
 }
 
 func (x *UnfreezeResponse) GetFreeze() *Freeze {
@@ -11595,7 +11666,7 @@ type ListFreezesRequest struct {
 
 func (x *ListFreezesRequest) Reset() {
 	*x = ListFreezesRequest{}
-	mi := &file_guard_v1_registry_proto_msgTypes[172]
+	mi := &file_guard_v1_registry_proto_msgTypes[173]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11607,7 +11678,7 @@ func (x *ListFreezesRequest) String() string {
 func (*ListFreezesRequest) ProtoMessage() {}
 
 func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[172]
+	mi := &file_guard_v1_registry_proto_msgTypes[173]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11620,7 +11691,7 @@ func (x *ListFreezesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFreezesRequest.ProtoReflect.Descriptor instead.
 func (*ListFreezesRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{172}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{173}
 }
 
 func (x *ListFreezesRequest) GetAsUser() string {
@@ -11640,7 +11711,7 @@ type ListFreezesResponse struct {
 
 func (x *ListFreezesResponse) Reset() {
 	*x = ListFreezesResponse{}
-	mi := &file_guard_v1_registry_proto_msgTypes[173]
+	mi := &file_guard_v1_registry_proto_msgTypes[174]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11652,7 +11723,7 @@ func (x *ListFreezesResponse) String() string {
 func (*ListFreezesResponse) ProtoMessage() {}
 
 func (x *ListFreezesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[173]
+	mi := &file_guard_v1_registry_proto_msgTypes[174]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11665,7 +11736,7 @@ func (x *ListFreezesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFreezesResponse.ProtoReflect.Descriptor instead.
 func (*ListFreezesResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{173}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{174}
 }
 
 func (x *ListFreezesResponse) GetFreezes() []*Freeze {
@@ -11686,7 +11757,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_guard_v1_registry_proto_msgTypes[174]
+	mi := &file_guard_v1_registry_proto_msgTypes[175]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11698,7 +11769,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_registry_proto_msgTypes[174]
+	mi := &file_guard_v1_registry_proto_msgTypes[175]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11711,7 +11782,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_guard_v1_registry_proto_rawDescGZIP(), []int{174}
+	return file_guard_v1_registry_proto_rawDescGZIP(), []int{175}
 }
 
 func (x *StopSession) GetReason() string {
@@ -11836,10 +11907,15 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"[\n" +
 	"\x17GetSessionConfigRequest\x12@\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\"n\n" +
+	"session_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\"\xb0\x01\n" +
 	"\x18GetSessionConfigResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\x12%\n" +
-	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\xee\x03\n" +
+	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\x12@\n" +
+	"\fdestinations\x18\x03 \x03(\v2\x1c.guard.v1.SessionDestinationR\fdestinations\"w\n" +
+	"\x12SessionDestination\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\ftarget_group\x18\x02 \x01(\tR\vtargetGroup\x12*\n" +
+	"\x11target_group_name\x18\x03 \x01(\tR\x0ftargetGroupName\"\xee\x03\n" +
 	"\x12ApplyActionRequest\x12B\n" +
 	"\vdecision_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\n" +
 	"decisionId\x12@\n" +
@@ -12809,7 +12885,7 @@ func file_guard_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 186)
+var file_guard_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 187)
 var file_guard_v1_registry_proto_goTypes = []any{
 	(NoticeKind)(0),                      // 0: guard.v1.NoticeKind
 	(RouteOutcome)(0),                    // 1: guard.v1.RouteOutcome
@@ -12844,514 +12920,516 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*OpenSessionResponse)(nil),          // 30: guard.v1.OpenSessionResponse
 	(*GetSessionConfigRequest)(nil),      // 31: guard.v1.GetSessionConfigRequest
 	(*GetSessionConfigResponse)(nil),     // 32: guard.v1.GetSessionConfigResponse
-	(*ApplyActionRequest)(nil),           // 33: guard.v1.ApplyActionRequest
-	(*ApplyActionResponse)(nil),          // 34: guard.v1.ApplyActionResponse
-	(*RouteInboundRequest)(nil),          // 35: guard.v1.RouteInboundRequest
-	(*RouteInboundResponse)(nil),         // 36: guard.v1.RouteInboundResponse
-	(*PostChatMessageRequest)(nil),       // 37: guard.v1.PostChatMessageRequest
-	(*PostChatMessageResponse)(nil),      // 38: guard.v1.PostChatMessageResponse
-	(*WatchChatOutboxRequest)(nil),       // 39: guard.v1.WatchChatOutboxRequest
-	(*WatchChatOutboxResponse)(nil),      // 40: guard.v1.WatchChatOutboxResponse
-	(*Runner)(nil),                       // 41: guard.v1.Runner
-	(*McpServer)(nil),                    // 42: guard.v1.McpServer
-	(*GroupConfig)(nil),                  // 43: guard.v1.GroupConfig
-	(*AgentCommand)(nil),                 // 44: guard.v1.AgentCommand
-	(*Group)(nil),                        // 45: guard.v1.Group
-	(*CreateGroupRequest)(nil),           // 46: guard.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),          // 47: guard.v1.CreateGroupResponse
-	(*GetGroupRequest)(nil),              // 48: guard.v1.GetGroupRequest
-	(*GetGroupResponse)(nil),             // 49: guard.v1.GetGroupResponse
-	(*ListGroupsRequest)(nil),            // 50: guard.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),           // 51: guard.v1.ListGroupsResponse
-	(*UpdateGroupRequest)(nil),           // 52: guard.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),          // 53: guard.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),           // 54: guard.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),          // 55: guard.v1.DeleteGroupResponse
-	(*GetGroupConfigRequest)(nil),        // 56: guard.v1.GetGroupConfigRequest
-	(*GetGroupConfigResponse)(nil),       // 57: guard.v1.GetGroupConfigResponse
-	(*UpdateGroupConfigRequest)(nil),     // 58: guard.v1.UpdateGroupConfigRequest
-	(*UpdateGroupConfigResponse)(nil),    // 59: guard.v1.UpdateGroupConfigResponse
-	(*AddGroupPackageRequest)(nil),       // 60: guard.v1.AddGroupPackageRequest
-	(*AddGroupPackageResponse)(nil),      // 61: guard.v1.AddGroupPackageResponse
-	(*RemoveGroupPackageRequest)(nil),    // 62: guard.v1.RemoveGroupPackageRequest
-	(*RemoveGroupPackageResponse)(nil),   // 63: guard.v1.RemoveGroupPackageResponse
-	(*AddGroupMcpServerRequest)(nil),     // 64: guard.v1.AddGroupMcpServerRequest
-	(*AddGroupMcpServerResponse)(nil),    // 65: guard.v1.AddGroupMcpServerResponse
-	(*RemoveGroupMcpServerRequest)(nil),  // 66: guard.v1.RemoveGroupMcpServerRequest
-	(*RemoveGroupMcpServerResponse)(nil), // 67: guard.v1.RemoveGroupMcpServerResponse
-	(*RestartGroupRequest)(nil),          // 68: guard.v1.RestartGroupRequest
-	(*RestartGroupResponse)(nil),         // 69: guard.v1.RestartGroupResponse
-	(*Session)(nil),                      // 70: guard.v1.Session
-	(*ListSessionsRequest)(nil),          // 71: guard.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),         // 72: guard.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),            // 73: guard.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),           // 74: guard.v1.GetSessionResponse
-	(*GetSessionHistoryRequest)(nil),     // 75: guard.v1.GetSessionHistoryRequest
-	(*SessionEvent)(nil),                 // 76: guard.v1.SessionEvent
-	(*GetSessionHistoryResponse)(nil),    // 77: guard.v1.GetSessionHistoryResponse
-	(*Destination)(nil),                  // 78: guard.v1.Destination
-	(*ListDestinationsRequest)(nil),      // 79: guard.v1.ListDestinationsRequest
-	(*ListDestinationsResponse)(nil),     // 80: guard.v1.ListDestinationsResponse
-	(*AddDestinationRequest)(nil),        // 81: guard.v1.AddDestinationRequest
-	(*AddDestinationResponse)(nil),       // 82: guard.v1.AddDestinationResponse
-	(*RemoveDestinationRequest)(nil),     // 83: guard.v1.RemoveDestinationRequest
-	(*RemoveDestinationResponse)(nil),    // 84: guard.v1.RemoveDestinationResponse
-	(*Member)(nil),                       // 85: guard.v1.Member
-	(*ListMembersRequest)(nil),           // 86: guard.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),          // 87: guard.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 88: guard.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),            // 89: guard.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),          // 90: guard.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),         // 91: guard.v1.RemoveMemberResponse
-	(*RoleGrant)(nil),                    // 92: guard.v1.RoleGrant
-	(*ListRolesRequest)(nil),             // 93: guard.v1.ListRolesRequest
-	(*ListRolesResponse)(nil),            // 94: guard.v1.ListRolesResponse
-	(*GrantRoleRequest)(nil),             // 95: guard.v1.GrantRoleRequest
-	(*GrantRoleResponse)(nil),            // 96: guard.v1.GrantRoleResponse
-	(*RevokeRoleRequest)(nil),            // 97: guard.v1.RevokeRoleRequest
-	(*RevokeRoleResponse)(nil),           // 98: guard.v1.RevokeRoleResponse
-	(*User)(nil),                         // 99: guard.v1.User
-	(*OidcBinding)(nil),                  // 100: guard.v1.OidcBinding
-	(*BindOidcRequest)(nil),              // 101: guard.v1.BindOidcRequest
-	(*BindOidcResponse)(nil),             // 102: guard.v1.BindOidcResponse
-	(*UnbindOidcRequest)(nil),            // 103: guard.v1.UnbindOidcRequest
-	(*UnbindOidcResponse)(nil),           // 104: guard.v1.UnbindOidcResponse
-	(*ListUsersRequest)(nil),             // 105: guard.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),            // 106: guard.v1.ListUsersResponse
-	(*GetUserRequest)(nil),               // 107: guard.v1.GetUserRequest
-	(*GetUserResponse)(nil),              // 108: guard.v1.GetUserResponse
-	(*CreateUserRequest)(nil),            // 109: guard.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),           // 110: guard.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),            // 111: guard.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),           // 112: guard.v1.UpdateUserResponse
-	(*Wiring)(nil),                       // 113: guard.v1.Wiring
-	(*ListWiringsRequest)(nil),           // 114: guard.v1.ListWiringsRequest
-	(*ListWiringsResponse)(nil),          // 115: guard.v1.ListWiringsResponse
-	(*CreateWiringRequest)(nil),          // 116: guard.v1.CreateWiringRequest
-	(*CreateWiringResponse)(nil),         // 117: guard.v1.CreateWiringResponse
-	(*DeleteWiringRequest)(nil),          // 118: guard.v1.DeleteWiringRequest
-	(*DeleteWiringResponse)(nil),         // 119: guard.v1.DeleteWiringResponse
-	(*MessagingGroup)(nil),               // 120: guard.v1.MessagingGroup
-	(*ListMessagingGroupsRequest)(nil),   // 121: guard.v1.ListMessagingGroupsRequest
-	(*ListMessagingGroupsResponse)(nil),  // 122: guard.v1.ListMessagingGroupsResponse
-	(*GetMessagingGroupRequest)(nil),     // 123: guard.v1.GetMessagingGroupRequest
-	(*GetMessagingGroupResponse)(nil),    // 124: guard.v1.GetMessagingGroupResponse
-	(*CreateMessagingGroupRequest)(nil),  // 125: guard.v1.CreateMessagingGroupRequest
-	(*CreateMessagingGroupResponse)(nil), // 126: guard.v1.CreateMessagingGroupResponse
-	(*UpdateMessagingGroupRequest)(nil),  // 127: guard.v1.UpdateMessagingGroupRequest
-	(*UpdateMessagingGroupResponse)(nil), // 128: guard.v1.UpdateMessagingGroupResponse
-	(*DeleteMessagingGroupRequest)(nil),  // 129: guard.v1.DeleteMessagingGroupRequest
-	(*DeleteMessagingGroupResponse)(nil), // 130: guard.v1.DeleteMessagingGroupResponse
-	(*MessagePolicy)(nil),                // 131: guard.v1.MessagePolicy
-	(*ListPoliciesRequest)(nil),          // 132: guard.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),         // 133: guard.v1.ListPoliciesResponse
-	(*SetPolicyRequest)(nil),             // 134: guard.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),            // 135: guard.v1.SetPolicyResponse
-	(*RemovePolicyRequest)(nil),          // 136: guard.v1.RemovePolicyRequest
-	(*RemovePolicyResponse)(nil),         // 137: guard.v1.RemovePolicyResponse
-	(*UserDm)(nil),                       // 138: guard.v1.UserDm
-	(*ListUserDmsRequest)(nil),           // 139: guard.v1.ListUserDmsRequest
-	(*ListUserDmsResponse)(nil),          // 140: guard.v1.ListUserDmsResponse
-	(*SetUserDmRequest)(nil),             // 141: guard.v1.SetUserDmRequest
-	(*SetUserDmResponse)(nil),            // 142: guard.v1.SetUserDmResponse
-	(*RemoveUserDmRequest)(nil),          // 143: guard.v1.RemoveUserDmRequest
-	(*RemoveUserDmResponse)(nil),         // 144: guard.v1.RemoveUserDmResponse
-	(*Token)(nil),                        // 145: guard.v1.Token
-	(*CreateTokenRequest)(nil),           // 146: guard.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),          // 147: guard.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),            // 148: guard.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),           // 149: guard.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),           // 150: guard.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),          // 151: guard.v1.RevokeTokenResponse
-	(*ListRunnersRequest)(nil),           // 152: guard.v1.ListRunnersRequest
-	(*ListRunnersResponse)(nil),          // 153: guard.v1.ListRunnersResponse
-	(*CatalogEntry)(nil),                 // 154: guard.v1.CatalogEntry
-	(*ListCatalogRequest)(nil),           // 155: guard.v1.ListCatalogRequest
-	(*ListCatalogResponse)(nil),          // 156: guard.v1.ListCatalogResponse
-	(*DecisionRecord)(nil),               // 157: guard.v1.DecisionRecord
-	(*GetDecisionRequest)(nil),           // 158: guard.v1.GetDecisionRequest
-	(*GetDecisionResponse)(nil),          // 159: guard.v1.GetDecisionResponse
-	(*ListDecisionsRequest)(nil),         // 160: guard.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),        // 161: guard.v1.ListDecisionsResponse
-	(*SetActionSettingsRequest)(nil),     // 162: guard.v1.SetActionSettingsRequest
-	(*SetActionSettingsResponse)(nil),    // 163: guard.v1.SetActionSettingsResponse
-	(*McpServerState)(nil),               // 164: guard.v1.McpServerState
-	(*McpServerInfo)(nil),                // 165: guard.v1.McpServerInfo
-	(*McpToolInfo)(nil),                  // 166: guard.v1.McpToolInfo
-	(*ListMcpServersRequest)(nil),        // 167: guard.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),       // 168: guard.v1.ListMcpServersResponse
-	(*SetMcpServerDefaultRequest)(nil),   // 169: guard.v1.SetMcpServerDefaultRequest
-	(*SetMcpServerDefaultResponse)(nil),  // 170: guard.v1.SetMcpServerDefaultResponse
-	(*ListMcpToolsRequest)(nil),          // 171: guard.v1.ListMcpToolsRequest
-	(*ListMcpToolsResponse)(nil),         // 172: guard.v1.ListMcpToolsResponse
-	(*SetMcpToolRequest)(nil),            // 173: guard.v1.SetMcpToolRequest
-	(*SetMcpToolResponse)(nil),           // 174: guard.v1.SetMcpToolResponse
-	(*ReportedMcpTool)(nil),              // 175: guard.v1.ReportedMcpTool
-	(*ReportMcpToolsRequest)(nil),        // 176: guard.v1.ReportMcpToolsRequest
-	(*ReportMcpToolsResponse)(nil),       // 177: guard.v1.ReportMcpToolsResponse
-	(*Freeze)(nil),                       // 178: guard.v1.Freeze
-	(*FreezeRequest)(nil),                // 179: guard.v1.FreezeRequest
-	(*FreezeResponse)(nil),               // 180: guard.v1.FreezeResponse
-	(*UnfreezeRequest)(nil),              // 181: guard.v1.UnfreezeRequest
-	(*UnfreezeResponse)(nil),             // 182: guard.v1.UnfreezeResponse
-	(*ListFreezesRequest)(nil),           // 183: guard.v1.ListFreezesRequest
-	(*ListFreezesResponse)(nil),          // 184: guard.v1.ListFreezesResponse
-	(*StopSession)(nil),                  // 185: guard.v1.StopSession
-	nil,                                  // 186: guard.v1.RegisterRunnerRequest.LabelsEntry
-	nil,                                  // 187: guard.v1.RegisterRunnerResponse.LabelsEntry
-	nil,                                  // 188: guard.v1.ReplayAction.ResourceEntry
-	nil,                                  // 189: guard.v1.ApplyActionRequest.ResourceEntry
-	nil,                                  // 190: guard.v1.Runner.LabelsEntry
-	nil,                                  // 191: guard.v1.McpServer.EnvEntry
-	nil,                                  // 192: guard.v1.GroupConfig.AgentEnvEntry
-	nil,                                  // 193: guard.v1.DeleteGroupResponse.RemovedEntry
-	nil,                                  // 194: guard.v1.UpdateGroupConfigRequest.AgentEnvEntry
-	nil,                                  // 195: guard.v1.Token.LabelsEntry
-	nil,                                  // 196: guard.v1.CreateTokenRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),        // 197: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 198: google.protobuf.Duration
-	(*structpb.Struct)(nil),              // 199: google.protobuf.Struct
-	(*Decision)(nil),                     // 200: guard.v1.Decision
-	(EnforcementMode)(0),                 // 201: guard.v1.EnforcementMode
-	(Principal)(0),                       // 202: guard.v1.Principal
-	(Access)(0),                          // 203: guard.v1.Access
-	(*Actor)(nil),                        // 204: guard.v1.Actor
-	(Effect)(0),                          // 205: guard.v1.Effect
-	(*Explanation)(nil),                  // 206: guard.v1.Explanation
-	(*GetEgressPolicyRequest)(nil),       // 207: guard.v1.GetEgressPolicyRequest
-	(*SetEgressRuleRequest)(nil),         // 208: guard.v1.SetEgressRuleRequest
-	(*UnsetEgressRuleRequest)(nil),       // 209: guard.v1.UnsetEgressRuleRequest
-	(*SetEgressDefaultRequest)(nil),      // 210: guard.v1.SetEgressDefaultRequest
-	(*GetEgressPolicyResponse)(nil),      // 211: guard.v1.GetEgressPolicyResponse
-	(*SetEgressRuleResponse)(nil),        // 212: guard.v1.SetEgressRuleResponse
-	(*UnsetEgressRuleResponse)(nil),      // 213: guard.v1.UnsetEgressRuleResponse
-	(*SetEgressDefaultResponse)(nil),     // 214: guard.v1.SetEgressDefaultResponse
+	(*SessionDestination)(nil),           // 33: guard.v1.SessionDestination
+	(*ApplyActionRequest)(nil),           // 34: guard.v1.ApplyActionRequest
+	(*ApplyActionResponse)(nil),          // 35: guard.v1.ApplyActionResponse
+	(*RouteInboundRequest)(nil),          // 36: guard.v1.RouteInboundRequest
+	(*RouteInboundResponse)(nil),         // 37: guard.v1.RouteInboundResponse
+	(*PostChatMessageRequest)(nil),       // 38: guard.v1.PostChatMessageRequest
+	(*PostChatMessageResponse)(nil),      // 39: guard.v1.PostChatMessageResponse
+	(*WatchChatOutboxRequest)(nil),       // 40: guard.v1.WatchChatOutboxRequest
+	(*WatchChatOutboxResponse)(nil),      // 41: guard.v1.WatchChatOutboxResponse
+	(*Runner)(nil),                       // 42: guard.v1.Runner
+	(*McpServer)(nil),                    // 43: guard.v1.McpServer
+	(*GroupConfig)(nil),                  // 44: guard.v1.GroupConfig
+	(*AgentCommand)(nil),                 // 45: guard.v1.AgentCommand
+	(*Group)(nil),                        // 46: guard.v1.Group
+	(*CreateGroupRequest)(nil),           // 47: guard.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),          // 48: guard.v1.CreateGroupResponse
+	(*GetGroupRequest)(nil),              // 49: guard.v1.GetGroupRequest
+	(*GetGroupResponse)(nil),             // 50: guard.v1.GetGroupResponse
+	(*ListGroupsRequest)(nil),            // 51: guard.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),           // 52: guard.v1.ListGroupsResponse
+	(*UpdateGroupRequest)(nil),           // 53: guard.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),          // 54: guard.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),           // 55: guard.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),          // 56: guard.v1.DeleteGroupResponse
+	(*GetGroupConfigRequest)(nil),        // 57: guard.v1.GetGroupConfigRequest
+	(*GetGroupConfigResponse)(nil),       // 58: guard.v1.GetGroupConfigResponse
+	(*UpdateGroupConfigRequest)(nil),     // 59: guard.v1.UpdateGroupConfigRequest
+	(*UpdateGroupConfigResponse)(nil),    // 60: guard.v1.UpdateGroupConfigResponse
+	(*AddGroupPackageRequest)(nil),       // 61: guard.v1.AddGroupPackageRequest
+	(*AddGroupPackageResponse)(nil),      // 62: guard.v1.AddGroupPackageResponse
+	(*RemoveGroupPackageRequest)(nil),    // 63: guard.v1.RemoveGroupPackageRequest
+	(*RemoveGroupPackageResponse)(nil),   // 64: guard.v1.RemoveGroupPackageResponse
+	(*AddGroupMcpServerRequest)(nil),     // 65: guard.v1.AddGroupMcpServerRequest
+	(*AddGroupMcpServerResponse)(nil),    // 66: guard.v1.AddGroupMcpServerResponse
+	(*RemoveGroupMcpServerRequest)(nil),  // 67: guard.v1.RemoveGroupMcpServerRequest
+	(*RemoveGroupMcpServerResponse)(nil), // 68: guard.v1.RemoveGroupMcpServerResponse
+	(*RestartGroupRequest)(nil),          // 69: guard.v1.RestartGroupRequest
+	(*RestartGroupResponse)(nil),         // 70: guard.v1.RestartGroupResponse
+	(*Session)(nil),                      // 71: guard.v1.Session
+	(*ListSessionsRequest)(nil),          // 72: guard.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 73: guard.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),            // 74: guard.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 75: guard.v1.GetSessionResponse
+	(*GetSessionHistoryRequest)(nil),     // 76: guard.v1.GetSessionHistoryRequest
+	(*SessionEvent)(nil),                 // 77: guard.v1.SessionEvent
+	(*GetSessionHistoryResponse)(nil),    // 78: guard.v1.GetSessionHistoryResponse
+	(*Destination)(nil),                  // 79: guard.v1.Destination
+	(*ListDestinationsRequest)(nil),      // 80: guard.v1.ListDestinationsRequest
+	(*ListDestinationsResponse)(nil),     // 81: guard.v1.ListDestinationsResponse
+	(*AddDestinationRequest)(nil),        // 82: guard.v1.AddDestinationRequest
+	(*AddDestinationResponse)(nil),       // 83: guard.v1.AddDestinationResponse
+	(*RemoveDestinationRequest)(nil),     // 84: guard.v1.RemoveDestinationRequest
+	(*RemoveDestinationResponse)(nil),    // 85: guard.v1.RemoveDestinationResponse
+	(*Member)(nil),                       // 86: guard.v1.Member
+	(*ListMembersRequest)(nil),           // 87: guard.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),          // 88: guard.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 89: guard.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),            // 90: guard.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),          // 91: guard.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),         // 92: guard.v1.RemoveMemberResponse
+	(*RoleGrant)(nil),                    // 93: guard.v1.RoleGrant
+	(*ListRolesRequest)(nil),             // 94: guard.v1.ListRolesRequest
+	(*ListRolesResponse)(nil),            // 95: guard.v1.ListRolesResponse
+	(*GrantRoleRequest)(nil),             // 96: guard.v1.GrantRoleRequest
+	(*GrantRoleResponse)(nil),            // 97: guard.v1.GrantRoleResponse
+	(*RevokeRoleRequest)(nil),            // 98: guard.v1.RevokeRoleRequest
+	(*RevokeRoleResponse)(nil),           // 99: guard.v1.RevokeRoleResponse
+	(*User)(nil),                         // 100: guard.v1.User
+	(*OidcBinding)(nil),                  // 101: guard.v1.OidcBinding
+	(*BindOidcRequest)(nil),              // 102: guard.v1.BindOidcRequest
+	(*BindOidcResponse)(nil),             // 103: guard.v1.BindOidcResponse
+	(*UnbindOidcRequest)(nil),            // 104: guard.v1.UnbindOidcRequest
+	(*UnbindOidcResponse)(nil),           // 105: guard.v1.UnbindOidcResponse
+	(*ListUsersRequest)(nil),             // 106: guard.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),            // 107: guard.v1.ListUsersResponse
+	(*GetUserRequest)(nil),               // 108: guard.v1.GetUserRequest
+	(*GetUserResponse)(nil),              // 109: guard.v1.GetUserResponse
+	(*CreateUserRequest)(nil),            // 110: guard.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),           // 111: guard.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),            // 112: guard.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),           // 113: guard.v1.UpdateUserResponse
+	(*Wiring)(nil),                       // 114: guard.v1.Wiring
+	(*ListWiringsRequest)(nil),           // 115: guard.v1.ListWiringsRequest
+	(*ListWiringsResponse)(nil),          // 116: guard.v1.ListWiringsResponse
+	(*CreateWiringRequest)(nil),          // 117: guard.v1.CreateWiringRequest
+	(*CreateWiringResponse)(nil),         // 118: guard.v1.CreateWiringResponse
+	(*DeleteWiringRequest)(nil),          // 119: guard.v1.DeleteWiringRequest
+	(*DeleteWiringResponse)(nil),         // 120: guard.v1.DeleteWiringResponse
+	(*MessagingGroup)(nil),               // 121: guard.v1.MessagingGroup
+	(*ListMessagingGroupsRequest)(nil),   // 122: guard.v1.ListMessagingGroupsRequest
+	(*ListMessagingGroupsResponse)(nil),  // 123: guard.v1.ListMessagingGroupsResponse
+	(*GetMessagingGroupRequest)(nil),     // 124: guard.v1.GetMessagingGroupRequest
+	(*GetMessagingGroupResponse)(nil),    // 125: guard.v1.GetMessagingGroupResponse
+	(*CreateMessagingGroupRequest)(nil),  // 126: guard.v1.CreateMessagingGroupRequest
+	(*CreateMessagingGroupResponse)(nil), // 127: guard.v1.CreateMessagingGroupResponse
+	(*UpdateMessagingGroupRequest)(nil),  // 128: guard.v1.UpdateMessagingGroupRequest
+	(*UpdateMessagingGroupResponse)(nil), // 129: guard.v1.UpdateMessagingGroupResponse
+	(*DeleteMessagingGroupRequest)(nil),  // 130: guard.v1.DeleteMessagingGroupRequest
+	(*DeleteMessagingGroupResponse)(nil), // 131: guard.v1.DeleteMessagingGroupResponse
+	(*MessagePolicy)(nil),                // 132: guard.v1.MessagePolicy
+	(*ListPoliciesRequest)(nil),          // 133: guard.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),         // 134: guard.v1.ListPoliciesResponse
+	(*SetPolicyRequest)(nil),             // 135: guard.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),            // 136: guard.v1.SetPolicyResponse
+	(*RemovePolicyRequest)(nil),          // 137: guard.v1.RemovePolicyRequest
+	(*RemovePolicyResponse)(nil),         // 138: guard.v1.RemovePolicyResponse
+	(*UserDm)(nil),                       // 139: guard.v1.UserDm
+	(*ListUserDmsRequest)(nil),           // 140: guard.v1.ListUserDmsRequest
+	(*ListUserDmsResponse)(nil),          // 141: guard.v1.ListUserDmsResponse
+	(*SetUserDmRequest)(nil),             // 142: guard.v1.SetUserDmRequest
+	(*SetUserDmResponse)(nil),            // 143: guard.v1.SetUserDmResponse
+	(*RemoveUserDmRequest)(nil),          // 144: guard.v1.RemoveUserDmRequest
+	(*RemoveUserDmResponse)(nil),         // 145: guard.v1.RemoveUserDmResponse
+	(*Token)(nil),                        // 146: guard.v1.Token
+	(*CreateTokenRequest)(nil),           // 147: guard.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),          // 148: guard.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),            // 149: guard.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),           // 150: guard.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),           // 151: guard.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),          // 152: guard.v1.RevokeTokenResponse
+	(*ListRunnersRequest)(nil),           // 153: guard.v1.ListRunnersRequest
+	(*ListRunnersResponse)(nil),          // 154: guard.v1.ListRunnersResponse
+	(*CatalogEntry)(nil),                 // 155: guard.v1.CatalogEntry
+	(*ListCatalogRequest)(nil),           // 156: guard.v1.ListCatalogRequest
+	(*ListCatalogResponse)(nil),          // 157: guard.v1.ListCatalogResponse
+	(*DecisionRecord)(nil),               // 158: guard.v1.DecisionRecord
+	(*GetDecisionRequest)(nil),           // 159: guard.v1.GetDecisionRequest
+	(*GetDecisionResponse)(nil),          // 160: guard.v1.GetDecisionResponse
+	(*ListDecisionsRequest)(nil),         // 161: guard.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),        // 162: guard.v1.ListDecisionsResponse
+	(*SetActionSettingsRequest)(nil),     // 163: guard.v1.SetActionSettingsRequest
+	(*SetActionSettingsResponse)(nil),    // 164: guard.v1.SetActionSettingsResponse
+	(*McpServerState)(nil),               // 165: guard.v1.McpServerState
+	(*McpServerInfo)(nil),                // 166: guard.v1.McpServerInfo
+	(*McpToolInfo)(nil),                  // 167: guard.v1.McpToolInfo
+	(*ListMcpServersRequest)(nil),        // 168: guard.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),       // 169: guard.v1.ListMcpServersResponse
+	(*SetMcpServerDefaultRequest)(nil),   // 170: guard.v1.SetMcpServerDefaultRequest
+	(*SetMcpServerDefaultResponse)(nil),  // 171: guard.v1.SetMcpServerDefaultResponse
+	(*ListMcpToolsRequest)(nil),          // 172: guard.v1.ListMcpToolsRequest
+	(*ListMcpToolsResponse)(nil),         // 173: guard.v1.ListMcpToolsResponse
+	(*SetMcpToolRequest)(nil),            // 174: guard.v1.SetMcpToolRequest
+	(*SetMcpToolResponse)(nil),           // 175: guard.v1.SetMcpToolResponse
+	(*ReportedMcpTool)(nil),              // 176: guard.v1.ReportedMcpTool
+	(*ReportMcpToolsRequest)(nil),        // 177: guard.v1.ReportMcpToolsRequest
+	(*ReportMcpToolsResponse)(nil),       // 178: guard.v1.ReportMcpToolsResponse
+	(*Freeze)(nil),                       // 179: guard.v1.Freeze
+	(*FreezeRequest)(nil),                // 180: guard.v1.FreezeRequest
+	(*FreezeResponse)(nil),               // 181: guard.v1.FreezeResponse
+	(*UnfreezeRequest)(nil),              // 182: guard.v1.UnfreezeRequest
+	(*UnfreezeResponse)(nil),             // 183: guard.v1.UnfreezeResponse
+	(*ListFreezesRequest)(nil),           // 184: guard.v1.ListFreezesRequest
+	(*ListFreezesResponse)(nil),          // 185: guard.v1.ListFreezesResponse
+	(*StopSession)(nil),                  // 186: guard.v1.StopSession
+	nil,                                  // 187: guard.v1.RegisterRunnerRequest.LabelsEntry
+	nil,                                  // 188: guard.v1.RegisterRunnerResponse.LabelsEntry
+	nil,                                  // 189: guard.v1.ReplayAction.ResourceEntry
+	nil,                                  // 190: guard.v1.ApplyActionRequest.ResourceEntry
+	nil,                                  // 191: guard.v1.Runner.LabelsEntry
+	nil,                                  // 192: guard.v1.McpServer.EnvEntry
+	nil,                                  // 193: guard.v1.GroupConfig.AgentEnvEntry
+	nil,                                  // 194: guard.v1.DeleteGroupResponse.RemovedEntry
+	nil,                                  // 195: guard.v1.UpdateGroupConfigRequest.AgentEnvEntry
+	nil,                                  // 196: guard.v1.Token.LabelsEntry
+	nil,                                  // 197: guard.v1.CreateTokenRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),        // 198: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 199: google.protobuf.Duration
+	(*structpb.Struct)(nil),              // 200: google.protobuf.Struct
+	(*Decision)(nil),                     // 201: guard.v1.Decision
+	(EnforcementMode)(0),                 // 202: guard.v1.EnforcementMode
+	(Principal)(0),                       // 203: guard.v1.Principal
+	(Access)(0),                          // 204: guard.v1.Access
+	(*Actor)(nil),                        // 205: guard.v1.Actor
+	(Effect)(0),                          // 206: guard.v1.Effect
+	(*Explanation)(nil),                  // 207: guard.v1.Explanation
+	(*GetEgressPolicyRequest)(nil),       // 208: guard.v1.GetEgressPolicyRequest
+	(*SetEgressRuleRequest)(nil),         // 209: guard.v1.SetEgressRuleRequest
+	(*UnsetEgressRuleRequest)(nil),       // 210: guard.v1.UnsetEgressRuleRequest
+	(*SetEgressDefaultRequest)(nil),      // 211: guard.v1.SetEgressDefaultRequest
+	(*GetEgressPolicyResponse)(nil),      // 212: guard.v1.GetEgressPolicyResponse
+	(*SetEgressRuleResponse)(nil),        // 213: guard.v1.SetEgressRuleResponse
+	(*UnsetEgressRuleResponse)(nil),      // 214: guard.v1.UnsetEgressRuleResponse
+	(*SetEgressDefaultResponse)(nil),     // 215: guard.v1.SetEgressDefaultResponse
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	186, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
-	197, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	198, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	187, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
-	198, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
+	187, // 1: guard.v1.RegisterRunnerRequest.labels:type_name -> guard.v1.RegisterRunnerRequest.LabelsEntry
+	198, // 2: guard.v1.RegisterRunnerResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	199, // 3: guard.v1.RegisterRunnerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	188, // 4: guard.v1.RegisterRunnerResponse.labels:type_name -> guard.v1.RegisterRunnerResponse.LabelsEntry
+	199, // 5: guard.v1.RegisterRunnerResponse.lease_ttl:type_name -> google.protobuf.Duration
 	17,  // 6: guard.v1.ConnectRequest.hello:type_name -> guard.v1.ConnectHello
 	18,  // 7: guard.v1.ConnectRequest.ack:type_name -> guard.v1.PushAck
 	19,  // 8: guard.v1.ConnectRequest.heartbeat:type_name -> guard.v1.Heartbeat
 	20,  // 9: guard.v1.ConnectRequest.release:type_name -> guard.v1.LeaseRelease
 	23,  // 10: guard.v1.ConnectResponse.push:type_name -> guard.v1.Push
 	22,  // 11: guard.v1.ConnectResponse.lease:type_name -> guard.v1.LeaseRenewed
-	197, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
-	198, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
-	197, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
+	198, // 12: guard.v1.LeaseRenewed.expires_at:type_name -> google.protobuf.Timestamp
+	199, // 13: guard.v1.LeaseRenewed.ttl:type_name -> google.protobuf.Duration
+	198, // 14: guard.v1.Push.created_at:type_name -> google.protobuf.Timestamp
 	24,  // 15: guard.v1.Push.replay:type_name -> guard.v1.ReplayAction
 	25,  // 16: guard.v1.Push.deliver:type_name -> guard.v1.DeliverMessage
 	26,  // 17: guard.v1.Push.restart:type_name -> guard.v1.RestartContainer
 	27,  // 18: guard.v1.Push.notify:type_name -> guard.v1.NotifyAgent
 	28,  // 19: guard.v1.Push.start:type_name -> guard.v1.StartSession
-	185, // 20: guard.v1.Push.stop:type_name -> guard.v1.StopSession
-	199, // 21: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
-	188, // 22: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
-	199, // 23: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
+	186, // 20: guard.v1.Push.stop:type_name -> guard.v1.StopSession
+	200, // 21: guard.v1.ReplayAction.payload:type_name -> google.protobuf.Struct
+	189, // 22: guard.v1.ReplayAction.resource:type_name -> guard.v1.ReplayAction.ResourceEntry
+	200, // 23: guard.v1.DeliverMessage.payload:type_name -> google.protobuf.Struct
 	0,   // 24: guard.v1.NotifyAgent.kind:type_name -> guard.v1.NoticeKind
-	70,  // 25: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
-	45,  // 26: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
-	70,  // 27: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
-	45,  // 28: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
-	199, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
-	189, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
-	199, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	200, // 32: guard.v1.ApplyActionResponse.decision:type_name -> guard.v1.Decision
-	199, // 33: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
-	1,   // 34: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	2,   // 35: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
-	2,   // 36: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	197, // 37: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	190, // 38: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	197, // 39: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	13,  // 40: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	197, // 41: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	191, // 42: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	3,   // 43: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	42,  // 44: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	192, // 45: guard.v1.GroupConfig.agent_env:type_name -> guard.v1.GroupConfig.AgentEnvEntry
-	197, // 46: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	43,  // 47: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	3,   // 48: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	45,  // 49: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	45,  // 50: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	45,  // 51: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	45,  // 52: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	193, // 53: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	43,  // 54: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 55: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	44,  // 56: guard.v1.UpdateGroupConfigRequest.agent_command:type_name -> guard.v1.AgentCommand
-	194, // 57: guard.v1.UpdateGroupConfigRequest.agent_env:type_name -> guard.v1.UpdateGroupConfigRequest.AgentEnvEntry
-	43,  // 58: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 59: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 60: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 61: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 62: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	42,  // 63: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	43,  // 64: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	43,  // 65: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	5,   // 66: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	197, // 67: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	197, // 68: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	70,  // 69: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	70,  // 70: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	199, // 71: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	197, // 72: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	76,  // 73: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	78,  // 74: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	78,  // 75: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	197, // 76: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	85,  // 77: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	85,  // 78: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	6,   // 79: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	7,   // 80: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	197, // 81: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	92,  // 82: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	6,   // 83: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 84: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	92,  // 85: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	6,   // 86: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 87: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	197, // 88: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	100, // 89: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
-	197, // 90: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
-	100, // 91: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
-	99,  // 92: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	99,  // 93: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	99,  // 94: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	99,  // 95: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	197, // 96: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	113, // 97: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	113, // 98: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 99: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	197, // 100: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	120, // 101: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	120, // 102: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 103: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	120, // 104: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 105: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	120, // 106: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	201, // 107: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	198, // 108: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
-	198, // 109: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
-	131, // 110: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	201, // 111: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	198, // 112: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
-	198, // 113: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
-	131, // 114: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	138, // 115: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	138, // 116: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	202, // 117: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	197, // 118: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	197, // 119: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	195, // 120: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	197, // 121: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	197, // 122: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	202, // 123: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	196, // 124: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	198, // 125: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
-	145, // 126: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	145, // 127: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	41,  // 128: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	203, // 129: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	201, // 130: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	198, // 131: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
-	198, // 132: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
-	154, // 133: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	197, // 134: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	204, // 135: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	205, // 136: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	198, // 137: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	206, // 138: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	205, // 139: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	157, // 140: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	205, // 141: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	197, // 142: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	197, // 143: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
-	157, // 144: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	201, // 145: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	198, // 146: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
-	198, // 147: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
-	154, // 148: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	197, // 149: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	205, // 150: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	201, // 151: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	164, // 152: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	205, // 153: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 154: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	201, // 155: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	205, // 156: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	197, // 157: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	165, // 158: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	205, // 159: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	201, // 160: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	165, // 161: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	166, // 162: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	205, // 163: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	201, // 164: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	166, // 165: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	175, // 166: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	166, // 167: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	10,  // 168: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
-	197, // 169: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
-	10,  // 170: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	178, // 171: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
-	10,  // 172: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	178, // 173: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
-	178, // 174: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
-	14,  // 175: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	16,  // 176: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	29,  // 177: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	31,  // 178: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	33,  // 179: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	35,  // 180: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	37,  // 181: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	39,  // 182: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	46,  // 183: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	48,  // 184: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	50,  // 185: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	52,  // 186: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	54,  // 187: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	56,  // 188: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	58,  // 189: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	60,  // 190: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	62,  // 191: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	64,  // 192: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	66,  // 193: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	68,  // 194: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	71,  // 195: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	73,  // 196: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	75,  // 197: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	79,  // 198: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	81,  // 199: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	83,  // 200: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	86,  // 201: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	88,  // 202: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	90,  // 203: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	93,  // 204: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	95,  // 205: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	97,  // 206: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	105, // 207: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	107, // 208: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	109, // 209: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	111, // 210: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	101, // 211: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
-	103, // 212: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
-	114, // 213: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	116, // 214: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	118, // 215: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	121, // 216: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	123, // 217: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	125, // 218: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	127, // 219: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	129, // 220: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	132, // 221: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	134, // 222: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	136, // 223: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	139, // 224: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	141, // 225: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	143, // 226: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	146, // 227: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	148, // 228: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	150, // 229: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	152, // 230: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	155, // 231: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	158, // 232: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	162, // 233: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	160, // 234: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	167, // 235: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	169, // 236: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	171, // 237: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	173, // 238: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	176, // 239: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	179, // 240: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
-	181, // 241: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
-	183, // 242: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	207, // 243: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
-	208, // 244: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
-	209, // 245: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
-	210, // 246: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
-	15,  // 247: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 248: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 249: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 250: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 251: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 252: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 253: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 254: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	47,  // 255: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	49,  // 256: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	51,  // 257: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	53,  // 258: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	55,  // 259: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	57,  // 260: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	59,  // 261: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	61,  // 262: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	63,  // 263: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	65,  // 264: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	67,  // 265: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	69,  // 266: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	72,  // 267: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	74,  // 268: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	77,  // 269: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	80,  // 270: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	82,  // 271: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	84,  // 272: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	87,  // 273: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	89,  // 274: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	91,  // 275: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	94,  // 276: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	96,  // 277: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	98,  // 278: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	106, // 279: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	108, // 280: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	110, // 281: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	112, // 282: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	102, // 283: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
-	104, // 284: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
-	115, // 285: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	117, // 286: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	119, // 287: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	122, // 288: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	124, // 289: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	126, // 290: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	128, // 291: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	130, // 292: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	133, // 293: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	135, // 294: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	137, // 295: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	140, // 296: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	142, // 297: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	144, // 298: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	147, // 299: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	149, // 300: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	151, // 301: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	153, // 302: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	156, // 303: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	159, // 304: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	163, // 305: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	161, // 306: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	168, // 307: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	170, // 308: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	172, // 309: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	174, // 310: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	177, // 311: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	180, // 312: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	182, // 313: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	184, // 314: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	211, // 315: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
-	212, // 316: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
-	213, // 317: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
-	214, // 318: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
-	247, // [247:319] is the sub-list for method output_type
-	175, // [175:247] is the sub-list for method input_type
-	175, // [175:175] is the sub-list for extension type_name
-	175, // [175:175] is the sub-list for extension extendee
-	0,   // [0:175] is the sub-list for field type_name
+	71,  // 25: guard.v1.OpenSessionResponse.session:type_name -> guard.v1.Session
+	46,  // 26: guard.v1.OpenSessionResponse.group:type_name -> guard.v1.Group
+	71,  // 27: guard.v1.GetSessionConfigResponse.session:type_name -> guard.v1.Session
+	46,  // 28: guard.v1.GetSessionConfigResponse.group:type_name -> guard.v1.Group
+	33,  // 29: guard.v1.GetSessionConfigResponse.destinations:type_name -> guard.v1.SessionDestination
+	200, // 30: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
+	190, // 31: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
+	200, // 32: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
+	201, // 33: guard.v1.ApplyActionResponse.decision:type_name -> guard.v1.Decision
+	200, // 34: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	1,   // 35: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
+	2,   // 36: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
+	2,   // 37: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
+	198, // 38: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	191, // 39: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	198, // 40: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 41: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	198, // 42: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	192, // 43: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	3,   // 44: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	43,  // 45: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	193, // 46: guard.v1.GroupConfig.agent_env:type_name -> guard.v1.GroupConfig.AgentEnvEntry
+	198, // 47: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	44,  // 48: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 49: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	46,  // 50: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	46,  // 51: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	46,  // 52: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	46,  // 53: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	194, // 54: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	44,  // 55: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 56: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	45,  // 57: guard.v1.UpdateGroupConfigRequest.agent_command:type_name -> guard.v1.AgentCommand
+	195, // 58: guard.v1.UpdateGroupConfigRequest.agent_env:type_name -> guard.v1.UpdateGroupConfigRequest.AgentEnvEntry
+	44,  // 59: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 60: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	44,  // 61: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 62: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	44,  // 63: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 64: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	44,  // 65: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	44,  // 66: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 67: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	198, // 68: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	198, // 69: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	71,  // 70: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	71,  // 71: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	200, // 72: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	198, // 73: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	77,  // 74: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	79,  // 75: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	79,  // 76: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	198, // 77: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	86,  // 78: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	86,  // 79: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 80: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 81: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	198, // 82: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	93,  // 83: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 84: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 85: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	93,  // 86: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 87: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 88: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	198, // 89: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	101, // 90: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
+	198, // 91: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
+	101, // 92: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
+	100, // 93: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	100, // 94: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	100, // 95: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	100, // 96: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	198, // 97: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	114, // 98: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	114, // 99: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 100: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	198, // 101: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	121, // 102: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	121, // 103: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 104: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	121, // 105: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 106: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	121, // 107: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	202, // 108: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	199, // 109: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
+	199, // 110: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
+	132, // 111: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	202, // 112: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	199, // 113: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
+	199, // 114: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
+	132, // 115: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	139, // 116: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	139, // 117: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	203, // 118: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	198, // 119: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	198, // 120: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	196, // 121: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	198, // 122: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	198, // 123: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	203, // 124: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	197, // 125: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	199, // 126: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	146, // 127: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	146, // 128: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	42,  // 129: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	204, // 130: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	202, // 131: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	199, // 132: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
+	199, // 133: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
+	155, // 134: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	198, // 135: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	205, // 136: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	206, // 137: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	199, // 138: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	207, // 139: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	206, // 140: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	158, // 141: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	206, // 142: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	198, // 143: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	198, // 144: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	158, // 145: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	202, // 146: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	199, // 147: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
+	199, // 148: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
+	155, // 149: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	198, // 150: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	206, // 151: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	202, // 152: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	165, // 153: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	206, // 154: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 155: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	202, // 156: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	206, // 157: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	198, // 158: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	166, // 159: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	206, // 160: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	202, // 161: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	166, // 162: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	167, // 163: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	206, // 164: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	202, // 165: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	167, // 166: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	176, // 167: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	167, // 168: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	10,  // 169: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
+	198, // 170: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
+	10,  // 171: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	179, // 172: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
+	10,  // 173: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	179, // 174: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
+	179, // 175: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
+	14,  // 176: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	16,  // 177: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	29,  // 178: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	31,  // 179: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	34,  // 180: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	36,  // 181: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	38,  // 182: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	40,  // 183: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	47,  // 184: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	49,  // 185: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	51,  // 186: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	53,  // 187: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	55,  // 188: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	57,  // 189: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	59,  // 190: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	61,  // 191: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	63,  // 192: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	65,  // 193: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	67,  // 194: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	69,  // 195: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	72,  // 196: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	74,  // 197: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	76,  // 198: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	80,  // 199: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	82,  // 200: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	84,  // 201: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	87,  // 202: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	89,  // 203: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	91,  // 204: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	94,  // 205: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	96,  // 206: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	98,  // 207: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	106, // 208: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	108, // 209: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	110, // 210: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	112, // 211: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	102, // 212: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
+	104, // 213: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
+	115, // 214: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	117, // 215: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	119, // 216: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	122, // 217: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	124, // 218: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	126, // 219: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	128, // 220: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	130, // 221: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	133, // 222: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	135, // 223: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	137, // 224: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	140, // 225: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	142, // 226: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	144, // 227: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	147, // 228: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	149, // 229: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	151, // 230: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	153, // 231: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	156, // 232: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	159, // 233: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	163, // 234: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	161, // 235: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	168, // 236: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	170, // 237: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	172, // 238: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	174, // 239: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	177, // 240: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	180, // 241: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
+	182, // 242: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
+	184, // 243: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
+	208, // 244: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
+	209, // 245: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
+	210, // 246: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
+	211, // 247: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
+	15,  // 248: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 249: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 250: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 251: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	35,  // 252: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	37,  // 253: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	39,  // 254: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	41,  // 255: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	48,  // 256: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	50,  // 257: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	52,  // 258: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	54,  // 259: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	56,  // 260: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	58,  // 261: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	60,  // 262: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	62,  // 263: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	64,  // 264: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	66,  // 265: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	68,  // 266: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	70,  // 267: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	73,  // 268: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	75,  // 269: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	78,  // 270: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	81,  // 271: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	83,  // 272: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	85,  // 273: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	88,  // 274: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	90,  // 275: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	92,  // 276: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	95,  // 277: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	97,  // 278: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	99,  // 279: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	107, // 280: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	109, // 281: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	111, // 282: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	113, // 283: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	103, // 284: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
+	105, // 285: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
+	116, // 286: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	118, // 287: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	120, // 288: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	123, // 289: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	125, // 290: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	127, // 291: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	129, // 292: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	131, // 293: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	134, // 294: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	136, // 295: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	138, // 296: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	141, // 297: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	143, // 298: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	145, // 299: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	148, // 300: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	150, // 301: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	152, // 302: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	154, // 303: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	157, // 304: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	160, // 305: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	164, // 306: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	162, // 307: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	169, // 308: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	171, // 309: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	173, // 310: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	175, // 311: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	178, // 312: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	181, // 313: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	183, // 314: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	185, // 315: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	212, // 316: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
+	213, // 317: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
+	214, // 318: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
+	215, // 319: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
+	248, // [248:320] is the sub-list for method output_type
+	176, // [176:248] is the sub-list for method input_type
+	176, // [176:176] is the sub-list for extension type_name
+	176, // [176:176] is the sub-list for extension extendee
+	0,   // [0:176] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }
@@ -13380,15 +13458,15 @@ func file_guard_v1_registry_proto_init() {
 		(*Push_Start)(nil),
 		(*Push_Stop)(nil),
 	}
-	file_guard_v1_registry_proto_msgTypes[41].OneofWrappers = []any{}
-	file_guard_v1_registry_proto_msgTypes[47].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[42].OneofWrappers = []any{}
+	file_guard_v1_registry_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_registry_proto_rawDesc), len(file_guard_v1_registry_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   186,
+			NumMessages:   187,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

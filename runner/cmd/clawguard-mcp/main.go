@@ -77,11 +77,8 @@ func main() {
 }
 
 func run(ctx context.Context, socket string, cfg mcpface.Config) error {
-	log := cfg.Log
-	if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
-		// Served anyway (the host would only see a dead server): the tools
-		// appear once the socket answers.
-		log.Warn("clawguard-mcp: no gateway socket here yet; is this the agent's container?", "socket", socket, "err", err)
+	if err := checkSocket(socket); err != nil {
+		return err
 	}
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -90,6 +87,23 @@ func run(ctx context.Context, socket string, cfg mcpface.Config) error {
 	defer conn.Close()
 	cfg.Gateway = agentv1.NewAgentGatewayClient(conn)
 	return mcpface.New(cfg).Run(ctx, &mcp.StdioTransport{})
+}
+
+// checkSocket refuses, at once and in words, a gateway socket that cannot
+// be this session's: a relative path (a host's working directory is not
+// the agent's) or one that is not there.
+func checkSocket(socket string) error {
+	if !filepath.IsAbs(socket) {
+		return fmt.Errorf("--socket %q is not an absolute path: give the session's gateway socket as the runner set it ($CLAWGUARD_GATEWAY_SOCKET; %s in an agent's container)", socket, defaultSocket)
+	}
+	fi, err := os.Stat(socket)
+	switch {
+	case err != nil:
+		return fmt.Errorf("no gateway socket at %s (%v): run clawguard-mcp in the agent's session, where the runner mounts it ($CLAWGUARD_GATEWAY_SOCKET)", socket, err)
+	case fi.Mode()&os.ModeSocket == 0:
+		return fmt.Errorf("%s is not a unix socket (mode %s): give the session's gateway socket ($CLAWGUARD_GATEWAY_SOCKET)", socket, fi.Mode())
+	}
+	return nil
 }
 
 // queueName is the queue's place in the workspace.

@@ -176,7 +176,10 @@ func (r *Runner) wireSessions() {
 		DefaultCPUs: cfg.ContainerCPUs, DefaultMemory: cfg.ContainerMemory,
 		Conn: r.Conn, Engine: r.Engine, Metrics: r.Metrics, Log: r.Log, AckDeadline: cfg.InboxAckDeadline,
 		Gateway: gateway.Options{Known: func(a string) bool { _, ok := r.Actions.Get(a); return ok }, Actions: r.Actions.Specs, Tools: r.Tools.List,
-			Limits:        cfg.Gateway,
+			Limits: cfg.Gateway,
+			Context: func(ctx context.Context, s delivery.Session) *agentv1.AgentContext {
+				return r.Sessions.AgentContext(ctx, s)
+			},
 			OnRefused:     func(limit string) { r.Metrics.GatewayRefusalsTotal.WithLabelValues(limit).Inc() },
 			ServerOptions: r.tracing.ServerOptions()},
 		OnGroup:        r.Tools.Sync,
@@ -200,7 +203,7 @@ func (r *Runner) registerActions() (err error) {
 		return err
 	}
 	if err := handlers.Register(r.Actions, handlers.Deps{Conn: r.Conn, Restart: r.Sessions.RestartSession, OnWake: r.Sessions.OnWake,
-		Done: r.holdsDone, Log: r.Log}); err != nil {
+		Done: r.holdsDone, Destination: r.Sessions.Destination, Log: r.Log}); err != nil {
 		return err
 	}
 	return r.Actions.Register(r.Tools.Action())

@@ -91,6 +91,13 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 	if payload == nil {
 		payload = &structpb.Struct{}
 	}
+	if a.Normalize != nil {
+		p, err := a.Normalize(ctx, s, payload)
+		if err != nil {
+			return Failed("%v", err)
+		}
+		payload = p
+	}
 	if err := e.Registry.Validate(s, name, payload); err != nil {
 		return Failed("%v", err)
 	}

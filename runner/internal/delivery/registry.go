@@ -131,6 +131,10 @@ type Action struct {
 	// runner's state rather than the payload's shape; its error is told to
 	// the agent, and nothing is decided.
 	Precheck func(s Session, p *structpb.Struct) error
+	// Normalize, when set, rewrites a fresh payload before it is validated
+	// and decided (send_message: a destination's local name becomes its
+	// group's id); its error is told to the agent, and nothing is decided.
+	Normalize func(ctx context.Context, s Session, p *structpb.Struct) (*structpb.Struct, error)
 	// Resource gives the decision's resource map (e.g. {"to": group}).
 	Resource func(s Session, p *structpb.Struct) map[string]string
 	// Card gives the hold card's title and question.

@@ -77,6 +77,9 @@ type Options struct {
 	// OnRefused is told of each send refused at a limit (LimitRate,
 	// LimitInFlight): the refusals metric.
 	OnRefused func(limit string)
+	// Context says who the session's agent is and whom it may message
+	// (ListActions); nil: none.
+	Context func(ctx context.Context, s delivery.Session) *agentv1.AgentContext
 	// Tools lists the session's guarded MCP tools (ListTools); nil: none.
 	Tools func(ctx context.Context, s delivery.Session) ([]*agentv1.McpTool, error)
 	Log   *slog.Logger
@@ -282,13 +285,16 @@ func (g *Gateway) remember(id string, e *sent) {
 
 // ListActions describes the delivery actions the session may send, each
 // with the JSON Schema its payload is validated with.
-func (g *Gateway) ListActions(context.Context, *agentv1.ListActionsRequest) (*agentv1.ListActionsResponse, error) {
+func (g *Gateway) ListActions(ctx context.Context, _ *agentv1.ListActionsRequest) (*agentv1.ListActionsResponse, error) {
 	g.activity()
-	var specs []*agentv1.ActionSpec
+	out := &agentv1.ListActionsResponse{}
 	if g.opts.Actions != nil {
-		specs = g.opts.Actions()
+		out.Actions = g.opts.Actions()
 	}
-	return &agentv1.ListActionsResponse{Actions: specs}, nil
+	if g.opts.Context != nil {
+		out.Context = g.opts.Context(ctx, g.sess)
+	}
+	return out, nil
 }
 
 // ListTools lists the tools of the guarded MCP servers the session may

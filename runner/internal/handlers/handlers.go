@@ -54,7 +54,11 @@ type Deps struct {
 	// approval re-made after the database forgot it — does not do it twice.
 	// Nil: nothing is remembered.
 	Done Done
-	Log  *slog.Logger
+	// Destination resolves what a session's agent calls another group (a
+	// destination's local name, or the group's id) to the group's id; nil:
+	// ids only.
+	Destination func(ctx context.Context, s delivery.Session, to string) (string, error)
+	Log         *slog.Logger
 }
 
 // Done is a durable record of ids (connect.Applied).
@@ -93,8 +97,9 @@ func Register(reg *delivery.Registry, d Deps) error {
 		},
 		{
 			Name: SendMessage, CatalogAction: "a2a.send", ApprovalKind: "a2a_message_gate",
-			Description: "Send a message to another agent group (by its id). The guard may allow it, hold it for approval or deny it by the groups' message policy.",
+			Description: "Send a message to another agent group: \"to\" is one of your destinations' names (or the group's id). The guard may allow it, hold it for approval or deny it by the groups' message policy.",
 			Schema:      delivery.SendMessageSchema(),
+			Normalize:   h.destination,
 			Resource: func(s delivery.Session, p *structpb.Struct) map[string]string {
 				return map[string]string{"from": s.GroupID, "to": delivery.String(p, "to")}
 			},

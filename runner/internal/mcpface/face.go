@@ -120,10 +120,18 @@ func New(cfg Config) *Face {
 		offered: map[string]offeredTool{}, told: map[string]bool{}}
 	f.inbox = newInbox(f.announce)
 	f.acks = newAcks(cfg.Acker, cfg.Log)
+	f.server = f.newServer(instructions)
+	return f
+}
+
+// newServer is the MCP server with its resource and built-in tools (the
+// offered tools are added by Refresh), telling the host instr.
+func (f *Face) newServer(instr string) *mcp.Server {
+	cfg := f.cfg
 	// The SDK's own log (every notification sent) is noise on stderr.
 	sdkLog := slog.New(slog.DiscardHandler)
-	f.server = mcp.NewServer(&mcp.Implementation{Name: "clawguard", Title: "Clawguard", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions: instructions,
+	srv := mcp.NewServer(&mcp.Implementation{Name: "clawguard", Title: "Clawguard", Version: cfg.Version}, &mcp.ServerOptions{
+		Instructions: instr,
 		Logger:       sdkLog,
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
@@ -138,15 +146,15 @@ func New(cfg Config) *Face {
 		},
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 	})
-	f.server.AddResource(&mcp.Resource{URI: InboxURI, Name: "inbox", MIMEType: "application/json",
+	srv.AddResource(&mcp.Resource{URI: InboxURI, Name: "inbox", MIMEType: "application/json",
 		Description: "Inbox items not yet read: messages for you and outcomes of your held actions. Reading it does not mark them read; read_inbox does."},
 		f.readResource)
-	f.server.AddTool(&mcp.Tool{Name: ReadInbox, Description: "Return and mark read every inbox item waiting: messages from people and other agents, and the outcomes of your held actions (approved and run, with the result; rejected; denied).",
+	srv.AddTool(&mcp.Tool{Name: ReadInbox, Description: "Return and mark read every inbox item waiting: messages from people and other agents, and the outcomes of your held actions (approved and run, with the result; rejected; denied).",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}, f.readInbox)
-	f.server.AddTool(&mcp.Tool{Name: WaitForMessages, Description: fmt.Sprintf("Wait until an inbox item arrives (or timeout_seconds pass, at most %d), then return and mark read what is waiting. Use it to wait for the outcome of a held action.", int(cfg.MaxWait/time.Second)),
+	srv.AddTool(&mcp.Tool{Name: WaitForMessages, Description: fmt.Sprintf("Wait until an inbox item arrives (or timeout_seconds pass, at most %d), then return and mark read what is waiting. Use it to wait for the outcome of a held action.", int(cfg.MaxWait/time.Second)),
 		InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"timeout_seconds":{"type":"number","minimum":0,"maximum":%d,"description":"How long to wait (default 60)"}}}`, int(cfg.MaxWait/time.Second)))},
 		f.waitForMessages)
-	return f
+	return srv
 }
 
 const instructions = `Clawguard guards this agent's privileged actions. Each tool here (besides read_inbox and wait_for_messages) is an action the runner performs only after asking the guard: it runs at once (done), is denied (with the reason), or is held for a human's approval. A held call answers at once with the hold id and who may approve it; do not send it again: its outcome (with the result, once approved and run) arrives later in your inbox. Read the inbox with read_inbox, or call wait_for_messages to wait for it; messages from people and other agents arrive there too.`
@@ -179,6 +187,14 @@ func (f *Face) Run(ctx context.Context, t mcp.Transport) error {
 		f.inbox.open(q, unread)
 	}
 	defer f.inbox.close()
+	// Who the agent is and whom it may message: in the instructions the
+	// host reads at initialize (the server is made again with them, before
+	// any tool is offered).
+	ictx, icancel := context.WithTimeout(ctx, 15*time.Second)
+	if acts, err := f.cfg.Gateway.ListActions(ictx, &agentv1.ListActionsRequest{}, grpc.WaitForReady(true)); err == nil && acts.GetContext() != nil {
+		f.server = f.newServer(instructions + "\n\n" + contextWords(acts.GetContext()))
+	}
+	icancel()
 	// Tools first, so the first tools/list is whole: many hosts never ask
 	// again. A runner that cannot be reached yet gets its tools offered
 	// when the inbox stream reaches it (list_changed).

@@ -41,12 +41,14 @@ type scriptedGateway struct {
 	noItemIDs bool
 	nextID    int
 	inboxReqs []*agentv1.InboxRequest
+	// context is who the agent is (ListActions).
+	context *agentv1.AgentContext
 }
 
 func (g *scriptedGateway) ListActions(context.Context, *agentv1.ListActionsRequest) (*agentv1.ListActionsResponse, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return &agentv1.ListActionsResponse{Actions: g.actions}, nil
+	return &agentv1.ListActionsResponse{Actions: g.actions, Context: g.context}, nil
 }
 
 func (g *scriptedGateway) ListTools(context.Context, *agentv1.ListToolsRequest) (*agentv1.ListToolsResponse, error) {

@@ -43,6 +43,9 @@ func (m *Manager) fetch(ctx context.Context, s *Session) *guardv1.Group {
 	defer cancel()
 	resp, err := m.reg.GetSessionConfig(actx, &guardv1.GetSessionConfigRequest{SessionId: s.ID})
 	if g := resp.GetGroup(); err == nil && g.GetId() == s.GroupID {
+		m.mu.Lock()
+		m.dests[g.GetId()] = resp.GetDestinations()
+		m.mu.Unlock()
 		m.remember(g)
 		return g
 	}

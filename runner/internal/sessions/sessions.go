@@ -68,9 +68,10 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
-	groups   map[string]*guardv1.Group // last config read per group
-	retrying sync.Map                  // push id → the agent was told its replay waits
-	images   map[string]string         // last image built per group
+	groups   map[string]*guardv1.Group                // last config read per group
+	dests    map[string][]*guardv1.SessionDestination // and its destinations
+	retrying sync.Map                                 // push id → the agent was told its replay waits
+	images   map[string]string                        // last image built per group
 
 	// fenced: the runner could not renew its lease in time, so its agents
 	// are stopped and none may start (Fence, Unfence).
@@ -108,7 +109,8 @@ func New(cfg Config) *Manager {
 		cfg.Log = slog.Default()
 	}
 	return &Manager{cfg: cfg, reg: guardv1.NewRegistryClient(cfg.Conn), log: cfg.Log.With("component", "sessions"),
-		sessions: map[string]*Session{}, groups: map[string]*guardv1.Group{}, images: map[string]string{}}
+		sessions: map[string]*Session{}, groups: map[string]*guardv1.Group{}, images: map[string]string{},
+		dests: map[string][]*guardv1.SessionDestination{}}
 }
 
 // Get returns a known session.

@@ -45,7 +45,11 @@ func (s *Service) SessionConfig(ctx context.Context, runnerID, sessionID string)
 		if err != nil {
 			return err
 		}
-		out = &guardv1.GetSessionConfigResponse{Session: sess, Group: g}
+		dests, err := resources.SessionDestinationsTx(ctx, tx, sess.GetAgentGroupId())
+		if err != nil {
+			return err
+		}
+		out = &guardv1.GetSessionConfigResponse{Session: sess, Group: g, Destinations: dests}
 		return nil
 	})
 	if err != nil {

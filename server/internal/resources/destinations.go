@@ -120,3 +120,19 @@ func LinkChildTx(ctx context.Context, tx pgx.Tx, parent, name, child string) err
 	}
 	return nil
 }
+
+// SessionDestinationsTx is a group's agent destinations as its runner gives
+// them to its agent: each local name, the target group and its name (no
+// caller scoping: the runner's own read for a session it hosts).
+func SessionDestinationsTx(ctx context.Context, q store.Querier, group string) ([]*guardv1.SessionDestination, error) {
+	rows, err := q.Query(ctx, `SELECT d.name, d.target_agent_group_id, g.name FROM agent_destinations d
+		JOIN agent_groups g ON g.id = d.target_agent_group_id
+		WHERE d.agent_group_id = $1 ORDER BY d.name`, group)
+	if err != nil {
+		return nil, fmt.Errorf("read the destinations of %s: %w", group, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*guardv1.SessionDestination, error) {
+		d := &guardv1.SessionDestination{}
+		return d, r.Scan(&d.Name, &d.TargetGroup, &d.TargetGroupName)
+	})
+}
