@@ -118,3 +118,12 @@ func tableOf(ed protoreflect.EnumDescriptor) *table {
 	got, _ := tables.LoadOrStore(ed.FullName(), t)
 	return got.(*table)
 }
+
+// WithArticle is a word with its indefinite article: "an operator", "a
+// bridge" (a sentence's "a " + String(e) reads wrong for a vowel).
+func WithArticle(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an " + word
+	}
+	return "a " + word
+}

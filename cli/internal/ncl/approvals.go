@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
 	"github.com/clawguard/clawguard/proto/click"
@@ -44,11 +45,15 @@ func (a *app) approvalsList() *cobra.Command {
 		Example: `  ncl approvals list
   ncl approvals list --status all --group research
   ncl approvals list --mine --as telegram:dana   # what dana may resolve (and "you approved")
+  ncl approvals list --status resolved --by Dana --since 24h
   ncl approvals list -o wide                     # with the ids behind the names`,
 		Args: none,
 	}
-	statusWords := append(enumword.Words(holdStatusEnum), "all")
-	cmd.Flags().StringVar(&statusWord, "status", "pending", "one of: "+strings.Join(statusWords, ", "))
+	statusWords := append(enumword.Words(holdStatusEnum), "resolved", "all")
+	var since string
+	cmd.Flags().StringVar(&statusWord, "status", "pending", "one of: "+strings.Join(statusWords, ", ")+" (resolved: any but pending)")
+	cmd.Flags().StringVar(&req.Resolver, "by", "", "only holds resolved by this user (name or id)")
+	cmd.Flags().StringVar(&since, "since", "", "only holds asked for after this time: a duration ago (90m, 24h) or RFC 3339")
 	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind (cli_command, a2a_message_gate, ...)")
 	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group (id or name)")
 	cmd.Flags().BoolVar(&req.EligibleForMe, "mine", false, "only holds I (or --as) may resolve")
@@ -57,7 +62,11 @@ func (a *app) approvalsList() *cobra.Command {
 	limitFlag(cmd, &limit)
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statusWords, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if statusWord != "all" {
+		switch statusWord {
+		case "all":
+		case "resolved":
+			req.Resolved = true
+		default:
 			n, err := render.ParseEnum(holdStatusEnum, statusWord)
 			if err != nil {
 				// The same words as the help: the enum's, and "all".
@@ -68,8 +77,15 @@ func (a *app) approvalsList() *cobra.Command {
 		if req.AsUser != "" && !req.EligibleForMe {
 			return usagef("--as on list only means something with --mine")
 		}
+		if since != "" {
+			t, err := parseSince(since, time.Now())
+			if err != nil {
+				return err
+			}
+			req.Since = timestamppb.New(t)
+		}
 		a.groupArgs(&req.AgentGroupId)
-		a.userArgs(&req.AsUser)
+		a.userArgs(&req.AsUser, &req.Resolver)
 		a.viewer = &req.AsUser
 		return a.listPages(cmd, &guardv1.Hold{}, limit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 			req.Limit, req.PageToken = size, token
@@ -207,7 +223,7 @@ cursor (#N). On a dropped connection ncl reconnects with back-off and resumes
 after the last cursor it printed, so no event is lost or shown twice; to resume
 a previous watch, pass its last cursor with --after. Without --after the watch
 starts at the current end. -o json prints one JSON object per line.`,
-		Example: "  ncl approvals watch\n  ncl approvals watch --group ag_4888a21379a5cf01 -o json | jq .hold.id\n  ncl approvals watch --after 1042",
+		Example: "  ncl approvals watch\n  ncl approvals watch --group research -o json | jq .hold.id\n  ncl approvals watch --after 1042",
 		Args:    none,
 	}
 	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind")
@@ -241,6 +257,8 @@ func (a *app) watch(ctx context.Context, req *guardv1.WatchRequest) error {
 			return asServerError(err, a.settings.Server)
 		}
 	}
+	// Groups and users by name in each line, read once as the caller.
+	a.names = newNames(ctx, c)
 	p := a.printer()
 	fmt.Fprintln(a.stderr, "ncl: watching hold events (Ctrl-C to stop)")
 	delays := retry.Exponential(watchBackoffMin, watchBackoffMax)

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/clawguard/clawguard/cli/internal/render"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -19,9 +21,10 @@ func completionCmd() *cobra.Command {
 		Use:   "completion bash|zsh|fish",
 		Short: "Print a shell completion script",
 		Long: `Print a completion script for bash, zsh or fish. Besides commands, flags and
-enum words, it completes the ids of pending holds (approvals get/approve/reject)
-and agent groups (by id, with the name shown, for <group> arguments and --group
-flags), asking the server the current settings point at.
+enum words, it completes the ids of pending holds (approvals get/approve/reject), agent
+groups by name (with the id shown, for <group> arguments and --group, --from,
+--to and --target-group) and users (--as, --user, --approver, --by), asking
+the server the current settings point at.
 
   bash: source <(ncl completion bash)      # or save it under /etc/bash_completion.d/ncl
   zsh:  ncl completion zsh > ~/.zfunc/_ncl   # with fpath+=(~/.zfunc) in ~/.zshrc
@@ -55,8 +58,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// groupFlags are the flags that name an agent group.
-var groupFlags = []string{"group", "from", "to", "target-group"}
+// groupFlags are the flags that name an agent group; userFlags a user.
+var (
+	groupFlags = []string{"group", "from", "to", "target-group"}
+	userFlags  = []string{"as", "user", "approver", "by"}
+)
 
 // addDynamicCompletion completes hold ids and group ids from the server:
 // <hold-id> arguments, the <id>/<group> argument of group commands, and
@@ -77,6 +83,13 @@ func (a *app) addDynamicCompletion(root *cobra.Command) {
 			if c.Flags().Lookup(f) != nil {
 				_ = c.RegisterFlagCompletionFunc(f, func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
 					return a.completeGroups(cmd)
+				})
+			}
+		}
+		for _, f := range userFlags {
+			if c.Flags().Lookup(f) != nil {
+				_ = c.RegisterFlagCompletionFunc(f, func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+					return a.completeUsers(cmd)
 				})
 			}
 		}
@@ -124,14 +137,32 @@ func (a *app) completeHolds(cmd *cobra.Command) ([]string, cobra.ShellCompDirect
 	})
 }
 
-// completeGroups: agent groups, "id<TAB>name".
+// completeGroups: agent groups by name, "name<TAB>id" (every command takes
+// a group by name or id; the name is what a person types).
 func (a *app) completeGroups(cmd *cobra.Command) ([]string, cobra.ShellCompDirective) {
 	return a.completeCall(cmd, func(ctx context.Context, c *clients) ([]string, error) {
 		all, err := pages(ctx, c, 0, listGroupsPage)
 		var out []string
 		for _, m := range all {
 			g := m.(*guardv1.Group)
-			out = append(out, g.GetId()+"\t"+g.GetName())
+			out = append(out, g.GetName()+"\t"+g.GetId())
+		}
+		return out, err
+	})
+}
+
+// completeUsers: users, "id<TAB>display name" (a display name may hold
+// spaces; the id is one word, and every user flag takes it).
+func (a *app) completeUsers(cmd *cobra.Command) ([]string, cobra.ShellCompDirective) {
+	return a.completeCall(cmd, func(ctx context.Context, c *clients) ([]string, error) {
+		all, err := pages(ctx, c, 0, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+			resp, err := c.reg.ListUsers(ctx, &guardv1.ListUsersRequest{Limit: size, PageToken: token})
+			return render.Msgs(resp.GetUsers()), resp.GetNextPageToken(), err
+		})
+		var out []string
+		for _, m := range all {
+			u := m.(*guardv1.User)
+			out = append(out, u.GetId()+"\t"+u.GetDisplayName())
 		}
 		return out, err
 	})

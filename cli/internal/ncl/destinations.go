@@ -15,7 +15,7 @@ func (a *app) destinationsCmd() *cobra.Command {
 	var lgroup string
 	var listLimit int32
 	list := &cobra.Command{
-		Use: "list", Short: "List where groups may send messages", Example: "  ncl destinations list --group ag_4888a21379a5cf01", Args: none,
+		Use: "list", Short: "List where groups may send messages", Example: "  ncl destinations list --group research", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&lgroup)
 			return a.listPages(cmd, &guardv1.Destination{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
@@ -32,7 +32,7 @@ func (a *app) destinationsCmd() *cobra.Command {
 		Long: `Add a named destination to a group. Without a destination an agent's
 a2a.send to another group is denied; with one it is allowed, or held for the
 approver of a message policy on the pair (see: ncl policies set).`,
-		Example: "  ncl destinations add --group ag_4888a21379a5cf01 --name b --target-group ag_19b61273c0b2e0e3", Args: none,
+		Example: "  ncl destinations add --group research --name ops --target-group ops", Args: none,
 	}
 	add.Flags().StringVar(&req.Group, "group", "", "the sending group")
 	add.Flags().StringVar(&req.Name, "name", "", "name the sending agents use")
@@ -50,7 +50,7 @@ approver of a message policy on the pair (see: ncl policies set).`,
 	}
 	var rgroup, rname string
 	remove := &cobra.Command{
-		Use: "remove", Short: "Remove a destination", Example: "  ncl destinations remove --group ag_4888a21379a5cf01 --name b", Args: none,
+		Use: "remove", Short: "Remove a destination", Example: "  ncl destinations remove --group research --name ops", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&rgroup)
 			name := rgroup
@@ -64,5 +64,5 @@ approver of a message policy on the pair (see: ncl policies set).`,
 	remove.Flags().StringVar(&rname, "name", "", "destination name")
 	required(remove, "group", "name")
 	return noun("destinations", "Named message destinations of groups (agent-to-agent wiring)",
-		"  ncl destinations add --group ag_4888a21379a5cf01 --name b --target-group ag_19b61273c0b2e0e3", list, add, remove)
+		"  ncl destinations add --group research --name ops --target-group ops", list, add, remove)
 }

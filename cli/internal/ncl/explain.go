@@ -30,8 +30,8 @@ the answer) — the same one the console and 'ncl decisions get' show.
 a colon themselves: human:telegram:dana). The group and the user may be
 given by name (agent:research, human:Dana), and so may the target group of
 a2a.send (--resource to=ops).`,
-		Example: `  ncl explain --action a2a.send --actor agent:ag_4888a21379a5cf01 --resource to=ag_19b61273c0b2e0e3
-  ncl explain --action roles.grant --actor human:telegram:alice --payload '{"group":"ag_4888a21379a5cf01"}' -o json`,
+		Example: `  ncl explain --action a2a.send --actor agent:research --resource to=ops
+  ncl explain --action roles.grant --actor human:telegram:alice --payload '{"group":"research"}' -o json`,
 		Args: none,
 	}
 	cmd.Flags().StringVar(&action, "action", "", "catalog action, e.g. a2a.send (see: ncl catalog list)")

@@ -100,7 +100,7 @@ func (a *app) groupsUpdate() *cobra.Command {
 	var name, image, host, instructions string
 	cmd := &cobra.Command{
 		Use: "update <id|name>", Short: "Rename a group, change its image or pinned host, or give its agent instructions",
-		Example: "  ncl groups update ag_4888a21379a5cf01 --name research-2\n  ncl groups update ag_4888a21379a5cf01 --pinned-host ''   # unpin\n" +
+		Example: "  ncl groups update research --name research-2\n  ncl groups update research --pinned-host ''   # unpin\n" +
 			"  ncl groups update research --instructions-file task.md   # '-' reads standard input; '' removes them",
 		Args: one("id"),
 	}
@@ -139,7 +139,7 @@ func (a *app) groupsUpdate() *cobra.Command {
 func (a *app) groupsDelete() *cobra.Command {
 	return &cobra.Command{
 		Use: "delete <id|name>", Short: "Delete an agent group and everything that hangs off it",
-		Example: "  ncl groups delete ag_4888a21379a5cf01\n  ncl groups delete research", Args: one("id|name"),
+		Example: "  ncl groups delete research\n  ncl groups delete research", Args: one("id|name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.groupArgs(&args[0])
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
@@ -177,7 +177,7 @@ func (a *app) groupsRestart() *cobra.Command {
 	var rebuild bool
 	cmd := &cobra.Command{
 		Use: "restart <id|name>", Short: "Restart the group's containers (after a config change)",
-		Example: "  ncl groups restart ag_4888a21379a5cf01 --rebuild-image\n  ncl groups restart research", Args: one("id|name"),
+		Example: "  ncl groups restart research --rebuild-image\n  ncl groups restart research", Args: one("id|name"),
 	}
 	cmd.Flags().BoolVar(&rebuild, "rebuild-image", false, "rebuild the group's image first (after package changes)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -199,7 +199,7 @@ func (a *app) groupsRestart() *cobra.Command {
 
 func (a *app) groupsConfig() *cobra.Command {
 	get := &cobra.Command{
-		Use: "get <group>", Short: "Show a group's container config", Example: "  ncl groups config get ag_4888a21379a5cf01", Args: one("group"),
+		Use: "get <group>", Short: "Show a group's container config", Example: "  ncl groups config get research", Args: one("group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.groupArgs(&args[0])
 			return a.do(cmd, func(ctx context.Context, c *clients) error {
@@ -217,7 +217,7 @@ func (a *app) groupsConfig() *cobra.Command {
 	)
 	update := &cobra.Command{
 		Use: "update <group>", Short: "Change cli scope, cpus, memory or hold quorum of a group",
-		Example: "  ncl groups config update ag_4888a21379a5cf01 --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update ag_4888a21379a5cf01 --memory ''   # the runner's --container-memory (none if unset)\n  ncl groups config update ag_4888a21379a5cf01 --hold-approvals 2",
+		Example: "  ncl groups config update research --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update research --memory ''   # the runner's --container-memory (none if unset)\n  ncl groups config update research --hold-approvals 2",
 		Args:    one("group"),
 	}
 	scope := enumVar(update, "cli-scope", cliScopeEnum, "admin commands the group's agents may run")
@@ -256,13 +256,13 @@ func (a *app) groupsConfig() *cobra.Command {
 			return a.printer().Object(resp.GetConfig())
 		})
 	}
-	return noun("config", "A group's container config", "  ncl groups config get ag_4888a21379a5cf01", get, update)
+	return noun("config", "A group's container config", "  ncl groups config get research", get, update)
 }
 
 func (a *app) groupsPackages() *cobra.Command {
 	add := &cobra.Command{
 		Use: "add <group> <package>...", Short: "Add packages to a group's image",
-		Example: "  ncl groups packages add ag_4888a21379a5cf01 curl jq --manager apt",
+		Example: "  ncl groups packages add research curl jq --manager apt",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usagef("usage: %s <group> <package>... --manager apt|npm", cmd.CommandPath())
@@ -286,7 +286,7 @@ func (a *app) groupsPackages() *cobra.Command {
 	}
 	remove := &cobra.Command{
 		Use: "remove <group> <package>", Short: "Remove a package from a group's image",
-		Example: "  ncl groups packages remove ag_4888a21379a5cf01 jq --manager apt",
+		Example: "  ncl groups packages remove research jq --manager apt",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usagef("usage: %s <group> <package> --manager apt|npm", cmd.CommandPath())
@@ -308,7 +308,7 @@ func (a *app) groupsPackages() *cobra.Command {
 			return a.printer().Object(resp.GetConfig())
 		})
 	}
-	return noun("packages", "Packages installed into a group's image", "  ncl groups packages add ag_4888a21379a5cf01 curl --manager apt", add, remove)
+	return noun("packages", "Packages installed into a group's image", "  ncl groups packages add research curl --manager apt", add, remove)
 }
 
 func (a *app) groupsMcp() *cobra.Command {
@@ -324,7 +324,7 @@ Its environment's values are write-only: only the server gets them. No read,
 export, hold or card shows them — not to agents, bridges or people, the
 operator included — only the names of the keys, each value as <redacted>.
 With --replace, a value given as <redacted> keeps the one the server holds.`,
-		Example: "  ncl groups mcp add ag_4888a21379a5cf01 --name files --command mcp-files --arg /data --env LOG=debug\n" +
+		Example: "  ncl groups mcp add research --name files --command mcp-files --arg /data --env LOG=debug\n" +
 			"  ncl groups mcp add research --name gh --command gh-mcp --env GITHUB_TOKEN=\"$(cat gh.token)\"\n" +
 			"  ncl groups mcp add research --name gh --command gh-mcp-v2 --env GITHUB_TOKEN='<redacted>' --replace",
 		Args: one("group"),
@@ -354,7 +354,7 @@ With --replace, a value given as <redacted> keeps the one the server holds.`,
 	var name string
 	remove := &cobra.Command{
 		Use: "remove <group>", Short: "Remove an MCP server from a group",
-		Example: "  ncl groups mcp remove ag_4888a21379a5cf01 --name files", Args: one("group"),
+		Example: "  ncl groups mcp remove research --name files", Args: one("group"),
 	}
 	remove.Flags().StringVar(&name, "name", "", "server name")
 	required(remove, "name")
@@ -368,5 +368,5 @@ With --replace, a value given as <redacted> keeps the one the server holds.`,
 			return a.printer().Object(resp.GetConfig())
 		})
 	}
-	return noun("mcp", "MCP servers of a group", "  ncl groups mcp add ag_4888a21379a5cf01 --name files --command mcp-files", add, remove)
+	return noun("mcp", "MCP servers of a group", "  ncl groups mcp add research --name files --command mcp-files", add, remove)
 }

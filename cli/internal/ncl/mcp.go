@@ -20,7 +20,7 @@ func (a *app) mcpCmd() *cobra.Command {
 	var sLimit int32
 	slist := &cobra.Command{
 		Use: "list", Short: "List a group's guarded MCP servers with their defaults and state",
-		Example: "  ncl mcp servers list --group ag_4888a21379a5cf01", Args: none,
+		Example: "  ncl mcp servers list --group research", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&sgroup)
 			return a.listPages(cmd, &guardv1.McpServerInfo{}, sLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
@@ -41,7 +41,7 @@ func (a *app) mcpCmd() *cobra.Command {
 own: allow, hold or deny (--effect none removes the default: hold). Tools
 the server lists later take it too. --approvals and --mode apply to the
 holds and gates of those tools, as for any gate.`,
-		Example: "  ncl mcp servers set-default --group ag_4888a21379a5cf01 --server github --effect deny", Args: none,
+		Example: "  ncl mcp servers set-default --group research --server github --effect deny", Args: none,
 	}
 	var deffect string
 	def.Flags().StringVar(&deffect, "effect", "", "allow, hold, deny, or none (remove the default)")
@@ -65,15 +65,15 @@ holds and gates of those tools, as for any gate.`,
 	def.Flags().StringVar(&dgroup, "group", "", "agent group")
 	def.Flags().StringVar(&dserver, "server", "", "MCP server name")
 	def.Flags().Int32Var(&dapprovals, "approvals", 0, "distinct approvals a held call needs (0 = the defaults)")
-	def.Flags().StringVar(&dmode, "mode", "", "enforce, audit or warn (unset: mcp.call's mode)")
+	def.Flags().StringVar(&dmode, "mode", "", "enforce, audit, warn or inherit (the default: mcp.call's mode)")
 	required(def, "group", "server", "effect")
-	servers := noun("servers", "A group's guarded MCP servers", "  ncl mcp servers list --group ag_4888a21379a5cf01", slist, def)
+	servers := noun("servers", "A group's guarded MCP servers", "  ncl mcp servers list --group research", slist, def)
 
 	var tgroup, tserver string
 	var tLimit int32
 	tlist := &cobra.Command{
 		Use: "list", Short: "List a server's tools with the effect a call gets and where it comes from",
-		Example: "  ncl mcp tools list --group ag_4888a21379a5cf01 --server fs", Args: none,
+		Example: "  ncl mcp tools list --group research --server fs", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&tgroup)
 			return a.listPages(cmd, &guardv1.McpToolInfo{}, tLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
@@ -97,8 +97,8 @@ it and leaves it out of the agent's tool list. --effect none removes the
 setting (the server's default applies again). A tool no runner has listed
 yet may be set ahead. --approvals asks a quorum of distinct approvers;
 --mode audit or warn lets calls run while logging what enforce would do.`,
-		Example: "  ncl mcp tools set --group ag_4888a21379a5cf01 --server fs --tool read_file --effect allow\n" +
-			"  ncl mcp tools set --group ag_4888a21379a5cf01 --server payments --tool refund --effect hold --approvals 2", Args: none,
+		Example: "  ncl mcp tools set --group research --server fs --tool read_file --effect allow\n" +
+			"  ncl mcp tools set --group research --server payments --tool refund --effect hold --approvals 2", Args: none,
 	}
 	var seffect string
 	set.Flags().StringVar(&seffect, "effect", "", "allow, hold, deny, or none (remove the setting)")
@@ -123,12 +123,12 @@ yet may be set ahead. --approvals asks a quorum of distinct approvers;
 	set.Flags().StringVar(&ss, "server", "", "MCP server name")
 	set.Flags().StringVar(&st, "tool", "", "tool name")
 	set.Flags().Int32Var(&sapprovals, "approvals", 0, "distinct approvals a held call needs (0 = the server default's, else the defaults)")
-	set.Flags().StringVar(&smode, "mode", "", "enforce, audit or warn (unset: the server default's, else mcp.call's)")
+	set.Flags().StringVar(&smode, "mode", "", "enforce, audit, warn or inherit (the default: the server default's, else mcp.call's)")
 	required(set, "group", "server", "tool", "effect")
-	tools := noun("tools", "The tools of a guarded MCP server and their effects", "  ncl mcp tools list --group ag_4888a21379a5cf01 --server fs", tlist, set)
+	tools := noun("tools", "The tools of a guarded MCP server and their effects", "  ncl mcp tools list --group research --server fs", tlist, set)
 
 	return noun("mcp", "Guarded MCP servers: every tool call decided by the guard",
-		"  ncl mcp servers list --group ag_4888a21379a5cf01\n  ncl mcp tools set --group ag_4888a21379a5cf01 --server fs --tool write_file --effect hold", servers, tools)
+		"  ncl mcp servers list --group research\n  ncl mcp tools set --group research --server fs --tool write_file --effect hold", servers, tools)
 }
 
 // parseMCPEffect reads --effect: allow, hold, deny, or none (unset).

@@ -15,7 +15,7 @@ func (a *app) membersCmd() *cobra.Command {
 	var lgroup string
 	var listLimit int32
 	list := &cobra.Command{
-		Use: "list", Short: "List members of a group", Example: "  ncl members list --group ag_4888a21379a5cf01", Args: none,
+		Use: "list", Short: "List members of a group", Example: "  ncl members list --group research", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&lgroup)
 			return a.listPages(cmd, &guardv1.Member{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
@@ -28,7 +28,7 @@ func (a *app) membersCmd() *cobra.Command {
 	list.Flags().StringVar(&lgroup, "group", "", "the agent group")
 	var agroup, auser string
 	add := &cobra.Command{
-		Use: "add", Short: "Add a user to a group", Example: "  ncl members add --group ag_4888a21379a5cf01 --user telegram:alice", Args: none,
+		Use: "add", Short: "Add a user to a group", Example: "  ncl members add --group research --user telegram:alice", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&agroup)
 			a.userArgs(&auser)
@@ -43,7 +43,7 @@ func (a *app) membersCmd() *cobra.Command {
 	required(add, "group", "user")
 	var rgroup, ruser string
 	remove := &cobra.Command{
-		Use: "remove", Short: "Remove a user from a group", Example: "  ncl members remove --group ag_4888a21379a5cf01 --user telegram:alice", Args: none,
+		Use: "remove", Short: "Remove a user from a group", Example: "  ncl members remove --group research --user telegram:alice", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&rgroup)
 			a.userArgs(&ruser)
@@ -57,5 +57,5 @@ func (a *app) membersCmd() *cobra.Command {
 	remove.Flags().StringVar(&rgroup, "group", "", "the agent group")
 	remove.Flags().StringVar(&ruser, "user", "", "user id")
 	required(remove, "group", "user")
-	return noun("members", "Users who belong to an agent group", "  ncl members add --group ag_4888a21379a5cf01 --user telegram:alice", list, add, remove)
+	return noun("members", "Users who belong to an agent group", "  ncl members add --group research --user telegram:alice", list, add, remove)
 }

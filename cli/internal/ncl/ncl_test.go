@@ -300,7 +300,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"decisions", "list", "--since", "yesterday"}, noToken, 2, "--since"},
 		{[]string{"-o", "xml", "groups", "list"}, noToken, 2, "want table, wide, json or yaml"},
 		{[]string{"-o", "yaml", "-q", "groups", "list"}, noToken, 2, "-q and -o yaml are exclusive"},
-		{[]string{"approvals", "list", "--status", "bogus"}, noToken, 2, "want one of: pending, approved, rejected, expired, swept, all"},
+		{[]string{"approvals", "list", "--status", "bogus"}, noToken, 2, "want one of: pending, approved, rejected, expired, swept, resolved, all"},
 		{[]string{"--token", "x", "groups", "list"}, noToken, 2, "unknown flag: --token"},
 		{[]string{"tokens", "create", "--kind", "user", "--name", "d", "-q"}, noToken, 2, "--secret-file"},
 		{[]string{"groups", "list"}, noToken, 2, "no token"},
@@ -496,12 +496,16 @@ func (f *fakeServer) ListGroups(context.Context, *guardv1.ListGroupsRequest) (*g
 	return &guardv1.ListGroupsResponse{Groups: []*guardv1.Group{{Id: "ag_4888a21379a5cf01", Name: "research"}}}, nil
 }
 
+func (f *fakeServer) ListUsers(context.Context, *guardv1.ListUsersRequest) (*guardv1.ListUsersResponse, error) {
+	return &guardv1.ListUsersResponse{Users: []*guardv1.User{{Id: "telegram:dana", DisplayName: "Dana"}}}, nil
+}
+
 func (f *fakeServer) List(context.Context, *guardv1.ListRequest) (*guardv1.ListResponse, error) {
 	return &guardv1.ListResponse{Holds: []*guardv1.Hold{{Id: "hold_3266c0872182ee7add9f", Kind: "a2a_message_gate", Title: "Message approval"}}}, nil
 }
 
-// TestDynamicCompletion: hold ids and group ids (with their names) come
-// from the server; without a server, completion offers nothing and no error.
+// TestDynamicCompletion: hold ids, groups by name (with their ids) and
+// users (with their names) come from the server; without a server, completion offers nothing and no error.
 func TestDynamicCompletion(t *testing.T) {
 	f := startFake(t)
 	for _, c := range []struct {
@@ -510,9 +514,12 @@ func TestDynamicCompletion(t *testing.T) {
 	}{
 		{[]string{"__complete", "approvals", "approve", ""}, "hold_3266c0872182ee7add9f\ta2a_message_gate: Message approval"},
 		{[]string{"__complete", "approvals", "get", ""}, "hold_3266c0872182ee7add9f"},
-		{[]string{"__complete", "groups", "get", ""}, "ag_4888a21379a5cf01\tresearch"},
-		{[]string{"__complete", "approvals", "list", "--group", ""}, "ag_4888a21379a5cf01\tresearch"},
-		{[]string{"__complete", "policies", "set", "--from", ""}, "ag_4888a21379a5cf01\tresearch"},
+		{[]string{"__complete", "groups", "get", ""}, "research\tag_4888a21379a5cf01"},
+		{[]string{"__complete", "groups", "get", "res"}, "research\tag_4888a21379a5cf01"},
+		{[]string{"__complete", "approvals", "list", "--group", ""}, "research\tag_4888a21379a5cf01"},
+		{[]string{"__complete", "policies", "set", "--from", ""}, "research\tag_4888a21379a5cf01"},
+		{[]string{"__complete", "approvals", "approve", "hold_1", "--as", ""}, "telegram:dana\tDana"},
+		{[]string{"__complete", "policies", "set", "--approver", ""}, "telegram:dana\tDana"},
 	} {
 		r := runNcl(context.Background(), f.env(t), c.args...)
 		if r.code != 0 || !strings.Contains(r.out, c.want) {

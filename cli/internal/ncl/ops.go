@@ -240,14 +240,21 @@ Each set replaces all of the action's settings.`,
 	return noun("catalog", "The catalog of guarded actions", "  ncl catalog list\n  ncl catalog set --action a2a.send --mode audit", list, set)
 }
 
-// parseMode reads an --mode flag ("" = unspecified, i.e. inherit).
+// parseMode reads an --mode flag: the enum's words, and "" or "inherit"
+// (unspecified: the mode of what it inherits from, as tables print it).
 func parseMode(s string) (guardv1.EnforcementMode, error) {
+	if s == modeInherit {
+		return guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED, nil
+	}
 	m, err := enumword.Parse[guardv1.EnforcementMode](s)
 	if err != nil {
-		return 0, usagef("--mode %q: want %s", s, strings.Join(enumword.Words(m.Descriptor()), ", "))
+		return 0, usagef("--mode %q: want %s or %s", s, strings.Join(enumword.Words(m.Descriptor()), ", "), modeInherit)
 	}
 	return m, nil
 }
+
+// modeInherit is the word tables print for an unset mode.
+const modeInherit = "inherit"
 
 func (a *app) decisionsCmd() *cobra.Command {
 	var req guardv1.ListDecisionsRequest

@@ -15,7 +15,7 @@ func (a *app) policiesCmd() *cobra.Command {
 	var lgroup string
 	var listLimit int32
 	list := &cobra.Command{
-		Use: "list", Short: "List message policies", Example: "  ncl policies list --group ag_4888a21379a5cf01", Args: none,
+		Use: "list", Short: "List message policies", Example: "  ncl policies list --group research", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&lgroup)
 			return a.listPages(cmd, &guardv1.MessagePolicy{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
@@ -33,7 +33,7 @@ func (a *app) policiesCmd() *cobra.Command {
 		esc             escalationFlags
 	)
 	set := &cobra.Command{
-		Use: "set", Short: "Hold messages from one group to another for one approver",
+		Use: "set", Short: "Hold messages from one group to another for the approvers it names",
 		Long: `Set a message policy: every a2a.send from --from to --to is held until
 --approver (and only that user — not even an owner) approves it. The pair
 still needs a destination (ncl destinations add), or the send is denied.
@@ -49,7 +49,7 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 
 ` + escalationHelp + ` A policy with no plan of its own takes a2a.send's
 (ncl catalog set).`,
-		Example: "  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --approver telegram:erin --approvals 2\n  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana --mode audit\n  ncl policies set --from research --to ops --approver telegram:dana --remind-after 10m --escalate-after 30m --escalate-to telegram:erin", Args: none,
+		Example: "  ncl policies set --from research --to ops --approver telegram:dana\n  ncl policies set --from research --to ops --approver telegram:dana --approver telegram:erin --approvals 2\n  ncl policies set --from research --to ops --approver telegram:dana --mode audit\n  ncl policies set --from research --to ops --approver telegram:dana --remind-after 10m --escalate-after 30m --escalate-to telegram:erin", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mode, err := parseMode(pmode)
 			if err != nil {
@@ -72,12 +72,12 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 	set.Flags().StringVar(&to, "to", "", "receiving group")
 	set.Flags().StringArrayVar(&approvers, "approver", nil, "a user who approves (<channel>:<handle>); repeat for several")
 	set.Flags().Int32Var(&papprovals, "approvals", 0, "distinct approvals a message needs (quorum; 0 = one)")
-	set.Flags().StringVar(&pmode, "mode", "", "enforce, audit or warn (unset: a2a.send's mode)")
+	set.Flags().StringVar(&pmode, "mode", "", "enforce, audit, warn or inherit (the default: a2a.send's mode)")
 	esc.add(set.Flags())
 	required(set, "from", "to", "approver")
 	var rfrom, rto string
 	remove := &cobra.Command{
-		Use: "remove", Short: "Remove a message policy", Example: "  ncl policies remove --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3", Args: none,
+		Use: "remove", Short: "Remove a message policy", Example: "  ncl policies remove --from research --to ops", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&rfrom, &rto)
 			from, to := rfrom, rto
@@ -90,6 +90,6 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 	remove.Flags().StringVar(&rfrom, "from", "", "sending group")
 	remove.Flags().StringVar(&rto, "to", "", "receiving group")
 	required(remove, "from", "to")
-	return noun("policies", "Message policies: agent-to-agent sends held for one approver",
-		"  ncl policies set --from ag_4888a21379a5cf01 --to ag_19b61273c0b2e0e3 --approver telegram:dana", list, set, remove)
+	return noun("policies", "Message policies: agent-to-agent sends held for the users they name (a quorum of them)",
+		"  ncl policies set --from research --to ops --approver telegram:dana", list, set, remove)
 }

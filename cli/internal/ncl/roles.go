@@ -30,19 +30,19 @@ func (a *app) rolesCmd() *cobra.Command {
 	list.Flags().StringVar(&luser, "user", "", "only grants of this user")
 	list.Flags().StringVar(&lgroup, "group", "", "only grants scoped to this group")
 	grant := a.roleChange("grant", "Grant a role (owner or admin) globally or for one group",
-		"  ncl roles grant --user telegram:alice --role admin --scope group --group ag_4888a21379a5cf01\n  ncl roles grant --user telegram:olga --role owner --scope global",
+		"  ncl roles grant --user telegram:alice --role admin --scope group --group research\n  ncl roles grant --user telegram:olga --role owner --scope global",
 		func(ctx context.Context, c *clients, u string, r guardv1.Role, s guardv1.RoleScope, g string) (proto.Message, error) {
 			resp, err := c.reg.GrantRole(ctx, &guardv1.GrantRoleRequest{UserId: u, Role: r, Scope: s, Group: g})
 			return resp.GetGrant(), err
 		})
 	revoke := a.roleChange("revoke", "Revoke a role grant",
-		"  ncl roles revoke --user telegram:alice --role admin --scope group --group ag_4888a21379a5cf01",
+		"  ncl roles revoke --user telegram:alice --role admin --scope group --group research",
 		func(ctx context.Context, c *clients, u string, r guardv1.Role, s guardv1.RoleScope, g string) (proto.Message, error) {
 			_, err := c.reg.RevokeRole(ctx, &guardv1.RevokeRoleRequest{UserId: u, Role: r, Scope: s, Group: g})
 			return nil, err
 		})
 	return noun("roles", "Owner and admin roles (who may approve what)",
-		"  ncl roles grant --user telegram:alice --role admin --scope group --group ag_4888a21379a5cf01", list, grant, revoke)
+		"  ncl roles grant --user telegram:alice --role admin --scope group --group research", list, grant, revoke)
 }
 
 // roleChange builds grant and revoke: the scope is always explicit, and a

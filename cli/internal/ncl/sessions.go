@@ -14,7 +14,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 	var group, runner string
 	var listLimit int32
 	list := &cobra.Command{
-		Use: "list", Short: "List sessions", Example: "  ncl sessions list --group ag_4888a21379a5cf01", Args: none,
+		Use: "list", Short: "List sessions", Example: "  ncl sessions list --group research", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&group)
 			return a.listPages(cmd, &guardv1.Session{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {

@@ -14,7 +14,7 @@ func (a *app) wiringsCmd() *cobra.Command {
 	var lgroup, lmg string
 	var listLimit int32
 	list := &cobra.Command{
-		Use: "list", Short: "List which messaging groups reach which agent groups", Example: "  ncl wirings list --group ag_4888a21379a5cf01", Args: none,
+		Use: "list", Short: "List which messaging groups reach which agent groups", Example: "  ncl wirings list --group research", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&lgroup)
 			return a.listPages(cmd, &guardv1.Wiring{}, listLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
@@ -29,7 +29,7 @@ func (a *app) wiringsCmd() *cobra.Command {
 	var cgroup, cmg string
 	create := &cobra.Command{
 		Use: "create", Short: "Wire a messaging group (a chat) to an agent group",
-		Example: "  ncl wirings create --messaging-group mg_5d0c8e2f1a9b3c47 --group ag_4888a21379a5cf01", Args: none,
+		Example: "  ncl wirings create --messaging-group mg_5d0c8e2f1a9b3c47 --group research", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.groupArgs(&cgroup)
 			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
@@ -50,5 +50,5 @@ func (a *app) wiringsCmd() *cobra.Command {
 			})
 		},
 	}
-	return noun("wirings", "Chats wired to agent groups", "  ncl wirings create --messaging-group mg_5d0c8e2f1a9b3c47 --group ag_4888a21379a5cf01", list, create, del)
+	return noun("wirings", "Chats wired to agent groups", "  ncl wirings create --messaging-group mg_5d0c8e2f1a9b3c47 --group research", list, create, del)
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 )
 
 // Explained prints a decision (or a decision log row) with its explanation:
@@ -29,13 +30,15 @@ func (p Printer) Explained(m proto.Message, x *guardv1.Explanation) error {
 	if err := p.Object(m); err != nil || p.Quiet || x == nil {
 		return err
 	}
-	return Explanation(p.W, x)
+	return Explanation(p.W, x, p.Names)
 }
 
-// Explanation writes an explanation in words.
-func Explanation(w io.Writer, x *guardv1.Explanation) error {
+// Explanation writes an explanation in words, the groups and users in it
+// by name where n knows them (the facts as read stay in -o json).
+func Explanation(w io.Writer, x *guardv1.Explanation, n holdview.Names) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nWHY: %s\n", x.GetSummary())
+	say := func(s string) string { return holdview.Words(n, s) }
+	fmt.Fprintf(&b, "\nWHY: %s\n", say(x.GetSummary()))
 	if e := x.GetEntry(); e != nil {
 		switch {
 		case !e.GetInCatalog():
@@ -49,13 +52,11 @@ func Explanation(w io.Writer, x *guardv1.Explanation) error {
 	if len(x.GetChecks()) > 0 {
 		b.WriteString("CHECKS:\n")
 		for i, c := range x.GetChecks() {
-			fmt.Fprintf(&b, "  %d. %s: %s — %s\n", i+1, c.GetName(), c.GetOutcome(), c.GetDetail())
+			fmt.Fprintf(&b, "  %d. %s: %s — %s\n", i+1, c.GetName(), c.GetOutcome(), say(c.GetDetail()))
 			for _, f := range c.GetFacts() {
-				v := f.GetValue()
-				if !f.GetPresent() {
-					v = "(absent)"
+				if line := holdview.Fact(n, f.GetName(), f.GetValue(), f.GetPresent()); line != "" {
+					fmt.Fprintf(&b, "       read: %s\n", line)
 				}
-				fmt.Fprintf(&b, "       read %s = %s\n", f.GetName(), v)
 			}
 		}
 	}
@@ -65,7 +66,7 @@ func Explanation(w io.Writer, x *guardv1.Explanation) error {
 	if len(x.GetWouldChange()) > 0 {
 		b.WriteString("WOULD CHANGE THE ANSWER:\n")
 		for _, s := range x.GetWouldChange() {
-			fmt.Fprintf(&b, "  - %s\n", s)
+			fmt.Fprintf(&b, "  - %s\n", say(s))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

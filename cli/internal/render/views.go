@@ -464,7 +464,7 @@ func init() {
 			c("ID", (*guardv1.StandingGrant).GetId),
 			c("ACTION", (*guardv1.StandingGrant).GetCatalogAction),
 			cx("GROUP", func(g *guardv1.StandingGrant, e env) string { return e.group(g.GetAgentGroupId()) }),
-			c("RESOURCE", func(g *guardv1.StandingGrant) string { return kv(g.GetResource()) }),
+			cx("RESOURCE", func(g *guardv1.StandingGrant, e env) string { return holdview.Words(e.names, kv(g.GetResource())) }),
 			cx("APPROVED BY", func(g *guardv1.StandingGrant, e env) string {
 				var names []string
 				for _, u := range g.GetApprovedBy() {
@@ -481,7 +481,7 @@ func init() {
 			c("HOLD", (*guardv1.StandingGrant).GetHoldId),
 			c("KIND", (*guardv1.StandingGrant).GetKind),
 			c("CREATED", func(g *guardv1.StandingGrant) string { return Time(g.GetCreatedAt()) }),
-			c("REVOKED BY", (*guardv1.StandingGrant).GetRevokedBy),
+			cx("REVOKED BY", func(g *guardv1.StandingGrant, e env) string { return e.user(g.GetRevokedBy()) }),
 			c("LAST USED", func(g *guardv1.StandingGrant) string { return Time(g.GetLastUsedAt()) }),
 		},
 		id: idOf((*guardv1.StandingGrant).GetId),
@@ -540,8 +540,8 @@ func init() {
 			c("EFFECT", func(d *guardv1.DecisionRecord) string { return enumword.String(d.GetEffect()) }),
 			c("DECIDED BY", (*guardv1.DecisionRecord).GetDecidedBy),
 			c("HOLD", (*guardv1.DecisionRecord).GetHoldId),
-			c("REASON", func(d *guardv1.DecisionRecord) string {
-				r := d.GetReason()
+			cx("REASON", func(d *guardv1.DecisionRecord, e env) string {
+				r := holdview.Words(e.names, d.GetReason())
 				if d.GetDryRun() {
 					r = "(dry run) " + r
 				}
@@ -551,11 +551,11 @@ func init() {
 		detail: []col{
 			c("GRANT", (*guardv1.DecisionRecord).GetGrant),
 			c("MODE", (*guardv1.DecisionRecord).GetMode),
-			c("ENFORCE WOULD", func(d *guardv1.DecisionRecord) string {
+			cx("ENFORCE WOULD", func(d *guardv1.DecisionRecord, e env) string {
 				if d.GetMode() == "" {
 					return ""
 				}
-				return enumword.String(d.GetWouldEffect()) + ": " + d.GetWouldReason()
+				return enumword.String(d.GetWouldEffect()) + ": " + holdview.Words(e.names, d.GetWouldReason())
 			}),
 			c("LATENCY", func(d *guardv1.DecisionRecord) string { return Duration(d.GetLatency()) }),
 		},
@@ -573,7 +573,7 @@ func init() {
 			cx("APPROVALS", func(h *guardv1.Hold, e env) string { return holdview.Progress(h, e.viewer) }),
 			wide(c("ACTION", (*guardv1.Hold).GetCatalogAction)),
 			wide(c("GROUP ID", (*guardv1.Hold).GetAgentGroupId)),
-			wide(c("APPROVER", func(h *guardv1.Hold) string { return Rule(h.GetApproverRule()) })),
+			wide(cx("APPROVER", func(h *guardv1.Hold, e env) string { return RuleNamed(h.GetApproverRule(), e.names) })),
 			wide(c("SCOPE", func(h *guardv1.Hold) string { return enumword.String(h.GetApproverScope()) })),
 			wide(c("CREATED", func(h *guardv1.Hold) string { return Time(h.GetCreatedAt()) })),
 			wide(c("TITLE", func(h *guardv1.Hold) string { return Truncate(h.GetTitle(), 60) })),
@@ -581,6 +581,10 @@ func init() {
 		detail: []col{
 			c("QUESTION", (*guardv1.Hold).GetQuestion),
 			cx("APPROVED BY", func(h *guardv1.Hold, e env) string {
+				if len(h.GetApprovals()) == 0 && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_APPROVED {
+					// A hold of one approval: its resolver approved it.
+					return named(e.names0().UserName(h.GetResolver()), h.GetResolver())
+				}
 				var out []string
 				for _, a := range h.GetApprovals() {
 					who := named(e.names0().UserName(a.GetUserId()), a.GetUserId())
@@ -635,7 +639,7 @@ func init() {
 			c("CHOICE", (*guardv1.Hold).GetChoice),
 			c("REASON", (*guardv1.Hold).GetReason),
 			c("CONSUMED", func(h *guardv1.Hold) string { return yesNo(h.GetConsumed()) }),
-			c("NOT CARRIED OUT", (*guardv1.Hold).GetUnappliedReason),
+			cx("NOT CARRIED OUT", func(h *guardv1.Hold, e env) string { return holdview.Words(e.names, h.GetUnappliedReason()) }),
 			c("PAYLOAD", func(h *guardv1.Hold) string { return structJSON(h.GetPayload()) }),
 		},
 		id: idOf((*guardv1.Hold).GetId),
@@ -643,7 +647,7 @@ func init() {
 	register[*guardv1.Decision](view{
 		cols: []col{
 			c("EFFECT", func(d *guardv1.Decision) string { return enumword.String(d.GetEffect()) }),
-			c("REASON", (*guardv1.Decision).GetReason),
+			cx("REASON", func(d *guardv1.Decision, e env) string { return holdview.Words(e.names, d.GetReason()) }),
 			cx("APPROVER RULE", func(d *guardv1.Decision, e env) string { return RuleNamed(d.GetApproverRule(), e.names) }),
 			c("APPROVER SCOPE", func(d *guardv1.Decision) string { return enumword.String(d.GetApproverScope()) }),
 			c("DECIDED BY", (*guardv1.Decision).GetDecidedBy),
@@ -651,11 +655,11 @@ func init() {
 		// A gate in audit or warn mode: what it answered, and what enforce would.
 		detail: []col{
 			c("MODE", (*guardv1.Decision).GetMode),
-			c("ENFORCE WOULD", func(d *guardv1.Decision) string {
+			cx("ENFORCE WOULD", func(d *guardv1.Decision, e env) string {
 				if d.GetMode() == "" {
 					return ""
 				}
-				return enumword.String(d.GetWouldEffect()) + ": " + d.GetWouldReason()
+				return enumword.String(d.GetWouldEffect()) + ": " + holdview.Words(e.names, d.GetWouldReason())
 			}),
 		},
 		id: idOf(func(d *guardv1.Decision) string { return enumword.String(d.GetEffect()) }),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 )
 
 // Event prints one hold lifecycle event as it arrives: one JSON object per
@@ -39,15 +40,15 @@ func (p Printer) Event(ev *guardv1.WatchResponse) error {
 	}
 	parts := []string{Time(ev.GetAt()), fmt.Sprintf("#%d", ev.GetCursor()), enumword.String(ev.GetType()), h.GetId(), cell(h.GetKind())}
 	if g := h.GetAgentGroupId(); g != "" {
-		parts = append(parts, "group="+g)
+		parts = append(parts, "group="+holdview.Group(p.Names, g))
 	}
 	switch ev.GetType() {
 	case guardv1.EventType_EVENT_TYPE_REQUESTED:
-		parts = append(parts, "approver="+Rule(h.GetApproverRule()), "scope="+cell(enumword.String(h.GetApproverScope())))
+		parts = append(parts, "approver="+RuleNamed(h.GetApproverRule(), p.Names), "scope="+cell(enumword.String(h.GetApproverScope())))
 		if ev.GetUndelivered() {
 			parts = append(parts, "undelivered")
 		} else if d := h.GetDeliveredTo(); d != "" {
-			parts = append(parts, "delivered_to="+d)
+			parts = append(parts, "delivered_to="+holdview.User(p.Names, d))
 		}
 		if t := h.GetTitle(); t != "" {
 			parts = append(parts, fmt.Sprintf("%q", Truncate(t, 80)))
@@ -55,19 +56,19 @@ func (p Printer) Event(ev *guardv1.WatchResponse) error {
 	case guardv1.EventType_EVENT_TYPE_RESOLVED:
 		parts = append(parts, "outcome="+enumword.String(ev.GetOutcome()))
 		if r := ev.GetResolver(); r != "" {
-			parts = append(parts, "by="+r)
+			parts = append(parts, "by="+holdview.User(p.Names, r))
 		}
 		if r := h.GetReason(); r != "" {
 			parts = append(parts, fmt.Sprintf("reason=%q", r))
 		}
 	case guardv1.EventType_EVENT_TYPE_APPROVED_PARTIAL:
-		parts = append(parts, "by="+ev.GetResolver(), fmt.Sprintf("remaining=%d", ev.GetApprovalsRemaining()))
+		parts = append(parts, "by="+holdview.User(p.Names, ev.GetResolver()), fmt.Sprintf("remaining=%d", ev.GetApprovalsRemaining()))
 	case guardv1.EventType_EVENT_TYPE_UNAPPLIED:
-		parts = append(parts, fmt.Sprintf("not carried out: %q", h.GetUnappliedReason()))
+		parts = append(parts, fmt.Sprintf("not carried out: %q", holdview.Words(p.Names, h.GetUnappliedReason())))
 	case guardv1.EventType_EVENT_TYPE_REMINDED:
-		parts = append(parts, "approver="+Rule(h.GetApproverRule()))
+		parts = append(parts, "approver="+RuleNamed(h.GetApproverRule(), p.Names))
 	case guardv1.EventType_EVENT_TYPE_ESCALATED:
-		parts = append(parts, "to="+strings.Join(h.GetEscalatedTo(), ","))
+		parts = append(parts, "to="+strings.ReplaceAll(env{names: p.Names}.approvers(h.GetEscalatedTo()), ", ", ","))
 	case guardv1.EventType_EVENT_TYPE_WARNED:
 		parts = append(parts, "action="+h.GetCatalogAction(), fmt.Sprintf("%q", Truncate(h.GetQuestion(), 160)))
 	}

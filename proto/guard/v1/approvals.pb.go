@@ -117,7 +117,15 @@ type ListRequest struct {
 	// Page size: 0 = 100, at most 1000 (more is InvalidArgument).
 	Limit int32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
 	// next_page_token of the previous page (same filters); empty = first page.
-	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only holds no longer pending (approved, rejected, expired or swept);
+	// with status set, status decides.
+	Resolved bool `protobuf:"varint,8,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	// Only holds resolved by this user (the last click: the approval that met
+	// the quorum, or the reject).
+	Resolver string `protobuf:"bytes,9,opt,name=resolver,proto3" json:"resolver,omitempty"`
+	// Only holds asked for at or after this time.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=since,proto3" json:"since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,6 +207,27 @@ func (x *ListRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListRequest) GetResolved() bool {
+	if x != nil {
+		return x.Resolved
+	}
+	return false
+}
+
+func (x *ListRequest) GetResolver() string {
+	if x != nil {
+		return x.Resolver
+	}
+	return ""
+}
+
+func (x *ListRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
 }
 
 // ListResponse is a page of holds, newest first.
@@ -1314,7 +1343,7 @@ var File_guard_v1_approvals_proto protoreflect.FileDescriptor
 
 const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\n" +
-	"\x18guard/v1/approvals.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\x84\x03\n" +
+	"\x18guard/v1/approvals.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x16guard/v1/options.proto\"\x91\x04\n" +
 	"\vListRequest\x126\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.guard.v1.HoldStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12,\n" +
 	"\x04kind\x18\x02 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x04kind\x12K\n" +
@@ -1324,7 +1353,11 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	"\x05limit\x18\x06 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\x90N(\x00R\x05limit\x12<\n" +
 	"\n" +
-	"page_token\x18\a \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\"\\\n" +
+	"page_token\x18\a \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\tpageToken\x12\x1a\n" +
+	"\bresolved\x18\b \x01(\bR\bresolved\x12=\n" +
+	"\bresolver\x18\t \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\bresolver\x120\n" +
+	"\x05since\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\\\n" +
 	"\fListResponse\x12$\n" +
 	"\x05holds\x18\x01 \x03(\v2\x0e.guard.v1.HoldR\x05holds\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"?\n" +
@@ -1476,63 +1509,64 @@ var file_guard_v1_approvals_proto_goTypes = []any{
 	(*AwaitResponse)(nil),               // 17: guard.v1.AwaitResponse
 	nil,                                 // 18: guard.v1.StandingGrant.ResourceEntry
 	(HoldStatus)(0),                     // 19: guard.v1.HoldStatus
-	(*Hold)(nil),                        // 20: guard.v1.Hold
-	(Outcome)(0),                        // 21: guard.v1.Outcome
-	(*durationpb.Duration)(nil),         // 22: google.protobuf.Duration
-	(*structpb.Struct)(nil),             // 23: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),       // 24: google.protobuf.Timestamp
+	(*timestamppb.Timestamp)(nil),       // 20: google.protobuf.Timestamp
+	(*Hold)(nil),                        // 21: guard.v1.Hold
+	(Outcome)(0),                        // 22: guard.v1.Outcome
+	(*durationpb.Duration)(nil),         // 23: google.protobuf.Duration
+	(*structpb.Struct)(nil),             // 24: google.protobuf.Struct
 	(*HoldCard)(nil),                    // 25: guard.v1.HoldCard
 	(*ApproverRule)(nil),                // 26: guard.v1.ApproverRule
 	(ApproverScope)(0),                  // 27: guard.v1.ApproverScope
 }
 var file_guard_v1_approvals_proto_depIdxs = []int32{
 	19, // 0: guard.v1.ListRequest.status:type_name -> guard.v1.HoldStatus
-	20, // 1: guard.v1.ListResponse.holds:type_name -> guard.v1.Hold
-	20, // 2: guard.v1.GetResponse.hold:type_name -> guard.v1.Hold
-	21, // 3: guard.v1.ResolveRequest.outcome:type_name -> guard.v1.Outcome
-	22, // 4: guard.v1.ResolveRequest.standing_for:type_name -> google.protobuf.Duration
-	20, // 5: guard.v1.ResolveResponse.hold:type_name -> guard.v1.Hold
-	7,  // 6: guard.v1.ResolveResponse.standing_grant:type_name -> guard.v1.StandingGrant
-	18, // 7: guard.v1.StandingGrant.resource:type_name -> guard.v1.StandingGrant.ResourceEntry
-	23, // 8: guard.v1.StandingGrant.payload:type_name -> google.protobuf.Struct
-	24, // 9: guard.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	24, // 10: guard.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
-	24, // 11: guard.v1.StandingGrant.revoked_at:type_name -> google.protobuf.Timestamp
-	24, // 12: guard.v1.StandingGrant.last_used_at:type_name -> google.protobuf.Timestamp
-	7,  // 13: guard.v1.ListStandingGrantsResponse.grants:type_name -> guard.v1.StandingGrant
-	7,  // 14: guard.v1.RevokeStandingGrantResponse.grant:type_name -> guard.v1.StandingGrant
-	0,  // 15: guard.v1.WatchResponse.type:type_name -> guard.v1.EventType
-	20, // 16: guard.v1.WatchResponse.hold:type_name -> guard.v1.Hold
-	21, // 17: guard.v1.WatchResponse.outcome:type_name -> guard.v1.Outcome
-	24, // 18: guard.v1.WatchResponse.at:type_name -> google.protobuf.Timestamp
-	25, // 19: guard.v1.RequestRequest.card:type_name -> guard.v1.HoldCard
-	23, // 20: guard.v1.RequestRequest.payload:type_name -> google.protobuf.Struct
-	26, // 21: guard.v1.RequestRequest.approver_rule:type_name -> guard.v1.ApproverRule
-	27, // 22: guard.v1.RequestRequest.approver_scope:type_name -> guard.v1.ApproverScope
-	20, // 23: guard.v1.RequestResponse.hold:type_name -> guard.v1.Hold
-	22, // 24: guard.v1.AwaitRequest.timeout:type_name -> google.protobuf.Duration
-	20, // 25: guard.v1.AwaitResponse.hold:type_name -> guard.v1.Hold
-	1,  // 26: guard.v1.Approvals.List:input_type -> guard.v1.ListRequest
-	3,  // 27: guard.v1.Approvals.Get:input_type -> guard.v1.GetRequest
-	5,  // 28: guard.v1.Approvals.Resolve:input_type -> guard.v1.ResolveRequest
-	12, // 29: guard.v1.Approvals.Watch:input_type -> guard.v1.WatchRequest
-	14, // 30: guard.v1.Approvals.Request:input_type -> guard.v1.RequestRequest
-	16, // 31: guard.v1.Approvals.Await:input_type -> guard.v1.AwaitRequest
-	8,  // 32: guard.v1.Approvals.ListStandingGrants:input_type -> guard.v1.ListStandingGrantsRequest
-	10, // 33: guard.v1.Approvals.RevokeStandingGrant:input_type -> guard.v1.RevokeStandingGrantRequest
-	2,  // 34: guard.v1.Approvals.List:output_type -> guard.v1.ListResponse
-	4,  // 35: guard.v1.Approvals.Get:output_type -> guard.v1.GetResponse
-	6,  // 36: guard.v1.Approvals.Resolve:output_type -> guard.v1.ResolveResponse
-	13, // 37: guard.v1.Approvals.Watch:output_type -> guard.v1.WatchResponse
-	15, // 38: guard.v1.Approvals.Request:output_type -> guard.v1.RequestResponse
-	17, // 39: guard.v1.Approvals.Await:output_type -> guard.v1.AwaitResponse
-	9,  // 40: guard.v1.Approvals.ListStandingGrants:output_type -> guard.v1.ListStandingGrantsResponse
-	11, // 41: guard.v1.Approvals.RevokeStandingGrant:output_type -> guard.v1.RevokeStandingGrantResponse
-	34, // [34:42] is the sub-list for method output_type
-	26, // [26:34] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	20, // 1: guard.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
+	21, // 2: guard.v1.ListResponse.holds:type_name -> guard.v1.Hold
+	21, // 3: guard.v1.GetResponse.hold:type_name -> guard.v1.Hold
+	22, // 4: guard.v1.ResolveRequest.outcome:type_name -> guard.v1.Outcome
+	23, // 5: guard.v1.ResolveRequest.standing_for:type_name -> google.protobuf.Duration
+	21, // 6: guard.v1.ResolveResponse.hold:type_name -> guard.v1.Hold
+	7,  // 7: guard.v1.ResolveResponse.standing_grant:type_name -> guard.v1.StandingGrant
+	18, // 8: guard.v1.StandingGrant.resource:type_name -> guard.v1.StandingGrant.ResourceEntry
+	24, // 9: guard.v1.StandingGrant.payload:type_name -> google.protobuf.Struct
+	20, // 10: guard.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	20, // 11: guard.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 12: guard.v1.StandingGrant.revoked_at:type_name -> google.protobuf.Timestamp
+	20, // 13: guard.v1.StandingGrant.last_used_at:type_name -> google.protobuf.Timestamp
+	7,  // 14: guard.v1.ListStandingGrantsResponse.grants:type_name -> guard.v1.StandingGrant
+	7,  // 15: guard.v1.RevokeStandingGrantResponse.grant:type_name -> guard.v1.StandingGrant
+	0,  // 16: guard.v1.WatchResponse.type:type_name -> guard.v1.EventType
+	21, // 17: guard.v1.WatchResponse.hold:type_name -> guard.v1.Hold
+	22, // 18: guard.v1.WatchResponse.outcome:type_name -> guard.v1.Outcome
+	20, // 19: guard.v1.WatchResponse.at:type_name -> google.protobuf.Timestamp
+	25, // 20: guard.v1.RequestRequest.card:type_name -> guard.v1.HoldCard
+	24, // 21: guard.v1.RequestRequest.payload:type_name -> google.protobuf.Struct
+	26, // 22: guard.v1.RequestRequest.approver_rule:type_name -> guard.v1.ApproverRule
+	27, // 23: guard.v1.RequestRequest.approver_scope:type_name -> guard.v1.ApproverScope
+	21, // 24: guard.v1.RequestResponse.hold:type_name -> guard.v1.Hold
+	23, // 25: guard.v1.AwaitRequest.timeout:type_name -> google.protobuf.Duration
+	21, // 26: guard.v1.AwaitResponse.hold:type_name -> guard.v1.Hold
+	1,  // 27: guard.v1.Approvals.List:input_type -> guard.v1.ListRequest
+	3,  // 28: guard.v1.Approvals.Get:input_type -> guard.v1.GetRequest
+	5,  // 29: guard.v1.Approvals.Resolve:input_type -> guard.v1.ResolveRequest
+	12, // 30: guard.v1.Approvals.Watch:input_type -> guard.v1.WatchRequest
+	14, // 31: guard.v1.Approvals.Request:input_type -> guard.v1.RequestRequest
+	16, // 32: guard.v1.Approvals.Await:input_type -> guard.v1.AwaitRequest
+	8,  // 33: guard.v1.Approvals.ListStandingGrants:input_type -> guard.v1.ListStandingGrantsRequest
+	10, // 34: guard.v1.Approvals.RevokeStandingGrant:input_type -> guard.v1.RevokeStandingGrantRequest
+	2,  // 35: guard.v1.Approvals.List:output_type -> guard.v1.ListResponse
+	4,  // 36: guard.v1.Approvals.Get:output_type -> guard.v1.GetResponse
+	6,  // 37: guard.v1.Approvals.Resolve:output_type -> guard.v1.ResolveResponse
+	13, // 38: guard.v1.Approvals.Watch:output_type -> guard.v1.WatchResponse
+	15, // 39: guard.v1.Approvals.Request:output_type -> guard.v1.RequestResponse
+	17, // 40: guard.v1.Approvals.Await:output_type -> guard.v1.AwaitResponse
+	9,  // 41: guard.v1.Approvals.ListStandingGrants:output_type -> guard.v1.ListStandingGrantsResponse
+	11, // 42: guard.v1.Approvals.RevokeStandingGrant:output_type -> guard.v1.RevokeStandingGrantResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_approvals_proto_init() }

@@ -31,7 +31,10 @@ func explain(in *guard.Input, f guard.Facts, d guard.Decision) guard.Explained {
 		add("destination", "deny", "no destination "+route+" exists", "destination")
 		x.Summary = "denied because group " + from + " has no destination for " + to
 		x.WouldChange = []string{
-			fmt.Sprintf("a destination %s (ncl destinations add --group %s --target-group %s) → allow, or hold if a message policy %s names an approver", route, from, to, route),
+			// The destination's name is what the agents will call the
+			// target: its name where the reader knows it (the edge names
+			// the id), so the command is complete as printed.
+			fmt.Sprintf("a destination %s (ncl destinations add --group %s --target-group %s --name %s) → allow, or hold if a message policy %s names an approver", route, from, to, to, route),
 		}
 		return x
 	default:

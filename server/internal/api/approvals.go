@@ -35,6 +35,11 @@ func (s *ApprovalsService) List(ctx context.Context, req *guardv1.ListRequest) (
 		GroupID:   req.GetAgentGroupId(),
 		Limit:     req.GetLimit(),
 		PageToken: req.GetPageToken(),
+		Resolved:  req.GetResolved(),
+		Resolver:  req.GetResolver(),
+	}
+	if req.GetSince() != nil {
+		f.Since = req.GetSince().AsTime()
 	}
 	if req.GetEligibleForMe() {
 		if f.EligibleFor, err = s.actingUser(ctx, caller, req.GetAsUser()); err != nil {
@@ -312,7 +317,8 @@ func (s *ApprovalsService) actingUser(ctx context.Context, caller authn.Caller, 
 		return caller.Principal.UserID, nil
 	case guardv1.Principal_PRINCIPAL_OPERATOR, guardv1.Principal_PRINCIPAL_BRIDGE:
 		if asUser == "" {
-			return "", InvalidArgument("as_user", "required for %s tokens (the clicking user)", enumword.String(caller.Principal.Kind))
+			return "", InvalidArgument("as_user", "%s token acts for a person: name the user who decides (ncl: --as <user>, e.g. --as telegram:dana; or use that user's own token)",
+				enumword.WithArticle(enumword.String(caller.Principal.Kind)))
 		}
 		if isBridge(caller) {
 			if err := bridgeAsserts(ctx, s.d.Log, caller, "as_user", asUser); err != nil {

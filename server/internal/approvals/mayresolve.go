@@ -139,3 +139,35 @@ func stillEscalated(rule *guardv1.ApproverRule, clicker string, roles Roles) boo
 	}
 	return false
 }
+
+// WhyNotResolver says why clicker may not resolve h (MayResolveWithRoles
+// said no) and what would change that: the rule's words and the command or
+// the person to ask. Ids, as everywhere the server writes; the edge names
+// them for a reader who may see the names.
+func WhyNotResolver(h *guardv1.Hold, roles Roles) string {
+	rule := h.GetApproverRule()
+	top := roles.Owner || roles.GlobalAdmin
+	switch r := rule.GetKind().(type) {
+	case *guardv1.ApproverRule_Exclusive:
+		named := append([]string{r.Exclusive.GetUserId()}, r.Exclusive.GetAlsoUserIds()...)
+		who := strings.Join(named, ", ")
+		change := "ncl policies set --from " + h.GetAgentGroupId() + " --to " + h.GetResource()["to"] + " --approver <user>"
+		if h.GetAgentGroupId() == "" || h.GetResource()["to"] == "" {
+			change = "ncl policies set … --approver <user>"
+		}
+		if len(named) == 1 {
+			return fmt.Sprintf("its message policy names %s alone (not even an owner may resolve it): ask %s, or change the policy with %s",
+				who, who, change)
+		}
+		return fmt.Sprintf("its message policy names only %s (not even an owner may resolve it): ask one of them, or change the policy with %s", who, change)
+	case *guardv1.ApproverRule_AdminsOfScope:
+		if h.GetApproverScope() == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL && !top {
+			return "it is a global-scope hold: only an owner or a global admin may resolve it (ncl roles grant --user <user> --role admin --scope global)"
+		}
+		if g := r.AdminsOfScope.GetAgentGroupId(); g != "" {
+			return fmt.Sprintf("only admins of group %s, global admins and owners may resolve it (ncl roles grant --user <user> --role admin --scope group --group %s)", g, g)
+		}
+		return "only owners and global admins may resolve it (ncl roles grant --user <user> --role admin --scope global)"
+	}
+	return "it has no approver rule: nobody may resolve it"
+}

@@ -34,9 +34,12 @@ type ListFilter struct {
 	Status      string // holds.status value; "" = any
 	Kind        string
 	GroupID     string
-	EligibleFor string // only holds this user may resolve
-	Limit       int32  // page size (paging.Limit)
-	PageToken   string // the previous page's next token
+	EligibleFor string    // only holds this user may resolve
+	Resolved    bool      // only holds no longer pending (Status "" only)
+	Resolver    string    // only holds this user resolved
+	Since       time.Time // only holds asked for at or after it (zero: any)
+	Limit       int32     // page size (paging.Limit)
+	PageToken   string    // the previous page's next token
 }
 
 // List returns a page of visible holds matching f, newest first, and the
@@ -62,6 +65,15 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) (_ []*guardv
 	if f.GroupID != "" {
 		where = append(where, "agent_group_id = "+arg(f.GroupID))
 	}
+	if f.Resolved && f.Status == "" {
+		where = append(where, "status <> 'pending'")
+	}
+	if f.Resolver != "" {
+		where = append(where, "resolver = "+arg(f.Resolver))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "created_at >= "+arg(f.Since))
+	}
 	switch {
 	case v.All:
 	case v.RunnerID != "":
@@ -77,7 +89,7 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) (_ []*guardv
 	default:
 		return nil, "", fault.New(fault.Denied, "no hold is visible to this caller")
 	}
-	filter := paging.Filter(v, f.Status, f.Kind, f.GroupID, f.EligibleFor)
+	filter := paging.Filter(v, f.Status, f.Kind, f.GroupID, f.EligibleFor, f.Resolved, f.Resolver, f.Since)
 	cur, err := paging.Decode(f.PageToken, filter)
 	if err != nil {
 		return nil, "", err

@@ -183,10 +183,37 @@ func unreachable(req CreateRequest, a holdAnchor, ap approvers, source string) s
 		return fmt.Sprintf("no one may approve it: group %s has no admin and there is no global admin or owner (fix: ncl roles grant --user <user> --role admin --scope group --group %s)",
 			a.groupID, a.groupID)
 	case len(ap.candidates) < ap.required:
-		return fmt.Sprintf("it needs %d distinct approvals, from %s, but only %d eligible approver(s) exist (%s) (fix: make %d more user(s) eligible to approve it, or lower %s)",
-			ap.required, source, len(ap.candidates), candidateIDs(ap.candidates), ap.required-len(ap.candidates), source)
+		more := ap.required - len(ap.candidates)
+		return fmt.Sprintf("it needs %d distinct approvals (%s) but %s (fix: %s, or lower %s)",
+			ap.required, source, mayApproveWords(ap.candidates), addApprovers(a, more), source)
 	}
 	return ""
+}
+
+// mayApproveWords says who may approve today: "only telegram:dana may
+// approve it", "only 2 users may approve it (…)".
+func mayApproveWords(cs []candidate) string {
+	if len(cs) == 1 {
+		return "only " + cs[0].id + " may approve it"
+	}
+	return fmt.Sprintf("only %d users may approve it (%s)", len(cs), candidateIDs(cs))
+}
+
+// addApprovers is the command that makes more users eligible for a hold
+// with this anchor: more named approvers for an exclusive rule, else an
+// admin role that reaches its scope.
+func addApprovers(a holdAnchor, more int) string {
+	who := "one more user"
+	if more > 1 {
+		who = fmt.Sprintf("%d more users", more)
+	}
+	switch {
+	case a.rule == ruleExclusive:
+		return "name " + who + " in the message policy (ncl policies set … --approver <user>, repeated)"
+	case a.global || a.groupID == "":
+		return "make " + who + " a global admin (ncl roles grant --user <user> --role admin --scope global)"
+	}
+	return "make " + who + " an admin of group " + a.groupID + " (ncl roles grant --user <user> --role admin --scope group --group " + a.groupID + ")"
 }
 
 func candidateIDs(cs []candidate) string {

@@ -150,7 +150,7 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 			return err
 		}
 		if !MayResolveWithRoles(cur.ApproverRule, cur.ApproverScope, r.Clicker, roles) {
-			return fault.New(fault.Denied, "%s may not resolve hold %s", r.Clicker, r.HoldID)
+			return fault.New(fault.Denied, "%s may not resolve hold %s: %s", r.Clicker, r.HoldID, WhyNotResolver(cur, roles))
 		}
 		if cur.Status != guardv1.HoldStatus_HOLD_STATUS_PENDING {
 			return fault.New(fault.Precondition, "hold %s already resolved (%s)", r.HoldID, enumword.String(cur.Status))

@@ -353,11 +353,25 @@ func mayManageStanding(ctx context.Context, q store.Querier, v Viewer, holdID st
 	if v.UserID == "" {
 		return false, nil
 	}
+	roles, err := LoadRoles(ctx, q, v.UserID)
+	if err != nil {
+		return false, err
+	}
+	return mayManageWithRoles(ctx, q, v.UserID, roles, holdID)
+}
+
+// mayManageWithRoles: owners and global admins manage every standing grant
+// (revoking one only takes a permission away, and they answer for all of
+// them); anyone else the grants whose holds they may resolve.
+func mayManageWithRoles(ctx context.Context, q store.Querier, user string, roles Roles, holdID string) (bool, error) {
+	if roles.Owner || roles.GlobalAdmin {
+		return true, nil
+	}
 	h, err := GetHold(ctx, q, holdID)
 	if err != nil {
 		return false, err
 	}
-	return MayResolve(ctx, q, h.GetApproverRule(), h.GetApproverScope(), v.UserID)
+	return MayResolveWithRoles(h.GetApproverRule(), h.GetApproverScope(), user, roles), nil
 }
 
 // ListStanding lists the standing grants v may manage, newest first.
@@ -373,9 +387,19 @@ func (s *Service) ListStanding(ctx context.Context, v Viewer, group string, incl
 	if err != nil {
 		return nil, err
 	}
+	if v.All {
+		return all, nil
+	}
+	if v.UserID == "" {
+		return []*guardv1.StandingGrant{}, nil
+	}
+	roles, err := LoadRoles(ctx, s.pool, v.UserID)
+	if err != nil {
+		return nil, err
+	}
 	out := all[:0]
 	for _, g := range all {
-		ok, err := mayManageStanding(ctx, s.pool, v, g.GetHoldId())
+		ok, err := mayManageWithRoles(ctx, s.pool, v.UserID, roles, g.GetHoldId())
 		if err != nil {
 			return nil, err
 		}

@@ -83,7 +83,7 @@ func New(d Deps) *Console {
 	if d.OIDC != nil {
 		c.oidc = &oidcClient{cfg: *d.OIDC}
 	}
-	for _, p := range []string{"signin", "holds", "hold", "decisions", "decision", "whatif", "table", "error", "freezes", "grants", "signedin"} {
+	for _, p := range []string{"signin", "holds", "hold", "decisions", "decision", "whatif", "table", "error", "freezes", "grants", "signedin", "resolved"} {
 		c.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS,
 			"templates/layout.html", "templates/partials.html", "templates/"+p+".html"))
 	}
@@ -125,6 +125,7 @@ func (c *Console) routes() {
 	}
 	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/holds", http.StatusSeeOther) })
 	m.HandleFunc("GET /holds", c.get(c.holdsPage))
+	m.HandleFunc("GET /holds/resolved", c.get(c.resolvedPage))
 	m.HandleFunc("GET /holds/{id}", c.get(c.holdPage))
 	m.HandleFunc("POST /holds/{id}/resolve", c.post(c.resolve))
 	m.HandleFunc("GET /decisions", c.get(c.decisionsPage))

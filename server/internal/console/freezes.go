@@ -37,7 +37,7 @@ func (c *Console) renderFreezes(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	n := namesOf(r)
 	for _, f := range resp.GetFreezes() {
-		row := freezeRow{Scope: enumword.String(f.GetScope()), By: f.GetFrozenBy(), Since: when(f.GetFrozenAt()), Reason: f.GetReason()}
+		row := freezeRow{Scope: enumword.String(f.GetScope()), By: userLabel(n.book(), f.GetFrozenBy()), Since: when(f.GetFrozenAt()), Reason: f.GetReason()}
 		switch {
 		case f.GetGroup() != "":
 			row.Target, row.What = f.GetGroup(), "group "+n.GroupName(f.GetGroup())

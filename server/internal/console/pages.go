@@ -66,6 +66,8 @@ type holdData struct {
 	// Said is the answer to this user's last click, when the click did
 	// nothing new: "already approved; 1 of 2".
 	Said string
+	// Grants: the standing grants its approval made, linked from the page.
+	Grants []grantRow
 }
 
 type holdEvent struct {
@@ -107,6 +109,7 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 		d.Deciders[i] = userLabel(namesOf(r).book(), u)
 	}
 	d.Outcome, d.PayloadHeading = outcomeWords(namesOf(r).book(), h, time.Now())
+	d.Grants = c.holdGrants(r, s, h)
 	// The notice is this approver's own: anyone else's page says nothing.
 	if r.URL.Query().Get("said") == saidAlready && (holdview.Approved(h, s.UserID) || h.GetResolver() == s.UserID) {
 		d.Said = "Already approved; " + holdview.Progress(h, "") + ": your click changed nothing."
@@ -410,6 +413,14 @@ func sinceTime(v string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
+// decisionData is a decision's "why" page: the row, and for the hold it
+// made and the grant it used, whether this reader may open them (a link
+// only to a page the reader may see; else the words say why not).
+type decisionData struct {
+	*guardv1.DecisionRecord
+	HoldOpen, GrantOpen bool
+}
+
 func (c *Console) decisionPage(w http.ResponseWriter, r *http.Request, s *session) {
 	resp, err := call[*guardv1.GetDecisionResponse](c, r, s, guardv1.Registry_GetDecision_FullMethodName,
 		&guardv1.GetDecisionRequest{Id: r.PathValue("id")})
@@ -417,7 +428,21 @@ func (c *Console) decisionPage(w http.ResponseWriter, r *http.Request, s *sessio
 		c.failRPC(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "decision", s, "Why "+resp.GetDecision().GetId(), resp.GetDecision())
+	d := decisionData{DecisionRecord: resp.GetDecision()}
+	d.HoldOpen = c.mayOpenHold(r, s, d.GetHoldId())
+	d.GrantOpen = c.mayOpenHold(r, s, d.GetGrant())
+	title := "Why " + d.GetAction() + " was " + effectPast(d.GetEffect())
+	c.render(w, r, http.StatusOK, "decision", s, title, d)
+}
+
+// mayOpenHold says whether the hold's page would open for this reader: a
+// hold shows to who may resolve it (Approvals.Get says).
+func (c *Console) mayOpenHold(r *http.Request, s *session, id string) bool {
+	if id == "" {
+		return false
+	}
+	_, err := call[*guardv1.GetResponse](c, r, s, guardv1.Approvals_Get_FullMethodName, &guardv1.GetRequest{Id: id})
+	return err == nil
 }
 
 // ---- what-if ----

@@ -169,6 +169,34 @@ var funcs = template.FuncMap{
 	"role":      func(r guardv1.Role) string { return enumword.String(r) },
 	"join":      strings.Join,
 	"kv":        kv,
+	// words: the server's text about a decision, its ids named for this
+	// reader (holdview.Words); never used on what an agent or person wrote.
+	"words": func(n holdview.Names, s string) string { return holdview.Words(n, s) },
+	"fact": func(n holdview.Names, f *guardv1.ExplainedFact) string {
+		return holdview.Fact(n, f.GetName(), f.GetValue(), f.GetPresent())
+	},
+	"explained": func(n holdview.Names, x *guardv1.Explanation) explainedOf { return explainedOf{N: n, X: x} },
+	"past":      effectPast,
+}
+
+// explainedOf hands the explanation partial its explanation and the
+// page's names.
+type explainedOf struct {
+	N holdview.Names
+	X *guardv1.Explanation
+}
+
+// effectPast is an effect as the verb of "Why a2a.send was …".
+func effectPast(e guardv1.Effect) string {
+	switch e {
+	case guardv1.Effect_EFFECT_ALLOW:
+		return "allowed"
+	case guardv1.Effect_EFFECT_HOLD:
+		return "held"
+	case guardv1.Effect_EFFECT_DENY:
+		return "denied"
+	}
+	return enumword.String(e)
 }
 
 func since(t *timestamppb.Timestamp, now time.Time) string {
@@ -273,7 +301,7 @@ func actorRef(n holdview.Names, a *guardv1.Actor) template.HTML {
 	id := actorID(a)
 	label := id
 	if hu := a.GetHuman(); hu != nil {
-		label = "human:" + holdview.User(n, hu.GetUserId())
+		label = holdview.User(n, hu.GetUserId()) // a person by their name
 	}
 	if ag := a.GetAgent(); ag != nil {
 		label = "agent:" + holdview.Group(n, ag.GetAgentGroupId())

@@ -234,7 +234,8 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, _ := authn.FromContext(actx)
 	if caller.Principal.Kind != guardv1.Principal_PRINCIPAL_USER {
-		again("the console signs in users: use a user token, not a " + enumword.String(caller.Principal.Kind) + " token")
+		again("the console signs in people, and this is " + enumword.WithArticle(enumword.String(caller.Principal.Kind)) +
+			" token: sign in with a user token (an operator makes one: ncl tokens create --kind user --name <name> --user <channel>:<handle> --secret-file <file>)")
 		return
 	}
 	id := randomToken()

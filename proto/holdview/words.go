@@ -1,0 +1,96 @@
+package holdview
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Words is text the server wrote about a decision (an explanation, a
+// decision's reason, a watch line) with the ids in it named for the reader:
+// a group id becomes the group's name and a user id the user's display
+// name, where n knows them — n is read as the reader, so it knows exactly
+// the names the reader may see. Ids n does not know stay as they are (or,
+// for a group, become what a readable group's destination calls it, when n
+// says so). The server's text is written in ids; this is the one place it
+// is put in names, at the edge that shows it.
+//
+// Quoted text ("…" or “…”) is left alone, byte for byte: it is where the
+// server quotes what an agent or a person wrote.
+func Words(n Names, s string) string {
+	if n == nil || s == "" {
+		return s
+	}
+	var b strings.Builder
+	quote := rune(0) // the closing quote while inside a quoted span
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+			if r == '\\' && quote == '"' && i+size < len(s) {
+				b.WriteString(s[i : i+size+1]) // an escaped character in a Go-quoted string
+				i += size + 1
+				continue
+			}
+		case r == '"':
+			quote = '"'
+		case r == '“':
+			quote = '”'
+		case wordDelim(r):
+		default:
+			j := i
+			for j < len(s) {
+				r2, sz := utf8.DecodeRuneInString(s[j:])
+				if wordDelim(r2) || r2 == '"' || r2 == '“' {
+					break
+				}
+				j += sz
+			}
+			b.WriteString(nameWord(n, s[i:j]))
+			i = j
+			continue
+		}
+		b.WriteString(s[i : i+size])
+		i += size
+	}
+	return b.String()
+}
+
+// wordDelim ends a word that may be an id.
+func wordDelim(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\r', ',', ';', '(', ')', '[', ']', '{', '}', '<', '>', '=', '→', '\'':
+		return true
+	}
+	return false
+}
+
+// groupID is a word that may be a group id (store.NewID("ag_", 8) makes
+// them); it is named only when the reader's book knows it.
+var groupID = regexp.MustCompile(`^ag_[0-9A-Za-z_-]+$`)
+
+// userWord is a namespaced user id ("telegram:dana").
+var userWord = regexp.MustCompile(`^[a-z0-9_-]+:\S+$`)
+
+// nameWord names one word: a whole word that is a user id the reader
+// knows, else each part of it (between colons) that is a group id
+// ("group:ag_…"). A sentence's closing punctuation stays outside the id.
+func nameWord(n Names, w string) string {
+	core := strings.TrimRight(w, ".:")
+	tail := w[len(core):]
+	if userWord.MatchString(core) {
+		if name := n.UserName(core); name != "" {
+			return name + tail
+		}
+	}
+	parts := strings.Split(core, ":")
+	for i, p := range parts {
+		if groupID.MatchString(p) {
+			parts[i] = Group(n, p)
+		}
+	}
+	return strings.Join(parts, ":") + tail
+}
