@@ -2,6 +2,10 @@
 # `make run`: a throwaway Postgres under .data/, the server (auto-migrated),
 # a demo set-up (an owner, two agent groups, a destination under a message
 # policy), a runner and the demo agent. Ctrl-C stops everything it started.
+#
+# Each run starts fresh: the last run's data (its Postgres, tokens, runner
+# state) is removed first, so the README's walkthrough works on every run.
+# CLAWGUARD_RUN_KEEP=1 keeps it (and the groups, holds and decisions in it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -10,6 +14,12 @@ cd "$root"
 data=${CLAWGUARD_RUN_DATA:-$root/.data/run}
 mkdir -p "$data"
 data=$(cd "$data" && pwd)
+if [ "${CLAWGUARD_RUN_KEEP:-}" != 1 ] && [ -n "$(ls -A "$data")" ]; then
+  # A Postgres a killed run left behind is stopped before its files go.
+  deploy/local/pg.sh stop "$data/pg" >/dev/null 2>&1 || true
+  find "$data" -mindepth 1 -delete
+  echo "make run: starting fresh (the last run's data is gone; CLAWGUARD_RUN_KEEP=1 keeps it)"
+fi
 export CLAWGUARD_SERVER=127.0.0.1:${CLAWGUARD_RUN_PORT:-7443}
 metrics_port=${CLAWGUARD_RUN_METRICS_PORT:-9464}
 runner_metrics_port=${CLAWGUARD_RUN_RUNNER_METRICS_PORT:-$((metrics_port + 1))}
@@ -51,7 +61,7 @@ bin/ncl catalog list -q >/dev/null || { echo "server did not come up" >&2; exit 
 echo "server:    $CLAWGUARD_SERVER (metrics http://127.0.0.1:$metrics_port/metrics)"
 [ "$console_port" = 0 ] || echo "console:   http://127.0.0.1:$console_port (sign in with a user token: bin/ncl tokens create --kind user --user local:operator --name console --secret-only)"
 
-# Demo set-up (idempotent across runs: existing rows are kept).
+# Demo set-up (idempotent, for a run with CLAWGUARD_RUN_KEEP=1: existing rows are kept).
 owner=local:operator
 bin/ncl users create --id "$owner" --display-name "Local operator" >/dev/null 2>&1 || true
 bin/ncl roles grant --user "$owner" --role owner --scope global >/dev/null 2>&1 || true

@@ -208,7 +208,7 @@ func (s *Service) Request(ctx context.Context, req CreateRequest) (_ CreateResul
 		return res, fault.New(fault.Precondition, "no hold created: %s", res.Reason)
 	}
 	if res.Created {
-		s.log.Info("hold requested", "audit", true, "hold", res.Hold.Id, "kind", res.Hold.Kind, "group", res.Hold.AgentGroupId,
+		s.log.Info("hold requested", "audit", true, "hold", res.Hold.Id, "title", res.Hold.Title, "kind", res.Hold.Kind, "group", res.Hold.AgentGroupId,
 			"requester", guard.ActorInWords(req.Requester), "approver_rule", res.Hold.GetApproverRule().String(), "undelivered", res.Undelivered)
 	}
 	return res, nil

@@ -451,7 +451,7 @@ func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome, chan
 	if outcome == guardv1.Outcome_OUTCOME_APPROVE {
 		effect = "allow"
 	}
-	s.log.Info("hold resolved", "audit", true, "hold", h.Id, "kind", h.Kind, "group", h.AgentGroupId,
+	s.log.Info("hold resolved", "audit", true, "hold", h.Id, "title", h.Title, "kind", h.Kind, "group", h.AgentGroupId,
 		"outcome", enumword.String(outcome), "effect", effect, "resolver", h.Resolver, "reason", h.Reason, "waited", waited)
 }
 

@@ -260,8 +260,9 @@ func (e *Engine) observe(ctx context.Context, p *plan, a answered) {
 		e.observeDecision(p.metricAction(), string(a.d.Effect), took)
 	}
 	if a.resp.HoldCreated {
-		// Audit, after the commit: who asked for what, and who may answer.
-		e.log.InfoContext(ctx, "hold requested", "audit", true, "hold", a.resp.HoldId, "action", p.req.Action,
+		// Audit, after the commit: who asked for what, and who may answer;
+		// the card's title says it by name ("research → ops").
+		e.log.InfoContext(ctx, "hold requested", "audit", true, "hold", a.resp.HoldId, "title", p.req.Card.GetTitle(), "action", p.req.Action,
 			"actor", ActorInWords(p.req.Actor), "reason", a.d.Reason, "approver_rule", a.d.Rule.String(), "undelivered", a.resp.Undelivered)
 	}
 	if a.d.Would == nil || p.req.DryRun {

@@ -291,7 +291,7 @@ func TestBuildGroupImageAndRestart(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		r.RemoveOrphans(context.Background()) // containers first, or the images only lose their tags
-		for _, v := range []string{"3", "4"} {
+		for _, v := range []string{"3", "4", "5"} {
 			r.cli.ImageRemove(context.Background(), "clawguard-agent-"+group+":"+v, image.RemoveOptions{Force: true, PruneChildren: true})
 		}
 	})
@@ -364,6 +364,26 @@ func TestBuildGroupImageAndRestart(t *testing.T) {
 	}
 	if !slices.Contains(got.Apt, "ripgrep") || got.ConfigVersion != 4 {
 		t.Errorf("restarted container sees %+v", got)
+	}
+	// Building version 4 kept version 3: its container was still running.
+	if _, err := r.cli.ImageInspect(ctx, tag); err != nil {
+		t.Errorf("version 3, in use while 4 was built, was removed: %v", err)
+	}
+	// The next version removes 3 (no container uses it now) and keeps 4,
+	// which the restarted container runs.
+	gspec.ConfigVersion = 5
+	gspec.NpmPackages = nil
+	tag5, err := r.BuildGroupImage(ctx, gspec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cli.ImageInspect(ctx, tag); !errdefs.IsNotFound(err) {
+		t.Errorf("old version 3 still there after version 5 was built: %v", err)
+	}
+	for _, keep := range []string{tag4, tag5} {
+		if _, err := r.cli.ImageInspect(ctx, keep); err != nil {
+			t.Errorf("%s (in use, or the newest) removed: %v", keep, err)
+		}
 	}
 
 	for _, bad := range []rt.GroupImageSpec{

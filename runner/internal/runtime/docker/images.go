@@ -274,6 +274,7 @@ func (r *Runtime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (
 	}
 	r.log.Info("group image built", "group", spec.GroupID, "image", tag, "packages_sha256", hash,
 		"installed", manifest.Installed, "network", network, "took", time.Since(start).Round(time.Millisecond))
+	r.pruneGroupImages(ctx, spec.GroupID, spec.ConfigVersion)
 	return tag, nil
 }
 
