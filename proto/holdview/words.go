@@ -23,6 +23,7 @@ func Words(n Names, s string) string {
 	}
 	var b strings.Builder
 	quote := rune(0) // the closing quote while inside a quoted span
+	flag := false    // the last word was a command's flag (--from)
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
@@ -49,7 +50,13 @@ func Words(n Names, s string) string {
 				}
 				j += sz
 			}
-			b.WriteString(nameWord(n, s[i:j]))
+			w := s[i:j]
+			named := nameWord(n, w)
+			if flag && named != w {
+				named = shellWord(named) // an argument of a command the reader may paste
+			}
+			flag = strings.HasPrefix(w, "--")
+			b.WriteString(named)
 			i = j
 			continue
 		}
@@ -68,16 +75,14 @@ func wordDelim(r rune) bool {
 	return false
 }
 
-// groupID is a word that may be a group id (store.NewID("ag_", 8) makes
-// them); it is named only when the reader's book knows it.
-var groupID = regexp.MustCompile(`^ag_[0-9A-Za-z_-]+$`)
-
 // userWord is a namespaced user id ("telegram:dana").
 var userWord = regexp.MustCompile(`^[a-z0-9_-]+:\S+$`)
 
 // nameWord names one word: a whole word that is a user id the reader
-// knows, else each part of it (between colons) that is a group id
-// ("group:ag_…"). A sentence's closing punctuation stays outside the id.
+// knows, else each part of it (between colons) that is the id of a group
+// the reader knows ("group:ag_…"). Only ids n knows are named — a word is
+// never taken for an id by its shape — so an ordinary word stays itself.
+// A sentence's closing punctuation stays outside the id.
 func nameWord(n Names, w string) string {
 	core := strings.TrimRight(w, ".:")
 	tail := w[len(core):]
@@ -88,9 +93,20 @@ func nameWord(n Names, w string) string {
 	}
 	parts := strings.Split(core, ":")
 	for i, p := range parts {
-		if groupID.MatchString(p) {
+		if p != "" {
 			parts[i] = Group(n, p)
 		}
 	}
 	return strings.Join(parts, ":") + tail
+}
+
+// shellWord is a name as one shell word: as it is when it is plain, else
+// single-quoted.
+func shellWord(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:@/+,%=", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
 }

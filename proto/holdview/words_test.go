@@ -9,7 +9,7 @@ func (b bookNames) UserName(id string) string  { return b.users[id] }
 
 func TestWordsNamesWhatTheReaderKnowsAndLeavesQuotesAlone(t *testing.T) {
 	n := bookNames{
-		groups: map[string]string{"ag_58c9f259ed843ec1": "research", "ag_ace555474e649065": "ops"},
+		groups: map[string]string{"ag_58c9f259ed843ec1": "research", "ag_ace555474e649065": "ops", "ag_0000000000000001": "Ops team"},
 		users:  map[string]string{"telegram:dana": "Dana"},
 	}
 	for _, tc := range []struct{ in, want string }{
@@ -24,6 +24,10 @@ func TestWordsNamesWhatTheReaderKnowsAndLeavesQuotesAlone(t *testing.T) {
 		{`message "tell ag_58c9f259ed843ec1 and telegram:dana" held`, `message "tell ag_58c9f259ed843ec1 and telegram:dana" held`},
 		{`rejected: “ask ag_ace555474e649065”, by telegram:dana`, `rejected: “ask ag_ace555474e649065”, by Dana`},
 		{`"esc \" ag_58c9f259ed843ec1" ag_58c9f259ed843ec1`, `"esc \" ag_58c9f259ed843ec1" research`},
+		// A name after a command's flag is one shell word.
+		{"(fix: ncl policies set --from ag_58c9f259ed843ec1 --to ag_ace555474e649065 --approver <user>)",
+			"(fix: ncl policies set --from research --to ops --approver <user>)"},
+		{"ncl roles grant --group ag_0000000000000001 --user telegram:dana", "ncl roles grant --group 'Ops team' --user Dana"},
 		// Longer hex, or an id inside a word, is not a group id.
 		{"ag_58c9f259ed843ec1ff xag_58c9f259ed843ec1", "ag_58c9f259ed843ec1ff xag_58c9f259ed843ec1"},
 	} {

@@ -111,7 +111,7 @@ func baseline(in *guard.Input, f guard.Facts) (guard.Decision, error) {
 			who = approver + ", " + strings.Join(strings.Fields(also), ", ")
 		}
 		d := guard.Hold(rule, guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
-			fmt.Sprintf("a2a message policy %s→%s holds for %s", from, to, who))
+			fmt.Sprintf("a2a message policy %s → %s holds for %s", from, to, who))
 		if n, err := strconv.Atoi(f.Str("policy_approvals")); err == nil && n > 1 {
 			d.Approvals = n
 			d.Reason += fmt.Sprintf(" (%d approvals needed)", n)

@@ -85,7 +85,8 @@ func (c *Console) failRPC(w http.ResponseWriter, r *http.Request, s *session, er
 	if code == 0 {
 		code = http.StatusServiceUnavailable
 	}
-	c.fail(w, r, s, code, st.Message())
+	// The server's words, its ids named for this reader.
+	c.fail(w, r, s, code, holdview.Words(namesOf(r).book(), st.Message()))
 }
 
 // call runs a unary RPC as the session's user and types the answer.
