@@ -328,7 +328,7 @@ func TestHoldsFollowMayResolve(t *testing.T) {
 	// Why: the decision's page says what ncl decisions get says.
 	_, why := dana.get("/decisions/" + held.GetDecisionId())
 	if !strings.Contains(why, "held because the message policy research → ops names telegram:dana; no policy → allow") ||
-		!strings.Contains(why, "policy_approver") {
+		!strings.Contains(why, "read: approver telegram:dana") {
 		t.Fatalf("why page:\n%s", why)
 	}
 	// What-if: Dana may ask about research's agents; Eve may not.

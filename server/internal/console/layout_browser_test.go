@@ -76,7 +76,8 @@ func TestBrowserPagesFitAPhoneAndADesk(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := "deploy notes ready: " + strings.Repeat("the-release-candidate-build-artifact-", 5) + "\nsecond line of the message"
-	hold := f.ask(t, long).GetHoldId()
+	held := f.ask(t, long)
+	hold := held.GetHoldId()
 	f.ask(t, "hello ops")
 	// The Policies page shows the mode too (set after the holds: warn lets sends run).
 	if _, err := f.srv.Pool.Exec(context.Background(), `UPDATE agent_message_policies SET mode = 'warn'`); err != nil {
@@ -131,6 +132,19 @@ func TestBrowserPagesFitAPhoneAndADesk(t *testing.T) {
 
 			do(t, ctx, "decisions", chromedp.Navigate(f.base+"/decisions"), chromedp.WaitVisible(chromedp.CSS(`table.decisions tr.decision`)))
 			fits(t, ctx, "decisions-"+w.suffix)
+
+			// The why page of the hold's decision, by name for the owner.
+			do(t, ctx, "why", chromedp.Navigate(f.base+"/decisions/"+held.GetDecisionId()), chromedp.WaitVisible(chromedp.CSS(`section.why`)))
+			why := get(t, ctx, "why text", chromedp.Text(chromedp.CSS(`main`)))
+			for _, want := range []string{"Why a2a.send was held", "the message policy Research lab → Ops team names Dana", "read: quorum 2"} {
+				if !strings.Contains(why, want) {
+					t.Errorf("the why page lacks %q:\n%s", want, why)
+				}
+			}
+			fits(t, ctx, "why-"+w.suffix)
+
+			do(t, ctx, "resolved", chromedp.Navigate(f.base+"/holds/resolved"), chromedp.WaitVisible(chromedp.CSS(`table.resolved`)))
+			fits(t, ctx, "resolved-"+w.suffix)
 
 			do(t, ctx, "freezes", chromedp.Navigate(f.base+"/freezes"), chromedp.WaitVisible(chromedp.CSS(`table.freezes`)))
 			fits(t, ctx, "freezes-"+w.suffix)
