@@ -11606,7 +11606,7 @@ var File_guard_v1_registry_proto protoreflect.FileDescriptor
 
 const file_guard_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x17guard/v1/registry.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x15guard/v1/egress.proto\x1a\x16guard/v1/options.proto\"B\n" +
+	"\x17guard/v1/registry.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x15guard/v1/egress.proto\x1a\x14guard/v1/model.proto\x1a\x16guard/v1/options.proto\"B\n" +
 	"\x0fApprovalPending\x12\x17\n" +
 	"\ahold_id\x18\x01 \x01(\tR\x06holdId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"7\n" +
@@ -12505,7 +12505,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x18FREEZE_SCOPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FREEZE_SCOPE_ALL\x10\x01\x12\x16\n" +
 	"\x12FREEZE_SCOPE_GROUP\x10\x02\x12\x17\n" +
-	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xc3D\n" +
+	"\x13FREEZE_SCOPE_RUNNER\x10\x032\x89T\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
@@ -12653,7 +12653,39 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\bUnfreeze\x12\x19.guard.v1.UnfreezeRequest\x1a\x1a.guard.v1.UnfreezeResponse\"&\xca\xf3\x18\"\n" +
 	"\x0efreezes.remove\x10\x02\x1a\afreezes\"\x03\x01\x02\x04(\x01\x12s\n" +
 	"\vListFreezes\x12\x1c.guard.v1.ListFreezesRequest\x1a\x1d.guard.v1.ListFreezesResponse\"'\xca\xf3\x18#\n" +
-	"\ffreezes.list\x10\x01\x1a\afreezes\"\x04\x01\x02\x03\x04(\x010\x01\x12y\n" +
+	"\ffreezes.list\x10\x01\x1a\afreezes\"\x04\x01\x02\x03\x04(\x010\x01\x12\x8d\x01\n" +
+	"\x10SetModelProvider\x12!.guard.v1.SetModelProviderRequest\x1a\".guard.v1.SetModelProviderResponse\"2\xca\xf3\x18.\n" +
+	"\x14models.providers.set\x10\x02\x1a\x0fmodel-providers\"\x01\x01(\x01\x12\x99\x01\n" +
+	"\x13DeleteModelProvider\x12$.guard.v1.DeleteModelProviderRequest\x1a%.guard.v1.DeleteModelProviderResponse\"5\xca\xf3\x181\n" +
+	"\x17models.providers.delete\x10\x02\x1a\x0fmodel-providers\"\x01\x01(\x01\x12\x96\x01\n" +
+	"\x12ListModelProviders\x12#.guard.v1.ListModelProvidersRequest\x1a$.guard.v1.ListModelProvidersResponse\"5\xca\xf3\x181\n" +
+	"\x15models.providers.list\x10\x01\x1a\x0fmodel-providers\"\x03\x01\x02\x04(\x01\x12v\n" +
+	"\x0eGetModelPolicy\x12\x1f.guard.v1.GetModelPolicyRequest\x1a .guard.v1.GetModelPolicyResponse\"!\xca\xf3\x18\x1d\n" +
+	"\n" +
+	"models.get\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12\x88\x01\n" +
+	"\x11SetModelProviders\x12\".guard.v1.SetModelProvidersRequest\x1a#.guard.v1.SetModelProvidersResponse\"*\xca\xf3\x18&\n" +
+	"\x14models.set-providers\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12o\n" +
+	"\fSetModelRule\x12\x1d.guard.v1.SetModelRuleRequest\x1a\x1e.guard.v1.SetModelRuleResponse\" \xca\xf3\x18\x1c\n" +
+	"\n" +
+	"models.set\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12w\n" +
+	"\x0eUnsetModelRule\x12\x1f.guard.v1.UnsetModelRuleRequest\x1a .guard.v1.UnsetModelRuleResponse\"\"\xca\xf3\x18\x1e\n" +
+	"\fmodels.unset\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12\x80\x01\n" +
+	"\x0fSetModelDefault\x12 .guard.v1.SetModelDefaultRequest\x1a!.guard.v1.SetModelDefaultResponse\"(\xca\xf3\x18$\n" +
+	"\x12models.set-default\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12|\n" +
+	"\x0eSetModelBudget\x12\x1f.guard.v1.SetModelBudgetRequest\x1a .guard.v1.SetModelBudgetResponse\"'\xca\xf3\x18#\n" +
+	"\x11models.budget.set\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12\x81\x01\n" +
+	"\rSetModelPrice\x12\x1e.guard.v1.SetModelPriceRequest\x1a\x1f.guard.v1.SetModelPriceResponse\"/\xca\xf3\x18+\n" +
+	"\x11models.prices.set\x10\x02\x1a\x0fmodel-providers\"\x01\x01(\x01\x12\x8a\x01\n" +
+	"\x0fListModelPrices\x12 .guard.v1.ListModelPricesRequest\x1a!.guard.v1.ListModelPricesResponse\"2\xca\xf3\x18.\n" +
+	"\x12models.prices.list\x10\x01\x1a\x0fmodel-providers\"\x03\x01\x02\x04(\x01\x12}\n" +
+	"\x0eListModelUsage\x12\x1f.guard.v1.ListModelUsageRequest\x1a .guard.v1.ListModelUsageResponse\"(\xca\xf3\x18$\n" +
+	"\x11models.usage.list\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12u\n" +
+	"\rGetModelRoute\x12\x1e.guard.v1.GetModelRouteRequest\x1a\x1f.guard.v1.GetModelRouteResponse\"#\xca\xf3\x18\x1f\n" +
+	"\x18registry.get_model_route\x10\x01\"\x01\x02\x12\x85\x01\n" +
+	"\x11ReserveModelUsage\x12\".guard.v1.ReserveModelUsageRequest\x1a#.guard.v1.ReserveModelUsageResponse\"'\xca\xf3\x18#\n" +
+	"\x1cregistry.reserve_model_usage\x10\x01\"\x01\x02\x12\x81\x01\n" +
+	"\x10SettleModelUsage\x12!.guard.v1.SettleModelUsageRequest\x1a\".guard.v1.SettleModelUsageResponse\"&\xca\xf3\x18\"\n" +
+	"\x1bregistry.settle_model_usage\x10\x01\"\x01\x02\x12y\n" +
 	"\x0fGetEgressPolicy\x12 .guard.v1.GetEgressPolicyRequest\x1a!.guard.v1.GetEgressPolicyResponse\"!\xca\xf3\x18\x1d\n" +
 	"\n" +
 	"egress.get\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12r\n" +
@@ -12886,14 +12918,44 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*Actor)(nil),                        // 203: guard.v1.Actor
 	(Effect)(0),                          // 204: guard.v1.Effect
 	(*Explanation)(nil),                  // 205: guard.v1.Explanation
-	(*GetEgressPolicyRequest)(nil),       // 206: guard.v1.GetEgressPolicyRequest
-	(*SetEgressRuleRequest)(nil),         // 207: guard.v1.SetEgressRuleRequest
-	(*UnsetEgressRuleRequest)(nil),       // 208: guard.v1.UnsetEgressRuleRequest
-	(*SetEgressDefaultRequest)(nil),      // 209: guard.v1.SetEgressDefaultRequest
-	(*GetEgressPolicyResponse)(nil),      // 210: guard.v1.GetEgressPolicyResponse
-	(*SetEgressRuleResponse)(nil),        // 211: guard.v1.SetEgressRuleResponse
-	(*UnsetEgressRuleResponse)(nil),      // 212: guard.v1.UnsetEgressRuleResponse
-	(*SetEgressDefaultResponse)(nil),     // 213: guard.v1.SetEgressDefaultResponse
+	(*SetModelProviderRequest)(nil),      // 206: guard.v1.SetModelProviderRequest
+	(*DeleteModelProviderRequest)(nil),   // 207: guard.v1.DeleteModelProviderRequest
+	(*ListModelProvidersRequest)(nil),    // 208: guard.v1.ListModelProvidersRequest
+	(*GetModelPolicyRequest)(nil),        // 209: guard.v1.GetModelPolicyRequest
+	(*SetModelProvidersRequest)(nil),     // 210: guard.v1.SetModelProvidersRequest
+	(*SetModelRuleRequest)(nil),          // 211: guard.v1.SetModelRuleRequest
+	(*UnsetModelRuleRequest)(nil),        // 212: guard.v1.UnsetModelRuleRequest
+	(*SetModelDefaultRequest)(nil),       // 213: guard.v1.SetModelDefaultRequest
+	(*SetModelBudgetRequest)(nil),        // 214: guard.v1.SetModelBudgetRequest
+	(*SetModelPriceRequest)(nil),         // 215: guard.v1.SetModelPriceRequest
+	(*ListModelPricesRequest)(nil),       // 216: guard.v1.ListModelPricesRequest
+	(*ListModelUsageRequest)(nil),        // 217: guard.v1.ListModelUsageRequest
+	(*GetModelRouteRequest)(nil),         // 218: guard.v1.GetModelRouteRequest
+	(*ReserveModelUsageRequest)(nil),     // 219: guard.v1.ReserveModelUsageRequest
+	(*SettleModelUsageRequest)(nil),      // 220: guard.v1.SettleModelUsageRequest
+	(*GetEgressPolicyRequest)(nil),       // 221: guard.v1.GetEgressPolicyRequest
+	(*SetEgressRuleRequest)(nil),         // 222: guard.v1.SetEgressRuleRequest
+	(*UnsetEgressRuleRequest)(nil),       // 223: guard.v1.UnsetEgressRuleRequest
+	(*SetEgressDefaultRequest)(nil),      // 224: guard.v1.SetEgressDefaultRequest
+	(*SetModelProviderResponse)(nil),     // 225: guard.v1.SetModelProviderResponse
+	(*DeleteModelProviderResponse)(nil),  // 226: guard.v1.DeleteModelProviderResponse
+	(*ListModelProvidersResponse)(nil),   // 227: guard.v1.ListModelProvidersResponse
+	(*GetModelPolicyResponse)(nil),       // 228: guard.v1.GetModelPolicyResponse
+	(*SetModelProvidersResponse)(nil),    // 229: guard.v1.SetModelProvidersResponse
+	(*SetModelRuleResponse)(nil),         // 230: guard.v1.SetModelRuleResponse
+	(*UnsetModelRuleResponse)(nil),       // 231: guard.v1.UnsetModelRuleResponse
+	(*SetModelDefaultResponse)(nil),      // 232: guard.v1.SetModelDefaultResponse
+	(*SetModelBudgetResponse)(nil),       // 233: guard.v1.SetModelBudgetResponse
+	(*SetModelPriceResponse)(nil),        // 234: guard.v1.SetModelPriceResponse
+	(*ListModelPricesResponse)(nil),      // 235: guard.v1.ListModelPricesResponse
+	(*ListModelUsageResponse)(nil),       // 236: guard.v1.ListModelUsageResponse
+	(*GetModelRouteResponse)(nil),        // 237: guard.v1.GetModelRouteResponse
+	(*ReserveModelUsageResponse)(nil),    // 238: guard.v1.ReserveModelUsageResponse
+	(*SettleModelUsageResponse)(nil),     // 239: guard.v1.SettleModelUsageResponse
+	(*GetEgressPolicyResponse)(nil),      // 240: guard.v1.GetEgressPolicyResponse
+	(*SetEgressRuleResponse)(nil),        // 241: guard.v1.SetEgressRuleResponse
+	(*UnsetEgressRuleResponse)(nil),      // 242: guard.v1.UnsetEgressRuleResponse
+	(*SetEgressDefaultResponse)(nil),     // 243: guard.v1.SetEgressDefaultResponse
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
@@ -13138,84 +13200,114 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	179, // 239: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
 	181, // 240: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
 	183, // 241: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	206, // 242: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
-	207, // 243: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
-	208, // 244: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
-	209, // 245: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
-	15,  // 246: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 247: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 248: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 249: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 250: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 251: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 252: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 253: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	47,  // 254: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	49,  // 255: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	51,  // 256: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	53,  // 257: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	55,  // 258: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	57,  // 259: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	59,  // 260: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	61,  // 261: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	63,  // 262: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	65,  // 263: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	67,  // 264: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	69,  // 265: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	72,  // 266: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	74,  // 267: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	77,  // 268: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	80,  // 269: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	82,  // 270: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	84,  // 271: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	87,  // 272: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	89,  // 273: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	91,  // 274: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	94,  // 275: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	96,  // 276: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	98,  // 277: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	106, // 278: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	108, // 279: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	110, // 280: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	112, // 281: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	102, // 282: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
-	104, // 283: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
-	115, // 284: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	117, // 285: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	119, // 286: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	122, // 287: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	124, // 288: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	126, // 289: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	128, // 290: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	130, // 291: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	133, // 292: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	135, // 293: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	137, // 294: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	140, // 295: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	142, // 296: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	144, // 297: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	147, // 298: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	149, // 299: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	151, // 300: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	153, // 301: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	156, // 302: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	159, // 303: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	163, // 304: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	161, // 305: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	168, // 306: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	170, // 307: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	172, // 308: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	174, // 309: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	177, // 310: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	180, // 311: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	182, // 312: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	184, // 313: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	210, // 314: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
-	211, // 315: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
-	212, // 316: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
-	213, // 317: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
-	246, // [246:318] is the sub-list for method output_type
-	174, // [174:246] is the sub-list for method input_type
+	206, // 242: guard.v1.Registry.SetModelProvider:input_type -> guard.v1.SetModelProviderRequest
+	207, // 243: guard.v1.Registry.DeleteModelProvider:input_type -> guard.v1.DeleteModelProviderRequest
+	208, // 244: guard.v1.Registry.ListModelProviders:input_type -> guard.v1.ListModelProvidersRequest
+	209, // 245: guard.v1.Registry.GetModelPolicy:input_type -> guard.v1.GetModelPolicyRequest
+	210, // 246: guard.v1.Registry.SetModelProviders:input_type -> guard.v1.SetModelProvidersRequest
+	211, // 247: guard.v1.Registry.SetModelRule:input_type -> guard.v1.SetModelRuleRequest
+	212, // 248: guard.v1.Registry.UnsetModelRule:input_type -> guard.v1.UnsetModelRuleRequest
+	213, // 249: guard.v1.Registry.SetModelDefault:input_type -> guard.v1.SetModelDefaultRequest
+	214, // 250: guard.v1.Registry.SetModelBudget:input_type -> guard.v1.SetModelBudgetRequest
+	215, // 251: guard.v1.Registry.SetModelPrice:input_type -> guard.v1.SetModelPriceRequest
+	216, // 252: guard.v1.Registry.ListModelPrices:input_type -> guard.v1.ListModelPricesRequest
+	217, // 253: guard.v1.Registry.ListModelUsage:input_type -> guard.v1.ListModelUsageRequest
+	218, // 254: guard.v1.Registry.GetModelRoute:input_type -> guard.v1.GetModelRouteRequest
+	219, // 255: guard.v1.Registry.ReserveModelUsage:input_type -> guard.v1.ReserveModelUsageRequest
+	220, // 256: guard.v1.Registry.SettleModelUsage:input_type -> guard.v1.SettleModelUsageRequest
+	221, // 257: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
+	222, // 258: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
+	223, // 259: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
+	224, // 260: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
+	15,  // 261: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 262: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 263: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 264: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 265: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 266: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 267: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 268: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	47,  // 269: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	49,  // 270: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	51,  // 271: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	53,  // 272: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	55,  // 273: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	57,  // 274: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	59,  // 275: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	61,  // 276: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	63,  // 277: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	65,  // 278: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	67,  // 279: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	69,  // 280: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	72,  // 281: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	74,  // 282: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	77,  // 283: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	80,  // 284: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	82,  // 285: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	84,  // 286: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	87,  // 287: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	89,  // 288: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	91,  // 289: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	94,  // 290: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	96,  // 291: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	98,  // 292: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	106, // 293: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	108, // 294: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	110, // 295: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	112, // 296: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	102, // 297: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
+	104, // 298: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
+	115, // 299: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	117, // 300: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	119, // 301: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	122, // 302: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	124, // 303: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	126, // 304: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	128, // 305: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	130, // 306: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	133, // 307: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	135, // 308: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	137, // 309: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	140, // 310: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	142, // 311: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	144, // 312: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	147, // 313: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	149, // 314: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	151, // 315: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	153, // 316: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	156, // 317: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	159, // 318: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	163, // 319: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	161, // 320: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	168, // 321: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	170, // 322: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	172, // 323: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	174, // 324: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	177, // 325: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	180, // 326: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	182, // 327: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	184, // 328: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	225, // 329: guard.v1.Registry.SetModelProvider:output_type -> guard.v1.SetModelProviderResponse
+	226, // 330: guard.v1.Registry.DeleteModelProvider:output_type -> guard.v1.DeleteModelProviderResponse
+	227, // 331: guard.v1.Registry.ListModelProviders:output_type -> guard.v1.ListModelProvidersResponse
+	228, // 332: guard.v1.Registry.GetModelPolicy:output_type -> guard.v1.GetModelPolicyResponse
+	229, // 333: guard.v1.Registry.SetModelProviders:output_type -> guard.v1.SetModelProvidersResponse
+	230, // 334: guard.v1.Registry.SetModelRule:output_type -> guard.v1.SetModelRuleResponse
+	231, // 335: guard.v1.Registry.UnsetModelRule:output_type -> guard.v1.UnsetModelRuleResponse
+	232, // 336: guard.v1.Registry.SetModelDefault:output_type -> guard.v1.SetModelDefaultResponse
+	233, // 337: guard.v1.Registry.SetModelBudget:output_type -> guard.v1.SetModelBudgetResponse
+	234, // 338: guard.v1.Registry.SetModelPrice:output_type -> guard.v1.SetModelPriceResponse
+	235, // 339: guard.v1.Registry.ListModelPrices:output_type -> guard.v1.ListModelPricesResponse
+	236, // 340: guard.v1.Registry.ListModelUsage:output_type -> guard.v1.ListModelUsageResponse
+	237, // 341: guard.v1.Registry.GetModelRoute:output_type -> guard.v1.GetModelRouteResponse
+	238, // 342: guard.v1.Registry.ReserveModelUsage:output_type -> guard.v1.ReserveModelUsageResponse
+	239, // 343: guard.v1.Registry.SettleModelUsage:output_type -> guard.v1.SettleModelUsageResponse
+	240, // 344: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
+	241, // 345: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
+	242, // 346: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
+	243, // 347: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
+	261, // [261:348] is the sub-list for method output_type
+	174, // [174:261] is the sub-list for method input_type
 	174, // [174:174] is the sub-list for extension type_name
 	174, // [174:174] is the sub-list for extension extendee
 	0,   // [0:174] is the sub-list for field type_name
@@ -13228,6 +13320,7 @@ func file_guard_v1_registry_proto_init() {
 	}
 	file_guard_v1_common_proto_init()
 	file_guard_v1_egress_proto_init()
+	file_guard_v1_model_proto_init()
 	file_guard_v1_options_proto_init()
 	file_guard_v1_registry_proto_msgTypes[5].OneofWrappers = []any{
 		(*ConnectRequest_Hello)(nil),

@@ -1,0 +1,110 @@
+-- The model gateway (issue 44): an agent reaches its model only through its
+-- runner, which holds the provider's credential and asks the guard before
+-- every call (model.call on provider and model), reserves the call's worst
+-- case against the group's budget before forwarding, and settles to the
+-- provider's reported usage after.
+
+-- Providers an operator gave Clawguard. The credential is write-only: no
+-- read returns it; only a runner hosting a session of a group given the
+-- provider reads it (GetModelRoute), to call the provider.
+CREATE TABLE model_providers (
+    name              TEXT PRIMARY KEY CHECK (name ~ '^[a-z0-9][a-z0-9_-]{0,62}$'),
+    kind              TEXT NOT NULL CHECK (kind IN ('anthropic', 'openai')),
+    base_url          TEXT NOT NULL CHECK (base_url ~ '^https?://'),
+    credential        TEXT NOT NULL DEFAULT '',
+    credential_set_at TIMESTAMPTZ,
+    created_at        TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at        TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- A group's providers, model rules and default: facts of model.call, in the
+-- group's config row (mirrored by the replicas' snapshots; the trigger
+-- watches them).
+--   model_rules: [{"provider": "anthropic", "model": "claude-3-5-*", "effect": "deny"}, ...]
+--   model_default: what a model no rule names gets; '' = allow.
+-- And what a call past the group's budget gets: model_budgets.on_exceed, a
+-- fact of model.budget, mirrored in the group's row too (model_over_budget).
+ALTER TABLE container_configs
+    ADD COLUMN model_providers TEXT[] NOT NULL DEFAULT '{}',
+    ADD COLUMN model_rules JSONB NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(model_rules) = 'array'),
+    ADD COLUMN model_default TEXT NOT NULL DEFAULT '' CHECK (model_default IN ('', 'allow', 'hold', 'deny')),
+    ADD COLUMN model_over_budget TEXT NOT NULL DEFAULT '' CHECK (model_over_budget IN ('', 'hold', 'deny'));
+
+DROP TRIGGER fact_changed ON container_configs;
+CREATE CONSTRAINT TRIGGER fact_changed
+    AFTER INSERT OR DELETE OR UPDATE OF agent_group_id, cli_scope, mcp_servers, egress_rules, egress_default,
+        model_providers, model_rules, model_default, model_over_budget ON container_configs
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    EXECUTE FUNCTION fact_changed('agent_group_id');
+ALTER TABLE container_configs ENABLE ALWAYS TRIGGER fact_changed;
+
+-- A group's budget: tokens (input + output + cache) and, optionally, cost
+-- (micro-units of the prices' currency) per UTC day or month; 0 = none.
+CREATE TABLE model_budgets (
+    agent_group_id TEXT PRIMARY KEY REFERENCES agent_groups (id) ON DELETE CASCADE,
+    period         TEXT NOT NULL CHECK (period IN ('day', 'month')),
+    tokens         BIGINT NOT NULL DEFAULT 0 CHECK (tokens >= 0),
+    cost_micros    BIGINT NOT NULL DEFAULT 0 CHECK (cost_micros >= 0),
+    updated_at     TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- Prices per million tokens, in micro-units, by provider and model (a model
+-- name ending in * prices every model it prefixes; the longest wins).
+CREATE TABLE model_prices (
+    provider          TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    input_micros      BIGINT NOT NULL DEFAULT 0 CHECK (input_micros >= 0),
+    output_micros     BIGINT NOT NULL DEFAULT 0 CHECK (output_micros >= 0),
+    cache_read_micros BIGINT NOT NULL DEFAULT 0 CHECK (cache_read_micros >= 0),
+    cache_write_micros BIGINT NOT NULL DEFAULT 0 CHECK (cache_write_micros >= 0),
+    updated_at        TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (provider, model)
+);
+
+-- The budget's counter for one group and period: what was spent (settled)
+-- and what is reserved by calls in flight. A reservation is one
+-- conditional UPDATE of this row, so concurrent calls cannot overshoot.
+CREATE TABLE model_spend (
+    agent_group_id  TEXT NOT NULL REFERENCES agent_groups (id) ON DELETE CASCADE,
+    period_start    DATE NOT NULL,
+    spent_tokens    BIGINT NOT NULL DEFAULT 0,
+    reserved_tokens BIGINT NOT NULL DEFAULT 0 CHECK (reserved_tokens >= 0),
+    spent_cost      BIGINT NOT NULL DEFAULT 0,
+    reserved_cost   BIGINT NOT NULL DEFAULT 0 CHECK (reserved_cost >= 0),
+    PRIMARY KEY (agent_group_id, period_start)
+);
+
+-- One call's reservation, settled exactly once (settled_at).
+CREATE TABLE model_reservations (
+    id             TEXT PRIMARY KEY,
+    agent_group_id TEXT NOT NULL REFERENCES agent_groups (id) ON DELETE CASCADE,
+    period_start   DATE NOT NULL,
+    session_id     TEXT NOT NULL,
+    runner_id      TEXT NOT NULL,
+    provider       TEXT NOT NULL,
+    model          TEXT NOT NULL,
+    tokens         BIGINT NOT NULL CHECK (tokens >= 0),
+    cost           BIGINT NOT NULL CHECK (cost >= 0),
+    decision_id    TEXT NOT NULL,
+    over_budget    BOOLEAN NOT NULL DEFAULT false,
+    created_at     TIMESTAMPTZ NOT NULL DEFAULT now(),
+    settled_at     TIMESTAMPTZ
+);
+CREATE INDEX model_reservations_open_idx ON model_reservations (created_at) WHERE settled_at IS NULL;
+-- An over-budget ALLOW lets one reservation through, once.
+CREATE UNIQUE INDEX model_reservations_over_budget_decision_idx ON model_reservations (decision_id) WHERE over_budget;
+
+-- What was used, per group, UTC day, provider and model (ncl usage).
+CREATE TABLE model_usage (
+    agent_group_id    TEXT NOT NULL REFERENCES agent_groups (id) ON DELETE CASCADE,
+    day               DATE NOT NULL,
+    provider          TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    calls             BIGINT NOT NULL DEFAULT 0,
+    input_tokens      BIGINT NOT NULL DEFAULT 0,
+    output_tokens     BIGINT NOT NULL DEFAULT 0,
+    cache_read_tokens BIGINT NOT NULL DEFAULT 0,
+    cache_write_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_micros       BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (agent_group_id, day, provider, model)
+);
