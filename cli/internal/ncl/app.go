@@ -69,6 +69,17 @@ type clients struct {
 	reg   guardv1.RegistryClient
 	appr  guardv1.ApprovalsClient
 	guard guardv1.GuardClient
+	// stderr takes the warnings of settings the server took but that
+	// cannot work today (warned).
+	stderr io.Writer
+}
+
+// warned prints the warnings an answer carries (a quorum some group's
+// approvers cannot meet), one a line, on standard error.
+func (c *clients) warned(resp interface{ GetWarnings() []string }) {
+	for _, w := range resp.GetWarnings() {
+		fmt.Fprintf(c.stderr, "warning: %s\n", w)
+	}
 }
 
 // Run executes ncl with args and returns the process exit code.

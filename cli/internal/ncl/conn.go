@@ -58,9 +58,10 @@ func (a *app) connect() (*clients, error) {
 	}
 	a.conn = conn
 	a.clients = &clients{
-		reg:   guardv1.NewRegistryClient(conn),
-		appr:  guardv1.NewApprovalsClient(conn),
-		guard: guardv1.NewGuardClient(conn),
+		reg:    guardv1.NewRegistryClient(conn),
+		appr:   guardv1.NewApprovalsClient(conn),
+		guard:  guardv1.NewGuardClient(conn),
+		stderr: a.stderr,
 	}
 	return a.clients, nil
 }

@@ -252,6 +252,7 @@ func (a *app) groupsConfig() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			c.warned(resp)
 			return a.printer().Object(resp.GetConfig())
 		})
 	}
@@ -313,15 +314,26 @@ func (a *app) groupsPackages() *cobra.Command {
 func (a *app) groupsMcp() *cobra.Command {
 	var srv guardv1.McpServer
 	var env []string
+	var replace bool
 	add := &cobra.Command{
 		Use: "add <group>", Short: "Add a guarded MCP server to a group (the runner hosts it; ncl mcp tools set decides its tools)",
-		Example: "  ncl groups mcp add ag_4888a21379a5cf01 --name files --command mcp-files --arg /data --env LOG=debug",
-		Args:    one("group"),
+		Long: `Add a guarded MCP server to a group. The runner hosts it, outside the agents'
+containers; ncl mcp tools set decides its tools.
+
+Its environment's values are write-only: only the server gets them. No read,
+export, hold or card shows them — not to agents, bridges or people, the
+operator included — only the names of the keys, each value as <redacted>.
+With --replace, a value given as <redacted> keeps the one the server holds.`,
+		Example: "  ncl groups mcp add ag_4888a21379a5cf01 --name files --command mcp-files --arg /data --env LOG=debug\n" +
+			"  ncl groups mcp add research --name gh --command gh-mcp --env GITHUB_TOKEN=\"$(cat gh.token)\"\n" +
+			"  ncl groups mcp add research --name gh --command gh-mcp-v2 --env GITHUB_TOKEN='<redacted>' --replace",
+		Args: one("group"),
 	}
 	add.Flags().StringVar(&srv.Name, "name", "", "server name")
 	add.Flags().StringVar(&srv.Command, "command", "", "command to run")
 	add.Flags().StringArrayVar(&srv.Args, "arg", nil, "argument (repeatable)")
-	add.Flags().StringArrayVar(&env, "env", nil, "environment KEY=VALUE (repeatable): only the server gets it, never the agent")
+	add.Flags().StringArrayVar(&env, "env", nil, "environment KEY=VALUE (repeatable): only the server gets it, never the agent, and no read shows the value")
+	add.Flags().BoolVar(&replace, "replace", false, "replace the group's server of that name (a value given as <redacted> keeps the server's)")
 	add.Flags().StringVar(&srv.Image, "image", "", "docker runtime: the image of the server's own container (default: the group's agent image)")
 	required(add, "name", "command")
 	add.RunE = func(cmd *cobra.Command, args []string) error {
@@ -332,7 +344,7 @@ func (a *app) groupsMcp() *cobra.Command {
 		srv.Env = e
 		a.groupArgs(&args[0])
 		return a.do(cmd, func(ctx context.Context, c *clients) error {
-			resp, err := c.reg.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: args[0], Server: &srv})
+			resp, err := c.reg.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: args[0], Server: &srv, Replace: replace})
 			if err != nil {
 				return err
 			}

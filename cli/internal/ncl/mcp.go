@@ -58,6 +58,7 @@ holds and gates of those tools, as for any gate.`,
 		return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 			resp, err := c.reg.SetMcpServerDefault(ctx, &guardv1.SetMcpServerDefaultRequest{Group: dgroup, Server: dserver,
 				Effect: effect, Approvals: dapprovals, Mode: mode})
+			c.warned(resp)
 			return resp.GetServer(), err
 		})
 	}
@@ -114,6 +115,7 @@ yet may be set ahead. --approvals asks a quorum of distinct approvers;
 		return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
 			resp, err := c.reg.SetMcpTool(ctx, &guardv1.SetMcpToolRequest{Group: sg, Server: ss, Tool: st,
 				Effect: effect, Approvals: sapprovals, Mode: mode})
+			c.warned(resp)
 			return resp.GetTool(), err
 		})
 	}

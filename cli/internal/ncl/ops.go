@@ -226,6 +226,7 @@ Each set replaces all of the action's settings.`,
 				remind, escalate := esc.durations()
 				resp, err := c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: action, Approvals: approvals, Mode: m, StepUp: stepUp,
 					RemindAfter: remind, EscalateAfter: escalate, EscalateTo: esc.to})
+				c.warned(resp)
 				return resp.GetEntry(), err
 			})
 		},
@@ -349,9 +350,13 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, usagef("--since %q: want a duration (90m, 24h) or an RFC 3339 time (2026-01-02T15:04:05Z)", s)
 }
 
-// writeSecret writes a token secret readable by its owner only, also when
-// the file already existed with wider permissions.
-func writeSecret(path, secret string) error {
+// writeSecret writes a token secret readable by its owner only.
+func writeSecret(path, secret string) error { return writePrivate(path, []byte(secret+"\n")) }
+
+// writePrivate writes a file readable by its owner only (0600), also when
+// the file already existed with wider permissions: every file ncl writes
+// whose content is secret-shaped (a token, an export) goes through it.
+func writePrivate(path string, b []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
@@ -360,7 +365,7 @@ func writeSecret(path, secret string) error {
 		f.Close()
 		return err
 	}
-	if _, err := f.WriteString(secret + "\n"); err != nil {
+	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return err
 	}

@@ -44,6 +44,8 @@ type state struct {
 type userSpec struct {
 	ID   string `yaml:"id"`
 	Name string `yaml:"name,omitempty"`
+	// Console sign-ins bound to the user (stateoidc.go).
+	OIDC []oidcSpec `yaml:"oidc,omitempty"`
 }
 
 type groupSpec struct {
@@ -54,8 +56,9 @@ type groupSpec struct {
 	// Packages installed into the group's image, by manager.
 	AptPackages []string `yaml:"aptPackages,omitempty"`
 	NpmPackages []string `yaml:"npmPackages,omitempty"`
-	// MCP servers the group's agents run (env values are written out as the
-	// server holds them: keep secrets out of env, or the document private).
+	// MCP servers the group's agents run. Env values are write-only: export
+	// writes each as "<redacted>", a reference that apply reads as "keep the
+	// value the server holds"; a value written out is set.
 	MCPServers []mcpServerSpec `yaml:"mcpServers,omitempty"`
 }
 
@@ -65,6 +68,10 @@ type mcpServerSpec struct {
 	Args    []string          `yaml:"args,omitempty"`
 	Env     map[string]string `yaml:"env,omitempty"`
 	Image   string            `yaml:"image,omitempty"`
+	// Its tools' settings (statemcp.go): the default of the tools nobody
+	// set, and each tool's own.
+	Default *mcpSettingSpec `yaml:"default,omitempty"`
+	Tools   []mcpToolSpec   `yaml:"tools,omitempty"`
 }
 
 func (m mcpServerSpec) equal(o mcpServerSpec) bool {
@@ -250,6 +257,9 @@ func (s *state) check() error {
 	}
 	for _, g := range s.Groups {
 		err = firstErr(err, once("group", g.Name))
+		for _, m := range g.MCPServers {
+			err = firstErr(err, m.checkTools(g.Name))
+		}
 	}
 	for _, d := range s.Destinations {
 		err = firstErr(err, once("destination", d.key()))
@@ -356,6 +366,9 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 		u := m.(*guardv1.User)
 		s.Users = append(s.Users, userSpec{ID: u.GetId(), Name: u.GetDisplayName()})
 	}
+	if err := readOIDC(ctx, c, s.Users); err != nil {
+		return nil, book, err
+	}
 	groups, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 		r, err := c.reg.ListGroups(ctx, &guardv1.ListGroupsRequest{Limit: size, PageToken: token})
 		return msgs(r.GetGroups()), r.GetNextPageToken(), err
@@ -373,6 +386,9 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 			BaseImage: g.GetBaseImage(), PinnedHost: g.GetPinnedHost(),
 			AptPackages: slices.Clone(g.GetConfig().GetAptPackages()), NpmPackages: slices.Clone(g.GetConfig().GetNpmPackages()),
 			MCPServers: mcpSpecs(g.GetConfig().GetMcpServers())})
+		if err := readMCPSettings(ctx, c, g.GetId(), &s.Groups[len(s.Groups)-1]); err != nil {
+			return nil, book, err
+		}
 	}
 	chats, err := list(func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
 		r, err := c.reg.ListMessagingGroups(ctx, &guardv1.ListMessagingGroupsRequest{Limit: size, PageToken: token})
@@ -441,10 +457,8 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 	}
 	for _, m := range policies {
 		p := m.(*guardv1.MessagePolicy)
+		// "" inherits a2a.send's mode; "enforce" says so whatever that is.
 		mode := enumword.String(p.GetMode())
-		if mode == "enforce" {
-			mode = ""
-		}
 		s.Policies = append(s.Policies, policySpec{From: book.nameOf(p.GetFromGroup()), To: book.nameOf(p.GetToGroup()),
 			Approvers: append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...), Approvals: p.GetApprovals(), Mode: mode,
 			EscalationSpec: escalationOf(p.GetRemindAfter(), p.GetEscalateAfter(), p.GetEscalateTo(), book)})

@@ -181,7 +181,7 @@ func TestExportAndApplyChatsWiringsMembers(t *testing.T) {
 	for _, want := range []string{"messagingGroups:", "channelType: telegram", `platformId: "-100123"`, "name: ops room",
 		"unknownSenderPolicy: strict", "groupChat: true", "wirings:", "chat: telegram/-100123", "members:", "user: telegram:dana",
 		"name: room\n    chat: telegram/-100123", "aptPackages:\n      - curl\n      - jq\n",
-		"mcpServers:\n      - name: files\n        command: mcp-files\n        args:\n          - /data\n        env:\n          LOG: debug\n"} {
+		"mcpServers:\n      - name: files\n        command: mcp-files\n        args:\n          - /data\n        env:\n          LOG: <redacted>\n"} {
 		if !strings.Contains(exported, want) {
 			t.Errorf("export lacks %q:\n%s", want, exported)
 		}
@@ -200,13 +200,14 @@ func TestExportAndApplyChatsWiringsMembers(t *testing.T) {
 	edited = strings.Replace(edited, "wirings:\n  - chat: telegram/-100123\n    group: research\n", "wirings:\n  - chat: slack/C042\n    group: research\n", 1)
 	edited = strings.Replace(edited, "user: telegram:dana", "user: telegram:erin", 1)
 	edited = strings.Replace(edited, "      - jq\n", "    npmPackages:\n      - typescript\n", 1)
-	edited = strings.Replace(edited, "LOG: debug", "LOG: info", 1)
+	// An env value is write-only: the document sets it by writing it.
+	edited = strings.Replace(edited, "LOG: <redacted>", "LOG: info", 1)
 	dry := srv.applyFile(t, edited, "--dry-run")
 	wantLines := []string{"+ messaging group slack/C042 (alerts)",
 		`~ messaging group telegram/-100123: name "ops room" → "ops room", unknownSenderPolicy strict → public`,
 		"+ member telegram:erin in research", "+ wiring slack/C042 → research",
 		"+ npm packages of group research: typescript", "not deleted without --prune: apt package jq of group research",
-		"~ mcp server files of group research: mcp-files /data",
+		"~ mcp server files of group research: mcp-files /data (env LOG set from the document)",
 		"not deleted without --prune: member telegram:dana in research",
 		"not deleted without --prune: wiring telegram/-100123 → research",
 		"6 change(s); none made (--dry-run)."}
@@ -224,6 +225,8 @@ func TestExportAndApplyChatsWiringsMembers(t *testing.T) {
 	if r := srv.applyFile(t, edited); r.code != 0 {
 		t.Fatalf("apply: exit %d\n%s%s", r.code, r.out, r.err)
 	}
+	// Set, the value reads back as the reference that keeps it.
+	edited = strings.Replace(edited, "LOG: info", "LOG: <redacted>", 1)
 	if r := srv.applyFile(t, edited); r.code != 0 || !strings.Contains(r.out, "No changes.") {
 		t.Errorf("second apply: exit %d, %q, want no changes (idempotent)", r.code, r.out)
 	}

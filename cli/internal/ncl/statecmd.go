@@ -23,7 +23,11 @@ func (a *app) exportCmd() *cobra.Command {
 (to a group or a chat), message policies, roles, catalog action settings,
 messaging groups (chats), wirings and group members — by name,
 in a stable order, without server-made ids or times, so a change to it reads
-as a diff in a pull request.`,
+as a diff in a pull request.
+
+Secrets are write-only: an MCP server's env values are written as <redacted>,
+which apply reads as "keep the value the server holds" (set a value by writing
+it). -f writes the file readable by its owner only (0600).`,
 		Example: "  ncl export > clawguard.yaml\n  ncl export | ncl apply -f - --dry-run",
 		Args:    none,
 	}
@@ -42,7 +46,9 @@ as a diff in a pull request.`,
 				_, err = a.stdout.Write(out)
 				return err
 			}
-			return os.WriteFile(file, out, 0o644)
+			// Only its owner reads it: the administered state (who may
+			// approve what, where every secret goes) is nobody else's.
+			return writePrivate(file, out)
 		})
 	}
 	return cmd

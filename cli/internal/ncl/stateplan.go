@@ -53,6 +53,8 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 			left = append(left, "user "+u.ID+" (users are never deleted by apply)")
 		}
 	}
+	binds, unbinds := planOIDC(cur.Users, want.Users)
+	changes, dels = append(changes, binds...), append(dels, unbinds...)
 
 	// Groups.
 	groups := map[string]groupSpec{}
@@ -91,7 +93,10 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 				}
 			}
 		}
-		// MCP servers: a changed one is removed and added again.
+		// MCP servers: a changed one is replaced in one call, which keeps
+		// each env value the document writes as "<redacted>" (the server
+		// never reads one out; a value written out is set, and the server
+		// cannot say whether it is the one it holds).
 		for _, m := range g.MCPServers {
 			i := slices.IndexFunc(old.MCPServers, func(o mcpServerSpec) bool { return o.Name == m.Name })
 			if i >= 0 && old.MCPServers[i].equal(m) {
@@ -101,18 +106,18 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 			if i >= 0 {
 				op = '~'
 			}
+			if set := m.setEnv(); len(set) > 0 {
+				what += " (env " + strings.Join(set, ", ") + " set from the document)"
+			}
 			replace := i >= 0
 			pkgAdds = append(pkgAdds, change{op, what, func(ctx context.Context, c *clients, book groupBook) error {
-				if replace {
-					if _, err := c.reg.RemoveGroupMcpServer(ctx, &guardv1.RemoveGroupMcpServerRequest{Group: idOr(book, g.Name), Name: m.Name}); err != nil {
-						return err
-					}
-				}
-				_, err := c.reg.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: idOr(book, g.Name),
+				_, err := c.reg.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: idOr(book, g.Name), Replace: replace,
 					Server: &guardv1.McpServer{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env, Image: m.Image}})
 				return err
 			}})
 		}
+		settings, unset := planMCPSettings(old, g)
+		pkgAdds, dels = append(pkgAdds, settings...), append(dels, unset...)
 		for _, o := range old.MCPServers {
 			if !slices.ContainsFunc(g.MCPServers, func(m mcpServerSpec) bool { return m.Name == o.Name }) {
 				dels = append(dels, change{'-', fmt.Sprintf("mcp server %s of group %s", o.Name, g.Name), func(ctx context.Context, c *clients, book groupBook) error {
@@ -289,10 +294,11 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 		if ok && slices.Equal(old.Approvers, p.Approvers) && old.Approvals == p.Approvals && old.Mode == p.Mode && old.EscalationSpec.equal(p.EscalationSpec) {
 			continue
 		}
-		op, what := byte('+'), fmt.Sprintf("policy %s: approvers %s%s", p.key(), strings.Join(p.Approvers, ", "), quorumWords(p))
+		op, what := byte('+'), fmt.Sprintf("policy %s: approvers %s%s", p.key(), strings.Join(p.Approvers, ", "), quorumWords(p, false))
 		if ok {
 			op = '~'
-			what = fmt.Sprintf("policy %s: approvers %s%s → %s%s", p.key(), strings.Join(old.Approvers, ", "), quorumWords(old), strings.Join(p.Approvers, ", "), quorumWords(p))
+			modes := old.Mode != p.Mode // "" (inherit) and "enforce" differ: say so
+			what = fmt.Sprintf("policy %s: approvers %s%s → %s%s", p.key(), strings.Join(old.Approvers, ", "), quorumWords(old, modes), strings.Join(p.Approvers, ", "), quorumWords(p, modes))
 		}
 		changes = append(changes, change{op, what, func(ctx context.Context, c *clients, book groupBook) error {
 			if len(p.Approvers) == 0 {
@@ -363,8 +369,9 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 			if err != nil {
 				return fmt.Errorf("catalog %s: %w", a.Action, err)
 			}
-			_, err = c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: a.Action, Approvals: a.Approvals, Mode: mode, StepUp: a.StepUp,
+			resp, err := c.reg.SetActionSettings(ctx, &guardv1.SetActionSettingsRequest{Action: a.Action, Approvals: a.Approvals, Mode: mode, StepUp: a.StepUp,
 				RemindAfter: remind, EscalateAfter: escalate, EscalateTo: to})
+			c.warned(resp)
 			return err
 		}
 	}
@@ -433,13 +440,18 @@ func named(name string) string {
 	return " (" + name + ")"
 }
 
-func quorumWords(p policySpec) string {
+// quorumWords says a policy's quorum, mode (always with showMode: "inherit"
+// for none) and escalation.
+func quorumWords(p policySpec, showMode bool) string {
 	w := ""
 	if p.Approvals > 1 {
 		w += fmt.Sprintf(", %d of them", p.Approvals)
 	}
-	if p.Mode != "" {
+	switch {
+	case p.Mode != "":
 		w += ", mode " + p.Mode
+	case showMode:
+		w += ", mode inherit"
 	}
 	return w + p.EscalationSpec.words()
 }

@@ -608,6 +608,11 @@ type ApproverRule struct {
 	// server from the hold, never taken from a request): they may resolve it
 	// too, a global-scope hold only if they are owners or global admins (D1).
 	EscalatedUserIds []string `protobuf:"bytes,3,rep,name=escalated_user_ids,json=escalatedUserIds,proto3" json:"escalated_user_ids,omitempty"`
+	// Why the escalation added them (set by the server: the hold's
+	// escalate_to): a user it named, or "group:<id>" for that group's admins.
+	// An added approver may click only while still named, or still an admin
+	// of a group named: losing the role takes the power with it.
+	EscalatedBecause []string `protobuf:"bytes,4,rep,name=escalated_because,json=escalatedBecause,proto3" json:"escalated_because,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -670,6 +675,13 @@ func (x *ApproverRule) GetAdminsOfScope() *AdminsOfScope {
 func (x *ApproverRule) GetEscalatedUserIds() []string {
 	if x != nil {
 		return x.EscalatedUserIds
+	}
+	return nil
+}
+
+func (x *ApproverRule) GetEscalatedBecause() []string {
+	if x != nil {
+		return x.EscalatedBecause
 	}
 	return nil
 }
@@ -1827,11 +1839,12 @@ const file_guard_v1_common_proto_rawDesc = "" +
 	"\n" +
 	"HumanActor\x12F\n" +
 	"\auser_id\x18\x01 \x01(\tB-\xbaH*r(\x18\x80\x012#^[a-z0-9_-]+:[A-Za-z0-9._:@#+=/-]+$R\x06userId\"\r\n" +
-	"\vSystemActor\"\xce\x01\n" +
+	"\vSystemActor\"\x85\x02\n" +
 	"\fApproverRule\x12;\n" +
 	"\texclusive\x18\x01 \x01(\v2\x1b.guard.v1.ExclusiveApproverH\x00R\texclusive\x12A\n" +
 	"\x0fadmins_of_scope\x18\x02 \x01(\v2\x17.guard.v1.AdminsOfScopeH\x00R\radminsOfScope\x126\n" +
-	"\x12escalated_user_ids\x18\x03 \x03(\tB\b\xbaH\x05\x92\x01\x02\x10\x00R\x10escalatedUserIdsB\x06\n" +
+	"\x12escalated_user_ids\x18\x03 \x03(\tB\b\xbaH\x05\x92\x01\x02\x10\x00R\x10escalatedUserIds\x125\n" +
+	"\x11escalated_because\x18\x04 \x03(\tB\b\xbaH\x05\x92\x01\x02\x10\x00R\x10escalatedBecauseB\x06\n" +
 	"\x04kind\"\x9d\x01\n" +
 	"\x11ExclusiveApprover\x12:\n" +
 	"\auser_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x06userId\x12L\n" +

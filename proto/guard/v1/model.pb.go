@@ -2326,13 +2326,13 @@ const file_guard_v1_model_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1b.guard.v1.ModelProviderKindR\x04kind\x12\x19\n" +
 	"\bbase_url\x18\x03 \x01(\tR\abaseUrl\x12%\n" +
 	"\x0ehas_credential\x18\x04 \x01(\bR\rhasCredential\x12F\n" +
-	"\x11credential_set_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0fcredentialSetAt\"\x86\x02\n" +
+	"\x11credential_set_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0fcredentialSetAt\"\x8a\x02\n" +
 	"\x17SetModelProviderRequest\x124\n" +
 	"\x04name\x18\x01 \x01(\tB \xbaH\x1dr\x1b\x10\x01\x18?2\x15^[a-z0-9][a-z0-9_-]*$R\x04name\x129\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1b.guard.v1.ModelProviderKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\x128\n" +
-	"\bbase_url\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x042\x13^[^\\x00-\\x20\\x7f]*$R\abaseUrl\x121\n" +
+	"\bbase_url\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x042\x13^[^\\x00-\\x20\\x7f]*$R\abaseUrl\x125\n" +
 	"\n" +
-	"credential\x18\x04 \x01(\tB\f\xbaH\tr\a\x18\x80@\xba\x01\x01\x00H\x00R\n" +
+	"credential\x18\x04 \x01(\tB\x10\xbaH\tr\a\x18\x80@\xba\x01\x01\x00\xd8\xf3\x18\x01H\x00R\n" +
 	"credential\x88\x01\x01B\r\n" +
 	"\v_credential\"O\n" +
 	"\x18SetModelProviderResponse\x123\n" +
@@ -2443,12 +2443,12 @@ const file_guard_v1_model_proto_rawDesc = "" +
 	"\x14GetModelRouteRequest\x12@\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\x129\n" +
-	"\x04kind\x18\x02 \x01(\x0e2\x1b.guard.v1.ModelProviderKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\"n\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1b.guard.v1.ModelProviderKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\"t\n" +
 	"\x15GetModelRouteResponse\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x19\n" +
-	"\bbase_url\x18\x02 \x01(\tR\abaseUrl\x12\x1e\n" +
+	"\bbase_url\x18\x02 \x01(\tR\abaseUrl\x12$\n" +
 	"\n" +
-	"credential\x18\x03 \x01(\tR\n" +
+	"credential\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
 	"credential\"\x9f\x01\n" +
 	"\vModelTokens\x12\x1d\n" +
 	"\x05input\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05input\x12\x1f\n" +

@@ -158,9 +158,16 @@ type Rule struct {
 	// field names (a user of the bridge's channel namespaces): the guard
 	// decides for that user, never for the bridge. Other callers may leave
 	// as_user empty or name only themselves.
-	BridgeAsUser  bool `protobuf:"varint,6,opt,name=bridge_as_user,json=bridgeAsUser,proto3" json:"bridge_as_user,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BridgeAsUser bool `protobuf:"varint,6,opt,name=bridge_as_user,json=bridgeAsUser,proto3" json:"bridge_as_user,omitempty"`
+	// The answer carries secrets in clear (fields marked (guard.v1.secret) and
+	// the secret parts of payloads): the runner's own reads of what it needs
+	// to run its sessions (a session's config, its pushes). Every other answer
+	// is redacted. Only a method no principal but the runner may call can
+	// declare it (the boot check refuses anything else), and the runner gets
+	// the clear answer only for itself, never for an agent it asserts.
+	RevealsSecrets bool `protobuf:"varint,7,opt,name=reveals_secrets,json=revealsSecrets,proto3" json:"reveals_secrets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Rule) Reset() {
@@ -235,6 +242,13 @@ func (x *Rule) GetBridgeAsUser() bool {
 	return false
 }
 
+func (x *Rule) GetRevealsSecrets() bool {
+	if x != nil {
+		return x.RevealsSecrets
+	}
+	return false
+}
+
 var file_guard_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -250,6 +264,22 @@ var file_guard_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Field:         51002,
 		Name:          "guard.v1.names_group",
 		Tag:           "varint,51002,opt,name=names_group",
+		Filename:      "guard/v1/options.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51003,
+		Name:          "guard.v1.secret",
+		Tag:           "varint,51003,opt,name=secret",
+		Filename:      "guard/v1/options.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
+		ExtensionType: ([]string)(nil),
+		Field:         51004,
+		Name:          "guard.v1.payload_of",
+		Tag:           "bytes,51004,rep,name=payload_of",
 		Filename:      "guard/v1/options.proto",
 	},
 }
@@ -272,13 +302,32 @@ var (
 	//
 	// optional bool names_group = 51002;
 	E_NamesGroup = &file_guard_v1_options_proto_extTypes[1]
+	// Whether a field's values are write-only secrets (an MCP server's
+	// environment, a provider key). Set on a string field, a repeated string
+	// or a map<string, string> (then the values are secret, the keys are not).
+	// Every answer the server gives, every hold view, card, export and log
+	// shows "<redacted>" in their place, wherever the message appears —
+	// nested, or as a hold's payload shaped like it — except the answers of
+	// methods whose rule says reveals_secrets.
+	//
+	// optional bool secret = 51003;
+	E_Secret = &file_guard_v1_options_proto_extTypes[2]
+)
+
+// Extension fields to descriptorpb.MessageOptions.
+var (
+	// The hold kinds whose payload is shaped like this message (its fields by
+	// their proto or JSON names): their secret fields are redacted there too.
+	//
+	// repeated string payload_of = 51004;
+	E_PayloadOf = &file_guard_v1_options_proto_extTypes[3]
 )
 
 var File_guard_v1_options_proto protoreflect.FileDescriptor
 
 const file_guard_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\x16guard/v1/options.proto\x12\bguard.v1\x1a google/protobuf/descriptor.proto\"\xd5\x01\n" +
+	"\x16guard/v1/options.proto\x12\bguard.v1\x1a google/protobuf/descriptor.proto\"\xfe\x01\n" +
 	"\x04Rule\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12(\n" +
 	"\x06access\x18\x02 \x01(\x0e2\x10.guard.v1.AccessR\x06access\x12\x1a\n" +
@@ -287,7 +336,8 @@ const file_guard_v1_options_proto_rawDesc = "" +
 	"principals\x18\x04 \x03(\x0e2\x13.guard.v1.PrincipalR\n" +
 	"principals\x12\x14\n" +
 	"\x05admin\x18\x05 \x01(\bR\x05admin\x12$\n" +
-	"\x0ebridge_as_user\x18\x06 \x01(\bR\fbridgeAsUser*F\n" +
+	"\x0ebridge_as_user\x18\x06 \x01(\bR\fbridgeAsUser\x12'\n" +
+	"\x0freveals_secrets\x18\a \x01(\bR\x0erevealsSecrets*F\n" +
 	"\x06Access\x12\x16\n" +
 	"\x12ACCESS_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vACCESS_OPEN\x10\x01\x12\x13\n" +
@@ -300,7 +350,10 @@ const file_guard_v1_options_proto_rawDesc = "" +
 	"\x0ePRINCIPAL_USER\x10\x04:D\n" +
 	"\x04rule\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\v2\x0e.guard.v1.RuleR\x04rule:@\n" +
 	"\vnames_group\x12\x1d.google.protobuf.FieldOptions\x18\xba\x8e\x03 \x01(\bR\n" +
-	"namesGroupB7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
+	"namesGroup:7\n" +
+	"\x06secret\x12\x1d.google.protobuf.FieldOptions\x18\xbb\x8e\x03 \x01(\bR\x06secret:@\n" +
+	"\n" +
+	"payload_of\x12\x1f.google.protobuf.MessageOptions\x18\xbc\x8e\x03 \x03(\tR\tpayloadOfB7Z5github.com/clawguard/clawguard/proto/guard/v1;guardv1b\x06proto3"
 
 var (
 	file_guard_v1_options_proto_rawDescOnce sync.Once
@@ -317,22 +370,25 @@ func file_guard_v1_options_proto_rawDescGZIP() []byte {
 var file_guard_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_guard_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_guard_v1_options_proto_goTypes = []any{
-	(Access)(0),                        // 0: guard.v1.Access
-	(Principal)(0),                     // 1: guard.v1.Principal
-	(*Rule)(nil),                       // 2: guard.v1.Rule
-	(*descriptorpb.MethodOptions)(nil), // 3: google.protobuf.MethodOptions
-	(*descriptorpb.FieldOptions)(nil),  // 4: google.protobuf.FieldOptions
+	(Access)(0),                         // 0: guard.v1.Access
+	(Principal)(0),                      // 1: guard.v1.Principal
+	(*Rule)(nil),                        // 2: guard.v1.Rule
+	(*descriptorpb.MethodOptions)(nil),  // 3: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),   // 4: google.protobuf.FieldOptions
+	(*descriptorpb.MessageOptions)(nil), // 5: google.protobuf.MessageOptions
 }
 var file_guard_v1_options_proto_depIdxs = []int32{
 	0, // 0: guard.v1.Rule.access:type_name -> guard.v1.Access
 	1, // 1: guard.v1.Rule.principals:type_name -> guard.v1.Principal
 	3, // 2: guard.v1.rule:extendee -> google.protobuf.MethodOptions
 	4, // 3: guard.v1.names_group:extendee -> google.protobuf.FieldOptions
-	2, // 4: guard.v1.rule:type_name -> guard.v1.Rule
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	4, // [4:5] is the sub-list for extension type_name
-	2, // [2:4] is the sub-list for extension extendee
+	4, // 4: guard.v1.secret:extendee -> google.protobuf.FieldOptions
+	5, // 5: guard.v1.payload_of:extendee -> google.protobuf.MessageOptions
+	2, // 6: guard.v1.rule:type_name -> guard.v1.Rule
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	6, // [6:7] is the sub-list for extension type_name
+	2, // [2:6] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
 }
 
@@ -348,7 +404,7 @@ func file_guard_v1_options_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_options_proto_rawDesc), len(file_guard_v1_options_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   1,
-			NumExtensions: 2,
+			NumExtensions: 4,
 			NumServices:   0,
 		},
 		GoTypes:           file_guard_v1_options_proto_goTypes,

@@ -1999,8 +1999,8 @@ func (x *OpenSessionRequest) GetMessagingGroupId() string {
 	return ""
 }
 
-// OpenSessionResponse is the session and its group (with the container
-// config the runner starts it with).
+// OpenSessionResponse is the session and its group (its secrets redacted:
+// the runner reads them with GetSessionConfig).
 type OpenSessionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -2882,7 +2882,10 @@ type McpServer struct {
 	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Command string                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
 	Args    []string               `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
-	Env     map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Write-only: every answer but the hosting runner's shows "<redacted>" for
+	// each value (the names are shown). Writing "<redacted>" as a value, with
+	// replace, keeps the value the server holds.
+	Env map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Docker runtime: the image the server's own container runs (command and
 	// args are its entrypoint); "" = the group's agent image. The process
 	// runtime runs command on the host and ignores it.
@@ -3940,8 +3943,13 @@ func (x *UpdateGroupConfigRequest) GetAgentEnv() map[string]string {
 
 // UpdateGroupConfigResponse is the config.
 type UpdateGroupConfigResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Config        *GroupConfig           `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Config *GroupConfig           `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// Settings that are accepted but cannot work today: a quorum that some
+	// group's eligible approvers cannot meet (named, with what is missing).
+	// Its holds are not made — the agent is denied, told why — until more
+	// approvers are eligible or the quorum is lowered.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3979,6 +3987,13 @@ func (*UpdateGroupConfigResponse) Descriptor() ([]byte, []int) {
 func (x *UpdateGroupConfigResponse) GetConfig() *GroupConfig {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *UpdateGroupConfigResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -4197,9 +4212,15 @@ func (x *RemoveGroupPackageResponse) GetConfig() *GroupConfig {
 
 // AddGroupMcpServerRequest adds an MCP server.
 type AddGroupMcpServerRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Server        *McpServer             `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Server *McpServer             `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// Replace the group's server of that name (else one of that name is
+	// AlreadyExists). An env value "<redacted>" then keeps the replaced
+	// server's value of that key (ncl apply of an exported document); without
+	// a value to keep it is InvalidArgument. An identical server changes
+	// nothing (no restart).
+	Replace       bool `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4246,6 +4267,13 @@ func (x *AddGroupMcpServerRequest) GetServer() *McpServer {
 		return x.Server
 	}
 	return nil
+}
+
+func (x *AddGroupMcpServerRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
 }
 
 // AddGroupMcpServerResponse is the config.
@@ -10116,8 +10144,13 @@ func (x *SetActionSettingsRequest) GetEscalateTo() []string {
 
 // SetActionSettingsResponse is the catalog entry with its settings.
 type SetActionSettingsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *CatalogEntry          `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Entry *CatalogEntry          `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// Settings that are accepted but cannot work today: a quorum that some
+	// group's eligible approvers cannot meet (named, with what is missing).
+	// Its holds are not made — the agent is denied, told why — until more
+	// approvers are eligible or the quorum is lowered.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10155,6 +10188,13 @@ func (*SetActionSettingsResponse) Descriptor() ([]byte, []int) {
 func (x *SetActionSettingsResponse) GetEntry() *CatalogEntry {
 	if x != nil {
 		return x.Entry
+	}
+	return nil
+}
+
+func (x *SetActionSettingsResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -10666,8 +10706,13 @@ func (x *SetMcpServerDefaultRequest) GetMode() EnforcementMode {
 
 // SetMcpServerDefaultResponse is the server as it is now.
 type SetMcpServerDefaultResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Server        *McpServerInfo         `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Server *McpServerInfo         `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Settings that are accepted but cannot work today: a quorum that some
+	// group's eligible approvers cannot meet (named, with what is missing).
+	// Its holds are not made — the agent is denied, told why — until more
+	// approvers are eligible or the quorum is lowered.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10705,6 +10750,13 @@ func (*SetMcpServerDefaultResponse) Descriptor() ([]byte, []int) {
 func (x *SetMcpServerDefaultResponse) GetServer() *McpServerInfo {
 	if x != nil {
 		return x.Server
+	}
+	return nil
+}
+
+func (x *SetMcpServerDefaultResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -10920,8 +10972,13 @@ func (x *SetMcpToolRequest) GetMode() EnforcementMode {
 
 // SetMcpToolResponse is the tool as it is now.
 type SetMcpToolResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tool          *McpToolInfo           `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tool  *McpToolInfo           `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Settings that are accepted but cannot work today: a quorum that some
+	// group's eligible approvers cannot meet (named, with what is missing).
+	// Its holds are not made — the agent is denied, told why — until more
+	// approvers are eligible or the quorum is lowered.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10959,6 +11016,13 @@ func (*SetMcpToolResponse) Descriptor() ([]byte, []int) {
 func (x *SetMcpToolResponse) GetTool() *McpToolInfo {
 	if x != nil {
 		return x.Tool
+	}
+	return nil
+}
+
+func (x *SetMcpToolResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -11794,17 +11858,17 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc9\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\x02\n" +
 	"\tMcpServer\x12 \n" +
 	"\x04name\x18\x01 \x01(\tB\f\xbaH\tr\a\x18\x80\x01\xba\x01\x01\x00R\x04name\x12&\n" +
 	"\acommand\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80 \xba\x01\x01\x00R\acommand\x12)\n" +
 	"\x04args\x18\x03 \x03(\tB\x15\xbaH\x12\x92\x01\x0f\x10\x80\x01\"\n" +
-	"r\b\x18\x80\x80\x01\xba\x01\x01\x00R\x04args\x12Z\n" +
-	"\x03env\x18\x04 \x03(\v2\x1c.guard.v1.McpServer.EnvEntryB*\xbaH'\x9a\x01$\x10\x80\x01\"\x14r\x12\x10\x01\x18\x80\x022\v^[^=\\x00]*$*\tr\a\x18\x80 \xba\x01\x01\x00R\x03env\x123\n" +
+	"r\b\x18\x80\x80\x01\xba\x01\x01\x00R\x04args\x12^\n" +
+	"\x03env\x18\x04 \x03(\v2\x1c.guard.v1.McpServer.EnvEntryB.\xbaH'\x9a\x01$\x10\x80\x01\"\x14r\x12\x10\x01\x18\x80\x022\v^[^=\\x00]*$*\tr\a\x18\x80 \xba\x01\x01\x00\xd8\xf3\x18\x01R\x03env\x123\n" +
 	"\x05image\x18\x05 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x042\x13^[^\\x00-\\x20\\x7f]*$R\x05image\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcb\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:\x12\xe2\xf3\x18\x0eadd_mcp_server\"\xcb\x03\n" +
 	"\vGroupConfig\x12/\n" +
 	"\tcli_scope\x18\x01 \x01(\x0e2\x12.guard.v1.CliScopeR\bcliScope\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\tR\x04cpus\x12\x16\n" +
@@ -11893,9 +11957,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x05_cpusB\t\n" +
 	"\a_memoryB\x11\n" +
 	"\x0f_hold_approvalsB\x10\n" +
-	"\x0e_agent_command\"J\n" +
+	"\x0e_agent_command\"f\n" +
 	"\x19UpdateGroupConfigResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xd5\x01\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xd5\x01\n" +
 	"\x16AddGroupPackageRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12<\n" +
 	"\amanager\x18\x02 \x01(\x0e2\x18.guard.v1.PackageManagerB\b\xbaH\x05\x82\x01\x02\x10\x01R\amanager\x12@\n" +
@@ -11907,10 +11972,11 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\amanager\x18\x02 \x01(\x0e2\x18.guard.v1.PackageManagerB\b\xbaH\x05\x82\x01\x02\x10\x01R\amanager\x127\n" +
 	"\apackage\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\apackage\"K\n" +
 	"\x1aRemoveGroupPackageResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x84\x01\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\x9e\x01\n" +
 	"\x18AddGroupMcpServerRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x12+\n" +
-	"\x06server\x18\x02 \x01(\v2\x13.guard.v1.McpServerR\x06server\"J\n" +
+	"\x06server\x18\x02 \x01(\v2\x13.guard.v1.McpServerR\x06server\x12\x18\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\"J\n" +
 	"\x19AddGroupMcpServerResponse\x12-\n" +
 	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"|\n" +
 	"\x1bRemoveGroupMcpServerRequest\x12;\n" +
@@ -12332,9 +12398,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\fremind_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vremindAfter\x12@\n" +
 	"\x0eescalate_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\rescalateAfter\x12L\n" +
 	"\vescalate_to\x18\a \x03(\tB+\xbaH(\x92\x01%\x10\x10\"!r\x1f\x10\x01\x18\x80\x012\x18^[A-Za-z0-9._:@#+=/ -]*$R\n" +
-	"escalateTo\"I\n" +
+	"escalateTo\"e\n" +
 	"\x19SetActionSettingsResponse\x12,\n" +
-	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry\"\xac\x01\n" +
+	"\x05entry\x18\x01 \x01(\v2\x16.guard.v1.CatalogEntryR\x05entry\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xac\x01\n" +
 	"\x0eMcpServerState\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -12379,9 +12446,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06server\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06server\x122\n" +
 	"\x06effect\x18\x03 \x01(\x0e2\x10.guard.v1.EffectB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06effect\x12'\n" +
 	"\tapprovals\x18\x04 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
-	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"N\n" +
+	"\x04mode\x18\x05 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"j\n" +
 	"\x1bSetMcpServerDefaultResponse\x12/\n" +
-	"\x06server\x18\x01 \x01(\v2\x17.guard.v1.McpServerInfoR\x06server\"\xe7\x01\n" +
+	"\x06server\x18\x01 \x01(\v2\x17.guard.v1.McpServerInfoR\x06server\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xe7\x01\n" +
 	"\x13ListMcpToolsRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x123\n" +
 	"\x06server\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16\x18\x80\x012\x11^[A-Za-z0-9._-]*$R\x06server\x12 \n" +
@@ -12398,9 +12466,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x04tool\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x04tool\x122\n" +
 	"\x06effect\x18\x04 \x01(\x0e2\x10.guard.v1.EffectB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06effect\x12'\n" +
 	"\tapprovals\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\tapprovals\x127\n" +
-	"\x04mode\x18\x06 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"?\n" +
+	"\x04mode\x18\x06 \x01(\x0e2\x19.guard.v1.EnforcementModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"[\n" +
 	"\x12SetMcpToolResponse\x12)\n" +
-	"\x04tool\x18\x01 \x01(\v2\x15.guard.v1.McpToolInfoR\x04tool\"t\n" +
+	"\x04tool\x18\x01 \x01(\v2\x15.guard.v1.McpToolInfoR\x04tool\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"t\n" +
 	"\x0fReportedMcpTool\x121\n" +
 	"\x04name\x18\x01 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x04name\x12.\n" +
 	"\vdescription\x18\x02 \x01(\tB\f\xbaH\tr\a\x18\x80@\xba\x01\x01\x00R\vdescription\"\xb4\x02\n" +
@@ -12505,16 +12574,16 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x18FREEZE_SCOPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FREEZE_SCOPE_ALL\x10\x01\x12\x16\n" +
 	"\x12FREEZE_SCOPE_GROUP\x10\x02\x12\x17\n" +
-	"\x13FREEZE_SCOPE_RUNNER\x10\x032\x89T\n" +
+	"\x13FREEZE_SCOPE_RUNNER\x10\x032\x8fT\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
-	"\x18registry.register_runner\x10\x01\"\x01\x02\x12_\n" +
-	"\aConnect\x12\x18.guard.v1.ConnectRequest\x1a\x19.guard.v1.ConnectResponse\"\x1b\xca\xf3\x18\x17\n" +
-	"\x10registry.connect\x10\x01\"\x01\x02(\x010\x01\x12l\n" +
+	"\x18registry.register_runner\x10\x01\"\x01\x02\x12a\n" +
+	"\aConnect\x12\x18.guard.v1.ConnectRequest\x1a\x19.guard.v1.ConnectResponse\"\x1d\xca\xf3\x18\x19\n" +
+	"\x10registry.connect\x10\x01\"\x01\x028\x01(\x010\x01\x12l\n" +
 	"\vOpenSession\x12\x1c.guard.v1.OpenSessionRequest\x1a\x1d.guard.v1.OpenSessionResponse\" \xca\xf3\x18\x1c\n" +
-	"\x15registry.open_session\x10\x01\"\x01\x02\x12\x81\x01\n" +
-	"\x10GetSessionConfig\x12!.guard.v1.GetSessionConfigRequest\x1a\".guard.v1.GetSessionConfigResponse\"&\xca\xf3\x18\"\n" +
-	"\x1bregistry.get_session_config\x10\x01\"\x01\x02\x12l\n" +
+	"\x15registry.open_session\x10\x01\"\x01\x02\x12\x83\x01\n" +
+	"\x10GetSessionConfig\x12!.guard.v1.GetSessionConfigRequest\x1a\".guard.v1.GetSessionConfigResponse\"(\xca\xf3\x18$\n" +
+	"\x1bregistry.get_session_config\x10\x01\"\x01\x028\x01\x12l\n" +
 	"\vApplyAction\x12\x1c.guard.v1.ApplyActionRequest\x1a\x1d.guard.v1.ApplyActionResponse\" \xca\xf3\x18\x1c\n" +
 	"\x15registry.apply_action\x10\x01\"\x01\x02\x12q\n" +
 	"\fRouteInbound\x12\x1d.guard.v1.RouteInboundRequest\x1a\x1e.guard.v1.RouteInboundResponse\"\"\xca\xf3\x18\x1e\n" +
@@ -12679,9 +12748,9 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x0fListModelPrices\x12 .guard.v1.ListModelPricesRequest\x1a!.guard.v1.ListModelPricesResponse\"2\xca\xf3\x18.\n" +
 	"\x12models.prices.list\x10\x01\x1a\x0fmodel-providers\"\x03\x01\x02\x04(\x01\x12}\n" +
 	"\x0eListModelUsage\x12\x1f.guard.v1.ListModelUsageRequest\x1a .guard.v1.ListModelUsageResponse\"(\xca\xf3\x18$\n" +
-	"\x11models.usage.list\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12u\n" +
-	"\rGetModelRoute\x12\x1e.guard.v1.GetModelRouteRequest\x1a\x1f.guard.v1.GetModelRouteResponse\"#\xca\xf3\x18\x1f\n" +
-	"\x18registry.get_model_route\x10\x01\"\x01\x02\x12\x85\x01\n" +
+	"\x11models.usage.list\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12w\n" +
+	"\rGetModelRoute\x12\x1e.guard.v1.GetModelRouteRequest\x1a\x1f.guard.v1.GetModelRouteResponse\"%\xca\xf3\x18!\n" +
+	"\x18registry.get_model_route\x10\x01\"\x01\x028\x01\x12\x85\x01\n" +
 	"\x11ReserveModelUsage\x12\".guard.v1.ReserveModelUsageRequest\x1a#.guard.v1.ReserveModelUsageResponse\"'\xca\xf3\x18#\n" +
 	"\x1cregistry.reserve_model_usage\x10\x01\"\x01\x02\x12\x81\x01\n" +
 	"\x10SettleModelUsage\x12!.guard.v1.SettleModelUsageRequest\x1a\".guard.v1.SettleModelUsageResponse\"&\xca\xf3\x18\"\n" +

@@ -23,9 +23,11 @@ func TestHoldCardsShowEverythingTheActionApplies(t *testing.T) {
 				"env": map[string]any{"NODE_OPTIONS": "--require /workspace/evil.js"}}),
 		}
 	})
+	// An env value is a secret (issue 41): the card names every variable
+	// the server gets, never a value.
 	want := map[string][]string{
 		"a2a_message_gate": {"hello beta", "HIDDEN-CONTENT", "HIDDEN-DATA"},
-		"add_mcp_server":   {"docs-mcp", "NODE_OPTIONS=--require /workspace/evil.js"},
+		"add_mcp_server":   {"docs-mcp", "NODE_OPTIONS=<redacted>"},
 	}
 	for kind, parts := range want {
 		var hold *guardv1.Hold
@@ -43,6 +45,9 @@ func TestHoldCardsShowEverythingTheActionApplies(t *testing.T) {
 			if !strings.Contains(hold.GetQuestion(), p) {
 				t.Errorf("%s card does not show %q:\n%s", kind, p, hold.GetQuestion())
 			}
+		}
+		if strings.Contains(hold.GetQuestion(), "evil.js") {
+			t.Errorf("%s card shows an env value:\n%s", kind, hold.GetQuestion())
 		}
 	}
 }

@@ -179,13 +179,31 @@ func (sp *sessionProxy) track(conns ...net.Conn) func() {
 	}
 }
 
+// accept serves the session's socket. The agent's side connections are
+// bounded too (twice the open connections): one that asks nothing still
+// holds a file and a goroutine of the runner until the header wait ends,
+// and a flood of them must cost the other sessions nothing.
 func (sp *sessionProxy) accept() {
+	clients := make(chan struct{}, 2*sp.p.cfg.Limits.MaxOpen)
 	for {
 		c, err := sp.ln.Accept()
 		if err != nil {
 			return // closed by stop
 		}
-		go sp.serve(c)
+		select {
+		case clients <- struct{}{}:
+		default:
+			go func() {
+				(&refused{status: http.StatusTooManyRequests, outcome: "limited", retry: time.Second,
+					text: "too many connections to the proxy from this session (limit clients); retry later"}).write(c)
+				c.Close()
+			}()
+			continue
+		}
+		go func() {
+			defer func() { <-clients }()
+			sp.serve(c)
+		}()
 	}
 }
 

@@ -380,3 +380,37 @@ func TestIdleTunnelCloses(t *testing.T) {
 		t.Fatalf("idle tunnel: %v, want EOF", err)
 	}
 }
+
+// A flood of idle connections to the socket is bounded; another session's
+// proxy still answers.
+func TestIdleClientFloodBounded(t *testing.T) {
+	r := newRig(t, Limits{MaxOpen: 2, Rate: 1000, Burst: 1000, Idle: time.Minute, MaxDuration: time.Hour, HoldWait: time.Second, DialTimeout: time.Second})
+	var idle []net.Conn
+	for i := 0; i < 4; i++ { // 2 × MaxOpen: the bound
+		c, err := net.Dial("unix", r.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("unix", r.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 429 || !strings.Contains(body(resp), "limit clients") {
+		t.Fatalf("a connection past the bound: %v %v", resp, err)
+	}
+	e := newEcho(t)
+	target := fmt.Sprintf("127.0.0.1:%d", e.port())
+	r.guard.answers[target] = guardv1.Effect_EFFECT_ALLOW
+	if _, resp := connectVia(t, r.serve("s2"), target, "", ""); resp.StatusCode != 200 {
+		t.Fatalf("another session: %s", resp.Status)
+	}
+}

@@ -23,6 +23,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/retry"
+	"github.com/clawguard/clawguard/proto/secret"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 )
 
@@ -359,7 +360,8 @@ func addMCPServerCard(s delivery.Session, p *structpb.Struct) (string, string) {
 	}
 	q += "\n\nThe runner hosts it outside the agent's container; each of its tool calls is then decided by its tool settings (hold until set)."
 	// The env is applied with the server (NODE_OPTIONS, PATH, proxies…):
-	// the approver must see it.
+	// the approver must see which variables it sets. Their values are
+	// secrets, shown to nobody (the hold's payload is redacted too).
 	if env := p.GetFields()["env"].GetStructValue().GetFields(); len(env) > 0 {
 		keys := make([]string, 0, len(env))
 		for k := range env {
@@ -368,9 +370,9 @@ func addMCPServerCard(s delivery.Session, p *structpb.Struct) (string, string) {
 		sort.Strings(keys)
 		vars := make([]string, 0, len(keys))
 		for _, k := range keys {
-			vars = append(vars, k+"="+env[k].GetStringValue())
+			vars = append(vars, k+"="+secret.Redacted)
 		}
-		q += "\n\nEnvironment: " + clip(strings.Join(vars, " "), 1000)
+		q += "\n\nEnvironment (values are write-only): " + clip(strings.Join(vars, " "), 1000)
 	}
 	return "Add MCP server", q
 }

@@ -25,6 +25,7 @@ import (
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/mcpcall"
+	"github.com/clawguard/clawguard/proto/secret"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 	"github.com/clawguard/clawguard/runner/internal/mcphost"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
@@ -50,6 +51,9 @@ type Deps struct {
 type Tools struct {
 	d    Deps
 	runs sync.Map // hold id → *run: an approved call run (or running) by this process
+	// envs: group id → its servers' env values, scrubbed from what is
+	// reported of a server (its failure may quote its environment).
+	envs sync.Map
 }
 
 // run is one approved call in this process: its result is kept until the
@@ -247,7 +251,11 @@ func (t *Tools) Sync(g *guardv1.Group) {
 		return
 	}
 	var specs []rt.MCPServerSpec
+	var values []string
 	for _, m := range g.GetConfig().GetMcpServers() {
+		for _, v := range m.GetEnv() {
+			values = append(values, v)
+		}
 		if !mcpcall.ValidServer(m.GetName()) {
 			t.d.Log.Warn("MCP server with an invalid name not hosted", "group", g.GetId(), "server", m.GetName())
 			continue
@@ -258,7 +266,17 @@ func (t *Tools) Sync(g *guardv1.Group) {
 		}
 		specs = append(specs, rt.MCPServerSpec{Name: m.GetName(), Command: m.GetCommand(), Args: m.GetArgs(), Env: m.GetEnv(), Image: img})
 	}
+	t.envs.Store(g.GetId(), values)
 	t.d.Host.Sync(g.GetId(), specs)
+}
+
+// scrubbed is what a server of group reports (an error) without its
+// group's env values: they are write-only, and this text is read by the
+// group's agents and admins (ncl mcp servers list).
+func (t *Tools) scrubbed(group, text string) string {
+	values, _ := t.envs.Load(group)
+	vs, _ := values.([]string)
+	return secret.Scrub(text, vs)
 }
 
 // List is the session's guarded tools (the gateway's ListTools): every
@@ -274,6 +292,7 @@ func (t *Tools) List(ctx context.Context, s delivery.Session) ([]*agentv1.McpToo
 		tools, err := t.d.Host.Tools(ctx, s.GroupID, server)
 		rep := &guardv1.ReportMcpToolsRequest{SessionId: s.ID, Server: server, State: "running"}
 		if err != nil {
+			err = errors.New(t.scrubbed(s.GroupID, err.Error()))
 			rep.State, rep.Error = "failed", clip(err.Error(), 4000)
 		}
 		for _, tl := range tools {

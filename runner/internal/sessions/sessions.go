@@ -284,18 +284,19 @@ func (m *Manager) NotifyOnce(sessionID, key string, n *agentv1.Notice) {
 }
 
 // Open sets up a session the server just opened on this runner and starts
-// its agent with the group (and config) OpenSession returned.
+// its agent with its group's current config.
 func (m *Manager) Open(ctx context.Context, sess *guardv1.Session, g *guardv1.Group) (*Session, error) {
 	s, err := m.Ensure(sess.GetId(), sess.GetAgentGroupId())
 	if err != nil {
 		return nil, err
 	}
+	// The config is read with GetSessionConfig, the one answer that carries
+	// the group's MCP server environment (OpenSession's is redacted); g is
+	// the fallback when that read fails.
 	if g.GetId() == s.GroupID {
-		m.remember(g)
-	} else {
-		g = m.group(ctx, s)
+		m.fallback(g)
 	}
-	return s, m.start(ctx, s, g)
+	return s, m.start(ctx, s, m.group(ctx, s))
 }
 
 // Wake starts the session's agent unless it is running.
@@ -577,6 +578,17 @@ func (m *Manager) group(ctx context.Context, s *Session) *guardv1.Group {
 		return g
 	}
 	return &guardv1.Group{Id: s.GroupID, Config: &guardv1.GroupConfig{}}
+}
+
+// fallback keeps a group's config for when GetSessionConfig cannot be read,
+// unless one was read already; it hosts no MCP server (its secrets are
+// redacted: only GetSessionConfig's config is handed to OnGroup).
+func (m *Manager) fallback(g *guardv1.Group) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.groups[g.GetId()] == nil {
+		m.groups[g.GetId()] = g
+	}
 }
 
 // remember keeps a group's config as the last one read.

@@ -285,12 +285,16 @@ func TestIdleAgentsStopAndAPushWakesThem(t *testing.T) {
 	}
 }
 
-// Open starts the agent on the group OpenSession answered with, without a
-// second read; later restarts read the current config.
-func TestOpenStartsWithTheOpenedGroupsConfig(t *testing.T) {
+// Open starts the agent on the group's config as GetSessionConfig answers
+// it — the one answer carrying the MCP servers' environment (OpenSession's
+// is redacted, issue 41) — and only that config is handed on to host them.
+func TestOpenStartsWithTheRunnersOwnConfigRead(t *testing.T) {
 	m, f, rt := newManager(t)
+	var hosted atomic.Value
+	m.cfg.OnGroup = func(g *guardv1.Group) { hosted.Store(g.GetConfig().GetMcpServers()[0].GetEnv()["TOKEN"]) }
 	ctx := context.Background()
 	opened := &guardv1.Group{Id: "g1", Config: f.config()}
+	opened.Config.McpServers[0].Env["TOKEN"] = "<redacted>"
 	s, err := m.Open(ctx, &guardv1.Session{Id: "s2", AgentGroupId: "g1"}, opened)
 	if err != nil {
 		t.Fatal(err)
@@ -298,8 +302,11 @@ func TestOpenStartsWithTheOpenedGroupsConfig(t *testing.T) {
 	if !running(rt, "s2") {
 		t.Fatal("opened session not started")
 	}
-	if _, read := f.asserted.Load().(string); read {
-		t.Fatal("Open read the config again although OpenSession carried it")
+	if got, read := f.asserted.Load().(string); !read || got != "" {
+		t.Fatalf("Open's config read asserted %q (read: %v): want the runner's own GetSessionConfig", got, read)
+	}
+	if got := hosted.Load(); got != "mcp-secret" {
+		t.Fatalf("the MCP servers were handed env TOKEN=%v: want GetSessionConfig's value, never OpenSession's redacted one", got)
 	}
 	checkLimits(t, rt, "s2", 1)
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/secret"
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/commands"
@@ -157,6 +158,14 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 			FillGroup(msg, caller.Agent.GroupID)
 		}
 	}
+	if caller.Agent != nil {
+		// A secret written as "<redacted>" keeps the value the server holds:
+		// an agent, which can never read that value, cannot keep it either
+		// (say, for a command of its choosing).
+		if refs := secret.References(msg); len(refs) > 0 {
+			return nil, InvalidArgument(refs[0], "an agent cannot keep a secret it cannot read: set the value")
+		}
+	}
 	// The handler's own checks come before the guard: a request the handler
 	// would refuse is refused now, never held for a human to approve only to
 	// fail once replayed (a hold that can never succeed).
@@ -176,7 +185,7 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 	}
 	req := &guard.Request{Input: guard.Input{Action: r.GetAction(), Actor: actor, Payload: payload, Grant: grant}}
 	if caller.Agent != nil && r.GetAccess() == guardv1.Access_ACCESS_APPROVAL && grant == "" {
-		card, err := commandCard(fullMethod, r, caller.Agent, payload)
+		card, err := commandCard(fullMethod, r, caller.Agent, msg, payload)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "build hold card: %v", err)
 		}
@@ -246,7 +255,9 @@ func messageMap(msg proto.Message) (map[string]any, error) {
 	return out, nil
 }
 
-func commandCard(fullMethod string, r *guardv1.Rule, a *authn.Agent, request map[string]any) (*guardv1.HoldCard, error) {
+// commandCard is a held admin command's card: the payload keeps the request
+// whole (it is replayed), the question shows it with its secrets redacted.
+func commandCard(fullMethod string, r *guardv1.Rule, a *authn.Agent, msg proto.Message, request map[string]any) (*guardv1.HoldCard, error) {
 	payload, err := structpb.NewStruct(map[string]any{
 		"method":  fullMethod,
 		"request": request,
@@ -255,10 +266,14 @@ func commandCard(fullMethod string, r *guardv1.Rule, a *authn.Agent, request map
 	if err != nil {
 		return nil, err
 	}
+	shown, err := messageMap(secret.Redact(msg))
+	if err != nil {
+		return nil, err
+	}
 	return &guardv1.HoldCard{
 		Kind:     commands.ApprovalAction,
 		Title:    "CLI: " + r.GetAction(),
-		Question: fmt.Sprintf("Agent group %q wants to run:\n`ncl %s%s`", a.GroupID, strings.ReplaceAll(r.GetAction(), ".", " "), argSummary(request)),
+		Question: fmt.Sprintf("Agent group %q wants to run:\n`ncl %s%s`", a.GroupID, strings.ReplaceAll(r.GetAction(), ".", " "), argSummary(shown)),
 		Payload:  payload,
 	}, nil
 }
@@ -326,7 +341,8 @@ func (g *AdminGuard) Replay(ctx context.Context, h *guardv1.Hold) error {
 	}
 	result := ""
 	if pm, ok := out.(proto.Message); ok {
-		if b, err := jsonOpts.Marshal(pm); err == nil {
+		// The agent reads this: the answer as any caller gets it, redacted.
+		if b, err := jsonOpts.Marshal(secret.Redact(pm)); err == nil {
 			result = "\n" + string(b)
 		}
 	}

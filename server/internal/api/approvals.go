@@ -79,7 +79,7 @@ func (s *ApprovalsService) Resolve(ctx context.Context, req *guardv1.ResolveRequ
 	}
 	h, g, err := s.d.Approvals.ResolveStanding(ctx, approvals.Resolution{
 		HoldID: req.GetId(), Outcome: req.GetOutcome(), Clicker: clicker, Reason: req.GetReason(), Choice: req.GetChoice(),
-		Channel: resolveChannel(caller, clicker), SteppedUp: steppedUp(caller),
+		Channel: resolveChannel(caller, clicker), SteppedUp: steppedUp(caller), ChatTap: chatTap(caller),
 		Standing: approvals.Standing{For: req.GetStandingFor().AsDuration(), Session: req.GetStandingSession()},
 	})
 	if err != nil {
@@ -117,6 +117,13 @@ func steppedUp(caller authn.Caller) bool {
 	}
 	k := caller.Principal.Kind
 	return k == guardv1.Principal_PRINCIPAL_USER || k == guardv1.Principal_PRINCIPAL_OPERATOR
+}
+
+// chatTap: the click is a bridge's assertion of a chat user — the bridge
+// itself, or a chat user an admin RPC runs as (bridge_as_user) — not a
+// person's own token or console session.
+func chatTap(caller authn.Caller) bool {
+	return caller.Principal.Kind == guardv1.Principal_PRINCIPAL_BRIDGE || (caller.Via != "" && caller.Via != "console")
 }
 
 // WatchCursorHeader is the response header a Watch stream sends once it is
@@ -283,7 +290,11 @@ func viewer(ctx context.Context) (authn.Caller, approvals.Viewer, error) {
 	case guardv1.Principal_PRINCIPAL_USER:
 		return caller, approvals.Viewer{UserID: caller.Principal.UserID}, nil
 	case guardv1.Principal_PRINCIPAL_RUNNER:
-		return caller, approvals.Viewer{RunnerID: caller.Principal.RunnerID}, nil
+		v := approvals.Viewer{RunnerID: caller.Principal.RunnerID}
+		if caller.Agent != nil {
+			v.AgentGroup = caller.Agent.GroupID // an agent sees its own group's holds only
+		}
+		return caller, v, nil
 	}
 	return caller, approvals.Viewer{}, status.Error(codes.PermissionDenied, "unknown principal")
 }

@@ -47,8 +47,10 @@ func TestHeldCommandCardShowsTheWholeRequest(t *testing.T) {
 	if err := srv.Pool.QueryRow(ctx, `SELECT question FROM holds WHERE id = $1`, holdID).Scan(&question); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(question, "NODE_OPTIONS") || !strings.Contains(question, "evil.js") {
-		t.Fatalf("card hides part of the request:\n%s", question)
+	// Every argument is shown; an env value is a secret (issue 41): its
+	// key is shown, its value never.
+	if !strings.Contains(question, "docs-mcp") || !strings.Contains(question, "NODE_OPTIONS") || strings.Contains(question, "evil.js") {
+		t.Fatalf("card hides part of the request, or shows a secret:\n%s", question)
 	}
 
 	// Beyond the card's bound the cut is announced, never silent.

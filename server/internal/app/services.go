@@ -36,6 +36,10 @@ type services struct {
 // handed exactly the parts its handlers use.
 func buildServices(ctx context.Context, d *Parts) (*services, error) {
 	s := &services{}
+	// Every answer's secrets redacted, the outermost domain interceptor: the
+	// console's in-process calls run this chain too (api/redact.go).
+	s.chain.Unary = append(s.chain.Unary, api.RedactUnary)
+	s.chain.Stream = append(s.chain.Stream, api.RedactStream)
 	// The hold contract first: the guard creates holds through it, inbound
 	// and the admin replay register their after-approve handlers on it.
 	if err := wireApprovals(ctx, d, s); err != nil {

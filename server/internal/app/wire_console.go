@@ -80,13 +80,24 @@ func (b backend) Call(ctx context.Context, caller authn.Caller, fullMethod strin
 	return m, nil
 }
 
-// Watch runs Approvals.Watch for caller, sending each event to send.
+// Watch runs Approvals.Watch for caller, sending each event to send,
+// through the stream chain's domain interceptors as a gRPC Watch runs
+// (its secrets redacted on the way out).
 func (b backend) Watch(ctx context.Context, caller authn.Caller, req *guardv1.WatchRequest, started func() error, send func(*guardv1.WatchResponse) error) error {
 	ctx = authn.WithCaller(ctx, caller)
 	if err := checkPrincipal(ctx, guardv1.Approvals_Watch_FullMethodName); err != nil {
 		return err
 	}
-	return b.s.approvals.Watch(req, &watchStream{ctx: ctx, started: started, send: send})
+	info := &grpc.StreamServerInfo{FullMethod: guardv1.Approvals_Watch_FullMethodName, IsServerStream: true}
+	h := func(_ any, ss grpc.ServerStream) error {
+		return b.s.approvals.Watch(req, &grpc.GenericServerStream[guardv1.WatchRequest, guardv1.WatchResponse]{ServerStream: ss})
+	}
+	chain := b.s.chain.Stream
+	for i := len(chain) - 1; i >= 0; i-- {
+		next, ic := h, chain[i]
+		h = func(srv any, ss grpc.ServerStream) error { return ic(srv, ss, info, next) }
+	}
+	return h(nil, &watchStream{ctx: ctx, started: started, send: send})
 }
 
 // watchStream is the server side of an in-process Watch. Watch sends its
@@ -98,8 +109,15 @@ type watchStream struct {
 	send    func(*guardv1.WatchResponse) error
 }
 
-func (w *watchStream) Context() context.Context             { return w.ctx }
-func (w *watchStream) Send(ev *guardv1.WatchResponse) error { return w.send(ev) }
-func (w *watchStream) SendHeader(metadata.MD) error         { return w.started() }
-func (w *watchStream) SetHeader(metadata.MD) error          { return nil }
-func (w *watchStream) SetTrailer(metadata.MD)               {}
+func (w *watchStream) Context() context.Context     { return w.ctx }
+func (w *watchStream) SendHeader(metadata.MD) error { return w.started() }
+func (w *watchStream) SetHeader(metadata.MD) error  { return nil }
+func (w *watchStream) SetTrailer(metadata.MD)       {}
+
+func (w *watchStream) SendMsg(m any) error {
+	ev, ok := m.(*guardv1.WatchResponse)
+	if !ok {
+		return fmt.Errorf("watch sent %T", m)
+	}
+	return w.send(ev)
+}

@@ -60,7 +60,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 	}
 	var standing guard.StandingFinder
 	if d.Config.StandingGrantMax > 0 {
-		standing = standingFinder
+		standing = standingFinder(d.Approvals)
 	}
 	eng := guard.NewEngine(cat, d.Store.Pool, guard.Options{
 		Log:          d.Log.With("component", "guard"),
@@ -69,6 +69,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 		ObserveMode:  d.Metrics.ObserveMode,
 		Warn:         d.Approvals.NotifyWarning,
 		Holds:        holdCreator(d.Approvals),
+		HoldReach:    holdReach(d.Approvals),
 		Standing:     standing,
 		Approved:     approvedFinder,
 		ConsumeHold:  approvals.Consume,
@@ -141,18 +142,7 @@ func MissingActions(cat *guard.Catalog) []string {
 
 func holdCreator(svc *approvals.Service) guard.HoldCreator {
 	return func(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (guard.HoldResult, error) {
-		c := hr.Card
-		req := approvals.CreateRequest{
-			Kind: hr.Kind, CatalogAction: hr.CatalogAction, Payload: hr.Payload, Resource: hr.Resource,
-			SessionID: hr.SessionID, AgentGroupID: hr.AgentGroupID, Requester: hr.Requester,
-			Rule: hr.Rule, Scope: hr.Scope,
-			Title: c.GetTitle(), Question: c.GetQuestion(), Options: c.GetOptions(), DedupKey: c.GetDedupKey(),
-			OriginChannel: c.GetOriginChannelType(), RecordDeliveredTo: c.GetRecordDeliveredTo(),
-			DeliveryAction: c.GetDeliveryAction(), Approvals: hr.Approvals,
-		}
-		if c.GetExpiresAt() != nil {
-			req.ExpiresAt = c.GetExpiresAt().AsTime()
-		}
+		req := createRequest(hr)
 		if hr.BeforeEvent != nil {
 			req.BeforeEvent = func(ctx context.Context, b *pgx.Batch, res approvals.CreateResult) error {
 				return hr.BeforeEvent(ctx, b, holdResult(res))
@@ -166,18 +156,44 @@ func holdCreator(svc *approvals.Service) guard.HoldCreator {
 	}
 }
 
+// holdReach asks the approvals service whether a dry run's hold could be made.
+func holdReach(svc *approvals.Service) guard.HoldReach {
+	return func(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (string, error) {
+		return svc.ReachableTx(ctx, tx, createRequest(hr))
+	}
+}
+
+// createRequest is the hold a decision asks for, as the approvals service takes it.
+func createRequest(hr guard.HoldRequest) approvals.CreateRequest {
+	c := hr.Card
+	req := approvals.CreateRequest{
+		Kind: hr.Kind, CatalogAction: hr.CatalogAction, Payload: hr.Payload, Resource: hr.Resource,
+		SessionID: hr.SessionID, AgentGroupID: hr.AgentGroupID, Requester: hr.Requester,
+		Rule: hr.Rule, Scope: hr.Scope,
+		Title: c.GetTitle(), Question: c.GetQuestion(), Options: c.GetOptions(), DedupKey: c.GetDedupKey(),
+		OriginChannel: c.GetOriginChannelType(), RecordDeliveredTo: c.GetRecordDeliveredTo(),
+		DeliveryAction: c.GetDeliveryAction(), Approvals: hr.Approvals,
+	}
+	if c.GetExpiresAt() != nil {
+		req.ExpiresAt = c.GetExpiresAt().AsTime()
+	}
+	return req
+}
+
 // standingFinder asks the approvals service for a live standing grant
 // matching the hold a decision is about to create.
-func standingFinder(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (*guard.StandingUse, error) {
-	u, err := approvals.UseStandingTx(ctx, tx, approvals.StandingQuery{
-		Kind: hr.Kind, CatalogAction: hr.CatalogAction, AgentGroupID: hr.AgentGroupID, SessionID: hr.SessionID,
-		RequesterGroupID: hr.Requester.GetAgent().GetAgentGroupId(), Resource: hr.Resource,
-		Rule: hr.Rule, Scope: hr.Scope, Payload: hr.Payload.AsMap(),
-	})
-	if err != nil || u == nil {
-		return nil, err
+func standingFinder(svc *approvals.Service) guard.StandingFinder {
+	return func(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (*guard.StandingUse, error) {
+		u, err := svc.UseStandingTx(ctx, tx, approvals.StandingQuery{
+			Kind: hr.Kind, CatalogAction: hr.CatalogAction, AgentGroupID: hr.AgentGroupID, SessionID: hr.SessionID,
+			RequesterGroupID: hr.Requester.GetAgent().GetAgentGroupId(), Resource: hr.Resource,
+			Rule: hr.Rule, Scope: hr.Scope, Payload: hr.Payload.AsMap(), Approvals: hr.Approvals,
+		})
+		if err != nil || u == nil {
+			return nil, err
+		}
+		return &guard.StandingUse{ID: u.ID, HoldID: u.HoldID, ApprovedBy: u.ApprovedBy, Until: u.Until}, nil
 	}
-	return &guard.StandingUse{ID: u.ID, HoldID: u.HoldID, ApprovedBy: u.ApprovedBy, Until: u.Until}, nil
 }
 
 // approvedFinder asks the approvals service for an approval left for the

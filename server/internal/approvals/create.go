@@ -41,55 +41,11 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if req.Kind == "" {
 		return CreateResult{}, errors.New("create hold: kind is required")
 	}
-	origin := req.OriginChannel
-	groupID := req.AgentGroupID
-	if req.SessionID != "" {
-		var sessGroup, sessChannel string
-		err := tx.QueryRow(ctx, `SELECT s.agent_group_id, COALESCE(mg.channel_type, '')
-			FROM sessions s LEFT JOIN messaging_groups mg ON mg.id = s.messaging_group_id
-			WHERE s.id = $1`, req.SessionID).Scan(&sessGroup, &sessChannel)
-		if err != nil {
-			return CreateResult{}, fmt.Errorf("create hold: session %s: %w", req.SessionID, err)
-		}
-		if groupID == "" {
-			groupID = sessGroup
-		}
-		if origin == "" {
-			origin = sessChannel
-		}
+	a, err := anchorTx(ctx, tx, req)
+	if err != nil {
+		return CreateResult{}, err
 	}
-
-	// The rule's columns: exclusive → approver_user_id is the one user;
-	// admins-of-scope → agent_group_id is the anchor and approver_user_id
-	// the recorded delivered-to approver (if any).
-	rule := req.Rule
-	if rule == nil {
-		rule = &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{}}}
-	}
-	var (
-		ruleName    string
-		exclusiveID string
-		alsoIDs     []string // further named approvers of an exclusive rule
-		namedDeliv  string
-	)
-	switch r := rule.GetKind().(type) {
-	case *guardv1.ApproverRule_Exclusive:
-		ruleName, exclusiveID = ruleExclusive, r.Exclusive.GetUserId()
-		if exclusiveID == "" {
-			return CreateResult{}, errors.New("create hold: exclusive approver rule names no user")
-		}
-		alsoIDs = distinctOthers(exclusiveID, r.Exclusive.GetAlsoUserIds())
-	case *guardv1.ApproverRule_AdminsOfScope:
-		ruleName, namedDeliv = ruleAdminsOfScope, r.AdminsOfScope.GetDeliveredTo()
-		if g := r.AdminsOfScope.GetAgentGroupId(); g != "" {
-			groupID = g
-		}
-	default:
-		return CreateResult{}, errors.New("create hold: approver rule has no kind")
-	}
-	global := req.Scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL
-
-	dedupKey := ScopedDedupKey(req.Kind, groupID, req.SessionID, req.DedupKey)
+	dedupKey := ScopedDedupKey(req.Kind, a.groupID, req.SessionID, req.DedupKey)
 	if dedupKey != "" {
 		existing, err := s.liveByDedupKey(ctx, tx, dedupKey)
 		if err != nil {
@@ -99,46 +55,18 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 			return CreateResult{Hold: existing, Undelivered: existing.DeliveredTo == ""}, nil
 		}
 	}
-
-	// The approvers, the quorum the settings ask and the escalation plan
-	// are independent reads: one round trip. (The quorum and the plan are
-	// read even when no approver exists; reads only, nothing is lost.)
-	var (
-		candidates []candidate
-		chain      int
-		plan       EscalationPlan
-	)
-	reads := &pgx.Batch{}
-	queuePickApprovers(reads, &candidates, ruleName, append([]string{exclusiveID}, alsoIDs...), namedDeliv, groupID, global)
-	needChain := ruleName == ruleAdminsOfScope && !choiceCard(req.Options)
-	if needChain {
-		s.queueRequiredApprovals(reads, &chain, req.CatalogAction, groupID, global)
-	}
-	queueEscalationPlan(reads, &plan, req, ruleName, groupID)
-	if err := tx.SendBatch(ctx, reads).Close(); err != nil {
+	// The approvers, the quorum and the escalation plan (reach.go): a hold
+	// nobody can approve, or whose quorum no set of them can meet, is not
+	// made, and the requester is told why and what would fix it.
+	ap, err := s.approversTx(ctx, tx, req, a)
+	if err != nil {
 		return CreateResult{}, err
 	}
-	if len(candidates) == 0 {
-		reason := "no owner or admin configured to approve"
-		if exclusiveID != "" {
-			reason = fmt.Sprintf("the named approver %s is not an owner or global admin, and this action needs one", exclusiveID)
-		} else if global {
-			reason = "no owner or global admin configured to approve"
-		}
-		return CreateResult{NoApprover: true, Reason: reason}, nil
+	if ap.unreachable != "" {
+		return CreateResult{NoApprover: true, Reason: ap.unreachable}, nil
 	}
-	// Quorum: an admin-chain hold needs what scope, action and group ask,
-	// and what its decision's own rule asks (an MCP tool's setting); an
-	// exclusive hold what its own rule asks (a message policy's
-	// approvals), since only its named users may approve it.
-	required := max(req.Approvals, 1)
-	if needChain {
-		required = max(required, chain)
-	}
-	if len(candidates) < required {
-		return CreateResult{NoApprover: true, Reason: fmt.Sprintf(
-			"this action needs %d distinct approvals but only %d eligible approver(s) exist", required, len(candidates))}, nil
-	}
+	candidates, required, plan := ap.candidates, ap.required, ap.plan
+	groupID, origin, ruleName, exclusiveID, alsoIDs, namedDeliv := a.groupID, a.origin, a.rule, a.exclusiveID, a.alsoIDs, a.namedDeliv
 	target := pickDelivery(candidates, origin)
 	// A quorum needs more than one approver to see the card: every other
 	// eligible approver with a known DM gets it too.
@@ -162,7 +90,6 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if expires.IsZero() && s.cfg.DefaultHoldTTL > 0 {
 		expires = time.Now().Add(s.cfg.DefaultHoldTTL)
 	}
-	var err error
 	payload := []byte("{}")
 	if req.Payload != nil {
 		if payload, err = protojson.Marshal(req.Payload); err != nil {
@@ -194,7 +121,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 		resource = map[string]string{}
 	}
 	title, question := req.Title, req.Question
-	if err := nameGroups(ctx, tx, &title, &question); err != nil {
+	if err := nameGroups(ctx, tx, req.Payload, req.Resource, &title, &question); err != nil {
 		return CreateResult{}, fmt.Errorf("create hold: %w", err)
 	}
 	hold, err := readHold(ctx, tx, sqlCreate+holdColumns,
@@ -257,26 +184,6 @@ func choiceCard(opts []*guardv1.HoldOption) bool {
 	return false
 }
 
-// queueRequiredApprovals queues the read of a hold's quorum onto b: the
-// largest of its approver scope's default, its catalog action's setting and
-// its anchor group's setting; *n is set when b's results are read.
-func (s *Service) queueRequiredApprovals(b *pgx.Batch, n *int, action, group string, global bool) {
-	def := s.cfg.GroupHoldApprovals
-	if global {
-		def = s.cfg.GlobalHoldApprovals
-	}
-	b.Queue(`SELECT GREATEST($3::int,
-			COALESCE((SELECT approvals FROM action_settings WHERE action = $1), 0),
-			COALESCE((SELECT hold_approvals FROM container_configs WHERE agent_group_id = NULLIF($2, '')), 0))`,
-		action, group, max(def, 1)).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(n); err != nil {
-			return fmt.Errorf("create hold: quorum: %w", err)
-		}
-		*n = max(*n, 1)
-		return nil
-	})
-}
-
 // liveByDedupKey returns the live hold carrying key, or nil. A pending hold
 // with the key that is already past its expiry is expired here (with its
 // event), so it neither dedups nor blocks the unique index.
@@ -316,96 +223,6 @@ func orEmpty(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// candidate is an eligible approver and the channel types of their known DMs.
-type candidate struct {
-	id  string
-	dms []string
-}
-
-// queuePickApprovers queues the read of the users who may resolve the hold
-// onto b: in delivery preference order, de-duplicated, with their DMs (one
-// query); *out is set when b's results are read.
-func queuePickApprovers(b *pgx.Batch, out *[]candidate, rule string, exclusive []string, named, groupID string, global bool) {
-	if rule == ruleExclusive {
-		// Each named user, in the rule's order; on a global hold only those
-		// who are owners or global admins (D1).
-		b.Queue(`SELECT u.id,
-				EXISTS (SELECT 1 FROM user_roles WHERE user_id = u.id AND (role = 'owner' OR (role = 'admin' AND agent_group_id IS NULL))),
-				ARRAY(SELECT channel_type FROM user_dms WHERE user_id = u.id ORDER BY channel_type)
-			FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) ORDER BY u.n`, exclusive).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var (
-					c   candidate
-					top bool
-				)
-				if err := rows.Scan(&c.id, &top, &c.dms); err != nil {
-					return fmt.Errorf("pick approvers: %w", err)
-				}
-				if !global || top {
-					*out = append(*out, c)
-				}
-			}
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("pick approvers: %w", err)
-			}
-			return nil
-		})
-		return
-	}
-	// tier -1: the named delivered-to user; 0: scoped admins of the anchor
-	// (not for global holds: they may not resolve them); 1: global admins;
-	// 2: owners.
-	b.Queue(`SELECT r.user_id, r.tier, ARRAY(SELECT channel_type FROM user_dms d WHERE d.user_id = r.user_id ORDER BY channel_type)
-		FROM (
-			SELECT NULLIF($3, '') AS user_id, -1 AS tier, NULL::timestamptz AS granted_at
-			UNION ALL
-			SELECT user_id, CASE WHEN role = 'owner' THEN 2 WHEN agent_group_id IS NULL THEN 1 ELSE 0 END, granted_at
-			  FROM user_roles
-			 WHERE role = 'owner'
-			    OR (role = 'admin' AND agent_group_id IS NULL)
-			    OR (role = 'admin' AND NOT $2 AND agent_group_id = NULLIF($1, ''))
-		) r WHERE r.user_id IS NOT NULL
-		ORDER BY r.tier, r.granted_at, r.user_id`, groupID, global, named).Query(func(rows pgx.Rows) error {
-		seen := map[string]bool{}
-		var list []candidate
-		namedIsTop := false
-		for rows.Next() {
-			var (
-				c    candidate
-				tier int
-			)
-			if err := rows.Scan(&c.id, &tier, &c.dms); err != nil {
-				return fmt.Errorf("pick approvers: %w", err)
-			}
-			switch {
-			case tier == -1 && global:
-				// On a global hold the named user counts only as an owner or
-				// global admin (then delivered to first, below).
-				continue
-			case c.id == named && tier >= 1:
-				namedIsTop = true
-			}
-			if !seen[c.id] {
-				seen[c.id] = true
-				list = append(list, c)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("pick approvers: %w", err)
-		}
-		if global && namedIsTop {
-			for i, c := range list {
-				if c.id == named {
-					list = append([]candidate{c}, append(list[:i:i], list[i+1:]...)...)
-					break
-				}
-			}
-		}
-		*out = list
-		return nil
-	})
 }
 
 // pickDelivery is the first candidate with a known DM on the origin

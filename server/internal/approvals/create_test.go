@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/approvals"
@@ -266,5 +269,44 @@ func TestACardsGroupIDsAreStoredAsNames(t *testing.T) {
 	}
 	if h.GetAgentGroupId() != "ag_5f44f5b6ed84603d" {
 		t.Fatalf("the hold's group is %q, want the id", h.GetAgentGroupId())
+	}
+}
+
+// Issue 41 item 3: the approver reads the agent's text verbatim. The card's
+// own words name the groups; an id inside the message (as written, cut
+// short, quoted or inside a command's JSON) stays the id that will be sent.
+func TestTheAgentsOwnWordsKeepTheirIDs(t *testing.T) {
+	t.Parallel()
+	pool := fixture(t)
+	exec(t, pool, `INSERT INTO agent_groups (id, name) VALUES ('ag_be2c152eff86f4a2', 'demo'), ('ag_a5d2b80e5cee4fbe', 'helper')`)
+	svc := newService(t, pool)
+	const demo, helper = "ag_be2c152eff86f4a2", "ag_a5d2b80e5cee4fbe"
+	text := "hello helper, this is " + demo + ` (say "` + helper + `")`
+	payload, _ := structpb.NewStruct(map[string]any{"to": helper, "text": text})
+	res := create(t, svc, pool, approvals.CreateRequest{Kind: "a2a_message_gate", AgentGroupID: demo, Payload: payload,
+		Resource: map[string]string{"from": demo, "to": helper}, Title: "Message approval",
+		Question: "Agent group " + demo + " wants to send a message to " + helper + ":\n\n" + text +
+			"\n\nclipped: " + text[:len(text)-5] + "…\nquoted: " + strconv.Quote(text)})
+	q := res.Hold.GetQuestion()
+	if !strings.HasPrefix(q, "Agent group demo wants to send a message to helper:\n\n") {
+		t.Errorf("the card's own words do not name the groups: %q", q)
+	}
+	for _, shown := range []string{"\n\n" + text + "\n\n", "clipped: " + text[:len(text)-5] + "…", "quoted: " + strconv.Quote(text)} {
+		if !strings.Contains(q, shown) {
+			t.Errorf("the agent's text is not shown verbatim (%q):\n%s", shown, q)
+		}
+	}
+	if strings.Contains(q, "this is demo") {
+		t.Errorf("a name was put inside the agent's text: %q", q)
+	}
+	// A held command: its JSON keeps an id an argument carries, the frame
+	// names the caller's group.
+	req, _ := structpb.NewStruct(map[string]any{"group": demo, "name": "ops for " + helper})
+	cmd, _ := structpb.NewStruct(map[string]any{"method": guardv1.Registry_AddDestination_FullMethodName})
+	cmd.Fields["request"] = structpb.NewStructValue(req)
+	res = create(t, svc, pool, approvals.CreateRequest{Kind: "cli_command", AgentGroupID: demo, Payload: cmd, Title: "CLI: destinations.add",
+		Question: `Agent group "` + demo + `" wants to run:` + "\n`ncl destinations add {\"group\":\"" + demo + `","name":"ops for ` + helper + "\"}`"})
+	if q := res.Hold.GetQuestion(); !strings.HasPrefix(q, `Agent group "demo" wants to run:`) || !strings.Contains(q, `"name":"ops for `+helper+`"`) {
+		t.Errorf("command card: %q", q)
 	}
 }

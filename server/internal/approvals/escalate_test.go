@@ -164,6 +164,18 @@ func TestEscalationEachStepOnceAcrossReplicas(t *testing.T) {
 	if !strings.Contains(string(body), rando) {
 		t.Fatalf("escalated event's hold does not name the new approvers: %s", body)
 	}
+	// Issue 41 item 11: the power came with the role that escalated them,
+	// and goes with it; rando, named by the plan, keeps it.
+	exec(t, pool, `DELETE FROM user_roles WHERE user_id = $1 AND agent_group_id = 'ag-2'`, otherAdmin)
+	if mayResolve(t, pool, ids[1], otherAdmin) {
+		t.Fatal("an approver escalated as ag-2's admin may still resolve after losing that role")
+	}
+	if _, err := a.svc.Resolve(context.Background(), approvals.Resolution{HoldID: ids[1], Outcome: guardv1.Outcome_OUTCOME_APPROVE, Clicker: otherAdmin, SteppedUp: true}); err == nil {
+		t.Fatal("an approver who lost the role that escalated them approved")
+	}
+	if !mayResolve(t, pool, ids[1], rando) {
+		t.Fatal("an approver the plan names lost the power with someone else's role")
+	}
 	// An approval by an escalated approver resolves it (a one-approval hold).
 	if _, err := a.svc.Resolve(context.Background(), approvals.Resolution{HoldID: ids[0], Outcome: guardv1.Outcome_OUTCOME_APPROVE, Clicker: rando, SteppedUp: true}); err != nil {
 		t.Fatalf("escalated approver's approval: %v", err)

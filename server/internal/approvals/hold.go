@@ -154,6 +154,9 @@ func (r holdRow) proto() (*guardv1.Hold, error) {
 	}
 	// Whom the escalation added may resolve it too (MayResolveWithRoles).
 	h.ApproverRule.EscalatedUserIds = r.EscalatedTo
+	if len(r.EscalatedTo) > 0 {
+		h.ApproverRule.EscalatedBecause = r.EscalateTo
+	}
 	var err error
 	if h.ApproverScope, err = enumword.Parse[guardv1.ApproverScope](r.ApproverScope); err != nil {
 		return nil, fmt.Errorf("hold %s: approver scope: %w", h.Id, err)

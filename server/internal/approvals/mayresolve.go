@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -84,7 +85,8 @@ func MayResolve(ctx context.Context, q store.Querier, rule *guardv1.ApproverRule
 //     or the group's admin chain (scoped admin, global admin, owner); with no
 //     anchor group, owners and global admins only.
 //   - escalated_user_ids (the hold's escalation, once it happened): those
-//     users too, whatever the kind.
+//     users too, whatever the kind, while they still hold what added them
+//     (stillEscalated).
 //   - scope global (the D1 overlay): whatever the rule says, the clicker must
 //     also be an owner or a global admin. An unspecified scope is the seed's
 //     default, group.
@@ -96,7 +98,7 @@ func MayResolveWithRoles(rule *guardv1.ApproverRule, scope guardv1.ApproverScope
 	globalScopeOK := scope != guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL || top
 	// An escalation adds approvers to any rule from the moment it is
 	// recorded (never before: the list is empty until then).
-	if slices.Contains(rule.GetEscalatedUserIds(), clicker) {
+	if slices.Contains(rule.GetEscalatedUserIds(), clicker) && stillEscalated(rule, clicker, roles) {
 		return globalScopeOK
 	}
 	switch r := rule.GetKind().(type) {
@@ -119,5 +121,21 @@ func MayResolveWithRoles(rule *guardv1.ApproverRule, scope guardv1.ApproverScope
 		return eligible && globalScopeOK
 	}
 	// An empty rule resolves for nobody (fail closed).
+	return false
+}
+
+// stillEscalated: what added clicker to the hold's approvers still holds —
+// the escalation named them, or named a group they are still an admin of.
+// The power came with the role, and goes with it.
+func stillEscalated(rule *guardv1.ApproverRule, clicker string, roles Roles) bool {
+	for _, e := range rule.GetEscalatedBecause() {
+		if g, ok := strings.CutPrefix(e, "group:"); ok {
+			if roles.AdminOf[g] {
+				return true
+			}
+		} else if e == clicker {
+			return true
+		}
+	}
 	return false
 }

@@ -20,11 +20,13 @@ import (
 
 // Viewer is who is looking at holds. Operators and bridges see every hold;
 // a user sees the holds they may resolve; a runner sees the holds of the
-// sessions it hosts.
+// sessions it hosts, and an agent it speaks for (AgentGroup) only those of
+// its own group among them.
 type Viewer struct {
-	All      bool
-	UserID   string
-	RunnerID string
+	All        bool
+	UserID     string
+	RunnerID   string
+	AgentGroup string
 }
 
 // ListFilter narrows List.
@@ -64,6 +66,9 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) (_ []*guardv
 	case v.All:
 	case v.RunnerID != "":
 		where = append(where, "session_id IN (SELECT id FROM sessions WHERE runner_id = "+arg(v.RunnerID)+")")
+		if v.AgentGroup != "" {
+			where = append(where, "agent_group_id = "+arg(v.AgentGroup))
+		}
 	case v.UserID != "":
 		if f.EligibleFor != "" && f.EligibleFor != v.UserID {
 			return nil, "", fault.New(fault.Denied, "a user lists holds as themselves")
@@ -156,7 +161,7 @@ func (s *Service) Visible(ctx context.Context, v Viewer, h *guardv1.Hold) (bool,
 	case v.All:
 		return true, nil
 	case v.RunnerID != "":
-		if h.SessionId == "" {
+		if h.SessionId == "" || (v.AgentGroup != "" && h.GetAgentGroupId() != v.AgentGroup) {
 			return false, nil
 		}
 		var runner string

@@ -2,6 +2,7 @@ package approvals_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,7 +147,10 @@ func TestQuorumSourcesAndUnreachableQuorum(t *testing.T) {
 	if !res.NoApprover || res.Hold != nil {
 		t.Fatalf("3 approvals from 2 eligible approvers: %+v", res)
 	}
-	if res.Reason != "this action needs 3 distinct approvals but only 2 eligible approver(s) exist" {
+	// The reason names the setting the quorum comes from, who may approve,
+	// and the fix (issue 41).
+	if !strings.HasPrefix(res.Reason, "it needs 3 distinct approvals, from group ag-1's hold approvals") ||
+		!strings.Contains(res.Reason, "only 2 eligible approver(s) exist (slack:global-admin, slack:owner)") || !strings.Contains(res.Reason, "fix: ") {
 		t.Fatalf("reason %q", res.Reason)
 	}
 }

@@ -42,6 +42,9 @@ type Resolution struct {
 	// Standing: approve as a standing grant (for a time or the session)
 	// instead of once; approve only.
 	Standing Standing
+	// ChatTap: the click is a bridge's assertion of a chat user (a tap in
+	// chat, a Slack form), which approves once and never stands.
+	ChatTap bool
 }
 
 // StepUpWindow is how recent a console sign-in must be to approve a hold

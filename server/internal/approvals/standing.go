@@ -63,6 +63,11 @@ func (s *Service) checkStandingRequest(r Resolution) error {
 	if r.Outcome != guardv1.Outcome_OUTCOME_APPROVE {
 		return fault.New(fault.Invalid, "standing_for / standing_session: only an approval can stand")
 	}
+	if r.ChatTap {
+		// A leaked bridge token must not pre-approve a day of requests: the
+		// bridges approve once (issue 41).
+		return fault.New(fault.Precondition, "a tap in chat approves once: a standing grant needs the console or the approver's own token (ncl approvals approve ID --for 8h)")
+	}
 	if s.cfg.StandingGrantMax <= 0 {
 		return fault.New(fault.Precondition, "standing grants are off on this server (--standing-grant-max 0): approve once")
 	}
@@ -202,6 +207,9 @@ type StandingQuery struct {
 	Scope    guardv1.ApproverScope
 	Resource map[string]string
 	Payload  map[string]any
+	// Approvals is the quorum the decision's own rule asks (a policy's, an
+	// MCP tool setting's), as for a hold.
+	Approvals int
 }
 
 // StandingUse is a standing grant a request used.
@@ -213,12 +221,18 @@ type StandingUse struct {
 
 // UseStandingTx finds a live standing grant matching q exactly and counts
 // its use, in the caller's transaction (the decision's): not revoked, not
-// expired, and every approver who gave it still eligible for its hold now
-// (a revoked role ends it). The row is locked, so a revocation committing
-// meanwhile is seen or waits. nil: none matches, the request is held.
-func UseStandingTx(ctx context.Context, tx pgx.Tx, q StandingQuery) (*StandingUse, error) {
+// expired, every approver who gave it still eligible for its hold now (a
+// revoked role ends it), and what it stands for still grantable as it was
+// given (standingBarTx: no step-up asked since, a quorum its approvers still
+// meet). The row is locked, so a revocation committing meanwhile is seen or
+// waits. nil: none matches, the request is held.
+func (s *Service) UseStandingTx(ctx context.Context, tx pgx.Tx, q StandingQuery) (*StandingUse, error) {
 	if q.RequesterGroupID == "" || q.Scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
 		return nil, nil // only an agent's request stands on a grant
+	}
+	need, stepUp, err := s.standingBarTx(ctx, tx, q)
+	if err != nil || stepUp {
+		return nil, err // a step-up is asked every time: hold
 	}
 	resource := q.Resource
 	if resource == nil {
@@ -249,6 +263,9 @@ func UseStandingTx(ctx context.Context, tx pgx.Tx, q StandingQuery) (*StandingUs
 		return nil, fmt.Errorf("find a standing grant: %w", err)
 	}
 	for _, u := range found {
+		if len(u.ApprovedBy) < need {
+			continue // given by fewer approvers than such a hold needs now
+		}
 		ok, err := ApproversMay(ctx, tx, q.Rule, q.Scope, u.ApprovedBy)
 		if err != nil {
 			return nil, err
@@ -262,6 +279,31 @@ func UseStandingTx(ctx context.Context, tx pgx.Tx, q StandingQuery) (*StandingUs
 		return &u, nil
 	}
 	return nil, nil
+}
+
+// standingBarTx is what a standing grant must still clear to stand for q:
+// the quorum a hold of q needs today (the settings may have been raised
+// since the grant was given) and whether its action now asks a step-up
+// (marked since: a step-up is never given standing). One round trip.
+func (s *Service) standingBarTx(ctx context.Context, tx pgx.Tx, q StandingQuery) (need int, stepUp bool, err error) {
+	var parts quorumParts
+	chain := q.Rule.GetAdminsOfScope() != nil
+	b := &pgx.Batch{}
+	b.Queue(`SELECT COALESCE((SELECT step_up FROM action_settings WHERE action = $1), false)`, q.CatalogAction).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&stepUp)
+	})
+	if chain {
+		s.queueQuorumParts(b, &parts, q.CatalogAction, q.AgentGroupID, false)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, false, fmt.Errorf("read what a standing grant must clear: %w", err)
+	}
+	a := holdAnchor{rule: ruleAdminsOfScope, groupID: q.AgentGroupID}
+	if !chain {
+		a.rule = ruleExclusive
+	}
+	need, _ = quorumOf(CreateRequest{CatalogAction: q.CatalogAction, Approvals: q.Approvals}, a, parts, chain)
+	return need, stepUp, nil
 }
 
 // ApproversMay: every approver of a standing grant may resolve a hold of

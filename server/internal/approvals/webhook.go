@@ -20,6 +20,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/jsonview"
 	"github.com/clawguard/clawguard/proto/retry"
+	"github.com/clawguard/clawguard/proto/secret"
 )
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>".
@@ -35,9 +36,9 @@ const WebhookVersion = 1
 
 // WebhookBody is the JSON a webhook receives for one event: the object
 // `ncl approvals watch -o json` prints for it (jsonview: snake_case fields,
-// enums as lower-case words), plus "version".
+// enums as lower-case words, secrets redacted), plus "version".
 func WebhookBody(ev *guardv1.WatchResponse) ([]byte, error) {
-	v, err := jsonview.Value(ev)
+	v, err := jsonview.Value(secret.Redact(ev))
 	if err != nil {
 		return nil, err
 	}

@@ -57,6 +57,7 @@ type Engine struct {
 	sources []factSource
 	pipe    *pipeline
 	holds   HoldCreator
+	reach   HoldReach // a dry run's check that its hold could be made
 	// standing, when set, is asked before a hold is created (hold).
 	standing StandingFinder
 	approved ApprovedFinder
@@ -101,6 +102,9 @@ type Options struct {
 	// Holds creates a HOLD's hold in the decision's transaction (the
 	// approvals service); nil: a HOLD reports that holds cannot be created.
 	Holds HoldCreator
+	// HoldReach says why a dry run's hold could not be made now, so `ncl
+	// explain` answers what the decision would (Unheld); nil: not checked.
+	HoldReach HoldReach
 	// Standing finds a live standing grant matching a hold about to be
 	// created exactly; the decision is then an ALLOW decided by "standing
 	// grant" and no hold is made. Nil: every approval is once.
@@ -140,9 +144,10 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	}
 	e := &Engine{
 		Catalog: cat, pool: pool, log: o.Log, observeDecision: o.Observe, nonCatalog: factsQueries(nil),
-		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn, holds: o.Holds, standing: o.Standing, approved: o.Approved,
-		pipe: newPipeline(logPool, o.Log, o.Pipelines, o.Yield),
-		snap: o.Snapshot, observeSnapshot: o.ObserveSnapshot,
+		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn, holds: o.Holds, standing: o.Standing, reach: o.HoldReach,
+		approved: o.Approved,
+		pipe:     newPipeline(logPool, o.Log, o.Pipelines, o.Yield),
+		snap:     o.Snapshot, observeSnapshot: o.ObserveSnapshot,
 	}
 	e.pipe.observe = o.ObserveBatch
 	if o.ConsumeHold != nil {
@@ -183,7 +188,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*guardv1.DecideRespo
 		if errors.Is(err, errNotServed) {
 			continue
 		}
-		v := judge(p, r, err)
+		v := e.dryRunHold(ctx, p, r, judge(p, r, err))
 		if r != nil && r.fence != nil && v.step != stepLog {
 			// A copy's reading is only ever logged: a hold is created in a
 			// transaction of its own, so its facts are read live, at once.

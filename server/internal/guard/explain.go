@@ -200,7 +200,8 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		return x
 	}
 	standing := d.DecidedBy == ByStanding
-	if d.Would == nil && d.DecidedBy != ByGrant && !standing {
+	unheld := d.DecidedBy == ByNoApprover
+	if d.Would == nil && d.DecidedBy != ByGrant && !standing && !unheld {
 		// A logged decision keeps only its answer: the baseline is pure, so
 		// re-run it over the same facts to see whether a mode relaxed it.
 		if ev := evaluate(e, in, f); ev.Would != nil && ev.Effect == d.Effect {
@@ -212,9 +213,9 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		// A mode relaxed the gate: explain what the gate itself found.
 		base = *d.Would
 	}
-	if d.DecidedBy == ByGrant || standing {
-		// The grant was checked because the baseline held; re-run it (pure)
-		// over the same facts to show why.
+	if d.DecidedBy == ByGrant || standing || unheld {
+		// The grant was checked (or the hold could not be made) because the
+		// baseline held; re-run it (pure) over the same facts to show why.
 		base = evaluate(e, in, f)
 	}
 	var ex Explained
@@ -231,7 +232,7 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		x.Checks = append(x.Checks, ec)
 	}
 	x.WouldChange = ex.WouldChange
-	if ex.Summary != "" && d.DecidedBy != ByGrant && !standing {
+	if ex.Summary != "" && d.DecidedBy != ByGrant && !standing && !unheld {
 		x.Summary = ex.Summary
 	}
 	if d.DecidedBy == ByGrant {
@@ -250,6 +251,8 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "standing grant", Outcome: string(d.Effect),
 			Detail: d.Reason + ": it approved exactly this request (action, group, target and payload), is live, and its approvers may still approve it"})
 		x.WouldChange = []string{"revoking it (ncl grants revoke), its expiry or its approver's role revoked → hold again (" + base.Reason + ")"}
+	} else if unheld {
+		explainUnheld(x, d, base)
 	} else if in.Grant != "" {
 		x.Grant = in.Grant
 		x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "grant", Outcome: "skipped",
@@ -352,4 +355,17 @@ func ActorInWords(a *guardv1.Actor) string {
 		return "the system"
 	}
 	return "nobody"
+}
+
+// explainUnheld adds to x why a held gate's hold was not made (an Unheld
+// DENY): the approvers check and the fix its reason names.
+func explainUnheld(x *guardv1.Explanation, d, gate Decision) {
+	_, why, _ := strings.Cut(d.Reason, NoHoldMade)
+	x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "approvers", Outcome: "deny",
+		Detail: "the gate held, but no hold was made (so nothing is pending): " + why})
+	fix := "enough users eligible to approve it"
+	if i := strings.LastIndex(why, "(fix: "); i >= 0 {
+		fix = strings.TrimSuffix(why[i+len("(fix: "):], ")")
+	}
+	x.WouldChange = []string{fix + " → hold for approval (" + gate.Reason + ")"}
 }

@@ -51,6 +51,22 @@ type HoldCreator func(ctx context.Context, tx pgx.Tx, req HoldRequest) (HoldResu
 // later may create it. Other failures say "the hold could not be created".
 const HoldNotCreatedNow = "the hold could not be created now: the database is unavailable (try again)"
 
+// NoHoldMade joins a held gate's reason and why its hold could not be made
+// in an Unheld decision's reason.
+const NoHoldMade = "; no hold was made: "
+
+// Unheld is what a HOLD whose hold cannot be made is: a DENY, logged and
+// answered as the agent is told it — the gate's reason, why no hold exists
+// and what would fix it (why, from the approvals service). Never a HOLD
+// with no hold behind it, which an auditor would take for one pending.
+func Unheld(d Decision, why string) Decision {
+	return Decision{Effect: EffectDeny, DecidedBy: ByNoApprover, Reason: d.Reason + NoHoldMade + why}
+}
+
+// HoldReach says, reading only, why the hold req asks for could not be
+// made now ("" when it could): a dry run's answer is the decision's.
+type HoldReach func(ctx context.Context, tx pgx.Tx, req HoldRequest) (string, error)
+
 // holdRequest is the hold a HOLD decision d about req asks for.
 func holdRequest(req *Request, entry *Entry, d Decision) HoldRequest {
 	// The hold kind is the entry's approval action: a caller cannot mint a
@@ -94,6 +110,30 @@ func standingDecision(u *StandingUse) Decision {
 	return Decision{Effect: EffectAllow, DecidedBy: ByStanding,
 		Reason: fmt.Sprintf("standing grant %s approved by %s until %s (hold %s)",
 			u.ID, strings.Join(u.ApprovedBy, ", "), u.Until.UTC().Format(time.RFC3339), u.HoldID)}
+}
+
+// dryRunHold makes a dry run's HOLD what the decision would be: the Unheld
+// DENY when its hold could not be made now (read in a read-only
+// transaction; a failed read fails closed, as any unread fact does).
+func (e *Engine) dryRunHold(ctx context.Context, p *plan, r *reading, v verdict) verdict {
+	if !p.req.DryRun || v.Effect != EffectHold || v.cause != nil || e.reach == nil || p.req.Grant != "" {
+		return v
+	}
+	var why string
+	err := pgx.BeginTxFunc(ctx, e.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		why, err = e.reach(ctx, tx, holdRequest(p.req, p.Entry(), v.Decision))
+		return err
+	})
+	switch {
+	case err != nil:
+		return verdict{Decision: failClosed(), cause: fmt.Errorf("check the dry run's hold: %w", err)}
+	case why == "":
+		return v
+	}
+	v.Decision = Unheld(v.Decision, why)
+	v.explanation = Explain(p.Entry(), &p.req.Input, r.facts, v.Decision)
+	return v
 }
 
 // ApprovedFinder looks, in the decision's transaction, for an approved and

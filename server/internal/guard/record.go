@@ -153,7 +153,11 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 	}
 	var a answered
 	logRow := func(res HoldResult) *logRow {
-		a = e.answer(p, v.Decision, v)
+		d := v.Decision
+		if res.NoApprover {
+			d = Unheld(d, res.Reason)
+		}
+		a = e.answer(p, d, v)
 		a.resp.HoldId, a.resp.HoldCreated, a.resp.Undelivered = res.HoldID, res.Created, res.Undelivered
 		if res.NoApprover {
 			a.resp.HoldError = res.Reason

@@ -36,6 +36,10 @@ const (
 	// ByStanding: a request that would be held matched a live standing
 	// grant (an approval for a time or a session) exactly.
 	ByStanding = "standing grant"
+	// ByNoApprover: the gate held, but no hold could be made — nobody may
+	// approve it, or too few to meet its quorum — so the agent was denied,
+	// told why and what would fix it (Unheld).
+	ByNoApprover = "no approver"
 )
 
 // Enforcement modes of a gate (action_settings.mode, a message policy's mode).

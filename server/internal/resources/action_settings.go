@@ -56,7 +56,8 @@ func (s *Service) SetActionSettings(ctx context.Context, req *guardv1.SetActionS
 		return nil, err
 	}
 	entry.Approvals, entry.StepUp = req.GetApprovals(), req.GetStepUp()
-	return &guardv1.SetActionSettingsResponse{Entry: entry}, nil
+	warn, err := quorumWarnings(ctx, s.pool, req.GetApprovals(), "", "catalog action "+req.GetAction())
+	return &guardv1.SetActionSettingsResponse{Entry: entry, Warnings: warn}, err
 }
 
 func (s *Service) catalogEntry(action string) *guardv1.CatalogEntry {

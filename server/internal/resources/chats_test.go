@@ -79,6 +79,17 @@ func TestPoliciesAndUserDms(t *testing.T) {
 	h := must[*guardv1.CreateGroupResponse](t)(r.CreateGroup(ctx, &guardv1.CreateGroupRequest{Name: "h"})).GetGroup().GetId()
 	k := must[*guardv1.CreateGroupResponse](t)(r.CreateGroup(ctx, &guardv1.CreateGroupRequest{Name: "k"})).GetGroup().GetId()
 
+	// Issue 41 item 5: a policy names users, or nobody could ever approve
+	// its holds.
+	for _, also := range [][]string{nil, {"tg:erin", "tg:farid"}} {
+		_, err := r.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: g, ToGroup: h, ApproverUserId: "tg:dana", AlsoApproverUserIds: also})
+		wantCode(t, err, codes.InvalidArgument, "not a user")
+	}
+	for _, u := range []string{"tg:dana", "tg:eve"} {
+		must[*guardv1.CreateUserResponse](t)(r.CreateUser(ctx, &guardv1.CreateUserRequest{Id: u}))
+	}
+	_, err := r.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: g, ToGroup: h, ApproverUserId: "tg:dana", AlsoApproverUserIds: []string{"tg:erin"}, Approvals: 2})
+	wantCode(t, err, codes.InvalidArgument, "tg:erin is not a user")
 	p := must[*guardv1.SetPolicyResponse](t)(r.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: g, ToGroup: h, ApproverUserId: "tg:dana"})).GetPolicy()
 	if p.GetApproverUserId() != "tg:dana" {
 		t.Fatalf("policy %v", p)
@@ -93,7 +104,7 @@ func TestPoliciesAndUserDms(t *testing.T) {
 	if l := must[*guardv1.ListPoliciesResponse](t)(r.ListPolicies(ctx, &guardv1.ListPoliciesRequest{Group: g})).GetPolicies(); len(l) != 2 {
 		t.Fatalf("policies of g %v", l)
 	}
-	_, err := r.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: g, ToGroup: "ag_nope", ApproverUserId: "tg:eve"})
+	_, err = r.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: g, ToGroup: "ag_nope", ApproverUserId: "tg:eve"})
 	wantCode(t, err, codes.NotFound, "")
 	_, err = r.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: g, ToGroup: h})
 	wantCode(t, err, codes.InvalidArgument, "approver_user_id")
@@ -113,7 +124,6 @@ func TestPoliciesAndUserDms(t *testing.T) {
 		t.Fatalf("%d policies left after the target group went", n)
 	}
 
-	must[*guardv1.CreateUserResponse](t)(r.CreateUser(ctx, &guardv1.CreateUserRequest{Id: "tg:dana"}))
 	d := must[*guardv1.SetUserDmResponse](t)(r.SetUserDm(ctx, &guardv1.SetUserDmRequest{UserId: "tg:dana", ChannelType: "telegram", Address: "123"})).GetDm()
 	if d.GetAddress() != "123" {
 		t.Fatalf("dm %v", d)

@@ -65,22 +65,42 @@ func (v viewer) mayFreeze(scope, target string) error {
 	return fault.Deniedf("freezing %s needs the operator, an owner or a global admin", map[string]string{"all": "every agent", "runner": "a runner"}[scope])
 }
 
-// freezeScope is a freeze request's row key, once the caller may freeze it.
-func (s *Service) freezeScope(ctx context.Context, scope guardv1.FreezeScope, group, runner string) (word, target string, err error) {
+// authority is what a freeze's maker could freeze: "fleet" — the
+// operator, an owner or a global admin, who freeze any scope — or "group",
+// a group's admin (or an agent, through its approved admin command).
+func (v viewer) authority(ctx context.Context) string {
+	if c, _ := authn.FromContext(ctx); v.all && c.Agent == nil {
+		return "fleet"
+	}
+	return "group"
+}
+
+// mayLift: lifting a freeze needs the authority that made it — a group's
+// admin lifts a group admin's freeze of it, only the fleet's authority one
+// the fleet's authority made (issue 41: a group admin lifted an owner's).
+func (v viewer) mayLift(ctx context.Context, made, what, by string) error {
+	if made == "fleet" && v.authority(ctx) != "fleet" {
+		return fault.Deniedf("%s was frozen by %s: lifting it needs the operator, an owner or a global admin, as making it did", what, by)
+	}
+	return nil
+}
+
+// freezeScope is a freeze request's row key, once the caller may freeze it,
+// and the caller's view.
+func (s *Service) freezeScope(ctx context.Context, scope guardv1.FreezeScope, group, runner string) (word, target string, v viewer, err error) {
 	if word, target, err = freezeKey(scope, group, runner); err != nil {
-		return "", "", err
+		return "", "", v, err
 	}
-	v, err := s.viewer(ctx)
-	if err != nil {
-		return "", "", err
+	if v, err = s.viewer(ctx); err != nil {
+		return "", "", v, err
 	}
-	return word, target, v.mayFreeze(word, target)
+	return word, target, v, v.mayFreeze(word, target)
 }
 
 // Freeze freezes a scope. Freezing a frozen scope keeps the first freeze.
 func (s *Service) Freeze(ctx context.Context, req *guardv1.FreezeRequest) (_ *guardv1.FreezeResponse, err error) {
 	defer store.Faulted(&err, "freeze")
-	scope, target, err := s.freezeScope(ctx, req.GetScope(), req.GetGroup(), req.GetRunner())
+	scope, target, v, err := s.freezeScope(ctx, req.GetScope(), req.GetGroup(), req.GetRunner())
 	if err != nil {
 		return nil, err
 	}
@@ -102,11 +122,11 @@ func (s *Service) Freeze(ctx context.Context, req *guardv1.FreezeRequest) (_ *gu
 	)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `WITH put AS (
-				INSERT INTO freezes (scope, target, reason, frozen_by) VALUES ($1, $2, $3, $4)
+				INSERT INTO freezes (scope, target, reason, frozen_by, authority) VALUES ($1, $2, $3, $4, $5)
 				ON CONFLICT (scope, target) DO NOTHING RETURNING scope, target, reason, frozen_by, frozen_at)
 			SELECT scope, target, reason, frozen_by, frozen_at FROM put
 			UNION ALL SELECT scope, target, reason, frozen_by, frozen_at FROM freezes WHERE scope = $1 AND target = $2
-			LIMIT 1`, scope, target, req.GetReason(), by)
+			LIMIT 1`, scope, target, req.GetReason(), by, v.authority(ctx))
 		var err error
 		if f, err = scanFreeze(row); err != nil {
 			return err
@@ -137,13 +157,20 @@ func (s *Service) Freeze(ctx context.Context, req *guardv1.FreezeRequest) (_ *gu
 // Unfreeze lifts a scope's freeze; NotFound when it is not frozen.
 func (s *Service) Unfreeze(ctx context.Context, req *guardv1.UnfreezeRequest) (_ *guardv1.UnfreezeResponse, err error) {
 	defer store.Faulted(&err, "unfreeze")
-	scope, target, err := s.freezeScope(ctx, req.GetScope(), req.GetGroup(), req.GetRunner())
+	scope, target, v, err := s.freezeScope(ctx, req.GetScope(), req.GetGroup(), req.GetRunner())
 	if err != nil {
 		return nil, err
 	}
 	var f *guardv1.Freeze
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
+		var made, by string
+		err := tx.QueryRow(ctx, `SELECT authority, frozen_by FROM freezes WHERE scope = $1 AND target = $2 FOR UPDATE`, scope, target).Scan(&made, &by)
+		if err != nil {
+			return err
+		}
+		if err := v.mayLift(ctx, made, describeScope(scope, target), by); err != nil {
+			return err
+		}
 		f, err = scanFreeze(tx.QueryRow(ctx, `DELETE FROM freezes WHERE scope = $1 AND target = $2
 			RETURNING scope, target, reason, frozen_by, frozen_at`, scope, target))
 		if err != nil {

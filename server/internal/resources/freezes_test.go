@@ -152,6 +152,21 @@ func TestWhoMayFreeze(t *testing.T) {
 	if d := w.send(t, w.agentA); d.GetEffect() != guardv1.Effect_EFFECT_ALLOW {
 		t.Errorf("after both unfreezes: %v", d)
 	}
+
+	// Issue 41 item 10: lifting a freeze needs the authority that made it.
+	// The owner's freeze of research is not its admin's to lift; the
+	// admin's own freeze is the admin's and the owner's.
+	freeze := &guardv1.FreezeRequest{Scope: guardv1.FreezeScope_FREEZE_SCOPE_GROUP, Group: w.research, Reason: "incident"}
+	unfreeze := &guardv1.UnfreezeRequest{Scope: guardv1.FreezeScope_FREEZE_SCOPE_GROUP, Group: w.research}
+	must[*guardv1.FreezeResponse](t)(olga.Registry.Freeze(ctx, freeze))
+	_, err = dana.Registry.Unfreeze(ctx, unfreeze)
+	wantCode(t, err, codes.PermissionDenied, "frozen by telegram:olga")
+	if d := w.send(t, w.agentA); d.GetEffect() != guardv1.Effect_EFFECT_DENY {
+		t.Errorf("the refused unfreeze lifted the owner's freeze: %v", d)
+	}
+	must[*guardv1.UnfreezeResponse](t)(olga.Registry.Unfreeze(ctx, unfreeze))
+	must[*guardv1.FreezeResponse](t)(dana.Registry.Freeze(ctx, freeze))
+	must[*guardv1.UnfreezeResponse](t)(olga.Registry.Unfreeze(ctx, unfreeze))
 }
 
 // A frozen agent's pending hold stays pending: approving it is refused

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/clawguard/clawguard/server/internal/fault"
 
@@ -24,6 +26,10 @@ type MCPServer struct {
 	// Image runs the server's own container (docker runtime); "" = the
 	// group's agent image.
 	Image string `json:"image,omitempty"`
+}
+
+func (m MCPServer) equal(o MCPServer) bool {
+	return m.Name == o.Name && m.Command == o.Command && slices.Equal(m.Args, o.Args) && maps.Equal(m.Env, o.Env) && m.Image == o.Image
 }
 
 // GroupConfig is a container_configs row.
@@ -220,7 +226,13 @@ func (s *Service) UpdateGroupConfig(ctx context.Context, req *guardv1.UpdateGrou
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.UpdateGroupConfigResponse{Config: cfg}, nil
+	var warn []string
+	if req.HoldApprovals != nil {
+		if warn, err = quorumWarnings(ctx, s.pool, *req.HoldApprovals, req.GetGroup(), "group "+req.GetGroup()+"'s hold approvals"); err != nil {
+			return nil, err
+		}
+	}
+	return &guardv1.UpdateGroupConfigResponse{Config: cfg, Warnings: warn}, nil
 }
 
 // configChange is what an edit of a group's config did to its container.

@@ -96,7 +96,8 @@ func (s *Service) SetMcpServerDefault(ctx context.Context, req *guardv1.SetMcpSe
 	if err != nil || len(servers) == 0 {
 		return nil, err
 	}
-	return &guardv1.SetMcpServerDefaultResponse{Server: servers[0]}, nil
+	warn, err := quorumWarnings(ctx, s.pool, set.approvals, req.GetGroup(), "the default of MCP server "+req.GetServer())
+	return &guardv1.SetMcpServerDefaultResponse{Server: servers[0], Warnings: warn}, err
 }
 
 // SetMcpTool sets (or, with no effect, removes) one tool's setting. A tool
@@ -132,7 +133,8 @@ func (s *Service) SetMcpTool(ctx context.Context, req *guardv1.SetMcpToolRequest
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.SetMcpToolResponse{Tool: tools[0]}, nil
+	warn, err := quorumWarnings(ctx, s.pool, set.approvals, req.GetGroup(), "MCP tool "+req.GetServer()+"."+req.GetTool())
+	return &guardv1.SetMcpToolResponse{Tool: tools[0], Warnings: warn}, err
 }
 
 // toolsChangedTx tells every active session of the group that its tools

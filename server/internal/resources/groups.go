@@ -205,7 +205,7 @@ func (s *Service) GetGroup(ctx context.Context, req *guardv1.GetGroupRequest) (_
 	if err != nil {
 		return nil, err
 	}
-	return &guardv1.GetGroupResponse{Group: v.redact(g)}, nil
+	return &guardv1.GetGroupResponse{Group: g}, nil
 }
 
 // ListGroups lists a page of the groups the caller may see, by name.
@@ -247,7 +247,7 @@ func (s *Service) ListGroups(ctx context.Context, req *guardv1.ListGroupsRequest
 		if err != nil {
 			return nil, err
 		}
-		out.Groups = append(out.Groups, v.redact(g))
+		out.Groups = append(out.Groups, g)
 	}
 	return out, rows.Err()
 }

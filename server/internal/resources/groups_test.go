@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/secret"
 )
 
 func TestGroupRoundTrip(t *testing.T) {
@@ -216,7 +217,7 @@ func TestGroupConfig(t *testing.T) {
 	// MCP servers.
 	srvDef := &guardv1.McpServer{Name: "files", Command: "mcp-files", Args: []string{"--root", "/data"}, Env: map[string]string{"A": "b"}}
 	cfg = must[*guardv1.AddGroupMcpServerResponse](t)(r.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: g, Server: srvDef})).GetConfig()
-	if len(cfg.GetMcpServers()) != 1 || !proto.Equal(cfg.GetMcpServers()[0], srvDef) {
+	if len(cfg.GetMcpServers()) != 1 || !proto.Equal(cfg.GetMcpServers()[0], secret.Redact(srvDef)) {
 		t.Fatalf("config %v", cfg)
 	}
 	_, err := r.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: g, Server: srvDef})

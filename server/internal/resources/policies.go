@@ -82,8 +82,10 @@ func (s *Service) ListPolicies(ctx context.Context, req *guardv1.ListPoliciesReq
 
 // SetPolicy sets or replaces the approver of messages from one group to
 // another. Both groups must exist; the policy goes with either (foreign
-// keys). The approver is only format-checked: a policy naming a user that
-// does not exist denies at send time (the seed's ghost-policy edge).
+// keys). Every approver it names must be a user (issue 41: a policy naming
+// nobody made holds nobody could approve); a user deleted later is no
+// approver, and a send the policy holds then denies (the seed's
+// ghost-policy edge).
 func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) (_ *guardv1.SetPolicyResponse, err error) {
 	defer store.Faulted(&err, "policy")
 	mode, also, err := checkSetPolicy(req)
@@ -101,6 +103,9 @@ func (s *Service) SetPolicy(ctx context.Context, req *guardv1.SetPolicyRequest) 
 	}
 	var p *guardv1.MessagePolicy
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := unknownUsers(ctx, tx, "approver_user_id", append([]string{req.GetApproverUserId()}, also...)); err != nil {
+			return err
+		}
 		to, err := resolveApprovers(ctx, tx, esc.to)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/mcpcall"
+	"github.com/clawguard/clawguard/proto/secret"
 )
 
 // Precheck runs the checks a mutation's request must pass before anything
@@ -222,6 +223,9 @@ func checkAddGroupMcpServer(r *guardv1.AddGroupMcpServerRequest) error {
 	}
 	if img := srv.GetImage(); img != "" && !imageRef.MatchString(img) {
 		return invalid("server.image", "%q is not an image reference", img)
+	}
+	if refs := secret.References(r); len(refs) > 0 && !r.GetReplace() {
+		return invalid(refs[0], "%q keeps the value of the server it replaces: only with replace", secret.Redacted)
 	}
 	return required("server.command", strings.TrimSpace(srv.GetCommand()))
 }

@@ -16,7 +16,7 @@ import (
 //
 //   - operator: everything.
 //   - agent (a runner acting for a session): with cli_scope "global",
-//     everything but other groups' MCP secrets; otherwise only its own
+//     everything; otherwise only its own
 //     group's rows — another group's group or session reads as NotFound,
 //     like the seed's dispatch filter.
 //   - user: owners and global admins read everything; a scoped admin of G
@@ -25,31 +25,13 @@ import (
 //   - a runner without an agent, a bridge: nothing here.
 //
 // Group-less resources (users, runners, tokens) need a viewer that sees all;
-// the catalog is readable by every authenticated caller.
+// the catalog is readable by every authenticated caller. Secrets (an MCP
+// server's environment) are nobody's to read here: every answer is redacted
+// at the API edge (api/redact.go), whoever reads it.
 type viewer struct {
 	all    bool
 	groups []string // readable groups when !all (never nil: SQL ANY wants an array)
 	userID string   // user callers
-	agent  string   // agent callers: the agent's own group
-}
-
-// redactedSecret replaces the MCP server environment values of a group an
-// agent reads that is not its own.
-const redactedSecret = "<redacted>"
-
-// redact hides what an agent must not read of another group even when its
-// cli_scope lets it read the group: the MCP servers' environment (their
-// secrets). Its own group's reach its container anyway, through its runner.
-func (v viewer) redact(g *guardv1.Group) *guardv1.Group {
-	if v.agent == "" || g.GetId() == v.agent {
-		return g
-	}
-	for _, m := range g.GetConfig().GetMcpServers() {
-		for k := range m.Env {
-			m.Env[k] = redactedSecret
-		}
-	}
-	return g
 }
 
 func (v viewer) sees(group string) bool { return v.all || slices.Contains(v.groups, group) }
@@ -80,7 +62,6 @@ func (s *Service) viewer(ctx context.Context) (viewer, error) {
 		}
 		v.all = scope == "global"
 		v.groups = []string{c.Agent.GroupID}
-		v.agent = c.Agent.GroupID
 	case c.Principal.Kind == guardv1.Principal_PRINCIPAL_USER:
 		v.userID = c.Principal.UserID
 		rows, err := s.pool.Query(ctx, `SELECT role, COALESCE(agent_group_id, '') FROM user_roles WHERE user_id = $1`, c.Principal.UserID)

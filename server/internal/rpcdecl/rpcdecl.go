@@ -95,6 +95,9 @@ func Problems(fullMethod string) []string {
 		return []string{fmt.Sprintf("%s declares bridge_as_user but is not an admin RPC bridges may call", fullMethod)}
 	case r.GetBridgeAsUser() && AsUserField(inputOf(fullMethod)) == nil:
 		return []string{fmt.Sprintf("%s declares bridge_as_user but its request has no string field as_user", fullMethod)}
+	case r.GetRevealsSecrets() && (r.GetAdmin() || len(r.GetPrincipals()) != 1 || !Allows(r, guardv1.Principal_PRINCIPAL_RUNNER)):
+		// Secrets are the runner's to read for its sessions, no one else's.
+		return []string{fmt.Sprintf("%s declares reveals_secrets but a principal other than the runner may call it", fullMethod)}
 	case r.GetAdmin():
 		return groupProblems(fullMethod)
 	}

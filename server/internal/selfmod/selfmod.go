@@ -14,6 +14,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/mcpcall"
 	"github.com/clawguard/clawguard/proto/pkgname"
+	"github.com/clawguard/clawguard/proto/secret"
 	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
@@ -125,6 +126,15 @@ func checkMCP(in *guard.Input, f guard.Facts) error {
 	}
 	if img, isStr := in.Payload["image"].(string); in.Payload["image"] != nil && (!isStr || !imageRef.MatchString(img)) {
 		return errors.New("add_mcp_server failed: image must be an image reference.")
+	}
+	// The marker every read shows in place of a value is not a value: an
+	// agent cannot keep a secret it cannot read.
+	if e, _ := in.Payload["env"].(map[string]any); e != nil {
+		for k, v := range e {
+			if v == secret.Redacted {
+				return fmt.Errorf("add_mcp_server failed: env %s: %q is not a value (secrets are write-only: set the value).", k, secret.Redacted)
+			}
+		}
 	}
 	return nil
 }
