@@ -22,8 +22,8 @@ CREATE TABLE model_providers (
 -- watches them).
 --   model_rules: [{"provider": "anthropic", "model": "claude-3-5-*", "effect": "deny"}, ...]
 --   model_default: what a model no rule names gets; '' = allow.
--- And what a call past the group's budget gets: model_budgets.on_exceed, a
--- fact of model.budget, mirrored in the group's row too (model_over_budget).
+-- And what a call past the group's budget gets, the fact of model.budget:
+-- model_over_budget ('' when the group has no budget, model_budgets).
 ALTER TABLE container_configs
     ADD COLUMN model_providers TEXT[] NOT NULL DEFAULT '{}',
     ADD COLUMN model_rules JSONB NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(model_rules) = 'array'),
@@ -40,6 +40,7 @@ ALTER TABLE container_configs ENABLE ALWAYS TRIGGER fact_changed;
 
 -- A group's budget: tokens (input + output + cache) and, optionally, cost
 -- (micro-units of the prices' currency) per UTC day or month; 0 = none.
+-- What a call past it gets is container_configs.model_over_budget.
 CREATE TABLE model_budgets (
     agent_group_id TEXT PRIMARY KEY REFERENCES agent_groups (id) ON DELETE CASCADE,
     period         TEXT NOT NULL CHECK (period IN ('day', 'month')),
@@ -61,50 +62,62 @@ CREATE TABLE model_prices (
     PRIMARY KEY (provider, model)
 );
 
--- The budget's counter for one group and period: what was spent (settled)
--- and what is reserved by calls in flight. A reservation is one
--- conditional UPDATE of this row, so concurrent calls cannot overshoot.
+-- The budget's counters: per group and period (the group's budget period,
+-- UTC), what was spent — always the sum of model_usage over the period —
+-- and what calls in flight reserved. A reservation is one conditional
+-- UPDATE of its counter (spent + reserved + this ≤ budget), so concurrent
+-- calls cannot overshoot. A group without a budget has no counter; one is
+-- made from model_usage when a budget is set or a period begins.
 CREATE TABLE model_spend (
     agent_group_id  TEXT NOT NULL REFERENCES agent_groups (id) ON DELETE CASCADE,
+    period          TEXT NOT NULL CHECK (period IN ('day', 'month')),
     period_start    DATE NOT NULL,
     spent_tokens    BIGINT NOT NULL DEFAULT 0,
     reserved_tokens BIGINT NOT NULL DEFAULT 0 CHECK (reserved_tokens >= 0),
     spent_cost      BIGINT NOT NULL DEFAULT 0,
     reserved_cost   BIGINT NOT NULL DEFAULT 0 CHECK (reserved_cost >= 0),
-    PRIMARY KEY (agent_group_id, period_start)
+    PRIMARY KEY (agent_group_id, period, period_start)
 );
 
--- One call's reservation, settled exactly once (settled_at).
+-- One call's reservation, keyed by the model.call ALLOW it cites (one
+-- reservation per decision: the citation is single use), settled exactly
+-- once (settled_at). counted_period/counted_start name the counter whose
+-- reserved_* it added to ('' when the group had no budget). A call past
+-- the budget also cites a model.budget ALLOW, once.
 CREATE TABLE model_reservations (
-    id             TEXT PRIMARY KEY,
-    agent_group_id TEXT NOT NULL REFERENCES agent_groups (id) ON DELETE CASCADE,
-    period_start   DATE NOT NULL,
-    session_id     TEXT NOT NULL,
-    runner_id      TEXT NOT NULL,
-    provider       TEXT NOT NULL,
-    model          TEXT NOT NULL,
-    tokens         BIGINT NOT NULL CHECK (tokens >= 0),
-    cost           BIGINT NOT NULL CHECK (cost >= 0),
-    decision_id    TEXT NOT NULL,
-    over_budget    BOOLEAN NOT NULL DEFAULT false,
-    created_at     TIMESTAMPTZ NOT NULL DEFAULT now(),
-    settled_at     TIMESTAMPTZ
+    id                 TEXT PRIMARY KEY,
+    agent_group_id     TEXT NOT NULL REFERENCES agent_groups (id) ON DELETE CASCADE,
+    session_id         TEXT NOT NULL,
+    runner_id          TEXT NOT NULL,
+    provider           TEXT NOT NULL,
+    model              TEXT NOT NULL,
+    day                DATE NOT NULL,
+    worst_input        BIGINT NOT NULL CHECK (worst_input >= 0),
+    worst_output       BIGINT NOT NULL CHECK (worst_output >= 0),
+    tokens             BIGINT NOT NULL CHECK (tokens >= 0),
+    cost               BIGINT NOT NULL CHECK (cost >= 0),
+    counted_period     TEXT NOT NULL DEFAULT '' CHECK (counted_period IN ('', 'day', 'month')),
+    counted_start      DATE,
+    budget_decision_id TEXT UNIQUE,
+    created_at         TIMESTAMPTZ NOT NULL DEFAULT now(),
+    settled_at         TIMESTAMPTZ,
+    complete           BOOLEAN
 );
 CREATE INDEX model_reservations_open_idx ON model_reservations (created_at) WHERE settled_at IS NULL;
--- An over-budget ALLOW lets one reservation through, once.
-CREATE UNIQUE INDEX model_reservations_over_budget_decision_idx ON model_reservations (decision_id) WHERE over_budget;
 
--- What was used, per group, UTC day, provider and model (ncl usage).
+-- What was used, per group, UTC day (the day its reservation was made),
+-- provider and model (ncl usage, the console's usage page).
 CREATE TABLE model_usage (
-    agent_group_id    TEXT NOT NULL REFERENCES agent_groups (id) ON DELETE CASCADE,
-    day               DATE NOT NULL,
-    provider          TEXT NOT NULL,
-    model             TEXT NOT NULL,
-    calls             BIGINT NOT NULL DEFAULT 0,
-    input_tokens      BIGINT NOT NULL DEFAULT 0,
-    output_tokens     BIGINT NOT NULL DEFAULT 0,
-    cache_read_tokens BIGINT NOT NULL DEFAULT 0,
+    agent_group_id     TEXT NOT NULL REFERENCES agent_groups (id) ON DELETE CASCADE,
+    day                DATE NOT NULL,
+    provider           TEXT NOT NULL,
+    model              TEXT NOT NULL,
+    calls              BIGINT NOT NULL DEFAULT 0,
+    input_tokens       BIGINT NOT NULL DEFAULT 0,
+    output_tokens      BIGINT NOT NULL DEFAULT 0,
+    cache_read_tokens  BIGINT NOT NULL DEFAULT 0,
     cache_write_tokens BIGINT NOT NULL DEFAULT 0,
-    cost_micros       BIGINT NOT NULL DEFAULT 0,
+    cost_micros        BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (agent_group_id, day, provider, model)
 );
+CREATE INDEX model_usage_day_idx ON model_usage (day);

@@ -2056,8 +2056,8 @@ func (x *ModelTokens) GetCacheWrite() int64 {
 }
 
 // ReserveModelUsageRequest reserves a call's worst case before it is
-// forwarded, citing its model.call ALLOW (or, past the budget, an ALLOW of
-// model.budget for the session).
+// forwarded, citing its model.call ALLOW (and, past the budget, an ALLOW of
+// model.budget for the session). The server prices the worst case.
 type ReserveModelUsageRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	SessionId  string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -2146,12 +2146,17 @@ func (x *ReserveModelUsageRequest) GetOverBudgetDecisionId() string {
 
 // ReserveModelUsageResponse is the reservation, or why none was made.
 type ReserveModelUsageResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ReservationId string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reservation: the cited model.call decision's id (one reservation
+	// per decision); empty when over_budget.
+	ReservationId string `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
 	// Set when the reservation would pass the budget: nothing was reserved.
 	OverBudget bool `protobuf:"varint,2,opt,name=over_budget,json=overBudget,proto3" json:"over_budget,omitempty"`
 	// The group's budget as it stands (when it has one).
-	Budget        *ModelBudget `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget *ModelBudget `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	// With over_budget: what the group used in the budget's period, per
+	// provider and model (day empty), for the approver's card.
+	PeriodUsage   []*ModelUsage `protobuf:"bytes,4,rep,name=period_usage,json=periodUsage,proto3" json:"period_usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2207,6 +2212,13 @@ func (x *ReserveModelUsageResponse) GetBudget() *ModelBudget {
 	return nil
 }
 
+func (x *ReserveModelUsageResponse) GetPeriodUsage() []*ModelUsage {
+	if x != nil {
+		return x.PeriodUsage
+	}
+	return nil
+}
+
 // SettleModelUsageRequest settles a reservation to what the call used.
 type SettleModelUsageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2214,7 +2226,12 @@ type SettleModelUsageRequest struct {
 	Used          *ModelTokens           `protobuf:"bytes,2,opt,name=used,proto3" json:"used,omitempty"`
 	// False when the provider's usage never arrived whole (a cut stream):
 	// the output is settled at its reserved bound.
-	Complete      bool `protobuf:"varint,3,opt,name=complete,proto3" json:"complete,omitempty"`
+	Complete bool `protobuf:"varint,3,opt,name=complete,proto3" json:"complete,omitempty"`
+	// The session and the worst case reserved: a reservation the database
+	// lost (it commits asynchronously) is made again from its decision and
+	// settled at once.
+	SessionId     string       `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Worst         *ModelTokens `protobuf:"bytes,5,opt,name=worst,proto3" json:"worst,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2268,6 +2285,20 @@ func (x *SettleModelUsageRequest) GetComplete() bool {
 		return x.Complete
 	}
 	return false
+}
+
+func (x *SettleModelUsageRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SettleModelUsageRequest) GetWorst() *ModelTokens {
+	if x != nil {
+		return x.Worst
+	}
+	return nil
 }
 
 // SettleModelUsageResponse says whether this settled it (false: it was
@@ -2465,16 +2496,20 @@ const file_guard_v1_model_proto_rawDesc = "" +
 	"\bprovider\x18\x03 \x01(\tB\x16\xbaH\x13r\x11\x18?2\r^[a-z0-9_-]*$R\bprovider\x123\n" +
 	"\x05model\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\x05model\x12+\n" +
 	"\x05worst\x18\x05 \x01(\v2\x15.guard.v1.ModelTokensR\x05worst\x12X\n" +
-	"\x17over_budget_decision_id\x18\x06 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x14overBudgetDecisionId\"\x92\x01\n" +
+	"\x17over_budget_decision_id\x18\x06 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x14overBudgetDecisionId\"\xcb\x01\n" +
 	"\x19ReserveModelUsageResponse\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12\x1f\n" +
 	"\vover_budget\x18\x02 \x01(\bR\n" +
 	"overBudget\x12-\n" +
-	"\x06budget\x18\x03 \x01(\v2\x15.guard.v1.ModelBudgetR\x06budget\"\xaa\x01\n" +
+	"\x06budget\x18\x03 \x01(\v2\x15.guard.v1.ModelBudgetR\x06budget\x127\n" +
+	"\fperiod_usage\x18\x04 \x03(\v2\x14.guard.v1.ModelUsageR\vperiodUsage\"\x99\x02\n" +
 	"\x17SettleModelUsageRequest\x12H\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\rreservationId\x12)\n" +
 	"\x04used\x18\x02 \x01(\v2\x15.guard.v1.ModelTokensR\x04used\x12\x1a\n" +
-	"\bcomplete\x18\x03 \x01(\bR\bcomplete\"4\n" +
+	"\bcomplete\x18\x03 \x01(\bR\bcomplete\x12@\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\x12+\n" +
+	"\x05worst\x18\x05 \x01(\v2\x15.guard.v1.ModelTokensR\x05worst\"4\n" +
 	"\x18SettleModelUsageResponse\x12\x18\n" +
 	"\asettled\x18\x01 \x01(\bR\asettled*{\n" +
 	"\x11ModelProviderKind\x12#\n" +
@@ -2572,12 +2607,14 @@ var file_guard_v1_model_proto_depIdxs = []int32{
 	0,  // 25: guard.v1.GetModelRouteRequest.kind:type_name -> guard.v1.ModelProviderKind
 	34, // 26: guard.v1.ReserveModelUsageRequest.worst:type_name -> guard.v1.ModelTokens
 	10, // 27: guard.v1.ReserveModelUsageResponse.budget:type_name -> guard.v1.ModelBudget
-	34, // 28: guard.v1.SettleModelUsageRequest.used:type_name -> guard.v1.ModelTokens
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	29, // 28: guard.v1.ReserveModelUsageResponse.period_usage:type_name -> guard.v1.ModelUsage
+	34, // 29: guard.v1.SettleModelUsageRequest.used:type_name -> guard.v1.ModelTokens
+	34, // 30: guard.v1.SettleModelUsageRequest.worst:type_name -> guard.v1.ModelTokens
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_model_proto_init() }
