@@ -61,6 +61,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// Example observes one call, so every family shows (listnames).
+func (m *Metrics) Example() {
+	m.call("example", "example", "forwarded")
+	m.added("example", time.Millisecond)
+	m.firstByte("example", time.Millisecond)
+}
+
 func (m *Metrics) model(name string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()

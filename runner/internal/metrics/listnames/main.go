@@ -11,11 +11,14 @@ import (
 	"os"
 
 	"github.com/clawguard/clawguard/runner/internal/metrics"
+	"github.com/clawguard/clawguard/runner/internal/modelgw"
 )
 
 func main() {
 	reg := metrics.NewRegistry()
 	metrics.NewMetrics(reg).PreInit([]string{"send_message"})
+	// The model gateway's series are labelled by provider (and model) on use.
+	modelgw.NewMetrics(reg).Example()
 	metrics.RegisterBuildInfo(reg, "dev")
 	rec := httptest.NewRecorder()
 	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
