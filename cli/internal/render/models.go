@@ -61,7 +61,9 @@ func init() {
 	register[*guardv1.ModelBudget](view{
 		cols: []col{
 			c("PERIOD", func(b *guardv1.ModelBudget) string { return enumword.String(b.GetPeriod()) }),
-			c("SINCE", func(b *guardv1.ModelBudget) string { return b.GetPeriodStart().AsTime().UTC().Format("2006-01-02") + " (UTC)" }),
+			c("SINCE", func(b *guardv1.ModelBudget) string {
+				return b.GetPeriodStart().AsTime().UTC().Format("2006-01-02") + " (UTC)"
+			}),
 			c("TOKENS", func(b *guardv1.ModelBudget) string {
 				return spentOf(strconv.FormatInt(b.GetSpentTokens(), 10), strconv.FormatInt(b.GetReservedTokens(), 10), b.GetTokens(), strconv.FormatInt(b.GetTokens(), 10))
 			}),
@@ -97,7 +99,9 @@ func init() {
 			c("COST", func(u *guardv1.ModelUsage) string { return Micros(u.GetCostMicros()) }),
 			wide(c("GROUP ID", (*guardv1.ModelUsage).GetGroup)),
 		},
-		id: idOf(func(u *guardv1.ModelUsage) string { return u.GetDay() + "/" + u.GetGroup() + "/" + u.GetProvider() + "/" + u.GetModel() }),
+		id: idOf(func(u *guardv1.ModelUsage) string {
+			return u.GetDay() + "/" + u.GetGroup() + "/" + u.GetProvider() + "/" + u.GetModel()
+		}),
 	})
 }
 
