@@ -89,7 +89,7 @@ func TestOnlyTheSessionsOwnTokenIsTaken(t *testing.T) {
 	if _, err := r.anthropic("s1").Messages.New(context.Background(), messageParams()); apiStatus(err) != 401 {
 		t.Fatalf("a token after its session ended: %v", err)
 	}
-	if n := len(r.provider.requests()); n != 1 {
+	if n := len(r.provider.Requests()); n != 1 {
 		t.Fatalf("the provider got %d calls, want the one with the right token", n)
 	}
 	if n := len(r.guard.requests()); n != 1 {
@@ -122,16 +122,16 @@ func TestHeadersCannotOverrideTheCredentialOrTheHost(t *testing.T) {
 	if resp, body := r.post("s1", "/v1/chat/completions", `{"model":"gpt-5","messages":[{"role":"user","content":"hi"}]}`, oh); resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
-	reqs := r.provider.requests()
+	reqs := r.provider.Requests()
 	a, o := reqs[0], reqs[1]
-	if a.Header.Get("X-Api-Key") != r.provider.keys["anthropic"] || a.Header.Get("Authorization") != "" {
+	if a.Header.Get("X-Api-Key") != r.provider.Keys["anthropic"] || a.Header.Get("Authorization") != "" {
 		t.Errorf("anthropic auth: x-api-key %q authorization %q", a.Header.Get("X-Api-Key"), a.Header.Get("Authorization"))
 	}
-	if o.Header.Get("Authorization") != "Bearer "+r.provider.keys["openai"] || o.Header.Get("X-Api-Key") != "" {
+	if o.Header.Get("Authorization") != "Bearer "+r.provider.Keys["openai"] || o.Header.Get("X-Api-Key") != "" {
 		t.Errorf("openai auth: %q", o.Header.Get("Authorization"))
 	}
 	for _, q := range reqs {
-		if !strings.HasPrefix(r.provider.url, "https://"+q.Host) {
+		if !strings.HasPrefix(r.provider.URL, "https://"+q.Host) {
 			t.Errorf("the provider was asked for host %q", q.Host)
 		}
 		for _, k := range []string{"X-Forwarded-Host", "Forwarded", "X-Forwarded-For", "X-Original-Url", "Proxy-Authorization", "Cookie",
@@ -168,7 +168,7 @@ func TestOnlyTheServedPaths(t *testing.T) {
 	if g, err := r.client("s1").Do(req); err != nil || g.StatusCode != 405 {
 		t.Errorf("GET: %v %v", g, err)
 	}
-	if n := len(r.provider.requests()); n != 0 {
+	if n := len(r.provider.Requests()); n != 0 {
 		t.Fatalf("the provider got %d calls", n)
 	}
 }
@@ -208,7 +208,7 @@ func TestABodyThatLiesAboutItsBound(t *testing.T) {
 	if resp, body := r.post("s1", "/v1/responses", `{"model":"gpt-5","input":"x","background":true}`, r.bearer("s1")); resp.StatusCode != 400 {
 		t.Errorf("a background response: %d %s", resp.StatusCode, body)
 	}
-	if n := len(r.provider.requests()); n != 0 {
+	if n := len(r.provider.Requests()); n != 0 {
 		t.Fatalf("the provider got %d refused calls", n)
 	}
 	accepted := []struct {
@@ -235,7 +235,7 @@ func TestABodyThatLiesAboutItsBound(t *testing.T) {
 			t.Fatalf("%s: %d %s", c.body, resp.StatusCode, body)
 		}
 		res := r.models.reservations()[i]
-		got := r.provider.requests()[i]
+		got := r.provider.Requests()[i]
 		if res.GetWorst().GetOutput() != c.reserved || got.Body[c.key] != c.forwarded || strings.Count(got.Raw, `"`+c.key+`"`) != 1 {
 			t.Errorf("%s: reserved %d, the provider read %s=%v in %s; want %d and %v",
 				c.body, res.GetWorst().GetOutput(), c.key, got.Body[c.key], got.Raw, c.reserved, c.forwarded)
@@ -287,7 +287,7 @@ func TestRefusalsInTheProvidersShape(t *testing.T) {
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "the guard could not be asked") {
 		t.Fatalf("guard down, openai: %d %s", resp.StatusCode, body)
 	}
-	if n := len(r.provider.requests()); n != 1 {
+	if n := len(r.provider.Requests()); n != 1 {
 		t.Fatalf("the provider got %d calls; want only the approved one", n)
 	}
 }
@@ -332,7 +332,7 @@ func TestPastTheBudget(t *testing.T) {
 // nothing; an agent that goes away mid-stream is settled once too.
 func TestACutStreamIsSettledOnce(t *testing.T) {
 	r := newRig(t, DefaultLimits)
-	r.provider.set(3, 0) // message_start, content_block_start, one delta, then cut
+	r.provider.Set(3, 0) // message_start, content_block_start, one delta, then cut
 	s := r.anthropic("s1").Messages.NewStreaming(context.Background(), messageParams())
 	for s.Next() {
 	}
@@ -343,14 +343,14 @@ func TestACutStreamIsSettledOnce(t *testing.T) {
 	if got.GetComplete() || got.GetUsed().GetInput() != 11 || got.GetUsed().GetCacheRead() != 3 || got.GetUsed().GetOutput() != 1 {
 		t.Fatalf("cut: %v (the server puts its output at the bound)", got)
 	}
-	r.provider.set(0, 400)
+	r.provider.Set(0, 400)
 	if _, err := r.openai("s1").Chat.Completions.New(context.Background(), chatParams()); apiStatus(err) != 400 {
 		t.Fatalf("the provider's refusal: %v", err)
 	}
 	if got := r.models.settlesOf(t, 2)[1]; !got.GetComplete() || got.GetUsed().GetInput()+got.GetUsed().GetOutput() != 0 {
 		t.Fatalf("a refused call settled at %v", got)
 	}
-	r.provider.set(0, 0)
+	r.provider.Set(0, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	st := r.openai("s1").Chat.Completions.NewStreaming(ctx, chatParams())
 	st.Next()

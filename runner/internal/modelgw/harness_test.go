@@ -19,6 +19,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/modelrule"
 	"github.com/clawguard/clawguard/runner/internal/egress"
+	"github.com/clawguard/clawguard/runner/internal/modelgw/fakeprovider"
 )
 
 // These tests are about the gateway: its guard and the server's model RPCs
@@ -161,7 +162,7 @@ type rig struct {
 	gw       *Gateway
 	guard    *fakeGuard
 	models   *fakeModels
-	provider *provider
+	provider *fakeprovider.Provider
 	proxy    *egress.Proxy
 	socks    map[string]string // session → its socket
 	tokens   map[string]string // session → its token
@@ -180,15 +181,15 @@ func (noEgress) Await(context.Context, string, time.Duration) (egress.Resolution
 
 func newRig(t *testing.T, limits Limits) *rig {
 	t.Helper()
-	ca := newTestCA(t)
-	p := newProvider(t, ca)
+	ca := fakeprovider.NewCA(t)
+	p := fakeprovider.New(t, ca)
 	r := &rig{t: t, provider: p, socks: map[string]string{}, tokens: map[string]string{}, metrics: prometheus.NewRegistry(),
 		guard: &fakeGuard{effects: map[string]guardv1.Effect{}, approved: map[string]bool{}, budget: guardv1.Effect_EFFECT_HOLD},
 		models: &fakeModels{settled: map[string]int{}, changed: make(chan struct{}, 1), routes: map[guardv1.ModelProviderKind]*guardv1.GetModelRouteResponse{
-			guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_ANTHROPIC: {Provider: "anthropic", BaseUrl: p.url, Credential: p.keys["anthropic"]},
-			guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_OPENAI:    {Provider: "openai", BaseUrl: p.url, Credential: p.keys["openai"]},
+			guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_ANTHROPIC: {Provider: "anthropic", BaseUrl: p.URL, Credential: p.Keys["anthropic"]},
+			guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_OPENAI:    {Provider: "openai", BaseUrl: p.URL, Credential: p.Keys["openai"]},
 		}}}
-	transport, err := ProviderTransport(ca.bundle)
+	transport, err := ProviderTransport(ca.Bundle)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,7 @@ func TestTheSDKsThroughTheGateway(t *testing.T) {
 			t.Errorf("%s: reserved %v for %s", c.name, res.GetWorst(), s.GetReservationId())
 		}
 	}
-	reqs := r.provider.requests()
+	reqs := r.provider.Requests()
 	if len(reqs) != len(calls) {
 		t.Fatalf("the provider got %d calls, want %d", len(reqs), len(calls))
 	}

@@ -1,4 +1,9 @@
-package modelgw
+// Package fakeprovider is a model provider for tests: both APIs (Anthropic
+// Messages, OpenAI Chat Completions and Responses), streamed and not, over
+// TLS on loopback with a certificate of a CA of the test's own, whose
+// bundle the gateway is given. It answers only the real key, records what
+// it received, and reports the usage a real provider would.
+package fakeprovider
 
 import (
 	"crypto/ecdsa"
@@ -22,19 +27,14 @@ import (
 	"time"
 )
 
-// The fake provider: both APIs over TLS on loopback, with a certificate of
-// a test CA the gateway trusts through its CA bundle (ProviderTransport).
-// It answers only the real key, records what it received, and reports the
-// usage a real provider would.
-
 // testCA is a CA of the test's own, written to a PEM bundle.
-type testCA struct {
+type CA struct {
 	cert   *x509.Certificate
 	key    *ecdsa.PrivateKey
-	bundle string // path of the PEM file the gateway is given
+	Bundle string // path of the PEM file the gateway is given
 }
 
-func newTestCA(t *testing.T) *testCA {
+func NewCA(t testing.TB) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -52,11 +52,11 @@ func newTestCA(t *testing.T) *testCA {
 	if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &testCA{cert: cert, key: key, bundle: bundle}
+	return &CA{cert: cert, key: key, Bundle: bundle}
 }
 
 // leaf is a server certificate for 127.0.0.1 signed by the CA.
-func (ca *testCA) leaf(t *testing.T) tls.Certificate {
+func (ca *CA) leaf(t testing.TB) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -72,8 +72,8 @@ func (ca *testCA) leaf(t *testing.T) tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// received is one request as the provider saw it.
-type received struct {
+// Received is one request as the provider saw it.
+type Received struct {
 	Path   string
 	Query  string
 	Host   string
@@ -82,21 +82,28 @@ type received struct {
 	Raw    string
 }
 
-// provider is the fake provider.
-type provider struct {
-	t    *testing.T
-	url  string
-	keys map[string]string // the real key each API takes: "anthropic" → x-api-key, "openai" → bearer
+// Provider is the fake provider.
+type Provider struct {
+	URL  string            // https://127.0.0.1:port
+	Keys map[string]string // the real key each API takes: "anthropic" → x-api-key, "openai" → bearer
 
 	mu   sync.Mutex
-	got  []received
+	got  []Received
 	cut  int // > 0: a stream is cut after this many events
 	fail int // > 0: answer with this status
+	// Script, when set, answers a Messages call instead (the LLM demo's
+	// test scripts the model's turns).
+	Script func(body map[string]any) string
+	// ReportWorst makes a Messages call report the most it could use:
+	// input tokens the body's size plus 1024, output its max_tokens (a
+	// budget's tests: each call spends what it reserved).
+	ReportWorst bool
 }
 
-func newProvider(t *testing.T, ca *testCA) *provider {
+// New starts a provider; it stops when the test ends.
+func New(t testing.TB, ca *CA) *Provider {
 	t.Helper()
-	p := &provider{t: t, keys: map[string]string{"anthropic": "sk-ant-REAL-provider-key", "openai": "sk-REAL-openai-key"}}
+	p := &Provider{Keys: map[string]string{"anthropic": "sk-ant-REAL-provider-key", "openai": "sk-REAL-openai-key"}}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.leaf(t)}})
 	if err != nil {
 		t.Fatal(err)
@@ -104,32 +111,35 @@ func newProvider(t *testing.T, ca *testCA) *provider {
 	srv := &http.Server{Handler: p, ErrorLog: nil}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	p.url = "https://" + ln.Addr().String()
+	p.URL = "https://" + ln.Addr().String()
 	return p
 }
 
-func (p *provider) requests() []received {
+// Requests are what it received, in order.
+func (p *Provider) Requests() []Received {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]received(nil), p.got...)
+	return append([]Received(nil), p.got...)
 }
 
-func (p *provider) set(cut, fail int) {
+// Set makes streams cut after cut events (0: whole) and every answer fail
+// with status fail (0: none).
+func (p *Provider) Set(cut, fail int) {
 	p.mu.Lock()
 	p.cut, p.fail = cut, fail
 	p.mu.Unlock()
 }
 
-func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
-	rec := received{Path: r.URL.Path, Query: r.URL.RawQuery, Host: r.Host, Header: r.Header.Clone(), Raw: string(raw)}
+	rec := Received{Path: r.URL.Path, Query: r.URL.RawQuery, Host: r.Host, Header: r.Header.Clone(), Raw: string(raw)}
 	json.Unmarshal(raw, &rec.Body)
 	p.mu.Lock()
 	p.got = append(p.got, rec)
 	cut, fail := p.cut, p.fail
 	p.mu.Unlock()
 	anthropic := strings.HasPrefix(r.URL.Path, "/v1/messages")
-	if anthropic && r.Header.Get("X-Api-Key") != p.keys["anthropic"] || !anthropic && r.Header.Get("Authorization") != "Bearer "+p.keys["openai"] {
+	if anthropic && r.Header.Get("X-Api-Key") != p.Keys["anthropic"] || !anthropic && r.Header.Get("Authorization") != "Bearer "+p.Keys["openai"] {
 		http.Error(w, `{"error":{"message":"invalid key","type":"authentication_error"}}`, http.StatusUnauthorized)
 		return
 	}
@@ -142,8 +152,13 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	model, _ := rec.Body["model"].(string)
 	stream, _ := rec.Body["stream"].(bool)
 	switch {
+	case p.Script != nil && r.URL.Path == "/v1/messages" && !stream:
+		writeJSON(w, p.Script(rec.Body))
 	case r.URL.Path == "/v1/messages/count_tokens":
 		writeJSON(w, `{"input_tokens":42}`)
+	case r.URL.Path == "/v1/messages" && !stream && p.ReportWorst:
+		writeJSON(w, fmt.Sprintf(`{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"hello"}],`+
+			`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":%v}}`, model, len(raw)+1024, rec.Body["max_tokens"]))
 	case r.URL.Path == "/v1/messages" && !stream:
 		writeJSON(w, fmt.Sprintf(`{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"hello"}],`+
 			`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":11,"output_tokens":7,"cache_read_input_tokens":3,"cache_creation_input_tokens":2}}`, model))
