@@ -1927,10 +1927,13 @@ func (x *GetModelRouteRequest) GetKind() ModelProviderKind {
 // GetModelRouteResponse is the group's provider of that kind ("" when it
 // has none) with its credential: for the runner alone, never logged.
 type GetModelRouteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Provider      string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
-	BaseUrl       string                 `protobuf:"bytes,2,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
-	Credential    string                 `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Provider   string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	BaseUrl    string                 `protobuf:"bytes,2,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	Credential string                 `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
+	// The group has a budget: its calls reserve before they are forwarded.
+	// Without one a call is not reserved; its settle records it.
+	HasBudget     bool `protobuf:"varint,4,opt,name=has_budget,json=hasBudget,proto3" json:"has_budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1984,6 +1987,13 @@ func (x *GetModelRouteResponse) GetCredential() string {
 		return x.Credential
 	}
 	return ""
+}
+
+func (x *GetModelRouteResponse) GetHasBudget() bool {
+	if x != nil {
+		return x.HasBudget
+	}
+	return false
 }
 
 // ModelTokens are a call's tokens as the provider reported them.
@@ -2227,8 +2237,9 @@ type SettleModelUsageRequest struct {
 	// False when the provider's usage never arrived whole (a cut stream):
 	// the output is settled at its reserved bound.
 	Complete bool `protobuf:"varint,3,opt,name=complete,proto3" json:"complete,omitempty"`
-	// The session and the worst case reserved: a reservation the database
-	// lost (it commits asynchronously) is made again from its decision and
+	// The session and the call's worst case: a call that was not reserved
+	// (its group has no budget), or whose reservation the database lost (it
+	// commits asynchronously), is recorded from its model.call decision and
 	// settled at once.
 	SessionId     string       `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	Worst         *ModelTokens `protobuf:"bytes,5,opt,name=worst,proto3" json:"worst,omitempty"`
@@ -2474,13 +2485,15 @@ const file_guard_v1_model_proto_rawDesc = "" +
 	"\x14GetModelRouteRequest\x12@\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\x129\n" +
-	"\x04kind\x18\x02 \x01(\x0e2\x1b.guard.v1.ModelProviderKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\"t\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1b.guard.v1.ModelProviderKindB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04kind\"\x93\x01\n" +
 	"\x15GetModelRouteResponse\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x19\n" +
 	"\bbase_url\x18\x02 \x01(\tR\abaseUrl\x12$\n" +
 	"\n" +
 	"credential\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
-	"credential\"\x9f\x01\n" +
+	"credential\x12\x1d\n" +
+	"\n" +
+	"has_budget\x18\x04 \x01(\bR\thasBudget\"\x9f\x01\n" +
 	"\vModelTokens\x12\x1d\n" +
 	"\x05input\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05input\x12\x1f\n" +
 	"\x06output\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x06output\x12&\n" +

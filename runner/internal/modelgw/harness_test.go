@@ -186,8 +186,8 @@ func newRig(t *testing.T, limits Limits) *rig {
 	r := &rig{t: t, provider: p, socks: map[string]string{}, tokens: map[string]string{}, metrics: prometheus.NewRegistry(),
 		guard: &fakeGuard{effects: map[string]guardv1.Effect{}, approved: map[string]bool{}, budget: guardv1.Effect_EFFECT_HOLD},
 		models: &fakeModels{settled: map[string]int{}, changed: make(chan struct{}, 1), routes: map[guardv1.ModelProviderKind]*guardv1.GetModelRouteResponse{
-			guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_ANTHROPIC: {Provider: "anthropic", BaseUrl: p.URL, Credential: p.Keys["anthropic"]},
-			guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_OPENAI:    {Provider: "openai", BaseUrl: p.URL, Credential: p.Keys["openai"]},
+			guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_ANTHROPIC: {Provider: "anthropic", BaseUrl: p.URL, Credential: p.Keys["anthropic"], HasBudget: true},
+			guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_OPENAI:    {Provider: "openai", BaseUrl: p.URL, Credential: p.Keys["openai"], HasBudget: true},
 		}}}
 	transport, err := ProviderTransport(ca.Bundle)
 	if err != nil {

@@ -12,11 +12,12 @@ import (
 // providerRoute is where a session's calls of a kind go.
 type providerRoute struct {
 	provider, baseURL, credential string
+	budget                        bool // the group has a budget: its calls reserve first
 }
 
 // routeCache keeps each session's routes a short while (RouteTTL): a call
-// does not pay a round trip for them, and a rotated credential or a
-// group's new provider is used within the TTL.
+// does not pay a round trip for them, and a rotated credential, a group's
+// new provider or a new budget is used within the TTL.
 type routeCache struct {
 	models Models
 	ttl    time.Duration
@@ -54,7 +55,7 @@ func (c *routeCache) get(ctx context.Context, session, kind string) (providerRou
 	if err != nil {
 		return providerRoute{}, err
 	}
-	r := providerRoute{provider: resp.GetProvider(), baseURL: resp.GetBaseUrl(), credential: resp.GetCredential()}
+	r := providerRoute{provider: resp.GetProvider(), baseURL: resp.GetBaseUrl(), credential: resp.GetCredential(), budget: resp.GetHasBudget()}
 	c.mu.Lock()
 	c.entries[key] = routeEntry{route: r, until: time.Now().Add(c.ttl)}
 	c.mu.Unlock()

@@ -184,3 +184,20 @@ func TestCountTokensIsDecidedNotMetered(t *testing.T) {
 		t.Fatalf("a denied model's count_tokens: %v", err)
 	}
 }
+
+// A group without a budget reserves nothing before its call leaves: the
+// settle carries the session and the worst case, and the server records
+// the call from its decision.
+func TestWithoutABudgetNothingIsReserved(t *testing.T) {
+	r := newRig(t, DefaultLimits)
+	for _, route := range r.models.routes {
+		route.HasBudget = false
+	}
+	if _, err := r.anthropic("s1").Messages.New(context.Background(), messageParams()); err != nil {
+		t.Fatal(err)
+	}
+	s := r.models.settlesOf(t, 1)[0]
+	if len(r.models.reservations()) != 0 || s.GetSessionId() != "s1" || s.GetWorst().GetOutput() != 300 || s.GetReservationId() != "dec_1" {
+		t.Fatalf("%d reservations; the settle %v", len(r.models.reservations()), s)
+	}
+}

@@ -75,10 +75,16 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, s egress.Ses
 	}
 	var res *reservation
 	if rt.meters() {
+		// A group with a budget reserves the worst case before the call
+		// leaves; without one nothing is reserved, and the settle records
+		// the call from its decision.
 		worst := &guardv1.ModelTokens{Input: inputBound(c.body, g.cfg.Limits), Output: c.output}
-		if res, rf = g.reserve(ctx, s, pr.provider, c.model, v.decisionID, worst); rf != nil {
-			g.refuse(w, r, rt.kind, pr.provider, c.model, start, rf)
-			return
+		res = &reservation{id: v.decisionID, worst: worst}
+		if pr.budget {
+			if res, rf = g.reserve(ctx, s, pr.provider, c.model, v.decisionID, worst); rf != nil {
+				g.refuse(w, r, rt.kind, pr.provider, c.model, start, rf)
+				return
+			}
 		}
 	}
 	overhead := time.Since(start)

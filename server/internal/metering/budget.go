@@ -23,16 +23,22 @@ type budget struct {
 	OverBudget string
 }
 
+// budgetSQL reads a budget; its caller adds the WHERE.
+const budgetSQL = `SELECT b.period, b.tokens, b.cost_micros, COALESCE(c.model_over_budget, '')
+	FROM model_budgets b LEFT JOIN container_configs c USING (agent_group_id)`
+
 // readBudget reads a group's budget; ok false when it has none.
-func readBudget(ctx context.Context, q store.Querier, group string) (b budget, ok bool, err error) {
-	err = q.QueryRow(ctx, `SELECT b.period, b.tokens, b.cost_micros, COALESCE(c.model_over_budget, '')
-		FROM model_budgets b LEFT JOIN container_configs c USING (agent_group_id) WHERE b.agent_group_id = $1`, group).
-		Scan(&b.Period, &b.Tokens, &b.Cost, &b.OverBudget)
+func readBudget(ctx context.Context, q store.Querier, group string) (budget, bool, error) {
+	return scanBudget(q.QueryRow(ctx, budgetSQL+` WHERE b.agent_group_id = $1`, group))
+}
+
+func scanBudget(row pgx.Row) (b budget, ok bool, err error) {
+	err = row.Scan(&b.Period, &b.Tokens, &b.Cost, &b.OverBudget)
 	if store.IsNoRows(err) {
 		return budget{}, false, nil
 	}
 	if err != nil {
-		return budget{}, false, fmt.Errorf("read the model budget of %s: %w", group, err)
+		return budget{}, false, fmt.Errorf("read a model budget: %w", err)
 	}
 	return b, true, nil
 }

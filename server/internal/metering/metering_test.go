@@ -76,6 +76,19 @@ func TestReserveSettleOnceAndUsagePerModel(t *testing.T) {
 	}
 }
 
+// A budget past what a 32-bit number holds reserves like any other.
+func TestALargeBudget(t *testing.T) {
+	w := meteringtest.New(t)
+	w.Budget(t, guardv1.ModelBudgetPeriod_MODEL_BUDGET_PERIOD_MONTH, 5_000_000_000, 3_000_000_000_000, guardv1.Effect_EFFECT_HOLD)
+	id := w.Allowed(t, "anthropic", "claude-sonnet-4-5")
+	if res, err := w.Reserve("s1", id, "anthropic", "claude-sonnet-4-5", 3_000_000_000, 100, ""); err != nil || res.GetOverBudget() {
+		t.Fatalf("Reserve under a large budget: %v %v", res, err)
+	}
+	if b := w.Policy(t).GetBudget(); b.GetReservedTokens() != 3_000_000_100 {
+		t.Fatalf("reserved: %v", b)
+	}
+}
+
 // N calls racing for a budget never overshoot it: exactly as many as fit
 // reserve, the rest are told they are over budget.
 func TestRacingReservationsNeverOvershoot(t *testing.T) {
@@ -250,7 +263,7 @@ func TestCredentialIsWriteOnly(t *testing.T) {
 func strPtr(s string) *string { return &s }
 
 // A cut stream settles with what was seen and its output at the reserved
-// bound, once; a reservation the database lost is made again by its
+// bound, once; a reservation the database lost is recorded again by its
 // settle; a reservation nobody settled is swept to its worst case.
 func TestCutLostAndSweptReservations(t *testing.T) {
 	w := meteringtest.New(t)
@@ -335,5 +348,47 @@ func TestBudgetCountsTheDaysEarlierCalls(t *testing.T) {
 	}
 	if r := w.Decide(t, w.Agent, meteringtest.BudgetRequest(t, "s1", modelrule.PeriodDay)); r.GetDecision().GetEffect() != guardv1.Effect_EFFECT_DENY {
 		t.Fatalf("model.budget without a budget: %v", r.GetDecision())
+	}
+}
+
+// A group without a budget reserves nothing (its route says so): a call is
+// recorded by its settle, once, citing its own model.call ALLOW.
+func TestAnUnreservedCallIsRecordedByItsSettle(t *testing.T) {
+	w := meteringtest.New(t)
+	route := func() *guardv1.GetModelRouteResponse {
+		r, err := w.Runner.Registry.GetModelRoute(w.Ctx, &guardv1.GetModelRouteRequest{SessionId: "s1", Kind: guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_ANTHROPIC})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if route().GetHasBudget() {
+		t.Fatal("a group without a budget: has_budget")
+	}
+	id := w.Allowed(t, "anthropic", "claude-sonnet-4-5")
+	settle := func(id, session string) (*guardv1.SettleModelUsageResponse, error) {
+		return w.Runner.Registry.SettleModelUsage(w.Ctx, &guardv1.SettleModelUsageRequest{ReservationId: id, Used: tokens(40, 10, 0, 0),
+			Complete: true, SessionId: session, Worst: tokens(2000, 300, 0, 0)})
+	}
+	if s, err := settle(id, "s1"); err != nil || !s.GetSettled() {
+		t.Fatalf("settle of an unreserved call: %v %v", s, err)
+	}
+	if s, err := settle(id, "s1"); err != nil || s.GetSettled() {
+		t.Fatalf("settled twice: %v %v", s, err)
+	}
+	if u := usage(t, w)["anthropic/claude-sonnet-4-5"]; u.GetCalls() != 1 || u.GetInputTokens() != 40 || u.GetOutputTokens() != 10 {
+		t.Fatalf("usage: %v", u)
+	}
+	other := w.Decide(t, w.Agent2, meteringtest.CallRequest(t, "s2", "anthropic", "claude-sonnet-4-5", "anthropic")).GetDecisionId()
+	if _, err := settle(other, "s1"); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("recording another session's call: %v", err)
+	}
+	denied := w.Decide(t, w.Agent, meteringtest.CallRequest(t, "s1", "elsewhere", "x", "anthropic")).GetDecisionId()
+	if _, err := settle(denied, "s1"); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("recording a denied call: %v", err)
+	}
+	w.Budget(t, day, 1000, 0, guardv1.Effect_EFFECT_HOLD)
+	if !route().GetHasBudget() {
+		t.Fatal("a group with a budget: no has_budget")
 	}
 }

@@ -13,8 +13,10 @@ import (
 // Route is where a session's model calls of a kind go: its group's provider
 // of that kind ("" when it has none), with the credential — the one answer
 // that carries it, to the runner the session is placed on alone (the RPC
-// reveals_secrets; an agent's assertion gets it redacted). Another runner's
-// session and a session that does not exist read alike.
+// reveals_secrets; an agent's assertion gets it redacted) — and whether
+// the group has a budget (its calls reserve first; others are recorded by
+// their settle). Another runner's session and a session that does not
+// exist read alike.
 func (s *Service) Route(ctx context.Context, runnerID string, req *guardv1.GetModelRouteRequest) (_ *guardv1.GetModelRouteResponse, err error) {
 	defer store.Faulted(&err, "model route")
 	kind, err := enumword.Word(req.GetKind())
@@ -28,11 +30,12 @@ func (s *Service) Route(ctx context.Context, runnerID string, req *guardv1.GetMo
 		owner string
 		out   guardv1.GetModelRouteResponse
 	)
-	err = s.pool.QueryRow(ctx, `SELECT COALESCE(s.runner_id, ''), COALESCE(p.name, ''), COALESCE(p.base_url, ''), COALESCE(p.credential, '')
+	err = s.pool.QueryRow(ctx, `SELECT COALESCE(s.runner_id, ''), COALESCE(p.name, ''), COALESCE(p.base_url, ''), COALESCE(p.credential, ''),
+			EXISTS (SELECT 1 FROM model_budgets b WHERE b.agent_group_id = s.agent_group_id)
 		FROM sessions s
 		LEFT JOIN container_configs c ON c.agent_group_id = s.agent_group_id
 		LEFT JOIN model_providers p ON p.name = ANY (c.model_providers) AND p.kind = $2
-		WHERE s.id = $1 ORDER BY p.name LIMIT 1`, req.GetSessionId(), kind).Scan(&owner, &out.Provider, &out.BaseUrl, &out.Credential)
+		WHERE s.id = $1 ORDER BY p.name LIMIT 1`, req.GetSessionId(), kind).Scan(&owner, &out.Provider, &out.BaseUrl, &out.Credential, &out.HasBudget)
 	if store.IsNoRows(err) || (err == nil && owner != runnerID) {
 		return nil, notHosted(runnerID, req.GetSessionId())
 	}

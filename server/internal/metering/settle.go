@@ -17,8 +17,9 @@ import (
 // second settle (a retry whose answer was lost) answers settled=false and
 // counts nothing. A call the provider's usage did not cover whole (a cut
 // stream) is settled with what was seen and its output at the reserved
-// bound. A reservation the database lost (it commits asynchronously) is
-// made again from its decision and settled at once.
+// bound. A call that was not reserved (its group has no budget), or whose
+// reservation the database lost (it commits asynchronously), is recorded
+// from its decision and settled at once.
 func (s *Service) Settle(ctx context.Context, runnerID string, req *guardv1.SettleModelUsageRequest) (_ *guardv1.SettleModelUsageResponse, err error) {
 	defer store.Faulted(&err, "model settlement")
 	if req.GetReservationId() == "" {
@@ -38,7 +39,7 @@ func (s *Service) Settle(ctx context.Context, runnerID string, req *guardv1.Sett
 			return err
 		}
 		if !found {
-			if r, err = s.remake(ctx, tx, runnerID, req); err != nil {
+			if r, err = s.record(ctx, tx, runnerID, req); err != nil {
 				return err
 			}
 		}
@@ -93,11 +94,12 @@ func lockReservation(ctx context.Context, tx pgx.Tx, id string) (reservation, bo
 	return r, true, nil
 }
 
-// remake records again a reservation the database lost: its id is the
-// model.call ALLOW it cited, which must be the session's (placed on the
-// runner), younger than the sweep's age; it counts on no counter (its
-// reserved amount was lost with it).
-func (s *Service) remake(ctx context.Context, tx pgx.Tx, runnerID string, req *guardv1.SettleModelUsageRequest) (reservation, error) {
+// record records a call that has no reservation — its group has no budget,
+// or the database lost it — from the model.call ALLOW it cites, which must
+// be the session's (placed on the runner), younger than the sweep's age.
+// It counts on no counter: nothing was reserved on one (or that was lost
+// with the reservation).
+func (s *Service) record(ctx context.Context, tx pgx.Tx, runnerID string, req *guardv1.SettleModelUsageRequest) (reservation, error) {
 	if req.GetSessionId() == "" {
 		return reservation{}, fault.NotFoundf("reservation %q not found", req.GetReservationId())
 	}
@@ -118,7 +120,6 @@ func (s *Service) remake(ctx context.Context, tx pgx.Tx, runnerID string, req *g
 		return reservation{}, err
 	}
 	r.worst = modelrule.Tokens{Input: satAdd(r.worst.Input, satAdd(r.worst.CacheRead, r.worst.CacheWrite)), Output: r.worst.Output}
-	s.opts.Log.Warn("a settled model call's reservation was missing (lost in a database crash): made again", "reservation", r.id, "session", r.session)
 	return r, nil
 }
 

@@ -101,7 +101,9 @@ func TestTheSDKsInAContainer(t *testing.T) {
 // five pass — each spending what it reserved — and the rest are refused in
 // the provider's shape; what was spent never passes the budget.
 func TestRacingCallsNeverOvershootTheBudget(t *testing.T) {
-	w := newWorld(t, modelgw.DefaultLimits)
+	limits := modelgw.DefaultLimits
+	limits.RouteTTL = 0 // the budget set below applies to the next call
+	w := newWorld(t, limits)
 	w.provider.ReportWorst = true
 	ctx := context.Background()
 	// One call's worst case: its body's size, the overhead, its max_tokens.
@@ -160,7 +162,7 @@ func TestRacingCallsNeverOvershootTheBudget(t *testing.T) {
 // approved, the next call goes through.
 func TestPastTheBudgetHeldApprovedThenGoesThrough(t *testing.T) {
 	limits := modelgw.DefaultLimits
-	limits.HoldWait = 500 * time.Millisecond
+	limits.HoldWait, limits.RouteTTL = 500*time.Millisecond, 0
 	w := newWorld(t, limits)
 	ctx := context.Background()
 	if _, err := w.anthropic("s1").Messages.New(ctx, message("claude-sonnet-4-5")); err != nil {

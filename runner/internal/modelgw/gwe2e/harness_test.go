@@ -87,7 +87,7 @@ type clients struct {
 	registry  guardv1.RegistryClient
 }
 
-func startServer(t *testing.T) *server {
+func startServer(t testing.TB) *server {
 	t.Helper()
 	db := pgtest.NewDB(t)
 	dir := t.TempDir()
@@ -135,7 +135,7 @@ func startServer(t *testing.T) *server {
 	return s
 }
 
-func (s *server) clients(t *testing.T, token string) clients {
+func (s *server) clients(t testing.TB, token string) clients {
 	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(token)))
 	if err != nil {
 		t.Fatal(err)
@@ -151,14 +151,14 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 func (bearer) RequireTransportSecurity() bool { return false }
 
-func (s *server) exec(t *testing.T, sql string, args ...any) {
+func (s *server) exec(t testing.TB, sql string, args ...any) {
 	t.Helper()
 	if _, err := s.pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := netListen()
 	if err != nil {
@@ -170,7 +170,7 @@ func freeAddr(t *testing.T) string {
 
 // waitFor polls cond until it holds or d passes (a condition, never a
 // fixed sleep).
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

@@ -25,7 +25,7 @@ const owner = "telegram:dana"
 // provider (the fake one, over TLS), sessions s1 and s2 on runner r1, and
 // the runner's gateway serving each session's socket.
 type world struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *server
 	group    string
 	provider *fakeprovider.Provider
@@ -35,7 +35,7 @@ type world struct {
 	tokens   map[string]string // session → its token
 }
 
-func newWorld(t *testing.T, limits modelgw.Limits) *world {
+func newWorld(t testing.TB, limits modelgw.Limits) *world {
 	t.Helper()
 	ctx := context.Background()
 	srv := startServer(t)
