@@ -18,6 +18,13 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
+// fixtures are runners r1 and r2, and sessions s1 and s2 of the world's
+// group ($1) on r1.
+var fixtures = []string{
+	`INSERT INTO runners (id, host, lease_expires_at) SELECT id, id, now() + interval '1 hour' FROM unnest(ARRAY['r1', 'r2']) AS id WHERE $1::text <> ''`,
+	`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s1', $1, 'r1'), ('s2', $1, 'r1')`,
+}
+
 const day = guardv1.ModelBudgetPeriod_MODEL_BUDGET_PERIOD_DAY
 
 func tokens(in, out, cr, cw int64) *guardv1.ModelTokens {
@@ -42,7 +49,7 @@ func usage(t *testing.T, w *meteringtest.World) map[string]*guardv1.ModelUsage {
 // reported (priced at the operator's prices), and lands per group and
 // model; a second settle counts nothing.
 func TestReserveSettleOnceAndUsagePerModel(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	if _, err := w.Op.Registry.SetModelPrice(w.Ctx, &guardv1.SetModelPriceRequest{Price: &guardv1.ModelPrice{Provider: "anthropic", Model: "claude-*",
 		InputMicros: 3_000_000, OutputMicros: 15_000_000, CacheReadMicros: 300_000, CacheWriteMicros: 3_750_000}}); err != nil {
 		t.Fatal(err)
@@ -78,7 +85,7 @@ func TestReserveSettleOnceAndUsagePerModel(t *testing.T) {
 
 // A budget past what a 32-bit number holds reserves like any other.
 func TestALargeBudget(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	w.Budget(t, guardv1.ModelBudgetPeriod_MODEL_BUDGET_PERIOD_MONTH, 5_000_000_000, 3_000_000_000_000, guardv1.Effect_EFFECT_HOLD)
 	id := w.Allowed(t, "anthropic", "claude-sonnet-4-5")
 	if res, err := w.Reserve("s1", id, "anthropic", "claude-sonnet-4-5", 3_000_000_000, 100, ""); err != nil || res.GetOverBudget() {
@@ -92,7 +99,7 @@ func TestALargeBudget(t *testing.T) {
 // N calls racing for a budget never overshoot it: exactly as many as fit
 // reserve, the rest are told they are over budget.
 func TestRacingReservationsNeverOvershoot(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	w.Budget(t, day, 10_000, 0, guardv1.Effect_EFFECT_HOLD)
 	const n = 24
 	ids := make([]string, n)
@@ -131,7 +138,7 @@ func TestRacingReservationsNeverOvershoot(t *testing.T) {
 // Past the budget the call is refused with what the group spent and on
 // what; an ALLOW of model.budget (approved) lets it reserve past it, once.
 func TestPastTheBudgetWithAnApproval(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	w.Budget(t, day, 1000, 0, guardv1.Effect_EFFECT_HOLD)
 	first := w.Allowed(t, "anthropic", "claude-sonnet-4-5")
 	if _, err := w.Reserve("s1", first, "anthropic", "claude-sonnet-4-5", 500, 400, ""); err != nil {
@@ -173,7 +180,7 @@ func TestPastTheBudgetWithAnApproval(t *testing.T) {
 // model.call, for that provider and model, unused, on the runner hosting
 // the session.
 func TestCitationsAreBound(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	id := w.Allowed(t, "anthropic", "claude-sonnet-4-5")
 	other := w.Decide(t, w.Agent2, meteringtest.CallRequest(t, "s2", "anthropic", "claude-sonnet-4-5", "anthropic")).GetDecisionId()
 	denied := w.Decide(t, w.Agent, meteringtest.CallRequest(t, "s1", "elsewhere", "x", "anthropic")).GetDecisionId()
@@ -217,7 +224,7 @@ func TestCitationsAreBound(t *testing.T) {
 // The route carries the credential to the hosting runner alone; no other
 // answer carries it, to anyone; a new credential is read at once.
 func TestCredentialIsWriteOnly(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	route, err := w.Runner.Registry.GetModelRoute(w.Ctx, &guardv1.GetModelRouteRequest{SessionId: "s1", Kind: guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_OPENAI})
 	if err != nil || route.GetProvider() != "openai" || route.GetBaseUrl() != "https://llm.example/v1" || route.GetCredential() != meteringtest.OpenAIKey {
 		t.Fatalf("route = %v, %v", route, err)
@@ -266,7 +273,7 @@ func strPtr(s string) *string { return &s }
 // bound, once; a reservation the database lost is recorded again by its
 // settle; a reservation nobody settled is swept to its worst case.
 func TestCutLostAndSweptReservations(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	cut := w.Allowed(t, "anthropic", "claude-sonnet-4-5")
 	if _, err := w.Reserve("s1", cut, "anthropic", "claude-sonnet-4-5", 2000, 500, ""); err != nil {
 		t.Fatal(err)
@@ -321,7 +328,7 @@ func TestCutLostAndSweptReservations(t *testing.T) {
 // A budget set in the middle of a period counts what was settled before
 // it; removing it removes the over-budget setting too.
 func TestBudgetCountsTheDaysEarlierCalls(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	id := w.Allowed(t, "anthropic", "claude-sonnet-4-5")
 	if _, err := w.Reserve("s1", id, "anthropic", "claude-sonnet-4-5", 800, 800, ""); err != nil {
 		t.Fatal(err)
@@ -354,7 +361,7 @@ func TestBudgetCountsTheDaysEarlierCalls(t *testing.T) {
 // A group without a budget reserves nothing (its route says so): a call is
 // recorded by its settle, once, citing its own model.call ALLOW.
 func TestAnUnreservedCallIsRecordedByItsSettle(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	route := func() *guardv1.GetModelRouteResponse {
 		r, err := w.Runner.Registry.GetModelRoute(w.Ctx, &guardv1.GetModelRouteRequest{SessionId: "s1", Kind: guardv1.ModelProviderKind_MODEL_PROVIDER_KIND_ANTHROPIC})
 		if err != nil {

@@ -18,6 +18,13 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
+// fixtures are runners r1 and r2, and sessions s1 and s2 of the world's
+// group ($1) on r1.
+var fixtures = []string{
+	`INSERT INTO runners (id, host, lease_expires_at) SELECT id, id, now() + interval '1 hour' FROM unnest(ARRAY['r1', 'r2']) AS id WHERE $1::text <> ''`,
+	`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s1', $1, 'r1'), ('s2', $1, 'r1')`,
+}
+
 const (
 	allow = guardv1.Effect_EFFECT_ALLOW
 	hold  = guardv1.Effect_EFFECT_HOLD
@@ -38,7 +45,7 @@ func rule(t *testing.T, w *meteringtest.World, provider, model string, e guardv1
 // restrictive answers; a model no rule names gets the default (allow until
 // set).
 func TestProvidersAndRulesDecide(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	rule(t, w, "anthropic", "claude-*", allow)
 	rule(t, w, "anthropic", "claude-opus-*", hold)
 	rule(t, w, "anthropic", "claude-opus-4-1", deny)
@@ -89,7 +96,7 @@ func TestProvidersAndRulesDecide(t *testing.T) {
 
 // Malformed calls and settings are refused before any hold.
 func TestMalformedRefused(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	rule(t, w, "anthropic", "*", hold)
 	for _, m := range []string{"", "has space", "claude-*", "x\x7f"} {
 		r := w.Decide(t, w.Agent, meteringtest.CallRequest(t, "s1", "anthropic", m, "anthropic"))
@@ -129,7 +136,7 @@ func TestMalformedRefused(t *testing.T) {
 // A held model is asked once per session; its approval is used by the
 // session's next call of it, once; another session is asked again.
 func TestApprovalUsedByTheNextCallOnce(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	rule(t, w, "anthropic", "claude-opus-*", hold)
 	call := func(c *guardv1.DecideRequest) *guardv1.DecideResponse { return w.Decide(t, w.Agent, c) }
 	first := call(meteringtest.CallRequest(t, "s1", "anthropic", "claude-opus-4", "anthropic"))
@@ -157,7 +164,7 @@ func TestApprovalUsedByTheNextCallOnce(t *testing.T) {
 // mode relaxes the freeze or a provider the group is not given; audit mode
 // relaxes the operator's deny and logs what enforce would do.
 func TestFreezeAndModes(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	rule(t, w, "anthropic", "claude-opus-4-1", deny)
 	if _, err := w.Op.Registry.SetActionSettings(w.Ctx, &guardv1.SetActionSettingsRequest{Action: modelrule.CallAction,
 		Mode: guardv1.EnforcementMode_ENFORCEMENT_MODE_AUDIT}); err != nil {
@@ -183,7 +190,7 @@ func TestFreezeAndModes(t *testing.T) {
 // call past it goes on, once; for N hours: every call of the group's
 // sessions) or denies.
 func TestBudgetHoldsForTheGroupsAdmins(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	if r := w.Decide(t, w.Agent, meteringtest.BudgetRequest(t, "s1", "day")); effect(r) != deny ||
 		!strings.Contains(r.GetDecision().GetReason(), "no model budget") {
 		t.Fatalf("no budget: %v", r.GetDecision())
@@ -222,7 +229,7 @@ func TestBudgetHoldsForTheGroupsAdmins(t *testing.T) {
 
 // An agent's own change of its model settings is an admin command: held.
 func TestAgentChangingItsModelSettingsIsHeld(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	_, err := w.Agent.Registry.SetModelRule(w.Ctx, &guardv1.SetModelRuleRequest{Group: w.Group, Provider: "anthropic", Model: "*", Effect: allow})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("agent SetModelRule = %v, want FailedPrecondition (held)", err)
@@ -242,7 +249,7 @@ func TestAgentChangingItsModelSettingsIsHeld(t *testing.T) {
 
 // The why page explains a model call in words.
 func TestExplainSaysWhichRule(t *testing.T) {
-	w := meteringtest.New(t)
+	w := meteringtest.New(t, fixtures...)
 	rule(t, w, "anthropic", "claude-opus-*", hold)
 	resp, err := w.Op.Guard.Decide(w.Ctx, &guardv1.DecideRequest{Action: modelrule.CallAction, DryRun: true,
 		Actor:    &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: w.Group, SessionId: "s1"}}},

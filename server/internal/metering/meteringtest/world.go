@@ -37,8 +37,10 @@ type World struct {
 	Group  string
 }
 
-// New starts the server and makes the world.
-func New(t *testing.T) *World {
+// New starts the server and makes the world. fixtures put runners r1 and
+// r2 and sessions s1 and s2 of the group ($1) on r1 in place: the test's
+// own statements (the tables are other packages' to write).
+func New(t *testing.T, fixtures ...string) *World {
 	t.Helper()
 	srv := testserver.Start(t)
 	ctx := context.Background()
@@ -48,11 +50,8 @@ func New(t *testing.T) *World {
 		t.Fatal(err)
 	}
 	w.Group = g.GetGroup().GetId()
-	for _, q := range []string{
-		`INSERT INTO runners (id, host, lease_expires_at) VALUES ('r1', 'h', now() + interval '1 hour'), ('r2', 'h2', now() + interval '1 hour')`,
-		`INSERT INTO sessions (id, agent_group_id, runner_id) VALUES ('s1', '` + w.Group + `', 'r1'), ('s2', '` + w.Group + `', 'r1')`,
-	} {
-		if _, err := srv.Pool.Exec(ctx, q); err != nil {
+	for _, q := range fixtures {
+		if _, err := srv.Pool.Exec(ctx, q, w.Group); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
