@@ -52,11 +52,12 @@ proto-check: tools ## fail if buf lint fails, regeneration changes anything, or 
 	else echo "buf breaking: no previous main with proto/ to compare against"; fi
 
 .PHONY: build
-build: ## build bin/clawguard-server, bin/clawguard-runner, bin/clawguard-mcp, bin/ncl, bin/clawguard-telegram, bin/clawguard-slack, the demo agents (static)
+build: ## build bin/clawguard-server, bin/clawguard-runner, bin/clawguard-mcp, bin/clawguard-init, bin/ncl, bin/clawguard-telegram, bin/clawguard-slack, the demo agents (static)
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-server ./server/cmd/clawguard-server
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-runner ./runner/cmd/clawguard-runner
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-mcp ./runner/cmd/clawguard-mcp
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-init ./runner/cmd/clawguard-init
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(NCL_LDFLAGS)" -o bin/ncl ./cli/cmd/ncl
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-telegram ./cli/cmd/clawguard-telegram
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-slack ./cli/cmd/clawguard-slack

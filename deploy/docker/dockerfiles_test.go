@@ -46,7 +46,7 @@ func requireDocker(t *testing.T) {
 func TestImagesRunTheirStaticBinary(t *testing.T) {
 	requireDocker(t)
 	bin := t.TempDir() // the build context, like bin/ after `make build`
-	for _, name := range []string{"clawguard-server", "clawguard-runner", "clawguard-telegram", "clawguard-slack"} {
+	for _, name := range []string{"clawguard-server", "clawguard-runner", "clawguard-init", "clawguard-mcp", "clawguard-telegram", "clawguard-slack"} {
 		run(t, ".", []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(bin, name), "./testdata/stub")
 	}
 	suffix := make([]byte, 4)

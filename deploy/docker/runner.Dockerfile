@@ -13,6 +13,10 @@ LABEL org.opencontainers.image.title="clawguard-runner" \
       org.opencontainers.image.description="Clawguard runner: spawns agent containers and asks the guard before every privileged action" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY clawguard-runner /clawguard-runner
+# What the runner puts in every agent image it builds (--agent-tools-dir
+# defaults to its own directory): the container's first process, with the
+# agent's way out, and the agent's MCP server.
+COPY clawguard-init clawguard-mcp /
 # /metrics (--metrics-listen).
 EXPOSE 9465
 ENTRYPOINT ["/clawguard-runner"]

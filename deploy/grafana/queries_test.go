@@ -175,7 +175,7 @@ func kind(e parser.Expr) string {
 // panel's, or an override naming its refId or legend — says what it is.
 func TestPanelUnitsSayWhatTheQueryMeasures(t *testing.T) {
 	want := map[string][]string{
-		"rate":    {"reqps", "ops", "rps", "wps", "cps"},
+		"rate":    {"reqps", "ops", "rps", "wps", "cps", "Bps"}, // Bps: a rate of bytes
 		"latency": {"s", "ms", "µs", "ns"},
 		"ratio":   {"percentunit"},
 	}

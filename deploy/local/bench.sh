@@ -27,6 +27,11 @@
 #   open150-reask-hint10s   (not in the default runs) the same with --admission-max-retry-after 10s
 #   stream25k               DecideStream offered 25,000/s
 #   approvals               100 approval round trips/s beside 2,000 Decide/s
+#   egress                  (not in the default runs; needs Squid: apt-get install squid) an agent's
+#                           connection set-up through the guarded egress path (clawguard-init's
+#                           forwarder, a real runner, a net.connect decision) beside Squid with the same
+#                           allow rule, at EGRESS_RATE (default 200) a second, and bulk throughput
+#                           through one tunnel; printed into the report beside the decision runs
 #   fga-open2000 / fga-closed   OpenFGA (OPENFGA, default: go install of OPENFGA_VERSION v1.22.1 into
 #                           the bench dir) on the same Postgres, its own database, the same pairs
 #                           written through its API, asked the same checks as open2000 / closed
@@ -120,6 +125,25 @@ run_fga() {
   stop_server
 }
 
+# run_egress: egressload against a fresh server (operator token in a file),
+# its runner and Squid; its table goes into the report beside the others.
+egress_out="$data/egress-$stamp.txt"
+run_egress() {
+  psql "$url" -qc "DROP DATABASE IF EXISTS clawguard_bench" -c "CREATE DATABASE clawguard_bench" >/dev/null
+  local port tok
+  port=$(free_port); tok="$data/operator-$stamp.token"
+  "$server_bin" serve --database-url "$db" --listen "127.0.0.1:$port" --auto-migrate --log-level error \
+    --max-conns "${MAX_CONNS:-32}" --decision-log-commit "$log_commit" --operator-token-file "$tok" ${SERVER_FLAGS:-} >"$data/server-egress.log" 2>&1 &
+  server=$!
+  await_port "$port" clawguard-server egress
+  echo "== egress"
+  go build -o "$data/egressload" "$root/bench/cmd/egressload"
+  "$data/egressload" -addr "127.0.0.1:$port" -token-file "$tok" -runner-bin "$root/bin/clawguard-runner" \
+    -init-bin "$root/bin/clawguard-init" -agent-bin "$root/bin/demo-agent" -rate "${EGRESS_RATE:-200}" \
+    -duration "${DURATION:-10s}" -warmup "${WARMUP:-3s}" | tee "$egress_out"
+  stop_server
+}
+
 # The answered rate of an earlier run in this report.
 answered() {
   sed -n "s/^{\"label\":\"$1\".*\"answered_per_s\":\([0-9.]*\).*/\1/p" "$report" | tail -1
@@ -152,6 +176,7 @@ for r in $runs; do
   open150-reask-hint10s) rate=$(of_max 1.5); run open150-reask-hint10s --admission-max-retry-after 10s -- -mode unary -reask -rate "$rate" ;;
   stream25k) run stream25k -- -mode stream -rate 25000 ;;
   approvals) run approvals -- -mode unary -rate 2000 -approvals 100 ;;
+  egress) run_egress ;;
   fga-open2000) run_fga fga-open2000 -rate 2000 ;;
   fga-closed) run_fga fga-closed -closed 512 ;;
   *) echo "unknown run $r (BENCH_RUNS)" >&2; exit 2 ;;
@@ -164,4 +189,5 @@ echo "== summary ($(nproc) cores, load average before the last run: $(cut -d' ' 
   echo "Decision log commit: $log_commit (--decision-log-commit).${SERVER_FLAGS:+ More server flags: $SERVER_FLAGS.}"
   echo
   "$data/decideload" -summarize "$report"
+  if [ -s "$egress_out" ]; then echo; cat "$egress_out"; fi
 } | tee "$data/report-$stamp.md"

@@ -279,7 +279,9 @@ func TestDecisionLogRefusingInsertsDuringReplays(t *testing.T) {
 // ALLOW and before the mutation is applied (ApplyAction is held up by a lock
 // on the table it writes), and another runner takes the session over. The
 // replay is idempotent per hold: the new runner gets the same answer and
-// applies each approval once.
+// applies each approval once. Since issue 42 the replay's decision and its
+// application are one transaction: the kill ends it before its commit, and
+// the new runner decides and applies each approval once.
 func TestRunnerKilledBetweenAllowAndApplyAnotherTakesOver(t *testing.T) {
 	s := newSystem(t)
 	x := newA2A(t, s, true, false)
@@ -313,11 +315,12 @@ func TestRunnerKilledBetweenAllowAndApplyAnotherTakesOver(t *testing.T) {
 	}
 	x.approve(t, ids)
 	// A session's pushes apply in order: the first replay is allowed (its
-	// grant consumed) and stuck before its mutation; the rest wait behind it.
+	// grant consumed, in the transaction that applies it) and stuck before
+	// its mutation commits; the rest wait behind it.
 	waitFor(t, 60*time.Second, "a replay allowed (the grant consumed) and waiting to apply", func() (bool, string) {
-		var allowed int
-		_ = s.admin.QueryRow(ctxT(t), `SELECT count(DISTINCT grant_id) FROM decisions WHERE effect = 'allow' AND grant_id = ANY($1)`, ids).Scan(&allowed)
-		return allowed >= 1, fmt.Sprintf("%d of %d allowed", allowed, n)
+		var waiting int
+		_ = s.admin.QueryRow(ctxT(t), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`).Scan(&waiting)
+		return waiting >= 1, fmt.Sprintf("%d applications waiting", waiting)
 	})
 	x.sender.p.Kill()
 	killed := time.Now()

@@ -1,6 +1,10 @@
 package mcpcall
 
-import "testing"
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
 
 func TestDigestBindsServerToolAndArguments(t *testing.T) {
 	base, err := Digest("fs", "write_file", map[string]any{"path": "a.txt", "content": "hi", "n": 1.0})
@@ -62,6 +66,32 @@ func TestResolve(t *testing.T) {
 	} {
 		if got := Resolve(c.tool, c.server); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// The hand-written name checks say what the rules' regular expressions
+// say, on names built to probe every edge: lengths, first characters,
+// punctuation, white space and controls, non-ASCII and invalid UTF-8.
+func TestNameChecksAreTheRules(t *testing.T) {
+	server := regexp.MustCompile(ServerPattern)
+	tool := regexp.MustCompile(`^[^\x00-\x20\x7f]{1,256}$`)
+	parts := []string{"", "a", "Z", "0", ".", "_", "-", " ", "\t", "\x00", "\x7f", "é", "日本", "\xff", "/", ":", "~"}
+	names := []string{strings.Repeat("a", 128), strings.Repeat("a", 129), strings.Repeat("é", 256), strings.Repeat("é", 257),
+		strings.Repeat("x", 256), strings.Repeat("x", 257)}
+	for _, a := range parts {
+		for _, b := range parts {
+			for _, c := range parts {
+				names = append(names, a+b+c)
+			}
+		}
+	}
+	for _, n := range names {
+		if got, want := ValidServer(n), server.MatchString(n); got != want {
+			t.Errorf("ValidServer(%q) = %v, the rule says %v", n, got, want)
+		}
+		if got, want := ValidTool(n), tool.MatchString(n); got != want {
+			t.Errorf("ValidTool(%q) = %v, the rule says %v", n, got, want)
 		}
 	}
 }

@@ -153,7 +153,9 @@ func startGuardedPath(ctx context.Context, c config, reg guardv1.RegistryClient,
 	}
 	runner := exec.Command(c.runnerBin, "--server", c.addr, "--token-file", rtFile, "--id", runnerID, "--runtime", "process",
 		"--data-dir", filepath.Join(dir, "data"), "--agent-binary", c.agentBin, "--log-level", "warn", "--group", group,
-		"--egress-allow-cidr", "127.0.0.1/32")
+		"--egress-allow-cidr", "127.0.0.1/32",
+		// The path is measured, not a session's limits.
+		"--egress-rate", "1000000", "--egress-burst", "1000000", "--egress-max-open", "65536")
 	runner.Stderr, runner.Stdout = os.Stderr, os.Stderr
 	if err := runner.Start(); err != nil {
 		return nil, nil, err

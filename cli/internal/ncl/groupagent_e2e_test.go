@@ -26,7 +26,7 @@ func TestGroupAgentSettings(t *testing.T) {
 	if env, _ := cfg["agent_env"].(map[string]any); len(env) != 1 || len(cfg["agent_command"].([]any)) != 0 {
 		t.Fatalf("after removing: %v", cfg)
 	}
-	for _, reserved := range []string{"HTTPS_PROXY=http://evil", "ANTHROPIC_BASE_URL=http://evil", "CLAWGUARD_SESSION_ID=x", "home=/"} {
+	for _, reserved := range []string{"HTTPS_PROXY=http://evil", "ANTHROPIC_BASE_URL=http://evil", "CLAWGUARD_SESSION_ID=x", "home=/", "ANTHROPIC_AUTH_TOKEN=x"} {
 		if r := srv.ncl(t, "groups", "config", "update", "coder", "--agent-env", reserved); r.code == 0 || !strings.Contains(r.err, "runner's own variable") {
 			t.Errorf("%s: exit %d %q, want refused", reserved, r.code, r.err)
 		}

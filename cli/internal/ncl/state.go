@@ -63,6 +63,12 @@ type groupSpec struct {
 	// writes each as "<redacted>", a reference that apply reads as "keep the
 	// value the server holds"; a value written out is set.
 	MCPServers []mcpServerSpec `yaml:"mcpServers,omitempty"`
+	// The agent: its command (after clawguard-init), its non-secret
+	// environment, its instructions, and its way out (stateagent.go).
+	AgentCommand []string          `yaml:"agentCommand,omitempty"`
+	AgentEnv     map[string]string `yaml:"agentEnv,omitempty"`
+	Instructions string            `yaml:"instructions,omitempty"`
+	Egress       *egressSpec       `yaml:"egress,omitempty"`
 	// Its model providers, rules, default and budget (statemodels.go).
 	Models *groupModelsSpec `yaml:"models,omitempty"`
 }
@@ -392,6 +398,9 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 			AptPackages: slices.Clone(g.GetConfig().GetAptPackages()), NpmPackages: slices.Clone(g.GetConfig().GetNpmPackages()),
 			MCPServers: mcpSpecs(g.GetConfig().GetMcpServers())})
 		if err := readMCPSettings(ctx, c, g.GetId(), &s.Groups[len(s.Groups)-1]); err != nil {
+			return nil, book, err
+		}
+		if err := readGroupAgent(ctx, c, g, &s.Groups[len(s.Groups)-1]); err != nil {
 			return nil, book, err
 		}
 	}

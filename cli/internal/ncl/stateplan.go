@@ -120,6 +120,8 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 		}
 		settings, unset := planMCPSettings(old, g)
 		pkgAdds, dels = append(pkgAdds, settings...), append(dels, unset...)
+		agent, unsetRules := planGroupAgent(old, g)
+		pkgAdds, dels = append(pkgAdds, agent...), append(dels, unsetRules...)
 		for _, o := range old.MCPServers {
 			if !slices.ContainsFunc(g.MCPServers, func(m mcpServerSpec) bool { return m.Name == o.Name }) {
 				dels = append(dels, change{'-', fmt.Sprintf("mcp server %s of group %s", o.Name, g.Name), func(ctx context.Context, c *clients, book groupBook) error {

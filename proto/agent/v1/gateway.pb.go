@@ -9,6 +9,7 @@ package agentv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -166,8 +167,13 @@ type SendRequest struct {
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Delivery action name: create_agent, install_packages, add_mcp_server,
 	// send_message, cli_request, ...
-	Action        string           `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
-	Payload       *structpb.Struct `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	Action  string           `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	Payload *structpb.Struct `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// The caller takes a DONE mcp_call's result as the MCP server's
+	// CallToolResult in JSON (SendResponse.result_json) rather than as result:
+	// it passes the result on to its MCP host, and neither side converts it
+	// to a Struct and back (clawguard-mcp sets it).
+	ResultAsJson  bool `protobuf:"varint,4,opt,name=result_as_json,json=resultAsJson,proto3" json:"result_as_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -223,6 +229,13 @@ func (x *SendRequest) GetPayload() *structpb.Struct {
 	return nil
 }
 
+func (x *SendRequest) GetResultAsJson() bool {
+	if x != nil {
+		return x.ResultAsJson
+	}
+	return false
+}
+
 // SendResponse is the immediate outcome.
 type SendResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -230,9 +243,18 @@ type SendResponse struct {
 	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	HoldId string                 `protobuf:"bytes,3,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
 	Result *structpb.Struct       `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
-	// For HELD: who may approve it, in words, from the guard's approver rule
-	// (e.g. "telegram:dana", "an admin of agent group ag_1"); "" when unknown.
-	Approvers     string `protobuf:"bytes,5,opt,name=approvers,proto3" json:"approvers,omitempty"`
+	// For HELD: who may approve it, in words, by name where the server knows
+	// them (e.g. "Dana (telegram:dana)", "an admin of research"); "" when
+	// unknown.
+	Approvers string `protobuf:"bytes,5,opt,name=approvers,proto3" json:"approvers,omitempty"`
+	// For a send the gateway refused at one of its limits (FAILED): which one
+	// ("rate", "in_flight") and when to send again (the rate limit's next
+	// token; unset for in_flight: when one of the actions in flight answers).
+	Limit      string               `protobuf:"bytes,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// A DONE mcp_call's CallToolResult as JSON, for a SendRequest with
+	// result_as_json (result is then unset).
+	ResultJson    []byte `protobuf:"bytes,8,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +322,27 @@ func (x *SendResponse) GetApprovers() string {
 		return x.Approvers
 	}
 	return ""
+}
+
+func (x *SendResponse) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *SendResponse) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *SendResponse) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
+	}
+	return nil
 }
 
 // InboxRequest starts the inbox stream.
@@ -1093,18 +1136,24 @@ var File_agent_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_agent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x16agent/v1/gateway.proto\x12\bagent.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"w\n" +
+	"\x16agent/v1/gateway.proto\x12\bagent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x01\n" +
 	"\vSendRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x121\n" +
-	"\apayload\x18\x03 \x01(\v2\x17.google.protobuf.StructR\apayload\"\xbc\x01\n" +
+	"\apayload\x18\x03 \x01(\v2\x17.google.protobuf.StructR\apayload\x12$\n" +
+	"\x0eresult_as_json\x18\x04 \x01(\bR\fresultAsJson\"\xaf\x02\n" +
 	"\fSendResponse\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.agent.v1.SendStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
 	"\ahold_id\x18\x03 \x01(\tR\x06holdId\x12/\n" +
 	"\x06result\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06result\x12\x1c\n" +
-	"\tapprovers\x18\x05 \x01(\tR\tapprovers\"2\n" +
+	"\tapprovers\x18\x05 \x01(\tR\tapprovers\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\tR\x05limit\x12:\n" +
+	"\vretry_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x12\x1f\n" +
+	"\vresult_json\x18\b \x01(\fR\n" +
+	"resultJson\"2\n" +
 	"\fInboxRequest\x12\"\n" +
 	"\facknowledges\x18\x01 \x01(\bR\facknowledges\"\x92\x01\n" +
 	"\rInboxResponse\x124\n" +
@@ -1213,37 +1262,39 @@ var file_agent_v1_gateway_proto_goTypes = []any{
 	(*AckRequest)(nil),            // 15: agent.v1.AckRequest
 	(*AckResponse)(nil),           // 16: agent.v1.AckResponse
 	(*structpb.Struct)(nil),       // 17: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_agent_v1_gateway_proto_depIdxs = []int32{
 	17, // 0: agent.v1.SendRequest.payload:type_name -> google.protobuf.Struct
 	0,  // 1: agent.v1.SendResponse.status:type_name -> agent.v1.SendStatus
 	17, // 2: agent.v1.SendResponse.result:type_name -> google.protobuf.Struct
-	6,  // 3: agent.v1.InboxResponse.message:type_name -> agent.v1.InboundMessage
-	7,  // 4: agent.v1.InboxResponse.notice:type_name -> agent.v1.Notice
-	17, // 5: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
-	18, // 6: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
-	1,  // 7: agent.v1.Notice.kind:type_name -> agent.v1.NoticeKind
-	18, // 8: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
-	17, // 9: agent.v1.Notice.result:type_name -> google.protobuf.Struct
-	10, // 10: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
-	13, // 11: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
-	17, // 12: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
-	2,  // 13: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
-	4,  // 14: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
-	8,  // 15: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
-	11, // 16: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
-	15, // 17: agent.v1.AgentGateway.Ack:input_type -> agent.v1.AckRequest
-	3,  // 18: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
-	5,  // 19: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
-	9,  // 20: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
-	12, // 21: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
-	16, // 22: agent.v1.AgentGateway.Ack:output_type -> agent.v1.AckResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	18, // 3: agent.v1.SendResponse.retry_after:type_name -> google.protobuf.Duration
+	6,  // 4: agent.v1.InboxResponse.message:type_name -> agent.v1.InboundMessage
+	7,  // 5: agent.v1.InboxResponse.notice:type_name -> agent.v1.Notice
+	17, // 6: agent.v1.InboundMessage.payload:type_name -> google.protobuf.Struct
+	19, // 7: agent.v1.InboundMessage.at:type_name -> google.protobuf.Timestamp
+	1,  // 8: agent.v1.Notice.kind:type_name -> agent.v1.NoticeKind
+	19, // 9: agent.v1.Notice.at:type_name -> google.protobuf.Timestamp
+	17, // 10: agent.v1.Notice.result:type_name -> google.protobuf.Struct
+	10, // 11: agent.v1.ListActionsResponse.actions:type_name -> agent.v1.ActionSpec
+	13, // 12: agent.v1.ListToolsResponse.tools:type_name -> agent.v1.McpTool
+	17, // 13: agent.v1.McpCallPayload.arguments:type_name -> google.protobuf.Struct
+	2,  // 14: agent.v1.AgentGateway.Send:input_type -> agent.v1.SendRequest
+	4,  // 15: agent.v1.AgentGateway.Inbox:input_type -> agent.v1.InboxRequest
+	8,  // 16: agent.v1.AgentGateway.ListActions:input_type -> agent.v1.ListActionsRequest
+	11, // 17: agent.v1.AgentGateway.ListTools:input_type -> agent.v1.ListToolsRequest
+	15, // 18: agent.v1.AgentGateway.Ack:input_type -> agent.v1.AckRequest
+	3,  // 19: agent.v1.AgentGateway.Send:output_type -> agent.v1.SendResponse
+	5,  // 20: agent.v1.AgentGateway.Inbox:output_type -> agent.v1.InboxResponse
+	9,  // 21: agent.v1.AgentGateway.ListActions:output_type -> agent.v1.ListActionsResponse
+	12, // 22: agent.v1.AgentGateway.ListTools:output_type -> agent.v1.ListToolsResponse
+	16, // 23: agent.v1.AgentGateway.Ack:output_type -> agent.v1.AckResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_gateway_proto_init() }

@@ -155,7 +155,10 @@ type DecideResponse struct {
 	// True when the hold exists but could not be delivered to any approver's DM.
 	Undelivered bool `protobuf:"varint,6,opt,name=undelivered,proto3" json:"undelivered,omitempty"`
 	// Set for dry runs (`ncl explain`): the decision in words.
-	Explanation   *Explanation `protobuf:"bytes,7,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	Explanation *Explanation `protobuf:"bytes,7,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	// Who may approve a HOLD's hold, by name ("Dana (telegram:dana)", "an
+	// admin of research"), in holdview's words: what the requester is told.
+	Approvers     string `protobuf:"bytes,8,opt,name=approvers,proto3" json:"approvers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -237,6 +240,13 @@ func (x *DecideResponse) GetExplanation() *Explanation {
 		return x.Explanation
 	}
 	return nil
+}
+
+func (x *DecideResponse) GetApprovers() string {
+	if x != nil {
+		return x.Approvers
+	}
+	return ""
 }
 
 // DecideStreamRequest is one frame on DecideStream.
@@ -447,7 +457,7 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"request_id\x18\b \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\trequestId\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x02\n" +
 	"\x0eDecideResponse\x12.\n" +
 	"\bdecision\x18\x01 \x01(\v2\x12.guard.v1.DecisionR\bdecision\x12\x1f\n" +
 	"\vdecision_id\x18\x02 \x01(\tR\n" +
@@ -457,7 +467,8 @@ const file_guard_v1_guard_proto_rawDesc = "" +
 	"\n" +
 	"hold_error\x18\x05 \x01(\tR\tholdError\x12 \n" +
 	"\vundelivered\x18\x06 \x01(\bR\vundelivered\x127\n" +
-	"\vexplanation\x18\a \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\"\xd6\x01\n" +
+	"\vexplanation\x18\a \x01(\v2\x15.guard.v1.ExplanationR\vexplanation\x12\x1c\n" +
+	"\tapprovers\x18\b \x01(\tR\tapprovers\"\xd6\x01\n" +
 	"\x13DecideStreamRequest\x12J\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\tB#\xbaH r\x1e\x10\x01\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\rcorrelationId\x129\n" +
 	"\arequest\x18\x02 \x01(\v2\x17.guard.v1.DecideRequestB\x06\xbaH\x03\xc8\x01\x01R\arequest\x128\n" +

@@ -1605,7 +1605,11 @@ func (*Push_Start) isPush_Body() {}
 
 func (*Push_Stop) isPush_Body() {}
 
-// ReplayAction re-runs an approved delivery action with its grant.
+// ReplayAction re-runs an approved delivery action with its grant: the
+// runner sends ApplyAction{grant: hold_id}, in which the server decides the
+// replay and applies the payload it holds; payload and resource are the
+// hold's, for what the runner itself does (an MCP tool's arguments, the
+// packages its image is rebuilt with).
 type ReplayAction struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	HoldId         string                 `protobuf:"bytes,1,opt,name=hold_id,json=holdId,proto3" json:"hold_id,omitempty"`
@@ -1618,8 +1622,12 @@ type ReplayAction struct {
 	// "" when none was traced.
 	Traceparent         string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	ApprovalTraceparent string `protobuf:"bytes,7,opt,name=approval_traceparent,json=approvalTraceparent,proto3" json:"approval_traceparent,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Who approved it, by name ("Dana (telegram:dana)", several joined), and
+	// what was asked, in holdview's words: what the agent is told.
+	ApprovedBy    string `protobuf:"bytes,8,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	Summary       string `protobuf:"bytes,9,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplayAction) Reset() {
@@ -1697,6 +1705,20 @@ func (x *ReplayAction) GetTraceparent() string {
 func (x *ReplayAction) GetApprovalTraceparent() string {
 	if x != nil {
 		return x.ApprovalTraceparent
+	}
+	return ""
+}
+
+func (x *ReplayAction) GetApprovedBy() string {
+	if x != nil {
+		return x.ApprovedBy
+	}
+	return ""
+}
+
+func (x *ReplayAction) GetSummary() string {
+	if x != nil {
+		return x.Summary
 	}
 	return ""
 }
@@ -2154,13 +2176,21 @@ func (x *GetSessionConfigResponse) GetGroup() *Group {
 // ApplyActionRequest is a mutation on an agent's behalf.
 type ApplyActionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The ALLOW decision that authorized it: fresh, same session and action, unused.
+	// The ALLOW decision that authorized it: fresh, same session and action,
+	// unused. Empty with grant.
 	DecisionId string `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
 	SessionId  string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Catalog action, e.g. "agents.create".
-	Action        string            `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
-	Payload       *structpb.Struct  `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
-	Resource      map[string]string `protobuf:"bytes,5,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Action   string            `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Payload  *structpb.Struct  `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	Resource map[string]string `protobuf:"bytes,5,rep,name=resource,proto3" json:"resource,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// An approved hold of the session (a ReplayAction's): the server decides
+	// its replay — the baseline re-checked live, the grant consumed — and
+	// applies the payload and resource it holds, in one transaction, so the
+	// runner sends neither. payload then carries only the keys the runner
+	// stamps (a2a.send: the message id; mcp.call: its claim). A hold applied
+	// already answers its recorded result and changes nothing.
+	Grant         string `protobuf:"bytes,6,opt,name=grant,proto3" json:"grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2230,11 +2260,22 @@ func (x *ApplyActionRequest) GetResource() map[string]string {
 	return nil
 }
 
+func (x *ApplyActionRequest) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
+}
+
 // ApplyActionResponse is the mutation's result.
 type ApplyActionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Result        *structpb.Struct       `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Result  *structpb.Struct       `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// With grant: the replay's decision (an ALLOW applied, with result and
+	// message; a DENY applied nothing) and its id.
+	Decision      *Decision `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
+	DecisionId    string    `protobuf:"bytes,4,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2279,6 +2320,20 @@ func (x *ApplyActionResponse) GetResult() *structpb.Struct {
 func (x *ApplyActionResponse) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *ApplyActionResponse) GetDecision() *Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
+func (x *ApplyActionResponse) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
 	}
 	return ""
 }
@@ -11741,7 +11796,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x06notify\x18\r \x01(\v2\x15.guard.v1.NotifyAgentH\x00R\x06notify\x12.\n" +
 	"\x05start\x18\x0e \x01(\v2\x16.guard.v1.StartSessionH\x00R\x05start\x12+\n" +
 	"\x04stop\x18\x0f \x01(\v2\x15.guard.v1.StopSessionH\x00R\x04stopB\x06\n" +
-	"\x04body\"\xfe\x02\n" +
+	"\x04body\"\xb9\x03\n" +
 	"\fReplayAction\x12\x17\n" +
 	"\ahold_id\x18\x01 \x01(\tR\x06holdId\x12'\n" +
 	"\x0fdelivery_action\x18\x02 \x01(\tR\x0edeliveryAction\x12%\n" +
@@ -11749,7 +11804,10 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12@\n" +
 	"\bresource\x18\x05 \x03(\v2$.guard.v1.ReplayAction.ResourceEntryR\bresource\x12 \n" +
 	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x121\n" +
-	"\x14approval_traceparent\x18\a \x01(\tR\x13approvalTraceparent\x1a;\n" +
+	"\x14approval_traceparent\x18\a \x01(\tR\x13approvalTraceparent\x12\x1f\n" +
+	"\vapproved_by\x18\b \x01(\tR\n" +
+	"approvedBy\x12\x18\n" +
+	"\asummary\x18\t \x01(\tR\asummary\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\x01\n" +
@@ -11781,7 +11839,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\"n\n" +
 	"\x18GetSessionConfigResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.guard.v1.SessionR\asession\x12%\n" +
-	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\xb5\x03\n" +
+	"\x05group\x18\x02 \x01(\v2\x0f.guard.v1.GroupR\x05group\"\xee\x03\n" +
 	"\x12ApplyActionRequest\x12B\n" +
 	"\vdecision_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\n" +
 	"decisionId\x12@\n" +
@@ -11789,13 +11847,17 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\tsessionId\x120\n" +
 	"\x06action\x18\x03 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\x06action\x121\n" +
 	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12w\n" +
-	"\bresource\x18\x05 \x03(\v2*.guard.v1.ApplyActionRequest.ResourceEntryB/\xbaH,\x9a\x01)\x10 \"\x1ar\x18\x10\x01\x18\x80\x012\x11^[A-Za-z0-9_.-]*$*\tr\a\x18\x80\b\xba\x01\x01\x00R\bresource\x1a;\n" +
+	"\bresource\x18\x05 \x03(\v2*.guard.v1.ApplyActionRequest.ResourceEntryB/\xbaH,\x9a\x01)\x10 \"\x1ar\x18\x10\x01\x18\x80\x012\x11^[A-Za-z0-9_.-]*$*\tr\a\x18\x80\b\xba\x01\x01\x00R\bresource\x127\n" +
+	"\x05grant\x18\x06 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x05grant\x1a;\n" +
 	"\rResourceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x01\n" +
 	"\x13ApplyActionResponse\x12/\n" +
 	"\x06result\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06result\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xe4\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\bdecision\x18\x03 \x01(\v2\x12.guard.v1.DecisionR\bdecision\x12\x1f\n" +
+	"\vdecision_id\x18\x04 \x01(\tR\n" +
+	"decisionId\"\xe4\x03\n" +
 	"\x13RouteInboundRequest\x12;\n" +
 	"\fchannel_type\x18\x01 \x01(\tB\x18\xbaH\x15r\x13\x18\x80\x012\x0e^[a-z0-9_.-]*$R\vchannelType\x12>\n" +
 	"\vplatform_id\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$R\n" +
@@ -11942,15 +12004,15 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x15GetGroupConfigRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\"G\n" +
 	"\x16GetGroupConfigResponse\x12-\n" +
-	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xfd\x04\n" +
+	"\x06config\x18\x01 \x01(\v2\x15.guard.v1.GroupConfigR\x06config\"\xf3\x04\n" +
 	"\x18UpdateGroupConfigRequest\x12;\n" +
 	"\x05group\x18\x01 \x01(\tB%\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$\xd0\xf3\x18\x01R\x05group\x129\n" +
 	"\tcli_scope\x18\x02 \x01(\x0e2\x12.guard.v1.CliScopeB\b\xbaH\x05\x82\x01\x02\x10\x01R\bcliScope\x126\n" +
 	"\x04cpus\x18\x03 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$H\x00R\x04cpus\x88\x01\x01\x12:\n" +
 	"\x06memory\x18\x04 \x01(\tB\x1d\xbaH\x1ar\x18\x18\x80\x022\x13^[^\\x00-\\x20\\x7f]*$H\x01R\x06memory\x88\x01\x01\x125\n" +
 	"\x0ehold_approvals\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00H\x02R\rholdApprovals\x88\x01\x01\x12@\n" +
-	"\ragent_command\x18\x06 \x01(\v2\x16.guard.v1.AgentCommandH\x03R\fagentCommand\x88\x01\x01\x12\x85\x01\n" +
-	"\tagent_env\x18\a \x03(\v20.guard.v1.UpdateGroupConfigRequest.AgentEnvEntryB6\xbaH3\x9a\x010\x10@\"!r\x1f\x10\x01\x18\x80\x012\x18^[A-Za-z_][A-Za-z0-9_]*$*\tr\a\x18\x80 \xba\x01\x01\x00R\bagentEnv\x1a;\n" +
+	"\ragent_command\x18\x06 \x01(\v2\x16.guard.v1.AgentCommandH\x03R\fagentCommand\x88\x01\x01\x12|\n" +
+	"\tagent_env\x18\a \x03(\v20.guard.v1.UpdateGroupConfigRequest.AgentEnvEntryB-\xbaH*\x9a\x01'\x10@\"\x18r\x16\x10\x01\x18\x80\x012\x0f^[A-Za-z0-9_]*$*\tr\a\x18\x80 \xba\x01\x01\x00R\bagentEnv\x1a;\n" +
 	"\rAgentEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
@@ -12981,50 +13043,51 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),        // 197: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),          // 198: google.protobuf.Duration
 	(*structpb.Struct)(nil),              // 199: google.protobuf.Struct
-	(EnforcementMode)(0),                 // 200: guard.v1.EnforcementMode
-	(Principal)(0),                       // 201: guard.v1.Principal
-	(Access)(0),                          // 202: guard.v1.Access
-	(*Actor)(nil),                        // 203: guard.v1.Actor
-	(Effect)(0),                          // 204: guard.v1.Effect
-	(*Explanation)(nil),                  // 205: guard.v1.Explanation
-	(*SetModelProviderRequest)(nil),      // 206: guard.v1.SetModelProviderRequest
-	(*DeleteModelProviderRequest)(nil),   // 207: guard.v1.DeleteModelProviderRequest
-	(*ListModelProvidersRequest)(nil),    // 208: guard.v1.ListModelProvidersRequest
-	(*GetModelPolicyRequest)(nil),        // 209: guard.v1.GetModelPolicyRequest
-	(*SetModelProvidersRequest)(nil),     // 210: guard.v1.SetModelProvidersRequest
-	(*SetModelRuleRequest)(nil),          // 211: guard.v1.SetModelRuleRequest
-	(*UnsetModelRuleRequest)(nil),        // 212: guard.v1.UnsetModelRuleRequest
-	(*SetModelDefaultRequest)(nil),       // 213: guard.v1.SetModelDefaultRequest
-	(*SetModelBudgetRequest)(nil),        // 214: guard.v1.SetModelBudgetRequest
-	(*SetModelPriceRequest)(nil),         // 215: guard.v1.SetModelPriceRequest
-	(*ListModelPricesRequest)(nil),       // 216: guard.v1.ListModelPricesRequest
-	(*ListModelUsageRequest)(nil),        // 217: guard.v1.ListModelUsageRequest
-	(*GetModelRouteRequest)(nil),         // 218: guard.v1.GetModelRouteRequest
-	(*ReserveModelUsageRequest)(nil),     // 219: guard.v1.ReserveModelUsageRequest
-	(*SettleModelUsageRequest)(nil),      // 220: guard.v1.SettleModelUsageRequest
-	(*GetEgressPolicyRequest)(nil),       // 221: guard.v1.GetEgressPolicyRequest
-	(*SetEgressRuleRequest)(nil),         // 222: guard.v1.SetEgressRuleRequest
-	(*UnsetEgressRuleRequest)(nil),       // 223: guard.v1.UnsetEgressRuleRequest
-	(*SetEgressDefaultRequest)(nil),      // 224: guard.v1.SetEgressDefaultRequest
-	(*SetModelProviderResponse)(nil),     // 225: guard.v1.SetModelProviderResponse
-	(*DeleteModelProviderResponse)(nil),  // 226: guard.v1.DeleteModelProviderResponse
-	(*ListModelProvidersResponse)(nil),   // 227: guard.v1.ListModelProvidersResponse
-	(*GetModelPolicyResponse)(nil),       // 228: guard.v1.GetModelPolicyResponse
-	(*SetModelProvidersResponse)(nil),    // 229: guard.v1.SetModelProvidersResponse
-	(*SetModelRuleResponse)(nil),         // 230: guard.v1.SetModelRuleResponse
-	(*UnsetModelRuleResponse)(nil),       // 231: guard.v1.UnsetModelRuleResponse
-	(*SetModelDefaultResponse)(nil),      // 232: guard.v1.SetModelDefaultResponse
-	(*SetModelBudgetResponse)(nil),       // 233: guard.v1.SetModelBudgetResponse
-	(*SetModelPriceResponse)(nil),        // 234: guard.v1.SetModelPriceResponse
-	(*ListModelPricesResponse)(nil),      // 235: guard.v1.ListModelPricesResponse
-	(*ListModelUsageResponse)(nil),       // 236: guard.v1.ListModelUsageResponse
-	(*GetModelRouteResponse)(nil),        // 237: guard.v1.GetModelRouteResponse
-	(*ReserveModelUsageResponse)(nil),    // 238: guard.v1.ReserveModelUsageResponse
-	(*SettleModelUsageResponse)(nil),     // 239: guard.v1.SettleModelUsageResponse
-	(*GetEgressPolicyResponse)(nil),      // 240: guard.v1.GetEgressPolicyResponse
-	(*SetEgressRuleResponse)(nil),        // 241: guard.v1.SetEgressRuleResponse
-	(*UnsetEgressRuleResponse)(nil),      // 242: guard.v1.UnsetEgressRuleResponse
-	(*SetEgressDefaultResponse)(nil),     // 243: guard.v1.SetEgressDefaultResponse
+	(*Decision)(nil),                     // 200: guard.v1.Decision
+	(EnforcementMode)(0),                 // 201: guard.v1.EnforcementMode
+	(Principal)(0),                       // 202: guard.v1.Principal
+	(Access)(0),                          // 203: guard.v1.Access
+	(*Actor)(nil),                        // 204: guard.v1.Actor
+	(Effect)(0),                          // 205: guard.v1.Effect
+	(*Explanation)(nil),                  // 206: guard.v1.Explanation
+	(*SetModelProviderRequest)(nil),      // 207: guard.v1.SetModelProviderRequest
+	(*DeleteModelProviderRequest)(nil),   // 208: guard.v1.DeleteModelProviderRequest
+	(*ListModelProvidersRequest)(nil),    // 209: guard.v1.ListModelProvidersRequest
+	(*GetModelPolicyRequest)(nil),        // 210: guard.v1.GetModelPolicyRequest
+	(*SetModelProvidersRequest)(nil),     // 211: guard.v1.SetModelProvidersRequest
+	(*SetModelRuleRequest)(nil),          // 212: guard.v1.SetModelRuleRequest
+	(*UnsetModelRuleRequest)(nil),        // 213: guard.v1.UnsetModelRuleRequest
+	(*SetModelDefaultRequest)(nil),       // 214: guard.v1.SetModelDefaultRequest
+	(*SetModelBudgetRequest)(nil),        // 215: guard.v1.SetModelBudgetRequest
+	(*SetModelPriceRequest)(nil),         // 216: guard.v1.SetModelPriceRequest
+	(*ListModelPricesRequest)(nil),       // 217: guard.v1.ListModelPricesRequest
+	(*ListModelUsageRequest)(nil),        // 218: guard.v1.ListModelUsageRequest
+	(*GetModelRouteRequest)(nil),         // 219: guard.v1.GetModelRouteRequest
+	(*ReserveModelUsageRequest)(nil),     // 220: guard.v1.ReserveModelUsageRequest
+	(*SettleModelUsageRequest)(nil),      // 221: guard.v1.SettleModelUsageRequest
+	(*GetEgressPolicyRequest)(nil),       // 222: guard.v1.GetEgressPolicyRequest
+	(*SetEgressRuleRequest)(nil),         // 223: guard.v1.SetEgressRuleRequest
+	(*UnsetEgressRuleRequest)(nil),       // 224: guard.v1.UnsetEgressRuleRequest
+	(*SetEgressDefaultRequest)(nil),      // 225: guard.v1.SetEgressDefaultRequest
+	(*SetModelProviderResponse)(nil),     // 226: guard.v1.SetModelProviderResponse
+	(*DeleteModelProviderResponse)(nil),  // 227: guard.v1.DeleteModelProviderResponse
+	(*ListModelProvidersResponse)(nil),   // 228: guard.v1.ListModelProvidersResponse
+	(*GetModelPolicyResponse)(nil),       // 229: guard.v1.GetModelPolicyResponse
+	(*SetModelProvidersResponse)(nil),    // 230: guard.v1.SetModelProvidersResponse
+	(*SetModelRuleResponse)(nil),         // 231: guard.v1.SetModelRuleResponse
+	(*UnsetModelRuleResponse)(nil),       // 232: guard.v1.UnsetModelRuleResponse
+	(*SetModelDefaultResponse)(nil),      // 233: guard.v1.SetModelDefaultResponse
+	(*SetModelBudgetResponse)(nil),       // 234: guard.v1.SetModelBudgetResponse
+	(*SetModelPriceResponse)(nil),        // 235: guard.v1.SetModelPriceResponse
+	(*ListModelPricesResponse)(nil),      // 236: guard.v1.ListModelPricesResponse
+	(*ListModelUsageResponse)(nil),       // 237: guard.v1.ListModelUsageResponse
+	(*GetModelRouteResponse)(nil),        // 238: guard.v1.GetModelRouteResponse
+	(*ReserveModelUsageResponse)(nil),    // 239: guard.v1.ReserveModelUsageResponse
+	(*SettleModelUsageResponse)(nil),     // 240: guard.v1.SettleModelUsageResponse
+	(*GetEgressPolicyResponse)(nil),      // 241: guard.v1.GetEgressPolicyResponse
+	(*SetEgressRuleResponse)(nil),        // 242: guard.v1.SetEgressRuleResponse
+	(*UnsetEgressRuleResponse)(nil),      // 243: guard.v1.UnsetEgressRuleResponse
+	(*SetEgressDefaultResponse)(nil),     // 244: guard.v1.SetEgressDefaultResponse
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
@@ -13059,327 +13122,328 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	199, // 29: guard.v1.ApplyActionRequest.payload:type_name -> google.protobuf.Struct
 	189, // 30: guard.v1.ApplyActionRequest.resource:type_name -> guard.v1.ApplyActionRequest.ResourceEntry
 	199, // 31: guard.v1.ApplyActionResponse.result:type_name -> google.protobuf.Struct
-	199, // 32: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
-	1,   // 33: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
-	2,   // 34: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
-	2,   // 35: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
-	197, // 36: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
-	190, // 37: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
-	197, // 38: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
-	13,  // 39: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
-	197, // 40: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
-	191, // 41: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
-	3,   // 42: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
-	42,  // 43: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
-	192, // 44: guard.v1.GroupConfig.agent_env:type_name -> guard.v1.GroupConfig.AgentEnvEntry
-	197, // 45: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
-	43,  // 46: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
-	3,   // 47: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
-	45,  // 48: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
-	45,  // 49: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
-	45,  // 50: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
-	45,  // 51: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
-	193, // 52: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
-	43,  // 53: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	3,   // 54: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
-	44,  // 55: guard.v1.UpdateGroupConfigRequest.agent_command:type_name -> guard.v1.AgentCommand
-	194, // 56: guard.v1.UpdateGroupConfigRequest.agent_env:type_name -> guard.v1.UpdateGroupConfigRequest.AgentEnvEntry
-	43,  // 57: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 58: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 59: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	4,   // 60: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
-	43,  // 61: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
-	42,  // 62: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
-	43,  // 63: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	43,  // 64: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
-	5,   // 65: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
-	197, // 66: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	197, // 67: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
-	70,  // 68: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
-	70,  // 69: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
-	199, // 70: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
-	197, // 71: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
-	76,  // 72: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
-	78,  // 73: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
-	78,  // 74: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
-	197, // 75: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	85,  // 76: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
-	85,  // 77: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
-	6,   // 78: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
-	7,   // 79: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
-	197, // 80: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
-	92,  // 81: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
-	6,   // 82: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 83: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
-	92,  // 84: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
-	6,   // 85: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
-	7,   // 86: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
-	197, // 87: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	100, // 88: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
-	197, // 89: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
-	100, // 90: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
-	99,  // 91: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
-	99,  // 92: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
-	99,  // 93: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
-	99,  // 94: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
-	197, // 95: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
-	113, // 96: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
-	113, // 97: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
-	8,   // 98: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	197, // 99: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
-	120, // 100: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
-	120, // 101: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 102: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	120, // 103: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	8,   // 104: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
-	120, // 105: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
-	200, // 106: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
-	198, // 107: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
-	198, // 108: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
-	131, // 109: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
-	200, // 110: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
-	198, // 111: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
-	198, // 112: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
-	131, // 113: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
-	138, // 114: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
-	138, // 115: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
-	201, // 116: guard.v1.Token.kind:type_name -> guard.v1.Principal
-	197, // 117: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	197, // 118: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
-	195, // 119: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
-	197, // 120: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	197, // 121: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	201, // 122: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
-	196, // 123: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
-	198, // 124: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
-	145, // 125: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
-	145, // 126: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
-	41,  // 127: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
-	202, // 128: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
-	200, // 129: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
-	198, // 130: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
-	198, // 131: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
-	154, // 132: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
-	197, // 133: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
-	203, // 134: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
-	204, // 135: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
-	198, // 136: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
-	205, // 137: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
-	204, // 138: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
-	157, // 139: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
-	204, // 140: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
-	197, // 141: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	197, // 142: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
-	157, // 143: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
-	200, // 144: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
-	198, // 145: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
-	198, // 146: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
-	154, // 147: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
-	197, // 148: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
-	204, // 149: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
-	200, // 150: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
-	164, // 151: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
-	204, // 152: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
-	9,   // 153: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
-	200, // 154: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
-	204, // 155: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
-	197, // 156: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
-	165, // 157: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
-	204, // 158: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
-	200, // 159: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
-	165, // 160: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
-	166, // 161: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	204, // 162: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
-	200, // 163: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
-	166, // 164: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
-	175, // 165: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
-	166, // 166: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
-	10,  // 167: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
-	197, // 168: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
-	10,  // 169: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	178, // 170: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
-	10,  // 171: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
-	178, // 172: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
-	178, // 173: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
-	14,  // 174: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
-	16,  // 175: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
-	29,  // 176: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
-	31,  // 177: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
-	33,  // 178: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
-	35,  // 179: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
-	37,  // 180: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
-	39,  // 181: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
-	46,  // 182: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
-	48,  // 183: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
-	50,  // 184: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
-	52,  // 185: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
-	54,  // 186: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
-	56,  // 187: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
-	58,  // 188: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
-	60,  // 189: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
-	62,  // 190: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
-	64,  // 191: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
-	66,  // 192: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
-	68,  // 193: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
-	71,  // 194: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
-	73,  // 195: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
-	75,  // 196: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
-	79,  // 197: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
-	81,  // 198: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
-	83,  // 199: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
-	86,  // 200: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
-	88,  // 201: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
-	90,  // 202: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
-	93,  // 203: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
-	95,  // 204: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
-	97,  // 205: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
-	105, // 206: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
-	107, // 207: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
-	109, // 208: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
-	111, // 209: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
-	101, // 210: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
-	103, // 211: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
-	114, // 212: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
-	116, // 213: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
-	118, // 214: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
-	121, // 215: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
-	123, // 216: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
-	125, // 217: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
-	127, // 218: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
-	129, // 219: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
-	132, // 220: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
-	134, // 221: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
-	136, // 222: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
-	139, // 223: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
-	141, // 224: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
-	143, // 225: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
-	146, // 226: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
-	148, // 227: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
-	150, // 228: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
-	152, // 229: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
-	155, // 230: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
-	158, // 231: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
-	162, // 232: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
-	160, // 233: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
-	167, // 234: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
-	169, // 235: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
-	171, // 236: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
-	173, // 237: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
-	176, // 238: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
-	179, // 239: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
-	181, // 240: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
-	183, // 241: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	206, // 242: guard.v1.Registry.SetModelProvider:input_type -> guard.v1.SetModelProviderRequest
-	207, // 243: guard.v1.Registry.DeleteModelProvider:input_type -> guard.v1.DeleteModelProviderRequest
-	208, // 244: guard.v1.Registry.ListModelProviders:input_type -> guard.v1.ListModelProvidersRequest
-	209, // 245: guard.v1.Registry.GetModelPolicy:input_type -> guard.v1.GetModelPolicyRequest
-	210, // 246: guard.v1.Registry.SetModelProviders:input_type -> guard.v1.SetModelProvidersRequest
-	211, // 247: guard.v1.Registry.SetModelRule:input_type -> guard.v1.SetModelRuleRequest
-	212, // 248: guard.v1.Registry.UnsetModelRule:input_type -> guard.v1.UnsetModelRuleRequest
-	213, // 249: guard.v1.Registry.SetModelDefault:input_type -> guard.v1.SetModelDefaultRequest
-	214, // 250: guard.v1.Registry.SetModelBudget:input_type -> guard.v1.SetModelBudgetRequest
-	215, // 251: guard.v1.Registry.SetModelPrice:input_type -> guard.v1.SetModelPriceRequest
-	216, // 252: guard.v1.Registry.ListModelPrices:input_type -> guard.v1.ListModelPricesRequest
-	217, // 253: guard.v1.Registry.ListModelUsage:input_type -> guard.v1.ListModelUsageRequest
-	218, // 254: guard.v1.Registry.GetModelRoute:input_type -> guard.v1.GetModelRouteRequest
-	219, // 255: guard.v1.Registry.ReserveModelUsage:input_type -> guard.v1.ReserveModelUsageRequest
-	220, // 256: guard.v1.Registry.SettleModelUsage:input_type -> guard.v1.SettleModelUsageRequest
-	221, // 257: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
-	222, // 258: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
-	223, // 259: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
-	224, // 260: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
-	15,  // 261: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 262: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 263: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 264: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	34,  // 265: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	36,  // 266: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	38,  // 267: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	40,  // 268: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	47,  // 269: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	49,  // 270: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	51,  // 271: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	53,  // 272: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	55,  // 273: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	57,  // 274: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	59,  // 275: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	61,  // 276: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	63,  // 277: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	65,  // 278: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	67,  // 279: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	69,  // 280: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	72,  // 281: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	74,  // 282: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	77,  // 283: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	80,  // 284: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	82,  // 285: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	84,  // 286: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	87,  // 287: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	89,  // 288: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	91,  // 289: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	94,  // 290: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	96,  // 291: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	98,  // 292: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	106, // 293: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	108, // 294: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	110, // 295: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	112, // 296: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	102, // 297: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
-	104, // 298: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
-	115, // 299: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	117, // 300: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	119, // 301: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	122, // 302: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	124, // 303: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	126, // 304: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	128, // 305: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	130, // 306: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	133, // 307: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	135, // 308: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	137, // 309: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	140, // 310: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	142, // 311: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	144, // 312: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	147, // 313: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	149, // 314: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	151, // 315: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	153, // 316: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	156, // 317: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	159, // 318: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	163, // 319: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	161, // 320: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	168, // 321: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	170, // 322: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	172, // 323: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	174, // 324: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	177, // 325: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	180, // 326: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	182, // 327: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	184, // 328: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	225, // 329: guard.v1.Registry.SetModelProvider:output_type -> guard.v1.SetModelProviderResponse
-	226, // 330: guard.v1.Registry.DeleteModelProvider:output_type -> guard.v1.DeleteModelProviderResponse
-	227, // 331: guard.v1.Registry.ListModelProviders:output_type -> guard.v1.ListModelProvidersResponse
-	228, // 332: guard.v1.Registry.GetModelPolicy:output_type -> guard.v1.GetModelPolicyResponse
-	229, // 333: guard.v1.Registry.SetModelProviders:output_type -> guard.v1.SetModelProvidersResponse
-	230, // 334: guard.v1.Registry.SetModelRule:output_type -> guard.v1.SetModelRuleResponse
-	231, // 335: guard.v1.Registry.UnsetModelRule:output_type -> guard.v1.UnsetModelRuleResponse
-	232, // 336: guard.v1.Registry.SetModelDefault:output_type -> guard.v1.SetModelDefaultResponse
-	233, // 337: guard.v1.Registry.SetModelBudget:output_type -> guard.v1.SetModelBudgetResponse
-	234, // 338: guard.v1.Registry.SetModelPrice:output_type -> guard.v1.SetModelPriceResponse
-	235, // 339: guard.v1.Registry.ListModelPrices:output_type -> guard.v1.ListModelPricesResponse
-	236, // 340: guard.v1.Registry.ListModelUsage:output_type -> guard.v1.ListModelUsageResponse
-	237, // 341: guard.v1.Registry.GetModelRoute:output_type -> guard.v1.GetModelRouteResponse
-	238, // 342: guard.v1.Registry.ReserveModelUsage:output_type -> guard.v1.ReserveModelUsageResponse
-	239, // 343: guard.v1.Registry.SettleModelUsage:output_type -> guard.v1.SettleModelUsageResponse
-	240, // 344: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
-	241, // 345: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
-	242, // 346: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
-	243, // 347: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
-	261, // [261:348] is the sub-list for method output_type
-	174, // [174:261] is the sub-list for method input_type
-	174, // [174:174] is the sub-list for extension type_name
-	174, // [174:174] is the sub-list for extension extendee
-	0,   // [0:174] is the sub-list for field type_name
+	200, // 32: guard.v1.ApplyActionResponse.decision:type_name -> guard.v1.Decision
+	199, // 33: guard.v1.RouteInboundRequest.payload:type_name -> google.protobuf.Struct
+	1,   // 34: guard.v1.RouteInboundResponse.outcome:type_name -> guard.v1.RouteOutcome
+	2,   // 35: guard.v1.PostChatMessageRequest.kind:type_name -> guard.v1.ChatMessageKind
+	2,   // 36: guard.v1.WatchChatOutboxResponse.kind:type_name -> guard.v1.ChatMessageKind
+	197, // 37: guard.v1.WatchChatOutboxResponse.created_at:type_name -> google.protobuf.Timestamp
+	190, // 38: guard.v1.Runner.labels:type_name -> guard.v1.Runner.LabelsEntry
+	197, // 39: guard.v1.Runner.lease_expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 40: guard.v1.Runner.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
+	197, // 41: guard.v1.Runner.registered_at:type_name -> google.protobuf.Timestamp
+	191, // 42: guard.v1.McpServer.env:type_name -> guard.v1.McpServer.EnvEntry
+	3,   // 43: guard.v1.GroupConfig.cli_scope:type_name -> guard.v1.CliScope
+	42,  // 44: guard.v1.GroupConfig.mcp_servers:type_name -> guard.v1.McpServer
+	192, // 45: guard.v1.GroupConfig.agent_env:type_name -> guard.v1.GroupConfig.AgentEnvEntry
+	197, // 46: guard.v1.Group.created_at:type_name -> google.protobuf.Timestamp
+	43,  // 47: guard.v1.Group.config:type_name -> guard.v1.GroupConfig
+	3,   // 48: guard.v1.CreateGroupRequest.cli_scope:type_name -> guard.v1.CliScope
+	45,  // 49: guard.v1.CreateGroupResponse.group:type_name -> guard.v1.Group
+	45,  // 50: guard.v1.GetGroupResponse.group:type_name -> guard.v1.Group
+	45,  // 51: guard.v1.ListGroupsResponse.groups:type_name -> guard.v1.Group
+	45,  // 52: guard.v1.UpdateGroupResponse.group:type_name -> guard.v1.Group
+	193, // 53: guard.v1.DeleteGroupResponse.removed:type_name -> guard.v1.DeleteGroupResponse.RemovedEntry
+	43,  // 54: guard.v1.GetGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	3,   // 55: guard.v1.UpdateGroupConfigRequest.cli_scope:type_name -> guard.v1.CliScope
+	44,  // 56: guard.v1.UpdateGroupConfigRequest.agent_command:type_name -> guard.v1.AgentCommand
+	194, // 57: guard.v1.UpdateGroupConfigRequest.agent_env:type_name -> guard.v1.UpdateGroupConfigRequest.AgentEnvEntry
+	43,  // 58: guard.v1.UpdateGroupConfigResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 59: guard.v1.AddGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	43,  // 60: guard.v1.AddGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	4,   // 61: guard.v1.RemoveGroupPackageRequest.manager:type_name -> guard.v1.PackageManager
+	43,  // 62: guard.v1.RemoveGroupPackageResponse.config:type_name -> guard.v1.GroupConfig
+	42,  // 63: guard.v1.AddGroupMcpServerRequest.server:type_name -> guard.v1.McpServer
+	43,  // 64: guard.v1.AddGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	43,  // 65: guard.v1.RemoveGroupMcpServerResponse.config:type_name -> guard.v1.GroupConfig
+	5,   // 66: guard.v1.Session.status:type_name -> guard.v1.SessionStatus
+	197, // 67: guard.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	197, // 68: guard.v1.Session.last_active_at:type_name -> google.protobuf.Timestamp
+	70,  // 69: guard.v1.ListSessionsResponse.sessions:type_name -> guard.v1.Session
+	70,  // 70: guard.v1.GetSessionResponse.session:type_name -> guard.v1.Session
+	199, // 71: guard.v1.SessionEvent.body:type_name -> google.protobuf.Struct
+	197, // 72: guard.v1.SessionEvent.at:type_name -> google.protobuf.Timestamp
+	76,  // 73: guard.v1.GetSessionHistoryResponse.events:type_name -> guard.v1.SessionEvent
+	78,  // 74: guard.v1.ListDestinationsResponse.destinations:type_name -> guard.v1.Destination
+	78,  // 75: guard.v1.AddDestinationResponse.destination:type_name -> guard.v1.Destination
+	197, // 76: guard.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	85,  // 77: guard.v1.ListMembersResponse.members:type_name -> guard.v1.Member
+	85,  // 78: guard.v1.AddMemberResponse.member:type_name -> guard.v1.Member
+	6,   // 79: guard.v1.RoleGrant.role:type_name -> guard.v1.Role
+	7,   // 80: guard.v1.RoleGrant.scope:type_name -> guard.v1.RoleScope
+	197, // 81: guard.v1.RoleGrant.granted_at:type_name -> google.protobuf.Timestamp
+	92,  // 82: guard.v1.ListRolesResponse.roles:type_name -> guard.v1.RoleGrant
+	6,   // 83: guard.v1.GrantRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 84: guard.v1.GrantRoleRequest.scope:type_name -> guard.v1.RoleScope
+	92,  // 85: guard.v1.GrantRoleResponse.grant:type_name -> guard.v1.RoleGrant
+	6,   // 86: guard.v1.RevokeRoleRequest.role:type_name -> guard.v1.Role
+	7,   // 87: guard.v1.RevokeRoleRequest.scope:type_name -> guard.v1.RoleScope
+	197, // 88: guard.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	100, // 89: guard.v1.User.oidc_bindings:type_name -> guard.v1.OidcBinding
+	197, // 90: guard.v1.OidcBinding.created_at:type_name -> google.protobuf.Timestamp
+	100, // 91: guard.v1.BindOidcResponse.binding:type_name -> guard.v1.OidcBinding
+	99,  // 92: guard.v1.ListUsersResponse.users:type_name -> guard.v1.User
+	99,  // 93: guard.v1.GetUserResponse.user:type_name -> guard.v1.User
+	99,  // 94: guard.v1.CreateUserResponse.user:type_name -> guard.v1.User
+	99,  // 95: guard.v1.UpdateUserResponse.user:type_name -> guard.v1.User
+	197, // 96: guard.v1.Wiring.created_at:type_name -> google.protobuf.Timestamp
+	113, // 97: guard.v1.ListWiringsResponse.wirings:type_name -> guard.v1.Wiring
+	113, // 98: guard.v1.CreateWiringResponse.wiring:type_name -> guard.v1.Wiring
+	8,   // 99: guard.v1.MessagingGroup.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	197, // 100: guard.v1.MessagingGroup.created_at:type_name -> google.protobuf.Timestamp
+	120, // 101: guard.v1.ListMessagingGroupsResponse.messaging_groups:type_name -> guard.v1.MessagingGroup
+	120, // 102: guard.v1.GetMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 103: guard.v1.CreateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	120, // 104: guard.v1.CreateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	8,   // 105: guard.v1.UpdateMessagingGroupRequest.unknown_sender_policy:type_name -> guard.v1.SenderPolicy
+	120, // 106: guard.v1.UpdateMessagingGroupResponse.messaging_group:type_name -> guard.v1.MessagingGroup
+	201, // 107: guard.v1.MessagePolicy.mode:type_name -> guard.v1.EnforcementMode
+	198, // 108: guard.v1.MessagePolicy.remind_after:type_name -> google.protobuf.Duration
+	198, // 109: guard.v1.MessagePolicy.escalate_after:type_name -> google.protobuf.Duration
+	131, // 110: guard.v1.ListPoliciesResponse.policies:type_name -> guard.v1.MessagePolicy
+	201, // 111: guard.v1.SetPolicyRequest.mode:type_name -> guard.v1.EnforcementMode
+	198, // 112: guard.v1.SetPolicyRequest.remind_after:type_name -> google.protobuf.Duration
+	198, // 113: guard.v1.SetPolicyRequest.escalate_after:type_name -> google.protobuf.Duration
+	131, // 114: guard.v1.SetPolicyResponse.policy:type_name -> guard.v1.MessagePolicy
+	138, // 115: guard.v1.ListUserDmsResponse.dms:type_name -> guard.v1.UserDm
+	138, // 116: guard.v1.SetUserDmResponse.dm:type_name -> guard.v1.UserDm
+	202, // 117: guard.v1.Token.kind:type_name -> guard.v1.Principal
+	197, // 118: guard.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	197, // 119: guard.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	195, // 120: guard.v1.Token.labels:type_name -> guard.v1.Token.LabelsEntry
+	197, // 121: guard.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	197, // 122: guard.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	202, // 123: guard.v1.CreateTokenRequest.kind:type_name -> guard.v1.Principal
+	196, // 124: guard.v1.CreateTokenRequest.labels:type_name -> guard.v1.CreateTokenRequest.LabelsEntry
+	198, // 125: guard.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	145, // 126: guard.v1.CreateTokenResponse.token:type_name -> guard.v1.Token
+	145, // 127: guard.v1.ListTokensResponse.tokens:type_name -> guard.v1.Token
+	41,  // 128: guard.v1.ListRunnersResponse.runners:type_name -> guard.v1.Runner
+	203, // 129: guard.v1.CatalogEntry.access:type_name -> guard.v1.Access
+	201, // 130: guard.v1.CatalogEntry.mode:type_name -> guard.v1.EnforcementMode
+	198, // 131: guard.v1.CatalogEntry.remind_after:type_name -> google.protobuf.Duration
+	198, // 132: guard.v1.CatalogEntry.escalate_after:type_name -> google.protobuf.Duration
+	154, // 133: guard.v1.ListCatalogResponse.entries:type_name -> guard.v1.CatalogEntry
+	197, // 134: guard.v1.DecisionRecord.at:type_name -> google.protobuf.Timestamp
+	204, // 135: guard.v1.DecisionRecord.actor:type_name -> guard.v1.Actor
+	205, // 136: guard.v1.DecisionRecord.effect:type_name -> guard.v1.Effect
+	198, // 137: guard.v1.DecisionRecord.latency:type_name -> google.protobuf.Duration
+	206, // 138: guard.v1.DecisionRecord.explanation:type_name -> guard.v1.Explanation
+	205, // 139: guard.v1.DecisionRecord.would_effect:type_name -> guard.v1.Effect
+	157, // 140: guard.v1.GetDecisionResponse.decision:type_name -> guard.v1.DecisionRecord
+	205, // 141: guard.v1.ListDecisionsRequest.effect:type_name -> guard.v1.Effect
+	197, // 142: guard.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	197, // 143: guard.v1.ListDecisionsRequest.until:type_name -> google.protobuf.Timestamp
+	157, // 144: guard.v1.ListDecisionsResponse.decisions:type_name -> guard.v1.DecisionRecord
+	201, // 145: guard.v1.SetActionSettingsRequest.mode:type_name -> guard.v1.EnforcementMode
+	198, // 146: guard.v1.SetActionSettingsRequest.remind_after:type_name -> google.protobuf.Duration
+	198, // 147: guard.v1.SetActionSettingsRequest.escalate_after:type_name -> google.protobuf.Duration
+	154, // 148: guard.v1.SetActionSettingsResponse.entry:type_name -> guard.v1.CatalogEntry
+	197, // 149: guard.v1.McpServerState.reported_at:type_name -> google.protobuf.Timestamp
+	205, // 150: guard.v1.McpServerInfo.default_effect:type_name -> guard.v1.Effect
+	201, // 151: guard.v1.McpServerInfo.mode:type_name -> guard.v1.EnforcementMode
+	164, // 152: guard.v1.McpServerInfo.runners:type_name -> guard.v1.McpServerState
+	205, // 153: guard.v1.McpToolInfo.effect:type_name -> guard.v1.Effect
+	9,   // 154: guard.v1.McpToolInfo.source:type_name -> guard.v1.McpEffectSource
+	201, // 155: guard.v1.McpToolInfo.mode:type_name -> guard.v1.EnforcementMode
+	205, // 156: guard.v1.McpToolInfo.tool_effect:type_name -> guard.v1.Effect
+	197, // 157: guard.v1.McpToolInfo.last_seen:type_name -> google.protobuf.Timestamp
+	165, // 158: guard.v1.ListMcpServersResponse.servers:type_name -> guard.v1.McpServerInfo
+	205, // 159: guard.v1.SetMcpServerDefaultRequest.effect:type_name -> guard.v1.Effect
+	201, // 160: guard.v1.SetMcpServerDefaultRequest.mode:type_name -> guard.v1.EnforcementMode
+	165, // 161: guard.v1.SetMcpServerDefaultResponse.server:type_name -> guard.v1.McpServerInfo
+	166, // 162: guard.v1.ListMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	205, // 163: guard.v1.SetMcpToolRequest.effect:type_name -> guard.v1.Effect
+	201, // 164: guard.v1.SetMcpToolRequest.mode:type_name -> guard.v1.EnforcementMode
+	166, // 165: guard.v1.SetMcpToolResponse.tool:type_name -> guard.v1.McpToolInfo
+	175, // 166: guard.v1.ReportMcpToolsRequest.tools:type_name -> guard.v1.ReportedMcpTool
+	166, // 167: guard.v1.ReportMcpToolsResponse.tools:type_name -> guard.v1.McpToolInfo
+	10,  // 168: guard.v1.Freeze.scope:type_name -> guard.v1.FreezeScope
+	197, // 169: guard.v1.Freeze.frozen_at:type_name -> google.protobuf.Timestamp
+	10,  // 170: guard.v1.FreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	178, // 171: guard.v1.FreezeResponse.freeze:type_name -> guard.v1.Freeze
+	10,  // 172: guard.v1.UnfreezeRequest.scope:type_name -> guard.v1.FreezeScope
+	178, // 173: guard.v1.UnfreezeResponse.freeze:type_name -> guard.v1.Freeze
+	178, // 174: guard.v1.ListFreezesResponse.freezes:type_name -> guard.v1.Freeze
+	14,  // 175: guard.v1.Registry.RegisterRunner:input_type -> guard.v1.RegisterRunnerRequest
+	16,  // 176: guard.v1.Registry.Connect:input_type -> guard.v1.ConnectRequest
+	29,  // 177: guard.v1.Registry.OpenSession:input_type -> guard.v1.OpenSessionRequest
+	31,  // 178: guard.v1.Registry.GetSessionConfig:input_type -> guard.v1.GetSessionConfigRequest
+	33,  // 179: guard.v1.Registry.ApplyAction:input_type -> guard.v1.ApplyActionRequest
+	35,  // 180: guard.v1.Registry.RouteInbound:input_type -> guard.v1.RouteInboundRequest
+	37,  // 181: guard.v1.Registry.PostChatMessage:input_type -> guard.v1.PostChatMessageRequest
+	39,  // 182: guard.v1.Registry.WatchChatOutbox:input_type -> guard.v1.WatchChatOutboxRequest
+	46,  // 183: guard.v1.Registry.CreateGroup:input_type -> guard.v1.CreateGroupRequest
+	48,  // 184: guard.v1.Registry.GetGroup:input_type -> guard.v1.GetGroupRequest
+	50,  // 185: guard.v1.Registry.ListGroups:input_type -> guard.v1.ListGroupsRequest
+	52,  // 186: guard.v1.Registry.UpdateGroup:input_type -> guard.v1.UpdateGroupRequest
+	54,  // 187: guard.v1.Registry.DeleteGroup:input_type -> guard.v1.DeleteGroupRequest
+	56,  // 188: guard.v1.Registry.GetGroupConfig:input_type -> guard.v1.GetGroupConfigRequest
+	58,  // 189: guard.v1.Registry.UpdateGroupConfig:input_type -> guard.v1.UpdateGroupConfigRequest
+	60,  // 190: guard.v1.Registry.AddGroupPackage:input_type -> guard.v1.AddGroupPackageRequest
+	62,  // 191: guard.v1.Registry.RemoveGroupPackage:input_type -> guard.v1.RemoveGroupPackageRequest
+	64,  // 192: guard.v1.Registry.AddGroupMcpServer:input_type -> guard.v1.AddGroupMcpServerRequest
+	66,  // 193: guard.v1.Registry.RemoveGroupMcpServer:input_type -> guard.v1.RemoveGroupMcpServerRequest
+	68,  // 194: guard.v1.Registry.RestartGroup:input_type -> guard.v1.RestartGroupRequest
+	71,  // 195: guard.v1.Registry.ListSessions:input_type -> guard.v1.ListSessionsRequest
+	73,  // 196: guard.v1.Registry.GetSession:input_type -> guard.v1.GetSessionRequest
+	75,  // 197: guard.v1.Registry.GetSessionHistory:input_type -> guard.v1.GetSessionHistoryRequest
+	79,  // 198: guard.v1.Registry.ListDestinations:input_type -> guard.v1.ListDestinationsRequest
+	81,  // 199: guard.v1.Registry.AddDestination:input_type -> guard.v1.AddDestinationRequest
+	83,  // 200: guard.v1.Registry.RemoveDestination:input_type -> guard.v1.RemoveDestinationRequest
+	86,  // 201: guard.v1.Registry.ListMembers:input_type -> guard.v1.ListMembersRequest
+	88,  // 202: guard.v1.Registry.AddMember:input_type -> guard.v1.AddMemberRequest
+	90,  // 203: guard.v1.Registry.RemoveMember:input_type -> guard.v1.RemoveMemberRequest
+	93,  // 204: guard.v1.Registry.ListRoles:input_type -> guard.v1.ListRolesRequest
+	95,  // 205: guard.v1.Registry.GrantRole:input_type -> guard.v1.GrantRoleRequest
+	97,  // 206: guard.v1.Registry.RevokeRole:input_type -> guard.v1.RevokeRoleRequest
+	105, // 207: guard.v1.Registry.ListUsers:input_type -> guard.v1.ListUsersRequest
+	107, // 208: guard.v1.Registry.GetUser:input_type -> guard.v1.GetUserRequest
+	109, // 209: guard.v1.Registry.CreateUser:input_type -> guard.v1.CreateUserRequest
+	111, // 210: guard.v1.Registry.UpdateUser:input_type -> guard.v1.UpdateUserRequest
+	101, // 211: guard.v1.Registry.BindOidc:input_type -> guard.v1.BindOidcRequest
+	103, // 212: guard.v1.Registry.UnbindOidc:input_type -> guard.v1.UnbindOidcRequest
+	114, // 213: guard.v1.Registry.ListWirings:input_type -> guard.v1.ListWiringsRequest
+	116, // 214: guard.v1.Registry.CreateWiring:input_type -> guard.v1.CreateWiringRequest
+	118, // 215: guard.v1.Registry.DeleteWiring:input_type -> guard.v1.DeleteWiringRequest
+	121, // 216: guard.v1.Registry.ListMessagingGroups:input_type -> guard.v1.ListMessagingGroupsRequest
+	123, // 217: guard.v1.Registry.GetMessagingGroup:input_type -> guard.v1.GetMessagingGroupRequest
+	125, // 218: guard.v1.Registry.CreateMessagingGroup:input_type -> guard.v1.CreateMessagingGroupRequest
+	127, // 219: guard.v1.Registry.UpdateMessagingGroup:input_type -> guard.v1.UpdateMessagingGroupRequest
+	129, // 220: guard.v1.Registry.DeleteMessagingGroup:input_type -> guard.v1.DeleteMessagingGroupRequest
+	132, // 221: guard.v1.Registry.ListPolicies:input_type -> guard.v1.ListPoliciesRequest
+	134, // 222: guard.v1.Registry.SetPolicy:input_type -> guard.v1.SetPolicyRequest
+	136, // 223: guard.v1.Registry.RemovePolicy:input_type -> guard.v1.RemovePolicyRequest
+	139, // 224: guard.v1.Registry.ListUserDms:input_type -> guard.v1.ListUserDmsRequest
+	141, // 225: guard.v1.Registry.SetUserDm:input_type -> guard.v1.SetUserDmRequest
+	143, // 226: guard.v1.Registry.RemoveUserDm:input_type -> guard.v1.RemoveUserDmRequest
+	146, // 227: guard.v1.Registry.CreateToken:input_type -> guard.v1.CreateTokenRequest
+	148, // 228: guard.v1.Registry.ListTokens:input_type -> guard.v1.ListTokensRequest
+	150, // 229: guard.v1.Registry.RevokeToken:input_type -> guard.v1.RevokeTokenRequest
+	152, // 230: guard.v1.Registry.ListRunners:input_type -> guard.v1.ListRunnersRequest
+	155, // 231: guard.v1.Registry.ListCatalog:input_type -> guard.v1.ListCatalogRequest
+	158, // 232: guard.v1.Registry.GetDecision:input_type -> guard.v1.GetDecisionRequest
+	162, // 233: guard.v1.Registry.SetActionSettings:input_type -> guard.v1.SetActionSettingsRequest
+	160, // 234: guard.v1.Registry.ListDecisions:input_type -> guard.v1.ListDecisionsRequest
+	167, // 235: guard.v1.Registry.ListMcpServers:input_type -> guard.v1.ListMcpServersRequest
+	169, // 236: guard.v1.Registry.SetMcpServerDefault:input_type -> guard.v1.SetMcpServerDefaultRequest
+	171, // 237: guard.v1.Registry.ListMcpTools:input_type -> guard.v1.ListMcpToolsRequest
+	173, // 238: guard.v1.Registry.SetMcpTool:input_type -> guard.v1.SetMcpToolRequest
+	176, // 239: guard.v1.Registry.ReportMcpTools:input_type -> guard.v1.ReportMcpToolsRequest
+	179, // 240: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
+	181, // 241: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
+	183, // 242: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
+	207, // 243: guard.v1.Registry.SetModelProvider:input_type -> guard.v1.SetModelProviderRequest
+	208, // 244: guard.v1.Registry.DeleteModelProvider:input_type -> guard.v1.DeleteModelProviderRequest
+	209, // 245: guard.v1.Registry.ListModelProviders:input_type -> guard.v1.ListModelProvidersRequest
+	210, // 246: guard.v1.Registry.GetModelPolicy:input_type -> guard.v1.GetModelPolicyRequest
+	211, // 247: guard.v1.Registry.SetModelProviders:input_type -> guard.v1.SetModelProvidersRequest
+	212, // 248: guard.v1.Registry.SetModelRule:input_type -> guard.v1.SetModelRuleRequest
+	213, // 249: guard.v1.Registry.UnsetModelRule:input_type -> guard.v1.UnsetModelRuleRequest
+	214, // 250: guard.v1.Registry.SetModelDefault:input_type -> guard.v1.SetModelDefaultRequest
+	215, // 251: guard.v1.Registry.SetModelBudget:input_type -> guard.v1.SetModelBudgetRequest
+	216, // 252: guard.v1.Registry.SetModelPrice:input_type -> guard.v1.SetModelPriceRequest
+	217, // 253: guard.v1.Registry.ListModelPrices:input_type -> guard.v1.ListModelPricesRequest
+	218, // 254: guard.v1.Registry.ListModelUsage:input_type -> guard.v1.ListModelUsageRequest
+	219, // 255: guard.v1.Registry.GetModelRoute:input_type -> guard.v1.GetModelRouteRequest
+	220, // 256: guard.v1.Registry.ReserveModelUsage:input_type -> guard.v1.ReserveModelUsageRequest
+	221, // 257: guard.v1.Registry.SettleModelUsage:input_type -> guard.v1.SettleModelUsageRequest
+	222, // 258: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
+	223, // 259: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
+	224, // 260: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
+	225, // 261: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
+	15,  // 262: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 263: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 264: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 265: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	34,  // 266: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	36,  // 267: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	38,  // 268: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	40,  // 269: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	47,  // 270: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	49,  // 271: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	51,  // 272: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	53,  // 273: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	55,  // 274: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	57,  // 275: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	59,  // 276: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	61,  // 277: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	63,  // 278: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	65,  // 279: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	67,  // 280: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	69,  // 281: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	72,  // 282: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	74,  // 283: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	77,  // 284: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	80,  // 285: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	82,  // 286: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	84,  // 287: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	87,  // 288: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	89,  // 289: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	91,  // 290: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	94,  // 291: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	96,  // 292: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	98,  // 293: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	106, // 294: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	108, // 295: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	110, // 296: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	112, // 297: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	102, // 298: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
+	104, // 299: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
+	115, // 300: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	117, // 301: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	119, // 302: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	122, // 303: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	124, // 304: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	126, // 305: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	128, // 306: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	130, // 307: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	133, // 308: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	135, // 309: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	137, // 310: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	140, // 311: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	142, // 312: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	144, // 313: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	147, // 314: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	149, // 315: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	151, // 316: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	153, // 317: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	156, // 318: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	159, // 319: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	163, // 320: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	161, // 321: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	168, // 322: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	170, // 323: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	172, // 324: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	174, // 325: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	177, // 326: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	180, // 327: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	182, // 328: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	184, // 329: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	226, // 330: guard.v1.Registry.SetModelProvider:output_type -> guard.v1.SetModelProviderResponse
+	227, // 331: guard.v1.Registry.DeleteModelProvider:output_type -> guard.v1.DeleteModelProviderResponse
+	228, // 332: guard.v1.Registry.ListModelProviders:output_type -> guard.v1.ListModelProvidersResponse
+	229, // 333: guard.v1.Registry.GetModelPolicy:output_type -> guard.v1.GetModelPolicyResponse
+	230, // 334: guard.v1.Registry.SetModelProviders:output_type -> guard.v1.SetModelProvidersResponse
+	231, // 335: guard.v1.Registry.SetModelRule:output_type -> guard.v1.SetModelRuleResponse
+	232, // 336: guard.v1.Registry.UnsetModelRule:output_type -> guard.v1.UnsetModelRuleResponse
+	233, // 337: guard.v1.Registry.SetModelDefault:output_type -> guard.v1.SetModelDefaultResponse
+	234, // 338: guard.v1.Registry.SetModelBudget:output_type -> guard.v1.SetModelBudgetResponse
+	235, // 339: guard.v1.Registry.SetModelPrice:output_type -> guard.v1.SetModelPriceResponse
+	236, // 340: guard.v1.Registry.ListModelPrices:output_type -> guard.v1.ListModelPricesResponse
+	237, // 341: guard.v1.Registry.ListModelUsage:output_type -> guard.v1.ListModelUsageResponse
+	238, // 342: guard.v1.Registry.GetModelRoute:output_type -> guard.v1.GetModelRouteResponse
+	239, // 343: guard.v1.Registry.ReserveModelUsage:output_type -> guard.v1.ReserveModelUsageResponse
+	240, // 344: guard.v1.Registry.SettleModelUsage:output_type -> guard.v1.SettleModelUsageResponse
+	241, // 345: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
+	242, // 346: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
+	243, // 347: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
+	244, // 348: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
+	262, // [262:349] is the sub-list for method output_type
+	175, // [175:262] is the sub-list for method input_type
+	175, // [175:175] is the sub-list for extension type_name
+	175, // [175:175] is the sub-list for extension extendee
+	0,   // [0:175] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_registry_proto_init() }

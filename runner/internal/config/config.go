@@ -10,10 +10,14 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/clawguard/clawguard/proto/agentenv"
 	"github.com/clawguard/clawguard/proto/flagfile"
+	"github.com/clawguard/clawguard/runner/internal/egress"
+	"github.com/clawguard/clawguard/runner/internal/gateway"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
@@ -55,6 +59,12 @@ type Config struct {
 	// MCPNetwork is the Docker network of guarded MCP servers' containers
 	// ("none" by default; "bridge" for servers that call an API).
 	MCPNetwork string
+	// Gateway are the limits of every session's gateway (--gateway-rate,
+	// --gateway-burst, --gateway-in-flight).
+	Gateway gateway.Limits
+	// Egress is an agent's way out; Tools what every agent image gets.
+	Egress Egress
+	Tools  AgentTools
 }
 
 // Default is the config before flags and env.
@@ -71,6 +81,9 @@ func Default() Config {
 		AgentEnv:         map[string]string{},
 		BuildNetwork:     "default",
 		MCPNetwork:       "none",
+		Gateway:          gateway.DefaultLimits,
+		Egress:           Egress{Limits: egress.DefaultLimits},
+		Tools:            AgentTools{HomeSize: "256m"},
 	}
 }
 
@@ -118,70 +131,12 @@ func lookupEnv(flagName string) (value, name string, ok bool) {
 func Parse(args []string) (Config, error) {
 	c := Default()
 	fs := flag.NewFlagSet("clawguard-runner", flag.ContinueOnError)
-	var envErrs []string
-	str := func(p *string, name, usage string) {
-		if v, _, ok := lookupEnv(name); ok {
-			*p = v
-		}
-		fs.StringVar(p, name, *p, usage+" ["+EnvName(name)+"]")
-	}
-	dur := func(p *time.Duration, name, usage string) {
-		if v, from, ok := lookupEnv(name); ok {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Sprintf("%s=%q: not a duration", from, v))
-			}
-			*p = d
-		}
-		fs.DurationVar(p, name, *p, usage+" ["+EnvName(name)+"]")
-	}
+	p := &parser{fs: fs}
 	if v, ok := os.LookupEnv(EnvName("config")); ok { // never ncl's CLAWGUARD_CONFIG
 		c.ConfigFile = v
 	}
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML file of settings, keys named as these flags; flags, then the environment, win over it ["+EnvName("config")+"]")
-	str(&c.Server, "server", "server gRPC address host:port")
-	str(&c.TokenFile, "token-file", "file holding this runner's token")
-	str(&c.ID, "id", "runner id (the one the token is bound to)")
-	str(&c.Runtime, "runtime", "docker or process (process: NO isolation)")
-	str(&c.MetricsListen, "metrics-listen", "Prometheus /metrics listen address (empty = off)")
-	str(&c.OTLPEndpoint, "otlp-endpoint", "export traces to this OTLP/gRPC collector (http://host:4317 plaintext, https:// or host:port TLS; empty = OTEL_EXPORTER_OTLP_ENDPOINT, else off)")
-	str(&c.DataDir, "data-dir", "directory for session workspaces, gateway sockets and runner state")
-	str(&c.AgentImage, "agent-image", "docker: agent image of groups without a base image")
-	str(&c.AgentBinary, "agent-binary", "process: the agent binary")
-	str(&c.TLSCA, "tls-ca", "CA file to verify the server's TLS certificate (empty = plaintext)")
-	str(&c.TLSCert, "tls-cert", "client certificate file for a server that requires one (--tls-client-ca); needs --tls-ca")
-	str(&c.TLSKey, "tls-key", "private key file of --tls-cert")
-	str(&c.TLSServerName, "tls-server-name", "name the server's certificate must carry (default: the host of --server)")
-	str(&c.LogLevel, "log-level", "debug, info, warn or error")
-	str(&c.Host, "host", "host to register as: empty takes the one on the runner's token; anything else must be it")
-	str(&c.ContainerCPUs, "container-cpus", "docker: CPU cap of agent containers whose group sets none, e.g. 2 (empty = no limit)")
-	str(&c.ContainerMemory, "container-memory", "docker: memory cap of agent containers whose group sets none, e.g. 8g (empty = no limit)")
-	str(&c.MCPNetwork, "mcp-network", "docker: network of guarded MCP servers' containers (default none; bridge for servers that call an API; agents never have one)")
-	str(&c.BuildNetwork, "build-network", "docker: network of group image builds that install packages (default: Docker's bridge; host; none = installs fail)")
-	dur(&c.IdleAfter, "idle-after", "stop an agent after this long without activity")
-	dur(&c.DecideWait, "decide-wait", "how long an action waits for the guard before failing closed")
-	dur(&c.InboxAckDeadline, "inbox-ack-deadline", "restart an agent that holds inbox items without acknowledging any for this long (its items are sent again)")
-	if v, _, ok := lookupEnv("group"); ok {
-		c.Groups = splitList(v)
-	}
-	groupFlag := false
-	fs.Func("group", "group id (or name) whose session this runner opens; repeatable ["+EnvName("group")+", comma-separated]", func(v string) error {
-		if !groupFlag {
-			c.Groups, groupFlag = nil, true // flags replace the env list
-		}
-		c.Groups = append(c.Groups, v)
-		return nil
-	})
-	if v, from, ok := lookupEnv("agent-env"); ok {
-		for _, kv := range splitList(v) {
-			if err := addEnv(c.AgentEnv, kv); err != nil {
-				envErrs = append(envErrs, from+": "+err.Error())
-			}
-		}
-	}
-	fs.Func("agent-env", "KEY=VALUE for every agent's environment; repeatable ["+EnvName("agent-env")+", comma-separated]", func(v string) error {
-		return addEnv(c.AgentEnv, v)
-	})
+	p.define(&c)
 	fs.SetOutput(io.Discard) // a bad flag is one line, from the caller
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -197,13 +152,111 @@ func Parse(args []string) (Config, error) {
 	if err := flagfile.Apply(fs, c.ConfigFile, fromEnv); err != nil {
 		return c, err
 	}
-	if len(envErrs) > 0 {
-		return c, errors.New(envErrs[0])
+	if len(p.envErrs) > 0 {
+		return c, errors.New(p.envErrs[0])
 	}
 	if err := notTaken(c); err != nil {
 		return c, err
 	}
 	return c, c.Validate()
+}
+
+// parser defines flags with their environment twins, read first (the flag
+// then wins); a twin that does not parse is one line in envErrs.
+type parser struct {
+	fs      *flag.FlagSet
+	envErrs []string
+}
+
+func (p *parser) str(v *string, name, usage string) {
+	if e, _, ok := lookupEnv(name); ok {
+		*v = e
+	}
+	p.fs.StringVar(v, name, *v, usage+" ["+EnvName(name)+"]")
+}
+
+func (p *parser) dur(v *time.Duration, name, usage string) {
+	if e, from, ok := lookupEnv(name); ok {
+		d, err := time.ParseDuration(e)
+		if err != nil {
+			p.envErrs = append(p.envErrs, fmt.Sprintf("%s=%q: not a duration", from, e))
+		}
+		*v = d
+	}
+	p.fs.DurationVar(v, name, *v, usage+" ["+EnvName(name)+"]")
+}
+
+func (p *parser) float(v *float64, name, usage string) {
+	if e, from, ok := lookupEnv(name); ok {
+		f, err := strconv.ParseFloat(e, 64)
+		if err != nil {
+			p.envErrs = append(p.envErrs, fmt.Sprintf("%s=%q: not a number", from, e))
+		}
+		*v = f
+	}
+	p.fs.Float64Var(v, name, *v, usage+" ["+EnvName(name)+"]")
+}
+
+func (p *parser) int(v *int, name, usage string) {
+	if e, from, ok := lookupEnv(name); ok {
+		n, err := strconv.Atoi(e)
+		if err != nil {
+			p.envErrs = append(p.envErrs, fmt.Sprintf("%s=%q: not a whole number", from, e))
+		}
+		*v = n
+	}
+	p.fs.IntVar(v, name, *v, usage+" ["+EnvName(name)+"]")
+}
+
+// define is the table of the runner's flags.
+func (p *parser) define(c *Config) {
+	p.str(&c.Server, "server", "server gRPC address host:port")
+	p.str(&c.TokenFile, "token-file", "file holding this runner's token")
+	p.str(&c.ID, "id", "runner id (the one the token is bound to)")
+	p.str(&c.Runtime, "runtime", "docker or process (process: NO isolation)")
+	p.str(&c.MetricsListen, "metrics-listen", "Prometheus /metrics listen address (empty = off)")
+	p.str(&c.OTLPEndpoint, "otlp-endpoint", "export traces to this OTLP/gRPC collector (http://host:4317 plaintext, https:// or host:port TLS; empty = OTEL_EXPORTER_OTLP_ENDPOINT, else off)")
+	p.str(&c.DataDir, "data-dir", "directory for session workspaces, gateway sockets and runner state")
+	p.str(&c.AgentImage, "agent-image", "docker: agent image of groups without a base image")
+	p.str(&c.AgentBinary, "agent-binary", "process: the agent binary")
+	p.str(&c.TLSCA, "tls-ca", "CA file to verify the server's TLS certificate (empty = plaintext)")
+	p.str(&c.TLSCert, "tls-cert", "client certificate file for a server that requires one (--tls-client-ca); needs --tls-ca")
+	p.str(&c.TLSKey, "tls-key", "private key file of --tls-cert")
+	p.str(&c.TLSServerName, "tls-server-name", "name the server's certificate must carry (default: the host of --server)")
+	p.str(&c.LogLevel, "log-level", "debug, info, warn or error")
+	p.str(&c.Host, "host", "host to register as: empty takes the one on the runner's token; anything else must be it")
+	p.str(&c.ContainerCPUs, "container-cpus", "docker: CPU cap of agent containers whose group sets none, e.g. 2 (empty = no limit)")
+	p.str(&c.ContainerMemory, "container-memory", "docker: memory cap of agent containers whose group sets none, e.g. 8g (empty = no limit)")
+	p.str(&c.MCPNetwork, "mcp-network", "docker: network of guarded MCP servers' containers (default none; bridge for servers that call an API; agents never have one)")
+	p.str(&c.BuildNetwork, "build-network", "docker: network of group image builds that install packages (default: Docker's bridge; host; none = installs fail)")
+	p.dur(&c.IdleAfter, "idle-after", "stop an agent after this long without activity")
+	p.dur(&c.DecideWait, "decide-wait", "how long an action waits for the guard before failing closed")
+	p.dur(&c.InboxAckDeadline, "inbox-ack-deadline", "restart an agent that holds inbox items without acknowledging any for this long (its items are sent again)")
+	p.float(&c.Gateway.Rate, "gateway-rate", "actions a second one session's agent may send (past it, a send is refused with when to retry)")
+	p.int(&c.Gateway.Burst, "gateway-burst", "actions one session's agent may send at once, above --gateway-rate")
+	p.int(&c.Gateway.InFlight, "gateway-in-flight", "actions of one session decided or running at once")
+	p.defineEgress(c)
+	if v, _, ok := lookupEnv("group"); ok {
+		c.Groups = splitList(v)
+	}
+	groupFlag := false
+	p.fs.Func("group", "group id (or name) whose session this runner opens; repeatable ["+EnvName("group")+", comma-separated]", func(v string) error {
+		if !groupFlag {
+			c.Groups, groupFlag = nil, true // flags replace the env list
+		}
+		c.Groups = append(c.Groups, v)
+		return nil
+	})
+	if v, from, ok := lookupEnv("agent-env"); ok {
+		for _, kv := range splitList(v) {
+			if err := addEnv(c.AgentEnv, kv); err != nil {
+				p.envErrs = append(p.envErrs, from+": "+err.Error())
+			}
+		}
+	}
+	p.fs.Func("agent-env", "KEY=VALUE for every agent's environment; repeatable ["+EnvName("agent-env")+", comma-separated]", func(v string) error {
+		return addEnv(c.AgentEnv, v)
+	})
 }
 
 // notTaken refuses a runner left without a setting whose shared variable is
@@ -246,6 +299,9 @@ func addEnv(m map[string]string, kv string) error {
 	k, v, ok := strings.Cut(kv, "=")
 	if !ok || k == "" || strings.ContainsAny(k, " \t") {
 		return fmt.Errorf("--agent-env %q: want KEY=VALUE", kv)
+	}
+	if agentenv.Reserved(k) {
+		return fmt.Errorf("--agent-env %s: the runner sets it for every agent (its gateway, its way out, its model endpoint, its HOME and CA roots)", k)
 	}
 	m[k] = v
 	return nil
@@ -294,10 +350,16 @@ func (c Config) Validate() error {
 	if c.IdleAfter <= 0 || c.DecideWait <= 0 || c.InboxAckDeadline <= 0 {
 		return errors.New("--idle-after, --decide-wait and --inbox-ack-deadline must be positive")
 	}
+	if !(c.Gateway.Rate > 0) || c.Gateway.Burst < 1 || c.Gateway.InFlight < 1 {
+		return fmt.Errorf("--gateway-rate (%g), --gateway-burst (%d) and --gateway-in-flight (%d) must be positive", c.Gateway.Rate, c.Gateway.Burst, c.Gateway.InFlight)
+	}
 	for _, g := range c.Groups {
 		if g == "" || strings.ContainsAny(g, " \t\n") {
 			return fmt.Errorf("--group %q: not a group id or name", g)
 		}
+	}
+	if err := c.validateEgress(); err != nil {
+		return err
 	}
 	if c.MCPNetwork == "" || strings.ContainsAny(c.MCPNetwork, " \t\n") {
 		return fmt.Errorf("--mcp-network %q: want a Docker network name (none, bridge, ...)", c.MCPNetwork)

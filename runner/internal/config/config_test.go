@@ -69,6 +69,21 @@ func TestParse(t *testing.T) {
 		{name: "bad container memory env", env: map[string]string{"CLAWGUARD_CONTAINER_MEMORY": "lots"}, args: base, want: "--container-memory"},
 		{name: "container memory below docker's minimum", args: append(base, "--container-memory", "1m"), want: "--container-memory"},
 		{name: "bad agent env", args: append(base, "--agent-env", "novalue"), want: "KEY=VALUE"},
+		// Issue 42: the gateway's per-session limits are the operator's to see and set.
+		{name: "gateway limits default", args: base, check: func(t *testing.T, c Config) {
+			if c.Gateway.Rate != 200 || c.Gateway.Burst != 400 || c.Gateway.InFlight != 64 {
+				t.Fatalf("gateway limits %+v, want 200/s, 400, 64", c.Gateway)
+			}
+		}},
+		{name: "gateway limits from env and flags", env: map[string]string{"CLAWGUARD_RUNNER_GATEWAY_RATE": "50.5", "CLAWGUARD_RUNNER_GATEWAY_IN_FLIGHT": "9"},
+			args: append(base, "--gateway-burst", "70", "--gateway-in-flight", "12"), check: func(t *testing.T, c Config) {
+				if c.Gateway.Rate != 50.5 || c.Gateway.Burst != 70 || c.Gateway.InFlight != 12 {
+					t.Fatalf("gateway limits %+v", c.Gateway)
+				}
+			}},
+		{name: "bad gateway rate env", env: map[string]string{"CLAWGUARD_RUNNER_GATEWAY_RATE": "fast"}, args: base, want: "CLAWGUARD_RUNNER_GATEWAY_RATE"},
+		{name: "zero gateway burst", args: append(base, "--gateway-burst", "0"), want: "--gateway-burst"},
+		{name: "negative gateway rate", args: append(base, "--gateway-rate", "-1"), want: "--gateway-rate"},
 		{name: "tls cert without key", args: append(base, "--tls-ca", "/ca", "--tls-cert", "/c"), want: "--tls-cert and --tls-key must be given together"},
 		{name: "tls cert without ca", args: append(base, "--tls-cert", "/c", "--tls-key", "/k"), want: "need --tls-ca"},
 		{name: "mtls", env: map[string]string{"CLAWGUARD_RUNNER_TLS_KEY": "/k"}, args: append(base, "--tls-ca", "/ca", "--tls-cert", "/c", "--tls-server-name", "guard"),
@@ -155,5 +170,21 @@ func TestParseReadsAConfigFile(t *testing.T) {
 	}
 	if _, err := Parse(nil); err == nil || !strings.Contains(err.Error(), `line 3: "idle_after" is not a setting`) {
 		t.Fatalf("a key that is no flag: %v", err)
+	}
+}
+
+// The gateway's limits are config-file keys too, named as their flags.
+func TestTheGatewayLimitsAreConfigFileKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runner.yaml")
+	body := "token-file: /t\nid: r\ngateway-rate: 30\ngateway-burst: 60\ngateway-in-flight: 5\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse([]string{"--config", path, "--gateway-in-flight", "6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Gateway.Rate != 30 || c.Gateway.Burst != 60 || c.Gateway.InFlight != 6 {
+		t.Fatalf("gateway limits %+v, want the file's rate and burst and the flag's in-flight", c.Gateway)
 	}
 }

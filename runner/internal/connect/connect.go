@@ -22,10 +22,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
+	"google.golang.org/grpc"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/proto/retry"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
 )
 
@@ -90,43 +89,6 @@ type Client struct {
 	release  chan struct{}
 	released chan struct{} // closed once a release frame went out
 	ended    chan struct{} // closed once the server ended the released stream
-}
-
-// queue is one session's pushes in arrival order. Unbounded on purpose: the
-// server's push window bounds what is in flight, and a push is never dropped.
-type queue struct {
-	mu    sync.Mutex
-	items []*guardv1.Push
-	wake  chan struct{}
-}
-
-func (q *queue) put(p *guardv1.Push) {
-	q.mu.Lock()
-	q.items = append(q.items, p)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *queue) take(ctx context.Context) (*guardv1.Push, bool) {
-	for {
-		q.mu.Lock()
-		if len(q.items) > 0 {
-			p := q.items[0]
-			q.items[0] = nil
-			q.items = q.items[1:]
-			q.mu.Unlock()
-			return p, true
-		}
-		q.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil, false
-		case <-q.wake:
-		}
-	}
 }
 
 func (c *Client) init() {
@@ -227,70 +189,9 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 	if err := st.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Hello{Hello: &guardv1.ConnectHello{RunnerId: c.RunnerID, InstanceId: c.InstanceID}}}); err != nil {
 		return false, fmt.Errorf("hello: %w", err)
 	}
-	// Heartbeats are answered in order: the send times of those not yet
-	// answered, oldest first.
-	var (
-		beatMu sync.Mutex
-		beats  []time.Time
-	)
-	// One writer: heartbeats and acks.
+	b := &beats{}
 	werr := make(chan error, 1)
-	go func() {
-		t := time.NewTicker(c.Heartbeat)
-		defer t.Stop()
-		for {
-			var f *guardv1.ConnectRequest
-			select {
-			case <-sctx.Done():
-				werr <- sctx.Err()
-				return
-			case now := <-t.C:
-				beatMu.Lock()
-				stalled := len(beats) > 0 && now.Sub(beats[0]) > 2*c.Heartbeat
-				oldest := time.Time{}
-				if stalled {
-					oldest = beats[0]
-				}
-				beats = append(beats, time.Now())
-				beatMu.Unlock()
-				if stalled {
-					// The server (or the path to it) is gone without the
-					// stream noticing: make a new one, elsewhere if it can.
-					werr <- stalledError{time.Since(oldest)}
-					cancel()
-					return
-				}
-				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Heartbeat{Heartbeat: &guardv1.Heartbeat{}}}
-			case a := <-c.acks:
-				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}
-			case <-c.release:
-				// Acks already queued go first: their pushes are done.
-				for drained := false; !drained; {
-					select {
-					case a := <-c.acks:
-						if err := st.Send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}); err != nil {
-							werr <- err
-							cancel()
-							return
-						}
-					default:
-						drained = true
-					}
-				}
-				f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Release{Release: &guardv1.LeaseRelease{}}}
-			}
-			if err := st.Send(f); err != nil {
-				werr <- err
-				cancel()
-				return
-			}
-			if f.GetRelease() != nil {
-				close(c.released)
-				werr <- nil
-				return
-			}
-		}
-	}()
+	go func() { werr <- c.write(sctx, cancel, st, b) }()
 	healthy := false
 	for {
 		resp, err := st.Recv()
@@ -315,15 +216,92 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 			c.dispatch(ctx, p)
 		}
 		if l := resp.GetLease(); l != nil {
-			beatMu.Lock()
-			var sent time.Time
-			if len(beats) > 0 {
-				sent, beats = beats[0], beats[1:]
-			}
-			beatMu.Unlock()
-			if !sent.IsZero() && c.OnRenewed != nil {
+			if sent := b.answered(); !sent.IsZero() && c.OnRenewed != nil {
 				c.OnRenewed(sent, c.leaseTTL(l))
 			}
+		}
+	}
+}
+
+// beats are the send times of the heartbeats not yet answered, oldest
+// first: the server answers them in order.
+type beats struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+// sent records a heartbeat sent now; stalled says the oldest unanswered one
+// is older than two intervals (since then).
+func (b *beats) sent(now time.Time, interval time.Duration) (stalled bool, since time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.times) > 0 && now.Sub(b.times[0]) > 2*interval {
+		return true, b.times[0]
+	}
+	b.times = append(b.times, time.Now())
+	return false, time.Time{}
+}
+
+// answered takes the oldest heartbeat's send time (zero when none waits).
+func (b *beats) answered() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.times) == 0 {
+		return time.Time{}
+	}
+	t := b.times[0]
+	b.times = b.times[1:]
+	return t
+}
+
+// write is the stream's one writer: heartbeats and acks, and the lease's
+// release on a clean stop. A heartbeat that finds the one before
+// unanswered for two intervals gives the stream up: the server (or the
+// path to it) is gone without the stream noticing, so a new one is made,
+// elsewhere if it can.
+func (c *Client) write(ctx context.Context, cancel func(), st grpc.BidiStreamingClient[guardv1.ConnectRequest, guardv1.ConnectResponse], b *beats) error {
+	t := time.NewTicker(c.Heartbeat)
+	defer t.Stop()
+	send := func(f *guardv1.ConnectRequest) error {
+		if err := st.Send(f); err != nil {
+			cancel()
+			return err
+		}
+		return nil
+	}
+	for {
+		var f *guardv1.ConnectRequest
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-t.C:
+			if stalled, since := b.sent(now, c.Heartbeat); stalled {
+				cancel()
+				return stalledError{time.Since(since)}
+			}
+			f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Heartbeat{Heartbeat: &guardv1.Heartbeat{}}}
+		case a := <-c.acks:
+			f = &guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}
+		case <-c.release:
+			// Acks already queued go first: their pushes are done.
+			for drained := false; !drained; {
+				select {
+				case a := <-c.acks:
+					if err := send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Ack{Ack: a}}); err != nil {
+						return err
+					}
+				default:
+					drained = true
+				}
+			}
+			if err := send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Release{Release: &guardv1.LeaseRelease{}}}); err != nil {
+				return err
+			}
+			close(c.released)
+			return nil
+		}
+		if err := send(f); err != nil {
+			return err
 		}
 	}
 }
@@ -342,83 +320,4 @@ func (c *Client) leaseTTL(l *guardv1.LeaseRenewed) time.Duration {
 		return d
 	}
 	return 3 * c.Heartbeat
-}
-
-// dispatch queues a push on its session's worker, unless it is applied
-// already (ack again) or queued or being applied (its ack will come). It
-// never drops a push.
-func (c *Client) dispatch(ctx context.Context, p *guardv1.Push) {
-	if c.Applied.Seen(p.GetId()) {
-		c.ack(ctx, &guardv1.PushAck{PushId: p.GetId(), Ok: true})
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inflight[p.GetId()] {
-		return
-	}
-	c.inflight[p.GetId()] = true
-	q, ok := c.queues[p.GetSessionId()]
-	if !ok {
-		q = &queue{wake: make(chan struct{}, 1)}
-		c.queues[p.GetSessionId()] = q
-		go c.worker(ctx, p.GetSessionId(), q)
-	}
-	q.put(p)
-}
-
-func (c *Client) worker(ctx context.Context, session string, q *queue) {
-	for {
-		p, ok := q.take(ctx)
-		if !ok {
-			return
-		}
-		ack := &guardv1.PushAck{PushId: p.GetId(), Ok: true}
-		if err := c.apply(ctx, p); err != nil {
-			if ctx.Err() != nil {
-				return // shutting down: not acked, the server sends it again
-			}
-			c.Log.Warn("push not applied", "push", p.GetId(), "session", session, "err", err)
-			ack.Ok, ack.Error = false, err.Error()
-		} else if err := c.Applied.Mark(p.GetId()); err != nil {
-			c.Log.Error("push applied but not recorded", "push", p.GetId(), "err", err)
-		} else if c.OnApplied != nil {
-			c.OnApplied()
-		}
-		c.mu.Lock()
-		delete(c.inflight, p.GetId())
-		c.mu.Unlock()
-		c.ack(ctx, ack)
-	}
-}
-
-// apply applies one push, trying it again with back-off (200 ms doubling to
-// 5 s) while Apply answers Retry (the guard or the database is
-// unreachable); it gives up once the next try would start past RetryFor.
-func (c *Client) apply(ctx context.Context, p *guardv1.Push) error {
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		err := c.Applier.Apply(ctx, p)
-		if err != nil && !IsRetry(err) {
-			return struct{}{}, backoff.Permanent(err)
-		}
-		return struct{}{}, err
-	},
-		backoff.WithBackOff(retry.Exponential(200*time.Millisecond, 5*time.Second)),
-		backoff.WithMaxElapsedTime(c.RetryFor),
-		backoff.WithNotify(func(err error, d time.Duration) {
-			c.Log.Warn("push not applied yet; trying again", "push", p.GetId(), "session", p.GetSessionId(), "err", err, "backoff", d)
-		}))
-	if IsRetry(err) {
-		return fmt.Errorf("still not applied after %s: %w", c.RetryFor, err)
-	}
-	return err
-}
-
-// ack queues an ack for the current stream (or the next one), waiting while
-// the queue is full; a push is acknowledged only after its effect is durable.
-func (c *Client) ack(ctx context.Context, a *guardv1.PushAck) {
-	select {
-	case c.acks <- a:
-	case <-ctx.Done():
-	}
 }

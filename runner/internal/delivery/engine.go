@@ -44,6 +44,8 @@ type Notifier interface {
 type Engine struct {
 	Registry *Registry
 	Decider  Decider
+	// Applier has the server apply an authorized run (Registry.ApplyAction).
+	Applier  Applier
 	Notifier Notifier
 	Metrics  *metrics.Metrics // optional
 	Log      *slog.Logger
@@ -101,13 +103,14 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource})
 	}
 
+	fp := fingerprint(requestID, name, payload)
 	req := &guardv1.DecideRequest{
 		Action:    a.CatalogAction,
 		Actor:     agentActor(s),
 		Resource:  resource,
 		Payload:   payload,
-		RequestId: DecisionRequestID(s, requestID, name, payload),
-		Card:      e.card(a, s, requestID, payload),
+		RequestId: s.ID + ":" + fp,
+		Card:      e.card(a, s, fp, payload),
 	}
 	resp, err := e.decide(ctx, req)
 	if err != nil {
@@ -118,7 +121,7 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 	switch eff := resp.GetDecision().GetEffect(); eff {
 	case guardv1.Effect_EFFECT_ALLOW:
 		e.count(name, "allow")
-		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId()})
+		return e.run(ctx, a, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId()})
 	case guardv1.Effect_EFFECT_HOLD:
 		e.count(name, "hold")
 		if resp.GetHoldId() == "" {
@@ -133,7 +136,9 @@ func (e *Engine) submit(ctx context.Context, s Session, requestID, name string, 
 			r += " (no approver DM is known; an approver will see it in ncl approvals list)"
 		}
 		out := Held(resp.GetHoldId(), r)
-		out.Approvers = Approvers(resp.GetDecision().GetApproverRule())
+		if out.Approvers = resp.GetApprovers(); out.Approvers == "" {
+			out.Approvers = Approvers(resp.GetDecision().GetApproverRule())
+		}
 		return out
 	case guardv1.Effect_EFFECT_DENY:
 		e.count(name, "deny")
@@ -202,14 +207,10 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 	if a.Resource != nil {
 		resource = a.Resource(s, payload) // the same resource the hold was decided on
 	}
-	resp, err := e.decide(ctx, &guardv1.DecideRequest{
-		Action:    a.CatalogAction,
-		Actor:     agentActor(s),
-		Resource:  resource,
-		Payload:   payload,
-		Grant:     r.GetHoldId(),
-		RequestId: "replay:" + r.GetHoldId(),
-	})
+	c := Call{Session: s, Payload: payload, Resource: resource, Replay: true, HoldID: r.GetHoldId()}
+	// One call: the server decides the replay live (D3) and applies what
+	// the hold holds, in one transaction.
+	res, err := e.apply(ctx, a, c)
 	if err != nil {
 		e.count(name, "error")
 		out := Failed("approved %s not run here: %s", name, refusal(err))
@@ -217,29 +218,43 @@ func (e *Engine) replay(ctx context.Context, s Session, r *guardv1.ReplayAction)
 		out.NotHosted = NotHosted(err)
 		return out
 	}
-	switch resp.GetDecision().GetEffect() {
+	switch d := res.GetDecision(); d.GetEffect() {
 	case guardv1.Effect_EFFECT_ALLOW:
 		e.count(name, "allow")
-		// Once per hold: a replay retried after its apply failed is the same
-		// run, and so is the hold replayed again after the database forgot
-		// its approval.
+		// Once per hold: a replay retried after its runner's part failed is
+		// the same run, and so is the hold replayed again after the
+		// database forgot its approval.
 		if _, told := e.approvedTold.LoadOrStore(r.GetHoldId(), true); !told {
 			e.Notifier.NotifyOnce(s.ID, "approved/"+r.GetHoldId(), &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_APPROVED, HoldId: r.GetHoldId(),
-				Text: name + " approved; running it now", At: timestamppb.Now()})
+				Text: ApprovedText(name, r), At: timestamppb.Now()})
 		}
-		return a.Run(ctx, Call{Session: s, Payload: payload, Resource: resource, DecisionID: resp.GetDecisionId(), Replay: true, HoldID: r.GetHoldId()})
+		c.DecisionID, c.Applied = res.GetDecisionId(), res
+		return a.Run(ctx, c)
 	case guardv1.Effect_EFFECT_DENY:
 		e.count(name, "deny")
-		out := Denied(resp.GetDecision().GetReason())
+		out := Denied(d.GetReason())
 		// A guard that failed closed did not judge the grant (the database
 		// was unreachable or refused the log row): not the final answer.
-		out.Undecided = FailedClosed(resp.GetDecision().GetReason())
+		out.Undecided = FailedClosed(d.GetReason())
 		return out
 	default:
 		// A grant never produces a second card.
 		e.count(name, "error")
-		return Failed("approved %s not run: the guard answered %v to the replay", name, resp.GetDecision().GetEffect())
+		return Failed("approved %s not run: the guard answered %v to the replay", name, d.GetEffect())
 	}
+}
+
+// run has the server apply an authorized fresh run (unless its part is
+// only a replay's) and then runs the runner's part.
+func (e *Engine) run(ctx context.Context, a Action, c Call) Outcome {
+	if applies(a, c) {
+		res, err := e.apply(ctx, a, c)
+		if err != nil {
+			return notApplied(err, "%s allowed but not applied: %s", a.Name, reason(err))
+		}
+		c.Applied = res
+	}
+	return a.Run(ctx, c)
 }
 
 // endSpan records an action's outcome on its span and ends it.
@@ -265,7 +280,10 @@ func (e *Engine) decide(ctx context.Context, req *guardv1.DecideRequest) (*guard
 	return resp, err
 }
 
-func (e *Engine) card(a Action, s Session, requestID string, payload *structpb.Struct) *guardv1.HoldCard {
+// card is the hold card a HOLD answer makes its hold from. Its payload is
+// left out: the hold keeps the decided payload, which the frame carries
+// once. fp is the send's fingerprint (DecisionRequestID's).
+func (e *Engine) card(a Action, s Session, fp string, payload *structpb.Struct) *guardv1.HoldCard {
 	title, question := a.Name, fmt.Sprintf("Agent group %s asks to run %s.", s.GroupID, a.Name)
 	if a.Card != nil {
 		title, question = a.Card(s, payload)
@@ -275,70 +293,13 @@ func (e *Engine) card(a Action, s Session, requestID string, payload *structpb.S
 		Question:       question,
 		Kind:           a.ApprovalKind,
 		DeliveryAction: a.Name,
-		Payload:        payload,
 		// A retried send finds its live hold instead of making a second one.
-		DedupKey: a.Name + ":" + s.ID + ":" + fingerprint(requestID, a.Name, payload),
+		DedupKey: a.Name + ":" + s.ID + ":" + fp,
 	}
 }
 
 func (e *Engine) notify(s Session, requestID, name string, out Outcome) {
 	e.Notifier.Notify(s.ID, outcomeNotice(requestID, name, out))
-}
-
-// outcomeNotice is the agent's notice of an outcome (a DONE one with its result).
-func outcomeNotice(requestID, name string, out Outcome) *agentv1.Notice {
-	n := &agentv1.Notice{Kind: noticeKind(out.Status), Text: NoticeText(name, out), HoldId: out.HoldID, RequestId: requestID, At: timestamppb.Now()}
-	if out.Status == agentv1.SendStatus_SEND_STATUS_DONE {
-		n.Result = out.Result
-	}
-	return n
-}
-
-func noticeKind(st agentv1.SendStatus) agentv1.NoticeKind {
-	return map[agentv1.SendStatus]agentv1.NoticeKind{
-		agentv1.SendStatus_SEND_STATUS_DONE:   agentv1.NoticeKind_NOTICE_KIND_RESULT,
-		agentv1.SendStatus_SEND_STATUS_HELD:   agentv1.NoticeKind_NOTICE_KIND_HELD,
-		agentv1.SendStatus_SEND_STATUS_DENIED: agentv1.NoticeKind_NOTICE_KIND_DENIED,
-		agentv1.SendStatus_SEND_STATUS_FAILED: agentv1.NoticeKind_NOTICE_KIND_FAILED,
-	}[st]
-}
-
-// Approvers puts a HOLD's approver rule in words for the agent.
-func Approvers(r *guardv1.ApproverRule) string {
-	if x := r.GetExclusive(); x != nil {
-		return strings.Join(append([]string{x.GetUserId()}, x.GetAlsoUserIds()...), " or ")
-	}
-	if a := r.GetAdminsOfScope(); a != nil {
-		who := "an owner or global admin"
-		if g := a.GetAgentGroupId(); g != "" {
-			who = "an admin of agent group " + g
-		}
-		if d := a.GetDeliveredTo(); d != "" {
-			who += " (asked: " + d + ")"
-		}
-		return who
-	}
-	return ""
-}
-
-// NoticeText is the human line an agent gets for an outcome.
-func NoticeText(name string, out Outcome) string {
-	switch out.Status {
-	case agentv1.SendStatus_SEND_STATUS_DONE:
-		if out.Reason != "" {
-			return name + ": " + out.Reason
-		}
-		return name + " done"
-	case agentv1.SendStatus_SEND_STATUS_HELD:
-		if out.Approvers != "" {
-			return fmt.Sprintf("%s is waiting for approval by %s (hold %s): %s", name, out.Approvers, out.HoldID, out.Reason)
-		}
-		return fmt.Sprintf("%s is waiting for approval (hold %s): %s", name, out.HoldID, out.Reason)
-	case agentv1.SendStatus_SEND_STATUS_DENIED:
-		return fmt.Sprintf("%s denied: %s", name, out.Reason)
-	default:
-		return out.Reason
-	}
 }
 
 func (e *Engine) count(action, effect string) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -17,12 +18,33 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
+// fakeDecider is the server to the engine: the guard (Decide) and the
+// apply step (ApplyAction). A replay (ApplyAction with a grant) is decided
+// as resp or err says, as a fresh decision is.
 type fakeDecider struct {
-	mu   sync.Mutex
-	reqs []*guardv1.DecideRequest
-	resp *guardv1.DecideResponse
-	err  error
-	wait bool // block until ctx ends
+	mu      sync.Mutex
+	reqs    []*guardv1.DecideRequest
+	applies []*guardv1.ApplyActionRequest
+	resp    *guardv1.DecideResponse
+	err     error
+	wait    bool // block until ctx ends
+}
+
+func (f *fakeDecider) ApplyAction(ctx context.Context, req *guardv1.ApplyActionRequest, _ ...grpc.CallOption) (*guardv1.ApplyActionResponse, error) {
+	f.mu.Lock()
+	f.applies = append(f.applies, req)
+	f.mu.Unlock()
+	if req.GetGrant() == "" {
+		return &guardv1.ApplyActionResponse{Message: "applied"}, nil
+	}
+	if f.wait {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &guardv1.ApplyActionResponse{Decision: f.resp.GetDecision(), DecisionId: f.resp.GetDecisionId(), Message: "applied"}, nil
 }
 
 func (f *fakeDecider) Decide(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
@@ -86,7 +108,11 @@ func newEngine(d Decider, ran *[]Call) (*Engine, *notices) {
 		},
 	})
 	n := &notices{}
-	return &Engine{Registry: r, Decider: d, Notifier: n, DecideWait: 200 * time.Millisecond}, n
+	e := &Engine{Registry: r, Decider: d, Notifier: n, DecideWait: 200 * time.Millisecond}
+	if a, ok := d.(Applier); ok {
+		e.Applier = a
+	}
+	return e, n
 }
 
 var sess = Session{ID: "s1", GroupID: "g1"}
@@ -109,8 +135,9 @@ func TestEngineHoldCreatesCardAndNotifiesHeld(t *testing.T) {
 		t.Fatalf("decide request = %v", req)
 	}
 	c := req.GetCard()
+	// The payload travels once: the card's is left out (the hold keeps the decided one).
 	if c.GetKind() != "install_packages" || c.GetDeliveryAction() != "install_packages" || c.GetTitle() != "Install packages" ||
-		c.GetPayload().GetFields()["apt"] == nil || c.GetDedupKey() == "" {
+		c.GetPayload() != nil || req.GetPayload().GetFields()["apt"] == nil || c.GetDedupKey() == "" {
 		t.Fatalf("card = %v", c)
 	}
 	if k := n.kinds(); len(k) != 1 || k[0] != agentv1.NoticeKind_NOTICE_KIND_HELD || n.ns[0].GetHoldId() != "hold_9" {
@@ -128,12 +155,17 @@ func TestEngineHeldSaysWhoMayApprove(t *testing.T) {
 	if out.Approvers != "telegram:dana" || !strings.Contains(n.ns[0].GetText(), "approval by telegram:dana (hold hold_9)") {
 		t.Fatalf("out = %+v, notice = %q", out, n.ns[0].GetText())
 	}
+	// The server's words, with names, win over the rule's ids.
+	d.resp.Approvers = "Dana (telegram:dana)"
+	if out := e.Submit(context.Background(), sess, "r2", "install_packages", pkgs(t)); out.Approvers != "Dana (telegram:dana)" {
+		t.Fatalf("out = %+v, want the server's approvers", out)
+	}
 	for _, c := range []struct {
 		rule *guardv1.ApproverRule
 		want string
 	}{
 		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_Exclusive{Exclusive: &guardv1.ExclusiveApprover{UserId: "u1", AlsoUserIds: []string{"u2"}}}}, "u1 or u2"},
-		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{AgentGroupId: "ag_1", DeliveredTo: "telegram:dana"}}}, "an admin of agent group ag_1 (asked: telegram:dana)"},
+		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{AgentGroupId: "ag_1", DeliveredTo: "telegram:dana"}}}, "an admin of ag_1 (asked: telegram:dana)"},
 		{&guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{}}}, "an owner or global admin"},
 		{nil, ""},
 	} {
@@ -150,7 +182,7 @@ func TestEngineResultNoticeCarriesTheResult(t *testing.T) {
 	r.MustRegister(Action{Name: "act", CatalogAction: "a.b", ApprovalKind: "a",
 		Run: func(context.Context, Call) Outcome { return Done(res, "ran") }})
 	n := &notices{}
-	e := &Engine{Registry: r, Decider: d, Notifier: n, DecideWait: 200 * time.Millisecond}
+	e := &Engine{Registry: r, Decider: d, Applier: d, Notifier: n, DecideWait: 200 * time.Millisecond}
 	e.Replay(context.Background(), sess, &guardv1.ReplayAction{HoldId: "hold_1", DeliveryAction: "act", CatalogAction: "a.b"})
 	last := n.ns[len(n.ns)-1]
 	if last.GetKind() != agentv1.NoticeKind_NOTICE_KIND_RESULT || last.GetHoldId() != "hold_1" || !proto.Equal(last.GetResult(), res) {
@@ -164,8 +196,8 @@ func TestEngineReplayOfAMalformedPayloadIsNotDecided(t *testing.T) {
 	e, _ := newEngine(d, &ran)
 	out := e.Replay(context.Background(), sess, &guardv1.ReplayAction{HoldId: "hold_1", DeliveryAction: "install_packages",
 		CatalogAction: "self_mod.install_packages", Payload: mustStruct(t, map[string]any{"apt": []any{"x; rm -rf /"}})})
-	if out.Status != agentv1.SendStatus_SEND_STATUS_FAILED || len(d.reqs) != 0 || len(ran) != 0 {
-		t.Fatalf("out = %+v, decisions = %d, ran = %d", out, len(d.reqs), len(ran))
+	if out.Status != agentv1.SendStatus_SEND_STATUS_FAILED || len(d.reqs) != 0 || len(d.applies) != 0 || len(ran) != 0 {
+		t.Fatalf("out = %+v, decisions = %d, applies = %d, ran = %d", out, len(d.reqs), len(d.applies), len(ran))
 	}
 }
 
@@ -226,8 +258,16 @@ func TestEngineReplayCarriesTheGrant(t *testing.T) {
 	if out.Status != agentv1.SendStatus_SEND_STATUS_DONE || len(ran) != 1 || !ran[0].Replay {
 		t.Fatalf("out = %+v", out)
 	}
-	if req := d.reqs[0]; req.GetGrant() != "hold_9" || req.GetCard() != nil || req.GetRequestId() != "replay:hold_9" {
+	// One call: the hold named, the payload not sent (the server holds it).
+	if len(d.reqs) != 0 || len(d.applies) != 1 {
+		t.Fatalf("a replay asked the guard %d times and applied %d, want one apply", len(d.reqs), len(d.applies))
+	}
+	if req := d.applies[0]; req.GetGrant() != "hold_9" || req.GetDecisionId() != "" || len(req.GetPayload().GetFields()) != 0 ||
+		req.GetAction() != "self_mod.install_packages" || req.GetSessionId() != "s1" {
 		t.Fatalf("replay request = %v", req)
+	}
+	if ran[0].DecisionID != "dec_1" || ran[0].Applied.GetMessage() != "applied" {
+		t.Fatalf("the run of the replay: %+v, want the server's decision and answer", ran[0])
 	}
 	if k := n.kinds(); len(k) != 2 || k[0] != agentv1.NoticeKind_NOTICE_KIND_APPROVED || k[1] != agentv1.NoticeKind_NOTICE_KIND_RESULT {
 		t.Fatalf("notices = %v", k)
@@ -279,7 +319,7 @@ func TestEngineRetriedReplayTellsTheAgentOnce(t *testing.T) {
 		},
 	})
 	n := &notices{}
-	e := &Engine{Registry: r, Decider: d, Notifier: n}
+	e := &Engine{Registry: r, Decider: d, Applier: d, Notifier: n}
 	replay := &guardv1.ReplayAction{HoldId: "hold_r", DeliveryAction: "install_packages", Payload: pkgs(t)}
 	if out := e.Replay(context.Background(), sess, replay); !out.Undecided {
 		t.Fatalf("first attempt = %+v, want not final", out)

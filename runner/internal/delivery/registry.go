@@ -45,6 +45,10 @@ type Call struct {
 	// hold replayed again (its approval re-made after the database forgot
 	// it) is recognised where its effect lands.
 	HoldID string
+	// Applied is the server's answer once it made the action's change
+	// (ApplyAction: its result and message); nil when the server makes none
+	// for this call (an exempt action, a fresh ApplyReplayOnly one).
+	Applied *guardv1.ApplyActionResponse
 }
 
 // Outcome is what happened to one action, as the agent is told.
@@ -56,6 +60,10 @@ type Outcome struct {
 	// decision's approver rule; "" when the runner was not told).
 	Approvers string
 	Result    *structpb.Struct
+	// ResultJSON is a result that came as JSON (an MCP tool's
+	// CallToolResult), kept so for a caller that takes it so (the gateway
+	// makes it a Result for one that does not); Result is then unset.
+	ResultJSON []byte
 	// Undecided marks an outcome that is not final: the guard could not
 	// decide (unreachable, or it failed closed for an infrastructure reason),
 	// or it allowed but the server could not be reached to apply. Nothing was
@@ -71,6 +79,19 @@ type Outcome struct {
 	// itself (a tool call's result), or as the handler's own durable inbox
 	// item (an approved tool call's result) — so no notice repeats it.
 	Told bool
+}
+
+// ResultStruct is the outcome's result as a Struct (from ResultJSON when it
+// came so; nil when it is not an object).
+func (o Outcome) ResultStruct() *structpb.Struct {
+	if o.Result != nil || len(o.ResultJSON) == 0 {
+		return o.Result
+	}
+	st := &structpb.Struct{}
+	if err := st.UnmarshalJSON(o.ResultJSON); err != nil {
+		return nil
+	}
+	return st
 }
 
 // Done, Failed and Held build outcomes.
@@ -114,7 +135,16 @@ type Action struct {
 	Resource func(s Session, p *structpb.Struct) map[string]string
 	// Card gives the hold card's title and question.
 	Card func(s Session, p *structpb.Struct) (title, question string)
-	// Run performs the action once authorized.
+	// Stamp gives the payload keys the runner adds to what the server
+	// applies (a2a.send: the message id; mcp.call: its claim); nil: none.
+	Stamp func(c Call) map[string]string
+	// ApplyReplayOnly: the server's part is only an approved hold's replay
+	// (mcp.call: the runner's claim on the hold); an allowed fresh run is
+	// the runner's alone. Otherwise the engine has the server apply every
+	// authorized run of a guarded action (ApplyAction) before Run.
+	ApplyReplayOnly bool
+	// Run performs the runner's part of the action once it is authorized
+	// and the server applied its own (Call.Applied).
 	Run func(ctx context.Context, c Call) Outcome
 }
 

@@ -16,6 +16,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/app"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
+	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/sessions"
 )
 
@@ -207,7 +208,9 @@ func TestGarbageAndFloodGetNoticesAndDoNotStallTheRunner(t *testing.T) {
 	s := startServer(t)
 	g := s.group(t, "noisy", guardv1.CliScope_CLI_SCOPE_GROUP)
 	quiet := s.group(t, "quiet", guardv1.CliScope_CLI_SCOPE_GROUP)
-	r := s.startRunner(t, runnerOpts{groups: []string{g, quiet}, script: map[string]any{
+	// The limits of before issue 42 (the defaults are a tool-heavy agent's
+	// now): a flood of 300 at once is past them.
+	r := s.startRunner(t, runnerOpts{gateway: gateway.Limits{Rate: 20, Burst: 40, InFlight: 8}, groups: []string{g, quiet}, script: map[string]any{
 		g: []any{
 			map[string]any{"garbage": 20},
 			map[string]any{"flood": 300},

@@ -35,20 +35,23 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/app"
 	"github.com/clawguard/clawguard/runner/internal/config"
+	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 	"github.com/clawguard/clawguard/runner/internal/runtime/runtimetest"
 	"github.com/clawguard/clawguard/runner/internal/sessions"
 )
 
 var (
-	bins        string // dir holding clawguard-server and demo-agent
-	demoImage   = "clawguard-agent-demo:e2e"
-	dockerErr   error // nil when the demo image was built
-	serverBin   string
-	demoAgent   string
-	mcpBin      string // clawguard-mcp, also in the demo image at docker.MCPBinaryPath
-	quietAgent  string // an agent that only waits (it reads no inbox): the runtime tests' sleeper
-	buildOutput string
+	bins       string // dir holding clawguard-server and demo-agent
+	demoImage  = "clawguard-agent-demo:e2e"
+	dockerErr  error // nil when the demo image was built
+	serverBin  string
+	demoAgent  string
+	mcpBin     string // clawguard-mcp, also in the demo image at docker.MCPBinaryPath
+	quietAgent string // an agent that only waits (it reads no inbox): the runtime tests' sleeper
+	// egressClient is Go's net/http client with HTTPS_PROXY, run in agent containers.
+	egressClient string
+	buildOutput  string
 )
 
 func TestMain(m *testing.M) {
@@ -62,10 +65,13 @@ func TestMain(m *testing.M) {
 	demoAgent = filepath.Join(dir, "demo-agent")
 	mcpBin = filepath.Join(dir, "clawguard-mcp")
 	quietAgent = filepath.Join(dir, "quiet-agent")
+	egressClient = filepath.Join(dir, "egressclient")
 	for _, b := range []struct{ out, pkg string }{
 		{serverBin, "github.com/clawguard/clawguard/server/cmd/clawguard-server"},
 		{demoAgent, "github.com/clawguard/clawguard/runner/agent/demo"},
 		{mcpBin, "github.com/clawguard/clawguard/runner/cmd/clawguard-mcp"},
+		{filepath.Join(dir, "clawguard-init"), "github.com/clawguard/clawguard/runner/cmd/clawguard-init"},
+		{filepath.Join(dir, "egressclient"), "github.com/clawguard/clawguard/runner/internal/e2e/testdata/egressclient"},
 	} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -259,6 +265,19 @@ type runnerOpts struct {
 	containerCPUs, containerMemory string
 	// ackDeadline is --inbox-ack-deadline (0: the default).
 	ackDeadline time.Duration
+	// serverAddr is where the runner dials the server ("": the server's
+	// own address; a wire-counting proxy in front of it otherwise).
+	serverAddr string
+	// gateway are the sessions' gateway limits (zero: the defaults).
+	gateway gateway.Limits
+	// egressAllow are the ranges opened to agents (--egress-allow-cidr);
+	// egressHoldWait is --egress-hold-wait (0: the default); caFile is
+	// --agent-ca-file ("": none, the image's own).
+	egressAllow    []string
+	egressHoldWait time.Duration
+	caFile         string
+	// metricsListen is --metrics-listen ("": off); egressDNS --egress-dns.
+	metricsListen, egressDNS string
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -280,6 +299,12 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 	}
 	cfg := config.Default()
 	cfg.Server, cfg.TokenFile, cfg.ID, cfg.DataDir = s.addr, tokFile, id, dataDir
+	if o.serverAddr != "" {
+		cfg.Server = o.serverAddr
+	}
+	if o.gateway != (gateway.Limits{}) {
+		cfg.Gateway = o.gateway
+	}
 	cfg.Groups = o.groups
 	cfg.DecideWait = 10 * time.Second
 	if o.decideWait > 0 {
@@ -294,6 +319,15 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 		cfg.Runtime = "process"
 	}
 	cfg.AgentBinary, cfg.AgentImage = demoAgent, demoImage
+	cfg.Tools.Dir, cfg.Tools.CAFile = bins, "none"
+	if o.caFile != "" {
+		cfg.Tools.CAFile = o.caFile
+	}
+	cfg.Egress.AllowCIDRs = o.egressAllow
+	cfg.MetricsListen, cfg.Egress.DNS = o.metricsListen, o.egressDNS
+	if o.egressHoldWait > 0 {
+		cfg.Egress.Limits.HoldWait = o.egressHoldWait
+	}
 	if o.agentBinary != "" {
 		cfg.AgentBinary = o.agentBinary
 	}

@@ -84,8 +84,14 @@ const fsSecret = "s3cret-only-for-the-mcp-server"
 
 func newMCPWorld(t *testing.T, runtime string) *mcpWorld {
 	t.Helper()
+	return newMCPWorldOn(t, startServer(t), runtime, runnerOpts{})
+}
+
+// newMCPWorldOn is newMCPWorld on server s, its runner started with o
+// (its runtime and groups set here).
+func newMCPWorldOn(t *testing.T, s *server, runtime string, o runnerOpts) *mcpWorld {
+	t.Helper()
 	buildFSMCP(t, runtime)
-	s := startServer(t)
 	s.owner(t, "telegram:1")
 	s.owner(t, "telegram:2")
 	w := &mcpWorld{s: s, runtime: runtime, group: s.group(t, "mcp", guardv1.CliScope_CLI_SCOPE_GROUP)}
@@ -96,7 +102,8 @@ func newMCPWorld(t *testing.T, runtime string) *mcpWorld {
 	if _, err := s.op.registry.AddGroupMcpServer(context.Background(), &guardv1.AddGroupMcpServerRequest{Group: w.group, Server: srv}); err != nil {
 		t.Fatal(err)
 	}
-	w.r = s.startRunner(t, runnerOpts{runtime: runtime, groups: []string{w.group}})
+	o.runtime, o.groups = runtime, []string{w.group}
+	w.r = s.startRunner(t, o)
 	t.Cleanup(func() {
 		if t.Failed() { // the runner's own lines (the harness shows the tail, mostly agent output)
 			b, _ := os.ReadFile(w.r.logFile)
@@ -312,7 +319,10 @@ func (w *mcpWorld) checkIsolation(t *testing.T) {
 			t.Fatalf("agent container network: %v", agent.HostConfig.NetworkMode)
 		}
 		for _, m := range agent.Mounts {
-			if m.Destination != "/workspace" && m.Destination != "/run/clawguard/gateway.sock" {
+			// The workspace and the session's endpoints: the gateway, and
+			// its way out (whose proxy never reaches a private address, an
+			// MCP server's container included).
+			if m.Destination != "/workspace" && m.Destination != "/run/clawguard/gateway.sock" && m.Destination != "/run/clawguard/egress.sock" {
 				t.Fatalf("agent container mounts %s → %s", m.Source, m.Destination)
 			}
 			if strings.Contains(m.Source, string(filepath.Separator)+"mcp"+string(filepath.Separator)) {

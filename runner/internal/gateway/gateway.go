@@ -43,17 +43,40 @@ type Submitter interface {
 	Submit(ctx context.Context, s delivery.Session, requestID, action string, payload *structpb.Struct) delivery.Outcome
 }
 
+// Limits bound what one session's agent may send: a flooding or runaway
+// agent meets them, a tool-heavy one does not (a model calls a few tools a
+// second; a script in a loop, at DefaultLimits, 200 a second).
+type Limits struct {
+	// Rate and Burst: actions a second, and how many may come at once
+	// (a token bucket: --gateway-rate, --gateway-burst).
+	Rate  float64
+	Burst int
+	// InFlight: actions decided or running at once (--gateway-in-flight).
+	InFlight int
+}
+
+// DefaultLimits are the runner's defaults (its flags', documented in
+// runner/README.md).
+var DefaultLimits = Limits{Rate: 200, Burst: 400, InFlight: 64}
+
+// Names of the limits, as refusals and the refusals metric give them.
+const (
+	LimitRate     = "rate"
+	LimitInFlight = "in_flight"
+)
+
 // Options tune one session's gateway.
 type Options struct {
 	Known func(action string) bool // required: is the action registered
 	// Actions describes the delivery actions for ListActions (nil: none).
-	Actions     func() []*agentv1.ActionSpec
-	Rate        float64       // sends per second (default 20)
-	Burst       int           // default 40
-	MaxInFlight int           // concurrent actions (default 8)
-	MaxConns    int           // concurrent connections (default 16)
-	ActionTime  time.Duration // upper bound for one action (default 2m)
-	OnActivity  func()        // called on every send and inbox delivery
+	Actions    func() []*agentv1.ActionSpec
+	Limits     Limits        // zero fields: DefaultLimits'
+	MaxConns   int           // concurrent connections (default 16)
+	ActionTime time.Duration // upper bound for one action (default 2m)
+	OnActivity func()        // called on every send and inbox delivery
+	// OnRefused is told of each send refused at a limit (LimitRate,
+	// LimitInFlight): the refusals metric.
+	OnRefused func(limit string)
 	// Tools lists the session's guarded MCP tools (ListTools); nil: none.
 	Tools func(ctx context.Context, s delivery.Session) ([]*agentv1.McpTool, error)
 	Log   *slog.Logger
@@ -98,14 +121,14 @@ func Listen(path string, s delivery.Session, sub Submitter, inbox *Inbox, o Opti
 	if o.Known == nil {
 		return nil, errors.New("gateway: Options.Known is required")
 	}
-	if o.Rate <= 0 {
-		o.Rate = 20
+	if o.Limits.Rate <= 0 {
+		o.Limits.Rate = DefaultLimits.Rate
 	}
-	if o.Burst <= 0 {
-		o.Burst = 40
+	if o.Limits.Burst <= 0 {
+		o.Limits.Burst = DefaultLimits.Burst
 	}
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 8
+	if o.Limits.InFlight <= 0 {
+		o.Limits.InFlight = DefaultLimits.InFlight
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = 16
@@ -135,8 +158,8 @@ func Listen(path string, s delivery.Session, sub Submitter, inbox *Inbox, o Opti
 	}
 	g := &Gateway{
 		sess: s, sub: sub, opts: o, inbox: inbox,
-		limiter:  rate.NewLimiter(rate.Limit(o.Rate), o.Burst),
-		inflight: make(chan struct{}, o.MaxInFlight),
+		limiter:  rate.NewLimiter(rate.Limit(o.Limits.Rate), o.Limits.Burst),
+		inflight: make(chan struct{}, o.Limits.InFlight),
 		log:      o.Log.With("component", "gateway", "session", s.ID),
 		ln:       netutil.LimitListener(ln, o.MaxConns),
 		path:     path,
@@ -169,9 +192,8 @@ func (g *Gateway) Close() {
 // Send validates and runs one delivery action.
 func (g *Gateway) Send(ctx context.Context, req *agentv1.SendRequest) (*agentv1.SendResponse, error) {
 	g.activity()
-	if !g.limiter.Allow() {
-		g.rateLimited(req.GetRequestId())
-		return &agentv1.SendResponse{Status: agentv1.SendStatus_SEND_STATUS_FAILED, Reason: "rate limited: too many actions; slow down"}, nil
+	if wait, ok := g.allow(); !ok {
+		return g.refuseRate(req.GetRequestId(), wait), nil
 	}
 	if msg := g.validate(req); msg != "" {
 		g.inbox.Notice(&agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_FAILED, Text: msg, RequestId: clip(req.GetRequestId(), 128), At: timestamppb.Now()})
@@ -197,7 +219,7 @@ func (g *Gateway) Send(ctx context.Context, req *agentv1.SendRequest) (*agentv1.
 	case g.inflight <- struct{}{}:
 	default:
 		g.mu.Unlock()
-		return &agentv1.SendResponse{Status: agentv1.SendStatus_SEND_STATUS_FAILED, Reason: "too many actions in flight; wait for earlier ones"}, nil
+		return g.refuseInFlight(), nil
 	}
 	entry := &sent{fp: fp, done: make(chan struct{})}
 	g.remember(req.GetRequestId(), entry)
@@ -208,7 +230,12 @@ func (g *Gateway) Send(ctx context.Context, req *agentv1.SendRequest) (*agentv1.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ActionTime)
 		defer cancel()
 		out := g.sub.Submit(actx, g.sess, req.GetRequestId(), req.GetAction(), req.GetPayload())
-		entry.resp = &agentv1.SendResponse{Status: out.Status, Reason: out.Reason, HoldId: out.HoldID, Result: out.Result, Approvers: out.Approvers}
+		entry.resp = &agentv1.SendResponse{Status: out.Status, Reason: out.Reason, HoldId: out.HoldID, Approvers: out.Approvers}
+		if req.GetResultAsJson() && out.Result == nil {
+			entry.resp.ResultJson = out.ResultJSON
+		} else {
+			entry.resp.Result = out.ResultStruct()
+		}
 		close(entry.done)
 	}()
 	select {
@@ -233,22 +260,6 @@ func (g *Gateway) validate(req *agentv1.SendRequest) string {
 		return fmt.Sprintf("%s failed: payload larger than %d KiB", req.GetAction(), MaxPayload>>10)
 	}
 	return ""
-}
-
-// rateLimited tells the agent, at most once a second, that sends are refused.
-func (g *Gateway) rateLimited(requestID string) {
-	g.mu.Lock()
-	now := time.Now()
-	tell := now.Sub(g.lastLimited) >= time.Second
-	if tell {
-		g.lastLimited = now
-	}
-	g.mu.Unlock()
-	if tell {
-		g.log.Warn("agent rate limited")
-		g.inbox.Notice(&agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_FAILED, RequestId: clip(requestID, 128),
-			Text: "rate limited: actions are being refused; slow down", At: timestamppb.Now()})
-	}
 }
 
 func (g *Gateway) remember(id string, e *sent) {
@@ -282,11 +293,12 @@ func (g *Gateway) ListActions(context.Context, *agentv1.ListActionsRequest) (*ag
 
 // ListTools lists the tools of the guarded MCP servers the session may
 // call (the operator's denied ones left out). It counts against the send
-// rate: each one starts servers and asks the server for their effects.
+// rate: it may start the group's servers.
 func (g *Gateway) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*agentv1.ListToolsResponse, error) {
 	g.activity()
-	if !g.limiter.Allow() {
-		return nil, status.Error(codes.ResourceExhausted, "rate limited: too many requests; slow down")
+	if wait, ok := g.allow(); !ok {
+		g.refused(LimitRate)
+		return nil, status.Error(codes.ResourceExhausted, g.rateWords(wait))
 	}
 	if g.opts.Tools == nil {
 		return &agentv1.ListToolsResponse{}, nil

@@ -133,11 +133,18 @@ func TestGarbageOnTheSocketIsNotFatal(t *testing.T) {
 
 func TestFloodIsRateLimitedAndBounded(t *testing.T) {
 	sub := &countingSubmitter{block: make(chan struct{})}
-	g, c := start(t, sub, Options{Rate: 5, Burst: 10, MaxInFlight: 3})
+	var refusedMu sync.Mutex
+	refused := map[string]int{}
+	g, c := start(t, sub, Options{Limits: Limits{Rate: 5, Burst: 10, InFlight: 3}, OnRefused: func(limit string) {
+		refusedMu.Lock()
+		refused[limit]++
+		refusedMu.Unlock()
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var mu sync.Mutex
 	reasons := map[string]int{}
+	limits := map[string]int{}
 	var answered atomic.Int32
 	var wg sync.WaitGroup
 	for i := range 200 {
@@ -152,6 +159,10 @@ func TestFloodIsRateLimitedAndBounded(t *testing.T) {
 				return
 			}
 			reasons[resp.GetReason()]++
+			if resp.GetLimit() == LimitRate && resp.GetRetryAfter().AsDuration() <= 0 {
+				reasons["a rate refusal without when to retry"]++
+			}
+			limits[resp.GetLimit()]++
 			answered.Add(1)
 		}()
 	}
@@ -167,16 +178,32 @@ func TestFloodIsRateLimitedAndBounded(t *testing.T) {
 	}
 	close(sub.block)
 	wg.Wait()
-	if reasons["rate limited: too many actions; slow down"] < 150 || reasons["ran install_packages"] != 3 {
+	if limits[LimitRate] < 150 || reasons["ran install_packages"] != 3 || reasons["a rate refusal without when to retry"] != 0 {
 		t.Fatalf("flood not rate limited: %v", reasons)
 	}
-	if reasons["too many actions in flight; wait for earlier ones"] == 0 {
+	if limits[LimitInFlight] == 0 {
 		t.Fatalf("in-flight bound not enforced: %v", reasons)
 	}
+	// A refusal says which limit, its figures and flag, and when to retry;
+	// each is counted by limit.
+	for reason := range reasons {
+		if strings.Contains(reason, "rate limited") && (!strings.Contains(reason, "5 actions a second, 10 at once") ||
+			!strings.Contains(reason, "--gateway-rate") || !strings.Contains(reason, "retry in ")) {
+			t.Fatalf("rate refusal %q does not say which limit and when to retry", reason)
+		}
+		if strings.Contains(reason, "in flight") && (!strings.Contains(reason, "this session has 3") || !strings.Contains(reason, "--gateway-in-flight")) {
+			t.Fatalf("in-flight refusal %q does not say which limit", reason)
+		}
+	}
+	refusedMu.Lock()
+	if refused[LimitRate] != limits[LimitRate] || refused[LimitInFlight] != limits[LimitInFlight] {
+		t.Fatalf("refusals counted %v, answered %v", refused, limits)
+	}
+	refusedMu.Unlock()
 	// The rate-limit notice was queued, and the gateway answers again once the bucket refills.
 	found := false
 	for _, it := range g.inbox.items {
-		if strings.Contains(it.item.GetNotice().GetText(), "rate limited") {
+		if strings.Contains(it.item.GetNotice().GetText(), "rate limit") {
 			found = true
 		}
 	}
@@ -276,4 +303,34 @@ type submitterFunc func() delivery.Outcome
 
 func (f submitterFunc) Submit(context.Context, delivery.Session, string, string, *structpb.Struct) delivery.Outcome {
 	return f()
+}
+
+// Issue 42: the gateway refused a tool-heavy agent's allowed, read-only
+// calls (20 a second, 40 at once, 8 in flight, no flag). At the defaults,
+// 300 calls, 16 at a time, as fast as they are answered, are all run.
+func TestTheDefaultLimitsLetAToolHeavyAgentRun(t *testing.T) {
+	_, c := start(t, &countingSubmitter{}, Options{})
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	next := make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				resp, err := c.Send(context.Background(), &agentv1.SendRequest{RequestId: fmt.Sprintf("read-%d", i), Action: "install_packages"})
+				if err != nil || resp.GetStatus() != agentv1.SendStatus_SEND_STATUS_DONE {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	for i := range 300 {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of 300 calls refused at the default limits", n)
+	}
 }

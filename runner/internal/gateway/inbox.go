@@ -1,22 +1,17 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 )
@@ -97,75 +92,6 @@ func NewInbox(max int) *Inbox {
 		taken: map[string]bool{}, progress: time.Now()}
 }
 
-// OpenInbox opens (or creates) the inbox kept in the log file at path and
-// loads every item not yet taken.
-func OpenInbox(path string, max int) (*Inbox, error) {
-	in := NewInbox(max)
-	in.path = path
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("inbox: %w", err)
-	}
-	if f, err := os.Open(path); err == nil {
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			in.load(sc.Text())
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("read inbox %s: %w", path, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read inbox: %w", err)
-	}
-	if err := in.rewrite(); err != nil {
-		return nil, err
-	}
-	return in, nil
-}
-
-// load applies one log line: "+ <id> <base64 item>" or "- <id>". A torn
-// last line (a crash mid-write) is ignored.
-func (in *Inbox) load(line string) {
-	op, rest, _ := strings.Cut(line, " ")
-	switch op {
-	case "+":
-		id, b64, ok := strings.Cut(rest, " ")
-		if !ok || in.pending[id] || in.taken[id] {
-			return
-		}
-		raw, err := base64.StdEncoding.DecodeString(b64)
-		if err != nil {
-			return
-		}
-		it := &agentv1.InboxResponse{}
-		if proto.Unmarshal(raw, it) != nil {
-			return
-		}
-		e := in.newEntry(id, it, !strings.HasPrefix(id, localPrefix))
-		if e.key != "" && (in.pending[e.key] || in.taken[e.key]) {
-			return
-		}
-		in.items = append(in.items, e)
-		in.hold(e)
-	case "-":
-		if in.pending[rest] {
-			in.release(rest)
-			for i, e := range in.items {
-				if e.id == rest {
-					in.items = slices.Delete(in.items, i, i+1)
-					if e.key != "" {
-						delete(in.pending, e.key)
-						in.remember(e.key)
-					}
-					break
-				}
-			}
-		}
-		in.remember(rest)
-	}
-}
-
 func (in *Inbox) newEntry(id string, item *agentv1.InboxResponse, durable bool) entry {
 	in.seq++
 	item.ItemId = id
@@ -210,72 +136,6 @@ func (in *Inbox) remember(id string) {
 	}
 }
 
-// rewrite compacts the log to the items held and the taken ids remembered.
-func (in *Inbox) rewrite() error {
-	tmp := in.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("write inbox: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	for _, id := range in.order {
-		w.WriteString("- " + id + "\n")
-	}
-	n := len(in.order)
-	for _, e := range in.held() {
-		line, err := addLine(e)
-		if err != nil {
-			f.Close()
-			return err
-		}
-		w.WriteString(line)
-		n++
-	}
-	if err := errors.Join(w.Flush(), f.Sync(), f.Close()); err != nil {
-		return fmt.Errorf("write inbox: %w", err)
-	}
-	if err := os.Rename(tmp, in.path); err != nil {
-		return fmt.Errorf("write inbox: %w", err)
-	}
-	if in.f != nil {
-		in.f.Close()
-	}
-	in.lines = n
-	in.f, err = os.OpenFile(in.path, os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("open inbox: %w", err)
-	}
-	return nil
-}
-
-// held is every item not yet taken, in arrival order.
-func (in *Inbox) held() []entry {
-	all := append([]entry(nil), in.items...)
-	for _, s := range in.out {
-		all = append(all, s.entry)
-	}
-	slices.SortFunc(all, func(a, b entry) int { return compare(a.seq, b.seq) })
-	return all
-}
-
-func compare(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func addLine(e entry) (string, error) {
-	raw, err := proto.Marshal(e.item)
-	if err != nil {
-		return "", fmt.Errorf("encode inbox item: %w", err)
-	}
-	return "+ " + e.id + " " + base64.StdEncoding.EncodeToString(raw) + "\n", nil
-}
-
 // Durable adds an item the caller will acknowledge to the server once this
 // returns nil: it is on disk (synced) before that. An id already held or
 // already taken is not added again (a re-sent push), nor is a message whose
@@ -317,27 +177,6 @@ func checkID(id string) error {
 	if id == "" || len(id) > 256 || strings.ContainsAny(id, " \n\r") {
 		return fmt.Errorf("inbox: bad item id %q", id)
 	}
-	return nil
-}
-
-// append writes an item to the log (nothing for a memory-only inbox).
-func (in *Inbox) append(e entry, sync bool) error {
-	if in.f == nil {
-		return nil
-	}
-	line, err := addLine(e)
-	if err != nil {
-		return err
-	}
-	if _, err := in.f.WriteString(line); err != nil {
-		return fmt.Errorf("append to inbox: %w", err)
-	}
-	if sync {
-		if err := in.f.Sync(); err != nil {
-			return fmt.Errorf("sync inbox: %w", err)
-		}
-	}
-	in.lines++
 	return nil
 }
 
@@ -434,213 +273,4 @@ func (in *Inbox) Dropped() int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.dropped
-}
-
-// Close closes the log file.
-func (in *Inbox) Close() error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.f == nil {
-		return nil
-	}
-	err := in.f.Close()
-	in.f = nil
-	return err
-}
-
-// attach makes the caller the only reader: an earlier reader's context is
-// cancelled (an agent that reconnects replaces its stale stream), and what
-// earlier streams sent and the agent never acknowledged is sent again,
-// first. It returns the reader's stream generation.
-func (in *Inbox) attach(ctx context.Context) (context.Context, uint64, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	in.mu.Lock()
-	if in.cancel != nil {
-		in.cancel()
-	}
-	in.gen++
-	gen := in.gen
-	in.cancel = cancel
-	in.progress = time.Now()
-	in.requeue(func(s *handed) bool { return true })
-	in.mu.Unlock()
-	return ctx, gen, func() {
-		in.mu.Lock()
-		if in.gen == gen {
-			in.cancel = nil
-		}
-		// Its stream is gone: what it sent unacknowledged waits again.
-		in.requeue(func(s *handed) bool { return s.gen == gen })
-		in.mu.Unlock()
-		cancel()
-	}
-}
-
-// requeue puts the sent, unacknowledged items that match back among the
-// waiting ones, in arrival order. Items still being written are left to
-// their stream (wrote decides).
-func (in *Inbox) requeue(match func(*handed) bool) {
-	moved := false
-	for id, s := range in.out {
-		if !s.sending && match(s) {
-			delete(in.out, id)
-			in.items = append(in.items, s.entry)
-			moved = true
-		}
-	}
-	if moved {
-		slices.SortFunc(in.items, func(a, b entry) int { return compare(a.seq, b.seq) })
-		in.wake()
-	}
-}
-
-// Attached reports whether an agent is reading the inbox.
-func (in *Inbox) Attached() bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.cancel != nil
-}
-
-// next pops the oldest waiting item for the stream gen, waiting for one
-// until ctx ends. The item stays held until taken or put back (sent).
-func (in *Inbox) next(ctx context.Context, gen uint64) (entry, error) {
-	for {
-		in.mu.Lock()
-		if len(in.items) > 0 {
-			e := in.items[0]
-			in.items[0] = entry{}
-			in.items = in.items[1:]
-			in.out[e.id] = &handed{entry: e, gen: gen, sending: true, since: time.Now()}
-			in.mu.Unlock()
-			return e, nil
-		}
-		sig := in.signal
-		in.mu.Unlock()
-		select {
-		case <-sig:
-		case <-ctx.Done():
-			return entry{}, ctx.Err()
-		}
-	}
-}
-
-// wrote records the outcome of writing e on stream gen: a failed write puts
-// it back; a written one is taken, unless the agent acknowledges (acks),
-// when it waits for the ack — or, its stream replaced meanwhile, waits to be
-// sent again on the new one.
-func (in *Inbox) wrote(e entry, gen uint64, err error, acks bool) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	s, ok := in.out[e.id]
-	if !ok || s.gen != gen {
-		return // acknowledged meanwhile
-	}
-	switch {
-	case err != nil:
-		delete(in.out, e.id)
-		in.items = append([]entry{e}, in.items...)
-		slices.SortFunc(in.items, func(a, b entry) int { return compare(a.seq, b.seq) })
-		in.wake()
-	case !acks:
-		delete(in.out, e.id)
-		in.progress = time.Now()
-		in.markTaken(e)
-	default:
-		s.sending = false
-		s.since = time.Now()
-		if in.gen != gen || in.cancel == nil {
-			in.requeue(func(x *handed) bool { return x == s })
-		}
-	}
-}
-
-// Ack takes the items the agent acknowledges (their ids as sent in
-// item_id) and returns how many it held. Unknown ids are ignored: acked
-// already, or never sent.
-func (in *Inbox) Ack(ids []string) int {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.progress = time.Now()
-	n := 0
-	for _, id := range ids {
-		if s, ok := in.out[id]; ok {
-			delete(in.out, id)
-			in.markTaken(s.entry)
-			n++
-			continue
-		}
-		// Sent on a stream that has ended, and back among the waiting.
-		if i := slices.IndexFunc(in.items, func(e entry) bool { return e.id == id }); i >= 0 && in.pending[id] {
-			e := in.items[i]
-			in.items = slices.Delete(in.items, i, i+1)
-			in.markTaken(e)
-			n++
-		}
-	}
-	return n
-}
-
-// Stalled reports, for the agent-liveness check, how many items the agent
-// holds up and since when it showed no progress on them: items sent and
-// not acknowledged (or stuck being written), and server-promised items
-// waiting with no reader. Zero items: nothing is waiting on the agent.
-func (in *Inbox) Stalled() (int, time.Time) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	var oldest time.Time
-	n := 0
-	note := func(t time.Time) {
-		if n == 0 || t.Before(oldest) {
-			oldest = t
-		}
-		n++
-	}
-	for _, s := range in.out {
-		note(s.since)
-	}
-	if in.cancel == nil {
-		for _, e := range in.items {
-			if e.durable {
-				note(e.at)
-			}
-		}
-	}
-	if n == 0 {
-		return 0, time.Time{}
-	}
-	if in.progress.After(oldest) {
-		oldest = in.progress
-	}
-	return n, oldest
-}
-
-// Restarted tells the inbox its agent was (re)started: the stall clock
-// starts over.
-func (in *Inbox) Restarted() {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.progress = time.Now()
-}
-
-// markTaken logs that the agent is done with an item (no sync: a machine
-// crash may deliver an item again, a runner crash does not) and compacts
-// the log when it grew.
-func (in *Inbox) markTaken(e entry) {
-	in.release(e.id)
-	ids := []string{e.id}
-	if e.key != "" {
-		delete(in.pending, e.key)
-		ids = append(ids, e.key)
-	}
-	for _, id := range ids {
-		in.remember(id)
-		if in.f != nil {
-			if _, err := in.f.WriteString("- " + id + "\n"); err == nil {
-				in.lines++
-			}
-		}
-	}
-	if in.f != nil && in.lines > 2*(len(in.items)+len(in.out)+len(in.order))+1024 {
-		_ = in.rewrite() // on failure the longer log is still correct
-	}
 }

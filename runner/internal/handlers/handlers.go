@@ -1,8 +1,9 @@
 // Package handlers registers the runner's delivery actions: each with its
-// catalog mapping, precheck, hold card and handler body. The bodies run only
-// after the guard's ALLOW (delivery.Engine) and perform the central mutation
-// through Registry.ApplyAction, citing that ALLOW's decision id; the server
-// refuses a missing, stale, reused or mismatched citation.
+// catalog mapping, precheck, hold card, the keys it stamps and handler body.
+// A body runs only after the guard's ALLOW and once the server applied the
+// central mutation (delivery.Engine: Registry.ApplyAction citing the ALLOW,
+// or naming an approved hold); it does the runner's own part — a container
+// restart, the agent told — from the server's answer (Call.Applied).
 package handlers
 
 import (
@@ -13,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,7 +22,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/proto/retry"
 	"github.com/clawguard/clawguard/proto/secret"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 )
@@ -99,8 +98,9 @@ func Register(reg *delivery.Registry, d Deps) error {
 			Resource: func(s delivery.Session, p *structpb.Struct) map[string]string {
 				return map[string]string{"from": s.GroupID, "to": delivery.String(p, "to")}
 			},
-			Card: sendMessageCard,
-			Run:  h.sendMessage,
+			Card:  sendMessageCard,
+			Stamp: stampMessageID,
+			Run:   h.sendMessage,
 		},
 		{
 			// Unmapped on purpose: the server's declared exemption. Every inner
@@ -132,77 +132,13 @@ type handlers struct {
 	reg guardv1.RegistryClient
 }
 
-// apply cites the ALLOW decision and has the server make the mutation. A
-// transport failure (the replica died mid-call) is retried with the same
-// citation (back-off 100 ms doubling to 2 s, for up to applyRetryFor) on
-// whichever replica the connection reaches next: the server
-// commits citation and mutation in one transaction, so a retry either
-// applies it or finds the citation already used — which then means the
-// attempt whose answer was lost committed.
-func (h *handlers) apply(ctx context.Context, c delivery.Call, action string) (*guardv1.ApplyActionResponse, error) {
-	req := &guardv1.ApplyActionRequest{
-		DecisionId: c.DecisionID,
-		SessionId:  c.Session.ID,
-		Action:     action,
-		Payload:    c.Payload,
-		Resource:   c.Resource,
-	}
-	ctx, cancel := context.WithTimeout(ctx, applyRetryFor)
-	defer cancel()
-	delays := retry.Exponential(100*time.Millisecond, 2*time.Second)
-	for attempt := 0; ; attempt++ {
-		res, err := h.reg.ApplyAction(ctx, req, grpc.WaitForReady(true))
-		switch {
-		case err == nil:
-			return res, nil
-		case (attempt > 0 || c.Replay) && status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), "already cited"):
-			// A replay's decision is the same answer for every attempt (its
-			// request id is the hold's): cited means an earlier attempt applied it.
-			return &guardv1.ApplyActionResponse{Message: "applied (the answer of an earlier attempt was lost with its server)"}, nil
-		case status.Code(err) != codes.Unavailable || ctx.Err() != nil:
-			return nil, err
-		}
-		d := delays.NextBackOff()
-		h.d.Log.Warn("apply: server unavailable; retrying with the same citation", "action", action, "decision", c.DecisionID, "err", err, "in", d)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err // the server's last answer, not the deadline
-		case <-t.C:
-		}
-	}
-}
-
-// notApplied is the outcome of an apply that failed. When the server could
-// not be reached it is not final (Undecided): a replay is tried again, gets
-// the same ALLOW (same request id) and cites it then. A session no longer
-// placed on this runner moved to another one, which replays it
-// (NotHosted); any other refusal is the final answer.
-func notApplied(err error, format string, args ...any) delivery.Outcome {
-	out := delivery.Failed(format, args...)
-	out.Undecided = delivery.Transient(err)
-	out.NotHosted = delivery.NotHosted(err)
-	return out
-}
-
-// applyRetryFor bounds the retries of one ApplyAction (the citation window
-// is longer, so a retry within it is still a valid citation).
-const applyRetryFor = 60 * time.Second
-
-func (h *handlers) createAgent(ctx context.Context, c delivery.Call) delivery.Outcome {
-	res, err := h.apply(ctx, c, "agents.create")
-	if err != nil {
-		return notApplied(err, "create_agent allowed but not applied: %v", errText(err))
-	}
+func (h *handlers) createAgent(_ context.Context, c delivery.Call) delivery.Outcome {
+	res := c.Applied
 	return delivery.Done(res.GetResult(), orText(res.GetMessage(), fmt.Sprintf("created agent %q", delivery.String(c.Payload, "name"))))
 }
 
 func (h *handlers) installPackages(ctx context.Context, c delivery.Call) delivery.Outcome {
-	res, err := h.apply(ctx, c, "self_mod.install_packages")
-	if err != nil {
-		return notApplied(err, "install_packages approved but not applied: %v", errText(err))
-	}
+	res := c.Applied
 	pkgs := packageList(c.Payload)
 	if h.restartedFor(c) {
 		return delivery.Done(res.GetResult(), fmt.Sprintf("installed %s; the container was already rebuilt and restarted for this approval", pkgs))
@@ -294,10 +230,7 @@ func (h *handlers) restarted(c delivery.Call) {
 }
 
 func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.Outcome {
-	res, err := h.apply(ctx, c, "self_mod.add_mcp_server")
-	if err != nil {
-		return notApplied(err, "add_mcp_server approved but not applied: %v", errText(err))
-	}
+	res := c.Applied
 	name := delivery.String(c.Payload, "name")
 	if h.restartedFor(c) {
 		return delivery.Done(res.GetResult(), fmt.Sprintf("MCP server %q added; the container was already restarted for this approval", name))
@@ -311,24 +244,20 @@ func (h *handlers) addMCPServer(ctx context.Context, c delivery.Call) delivery.O
 	return delivery.Done(res.GetResult(), fmt.Sprintf("MCP server %q added; container restarted", name))
 }
 
-func (h *handlers) sendMessage(ctx context.Context, c delivery.Call) delivery.Outcome {
-	if delivery.String(c.Payload, "id") == "" {
-		// The message id, stable for this authorized send: for a replay,
-		// its hold's, so the hold replayed again (its approval re-made after
-		// the database forgot it) delivers the same message, which the
-		// target's inbox recognises by sender and id.
-		p := &structpb.Struct{Fields: map[string]*structpb.Value{}}
-		for k, v := range c.Payload.GetFields() {
-			p.Fields[k] = v
-		}
-		p.Fields["id"] = structpb.NewStringValue(MessageID(c))
-		c.Payload = p
-	}
-	res, err := h.apply(ctx, c, "a2a.send")
-	if err != nil {
-		return notApplied(err, "send_message allowed but not delivered: %v", errText(err))
-	}
+func (h *handlers) sendMessage(_ context.Context, c delivery.Call) delivery.Outcome {
+	res := c.Applied
 	return delivery.Done(res.GetResult(), orText(res.GetMessage(), "message sent to "+delivery.String(c.Payload, "to")))
+}
+
+// stampMessageID is the message id, stable for this authorized send: for a
+// replay, its hold's, so the hold replayed again (its approval re-made after
+// the database forgot it) delivers the same message, which the target's
+// inbox recognises by sender and id. An id the agent set is kept.
+func stampMessageID(c delivery.Call) map[string]string {
+	if delivery.String(c.Payload, "id") != "" {
+		return nil
+	}
+	return map[string]string{"id": MessageID(c)}
 }
 
 // MessageID is the id the runner stamps on an agent's message: m_<hold>

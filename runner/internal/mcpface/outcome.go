@@ -36,6 +36,9 @@ func toolResult(action, requestID string, r *agentv1.SendResponse, passThrough b
 			}
 		}
 		o.Status, o.Result = "done", r.GetResult().AsMap()
+		if len(o.Result) == 0 && len(r.GetResultJson()) > 0 {
+			_ = json.Unmarshal(r.GetResultJson(), &o.Result)
+		}
 		text = action + " done"
 		if r.GetReason() != "" {
 			text = action + ": " + r.GetReason()
@@ -83,13 +86,18 @@ func errorResult(format string, args ...any) *mcp.CallToolResult {
 }
 
 // downstream reads a guarded tool's CallToolResult from a DONE answer.
+// It comes as JSON (asked for with result_as_json: no conversion on either
+// side), or as a Struct from a runner that does not send JSON.
 func downstream(r *agentv1.SendResponse) (*mcp.CallToolResult, bool) {
-	if r.GetResult() == nil {
-		return nil, false
-	}
-	b, err := protojson.Marshal(r.GetResult())
-	if err != nil {
-		return nil, false
+	b := r.GetResultJson()
+	if len(b) == 0 {
+		if r.GetResult() == nil {
+			return nil, false
+		}
+		var err error
+		if b, err = protojson.Marshal(r.GetResult()); err != nil {
+			return nil, false
+		}
 	}
 	var res mcp.CallToolResult
 	if err := json.Unmarshal(b, &res); err != nil || (res.Content == nil && res.StructuredContent == nil) {

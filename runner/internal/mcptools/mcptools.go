@@ -12,29 +12,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/mcpcall"
-	"github.com/clawguard/clawguard/proto/secret"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 	"github.com/clawguard/clawguard/runner/internal/mcphost"
-	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
 // Deps is what the tool calls need.
 type Deps struct {
 	Host     *mcphost.Host
-	Registry guardv1.RegistryClient // GetSessionConfig, ReportMcpTools, ApplyAction (runner token)
+	Registry guardv1.RegistryClient // GetSessionConfig, ReportMcpTools (runner token)
 	// Deliver puts an item into the session's durable inbox under id (an
 	// id it has seen is not added again).
 	Deliver func(s delivery.Session, id string, n *agentv1.Notice) error
@@ -51,6 +45,9 @@ type Deps struct {
 type Tools struct {
 	d    Deps
 	runs sync.Map // hold id → *run: an approved call run (or running) by this process
+
+	mu     sync.Mutex
+	listed map[string]listing // "<group>/<server>" → its tools as last reported
 	// envs: group id → its servers' env values, scrubbed from what is
 	// reported of a server (its failure may quote its environment).
 	envs sync.Map
@@ -68,7 +65,7 @@ func New(d Deps) *Tools {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Tools{d: d}
+	return &Tools{d: d, listed: map[string]listing{}}
 }
 
 // Action is the mcp_call delivery action.
@@ -82,7 +79,11 @@ func (t *Tools) Action() delivery.Action {
 			return mcpcall.Resource(server, tool, d)
 		},
 		Card: card,
-		Run:  t.run,
+		// An allowed call runs at once; an approved one's replay is applied
+		// first: the server records this process's claim on the hold.
+		ApplyReplayOnly: true,
+		Stamp:           func(delivery.Call) map[string]string { return map[string]string{mcpcall.KeyClaim: t.d.Claim} },
+		Run:             t.run,
 	}
 }
 
@@ -142,29 +143,39 @@ func (t *Tools) run(ctx context.Context, c delivery.Call) delivery.Outcome {
 			return delivery.Failed("mcp_call %s/%s allowed but not run: %v", server, tool, err)
 		}
 	}
-	res, err := t.d.Host.Call(ctx, c.Session.GroupID, server, tool, args)
-	if errors.Is(err, mcphost.ErrNoServer) {
-		// The guard found the server in the group's config; this runner's
-		// copy of it is older (the restart push that re-reads it is on its way).
-		if err = t.refresh(ctx, c.Session); err == nil {
-			res, err = t.d.Host.Call(ctx, c.Session.GroupID, server, tool, args)
-		}
-	}
+	res, err := t.call(ctx, c.Session, server, tool, args)
 	if err != nil {
 		return delivery.Failed("mcp_call %s/%s allowed but not run: %v", server, tool, err)
 	}
-	st, err := resultStruct(res)
+	b, err := json.Marshal(res)
 	if err != nil {
 		return delivery.Failed("mcp_call %s/%s ran but its result could not be read: %v", server, tool, err)
 	}
-	out := delivery.Done(st, fmt.Sprintf("%s/%s ran", server, tool))
+	out := delivery.Done(nil, fmt.Sprintf("%s/%s ran", server, tool))
+	// As JSON: clawguard-mcp passes it on as it came; anyone else gets it
+	// as a Struct from the gateway.
+	out.ResultJSON = b
 	out.Told = true // the answer carries the result
 	return out
 }
 
-// replay runs an approved call once: the apply records this process's
-// claim on the hold; a claim of another process (one that died mid-call)
-// means it may have run, so it is not run again and the agent is told.
+// call calls the tool on the group's server. A server the guard found in
+// the group's config that this runner's copy lacks (the restart push that
+// brings the new config is on its way) is looked up once more.
+func (t *Tools) call(ctx context.Context, s delivery.Session, server, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	res, err := t.d.Host.Call(ctx, s.GroupID, server, tool, args)
+	if errors.Is(err, mcphost.ErrNoServer) {
+		if err = t.refresh(ctx, s); err == nil {
+			res, err = t.d.Host.Call(ctx, s.GroupID, server, tool, args)
+		}
+	}
+	return res, err
+}
+
+// replay runs an approved call once. The server recorded this process's
+// claim on the hold as it applied the replay (c.Applied); a claim of
+// another process (one that died mid-call) means it may have run, so it is
+// not run again and the agent is told.
 func (t *Tools) replay(ctx context.Context, c delivery.Call, server, tool string, args map[string]any) delivery.Outcome {
 	hold := c.HoldID
 	v, _ := t.runs.LoadOrStore(hold, &run{})
@@ -174,35 +185,24 @@ func (t *Tools) replay(ctx context.Context, c delivery.Call, server, tool string
 	if r.notice != nil {
 		return t.deliver(c, hold, r.notice)
 	}
-	if err := t.refresh(ctx, c.Session); err != nil {
-		out := delivery.Failed("approved mcp_call %s/%s not run yet: %v", server, tool, err)
-		out.Undecided = true
-		return out
-	}
-	p := &structpb.Struct{Fields: map[string]*structpb.Value{}}
-	for k, v := range c.Payload.GetFields() {
-		p.Fields[k] = v
-	}
-	p.Fields["claim"] = structpb.NewStringValue(t.d.Claim)
-	res, err := t.d.Registry.ApplyAction(ctx, &guardv1.ApplyActionRequest{DecisionId: c.DecisionID, SessionId: c.Session.ID,
-		Action: mcpcall.CatalogAction, Payload: p, Resource: c.Resource}, grpc.WaitForReady(true))
-	if err != nil {
-		out := delivery.Failed("approved mcp_call %s/%s not run: %v", server, tool, err)
-		out.Undecided = delivery.Transient(err)
-		// The session moved: its new host replays it (a denial on the live
-		// re-check is PermissionDenied too, and is told).
-		out.NotHosted = status.Code(err) == codes.PermissionDenied && strings.Contains(status.Convert(err).Message(), "does not host")
-		return out
-	}
 	n := &agentv1.Notice{Kind: agentv1.NoticeKind_NOTICE_KIND_RESULT, HoldId: hold, At: timestamppb.Now()}
-	if claim := res.GetResult().AsMap()["claim"]; claim != t.d.Claim {
+	if claim := c.Applied.GetResult().AsMap()[mcpcall.KeyClaim]; claim != t.d.Claim {
 		n.Kind = agentv1.NoticeKind_NOTICE_KIND_FAILED
 		n.Text = fmt.Sprintf("approved mcp_call %s/%s (hold %s) was not run again: an earlier runner process claimed it and stopped "+
 			"before its result was delivered; it may or may not have run. Check its effect before asking again.", server, tool, hold)
 		r.notice = n
 		return t.deliver(c, hold, n)
 	}
-	callRes, err := t.d.Host.Call(ctx, c.Session.GroupID, server, tool, args)
+	if !t.d.Host.Configured(c.Session.GroupID) {
+		// Claimed and not run: asked again, the server answers the same
+		// claim and the call runs then.
+		if err := t.refresh(ctx, c.Session); err != nil {
+			out := delivery.Failed("approved mcp_call %s/%s not run yet: %v", server, tool, err)
+			out.Undecided = true
+			return out
+		}
+	}
+	callRes, err := t.call(ctx, c.Session, server, tool, args)
 	if err != nil {
 		n.Kind = agentv1.NoticeKind_NOTICE_KIND_FAILED
 		n.Text = fmt.Sprintf("approved mcp_call %s/%s (hold %s) did not run: %v", server, tool, hold, err)
@@ -233,106 +233,6 @@ func (t *Tools) deliver(c delivery.Call, hold string, n *agentv1.Notice) deliver
 	}
 	out.Told = true
 	return out
-}
-
-// refresh reads the session's group config and hosts its servers.
-func (t *Tools) refresh(ctx context.Context, s delivery.Session) error {
-	resp, err := t.d.Registry.GetSessionConfig(ctx, &guardv1.GetSessionConfigRequest{SessionId: s.ID})
-	if err != nil {
-		return fmt.Errorf("read the session's MCP servers: %w", err)
-	}
-	t.Sync(resp.GetGroup())
-	return nil
-}
-
-// Sync hosts a group's MCP servers as its config names them.
-func (t *Tools) Sync(g *guardv1.Group) {
-	if g.GetId() == "" {
-		return
-	}
-	var specs []rt.MCPServerSpec
-	var values []string
-	for _, m := range g.GetConfig().GetMcpServers() {
-		for _, v := range m.GetEnv() {
-			values = append(values, v)
-		}
-		if !mcpcall.ValidServer(m.GetName()) {
-			t.d.Log.Warn("MCP server with an invalid name not hosted", "group", g.GetId(), "server", m.GetName())
-			continue
-		}
-		img := m.GetImage()
-		if img == "" && t.d.Image != nil {
-			img = t.d.Image(g)
-		}
-		specs = append(specs, rt.MCPServerSpec{Name: m.GetName(), Command: m.GetCommand(), Args: m.GetArgs(), Env: m.GetEnv(), Image: img})
-	}
-	t.envs.Store(g.GetId(), values)
-	t.d.Host.Sync(g.GetId(), specs)
-}
-
-// scrubbed is what a server of group reports (an error) without its
-// group's env values: they are write-only, and this text is read by the
-// group's agents and admins (ncl mcp servers list).
-func (t *Tools) scrubbed(group, text string) string {
-	values, _ := t.envs.Load(group)
-	vs, _ := values.([]string)
-	return secret.Scrub(text, vs)
-}
-
-// List is the session's guarded tools (the gateway's ListTools): every
-// tool of every server of its group, as the server lists it, without the
-// ones the operator denied. Each server's tools are reported to the
-// server, whose answer is their effects.
-func (t *Tools) List(ctx context.Context, s delivery.Session) ([]*agentv1.McpTool, error) {
-	if err := t.refresh(ctx, s); err != nil {
-		return nil, err
-	}
-	var out []*agentv1.McpTool
-	for _, server := range t.d.Host.Servers(s.GroupID) {
-		tools, err := t.d.Host.Tools(ctx, s.GroupID, server)
-		rep := &guardv1.ReportMcpToolsRequest{SessionId: s.ID, Server: server, State: "running"}
-		if err != nil {
-			err = errors.New(t.scrubbed(s.GroupID, err.Error()))
-			rep.State, rep.Error = "failed", clip(err.Error(), 4000)
-		}
-		for _, tl := range tools {
-			if mcpcall.ValidTool(tl.Name) {
-				rep.Tools = append(rep.Tools, &guardv1.ReportedMcpTool{Name: tl.Name, Description: clip(tl.Description, 8000)})
-			}
-		}
-		resp, rerr := t.d.Registry.ReportMcpTools(ctx, rep)
-		if rerr != nil {
-			return nil, fmt.Errorf("effects of MCP server %s: %w", server, rerr)
-		}
-		if err != nil {
-			t.d.Log.Warn("guarded MCP server not listed", "session", s.ID, "server", server, "err", err)
-			continue
-		}
-		byName := map[string]*mcp.Tool{}
-		for _, tl := range tools {
-			byName[tl.Name] = tl
-		}
-		for _, info := range resp.GetTools() {
-			tl := byName[info.GetTool()]
-			if tl == nil || info.GetEffect() == guardv1.Effect_EFFECT_DENY || info.GetEffect() == guardv1.Effect_EFFECT_UNSPECIFIED {
-				continue
-			}
-			schema, _ := json.Marshal(tl.InputSchema)
-			out = append(out, &agentv1.McpTool{Server: server, Tool: tl.Name, Description: tl.Description,
-				InputSchemaJson: string(schema), Effect: effectWord(info.GetToolEffect())})
-		}
-	}
-	return out, nil
-}
-
-func effectWord(e guardv1.Effect) string {
-	switch e {
-	case guardv1.Effect_EFFECT_ALLOW:
-		return mcpcall.EffectAllow
-	case guardv1.Effect_EFFECT_HOLD:
-		return mcpcall.EffectHold
-	}
-	return ""
 }
 
 // resultStruct is a CallToolResult as JSON in a Struct.

@@ -22,6 +22,10 @@ var Effects = []string{"allow", "hold", "deny", "error"}
 // SpawnResults are the values of the result label on container spawns.
 var SpawnResults = []string{"ok", "failed"}
 
+// GatewayLimits are the values of the limit label on gateway refusals
+// (gateway.LimitRate, gateway.LimitInFlight).
+var GatewayLimits = []string{"rate", "in_flight"}
+
 // Metrics is the runner's metric set; one per process, built by NewMetrics.
 type Metrics struct {
 	StreamConnected       prometheus.Gauge       // 1 while the DecideStream and Connect streams are up
@@ -35,6 +39,8 @@ type Metrics struct {
 	LeaseFenced      prometheus.Gauge   // 1 while fenced
 	// Agents restarted for holding inbox items unacknowledged past the deadline.
 	InboxStalledRestartsTotal prometheus.Counter //
+	// Agents' sends refused at a gateway limit.
+	GatewayRefusalsTotal *prometheus.CounterVec // {limit}
 }
 
 // NewMetrics builds the runner's metrics and registers them on reg; it panics
@@ -78,14 +84,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "clawguard", Subsystem: "runner", Name: "inbox_stalled_restarts_total",
 			Help: "Agents restarted because they held inbox items without acknowledging any past the ack deadline.",
 		}),
+		GatewayRefusalsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "clawguard", Subsystem: "runner", Name: "gateway_refusals_total",
+			Help: "Agents' sends the gateway refused at one of its per-session limits, by limit (rate, in_flight): --gateway-rate, --gateway-burst, --gateway-in-flight.",
+		}, []string{"limit"}),
 	}
 	reg.MustRegister(
 		m.StreamConnected, m.StreamReconnectsTotal, m.ContainerSpawnsTotal,
 		m.ContainersRunning, m.DeliveryActionsTotal, m.PushesAppliedTotal,
-		m.LeaseFencesTotal, m.LeaseFenced, m.InboxStalledRestartsTotal,
+		m.LeaseFencesTotal, m.LeaseFenced, m.InboxStalledRestartsTotal, m.GatewayRefusalsTotal,
 	)
 	for _, r := range SpawnResults {
 		m.ContainerSpawnsTotal.WithLabelValues(r)
+	}
+	for _, l := range GatewayLimits {
+		m.GatewayRefusalsTotal.WithLabelValues(l)
 	}
 	return m
 }

@@ -20,6 +20,7 @@ var runnerNames = []string{
 	"clawguard_runner_lease_fences_total",
 	"clawguard_runner_lease_fenced",
 	"clawguard_runner_inbox_stalled_restarts_total",
+	"clawguard_runner_gateway_refusals_total",
 }
 
 func TestNewMetricsRegistersEverySeriesAfterPreInit(t *testing.T) {

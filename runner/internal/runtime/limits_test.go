@@ -34,7 +34,7 @@ func TestParseMemory(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := SessionSpec{SessionID: "s1", AgentGroupID: "g1", Image: "img", SessionDir: "/tmp/s", GatewaySocket: "/tmp/g.sock"}
+	ok := SessionSpec{SessionID: "s1", AgentGroupID: "g1", Image: "img", SessionDir: "/tmp/s", Endpoints: []Endpoint{{Name: "gateway", HostSocket: "/tmp/g.sock", ContainerSocket: "/run/g.sock"}}}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid spec refused: %v", err)
 	}
@@ -44,7 +44,10 @@ func TestValidate(t *testing.T) {
 		func(s *SessionSpec) { s.AgentGroupID = "a b" },
 		func(s *SessionSpec) { s.Image = "" },
 		func(s *SessionSpec) { s.SessionDir = "rel" },
-		func(s *SessionSpec) { s.GatewaySocket = "" },
+		func(s *SessionSpec) { s.Endpoints = nil },
+		func(s *SessionSpec) {
+			s.Endpoints = []Endpoint{{Name: "gateway", HostSocket: "g.sock", ContainerSocket: "/run/g.sock"}}
+		},
 		func(s *SessionSpec) { s.CPUs = "lots" },
 		func(s *SessionSpec) { s.Memory = "1x" },
 		func(s *SessionSpec) { s.PidsLimit = -1 },

@@ -6,9 +6,10 @@
 //
 //   - runtime/docker: one locked-down container per session (cap-drop ALL,
 //     no-new-privileges, pids limit, read-only root, no network, non-root
-//     user), the session directory mounted at /workspace and the agent
-//     gateway socket at /run/clawguard/gateway.sock. One image per agent
-//     group, rebuilt when the group's packages change.
+//     user), the session directory mounted at /workspace and each of the
+//     session's endpoints (the agent gateway's socket at
+//     /run/clawguard/gateway.sock first). One image per agent group, rebuilt
+//     when the group's packages change.
 //   - runtime/process: the agent binary as a plain child process. NO
 //     isolation; for laptops without Docker and for tests.
 //
@@ -33,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -68,6 +70,13 @@ const (
 	// ContainerGatewaySocket is where the gateway socket appears in a container.
 	ContainerGatewaySocket = "/run/clawguard/gateway.sock"
 
+	// ContainerEgressSocket is where the egress socket appears in a
+	// container; EnvEgressSocket and EnvEgressListen tell clawguard-init
+	// where it is and where to listen for the agent.
+	ContainerEgressSocket = "/run/clawguard/egress.sock"
+	EnvEgressSocket       = "CLAWGUARD_EGRESS_SOCKET"
+	EnvEgressListen       = "CLAWGUARD_EGRESS_LISTEN"
+
 	// EnvGatewaySocket names the agent gateway's unix socket path.
 	EnvGatewaySocket = "CLAWGUARD_GATEWAY_SOCKET"
 	// EnvWorkspace names the agent's working directory.
@@ -96,16 +105,35 @@ const DefaultPidsLimit int64 = 256
 
 // SessionSpec is everything needed to run one session's agent.
 type SessionSpec struct {
-	SessionID     string
-	AgentGroupID  string
-	Image         string            // docker: image ref of the group; process: path of the agent binary
-	Command       []string          // arguments (docker: appended to the image's entrypoint)
-	Env           map[string]string // extra environment; the CLAWGUARD_* variables above are always set
-	SessionDir    string            // host directory; the agent's /workspace (docker) or working dir (process)
-	GatewaySocket string            // host path of the agent gateway's unix socket; must exist before Start
-	CPUs          string            // "" → no CPU limit at all; e.g. "0.5", "2"
-	Memory        string            // "" → no memory limit at all; e.g. "256m", "1g"
-	PidsLimit     int64             // 0 → DefaultPidsLimit
+	SessionID    string
+	AgentGroupID string
+	Image        string   // docker: image ref of the group; process: path of the agent binary
+	Command      []string // arguments (docker: appended to the image's entrypoint)
+	// AgentCommand, when set, replaces the image's command (docker: after
+	// clawguard-init) or the agent binary (process): the group's own.
+	AgentCommand []string
+	Env          map[string]string // extra environment; the CLAWGUARD_* variables above are always set
+	SessionDir   string            // host directory; the agent's /workspace (docker) or working dir (process)
+	// Endpoints are what the session gives its agent, each a unix socket
+	// the runner serves (the gateway first): the only ways out of a
+	// container, which has no network. Each must exist before Start.
+	Endpoints []Endpoint
+	CPUs      string // "" → no CPU limit at all; e.g. "0.5", "2"
+	Memory    string // "" → no memory limit at all; e.g. "256m", "1g"
+	PidsLimit int64  // 0 → DefaultPidsLimit
+}
+
+// Endpoint is a unix socket the runner serves for one session and gives its
+// agent: the docker runtime mounts HostSocket at ContainerSocket and sets
+// ContainerEnv; the process runtime leaves the socket where it is and sets
+// HostEnv. The sessions package declares the list (sessions/endpoints.go).
+type Endpoint struct {
+	Name            string // "gateway", …: a valid id
+	HostSocket      string // the runner's side: an absolute path
+	ContainerSocket string // where a container sees it: an absolute path
+	// ContainerEnv and HostEnv are the variables that tell the agent where
+	// it is, as a container sees it and as a host process does.
+	ContainerEnv, HostEnv map[string]string
 }
 
 // GroupImageSpec describes the image of one agent group at one config version.
@@ -179,8 +207,14 @@ func (s SessionSpec) Validate() error {
 	if !filepath.IsAbs(s.SessionDir) {
 		return fmt.Errorf("%w: session dir %q is not absolute", ErrInvalidSpec, s.SessionDir)
 	}
-	if !filepath.IsAbs(s.GatewaySocket) {
-		return fmt.Errorf("%w: gateway socket %q is not absolute", ErrInvalidSpec, s.GatewaySocket)
+	if len(s.Endpoints) == 0 {
+		return fmt.Errorf("%w: no endpoint: the agent would have no way to the runner", ErrInvalidSpec)
+	}
+	for _, e := range s.Endpoints {
+		if !ValidID(e.Name) || !filepath.IsAbs(e.HostSocket) || !filepath.IsAbs(e.ContainerSocket) {
+			return fmt.Errorf("%w: endpoint %q: a valid name and absolute socket paths are required (%q, %q)",
+				ErrInvalidSpec, e.Name, e.HostSocket, e.ContainerSocket)
+		}
 	}
 	if s.PidsLimit < 0 {
 		return fmt.Errorf("%w: pids limit %d", ErrInvalidSpec, s.PidsLimit)
@@ -202,17 +236,49 @@ func (s SessionSpec) EffectivePidsLimit() int64 {
 	return s.PidsLimit
 }
 
-// CheckGatewaySocket fails unless path is an existing unix socket, so an
-// agent is never started without its only way out.
-func CheckGatewaySocket(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("gateway socket: %w", err)
-	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("gateway socket %s is not a unix socket (mode %s)", path, fi.Mode())
+// CheckEndpoints fails unless every endpoint's host socket is an existing
+// unix socket, so an agent is never started without its ways out.
+func CheckEndpoints(endpoints []Endpoint) error {
+	for _, e := range endpoints {
+		fi, err := os.Stat(e.HostSocket)
+		if err != nil {
+			return fmt.Errorf("%s socket: %w", e.Name, err)
+		}
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("%s socket %s is not a unix socket (mode %s)", e.Name, e.HostSocket, fi.Mode())
+		}
 	}
 	return nil
+}
+
+// AgentEnv is an agent's whole environment: the spec's own variables, then
+// what its endpoints say (host: as a host process sees them, else as a
+// container does), then where its workspace is and who it is.
+func AgentEnv(spec SessionSpec, workspace string, host bool) []string {
+	env := make([]string, 0, len(spec.Env)+len(spec.Endpoints)+3)
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	for _, e := range spec.Endpoints {
+		vars := e.ContainerEnv
+		if host {
+			vars = e.HostEnv
+		}
+		keys := make([]string, 0, len(vars))
+		for k := range vars {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			env = append(env, k+"="+vars[k])
+		}
+	}
+	return append(env,
+		EnvWorkspace+"="+workspace,
+		EnvSessionID+"="+spec.SessionID,
+		EnvGroupID+"="+spec.AgentGroupID,
+	)
 }
 
 // IdleSince is when a session last did something: lastActive, or its start

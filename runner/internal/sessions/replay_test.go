@@ -20,18 +20,19 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/delivery"
 )
 
-// flakyGuard is unreachable for its first Decide, fails closed (the
-// database refused the decision log) on the second, then allows.
+// flakyGuard is the server deciding a replay (ApplyAction with the hold):
+// unreachable the first time, failing closed (the database refused the
+// decision log) the second, then allowing and applying.
 type flakyGuard struct{ calls atomic.Int64 }
 
-func (g *flakyGuard) Decide(_ context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+func (g *flakyGuard) ApplyAction(context.Context, *guardv1.ApplyActionRequest, ...grpc.CallOption) (*guardv1.ApplyActionResponse, error) {
 	switch g.calls.Add(1) {
 	case 1:
-		return nil, status.Error(codes.Unavailable, "decide stream down")
+		return nil, status.Error(codes.Unavailable, "server down")
 	case 2:
-		return &guardv1.DecideResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_DENY, Reason: "guard failure (failing closed)"}}, nil
+		return &guardv1.ApplyActionResponse{Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_DENY, Reason: "guard failure (failing closed)"}}, nil
 	}
-	return &guardv1.DecideResponse{DecisionId: "dec-1", Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_ALLOW}}, nil
+	return &guardv1.ApplyActionResponse{DecisionId: "dec-1", Decision: &guardv1.Decision{Effect: guardv1.Effect_EFFECT_ALLOW}}, nil
 }
 
 // resendingServer plays the server's push delivery: each Connect stream
@@ -90,7 +91,7 @@ func TestReplayNotDecidedIsRetriedAndAckedOnlyOnceApplied(t *testing.T) {
 		}}); err != nil {
 		t.Fatal(err)
 	}
-	m, _, _ := newManagerWith(t, &fakeRegistry{}, &delivery.Engine{Registry: actions, Decider: guard})
+	m, _, _ := newManagerWith(t, &fakeRegistry{}, &delivery.Engine{Registry: actions, Applier: guard})
 
 	srv := &resendingServer{done: make(chan struct{}), push: &guardv1.Push{Id: "push-replay", SessionId: "s-replay", AgentGroupId: "g1",
 		Body: &guardv1.Push_Replay{Replay: &guardv1.ReplayAction{HoldId: "h-1", DeliveryAction: "install_packages",
@@ -146,7 +147,7 @@ func TestReplayNotDecidedIsRetriedAndAckedOnlyOnceApplied(t *testing.T) {
 // movedGuard refuses: this runner no longer hosts the session.
 type movedGuard struct{}
 
-func (movedGuard) Decide(context.Context, *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+func (movedGuard) ApplyAction(context.Context, *guardv1.ApplyActionRequest, ...grpc.CallOption) (*guardv1.ApplyActionResponse, error) {
 	return nil, status.Error(codes.PermissionDenied, `runner "r1" does not host session "s-moved"`)
 }
 
@@ -165,7 +166,7 @@ func TestReplayRefusedBecauseTheSessionMovedIsNotAckedAsDone(t *testing.T) {
 		}}); err != nil {
 		t.Fatal(err)
 	}
-	m, _, _ := newManagerWith(t, &fakeRegistry{}, &delivery.Engine{Registry: actions, Decider: movedGuard{}})
+	m, _, _ := newManagerWith(t, &fakeRegistry{}, &delivery.Engine{Registry: actions, Applier: movedGuard{}})
 	push := &guardv1.Push{Id: "push-moved", SessionId: "s-moved", AgentGroupId: "g1",
 		Body: &guardv1.Push_Replay{Replay: &guardv1.ReplayAction{HoldId: "h-1", DeliveryAction: "install_packages",
 			CatalogAction: "self_mod.install_packages", Payload: &structpb.Struct{}}}}

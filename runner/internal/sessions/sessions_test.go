@@ -37,6 +37,7 @@ type fakeRegistry struct {
 	version       atomic.Int64
 	asserted      atomic.Value // the x-clawguard-session header of the last config read
 	getGroupCalls atomic.Int64
+	configReads   atomic.Int64
 }
 
 func (f *fakeRegistry) GetGroup(context.Context, *guardv1.GetGroupRequest) (*guardv1.GetGroupResponse, error) {
@@ -45,6 +46,7 @@ func (f *fakeRegistry) GetGroup(context.Context, *guardv1.GetGroupRequest) (*gua
 }
 
 func (f *fakeRegistry) GetSessionConfig(ctx context.Context, req *guardv1.GetSessionConfigRequest) (*guardv1.GetSessionConfigResponse, error) {
+	f.configReads.Add(1)
 	md, _ := metadata.FromIncomingContext(ctx)
 	f.asserted.Store(strings.Join(md.Get(handlers.SessionHeader), ","))
 	if req.GetSessionId() == "gone" {
@@ -338,7 +340,7 @@ func TestAFailedBuildKeepsTheRunningAgent(t *testing.T) {
 	if !errors.Is(err, ErrImageBuild) || !strings.Contains(build, "Unable to locate package nope") {
 		t.Fatalf("restart with a failing build: %v, output %q", err, build)
 	}
-	if log, err := os.ReadFile(filepath.Join(s.Dir, BuildLogFile)); err != nil || !strings.Contains(string(log), "Unable to locate package") {
+	if log, err := os.ReadFile(filepath.Join(s.Dir, rt.BuildLogFile)); err != nil || !strings.Contains(string(log), "Unable to locate package") {
 		t.Fatalf("build log for the agent: %q (%v)", log, err)
 	}
 	if err := m.Apply(ctx, &guardv1.Push{Id: "p2", SessionId: "s1", AgentGroupId: "g1",
@@ -413,4 +415,39 @@ func TestAFrozenSessionStaysStoppedUntilStarted(t *testing.T) {
 	if !running(rt, "s1") || s2.Inbox.Len() != 1 {
 		t.Fatalf("the start push (unfreeze): running=%v inbox=%d, want started with the kept message", running(rt, "s1"), s2.Inbox.Len())
 	}
+}
+
+// Issue 42: every push woke the session by reading its group's config
+// again. The config is read when it changes — the server pushes a restart
+// then — and when none was read yet: a push to a running agent, or one
+// that starts a stopped one, uses the config last read.
+func TestTheGroupConfigIsReadWhenItChanges(t *testing.T) {
+	m, f, rt := newManager(t)
+	ctx := context.Background()
+	push := func(id string, body *guardv1.Push) {
+		t.Helper()
+		body.Id, body.SessionId, body.AgentGroupId = id, "s1", "g1"
+		if err := m.Apply(ctx, body); err != nil {
+			t.Fatalf("push %s: %v", id, err)
+		}
+	}
+	push("p1", &guardv1.Push{Body: &guardv1.Push_Deliver{Deliver: &guardv1.DeliverMessage{MessageId: "m1", Text: "hi"}}})
+	if n := f.configReads.Load(); n != 1 {
+		t.Fatalf("config read %d times to start the agent, want 1", n)
+	}
+	push("p2", &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{Kind: guardv1.NoticeKind_NOTICE_KIND_INFO, Text: "x"}}})
+	if err := rt.Stop(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	push("p3", &guardv1.Push{Body: &guardv1.Push_Deliver{Deliver: &guardv1.DeliverMessage{MessageId: "m2", Text: "wake up"}}})
+	if n := f.configReads.Load(); n != 1 || !running(rt, "s1") {
+		t.Fatalf("after a push to the running agent and one that started it again: %d config reads (running=%v), want still 1", n, running(rt, "s1"))
+	}
+	checkLimits(t, rt, "s1", 1)
+	f.version.Store(2)
+	push("p4", &guardv1.Push{Body: &guardv1.Push_Restart{Restart: &guardv1.RestartContainer{RebuildImage: true, ConfigVersion: 2}}})
+	if n := f.configReads.Load(); n != 2 {
+		t.Fatalf("a config change read it %d times in all, want 2", n)
+	}
+	checkLimits(t, rt, "s1", 2)
 }

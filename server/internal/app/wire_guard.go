@@ -208,7 +208,7 @@ func approvedFinder(ctx context.Context, tx pgx.Tx, hr guard.HoldRequest) (strin
 
 func holdResult(res approvals.CreateResult) guard.HoldResult {
 	return guard.HoldResult{HoldID: res.Hold.GetId(), Created: res.Created, Undelivered: res.Undelivered,
-		NoApprover: res.NoApprover, Reason: res.Reason}
+		NoApprover: res.NoApprover, Reason: res.Reason, Approvers: res.Approvers}
 }
 
 // invoke calls an RPC's handler in-process by reflection on the service

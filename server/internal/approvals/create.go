@@ -142,7 +142,7 @@ func (s *Service) CreateHoldTx(ctx context.Context, tx pgx.Tx, req CreateRequest
 	if err != nil {
 		return CreateResult{}, fmt.Errorf("create hold: %w", err)
 	}
-	res := CreateResult{Hold: hold, Created: true, Undelivered: target == ""}
+	res := CreateResult{Hold: hold, Created: true, Undelivered: target == "", Approvers: eligibleWords(candidates, required)}
 	before := &pgx.Batch{}
 	if req.BeforeEvent != nil {
 		if err := req.BeforeEvent(ctx, before, res); err != nil {

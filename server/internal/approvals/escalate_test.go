@@ -210,6 +210,11 @@ func TestEscalationUndoneWhenTheReplicaDiesBeforeCommit(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM hold_events WHERE type = 'reminded'`); n != 0 {
 		t.Fatalf("a reminder survived its replica's death: %d", n)
 	}
+	// The dead replica's connection is dropped when its context ends; the
+	// server aborts its transaction once it sees the connection gone. Until
+	// then its row lock stands (SKIP LOCKED passes over it), as it would
+	// until a crashed replica's connection times out.
+	waitNoOpenTransaction(t, pool)
 	if n, err := b.svc.EscalateDue(context.Background()); err != nil || n != 1 {
 		t.Fatalf("the other replica took %d steps (%v), want 1", n, err)
 	}
@@ -401,5 +406,28 @@ func TestEscalationNoticesOnceOnEveryReplicasWatch(t *testing.T) {
 		if seen["EVENT_TYPE_REMINDED"] != holds || seen["EVENT_TYPE_ESCALATED"] != holds {
 			t.Fatalf("replica %s's Watch: %v, want %d reminders and %d escalations", name, seen, holds, holds)
 		}
+	}
+}
+
+// waitNoOpenTransaction waits until no other session of this database is
+// inside a transaction (a dropped connection's is aborted by the server
+// shortly after it sees the connection gone).
+func waitNoOpenTransaction(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var open int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL`).Scan(&open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d transactions still open after 10s", open)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

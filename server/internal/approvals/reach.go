@@ -217,8 +217,8 @@ func (s *Service) queueQuorumParts(b *pgx.Batch, p *quorumParts, action, group s
 
 // candidate is an eligible approver and the channel types of their known DMs.
 type candidate struct {
-	id  string
-	dms []string
+	id, name string // name: the user's display name ("" when none)
+	dms      []string
 }
 
 // queuePickApprovers queues the read of the users who may resolve the hold
@@ -229,7 +229,7 @@ func queuePickApprovers(b *pgx.Batch, out *[]candidate, missing *[]string, rule 
 	if rule == ruleExclusive {
 		// Each named user, in the rule's order; on a global hold only those
 		// who are owners or global admins (D1).
-		b.Queue(`SELECT u.id, EXISTS (SELECT 1 FROM users WHERE id = u.id),
+		b.Queue(`SELECT u.id, COALESCE((SELECT display_name FROM users WHERE id = u.id), ''), EXISTS (SELECT 1 FROM users WHERE id = u.id),
 				EXISTS (SELECT 1 FROM user_roles WHERE user_id = u.id AND (role = 'owner' OR (role = 'admin' AND agent_group_id IS NULL))),
 				ARRAY(SELECT channel_type FROM user_dms WHERE user_id = u.id ORDER BY channel_type)
 			FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) ORDER BY u.n`, exclusive).Query(func(rows pgx.Rows) error {
@@ -238,7 +238,7 @@ func queuePickApprovers(b *pgx.Batch, out *[]candidate, missing *[]string, rule 
 					c         candidate
 					user, top bool
 				)
-				if err := rows.Scan(&c.id, &user, &top, &c.dms); err != nil {
+				if err := rows.Scan(&c.id, &c.name, &user, &top, &c.dms); err != nil {
 					return fmt.Errorf("pick approvers: %w", err)
 				}
 				switch {
@@ -258,7 +258,8 @@ func queuePickApprovers(b *pgx.Batch, out *[]candidate, missing *[]string, rule 
 	// tier -1: the named delivered-to user; 0: scoped admins of the anchor
 	// (not for global holds: they may not resolve them); 1: global admins;
 	// 2: owners.
-	b.Queue(`SELECT r.user_id, r.tier, ARRAY(SELECT channel_type FROM user_dms d WHERE d.user_id = r.user_id ORDER BY channel_type)
+	b.Queue(`SELECT r.user_id, COALESCE((SELECT display_name FROM users WHERE id = r.user_id), ''), r.tier,
+			ARRAY(SELECT channel_type FROM user_dms d WHERE d.user_id = r.user_id ORDER BY channel_type)
 		FROM (
 			SELECT NULLIF($3, '') AS user_id, -1 AS tier, NULL::timestamptz AS granted_at
 			UNION ALL
@@ -277,7 +278,7 @@ func queuePickApprovers(b *pgx.Batch, out *[]candidate, missing *[]string, rule 
 				c    candidate
 				tier int
 			)
-			if err := rows.Scan(&c.id, &tier, &c.dms); err != nil {
+			if err := rows.Scan(&c.id, &c.name, &tier, &c.dms); err != nil {
 				return fmt.Errorf("pick approvers: %w", err)
 			}
 			switch {

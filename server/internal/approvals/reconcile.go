@@ -103,7 +103,10 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 				if _, err := tx.Exec(ctx, sqlCountReplay, c.hold.Id); err != nil {
 					return fmt.Errorf("count replay of %s: %w", c.hold.Id, err)
 				}
-				push := replayPush(c.hold)
+				push, err := replayPush(ctx, tx, c.hold)
+				if err != nil {
+					return fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
+				}
 				if err := traceReplay(ctx, tx, push); err != nil {
 					return fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
 				}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 )
@@ -355,7 +356,11 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
 	}
 	var before []*pgx.QueuedQuery
-	if push := resolutionPush(hold, outcome, reason); push != nil {
+	push, err := resolutionPush(ctx, tx, hold, outcome, reason)
+	if err != nil {
+		return nil, fmt.Errorf("resolve hold %s: %w", id, err)
+	}
+	if push != nil {
 		stampReplay(ctx, push, held)
 		if target != nil && target.SessionID == hold.SessionId {
 			sql, args, err := target.Insert(push)
@@ -393,10 +398,10 @@ func scanTarget(br pgx.BatchResults) (*pushes.Target, error) {
 
 // resolutionPush is what tells the hold's session (if any) how it was
 // resolved: the replay of an approved delivery-action hold, or a notice
-// (nil: nothing to tell).
-func resolutionPush(hold *guardv1.Hold, outcome guardv1.Outcome, reason string) *guardv1.Push {
+// (nil: nothing to tell). Its words name who resolved it (words.go).
+func resolutionPush(ctx context.Context, q store.Querier, hold *guardv1.Hold, outcome guardv1.Outcome, reason string) (*guardv1.Push, error) {
 	if hold.SessionId == "" {
-		return nil
+		return nil, nil
 	}
 	var push *guardv1.Push
 	what := hold.Kind
@@ -407,7 +412,7 @@ func resolutionPush(hold *guardv1.Hold, outcome guardv1.Outcome, reason string) 
 	case guardv1.Outcome_OUTCOME_APPROVE:
 		switch {
 		case hold.DeliveryAction != "":
-			push = replayPush(hold)
+			return replayPush(ctx, q, hold)
 		case nextUseKinds[hold.Kind]:
 			// Nothing is replayed: the agent is told to ask again.
 			push = &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{
@@ -416,12 +421,12 @@ func resolutionPush(hold *guardv1.Hold, outcome guardv1.Outcome, reason string) 
 			}}}
 		}
 	case guardv1.Outcome_OUTCOME_REJECT:
-		text := fmt.Sprintf("Your %s request was rejected by admin.", what)
-		if reason != "" {
-			text = fmt.Sprintf("Your %s request was rejected by admin: %q", what, reason)
+		seen, names, err := toldOf(ctx, q, hold)
+		if err != nil {
+			return nil, err
 		}
 		push = &guardv1.Push{Body: &guardv1.Push_Notify{Notify: &guardv1.NotifyAgent{
-			Kind: guardv1.NoticeKind_NOTICE_KIND_REJECTED, Text: text, HoldId: hold.Id,
+			Kind: guardv1.NoticeKind_NOTICE_KIND_REJECTED, Text: holdview.Rejected(seen, names, reason), HoldId: hold.Id,
 		}}}
 	case guardv1.Outcome_OUTCOME_EXPIRE, guardv1.Outcome_OUTCOME_SWEEP:
 		// No answer is a no: the request is denied and will not run.
@@ -429,7 +434,7 @@ func resolutionPush(hold *guardv1.Hold, outcome guardv1.Outcome, reason string) 
 			Kind: guardv1.NoticeKind_NOTICE_KIND_FAILED, Text: fmt.Sprintf("Your %s request expired without a decision: denied, it will not run.", what), HoldId: hold.Id,
 		}}}
 	}
-	return push
+	return push, nil
 }
 
 func (s *Service) observeResolved(h *guardv1.Hold, outcome guardv1.Outcome, channel string) {
@@ -606,12 +611,16 @@ func (s *Service) resolveWhere(ctx context.Context, where string, args []any, ou
 }
 
 // replayPush asks the session's runner to replay an approved delivery action
-// with the hold as its grant.
-func replayPush(h *guardv1.Hold) *guardv1.Push {
+// with the hold as its grant, telling it who approved what (words.go).
+func replayPush(ctx context.Context, q store.Querier, h *guardv1.Hold) (*guardv1.Push, error) {
+	seen, names, err := toldOf(ctx, q, h)
+	if err != nil {
+		return nil, err
+	}
 	return &guardv1.Push{Body: &guardv1.Push_Replay{Replay: &guardv1.ReplayAction{
 		HoldId: h.Id, DeliveryAction: h.DeliveryAction, CatalogAction: h.CatalogAction, Payload: h.Payload,
-		Resource: h.Resource,
-	}}}
+		Resource: h.Resource, ApprovedBy: holdview.ApprovedBy(seen, names), Summary: holdview.Summary(seen, names),
+	}}}, nil
 }
 
 // traceReplay stamps a replay push with the hold's trace context (the

@@ -95,4 +95,7 @@ type CreateResult struct {
 	// created, and Reason says why (the requester is told).
 	NoApprover bool
 	Reason     string
+	// Approvers says who may approve a created hold, by name (holdview's
+	// words): what the requester is told.
+	Approvers string
 }

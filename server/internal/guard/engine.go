@@ -250,12 +250,13 @@ type Querier interface {
 // Baseline re-runs the structural check of in live, with no side effects
 // and nothing logged: precheck and baseline over facts read through q (the
 // caller's transaction, so what it then changes is judged on the same
-// snapshot). ApplyAction uses it so a stored answer, or an ALLOW decided
-// before a revocation, is not applied past it (D3 at apply). A read failure
-// is an error; a failing baseline is a deny.
-func (e *Engine) Baseline(ctx context.Context, q Querier, in Input) (Decision, error) {
+// snapshot) for an agent of runnerID's (whose freeze it reads, as a
+// decision does). ApplyAction uses it so a stored answer, or an ALLOW
+// decided before a revocation or a freeze, is not applied past it (D3 at
+// apply). A read failure is an error; a failing baseline is a deny.
+func (e *Engine) Baseline(ctx context.Context, q Querier, in Input, runnerID string) (Decision, error) {
 	in.Grant = ""
-	p := e.plan(&Request{Input: in})
+	p := e.plan(&Request{Input: in, RunnerID: runnerID})
 	if p.badArgs {
 		return failClosed(), nil
 	}

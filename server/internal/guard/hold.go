@@ -40,6 +40,9 @@ type HoldResult struct {
 	Undelivered bool
 	NoApprover  bool
 	Reason      string
+	// Approvers says who may approve a created hold, by name: what the
+	// requester is told (DecideResponse.approvers).
+	Approvers string
 }
 
 // HoldCreator creates a hold in the decision's transaction (the approvals

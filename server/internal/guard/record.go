@@ -65,7 +65,7 @@ func (e *Engine) write(ctx context.Context, p *plan, r *reading, v verdict) (ans
 	case stepNotOwned:
 		return answered{}, notOwned(p.req)
 	case stepConsume:
-		return e.consumeGrant(ctx, p, v)
+		return e.consumeGrant(ctx, e.pool, p, v)
 	case stepHold:
 		return e.hold(ctx, p, v)
 	}
@@ -116,23 +116,24 @@ func (a answered) stored() answered {
 
 // consumeGrant allows a replay: one conditional UPDATE consumes the hold (of N
 // concurrent replays, on any replica, exactly one matches it), in the same
-// statement as the ALLOW's log row. consumed_by: only this decision's
-// citation applies the held payload.
-func (e *Engine) consumeGrant(ctx context.Context, p *plan, v verdict) (answered, error) {
+// statement as the ALLOW's log row, through q (the pool, or the caller's
+// transaction: DecideTx). consumed_by: only this decision's citation
+// applies the held payload.
+func (e *Engine) consumeGrant(ctx context.Context, q store.Querier, p *plan, v verdict) (answered, error) {
 	a := e.answer(p, v.Decision, v).stored()
 	if e.consume == nil {
 		// No hold can be consumed here: the grant is no use (never an allow).
 		a = e.answer(p, Decision{Effect: EffectDeny, Reason: ReasonInvalidGrant, DecidedBy: ByGrant}, v).stored()
-		return a, e.pipe.write(ctx, a.row)
+		return a, insertTx(ctx, q, a.row)
 	}
-	won, err := e.consume.consumeAndLog(ctx, e.pool, a.row, p.req.Grant, p.entry.ApprovalAction)
+	won, err := e.consume.consumeAndLog(ctx, q, a.row, p.req.Grant, p.entry.ApprovalAction)
 	if err != nil || won {
 		return a, err
 	}
 	// Not consumed (used, revoked, or another replay won): nothing was
 	// written, and the DENY is logged on its own.
 	a = e.answer(p, Decision{Effect: EffectDeny, Reason: ReasonInvalidGrant, DecidedBy: ByGrant}, v).stored()
-	return a, insertTx(ctx, e.pool, a.row)
+	return a, insertTx(ctx, q, a.row)
 }
 
 // hold creates the hold of a HOLD with a card in the decision's
@@ -158,7 +159,7 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 			d = Unheld(d, res.Reason)
 		}
 		a = e.answer(p, d, v)
-		a.resp.HoldId, a.resp.HoldCreated, a.resp.Undelivered = res.HoldID, res.Created, res.Undelivered
+		a.resp.HoldId, a.resp.HoldCreated, a.resp.Undelivered, a.resp.Approvers = res.HoldID, res.Created, res.Undelivered, res.Approvers
 		if res.NoApprover {
 			a.resp.HoldError = res.Reason
 		}

@@ -218,8 +218,8 @@ func TestRejectWithReasonLapsesToAPlainReject(t *testing.T) {
 	if r := f.str(`SELECT resolver || '|' || reason FROM holds WHERE id = $1`, f.hold.GetId()); r != dana+"|" {
 		t.Fatalf("resolver|reason = %q, want Dana's reject without a reason", r)
 	}
-	if n := f.notices(); len(n) != 1 || !strings.HasSuffix(n[0], "rejected by admin.") {
-		t.Fatalf("notices %q, want one plain reject", n)
+	if n := f.notices(); len(n) != 1 || !strings.Contains(n[0], "rejected by "+dana) || !strings.HasSuffix(n[0], "no reason was given.") {
+		t.Fatalf("notices %q, want one plain reject, by Dana", n)
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 // claim, so a runner that finds another claim recorded knows an earlier
 // attempt (a process that died mid-call) may have run it, and does not run
 // it a second time.
-const ClaimKey = "claim"
+const ClaimKey = mcpcall.KeyClaim
 
 // Appliers are the domain's apply steps: an approved call is applied once
 // — the registry re-checks the baseline live (a server removed, a tool now

@@ -86,8 +86,13 @@ func precheck(in *guard.Input, f guard.Facts) error {
 	if _, _, err := destination(in); err != nil {
 		return fmt.Errorf("net_connect failed: %v.", err)
 	}
-	if in.Arg(egressrule.KeyHost) != in.Resource[egressrule.KeyHost] || in.Arg(egressrule.KeyPort) != in.Resource[egressrule.KeyPort] {
-		return errors.New("net_connect failed: the payload names another destination than the decided resource.")
+	// The payload, when it names a destination (the runner's always does,
+	// and a grant is bound to it), names the decided one; a dry run's may
+	// be empty.
+	for _, k := range []string{egressrule.KeyHost, egressrule.KeyPort} {
+		if v, ok := in.Payload[k]; ok && v != in.Resource[k] {
+			return errors.New("net_connect failed: the payload names another destination than the decided resource.")
+		}
 	}
 	return nil
 }

@@ -45,14 +45,17 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 		return nil, fault.New(fault.Invalid, "session_id: required")
 	case req.GetAction() == "":
 		return nil, fault.New(fault.Invalid, "action: required")
-	case req.GetDecisionId() == "":
-		return nil, fault.New(fault.Invalid, "decision_id: required (a mutation must cite the ALLOW decision that authorized it)")
+	case req.GetDecisionId() == "" && req.GetGrant() == "":
+		return nil, fault.New(fault.Invalid, "decision_id: required (a mutation must cite the ALLOW decision that authorized it, or name the approved hold it replays)")
 	case agentSession != "" && agentSession != req.GetSessionId():
 		return nil, fault.New(fault.Denied, "session_id %q is not the asserted agent session", req.GetSessionId())
 	}
 	a, ok := s.appliers[req.GetAction()]
 	if !ok {
 		return nil, fault.New(fault.Invalid, "action: %q is not applied through the registry (one of %s)", req.GetAction(), strings.Join(s.AppliedActions(), ", "))
+	}
+	if req.GetGrant() != "" {
+		return s.applyGrant(ctx, runnerID, a, req)
 	}
 	var out Applied
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -87,7 +90,7 @@ func (s *Service) ApplyAction(ctx context.Context, runnerID, agentSession string
 			out = c.hold.result
 			return nil
 		}
-		if err := s.recheckTx(ctx, tx, a, sess, c, req); err != nil {
+		if err := s.recheckTx(ctx, tx, a, sess, runnerID, c, req); err != nil {
 			return err
 		}
 		if out, err = a.Apply(ctx, tx, sess, req); err != nil {
@@ -269,9 +272,11 @@ func boundToDecision(a Applier, c citation, req *guardv1.ApplyActionRequest) err
 }
 
 // recheckTx re-runs the guard's baseline for what is about to be applied,
-// in the applying transaction (D3 at apply): a deny refuses, and a hold is
-// satisfied only by a citation that consumed an approval.
-func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Session, c citation, req *guardv1.ApplyActionRequest) error {
+// in the applying transaction and for an agent of runnerID's (D3 at apply:
+// a revocation, or a freeze of the agent, its group or its runner, committed
+// since the decision): a deny refuses, and a hold is satisfied only by a
+// citation that consumed an approval.
+func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Session, runnerID string, c citation, req *guardv1.ApplyActionRequest) error {
 	if s.baseline == nil {
 		return fault.New(fault.Unavailable, "the guard is not wired (failing closed)")
 	}
@@ -295,7 +300,7 @@ func (s *Service) recheckTx(ctx context.Context, tx pgx.Tx, a Applier, sess Sess
 		Resource: resource,
 		Payload:  req.GetPayload().AsMap(),
 	}
-	d, err := s.baseline(ctx, tx, in)
+	d, err := s.baseline(ctx, tx, in, runnerID)
 	if err != nil {
 		return fmt.Errorf("re-check the baseline: %w", err)
 	}

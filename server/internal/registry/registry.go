@@ -42,9 +42,13 @@ import (
 // Options are the registry's timings.
 type Options struct {
 	// Baseline is the guard's live baseline check (guard.Engine.Baseline),
-	// re-run on what ApplyAction is about to apply; nil: ApplyAction fails
-	// closed.
-	Baseline func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)
+	// re-run on what ApplyAction is about to apply, for an agent of the
+	// calling runner; nil: ApplyAction fails closed.
+	Baseline func(ctx context.Context, q guard.Querier, in guard.Input, runnerID string) (guard.Decision, error)
+	// DecideTx is the guard deciding in ApplyAction's transaction
+	// (guard.Engine.DecideTx): an approved hold's replay is decided and
+	// applied at once. Nil: such a replay fails closed.
+	DecideTx DecideTx
 	// LeaseTTL is how long a lease lasts without a heartbeat.
 	LeaseTTL time.Duration
 	// CitationWindow is how old a cited ALLOW decision may be.
@@ -100,7 +104,8 @@ type Service struct {
 	catalog Catalog
 	hub     *hub
 	// baseline re-checks what ApplyAction is about to apply (D3 at apply).
-	baseline func(ctx context.Context, q guard.Querier, in guard.Input) (guard.Decision, error)
+	baseline func(ctx context.Context, q guard.Querier, in guard.Input, runnerID string) (guard.Decision, error)
+	decideTx DecideTx
 	// appliers are the domains' apply steps by action (Options.Appliers).
 	appliers map[string]Applier
 }
@@ -113,7 +118,7 @@ func New(pool *pgxpool.Pool, m *metrics.Metrics, log *slog.Logger, opts Options,
 		return nil, fmt.Errorf("refusing to start: %w", err)
 	}
 	return &Service{pool: pool, metrics: m, log: log, opts: opts.withDefaults(), catalog: catalog, hub: newHub(),
-		baseline: opts.Baseline, appliers: byAction}, nil
+		baseline: opts.Baseline, decideTx: opts.DecideTx, appliers: byAction}, nil
 }
 
 // SetRescanInterval changes the pending-push rescan (the safety net under

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"github.com/clawguard/clawguard/proto/agentenv"
+	"regexp"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -166,6 +167,9 @@ func checkUpdateGroup(r *guardv1.UpdateGroupRequest) error {
 	return checkPlacement(r.GetBaseImage(), r.PinnedHost)
 }
 
+// envName is an environment variable's name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 func checkUpdateGroupConfig(r *guardv1.UpdateGroupConfigRequest) (scope string, err error) {
 	if err := required("group", r.GetGroup()); err != nil {
 		return "", err
@@ -185,8 +189,11 @@ func checkUpdateGroupConfig(r *guardv1.UpdateGroupConfigRequest) (scope string, 
 		}
 	}
 	for k := range r.GetAgentEnv() {
+		if !envName.MatchString(k) {
+			return "", invalid("agent_env", "%q is not a variable name (letters, digits and _, not starting with a digit)", k)
+		}
 		if agentenv.Reserved(k) {
-			return "", invalid("agent_env", "%s is the runner's own variable (CLAWGUARD_*, ANTHROPIC_*, OPENAI_*, HOME, the proxy and CA variables): it cannot be set", k)
+			return "", invalid("agent_env", "%s is the runner's own variable (its gateway, workspace and identity, HOME, the proxy, model endpoint and CA variables): it cannot be set", k)
 		}
 	}
 	if r.AgentCommand != nil && len(r.GetAgentCommand().GetArgs()) > 0 && strings.TrimSpace(r.GetAgentCommand().GetArgs()[0]) == "" {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 
+	"github.com/clawguard/clawguard/runner/internal/egress"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
 	"github.com/clawguard/clawguard/runner/internal/modelgw"
 )
@@ -17,6 +18,7 @@ import (
 func main() {
 	reg := metrics.NewRegistry()
 	metrics.NewMetrics(reg).PreInit([]string{"send_message"})
+	egress.NewMetrics(reg)
 	// The model gateway's series are labelled by provider (and model) on use.
 	modelgw.NewMetrics(reg).Example()
 	metrics.RegisterBuildInfo(reg, "dev")

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
+
+	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
 // Where the runner's own programs live in every agent image it builds.
@@ -130,4 +133,54 @@ func entrypointLines(entrypoint, cmd []string) (string, error) {
 		lines += "CMD " + string(c) + "\n"
 	}
 	return lines, nil
+}
+
+// AgentHome is the agent's HOME in its container: a writable tmpfs of
+// Config.HomeSize, the agent's own (agents rewrite files there at start,
+// on a read-only root).
+const AgentHome = "/home/agent"
+
+// agentEnv is what every container gets besides the spec's: its HOME and,
+// when the image carries CA roots, the variables that name them.
+func (r *Runtime) agentEnv() []string {
+	env := []string{"HOME=" + AgentHome}
+	if r.tools != nil && r.tools.ca {
+		ca := CAEnv()
+		keys := make([]string, 0, len(ca))
+		for k := range ca {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			env = append(env, k+"="+ca[k])
+		}
+	}
+	return env
+}
+
+// homeTmpfs is the options of the HOME tmpfs, owned by the agents' user.
+func (r *Runtime) homeTmpfs() (string, error) {
+	size, err := rt.ParseMemory(r.cfg.HomeSize)
+	if err != nil || size <= 0 {
+		return "", fmt.Errorf("home size %q: want a size such as 256m", r.cfg.HomeSize)
+	}
+	uid, gid, err := parseUser(r.cfg.User)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("rw,nosuid,nodev,size=%d,uid=%d,gid=%d,mode=0700", size, uid, gid), nil
+}
+
+// command is the container's entrypoint and command: the image's, with the
+// spec's arguments after it; or the group's agent command in its place
+// (after clawguard-init when the image carries it).
+func (r *Runtime) command(spec rt.SessionSpec) (entrypoint, cmd []string) {
+	if len(spec.AgentCommand) == 0 {
+		return nil, spec.Command
+	}
+	cmd = append(append([]string(nil), spec.AgentCommand...), spec.Command...)
+	if r.tools != nil {
+		return []string{InitBinaryPath, "--"}, cmd
+	}
+	return cmd[:1], cmd[1:]
 }

@@ -46,6 +46,8 @@ type Config struct {
 	// "none". A server that calls an API needs one ("bridge"); an agent's
 	// container never has one, so it reaches no MCP server either way.
 	MCPNetwork string
+	// HomeSize caps the agent's HOME, a tmpfs (default 256m).
+	HomeSize string
 	// Tools are copied into every group image (AgentTools): the zero value
 	// copies none (tests of other things).
 	Tools  AgentTools
@@ -87,6 +89,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.MCPNetwork == "" {
 		cfg.MCPNetwork = "none"
+	}
+	if cfg.HomeSize == "" {
+		cfg.HomeSize = "256m"
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 10 * time.Second
@@ -151,7 +156,7 @@ func (r *Runtime) start(ctx context.Context, spec rt.SessionSpec) (rt.Handle, er
 	if err != nil {
 		return rt.Handle{}, err
 	}
-	if err := rt.CheckGatewaySocket(spec.GatewaySocket); err != nil {
+	if err := rt.CheckEndpoints(spec.Endpoints); err != nil {
 		return rt.Handle{}, fmt.Errorf("start session %s: %w", spec.SessionID, err)
 	}
 	if err := r.prepareSessionDir(spec.SessionDir); err != nil {
@@ -180,21 +185,17 @@ func (r *Runtime) containerConfig(spec rt.SessionSpec) (*container.Config, *cont
 	if err != nil {
 		return nil, nil, err
 	}
-	env := make([]string, 0, len(spec.Env)+4)
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	env = append(env,
-		rt.EnvGatewaySocket+"="+rt.ContainerGatewaySocket,
-		rt.EnvWorkspace+"="+rt.ContainerWorkspace,
-		rt.EnvSessionID+"="+spec.SessionID,
-		rt.EnvGroupID+"="+spec.AgentGroupID,
-	)
+	env := append(rt.AgentEnv(spec, rt.ContainerWorkspace, false), r.agentEnv()...)
 	pids := spec.EffectivePidsLimit()
+	home, err := r.homeTmpfs()
+	if err != nil {
+		return nil, nil, err
+	}
+	entrypoint, cmd := r.command(spec)
 	cfg := &container.Config{
 		Image:      spec.Image,
-		Cmd:        spec.Command,
+		Entrypoint: entrypoint,
+		Cmd:        cmd,
 		Env:        env,
 		User:       r.cfg.User,
 		WorkingDir: rt.ContainerWorkspace,
@@ -211,11 +212,8 @@ func (r *Runtime) containerConfig(spec rt.SessionSpec) (*container.Config, *cont
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
-		Tmpfs:          map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=16m"},
-		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: spec.SessionDir, Target: rt.ContainerWorkspace},
-			{Type: mount.TypeBind, Source: spec.GatewaySocket, Target: rt.ContainerGatewaySocket},
-		},
+		Tmpfs:          map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=16m", AgentHome: home},
+		Mounts:         mounts(spec),
 		Resources: container.Resources{
 			PidsLimit: &pids,
 			NanoCPUs:  nanoCPUs, // 0 → no limit, as if --cpus were not passed
@@ -223,6 +221,15 @@ func (r *Runtime) containerConfig(spec rt.SessionSpec) (*container.Config, *cont
 		},
 	}
 	return cfg, host, nil
+}
+
+// mounts are the session's workspace and each of its endpoints' sockets.
+func mounts(spec rt.SessionSpec) []mount.Mount {
+	out := []mount.Mount{{Type: mount.TypeBind, Source: spec.SessionDir, Target: rt.ContainerWorkspace}}
+	for _, e := range spec.Endpoints {
+		out = append(out, mount.Mount{Type: mount.TypeBind, Source: e.HostSocket, Target: e.ContainerSocket})
+	}
+	return out
 }
 
 // prepareSessionDir makes sure the agent's non-root user can write its

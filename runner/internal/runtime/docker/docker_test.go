@@ -112,13 +112,13 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) spec(session string) rt.SessionSpec {
 	return rt.SessionSpec{
-		SessionID:     session,
-		AgentGroupID:  "grp1",
-		Image:         baseImage,
-		Command:       []string{"arg1"},
-		Env:           map[string]string{"EXTRA": "x=y"},
-		SessionDir:    filepath.Join(h.root, session),
-		GatewaySocket: h.gw.Path,
+		SessionID:    session,
+		AgentGroupID: "grp1",
+		Image:        baseImage,
+		Command:      []string{"arg1"},
+		Env:          map[string]string{"EXTRA": "x=y"},
+		SessionDir:   filepath.Join(h.root, session),
+		Endpoints:    []rt.Endpoint{runtimetest.GatewayEndpoint(h.gw.Path)},
 	}
 }
 
@@ -225,7 +225,7 @@ func TestBadSpecsCreateNoContainer(t *testing.T) {
 	cases := map[string]func(*rt.SessionSpec){
 		"cpus":      func(s *rt.SessionSpec) { s.CPUs = "lots" },
 		"memory":    func(s *rt.SessionSpec) { s.Memory = "1x" },
-		"no socket": func(s *rt.SessionSpec) { s.GatewaySocket = filepath.Join(h.root, "missing.sock") },
+		"no socket": func(s *rt.SessionSpec) { s.Endpoints[0].HostSocket = filepath.Join(h.root, "missing.sock") },
 	}
 	for name, mutate := range cases {
 		spec := h.spec("bad")

@@ -5,7 +5,8 @@
 //
 // What it does keep: the agent gets only its own environment (nothing of the
 // runner's, so no tokens leak), the session directory as working directory,
-// CLAWGUARD_GATEWAY_SOCKET pointing at the host socket, its own process group
+// its endpoints' variables pointing at their host sockets (the gateway's
+// CLAWGUARD_GATEWAY_SOCKET first), its own process group
 // (Stop signals the whole group) and a parent-death signal, so agents die
 // with a crashed runner and there are never orphans to remove. CPU, memory
 // and pids limits are not enforced (a warning is logged when configured).
@@ -93,7 +94,7 @@ func (r *Runtime) start(spec rt.SessionSpec) (rt.Handle, error) {
 	if p := r.get(spec.SessionID); p != nil && !p.exited() {
 		return rt.Handle{SessionID: spec.SessionID, ID: strconv.Itoa(p.cmd.Process.Pid), Reused: true}, nil
 	}
-	if err := rt.CheckGatewaySocket(spec.GatewaySocket); err != nil {
+	if err := rt.CheckEndpoints(spec.Endpoints); err != nil {
 		return rt.Handle{}, fmt.Errorf("start session %s: %w", spec.SessionID, err)
 	}
 	if err := os.MkdirAll(spec.SessionDir, 0o700); err != nil {
@@ -104,7 +105,11 @@ func (r *Runtime) start(spec rt.SessionSpec) (rt.Handle, error) {
 			"cpus", spec.CPUs, "memory", spec.Memory, "pids_limit", spec.PidsLimit)
 	}
 
-	cmd := exec.Command(spec.Image, spec.Command...)
+	argv := append([]string{spec.Image}, spec.Command...)
+	if len(spec.AgentCommand) > 0 { // the group's own command, instead of the agent binary
+		argv = append(append([]string(nil), spec.AgentCommand...), spec.Command...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.SessionDir
 	cmd.Env = environ(spec)
 	log := r.log.With("session", spec.SessionID)
@@ -124,24 +129,15 @@ func (r *Runtime) start(spec rt.SessionSpec) (rt.Handle, error) {
 	r.mu.Lock()
 	r.procs[spec.SessionID] = p
 	r.mu.Unlock()
-	log.Info("agent process started", "pid", cmd.Process.Pid, "binary", spec.Image)
+	log.Info("agent process started", "pid", cmd.Process.Pid, "binary", argv[0])
 	return rt.Handle{SessionID: spec.SessionID, ID: strconv.Itoa(cmd.Process.Pid)}, nil
 }
 
-// environ is the agent's whole environment: its spec plus the CLAWGUARD_*
-// variables, none of the runner's own.
+// environ is the agent's whole environment: its spec, its endpoints as a
+// host process sees them and the CLAWGUARD_* variables, none of the
+// runner's own.
 func environ(spec rt.SessionSpec) []string {
-	env := make([]string, 0, len(spec.Env)+4)
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	return append(env,
-		rt.EnvGatewaySocket+"="+spec.GatewaySocket,
-		rt.EnvWorkspace+"="+spec.SessionDir,
-		rt.EnvSessionID+"="+spec.SessionID,
-		rt.EnvGroupID+"="+spec.AgentGroupID,
-	)
+	return rt.AgentEnv(spec, spec.SessionDir, true)
 }
 
 func (r *Runtime) get(sessionID string) *proc {

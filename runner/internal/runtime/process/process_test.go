@@ -84,7 +84,7 @@ func newRuntime(t *testing.T, grace time.Duration) (*Runtime, *syncBuffer) {
 func spec(t *testing.T, gw *runtimetest.Gateway, session string, args ...string) rt.SessionSpec {
 	return rt.SessionSpec{
 		SessionID: session, AgentGroupID: "grp1", Image: sleeper(t), Command: args,
-		SessionDir: filepath.Join(t.TempDir(), session), GatewaySocket: gw.Path,
+		SessionDir: filepath.Join(t.TempDir(), session), Endpoints: []rt.Endpoint{runtimetest.GatewayEndpoint(gw.Path)},
 	}
 }
 
@@ -96,7 +96,7 @@ func TestRuntimeSuite(t *testing.T) {
 		},
 		Image: sleeper(t),
 		AgentView: func(s rt.SessionSpec) (string, string) {
-			return s.SessionDir, s.GatewaySocket
+			return s.SessionDir, s.Endpoints[0].HostSocket
 		},
 	})
 }

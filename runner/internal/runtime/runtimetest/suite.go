@@ -50,182 +50,212 @@ type Target struct {
 // interface; implementation details (isolation, images) are tested beside
 // each implementation.
 func RunSuite(t *testing.T, target Target) {
-	// Session dirs live under root, made before the runtime so that the
-	// runtime's cleanup (stopping agents) runs before the dirs are removed.
-	spec := func(root string, gw *Gateway, session string, args ...string) rt.SessionSpec {
-		return rt.SessionSpec{
-			SessionID: session, AgentGroupID: "grp1", Image: target.Image, Command: args,
-			Env:        map[string]string{"EXTRA": "x=y"},
-			SessionDir: filepath.Join(root, session), GatewaySocket: gw.Path,
+	t.Run("StartReuseStop", func(t *testing.T) { testStartReuseStop(t, target) })
+	t.Run("Restart", func(t *testing.T) { testRestart(t, target) })
+	t.Run("ExitedAgentStartsAfresh", func(t *testing.T) { testExitedAgentStartsAfresh(t, target) })
+	t.Run("StopIdle", func(t *testing.T) { testStopIdle(t, target) })
+	t.Run("RefusesBadSpecs", func(t *testing.T) { testRefusesBadSpecs(t, target) })
+}
+
+// Spec is a session of the sleeper under root (made before the runtime, so
+// that the runtime's cleanup, stopping agents, runs before the dirs are
+// removed), its only endpoint the gateway stand-in gw.
+func (target Target) Spec(root string, gw *Gateway, session string, args ...string) rt.SessionSpec {
+	return rt.SessionSpec{
+		SessionID: session, AgentGroupID: "grp1", Image: target.Image, Command: args,
+		Env:        map[string]string{"EXTRA": "x=y"},
+		SessionDir: filepath.Join(root, session), Endpoints: []rt.Endpoint{GatewayEndpoint(gw.Path)},
+	}
+}
+
+// GatewayEndpoint is the agent gateway's endpoint at host path socket, as
+// the sessions package declares it.
+func GatewayEndpoint(socket string) rt.Endpoint {
+	return rt.Endpoint{Name: "gateway", HostSocket: socket, ContainerSocket: rt.ContainerGatewaySocket,
+		ContainerEnv: map[string]string{rt.EnvGatewaySocket: rt.ContainerGatewaySocket},
+		HostEnv:      map[string]string{rt.EnvGatewaySocket: socket}}
+}
+
+func testStartReuseStop(t *testing.T, target Target) {
+	ctx := context.Background()
+	root, gw := t.TempDir(), NewGateway(t)
+	r := target.New(t)
+	s := target.Spec(root, gw, "s1", "arg1")
+	first, err := r.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Reused || first.ID == "" || first.SessionID != "s1" {
+		t.Errorf("first start = %+v", first)
+	}
+	rep := ReadReport(t, s.SessionDir)
+	ws, sock := target.AgentView(s)
+	want := map[string]string{rt.EnvGatewaySocket: sock, rt.EnvWorkspace: ws,
+		rt.EnvSessionID: "s1", rt.EnvGroupID: "grp1", "EXTRA": "x=y"}
+	for k, v := range want {
+		if rep.Env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, rep.Env[k], v)
 		}
 	}
+	if rep.Cwd != ws || !slices.Equal(rep.Args, []string{"arg1"}) || rep.Gateway != "ok" {
+		t.Errorf("cwd %q args %v gateway %q", rep.Cwd, rep.Args, rep.Gateway)
+	}
+	Eventually(t, 5*time.Second, "hello on the gateway", func() bool { return slices.Contains(gw.Lines(), "hello s1") })
+
+	again, err := r.Start(ctx, s)
+	if err != nil || !again.Reused || again.ID != first.ID {
+		t.Errorf("second start = %+v, %v; want reuse of %s", again, err, first.ID)
+	}
+	checkConcurrentStartsShare(t, r, s, first.ID)
+	if running, err := r.Running(ctx); err != nil || !slices.Equal(running, []string{"s1"}) {
+		t.Errorf("Running = %v, %v", running, err)
+	}
+
+	if err := r.Stop(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.SessionDir, "stopped")); err != nil {
+		t.Errorf("agent was not stopped with SIGTERM first: %v", err)
+	}
+	if running, _ := r.Running(ctx); len(running) != 0 {
+		t.Errorf("Running after Stop = %v", running)
+	}
+	if err := r.Stop(ctx, "s1"); err != nil {
+		t.Errorf("stopping a stopped session: %v", err)
+	}
+	if err := r.Stop(ctx, "never-started"); err != nil {
+		t.Errorf("stopping an unknown session: %v", err)
+	}
+}
+
+// checkConcurrentStartsShare: concurrent pushes to one session share its
+// agent (the one started as id).
+func checkConcurrentStartsShare(t *testing.T, r rt.Runtime, s rt.SessionSpec, id string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	ids := make([]string, 4)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if h, err := r.Start(context.Background(), s); err == nil {
+				ids[i] = h.ID
+			}
+		}()
+	}
+	wg.Wait()
+	for _, got := range ids {
+		if got != id {
+			t.Errorf("concurrent starts gave %v, want all %s", ids, id)
+			return
+		}
+	}
+}
+
+func testRestart(t *testing.T, target Target) {
 	ctx := context.Background()
+	root, gw := t.TempDir(), NewGateway(t)
+	r := target.New(t)
+	s := target.Spec(root, gw, "rs")
+	before, err := r.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ReadReport(t, s.SessionDir)
+	if err := os.Remove(filepath.Join(s.SessionDir, "started.json")); err != nil {
+		t.Fatal(err)
+	}
+	s.Command = []string{"restarted"}
+	after, err := r.Restart(ctx, s)
+	if err != nil || after.Reused || after.ID == before.ID {
+		t.Fatalf("Restart = %+v, %v; was %s", after, err, before.ID)
+	}
+	if rep := ReadReport(t, s.SessionDir); !slices.Equal(rep.Args, []string{"restarted"}) {
+		t.Errorf("restarted agent got args %v", rep.Args)
+	}
+}
 
-	t.Run("StartReuseStop", func(t *testing.T) {
-		root, gw := t.TempDir(), NewGateway(t)
-		r := target.New(t)
-		s := spec(root, gw, "s1", "arg1")
-		first, err := r.Start(ctx, s)
-		if err != nil {
+func testExitedAgentStartsAfresh(t *testing.T, target Target) {
+	ctx := context.Background()
+	root, gw := t.TempDir(), NewGateway(t)
+	r := target.New(t)
+	s := target.Spec(root, gw, "short", "exit")
+	first, err := r.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 20*time.Second, "agent exit", func() bool {
+		ids, err := r.Running(ctx)
+		return err == nil && len(ids) == 0
+	})
+	second, err := r.Start(ctx, s)
+	if err != nil || second.Reused || second.ID == first.ID {
+		t.Errorf("start after exit = %+v, %v", second, err)
+	}
+}
+
+func testStopIdle(t *testing.T, target Target) {
+	ctx := context.Background()
+	root, gw := t.TempDir(), NewGateway(t)
+	r := target.New(t)
+	for _, id := range []string{"busy", "quiet"} {
+		if _, err := r.Start(ctx, target.Spec(root, gw, id)); err != nil {
 			t.Fatal(err)
 		}
-		if first.Reused || first.ID == "" || first.SessionID != "s1" {
-			t.Errorf("first start = %+v", first)
+	}
+	never := func(string) time.Time { return time.Time{} }
+	if n, err := r.StopIdle(ctx, time.Hour, never); err != nil || n != 0 {
+		t.Fatalf("freshly started agents stopped as idle: %d, %v", n, err)
+	}
+	lastActive := func(id string) time.Time {
+		if id == "busy" {
+			return time.Now().Add(time.Minute)
 		}
-		rep := ReadReport(t, s.SessionDir)
-		ws, sock := target.AgentView(s)
-		want := map[string]string{rt.EnvGatewaySocket: sock, rt.EnvWorkspace: ws,
-			rt.EnvSessionID: "s1", rt.EnvGroupID: "grp1", "EXTRA": "x=y"}
-		for k, v := range want {
-			if rep.Env[k] != v {
-				t.Errorf("env %s = %q, want %q", k, rep.Env[k], v)
-			}
-		}
-		if rep.Cwd != ws || !slices.Equal(rep.Args, []string{"arg1"}) || rep.Gateway != "ok" {
-			t.Errorf("cwd %q args %v gateway %q", rep.Cwd, rep.Args, rep.Gateway)
-		}
-		Eventually(t, 5*time.Second, "hello on the gateway", func() bool { return slices.Contains(gw.Lines(), "hello s1") })
+		return time.Time{}
+	}
+	if n, err := r.StopIdle(ctx, time.Nanosecond, lastActive); err != nil || n != 1 {
+		t.Fatalf("StopIdle = %d, %v; want 1", n, err)
+	}
+	if ids, _ := r.Running(ctx); !slices.Equal(ids, []string{"busy"}) {
+		t.Errorf("Running = %v, want [busy]", ids)
+	}
+	// A push to the stopped session wakes it.
+	if h, err := r.Start(ctx, target.Spec(root, gw, "quiet")); err != nil || h.Reused {
+		t.Errorf("waking the stopped session: %+v, %v", h, err)
+	}
+}
 
-		again, err := r.Start(ctx, s)
-		if err != nil || !again.Reused || again.ID != first.ID {
-			t.Errorf("second start = %+v, %v; want reuse of %s", again, err, first.ID)
+func testRefusesBadSpecs(t *testing.T, target Target) {
+	ctx := context.Background()
+	root, gw := t.TempDir(), NewGateway(t)
+	r := target.New(t)
+	cases := map[string]func(*rt.SessionSpec){
+		"session id":     func(s *rt.SessionSpec) { s.SessionID = "../escape" },
+		"cpus":           func(s *rt.SessionSpec) { s.CPUs = "lots" },
+		"memory":         func(s *rt.SessionSpec) { s.Memory = "1x" },
+		"no endpoint":    func(s *rt.SessionSpec) { s.Endpoints = nil },
+		"no socket":      func(s *rt.SessionSpec) { s.Endpoints[0].HostSocket = filepath.Join(t.TempDir(), "missing.sock") },
+		"socket is file": func(s *rt.SessionSpec) { s.Endpoints[0].HostSocket = plainFile(t) },
+		"a second endpoint without its socket": func(s *rt.SessionSpec) {
+			s.Endpoints = append(s.Endpoints, rt.Endpoint{Name: "egress", HostSocket: filepath.Join(t.TempDir(), "egress.sock"),
+				ContainerSocket: "/run/clawguard/egress.sock"})
+		},
+	}
+	for name, mutate := range cases {
+		s := target.Spec(root, gw, "bad")
+		mutate(&s)
+		if _, err := r.Start(ctx, s); err == nil {
+			t.Errorf("%s: Start accepted %+v", name, s)
 		}
-		// Concurrent pushes to one session share its agent.
-		var wg sync.WaitGroup
-		ids := make([]string, 4)
-		for i := range ids {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if h, err := r.Start(ctx, s); err == nil {
-					ids[i] = h.ID
-				}
-			}()
-		}
-		wg.Wait()
-		for _, id := range ids {
-			if id != first.ID {
-				t.Errorf("concurrent starts gave %v, want all %s", ids, first.ID)
-				break
-			}
-		}
-		if running, err := r.Running(ctx); err != nil || !slices.Equal(running, []string{"s1"}) {
-			t.Errorf("Running = %v, %v", running, err)
-		}
-
-		if err := r.Stop(ctx, "s1"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := os.Stat(filepath.Join(s.SessionDir, "stopped")); err != nil {
-			t.Errorf("agent was not stopped with SIGTERM first: %v", err)
-		}
-		if running, _ := r.Running(ctx); len(running) != 0 {
-			t.Errorf("Running after Stop = %v", running)
-		}
-		if err := r.Stop(ctx, "s1"); err != nil {
-			t.Errorf("stopping a stopped session: %v", err)
-		}
-		if err := r.Stop(ctx, "never-started"); err != nil {
-			t.Errorf("stopping an unknown session: %v", err)
-		}
-	})
-
-	t.Run("Restart", func(t *testing.T) {
-		root, gw := t.TempDir(), NewGateway(t)
-		r := target.New(t)
-		s := spec(root, gw, "rs")
-		before, err := r.Start(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ReadReport(t, s.SessionDir)
-		if err := os.Remove(filepath.Join(s.SessionDir, "started.json")); err != nil {
-			t.Fatal(err)
-		}
-		s.Command = []string{"restarted"}
-		after, err := r.Restart(ctx, s)
-		if err != nil || after.Reused || after.ID == before.ID {
-			t.Fatalf("Restart = %+v, %v; was %s", after, err, before.ID)
-		}
-		if rep := ReadReport(t, s.SessionDir); !slices.Equal(rep.Args, []string{"restarted"}) {
-			t.Errorf("restarted agent got args %v", rep.Args)
-		}
-	})
-
-	t.Run("ExitedAgentStartsAfresh", func(t *testing.T) {
-		root, gw := t.TempDir(), NewGateway(t)
-		r := target.New(t)
-		s := spec(root, gw, "short", "exit")
-		first, err := r.Start(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		Eventually(t, 20*time.Second, "agent exit", func() bool {
-			ids, err := r.Running(ctx)
-			return err == nil && len(ids) == 0
-		})
-		second, err := r.Start(ctx, s)
-		if err != nil || second.Reused || second.ID == first.ID {
-			t.Errorf("start after exit = %+v, %v", second, err)
-		}
-	})
-
-	t.Run("StopIdle", func(t *testing.T) {
-		root, gw := t.TempDir(), NewGateway(t)
-		r := target.New(t)
-		for _, id := range []string{"busy", "quiet"} {
-			if _, err := r.Start(ctx, spec(root, gw, id)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		never := func(string) time.Time { return time.Time{} }
-		if n, err := r.StopIdle(ctx, time.Hour, never); err != nil || n != 0 {
-			t.Fatalf("freshly started agents stopped as idle: %d, %v", n, err)
-		}
-		lastActive := func(id string) time.Time {
-			if id == "busy" {
-				return time.Now().Add(time.Minute)
-			}
-			return time.Time{}
-		}
-		if n, err := r.StopIdle(ctx, time.Nanosecond, lastActive); err != nil || n != 1 {
-			t.Fatalf("StopIdle = %d, %v; want 1", n, err)
-		}
-		if ids, _ := r.Running(ctx); !slices.Equal(ids, []string{"busy"}) {
-			t.Errorf("Running = %v, want [busy]", ids)
-		}
-		// A push to the stopped session wakes it.
-		if h, err := r.Start(ctx, spec(root, gw, "quiet")); err != nil || h.Reused {
-			t.Errorf("waking the stopped session: %+v, %v", h, err)
-		}
-	})
-
-	t.Run("RefusesBadSpecs", func(t *testing.T) {
-		root, gw := t.TempDir(), NewGateway(t)
-		r := target.New(t)
-		cases := map[string]func(*rt.SessionSpec){
-			"session id":     func(s *rt.SessionSpec) { s.SessionID = "../escape" },
-			"cpus":           func(s *rt.SessionSpec) { s.CPUs = "lots" },
-			"memory":         func(s *rt.SessionSpec) { s.Memory = "1x" },
-			"no socket":      func(s *rt.SessionSpec) { s.GatewaySocket = filepath.Join(t.TempDir(), "missing.sock") },
-			"socket is file": func(s *rt.SessionSpec) { s.GatewaySocket = plainFile(t) },
-		}
-		for name, mutate := range cases {
-			s := spec(root, gw, "bad")
-			mutate(&s)
-			if _, err := r.Start(ctx, s); err == nil {
-				t.Errorf("%s: Start accepted %+v", name, s)
-			}
-		}
-		s := spec(root, gw, "bad")
-		s.SessionID = "a/b"
-		if _, err := r.Start(ctx, s); !errors.Is(err, rt.ErrInvalidSpec) {
-			t.Errorf("invalid id error is not ErrInvalidSpec: %v", err)
-		}
-		if ids, _ := r.Running(ctx); len(ids) != 0 {
-			t.Errorf("refused specs left agents running: %v", ids)
-		}
-	})
+	}
+	s := target.Spec(root, gw, "bad")
+	s.SessionID = "a/b"
+	if _, err := r.Start(ctx, s); !errors.Is(err, rt.ErrInvalidSpec) {
+		t.Errorf("invalid id error is not ErrInvalidSpec: %v", err)
+	}
+	if ids, _ := r.Running(ctx); len(ids) != 0 {
+		t.Errorf("refused specs left agents running: %v", ids)
+	}
 }
 
 func plainFile(t *testing.T) string {

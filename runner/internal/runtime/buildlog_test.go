@@ -1,6 +1,11 @@
-package sessions
+package runtime
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // The summary shown with an install's outcome is what the install printed,
 // not the image builder's bookkeeping.
@@ -18,5 +23,27 @@ func TestLastLinesSkipsBuilderBookkeeping(t *testing.T) {
 	}
 	if got := lastLines(out, 2); got != "---> Using cache\nSuccessfully tagged clawguard-agent-g:2" {
 		t.Fatalf("last 2: %q", got)
+	}
+}
+
+// A build's output is kept up to MaxBuildLog bytes (its first ones), and
+// kept for the agent at BuildLogFile in its workspace.
+func TestBuildLogKeepsTheFirstBytesForTheAgent(t *testing.T) {
+	var l BuildLog
+	line := strings.Repeat("x", 1023) + "\n"
+	for range MaxBuildLog/len(line) + 10 {
+		if n, err := l.Write([]byte(line)); n != len(line) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	if l.Len() != MaxBuildLog {
+		t.Fatalf("kept %d bytes, want %d", l.Len(), MaxBuildLog)
+	}
+	dir := t.TempDir()
+	if err := l.Keep(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, BuildLogFile)); err != nil || len(b) != MaxBuildLog {
+		t.Fatalf("kept file: %d bytes, %v", len(b), err)
 	}
 }
