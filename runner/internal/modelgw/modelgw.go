@@ -22,6 +22,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -66,6 +67,19 @@ type Limits struct {
 	// RouteTTL is how long a session's route (provider and credential) is
 	// kept: a rotated credential is used within it.
 	RouteTTL time.Duration
+}
+
+// Validate refuses limits the gateway cannot work with.
+func (l Limits) Validate() error {
+	switch {
+	case l.MaxBody < 1<<10:
+		return fmt.Errorf("the largest request body must be at least 1 KiB, not %d bytes", l.MaxBody)
+	case l.DefaultOutput < 1 || l.MaxOutput < l.DefaultOutput:
+		return fmt.Errorf("the default output bound (%d) must be at least 1 and at most the largest (%d)", l.DefaultOutput, l.MaxOutput)
+	case l.InputOverhead < 0 || l.HoldWait < 0 || l.RouteTTL < 0:
+		return errors.New("the input overhead, the hold wait and the route TTL are not negative")
+	}
+	return nil
 }
 
 // DefaultLimits are the runner's defaults.
