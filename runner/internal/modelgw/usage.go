@@ -76,7 +76,10 @@ func newMeter(rt route, contentType string) *meter {
 	return &meter{rt: rt, sse: bytes.HasPrefix([]byte(contentType), []byte("text/event-stream"))}
 }
 
-// feed reads a chunk of the answer as it passes.
+// feed reads a chunk of the answer as it passes. Of a stream only the lines
+// that name usage or end it are read: a chunk with neither is passed over
+// at the speed of a byte search (its unfinished last line kept, in case
+// the next chunk completes a line that does).
 func (m *meter) feed(p []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -89,18 +92,46 @@ func (m *meter) feed(p []byte) {
 		return
 	}
 	for len(p) > 0 {
+		if len(m.line) > 0 || m.dropping { // a line a chunk before began
+			i := bytes.IndexByte(p, '\n')
+			if i < 0 {
+				m.keep(p)
+				return
+			}
+			m.keep(p[:i])
+			if !m.dropping {
+				m.eventLine(bytes.TrimSuffix(m.line, []byte("\r")))
+			}
+			m.line, m.dropping = m.line[:0], false
+			p = p[i+1:]
+			continue
+		}
+		j := firstOf(p, usageWord, stopWord)
+		if j < 0 {
+			m.keep(p[bytes.LastIndexByte(p, '\n')+1:])
+			return
+		}
+		// Skip the whole lines before the one that names it.
+		p = p[bytes.LastIndexByte(p[:j], '\n')+1:]
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			m.keep(p)
 			return
 		}
-		m.keep(p[:i])
-		if !m.dropping {
-			m.eventLine(bytes.TrimSuffix(m.line, []byte("\r")))
-		}
-		m.line, m.dropping = m.line[:0], false
+		m.eventLine(bytes.TrimSuffix(p[:i], []byte("\r")))
 		p = p[i+1:]
 	}
+}
+
+// firstOf is the index of the first of the keys in p, -1 when none is.
+func firstOf(p []byte, keys ...[]byte) int {
+	first := -1
+	for _, k := range keys {
+		if i := bytes.Index(p, k); i >= 0 && (first < 0 || i < first) {
+			first = i
+		}
+	}
+	return first
 }
 
 func (m *meter) keep(p []byte) {
@@ -118,6 +149,11 @@ var (
 	dataPrefix = []byte("data:")
 	usageKey   = []byte(`"usage"`)
 	stopType   = []byte(`"message_stop"`)
+	// What a chunk is searched for: the words alone, whose first letters
+	// are rare in JSON (a quote is not), so the search runs at the speed
+	// of a byte scan; a line that has one is then read properly.
+	usageWord = []byte("usage")
+	stopWord  = []byte("message_stop")
 )
 
 // eventLine reads one line of a server-sent event stream: only a data line
@@ -128,7 +164,7 @@ func (m *meter) eventLine(line []byte) {
 		return
 	}
 	data = bytes.TrimSpace(data)
-	if !bytes.Contains(data, usageKey) && !bytes.Contains(data, stopType) {
+	if !bytes.Contains(data, usageKey) && !bytes.Contains(data, stopType) || nullUsage(data) {
 		return
 	}
 	var e event
@@ -147,6 +183,18 @@ func (m *meter) eventLine(line []byte) {
 	case m.add(e.Usage) && m.rt.chat: // a chat stream's last chunk
 		m.complete = true
 	}
+}
+
+// nullUsage reports a line whose only usage is null (every chunk of a chat
+// completion streamed with include_usage, but its last): nothing to read.
+func nullUsage(data []byte) bool {
+	i := bytes.Index(data, usageKey)
+	if i < 0 || bytes.Contains(data, stopType) || bytes.Count(data, usageKey) > 1 {
+		return false
+	}
+	rest := bytes.TrimLeft(data[i+len(usageKey):], " \t")
+	rest, ok := bytes.CutPrefix(rest, []byte(":"))
+	return ok && bytes.HasPrefix(bytes.TrimLeft(rest, " \t"), []byte("null"))
 }
 
 // add merges a usage object: each count the largest seen (Anthropic's
