@@ -52,7 +52,7 @@ proto-check: tools ## fail if buf lint fails, regeneration changes anything, or 
 	else echo "buf breaking: no previous main with proto/ to compare against"; fi
 
 .PHONY: build
-build: ## build bin/clawguard-server, bin/clawguard-runner, bin/clawguard-mcp, bin/clawguard-init, bin/ncl, bin/clawguard-telegram, bin/clawguard-slack (static)
+build: ## build bin/clawguard-server, bin/clawguard-runner, bin/clawguard-mcp, bin/clawguard-init, bin/ncl, bin/clawguard-telegram, bin/clawguard-slack, the demo agents (static)
 	@mkdir -p bin
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-server ./server/cmd/clawguard-server
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-runner ./runner/cmd/clawguard-runner
@@ -62,6 +62,7 @@ build: ## build bin/clawguard-server, bin/clawguard-runner, bin/clawguard-mcp, b
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-telegram ./cli/cmd/clawguard-telegram
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -ldflags "$(LDFLAGS)" -o bin/clawguard-slack ./cli/cmd/clawguard-slack
 	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -o bin/demo-agent ./runner/agent/demo
+	CGO_ENABLED=0 go build -buildvcs=$(BUILDVCS) -trimpath -o bin/llm-agent ./runner/agent/llm
 	@[ "$(BUILDVCS)" = false ] || go version -m bin/clawguard-server | grep -q 'vcs.revision=' \
 	  || { echo "bin/clawguard-server carries no vcs.revision" >&2; exit 1; }
 	@[ "$$(bin/clawguard-server --version)" = "$(VERSION)" ] && [ "$$(bin/clawguard-runner --version)" = "$(VERSION)" ] \
@@ -97,7 +98,7 @@ debian-image: ## build clawguard-debian:<suite> (mmdebstrap, cached in Docker) a
 	  go run ./internal/runtime/docker/buildbase -from "$$base" -binary ../bin/demo-agent -mcp ../bin/clawguard-mcp -tag clawguard-agent-demo-debian:latest
 
 .PHONY: run
-run: build ## start a throwaway Postgres, the server, a runner and the demo agent (Ctrl-C stops all)
+run: build ## start a throwaway Postgres, the server, a runner and the demo agent; with ANTHROPIC_API_KEY or OPENAI_API_KEY also an LLM agent (Ctrl-C stops all)
 	@deploy/local/run.sh
 
 .PHONY: test

@@ -71,10 +71,13 @@ func TestDashboardShowsWhatOperatorsWatch(t *testing.T) {
 		"Pending holds by kind": "clawguard_approvals_holds_pending",
 		"Oldest pending hold":   "clawguard_approvals_oldest_pending_hold_seconds",
 		"Time to resolve (p50, p90) by kind, and p50 by the channel that answered": "sum by (le, channel) (rate(clawguard_approvals_time_to_resolve_seconds_bucket",
-		"Runners live":        "clawguard_registry_runners_live",
-		"Runner stream state": "clawguard_runner_stream_connected",
-		"Container spawns/s":  "clawguard_runner_container_spawns_total",
-		"Server replicas up":  `job="clawguard-server"`,
+		"Runners live":                               "clawguard_registry_runners_live",
+		"Runner stream state":                        "clawguard_runner_stream_connected",
+		"Container spawns/s":                         "clawguard_runner_container_spawns_total",
+		"Server replicas up":                         `job="clawguard-server"`,
+		"Model tokens/s by provider, model and kind": "clawguard_model_tokens_total",
+		"Model calls/s by outcome":                   "clawguard_runner_model_calls_total",
+		"Model budget reservations/s":                "clawguard_model_reservations_total",
 	}
 	byTitle := map[string]panel{}
 	for _, p := range d.Panels {

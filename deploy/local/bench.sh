@@ -32,6 +32,11 @@
 #                           forwarder, a real runner, a net.connect decision) beside Squid with the same
 #                           allow rule, at EGRESS_RATE (default 200) a second, and bulk throughput
 #                           through one tunnel; printed into the report beside the decision runs
+#   models                  (not in the default runs) an agent's streamed model call through the model
+#                           gateway of a real runner (its forwarder, a model.call decision) beside a bare
+#                           httputil.ReverseProxy to the same fake provider: the first byte at
+#                           MODELS_RATE (default 100) calls a second each, and events a second through one
+#                           stream; printed into the report beside the decision runs
 #   fga-open2000 / fga-closed   OpenFGA (OPENFGA, default: go install of OPENFGA_VERSION v1.22.1 into
 #                           the bench dir) on the same Postgres, its own database, the same pairs
 #                           written through its API, asked the same checks as open2000 / closed
@@ -144,6 +149,24 @@ run_egress() {
   stop_server
 }
 
+# run_models: modelload against a fresh server and its runner; its table
+# goes into the report beside the others.
+models_out="$data/models-$stamp.txt"
+run_models() {
+  psql "$url" -qc "DROP DATABASE IF EXISTS clawguard_bench" -c "CREATE DATABASE clawguard_bench" >/dev/null
+  local port tok
+  port=$(free_port); tok="$data/operator-$stamp.token"
+  "$server_bin" serve --database-url "$db" --listen "127.0.0.1:$port" --auto-migrate --log-level error \
+    --max-conns "${MAX_CONNS:-32}" --decision-log-commit "$log_commit" --operator-token-file "$tok" ${SERVER_FLAGS:-} >"$data/server-models.log" 2>&1 &
+  server=$!
+  await_port "$port" clawguard-server models
+  echo "== models"
+  go build -o "$data/modelload" "$root/bench/cmd/modelload"
+  "$data/modelload" -addr "127.0.0.1:$port" -token-file "$tok" -runner-bin "$root/bin/clawguard-runner" \
+    -rate "${MODELS_RATE:-100}" -duration "${DURATION:-10s}" -warmup "${WARMUP:-3s}" | tee "$models_out"
+  stop_server
+}
+
 # The answered rate of an earlier run in this report.
 answered() {
   sed -n "s/^{\"label\":\"$1\".*\"answered_per_s\":\([0-9.]*\).*/\1/p" "$report" | tail -1
@@ -177,6 +200,7 @@ for r in $runs; do
   stream25k) run stream25k -- -mode stream -rate 25000 ;;
   approvals) run approvals -- -mode unary -rate 2000 -approvals 100 ;;
   egress) run_egress ;;
+  models) run_models ;;
   fga-open2000) run_fga fga-open2000 -rate 2000 ;;
   fga-closed) run_fga fga-closed -closed 512 ;;
   *) echo "unknown run $r (BENCH_RUNS)" >&2; exit 2 ;;
@@ -190,4 +214,5 @@ echo "== summary ($(nproc) cores, load average before the last run: $(cut -d' ' 
   echo
   "$data/decideload" -summarize "$report"
   if [ -s "$egress_out" ]; then echo; cat "$egress_out"; fi
+  if [ -s "$models_out" ]; then echo; cat "$models_out"; fi
 } | tee "$data/report-$stamp.md"

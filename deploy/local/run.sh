@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # `make run`: a throwaway Postgres under .data/, the server (auto-migrated),
 # a demo set-up (an owner, two agent groups, a destination under a message
-# policy), a runner and the demo agent. Ctrl-C stops everything it started.
+# policy), a runner and the demo agent. With ANTHROPIC_API_KEY (or
+# OPENAI_API_KEY) in the environment, also an LLM agent: the key becomes a
+# model provider's credential on the server (the agent's container never
+# holds it; it calls its model through the runner's gateway with a session
+# token), and a group "llm" runs bin/llm-agent with a task and a daily
+# budget. Ctrl-C stops everything it started.
 #
 # Each run starts fresh: the last run's data (its Postgres, tokens, runner
 # state) is removed first, so the README's walkthrough works on every run.
@@ -70,6 +75,30 @@ demo=$(bin/ncl groups get demo -q 2>/dev/null || bin/ncl groups create --name de
 helper=$(bin/ncl groups get helper -q 2>/dev/null || bin/ncl groups create --name helper --cli-scope group -q)
 bin/ncl destinations add --group "$demo" --name helper --target-group "$helper" >/dev/null 2>&1 || true
 bin/ncl policies set --from "$demo" --to "$helper" --approver "$owner" >/dev/null 2>&1 || true
+# The LLM agent, when a provider's key is here: the key goes to the server
+# (write-only, from standard input, never a flag), the group gets the
+# provider, a task, a daily budget (past it: an approval) and its agent.
+llm_groups=()
+provider=""
+if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
+  printf '%s' "$ANTHROPIC_API_KEY" | bin/ncl models providers set --name anthropic --kind anthropic --credential-file - >/dev/null
+  provider=anthropic
+elif [ -n "${OPENAI_API_KEY:-}" ]; then
+  printf '%s' "$OPENAI_API_KEY" | bin/ncl models providers set --name openai --kind openai --credential-file - >/dev/null
+  provider=openai
+fi
+if [ -n "$provider" ]; then
+  llm=$(bin/ncl groups get llm -q 2>/dev/null || bin/ncl groups create --name llm --cli-scope group -q)
+  bin/ncl models use --group "$llm" --provider "$provider" >/dev/null
+  bin/ncl models budget set --group "$llm" --period day --tokens 2000000 >/dev/null
+  bin/ncl destinations add --group "$llm" --name helper --target-group "$helper" >/dev/null 2>&1 || true
+  bin/ncl policies set --from "$llm" --to "$helper" --approver "$owner" >/dev/null 2>&1 || true
+  printf '%s\n' "${CLAWGUARD_TASK:-Find out which agent groups you may message, greet one of them, then read your inbox once and say in two sentences what you did and what the guard answered.}" \
+    | bin/ncl groups update "$llm" --instructions-file - >/dev/null
+  llm_groups=(--group "$llm")
+fi
+# Nothing started from here on holds a provider's key: the server has it.
+unset ANTHROPIC_API_KEY OPENAI_API_KEY
 [ -s "$data/runner.token" ] || bin/ncl tokens create --kind runner --runner local-1 --host local-1 --name "make run" --secret-only > "$data/runner.token"
 
 runtime=process
@@ -77,10 +106,18 @@ if docker info >/dev/null 2>&1; then
   (cd runner && go run ./internal/runtime/docker/buildbase -binary "$root/bin/demo-agent" -mcp "$root/bin/clawguard-mcp" -tag clawguard-agent-demo:latest) >/dev/null \
     && runtime=docker
 fi
+if [ -n "$provider" ]; then
+  if [ "$runtime" = docker ]; then
+    (cd runner && go run ./internal/runtime/docker/buildbase -binary "$root/bin/llm-agent" -mcp "$root/bin/clawguard-mcp" -tag clawguard-agent-llm:latest) >/dev/null
+    bin/ncl groups update "$llm" --base-image clawguard-agent-llm:latest >/dev/null
+  else
+    bin/ncl groups config update "$llm" --agent-command "$root/bin/llm-agent" >/dev/null
+  fi
+fi
 bin/clawguard-runner --server "$CLAWGUARD_SERVER" --token-file "$data/runner.token" --id local-1 \
   --runtime "$runtime" --data-dir "$data/runner" --metrics-listen "127.0.0.1:$runner_metrics_port" \
   --agent-image clawguard-agent-demo:latest --agent-binary "$root/bin/demo-agent" \
-  --group "$demo" --group "$helper" &
+  --group "$demo" --group "$helper" "${llm_groups[@]}" &
 pids+=($!)
 
 cat <<MSG
@@ -93,6 +130,12 @@ Clawguard is running (runner runtime: $runtime). In another terminal:
   bin/ncl approvals list                  # the demo agent's holds
   bin/ncl approvals approve <hold-id> --as $owner
   bin/ncl decisions list                  # the decision log
+MSG
+[ -z "$provider" ] || cat <<MSG
+  bin/ncl usage --group llm               # the LLM agent's tokens, per model ($provider)
+  bin/ncl models budget get --group llm   # its daily budget
+MSG
+cat <<MSG
 
 Ctrl-C stops everything.
 MSG

@@ -78,6 +78,8 @@ func (a *app) rootCmd() *cobra.Command {
 		a.policiesCmd(),
 		a.mcpCmd(),
 		a.egressCmd(),
+		a.modelsCmd(),
+		a.usageCmd(),
 		a.userDmsCmd(),
 		a.tokensCmd(),
 		a.runnersCmd(),

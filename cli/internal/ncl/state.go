@@ -39,6 +39,9 @@ type state struct {
 	MessagingGroups []messagingGroupSpec `yaml:"messagingGroups,omitempty"`
 	Wirings         []wiringSpec         `yaml:"wirings,omitempty"`
 	Members         []memberSpec         `yaml:"members,omitempty"`
+	// The model gateway's providers and prices (statemodels.go).
+	ModelProviders []modelProviderSpec `yaml:"modelProviders,omitempty"`
+	ModelPrices    []modelPriceSpec    `yaml:"modelPrices,omitempty"`
 }
 
 type userSpec struct {
@@ -66,6 +69,8 @@ type groupSpec struct {
 	AgentEnv     map[string]string `yaml:"agentEnv,omitempty"`
 	Instructions string            `yaml:"instructions,omitempty"`
 	Egress       *egressSpec       `yaml:"egress,omitempty"`
+	// Its model providers, rules, default and budget (statemodels.go).
+	Models *groupModelsSpec `yaml:"models,omitempty"`
 }
 
 type mcpServerSpec struct {
@@ -299,7 +304,7 @@ func (s *state) check() error {
 			err = firstErr(err, fmt.Errorf("destination %s: exactly one of target and chat", d.key()))
 		}
 	}
-	return err
+	return firstErr(err, s.checkModels())
 }
 
 func firstErr(a, b error) error {
@@ -505,6 +510,9 @@ func readState(ctx context.Context, c *clients) (*state, groupBook, error) {
 			s.Catalog = append(s.Catalog, actionSpec{Action: e.GetAction(), Approvals: e.GetApprovals(), Mode: mode, StepUp: e.GetStepUp(), EscalationSpec: esc})
 		}
 	}
+	if err := readModels(ctx, c, s, book); err != nil {
+		return nil, book, err
+	}
 	s.sort()
 	return s, book, nil
 }
@@ -545,4 +553,5 @@ func (s *state) sort() {
 	slices.SortFunc(s.MessagingGroups, func(a, b messagingGroupSpec) int { return strings.Compare(a.key(), b.key()) })
 	slices.SortFunc(s.Wirings, func(a, b wiringSpec) int { return strings.Compare(a.key(), b.key()) })
 	slices.SortFunc(s.Members, func(a, b memberSpec) int { return strings.Compare(a.key(), b.key()) })
+	s.sortModels()
 }

@@ -17,17 +17,19 @@ func (a *app) exportCmd() *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "export",
-		Short: "Write the administered state as YAML (groups, destinations, policies, roles, users, catalog, chats, wirings, members)",
+		Short: "Write the administered state as YAML (groups, destinations, policies, roles, users, catalog, chats, wirings, members, model providers and prices)",
 		Long: `Write the administered state as one YAML document for review and for
-"ncl apply": users, groups (cli scope, base image, pinned host, packages, MCP servers), destinations
-(to a group or a chat), message policies, roles, catalog action settings,
-messaging groups (chats), wirings and group members — by name,
+"ncl apply": users, groups (cli scope, base image, pinned host, packages, MCP servers, model
+providers, rules, default and budget), destinations (to a group or a chat), message policies,
+roles, catalog action settings, messaging groups (chats), wirings, group members, and the
+model gateway's providers and prices — by name,
 in a stable order, without server-made ids or times, so a change to it reads
 as a diff in a pull request.
 
-Secrets are write-only: an MCP server's env values are written as <redacted>,
-which apply reads as "keep the value the server holds" (set a value by writing
-it). -f writes the file readable by its owner only (0600).`,
+Secrets are write-only: an MCP server's env values and a model provider's
+credential are written as <redacted>, which apply reads as "keep the value the
+server holds" (set a value by writing it). -f writes the file readable by its
+owner only (0600).`,
 		Example: "  ncl export > clawguard.yaml\n  ncl export | ncl apply -f - --dry-run",
 		Args:    none,
 	}

@@ -28,7 +28,8 @@ func (ch change) String() string { return string(ch.op) + " " + ch.what }
 // users and groups before what names them; deletions last, in reverse, and
 // only with prune (unpruned ones come back as left).
 func plan(cur, want *state, prune bool) (changes []change, left []string) {
-	var dels []change
+	models := planModels(cur, want)
+	dels := models.lastDels
 	// Users (never deleted: the API has no user deletion).
 	have := map[string]userSpec{}
 	for _, u := range cur.Users {
@@ -55,6 +56,7 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 	}
 	binds, unbinds := planOIDC(cur.Users, want.Users)
 	changes, dels = append(changes, binds...), append(dels, unbinds...)
+	changes = append(changes, models.providers...)
 
 	// Groups.
 	groups := map[string]groupSpec{}
@@ -172,6 +174,7 @@ func plan(cur, want *state, prune bool) (changes []change, left []string) {
 	}
 
 	changes = append(changes, pkgAdds...)
+	changes, dels = append(changes, models.groups...), append(dels, models.dels...)
 
 	// Messaging groups (chats); a chat's kind (group chat or DM) and a
 	// rejected registration are the server's, never changed by apply.

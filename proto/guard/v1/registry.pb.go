@@ -11796,7 +11796,7 @@ var File_guard_v1_registry_proto protoreflect.FileDescriptor
 
 const file_guard_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x17guard/v1/registry.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x15guard/v1/egress.proto\x1a\x16guard/v1/options.proto\"B\n" +
+	"\x17guard/v1/registry.proto\x12\bguard.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15guard/v1/common.proto\x1a\x15guard/v1/egress.proto\x1a\x14guard/v1/model.proto\x1a\x16guard/v1/options.proto\"B\n" +
 	"\x0fApprovalPending\x12\x17\n" +
 	"\ahold_id\x18\x01 \x01(\tR\x06holdId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"7\n" +
@@ -12712,7 +12712,7 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\x18FREEZE_SCOPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FREEZE_SCOPE_ALL\x10\x01\x12\x16\n" +
 	"\x12FREEZE_SCOPE_GROUP\x10\x02\x12\x17\n" +
-	"\x13FREEZE_SCOPE_RUNNER\x10\x032\xc7D\n" +
+	"\x13FREEZE_SCOPE_RUNNER\x10\x032\x8fT\n" +
 	"\bRegistry\x12x\n" +
 	"\x0eRegisterRunner\x12\x1f.guard.v1.RegisterRunnerRequest\x1a .guard.v1.RegisterRunnerResponse\"#\xca\xf3\x18\x1f\n" +
 	"\x18registry.register_runner\x10\x01\"\x01\x02\x12a\n" +
@@ -12860,7 +12860,39 @@ const file_guard_v1_registry_proto_rawDesc = "" +
 	"\bUnfreeze\x12\x19.guard.v1.UnfreezeRequest\x1a\x1a.guard.v1.UnfreezeResponse\"&\xca\xf3\x18\"\n" +
 	"\x0efreezes.remove\x10\x02\x1a\afreezes\"\x03\x01\x02\x04(\x01\x12s\n" +
 	"\vListFreezes\x12\x1c.guard.v1.ListFreezesRequest\x1a\x1d.guard.v1.ListFreezesResponse\"'\xca\xf3\x18#\n" +
-	"\ffreezes.list\x10\x01\x1a\afreezes\"\x04\x01\x02\x03\x04(\x010\x01\x12y\n" +
+	"\ffreezes.list\x10\x01\x1a\afreezes\"\x04\x01\x02\x03\x04(\x010\x01\x12\x8d\x01\n" +
+	"\x10SetModelProvider\x12!.guard.v1.SetModelProviderRequest\x1a\".guard.v1.SetModelProviderResponse\"2\xca\xf3\x18.\n" +
+	"\x14models.providers.set\x10\x02\x1a\x0fmodel-providers\"\x01\x01(\x01\x12\x99\x01\n" +
+	"\x13DeleteModelProvider\x12$.guard.v1.DeleteModelProviderRequest\x1a%.guard.v1.DeleteModelProviderResponse\"5\xca\xf3\x181\n" +
+	"\x17models.providers.delete\x10\x02\x1a\x0fmodel-providers\"\x01\x01(\x01\x12\x96\x01\n" +
+	"\x12ListModelProviders\x12#.guard.v1.ListModelProvidersRequest\x1a$.guard.v1.ListModelProvidersResponse\"5\xca\xf3\x181\n" +
+	"\x15models.providers.list\x10\x01\x1a\x0fmodel-providers\"\x03\x01\x02\x04(\x01\x12v\n" +
+	"\x0eGetModelPolicy\x12\x1f.guard.v1.GetModelPolicyRequest\x1a .guard.v1.GetModelPolicyResponse\"!\xca\xf3\x18\x1d\n" +
+	"\n" +
+	"models.get\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12\x88\x01\n" +
+	"\x11SetModelProviders\x12\".guard.v1.SetModelProvidersRequest\x1a#.guard.v1.SetModelProvidersResponse\"*\xca\xf3\x18&\n" +
+	"\x14models.set-providers\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12o\n" +
+	"\fSetModelRule\x12\x1d.guard.v1.SetModelRuleRequest\x1a\x1e.guard.v1.SetModelRuleResponse\" \xca\xf3\x18\x1c\n" +
+	"\n" +
+	"models.set\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12w\n" +
+	"\x0eUnsetModelRule\x12\x1f.guard.v1.UnsetModelRuleRequest\x1a .guard.v1.UnsetModelRuleResponse\"\"\xca\xf3\x18\x1e\n" +
+	"\fmodels.unset\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12\x80\x01\n" +
+	"\x0fSetModelDefault\x12 .guard.v1.SetModelDefaultRequest\x1a!.guard.v1.SetModelDefaultResponse\"(\xca\xf3\x18$\n" +
+	"\x12models.set-default\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12|\n" +
+	"\x0eSetModelBudget\x12\x1f.guard.v1.SetModelBudgetRequest\x1a .guard.v1.SetModelBudgetResponse\"'\xca\xf3\x18#\n" +
+	"\x11models.budget.set\x10\x02\x1a\x06groups\"\x02\x01\x02(\x01\x12\x81\x01\n" +
+	"\rSetModelPrice\x12\x1e.guard.v1.SetModelPriceRequest\x1a\x1f.guard.v1.SetModelPriceResponse\"/\xca\xf3\x18+\n" +
+	"\x11models.prices.set\x10\x02\x1a\x0fmodel-providers\"\x01\x01(\x01\x12\x8a\x01\n" +
+	"\x0fListModelPrices\x12 .guard.v1.ListModelPricesRequest\x1a!.guard.v1.ListModelPricesResponse\"2\xca\xf3\x18.\n" +
+	"\x12models.prices.list\x10\x01\x1a\x0fmodel-providers\"\x03\x01\x02\x04(\x01\x12}\n" +
+	"\x0eListModelUsage\x12\x1f.guard.v1.ListModelUsageRequest\x1a .guard.v1.ListModelUsageResponse\"(\xca\xf3\x18$\n" +
+	"\x11models.usage.list\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12w\n" +
+	"\rGetModelRoute\x12\x1e.guard.v1.GetModelRouteRequest\x1a\x1f.guard.v1.GetModelRouteResponse\"%\xca\xf3\x18!\n" +
+	"\x18registry.get_model_route\x10\x01\"\x01\x028\x01\x12\x85\x01\n" +
+	"\x11ReserveModelUsage\x12\".guard.v1.ReserveModelUsageRequest\x1a#.guard.v1.ReserveModelUsageResponse\"'\xca\xf3\x18#\n" +
+	"\x1cregistry.reserve_model_usage\x10\x01\"\x01\x02\x12\x81\x01\n" +
+	"\x10SettleModelUsage\x12!.guard.v1.SettleModelUsageRequest\x1a\".guard.v1.SettleModelUsageResponse\"&\xca\xf3\x18\"\n" +
+	"\x1bregistry.settle_model_usage\x10\x01\"\x01\x02\x12y\n" +
 	"\x0fGetEgressPolicy\x12 .guard.v1.GetEgressPolicyRequest\x1a!.guard.v1.GetEgressPolicyResponse\"!\xca\xf3\x18\x1d\n" +
 	"\n" +
 	"egress.get\x10\x01\x1a\x06groups\"\x03\x01\x02\x04(\x01\x12r\n" +
@@ -13095,14 +13127,44 @@ var file_guard_v1_registry_proto_goTypes = []any{
 	(*Actor)(nil),                        // 205: guard.v1.Actor
 	(Effect)(0),                          // 206: guard.v1.Effect
 	(*Explanation)(nil),                  // 207: guard.v1.Explanation
-	(*GetEgressPolicyRequest)(nil),       // 208: guard.v1.GetEgressPolicyRequest
-	(*SetEgressRuleRequest)(nil),         // 209: guard.v1.SetEgressRuleRequest
-	(*UnsetEgressRuleRequest)(nil),       // 210: guard.v1.UnsetEgressRuleRequest
-	(*SetEgressDefaultRequest)(nil),      // 211: guard.v1.SetEgressDefaultRequest
-	(*GetEgressPolicyResponse)(nil),      // 212: guard.v1.GetEgressPolicyResponse
-	(*SetEgressRuleResponse)(nil),        // 213: guard.v1.SetEgressRuleResponse
-	(*UnsetEgressRuleResponse)(nil),      // 214: guard.v1.UnsetEgressRuleResponse
-	(*SetEgressDefaultResponse)(nil),     // 215: guard.v1.SetEgressDefaultResponse
+	(*SetModelProviderRequest)(nil),      // 208: guard.v1.SetModelProviderRequest
+	(*DeleteModelProviderRequest)(nil),   // 209: guard.v1.DeleteModelProviderRequest
+	(*ListModelProvidersRequest)(nil),    // 210: guard.v1.ListModelProvidersRequest
+	(*GetModelPolicyRequest)(nil),        // 211: guard.v1.GetModelPolicyRequest
+	(*SetModelProvidersRequest)(nil),     // 212: guard.v1.SetModelProvidersRequest
+	(*SetModelRuleRequest)(nil),          // 213: guard.v1.SetModelRuleRequest
+	(*UnsetModelRuleRequest)(nil),        // 214: guard.v1.UnsetModelRuleRequest
+	(*SetModelDefaultRequest)(nil),       // 215: guard.v1.SetModelDefaultRequest
+	(*SetModelBudgetRequest)(nil),        // 216: guard.v1.SetModelBudgetRequest
+	(*SetModelPriceRequest)(nil),         // 217: guard.v1.SetModelPriceRequest
+	(*ListModelPricesRequest)(nil),       // 218: guard.v1.ListModelPricesRequest
+	(*ListModelUsageRequest)(nil),        // 219: guard.v1.ListModelUsageRequest
+	(*GetModelRouteRequest)(nil),         // 220: guard.v1.GetModelRouteRequest
+	(*ReserveModelUsageRequest)(nil),     // 221: guard.v1.ReserveModelUsageRequest
+	(*SettleModelUsageRequest)(nil),      // 222: guard.v1.SettleModelUsageRequest
+	(*GetEgressPolicyRequest)(nil),       // 223: guard.v1.GetEgressPolicyRequest
+	(*SetEgressRuleRequest)(nil),         // 224: guard.v1.SetEgressRuleRequest
+	(*UnsetEgressRuleRequest)(nil),       // 225: guard.v1.UnsetEgressRuleRequest
+	(*SetEgressDefaultRequest)(nil),      // 226: guard.v1.SetEgressDefaultRequest
+	(*SetModelProviderResponse)(nil),     // 227: guard.v1.SetModelProviderResponse
+	(*DeleteModelProviderResponse)(nil),  // 228: guard.v1.DeleteModelProviderResponse
+	(*ListModelProvidersResponse)(nil),   // 229: guard.v1.ListModelProvidersResponse
+	(*GetModelPolicyResponse)(nil),       // 230: guard.v1.GetModelPolicyResponse
+	(*SetModelProvidersResponse)(nil),    // 231: guard.v1.SetModelProvidersResponse
+	(*SetModelRuleResponse)(nil),         // 232: guard.v1.SetModelRuleResponse
+	(*UnsetModelRuleResponse)(nil),       // 233: guard.v1.UnsetModelRuleResponse
+	(*SetModelDefaultResponse)(nil),      // 234: guard.v1.SetModelDefaultResponse
+	(*SetModelBudgetResponse)(nil),       // 235: guard.v1.SetModelBudgetResponse
+	(*SetModelPriceResponse)(nil),        // 236: guard.v1.SetModelPriceResponse
+	(*ListModelPricesResponse)(nil),      // 237: guard.v1.ListModelPricesResponse
+	(*ListModelUsageResponse)(nil),       // 238: guard.v1.ListModelUsageResponse
+	(*GetModelRouteResponse)(nil),        // 239: guard.v1.GetModelRouteResponse
+	(*ReserveModelUsageResponse)(nil),    // 240: guard.v1.ReserveModelUsageResponse
+	(*SettleModelUsageResponse)(nil),     // 241: guard.v1.SettleModelUsageResponse
+	(*GetEgressPolicyResponse)(nil),      // 242: guard.v1.GetEgressPolicyResponse
+	(*SetEgressRuleResponse)(nil),        // 243: guard.v1.SetEgressRuleResponse
+	(*UnsetEgressRuleResponse)(nil),      // 244: guard.v1.UnsetEgressRuleResponse
+	(*SetEgressDefaultResponse)(nil),     // 245: guard.v1.SetEgressDefaultResponse
 }
 var file_guard_v1_registry_proto_depIdxs = []int32{
 	13,  // 0: guard.v1.RegisterRunnerRequest.delivery_actions:type_name -> guard.v1.DeliveryActionDecl
@@ -13349,84 +13411,114 @@ var file_guard_v1_registry_proto_depIdxs = []int32{
 	180, // 241: guard.v1.Registry.Freeze:input_type -> guard.v1.FreezeRequest
 	182, // 242: guard.v1.Registry.Unfreeze:input_type -> guard.v1.UnfreezeRequest
 	184, // 243: guard.v1.Registry.ListFreezes:input_type -> guard.v1.ListFreezesRequest
-	208, // 244: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
-	209, // 245: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
-	210, // 246: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
-	211, // 247: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
-	15,  // 248: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
-	21,  // 249: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
-	30,  // 250: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
-	32,  // 251: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
-	35,  // 252: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
-	37,  // 253: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
-	39,  // 254: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
-	41,  // 255: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
-	48,  // 256: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
-	50,  // 257: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
-	52,  // 258: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
-	54,  // 259: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
-	56,  // 260: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
-	58,  // 261: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
-	60,  // 262: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
-	62,  // 263: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
-	64,  // 264: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
-	66,  // 265: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
-	68,  // 266: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
-	70,  // 267: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
-	73,  // 268: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
-	75,  // 269: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
-	78,  // 270: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
-	81,  // 271: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
-	83,  // 272: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
-	85,  // 273: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
-	88,  // 274: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
-	90,  // 275: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
-	92,  // 276: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
-	95,  // 277: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
-	97,  // 278: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
-	99,  // 279: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
-	107, // 280: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
-	109, // 281: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
-	111, // 282: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
-	113, // 283: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
-	103, // 284: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
-	105, // 285: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
-	116, // 286: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
-	118, // 287: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
-	120, // 288: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
-	123, // 289: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
-	125, // 290: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
-	127, // 291: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
-	129, // 292: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
-	131, // 293: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
-	134, // 294: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
-	136, // 295: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
-	138, // 296: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
-	141, // 297: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
-	143, // 298: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
-	145, // 299: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
-	148, // 300: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
-	150, // 301: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
-	152, // 302: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
-	154, // 303: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
-	157, // 304: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
-	160, // 305: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
-	164, // 306: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
-	162, // 307: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
-	169, // 308: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
-	171, // 309: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
-	173, // 310: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
-	175, // 311: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
-	178, // 312: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
-	181, // 313: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
-	183, // 314: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
-	185, // 315: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
-	212, // 316: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
-	213, // 317: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
-	214, // 318: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
-	215, // 319: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
-	248, // [248:320] is the sub-list for method output_type
-	176, // [176:248] is the sub-list for method input_type
+	208, // 244: guard.v1.Registry.SetModelProvider:input_type -> guard.v1.SetModelProviderRequest
+	209, // 245: guard.v1.Registry.DeleteModelProvider:input_type -> guard.v1.DeleteModelProviderRequest
+	210, // 246: guard.v1.Registry.ListModelProviders:input_type -> guard.v1.ListModelProvidersRequest
+	211, // 247: guard.v1.Registry.GetModelPolicy:input_type -> guard.v1.GetModelPolicyRequest
+	212, // 248: guard.v1.Registry.SetModelProviders:input_type -> guard.v1.SetModelProvidersRequest
+	213, // 249: guard.v1.Registry.SetModelRule:input_type -> guard.v1.SetModelRuleRequest
+	214, // 250: guard.v1.Registry.UnsetModelRule:input_type -> guard.v1.UnsetModelRuleRequest
+	215, // 251: guard.v1.Registry.SetModelDefault:input_type -> guard.v1.SetModelDefaultRequest
+	216, // 252: guard.v1.Registry.SetModelBudget:input_type -> guard.v1.SetModelBudgetRequest
+	217, // 253: guard.v1.Registry.SetModelPrice:input_type -> guard.v1.SetModelPriceRequest
+	218, // 254: guard.v1.Registry.ListModelPrices:input_type -> guard.v1.ListModelPricesRequest
+	219, // 255: guard.v1.Registry.ListModelUsage:input_type -> guard.v1.ListModelUsageRequest
+	220, // 256: guard.v1.Registry.GetModelRoute:input_type -> guard.v1.GetModelRouteRequest
+	221, // 257: guard.v1.Registry.ReserveModelUsage:input_type -> guard.v1.ReserveModelUsageRequest
+	222, // 258: guard.v1.Registry.SettleModelUsage:input_type -> guard.v1.SettleModelUsageRequest
+	223, // 259: guard.v1.Registry.GetEgressPolicy:input_type -> guard.v1.GetEgressPolicyRequest
+	224, // 260: guard.v1.Registry.SetEgressRule:input_type -> guard.v1.SetEgressRuleRequest
+	225, // 261: guard.v1.Registry.UnsetEgressRule:input_type -> guard.v1.UnsetEgressRuleRequest
+	226, // 262: guard.v1.Registry.SetEgressDefault:input_type -> guard.v1.SetEgressDefaultRequest
+	15,  // 263: guard.v1.Registry.RegisterRunner:output_type -> guard.v1.RegisterRunnerResponse
+	21,  // 264: guard.v1.Registry.Connect:output_type -> guard.v1.ConnectResponse
+	30,  // 265: guard.v1.Registry.OpenSession:output_type -> guard.v1.OpenSessionResponse
+	32,  // 266: guard.v1.Registry.GetSessionConfig:output_type -> guard.v1.GetSessionConfigResponse
+	35,  // 267: guard.v1.Registry.ApplyAction:output_type -> guard.v1.ApplyActionResponse
+	37,  // 268: guard.v1.Registry.RouteInbound:output_type -> guard.v1.RouteInboundResponse
+	39,  // 269: guard.v1.Registry.PostChatMessage:output_type -> guard.v1.PostChatMessageResponse
+	41,  // 270: guard.v1.Registry.WatchChatOutbox:output_type -> guard.v1.WatchChatOutboxResponse
+	48,  // 271: guard.v1.Registry.CreateGroup:output_type -> guard.v1.CreateGroupResponse
+	50,  // 272: guard.v1.Registry.GetGroup:output_type -> guard.v1.GetGroupResponse
+	52,  // 273: guard.v1.Registry.ListGroups:output_type -> guard.v1.ListGroupsResponse
+	54,  // 274: guard.v1.Registry.UpdateGroup:output_type -> guard.v1.UpdateGroupResponse
+	56,  // 275: guard.v1.Registry.DeleteGroup:output_type -> guard.v1.DeleteGroupResponse
+	58,  // 276: guard.v1.Registry.GetGroupConfig:output_type -> guard.v1.GetGroupConfigResponse
+	60,  // 277: guard.v1.Registry.UpdateGroupConfig:output_type -> guard.v1.UpdateGroupConfigResponse
+	62,  // 278: guard.v1.Registry.AddGroupPackage:output_type -> guard.v1.AddGroupPackageResponse
+	64,  // 279: guard.v1.Registry.RemoveGroupPackage:output_type -> guard.v1.RemoveGroupPackageResponse
+	66,  // 280: guard.v1.Registry.AddGroupMcpServer:output_type -> guard.v1.AddGroupMcpServerResponse
+	68,  // 281: guard.v1.Registry.RemoveGroupMcpServer:output_type -> guard.v1.RemoveGroupMcpServerResponse
+	70,  // 282: guard.v1.Registry.RestartGroup:output_type -> guard.v1.RestartGroupResponse
+	73,  // 283: guard.v1.Registry.ListSessions:output_type -> guard.v1.ListSessionsResponse
+	75,  // 284: guard.v1.Registry.GetSession:output_type -> guard.v1.GetSessionResponse
+	78,  // 285: guard.v1.Registry.GetSessionHistory:output_type -> guard.v1.GetSessionHistoryResponse
+	81,  // 286: guard.v1.Registry.ListDestinations:output_type -> guard.v1.ListDestinationsResponse
+	83,  // 287: guard.v1.Registry.AddDestination:output_type -> guard.v1.AddDestinationResponse
+	85,  // 288: guard.v1.Registry.RemoveDestination:output_type -> guard.v1.RemoveDestinationResponse
+	88,  // 289: guard.v1.Registry.ListMembers:output_type -> guard.v1.ListMembersResponse
+	90,  // 290: guard.v1.Registry.AddMember:output_type -> guard.v1.AddMemberResponse
+	92,  // 291: guard.v1.Registry.RemoveMember:output_type -> guard.v1.RemoveMemberResponse
+	95,  // 292: guard.v1.Registry.ListRoles:output_type -> guard.v1.ListRolesResponse
+	97,  // 293: guard.v1.Registry.GrantRole:output_type -> guard.v1.GrantRoleResponse
+	99,  // 294: guard.v1.Registry.RevokeRole:output_type -> guard.v1.RevokeRoleResponse
+	107, // 295: guard.v1.Registry.ListUsers:output_type -> guard.v1.ListUsersResponse
+	109, // 296: guard.v1.Registry.GetUser:output_type -> guard.v1.GetUserResponse
+	111, // 297: guard.v1.Registry.CreateUser:output_type -> guard.v1.CreateUserResponse
+	113, // 298: guard.v1.Registry.UpdateUser:output_type -> guard.v1.UpdateUserResponse
+	103, // 299: guard.v1.Registry.BindOidc:output_type -> guard.v1.BindOidcResponse
+	105, // 300: guard.v1.Registry.UnbindOidc:output_type -> guard.v1.UnbindOidcResponse
+	116, // 301: guard.v1.Registry.ListWirings:output_type -> guard.v1.ListWiringsResponse
+	118, // 302: guard.v1.Registry.CreateWiring:output_type -> guard.v1.CreateWiringResponse
+	120, // 303: guard.v1.Registry.DeleteWiring:output_type -> guard.v1.DeleteWiringResponse
+	123, // 304: guard.v1.Registry.ListMessagingGroups:output_type -> guard.v1.ListMessagingGroupsResponse
+	125, // 305: guard.v1.Registry.GetMessagingGroup:output_type -> guard.v1.GetMessagingGroupResponse
+	127, // 306: guard.v1.Registry.CreateMessagingGroup:output_type -> guard.v1.CreateMessagingGroupResponse
+	129, // 307: guard.v1.Registry.UpdateMessagingGroup:output_type -> guard.v1.UpdateMessagingGroupResponse
+	131, // 308: guard.v1.Registry.DeleteMessagingGroup:output_type -> guard.v1.DeleteMessagingGroupResponse
+	134, // 309: guard.v1.Registry.ListPolicies:output_type -> guard.v1.ListPoliciesResponse
+	136, // 310: guard.v1.Registry.SetPolicy:output_type -> guard.v1.SetPolicyResponse
+	138, // 311: guard.v1.Registry.RemovePolicy:output_type -> guard.v1.RemovePolicyResponse
+	141, // 312: guard.v1.Registry.ListUserDms:output_type -> guard.v1.ListUserDmsResponse
+	143, // 313: guard.v1.Registry.SetUserDm:output_type -> guard.v1.SetUserDmResponse
+	145, // 314: guard.v1.Registry.RemoveUserDm:output_type -> guard.v1.RemoveUserDmResponse
+	148, // 315: guard.v1.Registry.CreateToken:output_type -> guard.v1.CreateTokenResponse
+	150, // 316: guard.v1.Registry.ListTokens:output_type -> guard.v1.ListTokensResponse
+	152, // 317: guard.v1.Registry.RevokeToken:output_type -> guard.v1.RevokeTokenResponse
+	154, // 318: guard.v1.Registry.ListRunners:output_type -> guard.v1.ListRunnersResponse
+	157, // 319: guard.v1.Registry.ListCatalog:output_type -> guard.v1.ListCatalogResponse
+	160, // 320: guard.v1.Registry.GetDecision:output_type -> guard.v1.GetDecisionResponse
+	164, // 321: guard.v1.Registry.SetActionSettings:output_type -> guard.v1.SetActionSettingsResponse
+	162, // 322: guard.v1.Registry.ListDecisions:output_type -> guard.v1.ListDecisionsResponse
+	169, // 323: guard.v1.Registry.ListMcpServers:output_type -> guard.v1.ListMcpServersResponse
+	171, // 324: guard.v1.Registry.SetMcpServerDefault:output_type -> guard.v1.SetMcpServerDefaultResponse
+	173, // 325: guard.v1.Registry.ListMcpTools:output_type -> guard.v1.ListMcpToolsResponse
+	175, // 326: guard.v1.Registry.SetMcpTool:output_type -> guard.v1.SetMcpToolResponse
+	178, // 327: guard.v1.Registry.ReportMcpTools:output_type -> guard.v1.ReportMcpToolsResponse
+	181, // 328: guard.v1.Registry.Freeze:output_type -> guard.v1.FreezeResponse
+	183, // 329: guard.v1.Registry.Unfreeze:output_type -> guard.v1.UnfreezeResponse
+	185, // 330: guard.v1.Registry.ListFreezes:output_type -> guard.v1.ListFreezesResponse
+	227, // 331: guard.v1.Registry.SetModelProvider:output_type -> guard.v1.SetModelProviderResponse
+	228, // 332: guard.v1.Registry.DeleteModelProvider:output_type -> guard.v1.DeleteModelProviderResponse
+	229, // 333: guard.v1.Registry.ListModelProviders:output_type -> guard.v1.ListModelProvidersResponse
+	230, // 334: guard.v1.Registry.GetModelPolicy:output_type -> guard.v1.GetModelPolicyResponse
+	231, // 335: guard.v1.Registry.SetModelProviders:output_type -> guard.v1.SetModelProvidersResponse
+	232, // 336: guard.v1.Registry.SetModelRule:output_type -> guard.v1.SetModelRuleResponse
+	233, // 337: guard.v1.Registry.UnsetModelRule:output_type -> guard.v1.UnsetModelRuleResponse
+	234, // 338: guard.v1.Registry.SetModelDefault:output_type -> guard.v1.SetModelDefaultResponse
+	235, // 339: guard.v1.Registry.SetModelBudget:output_type -> guard.v1.SetModelBudgetResponse
+	236, // 340: guard.v1.Registry.SetModelPrice:output_type -> guard.v1.SetModelPriceResponse
+	237, // 341: guard.v1.Registry.ListModelPrices:output_type -> guard.v1.ListModelPricesResponse
+	238, // 342: guard.v1.Registry.ListModelUsage:output_type -> guard.v1.ListModelUsageResponse
+	239, // 343: guard.v1.Registry.GetModelRoute:output_type -> guard.v1.GetModelRouteResponse
+	240, // 344: guard.v1.Registry.ReserveModelUsage:output_type -> guard.v1.ReserveModelUsageResponse
+	241, // 345: guard.v1.Registry.SettleModelUsage:output_type -> guard.v1.SettleModelUsageResponse
+	242, // 346: guard.v1.Registry.GetEgressPolicy:output_type -> guard.v1.GetEgressPolicyResponse
+	243, // 347: guard.v1.Registry.SetEgressRule:output_type -> guard.v1.SetEgressRuleResponse
+	244, // 348: guard.v1.Registry.UnsetEgressRule:output_type -> guard.v1.UnsetEgressRuleResponse
+	245, // 349: guard.v1.Registry.SetEgressDefault:output_type -> guard.v1.SetEgressDefaultResponse
+	263, // [263:350] is the sub-list for method output_type
+	176, // [176:263] is the sub-list for method input_type
 	176, // [176:176] is the sub-list for extension type_name
 	176, // [176:176] is the sub-list for extension extendee
 	0,   // [0:176] is the sub-list for field type_name
@@ -13439,6 +13531,7 @@ func file_guard_v1_registry_proto_init() {
 	}
 	file_guard_v1_common_proto_init()
 	file_guard_v1_egress_proto_init()
+	file_guard_v1_model_proto_init()
 	file_guard_v1_options_proto_init()
 	file_guard_v1_registry_proto_msgTypes[5].OneofWrappers = []any{
 		(*ConnectRequest_Hello)(nil),

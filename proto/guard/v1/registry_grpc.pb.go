@@ -87,6 +87,21 @@ const (
 	Registry_Freeze_FullMethodName               = "/guard.v1.Registry/Freeze"
 	Registry_Unfreeze_FullMethodName             = "/guard.v1.Registry/Unfreeze"
 	Registry_ListFreezes_FullMethodName          = "/guard.v1.Registry/ListFreezes"
+	Registry_SetModelProvider_FullMethodName     = "/guard.v1.Registry/SetModelProvider"
+	Registry_DeleteModelProvider_FullMethodName  = "/guard.v1.Registry/DeleteModelProvider"
+	Registry_ListModelProviders_FullMethodName   = "/guard.v1.Registry/ListModelProviders"
+	Registry_GetModelPolicy_FullMethodName       = "/guard.v1.Registry/GetModelPolicy"
+	Registry_SetModelProviders_FullMethodName    = "/guard.v1.Registry/SetModelProviders"
+	Registry_SetModelRule_FullMethodName         = "/guard.v1.Registry/SetModelRule"
+	Registry_UnsetModelRule_FullMethodName       = "/guard.v1.Registry/UnsetModelRule"
+	Registry_SetModelDefault_FullMethodName      = "/guard.v1.Registry/SetModelDefault"
+	Registry_SetModelBudget_FullMethodName       = "/guard.v1.Registry/SetModelBudget"
+	Registry_SetModelPrice_FullMethodName        = "/guard.v1.Registry/SetModelPrice"
+	Registry_ListModelPrices_FullMethodName      = "/guard.v1.Registry/ListModelPrices"
+	Registry_ListModelUsage_FullMethodName       = "/guard.v1.Registry/ListModelUsage"
+	Registry_GetModelRoute_FullMethodName        = "/guard.v1.Registry/GetModelRoute"
+	Registry_ReserveModelUsage_FullMethodName    = "/guard.v1.Registry/ReserveModelUsage"
+	Registry_SettleModelUsage_FullMethodName     = "/guard.v1.Registry/SettleModelUsage"
 	Registry_GetEgressPolicy_FullMethodName      = "/guard.v1.Registry/GetEgressPolicy"
 	Registry_SetEgressRule_FullMethodName        = "/guard.v1.Registry/SetEgressRule"
 	Registry_UnsetEgressRule_FullMethodName      = "/guard.v1.Registry/UnsetEgressRule"
@@ -260,6 +275,39 @@ type RegistryClient interface {
 	Unfreeze(ctx context.Context, in *UnfreezeRequest, opts ...grpc.CallOption) (*UnfreezeResponse, error)
 	// ListFreezes lists the scopes frozen now.
 	ListFreezes(ctx context.Context, in *ListFreezesRequest, opts ...grpc.CallOption) (*ListFreezesResponse, error)
+	// SetModelProvider creates or changes a model provider; its credential is
+	// write-only (operator only).
+	SetModelProvider(ctx context.Context, in *SetModelProviderRequest, opts ...grpc.CallOption) (*SetModelProviderResponse, error)
+	// DeleteModelProvider removes a provider (operator only).
+	DeleteModelProvider(ctx context.Context, in *DeleteModelProviderRequest, opts ...grpc.CallOption) (*DeleteModelProviderResponse, error)
+	// ListModelProviders lists the providers (never a credential).
+	ListModelProviders(ctx context.Context, in *ListModelProvidersRequest, opts ...grpc.CallOption) (*ListModelProvidersResponse, error)
+	// GetModelPolicy reads a group's providers, model rules, default and budget.
+	GetModelPolicy(ctx context.Context, in *GetModelPolicyRequest, opts ...grpc.CallOption) (*GetModelPolicyResponse, error)
+	// SetModelProviders sets which providers a group's agents may use.
+	SetModelProviders(ctx context.Context, in *SetModelProvidersRequest, opts ...grpc.CallOption) (*SetModelProvidersResponse, error)
+	// SetModelRule sets the effect of a provider's model for a group's agents.
+	SetModelRule(ctx context.Context, in *SetModelRuleRequest, opts ...grpc.CallOption) (*SetModelRuleResponse, error)
+	// UnsetModelRule removes one of a group's model rules.
+	UnsetModelRule(ctx context.Context, in *UnsetModelRuleRequest, opts ...grpc.CallOption) (*UnsetModelRuleResponse, error)
+	// SetModelDefault sets what a model no rule of the group names gets.
+	SetModelDefault(ctx context.Context, in *SetModelDefaultRequest, opts ...grpc.CallOption) (*SetModelDefaultResponse, error)
+	// SetModelBudget sets a group's token and cost budget per day or month.
+	SetModelBudget(ctx context.Context, in *SetModelBudgetRequest, opts ...grpc.CallOption) (*SetModelBudgetResponse, error)
+	// SetModelPrice sets what a million tokens of a model cost (operator only).
+	SetModelPrice(ctx context.Context, in *SetModelPriceRequest, opts ...grpc.CallOption) (*SetModelPriceResponse, error)
+	// ListModelPrices lists the prices.
+	ListModelPrices(ctx context.Context, in *ListModelPricesRequest, opts ...grpc.CallOption) (*ListModelPricesResponse, error)
+	// ListModelUsage lists what groups used, per UTC day, provider and model.
+	ListModelUsage(ctx context.Context, in *ListModelUsageRequest, opts ...grpc.CallOption) (*ListModelUsageResponse, error)
+	// GetModelRoute is the runner's read of where a session's model calls of a
+	// kind go, with the provider's credential (a session placed on the caller only).
+	GetModelRoute(ctx context.Context, in *GetModelRouteRequest, opts ...grpc.CallOption) (*GetModelRouteResponse, error)
+	// ReserveModelUsage reserves a model call's worst case against its group's
+	// budget before the runner forwards it.
+	ReserveModelUsage(ctx context.Context, in *ReserveModelUsageRequest, opts ...grpc.CallOption) (*ReserveModelUsageResponse, error)
+	// SettleModelUsage settles a reservation to the call's reported usage, once.
+	SettleModelUsage(ctx context.Context, in *SettleModelUsageRequest, opts ...grpc.CallOption) (*SettleModelUsageResponse, error)
 	// GetEgressPolicy reads a group's egress rules and default (net.connect).
 	GetEgressPolicy(ctx context.Context, in *GetEgressPolicyRequest, opts ...grpc.CallOption) (*GetEgressPolicyResponse, error)
 	// SetEgressRule sets the effect of a host pattern and port for a group's
@@ -971,6 +1019,156 @@ func (c *registryClient) ListFreezes(ctx context.Context, in *ListFreezesRequest
 	return out, nil
 }
 
+func (c *registryClient) SetModelProvider(ctx context.Context, in *SetModelProviderRequest, opts ...grpc.CallOption) (*SetModelProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetModelProviderResponse)
+	err := c.cc.Invoke(ctx, Registry_SetModelProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) DeleteModelProvider(ctx context.Context, in *DeleteModelProviderRequest, opts ...grpc.CallOption) (*DeleteModelProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteModelProviderResponse)
+	err := c.cc.Invoke(ctx, Registry_DeleteModelProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) ListModelProviders(ctx context.Context, in *ListModelProvidersRequest, opts ...grpc.CallOption) (*ListModelProvidersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListModelProvidersResponse)
+	err := c.cc.Invoke(ctx, Registry_ListModelProviders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) GetModelPolicy(ctx context.Context, in *GetModelPolicyRequest, opts ...grpc.CallOption) (*GetModelPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetModelPolicyResponse)
+	err := c.cc.Invoke(ctx, Registry_GetModelPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SetModelProviders(ctx context.Context, in *SetModelProvidersRequest, opts ...grpc.CallOption) (*SetModelProvidersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetModelProvidersResponse)
+	err := c.cc.Invoke(ctx, Registry_SetModelProviders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SetModelRule(ctx context.Context, in *SetModelRuleRequest, opts ...grpc.CallOption) (*SetModelRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetModelRuleResponse)
+	err := c.cc.Invoke(ctx, Registry_SetModelRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) UnsetModelRule(ctx context.Context, in *UnsetModelRuleRequest, opts ...grpc.CallOption) (*UnsetModelRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnsetModelRuleResponse)
+	err := c.cc.Invoke(ctx, Registry_UnsetModelRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SetModelDefault(ctx context.Context, in *SetModelDefaultRequest, opts ...grpc.CallOption) (*SetModelDefaultResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetModelDefaultResponse)
+	err := c.cc.Invoke(ctx, Registry_SetModelDefault_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SetModelBudget(ctx context.Context, in *SetModelBudgetRequest, opts ...grpc.CallOption) (*SetModelBudgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetModelBudgetResponse)
+	err := c.cc.Invoke(ctx, Registry_SetModelBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SetModelPrice(ctx context.Context, in *SetModelPriceRequest, opts ...grpc.CallOption) (*SetModelPriceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetModelPriceResponse)
+	err := c.cc.Invoke(ctx, Registry_SetModelPrice_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) ListModelPrices(ctx context.Context, in *ListModelPricesRequest, opts ...grpc.CallOption) (*ListModelPricesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListModelPricesResponse)
+	err := c.cc.Invoke(ctx, Registry_ListModelPrices_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) ListModelUsage(ctx context.Context, in *ListModelUsageRequest, opts ...grpc.CallOption) (*ListModelUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListModelUsageResponse)
+	err := c.cc.Invoke(ctx, Registry_ListModelUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) GetModelRoute(ctx context.Context, in *GetModelRouteRequest, opts ...grpc.CallOption) (*GetModelRouteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetModelRouteResponse)
+	err := c.cc.Invoke(ctx, Registry_GetModelRoute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) ReserveModelUsage(ctx context.Context, in *ReserveModelUsageRequest, opts ...grpc.CallOption) (*ReserveModelUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReserveModelUsageResponse)
+	err := c.cc.Invoke(ctx, Registry_ReserveModelUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryClient) SettleModelUsage(ctx context.Context, in *SettleModelUsageRequest, opts ...grpc.CallOption) (*SettleModelUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleModelUsageResponse)
+	err := c.cc.Invoke(ctx, Registry_SettleModelUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryClient) GetEgressPolicy(ctx context.Context, in *GetEgressPolicyRequest, opts ...grpc.CallOption) (*GetEgressPolicyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetEgressPolicyResponse)
@@ -1178,6 +1376,39 @@ type RegistryServer interface {
 	Unfreeze(context.Context, *UnfreezeRequest) (*UnfreezeResponse, error)
 	// ListFreezes lists the scopes frozen now.
 	ListFreezes(context.Context, *ListFreezesRequest) (*ListFreezesResponse, error)
+	// SetModelProvider creates or changes a model provider; its credential is
+	// write-only (operator only).
+	SetModelProvider(context.Context, *SetModelProviderRequest) (*SetModelProviderResponse, error)
+	// DeleteModelProvider removes a provider (operator only).
+	DeleteModelProvider(context.Context, *DeleteModelProviderRequest) (*DeleteModelProviderResponse, error)
+	// ListModelProviders lists the providers (never a credential).
+	ListModelProviders(context.Context, *ListModelProvidersRequest) (*ListModelProvidersResponse, error)
+	// GetModelPolicy reads a group's providers, model rules, default and budget.
+	GetModelPolicy(context.Context, *GetModelPolicyRequest) (*GetModelPolicyResponse, error)
+	// SetModelProviders sets which providers a group's agents may use.
+	SetModelProviders(context.Context, *SetModelProvidersRequest) (*SetModelProvidersResponse, error)
+	// SetModelRule sets the effect of a provider's model for a group's agents.
+	SetModelRule(context.Context, *SetModelRuleRequest) (*SetModelRuleResponse, error)
+	// UnsetModelRule removes one of a group's model rules.
+	UnsetModelRule(context.Context, *UnsetModelRuleRequest) (*UnsetModelRuleResponse, error)
+	// SetModelDefault sets what a model no rule of the group names gets.
+	SetModelDefault(context.Context, *SetModelDefaultRequest) (*SetModelDefaultResponse, error)
+	// SetModelBudget sets a group's token and cost budget per day or month.
+	SetModelBudget(context.Context, *SetModelBudgetRequest) (*SetModelBudgetResponse, error)
+	// SetModelPrice sets what a million tokens of a model cost (operator only).
+	SetModelPrice(context.Context, *SetModelPriceRequest) (*SetModelPriceResponse, error)
+	// ListModelPrices lists the prices.
+	ListModelPrices(context.Context, *ListModelPricesRequest) (*ListModelPricesResponse, error)
+	// ListModelUsage lists what groups used, per UTC day, provider and model.
+	ListModelUsage(context.Context, *ListModelUsageRequest) (*ListModelUsageResponse, error)
+	// GetModelRoute is the runner's read of where a session's model calls of a
+	// kind go, with the provider's credential (a session placed on the caller only).
+	GetModelRoute(context.Context, *GetModelRouteRequest) (*GetModelRouteResponse, error)
+	// ReserveModelUsage reserves a model call's worst case against its group's
+	// budget before the runner forwards it.
+	ReserveModelUsage(context.Context, *ReserveModelUsageRequest) (*ReserveModelUsageResponse, error)
+	// SettleModelUsage settles a reservation to the call's reported usage, once.
+	SettleModelUsage(context.Context, *SettleModelUsageRequest) (*SettleModelUsageResponse, error)
 	// GetEgressPolicy reads a group's egress rules and default (net.connect).
 	GetEgressPolicy(context.Context, *GetEgressPolicyRequest) (*GetEgressPolicyResponse, error)
 	// SetEgressRule sets the effect of a host pattern and port for a group's
@@ -1400,6 +1631,51 @@ func (UnimplementedRegistryServer) Unfreeze(context.Context, *UnfreezeRequest) (
 }
 func (UnimplementedRegistryServer) ListFreezes(context.Context, *ListFreezesRequest) (*ListFreezesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListFreezes not implemented")
+}
+func (UnimplementedRegistryServer) SetModelProvider(context.Context, *SetModelProviderRequest) (*SetModelProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetModelProvider not implemented")
+}
+func (UnimplementedRegistryServer) DeleteModelProvider(context.Context, *DeleteModelProviderRequest) (*DeleteModelProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteModelProvider not implemented")
+}
+func (UnimplementedRegistryServer) ListModelProviders(context.Context, *ListModelProvidersRequest) (*ListModelProvidersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListModelProviders not implemented")
+}
+func (UnimplementedRegistryServer) GetModelPolicy(context.Context, *GetModelPolicyRequest) (*GetModelPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetModelPolicy not implemented")
+}
+func (UnimplementedRegistryServer) SetModelProviders(context.Context, *SetModelProvidersRequest) (*SetModelProvidersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetModelProviders not implemented")
+}
+func (UnimplementedRegistryServer) SetModelRule(context.Context, *SetModelRuleRequest) (*SetModelRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetModelRule not implemented")
+}
+func (UnimplementedRegistryServer) UnsetModelRule(context.Context, *UnsetModelRuleRequest) (*UnsetModelRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnsetModelRule not implemented")
+}
+func (UnimplementedRegistryServer) SetModelDefault(context.Context, *SetModelDefaultRequest) (*SetModelDefaultResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetModelDefault not implemented")
+}
+func (UnimplementedRegistryServer) SetModelBudget(context.Context, *SetModelBudgetRequest) (*SetModelBudgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetModelBudget not implemented")
+}
+func (UnimplementedRegistryServer) SetModelPrice(context.Context, *SetModelPriceRequest) (*SetModelPriceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetModelPrice not implemented")
+}
+func (UnimplementedRegistryServer) ListModelPrices(context.Context, *ListModelPricesRequest) (*ListModelPricesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListModelPrices not implemented")
+}
+func (UnimplementedRegistryServer) ListModelUsage(context.Context, *ListModelUsageRequest) (*ListModelUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListModelUsage not implemented")
+}
+func (UnimplementedRegistryServer) GetModelRoute(context.Context, *GetModelRouteRequest) (*GetModelRouteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetModelRoute not implemented")
+}
+func (UnimplementedRegistryServer) ReserveModelUsage(context.Context, *ReserveModelUsageRequest) (*ReserveModelUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReserveModelUsage not implemented")
+}
+func (UnimplementedRegistryServer) SettleModelUsage(context.Context, *SettleModelUsageRequest) (*SettleModelUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SettleModelUsage not implemented")
 }
 func (UnimplementedRegistryServer) GetEgressPolicy(context.Context, *GetEgressPolicyRequest) (*GetEgressPolicyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetEgressPolicy not implemented")
@@ -2640,6 +2916,276 @@ func _Registry_ListFreezes_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registry_SetModelProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetModelProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetModelProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetModelProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetModelProvider(ctx, req.(*SetModelProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_DeleteModelProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteModelProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).DeleteModelProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_DeleteModelProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).DeleteModelProvider(ctx, req.(*DeleteModelProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_ListModelProviders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListModelProvidersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).ListModelProviders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_ListModelProviders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).ListModelProviders(ctx, req.(*ListModelProvidersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_GetModelPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetModelPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).GetModelPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_GetModelPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).GetModelPolicy(ctx, req.(*GetModelPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SetModelProviders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetModelProvidersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetModelProviders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetModelProviders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetModelProviders(ctx, req.(*SetModelProvidersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SetModelRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetModelRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetModelRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetModelRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetModelRule(ctx, req.(*SetModelRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_UnsetModelRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnsetModelRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).UnsetModelRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_UnsetModelRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).UnsetModelRule(ctx, req.(*UnsetModelRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SetModelDefault_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetModelDefaultRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetModelDefault(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetModelDefault_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetModelDefault(ctx, req.(*SetModelDefaultRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SetModelBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetModelBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetModelBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetModelBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetModelBudget(ctx, req.(*SetModelBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SetModelPrice_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetModelPriceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SetModelPrice(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SetModelPrice_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SetModelPrice(ctx, req.(*SetModelPriceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_ListModelPrices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListModelPricesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).ListModelPrices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_ListModelPrices_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).ListModelPrices(ctx, req.(*ListModelPricesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_ListModelUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListModelUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).ListModelUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_ListModelUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).ListModelUsage(ctx, req.(*ListModelUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_GetModelRoute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetModelRouteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).GetModelRoute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_GetModelRoute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).GetModelRoute(ctx, req.(*GetModelRouteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_ReserveModelUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReserveModelUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).ReserveModelUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_ReserveModelUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).ReserveModelUsage(ctx, req.(*ReserveModelUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Registry_SettleModelUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleModelUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).SettleModelUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_SettleModelUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).SettleModelUsage(ctx, req.(*SettleModelUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Registry_GetEgressPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetEgressPolicyRequest)
 	if err := dec(in); err != nil {
@@ -2982,6 +3528,66 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListFreezes",
 			Handler:    _Registry_ListFreezes_Handler,
+		},
+		{
+			MethodName: "SetModelProvider",
+			Handler:    _Registry_SetModelProvider_Handler,
+		},
+		{
+			MethodName: "DeleteModelProvider",
+			Handler:    _Registry_DeleteModelProvider_Handler,
+		},
+		{
+			MethodName: "ListModelProviders",
+			Handler:    _Registry_ListModelProviders_Handler,
+		},
+		{
+			MethodName: "GetModelPolicy",
+			Handler:    _Registry_GetModelPolicy_Handler,
+		},
+		{
+			MethodName: "SetModelProviders",
+			Handler:    _Registry_SetModelProviders_Handler,
+		},
+		{
+			MethodName: "SetModelRule",
+			Handler:    _Registry_SetModelRule_Handler,
+		},
+		{
+			MethodName: "UnsetModelRule",
+			Handler:    _Registry_UnsetModelRule_Handler,
+		},
+		{
+			MethodName: "SetModelDefault",
+			Handler:    _Registry_SetModelDefault_Handler,
+		},
+		{
+			MethodName: "SetModelBudget",
+			Handler:    _Registry_SetModelBudget_Handler,
+		},
+		{
+			MethodName: "SetModelPrice",
+			Handler:    _Registry_SetModelPrice_Handler,
+		},
+		{
+			MethodName: "ListModelPrices",
+			Handler:    _Registry_ListModelPrices_Handler,
+		},
+		{
+			MethodName: "ListModelUsage",
+			Handler:    _Registry_ListModelUsage_Handler,
+		},
+		{
+			MethodName: "GetModelRoute",
+			Handler:    _Registry_GetModelRoute_Handler,
+		},
+		{
+			MethodName: "ReserveModelUsage",
+			Handler:    _Registry_ReserveModelUsage_Handler,
+		},
+		{
+			MethodName: "SettleModelUsage",
+			Handler:    _Registry_SettleModelUsage_Handler,
 		},
 		{
 			MethodName: "GetEgressPolicy",

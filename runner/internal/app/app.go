@@ -29,6 +29,7 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/mcphost"
 	"github.com/clawguard/clawguard/runner/internal/mcptools"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
+	"github.com/clawguard/clawguard/runner/internal/modelgw"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 	"github.com/clawguard/clawguard/runner/internal/runtime/process"
@@ -50,7 +51,8 @@ type Runner struct {
 	Sessions *sessions.Manager
 	MCP      *mcphost.Host
 	Tools    *mcptools.Tools
-	Egress   *egress.Proxy // every session's way out
+	Egress   *egress.Proxy    // every session's way out
+	Models   *modelgw.Gateway // every session's model calls, on its egress socket
 	Metrics  *metrics.Metrics
 	registry *metricsRegistry
 	regCli   guardv1.RegistryClient
@@ -184,7 +186,7 @@ func (r *Runner) wireSessions() {
 			ServerOptions: r.tracing.ServerOptions()},
 		OnGroup:        r.Tools.Sync,
 		OnToolsChanged: r.Tools.Forget,
-		Egress:         r.Egress, EgressPolicy: r.egressPolicy,
+		Egress:         r.Egress, EgressPolicy: r.egressPolicy, Models: r.Models,
 	})
 	r.Engine.Notifier = r.Sessions
 	r.lease = lease.New(r.Log)

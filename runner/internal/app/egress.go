@@ -11,11 +11,13 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/config"
 	"github.com/clawguard/clawguard/runner/internal/egress"
+	"github.com/clawguard/clawguard/runner/internal/modelgw"
 	"github.com/clawguard/clawguard/runner/internal/runtime/docker"
 )
 
 // wireEgress makes the runner's egress proxy: every session's way out,
-// each connection a net.connect decision on the runner's DecideStream.
+// each connection a net.connect decision on the runner's DecideStream; its
+// origin-form requests are the model gateway's (wireModels).
 func (r *Runner) wireEgress() error {
 	allowed, err := egress.ParseAllowed(r.Config.Egress.AllowCIDRs)
 	if err != nil {
@@ -23,16 +25,36 @@ func (r *Runner) wireEgress() error {
 	}
 	r.egressPolicy = &egress.AddressPolicy{Allowed: allowed}
 	addOwnAddresses(r.egressPolicy, r.Config)
-	guard := &egress.GuardClient{
-		Decide: func(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
-			ctx, cancel := context.WithTimeout(ctx, r.Config.DecideWait)
-			defer cancel()
-			return r.Decide.Decide(ctx, req)
-		},
-		Approvals: guardv1.NewApprovalsClient(r.Conn),
+	guard := &egress.GuardClient{Decide: r.decideWithin, Approvals: guardv1.NewApprovalsClient(r.Conn)}
+	if err := r.wireModels(); err != nil {
+		return err
 	}
 	r.Egress, err = egress.New(egress.Config{Decider: guard, Awaiter: guard, Policy: r.egressPolicy, Resolver: resolver(r.Config.Egress.DNS),
-		Limits: r.Config.Egress.Limits, Metrics: egress.NewMetrics(r.registry.Registry), Log: r.Log})
+		Limits: r.Config.Egress.Limits, Metrics: egress.NewMetrics(r.registry.Registry), Log: r.Log, Origin: r.Models.Handler})
+	return err
+}
+
+// decideWithin asks the guard on the runner's DecideStream, failing closed
+// after --decide-wait.
+func (r *Runner) decideWithin(ctx context.Context, req *guardv1.DecideRequest) (*guardv1.DecideResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.Config.DecideWait)
+	defer cancel()
+	return r.Decide.Decide(ctx, req)
+}
+
+// wireModels makes the model gateway: each session's model calls, served
+// on its egress socket, each a model.call decision, forwarded with the
+// provider's key the server gives this runner alone.
+func (r *Runner) wireModels() error {
+	transport, err := modelgw.ProviderTransport(r.Config.Models.CAFile)
+	if err != nil {
+		return err
+	}
+	r.Models, err = modelgw.New(modelgw.Config{
+		Guard:  &modelgw.GuardClient{DecideFunc: r.decideWithin, Approvals: guardv1.NewApprovalsClient(r.Conn)},
+		Models: r.regCli, Transport: transport, Limits: r.Config.Models.Limits,
+		Metrics: modelgw.NewMetrics(r.registry.Registry), Log: r.Log,
+	})
 	return err
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/clawguard/clawguard/proto/flagfile"
 	"github.com/clawguard/clawguard/runner/internal/egress"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
+	"github.com/clawguard/clawguard/runner/internal/modelgw"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
@@ -65,6 +66,8 @@ type Config struct {
 	// Egress is an agent's way out; Tools what every agent image gets.
 	Egress Egress
 	Tools  AgentTools
+	// Models is the model gateway on the egress socket.
+	Models Models
 }
 
 // Default is the config before flags and env.
@@ -84,6 +87,7 @@ func Default() Config {
 		Gateway:          gateway.DefaultLimits,
 		Egress:           Egress{Limits: egress.DefaultLimits},
 		Tools:            AgentTools{HomeSize: "256m"},
+		Models:           Models{Limits: modelgw.DefaultLimits},
 	}
 }
 
@@ -236,6 +240,7 @@ func (p *parser) define(c *Config) {
 	p.int(&c.Gateway.Burst, "gateway-burst", "actions one session's agent may send at once, above --gateway-rate")
 	p.int(&c.Gateway.InFlight, "gateway-in-flight", "actions of one session decided or running at once")
 	p.defineEgress(c)
+	p.defineModels(c)
 	if v, _, ok := lookupEnv("group"); ok {
 		c.Groups = splitList(v)
 	}
@@ -359,6 +364,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.validateEgress(); err != nil {
+		return err
+	}
+	if err := c.validateModels(); err != nil {
 		return err
 	}
 	if c.MCPNetwork == "" || strings.ContainsAny(c.MCPNetwork, " \t\n") {

@@ -72,6 +72,8 @@ func TestMain(m *testing.M) {
 		{mcpBin, "github.com/clawguard/clawguard/runner/cmd/clawguard-mcp"},
 		{filepath.Join(dir, "clawguard-init"), "github.com/clawguard/clawguard/runner/cmd/clawguard-init"},
 		{filepath.Join(dir, "egressclient"), "github.com/clawguard/clawguard/runner/internal/e2e/testdata/egressclient"},
+		{filepath.Join(dir, "sdkclient"), "github.com/clawguard/clawguard/runner/internal/modelgw/testdata/sdkclient"},
+		{filepath.Join(dir, "llm-agent"), "github.com/clawguard/clawguard/runner/agent/llm"},
 	} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -278,6 +280,10 @@ type runnerOpts struct {
 	caFile         string
 	// metricsListen is --metrics-listen ("": off); egressDNS --egress-dns.
 	metricsListen, egressDNS string
+	// modelCAFile is --model-ca-file; modelHoldWait --model-hold-wait (0:
+	// the default).
+	modelCAFile   string
+	modelHoldWait time.Duration
 }
 
 func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
@@ -327,6 +333,10 @@ func (s *server) startRunner(t *testing.T, o runnerOpts) *runner {
 	cfg.MetricsListen, cfg.Egress.DNS = o.metricsListen, o.egressDNS
 	if o.egressHoldWait > 0 {
 		cfg.Egress.Limits.HoldWait = o.egressHoldWait
+	}
+	cfg.Models.CAFile = o.modelCAFile
+	if o.modelHoldWait > 0 {
+		cfg.Models.Limits.HoldWait = o.modelHoldWait
 	}
 	if o.agentBinary != "" {
 		cfg.AgentBinary = o.agentBinary

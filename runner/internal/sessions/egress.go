@@ -5,19 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 
 	"github.com/clawguard/clawguard/runner/internal/egress"
 	"github.com/clawguard/clawguard/runner/internal/forward"
+	"github.com/clawguard/clawguard/runner/internal/modelgw"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
 // The session's way out (issue 43): its egress socket, served by the
 // runner's egress proxy (runner/internal/egress), mounted into the
 // container where clawguard-init forwards the container's loopback to it.
-// The agent finds it through the usual proxy variables.
+// The agent finds it through the usual proxy variables. The same socket
+// serves the model gateway (issue 44, runner/internal/modelgw): the model
+// base URLs name the same forwarder, and the session's token is the SDKs'
+// key.
 
 // ContainerEgressListen is where clawguard-init listens in a container.
 const ContainerEgressListen = "127.0.0.1:3128"
@@ -39,15 +44,29 @@ func egressEnv(listen, socket string) map[string]string {
 	return env
 }
 
-// egressEndpoint is the session's way out.
+// egressEndpoint is the session's way out, and its model endpoint.
 func (m *Manager) egressEndpoint() Endpoint {
 	return Endpoint{
 		Name:            "egress",
 		ContainerSocket: rt.ContainerEgressSocket,
-		Env:             func(socket string) map[string]string { return egressEnv(ContainerEgressListen, socket) },
-		HostEnv:         func(s *Session, _ string) map[string]string { return egressEnv(s.egressAddr, "") },
-		Serve:           m.serveEgress,
+		Env: func(s *Session, socket string) map[string]string {
+			return withModels(egressEnv(ContainerEgressListen, socket), ContainerEgressListen, s)
+		},
+		HostEnv: func(s *Session, _ string) map[string]string {
+			return withModels(egressEnv(s.egressAddr, ""), s.egressAddr, s)
+		},
+		Serve: m.serveEgress,
 	}
+}
+
+// withModels adds the model gateway's variables to env: its base URLs at
+// the forwarder's listen address, the session's token as each SDK's key.
+func withModels(env map[string]string, listen string, s *Session) map[string]string {
+	if s.modelToken == "" {
+		return env
+	}
+	maps.Copy(env, modelgw.Env("http://"+listen, s.modelToken))
+	return env
 }
 
 // serveEgress serves the session's egress socket; under the process
@@ -69,9 +88,15 @@ func (m *Manager) serveEgress(s *Session, path string) (io.Closer, error) {
 		return nil, err
 	}
 	es := egress.Session{ID: s.ID, GroupID: s.GroupID}
+	if m.cfg.Models != nil {
+		s.modelToken = m.cfg.Models.Open(s.ID)
+	}
 	m.cfg.Egress.Serve(es, ln)
 	stop := func() {
 		m.cfg.Egress.Stop(s.ID, "the session's endpoints closed")
+		if m.cfg.Models != nil {
+			m.cfg.Models.Close(s.ID)
+		}
 		os.Remove(path)
 	}
 	if m.cfg.Runtime.Name() != "process" {

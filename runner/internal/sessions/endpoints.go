@@ -23,8 +23,8 @@ type Endpoint struct {
 	ContainerSocket string
 	// Env is what tells the agent where it is, given the socket's path as
 	// the agent sees it (ContainerSocket in a container, the host path for
-	// a process).
-	Env func(socket string) map[string]string
+	// a process), once the session is served (a token it minted).
+	Env func(s *Session, socket string) map[string]string
 	// HostEnv, when set, is the variables a host process gets instead of
 	// Env(host path) (an endpoint whose host side is not its socket).
 	HostEnv func(s *Session, socket string) map[string]string
@@ -55,7 +55,9 @@ func (m *Manager) gatewayEndpoint() Endpoint {
 	return Endpoint{
 		Name:            "gateway",
 		ContainerSocket: rt.ContainerGatewaySocket,
-		Env:             func(socket string) map[string]string { return map[string]string{rt.EnvGatewaySocket: socket} },
+		Env: func(_ *Session, socket string) map[string]string {
+			return map[string]string{rt.EnvGatewaySocket: socket}
+		},
 		Serve: func(s *Session, path string) (io.Closer, error) {
 			opts := m.cfg.Gateway
 			opts.OnActivity = s.touch
@@ -94,12 +96,12 @@ func (m *Manager) serve(s *Session) error {
 			return fmt.Errorf("session %s: serve its %s: %w", s.ID, e.Name, err)
 		}
 		s.stops = append(s.stops, stop)
-		hostEnv := e.Env(path)
+		hostEnv := e.Env(s, path)
 		if e.HostEnv != nil {
 			hostEnv = e.HostEnv(s, path)
 		}
 		s.endpoints = append(s.endpoints, rt.Endpoint{Name: e.Name, HostSocket: path, ContainerSocket: e.ContainerSocket,
-			ContainerEnv: e.Env(e.ContainerSocket), HostEnv: hostEnv})
+			ContainerEnv: e.Env(s, e.ContainerSocket), HostEnv: hostEnv})
 	}
 	return nil
 }

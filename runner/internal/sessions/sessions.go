@@ -25,6 +25,7 @@ import (
 	"github.com/clawguard/clawguard/runner/internal/egress"
 	"github.com/clawguard/clawguard/runner/internal/gateway"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
+	"github.com/clawguard/clawguard/runner/internal/modelgw"
 	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
@@ -54,6 +55,10 @@ type Config struct {
 	// EgressPolicy learns the runner's own listeners it makes.
 	Egress       *egress.Proxy
 	EgressPolicy *egress.AddressPolicy
+	// Models is the model gateway on the egress socket (nil: none): a
+	// session's token is minted as its egress is served and forgotten when
+	// it closes.
+	Models *modelgw.Gateway
 	// AckDeadline is how long an agent may hold inbox items without
 	// acknowledging anything before it is restarted (LivenessLoop; default
 	// 5m).
@@ -91,6 +96,7 @@ type Session struct {
 	endpoints  []rt.Endpoint
 	stops      []io.Closer
 	egressAddr string       // process runtime: the loopback forwarder to its egress socket
+	modelToken string       // its agent's key to the model gateway, while its egress is served
 	lastActive atomic.Int64 // unix nanos
 	version    atomic.Int64 // config version of the running image
 	// frozen: a freeze stopped the agent; it does not start until the

@@ -17,6 +17,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/edge"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/inbound"
+	"github.com/clawguard/clawguard/server/internal/metering"
 	"github.com/clawguard/clawguard/server/internal/metrics"
 	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/resources"
@@ -58,6 +59,7 @@ type RegistryDeps struct {
 	Registry  *registry.Service  // runners: registration, leases, Connect, ApplyAction
 	Inbound   *inbound.Service   // RouteInbound: channel registration, sender admission, delivery
 	ChatOut   *chatout.Service   // agent replies and notices for chats, read by bridges
+	Models    *metering.Service  // the model gateway's routes, reservations and settlements
 	Catalog   *guard.Catalog     // re-explains logged decisions
 	Log       *slog.Logger
 }

@@ -94,3 +94,32 @@ func TestAppliedActionsFollowTheDomains(t *testing.T) {
 		}
 	}
 }
+
+// The hold kinds whose approval the next request uses (approvals, which
+// tells the agent to ask again instead of replaying) are exactly those of
+// the catalog entries marked NextRequestUses.
+func TestNextUseKindsFollowTheCatalog(t *testing.T) {
+	cat, err := BuildCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marked []string
+	for _, e := range cat.List() {
+		if e.NextRequestUses {
+			marked = append(marked, e.ApprovalAction)
+			if !approvals.NextUseKind(e.ApprovalAction) {
+				t.Errorf("%s is marked NextRequestUses, but approvals would not tell its agent to ask again (%s)", e.Action, e.ApprovalAction)
+			}
+		}
+	}
+	for _, k := range approvals.NextUseKinds() {
+		if !slices.Contains(marked, k) {
+			t.Errorf("approvals treats %s as used by the next request, but no catalog entry marked NextRequestUses has it", k)
+		}
+	}
+	for _, k := range []string{"net_connect", "model_call", "model_budget"} {
+		if !slices.Contains(marked, k) {
+			t.Errorf("%s is not a next-use kind", k)
+		}
+	}
+}

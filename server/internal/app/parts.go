@@ -12,6 +12,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/edge"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/inbound"
+	"github.com/clawguard/clawguard/server/internal/metering"
 	"github.com/clawguard/clawguard/server/internal/metrics"
 	"github.com/clawguard/clawguard/server/internal/registry"
 	"github.com/clawguard/clawguard/server/internal/resources"
@@ -44,4 +45,5 @@ type Parts struct {
 	Inbound   *inbound.Service   // RouteInbound: channel registration, sender admission, delivery
 	Registry  *registry.Service  // runners: registration, leases, Connect, ApplyAction
 	Resources *resources.Service // the admin resources
+	Models    *metering.Service  // the model gateway: routes, reservations, settlements
 }

@@ -58,6 +58,7 @@ func buildServices(ctx context.Context, d *Parts) (*services, error) {
 		return nil, err
 	}
 	wireResources(d)
+	wireModels(d, s)
 	// The admin RPCs' guard: the handlers' checks (resources), then the guard.
 	wireAdminGuard(d, s)
 	wireRetention(d, s)
@@ -87,7 +88,7 @@ func buildServices(ctx context.Context, d *Parts) (*services, error) {
 	})
 	s.registry = api.NewRegistryService(api.RegistryDeps{
 		Resources: d.Resources, Registry: d.Registry, Inbound: d.Inbound, ChatOut: d.ChatOut,
-		Catalog: d.Guard.Catalog, Log: d.Log,
+		Models: d.Models, Catalog: d.Guard.Catalog, Log: d.Log,
 	})
 	return s, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/commands"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/mcpcalls"
+	"github.com/clawguard/clawguard/server/internal/modelcalls"
 	"github.com/clawguard/clawguard/server/internal/netconnect"
 	"github.com/clawguard/clawguard/server/internal/permissions"
 	"github.com/clawguard/clawguard/server/internal/pushes"
@@ -117,7 +118,7 @@ func wireAdminGuard(d *Parts, s *services) {
 func BuildCatalog() (*guard.Catalog, error) {
 	cat := guard.NewCatalog()
 	for _, register := range []func(*guard.Catalog) error{
-		commands.Register, agents.Register, a2a.Register, selfmod.Register, permissions.Register, mcpcalls.Register, netconnect.Register,
+		commands.Register, agents.Register, a2a.Register, selfmod.Register, permissions.Register, mcpcalls.Register, netconnect.Register, modelcalls.Register,
 	} {
 		if err := register(cat); err != nil {
 			return nil, fmt.Errorf("refusing to start: %w", err)

@@ -11,16 +11,16 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
-// Approvals used by the next request (issue 43). A held outbound connection
-// is not replayed: the connection that was held is gone by the time a human
-// answers. Its approval waits instead for the session's next identical
+// Approvals used by the next request (issues 43 and 44). A held outbound
+// connection or model call is not replayed: the connection or the call that
+// was held is gone by the time a human answers. Its approval waits instead for the session's next identical
 // request, which the guard answers ALLOW by consuming the hold (the
 // ConsumeTransition, in the statement that logs the ALLOW), once.
 
 // nextUseKinds are the hold kinds whose approval the next request uses
 // (the catalog entries marked NextRequestUses; approvals does not import
 // the domains): an approval tells the session to ask again.
-var nextUseKinds = map[string]bool{"net_connect": true}
+var nextUseKinds = map[string]bool{"net_connect": true, "model_call": true, "model_budget": true}
 
 // NextUseWindow is how long after its approval a hold waits for the
 // request that uses it; an approval left unused longer is not used.
@@ -100,4 +100,18 @@ func orEmptyAny(m map[string]any) map[string]any {
 		return map[string]any{}
 	}
 	return m
+}
+
+// NextUseKind reports whether the approval of a hold kind is used by the
+// next identical request (app checks it against every catalog entry marked
+// NextRequestUses, both ways).
+func NextUseKind(kind string) bool { return nextUseKinds[kind] }
+
+// NextUseKinds are those kinds.
+func NextUseKinds() []string {
+	out := make([]string, 0, len(nextUseKinds))
+	for k := range nextUseKinds {
+		out = append(out, k)
+	}
+	return out
 }

@@ -141,6 +141,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /freezes", c.post(c.freeze))
 	m.HandleFunc("POST /freezes/unfreeze", c.post(c.unfreeze))
 	m.HandleFunc("GET /grants", c.get(c.grantsPage))
+	m.HandleFunc("GET /usage", c.get(c.usagePage))
 	m.HandleFunc("POST /grants/revoke", c.post(c.revokeGrant))
 	m.HandleFunc("GET /events", c.get(c.events))
 	c.mux = m

@@ -94,6 +94,9 @@ type Metrics struct {
 	// Server.
 	PanicsTotal prometheus.Counter
 
+	// The model gateway's metering (models.go).
+	Models *ModelMetrics
+
 	// Database: what the server's Postgres says about its standbys
 	// (store.Replication, read every few seconds).
 	DatabaseSynchronousStandbys prometheus.Gauge
@@ -270,6 +273,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.ConformanceRefusalsTotal, m.RunnersLive, m.LeaseExpirationsTotal, m.PushesPending,
 		m.PanicsTotal, m.DatabaseSynchronousStandbys, m.DatabaseReplication,
 	)
+	m.Models = newModelMetrics(reg)
 	return m
 }
 

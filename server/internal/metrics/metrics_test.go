@@ -47,6 +47,10 @@ var serverNames = []string{
 	"clawguard_server_panics_total",
 	"clawguard_database_synchronous_standbys",
 	"clawguard_database_replication",
+	"clawguard_model_tokens_total",
+	"clawguard_model_cost_micros_total",
+	"clawguard_model_calls_total",
+	"clawguard_model_reservations_total",
 }
 
 func gatheredNames(t *testing.T, g prometheus.Gatherer) map[string]bool {
@@ -66,6 +70,8 @@ func TestNewMetricsRegistersEverySeriesAfterPreInit(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	m.PreInit([]string{"a2a.send", "agents.create"}, []string{"a2a_message_gate", "create_agent"})
+	// Series labelled by provider and model are made by the first call.
+	m.Models.Settled("anthropic", "claude-sonnet-4-5", "complete", [4]int64{1, 1, 1, 1}, 1)
 
 	names := gatheredNames(t, reg)
 	for _, n := range serverNames {
@@ -195,5 +201,16 @@ func TestBuildInfo(t *testing.T) {
 	l := mfs[0].GetMetric()[0]
 	if l.GetGauge().GetValue() != 1 || l.GetLabel()[1].GetName() != "version" || l.GetLabel()[1].GetValue() != "v1.2.3-4-gabc" {
 		t.Fatalf("build_info: %v", l)
+	}
+}
+
+// Model labels are bounded: past MaxModelLabels distinct models (or for an
+// empty name) the label is "other", however many an agent names.
+func TestModelLabelsAreBounded(t *testing.T) {
+	l := NewModelLabels(2)
+	for i, c := range [][2]string{{"a", "a"}, {"b", "b"}, {"c", "other"}, {"a", "a"}, {"", "other"}, {"d", "other"}} {
+		if got := l.Label(c[0]); got != c[1] {
+			t.Errorf("%d: Label(%q) = %q, want %q", i, c[0], got, c[1])
+		}
 	}
 }

@@ -49,6 +49,14 @@ var owner = map[string]string{
 	"mcp_tool_settings":             "resources",
 	"mcp_server_tools":              "resources",
 	"mcp_server_states":             "resources",
+	"model_providers":               "resources",
+	"model_prices":                  "resources",
+	"model_budgets":                 "resources",
+
+	// The model gateway's metering: budget counters, reservations, usage.
+	"model_spend":        "metering",
+	"model_reservations": "metering",
+	"model_usage":        "metering",
 
 	// The hold contract and its event log.
 	"holds":              "approvals",

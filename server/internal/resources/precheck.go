@@ -99,6 +99,20 @@ func (s *Service) Precheck(msg proto.Message) error {
 		_, _, err = checkEgressTarget(r.GetGroup(), r.GetHost(), r.GetPort())
 	case *guardv1.SetEgressDefaultRequest:
 		_, err = checkSetEgressDefault(r)
+	case *guardv1.SetModelProvidersRequest:
+		_, err = checkSetModelProviders(r)
+	case *guardv1.SetModelRuleRequest:
+		_, err = checkSetModelRule(r)
+	case *guardv1.UnsetModelRuleRequest:
+		err = checkModelTarget(r.GetGroup(), r.GetProvider(), r.GetModel())
+	case *guardv1.SetModelDefaultRequest:
+		_, err = checkSetModelDefault(r)
+	case *guardv1.SetModelBudgetRequest:
+		_, err = checkSetModelBudget(r)
+	case *guardv1.SetModelProviderRequest:
+		_, _, _, err = checkSetModelProvider(r)
+	case *guardv1.SetModelPriceRequest:
+		err = checkModelPrice(r.GetPrice())
 	}
 	return err
 }

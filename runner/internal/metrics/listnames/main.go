@@ -12,12 +12,15 @@ import (
 
 	"github.com/clawguard/clawguard/runner/internal/egress"
 	"github.com/clawguard/clawguard/runner/internal/metrics"
+	"github.com/clawguard/clawguard/runner/internal/modelgw"
 )
 
 func main() {
 	reg := metrics.NewRegistry()
 	metrics.NewMetrics(reg).PreInit([]string{"send_message"})
 	egress.NewMetrics(reg)
+	// The model gateway's series are labelled by provider (and model) on use.
+	modelgw.NewMetrics(reg).Example()
 	metrics.RegisterBuildInfo(reg, "dev")
 	rec := httptest.NewRecorder()
 	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

@@ -29,7 +29,10 @@ func (oneMethod) GetServiceInfo() map[string]grpc.ServiceInfo {
 
 func main() {
 	reg := metrics.NewRegistry()
-	metrics.NewMetrics(reg).PreInit([]string{"a2a.send"}, []string{"a2a_message_gate"})
+	m := metrics.NewMetrics(reg)
+	m.PreInit([]string{"a2a.send"}, []string{"a2a_message_gate"})
+	// Series labelled by provider and model are made by the first call.
+	m.Models.Settled("example", "example", "complete", [4]int64{1, 1, 1, 1}, 1)
 	metrics.RegisterBuildInfo(reg, "dev")
 	metrics.NewGRPCServerMetrics(reg).InitializeMetrics(oneMethod{})
 	// A pool that never connects (pgxpool connects lazily) shows the pool families.
