@@ -75,14 +75,39 @@ func wordDelim(r rune) bool {
 	return false
 }
 
+// GroupWords is a Names that says which words may be group ids: the ids
+// of the groups it knows, and any word shaped like the ids the server
+// makes. Words asks it before GroupName, so an ordinary word never makes a
+// book read what other groups' destinations call a group.
+type GroupWords interface {
+	MayBeGroup(word string) bool
+}
+
+// generatedGroupID is the shape of the group ids the server makes
+// (store.NewID("ag_", 8)).
+var generatedGroupID = regexp.MustCompile(`^ag_[0-9a-f]{16}$`)
+
+// LooksLikeGroupID says whether w has the shape of a group id the server
+// makes.
+func LooksLikeGroupID(w string) bool { return generatedGroupID.MatchString(w) }
+
+func mayBeGroup(n Names, w string) bool {
+	if w == "" {
+		return false
+	}
+	if g, ok := n.(GroupWords); ok {
+		return g.MayBeGroup(w)
+	}
+	return LooksLikeGroupID(w)
+}
+
 // userWord is a namespaced user id ("telegram:dana").
 var userWord = regexp.MustCompile(`^[a-z0-9_-]+:\S+$`)
 
 // nameWord names one word: a whole word that is a user id the reader
-// knows, else each part of it (between colons) that is the id of a group
-// the reader knows ("group:ag_…"). Only ids n knows are named — a word is
-// never taken for an id by its shape — so an ordinary word stays itself.
-// A sentence's closing punctuation stays outside the id.
+// knows, else each part of it (between colons) that may be a group id
+// ("group:ag_…") and is one the reader knows. A sentence's closing
+// punctuation stays outside the id.
 func nameWord(n Names, w string) string {
 	core := strings.TrimRight(w, ".:")
 	tail := w[len(core):]
@@ -93,7 +118,7 @@ func nameWord(n Names, w string) string {
 	}
 	parts := strings.Split(core, ":")
 	for i, p := range parts {
-		if p != "" {
+		if mayBeGroup(n, p) {
 			parts[i] = Group(n, p)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/clawguard/clawguard/cli/internal/render"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 )
 
 // names turns what a person types (a group's or user's name, or its id)
@@ -265,4 +266,16 @@ func (n *names) usersIn(refs ...*string) error {
 		*r = id
 	}
 	return nil
+}
+
+// MayBeGroup is holdview.GroupWords: a readable group's id, or a word
+// shaped like a group id (named, if at all, by what a readable group's
+// destination calls it).
+func (n *names) MayBeGroup(w string) bool {
+	if n.readGroups() == nil {
+		if _, ok := n.groups[w]; ok {
+			return true
+		}
+	}
+	return holdview.LooksLikeGroupID(w)
 }

@@ -232,3 +232,15 @@ func usersLabel(n holdview.Names, ids []string) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// MayBeGroup is holdview.GroupWords: a readable group's id, or a word
+// shaped like a group id (named, if at all, by what a readable group's
+// destination calls it).
+func (n *names) MayBeGroup(w string) bool {
+	if n == nil {
+		return false
+	}
+	n.readGroups()
+	_, ok := n.groups[w]
+	return ok || holdview.LooksLikeGroupID(w)
+}
