@@ -2,10 +2,12 @@ package approvals
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -40,6 +42,88 @@ const EventsChannel = "clawguard_hold_events"
 
 // skipped is the event type of a gap's tombstone; readers pass it by.
 const skipped = "skipped"
+
+// The writers: every event is written in the transaction that makes its
+// change, as that transaction's last statement.
+
+// insertPartialEventTx appends an approved_partial event (one per approval
+// short of a quorum; the hold_approvals key makes each user's count once).
+func insertPartialEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, approver string, remaining int) error {
+	body, err := protojson.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("hold event: encode hold: %w", err)
+	}
+	err = insertEvent(ctx, tx, `INSERT INTO hold_events (hold_id, type, resolver, approvals_remaining, hold)
+		SELECT $2, 'approved_partial', $3, $4, $5 FROM (SELECT pg_advisory_xact_lock_shared($1)) AS compat`,
+		previousReleaseEventLock, h.Id, approver, remaining, body)
+	if err != nil {
+		return fmt.Errorf("hold event approved_partial %s: %w", h.Id, err)
+	}
+	return nil
+}
+
+// insertEventTx appends a lifecycle event in tx (exactly once: hold_events
+// is UNIQUE(hold_id, type), so a second one fails the transaction rather
+// than publishing twice). Its cursor is in flight until the transaction
+// commits and readers wait at it, so it is the transaction's last statement.
+// Statements in before (the transaction's other last writes) go out in the
+// same round trip, ahead of the event.
+func insertEventTx(ctx context.Context, tx pgx.Tx, h *guardv1.Hold, typ, outcome, resolver string, undelivered bool, before ...*pgx.QueuedQuery) error {
+	body, err := protojson.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("hold event: encode hold: %w", err)
+	}
+	err = insertEventAfter(ctx, tx, before, `INSERT INTO hold_events (hold_id, type, outcome, resolver, undelivered, hold)
+		SELECT $2, $3, NULLIF($4, ''), $5, $6, $7 FROM (SELECT pg_advisory_xact_lock_shared($1)) AS compat`,
+		previousReleaseEventLock, h.Id, typ, outcome, resolver, undelivered, body)
+	if err != nil {
+		return fmt.Errorf("hold event %s %s: %w", typ, h.Id, err)
+	}
+	return nil
+}
+
+// previousReleaseEventLock is the advisory lock the previous release's
+// event readers take exclusive before reading, its writers shared to
+// commit. Writers still take it shared, so a replica of the previous
+// release still running during a rolling upgrade never reads past a cursor
+// in flight; this release's readers never take it, so it orders nothing
+// between this release's writers (shared never waits for shared). Drop it
+// once no replica of the previous release can be running.
+const previousReleaseEventLock int64 = 0x636c_6177_6576_7473 // "clawevts"
+
+// insertEvent runs one hold_events INSERT in tx. A reader may have settled
+// the cursor the insert drew, tombstoning it while the insert was between
+// drawing the cursor and writing its row (see readEvents): the insert then
+// fails on the cursor alone, and is made again, with a fresh cursor, from a
+// savepoint taken in the same round trip. Nothing else of tx is undone.
+func insertEvent(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
+	return insertEventAfter(ctx, tx, nil, sql, args...)
+}
+
+// insertEventAfter is insertEvent with the statements in before sent in the
+// same round trip, ahead of the savepoint (their callbacks, if any, read
+// their results; an error of one fails the event): a retry of the event
+// keeps them.
+func insertEventAfter(ctx context.Context, tx pgx.Tx, before []*pgx.QueuedQuery, sql string, args ...any) error {
+	for attempt := 1; ; attempt++ {
+		b := &pgx.Batch{}
+		if attempt == 1 {
+			b.QueuedQueries = append(b.QueuedQueries, before...)
+		}
+		b.Queue(`SAVEPOINT hold_event`)
+		b.Queue(sql, args...)
+		err := tx.SendBatch(ctx, b).Close()
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "23505" || pgErr.ConstraintName != "hold_events_pkey" || attempt == 5 {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT hold_event`); err != nil {
+			return err
+		}
+	}
+}
+
+// The readers.
 
 // readEvents reads up to limit events after cursor, oldest first, with
 // every gap below the last one settled; through is the cursor the read

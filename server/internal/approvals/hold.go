@@ -206,6 +206,10 @@ func ruleOf(rule, approverUser, groupID string) *guardv1.ApproverRule {
 	return &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{AgentGroupId: groupID, DeliveredTo: deliveredTo}}}
 }
 
+// adminCommandKind is the hold kind of an agent's admin command
+// (commands.ApprovalAction; approvals does not import the domain).
+const adminCommandKind = "cli_command"
+
 const (
 	ruleExclusive     = "exclusive"
 	ruleAdminsOfScope = "admins-of-scope"

@@ -52,8 +52,9 @@ func PayloadSHA256(p map[string]any) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// checkStandingRequest refuses a standing request before anything is read.
-func (s *Service) checkStandingRequest(r Resolution) error {
+// checkStandingRequest refuses a standing request before anything is read
+// (max: the server's --standing-grant-max).
+func checkStandingRequest(r Resolution, max time.Duration) error {
 	if !r.Standing.Wanted() {
 		if r.Standing.For < 0 {
 			return fault.New(fault.Invalid, "standing_for: must not be negative")
@@ -68,7 +69,7 @@ func (s *Service) checkStandingRequest(r Resolution) error {
 		// bridges approve once (issue 41).
 		return fault.New(fault.Precondition, "a tap in chat approves once: a standing grant needs the console or the approver's own token (ncl approvals approve ID --for 8h)")
 	}
-	if s.cfg.StandingGrantMax <= 0 {
+	if max <= 0 {
 		return fault.New(fault.Precondition, "standing grants are off on this server (--standing-grant-max 0): approve once")
 	}
 	return nil

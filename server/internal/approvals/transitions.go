@@ -16,11 +16,14 @@ package approvals
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
@@ -35,6 +38,17 @@ const sqlCreate = `INSERT INTO holds (id, kind, catalog_action, payload, session
 			CASE WHEN $25::int > 0 AND cardinality($26::text[]) > 0 THEN now() + make_interval(secs => $25::int) END, $26, $27)
 		ON CONFLICT (dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL DO NOTHING
 		RETURNING `
+
+// createTx is create: the planned hold, pending (sqlCreate), RETURNING
+// it; pgx.ErrNoRows when a live hold with its dedup key won the race.
+func createTx(ctx context.Context, tx pgx.Tx, p holdPlan) (*guardv1.Hold, error) {
+	return readHold(ctx, tx, sqlCreate+holdColumns,
+		newHoldID(), p.kind, p.catalogAction, p.payload, p.sessionID, p.groupID, p.requester,
+		p.approverUser, p.rule, p.scope, p.dedupKey, p.expires, p.title, p.question, p.options,
+		p.deliveredTo, p.origin, p.deliveryAction, p.sweptOnRestart, p.required, p.alsoApprovers, p.resource, p.alsoDelivered,
+		p.escalation.RemindAfterS, p.escalation.EscalateAfterS, orEmpty(p.escalation.EscalateTo),
+		telemetry.Traceparent(ctx))
+}
 
 // sqlClearOtherCaptures is a reason capture armed: the clicker's other pending captures end ($1 clicker, $2 the hold keeping it).
 // The condition that awaiting_reason_from is not empty (implied: a clicker never is) is stated so
@@ -57,6 +71,37 @@ const sqlResolve = `UPDATE holds
 		    dispatched_at = CASE WHEN $2 = 'approved' AND NOT kind = ANY($6) THEN now() END
 		WHERE id = $1 AND status = 'pending'
 		RETURNING `
+
+// resolveRowTx is resolve: the pending hold id leaves pending with outcome
+// (sqlResolve), RETURNING the hold and its trace context (a replay push
+// carries it); nil when it was not pending. kinds are the kinds with
+// handlers: an approval of any other kind is dispatched by its commit.
+func resolveRowTx(ctx context.Context, tx pgx.Tx, id string, outcome guardv1.Outcome, resolver, reason, choice string, kinds []string) (*guardv1.Hold, string, error) {
+	statusWord, _, err := resolutionWords(outcome)
+	if err != nil {
+		return nil, "", fmt.Errorf("resolve hold %s: %w", id, err)
+	}
+	rows, err := tx.Query(ctx, sqlResolve+holdColumns+`, trace_parent`, id, statusWord, resolver, reason, choice, kinds)
+	if err != nil {
+		return nil, "", fmt.Errorf("resolve hold %s: %w", id, err)
+	}
+	var held string
+	hold, err := pgx.CollectOneRow(rows, func(row pgx.CollectableRow) (*guardv1.Hold, error) {
+		r, err := pgx.RowToStructByName[tracedHoldRow](row)
+		if err != nil {
+			return nil, err
+		}
+		held = r.TraceParent
+		return r.proto()
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("resolve hold %s: %w", id, err)
+	}
+	return hold, held, nil
+}
 
 // sqlDispatched is dispatch: an approved hold's handlers ran ($1 hold).
 const sqlDispatched = `UPDATE holds SET dispatched_at = now() WHERE id = $1 AND dispatched_at IS NULL`

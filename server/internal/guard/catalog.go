@@ -161,7 +161,7 @@ func (c *Catalog) Register(e Entry) error {
 	}
 	seen := map[string]bool{}
 	for _, f := range e.Facts {
-		if f.Name == "" || f.SQL == "" || seen[f.Name] || f.Name == modeFact || slices.Contains(freezeFacts[:], f.Name) {
+		if f.Name == "" || f.SQL == "" || seen[f.Name] || f.Name == modeFact || isFreezeFact(f.Name) {
 			return fmt.Errorf("guard catalog: %s has an empty or repeated fact %q", e.Action, f.Name)
 		}
 		if f.Lookup != nil {
@@ -184,12 +184,8 @@ func (c *Catalog) Register(e Entry) error {
 	// is a checked dotted identifier, safe as a literal).
 	mode := Lookup{Table: "action_settings", Key: []KeyEq{{"action", Literal(e.Action)}}, Column: "mode"}
 	facts := append(slices.Clone(entry.Facts), mode.Fact(modeFact))
-	// And whether the agent's scope is frozen: every agent, its group, or
-	// the runner asking for it (the freezes table, one row per scope).
-	for i, target := range []Param{Literal(""), ActorGroup, CallerRunner} {
-		frozen := Lookup{Table: "freezes", Key: []KeyEq{{"scope", Literal(freezeScopes[i])}, {"target", target}}, Column: "frozen_by"}
-		facts = append(facts, frozen.Fact(freezeFacts[i]))
-	}
+	// And whether the agent's scope is frozen (freeze.go).
+	facts = append(facts, freezeFacts()...)
 	entry.Facts = facts
 	ce := &compiled{Entry: &entry, queries: factsQueries(facts), fromSnapshot: true}
 	tables := c.tables.clone()

@@ -118,30 +118,6 @@ func evaluate(e *Entry, in *Input, f Facts) (d Decision) {
 // modeFact is the fact every entry reads: its action's enforcement mode.
 const modeFact = "action_mode"
 
-// The freeze facts every entry reads (who froze the scope, absent when it
-// is not frozen), by scope: every agent, the agent's group, its runner.
-var (
-	freezeScopes = [3]string{"all", "group", "runner"}
-	freezeFacts  = [3]string{"frozen_all", "frozen_group", "frozen_runner"}
-)
-
-// frozen denies an agent's decision whose scope is frozen: before the
-// precheck and the baseline, no mode relaxes it and no grant passes it.
-// Only agents: the people who unfreeze must still be heard.
-func frozen(in *Input, f Facts) (Decision, bool) {
-	if _, agent := in.AgentGroup(); !agent {
-		return Decision{}, false
-	}
-	for i, name := range freezeFacts {
-		if f.Has(name) {
-			what := map[string]string{"all": "every agent", "group": "this agent's group", "runner": "this agent's runner"}[freezeScopes[i]]
-			return Decision{Effect: EffectDeny, DecidedBy: ByFreeze,
-				Reason: fmt.Sprintf("frozen: %s is frozen by %s (ncl unfreeze lifts it)", what, f.Str(name))}, true
-		}
-	}
-	return Decision{}, false
-}
-
 // applyMode relaxes a gate's HOLD or DENY when the gate is in audit or warn
 // mode, keeping what enforce would have answered in Would. A relaxed hold
 // allows; a relaxed gate deny answers what the rest of its baseline says

@@ -3,7 +3,6 @@ package guard
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -291,7 +290,7 @@ func safeExplain(e *Entry, in *Input, f Facts, d Decision) (ex Explained) {
 func genericExplain(f Facts, d Decision) Explained {
 	names := make([]string, 0, len(f.vals))
 	for k, v := range f.vals {
-		if v == nil && slices.Contains(freezeFacts[:], k) {
+		if v == nil && isFreezeFact(k) {
 			continue // a scope not frozen says nothing about this decision
 		}
 		names = append(names, k)

@@ -154,7 +154,7 @@ func TestALoggedDecisionWithNullFactsExplainsAsDecided(t *testing.T) {
 	d := Decision{Effect: EffectDeny, Reason: "b is not set", DecidedBy: ByBaseline}
 	dry := Explain(e, in, f, d)
 	// Every fact but the freezes (named only when a scope is frozen).
-	if names := dry.GetChecks()[0].GetFacts(); len(names) != len(e.Facts)-len(freezeFacts) || len(e.Facts) < 3 {
+	if names := dry.GetChecks()[0].GetFacts(); len(names) != len(e.Facts)-len(freezeScopes) || len(e.Facts) < 3 {
 		t.Fatalf("fixture: the dry run names %v, want every fact of %v but the freezes", names, e.Facts)
 	}
 	trace := encodeTrace(e, in, f)

@@ -90,6 +90,26 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, sessionID string, p *guardv1.Push
 // its own (as a subquery for the id) and hand the row to Target.Insert.
 const LockTargetSQL = `SELECT runner_id, agent_group_id FROM sessions WHERE id = $1 FOR SHARE`
 
+// QueueLockTarget queues onto b the read of LockTargetSQL for the session
+// that sessionQuery selects (a subquery of one column, its parameters
+// args), so a caller reads it in a batch of its own; *t is set when b's
+// results are read (nil when it selects no session).
+func QueueLockTarget(b *pgx.Batch, t **Target, sessionQuery string, args ...any) {
+	b.Queue(`SELECT runner_id, agent_group_id, id FROM sessions WHERE id = (`+sessionQuery+`) FOR SHARE`, args...).Query(func(rows pgx.Rows) error {
+		targets, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Target, error) {
+			var t Target
+			return t, r.Scan(&t.RunnerID, &t.GroupID, &t.SessionID)
+		})
+		if err != nil {
+			return fmt.Errorf("lock the push's session: %w", err)
+		}
+		if len(targets) > 0 {
+			*t = &targets[0]
+		}
+		return nil
+	})
+}
+
 // Target is a session read with LockTargetSQL in the transaction the push
 // is stored in.
 type Target struct {

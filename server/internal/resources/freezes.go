@@ -12,14 +12,15 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/authn"
 	"github.com/clawguard/clawguard/server/internal/fault"
+	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // Freezes (issue 32): the freezes table is a fact of every catalog entry
-// (guard/catalog.go reads it by scope and target), so a freeze holds from
-// its commit on every replica — a snapshot copy older than it is never
-// answered from. This file is the table's one writer.
+// (the freeze rule, guard/freeze.go, reads it by scope and target), so a
+// freeze holds from its commit on every replica — a snapshot copy older
+// than it is never answered from. This file is the table's one writer.
 
 // freezeKey is the freezes row of a request: its scope word and target.
 func freezeKey(scope guardv1.FreezeScope, group, runner string) (word, target string, err error) {
@@ -274,15 +275,20 @@ func freezer(ctx context.Context) string {
 	return "unknown"
 }
 
+// sqlSessionsInScope are the active, placed sessions the freeze ($1 scope,
+// $2 target) covers (the guard's freeze rule, guard.FreezeCovers); with $3,
+// not those another freeze still covers.
+var sqlSessionsInScope = `SELECT s.id FROM sessions s
+		WHERE s.status = 'active' AND s.runner_id IS NOT NULL
+		  AND ` + guard.FreezeCovers("$1", "$2", "s.agent_group_id", "s.runner_id") + `
+		  AND NOT ($3 AND EXISTS (SELECT 1 FROM freezes f
+		      WHERE ` + guard.FreezeCovers("f.scope", "f.target", "s.agent_group_id", "s.runner_id") + `))
+		ORDER BY s.id`
+
 // sessionsInScope are the active, placed sessions a freeze scope covers;
 // unfrozen leaves out those another freeze still covers.
 func sessionsInScope(ctx context.Context, tx pgx.Tx, scope, target string, unfrozen bool) ([]string, error) {
-	rows, err := tx.Query(ctx, `SELECT s.id FROM sessions s
-		WHERE s.status = 'active' AND s.runner_id IS NOT NULL
-		  AND ($1 = 'all' OR ($1 = 'group' AND s.agent_group_id = $2) OR ($1 = 'runner' AND s.runner_id = $2))
-		  AND NOT ($3 AND EXISTS (SELECT 1 FROM freezes f WHERE f.scope = 'all'
-		      OR (f.scope = 'group' AND f.target = s.agent_group_id) OR (f.scope = 'runner' AND f.target = s.runner_id)))
-		ORDER BY s.id`, scope, target, unfrozen)
+	rows, err := tx.Query(ctx, sqlSessionsInScope, scope, target, unfrozen)
 	if err != nil {
 		return nil, fmt.Errorf("sessions in freeze scope: %w", err)
 	}
