@@ -7,15 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clawguard/clawguard/server/internal/store"
-
-	"github.com/clawguard/clawguard/server/internal/fault"
-
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/fault"
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/paging"
+	"github.com/clawguard/clawguard/server/internal/sessions"
+	"github.com/clawguard/clawguard/server/internal/store"
 )
 
 // Viewer is who is looking at holds. Operators and bridges see every hold;
@@ -176,15 +175,11 @@ func (s *Service) Visible(ctx context.Context, v Viewer, h *guardv1.Hold) (bool,
 		if h.SessionId == "" || (v.AgentGroup != "" && h.GetAgentGroupId() != v.AgentGroup) {
 			return false, nil
 		}
-		var runner string
-		err := s.pool.QueryRow(ctx, `SELECT COALESCE(runner_id, '') FROM sessions WHERE id = $1`, h.SessionId).Scan(&runner)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, nil
-		}
+		runner, found, err := sessions.RunnerOf(ctx, s.pool, h.SessionId)
 		if err != nil {
 			return false, fmt.Errorf("hold visibility: %w", err)
 		}
-		return runner == v.RunnerID, nil
+		return found && runner == v.RunnerID, nil
 	case v.UserID != "":
 		return MayResolve(ctx, s.pool, h.ApproverRule, h.ApproverScope, v.UserID)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/server/internal/sessions"
 )
 
 // Who may approve a hold about to be made, and how many must: read once
@@ -34,10 +35,7 @@ type holdAnchor struct {
 func anchorTx(ctx context.Context, tx pgx.Tx, req CreateRequest) (holdAnchor, error) {
 	a := holdAnchor{origin: req.OriginChannel, groupID: req.AgentGroupID, global: req.Scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL}
 	if req.SessionID != "" {
-		var sessGroup, sessChannel string
-		err := tx.QueryRow(ctx, `SELECT s.agent_group_id, COALESCE(mg.channel_type, '')
-			FROM sessions s LEFT JOIN messaging_groups mg ON mg.id = s.messaging_group_id
-			WHERE s.id = $1`, req.SessionID).Scan(&sessGroup, &sessChannel)
+		sessGroup, sessChannel, err := sessions.OriginTx(ctx, tx, req.SessionID)
 		if err != nil {
 			return a, fmt.Errorf("create hold: session %s: %w", req.SessionID, err)
 		}

@@ -149,6 +149,26 @@ func Group(ctx context.Context, q store.Querier, sessionID string) (group string
 	return group, err == nil, store.Fault("session", err)
 }
 
+// OriginTx is where a session's requests come from: its group, and the
+// channel type of the chat it serves ("" when none). An error wrapping
+// pgx.ErrNoRows when there is no such session.
+func OriginTx(ctx context.Context, q store.Querier, id string) (group, channelType string, err error) {
+	err = q.QueryRow(ctx, `SELECT s.agent_group_id, COALESCE(mg.channel_type, '')
+			FROM sessions s LEFT JOIN messaging_groups mg ON mg.id = s.messaging_group_id
+			WHERE s.id = $1`, id).Scan(&group, &channelType)
+	return group, channelType, err
+}
+
+// RunnerOf is the runner a session is placed on ("" when none); found
+// false when there is no such session.
+func RunnerOf(ctx context.Context, q store.Querier, id string) (runner string, found bool, err error) {
+	err = q.QueryRow(ctx, `SELECT COALESCE(runner_id, '') FROM sessions WHERE id = $1`, id).Scan(&runner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	return runner, err == nil, err
+}
+
 // DeleteGroupTx deletes every session of a group (their events and pushes
 // go with them: foreign keys) and says how many went.
 func DeleteGroupTx(ctx context.Context, q store.Querier, groupID string) (int64, error) {
