@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -192,11 +191,8 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 		req.Card = card
 	}
 	resp, err := g.d.Engine.Decide(ctx, req)
-	if errors.Is(err, guard.ErrUnavailable) {
-		return nil, ReplayUnavailable()
-	}
 	if err != nil {
-		return nil, status.FromContextError(err).Err()
+		return nil, err // a fault (guard.ErrUnavailable: retry) or the context's: api.Status maps it
 	}
 	d := resp.GetDecision()
 	switch d.GetEffect() {

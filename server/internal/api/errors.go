@@ -49,19 +49,21 @@ func InvalidArgument(field, format string, args ...any) error {
 
 // Status is the one mapping of what went wrong to the status a client is
 // told; the error interceptor (app) passes every error a handler or the
-// authentication returns through it. A fault (package fault) becomes its
-// kind's code with its words, its retry hint and its details; a context
-// error its code. Anything else is no fault a domain made: a database
-// that cannot serve now — unreachable, restarting, shutting down, out of
-// disk or connections, a read-only standby — is Unavailable with a retry
-// hint wherever it was met, and the rest is Internal, its text kept in
-// the log, never in the answer.
+// authentication returns through it. A status the edge made (validation,
+// admission, auth, a stream's own Send or Recv) is answered as it was made,
+// however a domain wrapped it on its way out. A fault (package fault)
+// becomes its kind's code with its words, its retry hint and its details;
+// a context error its code. Anything else is no fault a domain made: a
+// database that cannot serve now — unreachable, restarting, shutting down,
+// out of disk or connections, a read-only standby — is Unavailable with a
+// retry hint wherever it was met, and the rest is Internal, its text kept
+// in the log, never in the answer.
 func Status(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, isStatus := status.FromError(err); isStatus && status.Code(err) != codes.Unknown {
-		return err // the edge's own answers (validation, admission, auth)
+	if st := edgeStatus(err); st != nil {
+		return st.Err()
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -100,6 +102,19 @@ func Status(err error) error {
 		}
 	}
 	return st.Err()
+}
+
+// edgeStatus is the status err carries, nil when it carries none (or an
+// Unknown one, which no edge makes).
+func edgeStatus(err error) *status.Status {
+	var carrier interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &carrier) {
+		return nil
+	}
+	if st := carrier.GRPCStatus(); st != nil && st.Code() != codes.Unknown {
+		return st
+	}
+	return nil
 }
 
 // faultCodes is each fault kind's code.

@@ -21,6 +21,7 @@ import (
 	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/server/internal/admission"
 	"github.com/clawguard/clawguard/server/internal/edge"
+	"github.com/clawguard/clawguard/server/internal/fault"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
@@ -302,20 +303,15 @@ func (s *GuardService) decide(ctx context.Context, req *guardv1.DecideRequest) (
 	return resp, nil
 }
 
-// decideError is the status of an engine error: a runner naming a session
-// it does not host is refused, a replay the guard could not decide is
-// retried, a cancelled call says so; anything else is the server's fault.
+// decideError is what the caller is told of an engine error: the engine
+// answers a fault already (a runner naming a session it does not host,
+// guard.ErrActorNotOwned; a replay the guard could not decide,
+// guard.ErrUnavailable), which api.Status maps at the edge like every other,
+// or its context's error. Anything else is the server's fault, logged here.
 func (s *GuardService) decideError(ctx context.Context, r *guard.Request, err error) error {
-	switch {
-	case errors.Is(err, guard.ErrActorNotOwned):
-		return status.Errorf(codes.PermissionDenied, "runner %q does not host session %q of group %q",
-			r.RunnerID, r.Session(), r.Actor.GetAgent().GetAgentGroupId())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	case errors.Is(err, guard.ErrUnavailable):
-		return ReplayUnavailable()
+	if _, isFault := fault.As(err); !isFault && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		s.d.Log.ErrorContext(ctx, "decide failed", "action", r.Action, "err", err)
 	}
-	s.d.Log.ErrorContext(ctx, "decide failed", "action", r.Action, "err", err)
 	return err
 }
 
@@ -325,11 +321,4 @@ func (s *GuardService) decideError(ctx context.Context, r *guard.Request, err er
 func Overloaded(after time.Duration) error {
 	return withRetryHint(codes.ResourceExhausted,
 		"the guard is at its limit of decisions in flight; nothing was decided: retry after the hint", after)
-}
-
-// ReplayUnavailable is the answer to a grant-carrying decision the guard
-// could not make (see guard.ErrUnavailable): Unavailable with a retry hint,
-// never database text.
-func ReplayUnavailable() error {
-	return Retryable("the guard could not decide this replay right now; nothing was decided and the grant is unused: retry", guard.RetryAfter)
 }

@@ -76,7 +76,7 @@ func wireGuard(ctx context.Context, d *Parts, s *services) error {
 		ConsumeHold:  approvals.Consume,
 		// One pipelined round trip carries the facts reads and log
 		// rows of many concurrent decisions (see BENCHMARKS.md).
-		Pipelines:       d.Config.GuardPipelines,
+		Batchers:        d.Config.GuardPipelines,
 		Yield:           true,
 		LogPool:         logPool,
 		Snapshot:        snap,

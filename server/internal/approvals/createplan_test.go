@@ -33,7 +33,7 @@ func TestPlanHold(t *testing.T) {
 				want(t, "approver user", p.approverUser, "") // not recorded unless asked
 			}},
 		{name: "the origin's channel first", req: CreateRequest{Kind: "k"}, a: holdAnchor{rule: ruleAdminsOfScope, origin: "slack"},
-			ap: approvers{candidates: []candidate{bob, ann}, required: 1},
+			ap:    approvers{candidates: []candidate{bob, ann}, required: 1},
 			check: func(t *testing.T, p holdPlan) { want(t, "delivered to", p.deliveredTo, "slack:ann") }},
 		{name: "nobody with a DM: undelivered", req: CreateRequest{Kind: "k"}, a: chain, ap: approvers{candidates: []candidate{cid}, required: 1},
 			check: func(t *testing.T, p holdPlan) { want(t, "delivered to", p.deliveredTo, "") }},

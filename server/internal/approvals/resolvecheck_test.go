@@ -52,7 +52,7 @@ func TestCheckResolution(t *testing.T) {
 	pending := func(edit ...func(h *guardv1.Hold)) *guardv1.Hold {
 		h := &guardv1.Hold{Id: "hold_1", Status: guardv1.HoldStatus_HOLD_STATUS_PENDING, SessionId: "s1", ApprovalsRequired: 1,
 			CatalogAction: "a2a.send", AgentGroupId: "ag_1",
-			Requester: &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag_1", SessionId: "s1"}}},
+			Requester:     &guardv1.Actor{Kind: &guardv1.Actor_Agent{Agent: &guardv1.AgentActor{AgentGroupId: "ag_1", SessionId: "s1"}}},
 			ApproverRule:  &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{AgentGroupId: "ag_1"}}},
 			ApproverScope: guardv1.ApproverScope_APPROVER_SCOPE_GROUP, Options: DefaultOptions}
 		for _, e := range edit {
@@ -99,7 +99,7 @@ func TestCheckResolution(t *testing.T) {
 			kind: fault.Precondition, says: "frozen by telegram:olga"},
 		{name: "a frozen agent's reject", r: click(reject), rd: resolveReading{hold: pending(), roles: admin, frozenBy: "telegram:olga"}, step: stepResolve},
 		{name: "standing on a global hold", r: click(approve, func(r *Resolution) { r.Standing = Standing{For: time.Hour} }),
-			rd: resolveReading{hold: pending(func(h *guardv1.Hold) { h.ApproverScope = guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL }), roles: Roles{Owner: true}},
+			rd:   resolveReading{hold: pending(func(h *guardv1.Hold) { h.ApproverScope = guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL }), roles: Roles{Owner: true}},
 			kind: fault.Precondition, says: "global-scope hold"},
 		{name: "standing for a sessionless hold's session", r: click(approve, func(r *Resolution) { r.Standing = Standing{Session: true} }),
 			rd: resolveReading{hold: pending(func(h *guardv1.Hold) { h.SessionId = "" }), roles: admin}, kind: fault.Precondition, says: "no session to stand for"},

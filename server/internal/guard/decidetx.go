@@ -9,7 +9,7 @@ import (
 )
 
 // errNotInTx: what DecideTx is not for (a card, a dry run, a request id),
-// which needs a transaction of its own or the pipeline.
+// which needs a transaction of its own or the batcher.
 var errNotInTx = errors.New("guard: DecideTx decides without a card, a dry run or a request id")
 
 // DecideTx decides req live in the caller's transaction tx: the facts are
@@ -46,7 +46,7 @@ func (e *Engine) DecideTx(ctx context.Context, tx store.Querier, req *Request) (
 }
 
 // writeTx is write in tx: the log row (and a grant's consumption) goes out
-// through it, never through the pipeline.
+// through it, never through the batcher.
 func (e *Engine) writeTx(ctx context.Context, tx store.Querier, p *plan, r *reading, v verdict) (answered, error) {
 	if v.cause != nil {
 		return answered{}, v.cause

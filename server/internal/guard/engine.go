@@ -55,7 +55,7 @@ type Engine struct {
 	// sources are asked in order: the replica's copy, when there is one,
 	// then the database.
 	sources []factSource
-	pipe    *pipeline
+	batches *batcher // the database work of concurrent decisions, sent as batches
 	holds   HoldCreator
 	reach   HoldReach // a dry run's check that its hold could be made
 	// standing, when set, is asked before a hold is created (hold).
@@ -85,13 +85,14 @@ type Options struct {
 	// ObserveQuery counts what Observe must not: dry runs and reads, which
 	// change nothing (kind "dry_run" or "read").
 	ObserveQuery func(action, effect, kind string, took time.Duration)
-	// Pipelines is the number of concurrent batch senders (default 1).
-	Pipelines int
+	// Batchers is the number of concurrent batch senders (default 1;
+	// --guard-pipelines).
+	Batchers int
 	// Yield lets a sender yield once before sending, so decisions that
 	// are runnable at that moment join the batch.
 	Yield bool
 	// DirectReads reads each decision's facts on its own pooled
-	// connection instead of through the pipeline (for comparison).
+	// connection instead of through the batcher (for comparison).
 	DirectReads bool
 	// ObserveMode counts decisions an audit or warn mode let through, by
 	// the effect enforce would have given.
@@ -124,10 +125,10 @@ type Options struct {
 	// ObserveSnapshot counts decisions answered from the snapshot
 	// ("snapshot") and those sent live by a failed revision check ("stale").
 	ObserveSnapshot func(outcome string)
-	// ObserveBatch is told of each pipeline batch: its facts reads, its log
+	// ObserveBatch is told of each batch: its facts reads, its log
 	// rows and its round trip (metrics).
 	ObserveBatch func(reads, rows int, took time.Duration)
-	// LogPool, when set, carries the pipeline's batches (the facts reads and
+	// LogPool, when set, carries the batcher's batches (the facts reads and
 	// the log rows of plain decisions) instead of the pool: app gives it
 	// connections with synchronous_commit off (see --decision-log-commit).
 	LogPool *pgxpool.Pool
@@ -146,10 +147,10 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 		Catalog: cat, pool: pool, log: o.Log, observeDecision: o.Observe, nonCatalog: factsQueries(nil),
 		observeMode: o.ObserveMode, observeQuery: o.ObserveQuery, warn: o.Warn, holds: o.Holds, standing: o.Standing, reach: o.HoldReach,
 		approved: o.Approved,
-		pipe:     newPipeline(logPool, o.Log, o.Pipelines, o.Yield),
+		batches:  newBatcher(logPool, o.Log, o.Batchers, o.Yield),
 		snap:     o.Snapshot, observeSnapshot: o.ObserveSnapshot,
 	}
-	e.pipe.observe = o.ObserveBatch
+	e.batches.observe = o.ObserveBatch
 	if o.ConsumeHold != nil {
 		e.consume = newConsumeStatements(o.ConsumeHold)
 	}
@@ -158,10 +159,10 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 		for _, t := range cat.Tables() {
 			mirrored = append(mirrored, t.Name)
 		}
-		e.pipe.stmts = newLogStatements(mirrored)
+		e.batches.stmts = newLogStatements(mirrored)
 		e.sources = append(e.sources, snapshotSource{snap: e.snap, catalog: cat})
 	}
-	var batched Querier = e.pipe
+	var batched Querier = e.batches
 	if o.DirectReads {
 		batched = pool
 	}
@@ -169,13 +170,13 @@ func NewEngine(cat *Catalog, pool *pgxpool.Pool, o Options) *Engine {
 	return e
 }
 
-// PipelineStats says how many batches carried how many reads and log rows.
-func (e *Engine) PipelineStats() (batches, reads, rows int64) {
-	return e.pipe.batches.Load(), e.pipe.reads.Load(), e.pipe.rows.Load()
+// BatchStats says how many batches carried how many reads and log rows.
+func (e *Engine) BatchStats() (batches, reads, rows int64) {
+	return e.batches.batches.Load(), e.batches.reads.Load(), e.batches.rows.Load()
 }
 
 // Close flushes the decision log.
-func (e *Engine) Close() { e.pipe.close() }
+func (e *Engine) Close() { e.batches.close() }
 
 // Decide answers one request. Errors are only for callers that may not ask
 // (ErrActorNotOwned), cancelled contexts, and ErrUnavailable for a replay the

@@ -146,7 +146,7 @@ func TestActorJSONIsValidJSON(t *testing.T) {
 }
 
 // After Close, a late Decide (a background loop finishing) fails closed
-// instead of panicking on the closed pipeline.
+// instead of panicking on the closed batcher.
 func TestDecideAfterCloseDenies(t *testing.T) {
 	c := NewCatalog()
 	e := NewEngine(c, nil, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -71,7 +71,7 @@ func (e *Engine) write(ctx context.Context, p *plan, r *reading, v verdict) (ans
 	}
 	a := e.answer(p, v.Decision, v).stored()
 	a.row.fence = r.fence
-	return a, e.pipe.write(ctx, a.row)
+	return a, e.batches.write(ctx, a.row)
 }
 
 // answer is d as p's answer and its log row, stamped now.
@@ -143,7 +143,7 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 	unheld := func(why string) (answered, error) {
 		a := e.answer(p, v.Decision, v)
 		a.resp.HoldError = why
-		return a.stored(), e.pipe.write(ctx, a.row)
+		return a.stored(), e.batches.write(ctx, a.row)
 	}
 	if e.holds == nil {
 		return unheld("holds cannot be created: the approvals service is not wired")
@@ -238,7 +238,7 @@ func (e *Engine) prior(ctx context.Context, p *plan) (answered, error) {
 func (e *Engine) failClosed(ctx context.Context, p *plan) *guardv1.DecideResponse {
 	a := e.answer(p, failClosed(), verdict{})
 	a.row.RequestID = ""
-	if err := e.pipe.write(ctx, a.row); err != nil {
+	if err := e.batches.write(ctx, a.row); err != nil {
 		e.log.Error("decision log refused a fail-closed deny", "action", p.req.Action, "err", err)
 	}
 	e.observe(ctx, p, a)

@@ -31,7 +31,7 @@ type reading struct {
 }
 
 // liveSource reads from the database in one statement: through the
-// pipeline, batched with other decisions' work, or at once for a direct plan.
+// batcher, batched with other decisions' work, or at once for a direct plan.
 type liveSource struct {
 	batched, direct Querier
 	nonCatalog      *[4]string

@@ -3,8 +3,6 @@ package store
 import (
 	"fmt"
 
-	"google.golang.org/grpc/status"
-
 	"github.com/clawguard/clawguard/server/internal/fault"
 )
 
@@ -14,16 +12,14 @@ import (
 // what the row was; a database that cannot serve now is Unavailable with
 // a retry hint; the database's own text stays in the fault's cause, for
 // the log. Context errors and errors that are not the database's pass
-// through (wrapped with what).
+// through, wrapped with what (a stream's own status among them: api.Status
+// answers it as the edge made it).
 func Fault(what string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if _, ok := fault.As(err); ok {
 		return err
-	}
-	if _, isStatus := err.(interface{ GRPCStatus() *status.Status }); isStatus {
-		return err // the edge's own answer, passed through
 	}
 	switch class := Classify(err); class {
 	case ClassNotFound:

@@ -36,25 +36,25 @@ func BenchmarkEngineDecide(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, o := range []guard.Options{
-		{DirectReads: true, Pipelines: 2},
-		{Pipelines: 1},
-		{Pipelines: 2},
-		{Pipelines: 1, Yield: true},
-		{Pipelines: 2, Yield: true},
-		{Pipelines: 2, Yield: true, Snapshot: snap},
+		{DirectReads: true, Batchers: 2},
+		{Batchers: 1},
+		{Batchers: 2},
+		{Batchers: 1, Yield: true},
+		{Batchers: 2, Yield: true},
+		{Batchers: 2, Yield: true, Snapshot: snap},
 	} {
 		eng := guard.NewEngine(cat, srv.Pool, o)
 		defer eng.Close()
-		b.Run(fmt.Sprintf("direct=%v,pipes=%d,yield=%v,snapshot=%v", o.DirectReads, o.Pipelines, o.Yield, o.Snapshot != nil),
+		b.Run(fmt.Sprintf("direct=%v,batchers=%d,yield=%v,snapshot=%v", o.DirectReads, o.Batchers, o.Yield, o.Snapshot != nil),
 			func(b *testing.B) { benchEngine(b, eng, req) })
 	}
 }
 
 func benchEngine(b *testing.B, eng *guard.Engine, req func() *guard.Request) {
-	b0, r0, w0 := eng.PipelineStats()
+	b0, r0, w0 := eng.BatchStats()
 	defer func() {
-		b1, r1, w1 := eng.PipelineStats()
-		b.Logf("pipeline: %d batches carried %d reads and %d log rows", b1-b0, r1-r0, w1-w0)
+		b1, r1, w1 := eng.BatchStats()
+		b.Logf("batcher: %d batches carried %d reads and %d log rows", b1-b0, r1-r0, w1-w0)
 	}()
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()

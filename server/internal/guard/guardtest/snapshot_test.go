@@ -45,7 +45,7 @@ func pinnedEngine(t *testing.T, srv *testserver.Server) (*guard.Engine, *outcome
 		t.Fatal(err)
 	}
 	o := &outcomes{}
-	eng := guard.NewEngine(cat, srv.Pool, guard.Options{Snapshot: snap, ObserveSnapshot: o.observe, Pipelines: 2})
+	eng := guard.NewEngine(cat, srv.Pool, guard.Options{Snapshot: snap, ObserveSnapshot: o.observe, Batchers: 2})
 	t.Cleanup(eng.Close)
 	return eng, o
 }

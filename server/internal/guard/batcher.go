@@ -15,7 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pipeline carries the hot path's database work. Whatever queued while the
+// batcher carries the hot path's database work (the decision pipeline —
+// plan, source, evaluate, record — sends its reads and log rows through it). Whatever queued while the
 // previous batch ran goes out as ONE pgx batch on one connection: the
 // facts statements of decisions read live and a single multi-row INSERT of
 // the log rows of decided ones. Each decision still reads its facts in one
@@ -26,12 +27,12 @@ import (
 //
 // The round trip is made by the caller itself when fewer than slots
 // batches are in flight (flat combining): at everyday load a decision
-// finds the pipeline idle and sends its own batch of one, so no goroutine
+// finds the batcher idle and sends its own batch of one, so no goroutine
 // is woken to send it and none to hand the answer back — on a VM each such
 // wake-up is a context switch that costs more than the decision. A batch
 // that ends with more queued hands the queue to a goroutine that keeps the
 // slot, so no caller waits for batches after its own.
-type pipeline struct {
+type batcher struct {
 	pool  *pgxpool.Pool
 	log   *slog.Logger
 	slots int
@@ -68,13 +69,13 @@ type readReq struct {
 	done  chan error
 }
 
-const maxPipelineBatch = 256
+const maxBatch = 256
 
 // fullBatch is the queue that opens a second slot beside a batch in flight.
 const fullBatch = 64
 
-func newPipeline(pool *pgxpool.Pool, log *slog.Logger, slots int, yield bool) *pipeline {
-	p := &pipeline{pool: pool, log: log, slots: max(slots, 1), yield: yield, stmts: liveStatements}
+func newBatcher(pool *pgxpool.Pool, log *slog.Logger, slots int, yield bool) *batcher {
+	p := &batcher{pool: pool, log: log, slots: max(slots, 1), yield: yield, stmts: liveStatements}
 	p.drained = sync.NewCond(&p.mu)
 	p.carry = make(chan []op, p.slots)
 	for range p.slots {
@@ -91,7 +92,7 @@ var errClosed = errors.New("guard engine closed")
 
 // close refuses new work and waits for the batches in flight, and what
 // they still had queued, to be sent.
-func (p *pipeline) close() {
+func (p *batcher) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -106,14 +107,14 @@ func (p *pipeline) close() {
 
 // submit queues o; if a slot is free the caller sends what is queued now.
 // o's done channel is answered in every case (buffered: send never blocks).
-func (p *pipeline) submit(o op) error {
+func (p *batcher) submit(o op) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return errClosed
 	}
 	p.queue = append(p.queue, o)
-	// An idle pipeline sends at once. While a batch is in flight, what
+	// An idle batcher sends at once. While a batch is in flight, what
 	// arrives waits for it to end and goes out as the next batch; another
 	// slot is opened only for a queue of fullBatch: a batch of one beside
 	// a big one costs Postgres a statement's overhead for one row (half of
@@ -133,15 +134,15 @@ func (p *pipeline) submit(o op) error {
 }
 
 // drain keeps sending batches on a slot until the queue is empty.
-func (p *pipeline) drain(batch []op) {
+func (p *batcher) drain(batch []op) {
 	for batch != nil {
-		if p.yield && len(batch) < maxPipelineBatch {
+		if p.yield && len(batch) < maxBatch {
 			// Let decisions that are runnable right now join this batch.
 			// (A timer linger would cost a millisecond or more here: VM
 			// timer slack; a yield costs microseconds.)
 			runtime.Gosched()
 			p.mu.Lock()
-			batch = append(batch, p.takeUpTo(maxPipelineBatch-len(batch))...)
+			batch = append(batch, p.takeUpTo(maxBatch-len(batch))...)
 			p.mu.Unlock()
 		}
 		p.send(batch)
@@ -151,7 +152,7 @@ func (p *pipeline) drain(batch []op) {
 
 // nextLocked takes the next batch for a slot that just finished one, or
 // gives the slot up when nothing is queued.
-func (p *pipeline) nextLocked() []op {
+func (p *batcher) nextLocked() []op {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.queue) == 0 {
@@ -165,9 +166,9 @@ func (p *pipeline) nextLocked() []op {
 }
 
 // takeLocked takes up to a batch's worth of the queue (p.mu held).
-func (p *pipeline) takeLocked() []op { return p.takeUpTo(maxPipelineBatch) }
+func (p *batcher) takeLocked() []op { return p.takeUpTo(maxBatch) }
 
-func (p *pipeline) takeUpTo(n int) []op {
+func (p *batcher) takeUpTo(n int) []op {
 	if n > len(p.queue) {
 		n = len(p.queue)
 	}
@@ -181,7 +182,7 @@ func (p *pipeline) takeUpTo(n int) []op {
 }
 
 // write queues a log row and waits until it is committed (or refused).
-func (p *pipeline) write(ctx context.Context, r *logRow) error {
+func (p *batcher) write(ctx context.Context, r *logRow) error {
 	pr := &pendingRow{row: r, done: make(chan error, 1)}
 	if err := p.submit(op{row: pr}); err != nil {
 		return err
@@ -192,12 +193,12 @@ func (p *pipeline) write(ctx context.Context, r *logRow) error {
 }
 
 // QueryRow satisfies Querier: the row scans once its batch has run.
-func (p *pipeline) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
+func (p *batcher) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
 	return &pipedRow{p: p, ctx: ctx, query: query, args: args}
 }
 
 type pipedRow struct {
-	p     *pipeline
+	p     *batcher
 	ctx   context.Context
 	query string
 	args  []any
@@ -215,7 +216,7 @@ func (r *pipedRow) Scan(dest ...any) error {
 	return <-req.done
 }
 
-func (p *pipeline) send(batch []op) {
+func (p *batcher) send(batch []op) {
 	var reads []*readReq
 	var rows []*pendingRow
 	for _, o := range batch {
@@ -323,7 +324,7 @@ func collectIDs(ids pgx.Rows, err error) (map[string]bool, error) {
 	return written, ids.Err()
 }
 
-func (p *pipeline) settleRows(ctx context.Context, rows []*pendingRow, written map[string]bool, err error) {
+func (p *batcher) settleRows(ctx context.Context, rows []*pendingRow, written map[string]bool, err error) {
 	if err != nil && len(rows) > 1 && refusedByDatabase(err) {
 		// The database answered and refused the multi-row INSERT: one row
 		// carries a value it cannot store. Written alone, only that row
@@ -352,7 +353,7 @@ func refusedByDatabase(err error) bool {
 	return errors.As(err, &pgErr)
 }
 
-func (p *pipeline) logFailed(rows []*pendingRow, err error) {
+func (p *batcher) logFailed(rows []*pendingRow, err error) {
 	if len(rows) == 0 {
 		return
 	}

@@ -29,7 +29,7 @@ func TestOneFailingStatementDoesNotFailItsBatch(t *testing.T) {
 			Facts:    []guard.Fact{{Name: "n", SQL: `SELECT $6::text::int`}}, // "x" is not an int: the statement fails
 			Baseline: func(*guard.Input, guard.Facts) (guard.Decision, error) { return guard.Allow("never"), nil }},
 	)
-	eng := guard.NewEngine(cat, srv.Pool, guard.Options{Pipelines: 1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	eng := guard.NewEngine(cat, srv.Pool, guard.Options{Batchers: 1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer eng.Close()
 	host := &guardv1.Actor{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}}
 	for round := range 5 {
@@ -62,7 +62,7 @@ func TestOneFailingStatementDoesNotFailItsBatch(t *testing.T) {
 			}
 		}
 	}
-	if batches, reads, _ := eng.PipelineStats(); batches >= reads {
+	if batches, reads, _ := eng.BatchStats(); batches >= reads {
 		t.Logf("no batching happened (%d batches, %d reads): the test proved little", batches, reads)
 	}
 }
@@ -76,7 +76,7 @@ func TestOneUnstorableLogRowDoesNotFailItsBatch(t *testing.T) {
 	cat := guard.NewCatalog()
 	cat.MustRegister(guard.Entry{Action: "t.good",
 		Baseline: func(*guard.Input, guard.Facts) (guard.Decision, error) { return guard.Allow("ok"), nil }})
-	eng := guard.NewEngine(cat, srv.Pool, guard.Options{Pipelines: 1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	eng := guard.NewEngine(cat, srv.Pool, guard.Options{Batchers: 1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer eng.Close()
 	host := &guardv1.Actor{Kind: &guardv1.Actor_Host{Host: &guardv1.HostActor{}}}
 	const n = 40
