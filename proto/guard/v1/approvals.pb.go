@@ -286,8 +286,12 @@ func (x *ListResponse) GetNextPageToken() string {
 
 // GetRequest names a hold.
 type GetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// history: answer the hold's lifecycle events and the decisions that
+	// made it and used it too (the console's hold page, ncl approvals get
+	// --history).
+	History       bool `protobuf:"varint,2,opt,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,10 +333,27 @@ func (x *GetRequest) GetId() string {
 	return ""
 }
 
+func (x *GetRequest) GetHistory() bool {
+	if x != nil {
+		return x.History
+	}
+	return false
+}
+
 // GetResponse is one hold.
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hold          *Hold                  `protobuf:"bytes,1,opt,name=hold,proto3" json:"hold,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Hold  *Hold                  `protobuf:"bytes,1,opt,name=hold,proto3" json:"hold,omitempty"`
+	// may_resolve: the calling user may resolve the hold now (mayResolve:
+	// their roles and the hold's rule as they are); false for a caller that
+	// is no user. Resolve still judges the click itself.
+	MayResolve bool `protobuf:"varint,2,opt,name=may_resolve,json=mayResolve,proto3" json:"may_resolve,omitempty"`
+	// With history: the hold's lifecycle events, oldest first.
+	Events []*HoldEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	// With history: the ids of the decisions that made the hold and of the
+	// replays that used it, oldest first, at most 50. Each is read with
+	// Registry.GetDecision, whose read scoping applies to it.
+	DecisionIds   []string `protobuf:"bytes,4,rep,name=decision_ids,json=decisionIds,proto3" json:"decision_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +395,98 @@ func (x *GetResponse) GetHold() *Hold {
 	return nil
 }
 
+func (x *GetResponse) GetMayResolve() bool {
+	if x != nil {
+		return x.MayResolve
+	}
+	return false
+}
+
+func (x *GetResponse) GetEvents() []*HoldEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *GetResponse) GetDecisionIds() []string {
+	if x != nil {
+		return x.DecisionIds
+	}
+	return nil
+}
+
+// HoldEvent is one lifecycle event of a hold, as its history lists it.
+type HoldEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  EventType              `protobuf:"varint,1,opt,name=type,proto3,enum=guard.v1.EventType" json:"type,omitempty"`
+	// The resolution's outcome (a resolved event), else unspecified.
+	Outcome Outcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=guard.v1.Outcome" json:"outcome,omitempty"`
+	// Who resolved it, or whose approval an approved_partial event counts.
+	Resolver      string                 `protobuf:"bytes,3,opt,name=resolver,proto3" json:"resolver,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldEvent) Reset() {
+	*x = HoldEvent{}
+	mi := &file_guard_v1_approvals_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldEvent) ProtoMessage() {}
+
+func (x *HoldEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_guard_v1_approvals_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldEvent.ProtoReflect.Descriptor instead.
+func (*HoldEvent) Descriptor() ([]byte, []int) {
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HoldEvent) GetType() EventType {
+	if x != nil {
+		return x.Type
+	}
+	return EventType_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *HoldEvent) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *HoldEvent) GetResolver() string {
+	if x != nil {
+		return x.Resolver
+	}
+	return ""
+}
+
+func (x *HoldEvent) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // ResolveRequest resolves a hold.
 type ResolveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -404,7 +517,7 @@ type ResolveRequest struct {
 
 func (x *ResolveRequest) Reset() {
 	*x = ResolveRequest{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[4]
+	mi := &file_guard_v1_approvals_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +529,7 @@ func (x *ResolveRequest) String() string {
 func (*ResolveRequest) ProtoMessage() {}
 
 func (x *ResolveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[4]
+	mi := &file_guard_v1_approvals_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +542,7 @@ func (x *ResolveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveRequest.ProtoReflect.Descriptor instead.
 func (*ResolveRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{4}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResolveRequest) GetId() string {
@@ -494,7 +607,7 @@ type ResolveResponse struct {
 
 func (x *ResolveResponse) Reset() {
 	*x = ResolveResponse{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[5]
+	mi := &file_guard_v1_approvals_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +619,7 @@ func (x *ResolveResponse) String() string {
 func (*ResolveResponse) ProtoMessage() {}
 
 func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[5]
+	mi := &file_guard_v1_approvals_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +632,7 @@ func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveResponse.ProtoReflect.Descriptor instead.
 func (*ResolveResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{5}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResolveResponse) GetHold() *Hold {
@@ -566,7 +679,7 @@ type StandingGrant struct {
 
 func (x *StandingGrant) Reset() {
 	*x = StandingGrant{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[6]
+	mi := &file_guard_v1_approvals_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +691,7 @@ func (x *StandingGrant) String() string {
 func (*StandingGrant) ProtoMessage() {}
 
 func (x *StandingGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[6]
+	mi := &file_guard_v1_approvals_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +704,7 @@ func (x *StandingGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StandingGrant.ProtoReflect.Descriptor instead.
 func (*StandingGrant) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{6}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StandingGrant) GetId() string {
@@ -711,7 +824,7 @@ type ListStandingGrantsRequest struct {
 
 func (x *ListStandingGrantsRequest) Reset() {
 	*x = ListStandingGrantsRequest{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[7]
+	mi := &file_guard_v1_approvals_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +836,7 @@ func (x *ListStandingGrantsRequest) String() string {
 func (*ListStandingGrantsRequest) ProtoMessage() {}
 
 func (x *ListStandingGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[7]
+	mi := &file_guard_v1_approvals_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +849,7 @@ func (x *ListStandingGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStandingGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListStandingGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{7}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListStandingGrantsRequest) GetAgentGroupId() string {
@@ -763,7 +876,7 @@ type ListStandingGrantsResponse struct {
 
 func (x *ListStandingGrantsResponse) Reset() {
 	*x = ListStandingGrantsResponse{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[8]
+	mi := &file_guard_v1_approvals_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +888,7 @@ func (x *ListStandingGrantsResponse) String() string {
 func (*ListStandingGrantsResponse) ProtoMessage() {}
 
 func (x *ListStandingGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[8]
+	mi := &file_guard_v1_approvals_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +901,7 @@ func (x *ListStandingGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStandingGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListStandingGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{8}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListStandingGrantsResponse) GetGrants() []*StandingGrant {
@@ -808,7 +921,7 @@ type RevokeStandingGrantRequest struct {
 
 func (x *RevokeStandingGrantRequest) Reset() {
 	*x = RevokeStandingGrantRequest{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[9]
+	mi := &file_guard_v1_approvals_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +933,7 @@ func (x *RevokeStandingGrantRequest) String() string {
 func (*RevokeStandingGrantRequest) ProtoMessage() {}
 
 func (x *RevokeStandingGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[9]
+	mi := &file_guard_v1_approvals_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +946,7 @@ func (x *RevokeStandingGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeStandingGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeStandingGrantRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{9}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RevokeStandingGrantRequest) GetId() string {
@@ -853,7 +966,7 @@ type RevokeStandingGrantResponse struct {
 
 func (x *RevokeStandingGrantResponse) Reset() {
 	*x = RevokeStandingGrantResponse{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[10]
+	mi := &file_guard_v1_approvals_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +978,7 @@ func (x *RevokeStandingGrantResponse) String() string {
 func (*RevokeStandingGrantResponse) ProtoMessage() {}
 
 func (x *RevokeStandingGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[10]
+	mi := &file_guard_v1_approvals_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +991,7 @@ func (x *RevokeStandingGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeStandingGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeStandingGrantResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{10}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RevokeStandingGrantResponse) GetGrant() *StandingGrant {
@@ -904,7 +1017,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[11]
+	mi := &file_guard_v1_approvals_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1029,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[11]
+	mi := &file_guard_v1_approvals_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1042,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{11}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchRequest) GetAfterCursor() int64 {
@@ -983,7 +1096,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[12]
+	mi := &file_guard_v1_approvals_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1108,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[12]
+	mi := &file_guard_v1_approvals_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1121,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{12}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchResponse) GetCursor() int64 {
@@ -1087,7 +1200,7 @@ type RequestRequest struct {
 
 func (x *RequestRequest) Reset() {
 	*x = RequestRequest{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[13]
+	mi := &file_guard_v1_approvals_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1212,7 @@ func (x *RequestRequest) String() string {
 func (*RequestRequest) ProtoMessage() {}
 
 func (x *RequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[13]
+	mi := &file_guard_v1_approvals_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1225,7 @@ func (x *RequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRequest.ProtoReflect.Descriptor instead.
 func (*RequestRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{13}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RequestRequest) GetKind() string {
@@ -1183,7 +1296,7 @@ type RequestResponse struct {
 
 func (x *RequestResponse) Reset() {
 	*x = RequestResponse{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[14]
+	mi := &file_guard_v1_approvals_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1308,7 @@ func (x *RequestResponse) String() string {
 func (*RequestResponse) ProtoMessage() {}
 
 func (x *RequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[14]
+	mi := &file_guard_v1_approvals_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1321,7 @@ func (x *RequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestResponse.ProtoReflect.Descriptor instead.
 func (*RequestResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{14}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RequestResponse) GetHold() *Hold {
@@ -1244,7 +1357,7 @@ type AwaitRequest struct {
 
 func (x *AwaitRequest) Reset() {
 	*x = AwaitRequest{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[15]
+	mi := &file_guard_v1_approvals_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1369,7 @@ func (x *AwaitRequest) String() string {
 func (*AwaitRequest) ProtoMessage() {}
 
 func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[15]
+	mi := &file_guard_v1_approvals_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1382,7 @@ func (x *AwaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRequest.ProtoReflect.Descriptor instead.
 func (*AwaitRequest) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{15}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AwaitRequest) GetId() string {
@@ -1297,7 +1410,7 @@ type AwaitResponse struct {
 
 func (x *AwaitResponse) Reset() {
 	*x = AwaitResponse{}
-	mi := &file_guard_v1_approvals_proto_msgTypes[16]
+	mi := &file_guard_v1_approvals_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1422,7 @@ func (x *AwaitResponse) String() string {
 func (*AwaitResponse) ProtoMessage() {}
 
 func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_guard_v1_approvals_proto_msgTypes[16]
+	mi := &file_guard_v1_approvals_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1435,7 @@ func (x *AwaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitResponse.ProtoReflect.Descriptor instead.
 func (*AwaitResponse) Descriptor() ([]byte, []int) {
-	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{16}
+	return file_guard_v1_approvals_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AwaitResponse) GetHold() *Hold {
@@ -1360,12 +1473,22 @@ const file_guard_v1_approvals_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\\\n" +
 	"\fListResponse\x12$\n" +
 	"\x05holds\x18\x01 \x03(\v2\x0e.guard.v1.HoldR\x05holds\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"?\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Y\n" +
 	"\n" +
 	"GetRequest\x121\n" +
-	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\"1\n" +
+	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\x12\x18\n" +
+	"\ahistory\x18\x02 \x01(\bR\ahistory\"\xa2\x01\n" +
 	"\vGetResponse\x12\"\n" +
-	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\"\xf5\x02\n" +
+	"\x04hold\x18\x01 \x01(\v2\x0e.guard.v1.HoldR\x04hold\x12\x1f\n" +
+	"\vmay_resolve\x18\x02 \x01(\bR\n" +
+	"mayResolve\x12+\n" +
+	"\x06events\x18\x03 \x03(\v2\x13.guard.v1.HoldEventR\x06events\x12!\n" +
+	"\fdecision_ids\x18\x04 \x03(\tR\vdecisionIds\"\xa9\x01\n" +
+	"\tHoldEvent\x12'\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x13.guard.v1.EventTypeR\x04type\x12+\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x11.guard.v1.OutcomeR\aoutcome\x12\x1a\n" +
+	"\bresolver\x18\x03 \x01(\tR\bresolver\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf5\x02\n" +
 	"\x0eResolveRequest\x121\n" +
 	"\x02id\x18\x01 \x01(\tB!\xbaH\x1er\x1c\x18\x80\x012\x17^[A-Za-z0-9._:@#+=/-]*$R\x02id\x125\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x11.guard.v1.OutcomeB\b\xbaH\x05\x82\x01\x02\x10\x01R\aoutcome\x12$\n" +
@@ -1487,86 +1610,91 @@ func file_guard_v1_approvals_proto_rawDescGZIP() []byte {
 }
 
 var file_guard_v1_approvals_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_guard_v1_approvals_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_guard_v1_approvals_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_guard_v1_approvals_proto_goTypes = []any{
 	(EventType)(0),                      // 0: guard.v1.EventType
 	(*ListRequest)(nil),                 // 1: guard.v1.ListRequest
 	(*ListResponse)(nil),                // 2: guard.v1.ListResponse
 	(*GetRequest)(nil),                  // 3: guard.v1.GetRequest
 	(*GetResponse)(nil),                 // 4: guard.v1.GetResponse
-	(*ResolveRequest)(nil),              // 5: guard.v1.ResolveRequest
-	(*ResolveResponse)(nil),             // 6: guard.v1.ResolveResponse
-	(*StandingGrant)(nil),               // 7: guard.v1.StandingGrant
-	(*ListStandingGrantsRequest)(nil),   // 8: guard.v1.ListStandingGrantsRequest
-	(*ListStandingGrantsResponse)(nil),  // 9: guard.v1.ListStandingGrantsResponse
-	(*RevokeStandingGrantRequest)(nil),  // 10: guard.v1.RevokeStandingGrantRequest
-	(*RevokeStandingGrantResponse)(nil), // 11: guard.v1.RevokeStandingGrantResponse
-	(*WatchRequest)(nil),                // 12: guard.v1.WatchRequest
-	(*WatchResponse)(nil),               // 13: guard.v1.WatchResponse
-	(*RequestRequest)(nil),              // 14: guard.v1.RequestRequest
-	(*RequestResponse)(nil),             // 15: guard.v1.RequestResponse
-	(*AwaitRequest)(nil),                // 16: guard.v1.AwaitRequest
-	(*AwaitResponse)(nil),               // 17: guard.v1.AwaitResponse
-	nil,                                 // 18: guard.v1.StandingGrant.ResourceEntry
-	(HoldStatus)(0),                     // 19: guard.v1.HoldStatus
-	(*timestamppb.Timestamp)(nil),       // 20: google.protobuf.Timestamp
-	(*Hold)(nil),                        // 21: guard.v1.Hold
-	(Outcome)(0),                        // 22: guard.v1.Outcome
-	(*durationpb.Duration)(nil),         // 23: google.protobuf.Duration
-	(*structpb.Struct)(nil),             // 24: google.protobuf.Struct
-	(*HoldCard)(nil),                    // 25: guard.v1.HoldCard
-	(*ApproverRule)(nil),                // 26: guard.v1.ApproverRule
-	(ApproverScope)(0),                  // 27: guard.v1.ApproverScope
+	(*HoldEvent)(nil),                   // 5: guard.v1.HoldEvent
+	(*ResolveRequest)(nil),              // 6: guard.v1.ResolveRequest
+	(*ResolveResponse)(nil),             // 7: guard.v1.ResolveResponse
+	(*StandingGrant)(nil),               // 8: guard.v1.StandingGrant
+	(*ListStandingGrantsRequest)(nil),   // 9: guard.v1.ListStandingGrantsRequest
+	(*ListStandingGrantsResponse)(nil),  // 10: guard.v1.ListStandingGrantsResponse
+	(*RevokeStandingGrantRequest)(nil),  // 11: guard.v1.RevokeStandingGrantRequest
+	(*RevokeStandingGrantResponse)(nil), // 12: guard.v1.RevokeStandingGrantResponse
+	(*WatchRequest)(nil),                // 13: guard.v1.WatchRequest
+	(*WatchResponse)(nil),               // 14: guard.v1.WatchResponse
+	(*RequestRequest)(nil),              // 15: guard.v1.RequestRequest
+	(*RequestResponse)(nil),             // 16: guard.v1.RequestResponse
+	(*AwaitRequest)(nil),                // 17: guard.v1.AwaitRequest
+	(*AwaitResponse)(nil),               // 18: guard.v1.AwaitResponse
+	nil,                                 // 19: guard.v1.StandingGrant.ResourceEntry
+	(HoldStatus)(0),                     // 20: guard.v1.HoldStatus
+	(*timestamppb.Timestamp)(nil),       // 21: google.protobuf.Timestamp
+	(*Hold)(nil),                        // 22: guard.v1.Hold
+	(Outcome)(0),                        // 23: guard.v1.Outcome
+	(*durationpb.Duration)(nil),         // 24: google.protobuf.Duration
+	(*structpb.Struct)(nil),             // 25: google.protobuf.Struct
+	(*HoldCard)(nil),                    // 26: guard.v1.HoldCard
+	(*ApproverRule)(nil),                // 27: guard.v1.ApproverRule
+	(ApproverScope)(0),                  // 28: guard.v1.ApproverScope
 }
 var file_guard_v1_approvals_proto_depIdxs = []int32{
-	19, // 0: guard.v1.ListRequest.status:type_name -> guard.v1.HoldStatus
-	20, // 1: guard.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
-	21, // 2: guard.v1.ListResponse.holds:type_name -> guard.v1.Hold
-	21, // 3: guard.v1.GetResponse.hold:type_name -> guard.v1.Hold
-	22, // 4: guard.v1.ResolveRequest.outcome:type_name -> guard.v1.Outcome
-	23, // 5: guard.v1.ResolveRequest.standing_for:type_name -> google.protobuf.Duration
-	21, // 6: guard.v1.ResolveResponse.hold:type_name -> guard.v1.Hold
-	7,  // 7: guard.v1.ResolveResponse.standing_grant:type_name -> guard.v1.StandingGrant
-	18, // 8: guard.v1.StandingGrant.resource:type_name -> guard.v1.StandingGrant.ResourceEntry
-	24, // 9: guard.v1.StandingGrant.payload:type_name -> google.protobuf.Struct
-	20, // 10: guard.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
-	20, // 11: guard.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
-	20, // 12: guard.v1.StandingGrant.revoked_at:type_name -> google.protobuf.Timestamp
-	20, // 13: guard.v1.StandingGrant.last_used_at:type_name -> google.protobuf.Timestamp
-	7,  // 14: guard.v1.ListStandingGrantsResponse.grants:type_name -> guard.v1.StandingGrant
-	7,  // 15: guard.v1.RevokeStandingGrantResponse.grant:type_name -> guard.v1.StandingGrant
-	0,  // 16: guard.v1.WatchResponse.type:type_name -> guard.v1.EventType
-	21, // 17: guard.v1.WatchResponse.hold:type_name -> guard.v1.Hold
-	22, // 18: guard.v1.WatchResponse.outcome:type_name -> guard.v1.Outcome
-	20, // 19: guard.v1.WatchResponse.at:type_name -> google.protobuf.Timestamp
-	25, // 20: guard.v1.RequestRequest.card:type_name -> guard.v1.HoldCard
-	24, // 21: guard.v1.RequestRequest.payload:type_name -> google.protobuf.Struct
-	26, // 22: guard.v1.RequestRequest.approver_rule:type_name -> guard.v1.ApproverRule
-	27, // 23: guard.v1.RequestRequest.approver_scope:type_name -> guard.v1.ApproverScope
-	21, // 24: guard.v1.RequestResponse.hold:type_name -> guard.v1.Hold
-	23, // 25: guard.v1.AwaitRequest.timeout:type_name -> google.protobuf.Duration
-	21, // 26: guard.v1.AwaitResponse.hold:type_name -> guard.v1.Hold
-	1,  // 27: guard.v1.Approvals.List:input_type -> guard.v1.ListRequest
-	3,  // 28: guard.v1.Approvals.Get:input_type -> guard.v1.GetRequest
-	5,  // 29: guard.v1.Approvals.Resolve:input_type -> guard.v1.ResolveRequest
-	12, // 30: guard.v1.Approvals.Watch:input_type -> guard.v1.WatchRequest
-	14, // 31: guard.v1.Approvals.Request:input_type -> guard.v1.RequestRequest
-	16, // 32: guard.v1.Approvals.Await:input_type -> guard.v1.AwaitRequest
-	8,  // 33: guard.v1.Approvals.ListStandingGrants:input_type -> guard.v1.ListStandingGrantsRequest
-	10, // 34: guard.v1.Approvals.RevokeStandingGrant:input_type -> guard.v1.RevokeStandingGrantRequest
-	2,  // 35: guard.v1.Approvals.List:output_type -> guard.v1.ListResponse
-	4,  // 36: guard.v1.Approvals.Get:output_type -> guard.v1.GetResponse
-	6,  // 37: guard.v1.Approvals.Resolve:output_type -> guard.v1.ResolveResponse
-	13, // 38: guard.v1.Approvals.Watch:output_type -> guard.v1.WatchResponse
-	15, // 39: guard.v1.Approvals.Request:output_type -> guard.v1.RequestResponse
-	17, // 40: guard.v1.Approvals.Await:output_type -> guard.v1.AwaitResponse
-	9,  // 41: guard.v1.Approvals.ListStandingGrants:output_type -> guard.v1.ListStandingGrantsResponse
-	11, // 42: guard.v1.Approvals.RevokeStandingGrant:output_type -> guard.v1.RevokeStandingGrantResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	20, // 0: guard.v1.ListRequest.status:type_name -> guard.v1.HoldStatus
+	21, // 1: guard.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
+	22, // 2: guard.v1.ListResponse.holds:type_name -> guard.v1.Hold
+	22, // 3: guard.v1.GetResponse.hold:type_name -> guard.v1.Hold
+	5,  // 4: guard.v1.GetResponse.events:type_name -> guard.v1.HoldEvent
+	0,  // 5: guard.v1.HoldEvent.type:type_name -> guard.v1.EventType
+	23, // 6: guard.v1.HoldEvent.outcome:type_name -> guard.v1.Outcome
+	21, // 7: guard.v1.HoldEvent.at:type_name -> google.protobuf.Timestamp
+	23, // 8: guard.v1.ResolveRequest.outcome:type_name -> guard.v1.Outcome
+	24, // 9: guard.v1.ResolveRequest.standing_for:type_name -> google.protobuf.Duration
+	22, // 10: guard.v1.ResolveResponse.hold:type_name -> guard.v1.Hold
+	8,  // 11: guard.v1.ResolveResponse.standing_grant:type_name -> guard.v1.StandingGrant
+	19, // 12: guard.v1.StandingGrant.resource:type_name -> guard.v1.StandingGrant.ResourceEntry
+	25, // 13: guard.v1.StandingGrant.payload:type_name -> google.protobuf.Struct
+	21, // 14: guard.v1.StandingGrant.created_at:type_name -> google.protobuf.Timestamp
+	21, // 15: guard.v1.StandingGrant.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 16: guard.v1.StandingGrant.revoked_at:type_name -> google.protobuf.Timestamp
+	21, // 17: guard.v1.StandingGrant.last_used_at:type_name -> google.protobuf.Timestamp
+	8,  // 18: guard.v1.ListStandingGrantsResponse.grants:type_name -> guard.v1.StandingGrant
+	8,  // 19: guard.v1.RevokeStandingGrantResponse.grant:type_name -> guard.v1.StandingGrant
+	0,  // 20: guard.v1.WatchResponse.type:type_name -> guard.v1.EventType
+	22, // 21: guard.v1.WatchResponse.hold:type_name -> guard.v1.Hold
+	23, // 22: guard.v1.WatchResponse.outcome:type_name -> guard.v1.Outcome
+	21, // 23: guard.v1.WatchResponse.at:type_name -> google.protobuf.Timestamp
+	26, // 24: guard.v1.RequestRequest.card:type_name -> guard.v1.HoldCard
+	25, // 25: guard.v1.RequestRequest.payload:type_name -> google.protobuf.Struct
+	27, // 26: guard.v1.RequestRequest.approver_rule:type_name -> guard.v1.ApproverRule
+	28, // 27: guard.v1.RequestRequest.approver_scope:type_name -> guard.v1.ApproverScope
+	22, // 28: guard.v1.RequestResponse.hold:type_name -> guard.v1.Hold
+	24, // 29: guard.v1.AwaitRequest.timeout:type_name -> google.protobuf.Duration
+	22, // 30: guard.v1.AwaitResponse.hold:type_name -> guard.v1.Hold
+	1,  // 31: guard.v1.Approvals.List:input_type -> guard.v1.ListRequest
+	3,  // 32: guard.v1.Approvals.Get:input_type -> guard.v1.GetRequest
+	6,  // 33: guard.v1.Approvals.Resolve:input_type -> guard.v1.ResolveRequest
+	13, // 34: guard.v1.Approvals.Watch:input_type -> guard.v1.WatchRequest
+	15, // 35: guard.v1.Approvals.Request:input_type -> guard.v1.RequestRequest
+	17, // 36: guard.v1.Approvals.Await:input_type -> guard.v1.AwaitRequest
+	9,  // 37: guard.v1.Approvals.ListStandingGrants:input_type -> guard.v1.ListStandingGrantsRequest
+	11, // 38: guard.v1.Approvals.RevokeStandingGrant:input_type -> guard.v1.RevokeStandingGrantRequest
+	2,  // 39: guard.v1.Approvals.List:output_type -> guard.v1.ListResponse
+	4,  // 40: guard.v1.Approvals.Get:output_type -> guard.v1.GetResponse
+	7,  // 41: guard.v1.Approvals.Resolve:output_type -> guard.v1.ResolveResponse
+	14, // 42: guard.v1.Approvals.Watch:output_type -> guard.v1.WatchResponse
+	16, // 43: guard.v1.Approvals.Request:output_type -> guard.v1.RequestResponse
+	18, // 44: guard.v1.Approvals.Await:output_type -> guard.v1.AwaitResponse
+	10, // 45: guard.v1.Approvals.ListStandingGrants:output_type -> guard.v1.ListStandingGrantsResponse
+	12, // 46: guard.v1.Approvals.RevokeStandingGrant:output_type -> guard.v1.RevokeStandingGrantResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_guard_v1_approvals_proto_init() }
@@ -1582,7 +1710,7 @@ func file_guard_v1_approvals_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_guard_v1_approvals_proto_rawDesc), len(file_guard_v1_approvals_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

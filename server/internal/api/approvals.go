@@ -63,11 +63,7 @@ func (s *ApprovalsService) Get(ctx context.Context, req *guardv1.GetRequest) (*g
 	if req.GetId() == "" {
 		return nil, InvalidArgument("id", "required")
 	}
-	h, err := s.d.Approvals.Get(ctx, v, req.GetId())
-	if err != nil {
-		return nil, err
-	}
-	return &guardv1.GetResponse{Hold: h}, nil
+	return s.d.Approvals.View(ctx, v, req.GetId(), req.GetHistory())
 }
 
 func (s *ApprovalsService) Resolve(ctx context.Context, req *guardv1.ResolveRequest) (*guardv1.ResolveResponse, error) {

@@ -252,3 +252,34 @@ func LatestCursor(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	}
 	return latest, nil
 }
+
+// eventsOf is a hold's lifecycle events, oldest first (its history).
+func eventsOf(ctx context.Context, q store.Querier, holdID string) ([]*guardv1.HoldEvent, error) {
+	rows, err := q.Query(ctx, `SELECT type, COALESCE(outcome, ''), resolver, created_at FROM hold_events
+		WHERE hold_id = $1 ORDER BY cursor`, holdID)
+	if err != nil {
+		return nil, fmt.Errorf("read the events of hold %s: %w", holdID, err)
+	}
+	defer rows.Close()
+	var out []*guardv1.HoldEvent
+	for rows.Next() {
+		var (
+			typ, outcome string
+			ev           guardv1.HoldEvent
+			at           time.Time
+		)
+		if err := rows.Scan(&typ, &outcome, &ev.Resolver, &at); err != nil {
+			return nil, fmt.Errorf("read the events of hold %s: %w", holdID, err)
+		}
+		if ev.Type, err = enumword.Parse[guardv1.EventType](typ); err != nil {
+			return nil, fmt.Errorf("hold %s: event type %q: %w", holdID, typ, err)
+		}
+		if ev.Outcome, err = enumword.Parse[guardv1.Outcome](outcome); err != nil {
+			return nil, fmt.Errorf("hold %s: event outcome %q: %w", holdID, outcome, err)
+		}
+		ev.At = timestamppb.New(at)
+		out = append(out, &ev)
+	}
+	return out, rows.Err()
+}
+

@@ -166,6 +166,36 @@ func (s *Service) Get(ctx context.Context, v Viewer, id string) (_ *guardv1.Hold
 	return h, nil
 }
 
+// maxHistoryDecisions bounds the decisions a hold's history names.
+const maxHistoryDecisions = 50
+
+// View is Get as Approvals.Get answers it: the hold, whether the viewing
+// user may resolve it now and, with history, its events and the decisions
+// that made and used it.
+func (s *Service) View(ctx context.Context, v Viewer, id string, history bool) (_ *guardv1.GetResponse, err error) {
+	defer store.Faulted(&err, "hold")
+	h, err := s.Get(ctx, v, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &guardv1.GetResponse{Hold: h}
+	if v.UserID != "" {
+		if out.MayResolve, err = MayResolve(ctx, s.pool, h.GetApproverRule(), h.GetApproverScope(), v.UserID); err != nil {
+			return nil, err
+		}
+	}
+	if !history {
+		return out, nil
+	}
+	if out.Events, err = eventsOf(ctx, s.pool, id); err != nil {
+		return nil, err
+	}
+	if out.DecisionIds, err = guard.DecisionsOfHold(ctx, s.pool, id, maxHistoryDecisions); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // Visible says whether v may see h.
 func (s *Service) Visible(ctx context.Context, v Viewer, h *guardv1.Hold) (bool, error) {
 	switch {

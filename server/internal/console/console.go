@@ -47,7 +47,7 @@ type Backend interface {
 
 // Deps is what the console needs.
 type Deps struct {
-	Pool       *pgxpool.Pool // console_sessions, hold event history
+	Pool       *pgxpool.Pool // console_sessions (the console's own), the OIDC sign-in
 	Auth       *authn.Authenticator
 	Log        *slog.Logger
 	Backend    Backend

@@ -341,3 +341,20 @@ func CiteTx(ctx context.Context, tx store.Querier, decisionID string) error {
 	}
 	return nil
 }
+
+// DecisionsOfHold are the ids of the logged decisions that name a hold,
+// oldest first, at most limit: the HOLD that made it and the replays that
+// used its grant (a hold's history, Approvals.Get).
+func DecisionsOfHold(ctx context.Context, q store.Querier, holdID string, limit int) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT id FROM (
+		SELECT id, at FROM decisions WHERE hold_id = $1 AND hold_id <> ''
+		UNION SELECT id, at FROM decisions WHERE grant_id = $1 AND grant_id <> '') d ORDER BY at, id LIMIT $2`, holdID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("the decisions of hold %s: %w", holdID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("the decisions of hold %s: %w", holdID, err)
+	}
+	return ids, nil
+}
