@@ -54,6 +54,8 @@ type app struct {
 	// viewer is the user the command reads as, when the command line says
 	// (--as): "you approved" in a quorum's progress.
 	viewer *string
+	// views are how every kind's messages print (kinds.go).
+	views render.Views
 }
 
 // structured: -o json or -o yaml.
@@ -110,8 +112,11 @@ func (a *app) close() {
 }
 
 func (a *app) printer() render.Printer {
+	if a.views == nil {
+		a.views = allViews()
+	}
 	p := render.Printer{W: a.stdout, JSON: a.output == "json" || a.output == "yaml", YAML: a.output == "yaml", Quiet: a.quiet,
-		Wide: a.output == "wide"}
+		Wide: a.output == "wide", Views: a.views}
 	if a.viewer != nil {
 		p.Viewer = *a.viewer
 	}

@@ -348,3 +348,91 @@ func repeatedApproval(before, after *guardv1.Hold, clicker string) bool {
 	}
 	return true
 }
+
+// holdViews are how a hold prints: one line of what it asks in a list, every
+// field of it in a block.
+var holdViews = []render.View{
+	render.For[*guardv1.Hold](render.View{
+		Cols: []render.Col{
+			render.C("ID", (*guardv1.Hold).GetId),
+			render.C("STATUS", func(h *guardv1.Hold) string { return enumword.String(h.GetStatus()) }),
+			render.C("KIND", (*guardv1.Hold).GetKind),
+			render.CX("GROUP", func(h *guardv1.Hold, e render.Env) string { return e.Group(h.GetAgentGroupId()) }),
+			render.CX("ASKS", func(h *guardv1.Hold, e render.Env) string { return holdview.Summary(h, e.Names) }),
+			render.CX("REQUESTER", func(h *guardv1.Hold, e render.Env) string { return holdview.Requester(h.GetRequester(), e.Names) }),
+			render.CX("AGE", func(h *guardv1.Hold, e render.Env) string { return render.Ago(h.GetCreatedAt(), e.Now) }),
+			render.CX("APPROVALS", func(h *guardv1.Hold, e render.Env) string { return holdview.Progress(h, e.Viewer) }),
+			render.Wide(render.C("ACTION", (*guardv1.Hold).GetCatalogAction)),
+			render.Wide(render.C("GROUP ID", (*guardv1.Hold).GetAgentGroupId)),
+			render.Wide(render.CX("APPROVER", func(h *guardv1.Hold, e render.Env) string { return render.RuleNamed(h.GetApproverRule(), e.Names) })),
+			render.Wide(render.C("SCOPE", func(h *guardv1.Hold) string { return enumword.String(h.GetApproverScope()) })),
+			render.Wide(render.C("CREATED", func(h *guardv1.Hold) string { return render.Time(h.GetCreatedAt()) })),
+			render.Wide(render.C("TITLE", func(h *guardv1.Hold) string { return render.Truncate(h.GetTitle(), 60) })),
+		},
+		Detail: []render.Col{
+			render.C("QUESTION", (*guardv1.Hold).GetQuestion),
+			render.CX("APPROVED BY", func(h *guardv1.Hold, e render.Env) string {
+				if len(h.GetApprovals()) == 0 && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_APPROVED {
+					// A hold of one approval: its resolver approved it.
+					return render.Named(e.UserName(h.GetResolver()), h.GetResolver())
+				}
+				var out []string
+				for _, a := range h.GetApprovals() {
+					who := render.Named(e.UserName(a.GetUserId()), a.GetUserId())
+					if a.GetIneligible() {
+						who += " [no longer eligible: not counted]"
+					}
+					out = append(out, who)
+				}
+				return strings.Join(out, ", ")
+			}),
+			render.C("OPTIONS", func(h *guardv1.Hold) string {
+				var parts []string
+				for _, o := range h.GetOptions() {
+					parts = append(parts, o.GetLabel()+"="+o.GetValue())
+				}
+				return strings.Join(parts, " ")
+			}),
+			render.C("REQUESTER ID", func(h *guardv1.Hold) string { return render.Actor(h.GetRequester()) }),
+			render.C("SESSION", (*guardv1.Hold).GetSessionId),
+			render.CX("DELIVERED TO", func(h *guardv1.Hold, e render.Env) string {
+				return render.Named(e.UserName(h.GetDeliveredTo()), h.GetDeliveredTo())
+			}),
+			render.C("AWAITING", func(h *guardv1.Hold) string {
+				if u := h.GetAwaitingReasonFrom(); u != "" {
+					return "reject reason from " + u
+				}
+				return ""
+			}),
+			render.C("EXPIRES", func(h *guardv1.Hold) string { return render.Time(h.GetExpiresAt()) }),
+			render.C("REMINDED", func(h *guardv1.Hold) string {
+				if h.GetRemindedAt() != nil {
+					return render.Time(h.GetRemindedAt())
+				}
+				if h.GetRemindAt() != nil && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
+					return "due " + render.Time(h.GetRemindAt())
+				}
+				return ""
+			}),
+			render.CX("ESCALATED", func(h *guardv1.Hold, e render.Env) string {
+				if h.GetEscalatedAt() != nil {
+					return render.Time(h.GetEscalatedAt()) + " to " + e.Approvers(h.GetEscalatedTo())
+				}
+				if h.GetEscalateAt() != nil && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING {
+					return "due " + render.Time(h.GetEscalateAt()) + " to " + e.Approvers(h.GetEscalateTo())
+				}
+				return ""
+			}),
+			render.C("RESOLVED", func(h *guardv1.Hold) string { return render.Time(h.GetResolvedAt()) }),
+			render.CX("RESOLVER", func(h *guardv1.Hold, e render.Env) string {
+				return render.Named(e.UserName(h.GetResolver()), h.GetResolver())
+			}),
+			render.C("CHOICE", (*guardv1.Hold).GetChoice),
+			render.C("REASON", (*guardv1.Hold).GetReason),
+			render.C("CONSUMED", func(h *guardv1.Hold) string { return render.YesNo(h.GetConsumed()) }),
+			render.CX("NOT CARRIED OUT", func(h *guardv1.Hold, e render.Env) string { return holdview.Words(e.Names, h.GetUnappliedReason()) }),
+			render.C("PAYLOAD", func(h *guardv1.Hold) string { return render.StructJSON(h.GetPayload()) }),
+		},
+		ID: render.IDOf((*guardv1.Hold).GetId),
+	}),
+}

@@ -3,6 +3,8 @@ package ncl
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -65,4 +67,128 @@ approver of a message policy on the pair (see: ncl policies set).`,
 	required(remove, "group", "name")
 	return noun("destinations", "Named message destinations of groups (agent-to-agent wiring)",
 		"  ncl destinations add --group research --name ops --target-group ops", list, add, remove)
+}
+
+// destinationViews are how a destination prints.
+var destinationViews = []render.View{
+	render.For[*guardv1.Destination](render.View{
+		Cols: []render.Col{
+			render.CX("GROUP", func(d *guardv1.Destination, e render.Env) string { return e.Group(d.GetGroup()) }),
+			render.Wide(render.C("GROUP ID", (*guardv1.Destination).GetGroup)),
+			render.C("NAME", (*guardv1.Destination).GetName),
+			render.CX("TARGET", func(d *guardv1.Destination, e render.Env) string {
+				if d.GetTargetMessagingGroup() != "" {
+					return "messaging-group " + d.GetTargetMessagingGroup()
+				}
+				return "group " + e.Group(d.GetTargetGroup())
+			}),
+			render.Wide(render.C("TARGET ID", func(d *guardv1.Destination) string { return d.GetTargetGroup() + d.GetTargetMessagingGroup() })),
+		},
+		ID: render.IDOf((*guardv1.Destination).GetName),
+	}),
+}
+
+// Destinations in the document: what a group's agents call another group
+// (target) or a chat (chat, a messaging group's key), by name.
+
+var destinationsState = &statePart{read: readDestinations, plan: planDestinations, check: checkDestinations, sort: sortDestinations}
+
+// A destination of a group: what its agents call another group (target)
+// or a chat (chat, a messaging group's key: channelType/platformId).
+type destinationSpec struct {
+	Group  string `yaml:"group"`
+	Name   string `yaml:"name"`
+	Target string `yaml:"target,omitempty"`
+	Chat   string `yaml:"chat,omitempty"`
+}
+
+func (d destinationSpec) key() string { return d.Group + "/" + d.Name }
+func (d destinationSpec) to() string {
+	if d.Chat != "" {
+		return "chat " + d.Chat
+	}
+	return d.Target
+}
+
+// readDestinations reads each group's destinations.
+func readDestinations(ctx context.Context, c *clients, s *state, book groupBook) error {
+	for _, g := range s.Groups {
+		dests, err := listAll(ctx, c, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+			r, err := c.reg.ListDestinations(ctx, &guardv1.ListDestinationsRequest{Group: book.id[g.Name], Limit: size, PageToken: token})
+			return msgs(r.GetDestinations()), r.GetNextPageToken(), err
+		})
+		if err != nil {
+			return fmt.Errorf("read destinations of %s: %w", g.Name, err)
+		}
+		for _, m := range dests {
+			d := m.(*guardv1.Destination)
+			spec := destinationSpec{Group: g.Name, Name: d.GetName()}
+			if d.GetTargetGroup() != "" {
+				spec.Target = book.nameOf(d.GetTargetGroup())
+			} else {
+				spec.Chat = book.chatKey(d.GetTargetMessagingGroup())
+			}
+			s.Destinations = append(s.Destinations, spec)
+		}
+	}
+	return nil
+}
+
+func planDestinations(cur, want *state) (p planned) {
+	// Destinations: a changed target is a removal and an addition.
+	dests := map[string]destinationSpec{}
+	for _, d := range cur.Destinations {
+		dests[d.key()] = d
+	}
+	for _, d := range want.Destinations {
+		old, ok := dests[d.key()]
+		if ok && old.Target == d.Target && old.Chat == d.Chat {
+			continue
+		}
+		op, what := byte('+'), "destination "+d.key()+" → "+d.to()
+		if ok {
+			op, what = '~', fmt.Sprintf("destination %s: target %s → %s", d.key(), old.to(), d.to())
+		}
+		p.changes = append(p.changes, change{op, what, func(ctx context.Context, c *clients, book groupBook) error {
+			if ok {
+				if _, err := c.reg.RemoveDestination(ctx, &guardv1.RemoveDestinationRequest{Group: idOr(book, d.Group), Name: d.Name}); err != nil {
+					return err
+				}
+			}
+			req := &guardv1.AddDestinationRequest{Group: idOr(book, d.Group), Name: d.Name}
+			if d.Chat != "" {
+				req.TargetMessagingGroup = book.chatID(d.Chat)
+			} else {
+				req.TargetGroup = idOr(book, d.Target)
+			}
+			_, err := c.reg.AddDestination(ctx, req)
+			return err
+		}})
+	}
+	for _, d := range cur.Destinations {
+		if !slices.ContainsFunc(want.Destinations, func(w destinationSpec) bool { return w.key() == d.key() }) {
+			p.dels = append(p.dels, change{'-', "destination " + d.key(), func(ctx context.Context, c *clients, book groupBook) error {
+				_, err := c.reg.RemoveDestination(ctx, &guardv1.RemoveDestinationRequest{Group: idOr(book, d.Group), Name: d.Name})
+				return err
+			}})
+		}
+	}
+
+	return p
+}
+
+func checkDestinations(s *state, once func(kind, key string) error) (err error) {
+	for _, d := range s.Destinations {
+		err = firstErr(err, once("destination", d.key()))
+	}
+	for _, d := range s.Destinations {
+		if (d.Target == "") == (d.Chat == "") {
+			err = firstErr(err, fmt.Errorf("destination %s: exactly one of target and chat", d.key()))
+		}
+	}
+	return err
+}
+
+func sortDestinations(s *state) {
+	slices.SortFunc(s.Destinations, func(a, b destinationSpec) int { return strings.Compare(a.key(), b.key()) })
 }

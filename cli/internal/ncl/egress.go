@@ -2,14 +2,18 @@ package ncl
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/clawguard/clawguard/cli/internal/render"
 	"github.com/clawguard/clawguard/proto/egressrule"
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -174,4 +178,148 @@ func ruleOf(p *guardv1.EgressPolicy, host string, port int32) *guardv1.EgressRul
 		}
 	}
 	return &guardv1.EgressRule{Host: host, Port: port}
+}
+
+// egressViews are how a group's egress rules print (ncl egress list): one row a
+// rule; a rule with no host is the group's default, the last row.
+var egressViews = []render.View{
+	render.For[*guardv1.EgressRule](render.View{
+		Cols: []render.Col{
+			render.C("HOST", func(r *guardv1.EgressRule) string {
+				if r.GetHost() == "" {
+					return "(any other destination)"
+				}
+				return r.GetHost()
+			}),
+			render.C("PORTS", func(r *guardv1.EgressRule) string {
+				switch {
+				case r.GetHost() == "":
+					return "any"
+				case r.GetPort() == 0:
+					return "443, 80"
+				}
+				return strconv.Itoa(int(r.GetPort()))
+			}),
+			render.C("EFFECT", func(r *guardv1.EgressRule) string {
+				if r.GetHost() == "" && r.GetEffect() == guardv1.Effect_EFFECT_UNSPECIFIED {
+					return egressrule.EffectHold + " (the default; not set)"
+				}
+				if r.GetHost() == "" {
+					return enumword.String(r.GetEffect()) + " (the group's default)"
+				}
+				return enumword.String(r.GetEffect())
+			}),
+		},
+		ID: render.IDOf(func(r *guardv1.EgressRule) string {
+			if r.GetPort() == 0 {
+				return r.GetHost()
+			}
+			return egressrule.Destination(r.GetHost(), int(r.GetPort()))
+		}),
+	}),
+}
+
+// A group's way out in the document, under the group: its egress rules
+// and default.
+
+// egressSpec is a group's egress policy: its rules and its default ("": not
+// set, hold).
+type egressSpec struct {
+	Default string           `yaml:"default,omitempty"`
+	Rules   []egressRuleSpec `yaml:"rules,omitempty"`
+}
+
+// egressRuleSpec is one rule: a host pattern, a port (0: 443 and 80), an effect.
+type egressRuleSpec struct {
+	Host   string `yaml:"host"`
+	Port   int32  `yaml:"port,omitempty"`
+	Effect string `yaml:"effect"`
+}
+
+func (r egressRuleSpec) words() string {
+	return egressrule.Rule{Host: r.Host, Port: int(r.Port)}.Describe() + " " + r.Effect
+}
+
+// readEgress fills in g's egress policy (grp: the group as read).
+func readEgress(ctx context.Context, c *clients, grp *guardv1.Group, g *groupSpec) error {
+	resp, err := c.reg.GetEgressPolicy(ctx, &guardv1.GetEgressPolicyRequest{Group: grp.GetId()})
+	if err != nil {
+		return fmt.Errorf("read the egress rules of %s: %w", g.Name, err)
+	}
+	pol := resp.GetPolicy()
+	if pol.GetDefaultEffect() == guardv1.Effect_EFFECT_UNSPECIFIED && len(pol.GetRules()) == 0 {
+		return nil
+	}
+	g.Egress = &egressSpec{Default: enumword.String(pol.GetDefaultEffect())}
+	for _, r := range pol.GetRules() {
+		g.Egress.Rules = append(g.Egress.Rules, egressRuleSpec{Host: r.GetHost(), Port: r.GetPort(), Effect: enumword.String(r.GetEffect())})
+	}
+	return nil
+}
+
+// planEgress lists the changes of a group's egress policy (after the group
+// exists), and the rules want drops (deletions).
+func planEgress(cur, want groupSpec) (changes, dels []change) {
+	group := want.Name
+	var old, next egressSpec
+	if cur.Egress != nil {
+		old = *cur.Egress
+	}
+	if want.Egress != nil {
+		next = *want.Egress
+	}
+	if old.Default != next.Default {
+		changes = append(changes, change{'~', fmt.Sprintf("group %s: egress default %s → %s", group, orWord(old.Default, "hold (not set)"), orWord(next.Default, "hold (not set)")),
+			setEgressDefault(group, next.Default)})
+	}
+	for _, r := range next.Rules {
+		i := slices.IndexFunc(old.Rules, func(o egressRuleSpec) bool { return o.Host == r.Host && o.Port == r.Port })
+		if i >= 0 && old.Rules[i] == r {
+			continue
+		}
+		op, was := byte('+'), ""
+		if i >= 0 {
+			op, was = '~', old.Rules[i].Effect+" → "
+		}
+		changes = append(changes, change{op, fmt.Sprintf("egress rule of group %s: %s%s", group, was, r.words()), setEgressRule(group, r)})
+	}
+	for _, o := range old.Rules {
+		if !slices.ContainsFunc(next.Rules, func(r egressRuleSpec) bool { return r.Host == o.Host && r.Port == o.Port }) {
+			dels = append(dels, change{'-', fmt.Sprintf("egress rule of group %s: %s", group, o.words()),
+				func(ctx context.Context, c *clients, book groupBook) error {
+					_, err := c.reg.UnsetEgressRule(ctx, &guardv1.UnsetEgressRuleRequest{Group: idOr(book, group), Host: o.Host, Port: o.Port})
+					return err
+				}})
+		}
+	}
+	return changes, dels
+}
+
+func setEgressDefault(group, effect string) func(ctx context.Context, c *clients, book groupBook) error {
+	return func(ctx context.Context, c *clients, book groupBook) error {
+		e, err := enumword.Parse[guardv1.Effect](effect)
+		if err != nil {
+			return fmt.Errorf("group %s: egress default: %w", group, err)
+		}
+		_, err = c.reg.SetEgressDefault(ctx, &guardv1.SetEgressDefaultRequest{Group: idOr(book, group), Effect: e})
+		return err
+	}
+}
+
+func setEgressRule(group string, r egressRuleSpec) func(ctx context.Context, c *clients, book groupBook) error {
+	return func(ctx context.Context, c *clients, book groupBook) error {
+		e, err := enumword.Parse[guardv1.Effect](r.Effect)
+		if err != nil || e == guardv1.Effect_EFFECT_UNSPECIFIED {
+			return fmt.Errorf("group %s: egress rule %s: effect %q: want allow, hold or deny", group, r.Host, r.Effect)
+		}
+		_, err = c.reg.SetEgressRule(ctx, &guardv1.SetEgressRuleRequest{Group: idOr(book, group), Host: r.Host, Port: r.Port, Effect: e})
+		return err
+	}
+}
+
+func orWord(s, none string) string {
+	if s == "" {
+		return none
+	}
+	return s
 }

@@ -10,4 +10,5 @@ var (
 	roleScopeEnum    = guardv1.RoleScope(0).Descriptor()
 	senderPolicyEnum = guardv1.SenderPolicy(0).Descriptor()
 	principalEnum    = guardv1.Principal(0).Descriptor()
+	effectEnum       = guardv1.Effect(0).Descriptor()
 )

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/holdview"
 )
@@ -147,4 +148,29 @@ func unknownAction(ctx context.Context, c *clients, action string) error {
 		hint = "did you mean " + strings.Join(near, ", ") + "? (ncl catalog list)"
 	}
 	return usagef("unknown action %q: not in the guard's catalog, so a real call would be allowed unchecked (non-catalog); %s", action, hint)
+}
+
+// explainViews are how a decision prints (ncl explain; its explanation
+// follows it in words: render.Explanation).
+var explainViews = []render.View{
+	render.For[*guardv1.Decision](render.View{
+		Cols: []render.Col{
+			render.C("EFFECT", func(d *guardv1.Decision) string { return enumword.String(d.GetEffect()) }),
+			render.CX("REASON", func(d *guardv1.Decision, e render.Env) string { return holdview.Words(e.Names, d.GetReason()) }),
+			render.CX("APPROVER RULE", func(d *guardv1.Decision, e render.Env) string { return render.RuleNamed(d.GetApproverRule(), e.Names) }),
+			render.C("APPROVER SCOPE", func(d *guardv1.Decision) string { return enumword.String(d.GetApproverScope()) }),
+			render.C("DECIDED BY", (*guardv1.Decision).GetDecidedBy),
+		},
+		// A gate in audit or warn mode: what it answered, and what enforce would.
+		Detail: []render.Col{
+			render.C("MODE", (*guardv1.Decision).GetMode),
+			render.CX("ENFORCE WOULD", func(d *guardv1.Decision, e render.Env) string {
+				if d.GetMode() == "" {
+					return ""
+				}
+				return enumword.String(d.GetWouldEffect()) + ": " + holdview.Words(e.Names, d.GetWouldReason())
+			}),
+		},
+		ID: render.IDOf(func(d *guardv1.Decision) string { return enumword.String(d.GetEffect()) }),
+	}),
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/clawguard/clawguard/cli/internal/render"
 	"github.com/clawguard/clawguard/proto/enumword"
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
 // enumFlag is a flag holding a proto enum, set by its lower-case word.
@@ -111,3 +112,19 @@ func kvPairs(flag string, vals []string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// parseMode reads an --mode flag: the enum's words, and "" or "inherit"
+// (unspecified: the mode of what it inherits from, as tables print it).
+func parseMode(s string) (guardv1.EnforcementMode, error) {
+	if s == modeInherit {
+		return guardv1.EnforcementMode_ENFORCEMENT_MODE_UNSPECIFIED, nil
+	}
+	m, err := enumword.Parse[guardv1.EnforcementMode](s)
+	if err != nil {
+		return 0, usagef("--mode %q: want %s or %s", s, strings.Join(enumword.Words(m.Descriptor()), ", "), modeInherit)
+	}
+	return m, nil
+}
+
+// modeInherit is the word tables print for an unset mode.
+const modeInherit = "inherit"

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -99,4 +100,25 @@ func (a *app) freezesCmd() *cobra.Command {
 		})
 	}
 	return noun("freezes", "Frozen scopes (ncl freeze, ncl unfreeze)", "  ncl freezes list", list)
+}
+
+// freezeViews are how a freeze prints.
+var freezeViews = []render.View{
+	render.For[*guardv1.Freeze](render.View{
+		Cols: []render.Col{
+			render.C("SCOPE", func(f *guardv1.Freeze) string { return enumword.String(f.GetScope()) }),
+			render.CX("TARGET", func(f *guardv1.Freeze, e render.Env) string {
+				if f.GetGroup() != "" {
+					return e.GroupName(f.GetGroup())
+				}
+				return f.GetRunner()
+			}),
+			render.C("FROZEN BY", (*guardv1.Freeze).GetFrozenBy),
+			render.C("SINCE", func(f *guardv1.Freeze) string { return render.Time(f.GetFrozenAt()) }),
+			render.C("REASON", (*guardv1.Freeze).GetReason),
+		},
+		ID: render.IDOf(func(f *guardv1.Freeze) string {
+			return enumword.String(f.GetScope()) + ":" + f.GetGroup() + f.GetRunner()
+		}),
+	}),
 }

@@ -2,12 +2,14 @@ package ncl
 
 import (
 	"context"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 )
 
 // grantsCmd: the standing grants approvers gave (ncl approvals approve --for
@@ -46,4 +48,37 @@ func (a *app) grantsCmd() *cobra.Command {
 	}
 	return noun("grants", "Standing grants: approvals for a time or a session (ncl approvals approve --for)",
 		"  ncl grants list\n  ncl grants revoke sg_3f9a0c1d2e4b5a69", list, revoke)
+}
+
+// grantViews are how a standing grant prints.
+var grantViews = []render.View{
+	render.For[*guardv1.StandingGrant](render.View{
+		Cols: []render.Col{
+			render.C("ID", (*guardv1.StandingGrant).GetId),
+			render.C("ACTION", (*guardv1.StandingGrant).GetCatalogAction),
+			render.CX("GROUP", func(g *guardv1.StandingGrant, e render.Env) string { return e.Group(g.GetAgentGroupId()) }),
+			render.CX("RESOURCE", func(g *guardv1.StandingGrant, e render.Env) string {
+				return holdview.Words(e.Names, render.KV(g.GetResource()))
+			}),
+			render.CX("APPROVED BY", func(g *guardv1.StandingGrant, e render.Env) string {
+				var names []string
+				for _, u := range g.GetApprovedBy() {
+					names = append(names, e.User(u))
+				}
+				return strings.Join(names, ", ")
+			}),
+			render.C("UNTIL", func(g *guardv1.StandingGrant) string { return render.Time(g.GetExpiresAt()) }),
+			render.C("SESSION", func(g *guardv1.StandingGrant) string { return render.Cell(g.GetSessionId()) }),
+			render.C("USES", func(g *guardv1.StandingGrant) string { return render.Num(g.GetUses()) }),
+			render.C("REVOKED", func(g *guardv1.StandingGrant) string { return render.Time(g.GetRevokedAt()) }),
+		},
+		Detail: []render.Col{
+			render.C("HOLD", (*guardv1.StandingGrant).GetHoldId),
+			render.C("KIND", (*guardv1.StandingGrant).GetKind),
+			render.C("CREATED", func(g *guardv1.StandingGrant) string { return render.Time(g.GetCreatedAt()) }),
+			render.CX("REVOKED BY", func(g *guardv1.StandingGrant, e render.Env) string { return e.User(g.GetRevokedBy()) }),
+			render.C("LAST USED", func(g *guardv1.StandingGrant) string { return render.Time(g.GetLastUsedAt()) }),
+		},
+		ID: render.IDOf((*guardv1.StandingGrant).GetId),
+	}),
 }

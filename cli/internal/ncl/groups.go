@@ -3,6 +3,7 @@ package ncl
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -197,176 +199,181 @@ func (a *app) groupsRestart() *cobra.Command {
 	return cmd
 }
 
-func (a *app) groupsConfig() *cobra.Command {
-	get := &cobra.Command{
-		Use: "get <group>", Short: "Show a group's container config", Example: "  ncl groups config get research", Args: one("group"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			a.groupArgs(&args[0])
-			return a.do(cmd, func(ctx context.Context, c *clients) error {
-				resp, err := c.reg.GetGroupConfig(ctx, &guardv1.GetGroupConfigRequest{Group: args[0]})
+// groupViews are how a group prints (ncl groups list, get).
+var groupViews = []render.View{
+	render.For[*guardv1.Group](render.View{
+		Cols: []render.Col{
+			render.C("ID", (*guardv1.Group).GetId),
+			render.C("NAME", (*guardv1.Group).GetName),
+			render.C("CLI SCOPE", func(g *guardv1.Group) string { return enumword.String(g.GetConfig().GetCliScope()) }),
+			render.C("BASE IMAGE", (*guardv1.Group).GetBaseImage),
+			render.C("PINNED HOST", (*guardv1.Group).GetPinnedHost),
+			render.C("CREATED", func(g *guardv1.Group) string { return render.Time(g.GetCreatedAt()) }),
+		},
+		Detail: []render.Col{
+			render.C("CPUS", func(g *guardv1.Group) string { return g.GetConfig().GetCpus() }),
+			render.C("MEMORY", func(g *guardv1.Group) string { return g.GetConfig().GetMemory() }),
+			render.C("APT PACKAGES", func(g *guardv1.Group) string { return strings.Join(g.GetConfig().GetAptPackages(), " ") }),
+			render.C("NPM PACKAGES", func(g *guardv1.Group) string { return strings.Join(g.GetConfig().GetNpmPackages(), " ") }),
+			render.C("MCP SERVERS", func(g *guardv1.Group) string { return mcpNames(g.GetConfig().GetMcpServers()) }),
+			render.C("CONFIG VERSION", func(g *guardv1.Group) string { return render.Num(g.GetConfig().GetVersion()) }),
+		},
+		ID: render.IDOf((*guardv1.Group).GetId),
+	}),
+}
+
+func mcpNames(servers []*guardv1.McpServer) string {
+	names := make([]string, len(servers))
+	for i, s := range servers {
+		names[i] = s.GetName()
+	}
+	return strings.Join(names, " ")
+}
+
+// Groups in the document, by name: each with its cli scope, base image,
+// pinned host and its parts — packages (grouppackages.go), MCP servers
+// (mcpservers.go) and their settings (mcp.go), the agent (groupconfig.go),
+// egress (egress.go) and models (modelgroup.go).
+
+var groupsState = &statePart{read: readGroups, plan: planGroups, check: checkGroups, sort: sortGroups}
+
+type groupSpec struct {
+	Name       string `yaml:"name"`
+	CLIScope   string `yaml:"cliScope"`
+	BaseImage  string `yaml:"baseImage,omitempty"`
+	PinnedHost string `yaml:"pinnedHost,omitempty"`
+	// Packages installed into the group's image, by manager.
+	AptPackages []string `yaml:"aptPackages,omitempty"`
+	NpmPackages []string `yaml:"npmPackages,omitempty"`
+	// MCP servers the group's agents run. Env values are write-only: export
+	// writes each as "<redacted>", a reference that apply reads as "keep the
+	// value the server holds"; a value written out is set.
+	MCPServers []mcpServerSpec `yaml:"mcpServers,omitempty"`
+	// The agent: its command (after clawguard-init), its non-secret
+	// environment and its instructions (groupconfig.go), and its way out
+	// (egress.go).
+	AgentCommand []string          `yaml:"agentCommand,omitempty"`
+	AgentEnv     map[string]string `yaml:"agentEnv,omitempty"`
+	Instructions string            `yaml:"instructions,omitempty"`
+	Egress       *egressSpec       `yaml:"egress,omitempty"`
+	// Its model providers, rules, default and budget (modelgroup.go).
+	Models *groupModelsSpec `yaml:"models,omitempty"`
+}
+
+// readGroups reads every group with its parts but its models, and books
+// its name.
+func readGroups(ctx context.Context, c *clients, s *state, book groupBook) error {
+	groups, err := listAll(ctx, c, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListGroups(ctx, &guardv1.ListGroupsRequest{Limit: size, PageToken: token})
+		return msgs(r.GetGroups()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return fmt.Errorf("read groups: %w", err)
+	}
+	for _, m := range groups {
+		g := m.(*guardv1.Group)
+		if other, dup := book.id[g.GetName()]; dup {
+			return fmt.Errorf("groups %s and %s are both called %q: a document names groups by name, rename one first", other, g.GetId(), g.GetName())
+		}
+		book.name[g.GetId()], book.id[g.GetName()] = g.GetName(), g.GetId()
+		s.Groups = append(s.Groups, groupSpec{Name: g.GetName(), CLIScope: enumword.String(g.GetConfig().GetCliScope()),
+			BaseImage: g.GetBaseImage(), PinnedHost: g.GetPinnedHost(),
+			AptPackages: slices.Clone(g.GetConfig().GetAptPackages()), NpmPackages: slices.Clone(g.GetConfig().GetNpmPackages()),
+			MCPServers: mcpSpecs(g.GetConfig().GetMcpServers())})
+		spec := &s.Groups[len(s.Groups)-1]
+		if err := readMCPSettings(ctx, c, g.GetId(), spec); err != nil {
+			return err
+		}
+		readAgent(g, spec)
+		if err := readEgress(ctx, c, g, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planGroups creates, changes and deletes groups; each group's parts are
+// set after every group's own changes, created or changed.
+func planGroups(cur, want *state) (p planned) {
+	var changes, dels, parts []change
+
+	groups := map[string]groupSpec{}
+	for _, g := range cur.Groups {
+		groups[g.Name] = g
+	}
+	for _, g := range want.Groups {
+		old, ok := groups[g.Name]
+		// The group's parts: what it lacks added, what it has and the
+		// document drops deleted (with prune); an MCP server goes after
+		// the settings and rules that name it.
+		pk, pkDels := planPackages(old, g)
+		srv, srvDels := planMCPServers(old, g)
+		set, setDels := planMCPSettings(old, g)
+		eg, egDels := planEgress(old, g)
+		parts = append(parts, slices.Concat(pk, srv, set, planAgent(old, g), eg)...)
+		dels = append(dels, slices.Concat(pkDels, setDels, egDels, srvDels)...)
+		if !ok {
+			changes = append(changes, change{'+', "group " + g.Name, func(ctx context.Context, c *clients, book groupBook) error {
+				scope, err := enumword.Parse[guardv1.CliScope](g.CLIScope)
 				if err != nil {
-					return err
+					return fmt.Errorf("group %s: cliScope: %w", g.Name, err)
 				}
-				return a.printer().Object(resp.GetConfig())
-			})
-		},
-	}
-	var (
-		cpus, memory  string
-		holdApprovals int32
-	)
-	update := &cobra.Command{
-		Use: "update <group>", Short: "Change cli scope, cpus, memory or hold quorum of a group",
-		Example: "  ncl groups config update research --cli-scope disabled --cpus 1.5 --memory 2g\n  ncl groups config update research --memory ''   # the runner's --container-memory (none if unset)\n  ncl groups config update research --hold-approvals 2",
-		Args:    one("group"),
-	}
-	scope := enumVar(update, "cli-scope", cliScopeEnum, "admin commands the group's agents may run")
-	update.Flags().StringVar(&cpus, "cpus", "", "CPU limit ('' falls back to the runner's --container-cpus)")
-	update.Flags().StringVar(&memory, "memory", "", "memory limit ('' falls back to the runner's --container-memory)")
-	update.Flags().Int32Var(&holdApprovals, "hold-approvals", 0, "distinct approvals every hold of the group needs (0 = scope default)")
-	var agentCommand string
-	var agentEnv []string
-	update.Flags().StringVar(&agentCommand, "agent-command", "", "the agent's command, replacing the image's: words split on spaces, or a JSON array ('' = the image's)")
-	update.Flags().StringArrayVar(&agentEnv, "agent-env", nil, "KEY=VALUE for the group's agents, non-secret (every read shows it; KEY= removes it); repeatable")
-	update.RunE = func(cmd *cobra.Command, args []string) error {
-		a.groupArgs(&args[0])
-		req := &guardv1.UpdateGroupConfigRequest{CliScope: guardv1.CliScope(scope.val)}
-		if err := agentSettings(cmd, req, agentCommand, agentEnv); err != nil {
-			return err
-		}
-		if cmd.Flags().Changed("cpus") {
-			req.Cpus = &cpus
-		}
-		if cmd.Flags().Changed("memory") {
-			req.Memory = &memory
-		}
-		if cmd.Flags().Changed("hold-approvals") {
-			req.HoldApprovals = &holdApprovals
-		}
-		if scope.val == 0 && req.Cpus == nil && req.Memory == nil && req.HoldApprovals == nil && req.AgentCommand == nil && len(req.AgentEnv) == 0 {
-			return usagef("nothing to update: give --cli-scope, --cpus, --memory, --hold-approvals, --agent-command or --agent-env")
-		}
-		return a.do(cmd, func(ctx context.Context, c *clients) error {
-			req.Group = args[0]
-			resp, err := c.reg.UpdateGroupConfig(ctx, req)
-			if err != nil {
+				r, err := c.reg.CreateGroup(ctx, &guardv1.CreateGroupRequest{Name: g.Name, CliScope: scope, BaseImage: g.BaseImage, PinnedHost: g.PinnedHost})
+				if err == nil {
+					book.id[g.Name], book.name[r.GetGroup().GetId()] = r.GetGroup().GetId(), g.Name
+				}
 				return err
-			}
-			c.warned(resp)
-			return a.printer().Object(resp.GetConfig())
-		})
+			}})
+			continue
+		}
+		if old.BaseImage != g.BaseImage || old.PinnedHost != g.PinnedHost {
+			changes = append(changes, change{'~', fmt.Sprintf("group %s: baseImage %q → %q, pinnedHost %q → %q", g.Name, old.BaseImage, g.BaseImage, old.PinnedHost, g.PinnedHost),
+				func(ctx context.Context, c *clients, book groupBook) error {
+					pinned := g.PinnedHost
+					_, err := c.reg.UpdateGroup(ctx, &guardv1.UpdateGroupRequest{Id: book.id[g.Name], BaseImage: g.BaseImage, PinnedHost: &pinned})
+					return err
+				}})
+		}
+		if old.CLIScope != g.CLIScope {
+			changes = append(changes, change{'~', fmt.Sprintf("group %s: cliScope %s → %s", g.Name, old.CLIScope, g.CLIScope),
+				func(ctx context.Context, c *clients, book groupBook) error {
+					scope, err := enumword.Parse[guardv1.CliScope](g.CLIScope)
+					if err != nil {
+						return fmt.Errorf("group %s: cliScope: %w", g.Name, err)
+					}
+					_, err = c.reg.UpdateGroupConfig(ctx, &guardv1.UpdateGroupConfigRequest{Group: book.id[g.Name], CliScope: scope})
+					return err
+				}})
+		}
 	}
-	return noun("config", "A group's container config", "  ncl groups config get research", get, update)
+	for _, g := range cur.Groups {
+		if !slices.ContainsFunc(want.Groups, func(w groupSpec) bool { return w.Name == g.Name }) {
+			dels = append(dels, change{'-', "group " + g.Name + " (and everything of it: sessions, destinations, roles)", func(ctx context.Context, c *clients, book groupBook) error {
+				_, err := c.reg.DeleteGroup(ctx, &guardv1.DeleteGroupRequest{Id: book.id[g.Name]})
+				return err
+			}})
+		}
+	}
+
+	p.changes, p.dels = append(changes, parts...), dels
+	return p
 }
 
-func (a *app) groupsPackages() *cobra.Command {
-	add := &cobra.Command{
-		Use: "add <group> <package>...", Short: "Add packages to a group's image",
-		Example: "  ncl groups packages add research curl jq --manager apt",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) < 2 {
-				return usagef("usage: %s <group> <package>... --manager apt|npm", cmd.CommandPath())
-			}
-			return nil
-		},
+func checkGroups(s *state, once func(kind, key string) error) (err error) {
+	for _, g := range s.Groups {
+		err = firstErr(err, once("group", g.Name))
+		for _, m := range g.MCPServers {
+			err = firstErr(err, m.checkTools(g.Name))
+		}
 	}
-	addMgr := enumVar(add, "manager", managerEnum, "package manager")
-	required(add, "manager")
-	add.RunE = func(cmd *cobra.Command, args []string) error {
-		a.groupArgs(&args[0])
-		return a.do(cmd, func(ctx context.Context, c *clients) error {
-			resp, err := c.reg.AddGroupPackage(ctx, &guardv1.AddGroupPackageRequest{
-				Group: args[0], Manager: guardv1.PackageManager(addMgr.val), Packages: args[1:],
-			})
-			if err != nil {
-				return err
-			}
-			return a.printer().Object(resp.GetConfig())
-		})
-	}
-	remove := &cobra.Command{
-		Use: "remove <group> <package>", Short: "Remove a package from a group's image",
-		Example: "  ncl groups packages remove research jq --manager apt",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return usagef("usage: %s <group> <package> --manager apt|npm", cmd.CommandPath())
-			}
-			return nil
-		},
-	}
-	rmMgr := enumVar(remove, "manager", managerEnum, "package manager")
-	required(remove, "manager")
-	remove.RunE = func(cmd *cobra.Command, args []string) error {
-		a.groupArgs(&args[0])
-		return a.do(cmd, func(ctx context.Context, c *clients) error {
-			resp, err := c.reg.RemoveGroupPackage(ctx, &guardv1.RemoveGroupPackageRequest{
-				Group: args[0], Manager: guardv1.PackageManager(rmMgr.val), Package: args[1],
-			})
-			if err != nil {
-				return err
-			}
-			return a.printer().Object(resp.GetConfig())
-		})
-	}
-	return noun("packages", "Packages installed into a group's image", "  ncl groups packages add research curl --manager apt", add, remove)
+	return err
 }
 
-func (a *app) groupsMcp() *cobra.Command {
-	var srv guardv1.McpServer
-	var env []string
-	var replace bool
-	add := &cobra.Command{
-		Use: "add <group>", Short: "Add a guarded MCP server to a group (the runner hosts it; ncl mcp tools set decides its tools)",
-		Long: `Add a guarded MCP server to a group. The runner hosts it, outside the agents'
-containers; ncl mcp tools set decides its tools.
-
-Its environment's values are write-only: only the server gets them. No read,
-export, hold or card shows them — not to agents, bridges or people, the
-operator included — only the names of the keys, each value as <redacted>.
-With --replace, a value given as <redacted> keeps the one the server holds.`,
-		Example: "  ncl groups mcp add research --name files --command mcp-files --arg /data --env LOG=debug\n" +
-			"  ncl groups mcp add research --name gh --command gh-mcp --env GITHUB_TOKEN=\"$(cat gh.token)\"\n" +
-			"  ncl groups mcp add research --name gh --command gh-mcp-v2 --env GITHUB_TOKEN='<redacted>' --replace",
-		Args: one("group"),
+func sortGroups(s *state) {
+	slices.SortFunc(s.Groups, func(a, b groupSpec) int { return strings.Compare(a.Name, b.Name) })
+	for _, g := range s.Groups {
+		slices.Sort(g.AptPackages)
+		slices.Sort(g.NpmPackages)
+		slices.SortFunc(g.MCPServers, func(a, b mcpServerSpec) int { return strings.Compare(a.Name, b.Name) })
 	}
-	add.Flags().StringVar(&srv.Name, "name", "", "server name")
-	add.Flags().StringVar(&srv.Command, "command", "", "command to run")
-	add.Flags().StringArrayVar(&srv.Args, "arg", nil, "argument (repeatable)")
-	add.Flags().StringArrayVar(&env, "env", nil, "environment KEY=VALUE (repeatable): only the server gets it, never the agent, and no read shows the value")
-	add.Flags().BoolVar(&replace, "replace", false, "replace the group's server of that name (a value given as <redacted> keeps the server's)")
-	add.Flags().StringVar(&srv.Image, "image", "", "docker runtime: the image of the server's own container (default: the group's agent image)")
-	required(add, "name", "command")
-	add.RunE = func(cmd *cobra.Command, args []string) error {
-		e, err := kvPairs("env", env)
-		if err != nil {
-			return err
-		}
-		srv.Env = e
-		a.groupArgs(&args[0])
-		return a.do(cmd, func(ctx context.Context, c *clients) error {
-			resp, err := c.reg.AddGroupMcpServer(ctx, &guardv1.AddGroupMcpServerRequest{Group: args[0], Server: &srv, Replace: replace})
-			if err != nil {
-				return err
-			}
-			return a.printer().Object(resp.GetConfig())
-		})
-	}
-	var name string
-	remove := &cobra.Command{
-		Use: "remove <group>", Short: "Remove an MCP server from a group",
-		Example: "  ncl groups mcp remove research --name files", Args: one("group"),
-	}
-	remove.Flags().StringVar(&name, "name", "", "server name")
-	required(remove, "name")
-	remove.RunE = func(cmd *cobra.Command, args []string) error {
-		a.groupArgs(&args[0])
-		return a.do(cmd, func(ctx context.Context, c *clients) error {
-			resp, err := c.reg.RemoveGroupMcpServer(ctx, &guardv1.RemoveGroupMcpServerRequest{Group: args[0], Name: name})
-			if err != nil {
-				return err
-			}
-			return a.printer().Object(resp.GetConfig())
-		})
-	}
-	return noun("mcp", "MCP servers of a group", "  ncl groups mcp add research --name files --command mcp-files", add, remove)
 }

@@ -2,13 +2,14 @@ package ncl
 
 import (
 	"context"
-	"errors"
-	"strconv"
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/clawguard/clawguard/cli/internal/render"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
@@ -147,110 +148,199 @@ removes the setting.`,
 	return cmd
 }
 
-func (a *app) modelBudgetCmd() *cobra.Command {
-	return noun("budget", "A group's token and cost budget per day or month",
-		"  ncl models budget set --group research --period day --tokens 2000000\n  ncl models budget get --group research",
-		a.budgetSet(), a.budgetGet(), a.budgetUnset())
-}
-
-func (a *app) budgetSet() *cobra.Command {
-	var group, period, cost, onExceed string
-	var tokens int64
-	cmd := &cobra.Command{
-		Use: "set", Short: "Set a group's budget",
-		Long: `Set a group's budget per UTC day or month: --tokens (input, output and
-cache tokens together) and/or --cost (at the prices of ncl models prices, in
-their currency). Before a call is forwarded its worst case is reserved: its
-output bound plus its input's size. A call that would pass the budget asks a
-human (--on-exceed hold, the default: the group's approvers see what it spent
-and on what, and may let it go on once, for the session or for N hours) or is
-refused (--on-exceed deny). What was spent in the period already counts.`,
-		Example: "  ncl models budget set --group research --period day --tokens 2000000\n" +
-			"  ncl models budget set --group research --period month --cost 250 --on-exceed deny",
-		Args: none,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			req := &guardv1.SetModelBudgetRequest{Group: group, Tokens: tokens}
-			var err error
-			if req.Period, err = enumword.Parse[guardv1.ModelBudgetPeriod](period); err != nil || req.Period == 0 {
-				return usagef("--period %q: want day or month", period)
-			}
-			if req.CostMicros, err = parseMicros(cost); err != nil {
-				return usagef("--cost %q: %v", cost, err)
-			}
-			if req.OnExceed, err = enumword.Parse[guardv1.Effect](onExceed); err != nil || req.OnExceed == guardv1.Effect_EFFECT_ALLOW {
-				return usagef("--on-exceed %q: want hold or deny", onExceed)
-			}
-			a.groupArgs(&req.Group)
-			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
-				r, err := c.reg.SetModelBudget(ctx, req)
-				return r.GetPolicy().GetBudget(), err
-			})
+// groupModelViews are how a group's model rules and settings print.
+var groupModelViews = []render.View{
+	render.For[*guardv1.ModelRule](render.View{
+		Cols: []render.Col{
+			render.C("PROVIDER", (*guardv1.ModelRule).GetProvider),
+			render.C("MODEL", (*guardv1.ModelRule).GetModel),
+			render.C("EFFECT", func(r *guardv1.ModelRule) string { return enumword.String(r.GetEffect()) }),
 		},
-	}
-	cmd.Flags().StringVar(&group, "group", "", "agent group (name or id)")
-	cmd.Flags().StringVar(&period, "period", "", "day or month (UTC)")
-	cmd.Flags().Int64Var(&tokens, "tokens", 0, "tokens per period (0: no token budget)")
-	cmd.Flags().StringVar(&cost, "cost", "0", "cost per period, in the prices' currency (0: no cost budget)")
-	cmd.Flags().StringVar(&onExceed, "on-exceed", "hold", "hold or deny")
-	required(cmd, "group", "period")
-	return cmd
-}
-
-func (a *app) budgetGet() *cobra.Command {
-	var group string
-	cmd := &cobra.Command{
-		Use: "get", Short: "Show a group's budget and what it spent in the current period", Args: none,
-		Example: "  ncl models budget get --group research",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a.groupArgs(&group)
-			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
-				r, err := c.reg.GetModelPolicy(ctx, &guardv1.GetModelPolicyRequest{Group: group})
-				if err == nil && r.GetPolicy().GetBudget() == nil {
-					return nil, usagef("group %s has no model budget (ncl models budget set)", group)
+		ID: render.IDOf(func(r *guardv1.ModelRule) string { return r.GetProvider() + "/" + r.GetModel() }),
+	}),
+	render.For[*guardv1.ModelPolicy](render.View{
+		Cols: []render.Col{
+			render.CX("GROUP", func(p *guardv1.ModelPolicy, e render.Env) string { return e.Group(p.GetGroup()) }),
+			render.C("PROVIDERS", func(p *guardv1.ModelPolicy) string { return render.OrDash(strings.Join(p.GetProviders(), ", ")) }),
+			render.C("DEFAULT", func(p *guardv1.ModelPolicy) string {
+				if p.GetDefaultEffect() == guardv1.Effect_EFFECT_UNSPECIFIED {
+					return "allow (not set)"
 				}
-				return r.GetPolicy().GetBudget(), err
-			})
+				return enumword.String(p.GetDefaultEffect())
+			}),
+			render.C("RULES", func(p *guardv1.ModelPolicy) string {
+				var out []string
+				for _, r := range p.GetRules() {
+					out = append(out, r.GetProvider()+"/"+r.GetModel()+"="+enumword.String(r.GetEffect()))
+				}
+				return render.OrDash(strings.Join(out, " "))
+			}),
+			render.C("BUDGET", func(p *guardv1.ModelPolicy) string { return budgetLine(p.GetBudget()) }),
 		},
-	}
-	cmd.Flags().StringVar(&group, "group", "", "agent group (name or id)")
-	required(cmd, "group")
-	return cmd
+		ID: render.IDOf((*guardv1.ModelPolicy).GetGroup),
+	}),
 }
 
-func (a *app) budgetUnset() *cobra.Command {
-	var group string
-	cmd := &cobra.Command{
-		Use: "unset", Short: "Remove a group's budget", Args: none,
-		Example: "  ncl models budget unset --group research",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a.groupArgs(&group)
-			return a.done(cmd, "model budget removed", func(ctx context.Context, c *clients) error {
-				_, err := c.reg.SetModelBudget(ctx, &guardv1.SetModelBudgetRequest{Group: group})
+// A group's model settings in the document, under the group: its
+// providers, rules, default and budget, set after the providers and the
+// groups exist.
+
+var groupModelsState = &statePart{read: readGroupModels, plan: planGroupModels, check: checkGroupModels, sort: sortGroupModels}
+
+// groupModelsSpec is a group's model settings (nil: none at all).
+type groupModelsSpec struct {
+	Providers []string         `yaml:"providers,omitempty"`
+	Default   string           `yaml:"default,omitempty"`
+	Rules     []modelRuleSpec  `yaml:"rules,omitempty"`
+	Budget    *modelBudgetSpec `yaml:"budget,omitempty"`
+}
+
+type modelRuleSpec struct {
+	Provider string `yaml:"provider"`
+	Model    string `yaml:"model"`
+	Effect   string `yaml:"effect"`
+}
+
+func (r modelRuleSpec) key() string { return r.Provider + "/" + r.Model }
+
+// readGroupModels reads each group's model settings.
+func readGroupModels(ctx context.Context, c *clients, s *state, book groupBook) error {
+	for i := range s.Groups {
+		g := &s.Groups[i]
+		resp, err := c.reg.GetModelPolicy(ctx, &guardv1.GetModelPolicyRequest{Group: book.id[g.Name]})
+		if err != nil {
+			return fmt.Errorf("read the model settings of %s: %w", g.Name, err)
+		}
+		g.Models = modelsSpec(resp.GetPolicy())
+	}
+	return nil
+}
+
+// modelsSpec is a group's policy as the document holds it.
+func modelsSpec(p *guardv1.ModelPolicy) *groupModelsSpec {
+	m := &groupModelsSpec{Providers: slices.Clone(p.GetProviders()), Default: enumword.String(p.GetDefaultEffect())}
+	for _, r := range p.GetRules() {
+		m.Rules = append(m.Rules, modelRuleSpec{Provider: r.GetProvider(), Model: r.GetModel(), Effect: enumword.String(r.GetEffect())})
+	}
+	if b := p.GetBudget(); b != nil {
+		m.Budget = &modelBudgetSpec{Period: enumword.String(b.GetPeriod()), Tokens: b.GetTokens(), CostMicros: b.GetCostMicros(),
+			OnExceed: enumword.String(b.GetOnExceed())}
+	}
+	if len(m.Providers) == 0 && m.Default == "" && len(m.Rules) == 0 && m.Budget == nil {
+		return nil
+	}
+	return m
+}
+
+// orNoModels reads a nil setting as "none".
+func orNoModels(m *groupModelsSpec) groupModelsSpec {
+	if m == nil {
+		return groupModelsSpec{}
+	}
+	return *m
+}
+
+// planGroupModels lists each group's model changes.
+func planGroupModels(cur, want *state) (p planned) {
+	for _, g := range want.Groups {
+		var old groupModelsSpec
+		if i := slices.IndexFunc(cur.Groups, func(o groupSpec) bool { return o.Name == g.Name }); i >= 0 {
+			old = orNoModels(cur.Groups[i].Models)
+		}
+		p.planGroupModels(g.Name, old, orNoModels(g.Models))
+	}
+	return p
+}
+
+// planGroupModels lists one group's changes: its providers, default and
+// budget as values, its rules one by one.
+func (p *planned) planGroupModels(group string, old, want groupModelsSpec) {
+	if !slices.Equal(old.Providers, want.Providers) {
+		p.changes = append(p.changes, change{'~', fmt.Sprintf("model providers of group %s: %s → %s", group, orNone(old.Providers), orNone(want.Providers)),
+			func(ctx context.Context, c *clients, book groupBook) error {
+				_, err := c.reg.SetModelProviders(ctx, &guardv1.SetModelProvidersRequest{Group: idOr(book, group), Providers: want.Providers})
 				return err
-			})
-		},
+			}})
 	}
-	cmd.Flags().StringVar(&group, "group", "", "agent group (name or id)")
-	required(cmd, "group")
-	return cmd
-}
-
-// parseMicros reads an amount with up to six decimals as micro-units.
-func parseMicros(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	whole, frac, _ := strings.Cut(s, ".")
-	if whole == "" || len(frac) > 6 || strings.HasPrefix(whole, "-") || strings.HasPrefix(whole, "+") {
-		return 0, errors.New("want an amount such as 3, 0.30 or 3.75 (up to six decimals)")
+	if old.Default != want.Default {
+		p.changes = append(p.changes, change{'~', fmt.Sprintf("model default of group %s: %s → %s", group, orAllow(old.Default), orAllow(want.Default)),
+			func(ctx context.Context, c *clients, book groupBook) error {
+				e, err := enumword.Parse[guardv1.Effect](want.Default)
+				if err != nil {
+					return fmt.Errorf("group %s: models.default: %w", group, err)
+				}
+				_, err = c.reg.SetModelDefault(ctx, &guardv1.SetModelDefaultRequest{Group: idOr(book, group), Effect: e})
+				return err
+			}})
 	}
-	w, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || w > 9_000_000_000_000 {
-		return 0, errors.New("want an amount such as 3, 0.30 or 3.75 (up to six decimals)")
+	for _, r := range want.Rules {
+		i := slices.IndexFunc(old.Rules, func(o modelRuleSpec) bool { return o.key() == r.key() })
+		if i >= 0 && old.Rules[i] == r {
+			continue
+		}
+		op, was := byte('+'), ""
+		if i >= 0 {
+			op, was = '~', old.Rules[i].Effect+" → "
+		}
+		p.changes = append(p.changes, change{op, fmt.Sprintf("model rule %s of group %s: %s%s", r.key(), group, was, r.Effect),
+			func(ctx context.Context, c *clients, book groupBook) error {
+				e, err := enumword.Parse[guardv1.Effect](r.Effect)
+				if err != nil {
+					return fmt.Errorf("group %s: model rule %s: %w", group, r.key(), err)
+				}
+				_, err = c.reg.SetModelRule(ctx, &guardv1.SetModelRuleRequest{Group: idOr(book, group), Provider: r.Provider, Model: r.Model, Effect: e})
+				return err
+			}})
 	}
-	f := int64(0)
-	if frac != "" {
-		if f, err = strconv.ParseInt(frac+strings.Repeat("0", 6-len(frac)), 10, 64); err != nil || f < 0 {
-			return 0, errors.New("want an amount such as 3, 0.30 or 3.75 (up to six decimals)")
+	for _, o := range old.Rules {
+		if !slices.ContainsFunc(want.Rules, func(r modelRuleSpec) bool { return r.key() == o.key() }) {
+			p.dels = append(p.dels, change{'-', fmt.Sprintf("model rule %s of group %s (%s)", o.key(), group, o.Effect),
+				func(ctx context.Context, c *clients, book groupBook) error {
+					_, err := c.reg.UnsetModelRule(ctx, &guardv1.UnsetModelRuleRequest{Group: idOr(book, group), Provider: o.Provider, Model: o.Model})
+					return err
+				}})
 		}
 	}
-	return w*1_000_000 + f, nil
+	switch {
+	case want.Budget != nil && (old.Budget == nil || *old.Budget != *want.Budget):
+		p.changes = append(p.changes, change{'~', fmt.Sprintf("model budget of group %s: %s → %s", group, budgetWords(old.Budget), budgetWords(want.Budget)),
+			setBudget(group, want.Budget)})
+	case want.Budget == nil && old.Budget != nil:
+		p.dels = append(p.dels, change{'-', fmt.Sprintf("model budget of group %s (%s)", group, budgetWords(old.Budget)), setBudget(group, nil)})
+	}
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	return strings.Join(list, ", ")
+}
+
+func orAllow(effect string) string {
+	if effect == "" {
+		return "allow (not set)"
+	}
+	return effect
+}
+
+// checkGroupModels refuses a group's rule listed twice.
+func checkGroupModels(s *state, _ func(kind, key string) error) error {
+	dup := duplicates()
+	var err error
+	for _, g := range s.Groups {
+		for _, r := range orNoModels(g.Models).Rules {
+			err = firstErr(err, dup("model rule of group "+g.Name, r.key()))
+		}
+	}
+	return err
+}
+
+func sortGroupModels(s *state) {
+	for _, g := range s.Groups {
+		if g.Models != nil {
+			slices.Sort(g.Models.Providers)
+			slices.SortFunc(g.Models.Rules, func(a, b modelRuleSpec) int { return strings.Compare(a.key(), b.key()) })
+		}
+	}
 }

@@ -2,15 +2,19 @@ package ncl
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/clawguard/clawguard/cli/internal/render"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/secret"
 )
 
 // ncl models: the model gateway. The operator's providers (each a kind, a
@@ -205,4 +209,196 @@ without a price costs nothing.`,
 	cmd.Flags().BoolVar(&remove, "remove", false, "remove the price")
 	required(cmd, "provider", "model")
 	return cmd
+}
+
+// modelProviderViews are how a provider (never its credential: whether one is set
+// and when) and a price print.
+var modelProviderViews = []render.View{
+	render.For[*guardv1.ModelProvider](render.View{
+		Cols: []render.Col{
+			render.C("NAME", (*guardv1.ModelProvider).GetName),
+			render.C("KIND", func(p *guardv1.ModelProvider) string { return enumword.String(p.GetKind()) }),
+			render.C("BASE URL", (*guardv1.ModelProvider).GetBaseUrl),
+			render.C("CREDENTIAL", func(p *guardv1.ModelProvider) string {
+				if !p.GetHasCredential() {
+					return "none"
+				}
+				if t := p.GetCredentialSetAt(); t != nil {
+					return "set " + t.AsTime().UTC().Format("2006-01-02 15:04 UTC")
+				}
+				return "set"
+			}),
+		},
+		ID: render.IDOf((*guardv1.ModelProvider).GetName),
+	}),
+	render.For[*guardv1.ModelPrice](render.View{
+		Cols: []render.Col{
+			render.C("PROVIDER", (*guardv1.ModelPrice).GetProvider),
+			render.C("MODEL", (*guardv1.ModelPrice).GetModel),
+			render.C("INPUT/M", func(p *guardv1.ModelPrice) string { return render.Micros(p.GetInputMicros()) }),
+			render.C("OUTPUT/M", func(p *guardv1.ModelPrice) string { return render.Micros(p.GetOutputMicros()) }),
+			render.C("CACHE READ/M", func(p *guardv1.ModelPrice) string { return render.Micros(p.GetCacheReadMicros()) }),
+			render.C("CACHE WRITE/M", func(p *guardv1.ModelPrice) string { return render.Micros(p.GetCacheWriteMicros()) }),
+		},
+		ID: render.IDOf(func(p *guardv1.ModelPrice) string { return p.GetProvider() + "/" + p.GetModel() }),
+	}),
+}
+
+// The model gateway's providers and prices in the document (the
+// operator's): a provider's credential is write-only (export writes
+// "<redacted>", which apply reads as "keep the one the server holds"; a
+// value written out is set; none means none). A provider or price the
+// document drops is deleted last, once no group's settings name it.
+
+var modelProvidersState = &statePart{read: readModelProviders, plan: planModelProviders, check: checkModelProviders, sort: sortModelProviders}
+
+type modelProviderSpec struct {
+	Name       string `yaml:"name"`
+	Kind       string `yaml:"kind"`
+	BaseURL    string `yaml:"baseUrl"`
+	Credential string `yaml:"credential,omitempty"`
+}
+
+type modelPriceSpec struct {
+	Provider         string `yaml:"provider"`
+	Model            string `yaml:"model"`
+	InputMicros      int64  `yaml:"inputMicros,omitempty"`
+	OutputMicros     int64  `yaml:"outputMicros,omitempty"`
+	CacheReadMicros  int64  `yaml:"cacheReadMicros,omitempty"`
+	CacheWriteMicros int64  `yaml:"cacheWriteMicros,omitempty"`
+}
+
+func (p modelPriceSpec) key() string { return p.Provider + "/" + p.Model }
+
+// readModelProviders reads the providers and the prices.
+func readModelProviders(ctx context.Context, c *clients, s *state, _ groupBook) error {
+	ps, err := c.reg.ListModelProviders(ctx, &guardv1.ListModelProvidersRequest{})
+	if err != nil {
+		return fmt.Errorf("read model providers: %w", err)
+	}
+	for _, p := range ps.GetProviders() {
+		spec := modelProviderSpec{Name: p.GetName(), Kind: enumword.String(p.GetKind()), BaseURL: p.GetBaseUrl()}
+		if p.GetHasCredential() {
+			spec.Credential = secret.Redacted
+		}
+		s.ModelProviders = append(s.ModelProviders, spec)
+	}
+	prices, err := c.reg.ListModelPrices(ctx, &guardv1.ListModelPricesRequest{})
+	if err != nil {
+		return fmt.Errorf("read model prices: %w", err)
+	}
+	for _, p := range prices.GetPrices() {
+		s.ModelPrices = append(s.ModelPrices, modelPriceSpec{Provider: p.GetProvider(), Model: p.GetModel(), InputMicros: p.GetInputMicros(),
+			OutputMicros: p.GetOutputMicros(), CacheReadMicros: p.GetCacheReadMicros(), CacheWriteMicros: p.GetCacheWriteMicros()})
+	}
+	return nil
+}
+
+// planModelProviders sets providers and prices before the groups (which
+// name providers) and deletes them after every other deletion.
+func planModelProviders(cur, want *state) (p planned) {
+	for _, w := range want.ModelProviders {
+		i := slices.IndexFunc(cur.ModelProviders, func(o modelProviderSpec) bool { return o.Name == w.Name })
+		if i >= 0 && cur.ModelProviders[i] == w && (w.Credential == secret.Redacted || w.Credential == "") {
+			continue // the same: its credential kept, or none
+		}
+		op, what := byte('+'), fmt.Sprintf("model provider %s: %s at %s", w.Name, w.Kind, w.BaseURL)
+		if i >= 0 {
+			op = '~'
+		}
+		switch {
+		case w.Credential == "" && i >= 0 && cur.ModelProviders[i].Credential != "":
+			what += " (its credential removed)"
+		case w.Credential != "" && w.Credential != secret.Redacted:
+			what += " (credential set from the document)"
+		}
+		p.changes = append(p.changes, change{op, what, setProvider(w)})
+	}
+	for _, o := range cur.ModelProviders {
+		if !slices.ContainsFunc(want.ModelProviders, func(w modelProviderSpec) bool { return w.Name == o.Name }) {
+			p.last = append(p.last, change{'-', "model provider " + o.Name, func(ctx context.Context, c *clients, _ groupBook) error {
+				_, err := c.reg.DeleteModelProvider(ctx, &guardv1.DeleteModelProviderRequest{Name: o.Name})
+				return err
+			}})
+		}
+	}
+	for _, w := range want.ModelPrices {
+		i := slices.IndexFunc(cur.ModelPrices, func(o modelPriceSpec) bool { return o.key() == w.key() })
+		if i >= 0 && cur.ModelPrices[i] == w {
+			continue
+		}
+		op := byte('+')
+		if i >= 0 {
+			op = '~'
+		}
+		p.changes = append(p.changes, change{op, fmt.Sprintf("model price %s: %d in, %d out, %d cache read, %d cache write (micro-units per million tokens)",
+			w.key(), w.InputMicros, w.OutputMicros, w.CacheReadMicros, w.CacheWriteMicros), setPrice(w, false)})
+	}
+	for _, o := range cur.ModelPrices {
+		if !slices.ContainsFunc(want.ModelPrices, func(w modelPriceSpec) bool { return w.key() == o.key() }) {
+			p.last = append(p.last, change{'-', "model price " + o.key(), setPrice(o, true)})
+		}
+	}
+	return p
+}
+
+func setProvider(w modelProviderSpec) func(ctx context.Context, c *clients, _ groupBook) error {
+	return func(ctx context.Context, c *clients, _ groupBook) error {
+		kind, err := enumword.Parse[guardv1.ModelProviderKind](w.Kind)
+		if err != nil {
+			return fmt.Errorf("model provider %s: kind: %w", w.Name, err)
+		}
+		req := &guardv1.SetModelProviderRequest{Name: w.Name, Kind: kind, BaseUrl: w.BaseURL}
+		if w.Credential != secret.Redacted {
+			cred := w.Credential // "" removes it
+			req.Credential = &cred
+		}
+		_, err = c.reg.SetModelProvider(ctx, req)
+		return err
+	}
+}
+
+func setPrice(w modelPriceSpec, remove bool) func(ctx context.Context, c *clients, _ groupBook) error {
+	return func(ctx context.Context, c *clients, _ groupBook) error {
+		_, err := c.reg.SetModelPrice(ctx, &guardv1.SetModelPriceRequest{Remove: remove, Price: &guardv1.ModelPrice{Provider: w.Provider, Model: w.Model,
+			InputMicros: w.InputMicros, OutputMicros: w.OutputMicros, CacheReadMicros: w.CacheReadMicros, CacheWriteMicros: w.CacheWriteMicros}})
+		return err
+	}
+}
+
+// checkModelProviders refuses a provider or price listed twice.
+func checkModelProviders(s *state, _ func(kind, key string) error) error {
+	dup := duplicates()
+	var err error
+	for _, p := range s.ModelProviders {
+		err = firstErr(err, dup("model provider", p.Name))
+	}
+	for _, p := range s.ModelPrices {
+		err = firstErr(err, dup("model price", p.key()))
+	}
+	return err
+}
+
+// duplicates is a check of the model gateway's names: empty or listed twice.
+func duplicates() func(kind, key string) error {
+	seen := map[string]bool{}
+	return func(kind, key string) error {
+		if key == "" || strings.HasSuffix(key, "/") || strings.HasPrefix(key, "/") || seen[kind+" "+key] {
+			return fmt.Errorf("%s %q is empty or listed twice", kind, key)
+		}
+		seen[kind+" "+key] = true
+		return nil
+	}
+}
+
+func sortModelProviders(s *state) {
+	slices.SortFunc(s.ModelProviders, func(a, b modelProviderSpec) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.ModelPrices, func(a, b modelPriceSpec) int { return strings.Compare(a.key(), b.key()) })
+}
+
+func spentOf(spent, reserved string, limit int64, limitText string) string {
+	if limit == 0 {
+		return spent + " spent (no limit)"
+	}
+	return fmt.Sprintf("%s of %s spent, %s reserved", spent, limitText, reserved)
 }

@@ -3,11 +3,14 @@ package ncl
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -92,4 +95,152 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 	required(remove, "from", "to")
 	return noun("policies", "Message policies: agent-to-agent sends held for the users they name (a quorum of them)",
 		"  ncl policies set --from research --to ops --approver telegram:dana", list, set, remove)
+}
+
+// policyViews are how a message policy prints.
+var policyViews = []render.View{
+	render.For[*guardv1.MessagePolicy](render.View{
+		Cols: []render.Col{
+			render.CX("FROM", func(p *guardv1.MessagePolicy, e render.Env) string { return e.Group(p.GetFromGroup()) }),
+			render.CX("TO", func(p *guardv1.MessagePolicy, e render.Env) string { return e.Group(p.GetToGroup()) }),
+			render.Wide(render.C("FROM ID", (*guardv1.MessagePolicy).GetFromGroup)),
+			render.Wide(render.C("TO ID", (*guardv1.MessagePolicy).GetToGroup)),
+			render.CX("APPROVERS", func(p *guardv1.MessagePolicy, e render.Env) string {
+				var out []string
+				for _, u := range append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...) {
+					out = append(out, e.User(u))
+				}
+				return strings.Join(out, ", ")
+			}),
+			render.Wide(render.C("APPROVER IDS", func(p *guardv1.MessagePolicy) string {
+				return strings.Join(append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...), ", ")
+			})),
+			render.C("APPROVALS", func(p *guardv1.MessagePolicy) string { return fmt.Sprint(max(p.GetApprovals(), 1)) }),
+			render.C("MODE", func(p *guardv1.MessagePolicy) string { return render.ModeWord(p.GetMode(), "inherit") }),
+			render.CX("ESCALATION", func(p *guardv1.MessagePolicy, e render.Env) string {
+				return e.Escalation(p.GetRemindAfter(), p.GetEscalateAfter(), p.GetEscalateTo())
+			}),
+		},
+		ID: render.IDOf(func(p *guardv1.MessagePolicy) string { return p.GetFromGroup() + " " + p.GetToGroup() }),
+	}),
+}
+
+// Message policies in the document: who approves a group's messages to
+// another (approvers by user id), their quorum, mode and escalation.
+
+var policiesState = &statePart{read: readPolicies, plan: planPolicies, check: checkPolicies, sort: sortPolicies}
+
+type policySpec struct {
+	From      string   `yaml:"from"`
+	To        string   `yaml:"to"`
+	Approvers []string `yaml:"approvers"`
+	Approvals int32    `yaml:"approvals,omitempty"`
+	Mode      string   `yaml:"mode,omitempty"`
+	// Escalation (user ids, group:<name>).
+	EscalationSpec `yaml:",inline"`
+}
+
+func (p policySpec) key() string { return p.From + " → " + p.To }
+
+// readPolicies reads every message policy.
+func readPolicies(ctx context.Context, c *clients, s *state, book groupBook) error {
+	policies, err := listAll(ctx, c, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListPolicies(ctx, &guardv1.ListPoliciesRequest{Limit: size, PageToken: token})
+		return msgs(r.GetPolicies()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return fmt.Errorf("read policies: %w", err)
+	}
+	for _, m := range policies {
+		p := m.(*guardv1.MessagePolicy)
+		// "" inherits a2a.send's mode; "enforce" says so whatever that is.
+		mode := enumword.String(p.GetMode())
+		s.Policies = append(s.Policies, policySpec{From: book.nameOf(p.GetFromGroup()), To: book.nameOf(p.GetToGroup()),
+			Approvers: append([]string{p.GetApproverUserId()}, p.GetAlsoApproverUserIds()...), Approvals: p.GetApprovals(), Mode: mode,
+			EscalationSpec: escalationOf(p.GetRemindAfter(), p.GetEscalateAfter(), p.GetEscalateTo(), book)})
+	}
+	return nil
+}
+
+func planPolicies(cur, want *state) (out planned) {
+	// Message policies: set is create-or-replace.
+	policies := map[string]policySpec{}
+	for _, p := range cur.Policies {
+		policies[p.key()] = p
+	}
+	for _, p := range want.Policies {
+		old, ok := policies[p.key()]
+		if ok && slices.Equal(old.Approvers, p.Approvers) && old.Approvals == p.Approvals && old.Mode == p.Mode && old.EscalationSpec.equal(p.EscalationSpec) {
+			continue
+		}
+		op, what := byte('+'), fmt.Sprintf("policy %s: approvers %s%s", p.key(), strings.Join(p.Approvers, ", "), quorumWords(p, false))
+		if ok {
+			op = '~'
+			modes := old.Mode != p.Mode // "" (inherit) and "enforce" differ: say so
+			what = fmt.Sprintf("policy %s: approvers %s%s → %s%s", p.key(), strings.Join(old.Approvers, ", "), quorumWords(old, modes), strings.Join(p.Approvers, ", "), quorumWords(p, modes))
+		}
+		out.changes = append(out.changes, change{op, what, func(ctx context.Context, c *clients, book groupBook) error {
+			if len(p.Approvers) == 0 {
+				return fmt.Errorf("policy %s: at least one approver", p.key())
+			}
+			mode, err := parseMode(p.Mode)
+			if err != nil {
+				return fmt.Errorf("policy %s: %w", p.key(), err)
+			}
+			remind, escalate, to, err := p.EscalationSpec.request()
+			if err != nil {
+				return fmt.Errorf("policy %s: %w", p.key(), err)
+			}
+			_, err = c.reg.SetPolicy(ctx, &guardv1.SetPolicyRequest{FromGroup: idOr(book, p.From), ToGroup: idOr(book, p.To),
+				ApproverUserId: p.Approvers[0], AlsoApproverUserIds: p.Approvers[1:], Approvals: p.Approvals, Mode: mode,
+				RemindAfter: remind, EscalateAfter: escalate, EscalateTo: to})
+			return err
+		}})
+	}
+	for _, p := range cur.Policies {
+		if _, ok := policyIn(want.Policies, p.key()); !ok {
+			out.dels = append(out.dels, change{'-', "policy " + p.key(), func(ctx context.Context, c *clients, book groupBook) error {
+				_, err := c.reg.RemovePolicy(ctx, &guardv1.RemovePolicyRequest{FromGroup: idOr(book, p.From), ToGroup: idOr(book, p.To)})
+				return err
+			}})
+		}
+	}
+
+	return out
+}
+
+func checkPolicies(s *state, once func(kind, key string) error) (err error) {
+	for _, p := range s.Policies {
+		err = firstErr(err, once("policy", p.From+"/"+p.To))
+	}
+	return err
+}
+
+func sortPolicies(s *state) {
+	slices.SortFunc(s.Policies, func(a, b policySpec) int { return strings.Compare(a.key(), b.key()) })
+}
+
+// quorumWords says a policy's quorum, mode (always with showMode: "inherit"
+// for none) and escalation.
+func quorumWords(p policySpec, showMode bool) string {
+	w := ""
+	if p.Approvals > 1 {
+		w += fmt.Sprintf(", %d of them", p.Approvals)
+	}
+	switch {
+	case p.Mode != "":
+		w += ", mode " + p.Mode
+	case showMode:
+		w += ", mode inherit"
+	}
+	return w + p.EscalationSpec.words()
+}
+
+func policyIn(list []policySpec, key string) (policySpec, bool) {
+	for _, p := range list {
+		if p.key() == key {
+			return p, true
+		}
+	}
+	return policySpec{}, false
 }

@@ -3,6 +3,8 @@ package ncl
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -82,4 +84,117 @@ func (a *app) roleChange(verb, short, example string, call func(context.Context,
 		})
 	}
 	return cmd
+}
+
+// roleViews are how a role grant prints.
+var roleViews = []render.View{
+	render.For[*guardv1.RoleGrant](render.View{
+		Cols: []render.Col{
+			render.C("USER", (*guardv1.RoleGrant).GetUserId),
+			render.CX("NAME", func(r *guardv1.RoleGrant, e render.Env) string { return e.UserName(r.GetUserId()) }),
+			render.C("ROLE", func(r *guardv1.RoleGrant) string { return enumword.String(r.GetRole()) }),
+			render.C("SCOPE", func(r *guardv1.RoleGrant) string { return enumword.String(r.GetScope()) }),
+			render.CX("GROUP", func(r *guardv1.RoleGrant, e render.Env) string { return e.Group(r.GetGroup()) }),
+			render.Wide(render.C("GROUP ID", (*guardv1.RoleGrant).GetGroup)),
+			render.C("GRANTED", func(r *guardv1.RoleGrant) string { return render.Time(r.GetGrantedAt()) }),
+		},
+		ID: render.IDOf((*guardv1.RoleGrant).GetUserId),
+	}),
+}
+
+// Role grants in the document: a user's role, global or of a group (by
+// name).
+
+var rolesState = &statePart{read: readRoles, plan: planRoles, check: checkRoles, sort: sortRoles}
+
+type roleSpec struct {
+	User  string `yaml:"user"`
+	Role  string `yaml:"role"`
+	Scope string `yaml:"scope"`
+	Group string `yaml:"group,omitempty"`
+}
+
+func (r roleSpec) key() string {
+	if r.Scope == "group" {
+		return r.User + " " + r.Role + " of " + r.Group
+	}
+	return r.User + " " + r.Role + " (" + r.Scope + ")"
+}
+
+// readRoles reads every role grant.
+func readRoles(ctx context.Context, c *clients, s *state, book groupBook) error {
+	roles, err := listAll(ctx, c, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListRoles(ctx, &guardv1.ListRolesRequest{Limit: size, PageToken: token})
+		return msgs(r.GetRoles()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return fmt.Errorf("read roles: %w", err)
+	}
+	for _, m := range roles {
+		r := m.(*guardv1.RoleGrant)
+		spec := roleSpec{User: r.GetUserId(), Role: enumword.String(r.GetRole()), Scope: enumword.String(r.GetScope())}
+		if r.GetGroup() != "" {
+			spec.Group = book.nameOf(r.GetGroup())
+		}
+		s.Roles = append(s.Roles, spec)
+	}
+	return nil
+}
+
+func planRoles(cur, want *state) (p planned) {
+	// Roles.
+	for _, r := range want.Roles {
+		if slices.ContainsFunc(cur.Roles, func(o roleSpec) bool { return o.key() == r.key() }) {
+			continue
+		}
+		p.changes = append(p.changes, change{'+', "role " + r.key(), func(ctx context.Context, c *clients, book groupBook) error {
+			req, err := roleRequest(r, book)
+			if err != nil {
+				return err
+			}
+			_, err = c.reg.GrantRole(ctx, &guardv1.GrantRoleRequest{UserId: req.UserId, Role: req.Role, Scope: req.Scope, Group: req.Group})
+			return err
+		}})
+	}
+	for _, r := range cur.Roles {
+		if !slices.ContainsFunc(want.Roles, func(w roleSpec) bool { return w.key() == r.key() }) {
+			p.dels = append(p.dels, change{'-', "role " + r.key(), func(ctx context.Context, c *clients, book groupBook) error {
+				req, err := roleRequest(r, book)
+				if err != nil {
+					return err
+				}
+				_, err = c.reg.RevokeRole(ctx, req)
+				return err
+			}})
+		}
+	}
+
+	return p
+}
+
+func checkRoles(s *state, once func(kind, key string) error) (err error) {
+	for _, r := range s.Roles {
+		err = firstErr(err, once("role", r.key()))
+	}
+	return err
+}
+
+func sortRoles(s *state) {
+	slices.SortFunc(s.Roles, func(a, b roleSpec) int { return strings.Compare(a.key(), b.key()) })
+}
+
+func roleRequest(r roleSpec, book groupBook) (*guardv1.RevokeRoleRequest, error) {
+	role, err := enumword.Parse[guardv1.Role](r.Role)
+	if err != nil {
+		return nil, fmt.Errorf("role %s: %w", r.key(), err)
+	}
+	scope, err := enumword.Parse[guardv1.RoleScope](r.Scope)
+	if err != nil {
+		return nil, fmt.Errorf("role %s: scope: %w", r.key(), err)
+	}
+	req := &guardv1.RevokeRoleRequest{UserId: r.User, Role: role, Scope: scope}
+	if r.Group != "" {
+		req.Group = idOr(book, r.Group)
+	}
+	return req, nil
 }

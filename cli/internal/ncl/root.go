@@ -66,37 +66,12 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline of each call")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 
-	root.AddCommand(
-		a.groupsCmd(),
-		a.sessionsCmd(),
-		a.destinationsCmd(),
-		a.membersCmd(),
-		a.rolesCmd(),
-		a.usersCmd(),
-		a.wiringsCmd(),
-		a.messagingGroupsCmd(),
-		a.policiesCmd(),
-		a.mcpCmd(),
-		a.egressCmd(),
-		a.modelsCmd(),
-		a.usageCmd(),
-		a.userDmsCmd(),
-		a.tokensCmd(),
-		a.runnersCmd(),
-		a.catalogCmd(),
-		a.decisionsCmd(),
-		a.approvalsCmd(),
-		a.explainCmd(),
-		a.exportCmd(),
-		a.applyCmd(),
-		a.freezeCmd(),
-		a.unfreezeCmd(),
-		a.freezesCmd(),
-		a.grantsCmd(),
-		a.versionCmd(),
-		a.configCmd(),
-		completionCmd(),
-	)
+	for _, k := range kinds() {
+		if k.command != nil {
+			root.AddCommand(k.command(a))
+		}
+	}
+	root.AddCommand(a.exportCmd(), a.applyCmd(), a.versionCmd(), a.configCmd(), completionCmd())
 	a.addDynamicCompletion(root)
 	return root
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/clawguard/clawguard/cli/internal/render"
+	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -47,4 +48,31 @@ func (a *app) sessionsCmd() *cobra.Command {
 	}
 	history.Flags().Int32Var(&limit, "limit", 50, "at most this many events")
 	return noun("sessions", "Agent sessions", "  ncl sessions list\n  ncl sessions history se_123", list, get, history)
+}
+
+// sessionViews are how a session and its history print.
+var sessionViews = []render.View{
+	render.For[*guardv1.Session](render.View{
+		Cols: []render.Col{
+			render.C("ID", (*guardv1.Session).GetId),
+			render.CX("GROUP", func(x *guardv1.Session, e render.Env) string { return e.Group(x.GetAgentGroupId()) }),
+			render.Wide(render.C("GROUP ID", (*guardv1.Session).GetAgentGroupId)),
+			render.C("MESSAGING GROUP", (*guardv1.Session).GetMessagingGroupId),
+			render.C("RUNNER", (*guardv1.Session).GetRunnerId),
+			render.C("STATUS", func(s *guardv1.Session) string { return enumword.String(s.GetStatus()) }),
+			render.C("LAST ACTIVE", func(s *guardv1.Session) string { return render.Time(s.GetLastActiveAt()) }),
+		},
+		Detail: []render.Col{render.C("CREATED", func(s *guardv1.Session) string { return render.Time(s.GetCreatedAt()) })},
+		ID:     render.IDOf((*guardv1.Session).GetId),
+	}),
+	render.For[*guardv1.SessionEvent](render.View{
+		Cols: []render.Col{
+			render.C("ID", func(e *guardv1.SessionEvent) string { return render.Num(e.GetId()) }),
+			render.C("AT", func(e *guardv1.SessionEvent) string { return render.Time(e.GetAt()) }),
+			render.C("DIRECTION", (*guardv1.SessionEvent).GetDirection),
+			render.C("KIND", (*guardv1.SessionEvent).GetKind),
+			render.C("BODY", func(e *guardv1.SessionEvent) string { return render.Truncate(render.StructJSON(e.GetBody()), 80) }),
+		},
+		ID: render.IDOf(func(e *guardv1.SessionEvent) string { return render.Num(e.GetId()) }),
+	}),
 }

@@ -2,10 +2,12 @@ package ncl
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/clawguard/clawguard/cli/internal/render"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
@@ -38,4 +40,26 @@ whole counts its output at the bound it reserved. Without --since: the last
 	cmd.Flags().StringVar(&since, "since", "", "first day, YYYY-MM-DD (UTC); empty: the last 30 days")
 	limitFlag(cmd, &limit)
 	return cmd
+}
+
+// usageViews are how a day of a group's model usage prints.
+var usageViews = []render.View{
+	render.For[*guardv1.ModelUsage](render.View{
+		Cols: []render.Col{
+			render.C("DAY", (*guardv1.ModelUsage).GetDay),
+			render.CX("GROUP", func(u *guardv1.ModelUsage, e render.Env) string { return e.Group(u.GetGroup()) }),
+			render.C("PROVIDER", (*guardv1.ModelUsage).GetProvider),
+			render.C("MODEL", (*guardv1.ModelUsage).GetModel),
+			render.C("CALLS", func(u *guardv1.ModelUsage) string { return strconv.FormatInt(u.GetCalls(), 10) }),
+			render.C("INPUT", func(u *guardv1.ModelUsage) string { return strconv.FormatInt(u.GetInputTokens(), 10) }),
+			render.C("OUTPUT", func(u *guardv1.ModelUsage) string { return strconv.FormatInt(u.GetOutputTokens(), 10) }),
+			render.C("CACHE READ", func(u *guardv1.ModelUsage) string { return strconv.FormatInt(u.GetCacheReadTokens(), 10) }),
+			render.C("CACHE WRITE", func(u *guardv1.ModelUsage) string { return strconv.FormatInt(u.GetCacheWriteTokens(), 10) }),
+			render.C("COST", func(u *guardv1.ModelUsage) string { return render.Micros(u.GetCostMicros()) }),
+			render.Wide(render.C("GROUP ID", (*guardv1.ModelUsage).GetGroup)),
+		},
+		ID: render.IDOf(func(u *guardv1.ModelUsage) string {
+			return u.GetDay() + "/" + u.GetGroup() + "/" + u.GetProvider() + "/" + u.GetModel()
+		}),
+	}),
 }

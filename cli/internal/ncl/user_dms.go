@@ -59,3 +59,16 @@ func (a *app) userDmsCmd() *cobra.Command {
 	required(remove, "user", "channel-type")
 	return noun("user-dms", "Where approval cards are delivered to users", "  ncl user-dms set --user telegram:dana --channel-type telegram --address 123456", list, set, remove)
 }
+
+// userDMViews are how a user's direct-message address prints.
+var userDMViews = []render.View{
+	render.For[*guardv1.UserDm](render.View{
+		Cols: []render.Col{
+			render.C("USER", (*guardv1.UserDm).GetUserId),
+			render.CX("NAME", func(d *guardv1.UserDm, e render.Env) string { return e.UserName(d.GetUserId()) }),
+			render.C("CHANNEL", (*guardv1.UserDm).GetChannelType),
+			render.C("ADDRESS", (*guardv1.UserDm).GetAddress),
+		},
+		ID: render.IDOf((*guardv1.UserDm).GetUserId),
+	}),
+}

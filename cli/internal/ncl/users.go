@@ -3,6 +3,8 @@ package ncl
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -113,4 +115,160 @@ func (a *app) oidcBindingCmds() (*cobra.Command, *cobra.Command) {
 	unbind.Flags().StringVar(&uSubject, "subject", "", "the ID token's sub claim")
 	required(unbind, "issuer", "subject")
 	return bind, unbind
+}
+
+// userViews are how a user and a console sign-in print.
+var userViews = []render.View{
+	render.For[*guardv1.User](render.View{
+		Cols: []render.Col{
+			render.C("ID", (*guardv1.User).GetId),
+			render.C("DISPLAY NAME", (*guardv1.User).GetDisplayName),
+			render.C("CREATED", func(u *guardv1.User) string { return render.Time(u.GetCreatedAt()) }),
+			render.C("OIDC", func(u *guardv1.User) string {
+				var b []string
+				for _, o := range u.GetOidcBindings() {
+					b = append(b, o.GetIssuer()+" "+o.GetSubject())
+				}
+				return strings.Join(b, ", ")
+			}),
+		},
+		ID: render.IDOf((*guardv1.User).GetId),
+	}),
+	render.For[*guardv1.OidcBinding](render.View{
+		Cols: []render.Col{
+			render.C("USER", (*guardv1.OidcBinding).GetUserId),
+			render.C("ISSUER", (*guardv1.OidcBinding).GetIssuer),
+			render.C("SUBJECT", (*guardv1.OidcBinding).GetSubject),
+			render.C("CREATED", func(o *guardv1.OidcBinding) string { return render.Time(o.GetCreatedAt()) }),
+		},
+		ID: render.IDOf((*guardv1.OidcBinding).GetSubject),
+	}),
+}
+
+// Users in the document: each with its display name and console sign-ins
+// (the (issuer, subject) pairs bound to it: ncl users bind-oidc). Users are
+// never deleted by apply.
+
+var usersState = &statePart{read: readUsers, plan: planUsers, check: checkUsers, sort: sortUsers}
+
+type userSpec struct {
+	ID   string `yaml:"id"`
+	Name string `yaml:"name,omitempty"`
+	// Console sign-ins bound to the user.
+	OIDC []oidcSpec `yaml:"oidc,omitempty"`
+}
+
+type oidcSpec struct {
+	Issuer  string `yaml:"issuer"`
+	Subject string `yaml:"subject"`
+}
+
+func (o oidcSpec) String() string { return o.Issuer + " " + o.Subject }
+
+// readUsers reads every user and their sign-ins.
+func readUsers(ctx context.Context, c *clients, s *state, _ groupBook) error {
+	users, err := listAll(ctx, c, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+		r, err := c.reg.ListUsers(ctx, &guardv1.ListUsersRequest{Limit: size, PageToken: token})
+		return msgs(r.GetUsers()), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return fmt.Errorf("read users: %w", err)
+	}
+	for _, m := range users {
+		u := m.(*guardv1.User)
+		s.Users = append(s.Users, userSpec{ID: u.GetId(), Name: u.GetDisplayName()})
+	}
+	return readOIDC(ctx, c, s.Users)
+}
+
+// readOIDC fills in each user's bindings (GetUser carries them).
+func readOIDC(ctx context.Context, c *clients, users []userSpec) error {
+	for i := range users {
+		r, err := c.reg.GetUser(ctx, &guardv1.GetUserRequest{Id: users[i].ID})
+		if err != nil {
+			return fmt.Errorf("read user %s: %w", users[i].ID, err)
+		}
+		for _, b := range r.GetUser().GetOidcBindings() {
+			users[i].OIDC = append(users[i].OIDC, oidcSpec{Issuer: b.GetIssuer(), Subject: b.GetSubject()})
+		}
+		slices.SortFunc(users[i].OIDC, func(a, b oidcSpec) int { return strings.Compare(a.String(), b.String()) })
+	}
+	return nil
+}
+
+// planUsers creates and renames users, then binds their sign-ins.
+func planUsers(cur, want *state) (p planned) {
+	have := map[string]userSpec{}
+	for _, u := range cur.Users {
+		have[u.ID] = u
+	}
+	for _, u := range want.Users {
+		switch old, ok := have[u.ID]; {
+		case !ok:
+			p.changes = append(p.changes, change{'+', "user " + u.ID + named(u.Name), func(ctx context.Context, c *clients, _ groupBook) error {
+				_, err := c.reg.CreateUser(ctx, &guardv1.CreateUserRequest{Id: u.ID, DisplayName: u.Name})
+				return err
+			}})
+		case old.Name != u.Name:
+			p.changes = append(p.changes, change{'~', fmt.Sprintf("user %s: name %q → %q", u.ID, old.Name, u.Name), func(ctx context.Context, c *clients, _ groupBook) error {
+				_, err := c.reg.UpdateUser(ctx, &guardv1.UpdateUserRequest{Id: u.ID, DisplayName: u.Name})
+				return err
+			}})
+		}
+	}
+	for _, u := range cur.Users {
+		if !slices.ContainsFunc(want.Users, func(w userSpec) bool { return w.ID == u.ID }) {
+			p.left = append(p.left, "user "+u.ID+" (users are never deleted by apply)")
+		}
+	}
+	binds, unbinds := planOIDC(cur.Users, want.Users)
+	p.changes, p.dels = append(p.changes, binds...), unbinds
+	return p
+}
+
+// planOIDC lists the bindings want adds (after the users exist) and those it
+// drops (deletions: with --prune).
+func planOIDC(cur, want []userSpec) (changes, dels []change) {
+	have := map[string][]oidcSpec{}
+	for _, u := range cur {
+		have[u.ID] = u.OIDC
+	}
+	for _, u := range want {
+		for _, b := range u.OIDC {
+			if slices.Contains(have[u.ID], b) {
+				continue
+			}
+			changes = append(changes, change{'+', fmt.Sprintf("oidc sign-in of user %s: %s", u.ID, b), func(ctx context.Context, c *clients, _ groupBook) error {
+				_, err := c.reg.BindOidc(ctx, &guardv1.BindOidcRequest{UserId: u.ID, Issuer: b.Issuer, Subject: b.Subject})
+				return err
+			}})
+		}
+	}
+	for _, u := range cur {
+		i := slices.IndexFunc(want, func(w userSpec) bool { return w.ID == u.ID })
+		if i < 0 {
+			continue // the user is not deleted (users never are), nor their sign-ins
+		}
+		for _, b := range u.OIDC {
+			if slices.Contains(want[i].OIDC, b) {
+				continue
+			}
+			dels = append(dels, change{'-', fmt.Sprintf("oidc sign-in of user %s: %s", u.ID, b), func(ctx context.Context, c *clients, _ groupBook) error {
+				_, err := c.reg.UnbindOidc(ctx, &guardv1.UnbindOidcRequest{UserId: u.ID, Issuer: b.Issuer, Subject: b.Subject})
+				return err
+			}})
+		}
+	}
+	return changes, dels
+}
+
+func checkUsers(s *state, once func(kind, key string) error) (err error) {
+	for _, u := range s.Users {
+		err = firstErr(err, once("user", u.ID))
+	}
+	return err
+}
+
+func sortUsers(s *state) {
+	slices.SortFunc(s.Users, func(a, b userSpec) int { return strings.Compare(a.ID, b.ID) })
 }

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// keyValues prints a map as sorted KEY=VALUE words ("-" when empty).
-func keyValues(m map[string]string) string {
+// KeyValues prints a map as sorted KEY=VALUE words ("-" when empty).
+func KeyValues(m map[string]string) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

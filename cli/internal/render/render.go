@@ -35,12 +35,14 @@ type Printer struct {
 	Viewer string
 	// Now is when ages are measured to (zero: the current time).
 	Now time.Time
+	// Views are how each message type prints (a type with none: its JSON).
+	Views Views
 }
 
-func (p Printer) env() env {
-	e := env{names: p.Names, viewer: p.Viewer, now: p.Now}
-	if e.now.IsZero() {
-		e.now = time.Now()
+func (p Printer) env() Env {
+	e := Env{Names: p.Names, Viewer: p.Viewer, Now: p.Now}
+	if e.Now.IsZero() {
+		e.Now = time.Now()
 	}
 	return e
 }
@@ -57,7 +59,7 @@ func Msgs[T proto.Message](items []T) []proto.Message {
 // List prints a list of messages of type typ (typ names the columns even
 // when the list is empty). JSON: an array, never null.
 func (p Printer) List(typ proto.Message, items []proto.Message) error {
-	v := viewOf(typ)
+	v := p.Views.of(typ)
 	switch {
 	case p.JSON:
 		arr := make([]any, 0, len(items))
@@ -71,29 +73,29 @@ func (p Printer) List(typ proto.Message, items []proto.Message) error {
 		return p.write(arr)
 	case p.Quiet:
 		for _, m := range items {
-			if id := v.id(m); id != "" {
+			if id := v.ID(m); id != "" {
 				fmt.Fprintln(p.W, id)
 			}
 		}
 		return nil
 	}
 	tw := newTab(p.W)
-	var cols []col
-	for _, c := range v.cols {
-		if !c.wide || p.Wide {
+	var cols []Col
+	for _, c := range v.Cols {
+		if !c.Wide || p.Wide {
 			cols = append(cols, c)
 		}
 	}
 	headers := make([]string, len(cols))
 	for i, c := range cols {
-		headers[i] = c.header
+		headers[i] = c.Header
 	}
 	fmt.Fprintln(tw, strings.Join(headers, "\t"))
 	e := p.env()
 	for _, m := range items {
 		cells := make([]string, len(cols))
 		for i, c := range cols {
-			cells[i] = cell(c.get(m, e))
+			cells[i] = Cell(c.Get(m, e))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
@@ -103,7 +105,7 @@ func (p Printer) List(typ proto.Message, items []proto.Message) error {
 // Object prints one created or fetched message: JSON object, its id, or a
 // "FIELD: value" block.
 func (p Printer) Object(m proto.Message) error {
-	v := viewOf(m)
+	v := p.Views.of(m)
 	switch {
 	case p.JSON:
 		j, err := JSONValue(m)
@@ -112,15 +114,15 @@ func (p Printer) Object(m proto.Message) error {
 		}
 		return p.write(j)
 	case p.Quiet:
-		if id := v.id(m); id != "" {
+		if id := v.ID(m); id != "" {
 			fmt.Fprintln(p.W, id)
 		}
 		return nil
 	}
 	tw := newTab(p.W)
 	e := p.env()
-	for _, c := range append(append([]col(nil), v.cols...), v.detail...) {
-		fmt.Fprintf(tw, "%s:\t%s\n", c.header, cell(c.get(m, e)))
+	for _, c := range append(append([]Col(nil), v.Cols...), v.Detail...) {
+		fmt.Fprintf(tw, "%s:\t%s\n", c.Header, Cell(c.Get(m, e)))
 	}
 	return tw.Flush()
 }
@@ -153,8 +155,8 @@ func (p Printer) Value(v any, text string) error {
 
 func newTab(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
-// cell keeps a table cell on one line and shows absence as "-".
-func cell(s string) string {
+// Cell keeps a table cell on one line and shows absence as "-".
+func Cell(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if s == "" {
 		return "-"

@@ -38,13 +38,13 @@ func (p Printer) Event(ev *guardv1.WatchResponse) error {
 		_, err := fmt.Fprintln(p.W, h.GetId())
 		return err
 	}
-	parts := []string{Time(ev.GetAt()), fmt.Sprintf("#%d", ev.GetCursor()), enumword.String(ev.GetType()), h.GetId(), cell(h.GetKind())}
+	parts := []string{Time(ev.GetAt()), fmt.Sprintf("#%d", ev.GetCursor()), enumword.String(ev.GetType()), h.GetId(), Cell(h.GetKind())}
 	if g := h.GetAgentGroupId(); g != "" {
 		parts = append(parts, "group="+holdview.Group(p.Names, g))
 	}
 	switch ev.GetType() {
 	case guardv1.EventType_EVENT_TYPE_REQUESTED:
-		parts = append(parts, "approver="+RuleNamed(h.GetApproverRule(), p.Names), "scope="+cell(enumword.String(h.GetApproverScope())))
+		parts = append(parts, "approver="+RuleNamed(h.GetApproverRule(), p.Names), "scope="+Cell(enumword.String(h.GetApproverScope())))
 		if ev.GetUndelivered() {
 			parts = append(parts, "undelivered")
 		} else if d := h.GetDeliveredTo(); d != "" {
@@ -68,7 +68,7 @@ func (p Printer) Event(ev *guardv1.WatchResponse) error {
 	case guardv1.EventType_EVENT_TYPE_REMINDED:
 		parts = append(parts, "approver="+RuleNamed(h.GetApproverRule(), p.Names))
 	case guardv1.EventType_EVENT_TYPE_ESCALATED:
-		parts = append(parts, "to="+strings.ReplaceAll(env{names: p.Names}.approvers(h.GetEscalatedTo()), ", ", ","))
+		parts = append(parts, "to="+strings.ReplaceAll(Env{Names: p.Names}.Approvers(h.GetEscalatedTo()), ", ", ","))
 	case guardv1.EventType_EVENT_TYPE_WARNED:
 		parts = append(parts, "action="+h.GetCatalogAction(), fmt.Sprintf("%q", Truncate(h.GetQuestion(), 160)))
 	}
