@@ -184,33 +184,39 @@ func (a *app) approvalsResolve(approve bool) *cobra.Command {
 			if p.JSON || p.Quiet {
 				return p.Object(h)
 			}
-			by := h.GetResolver()
-			if by == "" {
-				by = req.AsUser
-			}
-			line := fmt.Sprintf("%s hold %s (%s)", verb, h.GetId(), h.GetKind())
-			if by != "" {
-				line += " as " + by
-			}
-			if approve && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING && h.GetApprovalsRequired() > 1 {
-				// One approval of a quorum: the hold waits for the others.
-				line = fmt.Sprintf("approval recorded on hold %s (%s); still pending: approvals %s", h.GetId(), h.GetKind(), render.Quorum(h))
-				if repeatedApproval(before, h, req.AsUser) {
-					// The server records an approver once and says OK again.
-					line = fmt.Sprintf("already approved; %s: hold %s (%s) is still pending (approvals %s)",
-						holdview.Progress(h, ""), h.GetId(), h.GetKind(), render.Quorum(h))
-				}
-			}
-			if g := res.StandingGrant; g != nil {
-				line += fmt.Sprintf("; standing grant %s until %s", g.GetId(), render.Time(g.GetExpiresAt()))
-				if g.GetSessionId() != "" {
-					line += " for session " + g.GetSessionId()
-				}
-			}
-			return p.Done(line)
+			return p.Done(resolvedWords(verb, approve, req.AsUser, before, h, res.StandingGrant))
 		})
 	}
 	return cmd
+}
+
+// resolvedWords says what a click did: the hold resolved, one approval of
+// a quorum recorded (or already on record), and the standing grant it made.
+func resolvedWords(verb string, approve bool, asUser string, before, h *guardv1.Hold, g *guardv1.StandingGrant) string {
+	by := h.GetResolver()
+	if by == "" {
+		by = asUser
+	}
+	line := fmt.Sprintf("%s hold %s (%s)", verb, h.GetId(), h.GetKind())
+	if by != "" {
+		line += " as " + by
+	}
+	if approve && h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING && h.GetApprovalsRequired() > 1 {
+		// One approval of a quorum: the hold waits for the others.
+		line = fmt.Sprintf("approval recorded on hold %s (%s); still pending: approvals %s", h.GetId(), h.GetKind(), render.Quorum(h))
+		if repeatedApproval(before, h, asUser) {
+			// The server records an approver once and says OK again.
+			line = fmt.Sprintf("already approved; %s: hold %s (%s) is still pending (approvals %s)",
+				holdview.Progress(h, ""), h.GetId(), h.GetKind(), render.Quorum(h))
+		}
+	}
+	if g != nil {
+		line += fmt.Sprintf("; standing grant %s until %s", g.GetId(), render.Time(g.GetExpiresAt()))
+		if g.GetSessionId() != "" {
+			line += " for session " + g.GetSessionId()
+		}
+	}
+	return line
 }
 
 func (a *app) approvalsWatch() *cobra.Command {

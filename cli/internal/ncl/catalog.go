@@ -48,6 +48,12 @@ func (a *app) catalogCmd() *cobra.Command {
 		},
 	}
 	limitFlag(list, &catalogLimit)
+	set := a.catalogSet()
+	return noun("catalog", "The catalog of guarded actions", "  ncl catalog list\n  ncl catalog set --action a2a.send --mode audit", list, set)
+}
+
+// catalogSet sets a catalog action's mode, quorum, step-up and escalation.
+func (a *app) catalogSet() *cobra.Command {
 	var (
 		action, mode string
 		approvals    int32
@@ -100,7 +106,7 @@ Each set replaces all of the action's settings.`,
 	set.Flags().BoolVar(&stepUp, "step-up", false, "a tap in chat cannot approve its holds: a fresh console sign-in or the approver's own token")
 	esc.add(set.Flags())
 	required(set, "action")
-	return noun("catalog", "The catalog of guarded actions", "  ncl catalog list\n  ncl catalog set --action a2a.send --mode audit", list, set)
+	return set
 }
 
 // catalogViews are how a catalog entry prints.

@@ -15,20 +15,28 @@ import (
 // configCmd edits the config file's profiles, like kubectl's contexts: one
 // profile per control plane, one of them current.
 func (a *app) configCmd() *cobra.Command {
-	load := func() (string, config.File, error) {
-		path, _ := config.Path(a.flags, a.getenv)
-		f, err := config.Load(path)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return path, f, err
-		}
-		return path, f, nil
-	}
+	return noun("config", "Profiles of the config file (one per control plane), like kubectl contexts",
+		"  ncl config set-context prod --server guard.example.com:7443 --token-file ~/.config/clawguard/prod.token\n  ncl config use-context prod\n  ncl config get-contexts",
+		a.configGetContexts(), a.configCurrentContext(), a.configUseContext(), a.configSetContext())
+}
 
+// loadConfigFile reads the config file (none yet: an empty one).
+func (a *app) loadConfigFile() (string, config.File, error) {
+	path, _ := config.Path(a.flags, a.getenv)
+	f, err := config.Load(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return path, f, err
+	}
+	return path, f, nil
+}
+
+// configGetContexts lists the profiles.
+func (a *app) configGetContexts() *cobra.Command {
 	getContexts := &cobra.Command{
 		Use: "get-contexts", Short: "List the config file's profiles (* marks the current one)",
 		Example: "  ncl config get-contexts\n  ncl config get-contexts -o json", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, f, err := load()
+			path, f, err := a.loadConfigFile()
 			if err != nil {
 				return usageError{err}
 			}
@@ -64,12 +72,16 @@ func (a *app) configCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	return getContexts
+}
 
+// configCurrentContext prints the current profile.
+func (a *app) configCurrentContext() *cobra.Command {
 	currentContext := &cobra.Command{
 		Use: "current-context", Short: "Print the current profile's name",
 		Example: "  ncl config current-context", Args: none,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, f, err := load()
+			path, f, err := a.loadConfigFile()
 			if err != nil {
 				return usageError{err}
 			}
@@ -80,19 +92,23 @@ func (a *app) configCmd() *cobra.Command {
 			return err
 		},
 	}
+	return currentContext
+}
 
+// configUseContext switches profiles.
+func (a *app) configUseContext() *cobra.Command {
 	useContext := &cobra.Command{
 		Use: "use-context <name>", Short: "Make a profile the current one",
 		Example: "  ncl config use-context prod", Args: one("name"),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-			_, f, _ := load()
+			_, f, _ := a.loadConfigFile()
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
 			return f.Names(), cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, f, err := load()
+			path, f, err := a.loadConfigFile()
 			if err != nil {
 				return usageError{err}
 			}
@@ -106,7 +122,11 @@ func (a *app) configCmd() *cobra.Command {
 			return a.printer().Done(fmt.Sprintf("switched to profile %q (%s)", args[0], path))
 		},
 	}
+	return useContext
+}
 
+// configSetContext creates or changes a profile.
+func (a *app) configSetContext() *cobra.Command {
 	var prof config.Profile
 	var use bool
 	setContext := &cobra.Command{
@@ -115,7 +135,7 @@ func (a *app) configCmd() *cobra.Command {
   ncl config set-context prod --server guard.example.com:7443 --tls-ca ~/.config/clawguard/prod-ca.pem`,
 		Args: one("name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, f, err := load()
+			path, f, err := a.loadConfigFile()
 			if err != nil {
 				return usageError{err}
 			}
@@ -161,10 +181,7 @@ func (a *app) configCmd() *cobra.Command {
 	sf.StringVar(&prof.TLSKey, "tls-key", "", "client key for mutual TLS")
 	sf.StringVar(&prof.TLSServerName, "tls-server-name", "", "server name to verify")
 	sf.BoolVar(&use, "use", false, "also make it the current profile")
-
-	return noun("config", "Profiles of the config file (one per control plane), like kubectl contexts",
-		"  ncl config set-context prod --server guard.example.com:7443 --token-file ~/.config/clawguard/prod.token\n  ncl config use-context prod\n  ncl config get-contexts",
-		getContexts, currentContext, useContext, setContext)
+	return setContext
 }
 
 func dash(s string) string {

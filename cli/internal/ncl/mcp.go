@@ -19,59 +19,14 @@ import (
 // hold or deny, per tool, with a default per server for the tools nobody
 // set (hold when there is none).
 func (a *app) mcpCmd() *cobra.Command {
-	var sgroup string
-	var sLimit int32
-	slist := &cobra.Command{
-		Use: "list", Short: "List a group's guarded MCP servers with their defaults and state",
-		Example: "  ncl mcp servers list --group research", Args: none,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a.groupArgs(&sgroup)
-			return a.listPages(cmd, &guardv1.McpServerInfo{}, sLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-				resp, err := c.reg.ListMcpServers(ctx, &guardv1.ListMcpServersRequest{Group: sgroup, Limit: size, PageToken: token})
-				return render.Msgs(resp.GetServers()), resp.GetNextPageToken(), err
-			})
-		},
-	}
-	limitFlag(slist, &sLimit)
-	slist.Flags().StringVar(&sgroup, "group", "", "agent group")
-	required(slist, "group")
+	servers := a.mcpServersCmd()
+	tools := a.mcpToolsCmd()
+	return noun("mcp", "Guarded MCP servers: every tool call decided by the guard",
+		"  ncl mcp servers list --group research\n  ncl mcp tools set --group research --server fs --tool write_file --effect hold", servers, tools)
+}
 
-	var dgroup, dserver, dmode string
-	var dapprovals int32
-	def := &cobra.Command{
-		Use: "set-default", Short: "Set a server's effect for the tools nobody set",
-		Long: `Set the effect of every tool of the server that has no setting of its
-own: allow, hold or deny (--effect none removes the default: hold). Tools
-the server lists later take it too. --approvals and --mode apply to the
-holds and gates of those tools, as for any gate.`,
-		Example: "  ncl mcp servers set-default --group research --server github --effect deny", Args: none,
-	}
-	var deffect string
-	def.Flags().StringVar(&deffect, "effect", "", "allow, hold, deny, or none (remove the default)")
-	def.RunE = func(cmd *cobra.Command, _ []string) error {
-		mode, err := parseMode(dmode)
-		if err != nil {
-			return err
-		}
-		effect, err := parseMCPEffect(deffect)
-		if err != nil {
-			return err
-		}
-		a.groupArgs(&dgroup)
-		return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
-			resp, err := c.reg.SetMcpServerDefault(ctx, &guardv1.SetMcpServerDefaultRequest{Group: dgroup, Server: dserver,
-				Effect: effect, Approvals: dapprovals, Mode: mode})
-			c.warned(resp)
-			return resp.GetServer(), err
-		})
-	}
-	def.Flags().StringVar(&dgroup, "group", "", "agent group")
-	def.Flags().StringVar(&dserver, "server", "", "MCP server name")
-	def.Flags().Int32Var(&dapprovals, "approvals", 0, "distinct approvals a held call needs (0 = the defaults)")
-	def.Flags().StringVar(&dmode, "mode", "", "enforce, audit, warn or inherit (the default: mcp.call's mode)")
-	required(def, "group", "server", "effect")
-	servers := noun("servers", "A group's guarded MCP servers", "  ncl mcp servers list --group research", slist, def)
-
+// mcpToolsCmd is ncl mcp tools: the tools of a guarded MCP server and their effects.
+func (a *app) mcpToolsCmd() *cobra.Command {
 	var tgroup, tserver string
 	var tLimit int32
 	tlist := &cobra.Command{
@@ -129,9 +84,64 @@ yet may be set ahead. --approvals asks a quorum of distinct approvers;
 	set.Flags().StringVar(&smode, "mode", "", "enforce, audit, warn or inherit (the default: the server default's, else mcp.call's)")
 	required(set, "group", "server", "tool", "effect")
 	tools := noun("tools", "The tools of a guarded MCP server and their effects", "  ncl mcp tools list --group research --server fs", tlist, set)
+	return tools
+}
 
-	return noun("mcp", "Guarded MCP servers: every tool call decided by the guard",
-		"  ncl mcp servers list --group research\n  ncl mcp tools set --group research --server fs --tool write_file --effect hold", servers, tools)
+// mcpServersCmd is ncl mcp servers: a group's guarded MCP servers and their defaults.
+func (a *app) mcpServersCmd() *cobra.Command {
+	var sgroup string
+	var sLimit int32
+	slist := &cobra.Command{
+		Use: "list", Short: "List a group's guarded MCP servers with their defaults and state",
+		Example: "  ncl mcp servers list --group research", Args: none,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&sgroup)
+			return a.listPages(cmd, &guardv1.McpServerInfo{}, sLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListMcpServers(ctx, &guardv1.ListMcpServersRequest{Group: sgroup, Limit: size, PageToken: token})
+				return render.Msgs(resp.GetServers()), resp.GetNextPageToken(), err
+			})
+		},
+	}
+	limitFlag(slist, &sLimit)
+	slist.Flags().StringVar(&sgroup, "group", "", "agent group")
+	required(slist, "group")
+
+	var dgroup, dserver, dmode string
+	var dapprovals int32
+	def := &cobra.Command{
+		Use: "set-default", Short: "Set a server's effect for the tools nobody set",
+		Long: `Set the effect of every tool of the server that has no setting of its
+own: allow, hold or deny (--effect none removes the default: hold). Tools
+the server lists later take it too. --approvals and --mode apply to the
+holds and gates of those tools, as for any gate.`,
+		Example: "  ncl mcp servers set-default --group research --server github --effect deny", Args: none,
+	}
+	var deffect string
+	def.Flags().StringVar(&deffect, "effect", "", "allow, hold, deny, or none (remove the default)")
+	def.RunE = func(cmd *cobra.Command, _ []string) error {
+		mode, err := parseMode(dmode)
+		if err != nil {
+			return err
+		}
+		effect, err := parseMCPEffect(deffect)
+		if err != nil {
+			return err
+		}
+		a.groupArgs(&dgroup)
+		return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
+			resp, err := c.reg.SetMcpServerDefault(ctx, &guardv1.SetMcpServerDefaultRequest{Group: dgroup, Server: dserver,
+				Effect: effect, Approvals: dapprovals, Mode: mode})
+			c.warned(resp)
+			return resp.GetServer(), err
+		})
+	}
+	def.Flags().StringVar(&dgroup, "group", "", "agent group")
+	def.Flags().StringVar(&dserver, "server", "", "MCP server name")
+	def.Flags().Int32Var(&dapprovals, "approvals", 0, "distinct approvals a held call needs (0 = the defaults)")
+	def.Flags().StringVar(&dmode, "mode", "", "enforce, audit, warn or inherit (the default: mcp.call's mode)")
+	required(def, "group", "server", "effect")
+	servers := noun("servers", "A group's guarded MCP servers", "  ncl mcp servers list --group research", slist, def)
+	return servers
 }
 
 // parseMCPEffect reads --effect: allow, hold, deny, or none (unset).

@@ -29,6 +29,28 @@ func (a *app) policiesCmd() *cobra.Command {
 	}
 	limitFlag(list, &listLimit)
 	list.Flags().StringVar(&lgroup, "group", "", "only policies from or to this group")
+	set := a.policiesSet()
+	var rfrom, rto string
+	remove := &cobra.Command{
+		Use: "remove", Short: "Remove a message policy", Example: "  ncl policies remove --from research --to ops", Args: none,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.groupArgs(&rfrom, &rto)
+			from, to := rfrom, rto
+			return a.done(cmd, fmt.Sprintf("removed policy %s → %s", from, to), func(ctx context.Context, c *clients) error {
+				_, err := c.reg.RemovePolicy(ctx, &guardv1.RemovePolicyRequest{FromGroup: rfrom, ToGroup: rto})
+				return err
+			})
+		},
+	}
+	remove.Flags().StringVar(&rfrom, "from", "", "sending group")
+	remove.Flags().StringVar(&rto, "to", "", "receiving group")
+	required(remove, "from", "to")
+	return noun("policies", "Message policies: agent-to-agent sends held for the users they name (a quorum of them)",
+		"  ncl policies set --from research --to ops --approver telegram:dana", list, set, remove)
+}
+
+// policiesSet sets a message policy.
+func (a *app) policiesSet() *cobra.Command {
 	var (
 		from, to, pmode string
 		approvers       []string
@@ -78,23 +100,7 @@ group's admins; enforce holds. Unset, the policy follows a2a.send's mode
 	set.Flags().StringVar(&pmode, "mode", "", "enforce, audit, warn or inherit (the default: a2a.send's mode)")
 	esc.add(set.Flags())
 	required(set, "from", "to", "approver")
-	var rfrom, rto string
-	remove := &cobra.Command{
-		Use: "remove", Short: "Remove a message policy", Example: "  ncl policies remove --from research --to ops", Args: none,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a.groupArgs(&rfrom, &rto)
-			from, to := rfrom, rto
-			return a.done(cmd, fmt.Sprintf("removed policy %s → %s", from, to), func(ctx context.Context, c *clients) error {
-				_, err := c.reg.RemovePolicy(ctx, &guardv1.RemovePolicyRequest{FromGroup: rfrom, ToGroup: rto})
-				return err
-			})
-		},
-	}
-	remove.Flags().StringVar(&rfrom, "from", "", "sending group")
-	remove.Flags().StringVar(&rto, "to", "", "receiving group")
-	required(remove, "from", "to")
-	return noun("policies", "Message policies: agent-to-agent sends held for the users they name (a quorum of them)",
-		"  ncl policies set --from research --to ops --approver telegram:dana", list, set, remove)
+	return set
 }
 
 // policyViews are how a message policy prints.

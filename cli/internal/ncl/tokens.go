@@ -21,6 +21,33 @@ import (
 // (their secrets shown once, never read back).
 
 func (a *app) tokensCmd() *cobra.Command {
+	create := a.tokensCreate()
+	var tokensLimit int32
+	list := &cobra.Command{
+		Use: "list", Short: "List tokens (never their secrets)", Example: "  ncl tokens list", Args: none,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.listPages(cmd, &guardv1.Token{}, tokensLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
+				resp, err := c.reg.ListTokens(ctx, &guardv1.ListTokensRequest{Limit: size, PageToken: token})
+				return render.Msgs(resp.GetTokens()), resp.GetNextPageToken(), err
+			})
+		},
+	}
+	limitFlag(list, &tokensLimit)
+	revoke := &cobra.Command{
+		Use: "revoke <id>", Short: "Revoke a token", Example: "  ncl tokens revoke tk_123", Args: one("id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.done(cmd, "revoked token "+args[0], func(ctx context.Context, c *clients) error {
+				_, err := c.reg.RevokeToken(ctx, &guardv1.RevokeTokenRequest{Id: args[0]})
+				return err
+			})
+		},
+	}
+	return noun("tokens", "Bearer tokens of runners, bridges, users and operators",
+		"  ncl tokens create --kind user --name dana --user telegram:dana --secret-file dana.token", create, list, revoke)
+}
+
+// tokensCreate creates a token and shows its secret once.
+func (a *app) tokensCreate() *cobra.Command {
 	var req guardv1.CreateTokenRequest
 	var secretFile string
 	var secretOnly bool
@@ -77,67 +104,52 @@ only telegram chats, and resolves holds only as such a user.`,
 			if err != nil {
 				return err
 			}
-			secret := resp.GetSecret()
-			if secretOnly {
-				_, err := fmt.Fprintln(a.stdout, secret)
-				return err
-			}
-			if secretFile != "" {
-				if err := writeSecret(secretFile, secret); err != nil {
-					return fmt.Errorf("token %s created but its secret could not be saved (revoke it): %w", resp.GetToken().GetId(), err)
-				}
-				secret = ""
-			}
-			p := a.printer()
-			switch {
-			case p.JSON:
-				v, err := render.JSONValue(resp.GetToken())
-				if err != nil {
-					return err
-				}
-				obj := v.(map[string]any)
-				if secret != "" {
-					obj["secret"] = secret
-				} else {
-					obj["secret_file"] = secretFile
-				}
-				return p.Value(obj, "")
-			case p.Quiet:
-				return p.Object(resp.GetToken())
-			}
-			if err := p.Object(resp.GetToken()); err != nil {
-				return err
-			}
-			if secret != "" {
-				fmt.Fprintf(a.stdout, "\nSECRET: %s\n(shown once: store it now)\n", secret)
-			} else {
-				fmt.Fprintf(a.stdout, "\nsecret written to %s\n", secretFile)
-			}
-			return nil
+			return a.printCreatedToken(resp, secretFile, secretOnly)
 		})
 	}
-	var tokensLimit int32
-	list := &cobra.Command{
-		Use: "list", Short: "List tokens (never their secrets)", Example: "  ncl tokens list", Args: none,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.listPages(cmd, &guardv1.Token{}, tokensLimit, func(ctx context.Context, c *clients, size int32, token string) ([]proto.Message, string, error) {
-				resp, err := c.reg.ListTokens(ctx, &guardv1.ListTokensRequest{Limit: size, PageToken: token})
-				return render.Msgs(resp.GetTokens()), resp.GetNextPageToken(), err
-			})
-		},
+	return create
+}
+
+// printCreatedToken shows a new token and its secret, once: on the
+// terminal, alone (--secret-only), or written to secretFile.
+func (a *app) printCreatedToken(resp *guardv1.CreateTokenResponse, secretFile string, secretOnly bool) error {
+	secret := resp.GetSecret()
+	if secretOnly {
+		_, err := fmt.Fprintln(a.stdout, secret)
+		return err
 	}
-	limitFlag(list, &tokensLimit)
-	revoke := &cobra.Command{
-		Use: "revoke <id>", Short: "Revoke a token", Example: "  ncl tokens revoke tk_123", Args: one("id"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.done(cmd, "revoked token "+args[0], func(ctx context.Context, c *clients) error {
-				_, err := c.reg.RevokeToken(ctx, &guardv1.RevokeTokenRequest{Id: args[0]})
-				return err
-			})
-		},
+	if secretFile != "" {
+		if err := writeSecret(secretFile, secret); err != nil {
+			return fmt.Errorf("token %s created but its secret could not be saved (revoke it): %w", resp.GetToken().GetId(), err)
+		}
+		secret = ""
 	}
-	return noun("tokens", "Bearer tokens of runners, bridges, users and operators",
-		"  ncl tokens create --kind user --name dana --user telegram:dana --secret-file dana.token", create, list, revoke)
+	p := a.printer()
+	switch {
+	case p.JSON:
+		v, err := render.JSONValue(resp.GetToken())
+		if err != nil {
+			return err
+		}
+		obj := v.(map[string]any)
+		if secret != "" {
+			obj["secret"] = secret
+		} else {
+			obj["secret_file"] = secretFile
+		}
+		return p.Value(obj, "")
+	case p.Quiet:
+		return p.Object(resp.GetToken())
+	}
+	if err := p.Object(resp.GetToken()); err != nil {
+		return err
+	}
+	if secret != "" {
+		fmt.Fprintf(a.stdout, "\nSECRET: %s\n(shown once: store it now)\n", secret)
+	} else {
+		fmt.Fprintf(a.stdout, "\nsecret written to %s\n", secretFile)
+	}
+	return nil
 }
 
 // parseLifetime reads a token's lifetime: a Go duration (720h, 30m) or a
