@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 )
 
 // Words is text the server wrote about a decision (an explanation, a
@@ -134,4 +136,47 @@ func shellWord(s string) string {
 		}
 	}
 	return s
+}
+
+// RuleWords says who may resolve a hold with this rule and scope, each
+// person and the group named by person and group (nil: by id): the guard's
+// explanations and the console's hold page say it so.
+func RuleWords(rule *guardv1.ApproverRule, scope guardv1.ApproverScope, person, group func(id string) string) string {
+	if person == nil {
+		person = func(id string) string { return id }
+	}
+	if group == nil {
+		group = func(id string) string { return id }
+	}
+	var who string
+	switch r := rule.GetKind().(type) {
+	case *guardv1.ApproverRule_Exclusive:
+		var named []string
+		for _, u := range append([]string{r.Exclusive.GetUserId()}, r.Exclusive.GetAlsoUserIds()...) {
+			named = append(named, person(u))
+		}
+		who = "only " + strings.Join(named, ", ") + " (nobody else, not even an owner)"
+	case *guardv1.ApproverRule_AdminsOfScope:
+		if g := r.AdminsOfScope.GetAgentGroupId(); g != "" {
+			who = "admins of group " + group(g) + ", global admins and owners"
+		} else {
+			who = "global admins and owners"
+		}
+		if u := r.AdminsOfScope.GetDeliveredTo(); u != "" {
+			who += ", and " + person(u) + " (the approver it was delivered to)"
+		}
+	default:
+		return "nobody (the hold has no approver rule)"
+	}
+	if esc := rule.GetEscalatedUserIds(); len(esc) > 0 {
+		var added []string
+		for _, u := range esc {
+			added = append(added, person(u))
+		}
+		who += ", and " + strings.Join(added, ", ") + " (added by its escalation)"
+	}
+	if scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
+		return who + "; global scope: the clicker must also be an owner or a global admin"
+	}
+	return who + "; group scope"
 }

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
-	"github.com/clawguard/clawguard/proto/mcpcall"
+	"github.com/clawguard/clawguard/proto/holdcard"
 )
 
 // watchLoop follows Approvals.Watch from the stored cursor. Each event is
@@ -267,22 +266,20 @@ func (b *Bridge) noteOnCard(ctx context.Context, h *guardv1.Hold, line string, o
 	return noted
 }
 
-// CardText is a hold's card: its title, what it asks (an MCP call's exact
-// call), when it expires and its id.
+// CardText is a hold's card as a chat message (holdcard: what it says):
+// its title, what it asks (an MCP call's exact call), when it expires and
+// its id.
 func CardText(h *guardv1.Hold) string {
+	c := holdcard.Of(h)
 	var sb strings.Builder
-	title := h.GetTitle()
-	if title == "" {
-		title = h.GetKind()
+	fmt.Fprintf(&sb, "🔐 %s", c.Title)
+	if c.Call != nil {
+		sb.WriteString(mcpCallText(h.GetId(), c.Call))
+	} else if c.Question != "" {
+		fmt.Fprintf(&sb, "\n\n%s", c.Question)
 	}
-	fmt.Fprintf(&sb, "🔐 %s", title)
-	if h.GetKind() == mcpcall.ApprovalKind {
-		sb.WriteString(mcpCallText(h))
-	} else if q := h.GetQuestion(); q != "" {
-		fmt.Fprintf(&sb, "\n\n%s", q)
-	}
-	if e := h.GetExpiresAt(); e != nil {
-		fmt.Fprintf(&sb, "\n\nExpires %s.", e.AsTime().UTC().Format("2006-01-02 15:04 MST"))
+	if !c.Expires.IsZero() {
+		fmt.Fprintf(&sb, "\n\nExpires %s.", c.Expires.UTC().Format("2006-01-02 15:04 MST"))
 	}
 	fmt.Fprintf(&sb, "\n(%s)", h.GetId())
 	return sb.String()
@@ -306,20 +303,21 @@ func (b *Bridge) cardButtons(h *guardv1.Hold) []Button {
 	return out
 }
 
-// OutcomeLine is what a resolved hold's cards say under the card.
+// OutcomeLine is what a resolved hold's cards say under the card: how
+// the event resolved it, by whom, and the card's choice or reason.
 func OutcomeLine(ev *guardv1.WatchResponse) string {
-	h := ev.GetHold()
+	o := holdcard.Of(ev.GetHold()).Outcome
 	switch ev.GetOutcome() {
 	case guardv1.Outcome_OUTCOME_APPROVE:
 		line := "✅ Approved by " + ev.GetResolver()
-		if l := optionLabel(h, h.GetChoice()); l != "" && h.GetChoice() != "approve" {
-			line += " — " + l
+		if o.Choice != "" && ev.GetHold().GetChoice() != "approve" {
+			line += " — " + o.Choice
 		}
 		return line
 	case guardv1.Outcome_OUTCOME_REJECT:
 		line := "❌ Rejected by " + ev.GetResolver()
-		if r := h.GetReason(); r != "" {
-			line += ": “" + r + "”"
+		if o.Reason != "" {
+			line += ": “" + o.Reason + "”"
 		}
 		return line
 	case guardv1.Outcome_OUTCOME_EXPIRE:
@@ -330,31 +328,17 @@ func OutcomeLine(ev *guardv1.WatchResponse) string {
 	return "Resolved."
 }
 
-func optionLabel(h *guardv1.Hold, value string) string {
-	for _, o := range h.GetOptions() {
-		if o.GetValue() == value {
-			return o.GetLabel()
-		}
-	}
-	return ""
-}
-
-// mcpCallText is an MCP tool call's card body, from what the grant is
-// bound to (the hold's resource and payload), not from the requester's
-// words: the server, the tool and the exact arguments that will run.
-func mcpCallText(h *guardv1.Hold) string {
+// mcpCallText is an MCP tool call's card body: the call its grant is bound
+// to (holdcard.Call), cut to what a chat message holds.
+func mcpCallText(holdID string, call *holdcard.Call) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n\nGroup %s asks to call an MCP tool.\nServer: %s\nTool: %s\nArguments (exactly these run):\n",
-		h.GetAgentGroupId(), h.GetResource()[mcpcall.KeyServer], h.GetResource()[mcpcall.KeyTool])
-	args := h.GetPayload().GetFields()[mcpcall.KeyArguments].GetStructValue()
-	b, err := json.MarshalIndent(args.AsMap(), "", "  ")
-	if err != nil {
-		b = []byte("(not shown: " + err.Error() + ")")
-	}
+		call.Group, call.Server, call.Tool)
+	args := call.Arguments
 	const max = 3000 // Telegram's message limit is 4096 characters, a Slack section's 3000
-	if r := []rune(string(b)); len(r) > max {
-		b = []byte(string(r[:max]) + fmt.Sprintf("… [%d more characters: read them with ncl approvals get %s before approving]", len(r)-max, h.GetId()))
+	if r := []rune(args); len(r) > max {
+		args = string(r[:max]) + fmt.Sprintf("… [%d more characters: read them with ncl approvals get %s before approving]", len(r)-max, holdID)
 	}
-	sb.Write(b)
+	sb.WriteString(args)
 	return sb.String()
 }

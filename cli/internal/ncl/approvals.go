@@ -19,6 +19,7 @@ import (
 	"github.com/clawguard/clawguard/proto/click"
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdcard"
 	"github.com/clawguard/clawguard/proto/holdview"
 	"github.com/clawguard/clawguard/proto/retry"
 )
@@ -364,8 +365,8 @@ var holdViews = []render.View{
 			render.C("STATUS", func(h *guardv1.Hold) string { return enumword.String(h.GetStatus()) }),
 			render.C("KIND", (*guardv1.Hold).GetKind),
 			render.CX("GROUP", func(h *guardv1.Hold, e render.Env) string { return e.Group(h.GetAgentGroupId()) }),
-			render.CX("ASKS", func(h *guardv1.Hold, e render.Env) string { return holdview.Summary(h, e.Names) }),
-			render.CX("REQUESTER", func(h *guardv1.Hold, e render.Env) string { return holdview.Requester(h.GetRequester(), e.Names) }),
+			render.CX("ASKS", func(h *guardv1.Hold, e render.Env) string { return holdcard.Of(h).Asks(e.Names) }),
+			render.CX("REQUESTER", func(h *guardv1.Hold, e render.Env) string { return holdcard.Of(h).Requester(e.Names) }),
 			render.CX("AGE", func(h *guardv1.Hold, e render.Env) string { return render.Ago(h.GetCreatedAt(), e.Now) }),
 			render.CX("APPROVALS", func(h *guardv1.Hold, e render.Env) string { return holdview.Progress(h, e.Viewer) }),
 			render.Wide(render.C("ACTION", (*guardv1.Hold).GetCatalogAction)),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdcard"
 	"github.com/clawguard/clawguard/proto/holdview"
 )
 
@@ -37,25 +38,24 @@ func ModeWord(m guardv1.EnforcementMode, def string) string {
 	return enumword.String(m)
 }
 
-// Quorum says where a hold's approvals stand: "1 of 2 (telegram:dana)";
-// an approver no longer eligible is listed but not counted ("1 of 2
-// (telegram:dana [no longer eligible: not counted], telegram:carol)"); ""
-// for a hold that needs one approval.
+// Quorum says where a hold's approvals stand (its card's quorum): "1 of 2
+// (telegram:dana)"; an approver no longer eligible is listed but not
+// counted ("1 of 2 (telegram:dana [no longer eligible: not counted],
+// telegram:carol)"); "" for a hold that needs one approval.
 func Quorum(h *guardv1.Hold) string {
-	if h.GetApprovalsRequired() <= 1 {
+	q := holdcard.Of(h).Quorum
+	if q.Required <= 1 {
 		return ""
 	}
-	names := make([]string, 0, len(h.GetApprovals()))
-	counted := 0
-	for _, a := range h.GetApprovals() {
-		if a.GetIneligible() {
-			names = append(names, a.GetUserId()+" [no longer eligible: not counted]")
+	names := make([]string, 0, len(q.Approvals))
+	for _, a := range q.Approvals {
+		if !a.Counts {
+			names = append(names, a.User+" [no longer eligible: not counted]")
 			continue
 		}
-		counted++
-		names = append(names, a.GetUserId())
+		names = append(names, a.User)
 	}
-	out := fmt.Sprintf("%d of %d", counted, h.GetApprovalsRequired())
+	out := fmt.Sprintf("%d of %d", q.Counted, q.Required)
 	if len(names) > 0 {
 		out += " (" + strings.Join(names, ", ") + ")"
 	}

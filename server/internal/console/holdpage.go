@@ -7,6 +7,7 @@ import (
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdcard"
 	"github.com/clawguard/clawguard/proto/holdview"
 )
 
@@ -25,7 +26,9 @@ func (c *Console) holdsPage(w http.ResponseWriter, r *http.Request, s *session) 
 
 // holdData is a hold's page.
 type holdData struct {
-	Hold       *guardv1.Hold
+	Hold *guardv1.Hold
+	// Card is what the hold's card says (holdcard), which the page lays out.
+	Card       holdcard.Card
 	CanResolve bool
 	// CanStand: the approve form offers "for this session" and "for N
 	// hours" (a standing grant); never for a global-scope hold (D1).
@@ -65,27 +68,19 @@ func (c *Console) holdPage(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	h := resp.GetHold()
-	d := holdData{Hold: h}
+	d := holdData{Hold: h, Card: holdcard.Of(h)}
 	// The buttons are there exactly when Resolve would accept the click.
 	d.CanResolve = h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_PENDING && resp.GetMayResolve()
 	d.CanStand = d.CanResolve && c.d.StandingGrantMax > 0 && h.GetApproverScope() != guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL &&
 		h.GetCatalogAction() != "" && h.GetAgentGroupId() != "" && h.GetRequester().GetAgent() != nil
-	for _, a := range h.GetApprovals() {
-		if a.GetIneligible() {
-			continue
-		}
-		d.Counted++
-		if a.GetUserId() == s.UserID {
-			d.Approved = true
-		}
-	}
+	d.Counted, d.Approved = d.Card.Quorum.Counted, d.Card.Quorum.Mine(s.UserID)
 	d.Waiting = h.GetStatus() == guardv1.HoldStatus_HOLD_STATUS_APPROVED && !h.GetConsumed() && h.GetCatalogAction() != "" &&
 		h.GetResolvedAt() != nil && time.Since(h.GetResolvedAt().AsTime()) < 10*time.Minute
 	d.Deciders, d.DecidersNote = c.deciders(r, s, h)
 	for i, u := range d.Deciders {
 		d.Deciders[i] = userLabel(namesOf(r).book(), u)
 	}
-	d.Outcome, d.PayloadHeading = outcomeWords(namesOf(r).book(), h, time.Now())
+	d.Outcome, d.PayloadHeading = outcomeWords(namesOf(r).book(), d.Card, time.Now())
 	d.Grants = c.holdGrants(r, s, h)
 	// The notice is this approver's own: anyone else's page says nothing.
 	if r.URL.Query().Get("said") == saidAlready && (holdview.Approved(h, s.UserID) || h.GetResolver() == s.UserID) {
@@ -173,30 +168,32 @@ func (c *Console) deciders(r *http.Request, s *session, h *guardv1.Hold) ([]stri
 // approver's approval already on record.
 const saidAlready = "already"
 
-// outcomeWords says what happened to a hold that is no longer pending, and
-// what its payload is now (for a pending one: what will run).
-func outcomeWords(n holdview.Names, h *guardv1.Hold, now time.Time) (outcome, heading string) {
-	by := userLabel(n, h.GetResolver())
-	at := since(h.GetResolvedAt(), now)
-	switch h.GetStatus() {
+// outcomeWords says what happened to a hold that is no longer pending (the
+// card's outcome), and what its payload is now (for a pending one: what
+// will run).
+func outcomeWords(n holdview.Names, c holdcard.Card, now time.Time) (outcome, heading string) {
+	o := c.Outcome
+	by := userLabel(n, o.By)
+	at := since(c.Hold.GetResolvedAt(), now)
+	switch o.Status {
 	case guardv1.HoldStatus_HOLD_STATUS_PENDING:
 		return "", "The exact payload that will run"
 	case guardv1.HoldStatus_HOLD_STATUS_APPROVED:
 		outcome = "Approved by " + by + " " + at
 		switch {
-		case h.GetUnappliedReason() != "":
-			outcome += "; not carried out: " + h.GetUnappliedReason()
+		case o.Unapplied != "":
+			outcome += "; not carried out: " + o.Unapplied
 			return outcome + ".", "The payload that was approved (it did not run)"
-		case h.GetConsumed():
+		case o.Replayed:
 			return outcome + "; its replay used the grant.", "The payload that was approved and replayed"
-		case h.GetCatalogAction() == "":
+		case c.Hold.GetCatalogAction() == "":
 			return outcome + ".", "The payload that was approved"
 		}
 		return outcome + "; waiting for its replay.", "The payload that was approved (its replay is on its way)"
 	case guardv1.HoldStatus_HOLD_STATUS_REJECTED:
 		outcome = "Rejected by " + by + " " + at
-		if h.GetReason() != "" {
-			outcome += ": “" + h.GetReason() + "”"
+		if o.Reason != "" {
+			outcome += ": “" + o.Reason + "”"
 		}
 		return outcome + ". Nothing ran.", "The payload that was rejected (it did not run)"
 	case guardv1.HoldStatus_HOLD_STATUS_EXPIRED:
@@ -204,5 +201,5 @@ func outcomeWords(n holdview.Names, h *guardv1.Hold, now time.Time) (outcome, he
 	case guardv1.HoldStatus_HOLD_STATUS_SWEPT:
 		return "Swept " + at + " when the server restarted. Nothing ran.", "The payload that was asked for (it did not run)"
 	}
-	return enumword.String(h.GetStatus()), "The payload"
+	return enumword.String(o.Status), "The payload"
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -11,20 +10,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clawguard/clawguard/server/internal/fault"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdcard"
 	"github.com/clawguard/clawguard/proto/holdview"
 	"github.com/clawguard/clawguard/server/internal/api"
+	"github.com/clawguard/clawguard/server/internal/fault"
 	"github.com/clawguard/clawguard/server/internal/guard"
 )
 
@@ -148,8 +145,8 @@ var funcs = template.FuncMap{
 	"actor":    actorInWords,
 	"actorID":  actorID,
 	"actorRef": actorRef,
-	"rule": func(n holdview.Names, h *guardv1.Hold) string {
-		return ruleInWords(n, h.GetApproverRule(), h.GetApproverScope())
+	"rule": func(n holdview.Names, c holdcard.Card) string {
+		return c.Deciders(func(id string) string { return userLabel(n, id) }, func(id string) string { return holdview.Group(n, id) })
 	},
 	"ruleWords": ruleInWords,
 	"gref":      func(n holdview.Names, id string) template.HTML { return ref(n0(n).GroupName(id), id) },
@@ -264,24 +261,10 @@ func groupLabel(n holdview.Names, id string) string {
 	return id
 }
 
-// ruleInWords is the guard's words for an approver rule (guard.RuleInWords),
-// with its users and group by name.
+// ruleInWords is who may resolve a hold with this rule and scope
+// (holdview.RuleWords), its users and group by name.
 func ruleInWords(n holdview.Names, rule *guardv1.ApproverRule, scope guardv1.ApproverScope) string {
-	r := proto.Clone(rule).(*guardv1.ApproverRule)
-	if x := r.GetExclusive(); x != nil {
-		x.UserId = userLabel(n, x.GetUserId())
-		for i, u := range x.GetAlsoUserIds() {
-			x.AlsoUserIds[i] = userLabel(n, u)
-		}
-	}
-	if a := r.GetAdminsOfScope(); a != nil {
-		a.AgentGroupId = holdview.Group(n, a.GetAgentGroupId())
-		a.DeliveredTo = userLabel(n, a.GetDeliveredTo())
-	}
-	for i, u := range r.GetEscalatedUserIds() {
-		r.EscalatedUserIds[i] = userLabel(n, u)
-	}
-	return guard.RuleInWords(r, scope)
+	return holdview.RuleWords(rule, scope, func(id string) string { return userLabel(n, id) }, func(id string) string { return holdview.Group(n, id) })
 }
 
 // actorInWords is the guard's words for an actor, its group by name.
@@ -371,21 +354,10 @@ type shown struct {
 	Cut  string // "" when nothing was cut
 }
 
-// payloadJSON is the exact payload that will run, indented.
-func payloadJSON(p *structpb.Struct) shown {
-	if p == nil {
-		return shown{Text: "(no payload)"}
-	}
-	b, err := protojson.Marshal(p)
-	if err != nil {
-		return shown{Text: "(payload does not encode: " + err.Error() + ")"}
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		out.Reset()
-		out.Write(b)
-	}
-	s := out.String()
+// payloadJSON is the exact payload that will run (the card's), marked
+// where the page cuts it.
+func payloadJSON(c holdcard.Card) shown {
+	s := c.Payload()
 	if len(s) > maxPayloadShown {
 		return shown{Text: s[:maxPayloadShown], Cut: fmt.Sprintf("%d more bytes not shown here (ncl approvals get -o json prints them all)", len(s)-maxPayloadShown)}
 	}

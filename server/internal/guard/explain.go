@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/holdview"
 )
 
 // ExplainFunc describes how an entry's baseline reached d from in and f: one
@@ -309,32 +310,10 @@ func effectWord(e Effect) string {
 	return "denied"
 }
 
-// RuleInWords says who may resolve a hold with this rule and scope.
+// RuleInWords says who may resolve a hold with this rule and scope, by id
+// (holdview.RuleWords, which the console's hold page names).
 func RuleInWords(rule *guardv1.ApproverRule, scope guardv1.ApproverScope) string {
-	var who string
-	switch r := rule.GetKind().(type) {
-	case *guardv1.ApproverRule_Exclusive:
-		who = "only " + strings.Join(append([]string{r.Exclusive.GetUserId()}, r.Exclusive.GetAlsoUserIds()...), ", ") +
-			" (nobody else, not even an owner)"
-	case *guardv1.ApproverRule_AdminsOfScope:
-		if g := r.AdminsOfScope.GetAgentGroupId(); g != "" {
-			who = "admins of group " + g + ", global admins and owners"
-		} else {
-			who = "global admins and owners"
-		}
-		if u := r.AdminsOfScope.GetDeliveredTo(); u != "" {
-			who += ", and " + u + " (the approver it was delivered to)"
-		}
-	default:
-		return "nobody (the hold has no approver rule)"
-	}
-	if esc := rule.GetEscalatedUserIds(); len(esc) > 0 {
-		who += ", and " + strings.Join(esc, ", ") + " (added by its escalation)"
-	}
-	if scope == guardv1.ApproverScope_APPROVER_SCOPE_GLOBAL {
-		return who + "; global scope: the clicker must also be an owner or a global admin"
-	}
-	return who + "; group scope"
+	return holdview.RuleWords(rule, scope, nil, nil)
 }
 
 // ActorInWords names an actor ("agent of group g (session s)", "host", ...).
