@@ -62,7 +62,6 @@ func Quorum(h *guardv1.Hold) string {
 	return out
 }
 
-
 // Time prints a timestamp in UTC to the second; absent → "".
 func Time(t *timestamppb.Timestamp) string {
 	if t == nil {
@@ -157,7 +156,6 @@ func Truncate(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
-
 
 // KV prints a map as sorted key=value pairs joined by commas.
 func KV(m map[string]string) string {

@@ -282,4 +282,3 @@ func eventsOf(ctx context.Context, q store.Querier, holdID string) ([]*guardv1.H
 	}
 	return out, rows.Err()
 }
-
