@@ -2,9 +2,7 @@ package ncl
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -21,7 +19,6 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/holdcard"
 	"github.com/clawguard/clawguard/proto/holdview"
-	"github.com/clawguard/clawguard/proto/retry"
 )
 
 var holdStatusEnum = guardv1.HoldStatus(0).Descriptor()
@@ -98,16 +95,47 @@ func (a *app) approvalsList() *cobra.Command {
 }
 
 func (a *app) approvalsGet() *cobra.Command {
-	return &cobra.Command{
+	var history bool
+	cmd := &cobra.Command{
 		Use: "get <hold-id>", Short: "Show one hold in full (question, payload, approver)",
-		Example: "  ncl approvals get hold_3266c0872182ee7add9f", Args: one("hold-id"),
+		Example: "  ncl approvals get hold_3266c0872182ee7add9f\n  ncl approvals get hold_3266c0872182ee7add9f --history", Args: one("hold-id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
-				resp, err := c.appr.Get(ctx, &guardv1.GetRequest{Id: args[0]})
-				return resp.GetHold(), err
+			if !history {
+				return a.object(cmd, func(ctx context.Context, c *clients) (proto.Message, error) {
+					resp, err := c.appr.Get(ctx, &guardv1.GetRequest{Id: args[0]})
+					return resp.GetHold(), err
+				})
+			}
+			return a.do(cmd, func(ctx context.Context, c *clients) error {
+				resp, err := c.appr.Get(ctx, &guardv1.GetRequest{Id: args[0], History: true})
+				if err != nil {
+					return err
+				}
+				return a.printHistory(resp)
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&history, "history", false, "also its lifecycle events and the decisions that made and used it (the console's hold page)")
+	return cmd
+}
+
+// printHistory prints a hold with its history: the hold's block, its
+// events and the decisions that named it (ncl decisions get shows each);
+// -o json the whole answer.
+func (a *app) printHistory(resp *guardv1.GetResponse) error {
+	p := a.printer()
+	if p.JSON || p.Quiet {
+		return p.Object(resp.GetHold())
+	}
+	if err := p.Object(resp.GetHold()); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	if err := p.List(&guardv1.HoldEvent{}, render.Msgs(resp.GetEvents())); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(a.stdout, "\nDECISIONS: %s\n", render.Cell(strings.Join(resp.GetDecisionIds(), " ")))
+	return err
 }
 
 func (a *app) approvalsResolve(approve bool) *cobra.Command {
@@ -220,113 +248,6 @@ func resolvedWords(verb string, approve bool, asUser string, before, h *guardv1.
 	return line
 }
 
-func (a *app) approvalsWatch() *cobra.Command {
-	var req guardv1.WatchRequest
-	cmd := &cobra.Command{
-		Use:   "watch",
-		Short: "Print hold events live (requested, resolved); reconnects by itself",
-		Long: `Follow hold lifecycle events as they happen. Each line carries the event's
-cursor (#N). On a dropped connection ncl reconnects with back-off and resumes
-after the last cursor it printed, so no event is lost or shown twice; to resume
-a previous watch, pass its last cursor with --after. Without --after the watch
-starts at the current end. -o json prints one JSON object per line.`,
-		Example: "  ncl approvals watch\n  ncl approvals watch --group research -o json | jq .hold.id\n  ncl approvals watch --after 1042",
-		Args:    none,
-	}
-	cmd.Flags().StringVar(&req.Kind, "kind", "", "only this hold kind")
-	cmd.Flags().StringVar(&req.AgentGroupId, "group", "", "only holds anchored on this agent group (id or name)")
-	cmd.Flags().Int64Var(&req.AfterCursor, "after", 0, "resume after this cursor (0 with --after: replay all retained events)")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		req.FromNow = !cmd.Flags().Changed("after")
-		return a.watch(cmd.Context(), &req)
-	}
-	return cmd
-}
-
-// Back-off between reconnects of a watch.
-var (
-	watchBackoffMin = 250 * time.Millisecond
-	watchBackoffMax = 10 * time.Second
-)
-
-// watch follows the event stream until ctx ends, reconnecting after any
-// transient failure from the last cursor seen.
-func (a *app) watch(ctx context.Context, req *guardv1.WatchRequest) error {
-	c, err := a.connect()
-	if err != nil {
-		return err
-	}
-	if req.AgentGroupId != "" {
-		rctx, cancel := context.WithTimeout(ctx, a.timeout)
-		req.AgentGroupId, err = newNames(rctx, c).group(req.AgentGroupId)
-		cancel()
-		if err != nil {
-			return asServerError(err, a.settings.Server)
-		}
-	}
-	// Groups and users by name in each line, read once as the caller.
-	a.names = newNames(ctx, c)
-	p := a.printer()
-	fmt.Fprintln(a.stderr, "ncl: watching hold events (Ctrl-C to stop)")
-	delays := retry.Exponential(watchBackoffMin, watchBackoffMax)
-	for {
-		err := a.watchOnce(ctx, c, req, p, delays.Reset)
-		if ctx.Err() != nil {
-			return nil // interrupted: a normal end of a watch
-		}
-		if !retryable(err) {
-			return asServerError(err, a.settings.Server)
-		}
-		from := "the current end"
-		if !req.FromNow {
-			from = fmt.Sprintf("cursor %d", req.AfterCursor)
-		}
-		wait := delays.NextBackOff()
-		fmt.Fprintf(a.stderr, "ncl: watch interrupted (%v); reconnecting in %s from %s\n", err, wait, from)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
-}
-
-func (a *app) watchOnce(ctx context.Context, c *clients, req *guardv1.WatchRequest, p render.Printer, progressed func()) error {
-	stream, err := c.appr.Watch(ctx, req)
-	if err != nil {
-		return err
-	}
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		// Remember the position before printing: a reconnect resumes after it.
-		req.AfterCursor, req.FromNow = ev.GetCursor(), false
-		progressed()
-		if err := p.Event(ev); err != nil {
-			return err
-		}
-	}
-}
-
-// retryable: the stream ended or the server is (briefly) away; anything
-// that a retry cannot fix (auth, bad request) ends the watch.
-func retryable(err error) bool {
-	if errors.Is(err, io.EOF) {
-		return true
-	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	switch st.Code() {
-	case codes.Unavailable, codes.Aborted, codes.Internal, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted:
-		return true
-	}
-	return false
-}
-
 // alreadyApprovedBy: before the click, hold h was no longer pending and
 // clicker had approved it (as its quorum's approver or its resolver).
 // Only a known clicker (--as) is recognised: a user token's user is the
@@ -359,6 +280,15 @@ func repeatedApproval(before, after *guardv1.Hold, clicker string) bool {
 // holdViews are how a hold prints: one line of what it asks in a list, every
 // field of it in a block.
 var holdViews = []render.View{
+	render.For[*guardv1.HoldEvent](render.View{
+		Cols: []render.Col{
+			render.C("AT", func(e *guardv1.HoldEvent) string { return render.Time(e.GetAt()) }),
+			render.C("EVENT", func(e *guardv1.HoldEvent) string { return enumword.String(e.GetType()) }),
+			render.C("OUTCOME", func(e *guardv1.HoldEvent) string { return enumword.String(e.GetOutcome()) }),
+			render.CX("BY", func(e *guardv1.HoldEvent, env render.Env) string { return env.User(e.GetResolver()) }),
+		},
+		ID: render.IDOf(func(e *guardv1.HoldEvent) string { return enumword.String(e.GetType()) }),
+	}),
 	render.For[*guardv1.Hold](render.View{
 		Cols: []render.Col{
 			render.C("ID", (*guardv1.Hold).GetId),
