@@ -61,21 +61,30 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 		return send(ev)
 	}
 	// Backfill (c, pos] from the table; the subscription carries the rest.
+	if c, err = s.backfill(ctx, c, pos, pruned0, deliver); err != nil {
+		return err
+	}
+	return followLive(ctx, sub, max(c, pos), deliver)
+}
+
+// backfill delivers the retained events after c up to pos (the
+// subscription's start), and says the cursor it reached.
+func (s *Service) backfill(ctx context.Context, c, pos, pruned0 int64, deliver func(*guardv1.WatchResponse) error) (int64, error) {
 	for c < pos {
 		prev := c
 		evs, reached, err := s.readRetained(ctx, c, pruned0)
 		if fault.Is(err, fault.OutOfRange) {
-			return err
+			return c, err
 		}
 		if err != nil {
-			return err // the API maps it (api.Status)
+			return c, err // the API maps it (api.Status)
 		}
 		for _, ev := range evs {
 			if ev.Cursor > pos {
 				break
 			}
 			if err := deliver(ev); err != nil {
-				return err
+				return c, err
 			}
 			c = ev.Cursor
 		}
@@ -86,9 +95,13 @@ func (s *Service) FollowFrom(ctx context.Context, after int64, fromNow bool, fil
 			break
 		}
 	}
-	if c < pos {
-		c = pos
-	}
+	return c, nil
+}
+
+// followLive delivers the subscription's events after c until ctx ends or
+// the subscriber falls too far behind (ResourceExhausted: it resumes from
+// its cursor).
+func followLive(ctx context.Context, sub *subscription, c int64, deliver func(*guardv1.WatchResponse) error) error {
 	for {
 		select {
 		case <-ctx.Done():

@@ -49,44 +49,9 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) (_ []*guardv
 	if err != nil {
 		return nil, "", err
 	}
-	where := []string{"true"}
-	var args []any
-	arg := func(x any) string {
-		args = append(args, x)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	if f.Status != "" {
-		where = append(where, "status = "+arg(f.Status))
-	}
-	if f.Kind != "" {
-		where = append(where, "kind = "+arg(f.Kind))
-	}
-	if f.GroupID != "" {
-		where = append(where, "agent_group_id = "+arg(f.GroupID))
-	}
-	if f.Resolved && f.Status == "" {
-		where = append(where, "status <> 'pending'")
-	}
-	if f.Resolver != "" {
-		where = append(where, "resolver = "+arg(f.Resolver))
-	}
-	if !f.Since.IsZero() {
-		where = append(where, "created_at >= "+arg(f.Since))
-	}
-	switch {
-	case v.All:
-	case v.RunnerID != "":
-		where = append(where, "session_id IN (SELECT id FROM sessions WHERE runner_id = "+arg(v.RunnerID)+")")
-		if v.AgentGroup != "" {
-			where = append(where, "agent_group_id = "+arg(v.AgentGroup))
-		}
-	case v.UserID != "":
-		if f.EligibleFor != "" && f.EligibleFor != v.UserID {
-			return nil, "", fault.New(fault.Denied, "a user lists holds as themselves")
-		}
-		f.EligibleFor = v.UserID
-	default:
-		return nil, "", fault.New(fault.Denied, "no hold is visible to this caller")
+	q, err := listConditions(v, &f)
+	if err != nil {
+		return nil, "", err
 	}
 	filter := paging.Filter(v, f.Status, f.Kind, f.GroupID, f.EligibleFor, f.Resolved, f.Resolver, f.Since)
 	cur, err := paging.Decode(f.PageToken, filter)
@@ -95,42 +60,13 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) (_ []*guardv
 	}
 	if cur != nil {
 		// Keyset: after the last row of the previous page (created_at DESC, id).
-		t, id := arg(cur.At), arg(cur.ID)
-		where = append(where, "(created_at < "+t+" OR (created_at = "+t+" AND id > "+id+"))")
+		t, id := q.arg(cur.At), q.arg(cur.ID)
+		q.and("(created_at < " + t + " OR (created_at = " + t + " AND id > " + id + "))")
 	}
-	var roles Roles
-	if f.EligibleFor != "" {
-		if roles, err = LoadRoles(ctx, s.pool, f.EligibleFor); err != nil {
-			return nil, "", err
-		}
-	}
-	// Eligibility is MayResolve itself (not a SQL copy of it), so rows are
-	// filtered here; the scan stops at the first match past a full page.
-	rows, err := s.pool.Query(ctx, `SELECT `+holdColumns+` FROM holds WHERE `+strings.Join(where, " AND ")+` ORDER BY created_at DESC, id`, args...)
+	out, more, err := s.listPage(ctx, q, f.EligibleFor, limit)
 	if err != nil {
-		return nil, "", fmt.Errorf("list holds: %w", err)
+		return nil, "", err
 	}
-	defer rows.Close()
-	out := []*guardv1.Hold{}
-	more := false
-	for rows.Next() {
-		h, err := holdFromRow(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("list holds: %w", err)
-		}
-		if f.EligibleFor != "" && !MayResolveWithRoles(h.ApproverRule, h.ApproverScope, f.EligibleFor, roles) {
-			continue
-		}
-		if len(out) == limit {
-			more = true
-			break
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("list holds: %w", err)
-	}
-	rows.Close()
 	if err := judgeApprovals(ctx, s.pool, out...); err != nil {
 		return nil, "", err
 	}
@@ -140,6 +76,98 @@ func (s *Service) List(ctx context.Context, v Viewer, f ListFilter) (_ []*guardv
 		next = paging.Next(last.GetCreatedAt().AsTime(), last.GetId(), filter)
 	}
 	return out, next, nil
+}
+
+// listQuery is a WHERE clause and its parameters.
+type listQuery struct {
+	where []string
+	args  []any
+}
+
+// arg is the parameter of x.
+func (q *listQuery) arg(x any) string {
+	q.args = append(q.args, x)
+	return fmt.Sprintf("$%d", len(q.args))
+}
+
+func (q *listQuery) and(cond string) { q.where = append(q.where, cond) }
+
+// listConditions are f's conditions and what v may see: a runner its
+// sessions' holds (an agent's, its group's only), a user the holds they
+// may resolve (f.EligibleFor set to them, judged by MayResolve on the rows).
+func listConditions(v Viewer, f *ListFilter) (*listQuery, error) {
+	q := &listQuery{where: []string{"true"}}
+	if f.Status != "" {
+		q.and("status = " + q.arg(f.Status))
+	}
+	if f.Kind != "" {
+		q.and("kind = " + q.arg(f.Kind))
+	}
+	if f.GroupID != "" {
+		q.and("agent_group_id = " + q.arg(f.GroupID))
+	}
+	if f.Resolved && f.Status == "" {
+		q.and("status <> 'pending'")
+	}
+	if f.Resolver != "" {
+		q.and("resolver = " + q.arg(f.Resolver))
+	}
+	if !f.Since.IsZero() {
+		q.and("created_at >= " + q.arg(f.Since))
+	}
+	switch {
+	case v.All:
+	case v.RunnerID != "":
+		q.and("session_id IN (SELECT id FROM sessions WHERE runner_id = " + q.arg(v.RunnerID) + ")")
+		if v.AgentGroup != "" {
+			q.and("agent_group_id = " + q.arg(v.AgentGroup))
+		}
+	case v.UserID != "":
+		if f.EligibleFor != "" && f.EligibleFor != v.UserID {
+			return nil, fault.New(fault.Denied, "a user lists holds as themselves")
+		}
+		f.EligibleFor = v.UserID
+	default:
+		return nil, fault.New(fault.Denied, "no hold is visible to this caller")
+	}
+	return q, nil
+}
+
+// listPage reads up to limit holds q selects, newest first, those that
+// eligibleFor ("" = anyone) may resolve; more when a further one exists.
+func (s *Service) listPage(ctx context.Context, q *listQuery, eligibleFor string, limit int) (_ []*guardv1.Hold, more bool, err error) {
+	var roles Roles
+	if eligibleFor != "" {
+		if roles, err = LoadRoles(ctx, s.pool, eligibleFor); err != nil {
+			return nil, false, err
+		}
+	}
+	// Eligibility is MayResolve itself (not a SQL copy of it), so rows are
+	// filtered here; the scan stops at the first match past a full page.
+	rows, err := s.pool.Query(ctx, `SELECT `+holdColumns+` FROM holds WHERE `+strings.Join(q.where, " AND ")+` ORDER BY created_at DESC, id`, q.args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list holds: %w", err)
+	}
+	defer rows.Close()
+	out := []*guardv1.Hold{}
+	for rows.Next() {
+		h, err := holdFromRow(rows)
+		if err != nil {
+			return nil, false, fmt.Errorf("list holds: %w", err)
+		}
+		if eligibleFor != "" && !MayResolveWithRoles(h.ApproverRule, h.ApproverScope, eligibleFor, roles) {
+			continue
+		}
+		if len(out) == limit {
+			more = true
+			break
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("list holds: %w", err)
+	}
+	return out, more, nil
 }
 
 // Get returns one hold the viewer may see; any other reads as NotFound (no

@@ -252,37 +252,50 @@ type candidate struct {
 // approvers who are not users (they can never click).
 func queuePickApprovers(b *pgx.Batch, out *[]candidate, missing *[]string, rule string, exclusive []string, named, groupID string, global bool) {
 	if rule == ruleExclusive {
-		// Each named user, in the rule's order; on a global hold only those
-		// who are owners or global admins (D1).
-		b.Queue(`SELECT u.id, COALESCE((SELECT display_name FROM users WHERE id = u.id), ''), EXISTS (SELECT 1 FROM users WHERE id = u.id),
-				EXISTS (SELECT 1 FROM user_roles WHERE user_id = u.id AND (role = 'owner' OR (role = 'admin' AND agent_group_id IS NULL))),
-				ARRAY(SELECT channel_type FROM user_dms WHERE user_id = u.id ORDER BY channel_type)
-			FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) ORDER BY u.n`, exclusive).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var (
-					c         candidate
-					user, top bool
-				)
-				if err := rows.Scan(&c.id, &c.name, &user, &top, &c.dms); err != nil {
-					return fmt.Errorf("pick approvers: %w", err)
-				}
-				switch {
-				case !user:
-					*missing = append(*missing, c.id)
-				case !global || top:
-					*out = append(*out, c)
-				}
-			}
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("pick approvers: %w", err)
-			}
-			return nil
-		})
+		queueNamedApprovers(b, out, missing, exclusive, global)
 		return
 	}
-	// tier -1: the named delivered-to user; 0: scoped admins of the anchor
-	// (not for global holds: they may not resolve them); 1: global admins;
-	// 2: owners.
+	queueChainApprovers(b, out, named, groupID, global)
+}
+
+// queueNamedApprovers queues the read of an exclusive rule's users: each
+// named user, in the rule's order; on a global hold only those who are
+// owners or global admins (D1). *missing gets the named who are no users.
+func queueNamedApprovers(b *pgx.Batch, out *[]candidate, missing *[]string, exclusive []string, global bool) {
+	b.Queue(`SELECT u.id, COALESCE((SELECT display_name FROM users WHERE id = u.id), ''), EXISTS (SELECT 1 FROM users WHERE id = u.id),
+			EXISTS (SELECT 1 FROM user_roles WHERE user_id = u.id AND (role = 'owner' OR (role = 'admin' AND agent_group_id IS NULL))),
+			ARRAY(SELECT channel_type FROM user_dms WHERE user_id = u.id ORDER BY channel_type)
+		FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n) ORDER BY u.n`, exclusive).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				c         candidate
+				user, top bool
+			)
+			if err := rows.Scan(&c.id, &c.name, &user, &top, &c.dms); err != nil {
+				return fmt.Errorf("pick approvers: %w", err)
+			}
+			switch {
+			case !user:
+				*missing = append(*missing, c.id)
+			case !global || top:
+				*out = append(*out, c)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("pick approvers: %w", err)
+		}
+		return nil
+	})
+}
+
+// queueChainApprovers queues the read of an admin chain's users: the named
+// delivered-to user, the anchor group's scoped admins (not on a global
+// hold: they may not resolve it), global admins, owners, each by grant
+// time, de-duplicated; on a global hold the named user first, when an
+// owner or global admin.
+func queueChainApprovers(b *pgx.Batch, out *[]candidate, named, groupID string, global bool) {
+	// tier -1: the named delivered-to user; 0: scoped admins of the anchor;
+	// 1: global admins; 2: owners.
 	b.Queue(`SELECT r.user_id, COALESCE((SELECT display_name FROM users WHERE id = r.user_id), ''), r.tier,
 			ARRAY(SELECT channel_type FROM user_dms d WHERE d.user_id = r.user_id ORDER BY channel_type)
 		FROM (

@@ -32,40 +32,9 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 	for {
 		var n, r, g int
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, `SELECT `+holdColumns+`, replay_attempts,
-				COALESCE((SELECT d.reason FROM decisions d
-				          WHERE d.grant_id = holds.id AND d.session_id = holds.session_id AND d.effect = 'deny' AND d.at >= holds.resolved_at
-				          ORDER BY d.at DESC LIMIT 1), '') AS denied_reason,
-				COALESCE((SELECT p.last_error FROM runner_pushes p WHERE p.hold_id = holds.id ORDER BY p.created_at DESC, p.seq DESC LIMIT 1), '') AS last_push_error
-				FROM holds
-				WHERE status = 'approved' AND delivery_action <> '' AND session_id IS NOT NULL
-				  AND applied_at IS NULL AND unapplied_at IS NULL
-				  AND COALESCE(replay_checked_at, resolved_at) <= now() - make_interval(secs => $1)
-				  AND NOT EXISTS (SELECT 1 FROM runner_pushes p WHERE p.hold_id = holds.id AND p.acked_at IS NULL)
-				ORDER BY resolved_at LIMIT $2 FOR UPDATE SKIP LOCKED`, grace.Seconds(), reconcileBatch)
+			list, err := claimUnappliedTx(ctx, tx, grace)
 			if err != nil {
-				return fmt.Errorf("find unapplied approvals: %w", err)
-			}
-			type candidate struct {
-				hold               *guardv1.Hold
-				attempts           int
-				denied, lastFailed string
-			}
-			list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
-				r, err := pgx.RowToStructByName[struct {
-					holdRow
-					Attempts      int    `db:"replay_attempts"`
-					DeniedReason  string `db:"denied_reason"`
-					LastPushError string `db:"last_push_error"`
-				}](row)
-				if err != nil {
-					return candidate{}, err
-				}
-				h, err := r.proto()
-				return candidate{hold: h, attempts: r.Attempts, denied: r.DeniedReason, lastFailed: r.LastPushError}, err
-			})
-			if err != nil {
-				return fmt.Errorf("find unapplied approvals: %w", err)
+				return err
 			}
 			n = len(list)
 			for _, c := range list {
@@ -83,45 +52,22 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 				if !still {
 					continue
 				}
-				why := ""
-				switch {
-				case c.denied != "" && !c.hold.Consumed:
-					why = "the replay was denied: " + c.denied
-				case c.attempts >= MaxReplayAttempts:
-					why = fmt.Sprintf("not applied after %d attempts", c.attempts+1)
-					if c.lastFailed != "" {
-						why += ": " + c.lastFailed
-					}
-				}
-				if why != "" {
+				if why := c.givenUp(); why != "" {
 					if err := s.giveUpTx(ctx, tx, c.hold, why); err != nil {
 						return err
 					}
 					g++
 					continue
 				}
-				if _, err := tx.Exec(ctx, sqlCountReplay, c.hold.Id); err != nil {
-					return fmt.Errorf("count replay of %s: %w", c.hold.Id, err)
-				}
-				push, err := replayPush(ctx, tx, c.hold)
+				sent, err := s.resendReplayTx(ctx, tx, c)
 				if err != nil {
-					return fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
+					return err
 				}
-				if err := traceReplay(ctx, tx, push); err != nil {
-					return fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
+				if sent {
+					r++
+				} else {
+					g++
 				}
-				if _, err := pushes.EnqueueTx(ctx, tx, c.hold.SessionId, push); err != nil {
-					if errors.Is(err, pushes.ErrNoSession) {
-						if err := s.giveUpTx(ctx, tx, c.hold, "its session no longer exists"); err != nil {
-							return err
-						}
-						g++
-						continue
-					}
-					return fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
-				}
-				s.log.Warn("re-sending the replay of an approved hold that was not applied", "hold", c.hold.Id, "kind", c.hold.Kind, "attempt", c.attempts+1)
-				r++
 			}
 			return nil
 		})
@@ -133,6 +79,91 @@ func (s *Service) ReconcileReplays(ctx context.Context, grace time.Duration) (re
 			return resent, gaveUp, nil
 		}
 	}
+}
+
+// unapplied is an approved hold whose action was not applied, as the
+// reconciler claims it: how often its replay was sent, why the last one
+// was denied and why its last push failed ("" when none).
+type unapplied struct {
+	hold               *guardv1.Hold
+	attempts           int
+	denied, lastFailed string
+}
+
+// claimUnappliedTx claims, FOR UPDATE SKIP LOCKED, up to reconcileBatch
+// approved delivery-action holds untouched for grace, neither applied nor
+// given up, with no replay push in flight.
+func claimUnappliedTx(ctx context.Context, tx pgx.Tx, grace time.Duration) ([]unapplied, error) {
+	rows, err := tx.Query(ctx, `SELECT `+holdColumns+`, replay_attempts,
+		COALESCE((SELECT d.reason FROM decisions d
+		          WHERE d.grant_id = holds.id AND d.session_id = holds.session_id AND d.effect = 'deny' AND d.at >= holds.resolved_at
+		          ORDER BY d.at DESC LIMIT 1), '') AS denied_reason,
+		COALESCE((SELECT p.last_error FROM runner_pushes p WHERE p.hold_id = holds.id ORDER BY p.created_at DESC, p.seq DESC LIMIT 1), '') AS last_push_error
+		FROM holds
+		WHERE status = 'approved' AND delivery_action <> '' AND session_id IS NOT NULL
+		  AND applied_at IS NULL AND unapplied_at IS NULL
+		  AND COALESCE(replay_checked_at, resolved_at) <= now() - make_interval(secs => $1)
+		  AND NOT EXISTS (SELECT 1 FROM runner_pushes p WHERE p.hold_id = holds.id AND p.acked_at IS NULL)
+		ORDER BY resolved_at LIMIT $2 FOR UPDATE SKIP LOCKED`, grace.Seconds(), reconcileBatch)
+	if err != nil {
+		return nil, fmt.Errorf("find unapplied approvals: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (unapplied, error) {
+		r, err := pgx.RowToStructByName[struct {
+			holdRow
+			Attempts      int    `db:"replay_attempts"`
+			DeniedReason  string `db:"denied_reason"`
+			LastPushError string `db:"last_push_error"`
+		}](row)
+		if err != nil {
+			return unapplied{}, err
+		}
+		h, err := r.proto()
+		return unapplied{hold: h, attempts: r.Attempts, denied: r.DeniedReason, lastFailed: r.LastPushError}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find unapplied approvals: %w", err)
+	}
+	return list, nil
+}
+
+// givenUp is why the reconciler gives c up ("" when it re-sends the
+// replay): a replay the live baseline denied (D3), or attempts run out.
+func (c unapplied) givenUp() string {
+	switch {
+	case c.denied != "" && !c.hold.Consumed:
+		return "the replay was denied: " + c.denied
+	case c.attempts >= MaxReplayAttempts:
+		why := fmt.Sprintf("not applied after %d attempts", c.attempts+1)
+		if c.lastFailed != "" {
+			why += ": " + c.lastFailed
+		}
+		return why
+	}
+	return ""
+}
+
+// resendReplayTx counts and re-sends c's replay; false when its session
+// is gone, and it was given up instead.
+func (s *Service) resendReplayTx(ctx context.Context, tx pgx.Tx, c unapplied) (bool, error) {
+	if _, err := tx.Exec(ctx, sqlCountReplay, c.hold.Id); err != nil {
+		return false, fmt.Errorf("count replay of %s: %w", c.hold.Id, err)
+	}
+	push, err := replayPush(ctx, tx, c.hold)
+	if err != nil {
+		return false, fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
+	}
+	if err := traceReplay(ctx, tx, push); err != nil {
+		return false, fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
+	}
+	if _, err := pushes.EnqueueTx(ctx, tx, c.hold.SessionId, push); err != nil {
+		if errors.Is(err, pushes.ErrNoSession) {
+			return false, s.giveUpTx(ctx, tx, c.hold, "its session no longer exists")
+		}
+		return false, fmt.Errorf("re-send replay of %s: %w", c.hold.Id, err)
+	}
+	s.log.Warn("re-sending the replay of an approved hold that was not applied", "hold", c.hold.Id, "kind", c.hold.Kind, "attempt", c.attempts+1)
+	return true, nil
 }
 
 // giveUpTx records that an approved hold will not be applied and tells the
