@@ -194,31 +194,39 @@ func (g *AdminGuard) guarded(ctx context.Context, fullMethod string, r *guardv1.
 	if err != nil {
 		return nil, err // a fault (guard.ErrUnavailable: retry) or the context's: api.Status maps it
 	}
-	d := resp.GetDecision()
-	switch d.GetEffect() {
-	case guardv1.Effect_EFFECT_ALLOW:
+	if resp.GetDecision().GetEffect() == guardv1.Effect_EFFECT_ALLOW {
 		return run(ctx)
-	case guardv1.Effect_EFFECT_HOLD:
-		if caller.Agent == nil || resp.GetHoldId() == "" {
+	}
+	return nil, refusal(resp, caller.Agent != nil)
+}
+
+// refusal is the answer to an admin call the guard did not allow: a hold
+// of an agent's call is FailedPrecondition with its ApprovalPending (the
+// runner tells the agent), a hold that could not be made says why, and a
+// deny is PermissionDenied with its reason.
+func refusal(resp *guardv1.DecideResponse, agent bool) error {
+	d := resp.GetDecision()
+	if d.GetEffect() == guardv1.Effect_EFFECT_HOLD {
+		if !agent || resp.GetHoldId() == "" {
 			msg := d.GetReason()
 			if resp.GetHoldError() != "" {
 				msg += ": " + resp.GetHoldError()
 			}
-			if caller.Agent == nil {
+			if !agent {
 				// Holds only arise for agents; anything else is a guard bug.
-				return nil, status.Error(codes.PermissionDenied, msg)
+				return status.Error(codes.PermissionDenied, msg)
 			}
-			return nil, status.Error(codes.FailedPrecondition, "approval could not be requested: "+msg)
+			return status.Error(codes.FailedPrecondition, "approval could not be requested: "+msg)
 		}
 		st, err := status.New(codes.FailedPrecondition,
 			"approval pending (hold "+resp.GetHoldId()+"): approval request sent to admin; you will be notified of the result").
 			WithDetails(&guardv1.ApprovalPending{HoldId: resp.GetHoldId(), Reason: d.GetReason()})
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "attach approval detail: %v", err)
+			return status.Errorf(codes.Internal, "attach approval detail: %v", err)
 		}
-		return nil, st.Err()
+		return st.Err()
 	}
-	return nil, status.Error(codes.PermissionDenied, d.GetReason())
+	return status.Error(codes.PermissionDenied, d.GetReason())
 }
 
 // FillGroup sets the agent's own group into the request's empty top-level

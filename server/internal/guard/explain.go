@@ -182,21 +182,7 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 	}
 	x.Entry.InCatalog, x.Entry.Description, x.Entry.ApprovalAction = true, e.Description, e.ApprovalAction
 	x.Summary = fmt.Sprintf("%s because %s", effectWord(d.Effect), d.Reason)
-	switch d.DecidedBy {
-	case ByGuardFailure:
-		x.Checks = []*guardv1.ExplainedCheck{{Name: "guard", Outcome: "deny",
-			Detail: "the facts could not be read, or the baseline errored or panicked: the guard fails closed"}}
-		x.WouldChange = []string{"the same request once the database answers and the baseline runs → the baseline's answer"}
-		return x
-	case ByFreeze:
-		x.Checks = []*guardv1.ExplainedCheck{{Name: "freeze", Outcome: "deny",
-			Detail: d.Reason + "; always enforced: no mode, grant or approval passes it"}}
-		x.WouldChange = []string{"ncl unfreeze of the scope → the checks decide again"}
-		return x
-	case ByPrecheck:
-		x.Checks = []*guardv1.ExplainedCheck{{Name: "precheck", Outcome: "deny",
-			Detail: "the request is malformed: " + d.Reason + " (no hold is ever created for it)"}}
-		x.WouldChange = []string{"a well-formed request → the baseline decides"}
+	if explainedAlone(x, d) {
 		return x
 	}
 	standing := d.DecidedBy == ByStanding
@@ -235,6 +221,41 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 	if ex.Summary != "" && d.DecidedBy != ByGrant && !standing && !unheld {
 		x.Summary = ex.Summary
 	}
+	explainGrantUse(x, e, in, d, base)
+	if d.Would != nil {
+		explainMode(x, d)
+	}
+	return x
+}
+
+// explainedAlone explains a decision no baseline made — the guard failed
+// closed, a freeze or a precheck denied — and says whether it did.
+func explainedAlone(x *guardv1.Explanation, d Decision) bool {
+	switch d.DecidedBy {
+	case ByGuardFailure:
+		x.Checks = []*guardv1.ExplainedCheck{{Name: "guard", Outcome: "deny",
+			Detail: "the facts could not be read, or the baseline errored or panicked: the guard fails closed"}}
+		x.WouldChange = []string{"the same request once the database answers and the baseline runs → the baseline's answer"}
+		return true
+	case ByFreeze:
+		x.Checks = []*guardv1.ExplainedCheck{{Name: "freeze", Outcome: "deny",
+			Detail: d.Reason + "; always enforced: no mode, grant or approval passes it"}}
+		x.WouldChange = []string{"ncl unfreeze of the scope → the checks decide again"}
+		return true
+	case ByPrecheck:
+		x.Checks = []*guardv1.ExplainedCheck{{Name: "precheck", Outcome: "deny",
+			Detail: "the request is malformed: " + d.Reason + " (no hold is ever created for it)"}}
+		x.WouldChange = []string{"a well-formed request → the baseline decides"}
+		return true
+	}
+	return false
+}
+
+// explainGrantUse adds what a grant, a standing grant or a hold that could
+// not be made did to the answer (base: what the baseline itself answered).
+func explainGrantUse(x *guardv1.Explanation, e *Entry, in *Input, d, base Decision) {
+	standing := d.DecidedBy == ByStanding
+	unheld := d.DecidedBy == ByNoApprover
 	if d.DecidedBy == ByGrant {
 		ok := d.Effect == EffectAllow
 		x.Grant = in.Grant
@@ -258,10 +279,6 @@ func Explain(e *Entry, in *Input, f Facts, d Decision) *guardv1.Explanation {
 		x.Checks = append(x.Checks, &guardv1.ExplainedCheck{Name: "grant", Outcome: "skipped",
 			Detail: fmt.Sprintf("approval %s was not used: a grant only satisfies a hold, and the baseline did not hold", in.Grant)})
 	}
-	if d.Would != nil {
-		explainMode(x, d)
-	}
-	return x
 }
 
 // explainMode says that a gate in audit or warn mode let the action run, and

@@ -67,39 +67,11 @@ func (s *Service) requestRegistration(ctx context.Context, mg messagingGroup, m 
 			dropReason = "unknown channel: no agent group to connect it to"
 			return nil
 		}
-		msg, err := messageMap(m)
+		req, err := registrationRequest(mg, m, groups)
 		if err != nil {
 			return err
 		}
-		payload, err := structpb.NewStruct(map[string]any{
-			"messaging_group_id": mg.ID,
-			"channel_type":       mg.Channel,
-			"platform_id":        mg.Platform,
-			"sender_user_id":     m.GetSenderUserId(),
-			"message":            msg,
-		})
-		if err != nil {
-			return fmt.Errorf("encode registration payload: %w", err)
-		}
-		requester := &guardv1.Actor{Kind: &guardv1.Actor_System{System: &guardv1.SystemActor{}}}
-		if m.GetSenderUserId() != "" {
-			requester = human(m.GetSenderUserId())
-		}
-		res, err := s.holds.CreateHoldTx(ctx, tx, approvals.CreateRequest{
-			Kind:      approvals.KindChannelRegistration,
-			Payload:   payload,
-			Requester: requester,
-			// Anchor-less admins-of-scope: owners and global admins, plus
-			// the delivered-to approver (recorded).
-			Rule:              &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{}}},
-			Scope:             guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
-			Title:             "📡 New channel",
-			Question:          registrationQuestion(mg, m),
-			Options:           registrationOptions(groups),
-			DedupKey:          ChannelRegistrationDedupKey(mg.ID),
-			OriginChannel:     mg.Channel,
-			RecordDeliveredTo: true,
-		})
+		res, err := s.holds.CreateHoldTx(ctx, tx, req)
 		if err != nil {
 			return fmt.Errorf("create registration hold: %w", err)
 		}
@@ -125,6 +97,14 @@ func (s *Service) requestRegistration(ctx context.Context, mg messagingGroup, m 
 	if err != nil {
 		return nil, err
 	}
+	return s.registrationAnswer(ctx, mg, m, resp, created, dropReason)
+}
+
+// registrationAnswer is what a registration request answers, after its
+// commit: the hold asked for (audited when created), or the message
+// dropped, and why.
+func (s *Service) registrationAnswer(ctx context.Context, mg messagingGroup, m *guardv1.RouteInboundRequest, resp *guardv1.RouteInboundResponse,
+	created bool, dropReason string) (*guardv1.RouteInboundResponse, error) {
 	if created {
 		// Audit, after the commit, like every other hold.
 		s.log.InfoContext(ctx, "hold requested", "audit", true, "hold", resp.HoldId, "kind", "channel_registration",
@@ -137,6 +117,45 @@ func (s *Service) requestRegistration(ctx context.Context, mg messagingGroup, m 
 		return outcome(guardv1.RouteOutcome_ROUTE_OUTCOME_DROPPED, mg.ID, dropReason), nil
 	}
 	return resp, nil
+}
+
+// registrationRequest is the registration hold of a message from an
+// unknown chat: its card offered to the global approver chain, one option
+// per agent group (groups), "new" and "reject".
+func registrationRequest(mg messagingGroup, m *guardv1.RouteInboundRequest, groups []agentGroup) (approvals.CreateRequest, error) {
+	msg, err := messageMap(m)
+	if err != nil {
+		return approvals.CreateRequest{}, err
+	}
+	payload, err := structpb.NewStruct(map[string]any{
+		"messaging_group_id": mg.ID,
+		"channel_type":       mg.Channel,
+		"platform_id":        mg.Platform,
+		"sender_user_id":     m.GetSenderUserId(),
+		"message":            msg,
+	})
+	if err != nil {
+		return approvals.CreateRequest{}, fmt.Errorf("encode registration payload: %w", err)
+	}
+	requester := &guardv1.Actor{Kind: &guardv1.Actor_System{System: &guardv1.SystemActor{}}}
+	if m.GetSenderUserId() != "" {
+		requester = human(m.GetSenderUserId())
+	}
+	return approvals.CreateRequest{
+		Kind:      approvals.KindChannelRegistration,
+		Payload:   payload,
+		Requester: requester,
+		// Anchor-less admins-of-scope: owners and global admins, plus
+		// the delivered-to approver (recorded).
+		Rule:              &guardv1.ApproverRule{Kind: &guardv1.ApproverRule_AdminsOfScope{AdminsOfScope: &guardv1.AdminsOfScope{}}},
+		Scope:             guardv1.ApproverScope_APPROVER_SCOPE_GROUP,
+		Title:             "📡 New channel",
+		Question:          registrationQuestion(mg, m),
+		Options:           registrationOptions(groups),
+		DedupKey:          ChannelRegistrationDedupKey(mg.ID),
+		OriginChannel:     mg.Channel,
+		RecordDeliveredTo: true,
+	}, nil
 }
 
 type registrationState int
