@@ -17,7 +17,10 @@ import (
 	"time"
 
 	"github.com/exaring/otelpgx"
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -97,13 +100,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	if err != nil {
 		return nil, err
 	}
-	var dbTracer pgx.QueryTracer
-	if tracing.Enabled() {
-		// Statements are spans only inside a traced call (otelpgx starts
-		// none without a recording parent): background loops stay quiet.
-		dbTracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(tracing.Provider()), otelpgx.WithTrimSQLInSpanName())
-	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.MaxConns, store.WithQueryTracer(dbTracer))
+	st, err := openStore(ctx, cfg, tracing)
 	if err != nil {
 		_ = tracing.ShutdownWithin(time.Second)
 		return nil, err
@@ -115,40 +112,22 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 			_ = tracing.ShutdownWithin(time.Second)
 		}
 	}()
-	if cfg.AutoMigrate {
-		res, err := migrations.Apply(ctx, st.Pool, 0)
-		if err != nil {
-			return nil, fmt.Errorf("auto-migrate: %w", err)
-		}
-		if len(res.Applied) > 0 {
-			log.Info("schema migrated", "from", res.From, "to", res.To)
-		}
-	}
-	if cfg.OperatorTokenFile != "" {
-		// The file exists from the first start; the token is registered once
-		// the schema is current (now, or when watchDatabase sees it become so).
-		if _, err := authn.ReadOrCreateSecret(cfg.OperatorTokenFile); err != nil {
-			return nil, err
-		}
-		if current, err := migrations.Current(ctx, st.Pool); err == nil && current {
-			if err := authn.EnsureOperatorToken(ctx, st.Pool, cfg.OperatorTokenFile); err != nil {
-				return nil, err
-			}
-		}
+	if err := prepareSchema(ctx, st.Pool, cfg, log); err != nil {
+		return nil, err
 	}
 
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, metricsLis, err := listen(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, errors.Unwrap(err))
+		return nil, err
 	}
-	var metricsLis net.Listener
-	if cfg.MetricsListen != "" {
-		metricsLis, err = net.Listen("tcp", cfg.MetricsListen)
-		if err != nil {
+	defer func() {
+		if !ok {
 			lis.Close()
-			return nil, fmt.Errorf("listen on %s (metrics): %w", cfg.MetricsListen, errors.Unwrap(err))
+			if metricsLis != nil {
+				metricsLis.Close()
+			}
 		}
-	}
+	}()
 
 	reg := metrics.NewRegistry()
 	m := metrics.NewMetrics(reg)
@@ -166,52 +145,71 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	d.Pools.Add("main", st.Pool)
 	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer(), db: &dbState{}}
 	if d.Validator, err = edge.New(rpcdecl.RequestTypes(rpcdecl.Services...)...); err != nil {
-		lis.Close()
-		if metricsLis != nil {
-			metricsLis.Close()
-		}
 		return nil, fmt.Errorf("refusing to start: %w", err)
 	}
 
 	services, err := buildServices(ctx, d)
 	if err != nil {
-		lis.Close()
-		if metricsLis != nil {
-			metricsLis.Close()
-		}
 		return nil, err
 	}
-	chain := buildChain(d, grpcMetrics, services.guard.AdmitUnary, services.chain)
-	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(chain.Unary...),
-		grpc.ChainStreamInterceptor(chain.Stream...),
-		grpc.MaxRecvMsgSize(1 << 20),
-		// A pool of long-lived goroutines serves new streams (every unary
-		// call is one), so a Guard.Decide does not start a goroutine and
-		// regrow its stack each time (at 512 calls in flight, the old 64
-		// left 7 of 8 calls to fresh goroutines: stack copying was a tenth
-		// of the server's CPU). Sized for the calls in flight (they wait on
-		// Postgres), not the cores; beyond it gRPC spawns as before.
-		grpc.NumStreamWorkers(streamWorkers),
-		// Static flow-control windows: with gRPC's default (a 64 KiB window
-		// grown by BDP estimation) every burst of requests also costs PING
-		// and WINDOW_UPDATE frames — a write, and a wake-up of the peer,
-		// each; on the VMs measured a context switch costs more than a
-		// decision. Messages are small (MaxRecvMsgSize bounds them), so a
-		// fixed window never limits throughput.
-		grpc.InitialWindowSize(StreamWindow),
-		grpc.InitialConnWindowSize(ConnWindow),
-		// Past the admission limit a Guard.Decide is refused as the
-		// transport reads its headers (api.GuardService.TapOverload).
-		grpc.InTapHandle(services.guard.TapOverload),
+	if err := s.newGRPC(d, grpcMetrics, services); err != nil {
+		return nil, err
 	}
-	// A span per call (and per stream) when tracing is on; none when off.
-	opts = append(opts, tracing.ServerOptions()...)
-	if cfg.TLSCert != "" {
-		creds, err := serverTLS(cfg)
-		if err != nil {
+	s.background = services.background
+	// Run ends in reverse: the pool closes, then the last spans are flushed.
+	s.shutdown = append([]func(){func() {
+		if err := tracing.ShutdownWithin(5 * time.Second); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
+	}}, append(services.shutdown, st.Close)...)
+	if err := s.listenConsole(services); err != nil {
+		return nil, err
+	}
+	if metricsLis != nil {
+		s.background = append(s.background, metricsServer(metricsLis, reg, cfg.Pprof, s.health, s.db))
+	}
+	ok = true
+	return s, nil
+}
+
+// openStore opens the pool; with tracing on, statements are spans inside a
+// traced call (otelpgx starts none without a recording parent: background
+// loops stay quiet).
+func openStore(ctx context.Context, cfg config.Config, tracing *telemetry.Tracing) (*store.Store, error) {
+	var dbTracer pgx.QueryTracer
+	if tracing.Enabled() {
+		dbTracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(tracing.Provider()), otelpgx.WithTrimSQLInSpanName())
+	}
+	return store.Open(ctx, cfg.DatabaseURL, cfg.MaxConns, store.WithQueryTracer(dbTracer))
+}
+
+// listen opens the gRPC listener and, when one is configured, the metrics
+// listener.
+func listen(cfg config.Config) (lis, metricsLis net.Listener, err error) {
+	if lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.Listen, errors.Unwrap(err))
+	}
+	if cfg.MetricsListen != "" {
+		if metricsLis, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
 			lis.Close()
-			return nil, err
+			return nil, nil, fmt.Errorf("listen on %s (metrics): %w", cfg.MetricsListen, errors.Unwrap(err))
+		}
+	}
+	return lis, metricsLis, nil
+}
+
+// newGRPC builds the gRPC server: the interceptor chain and options, the
+// services, health and reflection; it refuses to start when a method lacks
+// its rule (declaration is registration: it would be unguarded).
+func (s *Server) newGRPC(d *Parts, grpcMetrics *grpcprom.ServerMetrics, services *services) error {
+	chain := buildChain(d, grpcMetrics, services.guard.AdmitUnary, services.chain)
+	opts := serverOptions(chain, services.guard)
+	// A span per call (and per stream) when tracing is on; none when off.
+	opts = append(opts, d.Tracing.ServerOptions()...)
+	if s.cfg.TLSCert != "" {
+		creds, err := serverTLS(s.cfg)
+		if err != nil {
+			return err
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
@@ -227,44 +225,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	// Boot check: declaration is registration. A method without its rule
 	// would be unguarded; refuse to start.
 	if missing := rpcdecl.Check(s.grpc); len(missing) > 0 {
-		lis.Close()
-		return nil, fmt.Errorf("refusing to start: RPCs without a (guard.v1.rule) declaration: %s", strings.Join(missing, "; "))
+		return fmt.Errorf("refusing to start: RPCs without a (guard.v1.rule) declaration: %s", strings.Join(missing, "; "))
 	}
-	s.background = services.background
-	// Run ends in reverse: the pool closes, then the last spans are flushed.
-	s.shutdown = append([]func(){func() {
-		if err := tracing.ShutdownWithin(5 * time.Second); err != nil {
-			log.Warn("flushing traces failed", "err", err)
-		}
-	}}, append(services.shutdown, st.Close)...)
-	if err := s.listenConsole(services); err != nil {
-		lis.Close()
-		if metricsLis != nil {
-			metricsLis.Close()
-		}
-		return nil, err
-	}
-	if metricsLis != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", metrics.Handler(reg))
-		if cfg.Pprof {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		}
-		probes(mux, s.health, s.db)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		s.background = append(s.background, func(ctx context.Context) error {
-			go func() { <-ctx.Done(); _ = srv.Close() }()
-			if err := srv.Serve(metricsLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("metrics server: %w", err)
-			}
-			return nil
-		})
-	}
-	ok = true
-	return s, nil
+	return nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
@@ -339,4 +302,83 @@ func tlsConfig(cfg config.Config) (*tls.Config, error) {
 		slog.Warn("TLS files changed but do not load; serving the last good ones", "err", err)
 	}
 	return src.ServerConfig(), nil
+}
+
+// prepareSchema applies the migrations with --auto-migrate and registers
+// the operator token once the schema is current (now, or when
+// watchDatabase sees it become so); the token's file exists from the
+// first start.
+func prepareSchema(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) error {
+	if cfg.AutoMigrate {
+		res, err := migrations.Apply(ctx, pool, 0)
+		if err != nil {
+			return fmt.Errorf("auto-migrate: %w", err)
+		}
+		if len(res.Applied) > 0 {
+			log.Info("schema migrated", "from", res.From, "to", res.To)
+		}
+	}
+	if cfg.OperatorTokenFile != "" {
+		// The file exists from the first start; the token is registered once
+		// the schema is current (now, or when watchDatabase sees it become so).
+		if _, err := authn.ReadOrCreateSecret(cfg.OperatorTokenFile); err != nil {
+			return err
+		}
+		if current, err := migrations.Current(ctx, pool); err == nil && current {
+			if err := authn.EnsureOperatorToken(ctx, pool, cfg.OperatorTokenFile); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// serverOptions are the gRPC server's options: the interceptor chain, the
+// message size bound, the stream workers and windows, and the admission tap.
+func serverOptions(chain Chain, guardAPI *api.GuardService) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(chain.Unary...),
+		grpc.ChainStreamInterceptor(chain.Stream...),
+		grpc.MaxRecvMsgSize(1 << 20),
+		// A pool of long-lived goroutines serves new streams (every unary
+		// call is one), so a Guard.Decide does not start a goroutine and
+		// regrow its stack each time (at 512 calls in flight, the old 64
+		// left 7 of 8 calls to fresh goroutines: stack copying was a tenth
+		// of the server's CPU). Sized for the calls in flight (they wait on
+		// Postgres), not the cores; beyond it gRPC spawns as before.
+		grpc.NumStreamWorkers(streamWorkers),
+		// Static flow-control windows: with gRPC's default (a 64 KiB window
+		// grown by BDP estimation) every burst of requests also costs PING
+		// and WINDOW_UPDATE frames — a write, and a wake-up of the peer,
+		// each; on the VMs measured a context switch costs more than a
+		// decision. Messages are small (MaxRecvMsgSize bounds them), so a
+		// fixed window never limits throughput.
+		grpc.InitialWindowSize(StreamWindow),
+		grpc.InitialConnWindowSize(ConnWindow),
+		// Past the admission limit a Guard.Decide is refused as the
+		// transport reads its headers (api.GuardService.TapOverload).
+		grpc.InTapHandle(guardAPI.TapOverload),
+	}
+}
+
+// metricsServer serves /metrics, the probes and (with --pprof) pprof on
+// the metrics listener until its context ends.
+func metricsServer(lis net.Listener, reg *prometheus.Registry, withPprof bool, hs *health.Server, db *dbState) func(context.Context) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(reg))
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	probes(mux, hs, db)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return func(ctx context.Context) error {
+		go func() { <-ctx.Done(); _ = srv.Close() }()
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("metrics server: %w", err)
+		}
+		return nil
+	}
 }
