@@ -3,7 +3,8 @@
 // who asks, and where its quorum stands — with groups and users by name
 // where the caller knows them. `ncl approvals list` and the console's
 // pending list both print these, so an approver reads the same words in
-// either.
+// either. RuleWords says who may decide a hold (the guard's explanations
+// and the console's hold page); holdcard builds a hold's card from these.
 package holdview
 
 import (

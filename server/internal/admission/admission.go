@@ -27,6 +27,19 @@
 // than half of the answers a second its cut would lose to outside latency
 // is undone, with the shrinks before it since the target was last met, and
 // the limit is held for a while before shrinking is tried again.
+//
+// Where it acts: past the limit a Guard.Decide is refused where the
+// transport reads its headers (grpc.InTapHandle,
+// api.GuardService.TapOverload), before authentication and validation cost
+// anything; one that passes the tap while the limit still has room is
+// admitted, or refused, by api.GuardService.AdmitUnary, the chain's first
+// interceptor after the request id (at 150 % offered most calls did that,
+// and each refusal paid for validation, authentication and a warning line
+// when it came later in the chain); a DecideStream frame is refused where
+// the stream's read loop takes it (refusedAsRead), before a worker,
+// validation and the caller's checks; a replay (a grant) may use a reserve
+// of an eighth above the limit (AcquirePriority; SECURITY.md). Nothing is
+// decided on a refusal; the runner waits the hint and asks again.
 package admission
 
 import (

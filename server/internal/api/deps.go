@@ -1,6 +1,16 @@
 // Package api holds the gRPC handlers: thin, one file per service area, each
 // RPC validating its input, checking the caller and calling into the domain
 // packages (guard, approvals, registry, resources).
+//
+// Each service is handed only what its handlers use (GuardDeps,
+// ApprovalsDeps, RegistryDeps, and AdminGuardDeps for the admin-RPC
+// interceptor), no shared service locator. errors.go's Status is the one
+// mapping of what went wrong to a code: a fault's kind, a status the edge
+// made, a context error, an unavailable database. redact.go is the
+// interceptor every answer passes through, first of the domain interceptors
+// (the console's in-process calls and Watch run it too), which redacts every
+// secret (proto/secret) but for the runner's own reads of rules that say
+// reveals_secrets (SECURITY.md, "Who may read what").
 package api
 
 import (

@@ -1,6 +1,24 @@
 // Package app wires the server: store, services, interceptors, health,
 // reflection, metrics, and the lifecycle (serve until the context ends, then
 // NOT_SERVING, GracefulStop with a deadline, Stop, close the pool).
+//
+// buildServices (services.go) builds the domains in dependency order, top to
+// bottom (approvals → chat outbox → decision export → guard → inbound →
+// registry → resources → models → retention), one wire_*.go step per domain,
+// each adding its service to Parts (parts.go: the base New makes plus every
+// domain; only app and tests through Server.Deps see all of it), then the
+// replica's listener with each domain's NOTIFY handler, then each gRPC
+// service is handed its own deps. The domains' catalog entries
+// (BuildCatalog) and apply steps (Appliers, handed to the registry, which
+// refuses one without a catalog entry) are listed explicitly, no init()
+// registration. The interceptor chain: request id, version header, audit of
+// refused calls, metrics, logging, edgeErrors (every error through
+// api.Status), auth. /healthz and /readyz sit next to /metrics;
+// watchDatabase (database.go) makes health follow the schema every 2 s,
+// telling an unreachable database ("database unreachable") from a schema
+// behind, and every 10 s puts the replication state in the
+// clawguard_database_* gauges, /readyz?verbose and a warning when
+// acknowledged commits could be lost in a failover.
 package app
 
 import (

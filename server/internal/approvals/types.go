@@ -16,6 +16,33 @@
 // events out to in-process subscribers (Watch streams, Await, the
 // webhook), each with its own buffer: a full buffer drops that subscriber
 // (ResourceExhausted), which resumes from its cursor.
+//
+// A hold's lifecycle reads as a decision does: what its rules need read in
+// one batch, a pure function that decides, the named transition
+// (transitions.go draws the diagram and holds every write of holds and
+// hold_approvals), then the effects after the commit. Creating (create.go):
+// who the hold is for and who may approve it, read (reach.go: anchorTx,
+// approversTx, judged by quorumOf and unreachable; ReachableTx is a dry
+// run's read-only check), the row planned with no I/O (createplan.go:
+// planHold, pickDelivery), createTx, the requested event. Resolving
+// (resolve.go): checkClick, readResolution, checkResolution and captureHolds
+// (resolvecheck.go), record — a reason capture armed (capture.go), one
+// approval of a quorum counted (quorum.go), or resolveTx with its push
+// (tell.go) and event — then afterResolution: the audit line, the metrics
+// and the approved handlers (dispatch.go). Expiry and sweep are expire.go; a
+// freeze keeps a hold pending through the guard's freeze rule
+// (guard.FreezeCovers). mayresolve.go is the one click rule (MayResolve,
+// WhyNotResolver); standing.go the standing grants; escalate.go the
+// reminders and escalations (a step claimed by a conditional UPDATE in the
+// transaction that writes its event); cardnames.go turns the group ids of a
+// card's own words into names, never those inside the requester's text;
+// words.go is what the requester is told, in holdview's words. events.go
+// writes and reads hold_events (the writers and readEvents); hub.go fans
+// events out in the replica, listen.go wakes its reader, follow.go is Watch,
+// await.go Await; webhook.go posts them, retried with cenkalti/backoff;
+// reconcile.go re-sends or gives up the replays of approved holds never
+// applied. Approvals.Get's view of a hold (query.go: View) carries who may
+// resolve it and, with history, its events and the decisions that named it.
 package approvals
 
 import (

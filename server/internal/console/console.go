@@ -7,6 +7,22 @@
 // Backend — the same principal check, guard interceptor and gRPC handler an
 // `ncl` call runs. Pages work without JavaScript; with it, the pending list
 // and hold pages update from server-sent events fed by Approvals.Watch.
+//
+// Sign-in is a user token or OIDC (oidc.go: code flow with PKCE, state and
+// nonce; the ID token's (issuer, subject) maps to a user only through
+// oidc_bindings, which resources owns), then a session cookie
+// (console_sessions, only the hash stored; the redirect after it is a
+// console page, parsed strictly and re-emitted: next.go); CSRF on every
+// form; server-sent events from Approvals.Watch. Every read and click goes
+// through app's in-process backend, as the signed-in user: the RPC's
+// principal check, the admin guard and the handler. The pages have no SQL of
+// their own (a hold's history and who may resolve it come from
+// Approvals.Get). Names on a page come from one per-request book (names.go:
+// ListGroups and ListUsers as that user, read once, on first use), so read
+// scoping decides which names a page shows. A hold's page lays out its card
+// (proto/holdcard), as the bridges and ncl do. One file per page:
+// holdpage.go, click.go, decisions.go, whatif.go, tables.go, freezes.go,
+// grants.go, resolved.go, usage.go.
 package console
 
 import (

@@ -4,6 +4,12 @@
 // watermark so Postgres need only keep the citation window and what
 // operators query. Delivery is at least once: a batch whose answer was lost
 // is posted again, so sinks dedupe on the decision id.
+//
+// Batches are gzip NDJSON in (at, id) order, HMAC-signed and/or bearer, from
+// one replica at a time (the decision_export watermark row locked while a
+// batch is in flight), with back-off on failure (the interval doubling to a
+// minute, cenkalti/backoff); a row is shipped once 10 s old (its at is
+// stamped before it commits).
 package decexport
 
 import (

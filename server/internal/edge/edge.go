@@ -5,6 +5,11 @@
 // Postgres refuses in text and jsonb, and at most MaxStructBytes encoded. A request that fails never reaches a handler,
 // the guard or the database, and the caller gets InvalidArgument naming the
 // field.
+//
+// buf/validate/validate.proto is vendored under
+// proto/third_party/protovalidate (the BSR is not reachable from every build
+// machine); its Go code is the published module. The validator runs in the
+// interceptor chain after authentication, and per frame in DecideStream.
 package edge
 
 import (

@@ -3,6 +3,26 @@
 // grant check and atomic consume → fail closed. It is a domain-free leaf:
 // domain packages (commands, agents, a2a, selfmod, permissions) register
 // their catalog entries at their edges; this package imports none of them.
+//
+// The pipeline of a decision, one way through (Engine.Decide): plan.go looks
+// the catalog entry up once and builds the statement's arguments; source.go
+// reads the facts through one interface, from the replica's copy (snapshot)
+// or live; evaluate.go's judge decides with no I/O and names the write it
+// needs; record.go makes that write, with the one outcome switch and the
+// durability rules. decidetx.go is a decision made, logged and its grant
+// consumed in a caller's transaction (ApplyAction's replay). batcher.go is
+// the database batcher the pipeline sends through: the facts reads and log
+// rows of concurrent decisions as one pgx batch, the caller sending its own
+// batch when none is in flight. The catalog and its facts convention are
+// catalog.go and facts.go (an entry whose facts read the request declares
+// what it names, Entry.Names, which api checks against a user's read scope
+// before a dry run); lookup.go declares facts as keyed reads of a mirrored
+// table, whose SQL is derived from the declaration and which a snapshot
+// answers from memory; facttables.go is the immutable, sharded copy of those
+// tables. freeze.go is the freeze rule, in one place: the facts every entry
+// reads, the denial, and FreezeCovers, the same rule in SQL for approvals
+// and resources. hold.go makes a HOLD's hold in the decision's transaction;
+// answer.go and declog.go log decisions and answer repeated request ids.
 package guard
 
 import (

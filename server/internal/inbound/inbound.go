@@ -5,6 +5,12 @@
 // group's session as a durable push. The policy itself lives in the guard's
 // catalog (channels.register, senders.admit); this package supplies the
 // facts, creates the holds and carries out what approvers decide.
+//
+// A guard that could not decide (ByGuardFailure, guard.HoldNotCreatedNow) is
+// no verdict: the message is Unavailable (the bridge sends it again), and an
+// approved admission's or registration's continuation returns
+// approvals.ErrRetryLater. It also captures an approver's next direct
+// message as a new agent's name or a reject reason.
 package inbound
 
 import (

@@ -6,6 +6,10 @@
 // its channel is listened on again, so whatever committed while nobody was
 // listening is re-read. A NOTIFY is only ever a wake-up: the tables are the
 // truth.
+//
+// Its connection's application_name ends in clawguard-listener; the
+// reconnect loop backs off from 100 ms, doubling to 5 s (cenkalti/backoff),
+// and starts over once a connection listens on every channel.
 package listener
 
 import (

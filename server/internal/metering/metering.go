@@ -19,6 +19,16 @@
 // group without a budget has none; a counter is made from model_usage by
 // the first reservation of its period, under the group's advisory lock,
 // which every settle takes shared, so no settle is counted twice or missed.
+//
+// It owns model_spend, model_reservations and model_usage: the runner's
+// route (GetModelRoute: the group's provider of a kind with its credential,
+// to the runner the session is placed on alone), reservations
+// (ReserveModelUsage: the reads in one batch, then one statement that
+// reserves on the budget period's counter when the call fits and records the
+// reservation, committed asynchronously), settlements once
+// (SettleModelUsage; a call never reserved is recorded from its decision),
+// the sweep of unsettled reservations; BudgetState and PeriodUsage for the
+// reads.
 package metering
 
 import (

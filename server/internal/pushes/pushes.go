@@ -4,6 +4,12 @@
 // runner's stream, and a push stays until the runner acknowledges it. It
 // owns runner_pushes: every write of the table is a function here (the
 // stream's attempts and acks, a move's re-targeting).
+//
+// EnqueueTx runs in the caller's transaction, serialized with session moves
+// on the session row (LockTargetSQL; QueueLockTarget reads the same lock in
+// a caller's batch): a move re-targets with FollowSessionTx or UnassignTx
+// after updating the row. The stream's side is Sending, Acked and Failed;
+// RestartGroupTx restarts a group's active sessions.
 package pushes
 
 import (

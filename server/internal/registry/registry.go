@@ -25,6 +25,21 @@
 //     the runner; ApplyAction{decision_id, session_id, action, payload,
 //     resource} performs a mutation citing the guard's ALLOW (single use,
 //     fresh, same session and action).
+//
+// Where: runner registration (identity checked against the token) and
+// conformance (runners.go); leases, session placement and reassignment; the
+// Connect stream (stream.go, woken through PushWakeups, the listener's
+// handler of PushChannel; a rescan every 5 s is the safety net); decision
+// citations and ApplyAction (actions.go: session ownership, the citation,
+// binding the payload to the decision, the live re-check, marking applied),
+// which runs the domain's Applier for the action (applier.go: the apply
+// step, plus what binding needs to know — the decided resource,
+// runner-stamped payload keys, always-held actions); it applies exactly the
+// actions it was handed steps for (AppliedActions). An approved hold's
+// replay is one call (replay.go: ApplyAction{grant} — the guard decides it
+// in the applying transaction, guard.Engine.DecideTx, and the applier runs
+// on the payload the hold stores); the re-check of a cited ALLOW reads the
+// freeze facts with the calling runner.
 package registry
 
 import (

@@ -10,6 +10,22 @@
 // that cannot serve Unavailable).
 // Authorization of writes is the guard interceptor's job, before the handler
 // runs; what a caller may READ is decided here (see scope.go).
+//
+// One file per resource, SQL next to the code (a group's: groups,
+// group_config, group_packages, group_mcp, group_mcp_tools — the MCP tool
+// settings and the runners' reports —, group_restart). Each mutation's
+// request checks are one function in precheck.go that its handler starts
+// with and Precheck exposes to the admin guard, which runs it before the
+// guard (an invalid agent call is refused, never held). It owns the group
+// rows for everyone: CreateGroupTx (the one way a group is created) and
+// LockConfigTx (the one lock of its container config); the chats' rows
+// inbound's routing changes (FindOrCreateChatTx, DenyChatTx, WireTx,
+// AddMemberTx, the pending registrations of channel_registrations.go); the
+// escalation settings of catalog actions and policies (escalation.go:
+// escalate_to names resolved to user ids and group:<id>, unknown ones
+// refused); and the freezes table (freezes.go: a freeze records the
+// authority that made it, and lifting it needs that authority, 0410; the
+// rule that reads it is the guard's, guard/freeze.go).
 package resources
 
 import (

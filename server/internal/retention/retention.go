@@ -5,6 +5,19 @@
 // it decides when and how much, they hold the SQL. Every replica runs the
 // loop; batches lock their rows with SKIP LOCKED, so replicas share the
 // work instead of queueing behind each other.
+//
+// The decision log is partitioned by UTC day on at (0160); one replica at a
+// time (advisory lock) makes today's and the next 3 days' partitions and
+// drops whole days older than --decision-retention (never past the export
+// watermark when --decision-export-url is set; at least 10 citation windows;
+// a row lives up to a day longer). Rows older than the 31 days 0160
+// partitioned share decisions_before_DAY, dropped whole past DAY; rows in
+// the DEFAULT partition (a day the loop never made) and the idempotency keys
+// (decision_requests, outside the log because a partitioned unique index
+// must include at) are deleted in batches (SKIP LOCKED); hold events older
+// than --event-retention except a pending hold's; fact_changes older than an
+// hour, whole revisions only, oldest first; hold_events_pruned.through makes
+// Watch answer OutOfRange for a pruned cursor.
 package retention
 
 import (

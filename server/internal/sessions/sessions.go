@@ -10,6 +10,14 @@
 //
 // Where a session may run is placement's: placement.RunnerMatchesSQL is
 // the one pin predicate every placement here uses.
+//
+// It owns sessions and session_events: a session row from creation to
+// deletion — opened (FindOrOpenTx, CreateTx under LockGroupTx), moved
+// (AssignTx: the conditional UPDATE, then its pushes re-targeted, a
+// StartSession push, a session_moved event), taken off runners a re-pin or a
+// narrowing no longer matches (UnplaceTx), touched, deleted with its group
+// (DeleteGroupTx) — and its history (EventTx). Other domains read a session
+// through it where a rule depends on one (OriginTx, RunnerOf).
 package sessions
 
 import (

@@ -12,6 +12,14 @@
 // so a lagging copy costs a live decision, never a stale answer. While a
 // mirrored table's trigger does not match what the catalog mirrors, no
 // copy is served (every decision is read live) and that is reported.
+//
+// The copy is exact at a revision of fact_revision (migration 0200): loaded
+// whole, caught up by re-reading the keys each later revision changed
+// (fact_changes), woken by the clawguard_facts NOTIFY, by a decision that
+// found the database ahead, and by a 1 s poll; reloaded whole after a gap or
+// a revision that went back. No copy is served while a mirrored table's
+// triggers do not match what the catalog mirrors (CheckTriggers, at start,
+// on every full load and when a failed check finds the revision unmoved).
 package snapshot
 
 import (

@@ -2,6 +2,19 @@
 // helper, and the classification of database errors by what they mean
 // (errors.go; the API maps each class to its gRPC code). Queries live
 // in the package that owns them, next to the code that uses them.
+//
+// What it holds: the pgx pool and InTx; Classify (errors.go), every database
+// error by what it means — not found, unique, foreign key, check, data,
+// integrity, conflict, unavailable (a connection that failed or broke, the
+// pool closed, SQLSTATE 08, 53, 57P01–03, 58, 25006 read-only, 40003,
+// 57014), canceled, deadline, refused — and Fault/Faulted, which make each
+// class a fault where the SQL ran (api.Status maps faults to codes at the
+// edge; this package knows no gRPC); ReadReplication (replication.go: what
+// the database says about its standbys, one statement); Querier (a pool,
+// connection or transaction); NewID (every server-side row id); OpenLogPool
+// (the decision log's own small pool, synchronous_commit off only under
+// --decision-log-commit=async) and NewOrderedID (decision ids that sort by
+// time, so the log's primary key grows at its right edge).
 package store
 
 import (
