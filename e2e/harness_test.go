@@ -155,6 +155,22 @@ func runnerToken(t *testing.T, n ncl, runnerID string) string {
 	return path
 }
 
+// runnerDataDir is a runner's data dir with a short path: the unix
+// sockets of its sessions live under it, and a socket's path is limited to
+// about 100 bytes (t.TempDir's is too long).
+func runnerDataDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cgr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // runnerOpts is how one clawguard-runner is started.
 type runnerOpts struct {
 	id, host, server, tokenFile, dataDir, metrics string

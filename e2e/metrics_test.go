@@ -33,7 +33,7 @@ func TestLiveScrapeExportsDeployMetrics(t *testing.T) {
 	runnerMetrics := loopback(t)
 	startRunner(t, runnerOpts{
 		id: "scrape-1", host: "scrape-host", server: srv.addr, tokenFile: runnerToken(t, n, "scrape-1"),
-		dataDir: filepath.Join(dir, "runner"), metrics: runnerMetrics, groups: []string{group}, script: "[]",
+		dataDir: runnerDataDir(t), metrics: runnerMetrics, groups: []string{group}, script: "[]",
 	})
 
 	// The runner is up when both of its streams are connected and its
@@ -79,7 +79,13 @@ func TestLiveScrapeExportsDeployMetrics(t *testing.T) {
 			union[name] = typ
 		}
 	}
-	if missing := metricnames.Missing(refs.Metrics, union); len(missing) > 0 {
+	var missing []string
+	for _, name := range metricnames.Missing(refs.Metrics, union) {
+		if _, ok := onFirstUse[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
 		t.Errorf("deploy/ rules, alerts or dashboards name %d metric(s) that neither the live server nor the live runner exports: %v",
 			len(missing), missing)
 	}
@@ -99,4 +105,18 @@ func names(e metricnames.Exported, prefix string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// onFirstUse are the metrics deploy/ names whose every series is labeled by
+// what only a call says (a model provider and model): a process exports
+// them from its first model call, not before, so this live scrape (no model
+// call) cannot see them. That their names are what the code registers is
+// deploy/metricnames' static test.
+var onFirstUse = map[string]string{
+	"clawguard_model_calls_total":                      "provider, model",
+	"clawguard_model_cost_micros_total":                "provider, model",
+	"clawguard_model_tokens_total":                     "provider, model",
+	"clawguard_runner_model_calls_total":               "provider",
+	"clawguard_runner_model_first_byte_seconds_bucket": "provider",
+	"clawguard_runner_model_gateway_seconds_bucket":    "provider",
 }

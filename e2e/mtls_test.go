@@ -144,12 +144,7 @@ func TestMutualTLSEndToEnd(t *testing.T) {
 	// A runner over mTLS registers, connects (its /readyz) and hosts the group.
 	runnerMetrics := loopback(t)
 	tok := runnerToken(t, n, "runner-1")
-	dataDir, err := os.MkdirTemp("", "cgm") // short: unix socket paths are limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dataDir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	dataDir := runnerDataDir(t)
 	r := start(t, "runner-1", nil, bin(t, "clawguard-runner"), "--server", addr, "--token-file", tok, "--id", "runner-1",
 		"--runtime", "process", "--agent-binary", bin(t, "demo-agent"), "--data-dir", dataDir, "--metrics-listen", runnerMetrics,
 		"--agent-env", "CLAWGUARD_DEMO_SCRIPT=[]", "--group", group,

@@ -82,7 +82,7 @@ func TestMultiHost(t *testing.T) {
 		{"action": "send_message", "request_id": "msg-2", "payload": map[string]any{"to": groupB, "text": "two"}},
 		{"action": "send_message", "request_id": "msg-3", "payload": map[string]any{"to": groupB, "text": "three"}},
 	})
-	dataA, dataB := filepath.Join(dir, "runner-a"), filepath.Join(dir, "runner-b")
+	dataA, dataB := runnerDataDir(t), runnerDataDir(t)
 	metricsA := net.JoinHostPort(hostA.Addr, freePort(t))
 	startRunner(t, runnerOpts{id: "runner-a", host: "host-a", server: "control:" + port, tokenFile: runnerToken(t, n1, "runner-a"),
 		dataDir: dataA, metrics: metricsA, groups: []string{groupA}, script: string(script), wrap: hostA.Wrap()})

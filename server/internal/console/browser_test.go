@@ -247,7 +247,8 @@ func TestBrowserApprovesAHoldLive(t *testing.T) {
 	// Why the hold was made: the decision's page, in words.
 	do(t, ctx, "why", chromedp.Navigate(f.base+"/decisions/"+held.GetDecisionId()), chromedp.WaitVisible(chromedp.CSS(`.why .summary`)))
 	why := get(t, ctx, "why summary", chromedp.Text(chromedp.CSS(`.why .summary`)))
-	if why != "held because the message policy research → ops names telegram:dana; no policy → allow" {
+	// By name, as Dana reads them (ops: what research's destination calls it).
+	if why != "held because the message policy Research lab → ops names Dana; no policy → allow" {
 		t.Fatalf("why: %q", why)
 	}
 	screenshot(t, ctx, "why")

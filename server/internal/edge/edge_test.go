@@ -96,9 +96,38 @@ func checkString(t *testing.T, name string, r *validate.StringRules) {
 		t.Errorf("%s: string without max_len", name)
 		return
 	}
-	if r.GetNotContains() != "\x00" && !strings.Contains(r.GetPattern(), `\x00`) && !strings.HasPrefix(r.GetPattern(), "^[A-Za-z0-9") && !strings.HasPrefix(r.GetPattern(), "^[a-z0-9") {
+	if r.GetNotContains() != "\x00" && !strings.Contains(r.GetPattern(), `\x00`) && !closedPattern(r.GetPattern()) {
 		t.Errorf("%s: string that may carry a NUL byte (pattern %q)", name, r.GetPattern())
 	}
+}
+
+// closedPattern: an anchored pattern that names every character it takes
+// (no '.' outside a class, no negated class, no class escape that could
+// take a NUL byte), so a NUL matches it only when it says \x00.
+func closedPattern(p string) bool {
+	if !strings.HasPrefix(p, "^") || !strings.HasSuffix(p, "$") {
+		return false
+	}
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '\\' && i+1 < len(p):
+			if strings.IndexByte("SWDspP", p[i+1]) >= 0 {
+				return false
+			}
+			i++
+		case c == '[' && !inClass:
+			if i+1 < len(p) && p[i+1] == '^' {
+				return false
+			}
+			inClass = true
+		case c == ']' && inClass:
+			inClass = false
+		case c == '.' && !inClass:
+			return false
+		}
+	}
+	return true
 }
 
 // The rules compile, a NUL byte anywhere (fields, map values, Struct

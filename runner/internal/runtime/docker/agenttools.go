@@ -36,11 +36,17 @@ type AgentTools struct {
 
 // toolLayer is AgentTools read once: the files a build copies in.
 type toolLayer struct {
-	files map[string]tarFile // build-context name → file
-	copy  []string           // Dockerfile COPY lines
+	files map[string]tarFile // build-context name (toolsTree + the path in the image) → file
 	hash  string
 	ca    bool
 }
+
+// toolsTree is the build context's directory that mirrors the image's root
+// for the tools: one COPY of it is one layer. (A COPY per file made a layer
+// per file, and Docker's classic builder on fuse-overlayfs failed the image
+// — "layer does not exist" — when one of them copied clawguard-mcp where
+// the base image already had the same file.)
+const toolsTree = "tools"
 
 // loadTools reads and checks the tools; nil when none are configured (a
 // runtime for tests of other things: its images carry the base's own
@@ -54,7 +60,7 @@ func loadTools(t AgentTools) (*toolLayer, error) {
 	}
 	l := &toolLayer{files: map[string]tarFile{}}
 	sum := sha256.New()
-	add := func(src, name, dst string, static bool) error {
+	add := func(src, dst string, static bool) error {
 		data, err := os.ReadFile(src)
 		if err != nil {
 			return fmt.Errorf("agent tools: %w", err)
@@ -68,23 +74,24 @@ func loadTools(t AgentTools) (*toolLayer, error) {
 		if !static {
 			mode = 0o644
 		}
-		l.files[name] = tarFile{data: data, mode: mode}
-		l.copy = append(l.copy, "COPY "+name+" "+dst)
+		// Each file at its path under the context's tools/ tree, so one
+		// COPY lays them all down in one layer (see addTo).
+		l.files[toolsTree+dst] = tarFile{data: data, mode: mode}
 		fmt.Fprintf(sum, "%s %d\n", dst, len(data))
 		sum.Write(data)
 		return nil
 	}
-	if err := add(t.Init, "clawguard-init", InitBinaryPath, true); err != nil {
+	if err := add(t.Init, InitBinaryPath, true); err != nil {
 		return nil, err
 	}
-	if err := add(t.MCP, "clawguard-mcp", MCPBinaryPath, true); err != nil {
+	if err := add(t.MCP, MCPBinaryPath, true); err != nil {
 		return nil, err
 	}
 	if t.CABundle != "" {
-		if err := add(t.CABundle, "ca-certificates.crt", CABundlePath, false); err != nil {
+		if err := add(t.CABundle, CABundlePath, false); err != nil {
 			return nil, err
 		}
-		if !strings.Contains(string(l.files["ca-certificates.crt"].data), "-----BEGIN CERTIFICATE-----") {
+		if !strings.Contains(string(l.files[toolsTree+CABundlePath].data), "-----BEGIN CERTIFICATE-----") {
 			return nil, fmt.Errorf("agent tools: %s holds no PEM certificate", t.CABundle)
 		}
 		l.ca = true
@@ -99,7 +106,7 @@ func (l *toolLayer) addTo(dockerfile string, entrypoint, cmd []string, files map
 	for name, f := range l.files {
 		files[name] = f
 	}
-	dockerfile += strings.Join(l.copy, "\n") + "\n"
+	dockerfile += "COPY " + toolsTree + "/ /\n"
 	lines, err := entrypointLines(entrypoint, cmd)
 	if err != nil {
 		return "", err

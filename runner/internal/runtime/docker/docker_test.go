@@ -25,8 +25,9 @@ import (
 
 // The sleeper base image is built once for the package.
 var (
-	baseImage string
-	dockerErr error
+	baseImage  string
+	sleeperBin string // a static binary: the test images' agent, and a stand-in for the tools
+	dockerErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -53,6 +54,7 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "sleeper")
+	sleeperBin = bin
 	if err := runtimetest.BuildSleeperTo(bin); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
