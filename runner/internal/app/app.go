@@ -17,6 +17,7 @@ import (
 
 	agentv1 "github.com/clawguard/clawguard/proto/agent/v1"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
+	"github.com/clawguard/clawguard/proto/failover"
 	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/runner/internal/config"
 	"github.com/clawguard/clawguard/runner/internal/connect"
@@ -44,6 +45,7 @@ type Runner struct {
 	Config   config.Config
 	Log      *slog.Logger
 	Conn     *grpc.ClientConn
+	book     *failover.Book // the server's replicas: which to avoid
 	Runtime  rt.Runtime
 	Actions  *delivery.Registry
 	Engine   *delivery.Engine
@@ -69,7 +71,7 @@ type Runner struct {
 	heartbeat  time.Duration
 	instanceID string // random per process: the lease is this process's
 	upMu       sync.Mutex
-	up         [2]bool // decide, connect
+	rd         readiness // what /readyz says (under upMu)
 }
 
 // New builds a runner (nothing is started).
@@ -88,7 +90,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Runner, e
 	if err != nil {
 		return nil, err
 	}
-	conn, err := dial(cfg, token, tracing)
+	conn, book, err := dial(cfg, token, tracing, log)
 	if err != nil {
 		_ = tracing.ShutdownWithin(time.Second)
 		return nil, err
@@ -98,7 +100,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Runner, e
 			conn.Close()
 		}
 	}()
-	r := &Runner{Config: cfg, Log: log, Conn: conn, regCli: guardv1.NewRegistryClient(conn), instanceID: newInstanceID(), tracing: tracing}
+	r := &Runner{Config: cfg, Log: log, Conn: conn, book: book, regCli: guardv1.NewRegistryClient(conn), instanceID: newInstanceID(), tracing: tracing}
 	r.registry = newMetricsRegistry()
 	r.Metrics = metrics.NewMetrics(r.registry.Registry)
 	metrics.RegisterBuildInfo(r.registry.Registry, Version)
@@ -229,18 +231,4 @@ func (r *Runner) deliverDurable(ds delivery.Session, id string, n *agentv1.Notic
 		return err
 	}
 	return s.Inbox.Durable(id, &agentv1.InboxResponse{Item: &agentv1.InboxResponse_Notice{Notice: n}})
-}
-
-// ready: both streams (DecideStream, Connect) are up.
-func (r *Runner) ready() bool {
-	r.upMu.Lock()
-	defer r.upMu.Unlock()
-	return r.up[0] && r.up[1]
-}
-
-func (r *Runner) setUp(i int, up bool) {
-	r.upMu.Lock()
-	defer r.upMu.Unlock()
-	r.up[i] = up
-	r.Metrics.SetStreamConnected(r.up[0] && r.up[1])
 }

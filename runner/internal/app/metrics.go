@@ -13,15 +13,16 @@ type metricsRegistry struct{ *prometheus.Registry }
 func newMetricsRegistry() *metricsRegistry { return &metricsRegistry{metrics.NewRegistry()} }
 
 // metricsMux serves /metrics, /healthz (the process answers) and /readyz
-// (both streams to the server are up: decisions can be made), for load
+// (not fenced, every --group's session open, both streams to the server up
+// or down for less than readyGrace: decisions can be made), for load
 // balancers and probes that cannot speak gRPC.
-func metricsMux(reg *metricsRegistry, ready func() bool) http.Handler {
+func metricsMux(reg *metricsRegistry, ready func() (bool, string)) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(reg.Registry))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "not ready: not connected to the server", http.StatusServiceUnavailable)
+		if ok, why := ready(); !ok {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ok\n"))

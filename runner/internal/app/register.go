@@ -122,7 +122,7 @@ func (r *Runner) Register(ctx context.Context) error {
 }
 
 // registerTimeout bounds one registration attempt.
-const registerTimeout = 10 * time.Second
+const registerTimeout = 5 * time.Second
 
 // registrationRetry says why a registration is tried again, as what it was.
 func registrationRetry(err error) string {

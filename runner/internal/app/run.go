@@ -24,6 +24,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	defer r.Conn.Close()
 	defer r.holdsDone.Close()
+	// The probe runs from the first call on: a replica that hangs at
+	// registration is left for another too.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go r.book.Watch(wctx, r.Conn)
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -52,11 +57,7 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	// Sessions whose durable inbox still holds items from before a restart.
 	r.Sessions.Resume(ctx)
-	for _, g := range r.Config.Groups {
-		if _, err := r.OpenSession(ctx, g); err != nil {
-			r.Log.Error("could not open a session for the group", "group", g, "err", err)
-		}
-	}
+	go r.openGroups(ctx)
 	r.Log.Info("runner started", "id", r.Config.ID, "runtime", r.Runtime.Name(), "server", r.Config.Server,
 		"actions", r.Actions.Names())
 	<-ctx.Done()

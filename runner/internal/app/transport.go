@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/clawguard/clawguard/proto/failover"
 	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/proto/tlsfiles"
 	"github.com/clawguard/clawguard/runner/internal/config"
@@ -53,20 +54,27 @@ func transportCredentials(cfg config.Config) (credentials.TransportCredentials, 
 }
 
 // dial is the runner's one connection to the server: its token on every
-// call, its transport's credentials, fixed flow-control windows.
-func dial(cfg config.Config, token string, tracing *telemetry.Tracing) (*grpc.ClientConn, error) {
+// call, its transport's credentials, fixed flow-control windows, and the
+// failover book's address list, keepalives, dialer and deadlines (a
+// replica that hangs is left in seconds; see proto/failover).
+func dial(cfg config.Config, token string, tracing *telemetry.Tracing, log *slog.Logger) (*grpc.ClientConn, *failover.Book, error) {
 	creds, secure, err := transportCredentials(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	conn, err := grpc.NewClient(cfg.Server, append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
+	book, err := failover.New(cfg.Server, failover.Options{Log: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--server: %w", err)
+	}
+	target, fopts := book.DialOptions()
+	conn, err := grpc.NewClient(target, append(append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer{token: token, secure: secure}),
 		// Fixed flow-control windows, as the server's: no BDP pings and
 		// window updates (a write and a wake-up each) on the decision stream.
 		grpc.WithInitialWindowSize(1 << 20), grpc.WithInitialConnWindowSize(8 << 20)},
-		tracing.DialOptions()...)...)
+		fopts...), tracing.DialOptions()...)...)
 	if err != nil {
-		return nil, fmt.Errorf("--server: %w", err)
+		return nil, nil, fmt.Errorf("--server: %w", err)
 	}
-	return conn, nil
+	return conn, book, nil
 }

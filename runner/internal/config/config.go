@@ -214,7 +214,7 @@ func (p *parser) int(v *int, name, usage string) {
 
 // define is the table of the runner's flags.
 func (p *parser) define(c *Config) {
-	p.str(&c.Server, "server", "server gRPC address host:port")
+	p.str(&c.Server, "server", "server gRPC address host:port (a name with several addresses, or a comma-separated list of replicas: a replica that hangs is left for another)")
 	p.str(&c.TokenFile, "token-file", "file holding this runner's token")
 	p.str(&c.ID, "id", "runner id (the one the token is bound to)")
 	p.str(&c.Runtime, "runtime", "docker or process (process: NO isolation)")
@@ -314,8 +314,10 @@ func addEnv(m map[string]string, kv string) error {
 
 // Validate checks the config; the error is one line naming the setting.
 func (c Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Server); err != nil {
-		return fmt.Errorf("--server %q: %v", c.Server, err)
+	for _, a := range strings.Split(c.Server, ",") {
+		if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+			return fmt.Errorf("--server %q: %v", c.Server, err)
+		}
 	}
 	if c.TokenFile == "" {
 		return errors.New("--token-file is required")

@@ -269,6 +269,12 @@ func (c *Client) write(ctx context.Context, cancel func(), st grpc.BidiStreaming
 		}
 		return nil
 	}
+	// A heartbeat at once: its answer says the stream is up (ready) and
+	// renews the lease through this replica, before the first tick.
+	b.sent(time.Now(), c.Heartbeat)
+	if err := send(&guardv1.ConnectRequest{Frame: &guardv1.ConnectRequest_Heartbeat{Heartbeat: &guardv1.Heartbeat{}}}); err != nil {
+		return err
+	}
 	for {
 		var f *guardv1.ConnectRequest
 		select {

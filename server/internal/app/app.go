@@ -82,6 +82,7 @@ type Server struct {
 	metricsLis net.Listener
 	consoleLis net.Listener
 	db         *dbState // what watchDatabase last found, for /readyz
+	drain      *drain   // ends the long-lived streams on stop
 	background []func(ctx context.Context) error
 	shutdown   []func()
 }
@@ -161,7 +162,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		Tracing: tracing,
 	}
 	d.Pools.Add("main", st.Pool)
-	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer(), db: &dbState{}}
+	s := &Server{cfg: cfg, log: log, deps: d, lis: lis, metricsLis: metricsLis, health: health.NewServer(), db: &dbState{}, drain: newDrain()}
 	if d.Validator, err = edge.New(rpcdecl.RequestTypes(rpcdecl.Services...)...); err != nil {
 		return nil, fmt.Errorf("refusing to start: %w", err)
 	}
@@ -221,7 +222,9 @@ func listen(cfg config.Config) (lis, metricsLis net.Listener, err error) {
 // its rule (declaration is registration: it would be unguarded).
 func (s *Server) newGRPC(d *Parts, grpcMetrics *grpcprom.ServerMetrics, services *services) error {
 	chain := buildChain(d, grpcMetrics, services.guard.AdmitUnary, services.chain)
-	opts := serverOptions(chain, services.guard)
+	// Outermost: a drained stream's status is final.
+	chain.Stream = append([]grpc.StreamServerInterceptor{s.drain.stream}, chain.Stream...)
+	opts := append(serverOptions(chain, services.guard), keepaliveOptions()...)
 	// A span per call (and per stream) when tracing is on; none when off.
 	opts = append(opts, d.Tracing.ServerOptions()...)
 	if s.cfg.TLSCert != "" {
@@ -267,8 +270,14 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error {
 		<-gctx.Done()
 		s.health.Shutdown()
+		stopping := time.Now()
 		done := make(chan struct{})
+		// GOAWAY first (no new streams on this replica's connections), then
+		// the long-lived streams told to move: GracefulStop waits only for
+		// the unary calls in flight.
 		go func() { s.grpc.GracefulStop(); close(done) }()
+		s.drain.stop()
+		defer func() { s.log.Info("stopped serving", "took", time.Since(stopping).Round(time.Millisecond)) }()
 		select {
 		case <-done:
 		case <-time.After(s.cfg.ShutdownTimeout):

@@ -444,6 +444,14 @@ func TestOpenSession(t *testing.T) {
 		t.Fatalf("open with an unknown messaging group: %v, want NotFound", err)
 	}
 	s1 := a.open(t, g)
+	// A runner's --group may name the group (issue 45): the same session.
+	var name string
+	if err := srv.Pool.QueryRow(ctxT(t), `SELECT name FROM agent_groups WHERE id = $1`, g).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if byName := a.open(t, name); byName.GetId() != s1.GetId() || byName.GetAgentGroupId() != g {
+		t.Fatalf("open by the group's name = %v, want session %s of %s", byName, s1.GetId(), g)
+	}
 	if s2 := a.open(t, g); s2.GetId() != s1.GetId() || s2.GetRunnerId() != a.id || s2.GetStatus() != guardv1.SessionStatus_SESSION_STATUS_ACTIVE {
 		t.Fatalf("second open = %v, want the same active session %s", s2, s1.GetId())
 	}

@@ -22,12 +22,18 @@ import (
 // labels): a group the server would not place on it is PermissionDenied,
 // and so is a session placed on another live runner. An active session of
 // a dead (or no) runner is taken over, with its unacknowledged pushes.
-// The answer carries the group with its container config, read in the same
+// The group is named by its id or its name (a runner's --group takes
+// either). The answer carries the group with its container config, read in the same
 // transaction (the runner starts the agent with it, whatever the cli_scope).
 func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingGroupID string) (_ *guardv1.OpenSessionResponse, err error) {
 	defer store.Faulted(&err, "session")
 	if groupID == "" {
 		return nil, fault.New(fault.Invalid, "agent_group_id: required")
+	}
+	// A runner's --group may name the group: an id wins over a name.
+	if err := s.pool.QueryRow(ctx, `SELECT id FROM agent_groups WHERE id = $1 OR name = $1 ORDER BY id = $1 DESC LIMIT 1`,
+		groupID).Scan(&groupID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("find group: %w", err)
 	}
 	var out *guardv1.OpenSessionResponse
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
