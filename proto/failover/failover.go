@@ -89,8 +89,8 @@ type Book struct {
 	now    func() time.Time
 
 	mu    sync.Mutex
-	known map[string]bool               // addresses listed, resolved or dialled
-	bad   map[string]time.Time          // address → avoided until
+	known map[string]bool              // addresses listed, resolved or dialled
+	bad   map[string]time.Time         // address → avoided until
 	conns map[string]map[*tracked]bool // open connections by address
 }
 
