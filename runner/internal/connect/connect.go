@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/reconnect"
@@ -208,6 +209,11 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 		}
 		if !healthy {
 			healthy = true
+			replica := ""
+			if p, ok := peer.FromContext(st.Context()); ok && p.Addr != nil {
+				replica = p.Addr.String()
+			}
+			c.Log.Info("connected to the server", "replica", replica)
 			if c.OnConnected != nil {
 				c.OnConnected(true)
 			}
