@@ -8,12 +8,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
-// Watch probes the replica in use until ctx ends: grpc.health.v1 Check
+// Watch probes the replica in use until ctx ends or conn is closed: grpc.health.v1 Check
 // every Options.Probe, each bounded by Options.ProbeTimeout. Two answers
 // missing in a row (a replica that hangs, or a path that drops every
 // packet) avoid that replica and close its connections; NOT_SERVING avoids
@@ -26,7 +27,7 @@ func (b *Book) Watch(ctx context.Context, conn grpc.ClientConnInterface) {
 		pctx, cancel := context.WithTimeout(ctx, b.opts.ProbeTimeout)
 		resp, err := hc.Check(pctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p))
 		cancel()
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || closed(conn) {
 			return
 		}
 		addr := ""
@@ -57,6 +58,12 @@ func (b *Book) Watch(ctx context.Context, conn grpc.ClientConnInterface) {
 		case <-t.C:
 		}
 	}
+}
+
+// closed reports whether conn was closed (Watch then ends with it).
+func closed(conn grpc.ClientConnInterface) bool {
+	c, ok := conn.(interface{ GetState() connectivity.State })
+	return ok && c.GetState() == connectivity.Shutdown
 }
 
 // avoidHung avoids the replica whose probe went unanswered: the probe's

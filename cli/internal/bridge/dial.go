@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/clawguard/clawguard/proto/failover"
 	"github.com/clawguard/clawguard/proto/telemetry"
 	"github.com/clawguard/clawguard/proto/tlsfiles"
 )
@@ -38,14 +39,23 @@ func Dial(cfg Config, userAgent string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(cfg.Server, append([]grpc.DialOption{
+	// Keepalives, a deadline on every unary call, and a replica that hangs
+	// or stops left for another (proto/failover), watched for as long as
+	// the connection is open.
+	book, err := failover.New(cfg.Server, failover.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", cfg.Server, err)
+	}
+	target, fopts := book.DialOptions()
+	conn, err := grpc.NewClient(target, append(append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer{token: cfg.Token, secure: cfg.TLSCA != ""}),
 		grpc.WithUserAgent(userAgent),
-	}, tracing.DialOptions()...)...)
+	}, fopts...), tracing.DialOptions()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", cfg.Server, err)
 	}
+	go book.Watch(context.Background(), conn)
 	return conn, nil
 }
 
