@@ -15,7 +15,7 @@ import (
 var hostFiles = map[string][]string{
 	"postgres.yml": {"POSTGRES_PASSWORD=pw"},
 	"server.yml":   {"CLAWGUARD_DATABASE_URL=postgres://clawguard:pw@db.example:5432/clawguard?sslmode=verify-full"},
-	"runner.yml":   {"RUNNER_ID=worker-1", "CLAWGUARD_SERVER=clawguard.example:7443"},
+	"runner.yml":   {"RUNNER_ID=worker-1", "CLAWGUARD_SERVER=clawguard.example:7443", "RUNNER_GROUPS=research"},
 	"bridge.yml":   {"CLAWGUARD_SERVER=clawguard.example:7443"},
 }
 
