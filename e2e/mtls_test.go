@@ -97,10 +97,10 @@ func newTestPKI(t *testing.T) testPKI {
 func TestMutualTLSEndToEnd(t *testing.T) {
 	pki := newTestPKI(t)
 	db := pgtest.NewDB(t)
-	addr, metricsAddr := loopback(t), loopback(t)
+	addr, metricsAddr, consoleAddr := loopback(t), loopback(t), loopback(t)
 	tokenFile := filepath.Join(t.TempDir(), "operator.token")
 	srv := start(t, "server", nil, bin(t, "clawguard-server"), "serve", "--database-url", db, "--auto-migrate",
-		"--listen", addr, "--metrics-listen", metricsAddr, "--operator-token-file", tokenFile,
+		"--listen", addr, "--metrics-listen", metricsAddr, "--operator-token-file", tokenFile, "--console-listen", consoleAddr,
 		"--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--tls-client-ca", pki.ca)
 
 	// The health probe, with a client certificate.
@@ -130,6 +130,19 @@ func TestMutualTLSEndToEnd(t *testing.T) {
 		code, err := httpStatus("http://" + metricsAddr + "/readyz")
 		return err == nil && code == http.StatusOK, fmt.Sprint(code, err)
 	})
+
+	// Issue 45: the console serves the server's certificate but asks a
+	// browser for no client certificate (its users sign in with tokens).
+	browser := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := browser.Get("https://" + consoleAddr + "/")
+	if err != nil {
+		t.Fatalf("the console over TLS without a client certificate: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode >= 500 {
+		t.Fatalf("the console answered %d", res.StatusCode)
+	}
 
 	// ncl over mTLS; without its certificate it is refused.
 	n := nclFor(t, &server{proc: srv, addr: addr, metrics: metricsAddr, tokenFile: tokenFile})

@@ -308,11 +308,15 @@ func serverTLS(cfg config.Config) (credentials.TransportCredentials, error) {
 	return credentials.NewTLS(tc), nil
 }
 
-// consoleTLS is the console's TLS: the gRPC listener's (nil when it has none).
+// consoleTLS is the console's TLS: the gRPC listener's certificate (nil
+// when it has none), without its client-certificate requirement — a
+// browser signs in with its user's token — unless --console-client-ca asks
+// for one.
 func consoleTLS(cfg config.Config) (*tls.Config, error) {
 	if cfg.TLSCert == "" {
 		return nil, nil
 	}
+	cfg.TLSClientCA = cfg.ConsoleClientCA
 	return tlsConfig(cfg)
 }
 

@@ -95,8 +95,11 @@ type Config struct {
 	// the metrics listener, for performance work; off by default.
 	Pprof bool
 	// ConsoleListen serves the approvals console ("" = off), with the gRPC
-	// listener's TLS certificate when one is set.
-	ConsoleListen string
+	// listener's TLS certificate when one is set. It asks no client
+	// certificate (each user signs in with their own token) unless
+	// ConsoleClientCA names a CA it must be signed by.
+	ConsoleListen   string
+	ConsoleClientCA string
 	// ConsoleSessionTTL is how long a console sign-in lasts.
 	ConsoleSessionTTL time.Duration
 	// OIDC sign-in for the console (off while OIDCIssuer is unset): the
@@ -185,6 +188,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(fs, &c.DecisionLogCommit, "decision-log-commit", "how plain decisions' log rows commit: sync (the default: an answer leaves once its row is on disk) or async (opt-in: the answer does not wait for the disk; a Postgres crash can lose the last moments' rows of answered decisions)")
 	boolean(fs, &c.Pprof, "pprof", "serve Go's profiles at /debug/pprof/ on the metrics listener")
 	str(fs, &c.ConsoleListen, "console-listen", "approvals console (web) listen address (empty = off)")
+	str(fs, &c.ConsoleClientCA, "console-client-ca", "CA file the console's browsers' client certificates must chain to (empty = the console asks none, even with --tls-client-ca: users sign in with their tokens)")
 	dur(fs, &c.ConsoleSessionTTL, "console-session-ttl", "how long a console sign-in lasts")
 	str(fs, &c.OIDCIssuer, "oidc-issuer", "OIDC provider's issuer URL for console sign-in (empty = off)")
 	str(fs, &c.OIDCClientID, "oidc-client-id", "the console's OIDC client id")
@@ -232,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.ConsoleClientCA != "" && (c.TLSCert == "" || c.ConsoleListen == "") {
+		return errors.New("--console-client-ca needs --console-listen, --tls-cert and --tls-key")
 	}
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
