@@ -33,6 +33,21 @@ func TestPostgresHAOverrideIsASynchronousStandby(t *testing.T) {
 			t.Errorf("%s's DSN %q: want both hosts and target_session_attrs=read-write", name, dsn)
 		}
 	}
+	// Issue 45: an old primary that comes back by itself would be a second
+	// primary; neither node is restarted by Docker.
+	var restarts struct {
+		Services map[string]struct {
+			Restart string `yaml:"restart"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &restarts); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"postgres", "postgres-standby"} {
+		if r := restarts.Services[n].Restart; r != "no" {
+			t.Errorf("postgres-ha.yml: %s restart %q, want \"no\" (a node that was primary must not come back read-write)", n, r)
+		}
+	}
 	init, err := os.ReadFile("postgres-ha/primary-init.sh")
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ package helm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -352,5 +353,42 @@ func TestUnknownBridgeKindIsRefused(t *testing.T) {
 	_, err := render(t, map[string]any{"bridge": map[string]any{"enabled": true, "kind": "irc"}})
 	if err == nil || !strings.Contains(err.Error(), "bridge.kind must be telegram or slack") {
 		t.Fatalf("render with bridge.kind irc: %v, want a refusal", err)
+	}
+}
+
+// Issue 45: the CloudNativePG example is a synchronous, failing-over
+// cluster, and its values file points the servers and the migration at the
+// operator's Secret (the -rw Service's DSN).
+func TestCloudNativePGExample(t *testing.T) {
+	f, err := os.Open("examples/cloudnativepg.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	objs := decodeAll(t, "cloudnativepg.yaml", f)
+	if len(objs) != 1 || objs[0]["kind"] != "Cluster" {
+		t.Fatalf("cloudnativepg.yaml: %d objects, want one Cluster", len(objs))
+	}
+	spec := objs[0]["spec"].(map[string]any)
+	syncCfg, _ := spec["postgresql"].(map[string]any)["synchronous"].(map[string]any)
+	if n, _ := spec["instances"].(int); n < 2 || syncCfg["number"] != 1 || syncCfg["dataDurability"] != "required" {
+		t.Fatalf("the cluster: instances %v, synchronous %v; want a standby every commit waits for", spec["instances"], syncCfg)
+	}
+	data, err := os.ReadFile("examples/values-cloudnativepg.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals map[string]any
+	if err := yaml.Unmarshal(data, &vals); err != nil {
+		t.Fatal(err)
+	}
+	rendered := mustRender(t, vals)
+	for _, o := range []obj{find(rendered, "Deployment", "clawguard-server"), find(rendered, "Job", "clawguard-migrate")} {
+		if o == nil {
+			t.Fatal("the server Deployment or the migration Job is not rendered")
+		}
+		if s := fmt.Sprint(o); !strings.Contains(s, "clawguard-pg-app") || !strings.Contains(s, "key:uri") {
+			t.Errorf("%v does not read the DSN from clawguard-pg-app/uri", o["metadata"])
+		}
 	}
 }
