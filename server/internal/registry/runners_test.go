@@ -285,15 +285,20 @@ func TestConcurrentSweepsCountAndMoveOnce(t *testing.T) {
 	if expirations != 1 {
 		t.Errorf("lease expirations across replicas = %v, want 1", expirations)
 	}
-	var moves, starts int
+	var moves, starts, told int
 	err := a.Pool.QueryRow(ctxT(t), `SELECT
 		(SELECT count(*) FROM session_events WHERE session_id = ANY($1) AND body->>'event' = 'session_moved'),
-		(SELECT count(*) FROM runner_pushes WHERE session_id = ANY($1) AND kind = 'start')`, sessions).Scan(&moves, &starts)
+		(SELECT count(*) FROM runner_pushes WHERE session_id = ANY($1) AND kind = 'start'),
+		(SELECT count(*) FROM runner_pushes WHERE session_id = ANY($1) AND kind = 'notify' AND runner_id = $2)`, sessions, live.id).Scan(&moves, &starts, &told)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if moves != len(sessions) || starts != len(sessions) {
 		t.Fatalf("moves=%d start pushes=%d, want %d each (one per session)", moves, starts, len(sessions))
+	}
+	// Issue 45: each moved session's agent is told it moved, on its new runner.
+	if told != len(sessions) {
+		t.Fatalf("moved-session notices to the new runner = %d, want %d (one per session)", told, len(sessions))
 	}
 }
 

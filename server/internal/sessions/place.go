@@ -35,7 +35,8 @@ func PickRunnerTx(ctx context.Context, q store.Querier, pinnedHost string) (stri
 // if the owner is still the owner and holds no live lease (one conditional
 // UPDATE: concurrent replicas never double-move; moved is false when
 // another won). Unacked pushes follow the session, after the row is
-// updated; the new owner gets a StartSession push, and the history a
+// updated; the new owner gets a StartSession push — after a notice telling
+// the agent it moved, when it ran on another runner — and the history a
 // session_moved notice.
 func AssignTx(ctx context.Context, tx pgx.Tx, id, owner, runner string) (moved bool, err error) {
 	tag, err := tx.Exec(ctx, `
@@ -51,6 +52,11 @@ func AssignTx(ctx context.Context, tx pgx.Tx, id, owner, runner string) (moved b
 	}
 	if err := pushes.FollowSessionTx(ctx, tx, id, runner); err != nil {
 		return false, err
+	}
+	if owner != "" { // it ran elsewhere: the agent is told, before it starts here
+		if _, err := pushes.EnqueueTx(ctx, tx, id, &guardv1.Push{Body: &guardv1.Push_Notify{Notify: MovedNotice(owner, runner)}}); err != nil {
+			return false, err
+		}
 	}
 	if _, err := pushes.EnqueueTx(ctx, tx, id, &guardv1.Push{Body: &guardv1.Push_Start{Start: &guardv1.StartSession{}}}); err != nil {
 		return false, err
@@ -89,4 +95,15 @@ func UnplaceTx(ctx context.Context, q store.Querier, groupID, runnerID string) (
 		return nil, err
 	}
 	return ids, nil
+}
+
+// MovedNotice tells a moved session's agent where it is now and what did
+// not come with it: the runner's data directory (its workspace) stays on
+// the old host unless the runners share it (deploy/README.md, "A session
+// that moves"); what was approved and applied stays applied.
+func MovedNotice(from, to string) *guardv1.NotifyAgent {
+	return &guardv1.NotifyAgent{Kind: guardv1.NoticeKind_NOTICE_KIND_INFO, Text: fmt.Sprintf(
+		"This session moved from runner %s to runner %s (%s stopped renewing its lease). Your workspace moved only if "+
+			"the runners share their data directory: files you wrote before may be missing. Actions approved and "+
+			"applied before the move stay applied — check what was done before doing it again.", from, to, from)}
 }
