@@ -50,7 +50,8 @@ func TestApprovedInstallOutcomeIsPostedToTheSessionsChat(t *testing.T) {
 			Scan(&kind, &text, &platform)
 		return err == nil
 	})
-	if kind != "notice" || platform != "chat-42" || !strings.Contains(text, "installed apt: hello") {
+	// Issue 45: the process runtime installs nothing, and the words say so.
+	if kind != "notice" || platform != "chat-42" || !strings.Contains(text, "approved apt: hello, recorded but not installed") {
 		t.Fatalf("chat outbox: kind=%s platform=%s text=%q", kind, platform, text)
 	}
 }

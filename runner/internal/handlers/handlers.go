@@ -24,6 +24,7 @@ import (
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/secret"
 	"github.com/clawguard/clawguard/runner/internal/delivery"
+	rt "github.com/clawguard/clawguard/runner/internal/runtime"
 )
 
 // Delivery action names, as containers send them.
@@ -158,9 +159,18 @@ func (h *handlers) installPackages(ctx context.Context, c delivery.Call) deliver
 	}
 	h.d.Log.Info("install_packages applied", "session", c.Session.ID, "packages", pkgs, "build_output", build)
 	h.restarted(c)
-	h.onWake(c, fmt.Sprintf("Your container was restarted on a rebuilt image with the packages an admin approved (%s). "+
-		"Verify they are installed and work (for example, run each one's --version), then report the result to the user.", pkgs))
 	text := fmt.Sprintf("installed %s; image rebuilt and container restarted%s", pkgs, buildTail(build))
+	if strings.Contains(build, rt.NotInstalled) {
+		// Words that are true: the approval is in the config, the packages
+		// are not in the image (no package manager to install them with).
+		text = fmt.Sprintf("approved %s, recorded but not installed (the agent's base image has no package manager); container restarted%s",
+			pkgs, buildTail(build))
+		h.onWake(c, fmt.Sprintf("Your container was restarted after an admin approved packages (%s), but they were recorded, "+
+			"not installed: your base image has no package manager. Tell the user they are not available.", pkgs))
+	} else {
+		h.onWake(c, fmt.Sprintf("Your container was restarted on a rebuilt image with the packages an admin approved (%s). "+
+			"Verify they are installed and work (for example, run each one's --version), then report the result to the user.", pkgs))
+	}
 	h.announce(ctx, c, "install_packages: "+text)
 	return delivery.Done(res.GetResult(), text)
 }

@@ -12,6 +12,12 @@ import (
 // output of its group image's last build made for an approved change.
 const BuildLogFile = ".clawguard/build.log"
 
+// NotInstalled begins the build output's last line when approved packages
+// were only recorded (/etc/clawguard/packages.json), not installed: the
+// agent's base image has no package manager, or the runtime runs a binary
+// as it is. What the agent and the approver are told says so.
+const NotInstalled = "packages recorded, not installed:"
+
 // MaxBuildLog bounds the build output kept (its first bytes).
 const MaxBuildLog = 1 << 20
 

@@ -272,6 +272,10 @@ func (r *Runtime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (
 	if err := r.build(ctx, buildCtx, tag, labels, network, spec.Output); err != nil {
 		return "", fmt.Errorf("build group image %s: %w", tag, err)
 	}
+	if !manifest.Installed && len(manifest.Apt)+len(manifest.Npm) > 0 && spec.Output != nil {
+		fmt.Fprintf(spec.Output, "%s the base image %s has no package manager; they are listed in /etc/clawguard/packages.json only\n",
+			rt.NotInstalled, spec.BaseImage)
+	}
 	r.log.Info("group image built", "group", spec.GroupID, "image", tag, "packages_sha256", hash,
 		"installed", manifest.Installed, "network", network, "took", time.Since(start).Round(time.Millisecond))
 	r.pruneGroupImages(ctx, spec.GroupID, spec.ConfigVersion)

@@ -249,11 +249,15 @@ func (r *Runtime) StopIdle(ctx context.Context, idleFor time.Duration, lastActiv
 	return n, errors.Join(errs...)
 }
 
-// BuildGroupImage builds nothing: a process agent is its binary. It returns
+// BuildGroupImage builds nothing: a process agent is its binary (approved
+// packages are not installed, and the build output says so). It returns
 // the base (the binary path) so callers treat both runtimes alike.
 func (r *Runtime) BuildGroupImage(_ context.Context, spec rt.GroupImageSpec) (string, error) {
 	if spec.BaseImage == "" {
 		return "", fmt.Errorf("group %s: no agent binary", spec.GroupID)
+	}
+	if len(spec.AptPackages)+len(spec.NpmPackages) > 0 && spec.Output != nil {
+		fmt.Fprintf(spec.Output, "%s the process runtime runs the agent binary as it is\n", rt.NotInstalled)
 	}
 	return spec.BaseImage, nil
 }
