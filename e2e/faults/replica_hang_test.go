@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Issue 45: a replica that hangs — its link blackholed (no FIN, no RST) or
@@ -259,4 +262,53 @@ func TestAStoppingReplicaMovesItsRunnersAtOnce(t *testing.T) {
 	if len(notReady) > 0 {
 		t.Fatalf("runners said not ready during the move: %v", notReady)
 	}
+}
+
+// restartServer starts replica i again on its address (the runners' list
+// names it), after it was stopped.
+func (s *system) restartServer(t *testing.T, i int) {
+	addr := s.addrs[i]
+	args := append([]string{bin(t, "clawguard-server"), "serve", "--database-url", s.dbURL, "--auto-migrate",
+		"--listen", addr, "--metrics-listen", "", "--operator-token-file", s.tokenFile}, s.flags...)
+	p := start(t, fmt.Sprintf("server-%d-again", i), args...)
+	conn := dial(t, addr, "")
+	hc := healthpb.NewHealthClient(conn)
+	waitFor(t, 60*time.Second, p.Name+" SERVING", func() (bool, string) {
+		if p.Exited() {
+			t.Fatalf("%s exited during start:\n%s", p.Name, p.Tail(30))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, fmt.Sprint(resp.GetStatus(), err)
+	})
+	s.servers[i] = p
+}
+
+// Runners spread over the replicas again after a restart: a connection
+// older than --connection-max-age is sent GOAWAY, the runner moves its
+// streams to a new connection on a random replica.
+func TestRunnersSpreadOverTheReplicasAgainAfterARestart(t *testing.T) {
+	s := newSystem(t, "--lease-ttl", "15s", "--connection-max-age", "3s")
+	f := newFleet(t, s, append([]string{}, s.addrs...))
+	victim, _ := f.busiest(t)
+	s.servers[victim].Stop()
+	for _, r := range f.runners {
+		waitFor(t, 15*time.Second, r.id+" on the other replica", func() (bool, string) {
+			return f.on(r) == 1-victim, fmt.Sprint(r.connections())
+		})
+	}
+	s.restartServer(t, victim)
+	back := time.Now()
+	waitFor(t, 60*time.Second, "runners on both replicas again", func() (bool, string) {
+		n := 0
+		for _, r := range f.runners {
+			if f.on(r) == victim {
+				n++
+			}
+		}
+		return n > 0 && n < len(f.runners), fmt.Sprintf("%d of %d on the restarted replica", n, len(f.runners))
+	})
+	t.Logf("FIGURES runners spread over both replicas %.1f s after the restart (connection max age 3 s)", time.Since(back).Seconds())
+	f.fencedNone(t)
 }

@@ -144,7 +144,11 @@ func (b *Book) DialOptions() (string, []grpc.DialOption) {
 	for i, a := range list {
 		addrs[i] = resolver.Address{Addr: a}
 	}
-	r.InitialState(resolver.State{Addresses: addrs})
+	state := resolver.State{Addresses: addrs}
+	r.InitialState(state)
+	// Asked again (the connection went idle: a GOAWAY), the list is given
+	// again, so pick_first shuffles it anew and the next replica is random.
+	r.ResolveNowCallback = func(resolver.ResolveNowOptions) { go r.UpdateState(state) }
 	return r.Scheme() + ":///servers", append(opts, grpc.WithResolvers(r))
 }
 

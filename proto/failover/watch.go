@@ -127,3 +127,30 @@ func (w *watched) ended(err error) {
 	}
 	w.book.Avoid(p.Addr.String(), "replica stopping", false)
 }
+
+// FollowMoves calls moved each time the connection is READY again after it
+// left READY (at left): its replica sent GOAWAY (stopping, or a connection
+// past the server's maximum age — how a fleet spreads over the replicas
+// again after a restart) or was avoided. Streams opened before left are on
+// the old connection; moved restarts them on the new one. It ends with ctx.
+func FollowMoves(ctx context.Context, conn *grpc.ClientConn, moved func(left time.Time)) {
+	for {
+		s := conn.GetState()
+		if s == connectivity.Shutdown || !conn.WaitForStateChange(ctx, s) {
+			return
+		}
+		if s != connectivity.Ready {
+			continue
+		}
+		left := time.Now()
+		for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+			if st == connectivity.Idle {
+				conn.Connect()
+			}
+			if st == connectivity.Shutdown || !conn.WaitForStateChange(ctx, st) {
+				return
+			}
+		}
+		moved(left)
+	}
+}

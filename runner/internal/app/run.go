@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/clawguard/clawguard/proto/failover"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/runner/internal/connect"
 	"github.com/clawguard/clawguard/runner/internal/sessions"
@@ -42,6 +43,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer ccancel()
 	var fatal error // a refused re-registration stops the runner with it
 	r.connect = r.connectClient(func(err error) { fatal = err; cancel() })
+	// A GOAWAY (a replica stopping, or a connection past its maximum age)
+	// or a replica left: both streams are made again on the new connection.
+	go failover.FollowMoves(ctx, r.Conn, func(left time.Time) {
+		d, c := r.Decide.RestartIfBefore(left), r.connect.RestartIfBefore(left)
+		if d || c {
+			r.Log.Info("connection moved; streams made again on the new one")
+		}
+	})
 	go r.Decide.Run(ctx)
 	go r.lease.Run(ctx)
 	connDone := make(chan struct{})

@@ -83,6 +83,7 @@ type Client struct {
 	// tried before it is acknowledged as failed (default 10m).
 	RetryFor time.Duration
 
+	current  reconnect.Current // the stream now open, for Restart
 	mu       sync.Mutex
 	inflight map[string]bool
 	queues   map[string]*queue // per session
@@ -183,6 +184,8 @@ func (c *Client) once(ctx context.Context) (bool, error) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	c.current.Set(cancel)
+	defer c.current.Clear()
 	st, err := c.Registry.Connect(sctx)
 	if err != nil {
 		return false, fmt.Errorf("open connect stream: %w", err)
@@ -333,3 +336,8 @@ func (c *Client) leaseTTL(l *guardv1.LeaseRenewed) time.Duration {
 	}
 	return 3 * c.Heartbeat
 }
+
+// RestartIfBefore ends the stream if it was opened before t: the
+// connection under it moved to another replica (a GOAWAY, or a replica
+// left), so the stream is made again where calls now go.
+func (c *Client) RestartIfBefore(t time.Time) bool { return c.current.RestartIfBefore(t) }

@@ -45,6 +45,7 @@ type Client struct {
 
 	seq atomic.Uint64
 
+	current reconnect.Current // the stream now open, for Restart
 	mu      sync.Mutex
 	pending map[string]*call
 	stream  grpc.BidiStreamingClient[guardv1.DecideStreamRequest, guardv1.DecideStreamResponse]
@@ -179,6 +180,8 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) once(ctx context.Context, first bool) (healthy bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	c.current.Set(cancel)
+	defer c.current.Clear()
 	st, err := c.guard.DecideStream(sctx)
 	if err != nil {
 		return false, fmt.Errorf("open stream: %w", err)
@@ -243,3 +246,8 @@ func (c *Client) once(ctx context.Context, first bool) (healthy bool, err error)
 		}
 	}
 }
+
+// RestartIfBefore ends the stream if it was opened before t: the
+// connection under it moved to another replica (a GOAWAY, or a replica
+// left), so the stream is made again where calls now go.
+func (c *Client) RestartIfBefore(t time.Time) bool { return c.current.RestartIfBefore(t) }

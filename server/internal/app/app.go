@@ -224,7 +224,7 @@ func (s *Server) newGRPC(d *Parts, grpcMetrics *grpcprom.ServerMetrics, services
 	chain := buildChain(d, grpcMetrics, services.guard.AdmitUnary, services.chain)
 	// Outermost: a drained stream's status is final.
 	chain.Stream = append([]grpc.StreamServerInterceptor{s.drain.stream}, chain.Stream...)
-	opts := append(serverOptions(chain, services.guard), keepaliveOptions()...)
+	opts := append(serverOptions(chain, services.guard), keepaliveOptions(s.cfg.ConnectionMaxAge)...)
 	// A span per call (and per stream) when tracing is on; none when off.
 	opts = append(opts, d.Tracing.ServerOptions()...)
 	if s.cfg.TLSCert != "" {

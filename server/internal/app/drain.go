@@ -16,12 +16,15 @@ import (
 
 // keepaliveOptions let clients ping every 5 s or more (the runner and the
 // bridges ping after 10 s of silence to find a dead path; gRPC's default
-// policy would answer them GOAWAY "too many pings"), and ping clients
-// silent for 30 s, closing a connection 10 s after an unanswered ping.
-func keepaliveOptions() []grpc.ServerOption {
+// policy would answer them GOAWAY "too many pings"), ping clients silent
+// for 30 s, closing a connection 10 s after an unanswered ping, and send a
+// connection older than maxAge GOAWAY: the runners move their streams to a
+// new connection, to a random replica (its calls in flight finish first —
+// no grace cut-off).
+func keepaliveOptions(maxAge time.Duration) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, MaxConnectionAge: maxAge}),
 	}
 }
 

@@ -26,7 +26,7 @@ func TestDrainEndsLongLivedStreamsWithTheStoppingTrailer(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDrain()
-	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.ChainStreamInterceptor(d.stream)}, keepaliveOptions()...)...)
+	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.ChainStreamInterceptor(d.stream)}, keepaliveOptions(time.Hour)...)...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go srv.Serve(lis)
 	defer srv.Stop()

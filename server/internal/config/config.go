@@ -64,6 +64,10 @@ type Config struct {
 	WebhookURL        string
 	WebhookSecretFile string
 	ShutdownTimeout   time.Duration
+	// ConnectionMaxAge is how long a client connection lives before the
+	// replica sends it GOAWAY (±10%): the runners reconnect to a random
+	// replica, so a fleet spreads over the replicas again after a restart.
+	ConnectionMaxAge time.Duration
 	LogLevel          string
 	// MaxConns bounds the database pool.
 	MaxConns int
@@ -133,6 +137,7 @@ func Default() Config {
 		DecisionRetention:      720 * time.Hour,
 		EventRetention:         720 * time.Hour,
 		ShutdownTimeout:        10 * time.Second,
+		ConnectionMaxAge:       15 * time.Minute,
 		LogLevel:               "info",
 		MaxConns:               32,
 		AdmissionTarget:        20 * time.Millisecond,
@@ -178,6 +183,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	str(fs, &c.WebhookURL, "webhook-url", "URL receiving signed hold lifecycle events")
 	str(fs, &c.WebhookSecretFile, "webhook-secret-file", "file holding the webhook HMAC secret")
 	dur(fs, &c.ShutdownTimeout, "shutdown-timeout", "graceful shutdown deadline")
+	dur(fs, &c.ConnectionMaxAge, "connection-max-age", "a client connection's life before the replica asks it to reconnect (GOAWAY; runners move their streams and land on a random replica, so they spread again after a restart)")
 	str(fs, &c.LogLevel, "log-level", "debug, info, warn or error")
 	integer(fs, &c.MaxConns, "max-conns", "database pool size")
 	dur(fs, &c.AdmissionTarget, "admission-target", "decision latency above which decisions in flight are limited, the rest refused with ResourceExhausted (0 = off)")
@@ -243,7 +249,7 @@ func (c Config) Validate() error {
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
 	}
-	if c.DefaultHoldTTL < 0 || c.LeaseTTL <= 0 || c.CitationWindow <= 0 || c.PushAckDeadline <= 0 || c.ShutdownTimeout <= 0 {
+	if c.DefaultHoldTTL < 0 || c.LeaseTTL <= 0 || c.CitationWindow <= 0 || c.PushAckDeadline <= 0 || c.ShutdownTimeout <= 0 || c.ConnectionMaxAge <= 0 {
 		return errors.New("durations must be positive (--default-hold-ttl may be 0 for never)")
 	}
 	if c.DecisionRetention < 0 || c.EventRetention < 0 {
