@@ -68,7 +68,7 @@ type Config struct {
 	// replica sends it GOAWAY (±10%): the runners reconnect to a random
 	// replica, so a fleet spreads over the replicas again after a restart.
 	ConnectionMaxAge time.Duration
-	LogLevel          string
+	LogLevel         string
 	// MaxConns bounds the database pool.
 	MaxConns int
 	// AdmissionTarget is the decision latency above which admission control
