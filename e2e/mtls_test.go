@@ -131,18 +131,7 @@ func TestMutualTLSEndToEnd(t *testing.T) {
 		return err == nil && code == http.StatusOK, fmt.Sprint(code, err)
 	})
 
-	// Issue 45: the console serves the server's certificate but asks a
-	// browser for no client certificate (its users sign in with tokens).
-	browser := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := browser.Get("https://" + consoleAddr + "/")
-	if err != nil {
-		t.Fatalf("the console over TLS without a client certificate: %v", err)
-	}
-	res.Body.Close()
-	if res.StatusCode >= 500 {
-		t.Fatalf("the console answered %d", res.StatusCode)
-	}
+	consoleWithoutClientCert(t, pki, consoleAddr)
 
 	// ncl over mTLS; without its certificate it is refused.
 	n := nclFor(t, &server{proc: srv, addr: addr, metrics: metricsAddr, tokenFile: tokenFile})
@@ -194,6 +183,23 @@ func TestMutualTLSEndToEnd(t *testing.T) {
 		t.Fatalf("the runner's streams after the renewal: /readyz %d %v", code, err)
 	}
 	n.must(t, "groups", "get", group)
+}
+
+// consoleWithoutClientCert: the console serves the server's certificate
+// but asks a browser for no client certificate, even with --tls-client-ca
+// (issue 45: its users sign in with tokens).
+func consoleWithoutClientCert(t *testing.T, pki testPKI, addr string) {
+	t.Helper()
+	browser := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := browser.Get("https://" + addr + "/")
+	if err != nil {
+		t.Fatalf("the console over TLS without a client certificate: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode >= 500 {
+		t.Fatalf("the console answered %d", res.StatusCode)
+	}
 }
 
 func httpStatus(url string) (int, error) {

@@ -159,15 +159,7 @@ func TestAPartitionedRunnerStopsItsAgentsBeforeItsLeaseCanExpire(t *testing.T) {
 				t.Fatalf("the cut-off runner's agent stopped at %s; its lease ended at %s, the new host's agent started at %s",
 					stopA.Format(time.RFC3339Nano), leaseEnd.Format(time.RFC3339Nano), startB.Format(time.RFC3339Nano))
 			}
-			// Issue 45: the agent on the new host is told its session moved.
-			waitFor(t, 30*time.Second, "the moved agent told it moved", func() (bool, string) {
-				for _, ev := range b.events(sess) {
-					if ev["type"] == "notice" && strings.Contains(fmt.Sprint(ev["text"]), "moved from runner "+a.id+" to runner "+b.id) {
-						return true, ""
-					}
-				}
-				return false, fmt.Sprint(b.events(sess))
-			})
+			toldMoved(t, sess, a, b)
 			t.Logf("FIGURES fault=%q cut_to_stop_seconds=%.1f stop_before_lease_end_seconds=%.1f stop_to_new_start_seconds=%.1f",
 				"runner "+fault+" past its 3 s lease", stopA.Sub(cut).Seconds(), leaseEnd.Sub(stopA).Seconds(), startB.Sub(stopA).Seconds())
 
@@ -292,6 +284,19 @@ func (s *system) restoreDB(t *testing.T, snap string) {
 }
 
 // agentPid waits for the session's demo agent on r to start and returns its pid.
+// toldMoved waits for the agent of session on runner to, moved there from
+// runner from, to have read that it moved (issue 45).
+func toldMoved(t *testing.T, session string, from, to *runner) {
+	waitFor(t, 30*time.Second, "the moved agent told it moved", func() (bool, string) {
+		for _, ev := range to.events(session) {
+			if ev["type"] == "notice" && strings.Contains(fmt.Sprint(ev["text"]), "moved from runner "+from.id+" to runner "+to.id) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(to.events(session))
+	})
+}
+
 func agentPid(t *testing.T, r *runner, session string) int {
 	t.Helper()
 	pid := 0

@@ -213,6 +213,26 @@ func EnvName(flagName string) string {
 	return "CLAWGUARD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// validateConsole checks the console's settings: its address, its sign-in
+// (OIDC, session TTL) and its client CA.
+func (c Config) validateConsole() error {
+	if c.ConsoleListen != "" {
+		if _, _, err := net.SplitHostPort(c.ConsoleListen); err != nil {
+			return fmt.Errorf("--console-listen %q: %v", c.ConsoleListen, err)
+		}
+	}
+	if err := c.validateOIDC(); err != nil {
+		return err
+	}
+	if c.ConsoleSessionTTL <= 0 {
+		return errors.New("--console-session-ttl must be positive")
+	}
+	if c.ConsoleClientCA != "" && (c.TLSCert == "" || c.ConsoleListen == "") {
+		return errors.New("--console-client-ca needs --console-listen, --tls-cert and --tls-key")
+	}
+	return nil
+}
+
 // Validate checks the config; the error is one line naming the setting.
 func (c Config) Validate() error {
 	if len(envErrors) > 0 {
@@ -229,22 +249,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--metrics-listen %q: %v", c.MetricsListen, err)
 		}
 	}
-	if c.ConsoleListen != "" {
-		if _, _, err := net.SplitHostPort(c.ConsoleListen); err != nil {
-			return fmt.Errorf("--console-listen %q: %v", c.ConsoleListen, err)
-		}
-	}
-	if err := c.validateOIDC(); err != nil {
+	if err := c.validateConsole(); err != nil {
 		return err
-	}
-	if c.ConsoleSessionTTL <= 0 {
-		return errors.New("--console-session-ttl must be positive")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
-	}
-	if c.ConsoleClientCA != "" && (c.TLSCert == "" || c.ConsoleListen == "") {
-		return errors.New("--console-client-ca needs --console-listen, --tls-cert and --tls-key")
 	}
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")

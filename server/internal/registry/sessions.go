@@ -30,10 +30,8 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 	if groupID == "" {
 		return nil, fault.New(fault.Invalid, "agent_group_id: required")
 	}
-	// A runner's --group may name the group: an id wins over a name.
-	if err := s.pool.QueryRow(ctx, `SELECT id FROM agent_groups WHERE id = $1 OR name = $1 ORDER BY id = $1 DESC LIMIT 1`,
-		groupID).Scan(&groupID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("find group: %w", err)
+	if groupID, err = s.groupByIDOrName(ctx, groupID); err != nil {
+		return nil, err
 	}
 	var out *guardv1.OpenSessionResponse
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -106,4 +104,16 @@ func (s *Service) OpenSession(ctx context.Context, runnerID, groupID, messagingG
 	}
 	s.hub.wake(runnerID)
 	return out, nil
+}
+
+// groupByIDOrName is the id of the group named by its id or its name (a
+// runner's --group takes either; an id wins over a name); what is neither
+// is returned as it is, for the caller's NotFound.
+func (s *Service) groupByIDOrName(ctx context.Context, idOrName string) (string, error) {
+	id := idOrName
+	err := s.pool.QueryRow(ctx, `SELECT id FROM agent_groups WHERE id = $1 OR name = $1 ORDER BY id = $1 DESC LIMIT 1`, idOrName).Scan(&id)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("find group: %w", err)
+	}
+	return id, nil
 }

@@ -272,10 +272,7 @@ func (r *Runtime) BuildGroupImage(ctx context.Context, spec rt.GroupImageSpec) (
 	if err := r.build(ctx, buildCtx, tag, labels, network, spec.Output); err != nil {
 		return "", fmt.Errorf("build group image %s: %w", tag, err)
 	}
-	if !manifest.Installed && len(manifest.Apt)+len(manifest.Npm) > 0 && spec.Output != nil {
-		fmt.Fprintf(spec.Output, "%s the base image %s has no package manager; they are listed in /etc/clawguard/packages.json only\n",
-			rt.NotInstalled, spec.BaseImage)
-	}
+	noteNotInstalled(spec, manifest)
 	r.log.Info("group image built", "group", spec.GroupID, "image", tag, "packages_sha256", hash,
 		"installed", manifest.Installed, "network", network, "took", time.Since(start).Round(time.Millisecond))
 	r.pruneGroupImages(ctx, spec.GroupID, spec.ConfigVersion)
@@ -446,4 +443,14 @@ func tarContext(files map[string]tarFile) (io.Reader, error) {
 		return nil, fmt.Errorf("build context: %w", err)
 	}
 	return &buf, nil
+}
+
+// noteNotInstalled ends the build output with rt.NotInstalled when the
+// group's packages were only recorded (a base image with no package
+// manager), so what the agent and the approver are told is true.
+func noteNotInstalled(spec rt.GroupImageSpec, m Manifest) {
+	if !m.Installed && len(m.Apt)+len(m.Npm) > 0 && spec.Output != nil {
+		fmt.Fprintf(spec.Output, "%s the base image %s has no package manager; they are listed in /etc/clawguard/packages.json only\n",
+			rt.NotInstalled, spec.BaseImage)
+	}
 }
