@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -177,4 +178,40 @@ func (f fakeStream) RecvMsg(any) error {
 func (f fakeStream) Trailer() metadata.MD { return f.trailer }
 func (f fakeStream) Context() context.Context {
 	return peer.NewContext(context.Background(), &peer.Peer{Addr: f.addr})
+}
+
+// TestFollowMovesSeesAGoAway: a replica that sends GOAWAY (its maximum
+// connection age) makes FollowMoves report the move once the connection is
+// up again, with the time it left, so older streams are remade.
+func TestFollowMovesSeesAGoAway(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: 300 * time.Millisecond}))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go srv.Serve(lis)
+	defer srv.Stop()
+	_, conn := dialBook(t, lis.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Now()
+	moved := make(chan time.Time, 1)
+	go FollowMoves(ctx, conn, func(left time.Time) {
+		select {
+		case moved <- left:
+		default:
+		}
+	})
+	select {
+	case left := <-moved:
+		if !left.After(opened) {
+			t.Fatalf("moved at %s, before the connection was up (%s)", left, opened)
+		}
+	case <-ctx.Done():
+		t.Fatal("no move reported after the replica's GOAWAY")
+	}
 }
