@@ -73,6 +73,9 @@ func Scan(dir string) (Refs, error) {
 		if err == nil && d.IsDir() && d.Name() == "templates" && fileExists(filepath.Join(filepath.Dir(path), "Chart.yaml")) {
 			return fs.SkipDir // a Helm chart's templates are not YAML until rendered (deploy/helm's test renders them)
 		}
+		if err == nil && d.IsDir() && d.Name() == "targets" && fileExists(filepath.Join(filepath.Dir(path), "hosts.yml")) {
+			return fs.SkipDir // Prometheus's file_sd target lists (hosts.yml's): hosts, no expressions
+		}
 		if err != nil || d.IsDir() {
 			return err
 		}
