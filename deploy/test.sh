@@ -30,6 +30,7 @@ fi
 echo "== promtool check config / rules"
 promtool check config prometheus/prometheus.yml
 promtool check config prometheus/local.yml
+promtool check config prometheus/hosts.yml
 promtool check rules prometheus/rules.yml prometheus/alerts.yml
 echo "== promtool test rules"
 promtool test rules prometheus/tests/*.yml
