@@ -172,4 +172,34 @@ func TestPrimaryKilledAndItsSynchronousStandbyPromoted(t *testing.T) {
 	}
 	// The new primary has no standby: the servers say so.
 	s.replicationReads("none", 0)
+	oldPrimaryComesBack(t, s, standby)
+}
+
+// oldPrimaryComesBack: the old primary, first in the servers' DSN, comes
+// back fenced as deploy/README.md says — as a standby of the new primary,
+// never read-write — and a replica restarted then takes no harm (issue 45:
+// one that picked a returning old primary hung on synchronous replication
+// and crash-looped): it serves, its writes land on the new primary, and the
+// old node is its synchronous standby.
+func oldPrimaryComesBack(t *testing.T, s *system, newPrimary *pgtest.Cluster) {
+	if err := s.pg.Rejoin(ctxT(t), newPrimary, "standby1"); err != nil {
+		t.Fatal(err)
+	}
+	// The fence's last step: the new primary names it synchronous.
+	for _, q := range []string{`ALTER SYSTEM SET synchronous_standby_names = 'standby1'`, `SELECT pg_reload_conf()`} {
+		if _, err := s.admin.Exec(ctxT(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.replicationReads("synchronous", 1)
+	s.servers[0].Stop()
+	restarted := time.Now()
+	s.restartServer(t, 0)
+	t.Logf("FIGURES replica restarted with the old primary back as a standby: SERVING %.1f s after its start", time.Since(restarted).Seconds())
+	name := fmt.Sprintf("after-failover-%d", time.Now().UnixNano())
+	s.ncl("groups", "create", "--name", name, "-q") // a write through replica 0
+	var n int
+	if err := s.admin.QueryRow(ctxT(t), `SELECT count(*) FROM agent_groups WHERE name = $1`, name).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the write through the restarted replica on the new primary: %d rows, %v", n, err)
+	}
 }

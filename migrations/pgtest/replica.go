@@ -47,3 +47,25 @@ func (c *Cluster) Log() string {
 	b, _ := os.ReadFile(filepath.Join(c.Dir, "postgres.log"))
 	return string(b)
 }
+
+// Rejoin brings a stopped old primary back the way a fenced one must come
+// back: as a standby of the new primary, on its old port (first in the
+// servers' DSN), its data directory replaced by a base backup of the new
+// primary (pg_basebackup -R), named name. It never starts read-write.
+func (c *Cluster) Rejoin(ctx context.Context, primary *Cluster, name string) error {
+	data := c.DataDir()
+	if err := os.RemoveAll(data); err != nil {
+		return fmt.Errorf("remove the old primary's data: %w", err)
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return fmt.Errorf("recreate the data dir: %w", err)
+	}
+	if err := chownForPostgres(data); err != nil {
+		return err
+	}
+	conn := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres application_name=%s", primary.Port, name)
+	if out, err := c.run(ctx, "pg_basebackup", "-d", conn, "-D", data, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+		return fmt.Errorf("pg_basebackup: %w: %s", err, out)
+	}
+	return c.Start(ctx)
+}
