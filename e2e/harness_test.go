@@ -177,6 +177,7 @@ type runnerOpts struct {
 	groups                                        []string
 	script                                        string   // the demo agent's CLAWGUARD_DEMO_SCRIPT
 	wrap                                          []string // command prefix, e.g. ip netns exec <ns>
+	extra                                         []string // more flags
 }
 
 // startRunner runs clawguard-runner with the process runtime and the demo agent.
@@ -189,6 +190,7 @@ func startRunner(t *testing.T, o runnerOpts) *proc {
 	for _, g := range o.groups {
 		argv = append(argv, "--group", g)
 	}
+	argv = append(argv, o.extra...)
 	return start(t, o.id, nil, argv...)
 }
 

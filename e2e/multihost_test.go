@@ -83,11 +83,14 @@ func TestMultiHost(t *testing.T) {
 		{"action": "send_message", "request_id": "msg-3", "payload": map[string]any{"to": groupB, "text": "three"}},
 	})
 	dataA, dataB := runnerDataDir(t), runnerDataDir(t)
+	// Replica 1 first, as "control" lists it (runners pick a random
+	// address by default): the scenario kills the replica they are on.
+	firstReplica := []string{"--server-pick", "first"}
 	metricsA := net.JoinHostPort(hostA.Addr, freePort(t))
 	startRunner(t, runnerOpts{id: "runner-a", host: "host-a", server: "control:" + port, tokenFile: runnerToken(t, n1, "runner-a"),
-		dataDir: dataA, metrics: metricsA, groups: []string{groupA}, script: string(script), wrap: hostA.Wrap()})
+		dataDir: dataA, metrics: metricsA, groups: []string{groupA}, script: string(script), wrap: hostA.Wrap(), extra: firstReplica})
 	startRunner(t, runnerOpts{id: "runner-b", host: "host-b", server: "control:" + port, tokenFile: runnerToken(t, n1, "runner-b"),
-		dataDir: dataB, metrics: net.JoinHostPort(hostB.Addr, freePort(t)), groups: []string{groupB}, script: "[]", wrap: hostB.Wrap()})
+		dataDir: dataB, metrics: net.JoinHostPort(hostB.Addr, freePort(t)), groups: []string{groupB}, script: "[]", wrap: hostB.Wrap(), extra: firstReplica})
 
 	// Both hosts reach the control plane through replica 1, the first
 	// address of "control".

@@ -61,6 +61,9 @@ type Options struct {
 	UnaryTimeout time.Duration
 	// OnAvoid is told of each replica avoided and why (metrics, logs).
 	OnAvoid func(addr, why string)
+	// Ordered keeps the addresses in their order (the first that answers is
+	// used: a preferred replica) instead of shuffling them (a fleet spreads).
+	Ordered bool
 }
 
 func (o *Options) defaults() {
@@ -131,7 +134,7 @@ func (b *Book) DialOptions() (string, []grpc.DialOption) {
 	opts := []grpc.DialOption{
 		grpc.WithKeepaliveParams(Keepalive),
 		grpc.WithContextDialer(b.dial),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"pick_first":{"shuffleAddressList":true}}]}`),
+		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{"pick_first":{"shuffleAddressList":%t}}]}`, !b.opts.Ordered)),
 		grpc.WithChainUnaryInterceptor(b.unaryDeadline),
 		grpc.WithChainStreamInterceptor(b.streamStopping),
 	}

@@ -62,7 +62,7 @@ func dial(cfg config.Config, token string, tracing *telemetry.Tracing, log *slog
 	if err != nil {
 		return nil, nil, err
 	}
-	book, err := failover.New(cfg.Server, failover.Options{Log: log})
+	book, err := failover.New(cfg.Server, failover.Options{Log: log, Ordered: cfg.ServerPick == "first"})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--server: %w", err)
 	}

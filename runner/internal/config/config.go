@@ -26,6 +26,9 @@ import (
 type Config struct {
 	ConfigFile    string // YAML settings file (proto/flagfile), below flags and the environment
 	Server        string
+	// ServerPick is how the first replica is chosen among --server's
+	// addresses: random (spreads a fleet) or first (a preferred replica).
+	ServerPick string
 	TokenFile     string
 	ID            string
 	Runtime       string // docker | process
@@ -74,6 +77,7 @@ type Config struct {
 func Default() Config {
 	return Config{
 		Server:           "127.0.0.1:7443",
+		ServerPick:       "random",
 		Runtime:          "docker",
 		DataDir:          ".data/runner",
 		AgentImage:       "clawguard-agent-demo:latest",
@@ -214,6 +218,7 @@ func (p *parser) int(v *int, name, usage string) {
 
 // define is the table of the runner's flags.
 func (p *parser) define(c *Config) {
+	p.str(&c.ServerPick, "server-pick", "which of --server's addresses to use first: random (a fleet spreads over the replicas) or first (the first that answers, as listed or resolved: a preferred replica)")
 	p.str(&c.Server, "server", "server gRPC address host:port (a name with several addresses, or a comma-separated list of replicas: a replica that hangs is left for another)")
 	p.str(&c.TokenFile, "token-file", "file holding this runner's token")
 	p.str(&c.ID, "id", "runner id (the one the token is bound to)")
@@ -314,6 +319,9 @@ func addEnv(m map[string]string, kv string) error {
 
 // Validate checks the config; the error is one line naming the setting.
 func (c Config) Validate() error {
+	if c.ServerPick != "random" && c.ServerPick != "first" {
+		return fmt.Errorf("--server-pick %q: want random or first", c.ServerPick)
+	}
 	for _, a := range strings.Split(c.Server, ",") {
 		if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
 			return fmt.Errorf("--server %q: %v", c.Server, err)
