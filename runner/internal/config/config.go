@@ -24,11 +24,11 @@ import (
 
 // Config is everything `clawguard-runner` can be told.
 type Config struct {
-	ConfigFile    string // YAML settings file (proto/flagfile), below flags and the environment
-	Server        string
+	ConfigFile string // YAML settings file (proto/flagfile), below flags and the environment
+	Server     string
 	// ServerPick is how the first replica is chosen among --server's
 	// addresses: random (spreads a fleet) or first (a preferred replica).
-	ServerPick string
+	ServerPick    string
 	TokenFile     string
 	ID            string
 	Runtime       string // docker | process
