@@ -11,6 +11,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/store"
+	"github.com/clawguard/clawguard/server/internal/wake"
 )
 
 // answered is a decision as its caller is told it and as it is logged.
@@ -175,7 +176,9 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 		return nil
 	}
 	// Keyed: every statement of a hold's creation reads or writes by key.
-	err := pgx.BeginTxFunc(ctx, e.pool, store.KeyedTx, func(tx pgx.Tx) error {
+	// Its event wakes the watchers after the commit, not inside it (wake).
+	ctx, woken := wake.With(ctx)
+	err := pgx.BeginTxFunc(ctx, e.pool, wake.KeyedTx, func(tx pgx.Tx) error {
 		a = answered{}
 		if used, err := e.useApproved(ctx, tx, p, v, hr); err != nil || used != nil {
 			if used != nil {
@@ -207,6 +210,9 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 		}
 		return insertTx(ctx, tx, logRow(res))
 	})
+	if err == nil {
+		woken.Send(ctx, e.pool, e.log)
+	}
 	if err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
 		e.log.Error("hold creation failed", "action", p.req.Action, "err", err)
 		if store.IsUnavailable(err) {

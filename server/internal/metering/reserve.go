@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/modelrule"
@@ -152,13 +151,13 @@ func (r reservation) args() []any {
 // period does not have yet is made first, once.
 func (s *Service) writeReservation(ctx context.Context, r reservation, in reserveInput) (bool, error) {
 	if !in.hasBudget {
-		_, err := asyncWrite(ctx, s.pool, insertSQL, r.args(), nil)
+		_, err := store.AsyncWrite(ctx, s.pool, insertSQL, r.args(), nil)
 		return true, reservationConflict(err, r)
 	}
 	args := append(r.args(), in.past, in.budget.Tokens, in.budget.Cost)
 	for attempt := 0; ; attempt++ {
 		var reserved, counter bool
-		_, err := asyncWrite(ctx, s.pool, reserveSQL, args, []any{&reserved, &counter})
+		_, err := store.AsyncWrite(ctx, s.pool, reserveSQL, args, []any{&reserved, &counter})
 		if err != nil || reserved || counter || attempt > 0 {
 			return reserved, reservationConflict(err, r)
 		}
@@ -171,24 +170,6 @@ func (s *Service) writeReservation(ctx context.Context, r reservation, in reserv
 	}
 }
 
-// asyncWrite runs one statement committed without waiting for the WAL
-// flush: the setting and the statement are one batch, one implicit
-// transaction. dest, when set, scans its one row.
-func asyncWrite(ctx context.Context, pool *pgxpool.Pool, sql string, args, dest []any) (bool, error) {
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	b.Queue(sql, args...)
-	br := pool.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return false, err
-	}
-	if dest == nil {
-		_, err := br.Exec()
-		return err == nil, err
-	}
-	return true, br.QueryRow().Scan(dest...)
-}
 func checkReserve(r *guardv1.ReserveModelUsageRequest) error {
 	switch {
 	case r.GetSessionId() == "":
