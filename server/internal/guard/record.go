@@ -78,10 +78,11 @@ func (e *Engine) write(ctx context.Context, p *plan, r *reading, v verdict) (ans
 // answer is d as p's answer and its log row, stamped now.
 func (e *Engine) answer(p *plan, d Decision, v verdict) answered {
 	req := p.req
-	resp := &guardv1.DecideResponse{DecisionId: store.NewOrderedID("dec_", time.Now()), Explanation: v.explanation,
+	now := time.Now() // the id carries the row's at (store.DecisionKey finds it by both)
+	resp := &guardv1.DecideResponse{DecisionId: store.NewOrderedID("dec_", now), Explanation: v.explanation,
 		Decision: &guardv1.Decision{Effect: effectProto(d.Effect), Reason: d.Reason, DecidedBy: d.DecidedBy}}
 	row := &logRow{ID: resp.DecisionId, Action: req.Action, RunnerID: req.RunnerID, RequestID: req.RequestID,
-		DryRun: req.DryRun, Trace: v.trace, At: time.Now(),
+		DryRun: req.DryRun, Trace: v.trace, At: now,
 		Effect: string(d.Effect), Reason: d.Reason, DecidedBy: d.DecidedBy, Grant: req.Grant}
 	if d.Effect == EffectHold {
 		resp.Decision.ApproverRule, resp.Decision.ApproverScope = d.Rule, d.Scope
