@@ -2,6 +2,7 @@ package approvals_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/approvals"
 	"github.com/clawguard/clawguard/server/internal/testserver"
 	"github.com/clawguard/clawguard/server/internal/wake"
+	"github.com/clawguard/clawguard/server/internal/wake/waketest"
 )
 
 // Issue 48: a click commits without notifying (its transaction begins with
@@ -23,41 +25,10 @@ func TestAClickWakesItsRunnerAndTheWatchers(t *testing.T) {
 	seed(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, srv.Pool.Config().ConnConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	for _, ch := range []string{wake.HoldEventsChannel, wake.RunnerPushesChannel, "sentinel"} {
-		if _, err := conn.Exec(ctx, `LISTEN `+ch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// until reads the notifications up to the sentinel's (delivered in
-	// commit order: one committed before it arrives before it).
-	until := func() map[string]bool {
-		t.Helper()
-		if _, err := srv.Pool.Exec(ctx, `NOTIFY sentinel`); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]bool{}
-		for {
-			n, err := conn.WaitForNotification(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n.Channel == "sentinel" {
-				return got
-			}
-			if n.Channel == wake.HoldEventsChannel {
-				n.Payload = ""
-			}
-			got[n.Channel+":"+n.Payload] = true
-		}
-	}
+	l := waketest.Listen(ctx, t, srv.Pool)
 	payload, _ := structpb.NewStruct(map[string]any{"apt": []any{"curl"}})
 	var res approvals.CreateResult
-	err = pgx.BeginFunc(ctx, srv.Pool, func(tx pgx.Tx) (err error) {
+	err := pgx.BeginFunc(ctx, srv.Pool, func(tx pgx.Tx) (err error) {
 		res, err = srv.Deps().Approvals.CreateHoldTx(ctx, tx, approvals.CreateRequest{Kind: "install_packages", SessionID: "sess-1",
 			Title: "install curl", DedupKey: "wake", CatalogAction: "self_mod.install_packages",
 			DeliveryAction: "install_packages", Payload: payload})
@@ -66,15 +37,15 @@ func TestAClickWakesItsRunnerAndTheWatchers(t *testing.T) {
 	if err != nil || !res.Created {
 		t.Fatalf("create: %v %+v", err, res)
 	}
-	until() // the creation's own (a plain transaction: its trigger notified)
+	l.Until(ctx, t, srv.Pool) // the creation's own (a plain transaction: its trigger notified)
 
 	admin := userClients(t, srv, scopedAdmin)
 	if _, err := admin.Approvals.Resolve(ctx, &guardv1.ResolveRequest{Id: res.Hold.GetId(), Outcome: guardv1.Outcome_OUTCOME_APPROVE}); err != nil {
 		t.Fatal(err)
 	}
-	got := until()
+	got := l.Until(ctx, t, srv.Pool)
 	for _, want := range []string{wake.HoldEventsChannel + ":", wake.RunnerPushesChannel + ":r1"} {
-		if !got[want] {
+		if !slices.Contains(got, want) {
 			t.Errorf("after the click: %v, missing %s", got, want)
 		}
 	}
