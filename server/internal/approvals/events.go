@@ -15,12 +15,13 @@ import (
 	"github.com/clawguard/clawguard/proto/enumword"
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/store"
+	"github.com/clawguard/clawguard/server/internal/wake"
 )
 
 // EventsChannel is the NOTIFY channel hold_events' trigger signals. A
 // notification is only a wake-up: readers always re-read the table after
 // their last cursor, so nothing is missed or duplicated.
-const EventsChannel = "clawguard_hold_events"
+const EventsChannel = wake.HoldEventsChannel
 
 // Cursors are drawn from a sequence when an event is inserted, so they can
 // commit out of order: a writer that drew cursor N may commit after one
@@ -114,7 +115,11 @@ func insertEventAfter(ctx context.Context, tx pgx.Tx, before []*pgx.QueuedQuery,
 		b.Queue(sql, args...)
 		err := tx.SendBatch(ctx, b).Close()
 		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "23505" || pgErr.ConstraintName != "hold_events_pkey" || attempt == 5 {
+		if err == nil {
+			wake.HoldEvents(ctx) // a transaction begun with wake.KeyedTx notifies after commit
+			return nil
+		}
+		if !errors.As(err, &pgErr) || pgErr.Code != "23505" || pgErr.ConstraintName != "hold_events_pkey" || attempt == 5 {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT hold_event`); err != nil {

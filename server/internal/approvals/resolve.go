@@ -14,6 +14,7 @@ import (
 	"github.com/clawguard/clawguard/server/internal/guard"
 	"github.com/clawguard/clawguard/server/internal/pushes"
 	"github.com/clawguard/clawguard/server/internal/store"
+	"github.com/clawguard/clawguard/server/internal/wake"
 )
 
 // A click on a hold is a pipeline, one way through, as a decision is
@@ -78,8 +79,10 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 	var res resolved
 	// Keyed: every statement of a resolution reads or writes by key (or,
 	// clearing other reason captures, through a partial index whose
-	// predicate the statement states).
-	err = pgx.BeginTxFunc(ctx, s.pool, store.KeyedTx, func(tx pgx.Tx) error {
+	// predicate the statement states). Its event and push wake their
+	// readers after the commit, not inside it (package wake).
+	ctx, woken := wake.With(ctx)
+	err = pgx.BeginTxFunc(ctx, s.pool, wake.KeyedTx, func(tx pgx.Tx) error {
 		rd, err := s.readResolution(ctx, tx, r)
 		if err != nil {
 			return err
@@ -105,6 +108,7 @@ func (s *Service) ResolveStanding(ctx context.Context, r Resolution) (_ *guardv1
 	if err != nil {
 		return nil, nil, err
 	}
+	woken.Send(ctx, s.pool, s.log)
 	s.afterResolution(ctx, r, res)
 	return res.hold, res.standing, nil
 }
@@ -249,6 +253,9 @@ func (s *Service) resolveTx(ctx context.Context, tx pgx.Tx, id string, outcome g
 				return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
 			}
 			before = append(before, &pgx.QueuedQuery{SQL: sql, Arguments: args})
+			if target.RunnerID != nil {
+				wake.RunnerPushes(ctx, *target.RunnerID)
+			}
 		} else if _, err := pushes.EnqueueTx(ctx, tx, hold.SessionId, push); err != nil {
 			return nil, fmt.Errorf("resolve hold %s: push to session: %w", id, err)
 		}

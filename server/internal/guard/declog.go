@@ -336,7 +336,8 @@ func (cs *consumeStatements) consumeAndLog(ctx context.Context, q store.Querier,
 // CiteTx records that a decision was cited: the mutation it authorized is
 // being applied in tx (Registry.ApplyAction), and the citation is used.
 func CiteTx(ctx context.Context, tx store.Querier, decisionID string) error {
-	if _, err := tx.Exec(ctx, `UPDATE decisions SET cited_at = now() WHERE id = $1`, decisionID); err != nil {
+	key, args := store.DecisionKey(1, decisionID)
+	if _, err := tx.Exec(ctx, `UPDATE decisions SET cited_at = now() WHERE `+key, args...); err != nil {
 		return fmt.Errorf("cite decision %s: %w", decisionID, err)
 	}
 	return nil

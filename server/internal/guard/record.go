@@ -11,6 +11,7 @@ import (
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/store"
+	"github.com/clawguard/clawguard/server/internal/wake"
 )
 
 // answered is a decision as its caller is told it and as it is logged.
@@ -77,10 +78,11 @@ func (e *Engine) write(ctx context.Context, p *plan, r *reading, v verdict) (ans
 // answer is d as p's answer and its log row, stamped now.
 func (e *Engine) answer(p *plan, d Decision, v verdict) answered {
 	req := p.req
-	resp := &guardv1.DecideResponse{DecisionId: store.NewOrderedID("dec_", time.Now()), Explanation: v.explanation,
+	now := time.Now() // the id carries the row's at (store.DecisionKey finds it by both)
+	resp := &guardv1.DecideResponse{DecisionId: store.NewOrderedID("dec_", now), Explanation: v.explanation,
 		Decision: &guardv1.Decision{Effect: effectProto(d.Effect), Reason: d.Reason, DecidedBy: d.DecidedBy}}
 	row := &logRow{ID: resp.DecisionId, Action: req.Action, RunnerID: req.RunnerID, RequestID: req.RequestID,
-		DryRun: req.DryRun, Trace: v.trace, At: time.Now(),
+		DryRun: req.DryRun, Trace: v.trace, At: now,
 		Effect: string(d.Effect), Reason: d.Reason, DecidedBy: d.DecidedBy, Grant: req.Grant}
 	if d.Effect == EffectHold {
 		resp.Decision.ApproverRule, resp.Decision.ApproverScope = d.Rule, d.Scope
@@ -175,7 +177,9 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 		return nil
 	}
 	// Keyed: every statement of a hold's creation reads or writes by key.
-	err := pgx.BeginTxFunc(ctx, e.pool, store.KeyedTx, func(tx pgx.Tx) error {
+	// Its event wakes the watchers after the commit, not inside it (wake).
+	ctx, woken := wake.With(ctx)
+	err := pgx.BeginTxFunc(ctx, e.pool, wake.KeyedTx, func(tx pgx.Tx) error {
 		a = answered{}
 		if used, err := e.useApproved(ctx, tx, p, v, hr); err != nil || used != nil {
 			if used != nil {
@@ -207,6 +211,9 @@ func (e *Engine) hold(ctx context.Context, p *plan, v verdict) (answered, error)
 		}
 		return insertTx(ctx, tx, logRow(res))
 	})
+	if err == nil {
+		woken.Send(ctx, e.pool, e.log)
+	}
 	if err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
 		e.log.Error("hold creation failed", "action", p.req.Action, "err", err)
 		if store.IsUnavailable(err) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/proto/modelrule"
@@ -78,12 +77,12 @@ func (s *Service) readReserve(ctx context.Context, runnerID string, req *guardv1
 	var in reserveInput
 	b := &pgx.Batch{}
 	b.Queue(`SELECT agent_group_id, COALESCE(runner_id, ''), now() FROM sessions WHERE id = $1`, req.GetSessionId())
-	b.Queue(citeSQL, req.GetDecisionId(), s.opts.CitationWindow)
+	b.Queue(citeSQL, citeArgs(req.GetDecisionId(), s.opts.CitationWindow)...)
 	b.Queue(budgetSQL+` WHERE b.agent_group_id = (SELECT agent_group_id FROM sessions WHERE id = $1)`, req.GetSessionId())
 	b.Queue(priceSQL, req.GetProvider(), req.GetModel())
 	in.past = req.GetOverBudgetDecisionId() != ""
 	if in.past {
-		b.Queue(citeSQL, req.GetOverBudgetDecisionId(), s.opts.CitationWindow)
+		b.Queue(citeSQL, citeArgs(req.GetOverBudgetDecisionId(), s.opts.CitationWindow)...)
 	}
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
@@ -152,13 +151,13 @@ func (r reservation) args() []any {
 // period does not have yet is made first, once.
 func (s *Service) writeReservation(ctx context.Context, r reservation, in reserveInput) (bool, error) {
 	if !in.hasBudget {
-		_, err := asyncWrite(ctx, s.pool, insertSQL, r.args(), nil)
+		_, err := store.AsyncWrite(ctx, s.pool, insertSQL, r.args(), nil)
 		return true, reservationConflict(err, r)
 	}
 	args := append(r.args(), in.past, in.budget.Tokens, in.budget.Cost)
 	for attempt := 0; ; attempt++ {
 		var reserved, counter bool
-		_, err := asyncWrite(ctx, s.pool, reserveSQL, args, []any{&reserved, &counter})
+		_, err := store.AsyncWrite(ctx, s.pool, reserveSQL, args, []any{&reserved, &counter})
 		if err != nil || reserved || counter || attempt > 0 {
 			return reserved, reservationConflict(err, r)
 		}
@@ -171,24 +170,6 @@ func (s *Service) writeReservation(ctx context.Context, r reservation, in reserv
 	}
 }
 
-// asyncWrite runs one statement committed without waiting for the WAL
-// flush: the setting and the statement are one batch, one implicit
-// transaction. dest, when set, scans its one row.
-func asyncWrite(ctx context.Context, pool *pgxpool.Pool, sql string, args, dest []any) (bool, error) {
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	b.Queue(sql, args...)
-	br := pool.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return false, err
-	}
-	if dest == nil {
-		_, err := br.Exec()
-		return err == nil, err
-	}
-	return true, br.QueryRow().Scan(dest...)
-}
 func checkReserve(r *guardv1.ReserveModelUsageRequest) error {
 	switch {
 	case r.GetSessionId() == "":
@@ -240,13 +221,23 @@ func hostedSession(ctx context.Context, tx pgx.Tx, runnerID, sessionID string) (
 // citation is a cited decision's decided resource.
 type citation struct{ resource map[string]string }
 
-// citeSQL reads a cited decision and its decided resource.
-const citeSQL = `SELECT effect, action, COALESCE(session_id, ''), dry_run, at <= now() - $2::interval, COALESCE(trace->'r', '{}'::jsonb)
-	FROM decisions WHERE id = $1`
+// citeSQL reads a cited decision and its decided resource ($1: the
+// citation window, then the decision's key, store.DecisionKey).
+var (
+	citeKey, _ = store.DecisionKey(2, "")
+	citeSQL    = `SELECT effect, action, COALESCE(session_id, ''), dry_run, at <= now() - $1::interval, COALESCE(trace->'r', '{}'::jsonb)
+	FROM decisions WHERE ` + citeKey
+)
+
+// citeArgs are citeSQL's arguments for decisionID.
+func citeArgs(decisionID string, window time.Duration) []any {
+	_, key := store.DecisionKey(2, decisionID)
+	return append([]any{window}, key...)
+}
 
 // cite checks a decision a reservation cites (checkCitation).
 func cite(ctx context.Context, tx pgx.Tx, decisionID, sessionID, action string, window time.Duration) (citation, error) {
-	return checkCitation(tx.QueryRow(ctx, citeSQL, decisionID, window), decisionID, sessionID, action, window)
+	return checkCitation(tx.QueryRow(ctx, citeSQL, citeArgs(decisionID, window)...), decisionID, sessionID, action, window)
 }
 
 // checkCitation checks a decision a reservation cites (its citeSQL row):

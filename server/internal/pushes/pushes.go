@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	guardv1 "github.com/clawguard/clawguard/proto/guard/v1"
 	"github.com/clawguard/clawguard/server/internal/store"
+	"github.com/clawguard/clawguard/server/internal/wake"
 )
 
 // ErrNoSession is returned when the target session does not exist.
@@ -84,6 +86,9 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, sessionID string, p *guardv1.Push
 	}
 	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		return "", fmt.Errorf("store push: %w", err)
+	}
+	if t.RunnerID != nil {
+		wake.RunnerPushes(ctx, *t.RunnerID) // a transaction begun with wake.KeyedTx notifies after commit
 	}
 	return p.Id, nil
 }
@@ -223,21 +228,29 @@ func Pending(ctx context.Context, q store.Querier, runnerID string, limit int) (
 // wake-up's — is counted by key: Postgres plans id = ANY($1) afresh on
 // every execution (its generic plan assumes ten ids, dearer than the one
 // it is given), id = $1 once per connection.
-func Sending(ctx context.Context, q store.Querier, ids []string) error {
+//
+// Committed without waiting for the WAL flush (store.AsyncWrite): a count
+// lost in a crash only lets a push be sent once more than maxAttempts.
+func Sending(ctx context.Context, pool *pgxpool.Pool, ids []string) error {
 	if len(ids) == 1 {
-		_, err := q.Exec(ctx, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = $1`, ids[0])
+		_, err := store.AsyncWrite(ctx, pool, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = $1`, []any{ids[0]}, nil)
 		return err
 	}
-	_, err := q.Exec(ctx, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = ANY($1)`, ids)
+	_, err := store.AsyncWrite(ctx, pool, `UPDATE runner_pushes SET attempts = attempts + 1 WHERE id = ANY($1)`, []any{ids}, nil)
 	return err
 }
 
 // Acked records the runner's successful acks of pushes that are its own
 // (a push moved to another runner meanwhile is left to that one) and not
 // yet acknowledged.
-func Acked(ctx context.Context, q store.Querier, runnerID string, ids []string) error {
-	_, err := q.Exec(ctx, `UPDATE runner_pushes SET acked_at = now(), last_error = ''
-			WHERE id = ANY($1) AND runner_id = $2 AND acked_at IS NULL`, ids, runnerID)
+//
+// Committed without waiting for the WAL flush (store.AsyncWrite): an ack
+// lost in a crash leaves its push pending, and it is sent again; a runner
+// answers a push it already carried out by its id (a replay's grant is
+// consumed once, a delivery is deduplicated), so nothing runs twice.
+func Acked(ctx context.Context, pool *pgxpool.Pool, runnerID string, ids []string) error {
+	_, err := store.AsyncWrite(ctx, pool, `UPDATE runner_pushes SET acked_at = now(), last_error = ''
+			WHERE id = ANY($1) AND runner_id = $2 AND acked_at IS NULL`, []any{ids, runnerID}, nil)
 	return err
 }
 

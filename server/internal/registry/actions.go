@@ -158,9 +158,10 @@ func readCitationTx(ctx context.Context, tx pgx.Tx, decisionID, sessionID, actio
 		decidedBy, holdID                      string
 		dryRun, cited, stale                   bool
 	)
-	err := tx.QueryRow(ctx, `SELECT effect, action, COALESCE(session_id, ''), dry_run, cited_at IS NOT NULL, at <= now() - $2::interval, grant_id, mode,
+	key, keyArgs := store.DecisionKey(2, decisionID)
+	err := tx.QueryRow(ctx, `SELECT effect, action, COALESCE(session_id, ''), dry_run, cited_at IS NOT NULL, at <= now() - $1::interval, grant_id, mode,
 			decided_by, hold_id
-		FROM decisions WHERE id = $1 FOR UPDATE`, decisionID, window).Scan(&effect, &dAction, &dSession, &dryRun, &cited, &stale, &grant, &mode, &decidedBy, &holdID)
+		FROM decisions WHERE `+key+` FOR UPDATE`, append([]any{window}, keyArgs...)...).Scan(&effect, &dAction, &dSession, &dryRun, &cited, &stale, &grant, &mode, &decidedBy, &holdID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return citation{}, fault.New(fault.Precondition, "citation refused: decision %q not found", decisionID)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clawguard/clawguard/server/internal/store"
+	"github.com/clawguard/clawguard/server/internal/wake"
 
 	"github.com/clawguard/clawguard/server/internal/fault"
 
@@ -22,7 +23,7 @@ import (
 )
 
 // PushChannel is the NOTIFY channel of runner_pushes (payload: runner id).
-const PushChannel = "clawguard_runner_pushes"
+const PushChannel = wake.RunnerPushesChannel
 
 // hub fans NOTIFY wake-ups out to this replica's streams. A wake-up only
 // says "re-read the table"; the table is the truth.

@@ -193,8 +193,9 @@ func (s *Service) GetDecision(ctx context.Context, id string) (_ *guardv1.Decisi
 	if err != nil {
 		return nil, nil, err
 	}
+	key, keyArgs := store.DecisionKey(3, id)
 	rows, err := s.pool.Query(ctx, `SELECT `+decisionColumns+` FROM decisions
-		WHERE id = $1 AND ($2 OR agent_group_id = ANY($3))`, id, v.all, v.groups)
+		WHERE `+key+` AND ($1 OR agent_group_id = ANY($2))`, append([]any{v.all, v.groups}, keyArgs...)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,7 +14,9 @@
 // connection or transaction); NewID (every server-side row id); OpenLogPool
 // (the decision log's own small pool, synchronous_commit off only under
 // --decision-log-commit=async) and NewOrderedID (decision ids that sort by
-// time, so the log's primary key grows at its right edge).
+// time, so the log's primary key grows at its right edge) with DecisionKey
+// (the condition that finds a decision by that key, decisionkey.go) and
+// AsyncWrite (a statement committed without waiting for the WAL flush).
 package store
 
 import (
