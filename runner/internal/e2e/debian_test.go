@@ -119,7 +119,10 @@ func TestApprovedAptPackageIsInstalledAndRunsInTheRestartedContainer(t *testing.
 	if err := json.Unmarshal([]byte(start.s("packages")), &m); err != nil || !m.Installed {
 		t.Fatalf("manifest %q (%v): want installed", start.s("packages"), err)
 	}
-	waitEvent(t, sg, "the verify-and-report message", isOnWake)
+	wake := waitEvent(t, sg, "the verify-and-report message", isOnWake)
+	if !strings.Contains(wake.s("text"), "Verify they are installed") {
+		t.Fatalf("on_wake text on an image that installs = %q, want the verify-and-report words", wake.s("text"))
+	}
 	log, err := os.ReadFile(sg.Dir + "/.clawguard/build.log")
 	if err != nil || !strings.Contains(string(log), "apt-get install -y --no-install-recommends hello") {
 		t.Fatalf("build log in the workspace (%v):\n%s", err, log)

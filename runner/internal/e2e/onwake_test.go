@@ -14,7 +14,9 @@ import (
 )
 
 // The seed's on_wake: after an approved self-modification restarts the
-// container, the fresh agent is asked to verify the change and report. The
+// container, the fresh agent is told what changed and what to tell the user
+// (verify and report; or, for packages an image without a package manager
+// only recorded, that they are not available). The
 // message must reach the agent that runs after the restart, and the group's
 // restart push must not restart it a second time (which would take the
 // message away from the agent that read it).
@@ -22,10 +24,15 @@ func TestApprovedSelfModificationWakesTheFreshAgentToVerify(t *testing.T) {
 	for _, tc := range []struct {
 		name, action string
 		payload      map[string]any
-		mention      string
+		mention, ask string
 	}{
-		{"install_packages", "install_packages", map[string]any{"apt": []any{"cowsay"}, "npm": []any{"left-pad"}}, "apt: cowsay, npm: left-pad"},
-		{"add_mcp_server", "add_mcp_server", map[string]any{"name": "fs", "command": "mcp-fs", "args": []any{"/workspace"}}, `MCP server "fs"`},
+		// The process runtime has no package manager: the packages are
+		// recorded, not installed, and the agent is told so (debian_test.go
+		// sees the verify-and-report words on an image that installs them).
+		{"install_packages", "install_packages", map[string]any{"apt": []any{"cowsay"}, "npm": []any{"left-pad"}}, "apt: cowsay, npm: left-pad",
+			"recorded, not installed: your base image has no package manager. Tell the user they are not available"},
+		{"add_mcp_server", "add_mcp_server", map[string]any{"name": "fs", "command": "mcp-fs", "args": []any{"/workspace"}}, `MCP server "fs"`,
+			"report the result to the user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startServer(t)
@@ -40,8 +47,8 @@ func TestApprovedSelfModificationWakesTheFreshAgentToVerify(t *testing.T) {
 			s.approve(t, held.s("hold_id"), owner)
 
 			wake := waitEvent(t, sg, "the verify-and-report message", isOnWake)
-			if !strings.Contains(wake.s("text"), tc.mention) || !strings.Contains(wake.s("text"), "report the result") {
-				t.Fatalf("on_wake text = %q, want it to name %q and ask for a report", wake.s("text"), tc.mention)
+			if !strings.Contains(wake.s("text"), tc.mention) || !strings.Contains(wake.s("text"), tc.ask) {
+				t.Fatalf("on_wake text = %q, want it to name %q and say %q", wake.s("text"), tc.mention, tc.ask)
 			}
 			waitEvent(t, sg, "RESULT notice", notice("RESULT"))
 			// Once the group's restart push is applied (acknowledged and gone),
@@ -69,8 +76,11 @@ func TestApprovedSelfModificationWakesTheFreshAgentToVerify(t *testing.T) {
 	}
 }
 
+// isOnWake: the system's message to the agent after an approved change
+// restarted it (every one names the approval and says what to tell the user).
 func isOnWake(e event) bool {
-	return e.s("type") == "message" && e.s("sender") == sessions.SystemSender && strings.Contains(e.s("text"), "Verify")
+	return e.s("type") == "message" && e.s("sender") == sessions.SystemSender && strings.Contains(e.s("text"), "approved") &&
+		strings.Contains(e.s("text"), "the user")
 }
 
 // waitPushesDrained waits until every push to the session is acknowledged.
