@@ -162,12 +162,17 @@ func (s *system) startServer(i int) {
 	args := append([]string{bin(t, "clawguard-server"), "serve", "--database-url", s.dbURL, "--auto-migrate",
 		"--listen", addr, "--metrics-listen", metrics, "--operator-token-file", s.tokenFile}, s.flags...)
 	p := start(t, fmt.Sprintf("server-%d", i), args...)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
+	waitServing(t, p, addr, func() bool { _, err := os.Stat(s.tokenFile); return err == nil })
+	s.servers = append(s.servers, p)
+	s.addrs = append(s.addrs, addr)
+	s.metrics = append(s.metrics, metrics)
+}
+
+// waitServing waits until the server process p answers SERVING on addr
+// (and ready, when given, says so too), failing the test if p exits first.
+func waitServing(t *testing.T, p *proc, addr string, ready func() bool) {
+	t.Helper()
+	hc := healthpb.NewHealthClient(dial(t, addr, ""))
 	waitFor(t, 60*time.Second, p.Name+" SERVING", func() (bool, string) {
 		if p.Exited() {
 			t.Fatalf("%s exited during start:\n%s", p.Name, p.Tail(30))
@@ -178,12 +183,8 @@ func (s *system) startServer(i int) {
 		if err != nil {
 			return false, err.Error()
 		}
-		_, ferr := os.Stat(s.tokenFile)
-		return resp.GetStatus() == healthpb.HealthCheckResponse_SERVING && ferr == nil, resp.GetStatus().String()
+		return resp.GetStatus() == healthpb.HealthCheckResponse_SERVING && (ready == nil || ready()), resp.GetStatus().String()
 	})
-	s.servers = append(s.servers, p)
-	s.addrs = append(s.addrs, addr)
-	s.metrics = append(s.metrics, metrics)
 }
 
 // dial is a gRPC connection with a bearer token.

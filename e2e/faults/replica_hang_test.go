@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Issue 45: a replica that hangs — its link blackholed (no FIN, no RST) or
@@ -271,17 +268,7 @@ func (s *system) restartServer(t *testing.T, i int) {
 	args := append([]string{bin(t, "clawguard-server"), "serve", "--database-url", s.dbURL, "--auto-migrate",
 		"--listen", addr, "--metrics-listen", "", "--operator-token-file", s.tokenFile}, s.flags...)
 	p := start(t, fmt.Sprintf("server-%d-again", i), args...)
-	conn := dial(t, addr, "")
-	hc := healthpb.NewHealthClient(conn)
-	waitFor(t, 60*time.Second, p.Name+" SERVING", func() (bool, string) {
-		if p.Exited() {
-			t.Fatalf("%s exited during start:\n%s", p.Name, p.Tail(30))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, fmt.Sprint(resp.GetStatus(), err)
-	})
+	waitServing(t, p, addr, nil)
 	s.servers[i] = p
 }
 
