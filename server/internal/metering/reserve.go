@@ -223,16 +223,12 @@ type citation struct{ resource map[string]string }
 
 // citeSQL reads a cited decision and its decided resource ($1: the
 // citation window, then the decision's key, store.DecisionKey).
-var (
-	citeKey, _ = store.DecisionKey(2, "")
-	citeSQL    = `SELECT effect, action, COALESCE(session_id, ''), dry_run, at <= now() - $1::interval, COALESCE(trace->'r', '{}'::jsonb)
-	FROM decisions WHERE ` + citeKey
-)
+var citeSQL = `SELECT effect, action, COALESCE(session_id, ''), dry_run, at <= now() - $1::interval, COALESCE(trace->'r', '{}'::jsonb)
+	FROM decisions WHERE ` + store.DecisionKeySQL(2)
 
 // citeArgs are citeSQL's arguments for decisionID.
 func citeArgs(decisionID string, window time.Duration) []any {
-	_, key := store.DecisionKey(2, decisionID)
-	return append([]any{window}, key...)
+	return append([]any{window}, store.DecisionKeyArgs(decisionID)...)
 }
 
 // cite checks a decision a reservation cites (checkCitation).

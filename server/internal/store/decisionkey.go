@@ -18,14 +18,24 @@ import (
 // ids began — a decision logged before them, or no decision id at all —
 // is looked for by id alone, across the log (the same SQL, unbounded).
 func DecisionKey(first int, id string) (string, []any) {
+	return DecisionKeySQL(first), DecisionKeyArgs(id)
+}
+
+// DecisionKeySQL is DecisionKey's condition alone, for a statement built
+// once; DecisionKeyArgs are its arguments for one id.
+func DecisionKeySQL(first int) string {
 	p := func(i int) string { return "$" + strconv.Itoa(first+i) }
-	cond := "id = " + p(0) + " AND at >= " + p(1) + "::timestamptz AND at < " + p(2) + "::timestamptz"
+	return "id = " + p(0) + " AND at >= " + p(1) + "::timestamptz AND at < " + p(2) + "::timestamptz"
+}
+
+// DecisionKeyArgs are DecisionKeySQL's three arguments for id.
+func DecisionKeyArgs(id string) []any {
 	at, ok := decisionTime(id, time.Now())
 	if !ok {
-		return cond, []any{id, pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true},
+		return []any{id, pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true},
 			pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}}
 	}
-	return cond, []any{id, at.Add(-time.Millisecond), at.Add(2 * time.Millisecond)}
+	return []any{id, at.Add(-time.Millisecond), at.Add(2 * time.Millisecond)}
 }
 
 // orderedIDsSince is when decision ids began to carry their time (before,
